@@ -1,0 +1,17 @@
+#include "cli/command.h"
+
+namespace moelab::cli {
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command> commands = [] {
+    std::vector<Command> list;
+    RegisterModelCommands(list);
+    RegisterHardwareCommands(list);
+    RegisterPlanCommands(list);
+    RegisterDeviceCommands(list);
+    return list;
+  }();
+  return commands;
+}
+
+}  // namespace moelab::cli

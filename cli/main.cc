@@ -1,0 +1,51 @@
+// moelab: parses the subcommand and hands over to the libraries; nothing else lives here.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "model/error.h"
+
+namespace {
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: moelab <command> [options]   (moelab <command> --help for its options)\n\ncommands:\n";
+  for (const moelab::cli::Command& command : moelab::cli::AllCommands()) {
+    std::string words;
+    for (const std::string& word : command.words) words += (words.empty() ? "" : " ") + word;
+    out << "  " << words << std::string(words.size() < 14 ? 14 - words.size() : 1, ' ') << command.summary << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  moelab::cli::SetCommandLine(argc, argv);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    PrintUsage(args.empty() ? std::cerr : std::cout);
+    return args.empty() ? 2 : 0;
+  }
+  // The longest registered word sequence that prefixes the arguments names the command.
+  const moelab::cli::Command* chosen = nullptr;
+  for (const moelab::cli::Command& command : moelab::cli::AllCommands()) {
+    if (command.words.size() > args.size()) continue;
+    if (!std::equal(command.words.begin(), command.words.end(), args.begin())) continue;
+    if (chosen == nullptr || command.words.size() > chosen->words.size()) chosen = &command;
+  }
+  if (chosen == nullptr) {
+    std::cerr << "moelab: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "") << "'\n";
+    PrintUsage(std::cerr);
+    return 2;
+  }
+  try {
+    return chosen->run(std::vector<std::string>(args.begin() + static_cast<long>(chosen->words.size()), args.end()));
+  } catch (const moelab::Error& e) {
+    std::cerr << "moelab: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "moelab: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

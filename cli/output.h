@@ -1,0 +1,40 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab::cli {
+
+// Where every result file and JSON document comes from: tool version, git commit, the command
+// line, machine and time (the style guide's provenance rule).
+nlohmann::json Provenance();
+void SetCommandLine(int argc, char** argv);
+
+// Writes `text` to `path` atomically: a temporary file in the same folder, then rename, so a
+// failure never leaves a partial file. Throws moelab::Error naming the path.
+void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
+
+// Prints JSON to stdout (indent 2) or, when `out` is non-empty, writes it there atomically.
+void EmitJson(const nlohmann::json& json, const std::string& out);
+
+// A plain text table with right-aligned numeric columns.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string FormatNumber(double value, int precision);
+std::string FormatBytes(double bytes);      // "93.4 GB" (decimal units)
+std::string FormatCount(double count);      // "46.70 B", "494.0 M"
+std::string FormatSeconds(double seconds);  // "12.3 ms"
+
+}  // namespace moelab::cli

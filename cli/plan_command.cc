@@ -1,0 +1,154 @@
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "model/error.h"
+#include "model/preset_store.h"
+#include "model/sd_plan.h"
+
+namespace moelab::cli {
+namespace {
+
+constexpr const char* kDefaultTarget = "qwen2-57b-a14b";
+constexpr const char* kDefaultDraft = "qwen2-0.5b";
+constexpr const char* kDefaultHardware = "2xa100-80gb-sxm";
+
+void AddCostOptions(po::options_description& options) {
+  const CostParameters defaults;
+  options.add_options()
+      ("dtype", po::value<std::string>()->default_value(defaults.compute_dtype), "compute data type whose peak FLOP/s applies")
+      ("compute-efficiency", po::value<std::string>()->default_value(FormatNumber(defaults.compute_efficiency, 2)), "fraction of peak FLOP/s GEMMs reach, (0, 1]")
+      ("memory-efficiency", po::value<std::string>()->default_value(FormatNumber(defaults.memory_efficiency, 2)), "fraction of peak bandwidth weight streaming reaches, (0, 1]")
+      ("kernel-launch-s", po::value<std::string>()->default_value("4e-6"), "fixed seconds per operator launch");
+}
+
+CostParameters CostFrom(const po::variables_map& values) {
+  CostParameters params;
+  params.compute_dtype = values["dtype"].as<std::string>();
+  params.compute_efficiency = ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
+  params.memory_efficiency = ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
+  params.kernel_launch_s = ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
+  params.Validate();
+  return params;
+}
+
+nlohmann::json PlanToJson(const SdPlan& plan) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const SdPlanRow& r : plan.rows) {
+    rows.push_back({{"batch", r.batch}, {"gamma", r.gamma}, {"sigma", r.sigma}, {"speedup", r.speedup},
+                    {"target_efficiency", r.target_efficiency}, {"target_step_s", r.target_step_s},
+                    {"verify_s", r.verify_s}, {"draft_step_s", r.draft_step_s}, {"reject_s", r.reject_s},
+                    {"draft_share", r.draft_share}, {"verify_share", r.verify_share},
+                    {"fits_memory", r.fits_memory}});
+  }
+  nlohmann::json best = nlohmann::json::array();
+  for (const SdBestGamma& b : plan.best_gamma) {
+    best.push_back({{"batch", b.batch}, {"gamma", b.gamma}, {"speedup", b.speedup}});
+  }
+  nlohmann::json json;
+  json["rows"] = rows;
+  json["best_gamma"] = best;
+  json["pays_batch_range"] = plan.pays_batch_range
+                                 ? nlohmann::json{{"min_batch", plan.pays_batch_range->first},
+                                                  {"max_batch", plan.pays_batch_range->second}}
+                                 : nlohmann::json(nullptr);
+  json["cost_source"] = plan.cost_source;
+  json["device"] = plan.device;
+  json["compute_dtype"] = plan.compute_dtype;
+  return json;
+}
+
+void PrintPlan(const SdPlan& plan, const std::string& model, const std::string& draft,
+               const HardwareSpec& hardware, const SdPlanOptions& options) {
+  std::cout << "Speculative decoding plan: target " << model << ", draft " << draft << ", on "
+            << hardware.display_name << "\n"
+            << "alpha " << FormatNumber(options.alpha, 2) << ", context " << options.context_length
+            << " tokens, verify " << ToString(options.verify) << " positions, cost source "
+            << plan.cost_source << " (" << plan.compute_dtype << " peak)\n\n";
+  Table table({"batch", "gamma", "sigma", "speedup", "target eff", "T_T(B,1)", "draft %", "verify %", "fits"});
+  for (const SdPlanRow& r : plan.rows) {
+    table.AddRow({std::to_string(r.batch), std::to_string(r.gamma), FormatNumber(r.sigma, 3),
+                  FormatNumber(r.speedup, 3), FormatNumber(r.target_efficiency, 3), FormatSeconds(r.target_step_s),
+                  FormatNumber(100 * r.draft_share, 1), FormatNumber(100 * r.verify_share, 1),
+                  r.fits_memory ? "yes" : "NO"});
+  }
+  std::cout << table.Render() << "\nBest gamma per batch:\n";
+  Table best({"batch", "gamma", "speedup"});
+  for (const SdBestGamma& b : plan.best_gamma) {
+    best.AddRow({std::to_string(b.batch), std::to_string(b.gamma), FormatNumber(b.speedup, 3)});
+  }
+  std::cout << best.Render();
+  if (plan.pays_batch_range) {
+    std::cout << "\nSD pays (best speedup > 1) for batch " << plan.pays_batch_range->first << " to "
+              << plan.pays_batch_range->second << " among those listed.\n";
+  } else {
+    std::cout << "\nSD does not pay at any listed batch.\n";
+  }
+}
+
+int PlanSd(const std::vector<std::string>& args) {
+  po::options_description options("moelab plan sd");
+  options.add_options()
+      ("model", po::value<std::string>()->default_value(kDefaultTarget), "target model preset or path")
+      ("draft", po::value<std::string>()->default_value(kDefaultDraft), "draft model preset or path")
+      ("hardware", po::value<std::string>()->default_value(kDefaultHardware), "hardware preset or path (e.g. 2xa100-80gb-sxm)")
+      ("alpha", po::value<std::string>()->default_value("0.8"), "per-token acceptance rate, [0, 1)")
+      ("batch", po::value<std::string>()->default_value("1-256:x2"), "batch sizes: 1,2,4 or 1-8 or 1-256:x2")
+      ("gamma", po::value<std::string>()->default_value("1-8"), "draft lengths")
+      ("context", po::value<int64_t>()->default_value(1024), "tokens already in each sequence's KV cache")
+      ("verify", po::value<std::string>()->default_value("gamma+1"), "positions the target verifies per sequence: gamma+1 or gamma")
+      ("json", po::bool_switch(), "print JSON")
+      ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+  AddCostOptions(options);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--alpha A] [--batch LIST] [--gamma LIST] [--json]",
+                    options, args, values)) {
+    return 0;
+  }
+  SdPlanOptions plan_options;
+  plan_options.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
+  if (!(plan_options.alpha >= 0 && plan_options.alpha < 1)) {
+    throw Error("--alpha " + values["alpha"].as<std::string>() + ": expected a number in [0, 1)");
+  }
+  plan_options.batches = ParseIntList(values["batch"].as<std::string>(), "batch", 1);
+  plan_options.gammas = ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
+  plan_options.context_length = values["context"].as<int64_t>();
+  plan_options.verify = VerifyPositionsFromString(values["verify"].as<std::string>());
+  const CostParameters params = CostFrom(values);
+
+  const PresetStore store = PresetStore::Default();
+  const MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
+  const MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
+  const HardwareSpec hardware = store.LoadHardware(values["hardware"].as<std::string>());
+  const SdPlan plan = PlanSpeculativeDecoding(target, draft, hardware, params, plan_options);
+
+  const std::string out = values["out"].as<std::string>();
+  if (values["json"].as<bool>() || !out.empty()) {
+    nlohmann::json json = PlanToJson(plan);
+    json["schema"] = "moelab.plan_sd/1";
+    json["model"] = target.name;
+    json["draft"] = draft.name;
+    json["hardware"] = hardware.name;
+    json["alpha"] = plan_options.alpha;
+    json["context_length"] = plan_options.context_length;
+    json["verify_positions"] = ToString(plan_options.verify);
+    json["cost_parameters"] = {{"compute_dtype", params.compute_dtype},
+                               {"compute_efficiency", params.compute_efficiency},
+                               {"memory_efficiency", params.memory_efficiency},
+                               {"kernel_launch_s", params.kernel_launch_s}};
+    json["provenance"] = Provenance();
+    EmitJson(json, out);
+  } else {
+    PrintPlan(plan, target.name, draft.name, hardware, plan_options);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterPlanCommands(std::vector<Command>& commands) {
+  commands.push_back({{"plan", "sd"}, "speculative-decoding speedup per batch and gamma (analytic)", PlanSd});
+}
+
+}  // namespace moelab::cli

@@ -1,0 +1,265 @@
+#include "model/forward_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/error.h"
+#include "model/moe_math.h"
+#include "model/parameter_count.h"
+
+namespace moelab {
+namespace {
+
+// What computes, in the units the roofline needs.
+struct ComputeTarget {
+  std::string name;
+  double peak_flops = 0;
+  double bandwidth_bytes_per_s = 0;
+  double memory_bytes = 0;
+  int64_t devices = 1;
+  double interconnect_bytes_per_s = 0;
+  double interconnect_latency_s = 0;
+  std::string dtype_used;
+};
+
+ComputeTarget TargetOf(const HardwareSpec& hardware, const CostParameters& params) {
+  ComputeTarget target;
+  if (hardware.has_accelerator()) {
+    const AcceleratorSpec& a = *hardware.accelerator;
+    target.name = a.display_name;
+    target.peak_flops = PeakFlopsFor(a.peak_flops, params.compute_dtype, &target.dtype_used);
+    target.bandwidth_bytes_per_s = a.memory_bandwidth_bytes_per_s;
+    target.memory_bytes = a.memory_bytes;
+    target.devices = hardware.accelerator_count;
+    if (target.devices > 1) {
+      if (!hardware.interconnect) {
+        throw Error("hardware '" + hardware.name + "' has " + std::to_string(target.devices) +
+                    " accelerators but no interconnect");
+      }
+      target.interconnect_bytes_per_s = hardware.interconnect->bandwidth_bytes_per_s;
+      target.interconnect_latency_s = hardware.interconnect->latency_s;
+    }
+  } else if (hardware.host) {
+    const HostSpec& h = *hardware.host;
+    target.name = h.cpu_name;
+    target.peak_flops = PeakFlopsFor(h.peak_flops, params.compute_dtype, &target.dtype_used);
+    target.bandwidth_bytes_per_s = h.dram_bandwidth_bytes_per_s;
+    target.memory_bytes = h.dram_bytes;
+  } else {
+    throw Error("hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
+                ", not something that computes; choose an accelerator, node or host preset");
+  }
+  return target;
+}
+
+class CostAccumulator {
+ public:
+  CostAccumulator(const ComputeTarget& target, const CostParameters& params)
+      : target_(target), params_(params) {}
+
+  // Adds `repeats` identical operators (e.g. one per layer) of `flops` and `bytes` each.
+  void Add(const std::string& name, double flops, double bytes, double repeats,
+           double launches_each = 1) {
+    if (repeats <= 0) return;
+    const double devices = static_cast<double>(target_.devices);
+    const double compute_s = flops / devices / (target_.peak_flops * params_.compute_efficiency);
+    const double memory_s =
+        bytes / devices / (target_.bandwidth_bytes_per_s * params_.memory_efficiency);
+    const double time_s = launches_each * params_.kernel_launch_s + std::max(compute_s, memory_s);
+    OperatorCost& op = Find(name);
+    op.flops += flops * repeats;
+    op.bytes += bytes * repeats;
+    op.time_s += time_s * repeats;
+  }
+
+  void AddTime(const std::string& name, double bytes, double time_s) {
+    OperatorCost& op = Find(name);
+    op.bytes += bytes;
+    op.time_s += time_s;
+  }
+
+  ForwardCost Finish() {
+    ForwardCost cost;
+    cost.operators = operators_;
+    for (const OperatorCost& op : operators_) {
+      cost.time_s += op.time_s;
+      cost.flops += op.flops;
+      cost.bytes += op.bytes;
+    }
+    cost.device = target_.name;
+    cost.compute_dtype = target_.dtype_used;
+    return cost;
+  }
+
+ private:
+  OperatorCost& Find(const std::string& name) {
+    for (OperatorCost& op : operators_) {
+      if (op.name == name) return op;
+    }
+    operators_.push_back(OperatorCost{name});
+    return operators_.back();
+  }
+
+  const ComputeTarget& target_;
+  const CostParameters& params_;
+  std::vector<OperatorCost> operators_;
+};
+
+// Mean keys each new query attends to, and KV positions read per sequence, for one layer.
+struct AttentionSpan {
+  double mean_keys = 0;
+  double kv_positions = 0;
+};
+
+AttentionSpan SpanOf(const ForwardShape& shape, int64_t window) {
+  const double c = static_cast<double>(shape.context_length);
+  const double s = static_cast<double>(shape.tokens_per_sequence);
+  AttentionSpan span{c + (s + 1.0) / 2.0, c + s};
+  if (window > 0) {
+    span.mean_keys = std::min(span.mean_keys, static_cast<double>(window));
+    span.kv_positions = std::min(span.kv_positions, static_cast<double>(window) + s - 1.0);
+  }
+  return span;
+}
+
+}  // namespace
+
+void CostParameters::Validate() const {
+  auto fraction = [](double value, const char* name) {
+    if (!(value > 0 && value <= 1)) {
+      throw Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " + std::to_string(value));
+    }
+  };
+  fraction(compute_efficiency, "compute_efficiency");
+  fraction(memory_efficiency, "memory_efficiency");
+  if (!(kernel_launch_s >= 0)) throw Error("cost parameter 'kernel_launch_s' must be >= 0");
+  if (!(kv_bits > 0 && kv_bits <= 32)) throw Error("cost parameter 'kv_bits' must be in (0, 32]");
+  if (!(activation_bits > 0 && activation_bits <= 32)) {
+    throw Error("cost parameter 'activation_bits' must be in (0, 32]");
+  }
+}
+
+void ForwardShape::Validate() const {
+  if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
+  if (tokens_per_sequence < 1) {
+    throw Error("tokens per sequence must be at least 1, got " + std::to_string(tokens_per_sequence));
+  }
+  if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+}
+
+double ForwardCost::OperatorTime(const std::string& name) const {
+  for (const OperatorCost& op : operators) {
+    if (op.name == name) return op.time_s;
+  }
+  return 0;
+}
+
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& hardware,
+                                const ForwardShape& shape, const CostParameters& params) {
+  params.Validate();
+  shape.Validate();
+  const ComputeTarget target = TargetOf(hardware, params);
+  const ParameterCounts counts = CountParameters(model);
+  const WeightBytes weights = CountWeightBytes(model);
+  const double act_bytes = params.activation_bits / 8.0;
+  const double h = static_cast<double>(model.hidden_size);
+  const double batch = static_cast<double>(shape.batch);
+  const double tokens = batch * static_cast<double>(shape.tokens_per_sequence);
+  const double layers = static_cast<double>(model.num_layers);
+  const double moe_layers = static_cast<double>(model.num_moe_layers());
+  const double dense_layers = static_cast<double>(model.num_dense_layers());
+  const double kv_bytes_per_token_layer =
+      static_cast<double>(KvCacheBytesPerToken(model, params.kv_bits)) / layers;
+
+  CostAccumulator acc(target, params);
+
+  // Attention projections: every token multiplies every projection weight once.
+  acc.Add("attention_projections", 2.0 * tokens * static_cast<double>(counts.attention_per_layer),
+          weights.attention + tokens * h * 2.0 * act_bytes, layers, 2);
+
+  // Attention over the KV cache, per layer (windows differ between layers for gpt-oss).
+  const AttentionSpec& a = model.attention;
+  double flops_per_query_key = 0;
+  if (a.kind == AttentionKind::kMultiHeadLatent) {
+    // Absorbed MLA: scores against the cached latent + rotary key, values from the latent.
+    flops_per_query_key = static_cast<double>(a.num_heads) *
+                          (2.0 * static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim) +
+                           2.0 * static_cast<double>(a.kv_lora_rank));
+  } else {
+    flops_per_query_key = 4.0 * static_cast<double>(a.num_heads * a.head_dim);
+  }
+  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+    const bool windowed = a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
+    const AttentionSpan span = SpanOf(shape, windowed ? a.sliding_window : 0);
+    acc.Add("attention_core", tokens * span.mean_keys * flops_per_query_key,
+            batch * span.kv_positions * kv_bytes_per_token_layer, 1);
+  }
+
+  ForwardCost extra;
+  if (model.moe) {
+    const MoeSpec& moe = *model.moe;
+    const double experts = static_cast<double>(moe.num_experts);
+    const double top_k = static_cast<double>(moe.top_k);
+    acc.Add("router", 2.0 * tokens * h * experts, weights.router + tokens * experts * 4.0,
+            moe_layers, 2);
+    const double activated = ExpectedActivatedExperts(tokens, moe.num_experts, moe.top_k);
+    extra.activated_experts_per_layer = activated;
+    extra.tokens_per_activated_expert = tokens * top_k / activated;
+    acc.Add("routed_experts", 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
+            activated * weights.expert + tokens * top_k * h * 2.0 * act_bytes, moe_layers, 1);
+    if (moe.num_shared_experts > 0) {
+      acc.Add("shared_experts", 2.0 * tokens * static_cast<double>(counts.shared_experts_per_moe_layer),
+              weights.shared_experts + tokens * h * 2.0 * act_bytes, moe_layers, 1);
+    }
+  }
+  if (dense_layers > 0) {
+    acc.Add("dense_ffn", 2.0 * tokens * static_cast<double>(counts.dense_ffn_per_dense_layer),
+            weights.dense_ffn + tokens * h * 2.0 * act_bytes, dense_layers, 1);
+  }
+  // Norms, residual adds, rotary: a handful of memory-bound elementwise kernels per layer.
+  acc.Add("norms_residual", 10.0 * tokens * h, 6.0 * tokens * h * act_bytes, layers, 4);
+
+  const double embedding_row_bytes =
+      static_cast<double>(model.embedding_dim()) * model.bits.embeddings / 8.0;
+  acc.Add("embedding", 0, tokens * embedding_row_bytes, 1, 1);
+  const double logit_tokens = shape.logits_for_all_positions ? tokens : batch;
+  acc.Add("lm_head",
+          2.0 * logit_tokens * static_cast<double>(model.embedding_dim()) *
+              static_cast<double>(model.vocab_size),
+          weights.lm_head + logit_tokens * static_cast<double>(model.vocab_size) * 4.0, 1, 1);
+
+  if (target.devices > 1) {
+    // Two ring all-reduces of the hidden states per layer (after attention and after the FFN).
+    const double g = static_cast<double>(target.devices);
+    const double message_bytes = tokens * h * act_bytes;
+    const double per_all_reduce_s =
+        2.0 * (g - 1.0) / g * message_bytes / target.interconnect_bytes_per_s +
+        2.0 * (g - 1.0) * target.interconnect_latency_s;
+    acc.AddTime("communication", 2.0 * layers * message_bytes, 2.0 * layers * per_all_reduce_s);
+  }
+
+  ForwardCost cost = acc.Finish();
+  cost.activated_experts_per_layer = extra.activated_experts_per_layer;
+  cost.tokens_per_activated_expert = extra.tokens_per_activated_expert;
+  return cost;
+}
+
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& hardware,
+                               double kv_tokens, const CostParameters& params) {
+  const ComputeTarget target = TargetOf(hardware, params);
+  const double devices = static_cast<double>(target.devices);
+  MemoryFootprint footprint;
+  footprint.weight_bytes_per_device = CountWeightBytes(model).total / devices;
+  footprint.kv_bytes_per_device =
+      kv_tokens * static_cast<double>(KvCacheBytesPerToken(model, params.kv_bits)) / devices;
+  footprint.capacity_bytes_per_device = target.memory_bytes;
+  return footprint;
+}
+
+double RidgePointTokens(const HardwareSpec& hardware, const CostParameters& params,
+                        double weight_bits) {
+  const ComputeTarget target = TargetOf(hardware, params);
+  return target.peak_flops / target.bandwidth_bytes_per_s * (weight_bits / 8.0) / 2.0;
+}
+
+}  // namespace moelab

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/hardware_spec.h"
+#include "model/model_spec.h"
+
+namespace moelab {
+
+// Analytic cost of one forward pass, T(model, hardware, batch, tokens_per_sequence,
+// context_length), from a roofline per operator (docs/model.md):
+//   time(op) = launches * kernel_launch_s + max(flops / (peak * compute_efficiency),
+//                                                bytes / (bandwidth * memory_efficiency)).
+// Routed experts follow N(t): t = batch * tokens_per_sequence tokens activate N(t) experts per
+// MoE layer (uniform routing), whose weights are read once each. On a node of g accelerators the
+// model is tensor-parallel: each device does 1/g of every operator and two ring all-reduces of the
+// hidden states per layer cross the interconnect. Without an accelerator the host CPU computes.
+
+// Efficiency factors are parameters (to be calibrated by profiles), not constants in the code.
+struct CostParameters {
+  std::string compute_dtype = "bf16";
+  double compute_efficiency = 0.7;  // fraction of peak FLOP/s that GEMMs reach
+  double memory_efficiency = 0.8;   // fraction of peak bandwidth that weight streaming reaches
+  double kernel_launch_s = 4e-6;    // fixed cost per operator launch
+  double kv_bits = 16;
+  double activation_bits = 16;
+
+  void Validate() const;  // efficiencies in (0, 1], times >= 0, bits in (0, 32]
+};
+
+struct ForwardShape {
+  int64_t batch = 1;
+  int64_t tokens_per_sequence = 1;  // new tokens per sequence in this pass
+  int64_t context_length = 0;       // tokens already in each sequence's KV cache
+  bool logits_for_all_positions = true;  // false: prefill, logits for the last position only
+
+  void Validate() const;
+};
+
+struct OperatorCost {
+  std::string name;
+  double flops = 0;  // whole model, all devices
+  double bytes = 0;  // weights + KV + activations moved, all devices
+  double time_s = 0;
+};
+
+struct ForwardCost {
+  std::vector<OperatorCost> operators;  // attention_projections, attention_core, router,
+                                        // routed_experts, shared_experts, dense_ffn,
+                                        // norms_residual, embedding, lm_head, communication
+  double time_s = 0;
+  double flops = 0;
+  double bytes = 0;
+  double activated_experts_per_layer = 0;  // N(t), 0 for a dense model
+  double tokens_per_activated_expert = 0;
+  std::string device;          // what computes: accelerator or host display name
+  std::string compute_dtype;   // the peak actually used (fallback when the device lacks the type)
+
+  double OperatorTime(const std::string& name) const;
+};
+
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& hardware,
+                                const ForwardShape& shape, const CostParameters& params);
+
+// Memory per device for weights plus a KV cache of `kv_tokens` tokens (all sequences).
+struct MemoryFootprint {
+  double weight_bytes_per_device = 0;
+  double kv_bytes_per_device = 0;
+  double capacity_bytes_per_device = 0;
+  bool fits() const { return weight_bytes_per_device + kv_bytes_per_device <= capacity_bytes_per_device; }
+};
+
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& hardware,
+                               double kv_tokens, const CostParameters& params);
+
+// The device's ridge point in tokens: peak FLOP/s / bandwidth * (bytes per weight) / 2, the
+// token count at which a weight-streaming GEMM turns compute-bound.
+double RidgePointTokens(const HardwareSpec& hardware, const CostParameters& params,
+                        double weight_bits);
+
+}  // namespace moelab

@@ -1,0 +1,136 @@
+#include "model/hardware_spec.h"
+
+#include "model/error.h"
+#include "model/json_reader.h"
+
+namespace moelab {
+namespace {
+
+PeakFlops ParsePeakFlops(const JsonReader& reader) {
+  PeakFlops peak;
+  for (const auto& [dtype, value] : reader.json().items()) {
+    peak[dtype] = reader.Number(dtype, 0.0);
+  }
+  if (peak.empty()) reader.Fail("", "at least one data type with its peak FLOP/s");
+  return peak;
+}
+
+nlohmann::json PeakToJson(const PeakFlops& peak) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [dtype, value] : peak) json[dtype] = value;
+  return json;
+}
+
+}  // namespace
+
+std::string ToString(HardwareKind kind) {
+  switch (kind) {
+    case HardwareKind::kAccelerator: return "accelerator";
+    case HardwareKind::kHost: return "host";
+    case HardwareKind::kLink: return "link";
+    case HardwareKind::kNode: return "node";
+  }
+  return "?";
+}
+
+AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                                        const std::string& path) {
+  const JsonReader reader(json, origin, path);
+  AcceleratorSpec spec;
+  spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
+  spec.memory_bytes = reader.Number("memory_bytes", 0.0);
+  spec.memory_bandwidth_bytes_per_s = reader.Number("memory_bandwidth_bytes_per_s", 0.0);
+  spec.sm_count = reader.Int("sm_count", 0, 0);
+  return spec;
+}
+
+HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                          const std::string& path) {
+  const JsonReader reader(json, origin, path);
+  HostSpec spec;
+  spec.cpu_name = reader.String("cpu_name");
+  spec.cores = reader.Int("cores", 1);
+  spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
+  spec.dram_bytes = reader.Number("dram_bytes", 0.0);
+  spec.dram_bandwidth_bytes_per_s = reader.Number("dram_bandwidth_bytes_per_s", 0.0);
+  spec.storage_read_bandwidth_bytes_per_s =
+      reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);
+  return spec;
+}
+
+LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                          const std::string& path) {
+  const JsonReader reader(json, origin, path);
+  LinkSpec spec;
+  spec.host_to_device_bandwidth_bytes_per_s =
+      reader.Number("host_to_device_bandwidth_bytes_per_s", 0.0);
+  spec.device_to_host_bandwidth_bytes_per_s =
+      reader.Number("device_to_host_bandwidth_bytes_per_s", 0.0);
+  spec.latency_s = reader.Number("latency_s", 0.0, true);
+  return spec;
+}
+
+InterconnectSpec InterconnectSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                                          const std::string& path) {
+  const JsonReader reader(json, origin, path);
+  InterconnectSpec spec;
+  spec.kind = reader.String("kind");
+  spec.bandwidth_bytes_per_s = reader.Number("bandwidth_bytes_per_s", 0.0);
+  spec.latency_s = reader.Number("latency_s", 0.0, true);
+  return spec;
+}
+
+nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
+  nlohmann::json json;
+  json["schema"] = "moelab.hardware/1";
+  json["name"] = spec.name;
+  json["display_name"] = spec.display_name;
+  json["kind"] = ToString(spec.kind);
+  if (spec.accelerator) {
+    const AcceleratorSpec& a = *spec.accelerator;
+    json["accelerator"] = {{"display_name", a.display_name},
+                           {"peak_flops", PeakToJson(a.peak_flops)},
+                           {"memory_bytes", a.memory_bytes},
+                           {"memory_bandwidth_bytes_per_s", a.memory_bandwidth_bytes_per_s},
+                           {"sm_count", a.sm_count}};
+    json["accelerator_count"] = spec.accelerator_count;
+  }
+  if (spec.host) {
+    const HostSpec& h = *spec.host;
+    json["host"] = {{"name", h.name},
+                    {"cpu_name", h.cpu_name},
+                    {"cores", h.cores},
+                    {"peak_flops", PeakToJson(h.peak_flops)},
+                    {"dram_bytes", h.dram_bytes},
+                    {"dram_bandwidth_bytes_per_s", h.dram_bandwidth_bytes_per_s},
+                    {"storage_read_bandwidth_bytes_per_s", h.storage_read_bandwidth_bytes_per_s}};
+  }
+  if (spec.host_link) {
+    const LinkSpec& l = *spec.host_link;
+    json["host_link"] = {{"name", l.name},
+                         {"host_to_device_bandwidth_bytes_per_s", l.host_to_device_bandwidth_bytes_per_s},
+                         {"device_to_host_bandwidth_bytes_per_s", l.device_to_host_bandwidth_bytes_per_s},
+                         {"latency_s", l.latency_s}};
+  }
+  if (spec.interconnect) {
+    json["interconnect"] = {{"kind", spec.interconnect->kind},
+                            {"bandwidth_bytes_per_s", spec.interconnect->bandwidth_bytes_per_s},
+                            {"latency_s", spec.interconnect->latency_s}};
+  }
+  json["sources"] = spec.sources;
+  return json;
+}
+
+double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string* used_dtype) {
+  for (const std::string& candidate : {dtype, std::string("bf16"), std::string("fp16"),
+                                       std::string("fp32")}) {
+    auto it = peak.find(candidate);
+    if (it != peak.end()) {
+      if (used_dtype) *used_dtype = candidate;
+      return it->second;
+    }
+  }
+  throw Error("no peak FLOP/s for data type '" + dtype + "' nor for bf16, fp16 or fp32");
+}
+
+}  // namespace moelab

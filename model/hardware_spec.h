@@ -1,0 +1,85 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab {
+
+// Hardware as the cost models see it, schema "moelab.hardware/1" (docs/schemas.md). A preset is
+// one of four kinds: an accelerator (with its usual host and host link), a host CPU alone, a link,
+// or a node of several identical accelerators. All quantities in SI units.
+
+// Peak FLOP/s by data type name ("fp32", "tf32", "fp16", "bf16", "fp8", "int8").
+using PeakFlops = std::map<std::string, double>;
+
+struct AcceleratorSpec {
+  std::string display_name;
+  PeakFlops peak_flops;
+  double memory_bytes = 0;
+  double memory_bandwidth_bytes_per_s = 0;
+  int64_t sm_count = 0;  // 0 = unknown
+};
+
+struct HostSpec {
+  std::string name;
+  std::string cpu_name;
+  int64_t cores = 0;
+  PeakFlops peak_flops;
+  double dram_bytes = 0;
+  double dram_bandwidth_bytes_per_s = 0;
+  double storage_read_bandwidth_bytes_per_s = 0;
+};
+
+struct LinkSpec {
+  std::string name;
+  double host_to_device_bandwidth_bytes_per_s = 0;
+  double device_to_host_bandwidth_bytes_per_s = 0;
+  double latency_s = 0;
+};
+
+struct InterconnectSpec {
+  std::string kind;  // "nvlink4", "pcie", ...
+  double bandwidth_bytes_per_s = 0;  // per accelerator, per direction
+  double latency_s = 0;
+};
+
+enum class HardwareKind { kAccelerator, kHost, kLink, kNode };
+
+struct HardwareSpec {
+  std::string name;
+  std::string display_name;
+  HardwareKind kind = HardwareKind::kAccelerator;
+  std::optional<AcceleratorSpec> accelerator;
+  int64_t accelerator_count = 0;
+  std::optional<HostSpec> host;
+  std::optional<LinkSpec> host_link;
+  std::optional<InterconnectSpec> interconnect;  // between the accelerators of a node
+  std::vector<std::string> sources;
+
+  bool has_accelerator() const { return accelerator.has_value() && accelerator_count > 0; }
+};
+
+std::string ToString(HardwareKind kind);
+
+// Component parsers: `origin` names the file, `path` the field, in error messages.
+AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                                        const std::string& path);
+HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                          const std::string& path);
+LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                          const std::string& path);
+InterconnectSpec InterconnectSpecFromJson(const nlohmann::json& json, const std::string& origin,
+                                          const std::string& path);
+
+nlohmann::json HardwareSpecToJson(const HardwareSpec& spec);
+
+// Peak FLOP/s of the accelerator (or the host when there is none) for `dtype`; when the device
+// lacks that type, the fallback order is bf16 -> fp16 -> fp32 and `used_dtype` says which.
+double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string* used_dtype);
+
+}  // namespace moelab

@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab {
+
+// Reads fields of a JSON object with errors that name the file, the field path and what was
+// expected. A required field that is missing is an error; an optional field has its default
+// stated at the call site (never guessed here).
+class JsonReader {
+ public:
+  // `origin` names where the JSON came from (a file path), `path` the object's field path.
+  JsonReader(const nlohmann::json& object, std::string origin, std::string path = "");
+
+  static nlohmann::json ParseFile(const std::filesystem::path& file);
+
+  bool Has(std::string_view key) const;
+  JsonReader Object(std::string_view key) const;
+  std::optional<JsonReader> OptionalObject(std::string_view key) const;
+
+  std::string String(std::string_view key) const;
+  std::string String(std::string_view key, const std::string& fallback) const;
+  bool Bool(std::string_view key) const;
+  bool Bool(std::string_view key, bool fallback) const;
+  // Integers must be whole numbers within range; `minimum` is inclusive.
+  int64_t Int(std::string_view key, int64_t minimum) const;
+  int64_t Int(std::string_view key, int64_t minimum, int64_t fallback) const;
+  // Finite numbers strictly greater than `exclusive_minimum` unless `allow_equal`.
+  double Number(std::string_view key, double exclusive_minimum, bool allow_equal = false) const;
+  double Number(std::string_view key, double exclusive_minimum, bool allow_equal,
+                double fallback) const;
+
+  const nlohmann::json& json() const { return *object_; }
+  const std::string& origin() const { return origin_; }
+  std::string FieldName(std::string_view key) const;
+  [[noreturn]] void Fail(std::string_view key, std::string_view expected) const;
+
+ private:
+  const nlohmann::json& Get(std::string_view key) const;
+
+  const nlohmann::json* object_;
+  std::string origin_;
+  std::string path_;
+};
+
+}  // namespace moelab

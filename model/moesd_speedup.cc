@@ -1,0 +1,17 @@
+#include "model/moesd_speedup.h"
+
+#include "model/error.h"
+
+namespace moelab {
+
+std::string ToString(SdDenominator denominator) {
+  return denominator == SdDenominator::kAlgorithm1 ? "algorithm1" : "equation4";
+}
+
+SdDenominator SdDenominatorFromString(const std::string& name) {
+  if (name == "algorithm1") return SdDenominator::kAlgorithm1;
+  if (name == "equation4") return SdDenominator::kEquation4;
+  throw Error("unknown SD denominator '" + name + "': expected \"algorithm1\" or \"equation4\"");
+}
+
+}  // namespace moelab

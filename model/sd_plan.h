@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/forward_cost.h"
+#include "model/hardware_spec.h"
+#include "model/model_spec.h"
+
+namespace moelab {
+
+// Speculative-decoding plan from the analytic cost model (formulas.md section 1):
+//   speedup = sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, v) + T_reject)
+//   target efficiency = T_T(B, 1) / T_T(B, v)
+// where v, the positions the target verifies per sequence, is gamma + 1 by default (the last
+// accepted token plus gamma drafts, as the executor runs it) or gamma (the paper's T_T(B, gamma)).
+
+enum class VerifyPositions { kGammaPlusOne, kGamma };
+std::string ToString(VerifyPositions positions);
+VerifyPositions VerifyPositionsFromString(const std::string& name);  // "gamma+1" | "gamma"
+
+struct SdPlanOptions {
+  std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256};
+  std::vector<int64_t> gammas{1, 2, 3, 4, 5, 6, 7, 8};
+  double alpha = 0.8;              // per-token acceptance rate, [0, 1)
+  int64_t context_length = 1024;   // tokens already in each sequence's KV cache
+  VerifyPositions verify = VerifyPositions::kGammaPlusOne;
+
+  void Validate() const;  // batches >= 1, gammas >= 1, alpha in [0, 1), context >= 0
+};
+
+struct SdPlanRow {
+  int64_t batch = 0;
+  int64_t gamma = 0;
+  double sigma = 0;
+  double speedup = 0;
+  double target_efficiency = 0;
+  double target_step_s = 0;  // T_T(B, 1): one autoregressive step
+  double verify_s = 0;       // T_T(B, v)
+  double draft_step_s = 0;   // T_D(B, 1)
+  double reject_s = 0;
+  double draft_share = 0;    // of one SD round's time
+  double verify_share = 0;
+  bool fits_memory = true;   // weights of both models + KV cache of the batch
+};
+
+struct SdBestGamma {
+  int64_t batch = 0;
+  int64_t gamma = 0;
+  double speedup = 0;
+};
+
+struct SdPlan {
+  std::vector<SdPlanRow> rows;
+  std::vector<SdBestGamma> best_gamma;
+  // Smallest and largest batch whose best speedup exceeds 1 (absent when SD never pays).
+  std::optional<std::pair<int64_t, int64_t>> pays_batch_range;
+  std::string cost_source = "analytic-roofline";
+  std::string device;
+  std::string compute_dtype;
+};
+
+// Refuses a configuration whose weights do not fit the hardware's memory (naming the sizes).
+SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
+                               const HardwareSpec& hardware, const CostParameters& params,
+                               const SdPlanOptions& options);
+
+}  // namespace moelab

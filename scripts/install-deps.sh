@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages moelab builds with, only those missing. Needs root when
+# something is missing (apt-get); prints what it installs and why.
+set -euo pipefail
+
+# package            why
+packages=(
+  build-essential                # g++ 12, make
+  cmake                          # build system (>= 3.25)
+  git                            # provenance: the commit in every result file
+  libboost-program-options-dev   # the moelab CLI's option parsing
+  nlohmann-json3-dev             # presets, profiles, results: all JSON
+  libgtest-dev                   # unit tests (GoogleTest)
+)
+
+missing=()
+for entry in "${packages[@]}"; do
+  name=${entry%% *}
+  if ! dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$name")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: these packages are missing and installing them needs root: ${missing[*]}" >&2
+  echo "install-deps: run this script as root (or: sudo apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, run every test.
+#   scripts/test.sh             Release build in build/
+#   scripts/test.sh --sanitize  AddressSanitizer + UBSan build in build-sanitize/
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/install-deps.sh"
+if [ "${1:-}" = "--sanitize" ]; then
+  export BUILD_DIR=$root/build-sanitize
+  "$root/scripts/build.sh" -DMOELAB_SANITIZE=ON
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+else
+  export BUILD_DIR=$root/build
+  "$root/scripts/build.sh"
+fi
+cd "$BUILD_DIR"
+ctest --output-on-failure -j "$(nproc)" --timeout 600

@@ -1,0 +1,172 @@
+// Runs the moelab binary as a user would and checks its output, exit status and files.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+struct RunResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+RunResult RunMoelab(const std::string& args) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli");
+  const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" + (dir / "out").string() +
+                              " 2>" + (dir / "err").string();
+  const int raw = std::system(command.c_str());
+  RunResult result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.out = Slurp(dir / "out");
+  result.err = Slurp(dir / "err");
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+TEST(Cli, ModelShowJsonHasIntegerCounts) {
+  const RunResult r = RunMoelab("model show --model mixtral-8x7b --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(json["total_params"].is_number_integer());
+  ASSERT_TRUE(json["active_params"].is_number_integer());
+  EXPECT_NEAR(json["total_params"].get<double>(), 46.7e9, 0.02 * 46.7e9);
+  EXPECT_NEAR(json["active_params"].get<double>(), 12.9e9, 0.02 * 12.9e9);
+  EXPECT_EQ(json["expert_bytes"].get<int64_t>(), 3LL * 4096 * 14336 * 2);
+  EXPECT_EQ(json["t_thres"].get<int64_t>(), 11);
+  EXPECT_TRUE(json.contains("provenance"));
+}
+
+TEST(Cli, ModelShowAcceptsAHuggingFaceConfigPath) {
+  const auto config = testing::TestDataDir() / "hf_configs/qwen2-57b-a14b.json";
+  const RunResult r = RunMoelab("model show --model " + config.string() + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["t_thres"].get<int64_t>(), 23);
+}
+
+TEST(Cli, PlanSdJsonHasRowsAndBestGamma) {
+  const RunResult r = RunMoelab("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
+                          "--batch 1,4,16 --gamma 1-4 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["rows"].size(), 12u);
+  for (const auto& row : json["rows"]) {
+    for (const char* field : {"batch", "gamma", "speedup", "target_efficiency"}) {
+      EXPECT_TRUE(row.contains(field)) << field;
+    }
+  }
+  ASSERT_EQ(json["best_gamma"].size(), 3u);
+  for (const auto& best : json["best_gamma"]) {
+    EXPECT_TRUE(best.contains("batch") && best.contains("gamma") && best.contains("speedup"));
+  }
+  EXPECT_EQ(json["cost_source"], "analytic-roofline");
+}
+
+TEST(Cli, PlanSdDefaultsRunAndPrintATable) {
+  const RunResult r = RunMoelab("plan sd");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Best gamma per batch"), std::string::npos);
+}
+
+TEST(Cli, ListsAndShowsPresets) {
+  RunResult r = RunMoelab("hw list");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("h100-sxm"), std::string::npos);
+  r = RunMoelab("hw show 8xh800 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["accelerator_count"], 8);
+  r = RunMoelab("model list");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("deepseek-v3"), std::string::npos);
+  r = RunMoelab("devices");
+  EXPECT_EQ(r.status, 0) << r.err;  // no GPU is a message, not a failure
+  EXPECT_FALSE(r.out.empty());
+}
+
+struct BadInput {
+  std::string args;
+  std::string expected_message;
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ClearErrorNonZeroExitNoOutputFile) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-bad");
+  const std::filesystem::path out = dir / "result.json";
+  const RunResult r = RunMoelab(GetParam().args + " --out " + out.string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find(GetParam().expected_message), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "no temporary files left behind";
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, CliBadInput,
+    ::testing::Values(
+        BadInput{"plan sd --model mixtral-8x8b", "did you mean 'mixtral-8x7b'"},
+        BadInput{"plan sd --hardware h100-sxn", "did you mean 'h100-sxm'"},
+        BadInput{"plan sd --alpha 1.0", "--alpha 1.0: expected a number in [0, 1)"},
+        BadInput{"plan sd --alpha -0.2", "expected a number in [0, 1)"},
+        BadInput{"plan sd --alpha abc", "--alpha 'abc': expected a finite number"},
+        BadInput{"plan sd --gamma 0", "0 is below 1"},
+        BadInput{"plan sd --batch -4", "--batch '-4'"},
+        BadInput{"plan sd --batch 1,,2", "empty item"},
+        BadInput{"plan sd --hardware a100-80gb-sxm", "per device"},
+        BadInput{"plan sd --hardware pcie4-x16", "not something that computes"},
+        BadInput{"plan sd --memory-efficiency 0", "memory_efficiency"},
+        BadInput{"plan sd --verify all", "expected \"gamma+1\" or \"gamma\""},
+        BadInput{"plan sd --no-such-option 3", "unrecognised option"},
+        BadInput{"model show --model /nonexistent/model.json", "model file not found"},
+        BadInput{"model show --model qwen3-30b", "did you mean 'qwen3-30b-a3b'"}));
+
+TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-model");
+  const std::filesystem::path broken = dir / "broken.json";
+  std::ofstream(broken) << "{\"schema\": \"moelab.model/1\",";
+  RunResult r = RunMoelab("model show --model " + broken.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("broken.json: malformed JSON"), std::string::npos) << r.err;
+
+  nlohmann::json spec = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  spec["moe"]["top_k"] = 12;
+  const std::filesystem::path impossible = dir / "impossible.json";
+  std::ofstream(impossible) << spec.dump();
+  r = RunMoelab("model show --model " + impossible.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("impossible.json: field 'moe.top_k'"), std::string::npos) << r.err;
+
+  spec = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  spec["num_layers"] = 0;
+  std::ofstream(impossible) << spec.dump();
+  r = RunMoelab("model show --model " + impossible.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("field 'num_layers'"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, UnknownCommandIsAnError) {
+  const RunResult r = RunMoelab("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moelab

@@ -1,0 +1,88 @@
+#include "model/model_spec.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "model/json_reader.h"
+#include "model/preset_store.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+nlohmann::json Mixtral() {
+  return JsonReader::ParseFile(testing::PresetDir() / "models/mixtral-8x7b.json");
+}
+
+std::string ErrorOf(const nlohmann::json& json) {
+  try {
+    ModelSpecFromJson(json, "m.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelSpec, RoundTripsThroughJson) {
+  const MoeModelSpec spec = ModelSpecFromJson(Mixtral(), "m.json");
+  const MoeModelSpec again = ModelSpecFromJson(ModelSpecToJson(spec), "again.json");
+  EXPECT_EQ(ModelSpecToJson(spec), ModelSpecToJson(again));
+}
+
+TEST(ModelSpec, ImpossibleValuesAreRefusedNamingTheField) {
+  nlohmann::json json = Mixtral();
+  json["moe"]["top_k"] = 9;
+  EXPECT_NE(ErrorOf(json).find("m.json: field 'moe.top_k': must be between 1 and moe.num_experts (8), got 9"),
+            std::string::npos)
+      << ErrorOf(json);
+  json = Mixtral();
+  json["num_layers"] = 0;
+  EXPECT_NE(ErrorOf(json).find("field 'num_layers': expected an integer >= 1, got 0"), std::string::npos)
+      << ErrorOf(json);
+  json = Mixtral();
+  json["hidden_size"] = 4096.5;
+  EXPECT_NE(ErrorOf(json).find("field 'hidden_size'"), std::string::npos);
+  json = Mixtral();
+  json["attention"]["num_kv_heads"] = 5;
+  EXPECT_NE(ErrorOf(json).find("attention.num_kv_heads"), std::string::npos);
+  json = Mixtral();
+  json["norm"] = "batchnorm";
+  EXPECT_NE(ErrorOf(json).find("field 'norm': expected one of \"rmsnorm\""), std::string::npos) << ErrorOf(json);
+  json = Mixtral();
+  json["bits"]["experts"] = -4;
+  EXPECT_NE(ErrorOf(json).find("bits.experts"), std::string::npos);
+  json = Mixtral();
+  json.erase("hidden_size");
+  EXPECT_NE(ErrorOf(json).find("missing required field 'hidden_size'"), std::string::npos);
+  json = Mixtral();
+  json["schema"] = "moelab.model/0";
+  EXPECT_NE(ErrorOf(json).find("field 'schema'"), std::string::npos);
+}
+
+TEST(ModelSpec, MalformedFileNamesTheFile) {
+  const std::filesystem::path dir = testing::MakeTempDir("model-spec");
+  const std::filesystem::path file = dir / "broken.json";
+  {
+    std::ofstream out(file);
+    out << "{\"schema\": \"moelab.model/1\", \"name\": ";
+  }
+  try {
+    PresetStore(testing::PresetDir()).LoadModel(file.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: malformed JSON"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(PresetStore(testing::PresetDir()).LoadModel((dir / "absent.json").string()), Error);
+}
+
+TEST(ModelSpec, DenseModelNeedsFfnWidth) {
+  nlohmann::json json = JsonReader::ParseFile(testing::PresetDir() / "models/llama-3.2-1b.json");
+  json["dense_intermediate_size"] = 0;
+  EXPECT_NE(ErrorOf(json).find("dense_intermediate_size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moelab

@@ -1,0 +1,100 @@
+#include "model/sd_plan.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "model/error.h"
+#include "model/preset_store.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+SdPlan Plan(const std::string& target, const std::string& draft, const std::string& hardware,
+            double alpha = 0.8, int64_t context_length = 1024) {
+  const PresetStore store(testing::PresetDir());
+  SdPlanOptions options;
+  options.alpha = alpha;
+  options.context_length = context_length;
+  options.batches = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  return PlanSpeculativeDecoding(store.LoadModel(target), store.LoadModel(draft),
+                                 store.LoadHardware(hardware), CostParameters{}, options);
+}
+
+size_t PeakIndex(const SdPlan& plan) {
+  return static_cast<size_t>(std::max_element(plan.best_gamma.begin(), plan.best_gamma.end(),
+                                              [](const auto& a, const auto& b) { return a.speedup < b.speedup; }) -
+                             plan.best_gamma.begin());
+}
+
+TEST(SdPlan, MoeSpeedupRisesThenFallsWithBatch) {
+  const SdPlan plan = Plan("qwen2-57b-a14b", "qwen2-0.5b", "2xa100-80gb-sxm");
+  const size_t peak = PeakIndex(plan);
+  EXPECT_GT(peak, 0u) << "MoE speedup should rise from batch 1";
+  EXPECT_LT(peak, plan.best_gamma.size() - 1) << "and fall at large batch";
+  EXPECT_GT(plan.best_gamma[peak].speedup, plan.best_gamma.front().speedup * 1.05);
+  EXPECT_GT(plan.best_gamma[peak].speedup, plan.best_gamma.back().speedup * 1.05);
+  ASSERT_TRUE(plan.pays_batch_range.has_value());
+}
+
+TEST(SdPlan, DenseSpeedupOnlyFallsWithBatch) {
+  // Short prompts, as in MoESD's measurements: with long contexts and huge batches the KV-cache
+  // reads, shared by the gamma + 1 verified positions, can lift a dense model's speedup again.
+  const SdPlan plan = Plan("opt-30b", "opt-350m", "a100-80gb-sxm", 0.8, 128);
+  for (size_t i = 1; i < plan.best_gamma.size(); ++i) {
+    EXPECT_LE(plan.best_gamma[i].speedup, plan.best_gamma[i - 1].speedup + 1e-12)
+        << "batch " << plan.best_gamma[i].batch;
+  }
+}
+
+TEST(SdPlan, RowsAreConsistent) {
+  const SdPlan plan = Plan("mixtral-8x7b", "qwen2-0.5b", "2xh100-sxm", 0.7);
+  ASSERT_EQ(plan.rows.size(), 10u * 8u);
+  for (const SdPlanRow& row : plan.rows) {
+    const double round = row.gamma * row.draft_step_s + row.verify_s + row.reject_s;
+    EXPECT_NEAR(row.speedup, row.sigma * (row.gamma + 1) * row.target_step_s / round, 1e-12);
+    EXPECT_NEAR(row.target_efficiency, row.target_step_s / row.verify_s, 1e-12);
+    EXPECT_LE(row.target_efficiency, 1.0);
+    EXPECT_NEAR(row.draft_share + row.verify_share + row.reject_s / round, 1.0, 1e-12);
+  }
+  for (const SdBestGamma& best : plan.best_gamma) {
+    for (const SdPlanRow& row : plan.rows) {
+      if (row.batch == best.batch) {
+        EXPECT_LE(row.speedup, best.speedup);
+      }
+    }
+  }
+}
+
+TEST(SdPlan, LowAcceptanceNeverPays) {
+  const SdPlan plan = Plan("mixtral-8x7b", "qwen2-0.5b", "2xh100-sxm", 0.0);
+  EXPECT_FALSE(plan.pays_batch_range.has_value());
+}
+
+TEST(SdPlan, RefusesModelsThatDoNotFit) {
+  try {
+    Plan("qwen2-57b-a14b", "qwen2-0.5b", "a100-80gb-sxm");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("GB per device"), std::string::npos) << message;
+    EXPECT_NE(message.find("2xa100-80gb-sxm"), std::string::npos) << message;
+  }
+}
+
+TEST(SdPlan, RefusesBadOptions) {
+  SdPlanOptions options;
+  options.alpha = 1.0;
+  EXPECT_THROW(options.Validate(), Error);
+  options.alpha = 0.5;
+  options.gammas = {0};
+  EXPECT_THROW(options.Validate(), Error);
+  options.gammas = {1};
+  options.batches = {-2};
+  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(VerifyPositionsFromString("gamma+2"), Error);
+}
+
+}  // namespace
+}  // namespace moelab
