@@ -17,6 +17,7 @@ nlohmann::json DescribeModel(const MoeModelSpec& spec, double tau) {
   json["name"] = spec.name;
   json["total_params"] = counts.total;
   json["active_params"] = counts.active;
+  json["active_params_excluding_input_embedding"] = counts.active_excluding_input_embedding;
   json["params_per_expert"] = counts.params_per_expert;
   json["expert_bytes"] = spec.moe ? ExpertBytes(spec) : 0;
   json["tau"] = tau;

@@ -11,10 +11,7 @@
 #include <sstream>
 
 #include "model/error.h"
-
-#ifndef MOELAB_GIT_COMMIT
-#define MOELAB_GIT_COMMIT "unknown"
-#endif
+#include "moelab_git_commit.h"
 #ifndef MOELAB_VERSION
 #define MOELAB_VERSION "0.0.0"
 #endif
@@ -67,8 +64,12 @@ void WriteFileAtomically(const std::filesystem::path& path, const std::string& t
   if (!std::filesystem::is_directory(folder)) {
     throw Error(path.string() + ": cannot write: folder '" + folder.string() + "' does not exist");
   }
-  const std::filesystem::path temporary =
-      folder / ("." + path.filename().string() + ".tmp." + std::to_string(getpid()));
+  // Hidden name in the same folder, so the rename is atomic (same filesystem).
+  std::string temporary_name = ".";
+  temporary_name += path.filename().string();
+  temporary_name += ".tmp.";
+  temporary_name += std::to_string(getpid());
+  const std::filesystem::path temporary = folder / temporary_name;
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(path.string() + ": cannot create temporary file " + temporary.string());

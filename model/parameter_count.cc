@@ -87,6 +87,8 @@ ParameterCounts CountParameters(const MoeModelSpec& spec) {
             c.routers + c.routed_experts + c.shared_experts + c.dense_ffn;
   const int64_t unused_experts = spec.moe ? spec.moe->num_experts - spec.moe->top_k : 0;
   c.active = c.total - moe_layers * unused_experts * c.params_per_expert;
+  c.active_excluding_input_embedding =
+      c.active - (spec.tied_embeddings ? 0 : c.embeddings) - c.positions;
   return c;
 }
 

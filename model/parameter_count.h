@@ -37,6 +37,9 @@ struct ParameterCounts {
 
   int64_t total = 0;
   int64_t active = 0;
+  // DeepSeek's and gpt-oss's convention: the input embedding is a lookup, not counted as active
+  // (a tied table is still the LM head, so it stays).
+  int64_t active_excluding_input_embedding = 0;
 };
 
 ParameterCounts CountParameters(const MoeModelSpec& spec);
