@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "model/atomic_file.h"
 #include "model/error.h"
 #include "moelab_git_commit.h"
 #ifndef MOELAB_VERSION
@@ -57,36 +58,6 @@ nlohmann::json Provenance() {
           {"command", CommandLine()},
           {"host", HostName()},
           {"time_utc", UtcNow()}};
-}
-
-void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  if (!std::filesystem::is_directory(folder)) {
-    throw Error(path.string() + ": cannot write: folder '" + folder.string() + "' does not exist");
-  }
-  // Hidden name in the same folder, so the rename is atomic (same filesystem).
-  std::string temporary_name = ".";
-  temporary_name += path.filename().string();
-  temporary_name += ".tmp.";
-  temporary_name += std::to_string(getpid());
-  const std::filesystem::path temporary = folder / temporary_name;
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path.string() + ": cannot create temporary file " + temporary.string());
-    out << text;
-    out.flush();
-    if (!out) {
-      out.close();
-      std::filesystem::remove(temporary);
-      throw Error(path.string() + ": write failed");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
-    throw Error(path.string() + ": cannot move result into place: " + error.message());
-  }
 }
 
 void EmitJson(const nlohmann::json& json, const std::string& out) {

@@ -13,10 +13,6 @@ namespace moelab::cli {
 nlohmann::json Provenance();
 void SetCommandLine(int argc, char** argv);
 
-// Writes `text` to `path` atomically: a temporary file in the same folder, then rename, so a
-// failure never leaves a partial file. Throws moelab::Error naming the path.
-void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
-
 // Prints JSON to stdout (indent 2) or, when `out` is non-empty, writes it there atomically.
 void EmitJson(const nlohmann::json& json, const std::string& out);
 

@@ -1,0 +1,412 @@
+#include "executor/generation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "kernels/elementwise.h"
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// One random stream per sequence, from (seed, purpose, sequence).
+std::mt19937_64 StreamFor(uint64_t seed, uint64_t purpose, uint64_t sequence) {
+  return std::mt19937_64(Mix(seed ^ Mix(purpose ^ Mix(sequence))));
+}
+
+double Uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+
+std::vector<double> Distribution(const float* logits, int64_t vocab, double temperature) {
+  std::vector<double> p(static_cast<size_t>(vocab));
+  double max_logit = logits[0];
+  for (int64_t i = 1; i < vocab; ++i) max_logit = std::max<double>(max_logit, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += p[i] = std::exp((logits[i] - max_logit) / temperature);
+  for (double& v : p) v /= sum;
+  return p;
+}
+
+int32_t Sample(const std::vector<double>& p, std::mt19937_64& rng) {
+  const double u = Uniform(rng);
+  double cumulative = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    cumulative += p[i];
+    if (u < cumulative) return static_cast<int32_t>(i);
+  }
+  // Round-off left u above the total: the last token with nonzero probability.
+  for (size_t i = p.size(); i-- > 0;) {
+    if (p[i] > 0) return static_cast<int32_t>(i);
+  }
+  return 0;
+}
+
+int64_t CacheCapacity(const Transformer& model, int64_t prompt, int64_t extra) {
+  const int64_t needed = prompt + extra;
+  if (needed > model.config().max_positions) {
+    throw Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " + std::to_string(needed) +
+                " positions, more than model '" + model.config().name + "' allows (max_positions " +
+                std::to_string(model.config().max_positions) + ")");
+  }
+  return needed;
+}
+
+void CheckPrompts(const std::vector<TokenIds>& prompts) {
+  if (prompts.empty()) throw Error("no prompts: batch must be at least 1");
+  for (const TokenIds& p : prompts) {
+    if (p.empty()) throw Error("every prompt needs at least one token");
+  }
+}
+
+}  // namespace
+
+std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
+  if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
+  if (length < 1) throw Error("prompt length must be at least 1, got " + std::to_string(length));
+  std::vector<TokenIds> prompts(static_cast<size_t>(batch));
+  for (int64_t s = 0; s < batch; ++s) {
+    std::mt19937_64 rng = StreamFor(seed, 0x70726f6d7074ull, static_cast<uint64_t>(s));
+    std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(vocab - 1));
+    for (int64_t i = 0; i < length; ++i) prompts[s].push_back(token(rng));
+  }
+  return prompts;
+}
+
+int32_t PickToken(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng) {
+  if (temperature <= 0) return static_cast<int32_t>(ArgMax(logits, vocab));
+  return Sample(Distribution(logits, vocab, temperature), rng);
+}
+
+DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts, const DecodeOptions& options) {
+  CheckPrompts(prompts);
+  if (options.output_tokens < 0) throw Error("output tokens must be >= 0");
+  const int64_t vocab = model.config().vocab_size;
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  size_t longest = 0;
+  for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
+  std::vector<KvCache> caches;
+  caches.reserve(prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    caches.emplace_back(model.config(), CacheCapacity(model, static_cast<int64_t>(longest), std::max<int64_t>(options.output_tokens, 1)));
+  }
+  std::vector<std::mt19937_64> rngs;
+  for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x6465636f6465ull, static_cast<uint64_t>(s)));
+
+  DecodeResult result;
+  result.outputs.resize(prompts.size());
+  std::vector<SequenceInput> inputs(prompts.size());
+  for (size_t s = 0; s < prompts.size(); ++s) inputs[s] = {&caches[s], prompts[s]};
+  std::vector<float> logits;
+  ForwardOptions forward{LogitRows::kLastPerSequence, options.routing, options.record, "prefill"};
+  Clock::time_point start = Clock::now();
+  model.Forward(inputs, forward, logits);
+  result.prefill_s = Since(start);
+  int64_t prompt_tokens = 0;
+  for (const TokenIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  result.steps.push_back({"prefill", prompt_tokens, result.prefill_s});
+  if (options.output_tokens == 0) return result;
+  for (int64_t s = 0; s < batch; ++s) {
+    result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
+  }
+  forward.step_kind = "decode";
+  for (int64_t step = 1; step < options.output_tokens; ++step) {
+    for (int64_t s = 0; s < batch; ++s) inputs[s].tokens = {result.outputs[s].back()};
+    start = Clock::now();
+    model.Forward(inputs, forward, logits);
+    for (int64_t s = 0; s < batch; ++s) {
+      result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
+    }
+    const double seconds = Since(start);
+    result.decode_s += seconds;
+    result.steps.push_back({"decode", batch, seconds});
+  }
+  return result;
+}
+
+BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width, int64_t output_tokens,
+                         RoutingSource* routing, RoutingTrace* record) {
+  CheckPrompts({prompt});
+  if (width < 1) throw Error("beam width must be at least 1, got " + std::to_string(width));
+  if (output_tokens < 1) throw Error("beam search needs at least 1 output token");
+  const int64_t vocab = model.config().vocab_size;
+  const int64_t capacity = CacheCapacity(model, static_cast<int64_t>(prompt.size()), output_tokens);
+  BeamResult result;
+  KvCache root(model.config(), capacity);
+  std::vector<SequenceInput> inputs = {{&root, prompt}};
+  std::vector<float> logits;
+  ForwardOptions forward{LogitRows::kAll, routing, record, "prefill"};
+  forward.logits = LogitRows::kLastPerSequence;
+  Clock::time_point start = Clock::now();
+  model.Forward(inputs, forward, logits);
+  std::vector<float> log_probabilities(static_cast<size_t>(vocab));
+  LogSoftmax(logits.data(), vocab, log_probabilities.data());
+
+  struct Candidate {
+    double score;
+    int64_t parent;
+    int32_t token;
+  };
+  auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.parent != b.parent) return a.parent < b.parent;
+    return a.token < b.token;
+  };
+  std::vector<Candidate> candidates;
+  for (int64_t t = 0; t < vocab; ++t) candidates.push_back({log_probabilities[t], 0, static_cast<int32_t>(t)});
+  const int64_t first = std::min(width, vocab);
+  std::partial_sort(candidates.begin(), candidates.begin() + first, candidates.end(), better);
+  std::vector<Beam> beams;
+  std::vector<std::unique_ptr<KvCache>> caches;
+  for (int64_t b = 0; b < first; ++b) {
+    beams.push_back({{candidates[b].token}, candidates[b].score});
+    caches.push_back(std::make_unique<KvCache>(model.config(), capacity));
+    caches.back()->CopyFrom(root);
+  }
+  result.prefill_s = Since(start);
+  result.steps.push_back({"prefill", static_cast<int64_t>(prompt.size()), result.prefill_s});
+
+  forward.logits = LogitRows::kAll;
+  forward.step_kind = "beam";
+  for (int64_t step = 1; step < output_tokens; ++step) {
+    start = Clock::now();
+    const int64_t alive = static_cast<int64_t>(beams.size());
+    inputs.resize(static_cast<size_t>(alive));
+    for (int64_t b = 0; b < alive; ++b) inputs[b] = {caches[b].get(), {beams[b].tokens.back()}};
+    model.Forward(inputs, forward, logits);
+    candidates.clear();
+    for (int64_t b = 0; b < alive; ++b) {
+      LogSoftmax(logits.data() + b * vocab, vocab, log_probabilities.data());
+      for (int64_t t = 0; t < vocab; ++t) {
+        candidates.push_back({beams[b].log_probability + log_probabilities[t], b, static_cast<int32_t>(t)});
+      }
+    }
+    const int64_t kept = std::min<int64_t>(width, static_cast<int64_t>(candidates.size()));
+    std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), better);
+    std::vector<Beam> next_beams;
+    std::vector<std::unique_ptr<KvCache>> next_caches;
+    for (int64_t i = 0; i < kept; ++i) {
+      const Candidate& c = candidates[i];
+      Beam beam = beams[c.parent];
+      beam.tokens.push_back(c.token);
+      beam.log_probability = c.score;
+      next_beams.push_back(std::move(beam));
+      next_caches.push_back(std::make_unique<KvCache>(model.config(), capacity));
+      next_caches.back()->CopyFrom(*caches[c.parent]);
+    }
+    beams = std::move(next_beams);
+    caches = std::move(next_caches);
+    const double seconds = Since(start);
+    result.decode_s += seconds;
+    result.steps.push_back({"beam", alive, seconds});
+  }
+  result.beams = std::move(beams);
+  return result;
+}
+
+std::string ToString(Acceptance acceptance) {
+  switch (acceptance) {
+    case Acceptance::kGreedy: return "greedy";
+    case Acceptance::kRejectionSampling: return "sampling";
+    case Acceptance::kFixedAlpha: return "alpha";
+  }
+  return "?";
+}
+
+Acceptance AcceptanceFromString(const std::string& name) {
+  if (name == "greedy") return Acceptance::kGreedy;
+  if (name == "sampling") return Acceptance::kRejectionSampling;
+  if (name == "alpha") return Acceptance::kFixedAlpha;
+  throw Error("unknown acceptance '" + name + "': expected greedy, sampling or alpha");
+}
+
+void SpeculativeOptions::Validate() const {
+  if (gamma < 1) throw Error("gamma must be at least 1, got " + std::to_string(gamma));
+  if (!(alpha >= 0 && alpha < 1)) throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(temperature > 0)) throw Error("temperature must be > 0 for rejection sampling");
+  if (output_tokens < 1) throw Error("output tokens must be at least 1");
+}
+
+double SpeculativeResult::Sigma(int64_t gamma) const {
+  if (accepted_per_round.empty()) return 0;
+  double emitted = 0;
+  for (int64_t accepted : accepted_per_round) emitted += static_cast<double>(accepted + 1);
+  return emitted / static_cast<double>(accepted_per_round.size()) / static_cast<double>(gamma + 1);
+}
+
+SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
+                                 const std::vector<TokenIds>& prompts, const SpeculativeOptions& options) {
+  options.Validate();
+  CheckPrompts(prompts);
+  if (draft.config().vocab_size != target.config().vocab_size) {
+    throw Error("draft '" + draft.config().name + "' has vocabulary " + std::to_string(draft.config().vocab_size) +
+                " but target '" + target.config().name + "' has " + std::to_string(target.config().vocab_size) +
+                "; they must match");
+  }
+  const int64_t vocab = target.config().vocab_size;
+  const int64_t batch = static_cast<int64_t>(prompts.size());
+  const int64_t gamma = options.gamma;
+  const int64_t total = options.output_tokens;
+  size_t longest = 0;
+  for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
+  const int64_t extra = total + gamma + 2;
+  std::vector<KvCache> target_caches, draft_caches;
+  target_caches.reserve(prompts.size());
+  draft_caches.reserve(prompts.size());
+  for (int64_t s = 0; s < batch; ++s) {
+    target_caches.emplace_back(target.config(), CacheCapacity(target, static_cast<int64_t>(longest), extra));
+    draft_caches.emplace_back(draft.config(), CacheCapacity(draft, static_cast<int64_t>(longest), extra));
+  }
+  std::vector<std::mt19937_64> rngs;
+  for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));
+  const bool sampling = options.acceptance == Acceptance::kRejectionSampling;
+  const double temperature = sampling ? options.temperature : 0.0;
+
+  SpeculativeResult result;
+  result.outputs.resize(prompts.size());
+  std::vector<float> logits;
+  // Prefill both models; the target's logits give each sequence's first token.
+  std::vector<SequenceInput> inputs(prompts.size());
+  Clock::time_point start = Clock::now();
+  for (int64_t s = 0; s < batch; ++s) inputs[s] = {&target_caches[s], prompts[s]};
+  target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"}, logits);
+  for (int64_t s = 0; s < batch; ++s) {
+    result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, temperature, rngs[s]));
+  }
+  for (int64_t s = 0; s < batch; ++s) inputs[s] = {&draft_caches[s], prompts[s]};
+  draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"}, logits);
+  result.prefill_s = Since(start);
+  result.steps.push_back({"prefill", static_cast<int64_t>(longest) * batch, result.prefill_s});
+
+  // Tokens emitted but not yet in each model's cache.
+  std::vector<TokenIds> draft_pending(prompts.size()), target_pending(prompts.size());
+  for (int64_t s = 0; s < batch; ++s) draft_pending[s] = target_pending[s] = {result.outputs[s].back()};
+
+  std::vector<int64_t> active;
+  for (int64_t s = 0; s < batch; ++s) {
+    if (static_cast<int64_t>(result.outputs[s].size()) < total) active.push_back(s);
+  }
+  std::vector<TokenIds> drafted(prompts.size());
+  std::vector<std::vector<std::vector<double>>> draft_distributions(prompts.size());
+  while (!active.empty()) {
+    ++result.rounds;
+    const int64_t n = static_cast<int64_t>(active.size());
+    // Draft gamma tokens per active sequence.
+    start = Clock::now();
+    for (int64_t s : active) {
+      drafted[s].clear();
+      draft_distributions[s].clear();
+    }
+    std::vector<int64_t> draft_lengths(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) draft_lengths[i] = draft_caches[active[i]].length();
+    inputs.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < gamma; ++j) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = active[i];
+        inputs[i] = {&draft_caches[s], j == 0 ? draft_pending[s] : TokenIds{drafted[s].back()}};
+      }
+      draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft"}, logits);
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = active[i];
+        const float* row = logits.data() + i * vocab;
+        if (sampling) {
+          draft_distributions[s].push_back(Distribution(row, vocab, options.temperature));
+          drafted[s].push_back(Sample(draft_distributions[s].back(), rngs[s]));
+        } else {
+          drafted[s].push_back(static_cast<int32_t>(ArgMax(row, vocab)));
+        }
+      }
+    }
+    const double draft_seconds = Since(start);
+    result.draft_s += draft_seconds;
+    result.steps.push_back({"draft", n * gamma, draft_seconds});
+
+    // Verify: the last emitted token and the gamma drafts in one target pass.
+    start = Clock::now();
+    std::vector<int64_t> target_lengths(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = active[i];
+      target_lengths[i] = target_caches[s].length();
+      TokenIds tokens = target_pending[s];
+      tokens.insert(tokens.end(), drafted[s].begin(), drafted[s].end());
+      inputs[i] = {&target_caches[s], tokens};
+    }
+    target.Forward(inputs, {LogitRows::kAll, options.routing, options.record, "verify"}, logits);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = active[i];
+      const float* rows = logits.data() + i * (gamma + 1) * vocab;
+      TokenIds emitted;
+      int64_t accepted = 0;
+      for (; accepted < gamma; ++accepted) {
+        const float* row = rows + accepted * vocab;
+        const int32_t proposal = drafted[s][accepted];
+        int32_t correction = -1;
+        if (options.acceptance == Acceptance::kGreedy) {
+          const int32_t best = static_cast<int32_t>(ArgMax(row, vocab));
+          if (proposal != best) correction = best;
+        } else if (options.acceptance == Acceptance::kFixedAlpha) {
+          if (!(Uniform(rngs[s]) < options.alpha)) correction = static_cast<int32_t>(ArgMax(row, vocab));
+        } else {
+          const std::vector<double> p = Distribution(row, vocab, options.temperature);
+          const std::vector<double>& q = draft_distributions[s][accepted];
+          if (!(Uniform(rngs[s]) * q[proposal] < p[proposal])) {
+            std::vector<double> residual(p.size());
+            double sum = 0;
+            for (size_t t = 0; t < p.size(); ++t) sum += residual[t] = std::max(0.0, p[t] - q[t]);
+            if (sum > 0) {
+              for (double& r : residual) r /= sum;
+              correction = Sample(residual, rngs[s]);
+            } else {
+              correction = Sample(p, rngs[s]);
+            }
+          }
+        }
+        if (correction >= 0) {
+          emitted.push_back(correction);
+          break;
+        }
+        emitted.push_back(proposal);
+      }
+      if (accepted == gamma) {
+        emitted.push_back(PickToken(rows + gamma * vocab, vocab, temperature, rngs[s]));
+      }
+      result.accepted_per_round.push_back(accepted);
+      // Roll back what was not accepted: the target keeps its pending token and the accepted
+      // drafts; the draft keeps its pending tokens and the accepted drafts it has processed.
+      target_caches[s].Truncate(target_lengths[i] + static_cast<int64_t>(target_pending[s].size()) + accepted);
+      draft_caches[s].Truncate(draft_lengths[i] + static_cast<int64_t>(draft_pending[s].size()) +
+                               std::min(accepted, gamma - 1));
+      target_pending[s] = {emitted.back()};
+      draft_pending[s] = accepted == gamma ? TokenIds{drafted[s].back(), emitted.back()} : TokenIds{emitted.back()};
+      for (int32_t token : emitted) {
+        if (static_cast<int64_t>(result.outputs[s].size()) < total) result.outputs[s].push_back(token);
+      }
+    }
+    const double verify_seconds = Since(start);
+    result.verify_s += verify_seconds;
+    if (n == batch) result.full_batch_verify_s.push_back(verify_seconds);
+    result.steps.push_back({"verify", n * (gamma + 1), verify_seconds});
+    std::vector<int64_t> still;
+    for (int64_t s : active) {
+      if (static_cast<int64_t>(result.outputs[s].size()) < total) still.push_back(s);
+    }
+    active = std::move(still);
+  }
+  result.decode_s = result.draft_s + result.verify_s;
+  return result;
+}
+
+}  // namespace moelab

@@ -1,0 +1,109 @@
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "executor/transformer.h"
+
+namespace moelab {
+
+// The workloads the executor runs end to end: prefill, batched decode, beam search and
+// speculative decoding. Times are wall-clock seconds of the forward passes (and, for SD, the
+// acceptance logic), measured with steady_clock.
+
+using TokenIds = std::vector<int32_t>;
+
+// `batch` seeded prompts of `length` tokens in [0, vocab).
+std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vocab, uint64_t seed);
+
+// Greedy (temperature 0: the first maximum) or a sample from softmax(logits / temperature).
+int32_t PickToken(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng);
+
+struct StepTime {
+  std::string kind;  // "prefill", "decode", "draft", "verify"
+  int64_t tokens = 0;
+  double seconds = 0;
+};
+
+struct DecodeOptions {
+  int64_t output_tokens = 16;   // per sequence, including the one the prefill produces
+  double temperature = 0;       // 0: greedy
+  uint64_t seed = 1;
+  RoutingSource* routing = nullptr;
+  RoutingTrace* record = nullptr;
+};
+
+struct DecodeResult {
+  std::vector<TokenIds> outputs;  // per sequence, output_tokens each
+  std::vector<StepTime> steps;    // the prefill, then one per decode step
+  double prefill_s = 0;
+  double decode_s = 0;            // all decode steps
+};
+
+// Prefill every prompt in one pass (its logits give the first token), then decode one token per
+// sequence per step. output_tokens = 0 runs the prefill only.
+DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts, const DecodeOptions& options);
+
+struct Beam {
+  TokenIds tokens;
+  double log_probability = 0;
+};
+
+struct BeamResult {
+  std::vector<Beam> beams;  // best first
+  std::vector<StepTime> steps;
+  double prefill_s = 0;
+  double decode_s = 0;
+};
+
+// Beam search of `width` beams over `output_tokens` tokens from one prompt: each step scores every
+// (beam, token) continuation by its total log-probability and keeps the `width` best (ties: lower
+// beam, then lower token), copying the parent's KV cache into each kept beam.
+BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width, int64_t output_tokens,
+                         RoutingSource* routing = nullptr, RoutingTrace* record = nullptr);
+
+// How a drafted token is accepted.
+//  kGreedy: when it equals the target's argmax (output = the target's greedy decode).
+//  kRejectionSampling: Leviathan/Chen: accept with probability min(1, p/q), else resample from
+//    normalize(max(0, p - q)); the output is distributed exactly as the target's samples.
+//  kFixedAlpha: each drafted token accepted with probability alpha (seeded coin), the first
+//    rejected replaced by the target's argmax; every forward pass still runs, so the system side
+//    of SD (target efficiency) can be measured at any acceptance rate despite synthetic weights.
+enum class Acceptance { kGreedy, kRejectionSampling, kFixedAlpha };
+std::string ToString(Acceptance acceptance);
+Acceptance AcceptanceFromString(const std::string& name);  // greedy | sampling | alpha
+
+struct SpeculativeOptions {
+  int64_t gamma = 4;
+  Acceptance acceptance = Acceptance::kGreedy;
+  double alpha = 0.8;        // kFixedAlpha only
+  double temperature = 1.0;  // kRejectionSampling only
+  int64_t output_tokens = 16;
+  uint64_t seed = 1;
+  RoutingSource* routing = nullptr;
+  RoutingTrace* record = nullptr;
+
+  void Validate() const;
+};
+
+struct SpeculativeResult {
+  std::vector<TokenIds> outputs;
+  std::vector<StepTime> steps;
+  double prefill_s = 0;  // target and draft prefill
+  double decode_s = 0;   // all rounds
+  int64_t rounds = 0;
+  std::vector<int64_t> accepted_per_round;  // drafted tokens accepted, per sequence-round
+  double draft_s = 0;
+  double verify_s = 0;
+  std::vector<double> full_batch_verify_s;  // verify passes that carried every sequence
+
+  // Tokens emitted per sequence-round over gamma + 1 (MoESD's sigma).
+  double Sigma(int64_t gamma) const;
+};
+
+SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
+                                 const std::vector<TokenIds>& prompts, const SpeculativeOptions& options);
+
+}  // namespace moelab

@@ -1,0 +1,129 @@
+#include "executor/hf_weights.h"
+
+#include <functional>
+
+#include "model/error.h"
+#include "weights/safetensors.h"
+
+namespace moelab {
+namespace {
+
+enum class Layout { kMixtral, kQwenMoe, kDense };
+
+Layout LayoutOf(const ExecutorConfig& c) {
+  if (c.family == "mixtral") return Layout::kMixtral;
+  if (c.family == "qwen2_moe" || c.family == "qwen3_moe") return Layout::kQwenMoe;
+  if (c.family == "llama" || c.family == "qwen2") {
+    if (c.is_moe()) throw Error("family '" + c.family + "' is dense but the shape has experts");
+    return Layout::kDense;
+  }
+  throw Error("no safetensors tensor names for family '" + c.family +
+              "' (supported: mixtral, qwen2_moe, qwen3_moe, llama, qwen2)");
+}
+
+// Visits every tensor: (name, shape, bf16 data or fp32 data). One list for load and save, so the
+// two can never disagree about names or shapes.
+struct TensorRef {
+  std::string name;
+  std::vector<int64_t> shape;
+  Bf16* bf16 = nullptr;
+  float* f32 = nullptr;
+};
+
+std::vector<TensorRef> Tensors(ModelWeights& w) {
+  const ExecutorConfig& c = w.config;
+  const Layout layout = LayoutOf(c);
+  const int64_t d = c.hidden_size;
+  std::vector<TensorRef> refs;
+  auto matrix = [&](std::string name, int64_t rows, int64_t cols, Bf16* data) {
+    refs.push_back({std::move(name), {rows, cols}, data, nullptr});
+  };
+  auto vector = [&](std::string name, std::vector<float>& data) {
+    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, data.data()});
+  };
+  // One FFN block: gate, up ([width][hidden] each, the fused gate_up block) and down ([hidden][width]).
+  auto ffn = [&](const std::string& prefix, FfnWeights& f, const char* gate, const char* up, const char* down) {
+    matrix(prefix + gate + ".weight", f.width, d, f.mutable_gate_up());
+    matrix(prefix + up + ".weight", f.width, d, f.mutable_gate_up() + f.width * d);
+    matrix(prefix + down + ".weight", d, f.width, f.mutable_down());
+  };
+  matrix("model.embed_tokens.weight", c.vocab_size, d, w.embedding.data());
+  if (!c.tied_embeddings) matrix("lm_head.weight", c.vocab_size, d, w.lm_head.data());
+  vector("model.norm.weight", w.final_norm);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& lw = w.layers[l];
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    vector(p + "input_layernorm.weight", lw.attention_norm);
+    vector(p + "post_attention_layernorm.weight", lw.ffn_norm);
+    matrix(p + "self_attn.q_proj.weight", c.q_width(), d, lw.qkv.data());
+    matrix(p + "self_attn.k_proj.weight", c.kv_width(), d, lw.qkv.data() + c.q_width() * d);
+    matrix(p + "self_attn.v_proj.weight", c.kv_width(), d, lw.qkv.data() + (c.q_width() + c.kv_width()) * d);
+    if (!lw.qkv_bias.empty()) {
+      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, lw.qkv_bias.data()});
+      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, lw.qkv_bias.data() + c.q_width()});
+      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, lw.qkv_bias.data() + c.q_width() + c.kv_width()});
+    }
+    if (!lw.q_norm.empty()) {
+      vector(p + "self_attn.q_norm.weight", lw.q_norm);
+      vector(p + "self_attn.k_norm.weight", lw.k_norm);
+    }
+    matrix(p + "self_attn.o_proj.weight", d, c.q_width(), lw.output.data());
+    if (!c.IsMoeLayer(l)) {
+      ffn(p + "mlp.", lw.dense, "gate_proj", "up_proj", "down_proj");
+      continue;
+    }
+    const std::string moe = layout == Layout::kMixtral ? p + "block_sparse_moe." : p + "mlp.";
+    matrix(moe + "gate.weight", c.num_experts, d, lw.router.data());
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string ep = moe + "experts." + std::to_string(e) + ".";
+      FfnWeights& f = lw.experts[e];
+      if (layout == Layout::kMixtral) {
+        ffn(ep, f, "w1", "w3", "w2");
+      } else {
+        ffn(ep, f, "gate_proj", "up_proj", "down_proj");
+      }
+    }
+    if (lw.shared.width > 0) {
+      if (layout != Layout::kQwenMoe || c.num_shared_experts != 1) {
+        throw Error("safetensors names for shared experts exist for Qwen-MoE's single shared expert only");
+      }
+      ffn(p + "mlp.shared_expert.", lw.shared, "gate_proj", "up_proj", "down_proj");
+      if (!lw.shared_gate.empty()) matrix(p + "mlp.shared_expert_gate.weight", 1, d, lw.shared_gate.data());
+    }
+  }
+  return refs;
+}
+
+}  // namespace
+
+ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::filesystem::path& file_or_folder) {
+  ModelWeights w = AllocateWeights(config);
+  w.source = file_or_folder.string();
+  const SafetensorsModel model = SafetensorsModel::Open(file_or_folder);
+  for (TensorRef& ref : Tensors(w)) {
+    if (ref.f32 != nullptr) {
+      model.ReadF32(ref.name, ref.shape, ref.f32);
+    } else {
+      model.ReadBf16(ref.name, ref.shape, ref.bf16);
+    }
+  }
+  return w;
+}
+
+void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::path& file) {
+  // Tensors() serves loading too, so it hands out mutable pointers; saving only reads them.
+  ModelWeights& w = const_cast<ModelWeights&>(weights);
+  SafetensorsWriter writer;
+  for (const TensorRef& ref : Tensors(w)) {
+    if (ref.f32 != nullptr) {
+      writer.Add(ref.name, TensorDtype::kF32, ref.shape, ref.f32);
+    } else {
+      writer.Add(ref.name, TensorDtype::kBf16, ref.shape, ref.bf16);
+    }
+  }
+  writer.SetMetadata("format", "pt");
+  writer.SetMetadata("producer", "moelab");
+  writer.Write(file);
+}
+
+}  // namespace moelab

@@ -1,0 +1,49 @@
+#include "executor/kv_cache.h"
+
+#include <algorithm>
+#include <string>
+
+#include "model/error.h"
+
+namespace moelab {
+
+KvCache::KvCache(const ExecutorConfig& config, int64_t capacity)
+    : layers_(config.num_layers), capacity_(capacity), kv_width_(config.kv_width()) {
+  if (capacity < 1 || capacity > config.max_positions) {
+    throw Error("KV cache capacity must be 1.." + std::to_string(config.max_positions) +
+                " positions (the model's max_positions), got " + std::to_string(capacity));
+  }
+  keys_.assign(static_cast<size_t>(layers_ * capacity_ * kv_width_), 0.0f);
+  values_.assign(keys_.size(), 0.0f);
+}
+
+void KvCache::Truncate(int64_t new_length) {
+  if (new_length < 0 || new_length > length_) {
+    throw Error("KV cache truncate to " + std::to_string(new_length) + " outside [0, " + std::to_string(length_) + "]");
+  }
+  length_ = new_length;
+}
+
+void KvCache::Append(int64_t count) {
+  if (length_ + count > capacity_) {
+    throw Error("KV cache overflow: " + std::to_string(length_ + count) + " positions, capacity " +
+                std::to_string(capacity_) + " (raise --max-positions or shorten the prompt/output)");
+  }
+  length_ += count;
+}
+
+void KvCache::CopyFrom(const KvCache& other) {
+  if (other.layers_ != layers_ || other.kv_width_ != kv_width_ || other.length_ > capacity_) {
+    throw Error("KV cache copy between caches of different shapes");
+  }
+  for (int64_t l = 0; l < layers_; ++l) {
+    const size_t offset = static_cast<size_t>(l * capacity_ * kv_width_);
+    const size_t other_offset = static_cast<size_t>(l * other.capacity_ * kv_width_);
+    const size_t count = static_cast<size_t>(other.length_ * kv_width_);
+    std::copy_n(other.keys_.data() + other_offset, count, keys_.data() + offset);
+    std::copy_n(other.values_.data() + other_offset, count, values_.data() + offset);
+  }
+  length_ = other.length_;
+}
+
+}  // namespace moelab

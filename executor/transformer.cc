@@ -1,0 +1,274 @@
+#include "executor/transformer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+OperatorTimes& OperatorTimes::operator+=(const OperatorTimes& o) {
+  attention_s += o.attention_s;
+  router_s += o.router_s;
+  experts_s += o.experts_s;
+  lm_head_s += o.lm_head_s;
+  other_s += o.other_s;
+  return *this;
+}
+
+void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices) {
+  for (int64_t slot = 0; slot < k; ++slot) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < count; ++e) {
+      bool taken = false;
+      for (int64_t s = 0; s < slot; ++s) taken |= indices[s] == e;
+      if (!taken && (best < 0 || probabilities[e] > probabilities[best])) best = static_cast<int32_t>(e);
+    }
+    indices[slot] = best;
+  }
+}
+
+Transformer::Transformer(const ModelWeights& weights, ThreadPool& pool)
+    : weights_(weights),
+      pool_(pool),
+      rope_(weights.config.head_dim, weights.config.max_positions, weights.config.rope_theta) {
+  weights.config.Validate();
+  scores_.resize(static_cast<size_t>(pool.size()));
+  for (auto& s : scores_) s.resize(static_cast<size_t>(weights.config.max_positions));
+}
+
+void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+                          std::vector<float>& logits) {
+  const ExecutorConfig& c = config();
+  const int64_t d = c.hidden_size;
+  int64_t tokens = 0;
+  for (const SequenceInput& s : batch) {
+    if (s.cache == nullptr || s.tokens.empty()) throw Error("forward pass: every sequence needs a cache and at least one token");
+    if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
+      throw Error("forward pass: sequence would exceed its KV cache capacity (" + std::to_string(s.cache->capacity()) + " positions)");
+    }
+    tokens += static_cast<int64_t>(s.tokens.size());
+  }
+  Clock::time_point start = Clock::now();
+  hidden_.resize(static_cast<size_t>(tokens * d));
+  normed_.resize(hidden_.size());
+  positions_.resize(static_cast<size_t>(tokens));
+  int64_t row = 0;
+  for (const SequenceInput& s : batch) {
+    for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
+      const int32_t token = s.tokens[i];
+      if (token < 0 || token >= c.vocab_size) {
+        throw Error("token id " + std::to_string(token) + " outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+      }
+      positions_[row] = s.cache->length() + static_cast<int64_t>(i);
+      const Bf16* embedding = weights_.embedding.data() + static_cast<int64_t>(token) * d;
+      for (int64_t j = 0; j < d; ++j) hidden_[row * d + j] = Bf16ToFloat(embedding[j]);
+    }
+  }
+  times_.other_s += Since(start);
+
+  RoutingStep step;
+  step.kind = options.step_kind;
+  step.tokens = tokens;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    Attention(layer, batch, tokens);
+    start = Clock::now();
+    const LayerWeights& lw = weights_.layers[layer];
+    RmsNorm(hidden_.data(), tokens, d, lw.ffn_norm.data(), c.rms_norm_eps, normed_.data());
+    times_.other_s += Since(start);
+    if (c.IsMoeLayer(layer)) {
+      MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
+    } else {
+      start = Clock::now();
+      ffn_out_.resize(hidden_.size());
+      Ffn(lw.dense, normed_.data(), tokens, ffn_out_.data());
+      times_.experts_s += Since(start);
+    }
+    start = Clock::now();
+    for (size_t i = 0; i < hidden_.size(); ++i) hidden_[i] += ffn_out_[i];
+    times_.other_s += Since(start);
+  }
+  for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
+
+  start = Clock::now();
+  std::vector<int64_t> rows;
+  if (options.logits == LogitRows::kAll) {
+    rows.resize(static_cast<size_t>(tokens));
+    std::iota(rows.begin(), rows.end(), 0);
+  } else {
+    int64_t end = 0;
+    for (const SequenceInput& s : batch) {
+      end += static_cast<int64_t>(s.tokens.size());
+      rows.push_back(end - 1);
+    }
+  }
+  const int64_t logit_rows = static_cast<int64_t>(rows.size());
+  for (int64_t r = 0; r < logit_rows; ++r) {
+    RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps, normed_.data() + r * d);
+  }
+  logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
+  MatmulBf16(normed_.data(), logit_rows, d, weights_.lm_head_weights(), c.vocab_size, logits.data(), c.vocab_size, pool_);
+  times_.lm_head_s += Since(start);
+  if (options.record) options.record->steps.push_back(std::move(step));
+  ++passes_;
+}
+
+void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, int64_t tokens) {
+  const ExecutorConfig& c = config();
+  const LayerWeights& lw = weights_.layers[layer];
+  const int64_t d = c.hidden_size;
+  const int64_t hd = c.head_dim;
+  const int64_t qkv_width = c.q_width() + 2 * c.kv_width();
+  Clock::time_point start = Clock::now();
+  RmsNorm(hidden_.data(), tokens, d, lw.attention_norm.data(), c.rms_norm_eps, normed_.data());
+  times_.other_s += Since(start);
+
+  start = Clock::now();
+  qkv_.resize(static_cast<size_t>(tokens * qkv_width));
+  MatmulBf16(normed_.data(), tokens, d, lw.qkv.data(), qkv_width, qkv_.data(), qkv_width, pool_);
+  // Bias, q/k norms, rotary embedding, then the new keys and values into each cache.
+  int64_t row = 0;
+  for (SequenceInput& s : batch) {
+    float* keys = s.cache->keys(layer);
+    float* values = s.cache->values(layer);
+    for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
+      float* q = qkv_.data() + row * qkv_width;
+      float* k = q + c.q_width();
+      float* v = k + c.kv_width();
+      if (!lw.qkv_bias.empty()) {
+        for (int64_t j = 0; j < qkv_width; ++j) q[j] += lw.qkv_bias[j];
+      }
+      if (!lw.q_norm.empty()) {
+        RmsNorm(q, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps, q);
+        RmsNorm(k, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps, k);
+      }
+      rope_.Apply(q, c.num_heads, positions_[row]);
+      rope_.Apply(k, c.num_kv_heads, positions_[row]);
+      std::copy_n(k, c.kv_width(), keys + positions_[row] * c.kv_width());
+      std::copy_n(v, c.kv_width(), values + positions_[row] * c.kv_width());
+    }
+  }
+  // One task per (token, head): each sees its own sequence's cache up to its own position.
+  attention_out_.resize(static_cast<size_t>(tokens * c.q_width()));
+  std::vector<std::pair<KvCache*, int64_t>> token_cache(static_cast<size_t>(tokens));
+  row = 0;
+  for (SequenceInput& s : batch) {
+    for (size_t i = 0; i < s.tokens.size(); ++i, ++row) token_cache[row] = {s.cache, positions_[row]};
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int64_t group = c.num_heads / c.num_kv_heads;
+  // Tasks of whole (token, head) groups, few enough that small passes run on the caller alone.
+  int64_t span = 0;
+  for (const auto& [cache, position] : token_cache) span += position + 1;
+  const int64_t work = span * c.num_heads * hd;
+  const int64_t heads_total = tokens * c.num_heads;
+  const int64_t tasks = std::clamp<int64_t>(work >> 15, 1, heads_total);
+  pool_.Run(tasks, [&](int64_t task_index, int thread) {
+    for (int64_t task = task_index * heads_total / tasks; task < (task_index + 1) * heads_total / tasks; ++task) {
+    const int64_t t = task / c.num_heads;
+    const int64_t head = task % c.num_heads;
+    const int64_t kv_head = head / group;
+    KvCache* cache = token_cache[t].first;
+    const int64_t position = token_cache[t].second;
+    const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
+    AttendOneHead(qkv_.data() + t * qkv_width + head * hd, cache->keys(layer) + kv_head * hd,
+                  cache->values(layer) + kv_head * hd, c.kv_width(), hd, first, position, scale,
+                  scores_[thread].data(), attention_out_.data() + t * c.q_width() + head * hd);
+    }
+  });
+  projected_.resize(static_cast<size_t>(tokens * d));
+  MatmulBf16(attention_out_.data(), tokens, c.q_width(), lw.output.data(), d, projected_.data(), d, pool_);
+  times_.attention_s += Since(start);
+  start = Clock::now();
+  for (int64_t i = 0; i < tokens * d; ++i) hidden_[i] += projected_[i];
+  times_.other_s += Since(start);
+}
+
+void Transformer::Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out) {
+  ExpertFfn(x, tokens, ffn.hidden, ffn.width, ffn.gate_up(), ffn.down(), out, pool_, ffn_scratch_);
+}
+
+void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options, RoutingStep* record) {
+  const ExecutorConfig& c = config();
+  const LayerWeights& lw = weights_.layers[layer];
+  const int64_t d = c.hidden_size;
+  const int64_t experts = c.num_experts;
+  const int64_t k = c.top_k;
+  const int64_t moe_layer = layer - c.first_dense_layers;
+
+  Clock::time_point start = Clock::now();
+  router_logits_.resize(static_cast<size_t>(tokens * experts));
+  MatmulBf16(normed_.data(), tokens, d, lw.router.data(), experts, router_logits_.data(), experts, pool_);
+  token_experts_.resize(static_cast<size_t>(tokens));
+  token_weights_.resize(static_cast<size_t>(tokens));
+  std::vector<std::vector<int32_t>> forced;
+  if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* probabilities = router_logits_.data() + t * experts;
+    Softmax(probabilities, experts);
+    std::vector<int32_t>& chosen = token_experts_[t];
+    chosen.resize(static_cast<size_t>(k));
+    if (options.routing) {
+      chosen = forced[t];
+    } else {
+      TopK(probabilities, experts, k, chosen.data());
+    }
+    std::vector<float>& weights = token_weights_[t];
+    weights.resize(static_cast<size_t>(k));
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += weights[j] = probabilities[chosen[j]];
+    if (c.norm_topk_prob) {
+      for (float& w : weights) w = static_cast<float>(w / sum);
+    }
+  }
+  if (record) {
+    if (record->experts.empty()) record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
+    record->experts[moe_layer] = token_experts_;
+  }
+  times_.router_s += Since(start);
+
+  start = Clock::now();
+  ffn_out_.assign(static_cast<size_t>(tokens * d), 0.0f);
+  // Tokens of each expert, in token order; outputs added in expert order per token (fixed for a
+  // token whatever else is in the batch).
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) routed[token_experts_[t][j]].push_back({t, token_weights_[t][j]});
+  }
+  for (int64_t e = 0; e < experts; ++e) {
+    const auto& assigned = routed[e];
+    if (assigned.empty()) continue;
+    const int64_t count = static_cast<int64_t>(assigned.size());
+    gathered_.resize(static_cast<size_t>(count * d));
+    expert_out_.resize(gathered_.size());
+    for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
+    Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
+    for (int64_t i = 0; i < count; ++i) Axpy(assigned[i].second, expert_out_.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
+  }
+  if (lw.shared.width > 0) {
+    expert_out_.resize(static_cast<size_t>(tokens * d));
+    Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
+    std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
+    if (!lw.shared_gate.empty()) {
+      MatmulBf16(normed_.data(), tokens, d, lw.shared_gate.data(), 1, gate.data(), 1, pool_);
+      for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
+    }
+    for (int64_t t = 0; t < tokens; ++t) Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+  }
+  times_.experts_s += Since(start);
+}
+
+}  // namespace moelab

@@ -1,0 +1,159 @@
+#include "executor/weights.h"
+
+#include <cmath>
+#include <functional>
+
+namespace moelab {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1) from (seed, tensor, index).
+inline float HashUniform(uint64_t seed, uint64_t tensor, uint64_t index) {
+  const uint64_t bits = SplitMix64(seed ^ SplitMix64(tensor ^ SplitMix64(index)));
+  return static_cast<float>(static_cast<double>(bits >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+class SyntheticFiller {
+ public:
+  SyntheticFiller(uint64_t seed, ThreadPool& pool) : seed_(seed), pool_(pool) {}
+
+  // Fills `count` bf16 values with standard deviation `stddev`.
+  void Fill(Bf16* data, int64_t count, double stddev) {
+    const uint64_t tensor = next_tensor_++;
+    const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
+    constexpr int64_t kChunk = 1 << 16;
+    const int64_t chunks = (count + kChunk - 1) / kChunk;
+    pool_.Run(chunks, [&](int64_t chunk, int) {
+      const int64_t end = std::min(count, (chunk + 1) * kChunk);
+      for (int64_t i = chunk * kChunk; i < end; ++i) {
+        data[i] = FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(i)));
+      }
+    });
+  }
+  void Fill(std::vector<Bf16>& data, double stddev) { Fill(data.data(), static_cast<int64_t>(data.size()), stddev); }
+  void FillSmall(std::vector<float>& data, double center, double spread) {
+    const uint64_t tensor = next_tensor_++;
+    for (size_t i = 0; i < data.size(); ++i) {
+      data[i] = static_cast<float>(center + spread * HashUniform(seed_, tensor, i));
+    }
+  }
+
+ private:
+  uint64_t seed_;
+  ThreadPool& pool_;
+  uint64_t next_tensor_ = 1;
+};
+
+void FillFfn(SyntheticFiller& filler, FfnWeights& ffn, double down_scale) {
+  if (ffn.width == 0) return;
+  filler.Fill(ffn.mutable_gate_up(), 2 * ffn.width * ffn.hidden, 1.0 / std::sqrt(static_cast<double>(ffn.hidden)));
+  filler.Fill(ffn.mutable_down(), ffn.hidden * ffn.width,
+              down_scale / std::sqrt(static_cast<double>(ffn.width)));
+}
+
+}  // namespace
+
+void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width) {
+  hidden = hidden_size;
+  width = ffn_width;
+  block.assign(static_cast<size_t>(3 * hidden_size * ffn_width), 0);
+}
+
+ModelWeights AllocateWeights(const ExecutorConfig& c) {
+  c.Validate();
+  ModelWeights w;
+  w.config = c;
+  const int64_t d = c.hidden_size;
+  w.embedding.assign(static_cast<size_t>(c.vocab_size * d), 0);
+  if (!c.tied_embeddings) w.lm_head.assign(static_cast<size_t>(c.vocab_size * d), 0);
+  w.final_norm.assign(static_cast<size_t>(d), 1.0f);
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerWeights& layer = w.layers[l];
+    layer.attention_norm.assign(d, 1.0f);
+    layer.ffn_norm.assign(d, 1.0f);
+    const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
+    layer.qkv.assign(static_cast<size_t>(qkv_rows * d), 0);
+    if (c.qkv_bias) layer.qkv_bias.assign(qkv_rows, 0.0f);
+    if (c.qk_norm) {
+      layer.q_norm.assign(c.head_dim, 1.0f);
+      layer.k_norm.assign(c.head_dim, 1.0f);
+    }
+    layer.output.assign(static_cast<size_t>(d * c.q_width()), 0);
+    if (c.IsMoeLayer(l)) {
+      layer.router.assign(static_cast<size_t>(c.num_experts * d), 0);
+      layer.experts.resize(c.num_experts);
+      for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size);
+      if (c.num_shared_experts > 0) {
+        layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size);
+        if (c.shared_expert_gate) layer.shared_gate.assign(d, 0);
+      }
+    } else {
+      layer.dense.Allocate(d, c.dense_intermediate_size);
+    }
+  }
+  return w;
+}
+
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool) {
+  ModelWeights w = AllocateWeights(c);
+  w.source = "synthetic seed " + std::to_string(seed);
+  SyntheticFiller filler(seed, pool);
+  const double d = static_cast<double>(c.hidden_size);
+  const double residual_scale = 1.0 / std::sqrt(2.0 * static_cast<double>(c.num_layers));
+  filler.Fill(w.embedding, 1.0);
+  if (!c.tied_embeddings) filler.Fill(w.lm_head, 1.0 / std::sqrt(d));
+  filler.FillSmall(w.final_norm, 1.0, 0.1);
+  for (LayerWeights& layer : w.layers) {
+    filler.FillSmall(layer.attention_norm, 1.0, 0.1);
+    filler.FillSmall(layer.ffn_norm, 1.0, 0.1);
+    filler.Fill(layer.qkv, 1.0 / std::sqrt(d));
+    if (!layer.qkv_bias.empty()) filler.FillSmall(layer.qkv_bias, 0.0, 0.1);
+    if (!layer.q_norm.empty()) {
+      filler.FillSmall(layer.q_norm, 1.0, 0.1);
+      filler.FillSmall(layer.k_norm, 1.0, 0.1);
+    }
+    filler.Fill(layer.output, residual_scale / std::sqrt(static_cast<double>(c.q_width())));
+    // Router logits of unit scale spread tokens over many experts.
+    if (!layer.router.empty()) filler.Fill(layer.router, 1.0 / std::sqrt(d));
+    for (FfnWeights& expert : layer.experts) FillFfn(filler, expert, residual_scale);
+    FillFfn(filler, layer.shared, residual_scale);
+    if (!layer.shared_gate.empty()) filler.Fill(layer.shared_gate, 1.0 / std::sqrt(d));
+    FillFfn(filler, layer.dense, residual_scale);
+  }
+  return w;
+}
+
+double ModelWeights::TotalBytes() const {
+  double bytes = 2.0 * static_cast<double>(embedding.size() + lm_head.size()) + 4.0 * static_cast<double>(final_norm.size());
+  for (const LayerWeights& l : layers) {
+    bytes += 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
+                                       l.q_norm.size() + l.k_norm.size());
+    bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
+                                       l.shared.block.size() + l.dense.block.size());
+    for (const FfnWeights& e : l.experts) bytes += 2.0 * static_cast<double>(e.block.size());
+  }
+  return bytes;
+}
+
+double ModelWeights::BytesPerToken() const {
+  const ExecutorConfig& c = config;
+  double bytes = 2.0 * static_cast<double>(c.hidden_size) /* embedding row */ +
+                 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) + 4.0 * static_cast<double>(final_norm.size());
+  for (const LayerWeights& l : layers) {
+    bytes += 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
+                                       l.q_norm.size() + l.k_norm.size());
+    bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
+                                       l.shared.block.size() + l.dense.block.size());
+    if (!l.experts.empty()) bytes += 2.0 * static_cast<double>(c.top_k) * static_cast<double>(l.experts[0].block.size());
+  }
+  return bytes;
+}
+
+}  // namespace moelab

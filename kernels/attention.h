@@ -1,0 +1,15 @@
+#pragma once
+
+#include <cstdint>
+
+namespace moelab {
+
+// Attention of one query head against a sequence's KV cache.
+// q: head_dim values (already rotated); keys/values: fp32, position p of this head's KV group at
+// keys + p * kv_stride (kv_stride = num_kv_heads * head_dim). The query sees positions
+// [first_visible, last_visible]. scores: scratch of last_visible + 1 floats. out: head_dim.
+void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
+                   int64_t head_dim, int64_t first_visible, int64_t last_visible, float scale,
+                   float* scores, float* out);
+
+}  // namespace moelab

@@ -1,0 +1,83 @@
+#include "kernels/cpu_features.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+std::atomic<int>& ActiveSlot() {
+  static std::atomic<int> slot{-1};
+  return slot;
+}
+
+bool Supports(Isa isa) {
+  const std::vector<Isa> supported = SupportedIsas();
+  return std::find(supported.begin(), supported.end(), isa) != supported.end();
+}
+
+}  // namespace
+
+std::string ToString(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512Bf16: return "avx512bf16";
+  }
+  return "?";
+}
+
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> isas{Isa::kScalar};
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas.push_back(Isa::kAvx2);
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")) {
+    isas.push_back(Isa::kAvx512Bf16);
+  }
+#endif
+  return isas;
+}
+
+void SetActiveIsa(Isa isa) {
+  if (!Supports(isa)) throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
+  ActiveSlot().store(static_cast<int>(isa));
+}
+
+Isa ActiveIsa() {
+  const int current = ActiveSlot().load();
+  if (current >= 0) return static_cast<Isa>(current);
+  Isa chosen = SupportedIsas().back();
+  if (const char* env = std::getenv("MOELAB_ISA"); env != nullptr && *env != '\0') {
+    const std::string requested = env;
+    bool known = false;
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512Bf16}) {
+      if (requested == ToString(isa)) {
+        known = true;
+        chosen = isa;
+      }
+    }
+    if (!known) throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2 or avx512bf16");
+  }
+  SetActiveIsa(chosen);
+  return chosen;
+}
+
+std::string CpuModelName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+}  // namespace moelab

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/bf16.h"
+#include "kernels/thread_pool.h"
+
+namespace moelab {
+
+// y[i][j] = sum_k bf16(x[i][k]) * w[j][k]   for i < m tokens, j < n outputs.
+// x: m x k fp32 activations (rounded to bf16 for the products, as llama.cpp's vec_dot does);
+// w: n x k bf16 weights, row-major as Hugging Face stores a Linear layer ([out, in]);
+// y: m x n fp32, row stride ldy (>= n). Products are exact in fp32; accumulation is fp32.
+//
+// Determinism: on a given instruction set, y[i][j] depends only on row i of x and row j of w,
+// never on m, n, the blocking or the thread count, so a token's result is the same whether it is
+// decoded alone or verified in a batch (speculative decoding relies on this).
+void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
+                int64_t ldy, ThreadPool& pool);
+
+// Same with x already in bf16 (m x k, row stride k).
+void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
+                    int64_t ldy, ThreadPool& pool);
+
+// Rounds fp32 values to bf16 (nearest even).
+void ConvertToBf16(const float* in, int64_t count, Bf16* out);
+
+}  // namespace moelab

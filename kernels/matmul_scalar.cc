@@ -1,0 +1,18 @@
+#include "kernels/matmul_internal.h"
+
+namespace moelab::kernels_internal {
+
+void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
+                      int64_t n_end, float* y, int64_t ldy, void* /*scratch*/) {
+  for (int64_t j = n_begin; j < n_end; ++j) {
+    const Bf16* row = w + j * k;
+    for (int64_t i = 0; i < m; ++i) {
+      const Bf16* xi = x + i * k;
+      float sum = 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) sum += Bf16ToFloat(xi[kk]) * Bf16ToFloat(row[kk]);
+      y[i * ldy + j] = sum;
+    }
+  }
+}
+
+}  // namespace moelab::kernels_internal

@@ -1,0 +1,344 @@
+#include "routing/routing_source.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <system_error>
+#include <utility>
+
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+// Salts keep the uniform and popularity streams of one seed unrelated.
+constexpr uint64_t kUniformSalt = 0x756e69666f726d00;     // "uniform"
+constexpr uint64_t kPopularitySalt = 0x706f70756c617200;  // "popular"
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15;
+
+uint64_t Mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
+  return x ^ (x >> 31);
+}
+
+uint64_t SplitMix64(uint64_t x) { return Mix(x + kGolden); }
+
+// Counter-based generator for one (salt, seed, step, layer, token) tuple: its numbers depend on
+// the tuple only, never on what was drawn before for other tokens.
+class TokenRandom {
+ public:
+  TokenRandom(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
+    uint64_t h = SplitMix64(salt ^ SplitMix64(seed));
+    h = SplitMix64(h ^ static_cast<uint64_t>(step));
+    h = SplitMix64(h ^ static_cast<uint64_t>(layer));
+    state_ = SplitMix64(h ^ static_cast<uint64_t>(token));
+  }
+
+  uint64_t Next() {
+    state_ += kGolden;
+    return Mix(state_);
+  }
+
+  // Exactly uniform in [0, n) for n >= 1: rejects the 2^64 mod n lowest values.
+  uint64_t Below(uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;
+    for (;;) {
+      const uint64_t x = Next();
+      if (x >= threshold) return x % n;
+    }
+  }
+
+ private:
+  uint64_t state_ = 0;
+};
+
+void CheckModel(const std::string& who, int64_t num_layers, int64_t num_experts, int64_t top_k) {
+  if (num_layers < 1)
+    throw Error(who + ": num_layers must be >= 1, got " + std::to_string(num_layers));
+  if (num_experts < 1 || num_experts > std::numeric_limits<int32_t>::max()) {
+    throw Error(who + ": num_experts must be in [1, 2147483647], got " +
+                std::to_string(num_experts));
+  }
+  if (top_k < 1 || top_k > num_experts) {
+    throw Error(who + ": top_k must be in [1, num_experts = " + std::to_string(num_experts) +
+                "], got " + std::to_string(top_k));
+  }
+}
+
+void CheckRequest(const std::string& who, int64_t num_layers, int64_t step, int64_t layer,
+                  int64_t tokens) {
+  if (step < 0) throw Error(who + ": step must be >= 0, got " + std::to_string(step));
+  if (layer < 0 || layer >= num_layers) {
+    throw Error(who + ": layer " + std::to_string(layer) + " is out of range, the model has " +
+                std::to_string(num_layers) + " MoE layers");
+  }
+  if (tokens < 0) throw Error(who + ": tokens must be >= 0, got " + std::to_string(tokens));
+}
+
+std::string ModelShape(int64_t num_layers, int64_t num_experts, int64_t top_k) {
+  return std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
+         " experts, top-" + std::to_string(top_k);
+}
+
+class UniformRouting : public RoutingSource {
+ public:
+  UniformRouting(int64_t num_layers, int64_t num_experts, int64_t top_k, uint64_t seed)
+      : num_layers_(num_layers), num_experts_(num_experts), top_k_(top_k), seed_(seed) {
+    CheckModel("uniform routing", num_layers, num_experts, top_k);
+  }
+
+  std::string Describe() const override {
+    return "uniform routing (" + ModelShape(num_layers_, num_experts_, top_k_) + "), seed " +
+           std::to_string(seed_);
+  }
+
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    CheckRequest("uniform routing", num_layers_, step, layer, tokens);
+    out.resize(static_cast<size_t>(tokens));
+    // Sparse partial Fisher-Yates over [0, E): only the (at most K) displaced positions are
+    // stored, so a token costs O(K^2) whatever E is, and every ordered K-tuple is equally likely.
+    std::vector<std::pair<int64_t, int64_t>> displaced;
+    displaced.reserve(static_cast<size_t>(top_k_));
+    for (int64_t token = 0; token < tokens; ++token) {
+      TokenRandom random(kUniformSalt, seed_, step, layer, token);
+      displaced.clear();
+      auto value_at = [&](int64_t position) {
+        for (const auto& [where, value] : displaced) {
+          if (where == position) return value;
+        }
+        return position;
+      };
+      std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
+      ranked.resize(static_cast<size_t>(top_k_));
+      for (int64_t k = 0; k < top_k_; ++k) {
+        const int64_t j =
+            k + static_cast<int64_t>(random.Below(static_cast<uint64_t>(num_experts_ - k)));
+        const int64_t picked = value_at(j);
+        const int64_t moved = value_at(k);
+        ranked[static_cast<size_t>(k)] = static_cast<int32_t>(picked);
+        // Position k is never read again (later j > k); j now holds what was at k.
+        bool found = false;
+        for (auto& [where, value] : displaced) {
+          if (where == j) {
+            value = moved;
+            found = true;
+          }
+        }
+        if (!found) displaced.emplace_back(j, moved);
+      }
+    }
+  }
+
+ private:
+  int64_t num_layers_, num_experts_, top_k_;
+  uint64_t seed_;
+};
+
+class PopularityRouting : public RoutingSource {
+ public:
+  PopularityRouting(const PopularityTable& table, int64_t num_layers, int64_t num_experts,
+                    int64_t top_k, uint64_t seed, std::string origin)
+      : num_layers_(num_layers),
+        num_experts_(num_experts),
+        top_k_(top_k),
+        seed_(seed),
+        origin_(std::move(origin)) {
+    CheckModel("popularity routing (" + origin_ + ")", num_layers, num_experts, top_k);
+    if (table.size() != static_cast<size_t>(num_layers) ||
+        std::any_of(table.begin(), table.end(), [&](const auto& row) {
+          return row.size() != static_cast<size_t>(num_experts);
+        })) {
+      const size_t table_experts = table.empty() ? 0 : table[0].size();
+      std::string experts = std::to_string(table_experts);
+      for (const auto& row : table) {
+        if (row.size() != table_experts) experts = "a varying number of";
+      }
+      throw Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
+                  " layers x " + experts + " experts, but the model has " +
+                  std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
+                  " experts");
+    }
+    // Fixed-point weights: the largest count of a layer maps to 2^bits, with bits chosen so a
+    // layer's total stays below 2^62. A nonzero count never rounds to zero.
+    int bits = 0;
+    while ((int64_t{1} << bits) < num_experts) ++bits;
+    const int scale_bits = std::min(52, 62 - bits);
+    weights_.resize(table.size());
+    totals_.resize(table.size(), 0);
+    for (size_t layer = 0; layer < table.size(); ++layer) {
+      double largest = 0;
+      int64_t nonzero = 0;
+      for (size_t expert = 0; expert < table[layer].size(); ++expert) {
+        const double count = table[layer][expert];
+        if (!std::isfinite(count) || count < 0) {
+          throw Error(origin_ + ": layer " + std::to_string(layer) + " expert " +
+                      std::to_string(expert) + ": popularity counts must be finite and >= 0");
+        }
+        largest = std::max(largest, count);
+        if (count > 0) ++nonzero;
+      }
+      if (nonzero < top_k) {
+        throw Error(origin_ + ": layer " + std::to_string(layer) + " has " +
+                    std::to_string(nonzero) +
+                    " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) +
+                    " (each token needs " + std::to_string(top_k) + " distinct experts)");
+      }
+      for (double count : table[layer]) {
+        uint64_t weight = 0;
+        if (count > 0) {
+          weight = static_cast<uint64_t>(std::llround(std::ldexp(count / largest, scale_bits)));
+          weight = std::max<uint64_t>(weight, 1);
+        }
+        weights_[layer].push_back(weight);
+        totals_[layer] += weight;
+      }
+    }
+  }
+
+  std::string Describe() const override {
+    return "popularity routing from " + origin_ + " (" +
+           ModelShape(num_layers_, num_experts_, top_k_) + "), seed " + std::to_string(seed_);
+  }
+
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    CheckRequest("popularity routing (" + origin_ + ")", num_layers_, step, layer, tokens);
+    const std::vector<uint64_t>& weights = weights_[static_cast<size_t>(layer)];
+    out.resize(static_cast<size_t>(tokens));
+    std::vector<char> taken(weights.size(), 0);
+    for (int64_t token = 0; token < tokens; ++token) {
+      TokenRandom random(kPopularitySalt, seed_, step, layer, token);
+      std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
+      ranked.resize(static_cast<size_t>(top_k_));
+      uint64_t remaining = totals_[static_cast<size_t>(layer)];
+      for (int64_t k = 0; k < top_k_; ++k) {
+        // Successive sampling: draw among the experts not yet taken, proportional to weight.
+        uint64_t r = random.Below(remaining);
+        size_t picked = 0;
+        for (size_t expert = 0; expert < weights.size(); ++expert) {
+          if (taken[expert] || weights[expert] == 0) continue;
+          if (r < weights[expert]) {
+            picked = expert;
+            break;
+          }
+          r -= weights[expert];
+        }
+        taken[picked] = 1;
+        remaining -= weights[picked];
+        ranked[static_cast<size_t>(k)] = static_cast<int32_t>(picked);
+      }
+      for (int32_t expert : ranked) taken[static_cast<size_t>(expert)] = 0;
+    }
+  }
+
+ private:
+  int64_t num_layers_, num_experts_, top_k_;
+  uint64_t seed_;
+  std::string origin_;
+  std::vector<std::vector<uint64_t>> weights_;  // [layer][expert], fixed point
+  std::vector<uint64_t> totals_;                // [layer]
+};
+
+class TraceRouting : public RoutingSource {
+ public:
+  TraceRouting(RoutingTrace trace, int64_t num_layers, int64_t num_experts, int64_t top_k,
+               std::string origin)
+      : trace_(std::move(trace)), origin_(std::move(origin)) {
+    if (origin_.empty()) origin_ = "routing trace '" + trace_.source + "'";
+    CheckModel("trace routing (" + origin_ + ")", num_layers, num_experts, top_k);
+    trace_.Validate(origin_);
+    if (trace_.num_layers != num_layers || trace_.num_experts != num_experts ||
+        trace_.top_k != top_k) {
+      throw Error(origin_ + ": the trace has " +
+                  ModelShape(trace_.num_layers, trace_.num_experts, trace_.top_k) +
+                  ", but the model has " + ModelShape(num_layers, num_experts, top_k));
+    }
+  }
+
+  std::string Describe() const override {
+    return "trace replay of " + origin_ + " (" + std::to_string(trace_.steps.size()) +
+           " steps; source: " + trace_.source + ")";
+  }
+
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    CheckRequest(origin_, trace_.num_layers, step, layer, tokens);
+    if (step >= static_cast<int64_t>(trace_.steps.size())) {
+      throw Error(origin_ + ": asked for step " + std::to_string(step) +
+                  ", but the trace has only " + std::to_string(trace_.steps.size()) +
+                  " steps (0.." + std::to_string(static_cast<int64_t>(trace_.steps.size()) - 1) +
+                  ")");
+    }
+    const RoutingStep& routed = trace_.steps[static_cast<size_t>(step)];
+    if (tokens != routed.tokens) {
+      throw Error(origin_ + ": asked for " + std::to_string(tokens) + " tokens at step " +
+                  std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
+                  std::to_string(routed.tokens) + " tokens");
+    }
+    out = routed.experts[static_cast<size_t>(layer)];
+  }
+
+ private:
+  RoutingTrace trace_;
+  std::string origin_;
+};
+
+bool LooksLikePath(const std::string& spec) {
+  if (spec.ends_with(".json") || spec.find('/') != std::string::npos) return true;
+  std::error_code ignored;
+  return std::filesystem::is_regular_file(spec, ignored);
+}
+
+}  // namespace
+
+std::unique_ptr<RoutingSource> MakeUniformRouting(int64_t num_layers, int64_t num_experts,
+                                                  int64_t top_k, uint64_t seed) {
+  return std::make_unique<UniformRouting>(num_layers, num_experts, top_k, seed);
+}
+
+std::unique_ptr<RoutingSource> MakePopularityRouting(const PopularityTable& table,
+                                                     int64_t num_layers, int64_t num_experts,
+                                                     int64_t top_k, uint64_t seed,
+                                                     const std::string& origin) {
+  return std::make_unique<PopularityRouting>(table, num_layers, num_experts, top_k, seed, origin);
+}
+
+std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_layers,
+                                                int64_t num_experts, int64_t top_k,
+                                                const std::string& origin) {
+  return std::make_unique<TraceRouting>(std::move(trace), num_layers, num_experts, top_k, origin);
+}
+
+std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,
+                                                 int64_t num_experts, int64_t top_k,
+                                                 uint64_t seed) {
+  static const std::string kValidForms =
+      "valid forms: \"gate\" (the model's own router), \"uniform\", \"popularity:FILE\" (a Fiddler "
+      "popularity table, JSON or CSV), \"trace:FILE\" or a path to a moelab.routing_trace/1 file";
+  if (spec == "gate") return nullptr;
+  if (spec == "uniform") return MakeUniformRouting(num_layers, num_experts, top_k, seed);
+  const auto file_after = [&](const std::string& prefix) {
+    const std::string file = spec.substr(prefix.size());
+    if (file.empty())
+      throw Error("routing '" + spec + "': missing FILE after '" + prefix + "'; " + kValidForms);
+    return file;
+  };
+  if (spec.starts_with("popularity:")) {
+    const std::string file = file_after("popularity:");
+    return MakePopularityRouting(LoadPopularityTable(file), num_layers, num_experts, top_k, seed,
+                                 file);
+  }
+  if (spec.starts_with("trace:")) {
+    const std::string file = file_after("trace:");
+    return MakeTraceRouting(LoadRoutingTrace(file), num_layers, num_experts, top_k, file);
+  }
+  if (!spec.empty() && LooksLikePath(spec)) {
+    return MakeTraceRouting(LoadRoutingTrace(spec), num_layers, num_experts, top_k, spec);
+  }
+  throw Error("routing '" + spec + "' is not understood; " + kValidForms);
+}
+
+}  // namespace moelab

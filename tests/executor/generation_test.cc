@@ -1,0 +1,189 @@
+#include "executor/generation.h"
+
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "kernels/elementwise.h"
+#include "model/error.h"
+#include "model/moe_math.h"
+#include "tests/executor/tiny_models.h"
+
+namespace moelab {
+namespace {
+
+struct Models {
+  explicit Models(int64_t vocab = 37, uint64_t seed = 21)
+      : pool(2),
+        target_weights(MakeSyntheticWeights(testing::TinyMixtral(vocab), seed, pool)),
+        draft_weights(MakeSyntheticWeights(testing::TinyLlama(vocab), seed + 1, pool)),
+        target(target_weights, pool),
+        draft(draft_weights, pool) {}
+  ThreadPool pool;
+  ModelWeights target_weights, draft_weights;
+  Transformer target, draft;
+};
+
+TEST(Speculative, GreedyEmitsExactlyTheTargetsGreedyTokens) {
+  Models m;
+  for (int64_t batch : {1, 3}) {
+    const auto prompts = SyntheticPrompts(batch, 5, 37, 4);
+    DecodeOptions plain;
+    plain.output_tokens = 24;
+    const DecodeResult reference = RunDecode(m.target, prompts, plain);
+    for (int64_t gamma : {1, 2, 3, 5}) {
+      SpeculativeOptions options;
+      options.gamma = gamma;
+      options.output_tokens = 24;
+      const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, options);
+      EXPECT_EQ(sd.outputs, reference.outputs) << "batch " << batch << " gamma " << gamma;
+      EXPECT_GT(sd.rounds, 0);
+    }
+  }
+}
+
+TEST(Speculative, DraftEqualToTargetAcceptsEverything) {
+  Models m;
+  const auto prompts = SyntheticPrompts(2, 4, 37, 9);
+  SpeculativeOptions options;
+  options.gamma = 4;
+  options.output_tokens = 21;
+  const SpeculativeResult sd = RunSpeculative(m.target, m.target, prompts, options);
+  for (int64_t accepted : sd.accepted_per_round) EXPECT_EQ(accepted, 4);
+  EXPECT_DOUBLE_EQ(sd.Sigma(4), 1.0);
+  EXPECT_EQ(sd.rounds, 4);  // 1 token from the prefill + 4 rounds of 5
+}
+
+// Rejection sampling must leave the output distributed as the target's own samples. With a
+// vocabulary of 8, the exact distribution of the second output token is
+//   P(t1) = sum_t0 p(t0 | prompt) p(t1 | prompt, t0),
+// computed from the target directly; 6000 SD runs with different seeds are compared with it by a
+// chi-square test (7 degrees of freedom; 24.3 is the 0.001 critical value).
+TEST(Speculative, RejectionSamplingPreservesTheTargetDistribution) {
+  Models m(8, 5);
+  const std::vector<TokenIds> prompt = {{1, 5, 2}};
+  std::vector<double> exact(8, 0.0);
+  {
+    KvCache cache(m.target.config(), 16);
+    std::vector<SequenceInput> batch = {{&cache, prompt[0]}};
+    std::vector<float> logits;
+    m.target.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "test"}, logits);
+    std::vector<float> p0 = logits;
+    Softmax(p0.data(), 8);
+    for (int32_t t0 = 0; t0 < 8; ++t0) {
+      KvCache branch(m.target.config(), 16);
+      branch.CopyFrom(cache);
+      std::vector<SequenceInput> next = {{&branch, {t0}}};
+      m.target.Forward(next, {LogitRows::kLastPerSequence, nullptr, nullptr, "test"}, logits);
+      Softmax(logits.data(), 8);
+      for (int t1 = 0; t1 < 8; ++t1) exact[t1] += p0[t0] * logits[t1];
+    }
+  }
+  const int trials = 6000;
+  std::vector<double> counts(8, 0.0), draft_only(8, 0.0);
+  SpeculativeOptions options;
+  options.gamma = 2;
+  options.acceptance = Acceptance::kRejectionSampling;
+  options.output_tokens = 2;
+  int64_t rejections = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    options.seed = 1000 + trial;
+    const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompt, options);
+    counts[sd.outputs[0][1]] += 1;
+    for (int64_t a : sd.accepted_per_round) rejections += a < 2;
+  }
+  double chi_square = 0;
+  for (int t = 0; t < 8; ++t) {
+    const double expected = exact[t] * trials;
+    chi_square += (counts[t] - expected) * (counts[t] - expected) / expected;
+  }
+  EXPECT_LT(chi_square, 24.3);
+  // The test has teeth only if drafts were rejected often enough to matter.
+  EXPECT_GT(rejections, trials / 10);
+}
+
+TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
+  Models m;
+  const auto prompts = SyntheticPrompts(4, 3, 37, 2);
+  SpeculativeOptions options;
+  options.gamma = 4;
+  options.acceptance = Acceptance::kFixedAlpha;
+  options.alpha = 0.6;
+  options.output_tokens = 100;
+  const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, options);
+  const double expected = AcceptedLengthFraction(0.6, 4);
+  // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
+  const double rounds = static_cast<double>(sd.accepted_per_round.size());
+  EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0);
+  EXPECT_THROW(RunSpeculative(m.target, m.draft, prompts, [] {
+                 SpeculativeOptions bad;
+                 bad.alpha = 1.0;
+                 return bad;
+               }()),
+               Error);
+}
+
+TEST(Speculative, VocabularyMismatchIsRefused) {
+  ThreadPool pool(1);
+  const ModelWeights target = MakeSyntheticWeights(testing::TinyMixtral(37), 1, pool);
+  const ModelWeights draft = MakeSyntheticWeights(testing::TinyLlama(40), 1, pool);
+  Transformer t(target, pool), d(draft, pool);
+  EXPECT_THROW(RunSpeculative(t, d, {{1, 2}}, SpeculativeOptions{}), Error);
+}
+
+// With width >= V^(L-1) beam search is exhaustive: it must return exactly the top-scoring
+// sequences of all V^L, scored by the sum of their tokens' log-probabilities.
+TEST(BeamSearch, ReturnsTheBestSequencesOfAnExhaustiveSearch) {
+  Models m(4, 13);
+  const TokenIds prompt = {2, 0, 3};
+  const BeamResult beams = RunBeamSearch(m.target, prompt, 16, 3);
+  ASSERT_EQ(beams.beams.size(), 16u);
+  std::vector<std::pair<double, TokenIds>> all;
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      for (int c = 0; c < 4; ++c) {
+        const TokenIds continuation = {a, b, c};
+        KvCache cache(m.target.config(), 16);
+        TokenIds tokens = prompt;
+        tokens.insert(tokens.end(), continuation.begin(), continuation.end() - 1);
+        std::vector<SequenceInput> batch = {{&cache, tokens}};
+        std::vector<float> logits;
+        m.target.Forward(batch, {LogitRows::kAll, nullptr, nullptr, "test"}, logits);
+        double score = 0;
+        std::vector<float> log_p(4);
+        for (int i = 0; i < 3; ++i) {
+          LogSoftmax(logits.data() + (prompt.size() - 1 + i) * 4, 4, log_p.data());
+          score += log_p[continuation[i]];
+        }
+        all.push_back({score, continuation});
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_NEAR(beams.beams[i].log_probability, all[i].first, 1e-4) << "rank " << i;
+    EXPECT_EQ(beams.beams[i].tokens, all[i].second) << "rank " << i;
+  }
+  // Narrow beams are never better than the exhaustive best.
+  const BeamResult narrow = RunBeamSearch(m.target, prompt, 2, 3);
+  EXPECT_LE(narrow.beams[0].log_probability, all[0].first + 1e-9);
+}
+
+TEST(Decode, SameSeedSameTokensAndSampledDiffersFromGreedy) {
+  Models m;
+  const auto prompts = SyntheticPrompts(2, 4, 37, 3);
+  DecodeOptions options;
+  options.output_tokens = 12;
+  options.temperature = 1.0;
+  options.seed = 5;
+  const DecodeResult a = RunDecode(m.target, prompts, options);
+  const DecodeResult b = RunDecode(m.target, prompts, options);
+  EXPECT_EQ(a.outputs, b.outputs);
+  options.temperature = 0;
+  EXPECT_NE(RunDecode(m.target, prompts, options).outputs, a.outputs);
+  EXPECT_EQ(a.steps.size(), 12u);  // the prefill and 11 decode steps
+}
+
+}  // namespace
+}  // namespace moelab

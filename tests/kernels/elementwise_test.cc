@@ -1,0 +1,102 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/attention.h"
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+TEST(RmsNorm, MatchesDefinition) {
+  const std::vector<float> x = {1, -2, 3, 0.5f, 4, -1};
+  const std::vector<float> weight = {1, 2, 0.5f};
+  std::vector<float> out(6);
+  RmsNorm(x.data(), 2, 3, weight.data(), 1e-6f, out.data());
+  for (int r = 0; r < 2; ++r) {
+    double ms = 0;
+    for (int i = 0; i < 3; ++i) ms += x[r * 3 + i] * x[r * 3 + i] / 3.0;
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[r * 3 + i], x[r * 3 + i] / std::sqrt(ms + 1e-6) * weight[i], 1e-6);
+  }
+}
+
+TEST(Softmax, NormalizesAndIsShiftInvariant) {
+  std::vector<float> a = {1, 2, 3, 1000};
+  Softmax(a.data(), 4);
+  EXPECT_NEAR(a[3], 1.0, 1e-6);
+  std::vector<float> b = {0.125f, 0.25f, 0.375f};
+  std::vector<float> c = {96.125f, 96.25f, 96.375f};  // exactly shifted
+  Softmax(b.data(), 3);
+  Softmax(c.data(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(b[i], c[i], 1e-6);
+  std::vector<float> logp(3);
+  const std::vector<float> logits = {0.125f, 0.25f, 0.375f};
+  LogSoftmax(logits.data(), 3, logp.data());
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(std::exp(logp[i]), b[i], 1e-6);
+}
+
+TEST(ArgMax, FirstOnTies) {
+  const std::vector<float> v = {1, 5, 5, 2};
+  EXPECT_EQ(ArgMax(v.data(), 4), 1);
+}
+
+TEST(Rope, RotatesPairsAndPreservesNorm) {
+  const RopeTable table(8, 64, 10000.0);
+  std::vector<float> v = {1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<float> original = v;
+  table.Apply(v.data(), 1, 0);
+  EXPECT_EQ(v, original);  // position 0: identity
+  table.Apply(v.data(), 1, 17);
+  double before = 0, after = 0;
+  for (int i = 0; i < 8; ++i) {
+    before += original[i] * original[i];
+    after += v[i] * v[i];
+  }
+  EXPECT_NEAR(before, after, 1e-4);
+  // Pair (0, 4) rotates by angle 17 * theta^0 = 17 rad.
+  EXPECT_NEAR(v[0], original[0] * std::cos(17.0) - original[4] * std::sin(17.0), 1e-5);
+  EXPECT_NEAR(v[4], original[4] * std::cos(17.0) + original[0] * std::sin(17.0), 1e-5);
+  EXPECT_THROW(table.Apply(v.data(), 1, 64), Error);
+  EXPECT_THROW(RopeTable(7, 4, 10000.0), Error);
+}
+
+TEST(Attention, MatchesReferenceWithWindow) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const int64_t head_dim = 16, kv_heads = 2, positions = 23;
+  std::vector<float> q(head_dim), keys(positions * kv_heads * head_dim), values(keys.size());
+  for (float& v : q) v = normal(rng);
+  for (float& v : keys) v = normal(rng);
+  for (float& v : values) v = normal(rng);
+  const float scale = 0.25f;
+  for (int64_t first : {0, 5}) {
+    std::vector<float> scores(positions), out(head_dim);
+    // Head group 1: offset head_dim into each position.
+    AttendOneHead(q.data(), keys.data() + head_dim, values.data() + head_dim, kv_heads * head_dim, head_dim,
+                  first, positions - 1, scale, scores.data(), out.data());
+    std::vector<double> weights;
+    double max_logit = -1e300;
+    for (int64_t p = first; p < positions; ++p) {
+      double dot = 0;
+      for (int64_t i = 0; i < head_dim; ++i) dot += q[i] * keys[(p * kv_heads + 1) * head_dim + i];
+      weights.push_back(dot * scale);
+      max_logit = std::max(max_logit, dot * scale);
+    }
+    double sum = 0;
+    for (double& w : weights) sum += (w = std::exp(w - max_logit));
+    for (int64_t i = 0; i < head_dim; ++i) {
+      double expected = 0;
+      for (int64_t p = first; p < positions; ++p) {
+        expected += weights[p - first] / sum * values[(p * kv_heads + 1) * head_dim + i];
+      }
+      EXPECT_NEAR(out[i], expected, 1e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moelab
