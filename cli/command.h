@@ -22,5 +22,6 @@ void RegisterModelCommands(std::vector<Command>& commands);
 void RegisterHardwareCommands(std::vector<Command>& commands);
 void RegisterPlanCommands(std::vector<Command>& commands);
 void RegisterDeviceCommands(std::vector<Command>& commands);
+void RegisterRunCommands(std::vector<Command>& commands);
 
 }  // namespace moelab::cli

@@ -8,6 +8,7 @@ const std::vector<Command>& AllCommands() {
     RegisterModelCommands(list);
     RegisterHardwareCommands(list);
     RegisterPlanCommands(list);
+    RegisterRunCommands(list);
     RegisterDeviceCommands(list);
     return list;
   }();

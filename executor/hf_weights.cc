@@ -97,10 +97,12 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
 }  // namespace
 
 ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::filesystem::path& file_or_folder) {
+  LayoutOf(config);  // refuses an unsupported family before any I/O
+  const SafetensorsModel model = SafetensorsModel::Open(file_or_folder);  // checks every header
   ModelWeights w = AllocateWeights(config);
   w.source = file_or_folder.string();
-  const SafetensorsModel model = SafetensorsModel::Open(file_or_folder);
-  for (TensorRef& ref : Tensors(w)) {
+  std::vector<TensorRef> tensors = Tensors(w);
+  for (TensorRef& ref : tensors) {
     if (ref.f32 != nullptr) {
       model.ReadF32(ref.name, ref.shape, ref.f32);
     } else {

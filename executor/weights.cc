@@ -1,7 +1,10 @@
 #include "executor/weights.h"
 
 #include <cmath>
+#include <fstream>
 #include <functional>
+
+#include "model/error.h"
 
 namespace moelab {
 namespace {
@@ -65,8 +68,50 @@ void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width) {
   block.assign(static_cast<size_t>(3 * hidden_size * ffn_width), 0);
 }
 
+double WeightBytesFor(const ExecutorConfig& c) {
+  const int64_t d = c.hidden_size;
+  double matrices = static_cast<double>(c.vocab_size * d) * (c.tied_embeddings ? 1 : 2);
+  double vectors = static_cast<double>(d);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    matrices += static_cast<double>((c.q_width() + 2 * c.kv_width()) * d + d * c.q_width());
+    vectors += 2.0 * static_cast<double>(d) + (c.qkv_bias ? static_cast<double>(c.q_width() + 2 * c.kv_width()) : 0.0) +
+               (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0);
+    if (c.IsMoeLayer(l)) {
+      matrices += static_cast<double>(c.num_experts * d) +
+                  3.0 * static_cast<double>(c.num_experts * d * c.expert_intermediate_size) +
+                  3.0 * static_cast<double>(d * c.num_shared_experts * c.shared_expert_intermediate_size) +
+                  (c.shared_expert_gate ? static_cast<double>(d) : 0.0);
+    } else {
+      matrices += 3.0 * static_cast<double>(d * c.dense_intermediate_size);
+    }
+  }
+  return 2.0 * matrices + 4.0 * vectors;
+}
+
+namespace {
+
+double AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  double kilobytes = 0;
+  std::string unit;
+  while (meminfo >> key >> kilobytes >> unit) {
+    if (key == "MemAvailable:") return kilobytes * 1024.0;
+  }
+  return 0;  // unknown: no check
+}
+
+}  // namespace
+
 ModelWeights AllocateWeights(const ExecutorConfig& c) {
   c.Validate();
+  const double needed = WeightBytesFor(c);
+  const double available = AvailableMemoryBytes();
+  if (available > 0 && needed > 0.9 * available) {
+    throw Error("model '" + c.name + "' needs " + std::to_string(static_cast<int64_t>(needed / 1e9)) +
+                " GB of weights but this machine has " + std::to_string(static_cast<int64_t>(available / 1e9)) +
+                " GB available; scale it with --layers/--hidden/--intermediate/--experts");
+  }
   ModelWeights w;
   w.config = c;
   const int64_t d = c.hidden_size;

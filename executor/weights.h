@@ -55,7 +55,11 @@ struct ModelWeights {
   double BytesPerToken() const;
 };
 
-// Allocates every tensor for `config`, zero-filled.
+// Bytes AllocateWeights will take for `config`.
+double WeightBytesFor(const ExecutorConfig& config);
+
+// Allocates every tensor for `config`, zero-filled. Refuses (naming both sizes) a model larger
+// than the memory this machine has available, rather than failing halfway or swapping.
 ModelWeights AllocateWeights(const ExecutorConfig& config);
 
 // Seeded synthetic weights with sensible scales: uniform with standard deviation 1/sqrt(fan_in)

@@ -162,6 +162,78 @@ TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
   std::filesystem::remove_all(dir);
 }
 
+const char* kSmallShape =
+    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 --head-dim 16 "
+    "--vocab 101 --draft-layers 1 --draft-hidden 32 --draft-dense-intermediate 64 --draft-heads 2 --draft-kv-heads 1 "
+    "--draft-head-dim 16 --threads 2";
+
+TEST(Cli, RunDecodeReportsTheInterfaceFields) {
+  const RunResult r = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  for (const char* field : {"ttft_s", "tpot_s", "tokens_per_s", "weight_bytes_per_token"}) {
+    ASSERT_TRUE(json[field].is_number()) << field;
+    EXPECT_GT(json[field].get<double>(), 0) << field;
+  }
+  EXPECT_EQ(json["outputs"].size(), 2u);
+  EXPECT_EQ(json["outputs"][0].size(), 5u);
+  // One prefill and four decode steps, each with [layer][expert] token counts summing to K per token.
+  ASSERT_EQ(json["expert_token_counts"].size(), 5u);
+  int64_t routed = 0;
+  for (const auto& layer : json["expert_token_counts"][1]) {
+    for (const auto& count : layer) routed += count.get<int64_t>();
+  }
+  EXPECT_EQ(routed, 2 /*layers*/ * 2 /*tokens*/ * 2 /*top-k*/);
+  // Same seed, same tokens.
+  const RunResult again = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  EXPECT_EQ(nlohmann::json::parse(again.out)["outputs"], json["outputs"]);
+}
+
+TEST(Cli, RunSpeculativeReportsSdStatistics) {
+  const RunResult r = RunMoelab(std::string("run ") + kSmallShape +
+                                " --workload sd --batch 2 --prompt 4 --tokens 12 --gamma 3 --alpha 0.7 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  for (const char* field : {"speedup", "sigma", "target_efficiency"}) {
+    ASSERT_TRUE(json["sd"][field].is_number()) << field;
+    EXPECT_GT(json["sd"][field].get<double>(), 0) << field;
+  }
+  EXPECT_LE(json["sd"]["sigma"].get<double>(), 1.0);
+  EXPECT_EQ(json["draft"]["vocab"], 101);  // the draft shares the target's vocabulary
+}
+
+TEST(Cli, RunPrefillAndBeamAndTraceOut) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-run");
+  RunResult r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --routing uniform --json --trace-out " +
+                          (dir / "trace.json").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["tpot_s"].is_null());
+  EXPECT_EQ(nlohmann::json::parse(Slurp(dir / "trace.json"))["schema"], "moelab.routing_trace/1");
+  // Replaying the recorded trace routes the same way.
+  r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --json --routing trace:" + (dir / "trace.json").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = RunMoelab(std::string("run ") + kSmallShape + " --workload beam --beam 3 --tokens 4 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["beams"].size(), 3u);
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RunErrors, CliBadInput,
+    ::testing::Values(BadInput{"run --workload stream", "unknown workload 'stream'"},
+                      BadInput{"run --batch 0", "--batch must be at least 1"},
+                      BadInput{"run --layers 0", "--layers must be at least 1"},
+                      BadInput{"run --experts 8 --top-k 9", "top_k: must be between 1 and experts (8), got 9"},
+                      BadInput{"run --workload sd --alpha 1", "alpha must be in [0, 1)"},
+                      BadInput{"run --workload sd --acceptance greedy --alpha 0.5", "--alpha applies to --acceptance alpha only"},
+                      BadInput{"run --model deepseek-v2", "multi-head latent attention"},
+                      BadInput{"run --routing trace:/nonexistent/trace.json", "/nonexistent/trace.json"},
+                      BadInput{"run --workload beam --batch 2", "--batch must be 1"},
+                      BadInput{"run --weights /nonexistent/model.safetensors", "/nonexistent/model.safetensors"},
+                      BadInput{"run --layers 32 --hidden 4096 --intermediate 14336", "GB of weights but this machine has"},
+                      BadInput{"run --tokens 5000 --layers 1 --hidden 64 --intermediate 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 50",
+                               "max_positions"}));
+
 TEST(Cli, UnknownCommandIsAnError) {
   const RunResult r = RunMoelab("frobnicate");
   EXPECT_EQ(r.status, 2);

@@ -1,0 +1,164 @@
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "executor/run_workload.h"
+#include "model/error.h"
+
+namespace moelab::cli {
+namespace {
+
+// --layers, --hidden, ... (with `prefix` "draft-" for the draft); defaults shown in --help.
+void AddShapeOptions(po::options_description& options, const std::string& prefix, const ShapeOverrides& defaults) {
+  auto add = [&](const char* name, const std::optional<int64_t>& value, const char* what) {
+    const std::string full = prefix + name;
+    const std::string help = std::string(what) + (value ? " (default " + std::to_string(*value) + ")" : " (default: the preset's)");
+    options.add_options()(full.c_str(), po::value<int64_t>(), help.c_str());
+  };
+  add("layers", defaults.layers, "transformer layers");
+  add("hidden", defaults.hidden, "hidden size");
+  add("intermediate", defaults.intermediate, "expert FFN width (dense FFN width for a dense model)");
+  add("dense-intermediate", defaults.dense_intermediate, "dense-layer FFN width");
+  add("experts", defaults.experts, "routed experts per layer");
+  add("top-k", defaults.top_k, "experts per token");
+  add("heads", defaults.heads, "attention heads");
+  add("kv-heads", defaults.kv_heads, "KV heads");
+  add("head-dim", defaults.head_dim, "head dimension");
+  add("vocab", defaults.vocab, prefix.empty() ? "vocabulary size" : "vocabulary size (default: the target's)");
+  add("shared-experts", defaults.shared_experts, "shared experts");
+  add("shared-intermediate", defaults.shared_intermediate, "shared expert width");
+  add("max-positions", defaults.max_positions, "KV cache and rotary table length");
+}
+
+ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix, ShapeOverrides shape) {
+  auto take = [&](const char* name, std::optional<int64_t>& field) {
+    const std::string full = prefix + name;
+    if (values.count(full)) {
+      const int64_t value = values[full].as<int64_t>();
+      if (value < 1) throw Error("--" + full + " must be at least 1, got " + std::to_string(value));
+      field = value;
+    }
+  };
+  take("layers", shape.layers);
+  take("hidden", shape.hidden);
+  take("intermediate", shape.intermediate);
+  take("dense-intermediate", shape.dense_intermediate);
+  take("experts", shape.experts);
+  take("top-k", shape.top_k);
+  take("heads", shape.heads);
+  take("kv-heads", shape.kv_heads);
+  take("head-dim", shape.head_dim);
+  take("vocab", shape.vocab);
+  take("shared-experts", shape.shared_experts);
+  take("shared-intermediate", shape.shared_intermediate);
+  take("max-positions", shape.max_positions);
+  return shape;
+}
+
+void PrintReport(const nlohmann::json& r) {
+  const auto seconds = [&](const char* key) {
+    return r.contains(key) && r[key].is_number() ? FormatSeconds(r[key].get<double>()) : std::string("-");
+  };
+  std::cout << "moelab run: " << r["workload"].get<std::string>() << " on " << r["model"]["name"].get<std::string>()
+            << " (" << FormatBytes(r["model"]["weight_bytes"].get<double>()) << " of weights, "
+            << r["model"]["weights_source"].get<std::string>() << "), batch " << r["batch"] << ", prompt "
+            << r["prompt_tokens"] << ", " << r["output_tokens"] << " output tokens, "
+            << r["machine"]["isa"].get<std::string>() << " x " << r["machine"]["threads"] << " threads\n";
+  Table table({"metric", "value"});
+  table.AddRow({"TTFT", seconds("ttft_s")});
+  table.AddRow({"TPOT", seconds("tpot_s")});
+  if (r["tokens_per_s"].is_number()) table.AddRow({"tokens/s", FormatNumber(r["tokens_per_s"].get<double>(), 2)});
+  table.AddRow({"weight bytes per token", FormatBytes(r["weight_bytes_per_token"].get<double>())});
+  if (r.contains("decode_weight_bandwidth_bytes_per_s")) {
+    table.AddRow({"decode weight bandwidth", FormatBytes(r["decode_weight_bandwidth_bytes_per_s"].get<double>()) + "/s"});
+  }
+  for (const auto& [name, value] : r["operator_times_s"].items()) table.AddRow({"time in " + name, FormatSeconds(value.get<double>())});
+  if (r.contains("sd")) {
+    const auto& sd = r["sd"];
+    table.AddRow({"SD speedup (vs plain decode, same run)", FormatNumber(sd["speedup"].get<double>(), 3)});
+    table.AddRow({"SD sigma", FormatNumber(sd["sigma"].get<double>(), 3)});
+    table.AddRow({"SD target efficiency", FormatNumber(sd["target_efficiency"].get<double>(), 3)});
+    table.AddRow({"SD rounds", std::to_string(sd["rounds"].get<int64_t>())});
+  }
+  std::cout << table.Render() << "(--json for per-step times, expert token counts and outputs)\n";
+}
+
+int Run(const std::vector<std::string>& args) {
+  po::options_description options("moelab run");
+  const RunRequest defaults;
+  options.add_options()
+      ("model", po::value<std::string>()->default_value(defaults.model), "target model preset or path (shape overrides below apply)")
+      ("weights", po::value<std::string>()->default_value(""), "Hugging Face safetensors file or folder for the target (default: seeded synthetic weights)")
+      ("draft", po::value<std::string>()->default_value(defaults.draft), "draft model for --workload sd")
+      ("draft-weights", po::value<std::string>()->default_value(""), "safetensors for the draft (default: synthetic)")
+      ("workload", po::value<std::string>()->default_value("decode"), "prefill | decode | beam | sd")
+      ("batch", po::value<int64_t>()->default_value(defaults.batch), "sequences decoded together")
+      ("prompt", po::value<int64_t>()->default_value(defaults.prompt_tokens), "prompt tokens per sequence (seeded synthetic prompts)")
+      ("tokens", po::value<int64_t>()->default_value(defaults.output_tokens), "output tokens per sequence")
+      ("beam", po::value<int64_t>()->default_value(defaults.beam_width), "beam width for --workload beam")
+      ("gamma", po::value<int64_t>()->default_value(defaults.gamma), "draft tokens per SD round")
+      ("acceptance", po::value<std::string>()->default_value("alpha"), "SD acceptance: alpha (fixed rate, for synthetic weights) | greedy | sampling")
+      ("alpha", po::value<std::string>()->default_value("0.8"), "acceptance rate for --acceptance alpha, [0, 1)")
+      ("temperature", po::value<std::string>()->default_value("0"), "sampling temperature (0: greedy decode; rejection sampling uses 1 when 0)")
+      ("routing", po::value<std::string>()->default_value("gate"), "gate | uniform | popularity:FILE | trace:FILE")
+      ("seed", po::value<uint64_t>()->default_value(defaults.seed), "seed for weights, prompts, sampling and routing")
+      ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
+      ("trace-out", po::value<std::string>()->default_value(""), "write the routing trace (moelab.routing_trace/1) here")
+      ("json", po::bool_switch(), "print the report as JSON")
+      ("out", po::value<std::string>()->default_value(""), "write the JSON report to this file (atomically)");
+  po::options_description shape("target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
+  AddShapeOptions(shape, "", DefaultTargetShape());
+  po::options_description draft_shape("draft shape");
+  AddShapeOptions(draft_shape, "draft-", DefaultDraftShape());
+  options.add(shape).add(draft_shape);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab run --model M [shape overrides] --workload prefill|decode|beam|sd --batch B --prompt N "
+                    "--tokens M [--beam W] [--draft D --gamma G --alpha A] [--routing R] --seed S [--json]",
+                    options, args, values)) {
+    return 0;
+  }
+  RunRequest request;
+  request.model = values["model"].as<std::string>();
+  request.weights = values["weights"].as<std::string>();
+  // A preset is scaled to this machine by default; real weights keep the preset's shape.
+  request.shape = ShapeFrom(values, "", request.weights.empty() ? DefaultTargetShape() : ShapeOverrides{});
+  request.draft = values["draft"].as<std::string>();
+  request.draft_weights = values["draft-weights"].as<std::string>();
+  request.draft_shape = ShapeFrom(values, "draft-", request.draft_weights.empty() ? DefaultDraftShape() : ShapeOverrides{});
+  request.workload = WorkloadFromString(values["workload"].as<std::string>());
+  request.batch = values["batch"].as<int64_t>();
+  request.prompt_tokens = values["prompt"].as<int64_t>();
+  request.output_tokens = values["tokens"].as<int64_t>();
+  request.beam_width = values["beam"].as<int64_t>();
+  request.gamma = values["gamma"].as<int64_t>();
+  request.acceptance = AcceptanceFromString(values["acceptance"].as<std::string>());
+  request.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
+  request.temperature = ParseNumber(values["temperature"].as<std::string>(), "temperature");
+  request.routing = values["routing"].as<std::string>();
+  request.seed = values["seed"].as<uint64_t>();
+  request.threads = values["threads"].as<int>();
+  request.trace_out = values["trace-out"].as<std::string>();
+  if (!values["alpha"].defaulted() && request.acceptance != Acceptance::kFixedAlpha) {
+    throw Error("--alpha applies to --acceptance alpha only");
+  }
+  request.Validate();
+
+  nlohmann::json report = RunWorkload(request, PresetStore::Default());
+  report["provenance"] = Provenance();
+  const std::string out = values["out"].as<std::string>();
+  if (values["json"].as<bool>() || !out.empty()) {
+    EmitJson(report, out);
+  } else {
+    PrintReport(report);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterRunCommands(std::vector<Command>& commands) {
+  commands.push_back({{"run"}, "run a workload on the reference CPU executor and measure it", Run});
+}
+
+}  // namespace moelab::cli

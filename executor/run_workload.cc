@@ -1,0 +1,278 @@
+#include "executor/run_workload.h"
+
+#include <chrono>
+#include <memory>
+
+#include "executor/hf_weights.h"
+#include "executor/transformer.h"
+#include "kernels/cpu_features.h"
+#include "model/error.h"
+#include "model/moe_math.h"
+#include "routing/routing_source.h"
+
+namespace moelab {
+namespace {
+
+nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
+  nlohmann::json json = {{"name", c.name},
+                         {"family", c.family},
+                         {"layers", c.num_layers},
+                         {"hidden", c.hidden_size},
+                         {"heads", c.num_heads},
+                         {"kv_heads", c.num_kv_heads},
+                         {"head_dim", c.head_dim},
+                         {"vocab", c.vocab_size},
+                         {"weights_source", w.source},
+                         {"weight_bytes", w.TotalBytes()}};
+  if (c.is_moe()) {
+    json["experts"] = c.num_experts;
+    json["top_k"] = c.top_k;
+    json["expert_intermediate"] = c.expert_intermediate_size;
+    json["expert_bytes"] = 3.0 * static_cast<double>(c.hidden_size * c.expert_intermediate_size) * 2.0;
+    json["shared_experts"] = c.num_shared_experts;
+  } else {
+    json["intermediate"] = c.dense_intermediate_size;
+  }
+  return json;
+}
+
+nlohmann::json StepsJson(const std::vector<StepTime>& steps) {
+  nlohmann::json json = nlohmann::json::array();
+  for (const StepTime& s : steps) json.push_back({{"kind", s.kind}, {"tokens", s.tokens}, {"seconds", s.seconds}});
+  return json;
+}
+
+nlohmann::json OperatorJson(const OperatorTimes& t) {
+  return {{"attention", t.attention_s}, {"router", t.router_s}, {"experts", t.experts_s},
+          {"lm_head", t.lm_head_s},     {"other", t.other_s},   {"total", t.total()}};
+}
+
+ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, uint64_t seed, ThreadPool& pool) {
+  if (path.empty()) return MakeSyntheticWeights(config, seed, pool);
+  return LoadHuggingFaceWeights(config, path);
+}
+
+double Mean(const std::vector<double>& values) {
+  if (values.empty()) return 0;
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+}  // namespace
+
+std::string ToString(Workload workload) {
+  switch (workload) {
+    case Workload::kPrefill: return "prefill";
+    case Workload::kDecode: return "decode";
+    case Workload::kBeam: return "beam";
+    case Workload::kSpeculative: return "sd";
+  }
+  return "?";
+}
+
+Workload WorkloadFromString(const std::string& name) {
+  if (name == "prefill") return Workload::kPrefill;
+  if (name == "decode") return Workload::kDecode;
+  if (name == "beam") return Workload::kBeam;
+  if (name == "sd") return Workload::kSpeculative;
+  throw Error("unknown workload '" + name + "': expected prefill, decode, beam or sd");
+}
+
+void RunRequest::Validate() const {
+  if (batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(batch));
+  if (prompt_tokens < 1) throw Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
+  if (output_tokens < 1) throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
+  if (workload == Workload::kBeam) {
+    if (beam_width < 1) throw Error("--beam must be at least 1, got " + std::to_string(beam_width));
+    if (batch != 1) throw Error("--workload beam searches one prompt: --batch must be 1 (use --beam for the width)");
+  }
+  if (gamma < 1) throw Error("--gamma must be at least 1, got " + std::to_string(gamma));
+  if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(temperature >= 0)) throw Error("--temperature must be >= 0");
+  if (threads < 0) throw Error("--threads must be >= 1");
+}
+
+ShapeOverrides DefaultTargetShape() {
+  ShapeOverrides s;
+  s.layers = 8;
+  s.hidden = 1024;
+  s.intermediate = 3584;
+  s.heads = 16;
+  s.kv_heads = 4;
+  s.head_dim = 64;
+  s.max_positions = 4096;
+  return s;
+}
+
+ShapeOverrides DefaultDraftShape() {
+  ShapeOverrides s;
+  s.layers = 4;
+  s.hidden = 512;
+  s.dense_intermediate = 1536;
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.max_positions = 4096;
+  return s;
+}
+
+nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets) {
+  request.Validate();
+  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
+  const ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  const ModelWeights target_weights = LoadWeights(target_config, request.weights, request.seed, pool);
+  Transformer target(target_weights, pool);
+
+  std::unique_ptr<RoutingSource> routing;
+  RoutingTrace trace;
+  if (target_config.is_moe()) {
+    const int64_t moe_layers = target_config.num_layers - target_config.first_dense_layers;
+    routing = MakeRoutingSource(request.routing, moe_layers, target_config.num_experts, target_config.top_k, request.seed);
+    trace.num_layers = moe_layers;
+    trace.num_experts = target_config.num_experts;
+    trace.top_k = target_config.top_k;
+    trace.source = "moelab run: model " + target_config.name + ", routing " +
+                   (routing ? routing->Describe() : std::string("model gate")) + ", seed " + std::to_string(request.seed);
+  } else if (request.routing != "gate") {
+    throw Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
+  } else if (!request.trace_out.empty()) {
+    throw Error("--trace-out records expert routing; model '" + target_config.name + "' is dense");
+  }
+  RoutingTrace* record = target_config.is_moe() ? &trace : nullptr;
+
+  const std::vector<TokenIds> prompts =
+      SyntheticPrompts(request.batch, request.prompt_tokens, target_config.vocab_size, request.seed);
+  nlohmann::json report;
+  report["schema"] = "moelab.run/1";
+  report["workload"] = ToString(request.workload);
+  report["machine"] = {{"cpu", CpuModelName()}, {"isa", ToString(ActiveIsa())}, {"threads", pool.size()}};
+  report["model"] = ShapeJson(target_config, target_weights);
+  report["batch"] = request.batch;
+  report["prompt_tokens"] = request.prompt_tokens;
+  report["output_tokens"] = request.output_tokens;
+  report["seed"] = request.seed;
+  report["routing"] = routing ? routing->Describe() : "model gate";
+  report["weight_bytes_per_token"] = target_weights.BytesPerToken();
+
+  const double batch = static_cast<double>(request.batch);
+  const double later_tokens = static_cast<double>(request.output_tokens - 1);
+  auto decode_metrics = [&](double prefill_s, double decode_s) {
+    report["ttft_s"] = prefill_s;
+    report["tpot_s"] = later_tokens > 0 ? nlohmann::json(decode_s / later_tokens) : nlohmann::json(nullptr);
+    report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(batch * later_tokens / decode_s) : nlohmann::json(nullptr);
+    if (later_tokens > 0) {
+      // Weight bytes one decode step reads divided by its time (meaningful at batch 1).
+      report["decode_weight_bandwidth_bytes_per_s"] = target_weights.BytesPerToken() / (decode_s / later_tokens);
+    }
+  };
+
+  DecodeOptions decode_options;
+  decode_options.output_tokens = request.output_tokens;
+  decode_options.temperature = request.temperature;
+  decode_options.seed = request.seed;
+  decode_options.routing = routing.get();
+  decode_options.record = record;
+  switch (request.workload) {
+    case Workload::kPrefill: {
+      decode_options.output_tokens = 0;
+      const DecodeResult result = RunDecode(target, prompts, decode_options);
+      report["ttft_s"] = result.prefill_s;
+      report["tpot_s"] = nullptr;
+      report["tokens_per_s"] = batch * static_cast<double>(request.prompt_tokens) / result.prefill_s;
+      report["step_times"] = StepsJson(result.steps);
+      break;
+    }
+    case Workload::kDecode: {
+      const DecodeResult result = RunDecode(target, prompts, decode_options);
+      decode_metrics(result.prefill_s, result.decode_s);
+      report["step_times"] = StepsJson(result.steps);
+      report["outputs"] = result.outputs;
+      break;
+    }
+    case Workload::kBeam: {
+      const BeamResult result = RunBeamSearch(target, prompts[0], request.beam_width, request.output_tokens,
+                                              routing.get(), record);
+      report["ttft_s"] = result.prefill_s;
+      report["tpot_s"] = later_tokens > 0 ? nlohmann::json(result.decode_s / later_tokens) : nlohmann::json(nullptr);
+      report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(later_tokens / result.decode_s) : nlohmann::json(nullptr);
+      report["beam_width"] = request.beam_width;
+      report["step_times"] = StepsJson(result.steps);
+      nlohmann::json beams = nlohmann::json::array();
+      for (const Beam& b : result.beams) beams.push_back({{"tokens", b.tokens}, {"log_probability", b.log_probability}});
+      report["beams"] = beams;
+      break;
+    }
+    case Workload::kSpeculative: {
+      ExecutorConfig draft_config;
+      {
+        ShapeOverrides draft_shape = request.draft_shape;
+        if (!draft_shape.vocab) draft_shape.vocab = target_config.vocab_size;
+        draft_config = ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+      }
+      const ModelWeights draft_weights = LoadWeights(draft_config, request.draft_weights, request.seed + 1, pool);
+      Transformer draft(draft_weights, pool);
+      report["draft"] = ShapeJson(draft_config, draft_weights);
+      // The plain decode of the same requests, in the same run, is the speedup's reference.
+      DecodeOptions baseline_options = decode_options;
+      baseline_options.temperature = 0;
+      baseline_options.record = nullptr;
+      const DecodeResult baseline = RunDecode(target, prompts, baseline_options);
+      const OperatorTimes baseline_times = target.times();
+      target.times() = OperatorTimes{};
+      SpeculativeOptions options;
+      options.gamma = request.gamma;
+      options.acceptance = request.acceptance;
+      options.alpha = request.alpha;
+      options.temperature = request.temperature > 0 ? request.temperature : 1.0;
+      options.output_tokens = request.output_tokens;
+      options.seed = request.seed;
+      options.routing = routing.get();
+      options.record = record;
+      const SpeculativeResult sd = RunSpeculative(target, draft, prompts, options);
+      decode_metrics(sd.prefill_s, sd.decode_s);
+      report["step_times"] = StepsJson(sd.steps);
+      report["outputs"] = sd.outputs;
+      std::vector<double> baseline_steps;
+      for (const StepTime& s : baseline.steps) {
+        if (s.kind == "decode") baseline_steps.push_back(s.seconds);
+      }
+      nlohmann::json histogram = nlohmann::json::array();
+      for (int64_t a = 0; a <= request.gamma; ++a) {
+        int64_t count = 0;
+        for (int64_t accepted : sd.accepted_per_round) count += accepted == a;
+        histogram.push_back(count);
+      }
+      nlohmann::json sd_json = {
+          {"gamma", request.gamma},
+          {"acceptance", ToString(request.acceptance)},
+          {"rounds", sd.rounds},
+          {"accepted_histogram", histogram},
+          {"sigma", sd.Sigma(request.gamma)},
+          {"speedup", baseline.decode_s / sd.decode_s},
+          {"target_efficiency", Mean(baseline_steps) / Mean(sd.full_batch_verify_s)},
+          {"draft_s", sd.draft_s},
+          {"verify_s", sd.verify_s},
+          {"baseline", {{"decode_s", baseline.decode_s},
+                        {"tpot_s", later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0},
+                        {"operator_times_s", OperatorJson(baseline_times)}}},
+          {"draft_operator_times_s", OperatorJson(draft.times())}};
+      if (request.acceptance == Acceptance::kFixedAlpha) {
+        sd_json["alpha"] = request.alpha;
+        sd_json["sigma_expected"] = AcceptedLengthFraction(request.alpha, request.gamma);
+      }
+      report["sd"] = sd_json;
+      break;
+    }
+  }
+  report["operator_times_s"] = OperatorJson(target.times());
+  if (record) {
+    nlohmann::json counts = nlohmann::json::array();
+    for (size_t step = 0; step < trace.steps.size(); ++step) counts.push_back(trace.ExpertCounts(step));
+    report["expert_token_counts"] = counts;
+    if (!request.trace_out.empty()) SaveRoutingTrace(trace, request.trace_out);
+  }
+  return report;
+}
+
+}  // namespace moelab

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/executor_config.h"
+#include "executor/generation.h"
+#include "model/preset_store.h"
+
+namespace moelab {
+
+enum class Workload { kPrefill, kDecode, kBeam, kSpeculative };
+std::string ToString(Workload workload);
+Workload WorkloadFromString(const std::string& name);  // prefill | decode | beam | sd
+
+// Everything `moelab run` needs; the CLI fills it, and `moelab validate` (later) will too.
+struct RunRequest {
+  std::string model = "mixtral-8x7b";
+  ShapeOverrides shape;               // applied to the model's spec
+  std::string weights;                // safetensors file/folder; empty: synthetic
+  std::string draft = "llama-3.2-1b";
+  ShapeOverrides draft_shape;         // draft vocab defaults to the target's (shared vocabulary)
+  std::string draft_weights;
+  Workload workload = Workload::kDecode;
+  int64_t batch = 1;
+  int64_t prompt_tokens = 32;
+  int64_t output_tokens = 32;
+  int64_t beam_width = 4;
+  int64_t gamma = 4;
+  Acceptance acceptance = Acceptance::kFixedAlpha;
+  double alpha = 0.8;
+  double temperature = 0;  // decode sampling; 0 greedy (rejection sampling uses 1 when 0)
+  std::string routing = "gate";
+  uint64_t seed = 1;
+  int threads = 0;          // 0: DefaultThreadCount()
+  std::string trace_out;    // routing trace file, written atomically when set
+
+  void Validate() const;
+};
+
+// The default executor shapes: Mixtral-8x7B scaled to this machine (8 layers, hidden 1024,
+// 16 heads / 4 KV heads of 64, 8 experts top-2 of width 3584: 22 MB per expert, 1.6 GB of
+// weights, so experts stream from DRAM, not caches), and a Llama-3.2-style dense draft (4
+// layers, hidden 512) on the target's vocabulary.
+ShapeOverrides DefaultTargetShape();
+ShapeOverrides DefaultDraftShape();
+
+// Runs the workload and returns the report ("moelab.run/1", docs/executor.md).
+nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets);
+
+}  // namespace moelab
