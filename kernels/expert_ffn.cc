@@ -12,10 +12,14 @@ void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermedi
   scratch.gate_up.resize(static_cast<size_t>(tokens * 2 * intermediate));
   scratch.hidden.resize(static_cast<size_t>(tokens * intermediate));
   MatmulBf16(x, tokens, hidden, gate_up, 2 * intermediate, scratch.gate_up.data(), 2 * intermediate, pool);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* row = scratch.gate_up.data() + t * 2 * intermediate;
-    SiluMul(row, row + intermediate, intermediate, scratch.hidden.data() + t * intermediate);
-  }
+  // Large batches (prefill) spread the activation over the pool; a few tokens run inline.
+  const int64_t tasks = tokens * intermediate >= (int64_t{1} << 16) ? pool.size() : 1;
+  pool.Run(tasks, [&](int64_t task, int) {
+    for (int64_t t = task * tokens / tasks; t < (task + 1) * tokens / tasks; ++t) {
+      const float* row = scratch.gate_up.data() + t * 2 * intermediate;
+      SiluMul(row, row + intermediate, intermediate, scratch.hidden.data() + t * intermediate);
+    }
+  });
   MatmulBf16(scratch.hidden.data(), tokens, intermediate, down, hidden, out, hidden, pool);
 }
 

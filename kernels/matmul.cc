@@ -11,19 +11,14 @@
 namespace moelab {
 namespace kernels_internal {
 
-int64_t RowsPerTask(int64_t m, int64_t n, int threads) {
-  // Enough tasks to balance threads, each a multiple of 32 rows (whole L1 blocks), at most 256.
+int64_t RowsPerTask(int64_t /*m*/, int64_t n, int threads) {
+  // Enough tasks to balance threads, each whole 32-row panels, at most 256 rows.
   const int64_t target_tasks = static_cast<int64_t>(threads) * 4;
-  int64_t rows = (n + target_tasks - 1) / target_tasks;
-  rows = std::clamp<int64_t>((rows + 31) / 32 * 32, 32, m > 8 ? 64 : 256);
-  return rows;
+  const int64_t rows = (n + target_tasks - 1) / target_tasks;
+  return std::clamp<int64_t>((rows + 31) / 32 * 32, 32, 256);
 }
 
-int64_t ScratchBytes(int64_t m) {
-  if (m <= 8) return 64;
-  const int64_t tokens = std::min<int64_t>(m, 128);
-  return (tokens + 3) / 4 * 32 * 4 * 64;
-}
+int64_t ScratchBytes(int64_t m) { return m > 8 ? Avx512ScratchBytes() : 64; }
 
 }  // namespace kernels_internal
 
@@ -64,6 +59,10 @@ ThreadScratch& Scratch() {
 }  // namespace
 
 void ConvertToBf16(const float* in, int64_t count, Bf16* out) {
+  if (ActiveIsa() == Isa::kAvx512Bf16) {
+    kernels_internal::ConvertToBf16Avx512(in, count, out);
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) out[i] = FloatToBf16(in[i]);
 }
 

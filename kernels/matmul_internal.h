@@ -24,5 +24,8 @@ void MatmulRowsAvx512Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, in
 // Output rows per parallel task and scratch size, per ISA and token count.
 int64_t RowsPerTask(int64_t m, int64_t n, int threads);
 int64_t ScratchBytes(int64_t m);
+int64_t Avx512ScratchBytes();  // lanes of the k-blocked path
+// Round to nearest even with vcvtne2ps2bf16 (same as FloatToBf16 for normal and zero values).
+void ConvertToBf16Avx512(const float* in, int64_t count, Bf16* out);
 
 }  // namespace moelab::kernels_internal

@@ -11,6 +11,7 @@ packages=(
   libboost-program-options-dev   # the moelab CLI's option parsing
   nlohmann-json3-dev             # presets, profiles, results: all JSON
   libgtest-dev                   # unit tests (GoogleTest)
+  libbenchmark-dev               # kernel and executor benchmarks (Google Benchmark)
 )
 
 missing=()

@@ -100,3 +100,25 @@ TEST(Attention, MatchesReferenceWithWindow) {
 
 }  // namespace
 }  // namespace moelab
+
+namespace moelab {
+namespace {
+
+TEST(SiluMul, MatchesDefinitionAcrossTheRange) {
+  std::vector<float> gate, up, out;
+  // Beyond -87 the true exp(-g) overflows float; the kernel clamps, the result is ~0 either way.
+  for (float g = -87.0f; g <= 100.0f; g += 0.0371f) {
+    gate.push_back(g);
+    up.push_back(0.5f + g * 0.01f);
+  }
+  out.resize(gate.size());
+  SiluMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double expected = g / (1.0 + std::exp(-g)) * up[i];
+    EXPECT_NEAR(out[i], expected, 1e-6 * std::fabs(expected) + 1e-37) << "gate " << g;
+  }
+}
+
+}  // namespace
+}  // namespace moelab

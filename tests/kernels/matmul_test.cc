@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -56,7 +57,7 @@ TEST_P(MatmulTest, MatchesFloat64ReferenceOnOddShapes) {
   ThreadPool pool(2);
   uint32_t seed = 1;
   for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 13, 37, 130}) {
-    for (int64_t k : {1, 7, 31, 32, 33, 100, 513, 1030}) {
+    for (int64_t k : {1, 7, 31, 32, 33, 100, 513, 1030, 2081}) {
       for (int64_t n : {1, 3, 5, 33, 70}) {
         const Problem p = MakeProblem(m, k, n, seed++);
         std::vector<float> y(m * n, NAN);
@@ -74,13 +75,21 @@ TEST_P(MatmulTest, MatchesFloat64ReferenceOnOddShapes) {
   }
 }
 
-TEST_P(MatmulTest, TokenResultIndependentOfBatchAndThreads) {
-  const int64_t m = 41, k = 777, n = 300;
+class MatmulDeterminismTest : public ::testing::TestWithParam<std::tuple<Isa, int64_t>> {
+ protected:
+  void SetUp() override { SetActiveIsa(std::get<0>(GetParam())); }
+  void TearDown() override { SetActiveIsa(SupportedIsas().back()); }
+};
+
+// k = 777 takes the register-tile path at every batch size; k = 3000 the k-blocked path for
+// batches above 8.
+TEST_P(MatmulDeterminismTest, TokenResultIndependentOfBatchAndThreads) {
+  const int64_t m = 141, k = std::get<1>(GetParam()), n = 300;
   const Problem p = MakeProblem(m, k, n, 99);
   ThreadPool two(2), three(3), one(1);
   std::vector<float> batched(m * n);
   MatmulBf16(p.x.data(), m, k, p.w.data(), n, batched.data(), n, two);
-  for (int64_t i : {0, 5, 17, 40}) {
+  for (int64_t i : {0, 5, 17, 40, 99, 137}) {
     std::vector<float> alone(n);
     MatmulBf16(p.x.data() + i * k, 1, k, p.w.data(), n, alone.data(), n, one);
     EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + i * n, n * sizeof(float))) << "token " << i;
@@ -104,6 +113,11 @@ TEST_P(MatmulTest, WritesIntoStridedOutput) {
 
 INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, MatmulTest, ::testing::ValuesIn(SupportedIsas()),
                          [](const auto& info) { return ToString(info.param); });
+INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, MatmulDeterminismTest,
+                         ::testing::Combine(::testing::ValuesIn(SupportedIsas()), ::testing::Values(int64_t{777}, int64_t{3000})),
+                         [](const auto& info) {
+                           return ToString(std::get<0>(info.param)) + "_k" + std::to_string(std::get<1>(info.param));
+                         });
 
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);

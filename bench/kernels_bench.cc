@@ -1,0 +1,129 @@
+// Kernel benchmarks judged against this machine's limits, measured in the same binary:
+//   DramRead        read bandwidth of all threads streaming a 1 GiB buffer (bytes_per_second)
+//   Bf16Peak        vdpbf16ps throughput of all threads on registers (FLOP/s)
+//   ExpertFfn/T     the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
+//                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights), cycling
+//                   through 32 experts (704 MB) so weights come from DRAM as in decode
+//   DecodeStep      one decode step of the default model at batch 1 through the executor
+// scripts/bench.sh turns the JSON into the ratios in results/.
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bench/machine_limits.h"
+#include "executor/generation.h"
+#include "executor/run_workload.h"
+#include "kernels/cpu_features.h"
+#include "kernels/expert_ffn.h"
+#include "model/preset_store.h"
+
+namespace moelab::bench {
+namespace {
+
+ThreadPool& Pool() {
+  static ThreadPool pool(DefaultThreadCount());
+  return pool;
+}
+
+void DramRead(benchmark::State& state) {
+  constexpr size_t kBytes = size_t{1} << 30;
+  std::unique_ptr<char, decltype(&std::free)> buffer(static_cast<char*>(std::aligned_alloc(64, kBytes)), &std::free);
+  std::memset(buffer.get(), 1, kBytes);
+  ThreadPool& pool = Pool();
+  const int threads = pool.size();
+  std::vector<float> sinks(static_cast<size_t>(threads));
+  for (auto _ : state) {
+    pool.Run(threads, [&](int64_t task, int) {
+      const size_t chunk = kBytes / static_cast<size_t>(threads);
+      sinks[task] = ReadStream(buffer.get() + static_cast<size_t>(task) * chunk, chunk);
+    });
+    benchmark::DoNotOptimize(sinks.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kBytes));
+  state.counters["threads"] = threads;
+}
+
+void Bf16Peak(benchmark::State& state) {
+  if (ActiveIsa() != Isa::kAvx512Bf16) {
+    state.SkipWithError("needs AVX512-BF16");
+    return;
+  }
+  ThreadPool& pool = Pool();
+  const int threads = pool.size();
+  constexpr int64_t kIterations = 4'000'000;
+  std::vector<float> sinks(static_cast<size_t>(threads));
+  for (auto _ : state) {
+    pool.Run(threads, [&](int64_t task, int) { sinks[task] = Bf16DotLoop(kIterations); });
+    benchmark::DoNotOptimize(sinks.data());
+  }
+  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * 12 * 64,
+                                               benchmark::Counter::kIsRate);
+  state.counters["threads"] = threads;
+}
+
+constexpr int64_t kHidden = 1024;
+constexpr int64_t kWidth = 3584;
+constexpr int64_t kExperts = 32;
+
+const std::vector<Bf16>& ExpertWeights() {
+  static const std::vector<Bf16> weights = [] {
+    std::vector<Bf16> w(static_cast<size_t>(kExperts * 3 * kHidden * kWidth));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = FloatToBf16(static_cast<float>(static_cast<int>(i % 17) - 8) * 0.01f);
+    return w;
+  }();
+  return weights;
+}
+
+void ExpertFfnBench(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  const std::vector<Bf16>& weights = ExpertWeights();
+  std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
+  ExpertFfnScratch scratch;
+  int64_t expert = 0;
+  for (auto _ : state) {
+    const Bf16* block = weights.data() + expert * 3 * kHidden * kWidth;
+    ExpertFfn(x.data(), tokens, kHidden, kWidth, block, block + 2 * kWidth * kHidden, out.data(), Pool(), scratch);
+    benchmark::DoNotOptimize(out.data());
+    expert = (expert + 1) % kExperts;
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(iterations * ExpertFfnWeightBytes(kHidden, kWidth), benchmark::Counter::kIsRate);
+  state.counters["flops"] = benchmark::Counter(iterations * ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
+  state.counters["tokens"] = static_cast<double>(tokens);
+}
+
+void DecodeStep(benchmark::State& state) {
+  const PresetStore presets = PresetStore::Default();
+  const ExecutorConfig config = ExecutorConfigFromSpec(presets.LoadModel("mixtral-8x7b"), DefaultTargetShape());
+  static const ModelWeights weights = MakeSyntheticWeights(config, 1, Pool());
+  Transformer model(weights, Pool());
+  KvCache cache(config, 4096);
+  std::vector<float> logits;
+  std::vector<SequenceInput> batch = {{&cache, SyntheticPrompts(1, 32, config.vocab_size, 1)[0]}};
+  model.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "prefill"}, logits);
+  int32_t token = 1;
+  for (auto _ : state) {
+    if (cache.length() >= 256) cache.Truncate(32);  // keep the KV cache short: weights dominate
+    batch[0].tokens = {token};
+    model.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "decode"}, logits);
+    token = static_cast<int32_t>(ArgMax(logits.data(), config.vocab_size));
+  }
+  state.counters["weight_bytes_per_token"] = weights.BytesPerToken();
+  state.counters["weight_bytes_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * weights.BytesPerToken(), benchmark::Counter::kIsRate);
+}
+
+BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(ExpertFfnBench)->Name("ExpertFfn")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(256)->Arg(512)->Arg(1024)
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+
+}  // namespace
+}  // namespace moelab::bench
+
+BENCHMARK_MAIN();
