@@ -1,5 +1,6 @@
 #include "cli/options.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -93,6 +94,31 @@ double ParseNumber(const std::string& text, const std::string& option) {
     throw Error("--" + option + " '" + text + "': expected a finite number");
   }
   return value;
+}
+
+}  // namespace moelab::cli
+
+namespace moelab::cli {
+
+std::vector<double> ParseNumberList(const std::string& text, const std::string& option) {
+  std::vector<double> values;
+  if (std::count(text.begin(), text.end(), ':') == 2) {
+    const size_t first = text.find(':');
+    const size_t second = text.find(':', first + 1);
+    const double start = ParseNumber(text.substr(0, first), option);
+    const double stop = ParseNumber(text.substr(first + 1, second - first - 1), option);
+    const double step = ParseNumber(text.substr(second + 1), option);
+    if (!(step > 0) || stop < start) throw Error("--" + option + " '" + text + "': expected start:stop:step with step > 0");
+    const int64_t count = static_cast<int64_t>(std::floor((stop - start) / step + 1e-9)) + 1;
+    if (count > 100000) throw Error("--" + option + " '" + text + "': more than 100000 values");
+    for (int64_t i = 0; i < count; ++i) values.push_back(start + static_cast<double>(i) * step);
+    return values;
+  }
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) values.push_back(ParseNumber(item, option));
+  if (values.empty()) throw Error("--" + option + " '" + text + "': no values");
+  return values;
 }
 
 }  // namespace moelab::cli

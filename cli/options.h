@@ -23,4 +23,7 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
 // A finite number, whole text.
 double ParseNumber(const std::string& text, const std::string& option);
 
+// "0.6,0.7,0.8" or "0.5:0.9:0.1" (start:stop:step, stop included within rounding).
+std::vector<double> ParseNumberList(const std::string& text, const std::string& option);
+
 }  // namespace moelab::cli

@@ -54,56 +54,84 @@ void SdPlanOptions::Validate() const {
     throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
   }
   if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+  if (sigma && !(*sigma > 0 && *sigma <= 1)) {
+    throw Error("sigma must be in (0, 1], got " + std::to_string(*sigma));
+  }
 }
 
-SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
-                               const HardwareSpec& hardware, const CostParameters& params,
-                               const SdPlanOptions& options) {
-  options.Validate();
-  params.Validate();
-  const MemoryFootprint target_weights = EstimateMemory(target, hardware, 0, params);
-  const MemoryFootprint draft_weights = EstimateMemory(draft, hardware, 0, params);
-  const double weights_per_device =
-      target_weights.weight_bytes_per_device + draft_weights.weight_bytes_per_device;
-  if (weights_per_device > target_weights.capacity_bytes_per_device) {
+AnalyticSdStepCosts::AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft,
+                                         const HardwareSpec& hardware, const CostParameters& params,
+                                         int64_t context_length)
+    : target_(target), draft_(draft), hardware_(hardware), params_(params), context_length_(context_length) {
+  params_.Validate();
+  if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+  const MemoryFootprint target_weights = EstimateMemory(target, hardware, 0, params_);
+  const MemoryFootprint draft_weights = EstimateMemory(draft, hardware, 0, params_);
+  weights_per_device_ = target_weights.weight_bytes_per_device + draft_weights.weight_bytes_per_device;
+  capacity_per_device_ = target_weights.capacity_bytes_per_device;
+  if (weights_per_device_ > capacity_per_device_) {
     throw Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
-                Gigabytes(weights_per_device) + " per device but '" + hardware.name +
-                "' has " + Gigabytes(target_weights.capacity_bytes_per_device) +
-                " per device; choose a node with more devices (e.g. 2x" + hardware.name +
-                ", 4x...) or a quantized model");
+                Gigabytes(weights_per_device_) + " per device but '" + hardware.name + "' has " +
+                Gigabytes(capacity_per_device_) + " per device; choose a node with more devices (e.g. 2x" +
+                hardware.name + ", 4x...) or a quantized model");
   }
+  const ForwardCost probe = EstimateForwardCost(target, hardware, {1, 1, context_length, true}, params_);
+  device_ = probe.device;
+  compute_dtype_ = probe.compute_dtype;
+}
 
+double AnalyticSdStepCosts::TargetStep(int64_t batch, int64_t positions) {
+  auto [it, inserted] = target_steps_.try_emplace({batch, positions}, 0.0);
+  if (inserted) {
+    it->second = EstimateForwardCost(target_, hardware_, {batch, positions, context_length_, true}, params_).time_s;
+  }
+  return it->second;
+}
+
+double AnalyticSdStepCosts::DraftStep(int64_t batch) {
+  auto [it, inserted] = draft_steps_.try_emplace(batch, 0.0);
+  if (inserted) it->second = EstimateForwardCost(draft_, hardware_, {batch, 1, context_length_, true}, params_).time_s;
+  return it->second;
+}
+
+double AnalyticSdStepCosts::Reject(int64_t batch, int64_t gamma) {
+  return RejectionSamplingTime(target_, hardware_, params_, batch, gamma);
+}
+
+bool AnalyticSdStepCosts::Fits(int64_t batch, int64_t gamma) {
+  const double kv_tokens = static_cast<double>(batch) * static_cast<double>(context_length_ + gamma + 1);
+  const double kv_per_device = EstimateMemory(target_, hardware_, kv_tokens, params_).kv_bytes_per_device +
+                               EstimateMemory(draft_, hardware_, kv_tokens, params_).kv_bytes_per_device;
+  return weights_per_device_ + kv_per_device <= capacity_per_device_;
+}
+
+SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options) {
+  options.Validate();
   SdPlan plan;
+  plan.cost_source = costs.source();
+  plan.device = costs.device();
+  plan.compute_dtype = costs.compute_dtype();
   for (int64_t batch : options.batches) {
-    const ForwardShape step{batch, 1, options.context_length, true};
-    const ForwardCost target_step = EstimateForwardCost(target, hardware, step, params);
-    const ForwardCost draft_step = EstimateForwardCost(draft, hardware, step, params);
-    plan.device = target_step.device;
-    plan.compute_dtype = target_step.compute_dtype;
+    const double target_step_s = costs.TargetStep(batch, 1);
+    const double draft_step_s = costs.DraftStep(batch);
     SdBestGamma best{batch, 0, 0};
     for (int64_t gamma : options.gammas) {
-      const int64_t verify_positions =
-          options.verify == VerifyPositions::kGammaPlusOne ? gamma + 1 : gamma;
-      const ForwardShape verify{batch, verify_positions, options.context_length, true};
+      const int64_t verify_positions = options.verify == VerifyPositions::kGammaPlusOne ? gamma + 1 : gamma;
       SdPlanRow row;
       row.batch = batch;
       row.gamma = gamma;
-      row.sigma = AcceptedLengthFraction(options.alpha, gamma);
-      row.target_step_s = target_step.time_s;
-      row.draft_step_s = draft_step.time_s;
-      row.verify_s = EstimateForwardCost(target, hardware, verify, params).time_s;
-      row.reject_s = RejectionSamplingTime(target, hardware, params, batch, gamma);
-      const double round_s =
-          static_cast<double>(gamma) * row.draft_step_s + row.verify_s + row.reject_s;
+      row.alpha = options.sigma ? std::nan("") : options.alpha;
+      row.sigma = options.sigma ? *options.sigma : AcceptedLengthFraction(options.alpha, gamma);
+      row.target_step_s = target_step_s;
+      row.draft_step_s = draft_step_s;
+      row.verify_s = costs.TargetStep(batch, verify_positions);
+      row.reject_s = costs.Reject(batch, gamma);
+      const double round_s = static_cast<double>(gamma) * row.draft_step_s + row.verify_s + row.reject_s;
       row.speedup = row.sigma * static_cast<double>(gamma + 1) * row.target_step_s / round_s;
       row.target_efficiency = row.target_step_s / row.verify_s;
       row.draft_share = static_cast<double>(gamma) * row.draft_step_s / round_s;
       row.verify_share = row.verify_s / round_s;
-      const double kv_tokens =
-          static_cast<double>(batch) * static_cast<double>(options.context_length + gamma + 1);
-      const double kv_per_device = EstimateMemory(target, hardware, kv_tokens, params).kv_bytes_per_device +
-                                   EstimateMemory(draft, hardware, kv_tokens, params).kv_bytes_per_device;
-      row.fits_memory = weights_per_device + kv_per_device <= target_weights.capacity_bytes_per_device;
+      row.fits_memory = costs.Fits(batch, gamma);
       if (row.speedup > best.speedup) best = {batch, gamma, row.speedup};
       plan.rows.push_back(row);
     }
@@ -118,6 +146,14 @@ SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& d
     }
   }
   return plan;
+}
+
+SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
+                               const HardwareSpec& hardware, const CostParameters& params,
+                               const SdPlanOptions& options) {
+  options.Validate();
+  AnalyticSdStepCosts costs(target, draft, hardware, params, options.context_length);
+  return PlanSpeculativeDecoding(costs, options);
 }
 
 }  // namespace moelab

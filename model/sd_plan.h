@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@ struct SdPlanOptions {
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256};
   std::vector<int64_t> gammas{1, 2, 3, 4, 5, 6, 7, 8};
   double alpha = 0.8;              // per-token acceptance rate, [0, 1)
+  std::optional<double> sigma;     // when set, the accepted-length fraction for every gamma, (0, 1]
   int64_t context_length = 1024;   // tokens already in each sequence's KV cache
   VerifyPositions verify = VerifyPositions::kGammaPlusOne;
 
@@ -34,6 +36,7 @@ struct SdPlanOptions {
 struct SdPlanRow {
   int64_t batch = 0;
   int64_t gamma = 0;
+  double alpha = 0;  // NaN when the sweep fixed sigma instead
   double sigma = 0;
   double speedup = 0;
   double target_efficiency = 0;
@@ -62,7 +65,51 @@ struct SdPlan {
   std::string compute_dtype;
 };
 
+// The times an SD round is made of, from one cost source. Implementations: the analytic roofline
+// below; a measured, fitted profile (sim/). Calls may be memoized: same arguments, same result.
+class SdStepCosts {
+ public:
+  virtual ~SdStepCosts() = default;
+  virtual std::string source() const = 0;       // e.g. "analytic-roofline"
+  virtual std::string device() const = 0;
+  virtual std::string compute_dtype() const = 0;
+  virtual double TargetStep(int64_t batch, int64_t positions) = 0;  // T_T(B, s), seconds
+  virtual double DraftStep(int64_t batch) = 0;                      // T_D(B, 1)
+  virtual double Reject(int64_t batch, int64_t gamma) = 0;
+  virtual bool Fits(int64_t batch, int64_t gamma) = 0;  // weights + KV of both models
+};
+
+// The analytic roofline (forward_cost.h) of target and draft on `hardware` at a fixed context.
 // Refuses a configuration whose weights do not fit the hardware's memory (naming the sizes).
+class AnalyticSdStepCosts : public SdStepCosts {
+ public:
+  AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft, const HardwareSpec& hardware,
+                      const CostParameters& params, int64_t context_length);
+  std::string source() const override { return "analytic-roofline"; }
+  std::string device() const override { return device_; }
+  std::string compute_dtype() const override { return compute_dtype_; }
+  double TargetStep(int64_t batch, int64_t positions) override;
+  double DraftStep(int64_t batch) override;
+  double Reject(int64_t batch, int64_t gamma) override;
+  bool Fits(int64_t batch, int64_t gamma) override;
+
+ private:
+  const MoeModelSpec& target_;
+  const MoeModelSpec& draft_;
+  const HardwareSpec& hardware_;
+  CostParameters params_;
+  int64_t context_length_;
+  double weights_per_device_ = 0;
+  double capacity_per_device_ = 0;
+  std::string device_, compute_dtype_;
+  std::map<std::pair<int64_t, int64_t>, double> target_steps_;
+  std::map<int64_t, double> draft_steps_;
+};
+
+// The plan over options.batches x options.gammas from any cost source.
+SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options);
+
+// The analytic plan (`moelab plan sd`).
 SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
                                const HardwareSpec& hardware, const CostParameters& params,
                                const SdPlanOptions& options);

@@ -1,10 +1,12 @@
 #include "model/sd_plan.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "model/error.h"
+#include "model/moe_math.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
@@ -20,6 +22,12 @@ SdPlan Plan(const std::string& target, const std::string& draft, const std::stri
   options.batches = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
   return PlanSpeculativeDecoding(store.LoadModel(target), store.LoadModel(draft),
                                  store.LoadHardware(hardware), CostParameters{}, options);
+}
+
+std::vector<int64_t> ParseBatches() {
+  std::vector<int64_t> batches;
+  for (int64_t b = 1; b <= 512; b = b < 8 ? b + 1 : b * 5 / 4) batches.push_back(b);
+  return batches;
 }
 
 size_t PeakIndex(const SdPlan& plan) {
@@ -46,6 +54,47 @@ TEST(SdPlan, DenseSpeedupOnlyFallsWithBatch) {
     EXPECT_LE(plan.best_gamma[i].speedup, plan.best_gamma[i - 1].speedup + 1e-12)
         << "batch " << plan.best_gamma[i].batch;
   }
+}
+
+// MoESD: a sparser MoE (smaller K/E) needs a larger batch before all experts are active, so its
+// speedup peaks at a larger batch. Same model, E = 64, K = 16, 8, 4, 2.
+TEST(SdPlan, SparserMoePeaksAtLargerBatch) {
+  const PresetStore store(testing::PresetDir());
+  const MoeModelSpec base = store.LoadModel("qwen2-57b-a14b");
+  const MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
+  const HardwareSpec hardware = store.LoadHardware("2xa100-80gb-sxm");
+  SdPlanOptions options;
+  options.alpha = 0.8;
+  options.batches = ParseBatches();
+  int64_t previous_peak = 0;
+  for (int64_t k : {16, 8, 4, 2}) {
+    MoeModelSpec sparse = base;
+    sparse.moe->top_k = k;
+    const SdPlan plan = PlanSpeculativeDecoding(sparse, draft, hardware, CostParameters{}, options);
+    const int64_t peak = plan.best_gamma[PeakIndex(plan)].batch;
+    EXPECT_GE(peak, previous_peak) << "K = " << k;
+    previous_peak = peak;
+  }
+  EXPECT_GT(previous_peak, 16);
+}
+
+TEST(SdPlan, FixedSigmaAndCostSourceAgreeWithAlpha) {
+  const PresetStore store(testing::PresetDir());
+  const MoeModelSpec target = store.LoadModel("mixtral-8x7b");
+  const MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
+  const HardwareSpec hardware = store.LoadHardware("2xh100-sxm");
+  AnalyticSdStepCosts costs(target, draft, hardware, CostParameters{}, 1024);
+  SdPlanOptions by_alpha;
+  by_alpha.alpha = 0.7;
+  by_alpha.gammas = {3};
+  SdPlanOptions by_sigma = by_alpha;
+  by_sigma.sigma = AcceptedLengthFraction(0.7, 3);
+  const SdPlan a = PlanSpeculativeDecoding(costs, by_alpha);
+  const SdPlan b = PlanSpeculativeDecoding(costs, by_sigma);
+  for (size_t i = 0; i < a.rows.size(); ++i) EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup, 1e-12);
+  EXPECT_TRUE(std::isnan(b.rows[0].alpha));
+  by_sigma.sigma = 1.5;
+  EXPECT_THROW(by_sigma.Validate(), Error);
 }
 
 TEST(SdPlan, RowsAreConsistent) {

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// GPU measurements for the profiler: host<->device copies and a cuBLAS bf16 expert FFN. CUDA-free
+// header (like gpu_devices.h): built from cuda_profile_cuda.cu when MOELAB_WITH_CUDA, else from
+// cuda_profile_none.cc, whose session constructor always throws. Every CUDA and cuBLAS call in the
+// CUDA build goes through a check macro that throws GpuError naming the call, the error and the
+// source line.
+
+namespace moelab {
+
+// A CUDA or cuBLAS failure (or no CUDA at all). Not a moelab::Error: device/ depends on nothing of
+// ours; the profiler turns it into a note or a failed sample.
+class GpuError : public std::runtime_error {
+ public:
+  explicit GpuError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// cuBLAS version ("13.0.2"), empty without CUDA or when cuBLAS cannot be loaded.
+std::string CublasVersion();
+
+// One device, its buffers and a stream. Not thread-safe; one session per thread.
+class GpuProfileSession {
+ public:
+  // Selects device `device_index` and allocates a device buffer and host buffers (pinned with
+  // cudaMallocHost, pageable with the C allocator) of `transfer_bytes` each (>= 1). Throws
+  // GpuError when CUDA, the device or the memory is missing.
+  GpuProfileSession(int device_index, int64_t transfer_bytes);
+  ~GpuProfileSession();
+  GpuProfileSession(const GpuProfileSession&) = delete;
+  GpuProfileSession& operator=(const GpuProfileSession&) = delete;
+
+  // Seconds of one copy of `bytes` (1..transfer_bytes) between the session's host buffer (pinned
+  // or pageable) and its device buffer: host wall time around cudaMemcpyAsync on the session's
+  // stream and cudaStreamSynchronize, i.e. what a caller waiting for the copy sees.
+  double CopyHostToDevice(int64_t bytes, bool pinned);
+  double CopyDeviceToHost(int64_t bytes, bool pinned);
+
+  // Allocates `blocks` expert weight blocks ([2 intermediate][hidden] gate/up rows then
+  // [hidden][intermediate] down, bf16, deterministic values) and activations for up to
+  // `max_tokens` tokens. Fewer blocks are allocated when device memory is short (at least one);
+  // returns how many.
+  int64_t PrepareExpertFfn(int64_t hidden, int64_t intermediate, int64_t max_tokens, int64_t blocks);
+  // Seconds (CUDA events) of one expert FFN over `tokens` (<= max_tokens) on the next weight block:
+  // cublasGemmEx gate_up (bf16 in and out, fp32 compute), SiLU(gate) * up, cublasGemmEx down.
+  double ExpertFfn(int64_t tokens);
+
+  // The device's L2 cache in bytes (for the weight-cycling rule: > 2x L2 of weights).
+  int64_t l2_bytes() const;
+  std::string device_name() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The expert FFN of GpuProfileSession::ExpertFfn on given data, for comparison with the CPU kernel:
+// x [tokens][hidden] fp32 (rounded to bf16), gate_up [2 intermediate][hidden] and down
+// [hidden][intermediate] as raw bf16 bits; returns [tokens][hidden] fp32 (from the bf16 output).
+std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_t hidden,
+                                        int64_t intermediate, const std::vector<float>& x,
+                                        const std::vector<uint16_t>& gate_up,
+                                        const std::vector<uint16_t>& down);
+
+}  // namespace moelab

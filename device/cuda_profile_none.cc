@@ -1,0 +1,29 @@
+// The GPU profiling interface of a build without CUDA: every session refuses, saying why.
+#include "device/cuda_profile.h"
+
+namespace moelab {
+namespace {
+
+[[noreturn]] void NoCuda() { throw GpuError("built without CUDA (configure with -DMOELAB_CUDA=ON where nvcc exists)"); }
+
+}  // namespace
+
+struct GpuProfileSession::Impl {};
+
+std::string CublasVersion() { return ""; }
+
+GpuProfileSession::GpuProfileSession(int /*device_index*/, int64_t /*transfer_bytes*/) { NoCuda(); }
+GpuProfileSession::~GpuProfileSession() = default;
+double GpuProfileSession::CopyHostToDevice(int64_t /*bytes*/, bool /*pinned*/) { NoCuda(); }
+double GpuProfileSession::CopyDeviceToHost(int64_t /*bytes*/, bool /*pinned*/) { NoCuda(); }
+int64_t GpuProfileSession::PrepareExpertFfn(int64_t, int64_t, int64_t, int64_t) { NoCuda(); }
+double GpuProfileSession::ExpertFfn(int64_t /*tokens*/) { NoCuda(); }
+int64_t GpuProfileSession::l2_bytes() const { NoCuda(); }
+std::string GpuProfileSession::device_name() const { NoCuda(); }
+
+std::vector<float> GpuExpertFfnForCheck(int, int64_t, int64_t, int64_t, const std::vector<float>&,
+                                        const std::vector<uint16_t>&, const std::vector<uint16_t>&) {
+  NoCuda();
+}
+
+}  // namespace moelab

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fit/fit_options.h"
+#include "fit/latency_profile.h"
+
+namespace moelab {
+
+// Per-operator latency curves fitted to a profile (fit/latency_profile.h).
+//
+// Samples are grouped by (operator, device, shape without "tokens") and each group's median_s is
+// fitted against x = tokens with three forms:
+//   roofline  time(x) = bias + k * G(x; P, s)   G from formulas.md section 1 (model/
+//             moesd_speedup.h RooflineG); bias >= 0 s, k >= 0 s, P in [x_min, x_max] tokens
+//             (the transition point), s in [1, 2]
+//   linear    time(x) = a + b * x                a >= 0 s, b >= 0 s per token (Fiddler's cpu_lat)
+//   constant  time(x) = c                        c >= 0 s (Fiddler's gpu_lat / trans_lat)
+// A form is fitted only with more points than parameters and, for the roofline, at least 5
+// distinct x (otherwise a note says why). Residuals are relative, (model - measured) / measured:
+// times span decades across token counts and profiler noise is multiplicative, so absolute
+// residuals would let the largest times decide alone. Metrics are on absolute seconds (rmse_s,
+// loo_rmse_s) and percent (mape). `best` is the form with the lowest cross-validated RMSE
+// (leave-one-out for n <= 60, else 5-fold; ties go to the simpler form).
+//
+// Transfer operators whose shape carries "bytes" (memcpy_host, storage_read, h2d_pinned) are
+// usually profiled at one token count: when a group has fewer than 3 distinct token counts and
+// its shapes have a numeric "bytes", the samples are regrouped by (operator, device, shape without
+// tokens and bytes, tokens) and fitted against x = bytes with the constant and linear forms only
+// (b is then seconds per byte). Any group still short of 3 distinct x values is listed in
+// `skipped` with the reason; it never fails the fit. A form whose solve does not converge is
+// left out with a note; a group with no fitted form is skipped.
+
+enum class LatencyForm { kRoofline, kLinear, kConstant };
+std::string ToString(LatencyForm form);                   // "roofline" | "linear" | "constant"
+LatencyForm LatencyFormFromString(const std::string& name);  // throws moelab::Error, listing them
+// Parameter names in order: roofline {bias, k, P, s}, linear {a, b}, constant {c}.
+const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form);
+// Value of the form at x (tokens or bytes), in seconds.
+double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, double x);
+
+struct LatencyFormFit {
+  LatencyForm form = LatencyForm::kConstant;
+  std::vector<double> params;                     // LatencyFormParameterNames order
+  std::vector<std::optional<double>> std_errors;  // empty entries when not determined
+  std::string covariance_status = "not_computed";
+  std::vector<std::string> at_bound;
+  double rmse_s = 0;
+  double mape = 0;  // percent
+  std::optional<double> r2;
+  std::optional<double> loo_rmse_s;
+};
+
+struct OperatorCurve {
+  std::string op;
+  std::string device;
+  nlohmann::json shape;        // the group's shape, without "tokens" (and "bytes" for x = bytes)
+  std::string variable;        // "tokens" or "bytes"
+  std::optional<int64_t> tokens;  // the fixed token count when variable == "bytes"
+  int64_t n = 0;
+  double x_min = 0;
+  double x_max = 0;
+  std::vector<LatencyFormFit> forms;  // in the order roofline, linear, constant (those fitted)
+  LatencyForm best = LatencyForm::kConstant;
+  std::vector<std::string> notes;
+
+  const LatencyFormFit* Form(LatencyForm form) const;  // nullptr when not fitted
+  const LatencyFormFit& Best() const;
+  // The best form's time at x (tokens or bytes, per `variable`), seconds.
+  double Predict(double x) const;
+};
+
+struct SkippedGroup {
+  std::string op;
+  std::string device;
+  nlohmann::json shape;
+  std::string reason;
+};
+
+struct LatencyFit {
+  std::string profile;  // the profile's path
+  nlohmann::json machine = nlohmann::json::object();
+  nlohmann::json model = nlohmann::json::object();
+  std::vector<OperatorCurve> operators;
+  std::vector<SkippedGroup> skipped;
+  FitOptions options;
+};
+
+// Fits every group of `profile` (groups in order of first appearance; deterministic).
+LatencyFit FitLatency(const Profile& profile, const FitOptions& options);
+
+}  // namespace moelab

@@ -1,0 +1,43 @@
+#include "fit/latency_profile.h"
+
+#include "model/error.h"
+#include "model/json_reader.h"
+
+namespace moelab {
+
+Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
+  const JsonReader reader(json, origin);
+  if (reader.String("schema") != kProfileSchema) {
+    reader.Fail("schema", std::string("\"") + kProfileSchema + "\"");
+  }
+  Profile profile;
+  profile.origin = origin;
+  if (auto machine = reader.OptionalObject("machine")) profile.machine = machine->json();
+  if (auto model = reader.OptionalObject("model")) profile.model = model->json();
+  if (!json.contains("samples") || !json["samples"].is_array()) {
+    reader.Fail("samples", "an array of samples");
+  }
+  const nlohmann::json& samples = json["samples"];
+  if (samples.empty()) throw Error(origin + ": field 'samples' is empty: nothing to fit");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::string path = "samples[" + std::to_string(i) + "]";
+    const JsonReader sample(samples[i], origin, path);
+    ProfileSample s;
+    s.index = static_cast<int>(i);
+    s.op = sample.String("operator");
+    s.device = sample.String("device");
+    s.shape = sample.Object("shape").json();
+    s.tokens = sample.Int("tokens", 0);
+    s.median_s = sample.Number("median_s", 0.0);
+    if (s.op.empty()) sample.Fail("operator", "a non-empty operator name");
+    profile.samples.push_back(std::move(s));
+  }
+  return profile;
+}
+
+Profile LoadProfile(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) throw Error(file.string() + ": profile file not found");
+  return ProfileFromJson(JsonReader::ParseFile(file), file.string());
+}
+
+}  // namespace moelab

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab {
+
+// A profile of operator latencies, schema "moelab.profile/1" (written by profiler/):
+//   {"schema": "moelab.profile/1", "machine": {...}, "model": {...},
+//    "samples": [{"operator": "expert_ffn", "device": "cpu",
+//                 "shape": {"hidden": 1024, "intermediate": 3584}, "tokens": 16,
+//                 "repetitions": 5, "median_s": 0.0012, "min_s": ..., "max_s": ...,
+//                 "stddev_s": ..., "bytes": ..., "flops": ...}, ...]}
+// fit/ reads operator, device, shape (an object), tokens (whole number >= 0) and median_s (finite,
+// > 0: NaN, zero or negative times are refused with the sample's index); the other sample fields
+// are optional and kept only as the profile's business. machine and model are optional objects.
+struct ProfileSample {
+  std::string op;            // "operator"
+  std::string device;
+  nlohmann::json shape;      // object
+  int64_t tokens = 0;
+  double median_s = 0;
+  int index = 0;             // position in "samples", for messages
+};
+
+struct Profile {
+  std::string origin;  // file path
+  nlohmann::json machine = nlohmann::json::object();
+  nlohmann::json model = nlohmann::json::object();
+  std::vector<ProfileSample> samples;
+};
+
+inline constexpr const char* kProfileSchema = "moelab.profile/1";
+
+// Throws moelab::Error naming the file and the field (samples[i].median_s, ...): missing file,
+// malformed JSON, wrong schema, missing or invalid fields, no samples.
+Profile LoadProfile(const std::filesystem::path& file);
+Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin);
+
+}  // namespace moelab

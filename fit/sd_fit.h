@@ -1,0 +1,71 @@
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fit/fit_options.h"
+#include "fit/sd_bounds.h"
+#include "fit/sd_measurements.h"
+#include "model/moesd_speedup.h"
+
+namespace moelab {
+
+struct LeastSquaresModel;  // fit/least_squares.h (Ceres); only the benchmark driver needs it
+
+// A fitted MoESD speedup model (formulas.md section 1; model/moesd_speedup.h).
+//
+// The fit minimises sum_i (EvaluateMoesd(params, point_i, RP, denominator).speedup -
+// measured_i)^2 within SdBounds (fit/sd_bounds.h), multi-start (fit/least_squares.h).
+//
+// Scale invariance: the speedup is a ratio of times that are all linear in the eight time
+// parameters (bias, k1, k2, k3, draft_bias, draft_k, reject_bias, reject_k), so multiplying all
+// eight by any c > 0 leaves every prediction unchanged. The data determine their ratios, lambda
+// and s; the common scale is set only by the bounds (and, within them, by the start). Standard
+// errors are therefore computed with `bias` held at its fitted value (gauge_fixed = {"bias"}):
+// bias has no std error (null) and the other seven time parameters' std errors are those of
+// their ratio to bias, times bias. docs in fit/README.md.
+struct SdFit {
+  MoesdParams params;
+  std::array<std::optional<double>, MoesdParams::kCount> std_errors{};
+  std::string covariance_status = "not_computed";  // ok | rank_deficient | no_degrees_of_freedom
+  std::string covariance_note;
+  std::vector<std::string> gauge_fixed;  // parameter names held fixed for the std errors
+  std::vector<std::string> at_bound;     // parameter names on a bound at the optimum
+
+  double rmse = 0;  // speedup units
+  double mape = 0;  // percent
+  std::optional<double> r2;
+  std::optional<double> loo_rmse;  // speedup units; leave-one-out for n <= 60, else 5-fold
+  int64_t n = 0;
+
+  SdDenominator denominator = SdDenominator::kAlgorithm1;
+  SdFitScales scales;  // model, draft, hardware, time scales and the ridge point
+  SdBounds bounds;
+
+  // How the solve went.
+  MoesdParams initial_params;  // start of the kept solve
+  double final_cost = 0;       // 1/2 sum of squared (robustified) residuals
+  int iterations = 0;
+  int best_start = 0;
+  int starts_converged = 0;
+  std::string termination_message;
+  FitOptions options;
+
+  double ridge_point_tokens() const { return scales.ridge_point_tokens; }
+};
+
+// Fits the model. `origin` names the measurements in messages. Refuses (moelab::Error, before any
+// solve) what ValidateSdMeasurementSet refuses, and afterwards a solve that converges from no
+// start (with Ceres' termination message).
+SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& scales,
+            SdDenominator denominator, const FitOptions& options, const std::string& origin);
+
+// The least-squares problem FitSd solves (same residuals, bounds, starts and scaling), for the
+// benchmark against scipy. Start 0 (the centre) is documented in fit/README.md.
+LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& measurements,
+                                          const SdFitScales& scales, SdDenominator denominator,
+                                          const std::string& origin);
+
+}  // namespace moelab

@@ -1,0 +1,320 @@
+#include "profiler/profile_grid.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/expert_ffn.h"
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+constexpr int64_t kMaxTokens = 4096;
+constexpr int64_t kIoAlignmentBytes = 4096;
+
+void RequirePositive(const std::vector<int64_t>& values, const std::string& field) {
+  for (int64_t v : values) {
+    if (v < 1) throw Error("profile grid: " + field + " must be >= 1, got " + std::to_string(v));
+  }
+}
+
+std::vector<int64_t> SortedUnique(std::vector<int64_t> values) {
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+int64_t RoundUp(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
+// Positions a query at `position` sees (the sliding window, when the model has one).
+int64_t Visible(int64_t position, int64_t sliding_window) {
+  return sliding_window > 0 ? std::min(position + 1, sliding_window) : position + 1;
+}
+
+double AttentionWeightBytes(const ExecutorConfig& c) {
+  const double qkv = static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width());
+  const double out = static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
+  return 2.0 * (qkv + out);
+}
+
+double ProjectionFlopsPerToken(const ExecutorConfig& c) { return AttentionWeightBytes(c); }  // 2 x (bytes / 2)
+
+}  // namespace
+
+std::string ToString(OperatorFamily family) {
+  switch (family) {
+    case OperatorFamily::kExpertFfn: return "expert_ffn";
+    case OperatorFamily::kAttentionDecode: return "attention_decode";
+    case OperatorFamily::kAttentionPrefill: return "attention_prefill";
+    case OperatorFamily::kRouter: return "router";
+    case OperatorFamily::kLmHead: return "lm_head";
+    case OperatorFamily::kDenseFfn: return "dense_ffn";
+    case OperatorFamily::kMemcpyHost: return "memcpy_host";
+    case OperatorFamily::kStorageRead: return "storage_read";
+    case OperatorFamily::kMemcpyH2dPinned: return "memcpy_h2d_pinned";
+    case OperatorFamily::kMemcpyH2dPageable: return "memcpy_h2d_pageable";
+    case OperatorFamily::kMemcpyD2hPinned: return "memcpy_d2h_pinned";
+    case OperatorFamily::kMemcpyD2hPageable: return "memcpy_d2h_pageable";
+  }
+  return "?";
+}
+
+const std::vector<OperatorFamily>& AllOperatorFamilies() {
+  static const std::vector<OperatorFamily> families = {
+      OperatorFamily::kExpertFfn,       OperatorFamily::kAttentionDecode,   OperatorFamily::kAttentionPrefill,
+      OperatorFamily::kRouter,          OperatorFamily::kLmHead,            OperatorFamily::kDenseFfn,
+      OperatorFamily::kMemcpyHost,      OperatorFamily::kStorageRead,       OperatorFamily::kMemcpyH2dPinned,
+      OperatorFamily::kMemcpyH2dPageable, OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable};
+  return families;
+}
+
+bool IsGpuOnly(OperatorFamily family) {
+  return family == OperatorFamily::kMemcpyH2dPinned || family == OperatorFamily::kMemcpyH2dPageable ||
+         family == OperatorFamily::kMemcpyD2hPinned || family == OperatorFamily::kMemcpyD2hPageable;
+}
+
+bool IsTransfer(OperatorFamily family) {
+  return IsGpuOnly(family) || family == OperatorFamily::kMemcpyHost || family == OperatorFamily::kStorageRead;
+}
+
+std::string GridPoint::Label() const {
+  std::string label = ToString(family) + " " + device;
+  if (family == OperatorFamily::kAttentionDecode) {
+    return label + " context=" + std::to_string(context) + " batch=" + std::to_string(tokens);
+  }
+  if (IsTransfer(family)) return label + " bytes=" + std::to_string(bytes);
+  return label + " tokens=" + std::to_string(tokens);
+}
+
+GridSpec GridSpec::Quick() {
+  GridSpec s;
+  s.expert_tokens = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 256, 1024, 4096};
+  s.ridge_points = 3;
+  s.matmul_tokens = {1, 4, 16, 64, 256, 1024, 4096};
+  s.decode_contexts = {128, 1024, 4096};
+  s.decode_batches = {1, 4, 32};
+  s.prefill_tokens = {64, 256, 1024};
+  s.transfer_fixed_bytes = {int64_t{1} << 20};
+  s.transfer_expert_divisors = {1};
+  s.storage_file_blocks = 2;
+  s.repetitions = 3;
+  s.min_time_s = 0.05;
+  return s;
+}
+
+GridSpec GridSpec::Full() {
+  GridSpec s;
+  std::vector<int64_t> tokens;
+  for (int64_t t = 1; t <= kMaxTokens; t *= 2) tokens.push_back(t);
+  for (int64_t t = 3; t <= kMaxTokens; t *= 2) tokens.push_back(t);
+  s.expert_tokens = SortedUnique(tokens);
+  s.ridge_points = 9;
+  s.matmul_tokens = s.expert_tokens;
+  s.decode_contexts = {128, 256, 512, 1024, 2048, 4096};
+  s.decode_batches = {1, 2, 4, 8, 16, 32};
+  s.prefill_tokens = {64, 128, 256, 512, 1024, 2048};
+  s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};
+  s.transfer_expert_divisors = {16, 4, 1};
+  s.storage_file_blocks = 4;
+  s.repetitions = 5;
+  s.min_time_s = 0.2;
+  return s;
+}
+
+void GridSpec::Validate() const {
+  RequirePositive(expert_tokens, "expert_tokens");
+  RequirePositive(matmul_tokens, "matmul_tokens");
+  RequirePositive(decode_contexts, "decode_contexts");
+  RequirePositive(decode_batches, "decode_batches");
+  RequirePositive(prefill_tokens, "prefill_tokens");
+  RequirePositive(transfer_fixed_bytes, "transfer_fixed_bytes");
+  RequirePositive(transfer_expert_divisors, "transfer_expert_divisors");
+  if (ridge_points != 0 && ridge_points != 3 && ridge_points != 9) {
+    throw Error("profile grid: ridge_points must be 0, 3 or 9, got " + std::to_string(ridge_points));
+  }
+  if (storage_file_blocks < 1) throw Error("profile grid: storage_file_blocks must be >= 1");
+  if (repetitions < 1) throw Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
+  if (!(min_time_s > 0 && std::isfinite(min_time_s))) throw Error("profile grid: min_time_s must be > 0");
+}
+
+std::vector<int64_t> RidgeTokens(double ridge_tokens, int count, const std::vector<int64_t>& taken) {
+  std::vector<double> factors;
+  if (count == 3) factors = {0.75, 1.0, 1.5};
+  if (count == 9) factors = {0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0};
+  if (count != 0 && factors.empty()) throw Error("ridge points: count must be 0, 3 or 9");
+  if (!(ridge_tokens > 0) || !std::isfinite(ridge_tokens)) throw Error("ridge points: the ridge must be a positive number of tokens");
+  std::vector<int64_t> used = taken;
+  std::vector<int64_t> points;
+  for (double f : factors) {
+    int64_t t = std::clamp<int64_t>(std::llround(f * ridge_tokens), 1, kMaxTokens);
+    // Move to the next free count (downwards once the top is reached, so the count holds).
+    while (std::find(used.begin(), used.end(), t) != used.end()) t = t < kMaxTokens ? t + 1 : 1;
+    used.push_back(t);
+    points.push_back(t);
+  }
+  std::sort(points.begin(), points.end());
+  return points;
+}
+
+double EstimateRidgeTokens(const std::vector<std::pair<int64_t, double>>& tokens_seconds) {
+  std::vector<std::pair<int64_t, double>> samples = tokens_seconds;
+  std::sort(samples.begin(), samples.end());
+  if (samples.size() < 2 || samples.front().first == samples.back().first) {
+    throw Error("ridge estimate: needs expert_ffn samples at two or more token counts");
+  }
+  double floor_s = std::numeric_limits<double>::infinity();
+  for (const auto& [tokens, seconds] : samples) {
+    if (tokens <= 8 || tokens == samples.front().first) floor_s = std::min(floor_s, seconds);
+  }
+  double slope_s = std::numeric_limits<double>::infinity();
+  for (size_t i = samples.size() >= 2 ? samples.size() - 2 : 0; i < samples.size(); ++i) {
+    slope_s = std::min(slope_s, samples[i].second / static_cast<double>(samples[i].first));
+  }
+  if (!(floor_s > 0) || !(slope_s > 0)) throw Error("ridge estimate: expert_ffn times must be positive");
+  return std::clamp(floor_s / slope_s, 1.0, static_cast<double>(kMaxTokens));
+}
+
+std::vector<int64_t> TransferBytes(const GridSpec& spec, int64_t expert_bytes) {
+  std::vector<int64_t> sizes;
+  for (int64_t b : spec.transfer_fixed_bytes) sizes.push_back(RoundUp(b, kIoAlignmentBytes));
+  for (int64_t d : spec.transfer_expert_divisors) {
+    sizes.push_back(RoundUp(std::max<int64_t>(1, (expert_bytes + d - 1) / d), kIoAlignmentBytes));
+  }
+  return SortedUnique(sizes);
+}
+
+int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes) {
+  if (block_bytes < 1) throw Error("cycling blocks: block size must be >= 1 byte");
+  return std::max<int64_t>(0, 2 * cache_bytes) / block_bytes + 1;
+}
+
+int64_t ExpertBytes(const ExecutorConfig& c) {
+  return static_cast<int64_t>(ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size));
+}
+
+std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const ExecutorConfig& draft,
+                                       const GridSpec& spec, int gpu_index) {
+  spec.Validate();
+  std::vector<GridPoint> points;
+  auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context, int64_t bytes) {
+    points.push_back(GridPoint{family, device, tokens, context, bytes});
+  };
+  const std::vector<int64_t> expert_tokens = SortedUnique(spec.expert_tokens);
+  const std::vector<int64_t> matmul_tokens = SortedUnique(spec.matmul_tokens);
+  if (target.is_moe()) {
+    for (int64_t t : expert_tokens) add(OperatorFamily::kExpertFfn, "cpu", t, 0, 0);
+  }
+  for (int64_t context : SortedUnique(spec.decode_contexts)) {
+    if (context > target.max_positions) continue;
+    for (int64_t batch : SortedUnique(spec.decode_batches)) add(OperatorFamily::kAttentionDecode, "cpu", batch, context, 0);
+  }
+  for (int64_t t : SortedUnique(spec.prefill_tokens)) {
+    if (t <= target.max_positions) add(OperatorFamily::kAttentionPrefill, "cpu", t, 0, 0);
+  }
+  if (target.is_moe()) {
+    for (int64_t t : matmul_tokens) add(OperatorFamily::kRouter, "cpu", t, 0, 0);
+  }
+  for (int64_t t : matmul_tokens) add(OperatorFamily::kLmHead, "cpu", t, 0, 0);
+  if (draft.dense_intermediate_size > 0) {
+    for (int64_t t : matmul_tokens) add(OperatorFamily::kDenseFfn, "cpu", t, 0, 0);
+  }
+  // Transfers move expert-sized blocks (a dense target's FFN when it has no experts).
+  const int64_t block = target.is_moe()
+                            ? ExpertBytes(target)
+                            : static_cast<int64_t>(ExpertFfnWeightBytes(target.hidden_size, target.dense_intermediate_size));
+  const std::vector<int64_t> sizes = TransferBytes(spec, block);
+  for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
+  for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
+  if (gpu_index >= 0) {
+    const std::string gpu = "cuda:" + std::to_string(gpu_index);
+    if (target.is_moe()) {
+      for (int64_t t : expert_tokens) add(OperatorFamily::kExpertFfn, gpu, t, 0, 0);
+    }
+    for (OperatorFamily family : {OperatorFamily::kMemcpyH2dPinned, OperatorFamily::kMemcpyH2dPageable,
+                                  OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable}) {
+      for (int64_t b : sizes) add(family, gpu, 1, 0, b);
+    }
+  }
+  return points;
+}
+
+PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const ExecutorConfig& draft) {
+  const double t = static_cast<double>(p.tokens);
+  const ExecutorConfig& c = target;
+  switch (p.family) {
+    case OperatorFamily::kExpertFfn:
+      return {ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size),
+              ExpertFfnFlops(p.tokens, c.hidden_size, c.expert_intermediate_size)};
+    case OperatorFamily::kDenseFfn:
+      return {ExpertFfnWeightBytes(draft.hidden_size, draft.dense_intermediate_size),
+              ExpertFfnFlops(p.tokens, draft.hidden_size, draft.dense_intermediate_size)};
+    case OperatorFamily::kRouter: {
+      const double weights = static_cast<double>(c.hidden_size) * static_cast<double>(c.num_experts);
+      return {2.0 * weights, 2.0 * t * weights};
+    }
+    case OperatorFamily::kLmHead: {
+      const double weights = static_cast<double>(c.hidden_size) * static_cast<double>(c.vocab_size);
+      return {2.0 * weights, 2.0 * t * weights};
+    }
+    case OperatorFamily::kAttentionDecode: {
+      const double visible = static_cast<double>(Visible(p.context, c.sliding_window));
+      const double kv_row_bytes = 2.0 * 4.0 * static_cast<double>(c.kv_width());  // keys + values, fp32
+      const double per_head = 4.0 * static_cast<double>(c.head_dim) * visible;     // q.k and p.v
+      return {AttentionWeightBytes(c) + t * visible * kv_row_bytes,
+              t * ProjectionFlopsPerToken(c) + t * static_cast<double>(c.num_heads) * per_head};
+    }
+    case OperatorFamily::kAttentionPrefill: {
+      double visible_sum = 0;
+      for (int64_t position = 0; position < p.tokens; ++position) {
+        visible_sum += static_cast<double>(Visible(position, c.sliding_window));
+      }
+      const double kv_row_bytes = 2.0 * 4.0 * static_cast<double>(c.kv_width());
+      return {AttentionWeightBytes(c) + t * kv_row_bytes,
+              t * ProjectionFlopsPerToken(c) +
+                  4.0 * static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim) * visible_sum};
+    }
+    case OperatorFamily::kMemcpyHost:
+    case OperatorFamily::kStorageRead:
+    case OperatorFamily::kMemcpyH2dPinned:
+    case OperatorFamily::kMemcpyH2dPageable:
+    case OperatorFamily::kMemcpyD2hPinned:
+    case OperatorFamily::kMemcpyD2hPageable:
+      return {static_cast<double>(p.bytes), 0.0};
+  }
+  return {};
+}
+
+nlohmann::json ShapeOf(const GridPoint& p, const ExecutorConfig& target, const ExecutorConfig& draft) {
+  const ExecutorConfig& c = target;
+  switch (p.family) {
+    case OperatorFamily::kExpertFfn:
+      return {{"hidden", c.hidden_size}, {"intermediate", c.expert_intermediate_size}};
+    case OperatorFamily::kDenseFfn:
+      return {{"hidden", draft.hidden_size}, {"intermediate", draft.dense_intermediate_size}};
+    case OperatorFamily::kRouter:
+      return {{"hidden", c.hidden_size}, {"experts", c.num_experts}};
+    case OperatorFamily::kLmHead:
+      return {{"hidden", c.hidden_size}, {"vocab", c.vocab_size}};
+    case OperatorFamily::kAttentionDecode:
+    case OperatorFamily::kAttentionPrefill: {
+      nlohmann::json shape = {{"hidden", c.hidden_size},
+                              {"heads", c.num_heads},
+                              {"kv_heads", c.num_kv_heads},
+                              {"head_dim", c.head_dim}};
+      if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
+      if (p.family == OperatorFamily::kAttentionDecode) shape["context"] = p.context;
+      return shape;
+    }
+    case OperatorFamily::kMemcpyHost:
+    case OperatorFamily::kStorageRead:
+    case OperatorFamily::kMemcpyH2dPinned:
+    case OperatorFamily::kMemcpyH2dPageable:
+    case OperatorFamily::kMemcpyD2hPinned:
+    case OperatorFamily::kMemcpyD2hPageable:
+      return {{"bytes", p.bytes}};
+  }
+  return nlohmann::json::object();
+}
+
+}  // namespace moelab

@@ -1,0 +1,120 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/executor_config.h"
+
+namespace moelab {
+
+// The operators a profile measures. Each is one family of samples in "moelab.profile/1"
+// (profiler/README.md); ToString gives the name written in the file.
+enum class OperatorFamily {
+  kExpertFfn,           // kernels/expert_ffn.h on the model's expert shape
+  kAttentionDecode,     // the executor's attention, one new token per sequence
+  kAttentionPrefill,    // the executor's attention, a prompt into an empty cache
+  kRouter,              // MatmulBf16 hidden x experts
+  kLmHead,              // MatmulBf16 hidden x vocab
+  kDenseFfn,            // kernels/expert_ffn.h on the draft model's dense FFN shape
+  kMemcpyHost,          // std::memcpy of a block, host to host
+  kStorageRead,         // pread of a block from a file (O_DIRECT when the filesystem allows it)
+  kMemcpyH2dPinned,     // cudaMemcpyAsync host (pinned) -> device
+  kMemcpyH2dPageable,   // host (pageable) -> device
+  kMemcpyD2hPinned,     // device -> host (pinned)
+  kMemcpyD2hPageable,   // device -> host (pageable)
+};
+
+std::string ToString(OperatorFamily family);
+// Every family in file order (the order samples are written in).
+const std::vector<OperatorFamily>& AllOperatorFamilies();
+bool IsGpuOnly(OperatorFamily family);
+bool IsTransfer(OperatorFamily family);
+
+// One measurement to make. `tokens` is the x-axis a fit uses: tokens per expert (expert_ffn),
+// sequences in the batch (attention_decode, with `context` positions already cached), prompt
+// tokens (attention_prefill), token rows (router, lm_head, dense_ffn); 1 for transfers, whose
+// size is `bytes`.
+struct GridPoint {
+  OperatorFamily family = OperatorFamily::kExpertFfn;
+  std::string device = "cpu";  // "cpu" or "cuda:<index>"
+  int64_t tokens = 1;
+  int64_t context = 0;  // attention_decode only
+  int64_t bytes = 0;    // transfers only
+
+  // "expert_ffn cpu tokens=64", "attention_decode cpu context=1024 batch=8", ...
+  std::string Label() const;
+};
+
+// Which points to measure and how hard. Quick() and Full() are the two the CLI uses; tests build
+// smaller ones. An empty list skips that family. Token counts, contexts and sizes are >= 1.
+struct GridSpec {
+  // expert_ffn before the ridge points: powers of two and half-octave points (3 x 2^k) where the
+  // curve bends from memory-bound to compute-bound.
+  std::vector<int64_t> expert_tokens;
+  // Points added around the ridge point r measured on expert_ffn (EstimateRidgeTokens,
+  // RidgeTokens): 0, 3 or 9.
+  int ridge_points = 0;
+  std::vector<int64_t> matmul_tokens;  // router, lm_head, dense_ffn
+  std::vector<int64_t> decode_contexts;
+  std::vector<int64_t> decode_batches;
+  std::vector<int64_t> prefill_tokens;
+  // Transfer sizes: these fixed sizes plus the model's expert bytes divided by each divisor,
+  // rounded up to 4 KiB (O_DIRECT alignment).
+  std::vector<int64_t> transfer_fixed_bytes;
+  std::vector<int64_t> transfer_expert_divisors;
+  int64_t storage_file_blocks = 2;  // the storage_read file holds this many of the largest block
+  int repetitions = 3;
+  double min_time_s = 0.05;  // Google Benchmark minimum time per repetition
+
+  // --quick: 3 repetitions of >= 50 ms, coarse lists (about 55 points, under 2 minutes on 2
+  // cores for the default model).
+  static GridSpec Quick();
+  // The full profile: 5 repetitions of >= 200 ms, every power of two and half-octave point.
+  static GridSpec Full();
+  void Validate() const;  // throws moelab::Error naming the field
+};
+
+// The ridge-point candidates: 3 -> {0.75, 1, 1.5} x r, 9 -> {0.5, 0.625, 0.75, 0.875, 1, 1.25,
+// 1.5, 1.75, 2} x r, rounded and clamped to [1, 4096]; a candidate already in `taken` (or chosen
+// before it) moves up by one token until it is new, so the count is always `count` and the grid
+// never repeats a point.
+std::vector<int64_t> RidgeTokens(double ridge_tokens, int count, const std::vector<int64_t>& taken);
+
+// The ridge point (tokens per expert where the expert FFN turns from weight-bandwidth-bound to
+// compute-bound) from (tokens, seconds) samples: the memory floor t0 is the fastest time at <= 8
+// tokens, the compute slope c the smallest seconds-per-token among the two largest token counts;
+// r = t0 / c, clamped to [1, 4096]. Needs at least two samples with distinct token counts.
+double EstimateRidgeTokens(const std::vector<std::pair<int64_t, double>>& tokens_seconds);
+
+// Transfer sizes for a model whose expert is `expert_bytes` (sorted, distinct, 4 KiB multiples).
+std::vector<int64_t> TransferBytes(const GridSpec& spec, int64_t expert_bytes);
+
+// How many copies of a `block_bytes` operand to cycle through so the cycle exceeds twice the
+// last-level cache (so each call reads its operand from DRAM): floor(2 cache / block) + 1.
+int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes);
+
+// Every point of a profile except the ridge points, in file order. GPU points (transfers and
+// expert_ffn on "cuda:<gpu_index>") only when gpu_index >= 0. Contexts and prefill tokens above
+// target.max_positions are dropped (the model cannot hold them).
+std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const ExecutorConfig& draft,
+                                       const GridSpec& spec, int gpu_index);
+
+// What one call at `point` does: bytes of the operands it must read (weights, KV cache, the
+// block for transfers) and floating-point operations (multiply-add = 2).
+struct PointWork {
+  double bytes = 0;
+  double flops = 0;
+};
+PointWork WorkOf(const GridPoint& point, const ExecutorConfig& target, const ExecutorConfig& draft);
+
+// The "shape" object of a sample: the dimensions the operator ran at.
+nlohmann::json ShapeOf(const GridPoint& point, const ExecutorConfig& target,
+                       const ExecutorConfig& draft);
+
+// Bytes of one expert (gate, up and down, bf16) of `config`.
+int64_t ExpertBytes(const ExecutorConfig& config);
+
+}  // namespace moelab
