@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cmath>
 #include <iostream>
 
 #include "cli/command.h"
@@ -5,6 +7,7 @@
 #include "cli/output.h"
 #include "model/error.h"
 #include "model/preset_store.h"
+#include "model/forward_cost.h"
 #include "model/sd_plan.h"
 
 namespace moelab::cli {
@@ -145,10 +148,107 @@ int PlanSd(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The smallest listed hardware (least total accelerator memory, then fewest devices) whose
+// analytic TPOT and TTFT meet the targets, with everything resident in accelerator memory.
+int PlanHardware(const std::vector<std::string>& args) {
+  po::options_description options("moelab plan hardware");
+  options.add_options()
+      ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "model preset or path")
+      ("batch", po::value<int64_t>()->default_value(1), "sequences decoded together")
+      ("prompt", po::value<int64_t>()->default_value(512), "prompt tokens per sequence (TTFT)")
+      ("context", po::value<int64_t>()->default_value(1024), "KV cache tokens per sequence during decode (TPOT)")
+      ("tpot-max", po::value<std::string>(), "TPOT target, seconds")
+      ("ttft-max", po::value<std::string>(), "TTFT target, seconds")
+      ("devices", po::value<std::string>()->default_value("1,2,4,8"), "accelerator counts to consider for every accelerator preset")
+      ("json", po::bool_switch(), "print JSON")
+      ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+  AddCostOptions(options);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch B] [--json]", options, args, values)) {
+    return 0;
+  }
+  if (!values.count("tpot-max") && !values.count("ttft-max")) throw Error("give --tpot-max and/or --ttft-max");
+  const double tpot_max = values.count("tpot-max") ? ParseNumber(values["tpot-max"].as<std::string>(), "tpot-max") : INFINITY;
+  const double ttft_max = values.count("ttft-max") ? ParseNumber(values["ttft-max"].as<std::string>(), "ttft-max") : INFINITY;
+  if (!(tpot_max > 0) || !(ttft_max > 0)) throw Error("--tpot-max and --ttft-max must be > 0 seconds");
+  const int64_t batch = values["batch"].as<int64_t>();
+  const int64_t prompt = values["prompt"].as<int64_t>();
+  const int64_t context = values["context"].as<int64_t>();
+  if (batch < 1 || prompt < 1 || context < 0) throw Error("--batch and --prompt must be >= 1, --context >= 0");
+  const std::vector<int64_t> counts = ParseIntList(values["devices"].as<std::string>(), "devices", 1);
+  const CostParameters params = CostFrom(values);
+  const PresetStore store = PresetStore::Default();
+  const MoeModelSpec model = store.LoadModel(values["model"].as<std::string>());
+
+  struct Candidate {
+    std::string name;
+    int64_t devices;
+    double memory_bytes;
+    bool fits;
+    double tpot_s, ttft_s;
+    bool meets;
+  };
+  std::vector<Candidate> candidates;
+  for (const PresetEntry& entry : store.ListHardware()) {
+    if (entry.kind != "accelerator") continue;
+    for (int64_t count : counts) {
+      const std::string name = count == 1 ? entry.name : std::to_string(count) + "x" + entry.name;
+      const HardwareSpec hardware = store.LoadHardware(name);
+      const double kv_tokens = static_cast<double>(batch) * static_cast<double>(std::max(context, prompt) + 1);
+      const MemoryFootprint memory = EstimateMemory(model, hardware, kv_tokens, params);
+      Candidate c{name, count, hardware.accelerator->memory_bytes * static_cast<double>(count), memory.fits(), NAN, NAN, false};
+      if (c.fits) {
+        c.tpot_s = EstimateForwardCost(model, hardware, {batch, 1, context, true}, params).time_s;
+        c.ttft_s = EstimateForwardCost(model, hardware, {batch, prompt, 0, false}, params).time_s;
+        c.meets = c.tpot_s <= tpot_max && c.ttft_s <= ttft_max;
+      }
+      candidates.push_back(c);
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.memory_bytes != b.memory_bytes ? a.memory_bytes < b.memory_bytes : a.devices < b.devices;
+  });
+  const Candidate* smallest = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.meets) {
+      smallest = &c;
+      break;
+    }
+  }
+  const std::string out = values["out"].as<std::string>();
+  if (values["json"].as<bool>() || !out.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const Candidate& c : candidates) {
+      rows.push_back({{"hardware", c.name}, {"devices", c.devices}, {"memory_bytes", c.memory_bytes}, {"fits_memory", c.fits},
+                      {"tpot_s", c.fits ? nlohmann::json(c.tpot_s) : nlohmann::json(nullptr)},
+                      {"ttft_s", c.fits ? nlohmann::json(c.ttft_s) : nlohmann::json(nullptr)}, {"meets", c.meets}});
+    }
+    nlohmann::json json = {{"schema", "moelab.plan_hardware/1"}, {"model", model.name}, {"batch", batch},
+                           {"prompt", prompt}, {"context", context}, {"cost_source", "analytic-roofline"},
+                           {"tpot_max_s", std::isfinite(tpot_max) ? nlohmann::json(tpot_max) : nlohmann::json(nullptr)},
+                           {"ttft_max_s", std::isfinite(ttft_max) ? nlohmann::json(ttft_max) : nlohmann::json(nullptr)},
+                           {"rows", rows}, {"smallest", smallest ? nlohmann::json(smallest->name) : nlohmann::json(nullptr)}};
+    json["provenance"] = Provenance();
+    EmitJson(json, out);
+    return 0;
+  }
+  Table table({"hardware", "memory", "fits", "TPOT", "TTFT", "meets"});
+  for (const Candidate& c : candidates) {
+    table.AddRow({c.name, FormatBytes(c.memory_bytes), c.fits ? "yes" : "no", c.fits ? FormatSeconds(c.tpot_s) : "-",
+                  c.fits ? FormatSeconds(c.ttft_s) : "-", c.meets ? "yes" : ""});
+  }
+  std::cout << "Hardware for " << model.name << ", batch " << batch << ", prompt " << prompt << ", context " << context
+            << " (analytic roofline, all weights resident)\n\n" << table.Render() << "\n"
+            << (smallest ? "Smallest that meets the targets: " + smallest->name : std::string("No listed hardware meets the targets."))
+            << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void RegisterPlanCommands(std::vector<Command>& commands) {
   commands.push_back({{"plan", "sd"}, "speculative-decoding speedup per batch and gamma (analytic)", PlanSd});
+  commands.push_back({{"plan", "hardware"}, "the smallest listed hardware that meets a TPOT/TTFT target", PlanHardware});
 }
 
 }  // namespace moelab::cli

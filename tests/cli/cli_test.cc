@@ -234,6 +234,65 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"run --tokens 5000 --layers 1 --hidden 64 --intermediate 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 50",
                                "max_positions"}));
 
+TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
+  const RunResult r = RunMoelab("sim sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.6,0.8 "
+                                "--batch 1,16 --gamma 1-3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["rows"].size(), 2u * 2u * 3u);
+  for (const auto& row : json["rows"]) {
+    for (const char* field : {"batch", "gamma", "speedup", "target_efficiency", "alpha", "sigma"}) EXPECT_TRUE(row.contains(field)) << field;
+  }
+  EXPECT_EQ(json["best_gamma"].size(), 4u);
+  EXPECT_EQ(json["cost_source"], "analytic-roofline");
+  // The same point through plan sd gives the same speedup.
+  const RunResult plan = RunMoelab("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.8 "
+                                   "--batch 16 --gamma 2 --json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const double planned = nlohmann::json::parse(plan.out)["rows"][0]["speedup"].get<double>();
+  bool found = false;
+  for (const auto& row : json["rows"]) {
+    if (row["alpha"] == 0.8 && row["batch"] == 16 && row["gamma"] == 2) {
+      EXPECT_DOUBLE_EQ(row["speedup"].get<double>(), planned);
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
+  const RunResult r = RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 0.02 --devices 1,2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(json["smallest"].is_string());
+  double smallest_memory = 0;
+  for (const auto& row : json["rows"]) {
+    if (row["hardware"] == json["smallest"]) {
+      EXPECT_TRUE(row["meets"].get<bool>());
+      EXPECT_LE(row["tpot_s"].get<double>(), 0.02);
+      smallest_memory = row["memory_bytes"].get<double>();
+    }
+  }
+  for (const auto& row : json["rows"]) {
+    if (row["meets"].get<bool>()) {
+      EXPECT_GE(row["memory_bytes"].get<double>(), smallest_memory);
+    }
+    if (!row["fits_memory"].get<bool>()) {
+      EXPECT_FALSE(row["meets"].get<bool>());
+    }
+  }
+  EXPECT_TRUE(nlohmann::json::parse(RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 1e-9 --json").out)["smallest"].is_null());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SimPlanErrors, CliBadInput,
+    ::testing::Values(BadInput{"sim sd --alpha 1.2", "--alpha value 1.2000: expected a number in [0, 1)"},
+                      BadInput{"sim sd --sigma 0", "--sigma value 0.0000: expected a number in (0, 1]"},
+                      BadInput{"sim sd --alpha 0.5 --sigma 0.5", "give --alpha or --sigma, not both"},
+                      BadInput{"sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step"},
+                      BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
+                      BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"}));
+
 TEST(Cli, UnknownCommandIsAnError) {
   const RunResult r = RunMoelab("frobnicate");
   EXPECT_EQ(r.status, 2);

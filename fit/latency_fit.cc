@@ -1,0 +1,368 @@
+#include "fit/latency_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "fit/least_squares.h"
+#include "fit/metrics.h"
+#include "model/error.h"
+#include "model/moesd_speedup.h"
+
+namespace moelab {
+namespace {
+
+constexpr int kMinDistinctX = 3;
+constexpr int kMinDistinctXRoofline = 5;
+
+struct RooflineRow {
+  double x;
+  template <typename T>
+  T operator()(const T* p) const {
+    return p[0] + p[1] * RooflineG(T(x), p[2], p[3]);
+  }
+};
+
+struct LinearRow {
+  double x;
+  template <typename T>
+  T operator()(const T* p) const {
+    return p[0] + p[1] * x;
+  }
+};
+
+struct ConstantRow {
+  template <typename T>
+  T operator()(const T* p) const {
+    return p[0];
+  }
+};
+
+// Relative-weighted least squares of y ~ a + b g with a, b >= 0 (weights 1/y); starts only.
+std::pair<double, double> NonNegativeLine(const std::vector<double>& g, const std::vector<double>& y) {
+  double s00 = 0, s01 = 0, s11 = 0, t0 = 0, t1 = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double w = 1.0 / (y[i] * y[i]);
+    s00 += w;
+    s01 += w * g[i];
+    s11 += w * g[i] * g[i];
+    t0 += w * y[i];
+    t1 += w * g[i] * y[i];
+  }
+  const double det = s00 * s11 - s01 * s01;
+  double a = 0, b = 0;
+  if (det > 1e-300 * std::max(1.0, s00 * s11)) {
+    a = (t0 * s11 - t1 * s01) / det;
+    b = (s00 * t1 - s01 * t0) / det;
+  }
+  if (!(b > 0)) return {t0 / s00, 0.0};
+  if (!(a >= 0)) return {0.0, s11 > 0 ? t1 / s11 : 0.0};
+  return {a, b};
+}
+
+struct Group {
+  std::string op;
+  std::string device;
+  nlohmann::json shape;
+  std::string variable;
+  std::optional<int64_t> tokens;
+  std::vector<double> x;
+  std::vector<double> y;
+};
+
+int DistinctCount(const std::vector<double>& values) {
+  return static_cast<int>(std::set<double>(values.begin(), values.end()).size());
+}
+
+LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
+  LeastSquaresModel model;
+  model.description = ToString(form) + " fit of " + group.op + " on " + group.device + " " +
+                      group.shape.dump() + " vs " + group.variable;
+  model.measured = group.y;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double x_min = *std::min_element(group.x.begin(), group.x.end());
+  const double x_max = *std::max_element(group.x.begin(), group.x.end());
+  const double y_min = *std::min_element(group.y.begin(), group.y.end());
+  const double y_max = *std::max_element(group.y.begin(), group.y.end());
+  const std::vector<double> xs = group.x;
+  const std::vector<double> ys = group.y;
+  switch (form) {
+    case LatencyForm::kRoofline: {
+      model.parameters = {{"bias", 0, inf}, {"k", 0, inf}, {"P", x_min, x_max}, {"s", 1, 2}};
+      model.make_cost = [xs, ys](int row, const std::vector<double>& scale) {
+        const size_t r = static_cast<size_t>(row);
+        return MakeScaledRowCost<4>(RooflineRow{xs[r]}, ys[r], 1.0 / ys[r], scale);
+      };
+      model.predict = [xs](const std::vector<double>& p, int row) {
+        return RooflineRow{xs[static_cast<size_t>(row)]}(p.data());
+      };
+      // P log-uniform over the x range; the knee height q = P ln s (G(P) = e^q) uniform in
+      // [0.2, 6]; bias and k then by relative linear least squares for that curve.
+      model.make_start = [xs, ys, x_min, x_max](int index, StartSampler& sampler) {
+        const double low = std::max(x_min, 1.0);
+        const double high = std::max(x_max, low);
+        double transition = std::sqrt(low * high);
+        double q = 2.0;
+        if (index > 0) {
+          transition = sampler.LogUniform(low, high);
+          q = sampler.Uniform(0.2, 6.0);
+        }
+        const double growth = std::clamp(std::exp(q / std::max(transition, 1.0)), 1.0, 2.0);
+        std::vector<double> g(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) g[i] = RooflineG(xs[i], transition, growth);
+        const auto [bias, k] = NonNegativeLine(g, ys);
+        return std::vector<double>{bias, k, transition, growth};
+      };
+      break;
+    }
+    case LatencyForm::kLinear: {
+      model.parameters = {{"a", 0, inf}, {"b", 0, inf}};
+      model.make_cost = [xs, ys](int row, const std::vector<double>& scale) {
+        const size_t r = static_cast<size_t>(row);
+        return MakeScaledRowCost<2>(LinearRow{xs[r]}, ys[r], 1.0 / ys[r], scale);
+      };
+      model.predict = [xs](const std::vector<double>& p, int row) {
+        return LinearRow{xs[static_cast<size_t>(row)]}(p.data());
+      };
+      model.make_start = [xs, ys, y_max, x_max](int index, StartSampler& sampler) {
+        auto [a, b] = NonNegativeLine(xs, ys);
+        if (index > 0) {
+          a = a > 0 ? a * sampler.LogUniform(0.3, 3.0) : sampler.Uniform(0, y_max);
+          b = b > 0 ? b * sampler.LogUniform(0.3, 3.0) : sampler.Uniform(0, y_max / std::max(x_max, 1.0));
+        }
+        // A zero start would make the solver's scale for that coordinate arbitrary.
+        if (a <= 0) a = 0.01 * y_max;
+        if (b <= 0) b = 0.01 * y_max / std::max(x_max, 1.0);
+        return std::vector<double>{a, b};
+      };
+      break;
+    }
+    case LatencyForm::kConstant: {
+      model.parameters = {{"c", 0, inf}};
+      model.make_cost = [ys](int row, const std::vector<double>& scale) {
+        const size_t r = static_cast<size_t>(row);
+        return MakeScaledRowCost<1>(ConstantRow{}, ys[r], 1.0 / ys[r], scale);
+      };
+      model.predict = [](const std::vector<double>& p, int) { return p[0]; };
+      model.make_start = [ys, y_min, y_max](int index, StartSampler& sampler) {
+        if (index > 0) return std::vector<double>{sampler.Uniform(y_min, y_max)};
+        return std::vector<double>{NonNegativeLine(std::vector<double>(ys.size(), 0.0), ys).first};
+      };
+      break;
+    }
+  }
+  return model;
+}
+
+void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result) {
+  OperatorCurve curve;
+  curve.op = group.op;
+  curve.device = group.device;
+  curve.shape = group.shape;
+  curve.variable = group.variable;
+  curve.tokens = group.tokens;
+  curve.n = static_cast<int64_t>(group.x.size());
+  curve.x_min = *std::min_element(group.x.begin(), group.x.end());
+  curve.x_max = *std::max_element(group.x.begin(), group.x.end());
+  const int distinct = DistinctCount(group.x);
+  std::vector<LatencyForm> forms;
+  if (group.variable == "tokens") forms.push_back(LatencyForm::kRoofline);
+  forms.push_back(LatencyForm::kLinear);
+  forms.push_back(LatencyForm::kConstant);
+  for (LatencyForm form : forms) {
+    const int p = static_cast<int>(LatencyFormParameterNames(form).size());
+    if (curve.n <= p) {
+      curve.notes.push_back(ToString(form) + " not fitted: " + std::to_string(curve.n) +
+                            " points for " + std::to_string(p) + " parameters");
+      continue;
+    }
+    if (form == LatencyForm::kRoofline && distinct < kMinDistinctXRoofline) {
+      curve.notes.push_back("roofline not fitted: " + std::to_string(distinct) +
+                            " distinct token counts (needs " + std::to_string(kMinDistinctXRoofline) + ")");
+      continue;
+    }
+    const LeastSquaresModel model = FormModel(form, group);
+    LeastSquaresFit solution;
+    try {
+      solution = SolveLeastSquares(model, options);
+    } catch (const Error& e) {
+      curve.notes.push_back(ToString(form) + " not fitted: " + e.what());
+      continue;
+    }
+    LatencyFormFit fit;
+    fit.form = form;
+    fit.params = solution.params;
+    fit.std_errors = solution.std_errors;
+    fit.covariance_status = ToString(solution.covariance);
+    for (size_t i = 0; i < solution.at_bound.size(); ++i) {
+      if (solution.at_bound[i]) fit.at_bound.push_back(model.parameters[i].name);
+    }
+    const FitMetrics metrics = ComputeMetrics(model.measured, PredictRows(model, solution.params));
+    fit.rmse_s = metrics.rmse;
+    fit.mape = metrics.mape;
+    fit.r2 = metrics.r2;
+    fit.loo_rmse_s = CrossValidatedRmse(model, options, solution);
+    curve.forms.push_back(std::move(fit));
+  }
+  if (curve.forms.empty()) {
+    std::string reason = "no form could be fitted";
+    for (const std::string& note : curve.notes) reason += "; " + note;
+    result.skipped.push_back({group.op, group.device, group.shape, reason});
+    return;
+  }
+  // Lowest cross-validated RMSE (RMSE when no form has one); scanning from the simplest form
+  // keeps it on ties.
+  const auto score = [](const LatencyFormFit& fit) {
+    return fit.loo_rmse_s.value_or(std::numeric_limits<double>::infinity());
+  };
+  const LatencyFormFit* best = nullptr;
+  for (auto it = curve.forms.rbegin(); it != curve.forms.rend(); ++it) {
+    if (best == nullptr) {
+      best = &*it;
+      continue;
+    }
+    const double candidate = score(*it);
+    const double incumbent = score(*best);
+    if (candidate < incumbent ||
+        (!std::isfinite(candidate) && !std::isfinite(incumbent) && it->rmse_s < best->rmse_s)) {
+      best = &*it;
+    }
+  }
+  curve.best = best->form;
+  result.operators.push_back(std::move(curve));
+}
+
+nlohmann::json Without(nlohmann::json shape, std::initializer_list<const char*> keys) {
+  for (const char* key : keys) shape.erase(key);
+  return shape;
+}
+
+}  // namespace
+
+std::string ToString(LatencyForm form) {
+  switch (form) {
+    case LatencyForm::kRoofline: return "roofline";
+    case LatencyForm::kLinear: return "linear";
+    case LatencyForm::kConstant: return "constant";
+  }
+  return "constant";
+}
+
+LatencyForm LatencyFormFromString(const std::string& name) {
+  if (name == "roofline") return LatencyForm::kRoofline;
+  if (name == "linear") return LatencyForm::kLinear;
+  if (name == "constant") return LatencyForm::kConstant;
+  throw Error("unknown latency form '" + name + "': expected \"roofline\", \"linear\" or \"constant\"");
+}
+
+const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
+  static const std::vector<std::string> kRoofline = {"bias", "k", "P", "s"};
+  static const std::vector<std::string> kLinear = {"a", "b"};
+  static const std::vector<std::string> kConstant = {"c"};
+  switch (form) {
+    case LatencyForm::kRoofline: return kRoofline;
+    case LatencyForm::kLinear: return kLinear;
+    case LatencyForm::kConstant: return kConstant;
+  }
+  return kConstant;
+}
+
+double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, double x) {
+  if (params.size() != LatencyFormParameterNames(form).size()) {
+    throw Error(ToString(form) + " latency form needs " +
+                std::to_string(LatencyFormParameterNames(form).size()) + " parameters, got " +
+                std::to_string(params.size()));
+  }
+  switch (form) {
+    case LatencyForm::kRoofline: return RooflineRow{x}(params.data());
+    case LatencyForm::kLinear: return LinearRow{x}(params.data());
+    case LatencyForm::kConstant: return params[0];
+  }
+  return params[0];
+}
+
+const LatencyFormFit* OperatorCurve::Form(LatencyForm form) const {
+  for (const LatencyFormFit& fit : forms) {
+    if (fit.form == form) return &fit;
+  }
+  return nullptr;
+}
+
+const LatencyFormFit& OperatorCurve::Best() const {
+  const LatencyFormFit* fit = Form(best);
+  if (fit == nullptr) {
+    throw Error("latency curve of " + op + " on " + device + ": best form '" + ToString(best) +
+                "' was not fitted");
+  }
+  return *fit;
+}
+
+double OperatorCurve::Predict(double x) const {
+  const LatencyFormFit& fit = Best();
+  return EvaluateLatencyForm(fit.form, fit.params, x);
+}
+
+LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
+  options.Validate();
+  LatencyFit result;
+  result.profile = profile.origin;
+  result.machine = profile.machine;
+  result.model = profile.model;
+  result.options = options;
+
+  // Groups by (operator, device, shape without tokens), in order of first appearance.
+  std::vector<Group> groups;
+  std::map<std::string, size_t> index;
+  for (const ProfileSample& s : profile.samples) {
+    const nlohmann::json shape = Without(s.shape, {"tokens"});
+    const std::string key = s.op + '\x1f' + s.device + '\x1f' + shape.dump();
+    auto [it, inserted] = index.emplace(key, groups.size());
+    if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}});
+    groups[it->second].x.push_back(static_cast<double>(s.tokens));
+    groups[it->second].y.push_back(s.median_s);
+  }
+
+  // Groups short of token counts whose shape has "bytes": regroup against bytes.
+  std::vector<Group> by_bytes;
+  std::map<std::string, size_t> bytes_index;
+  for (const Group& g : groups) {
+    if (DistinctCount(g.x) >= kMinDistinctX) {
+      FitGroup(g, options, result);
+      continue;
+    }
+    if (g.shape.contains("bytes") && g.shape["bytes"].is_number()) {
+      const double bytes = g.shape["bytes"].get<double>();
+      for (size_t i = 0; i < g.x.size(); ++i) {
+        const int64_t tokens = static_cast<int64_t>(g.x[i]);
+        const nlohmann::json shape = Without(g.shape, {"bytes"});
+        const std::string key =
+            g.op + '\x1f' + g.device + '\x1f' + shape.dump() + '\x1f' + std::to_string(tokens);
+        auto [it, inserted] = bytes_index.emplace(key, by_bytes.size());
+        if (inserted) by_bytes.push_back({g.op, g.device, shape, "bytes", tokens, {}, {}});
+        by_bytes[it->second].x.push_back(bytes);
+        by_bytes[it->second].y.push_back(g.y[i]);
+      }
+      continue;
+    }
+    result.skipped.push_back(
+        {g.op, g.device, g.shape,
+         "only " + std::to_string(DistinctCount(g.x)) + " distinct token count(s) (needs " +
+             std::to_string(kMinDistinctX) + ") and no numeric shape.bytes to fit against"});
+  }
+  for (const Group& g : by_bytes) {
+    if (DistinctCount(g.x) >= kMinDistinctX) {
+      FitGroup(g, options, result);
+    } else {
+      nlohmann::json shape = g.shape;
+      result.skipped.push_back(
+          {g.op, g.device, shape,
+           "tokens do not vary and only " + std::to_string(DistinctCount(g.x)) +
+               " distinct shape.bytes value(s) at tokens " + std::to_string(*g.tokens) +
+               " (needs " + std::to_string(kMinDistinctX) + ")"});
+    }
+  }
+  return result;
+}
+
+}  // namespace moelab

@@ -1,0 +1,44 @@
+#include "fit/predict.h"
+
+#include <cmath>
+
+#include "model/error.h"
+
+namespace moelab {
+
+double PredictSpeedup(const SdFit& fit, const SdPoint& point) {
+  if (point.batch < 1 || point.gamma < 1 || point.top_k < 1 || point.num_experts < 1) {
+    throw Error("sd prediction: batch, gamma, K and E must be >= 1");
+  }
+  if (point.top_k > point.num_experts) {
+    throw Error("sd prediction: K = " + std::to_string(point.top_k) + " exceeds E = " +
+                std::to_string(point.num_experts));
+  }
+  if (!(std::isfinite(point.sigma) && point.sigma > 0 && point.sigma <= 1)) {
+    throw Error("sd prediction: sigma must be in (0, 1], got " + std::to_string(point.sigma));
+  }
+  return MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);
+}
+
+const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string& op,
+                                       const std::string& device, const nlohmann::json& shape) {
+  std::string known;
+  for (const OperatorCurve& curve : fit.operators) {
+    if (curve.op != op) continue;
+    nlohmann::json key = shape;
+    key.erase("tokens");
+    if (curve.variable == "bytes") key.erase("bytes");
+    if (curve.device == device && curve.shape == key) return curve;
+    known += (known.empty() ? "" : ", ") + curve.device + " " + curve.shape.dump();
+  }
+  throw Error("no fitted latency curve for operator '" + op + "' on '" + device + "' with shape " +
+              shape.dump() + (known.empty() ? ": the fit has no curve for that operator"
+                                            : "; fitted for that operator: " + known));
+}
+
+double PredictLatency(const LatencyFit& fit, const std::string& op, const std::string& device,
+                      const nlohmann::json& shape, double x) {
+  return FindOperatorCurve(fit, op, device, shape).Predict(x);
+}
+
+}  // namespace moelab

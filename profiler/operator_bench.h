@@ -1,0 +1,76 @@
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/executor_config.h"
+#include "kernels/thread_pool.h"
+#include "profiler/profile_grid.h"
+
+// The extension point of the profiler: one OperatorBench per operator family and device, the
+// variants in profiler/impl/ (one per file), chosen by MakeOperatorBench.
+
+namespace moelab {
+
+// What every bench may use. Pointers are non-owning and outlive the bench.
+struct BenchEnvironment {
+  const ExecutorConfig* target = nullptr;
+  const ExecutorConfig* draft = nullptr;
+  ThreadPool* pool = nullptr;
+  int64_t l3_bytes = 0;  // the last-level cache the weight-cycling rule works against
+  const GridSpec* spec = nullptr;
+  std::filesystem::path storage_dir;  // where storage_read writes its temporary file
+  bool storage_direct_io = true;      // false: buffered reads, as when O_DIRECT is refused
+  uint64_t seed = 1;
+};
+
+class OperatorBench {
+ public:
+  virtual ~OperatorBench() = default;
+
+  // True: Run sets each iteration's time (State::SetIterationTime, registered with
+  // UseManualTime); false: Google Benchmark's wall time of the loop (UseRealTime).
+  virtual bool manual_time() const = 0;
+  // Seconds per reported sample = Google Benchmark's seconds per iteration x this.
+  virtual double time_scale() const { return 1.0; }
+  // Runs the benchmark loop for `point` (one of the points the bench was made for). Never throws:
+  // a failure ends the benchmark with State::SkipWithError.
+  virtual void Run(benchmark::State& state, const GridPoint& point) = 0;
+  // Adds family-specific fields to a sample (storage_read: "direct_io").
+  virtual void Annotate(const GridPoint& /*point*/, nlohmann::json& /*sample*/) const {}
+
+  // One line per fact a reader of the profile needs (how weights were cycled, fallbacks taken).
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ protected:
+  std::vector<std::string> notes_;
+};
+
+// The bench for `points` (all of one family on one device), with every buffer, file, KV cache and
+// device allocation the largest point needs made here, outside any timing. Throws moelab::Error
+// (not enough memory, a file that cannot be written) or GpuError (CUDA).
+std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points, const BenchEnvironment& env);
+
+// Runs `body`; an exception ends the benchmark with SkipWithError(what()) instead of escaping
+// into Google Benchmark.
+template <typename Body>
+void RunGuarded(benchmark::State& state, Body&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// Refuses (moelab::Error naming `what` and both sizes) to allocate more than 80% of the memory the
+// kernel reports available.
+void RequireMemory(double bytes, const std::string& what);
+
+}  // namespace moelab
