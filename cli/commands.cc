@@ -9,6 +9,7 @@ const std::vector<Command>& AllCommands() {
     RegisterHardwareCommands(list);
     RegisterPlanCommands(list);
     RegisterRunCommands(list);
+    RegisterFitCommands(list);
     RegisterSimSdCommands(list);
     RegisterDeviceCommands(list);
     return list;

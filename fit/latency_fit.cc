@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kMinDistinctX = 3;
 constexpr int kMinDistinctXRoofline = 5;
+constexpr double kTieTolerance = 0.01;  // relative CV RMSE difference that counts as a tie
 
 struct RooflineRow {
   double x;
@@ -211,8 +212,9 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     result.skipped.push_back({group.op, group.device, group.shape, reason});
     return;
   }
-  // Lowest cross-validated RMSE (RMSE when no form has one); scanning from the simplest form
-  // keeps it on ties.
+  // Lowest cross-validated RMSE (RMSE when no form has one). Scanning from the simplest form, a
+  // form with more parameters must beat the incumbent by more than kTieTolerance to replace it:
+  // on a real profile a roofline imitating a straight line "won" by 1e-5 relative.
   const auto score = [](const LatencyFormFit& fit) {
     return fit.loo_rmse_s.value_or(std::numeric_limits<double>::infinity());
   };
@@ -224,8 +226,9 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     }
     const double candidate = score(*it);
     const double incumbent = score(*best);
-    if (candidate < incumbent ||
-        (!std::isfinite(candidate) && !std::isfinite(incumbent) && it->rmse_s < best->rmse_s)) {
+    if (candidate < incumbent * (1.0 - kTieTolerance) ||
+        (!std::isfinite(candidate) && !std::isfinite(incumbent) &&
+         it->rmse_s < best->rmse_s * (1.0 - kTieTolerance))) {
       best = &*it;
     }
   }

@@ -26,7 +26,8 @@ namespace moelab {
 // times span decades across token counts and profiler noise is multiplicative, so absolute
 // residuals would let the largest times decide alone. Metrics are on absolute seconds (rmse_s,
 // loo_rmse_s) and percent (mape). `best` is the form with the lowest cross-validated RMSE
-// (leave-one-out for n <= 60, else 5-fold; ties go to the simpler form).
+// (leave-one-out for n <= 60, else 5-fold); within 1 % counts as a tie, and ties go to the form
+// with fewer parameters.
 //
 // Transfer operators whose shape carries "bytes" (memcpy_host, storage_read, h2d_pinned) are
 // usually profiled at one token count: when a group has fewer than 3 distinct token counts and

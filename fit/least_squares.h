@@ -93,18 +93,23 @@ struct LeastSquaresFit {
 // A fresh robust loss for `options` (nullptr for "none"); the ceres::Problem takes ownership.
 ceres::LossFunction* MakeLoss(const FitOptions& options);
 
-// The solver settings every fit uses (also used by the scipy benchmark driver).
+// The solver settings every fit uses: trust region (Levenberg-Marquardt), DENSE_QR, one thread,
+// silent, options.max_iterations, Ceres' default tolerances (function 1e-6, parameter 1e-8,
+// gradient 1e-10), initial trust region radius 1e2 (coordinates are O(1)), bisection in the
+// projected line search (least_squares.cc says why).
 ceres::Solver::Options MakeSolverOptions(const FitOptions& options);
 
 // The scale SolveLeastSquares uses for each parameter: |start 0|, or the finite upper bound, or
 // 1 when start 0 is zero.
 std::vector<double> SolverScale(const LeastSquaresModel& model, const std::vector<double>& centre);
 
-// One solve from `start` (natural units) over `rows` (all rows when empty), `scale` as above.
-// Never throws for non-convergence: the result says whether it converged.
+// One solve from `start` (natural units) over `rows` (all rows when empty), `scale` as above,
+// with MakeSolverOptions(options) unless `solver_options` is given (the benchmark driver varies
+// tolerances). Never throws for non-convergence: the result says whether it converged.
 LeastSquaresFit SolveFromStart(const LeastSquaresModel& model, const FitOptions& options,
                                const std::vector<double>& start, const std::vector<double>& scale,
-                               const std::vector<int>& rows = {});
+                               const std::vector<int>& rows = {},
+                               const ceres::Solver::Options* solver_options = nullptr);
 
 // The multi-start fit with standard errors. Throws moelab::Error (naming model.description)
 // when no start converges or the model is malformed (no rows, start of the wrong size).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "fit/least_squares.h"
 #include "fit/metrics.h"
@@ -89,7 +90,15 @@ LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& meas
   model.make_start = [scales, bounds](int index, StartSampler& sampler) {
     return SdStart(scales, bounds, index, sampler);
   };
+  // Gauges (fit/sd_fit.h): bias always (scale invariance); reject_bias too when draft_bias and
+  // reject_bias enter only as a constant sum of the denominator — always under Algorithm 1, and
+  // under Eq. 4 when every point has the same gamma (gamma * draft_bias + reject_bias).
+  std::set<int64_t> gammas;
+  for (const SdMeasurement& m : measurements) gammas.insert(m.point.gamma);
   model.gauge_fixed = {kBias};
+  if (denominator == SdDenominator::kAlgorithm1 || gammas.size() < 2) {
+    model.gauge_fixed.push_back(kRejectBias);
+  }
   return model;
 }
 

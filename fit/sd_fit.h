@@ -19,13 +19,18 @@ struct LeastSquaresModel;  // fit/least_squares.h (Ceres); only the benchmark dr
 // The fit minimises sum_i (EvaluateMoesd(params, point_i, RP, denominator).speedup -
 // measured_i)^2 within SdBounds (fit/sd_bounds.h), multi-start (fit/least_squares.h).
 //
-// Scale invariance: the speedup is a ratio of times that are all linear in the eight time
-// parameters (bias, k1, k2, k3, draft_bias, draft_k, reject_bias, reject_k), so multiplying all
-// eight by any c > 0 leaves every prediction unchanged. The data determine their ratios, lambda
-// and s; the common scale is set only by the bounds (and, within them, by the start). Standard
-// errors are therefore computed with `bias` held at its fitted value (gauge_fixed = {"bias"}):
-// bias has no std error (null) and the other seven time parameters' std errors are those of
-// their ratio to bias, times bias. docs in fit/README.md.
+// Invariances the data cannot resolve, and what the std errors mean because of them:
+//  - Scale: the speedup is a ratio of times that are all linear in the eight time parameters
+//    (bias, k1, k2, k3, draft_bias, draft_k, reject_bias, reject_k), so multiplying all eight by
+//    any c > 0 leaves every prediction unchanged. The data fix their ratios, lambda and s; the
+//    common scale is set only by the bounds (and, within them, by the start).
+//  - draft_bias vs reject_bias: under Algorithm 1's denominator (draft + ar + verify + reject)
+//    both are constants of the denominator only, so only draft_bias + reject_bias is determined.
+//    Under Eq. 4 (gamma draft + verify + reject) gamma separates them, if gamma varies.
+// Standard errors are therefore computed with `bias` (and, in the second case, `reject_bias`)
+// held at the fitted value (gauge_fixed): those have a null std error; each other time
+// parameter's std error is that of its ratio to bias, times bias, and draft_bias's is that of
+// draft_bias + reject_bias. fit/README.md has the derivation.
 struct SdFit {
   MoesdParams params;
   std::array<std::optional<double>, MoesdParams::kCount> std_errors{};

@@ -156,7 +156,10 @@ std::vector<SdMeasurement> ParseJson(const std::string& text, const std::string&
   std::vector<SdMeasurement> result;
   if (json.is_array()) {
     for (size_t i = 0; i < json.size(); ++i) {
-      result.push_back(FromJsonObject(json[i], file, "[" + std::to_string(i) + "]"));
+      std::string path = std::to_string(i);  // "[i]", built without GCC 12's -Wrestrict noise
+      path.insert(path.begin(), '[');
+      path.push_back(']');
+      result.push_back(FromJsonObject(json[i], file, path));
     }
   } else {
     result.push_back(FromJsonObject(json, file, ""));

@@ -12,7 +12,13 @@ packages=(
   nlohmann-json3-dev             # presets, profiles, results: all JSON
   libgtest-dev                   # unit tests (GoogleTest)
   libbenchmark-dev               # kernel and executor benchmarks (Google Benchmark)
+  libceres-dev                   # fit/: bounded nonlinear least squares (Ceres Solver)
 )
+
+# `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.
+if [ "${1:-}" = "--bench" ]; then
+  packages+=("python3-scipy" "python3-numpy")
+fi
 
 missing=()
 for entry in "${packages[@]}"; do

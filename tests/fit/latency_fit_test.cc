@@ -1,0 +1,208 @@
+#include "fit/latency_fit.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "fit/predict.h"
+#include "model/error.h"
+#include "model/moesd_speedup.h"
+#include "tests/fit/synthetic.h"
+
+namespace moelab {
+namespace {
+
+const std::vector<int64_t> kTokens = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
+
+nlohmann::json Sample(const std::string& op, const std::string& device, nlohmann::json shape,
+                      int64_t tokens, double median_s) {
+  return {{"operator", op}, {"device", device}, {"shape", shape}, {"tokens", tokens},
+          {"repetitions", 5}, {"median_s", median_s}, {"min_s", median_s * 0.98},
+          {"max_s", median_s * 1.02}, {"stddev_s", median_s * 0.01}};
+}
+
+nlohmann::json ProfileJson(const nlohmann::json& samples) {
+  return {{"schema", "moelab.profile/1"},
+          {"machine", {{"cpu", "test"}}},
+          {"model", {{"name", "synthetic"}}},
+          {"samples", samples}};
+}
+
+// Two repetitions per token count of f(tokens) with 1 % multiplicative noise.
+template <typename F>
+void AddCurve(nlohmann::json& samples, const std::string& op, const nlohmann::json& shape, F f,
+              uint64_t seed) {
+  testing::Noise noise(seed);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    for (int64_t t : kTokens) {
+      samples.push_back(Sample(op, "cpu", shape, t, noise.Multiplicative(f(static_cast<double>(t)), 0.01)));
+    }
+  }
+}
+
+void ExpectWithinThreeSe(const LatencyFormFit& fit, const std::vector<double>& planted) {
+  ASSERT_EQ(fit.covariance_status, "ok");
+  const auto& names = LatencyFormParameterNames(fit.form);
+  for (size_t i = 0; i < planted.size(); ++i) {
+    ASSERT_TRUE(fit.std_errors[i].has_value()) << names[i];
+    EXPECT_LE(std::fabs(fit.params[i] - planted[i]), 3 * *fit.std_errors[i])
+        << ToString(fit.form) << " " << names[i] << ": fitted " << fit.params[i] << ", planted "
+        << planted[i] << ", se " << *fit.std_errors[i];
+  }
+}
+
+// Planted roofline: memory-bound ~0.2 ms up to a knee near 96 tokens (G(P) = 1.03^96 = 17),
+// then linear. Every parameter within 3 standard errors; the roofline is the best form.
+TEST(LatencyFit, RecoversPlantedRoofline) {
+  const std::vector<double> planted = {2e-4, 5e-6, 96, 1.03};
+  nlohmann::json samples = nlohmann::json::array();
+  const nlohmann::json shape = {{"hidden", 1024}, {"intermediate", 3584}};
+  AddCurve(samples, "expert_ffn", shape,
+           [&](double t) { return EvaluateLatencyForm(LatencyForm::kRoofline, planted, t); }, 3);
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  ASSERT_EQ(fit.operators.size(), 1u);
+  const OperatorCurve& curve = fit.operators[0];
+  EXPECT_EQ(curve.op, "expert_ffn");
+  EXPECT_EQ(curve.variable, "tokens");
+  EXPECT_EQ(curve.shape, shape);
+  EXPECT_EQ(curve.n, 30);
+  ASSERT_EQ(curve.forms.size(), 3u);
+  EXPECT_EQ(curve.best, LatencyForm::kRoofline);
+  const LatencyFormFit& roofline = *curve.Form(LatencyForm::kRoofline);
+  ExpectWithinThreeSe(roofline, planted);
+  EXPECT_LT(roofline.mape, 2.0);
+  EXPECT_GT(*roofline.r2, 0.999);
+  // The straight line misses the knee: its held-out error is far worse.
+  EXPECT_GT(*curve.Form(LatencyForm::kLinear)->loo_rmse_s, 3 * *roofline.loo_rmse_s);
+  EXPECT_NEAR(curve.Predict(300) / EvaluateLatencyForm(LatencyForm::kRoofline, planted, 300), 1.0, 0.02);
+}
+
+// Fiddler's cpu_lat(s) = a + b s: recovered within 3 standard errors.
+TEST(LatencyFit, RecoversPlantedLinear) {
+  const std::vector<double> planted = {1e-3, 2e-5};
+  nlohmann::json samples = nlohmann::json::array();
+  AddCurve(samples, "expert_ffn", {{"hidden", 4096}},
+           [&](double t) { return planted[0] + planted[1] * t; }, 5);
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  ASSERT_EQ(fit.operators.size(), 1u);
+  const OperatorCurve& curve = fit.operators[0];
+  ExpectWithinThreeSe(*curve.Form(LatencyForm::kLinear), planted);
+  // The roofline can imitate a line (s -> 1); the constant cannot.
+  EXPECT_NE(curve.best, LatencyForm::kConstant);
+  EXPECT_GT(*curve.Form(LatencyForm::kConstant)->loo_rmse_s, 10 * *curve.Form(LatencyForm::kLinear)->loo_rmse_s);
+}
+
+// gpu_lat: flat in tokens. The constant is recovered and is the best form.
+TEST(LatencyFit, RecoversPlantedConstant) {
+  nlohmann::json samples = nlohmann::json::array();
+  AddCurve(samples, "router", {{"hidden", 1024}, {"experts", 8}}, [](double) { return 5e-5; }, 9);
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  const LatencyFormFit& constant = *curve.Form(LatencyForm::kConstant);
+  ExpectWithinThreeSe(constant, {5e-5});
+  EXPECT_EQ(curve.best, LatencyForm::kConstant);
+}
+
+// Transfers profiled at one token count are fitted against shape.bytes (constant and linear only);
+// groups that cannot be fitted are listed in `skipped` with the reason, without failing.
+TEST(LatencyFit, TransfersAgainstBytesAndSkippedGroups) {
+  nlohmann::json samples = nlohmann::json::array();
+  testing::Noise noise(13);
+  const double a = 1e-5, b = 1.0 / 20e9;  // 10 us + 20 GB/s
+  for (double bytes : {1e6, 4e6, 16e6, 64e6, 256e6}) {
+    samples.push_back(Sample("h2d_pinned", "cuda:0", {{"bytes", bytes}}, 1, noise.Multiplicative(a + b * bytes, 0.01)));
+  }
+  // Only two sizes: skipped.
+  for (double bytes : {1e6, 2e6}) samples.push_back(Sample("storage_read", "nvme", {{"bytes", bytes}}, 1, 1e-3 * bytes / 1e6));
+  // Two token counts and no bytes: skipped.
+  for (int64_t t : {1, 2}) samples.push_back(Sample("lm_head", "cpu", {{"vocab", 32000}}, t, 1e-3));
+  // A decode attention group with batch as tokens, fitted normally.
+  AddCurve(samples, "attention_decode", {{"context", 512}}, [](double t) { return 1e-4 + 2e-6 * t; }, 17);
+
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  ASSERT_EQ(fit.operators.size(), 2u);
+  ASSERT_EQ(fit.skipped.size(), 2u);
+  const OperatorCurve& copy = FindOperatorCurve(fit, "h2d_pinned", "cuda:0", {{"bytes", 1}, {"tokens", 1}});
+  EXPECT_EQ(copy.variable, "bytes");
+  EXPECT_EQ(copy.tokens, 1);
+  EXPECT_EQ(copy.n, 5);
+  EXPECT_EQ(copy.Form(LatencyForm::kRoofline), nullptr);
+  ExpectWithinThreeSe(*copy.Form(LatencyForm::kLinear), {a, b});
+  EXPECT_EQ(copy.best, LatencyForm::kLinear);
+  EXPECT_NEAR(PredictLatency(fit, "h2d_pinned", "cuda:0", {{"bytes", 0}}, 100e6) / (a + b * 100e6), 1.0, 0.03);
+
+  bool saw_storage = false, saw_lm_head = false;
+  for (const SkippedGroup& s : fit.skipped) {
+    if (s.op == "storage_read") {
+      saw_storage = true;
+      EXPECT_NE(s.reason.find("2 distinct shape.bytes"), std::string::npos) << s.reason;
+    }
+    if (s.op == "lm_head") {
+      saw_lm_head = true;
+      EXPECT_NE(s.reason.find("2 distinct token count"), std::string::npos) << s.reason;
+    }
+  }
+  EXPECT_TRUE(saw_storage && saw_lm_head);
+  EXPECT_EQ(FindOperatorCurve(fit, "attention_decode", "cpu", {{"context", 512}, {"tokens", 8}}).variable, "tokens");
+}
+
+TEST(LatencyFit, FewPointsFitSimplerFormsWithNotes) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (int64_t t : {1, 8, 64}) samples.push_back(Sample("dense_ffn", "cpu", {{"hidden", 512}}, t, 1e-4 * (1 + 0.01 * t)));
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  EXPECT_EQ(curve.Form(LatencyForm::kRoofline), nullptr);
+  ASSERT_NE(curve.Form(LatencyForm::kLinear), nullptr);
+  ASSERT_FALSE(curve.notes.empty());
+  EXPECT_NE(curve.notes[0].find("roofline not fitted: 3 points for 4 parameters"), std::string::npos) << curve.notes[0];
+}
+
+TEST(LatencyPredict, UnknownOperatorListsWhatWasFitted) {
+  nlohmann::json samples = nlohmann::json::array();
+  AddCurve(samples, "router", {{"hidden", 1024}}, [](double) { return 5e-5; }, 9);
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  EXPECT_THROW(PredictLatency(fit, "attention_decode", "cpu", {}, 4), Error);
+  try {
+    PredictLatency(fit, "router", "cpu", {{"hidden", 2048}}, 4);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("{\"hidden\":1024}"), std::string::npos) << e.what();
+  }
+}
+
+std::string ProfileError(const nlohmann::json& json) {
+  try {
+    ProfileFromJson(json, "p.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(LatencyProfile, RefusesBadProfiles) {
+  const nlohmann::json good = Sample("router", "cpu", {{"hidden", 8}}, 4, 1e-5);
+  EXPECT_NE(ProfileError({{"schema", "moelab.profile/2"}, {"samples", nlohmann::json::array({good})}}).find("'schema'"), std::string::npos);
+  EXPECT_NE(ProfileError({{"schema", "moelab.profile/1"}, {"samples", nlohmann::json::array()}}).find("empty"), std::string::npos);
+  for (double bad : {0.0, -1e-5}) {
+    nlohmann::json sample = good;
+    sample["median_s"] = bad;
+    const std::string message = ProfileError(ProfileJson(nlohmann::json::array({good, sample})));
+    EXPECT_NE(message.find("samples[1].median_s"), std::string::npos) << message;
+  }
+  nlohmann::json no_operator = good;
+  no_operator.erase("operator");
+  EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({no_operator}))).find("samples[0].operator"), std::string::npos);
+  nlohmann::json string_time = good;
+  string_time["median_s"] = "fast";
+  EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({string_time}))).find("median_s"), std::string::npos);
+  try {
+    LoadProfile(testing::MakeTempDir("profile") / "absent.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("profile file not found"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace moelab
