@@ -7,7 +7,12 @@
 #include "cli/output.h"
 #include "model/error.h"
 #include "model/preset_store.h"
+#include "executor/run_workload.h"
+#include "fit/fit_json.h"
+#include "fit/predict.h"
+#include "fit/profile_sd_costs.h"
 #include "model/sd_plan.h"
+#include <memory>
 
 namespace moelab::cli {
 namespace {
@@ -24,6 +29,8 @@ int SimSd(const std::vector<std::string>& args) {
       ("gamma", po::value<std::string>()->default_value("1-8"), "draft lengths")
       ("context", po::value<int64_t>()->default_value(1024), "tokens already in each sequence's KV cache")
       ("verify", po::value<std::string>()->default_value("gamma+1"), "positions the target verifies per sequence: gamma+1 or gamma")
+      ("profile", po::value<std::string>(), "a latency fit (moelab fit latency) of a profile of this model: the measured cost source, instead of --hardware")
+      ("sd-fit", po::value<std::string>(), "a fitted MoESD model (moelab fit sd): its speedup is reported beside each row")
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
   po::variables_map values;
@@ -48,10 +55,40 @@ int SimSd(const std::vector<std::string>& args) {
   }
 
   const PresetStore store = PresetStore::Default();
-  const MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
-  const MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
-  const HardwareSpec hardware = store.LoadHardware(values["hardware"].as<std::string>());
-  AnalyticSdStepCosts costs(target, draft, hardware, CostParameters{}, base.context_length);
+  const bool from_profile = values.count("profile") > 0;
+  if (from_profile && !values["hardware"].defaulted()) throw Error("give --hardware or --profile, not both");
+  MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
+  MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
+  std::unique_ptr<SdStepCosts> owned_costs;
+  std::string hardware_name;
+  if (from_profile) {
+    // The profile measured the executor's shape of the model (moelab profile/run defaults).
+    const ExecutorConfig target_shape = ExecutorConfigFromSpec(target, DefaultTargetShape());
+    ShapeOverrides draft_overrides = DefaultDraftShape();
+    draft_overrides.vocab = target_shape.vocab_size;
+    target = SpecFromExecutorConfig(target_shape);
+    draft = SpecFromExecutorConfig(ExecutorConfigFromSpec(draft, draft_overrides));
+    LatencyFit fit = LoadLatencyFit(values["profile"].as<std::string>());
+    const nlohmann::json& shape = fit.model.contains("shape") ? fit.model["shape"] : nlohmann::json::object();
+    for (const auto& [field, expected] : {std::pair<const char*, int64_t>{"layers", target.num_layers}, {"hidden", target.hidden_size},
+                                          {"experts", target.moe->num_experts}, {"top_k", target.moe->top_k}}) {
+      if (shape.contains(field) && shape[field].is_number_integer() && shape[field].get<int64_t>() != expected) {
+        throw Error(values["profile"].as<std::string>() + ": field 'model.shape." + field + "' is " + shape[field].dump() +
+                    " but the executor shape of '" + target.name + "' has " + std::to_string(expected) +
+                    "; profile the same model (moelab profile --model " + target.name + ")");
+      }
+    }
+    hardware_name = "profile:" + values["profile"].as<std::string>();
+    owned_costs = std::make_unique<ProfileSdStepCosts>(std::move(fit), target, draft, base.context_length);
+  }
+  const HardwareSpec hardware = from_profile ? HardwareSpec{} : store.LoadHardware(values["hardware"].as<std::string>());
+  if (!from_profile) {
+    hardware_name = hardware.name;
+    owned_costs = std::make_unique<AnalyticSdStepCosts>(target, draft, hardware, CostParameters{}, base.context_length);
+  }
+  SdStepCosts& costs = *owned_costs;
+  std::optional<SdFit> sd_fit;
+  if (values.count("sd-fit")) sd_fit = LoadSdFit(values["sd-fit"].as<std::string>());
 
   nlohmann::json rows = nlohmann::json::array(), best = nlohmann::json::array(), pays = nlohmann::json::array();
   Table table({by_sigma ? "sigma" : "alpha", "batch", "best gamma", "speedup", "target eff", "draft %", "verify %"});
@@ -69,6 +106,9 @@ int SimSd(const std::vector<std::string>& args) {
                             {"verify_s", r.verify_s}, {"draft_step_s", r.draft_step_s}, {"reject_s", r.reject_s},
                             {"draft_share", r.draft_share}, {"verify_share", r.verify_share}, {"fits_memory", r.fits_memory}};
       row["alpha"] = by_sigma ? nlohmann::json(nullptr) : nlohmann::json(level);
+      if (sd_fit && target.moe) {
+        row["moesd_speedup"] = PredictSpeedup(*sd_fit, SdPoint{r.batch, r.gamma, target.moe->top_k, target.moe->num_experts, r.sigma});
+      }
       rows.push_back(row);
     }
     for (const SdBestGamma& b : plan.best_gamma) {
@@ -90,15 +130,17 @@ int SimSd(const std::vector<std::string>& args) {
   const std::string out = values["out"].as<std::string>();
   if (values["json"].as<bool>() || !out.empty()) {
     nlohmann::json json = {{"schema", "moelab.sim_sd/1"}, {"model", target.name}, {"draft", draft.name},
-                           {"hardware", hardware.name}, {"context_length", base.context_length},
+                           {"hardware", hardware_name}, {"context_length", base.context_length},
                            {"verify_positions", ToString(base.verify)}, {"cost_source", costs.source()},
                            {"device", costs.device()}, {"compute_dtype", costs.compute_dtype()},
                            {"rows", rows}, {"best_gamma", best}, {"pays_batch_range", pays}};
+    if (sd_fit) json["sd_fit"] = values["sd-fit"].as<std::string>();
     json["provenance"] = Provenance();
     EmitJson(json, out);
     return 0;
   }
-  std::cout << "SD sweep: target " << target.name << ", draft " << draft.name << " on " << hardware.display_name
+  std::cout << "SD sweep: target " << target.name << ", draft " << draft.name << " on "
+            << (from_profile ? hardware_name : hardware.display_name)
             << " (cost source " << costs.source() << "), context " << base.context_length << "\n\n"
             << table.Render();
   for (const auto& range : pays) {

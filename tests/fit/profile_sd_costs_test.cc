@@ -1,0 +1,108 @@
+#include "fit/profile_sd_costs.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "fit/fit_options.h"
+#include "fit/latency_fit.h"
+#include "model/error.h"
+#include "model/moe_math.h"
+
+namespace moelab {
+namespace {
+
+// Linear operator times a + b x, so the fitted curves reproduce them closely.
+double ExpertFfn(double t) { return 1e-3 + 1e-5 * t; }
+double Router(double t) { return 1e-5 + 1e-8 * t; }
+double LmHead(double t) { return 5e-4 + 1e-6 * t; }
+double DenseFfn(double t) { return 2e-4 + 1e-6 * t; }
+double Attention(double b) { return 1e-4 + 2e-5 * b; }
+
+LatencyFit SyntheticFit() {
+  Profile profile;
+  profile.origin = "synthetic.json";
+  auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
+    for (int64_t t : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128}) {
+      ProfileSample sample;
+      sample.op = op;
+      sample.device = "cpu";
+      sample.shape = shape;
+      sample.tokens = t;
+      sample.median_s = time(static_cast<double>(t));
+      profile.samples.push_back(sample);
+    }
+  };
+  add("expert_ffn", {{"hidden", 64}}, ExpertFfn);
+  add("router", {{"hidden", 64}}, Router);
+  add("lm_head", {{"hidden", 64}}, LmHead);
+  add("dense_ffn", {{"hidden", 32}}, DenseFfn);
+  add("attention_decode", {{"context", 1024}}, Attention);
+  add("attention_decode", {{"context", 128}}, [](double b) { return 10.0 * Attention(b); });  // never nearest
+  FitOptions options;
+  return FitLatency(profile, options);
+}
+
+MoeModelSpec Target() {
+  MoeModelSpec spec;
+  spec.name = "target";
+  spec.num_layers = 4;
+  spec.hidden_size = 64;
+  spec.vocab_size = 100;
+  spec.attention = {AttentionKind::kGroupedQuery, 4, 2, 16};
+  spec.moe = MoeSpec{};
+  spec.moe->num_experts = 8;
+  spec.moe->top_k = 2;
+  spec.moe->expert_intermediate_size = 128;
+  return spec;
+}
+
+MoeModelSpec Draft() {
+  MoeModelSpec spec;
+  spec.name = "draft";
+  spec.num_layers = 2;
+  spec.hidden_size = 32;
+  spec.vocab_size = 100;
+  spec.attention = {AttentionKind::kGroupedQuery, 2, 1, 16};
+  spec.dense_intermediate_size = 64;
+  return spec;
+}
+
+TEST(ProfileSdStepCosts, ComposesTheFittedCurvesPerLayer) {
+  const MoeModelSpec target = Target(), draft = Draft();
+  ProfileSdStepCosts costs(SyntheticFit(), target, draft, 1000);
+  EXPECT_EQ(costs.attention_context(), 1024);
+  for (int64_t batch : {1, 4}) {
+    for (int64_t positions : {1, 5}) {
+      const double n = static_cast<double>(batch * positions);
+      const double activated = ExpectedActivatedExperts(n, 8, 2);
+      const double expected = 4 * (Attention(n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) + LmHead(n);
+      EXPECT_NEAR(costs.TargetStep(batch, positions), expected, 0.01 * expected) << batch << " x " << positions;
+    }
+    const double b = static_cast<double>(batch);
+    const double draft_expected = 2 * (DenseFfn(b) + 0.5 * Attention(b)) + 0.5 * LmHead(b);  // KV width 16/32, hidden 32/64
+    EXPECT_NEAR(costs.DraftStep(batch), draft_expected, 0.01 * draft_expected);
+  }
+  // A verify pass of more tokens activates more experts: target efficiency below 1.
+  EXPECT_LT(costs.TargetStep(1, 1) / costs.TargetStep(1, 5), 1.0);
+}
+
+TEST(ProfileSdStepCosts, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) {
+  const MoeModelSpec target = Target(), draft = Draft();
+  LatencyFit fit = SyntheticFit();
+  LatencyFit no_router = fit;
+  std::erase_if(no_router.operators, [](const OperatorCurve& c) { return c.op == "router"; });
+  try {
+    ProfileSdStepCosts costs(no_router, target, draft, 1000);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no 'router' curve"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ProfileSdStepCosts(fit, draft, draft, 1000), Error);
+  MoeModelSpec other_vocab = draft;
+  other_vocab.vocab_size = 50;
+  EXPECT_THROW(ProfileSdStepCosts(fit, target, other_vocab, 1000), Error);
+}
+
+}  // namespace
+}  // namespace moelab
