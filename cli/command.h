@@ -25,5 +25,6 @@ void RegisterDeviceCommands(std::vector<Command>& commands);
 void RegisterRunCommands(std::vector<Command>& commands);
 void RegisterFitCommands(std::vector<Command>& commands);
 void RegisterSimSdCommands(std::vector<Command>& commands);
+void RegisterSimOffloadCommands(std::vector<Command>& commands);
 
 }  // namespace moelab::cli

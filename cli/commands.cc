@@ -11,6 +11,7 @@ const std::vector<Command>& AllCommands() {
     RegisterRunCommands(list);
     RegisterFitCommands(list);
     RegisterSimSdCommands(list);
+    RegisterSimOffloadCommands(list);
     RegisterDeviceCommands(list);
     return list;
   }();

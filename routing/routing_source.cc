@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "model/error.h"
+#include "routing/correlated_routing.h"
 
 namespace moelab {
 namespace {
@@ -317,7 +318,9 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_
                                                  uint64_t seed) {
   static const std::string kValidForms =
       "valid forms: \"gate\" (the model's own router), \"uniform\", \"popularity:FILE\" (a Fiddler "
-      "popularity table, JSON or CSV), \"trace:FILE\" or a path to a moelab.routing_trace/1 file";
+      "popularity table, JSON or CSV), \"correlated:locality=P,layer=P[,popularity=FILE]\" "
+      "(temporal locality and inter-layer correlation), \"trace:FILE\" or a path to a "
+      "moelab.routing_trace/1 file";
   if (spec == "gate") return nullptr;
   if (spec == "uniform") return MakeUniformRouting(num_layers, num_experts, top_k, seed);
   const auto file_after = [&](const std::string& prefix) {
@@ -330,6 +333,12 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_
     const std::string file = file_after("popularity:");
     return MakePopularityRouting(LoadPopularityTable(file), num_layers, num_experts, top_k, seed,
                                  file);
+  }
+  if (spec == "correlated" || spec.starts_with("correlated:")) {
+    const std::string options =
+        spec == "correlated" ? "" : spec.substr(std::string("correlated:").size());
+    return MakeCorrelatedRouting(ParseCorrelatedRoutingOptions(options), num_layers, num_experts,
+                                 top_k, seed);
   }
   if (spec.starts_with("trace:")) {
     const std::string file = file_after("trace:");

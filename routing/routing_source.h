@@ -55,9 +55,10 @@ std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_
                                                 const std::string& origin = "");
 
 // Parses a --routing value: "gate" (the model's own router: returns nullptr), "uniform",
-// "popularity:FILE" (Fiddler JSON or CSV table, see LoadPopularityTable), "trace:FILE", or a bare
-// path to a trace file (ends in ".json", contains '/', or names an existing file). Anything else:
-// Error listing the valid forms. `seed` is used by uniform and popularity.
+// "popularity:FILE" (Fiddler JSON or CSV table, see LoadPopularityTable),
+// "correlated[:locality=P,layer=P,popularity=FILE]" (routing/correlated_routing.h), "trace:FILE",
+// or a bare path to a trace file (ends in ".json", contains '/', or names an existing file).
+// Anything else: Error listing the valid forms. `seed` is used by the synthetic sources.
 std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,
                                                  int64_t num_experts, int64_t top_k, uint64_t seed);
 

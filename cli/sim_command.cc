@@ -1,0 +1,270 @@
+// moelab sim offload: the discrete-event expert-offloading simulator (sim/README.md).
+#include <cctype>
+#include <cmath>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "model/atomic_file.h"
+#include "model/error.h"
+#include "model/preset_store.h"
+#include "policies/registry.h"
+#include "sim/offload_simulator.h"
+
+namespace moelab::cli {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: moelab sim offload --model M --hardware H --policy NAME [--cache-per-layer K "
+    "--prefetch N --gpu-layers L --staging-buffers B --prefetch-distance D] --workload "
+    "decode|prefill|beam|batch|verify --prompt N --tokens M [--beam W --batch B --gamma G --alpha "
+    "A] "
+    "[--expert-bits X --attention-bits Y] [--routing "
+    "uniform|popularity:FILE|correlated:...|trace:FILE] "
+    "[--accelerator-memory BYTES|GB] --seed S [--trace-out TIMELINE.json] [--json]";
+
+// "24GB", "24 GB", "16GiB", "25769803776" (bytes), "512MB"; decimal and binary units.
+double ParseBytes(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit;
+  for (size_t i = used; i < text.size(); ++i) {
+    if (!std::isspace(static_cast<unsigned char>(text[i])))
+      unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+  }
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12},
+                                                          {"K", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"KIB", 1024.0},
+                                                          {"MIB", 1048576.0},
+                                                          {"GIB", 1073741824.0},
+                                                          {"TIB", 1099511627776.0}};
+  double scale = 0;
+  for (const auto& [name, factor] : kUnits) {
+    if (unit == name) scale = factor;
+  }
+  if (used == 0 || scale == 0 || !std::isfinite(value) || !(value > 0)) {
+    throw Error("--" + option + " '" + text +
+                "': expected a positive size in bytes or with a unit (e.g. 24GB, 16GiB, 512MB)");
+  }
+  return value * scale;
+}
+
+std::optional<int64_t> OptionalInt(const po::variables_map& values, const char* name) {
+  if (!values.count(name)) return std::nullopt;
+  return values[name].as<int64_t>();
+}
+
+std::string PolicyList() {
+  std::string text;
+  for (const policies::PolicyInfo& info : policies::DefaultPolicyRegistry().All()) {
+    text += "  " + info.name + std::string(info.name.size() < 14 ? 14 - info.name.size() : 1, ' ') +
+            info.summary + "\n";
+  }
+  return text;
+}
+
+void PrintSummary(const sim::SimResult& r) {
+  std::cout << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + "
+            << r.cpu_name << ", policy " << r.policy << ", workload "
+            << sim::ToString(r.workload.kind) << " (prompt " << r.workload.prompt_tokens << ", "
+            << r.workload.output_tokens << " output tokens, batch " << r.workload.batch << ")\n"
+            << "routing: " << r.routing << "\ncost source: analytic-roofline (" << r.compute_dtype
+            << " peak)\n\n";
+  Table table({"metric", "value"});
+  table.AddRow({"TTFT", FormatSeconds(r.ttft_s)});
+  table.AddRow({"TPOT", r.tpot_s ? FormatSeconds(*r.tpot_s) : "-"});
+  table.AddRow({"tokens/s", r.tokens_per_s ? FormatNumber(*r.tokens_per_s, 2) : "-"});
+  table.AddRow({"expert hit rate", FormatNumber(100 * r.hit_rate(), 1) + " %"});
+  table.AddRow({"expert weights host->accelerator", FormatBytes(r.bytes_h2d_expert_weights)});
+  table.AddRow({"storage reads", FormatBytes(r.bytes_storage_read)});
+  table.AddRow({"expert slots / staging buffers",
+                std::to_string(r.expert_slots) + " / " + std::to_string(r.staging_buffers)});
+  for (int i = 0; i < sim::kResourceCount; ++i) {
+    table.AddRow(
+        {"busy " + sim::ResourceName(static_cast<sim::Resource>(i)), FormatSeconds(r.busy_s[i])});
+  }
+  std::cout << table.Render();
+  if (!r.fits_accelerator)
+    std::cout << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
+}
+
+int SimOffload(const std::vector<std::string>& args) {
+  po::options_description options("moelab sim offload");
+  const CostParameters cost_defaults;
+  const sim::Workload workload_defaults;
+  options.add_options()("model", po::value<std::string>(), "model preset or path (required)")(
+      "hardware", po::value<std::string>(),
+      "accelerator preset or path, with its host and host link (required)")(
+      "policy", po::value<std::string>(),
+      "offload policy (required): resident, on-demand, static-split, lru-prefetch, fiddler, fmoe")(
+      "cache-per-layer", po::value<int64_t>(),
+      "lru-prefetch: experts cached per layer (default: memory / layers)")(
+      "prefetch", po::value<int64_t>(),
+      "lru-prefetch: next-layer experts speculatively loaded (default 2)")(
+      "gpu-layers", po::value<int64_t>(),
+      "static-split: layers on the accelerator (default: as many as fit)")(
+      "staging-buffers", po::value<int64_t>(),
+      "lru-prefetch (default 4), fiddler (default 1): device staging buffers")(
+      "prefetch-distance", po::value<int64_t>(), "fmoe: layers ahead to prefetch (default 3)")(
+      "workload", po::value<std::string>()->default_value("decode"),
+      "decode | prefill | beam | batch | verify")(
+      "prompt", po::value<int64_t>()->default_value(workload_defaults.prompt_tokens),
+      "prompt tokens per request")(
+      "tokens", po::value<int64_t>()->default_value(workload_defaults.output_tokens),
+      "output tokens per request")("beam", po::value<int64_t>(),
+                                   "beam width for --workload beam (default 4)")(
+      "batch", po::value<int64_t>()->default_value(1),
+      "requests for --workload batch, prefill or verify")(
+      "gamma", po::value<int64_t>(),
+      "draft tokens per verify pass for --workload verify (default 4)")(
+      "alpha", po::value<std::string>(),
+      "acceptance rate for --workload verify, [0, 1) (default 0.8)")(
+      "expert-bits", po::value<std::string>(),
+      "bits per routed-expert weight (default: the model's)")(
+      "attention-bits", po::value<std::string>(),
+      "bits per attention weight (default: the model's)")(
+      "routing", po::value<std::string>()->default_value("uniform"),
+      "uniform | popularity:FILE | correlated:locality=P,layer=P[,popularity=FILE] | trace:FILE")(
+      "accelerator-memory", po::value<std::string>(),
+      "accelerator memory for the run: bytes or with a unit (24GB, 16GiB)")(
+      "cpu-threads", po::value<int64_t>()->default_value(0),
+      "CPU threads for CPU-run experts (0: all the host's cores)")(
+      "seed", po::value<uint64_t>()->default_value(0), "seed for routing and calibration")(
+      "trace-out", po::value<std::string>()->default_value(""),
+      "write a Chrome trace-event timeline (Perfetto) here")("json", po::bool_switch(),
+                                                             "print the report as JSON")(
+      "out", po::value<std::string>()->default_value(""),
+      "write the JSON report to this file (atomically)")(
+      "dtype", po::value<std::string>()->default_value(cost_defaults.compute_dtype),
+      "compute data type whose peak FLOP/s applies")(
+      "compute-efficiency",
+      po::value<std::string>()->default_value(FormatNumber(cost_defaults.compute_efficiency, 2)),
+      "fraction of peak FLOP/s GEMMs reach, (0, 1]")(
+      "memory-efficiency",
+      po::value<std::string>()->default_value(FormatNumber(cost_defaults.memory_efficiency, 2)),
+      "fraction of peak bandwidth weight streaming reaches, (0, 1]")(
+      "kernel-launch-s", po::value<std::string>()->default_value("4e-6"),
+      "fixed seconds per operator launch");
+  po::variables_map values;
+  if (!ParseOptions(std::string(kUsage) + "\n\npolicies:\n" + PolicyList(), options, args, values))
+    return 0;
+
+  for (const char* required : {"model", "hardware", "policy"}) {
+    if (!values.count(required)) {
+      std::string message = std::string("--") + required + " is required";
+      if (std::string(required) == "policy") {
+        message += "; valid policies: ";
+        const std::vector<std::string> names = policies::DefaultPolicyRegistry().Names();
+        for (size_t i = 0; i < names.size(); ++i) message += (i ? ", " : "") + names[i];
+      }
+      throw Error(message + " (see --help)");
+    }
+  }
+  // Validate the policy name before loading anything, so a typo is the first thing reported.
+  policies::DefaultPolicyRegistry().Find(values["policy"].as<std::string>());
+
+  sim::SimConfig config;
+  config.policy = values["policy"].as<std::string>();
+  config.policy_options.cache_per_layer = OptionalInt(values, "cache-per-layer");
+  config.policy_options.prefetch = OptionalInt(values, "prefetch");
+  config.policy_options.gpu_layers = OptionalInt(values, "gpu-layers");
+  config.policy_options.staging_buffers = OptionalInt(values, "staging-buffers");
+  config.policy_options.prefetch_distance = OptionalInt(values, "prefetch-distance");
+
+  sim::Workload& workload = config.workload;
+  workload.kind = sim::WorkloadKindFromString(values["workload"].as<std::string>());
+  workload.prompt_tokens = values["prompt"].as<int64_t>();
+  workload.output_tokens = values["tokens"].as<int64_t>();
+  workload.batch = values["batch"].as<int64_t>();
+  if (values.count("beam")) {
+    if (workload.kind != sim::WorkloadKind::kBeam)
+      throw Error("--beam applies to --workload beam only");
+    workload.beam_width = values["beam"].as<int64_t>();
+  }
+  if (values.count("gamma") || values.count("alpha")) {
+    if (workload.kind != sim::WorkloadKind::kVerify)
+      throw Error("--gamma and --alpha apply to --workload verify only");
+    if (values.count("gamma")) workload.gamma = values["gamma"].as<int64_t>();
+    if (values.count("alpha"))
+      workload.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
+  }
+  workload.Validate();
+
+  config.cost.compute_dtype = values["dtype"].as<std::string>();
+  config.cost.compute_efficiency =
+      ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
+  config.cost.memory_efficiency =
+      ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
+  config.cost.kernel_launch_s =
+      ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
+  config.cost.Validate();
+  config.routing = values["routing"].as<std::string>();
+  config.seed = values["seed"].as<uint64_t>();
+  config.cpu_threads = values["cpu-threads"].as<int64_t>();
+  if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");
+  if (values.count("accelerator-memory")) {
+    config.accelerator_bytes =
+        ParseBytes(values["accelerator-memory"].as<std::string>(), "accelerator-memory");
+  }
+  const std::string trace_out = values["trace-out"].as<std::string>();
+  config.record_timeline = !trace_out.empty();
+
+  const PresetStore store = PresetStore::Default();
+  config.model = store.LoadModel(values["model"].as<std::string>());
+  config.hardware = store.LoadHardware(values["hardware"].as<std::string>());
+  auto bits = [&](const char* option, double& field) {
+    if (!values.count(option)) return;
+    const double value = ParseNumber(values[option].as<std::string>(), option);
+    if (!(value > 0 && value <= 32)) {
+      throw Error(std::string("--") + option + " " + values[option].as<std::string>() +
+                  ": expected bits in (0, 32]");
+    }
+    field = value;
+  };
+  bits("expert-bits", config.model.bits.experts);
+  bits("attention-bits", config.model.bits.attention);
+
+  const sim::SimResult result = sim::SimulateOffload(config);
+
+  nlohmann::json json = result.ToJson();
+  json["expert_bits"] = config.model.bits.experts;
+  json["attention_bits"] = config.model.bits.attention;
+  json["cost_parameters"] = {{"compute_dtype", config.cost.compute_dtype},
+                             {"compute_efficiency", config.cost.compute_efficiency},
+                             {"memory_efficiency", config.cost.memory_efficiency},
+                             {"kernel_launch_s", config.cost.kernel_launch_s}};
+  json["provenance"] = Provenance();
+  if (!trace_out.empty()) WriteFileAtomically(trace_out, result.TimelineJson());
+  const std::string out = values["out"].as<std::string>();
+  if (values["json"].as<bool>() || !out.empty()) {
+    EmitJson(json, out);
+  } else {
+    PrintSummary(result);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterSimOffloadCommands(std::vector<Command>& commands) {
+  commands.push_back(
+      {{"sim", "offload"},
+       "discrete-event simulation of expert offloading policies (TTFT, TPOT, hit rate, timeline)",
+       SimOffload});
+}
+
+}  // namespace moelab::cli

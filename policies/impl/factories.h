@@ -1,0 +1,23 @@
+#pragma once
+
+#include <memory>
+
+#include "policies/offload_policy.h"
+
+// Factories of the policies in policies/impl/, one per file; only registry.cc calls them.
+namespace moelab::policies::impl {
+
+std::unique_ptr<OffloadPolicy> MakeResidentPolicy(const PolicyOptions& options,
+                                                  const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeOnDemandPolicy(const PolicyOptions& options,
+                                                  const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeStaticSplitPolicy(const PolicyOptions& options,
+                                                     const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeLruPrefetchPolicy(const PolicyOptions& options,
+                                                     const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeFiddlerPolicy(const PolicyOptions& options,
+                                                 const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeFmoePolicy(const PolicyOptions& options,
+                                              const OffloadSetup& setup);
+
+}  // namespace moelab::policies::impl

@@ -1,0 +1,88 @@
+// fiddler: Fiddler's CPU-GPU orchestration (formulas.md section 2, model/fiddler.h).
+//  - Placement: non-expert weights on the accelerator; the remaining memory filled with the most
+//    popular experts by calibration counts (PlaceByPopularity). The placement never changes.
+//  - Per layer, per activated expert with s tokens, Algorithm 1 (FiddlerDecide) with the latency
+//    model of the setup: placed -> run on the accelerator; else copy the weights and run on the
+//    accelerator when cpu_lat(s) > gpu_lat + trans_lat; else run on the CPU.
+//  - Copied weights go to a staging buffer and are dropped once the expert has run
+//    (--staging-buffers, default 1: Fiddler's expert loop copies and runs one expert at a time).
+#include <algorithm>
+
+#include "policies/impl/common.h"
+#include "policies/impl/factories.h"
+
+namespace moelab::policies::impl {
+namespace {
+
+constexpr int64_t kDefaultStagingBuffers = 1;
+
+class FiddlerPolicy : public OffloadPolicy {
+ public:
+  FiddlerPolicy(const PolicyOptions& options, const OffloadSetup& setup)
+      : setup_(setup),
+        staging_(OptionOr(options.staging_buffers, kDefaultStagingBuffers, 1, "staging-buffers")),
+        on_accelerator_(static_cast<size_t>(setup.num_moe_layers * setup.num_experts), 0) {
+    const double budget = setup.ExpertBudgetBytes(setup.num_layers, staging_);
+    if (budget < 0) {
+      throw Error(
+          "policy 'fiddler': the non-expert weights, KV cache and " + std::to_string(staging_) +
+          " staging buffer(s) need " + GigaBytes(setup.accelerator_bytes - budget) +
+          " of accelerator memory, the accelerator has " + GigaBytes(setup.accelerator_bytes));
+    }
+    slots_ = std::min(setup.ExpertSlots(setup.num_layers, staging_),
+                      setup.num_moe_layers * setup.num_experts);
+  }
+
+  std::string Name() const override { return "fiddler"; }
+  std::vector<std::pair<std::string, double>> ResolvedOptions() const override {
+    return {{"staging_buffers", static_cast<double>(staging_)},
+            {"crossover_tokens", static_cast<double>(FiddlerCrossoverTokens(setup_.latency))}};
+  }
+  int64_t StagingBuffersUsed() const override { return staging_; }
+  int64_t ExpertSlots() const override { return slots_; }
+
+  std::vector<ExpertRef> InitialPlacement() override {
+    std::vector<ExpertRef> placed;
+    for (const ExpertId& id : PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
+      on_accelerator_[static_cast<size_t>(FlatIndex(setup_, id.layer, id.expert))] = 1;
+      placed.push_back({static_cast<int32_t>(id.layer), static_cast<int32_t>(id.expert)});
+    }
+    return placed;
+  }
+
+  void PlanLayer(const LayerDemand& demand, LayerPlan& plan) override {
+    for (const ExpertDemand& d : demand.experts) {
+      const bool placed =
+          on_accelerator_[static_cast<size_t>(FlatIndex(setup_, demand.layer, d.expert))];
+      ExpertDecision decision = Decide(d.expert, ExpertAction::kResident);
+      switch (FiddlerDecide(setup_.latency, d.tokens, placed)) {
+        case ExpertExecution::kSkip:  // tokens >= 1 for every demanded expert
+        case ExpertExecution::kGpuResident:
+          break;
+        case ExpertExecution::kCopyWeightsThenGpu:
+          decision.action = ExpertAction::kFetch;
+          decision.target = FetchTarget::kTransient;
+          break;
+        case ExpertExecution::kCpu:
+          decision.action = ExpertAction::kCpu;
+          break;
+      }
+      plan.decisions.push_back(decision);
+    }
+  }
+
+ private:
+  OffloadSetup setup_;
+  int64_t staging_;
+  int64_t slots_ = 0;
+  std::vector<char> on_accelerator_;  // [flat expert]
+};
+
+}  // namespace
+
+std::unique_ptr<OffloadPolicy> MakeFiddlerPolicy(const PolicyOptions& options,
+                                                 const OffloadSetup& setup) {
+  return std::make_unique<FiddlerPolicy>(options, setup);
+}
+
+}  // namespace moelab::policies::impl

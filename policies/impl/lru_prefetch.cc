@@ -1,0 +1,216 @@
+// lru-prefetch: Mixtral-offloading (formulas.md section 3).
+//  - Every MoE layer has its own LRU cache of k experts on the accelerator (--cache-per-layer;
+//    default: accelerator memory split evenly over the layers, at most E).
+//  - When layer l is routed, the next layer's gate applied to layer l's hidden state (the
+//    engine's speculative scores) names layer l+1's most likely experts; the top N
+//    (--prefetch, default 2) that are neither cached nor staged are copied into staging buffers
+//    (--staging-buffers, default 4, shared by all layers). A staged expert does not evict a
+//    cached one. If layer l+1 then uses it, it replaces that layer's least recently used expert
+//    (the buffers swap roles, no second copy); if not, it is dropped.
+//  - A demanded expert that is neither cached nor staged is fetched into the cache, evicting the
+//    layer's least recently used expert (hits are refreshed first, so a layer never evicts what
+//    it is about to use unless it needs more than k experts).
+// The cache starts with each layer's k most popular experts (calibration counts).
+// Since staged experts enter the cache only when used, the cache evolves exactly like a plain
+// per-layer LRU on the demand sequence; prefetching changes when misses are paid, not which.
+#include <algorithm>
+
+#include "policies/impl/common.h"
+#include "policies/impl/factories.h"
+
+namespace moelab::policies::impl {
+namespace {
+
+constexpr int64_t kDefaultPrefetch = 2;
+constexpr int64_t kDefaultStagingBuffers = 4;
+
+class LruPrefetchPolicy : public OffloadPolicy {
+ public:
+  LruPrefetchPolicy(const PolicyOptions& options, const OffloadSetup& setup)
+      : setup_(setup),
+        prefetch_(OptionOr(options.prefetch, kDefaultPrefetch, 0, "prefetch")),
+        staging_(OptionOr(options.staging_buffers, kDefaultStagingBuffers, 0, "staging-buffers")) {
+    const int64_t experts = setup.num_experts;
+    if (prefetch_ > experts) {
+      throw Error("--prefetch " + std::to_string(prefetch_) + " exceeds the " +
+                  std::to_string(experts) + " experts of a layer");
+    }
+    if (prefetch_ > staging_) {
+      throw Error("--prefetch " + std::to_string(prefetch_) +
+                  " needs as many staging buffers, but " + "--staging-buffers is " +
+                  std::to_string(staging_));
+    }
+    const int64_t slots = setup.ExpertSlots(setup.num_layers, staging_);
+    const int64_t per_layer = std::min(experts, slots / setup.num_moe_layers);
+    if (options.cache_per_layer) {
+      k_ = *options.cache_per_layer;
+      if (k_ < 1 || k_ > experts) {
+        throw Error("--cache-per-layer must be in [1, " + std::to_string(experts) +
+                    "] (experts per layer), got " + std::to_string(k_));
+      }
+      if (k_ > per_layer) {
+        throw Error("--cache-per-layer " + std::to_string(k_) + ": " +
+                    std::to_string(k_ * setup.num_moe_layers) + " cached experts of " +
+                    GigaBytes(static_cast<double>(setup.expert_bytes)) + " plus " +
+                    std::to_string(staging_) +
+                    " staging buffers do not fit in accelerator memory (" +
+                    GigaBytes(setup.accelerator_bytes) + "); at most " + std::to_string(per_layer) +
+                    " per layer fit");
+      }
+    } else {
+      k_ = per_layer;
+      if (k_ < 1) {
+        throw Error("policy 'lru-prefetch': accelerator memory (" +
+                    GigaBytes(setup.accelerator_bytes) + ") does not hold one expert per layer (" +
+                    std::to_string(setup.num_moe_layers) + " x " +
+                    GigaBytes(static_cast<double>(setup.expert_bytes)) + ") plus " +
+                    std::to_string(staging_) +
+                    " staging buffers after the non-expert weights; "
+                    "raise --accelerator-memory or lower --staging-buffers");
+      }
+    }
+    for (int64_t layer = 0; layer < setup.num_moe_layers; ++layer) {
+      popularity_order_.push_back(ByPopularity(layer));
+    }
+    cache_.assign(static_cast<size_t>(setup.num_moe_layers), {});
+    staged_.assign(static_cast<size_t>(setup.num_moe_layers), {});
+  }
+
+  std::string Name() const override { return "lru-prefetch"; }
+  PolicyNeeds Needs() const override { return {false, prefetch_ > 0}; }
+  std::vector<std::pair<std::string, double>> ResolvedOptions() const override {
+    return {{"cache_per_layer", static_cast<double>(k_)},
+            {"prefetch", static_cast<double>(prefetch_)},
+            {"staging_buffers", static_cast<double>(staging_)}};
+  }
+  int64_t StagingBuffersUsed() const override { return staging_; }
+  int64_t ExpertSlots() const override { return k_ * setup_.num_moe_layers; }
+
+  std::vector<ExpertRef> InitialPlacement() override {
+    std::vector<ExpertRef> placed;
+    for (int64_t layer = 0; layer < setup_.num_moe_layers; ++layer) {
+      const std::vector<int32_t>& order = popularity_order_[layer];
+      // cache_[layer] is most recent first: the most popular expert is the most recent.
+      for (int64_t i = 0; i < k_; ++i) {
+        cache_[layer].push_back(order[static_cast<size_t>(i)]);
+        placed.push_back({static_cast<int32_t>(layer), order[static_cast<size_t>(i)]});
+      }
+    }
+    return placed;
+  }
+
+  void PlanLayer(const LayerDemand& demand, LayerPlan& plan) override {
+    const int32_t layer = demand.layer;
+    std::vector<int32_t>& cache = cache_[layer];
+    std::vector<int32_t>& staged = staged_[layer];
+    auto demanded = [&](int32_t expert) {
+      return std::any_of(demand.experts.begin(), demand.experts.end(),
+                         [&](const ExpertDemand& d) { return d.expert == expert; });
+    };
+    auto contains = [](const std::vector<int32_t>& list, int32_t expert) {
+      return std::find(list.begin(), list.end(), expert) != list.end();
+    };
+    // The least recently used cached expert this layer does not need now (else the LRU one).
+    auto victim = [&]() {
+      for (auto it = cache.rbegin(); it != cache.rend(); ++it) {
+        if (!demanded(*it)) return *it;
+      }
+      return cache.back();
+    };
+    auto make_recent = [&](int32_t expert) {
+      cache.erase(std::remove(cache.begin(), cache.end(), expert), cache.end());
+      cache.insert(cache.begin(), expert);
+    };
+
+    // Hits are decided against the cache as the previous pass left it (a layer that needs more
+    // than k experts may then evict one of its own hits; the engine lets it finish first).
+    plan.decisions.resize(demand.experts.size());
+    hit_.assign(demand.experts.size(), 0);
+    for (size_t i = 0; i < demand.experts.size(); ++i) {
+      const int32_t expert = demand.experts[i].expert;
+      plan.decisions[i] = Decide(expert, ExpertAction::kResident);
+      if (contains(cache, expert)) {
+        hit_[i] = 1;
+        make_recent(expert);
+      }
+    }
+    for (size_t i = 0; i < demand.experts.size(); ++i) {
+      const int32_t expert = demand.experts[i].expert;
+      if (hit_[i]) continue;
+      ExpertDecision& decision = plan.decisions[i];
+      const bool from_staging = contains(staged, expert);
+      if (from_staging) {
+        decision.promote = true;
+        staged.erase(std::find(staged.begin(), staged.end(), expert));
+        --staged_total_;
+      } else {
+        decision.action = ExpertAction::kFetch;
+        decision.target = FetchTarget::kCache;
+      }
+      if (static_cast<int64_t>(cache.size()) >= k_) {
+        const int32_t out = victim();
+        cache.erase(std::find(cache.begin(), cache.end(), out));
+        decision.evict = ExpertRef{layer, out};
+      }
+      cache.insert(cache.begin(), expert);
+    }
+    for (int32_t expert : staged) plan.discard_staged.push_back({layer, expert});
+    staged_total_ -= static_cast<int64_t>(staged.size());
+    staged.clear();
+
+    // Speculative loading of the next layer's most likely experts.
+    const int32_t next = layer + 1;
+    if (prefetch_ == 0 || next >= setup_.num_moe_layers || demand.next_layer_scores.empty()) return;
+    std::vector<int32_t>& order = scratch_order_;
+    order = popularity_order_[next];
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return demand.next_layer_scores[a] > demand.next_layer_scores[b];
+    });
+    for (int64_t i = 0; i < prefetch_; ++i) {
+      const int32_t expert = order[static_cast<size_t>(i)];
+      if (demand.next_layer_scores[expert] <= 0) break;
+      if (contains(cache_[next], expert) || contains(staged_[next], expert)) continue;
+      if (staged_total_ >= staging_) break;
+      staged_[next].push_back(expert);
+      ++staged_total_;
+      ++stats_.prefetches_issued;
+      plan.prefetches.push_back({{next, expert},
+                                 FetchTarget::kStaged,
+                                 std::nullopt,
+                                 static_cast<double>(demand.next_layer_scores[expert])});
+    }
+  }
+
+  PolicyStats Stats() const override { return stats_; }
+
+ private:
+  // The layer's experts, most popular first (ties: lower index first).
+  std::vector<int32_t> ByPopularity(int64_t layer) const {
+    std::vector<int32_t> order(static_cast<size_t>(setup_.num_experts));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return Popularity(setup_, layer, a) > Popularity(setup_, layer, b);
+    });
+    return order;
+  }
+
+  OffloadSetup setup_;
+  int64_t prefetch_, staging_;
+  int64_t k_ = 0;
+  std::vector<std::vector<int32_t>> popularity_order_;  // [layer], most popular first
+  std::vector<int32_t> scratch_order_;
+  std::vector<char> hit_;
+  std::vector<std::vector<int32_t>> cache_;   // [layer], most recent first
+  std::vector<std::vector<int32_t>> staged_;  // [layer], experts in staging buffers
+  int64_t staged_total_ = 0;
+  PolicyStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<OffloadPolicy> MakeLruPrefetchPolicy(const PolicyOptions& options,
+                                                     const OffloadSetup& setup) {
+  return std::make_unique<LruPrefetchPolicy>(options, setup);
+}
+
+}  // namespace moelab::policies::impl

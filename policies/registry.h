@@ -1,0 +1,54 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policies/offload_policy.h"
+
+namespace moelab::policies {
+
+// Offload policies by name. Filled by one explicit function, RegisterOffloadPolicies (no
+// static-initialization tricks); MakeOffloadPolicy looks names up in the default registry.
+
+using PolicyFactory =
+    std::function<std::unique_ptr<OffloadPolicy>(const PolicyOptions&, const OffloadSetup&)>;
+
+struct PolicyInfo {
+  std::string name;     // "lru-prefetch"
+  std::string summary;  // one line for --help and docs
+  // The PolicyOptions it takes, by command-line name ("cache-per-layer", ...); any other option
+  // that is set is refused.
+  std::vector<std::string> options;
+  PolicyFactory make;
+};
+
+class PolicyRegistry {
+ public:
+  // Error when the name is taken.
+  void Add(PolicyInfo info);
+  // Error for an unknown name, listing the valid ones.
+  const PolicyInfo& Find(const std::string& name) const;
+  std::vector<std::string> Names() const;  // in registration order
+  const std::vector<PolicyInfo>& All() const { return policies_; }
+
+ private:
+  std::vector<PolicyInfo> policies_;
+};
+
+// Registers every policy of policies/impl/: resident, on-demand, static-split, lru-prefetch,
+// fiddler, fmoe.
+void RegisterOffloadPolicies(PolicyRegistry& registry);
+
+// The registry RegisterOffloadPolicies fills (built on first use).
+const PolicyRegistry& DefaultPolicyRegistry();
+
+// Finds `name`, refuses options it does not take ("policy 'fiddler' does not take
+// --cache-per-layer; it takes --staging-buffers"), validates the setup and builds the policy.
+// The policy's own constructor refuses impossible values (naming the option).
+std::unique_ptr<OffloadPolicy> MakeOffloadPolicy(const std::string& name,
+                                                 const PolicyOptions& options,
+                                                 const OffloadSetup& setup);
+
+}  // namespace moelab::policies

@@ -1,0 +1,410 @@
+#include "routing/correlated_routing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "model/error.h"
+
+namespace moelab {
+namespace {
+
+// Salts keep this generator's streams unrelated to uniform/popularity routing of the same seed.
+constexpr uint64_t kChoiceSalt = 0x636f72722d63686fULL;  // "corr-cho"
+constexpr uint64_t kFreshSalt = 0x636f72722d667265ULL;   // "corr-fre"
+constexpr uint64_t kOrderSalt = 0x636f72722d6f7264ULL;   // "corr-ord"
+constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+constexpr double kMaxLocality = 0.99;
+constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more experts per token //
+                                  // locality 1 would chain every token back to the first one
+
+uint64_t Mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t SplitMix64(uint64_t x) { return Mix(x + kGolden); }
+
+// The per-(salt, seed) start of TupleHash, computed once per source.
+uint64_t SaltedSeed(uint64_t salt, uint64_t seed) { return SplitMix64(salt ^ SplitMix64(seed)); }
+
+uint64_t TupleHashFrom(uint64_t salted, int64_t step, int64_t layer, int64_t token) {
+  uint64_t h = SplitMix64(salted ^ static_cast<uint64_t>(step));
+  h = SplitMix64(h ^ static_cast<uint64_t>(layer));
+  return SplitMix64(h ^ static_cast<uint64_t>(token));
+}
+
+uint64_t TupleHash(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
+  uint64_t h = SplitMix64(salt ^ SplitMix64(seed));
+  h = SplitMix64(h ^ static_cast<uint64_t>(step));
+  h = SplitMix64(h ^ static_cast<uint64_t>(layer));
+  return SplitMix64(h ^ static_cast<uint64_t>(token));
+}
+
+// A probability as a 53-bit integer threshold, so decisions are integer comparisons and identical
+// on every platform.
+uint64_t Threshold(double probability) {
+  return static_cast<uint64_t>(std::llround(std::ldexp(probability, 53)));
+}
+
+class Stream {
+ public:
+  explicit Stream(uint64_t state) : state_(state) {}
+  uint64_t Next() {
+    state_ += kGolden;
+    return Mix(state_);
+  }
+  // Exactly uniform in [0, n), n >= 1.
+  uint64_t Below(uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;
+    for (;;) {
+      const uint64_t x = Next();
+      if (x >= threshold) return x % n;
+    }
+  }
+
+ private:
+  uint64_t state_;
+};
+
+std::string Shape(int64_t num_layers, int64_t num_experts, int64_t top_k) {
+  return std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
+         " experts, top-" + std::to_string(top_k);
+}
+
+std::string FormatProbability(double p) {
+  std::ostringstream out;
+  out << p;
+  return out.str();
+}
+
+class CorrelatedRouting : public RoutingSource {
+ public:
+  CorrelatedRouting(const CorrelatedRoutingOptions& options, int64_t num_layers,
+                    int64_t num_experts, int64_t top_k, uint64_t seed)
+      : num_layers_(num_layers),
+        num_experts_(num_experts),
+        top_k_(top_k),
+        seed_(seed),
+        locality_(options.locality),
+        layer_correlation_(options.layer_correlation),
+        origin_(options.popularity_origin.empty() ? "popularity table" : options.popularity_origin),
+        uniform_(options.popularity.empty()),
+        choice_seed_(SaltedSeed(kChoiceSalt, seed)),
+        fresh_seed_(SaltedSeed(kFreshSalt, seed)),
+        locality_threshold_(Threshold(options.locality)),
+        layer_threshold_(Threshold(options.layer_correlation)) {
+    options.Validate();
+    if (num_layers < 1) {
+      throw Error("correlated routing: num_layers must be >= 1, got " + std::to_string(num_layers));
+    }
+    if (num_experts < 1 || num_experts > std::numeric_limits<int32_t>::max()) {
+      throw Error("correlated routing: num_experts must be in [1, 2147483647], got " +
+                  std::to_string(num_experts));
+    }
+    if (top_k < 1 || top_k > num_experts || top_k > kMaxTopK) {
+      throw Error("correlated routing: top_k must be in [1, min(num_experts = " +
+                  std::to_string(num_experts) + ", 64)], got " + std::to_string(top_k));
+    }
+    BuildWeights(options.popularity);
+    BuildLayerMaps();
+  }
+
+  std::string Describe() const override {
+    return "correlated routing (" + Shape(num_layers_, num_experts_, top_k_) + "; locality " +
+           FormatProbability(locality_) + ", layer correlation " +
+           FormatProbability(layer_correlation_) + ", fresh draws " +
+           (uniform_ ? std::string("uniform") : "from " + origin_) + "), seed " +
+           std::to_string(seed_);
+  }
+
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    if (step < 0) throw Error("correlated routing: step must be >= 0, got " + std::to_string(step));
+    if (layer < 0 || layer >= num_layers_) {
+      throw Error("correlated routing: layer " + std::to_string(layer) +
+                  " is out of range, the model has " + std::to_string(num_layers_) + " MoE layers");
+    }
+    if (tokens < 0) {
+      throw Error("correlated routing: tokens must be >= 0, got " + std::to_string(tokens));
+    }
+    out.resize(static_cast<size_t>(tokens));
+    std::vector<int32_t> fresh(static_cast<size_t>(top_k_));
+    for (int64_t token = 0; token < tokens; ++token) {
+      std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
+      ranked.resize(static_cast<size_t>(top_k_));
+      FreshDraw(step, layer, token, top_k_, fresh.data());
+      for (int64_t k = 0; k < top_k_; ++k) {
+        int32_t value = SlotValue(step, layer, token, k, fresh.data());
+        const auto taken = [&](int32_t expert) {
+          return std::find(ranked.begin(), ranked.begin() + k, expert) != ranked.begin() + k;
+        };
+        if (taken(value)) {
+          // K fresh experts are distinct and at most K-1 are taken: one is always free.
+          for (int32_t candidate : fresh) {
+            if (!taken(candidate)) {
+              value = candidate;
+              break;
+            }
+          }
+        }
+        ranked[static_cast<size_t>(k)] = value;
+      }
+    }
+  }
+
+ private:
+  void BuildWeights(const PopularityTable& table) {
+    weights_.assign(static_cast<size_t>(num_layers_), {});
+    totals_.assign(static_cast<size_t>(num_layers_), 0);
+    if (uniform_) {
+      for (int64_t layer = 0; layer < num_layers_; ++layer) {
+        weights_[layer].assign(static_cast<size_t>(num_experts_), 1);
+        totals_[layer] = static_cast<uint64_t>(num_experts_);
+      }
+      return;
+    }
+    if (table.size() != static_cast<size_t>(num_layers_) ||
+        std::any_of(table.begin(), table.end(), [&](const auto& row) {
+          return row.size() != static_cast<size_t>(num_experts_);
+        })) {
+      throw Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
+                  " layers x " + std::to_string(table.empty() ? 0 : table[0].size()) +
+                  " experts, but the model has " + std::to_string(num_layers_) + " MoE layers x " +
+                  std::to_string(num_experts_) + " experts");
+    }
+    // Fixed-point weights as in popularity routing: the largest count maps to 2^scale_bits.
+    int bits = 0;
+    while ((int64_t{1} << bits) < num_experts_) ++bits;
+    const int scale_bits = std::min(52, 62 - bits);
+    for (size_t layer = 0; layer < table.size(); ++layer) {
+      double largest = 0;
+      int64_t nonzero = 0;
+      for (size_t expert = 0; expert < table[layer].size(); ++expert) {
+        const double count = table[layer][expert];
+        if (!std::isfinite(count) || count < 0) {
+          throw Error(origin_ + ": layer " + std::to_string(layer) + " expert " +
+                      std::to_string(expert) + ": popularity counts must be finite and >= 0");
+        }
+        largest = std::max(largest, count);
+        if (count > 0) ++nonzero;
+      }
+      if (nonzero < top_k_) {
+        throw Error(origin_ + ": layer " + std::to_string(layer) + " has " +
+                    std::to_string(nonzero) +
+                    " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k_));
+      }
+      for (double count : table[layer]) {
+        uint64_t weight = 0;
+        if (count > 0) {
+          weight = static_cast<uint64_t>(std::llround(std::ldexp(count / largest, scale_bits)));
+          weight = std::max<uint64_t>(weight, 1);
+        }
+        weights_[layer].push_back(weight);
+        totals_[layer] += weight;
+      }
+    }
+  }
+
+  // pi_l maps layer l-1's r-th most popular expert to layer l's r-th most popular (ties in a
+  // fixed pseudo-random order), so following the previous layer keeps each layer's popularity
+  // profile. The maps do not depend on the seed: like a real model's router weights they are a
+  // property of the (synthetic) model, so a calibration sample with another seed learns them.
+  void BuildLayerMaps() {
+    std::vector<std::vector<int32_t>> order(static_cast<size_t>(num_layers_));
+    for (int64_t layer = 0; layer < num_layers_; ++layer) {
+      std::vector<std::pair<uint64_t, int32_t>> keyed;
+      for (int64_t expert = 0; expert < num_experts_; ++expert) {
+        const uint64_t tie = TupleHash(kOrderSalt, 0, 0, layer, expert);
+        keyed.push_back({tie, static_cast<int32_t>(expert)});
+      }
+      const std::vector<uint64_t>& w = weights_[layer];
+      std::sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+        if (w[a.second] != w[b.second]) return w[a.second] > w[b.second];
+        if (a.first != b.first) return a.first < b.first;
+        return a.second < b.second;
+      });
+      for (const auto& entry : keyed) order[layer].push_back(entry.second);
+    }
+    layer_map_.assign(static_cast<size_t>(num_layers_),
+                      std::vector<int32_t>(static_cast<size_t>(num_experts_), 0));
+    for (int64_t layer = 1; layer < num_layers_; ++layer) {
+      for (int64_t rank = 0; rank < num_experts_; ++rank) {
+        layer_map_[layer][order[layer - 1][rank]] = order[layer][rank];
+      }
+    }
+  }
+
+  // The first `count` experts of the fresh successive draw of node (step, layer, token): every
+  // ordered tuple equally likely (sparse partial Fisher-Yates, O(count^2)) for uniform weights,
+  // else successive sampling proportional to the layer's weights (O(count x E)).
+  void FreshDraw(int64_t step, int64_t layer, int64_t token, int64_t count, int32_t* out) const {
+    Stream random(TupleHashFrom(fresh_seed_, step, layer, token));
+    if (uniform_) {
+      // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
+      // earlier swap moved another value there (tracked in `moved`).
+      int64_t moved_at[64], moved_value[64];
+      int64_t moved = 0;
+      auto value_at = [&](int64_t position) {
+        for (int64_t i = 0; i < moved; ++i) {
+          if (moved_at[i] == position) return moved_value[i];
+        }
+        return position;
+      };
+      for (int64_t k = 0; k < count; ++k) {
+        const int64_t j =
+            k + static_cast<int64_t>(random.Below(static_cast<uint64_t>(num_experts_ - k)));
+        const int64_t picked = value_at(j), displaced = value_at(k);
+        out[k] = static_cast<int32_t>(picked);
+        bool found = false;
+        for (int64_t i = 0; i < moved; ++i) {
+          if (moved_at[i] == j) {
+            moved_value[i] = displaced;
+            found = true;
+          }
+        }
+        if (!found) {
+          moved_at[moved] = j;
+          moved_value[moved] = displaced;
+          ++moved;
+        }
+      }
+      return;
+    }
+    const std::vector<uint64_t>& w = weights_[static_cast<size_t>(layer)];
+    uint64_t remaining = totals_[static_cast<size_t>(layer)];
+    for (int64_t k = 0; k < count; ++k) {
+      uint64_t r = random.Below(remaining);
+      int32_t picked = 0;
+      for (size_t expert = 0; expert < w.size(); ++expert) {
+        if (w[expert] == 0 || std::find(out, out + k, static_cast<int32_t>(expert)) != out + k) {
+          continue;
+        }
+        if (r < w[expert]) {
+          picked = static_cast<int32_t>(expert);
+          break;
+        }
+        r -= w[expert];
+      }
+      out[k] = picked;
+      remaining -= w[static_cast<size_t>(picked)];
+    }
+  }
+
+  // The (pre-deduplication) expert of slot k of node (step, layer, token): follow the "copied
+  // from" links to a fresh draw, then map it up through the layers crossed. `own_fresh` is the
+  // node's own fresh draw (used when the chain ends where it starts).
+  int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k,
+                    const int32_t* own_fresh) const {
+    const int64_t top_layer = layer;
+    const uint64_t rank_offset = kGolden * static_cast<uint64_t>(2 * k + 1);
+    int32_t value = 0;
+    bool moved = false;
+    for (;;) {
+      const uint64_t base = TupleHashFrom(choice_seed_, step, layer, token);
+      const bool has_previous = step > 0 || token > 0;
+      if (has_previous && (Mix(base + rank_offset) >> 11) < locality_threshold_) {
+        if (step > 0) {
+          --step;
+        } else {
+          --token;
+        }
+        moved = true;
+        continue;
+      }
+      if (layer > 0 && (Mix(base + rank_offset + kGolden) >> 11) < layer_threshold_) {
+        --layer;
+        moved = true;
+        continue;
+      }
+      if (!moved) {
+        value = own_fresh[k];
+      } else {
+        int32_t drawn[kMaxTopK];
+        FreshDraw(step, layer, token, k + 1, drawn);
+        value = drawn[k];
+      }
+      break;
+    }
+    for (int64_t l = layer + 1; l <= top_layer; ++l) value = layer_map_[l][value];
+    return value;
+  }
+
+  int64_t num_layers_, num_experts_, top_k_;
+  uint64_t seed_;
+  double locality_, layer_correlation_;
+  std::string origin_;
+  bool uniform_;
+  uint64_t choice_seed_, fresh_seed_;  // SaltedSeed of the two streams
+  uint64_t locality_threshold_, layer_threshold_;
+  std::vector<std::vector<uint64_t>> weights_;   // [layer][expert], fixed point
+  std::vector<uint64_t> totals_;                 // [layer]
+  std::vector<std::vector<int32_t>> layer_map_;  // [layer][expert of layer-1] -> expert
+};
+
+}  // namespace
+
+void CorrelatedRoutingOptions::Validate() const {
+  if (!(locality >= 0 && locality <= kMaxLocality)) {
+    throw Error("correlated routing: 'locality' must be in [0, 0.99], got " +
+                FormatProbability(locality));
+  }
+  if (!(layer_correlation >= 0 && layer_correlation <= 1)) {
+    throw Error("correlated routing: 'layer' must be in [0, 1], got " +
+                FormatProbability(layer_correlation));
+  }
+}
+
+std::unique_ptr<RoutingSource> MakeCorrelatedRouting(const CorrelatedRoutingOptions& options,
+                                                     int64_t num_layers, int64_t num_experts,
+                                                     int64_t top_k, uint64_t seed) {
+  return std::make_unique<CorrelatedRouting>(options, num_layers, num_experts, top_k, seed);
+}
+
+CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text) {
+  static const std::string kValid =
+      "valid keys: locality=P (0..0.99), layer=P (0..1), popularity=FILE; e.g. "
+      "\"correlated:locality=0.3,layer=0.5\"";
+  CorrelatedRoutingOptions options;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) continue;
+    const size_t equals = item.find('=');
+    if (equals == std::string::npos) {
+      throw Error("routing 'correlated:" + text + "': '" + item + "' is not key=value; " + kValid);
+    }
+    const std::string key = item.substr(0, equals);
+    const std::string value = item.substr(equals + 1);
+    if (key == "popularity") {
+      if (value.empty())
+        throw Error("routing 'correlated:" + text + "': 'popularity' needs a FILE");
+      options.popularity = LoadPopularityTable(value);
+      options.popularity_origin = value;
+      continue;
+    }
+    if (key != "locality" && key != "layer") {
+      throw Error("routing 'correlated:" + text + "': unknown key '" + key + "'; " + kValid);
+    }
+    double number = 0;
+    size_t used = 0;
+    try {
+      number = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size() || !std::isfinite(number)) {
+      throw Error("routing 'correlated:" + text + "': '" + key + "' value '" + value +
+                  "' is not a number; " + kValid);
+    }
+    (key == "locality" ? options.locality : options.layer_correlation) = number;
+  }
+  options.Validate();
+  return options;
+}
+
+}  // namespace moelab

@@ -1,0 +1,167 @@
+#include "sim/calibration.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "model/error.h"
+#include "routing/routing_trace.h"
+
+namespace moelab::sim {
+namespace {
+
+constexpr uint64_t kCalibrationSalt = 0x63616c6962726174ULL;  // "calibrat"
+constexpr uint64_t kSemanticSalt = 0x73656d616e746963ULL;     // "semantic"
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A trace spec's file, or "" when `spec` is a synthetic generator.
+std::string TraceFile(const std::string& spec) {
+  if (spec.starts_with("trace:")) return spec.substr(6);
+  if (spec == "uniform" || spec == "gate" || spec == "correlated" ||
+      spec.starts_with("popularity:") || spec.starts_with("correlated:")) {
+    return "";
+  }
+  return spec;  // a bare path; MakeRoutingSource would treat it as a trace too
+}
+
+}  // namespace
+
+void CalibrationOptions::Validate() const {
+  if (tokens < 1) throw Error("calibration: field 'tokens' must be >= 1");
+  if (tokens_per_request < 1) throw Error("calibration: field 'tokens_per_request' must be >= 1");
+  if (semantic_dim < 1) throw Error("calibration: field 'semantic_dim' must be >= 1");
+  if (!(gate_residual_mass >= 0 && gate_residual_mass < 1)) {
+    throw Error("calibration: field 'gate_residual_mass' must be in [0, 1)");
+  }
+  if (max_history < 0) throw Error("calibration: field 'max_history' must be >= 0");
+}
+
+std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension) {
+  std::vector<float> embedding(static_cast<size_t>(dimension));
+  uint64_t state = Mix(Mix(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
+  for (float& value : embedding) {
+    state = Mix(state);
+    value = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return embedding;
+}
+
+void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
+                       const std::vector<double>& popularity_row, double residual_mass,
+                       std::vector<float>& out) {
+  const size_t experts = counts.size();
+  out.resize(experts);
+  const double routed = static_cast<double>(tokens * top_k);
+  double popularity_total = 0;
+  for (double count : popularity_row) popularity_total += count;
+  for (size_t e = 0; e < experts; ++e) {
+    const double share = routed > 0 ? static_cast<double>(counts[e]) / routed : 0;
+    const double prior = popularity_total > 0 ? popularity_row[e] / popularity_total
+                                              : 1.0 / static_cast<double>(experts);
+    out[e] = static_cast<float>((1 - residual_mass) * share + residual_mass * prior);
+  }
+}
+
+RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
+                                    int64_t num_experts, int64_t top_k, uint64_t seed,
+                                    const CalibrationOptions& options) {
+  options.Validate();
+  const size_t layers = static_cast<size_t>(num_layers), experts = static_cast<size_t>(num_experts);
+  // routes[token][layer] = the token's K experts.
+  std::vector<std::vector<std::vector<int32_t>>> routes;
+  RoutingCalibration calibration;
+  const std::string trace_file = TraceFile(spec);
+  if (!trace_file.empty()) {
+    const RoutingTrace trace = LoadRoutingTrace(trace_file);
+    // Checks the shape against the model with the same message the replay would give.
+    MakeTraceRouting(trace, num_layers, num_experts, top_k, trace_file);
+    for (const RoutingStep& step : trace.steps) {
+      for (int64_t token = 0;
+           token < step.tokens && static_cast<int64_t>(routes.size()) < options.tokens; ++token) {
+        std::vector<std::vector<int32_t>> per_layer(layers);
+        for (size_t layer = 0; layer < layers; ++layer)
+          per_layer[layer] = step.experts[layer][static_cast<size_t>(token)];
+        routes.push_back(std::move(per_layer));
+      }
+    }
+    calibration.in_sample = true;
+    calibration.source = "in-sample: the replayed trace " + trace_file;
+  } else {
+    const uint64_t calibration_seed = Mix(seed ^ kCalibrationSalt);
+    std::unique_ptr<RoutingSource> source =
+        MakeRoutingSource(spec, num_layers, num_experts, top_k, calibration_seed);
+    if (!source)
+      throw Error(
+          "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "
+          "correlated:... or trace:FILE");
+    routes.assign(static_cast<size_t>(options.tokens), std::vector<std::vector<int32_t>>(layers));
+    std::vector<std::vector<int32_t>> routed;
+    for (size_t layer = 0; layer < layers; ++layer) {
+      source->Route(0, static_cast<int64_t>(layer), options.tokens, routed);
+      for (size_t token = 0; token < routed.size(); ++token) routes[token][layer] = routed[token];
+    }
+    calibration.source =
+        source->Describe() + " (calibration seed " + std::to_string(calibration_seed) + ")";
+  }
+  calibration.tokens = static_cast<int64_t>(routes.size());
+
+  calibration.popularity.assign(layers, std::vector<double>(experts, 0.0));
+  std::vector<std::vector<double>> pairs(layers > 0 ? layers - 1 : 0,
+                                         std::vector<double>(experts * experts, 0.0));
+  for (const auto& token : routes) {
+    for (size_t layer = 0; layer < layers; ++layer) {
+      for (int32_t e : token[layer]) {
+        calibration.popularity[layer][static_cast<size_t>(e)] += 1;
+        if (layer + 1 < layers) {
+          for (int32_t next : token[layer + 1])
+            pairs[layer][static_cast<size_t>(e) * experts + static_cast<size_t>(next)] += 1;
+        }
+      }
+    }
+  }
+  for (size_t layer = 0; layer + 1 < layers; ++layer) {
+    const std::vector<double>& next_popularity = calibration.popularity[layer + 1];
+    const double next_total = std::accumulate(next_popularity.begin(), next_popularity.end(), 0.0);
+    std::vector<float> matrix(experts * experts);
+    for (size_t e = 0; e < experts; ++e) {
+      double row_total = 0;
+      for (size_t next = 0; next < experts; ++next) row_total += pairs[layer][e * experts + next];
+      for (size_t next = 0; next < experts; ++next) {
+        const double prior = next_total > 0 ? next_popularity[next] / next_total
+                                            : 1.0 / static_cast<double>(experts);
+        // One pseudo-count spread like the next layer's popularity; rows sum to K like the
+        // routing (each used expert is followed by K experts).
+        matrix[e * experts + next] = static_cast<float>(
+            (pairs[layer][e * experts + next] + static_cast<double>(top_k) * prior) /
+            (row_total / static_cast<double>(top_k) + 1.0));
+      }
+    }
+    calibration.transition.push_back(std::move(matrix));
+  }
+
+  const size_t history = std::min(routes.size(), static_cast<size_t>(options.max_history));
+  std::vector<int64_t> counts(experts);
+  std::vector<float> row;
+  for (size_t token = 0; token < history; ++token) {
+    policies::OffloadSetup::ExpertMap map;
+    map.request = static_cast<int64_t>(token) / options.tokens_per_request;
+    map.semantic =
+        SemanticEmbedding(Mix(seed ^ kCalibrationSalt), map.request, options.semantic_dim);
+    for (size_t layer = 0; layer < layers; ++layer) {
+      std::fill(counts.begin(), counts.end(), 0);
+      for (int32_t e : routes[token][layer]) ++counts[static_cast<size_t>(e)];
+      GateProbabilities(counts, 1, top_k, calibration.popularity[layer], options.gate_residual_mass,
+                        row);
+      map.probabilities.insert(map.probabilities.end(), row.begin(), row.end());
+    }
+    calibration.history.push_back(std::move(map));
+  }
+  return calibration;
+}
+
+}  // namespace moelab::sim

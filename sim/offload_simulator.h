@@ -1,0 +1,129 @@
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/forward_cost.h"
+#include "model/hardware_spec.h"
+#include "model/model_spec.h"
+#include "policies/offload_policy.h"
+#include "routing/routing_source.h"
+#include "sim/calibration.h"
+#include "sim/event_queue.h"
+#include "sim/op_graph.h"
+#include "sim/workload.h"
+
+namespace moelab::sim {
+
+// A discrete-event simulation of MoE inference with expert offloading (sim/README.md).
+//
+// One accelerator and its host. Resources (sim/op_graph.h), each a non-preemptive server with
+// its own queue and clock: accelerator compute, CPU compute (all --cpu-threads on one op at a
+// time), host-to-device and device-to-host copy engines, the storage reader. Memory tiers:
+// accelerator memory (embeddings, LM head, the dense part and KV cache of every layer it runs,
+// staging buffers, the expert cache), host RAM (every expert that fits; the least popular rest on
+// storage, streamed through the storage reader whenever used) and storage.
+//
+// A pass runs layer after layer: the dense part of layer t on the device the policy names, then,
+// for a MoE layer, routing from the routing source, the policy's plan, and the experts: resident
+// ones on the accelerator (after their copy when it is still in flight), fetched ones after a
+// host-to-device copy, CPU ones on the CPU with activations crossing the link when the dense part
+// is on the other device. Layer t+1 starts when every expert of layer t is done. Prefetches run
+// on the copy engine behind demand copies. Passes run back to back.
+struct SimConfig {
+  MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
+  HardwareSpec hardware;
+  CostParameters cost;
+  std::string policy = "resident";
+  policies::PolicyOptions policy_options;
+  Workload workload;
+  std::string routing = "uniform";  // a --routing value
+  uint64_t seed = 0;
+  std::optional<double> accelerator_bytes;  // overrides the accelerator's memory
+  int64_t cpu_threads = 0;                  // 0: all the host's cores
+  bool record_timeline = false;
+  CalibrationOptions calibration;
+
+  void Validate() const;  // Error naming the option
+};
+
+struct SimResult {
+  // Echo of the configuration, for the report.
+  std::string model, hardware, accelerator_name, cpu_name, compute_dtype, policy, routing,
+      calibration_source;
+  bool calibration_in_sample = false;
+  std::vector<std::pair<std::string, double>> policy_options;
+  Workload workload;
+  uint64_t seed = 0;
+  int64_t cpu_threads = 0;
+
+  // Latency and throughput (executor conventions, docs/executor.md).
+  Seconds ttft_s = 0;
+  std::optional<Seconds> tpot_s;  // absent for prefill or a single output token
+  std::optional<double> tokens_per_s;
+  Seconds total_s = 0;
+  int64_t passes = 0;
+
+  // Experts: one activation = one expert used by one pass at one layer (whatever its tokens).
+  int64_t expert_activations = 0;
+  int64_t hits = 0;               // weights on the accelerator when needed
+  int64_t inflight_hits = 0;      // weights already on their way (a prefetch or earlier fetch)
+  int64_t demand_fetches = 0;     // copied into the cache because a token needed them
+  int64_t transient_fetches = 0;  // copied into a staging buffer, run, dropped (Fiddler)
+  int64_t cpu_runs = 0;
+  int64_t routed_tokens = 0, hit_tokens = 0;  // token-weighted (tokens x experts)
+  int64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
+  double hit_rate() const;        // (hits + inflight_hits) / activations
+  double token_hit_rate() const;  // the same weighted by tokens (Fiddler's measure)
+
+  // Bytes moved per tier.
+  double bytes_h2d_expert_weights = 0;  // host -> accelerator, expert weights
+  double bytes_h2d_activations = 0;     // host -> accelerator, hidden states
+  double bytes_d2h_activations = 0;     // accelerator -> host
+  double bytes_storage_read = 0;        // storage -> host
+  double bytes_initial_load = 0;        // placed before the first token (untimed)
+  int64_t expert_bytes = 0;
+
+  // Busy seconds per resource (index: Resource).
+  double busy_s[kResourceCount] = {};
+
+  // Memory plan.
+  double accelerator_bytes = 0, fixed_bytes = 0, dense_bytes_on_accelerator = 0, kv_bytes = 0;
+  int64_t expert_slots = 0, staging_buffers = 0, experts_total = 0, experts_on_storage = 0;
+  bool fits_accelerator = true;  // false only for 'resident' on a model larger than the memory
+  FiddlerLatencyModel latency;
+
+  policies::PolicyStats policy_stats;
+  uint64_t events = 0;        // events the queue processed
+  int64_t expert_events = 0;  // expert computations + expert weight copies + storage reads
+
+  struct TimelineEntry {
+    Seconds start_s, duration_s;
+    Resource resource;
+    uint8_t kind;
+    int32_t layer, expert;
+    int64_t pass;
+    bool prefetch;
+  };
+  std::vector<TimelineEntry> timeline;  // when SimConfig::record_timeline
+
+  // The report ("moelab.sim_offload/1" without provenance; docs in sim/README.md).
+  nlohmann::json ToJson() const;
+  // Chrome trace-event JSON (opens in Perfetto / chrome://tracing): "traceEvents" of ph "X"
+  // complete events in microseconds, pid 1 = the accelerator (tids: compute, H2D, D2H copy
+  // engines), pid 2 = the host (tids: CPU, storage reader). Same run, same bytes.
+  std::string TimelineJson() const;
+};
+
+// Loads nothing: the config carries the specs. Errors (moelab::Error) name the option.
+SimResult SimulateOffload(const SimConfig& config);
+
+// The same with a routing source and calibration supplied by the caller (tests, benchmarks):
+// `routing` must route config.model's MoE layers; config.routing is only reported.
+SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,
+                          const RoutingCalibration& calibration);
+
+}  // namespace moelab::sim

@@ -1,0 +1,136 @@
+#include "sim/op_graph.h"
+
+#include <algorithm>
+
+#include "model/error.h"
+
+namespace moelab::sim {
+
+std::string ResourceName(Resource resource) {
+  switch (resource) {
+    case Resource::kAcceleratorCompute:
+      return "accelerator_compute";
+    case Resource::kCpuCompute:
+      return "cpu_compute";
+    case Resource::kHostToDevice:
+      return "host_to_device";
+    case Resource::kDeviceToHost:
+      return "device_to_host";
+    case Resource::kStorageRead:
+      return "storage_read";
+    case Resource::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+OpHandle OpGraph::NewOp(Resource resource, Seconds duration_s, uint8_t kind) {
+  if (!(duration_s >= 0))
+    throw Error("sim: op duration must be >= 0, got " + std::to_string(duration_s));
+  int32_t index;
+  if (!free_ops_.empty()) {
+    index = free_ops_.back();
+    free_ops_.pop_back();
+  } else {
+    index = static_cast<int32_t>(ops_.size());
+    ops_.emplace_back();
+  }
+  Op& op = ops_[static_cast<size_t>(index)];
+  const uint32_t generation = op.generation + 1;
+  op = Op{};
+  op.generation = generation;
+  op.resource = resource;
+  op.duration_s = duration_s;
+  op.kind = kind;
+  op.pending = 1;  // released by Commit
+  op.done = false;
+  ++live_ops_;
+  return {index, generation};
+}
+
+void OpGraph::AddDependency(OpHandle before, OpHandle after) {
+  if (!Pending(before)) return;
+  int32_t edge;
+  if (!free_edges_.empty()) {
+    edge = free_edges_.back();
+    free_edges_.pop_back();
+  } else {
+    edge = static_cast<int32_t>(edges_.size());
+    edges_.emplace_back();
+  }
+  Op& first = at(before);
+  edges_[static_cast<size_t>(edge)] = {after.index, after.generation, first.first_edge};
+  first.first_edge = edge;
+  ++at(after).pending;
+}
+
+void OpGraph::Release(OpHandle handle) {
+  Op& op = at(handle);
+  if (--op.pending == 0) Ready(handle.index);
+}
+
+void OpGraph::Ready(int32_t index) {
+  Op& op = ops_[static_cast<size_t>(index)];
+  if (op.resource == Resource::kNone) {
+    op.start_s = op.end_s = events_.now_s();
+    events_.Push(op.end_s, index);
+    return;
+  }
+  std::vector<Waiting>& queue = waiting_[static_cast<size_t>(op.resource)];
+  queue.push_back({op.priority_class, op.priority, ready_sequence_++, index});
+  std::push_heap(queue.begin(), queue.end(), Later);
+}
+
+void OpGraph::Dispatch() {
+  for (int r = 0; r < kResourceCount; ++r) {
+    std::vector<Waiting>& queue = waiting_[static_cast<size_t>(r)];
+    if (busy_[static_cast<size_t>(r)] || queue.empty()) continue;
+    std::pop_heap(queue.begin(), queue.end(), Later);
+    const int32_t index = queue.back().index;
+    queue.pop_back();
+    Op& op = ops_[static_cast<size_t>(index)];
+    op.start_s = events_.now_s();
+    op.end_s = op.start_s + op.duration_s;
+    busy_[static_cast<size_t>(r)] = true;
+    busy_s_[static_cast<size_t>(r)] += op.duration_s;
+    events_.Push(op.end_s, index);
+  }
+}
+
+void OpGraph::Finish(int32_t index) {
+  Op& op = ops_[static_cast<size_t>(index)];
+  op.done = true;
+  if (op.resource != Resource::kNone) busy_[static_cast<size_t>(op.resource)] = false;
+  const OpHandle handle{index, op.generation};
+  const Op finished = op;  // the listener may add ops, which can move ops_
+  listener_->OnOpDone(handle, finished);
+  // Release successors (the listener may have grown ops_: re-fetch by index).
+  int32_t edge = ops_[static_cast<size_t>(index)].first_edge;
+  while (edge >= 0) {
+    const Edge e = edges_[static_cast<size_t>(edge)];
+    free_edges_.push_back(edge);
+    Op& after = ops_[static_cast<size_t>(e.after)];
+    if (after.generation == e.generation && !after.done && --after.pending == 0) Ready(e.after);
+    edge = e.next;
+  }
+  ops_[static_cast<size_t>(index)].first_edge = -1;
+  free_ops_.push_back(index);
+  --live_ops_;
+}
+
+void OpGraph::Run() {
+  Dispatch();
+  while (!events_.empty()) {
+    const EventQueue::Event event = events_.Pop();
+    Finish(static_cast<int32_t>(event.id));
+    // Resources choose only after every event of this instant: ops released together compete
+    // by priority, not by the order their predecessors happened to finish in.
+    if (events_.empty() || events_.next_time_s() > events_.now_s()) Dispatch();
+  }
+  if (live_ops_ != 0) {
+    throw Error("sim: " + std::to_string(live_ops_) +
+                " ops never ran (a dependency cycle or a held staging buffer): engine bug");
+  }
+}
+
+}  // namespace moelab::sim

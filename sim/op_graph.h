@@ -1,0 +1,128 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/event_queue.h"
+
+namespace moelab::sim {
+
+// Resources, each with its own queue and clock (a non-preemptive server).
+enum class Resource : uint8_t {
+  kAcceleratorCompute,
+  kCpuCompute,
+  kHostToDevice,  // the accelerator's host-to-device copy engine
+  kDeviceToHost,  // the device-to-host copy engine
+  kStorageRead,   // the host's storage reader
+  kNone,          // a zero-time bookkeeping op (joins, starts)
+};
+inline constexpr int kResourceCount = 5;
+std::string ResourceName(Resource resource);  // "accelerator_compute", ...
+
+// A handle to an op; stays valid (and says "done") after the op's slot is reused.
+struct OpHandle {
+  int32_t index = -1;
+  uint32_t generation = 0;
+  bool valid() const { return index >= 0; }
+};
+
+// An operation on one resource with a fixed duration, started once every op it depends on has
+// finished, in priority order among the ops waiting for the same resource: demand ops
+// (priority_class 0) before prefetches (class 1), higher `priority` first within a class, then
+// first come first served. Non-preemptive.
+struct Op {
+  Seconds duration_s = 0;
+  Seconds start_s = 0;
+  Seconds end_s = 0;
+  double priority = 0;
+  Resource resource = Resource::kNone;
+  uint8_t priority_class = 0;
+  uint8_t kind = 0;  // what the owner uses it for
+  int32_t layer = -1, expert = -1;
+  int64_t iteration = -1;
+  double bytes = 0;
+  // Bookkeeping.
+  int32_t pending = 0;
+  int32_t first_edge = -1;
+  uint32_t generation = 0;
+  bool done = true;
+};
+
+// What the owner of an OpGraph does when one of its ops finishes (no void* callbacks).
+class OpListener {
+ public:
+  virtual ~OpListener() = default;
+  // Called once per op, in simulated-time order; the op's successors have not been released yet,
+  // and the listener may add ops and dependencies.
+  virtual void OnOpDone(OpHandle handle, const Op& op) = 0;
+};
+
+// A discrete-event engine over a graph of ops. Deterministic: ties in time are broken by the
+// order of events, and resources pick their next op only after every event of the current
+// instant has been handled, so ops released at the same time compete by priority.
+class OpGraph {
+ public:
+  explicit OpGraph(OpListener* listener) : listener_(listener) {}
+
+  // A new op, not yet released: add its dependencies, then Commit it.
+  OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind);
+  Op& at(OpHandle handle) { return ops_[static_cast<size_t>(handle.index)]; }
+  // True while the op exists and has not finished.
+  bool Pending(OpHandle handle) const {
+    if (!handle.valid()) return false;
+    const Op& op = ops_[static_cast<size_t>(handle.index)];
+    return op.generation == handle.generation && !op.done;
+  }
+  // `after` runs only once `before` has finished; nothing when `before` is already done.
+  void AddDependency(OpHandle before, OpHandle after);
+  // Holds/releases one extra unnamed dependency (a staging buffer, ...).
+  void Hold(OpHandle op) { ++at(op).pending; }
+  void Release(OpHandle op);
+  // The op's dependencies are complete as added: it may start once they finish.
+  void Commit(OpHandle op) { Release(op); }
+
+  // Runs until no event is left. Error if ops are left waiting (a dependency cycle).
+  void Run();
+
+  Seconds now_s() const { return events_.now_s(); }
+  Seconds busy_s(Resource resource) const { return busy_s_[static_cast<size_t>(resource)]; }
+  uint64_t events() const { return events_.pushed(); }
+  int64_t live_ops() const { return live_ops_; }
+
+ private:
+  struct Edge {
+    int32_t after = -1;
+    uint32_t generation = 0;
+    int32_t next = -1;
+  };
+  struct Waiting {
+    uint8_t priority_class;
+    double priority;
+    uint64_t sequence;
+    int32_t index;
+  };
+  static bool Later(const Waiting& a, const Waiting& b) {  // heap order: best on top
+    if (a.priority_class != b.priority_class) return a.priority_class > b.priority_class;
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return a.sequence > b.sequence;
+  }
+  void Ready(int32_t index);
+  void Dispatch();
+  void Finish(int32_t index);
+
+  OpListener* listener_;
+  std::vector<Op> ops_;
+  std::vector<int32_t> free_ops_;
+  std::vector<Edge> edges_;
+  std::vector<int32_t> free_edges_;
+  EventQueue events_;
+  std::array<std::vector<Waiting>, kResourceCount> waiting_{};
+  std::array<bool, kResourceCount> busy_{};
+  std::array<Seconds, kResourceCount> busy_s_{};
+  uint64_t ready_sequence_ = 0;
+  int64_t live_ops_ = 0;
+};
+
+}  // namespace moelab::sim

@@ -1,0 +1,171 @@
+// SimResult's printers: the JSON report and the Chrome trace-event timeline.
+#include <cstdio>
+#include <string>
+
+#include "sim/offload_simulator.h"
+
+namespace moelab::sim {
+namespace {
+
+nlohmann::json OptionalNumber(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+const char* KindName(uint8_t kind) {
+  // Mirrors OpKind in offload_simulator.cc.
+  static const char* const kNames[] = {"pass", "embedding", "dense",      "hidden",  "expert",
+                                       "copy", "storage",   "activation", "lm_head", "join"};
+  return kind < sizeof(kNames) / sizeof(kNames[0]) ? kNames[kind] : "op";
+}
+
+// pid/tid of a resource: pid 1 = accelerator, pid 2 = host.
+std::pair<int, int> Lane(Resource resource) {
+  switch (resource) {
+    case Resource::kAcceleratorCompute:
+      return {1, 1};
+    case Resource::kHostToDevice:
+      return {1, 2};
+    case Resource::kDeviceToHost:
+      return {1, 3};
+    case Resource::kCpuCompute:
+      return {2, 1};
+    case Resource::kStorageRead:
+      return {2, 2};
+    case Resource::kNone:
+      break;
+  }
+  return {0, 0};
+}
+
+void AppendMicroseconds(std::string& out, double seconds) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.3f", seconds * 1e6);
+  out += text;
+}
+
+}  // namespace
+
+nlohmann::json SimResult::ToJson() const {
+  nlohmann::json json;
+  json["schema"] = "moelab.sim_offload/1";
+  json["model"] = model;
+  json["hardware"] = hardware;
+  json["accelerator"] = accelerator_name;
+  json["cpu"] = cpu_name;
+  json["cpu_threads"] = cpu_threads;
+  json["policy"] = policy;
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [name, value] : policy_options) options[name] = value;
+  json["policy_options"] = options;
+  json["workload"] = {{"kind", ToString(workload.kind)},
+                      {"prompt_tokens", workload.prompt_tokens},
+                      {"output_tokens", workload.output_tokens},
+                      {"batch", workload.batch}};
+  if (workload.kind == WorkloadKind::kBeam) json["workload"]["beam_width"] = workload.beam_width;
+  if (workload.kind == WorkloadKind::kVerify) {
+    json["workload"]["gamma"] = workload.gamma;
+    json["workload"]["alpha"] = workload.alpha;
+  }
+  json["routing"] = routing;
+  json["calibration"] = {{"source", calibration_source}, {"in_sample", calibration_in_sample}};
+  json["seed"] = seed;
+  json["cost_source"] = "analytic-roofline";
+  json["compute_dtype"] = compute_dtype;
+
+  json["ttft_s"] = ttft_s;
+  json["tpot_s"] = OptionalNumber(tpot_s);
+  json["tokens_per_s"] = OptionalNumber(tokens_per_s);
+  json["total_s"] = total_s;
+  json["passes"] = passes;
+
+  json["hit_rate"] = hit_rate();
+  json["token_hit_rate"] = token_hit_rate();
+  json["experts"] = {{"activations", expert_activations},
+                     {"hits", hits},
+                     {"inflight_hits", inflight_hits},
+                     {"demand_fetches", demand_fetches},
+                     {"transient_fetches", transient_fetches},
+                     {"cpu_runs", cpu_runs},
+                     {"prefetches", prefetches},
+                     {"prefetches_used", prefetches_used},
+                     {"prefetches_wasted", prefetches_wasted},
+                     {"routed_tokens", routed_tokens},
+                     {"hit_tokens", hit_tokens}};
+
+  json["bytes_h2d"] = bytes_h2d_expert_weights + bytes_h2d_activations;
+  json["bytes_d2h"] = bytes_d2h_activations;
+  json["bytes_storage_read"] = bytes_storage_read;
+  json["bytes_per_tier"] = {{"host_to_accelerator_expert_weights", bytes_h2d_expert_weights},
+                            {"host_to_accelerator_activations", bytes_h2d_activations},
+                            {"accelerator_to_host_activations", bytes_d2h_activations},
+                            {"storage_to_host", bytes_storage_read},
+                            {"initial_load_untimed", bytes_initial_load}};
+  json["expert_bytes"] = expert_bytes;
+
+  nlohmann::json busy = nlohmann::json::object(), utilization = nlohmann::json::object();
+  for (int i = 0; i < kResourceCount; ++i) {
+    const std::string name = ResourceName(static_cast<Resource>(i));
+    busy[name] = busy_s[i];
+    utilization[name] = total_s > 0 ? busy_s[i] / total_s : 0.0;
+  }
+  json["busy_s"] = busy;
+  json["utilization"] = utilization;
+
+  json["memory"] = {{"accelerator_bytes", accelerator_bytes},
+                    {"fixed_bytes", fixed_bytes},
+                    {"dense_bytes_on_accelerator", dense_bytes_on_accelerator},
+                    {"kv_bytes", kv_bytes},
+                    {"expert_slots", expert_slots},
+                    {"staging_buffers", staging_buffers},
+                    {"experts_total", experts_total},
+                    {"experts_on_storage", experts_on_storage},
+                    {"fits_accelerator", fits_accelerator}};
+  json["fiddler_latency_model"] = {{"cpu_base_s", latency.cpu_base_s},
+                                   {"cpu_per_token_s", latency.cpu_per_token_s},
+                                   {"gpu_s", latency.gpu_s},
+                                   {"transfer_s", latency.transfer_s}};
+  json["policy_stats"] = {{"prefetches_issued", policy_stats.prefetches_issued},
+                          {"searches", policy_stats.searches},
+                          {"map_store_size", policy_stats.map_store_size}};
+  json["simulator"] = {{"events", events}, {"expert_events", expert_events}};
+  return json;
+}
+
+std::string SimResult::TimelineJson() const {
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":" +
+         nlohmann::json("accelerator: " + accelerator_name).dump() + "}},\n";
+  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":" +
+         nlohmann::json("host: " + cpu_name).dump() + "}},\n";
+  for (Resource resource :
+       {Resource::kAcceleratorCompute, Resource::kHostToDevice, Resource::kDeviceToHost,
+        Resource::kCpuCompute, Resource::kStorageRead}) {
+    const auto [pid, tid] = Lane(resource);
+    out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
+           ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":\"" + ResourceName(resource) +
+           "\"}},\n";
+  }
+  for (size_t i = 0; i < timeline.size(); ++i) {
+    const TimelineEntry& e = timeline[i];
+    const auto [pid, tid] = Lane(e.resource);
+    std::string name = KindName(e.kind);
+    if (e.expert >= 0) {
+      name = (e.prefetch ? "prefetch" : name) + " L" + std::to_string(e.layer) + " E" +
+             std::to_string(e.expert);
+    } else if (e.layer >= 0) {
+      name += " layer " + std::to_string(e.layer);
+    }
+    out += "{\"name\":\"" + name + "\",\"cat\":\"" + KindName(e.kind) + "\",\"ph\":\"X\",\"ts\":";
+    AppendMicroseconds(out, e.start_s);
+    out += ",\"dur\":";
+    AppendMicroseconds(out, e.duration_s);
+    out += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+           ",\"args\":{\"pass\":" + std::to_string(e.pass) + "}}";
+    out += ",\n";
+  }
+  out.resize(out.size() - 2);  // the last ",\n" (there are always metadata events)
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace moelab::sim

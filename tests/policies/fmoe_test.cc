@@ -1,0 +1,160 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "policies/registry.h"
+#include "tests/policies/policy_test_util.h"
+
+namespace moelab::policies {
+namespace {
+
+using testing::Demand;
+using testing::ErrorOf;
+using testing::Plan;
+using testing::TinySetup;
+
+// Rows of an expert map: K = 1 expert per token, `expert` at every layer, with `rest` of the
+// probability spread evenly over the others.
+std::vector<float> Map(int64_t layers, int64_t experts, const std::vector<int32_t>& chosen,
+                       float rest) {
+  std::vector<float> map;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    for (int64_t e = 0; e < experts; ++e) {
+      map.push_back(e == chosen[static_cast<size_t>(layer)]
+                        ? 1.0f - rest
+                        : rest / static_cast<float>(experts - 1));
+    }
+  }
+  return map;
+}
+
+TEST(FmoePolicy, PrefetchDistanceIsValidated) {
+  PolicyOptions options;
+  options.prefetch_distance = 0;
+  EXPECT_CONTAINS(ErrorOf([&] { MakeOffloadPolicy("fmoe", options, TinySetup(4, 4, 1, 8)); }),
+                  "--prefetch-distance must be at least 1");
+  options.prefetch_distance = 4;
+  EXPECT_CONTAINS(ErrorOf([&] { MakeOffloadPolicy("fmoe", options, TinySetup(4, 4, 1, 8)); }),
+                  "must be below the 4 MoE layers");
+}
+
+TEST(FmoePolicy, SemanticMatchPrefetchesTheFirstLayersOfTheMatchedMap) {
+  OffloadSetup setup = TinySetup(4, 4, 1, 6);
+  setup.history.push_back({0, {1.0f, 0.0f}, Map(4, 4, {3, 3, 3, 3}, 0.1f)});
+  setup.history.push_back({1, {0.0f, 1.0f}, Map(4, 4, {2, 2, 2, 2}, 0.1f)});
+  PolicyOptions options;
+  options.prefetch_distance = 2;
+  auto policy = MakeOffloadPolicy("fmoe", options, setup);
+  policy->InitialPlacement();  // flat popularity: the first 6 experts in (layer, expert) order
+  LayerPlan plan;
+  IterationInfo info;
+  info.semantic = {0.0f, 1.0f};  // identical to request 1: score 1, delta 0, N = K = 1
+  policy->BeginIteration(info, plan);
+  // Layers 0 and 1 from map 1: expert 2 of layer 0 is cached already, expert 2 of layer 1 not.
+  ASSERT_EQ(plan.prefetches.size(), 1u);
+  EXPECT_EQ(plan.prefetches[0].expert, (ExpertRef{1, 2}));
+  EXPECT_EQ(plan.prefetches[0].target, FetchTarget::kCache);
+  EXPECT_TRUE(plan.prefetches[0].evict.has_value());          // the cache is full
+  EXPECT_NEAR(plan.prefetches[0].priority, 0.9 / 2.0, 1e-6);  // p / (l - l_now), l_now = -1
+}
+
+// Popularity that makes the initial placement skip the given layers.
+PopularityTable SkipLayers(int64_t layers, int64_t experts, const std::set<int64_t>& skipped) {
+  PopularityTable table(static_cast<size_t>(layers),
+                        std::vector<double>(static_cast<size_t>(experts), 1.0));
+  for (int64_t layer : skipped)
+    table[static_cast<size_t>(layer)].assign(static_cast<size_t>(experts), 0.0);
+  return table;
+}
+
+size_t PrefetchesAtStart(const std::vector<float>& semantic) {
+  OffloadSetup setup = TinySetup(4, 4, 1, 12);
+  setup.popularity = SkipLayers(4, 4, {0});  // layers 1-3 cached, layer 0 not
+  // Expert 3 has 0.4 of the mass at every layer, the others 0.2 each.
+  setup.history.push_back({0, {1.0f, 0.0f}, Map(4, 4, {3, 3, 3, 3}, 0.6f)});
+  PolicyOptions options;
+  options.prefetch_distance = 1;
+  auto policy = MakeOffloadPolicy("fmoe", options, setup);
+  policy->InitialPlacement();
+  LayerPlan plan;
+  IterationInfo info;
+  info.semantic = semantic;
+  policy->BeginIteration(info, plan);
+  for (const PrefetchRequest& request : plan.prefetches) EXPECT_EQ(request.expert.layer, 0);
+  return plan.prefetches.size();
+}
+
+TEST(FmoePolicy, LowerScoresPrefetchMoreProbabilityMass) {
+  EXPECT_EQ(PrefetchesAtStart({1.0f, 0.0f}), 1u);        // score 1, delta 0: K = 1 expert
+  EXPECT_EQ(PrefetchesAtStart({1.0f, 1.7320508f}), 2u);  // score 0.5, delta 0.5: 0.4 + 0.2
+  EXPECT_EQ(PrefetchesAtStart({0.0f, 1.0f}), 4u);        // score 0, delta 1: the whole layer
+}
+
+TEST(FmoePolicy, TrajectorySearchFollowsTheMatchingMap) {
+  OffloadSetup setup = TinySetup(4, 4, 1, 8);
+  setup.popularity = SkipLayers(4, 4, {0, 1});  // layers 2 and 3 cached
+  setup.history.push_back({0, {1.0f, 0.0f}, Map(4, 4, {0, 1, 2, 3}, 0.0f)});
+  setup.history.push_back({1, {1.0f, 0.0f}, Map(4, 4, {3, 2, 1, 0}, 0.0f)});
+  PolicyOptions options;
+  options.prefetch_distance = 1;
+  auto policy = MakeOffloadPolicy("fmoe", options, setup);
+  policy->InitialPlacement();
+  LayerPlan plan;
+  IterationInfo info;
+  info.semantic = {1.0f, 0.0f};  // both maps match semantically: the most recent (the second) wins
+  policy->BeginIteration(info, plan);
+  ASSERT_EQ(plan.prefetches.size(), 1u);
+  EXPECT_EQ(plan.prefetches[0].expert, (ExpertRef{0, 3}));
+  // Layer 0 actually routes to expert 0: the trajectory now matches the first map, whose layer 1
+  // (= 0 + d) expert is 1.
+  const LayerPlan layer0 = Plan(*policy, {0, {{0, 1}}, {}, {1.0f, 0.0f, 0.0f, 0.0f}});
+  EXPECT_EQ(layer0.decisions[0].action, ExpertAction::kFetch);
+  ASSERT_EQ(layer0.prefetches.size(), 1u);
+  EXPECT_EQ(layer0.prefetches[0].expert, (ExpertRef{1, 1}));
+  EXPECT_NEAR(layer0.prefetches[0].priority, 1.0, 1e-6);  // p / (l - l_now) = 1 / 1
+}
+
+TEST(FmoePolicy, EvictsTheLowestProbabilityTimesFrequencyNotWhatThePassStillNeeds) {
+  OffloadSetup setup = TinySetup(3, 2, 1, 3);  // initial cache: (0,0), (0,1), (1,0)
+  setup.history.push_back({0, {1.0f, 0.0f}, Map(3, 2, {0, 0, 0}, 0.2f)});  // p = 0.8 / 0.2
+  PolicyOptions options;
+  options.prefetch_distance = 1;
+  auto policy = MakeOffloadPolicy("fmoe", options, setup);
+  policy->InitialPlacement();
+  LayerPlan plan;
+  IterationInfo info;
+  info.semantic = {1.0f, 0.0f};
+  policy->BeginIteration(info, plan);
+  EXPECT_TRUE(plan.prefetches.empty());  // (0,0) is cached
+  // Layer 0 routes 5 tokens to expert 1: freq(0,1) = 6. Its trajectory still predicts (1,0),
+  // cached, which is now wanted for layer 1.
+  Demand layer0{0, {{1, 5}}};
+  layer0.tokens = 5;
+  EXPECT_EQ(Plan(*policy, layer0).decisions[0].action, ExpertAction::kResident);
+  // Layer 1 needs (1,1): the victim is (0,0) with p x freq = 0.801 x 1, not (0,1) with
+  // 0.201 x 6 = 1.206, and never (1,0), which this pass still wants.
+  const LayerPlan layer1 = Plan(*policy, {1, {{1, 1}}});
+  ASSERT_EQ(layer1.decisions[0].action, ExpertAction::kFetch);
+  EXPECT_EQ(*layer1.decisions[0].evict, (ExpertRef{0, 0}));
+}
+
+TEST(FmoePolicy, StoresEveryPassUnlessRedundant) {
+  OffloadSetup setup = TinySetup(4, 2, 1, 8);
+  PolicyOptions options;
+  options.prefetch_distance = 1;
+  auto policy = MakeOffloadPolicy("fmoe", options, setup);
+  policy->InitialPlacement();
+  for (int pass = 0; pass < 3; ++pass) {
+    LayerPlan plan;
+    IterationInfo info;
+    info.index = pass;
+    info.semantic = {1.0f, 0.0f};
+    policy->BeginIteration(info, plan);
+    for (int32_t layer = 0; layer < 4; ++layer) Plan(*policy, {layer, {{0, 1}}});
+    policy->EndIteration();
+  }
+  EXPECT_EQ(policy->Stats().map_store_size, 1);  // the same map three times: stored once
+}
+
+}  // namespace
+}  // namespace moelab::policies

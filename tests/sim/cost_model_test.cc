@@ -1,0 +1,118 @@
+#include "sim/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "model/error.h"
+#include "model/parameter_count.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace moelab::sim {
+namespace {
+
+using policies::Device;
+using testing::Presets;
+
+// The roofline of one expert, written out (docs/model.md section 6).
+double ExpertRoofline(const MoeModelSpec& model, double peak_flops, double bandwidth, double tokens,
+                      const CostParameters& p) {
+  const double params = static_cast<double>(CountParameters(model).params_per_expert);
+  const double bytes =
+      static_cast<double>(ExpertBytes(model)) +
+      tokens * static_cast<double>(model.hidden_size) * 2.0 * p.activation_bits / 8.0;
+  return p.kernel_launch_s + std::max(2.0 * tokens * params / (peak_flops * p.compute_efficiency),
+                                      bytes / (bandwidth * p.memory_efficiency));
+}
+
+TEST(CostModel, ExpertTimesAreTheRooflineOnEachDevice) {
+  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+  const CostParameters params;
+  CostModel cost(model, hardware, params, 16);
+  for (int64_t tokens : {1, 64, 1000}) {
+    const double gpu =
+        ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
+                       hardware.accelerator->memory_bandwidth_bytes_per_s, tokens, params);
+    EXPECT_NEAR(cost.ExpertSeconds(Device::kAccelerator, tokens), gpu, 1e-12 * gpu) << tokens;
+    const double cpu = ExpertRoofline(model, hardware.host->peak_flops.at("bf16"),
+                                      hardware.host->dram_bandwidth_bytes_per_s, tokens, params);
+    EXPECT_NEAR(cost.ExpertSeconds(Device::kCpu, tokens), cpu, 1e-12 * cpu) << tokens;
+  }
+}
+
+TEST(CostModel, FewerCpuThreadsSlowOnlyTheComputeBoundRegime) {
+  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");  // host: 16 cores
+  CostModel all(model, hardware, {}, 16), half(model, hardware, {}, 8);
+  EXPECT_DOUBLE_EQ(all.ExpertSeconds(Device::kCpu, 1),
+                   half.ExpertSeconds(Device::kCpu, 1));  // memory-bound
+  const double launch = CostParameters{}.kernel_launch_s;
+  EXPECT_NEAR(half.ExpertSeconds(Device::kCpu, 4096) - launch,
+              2 * (all.ExpertSeconds(Device::kCpu, 4096) - launch), 1e-9);
+}
+
+TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
+  const MoeModelSpec model = Presets().LoadModel("deepseek-v2-lite");  // a leading dense layer, MLA
+  HardwareSpec hardware = Presets().LoadHardware("a100-80gb-sxm");
+  CostModel cost(model, hardware, {}, 8);
+  ForwardShape shape;
+  shape.batch = 4;
+  shape.context_length = 300;
+  const CostModel::DenseCost& dense = cost.Dense(Device::kAccelerator, shape);
+  double sum = dense.embedding_s + dense.lm_head_s;
+  for (double layer_s : dense.layer_s) sum += layer_s;
+  const ForwardCost forward = EstimateForwardCost(model, hardware, shape, {});
+  EXPECT_NEAR(sum, forward.time_s - forward.OperatorTime("routed_experts"), 1e-12);
+  EXPECT_GT(dense.layer_s[0], dense.layer_s[1]);  // the dense FFN layer is heavier
+}
+
+TEST(CostModel, TransfersAreBandwidthPlusLatency) {
+  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+  CostModel cost(Presets().LoadModel("mixtral-8x7b"), hardware, {}, 16);
+  const LinkSpec& link = *hardware.host_link;
+  EXPECT_DOUBLE_EQ(cost.HostToDeviceSeconds(1e9),
+                   1e9 / link.host_to_device_bandwidth_bytes_per_s + link.latency_s);
+  EXPECT_DOUBLE_EQ(cost.DeviceToHostSeconds(1e6),
+                   1e6 / link.device_to_host_bandwidth_bytes_per_s + link.latency_s);
+  EXPECT_DOUBLE_EQ(cost.StorageReadSeconds(7e9),
+                   7e9 / hardware.host->storage_read_bandwidth_bytes_per_s);
+}
+
+TEST(CostModel, FiddlerLatencyModelIsExactAtOneToken) {
+  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  CostModel cost(model, Presets().LoadHardware("rtx-3090"), {}, 16);
+  const FiddlerLatencyModel latency = cost.FiddlerLatency(ExpertBytes(model));
+  EXPECT_NEAR(latency.CpuLatency(1), cost.ExpertSeconds(Device::kCpu, 1), 1e-15);
+  EXPECT_NEAR(latency.CpuLatency(128), cost.ExpertSeconds(Device::kCpu, 128), 1e-12);
+  EXPECT_DOUBLE_EQ(latency.gpu_s, cost.ExpertSeconds(Device::kAccelerator, 1));
+  EXPECT_DOUBLE_EQ(latency.transfer_s,
+                   cost.HostToDeviceSeconds(static_cast<double>(ExpertBytes(model))));
+  // Mixtral on an RTX 3090 host: copying (14 ms) beats the CPU only for large token counts.
+  EXPECT_GT(FiddlerCrossoverTokens(latency), 64);
+}
+
+TEST(CostModel, RefusesHardwareItCannotSimulate) {
+  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  auto message = [&](const std::string& hardware) {
+    try {
+      CostModel(model, Presets().LoadHardware(hardware), {}, 4);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(
+      message("2xrtx-3090")
+          .find(
+              "models one accelerator and its host (pick the accelerator preset, e.g. 'rtx-3090')"),
+      std::string::npos);
+  EXPECT_NE(message("ryzen-9-7950x").find("has no accelerator"), std::string::npos);
+  EXPECT_NE(message("pcie4-x16").find("has no accelerator"), std::string::npos);
+  EXPECT_THROW(
+      CostModel(Presets().LoadModel("llama-3.2-1b"), Presets().LoadHardware("rtx-3090"), {}, 4),
+      Error);
+}
+
+}  // namespace
+}  // namespace moelab::sim

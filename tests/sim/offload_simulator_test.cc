@@ -1,0 +1,365 @@
+#include "sim/offload_simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "model/error.h"
+#include "model/forward_cost.h"
+#include "model/parameter_count.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace moelab::sim {
+namespace {
+
+using testing::MixtralPopularity;
+using testing::SimConfigFor;
+
+const std::vector<std::string> kPolicies = {"resident",     "on-demand", "static-split",
+                                            "lru-prefetch", "fiddler",   "fmoe"};
+
+std::string Describe(const SimConfig& c) {
+  return c.model.name + " on " + c.hardware.name + ", " + c.policy + ", " +
+         ToString(c.workload.kind) + ", routing " + c.routing +
+         (c.accelerator_bytes ? ", memory " + std::to_string(*c.accelerator_bytes / 1e9) + " GB"
+                              : "");
+}
+
+// Workloads small enough to run many of.
+std::vector<Workload> SmallWorkloads() {
+  std::vector<Workload> list;
+  Workload decode;
+  decode.prompt_tokens = 16;
+  decode.output_tokens = 6;
+  list.push_back(decode);
+  Workload prefill = decode;
+  prefill.kind = WorkloadKind::kPrefill;
+  prefill.prompt_tokens = 96;
+  list.push_back(prefill);
+  Workload beam = decode;
+  beam.kind = WorkloadKind::kBeam;
+  beam.beam_width = 4;
+  beam.output_tokens = 4;
+  list.push_back(beam);
+  Workload batch = decode;
+  batch.kind = WorkloadKind::kBatch;
+  batch.batch = 4;
+  batch.output_tokens = 4;
+  list.push_back(batch);
+  Workload verify = decode;
+  verify.kind = WorkloadKind::kVerify;
+  verify.batch = 2;
+  verify.gamma = 3;
+  list.push_back(verify);
+  return list;
+}
+
+// Accelerators whose memory bandwidth is at least 7x their host's DRAM bandwidth: an expert run
+// on the CPU takes longer than several on the accelerator, so moving work to the host cannot
+// beat keeping everything on the accelerator (see the counterexample below).
+const char* const kFastAccelerators[] = {"rtx-3090", "a100-40gb-pcie"};
+
+TEST(OffloadSimulator, ResidentIsNeverSlowerThanAnyPolicy) {
+  int compared = 0, skipped = 0;
+  for (const char* model : {"mixtral-8x7b", "qwen1.5-moe-a2.7b", "deepseek-v2-lite"}) {
+    for (const char* hardware : kFastAccelerators) {
+      for (const Workload& workload : SmallWorkloads()) {
+        for (const char* routing : {"uniform", "correlated:locality=0.3,layer=0.5"}) {
+          SimConfig config = SimConfigFor(model, hardware, "resident");
+          config.workload = workload;
+          config.routing = routing;
+          if (std::string(model) == "mixtral-8x7b")
+            config.model.bits.experts = 4;  // quantized transfers
+          const SimResult ideal = SimulateOffload(config);
+          for (const std::string& policy : kPolicies) {
+            config.policy = policy;
+            SimResult result;
+            try {
+              result = SimulateOffload(config);
+            } catch (const Error&) {
+              // A policy that cannot run in this memory (e.g. lru-prefetch without one expert per
+              // layer) is not a counterexample.
+              ++skipped;
+              continue;
+            }
+            ++compared;
+            const double slack = 1e-12 * ideal.total_s;
+            EXPECT_LE(ideal.total_s, result.total_s + slack) << Describe(config);
+            EXPECT_LE(ideal.ttft_s, result.ttft_s + slack) << Describe(config);
+            if (ideal.tpot_s && result.tpot_s) {
+              EXPECT_LE(*ideal.tpot_s, *result.tpot_s + slack) << Describe(config);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 300);  // 360 runs, a few policies refused for lack of memory
+  EXPECT_LT(skipped, compared / 5);
+}
+
+// The property above is not a law of the model: when the host's DRAM bandwidth rivals the
+// accelerator's (T4 320 GB/s vs Xeon 6248 141 GB/s), Fiddler running the unplaced experts on the
+// CPU *at the same time* as the placed ones on the GPU adds the two bandwidths, and a prefill
+// that activates many experts per layer finishes sooner than with everything on the GPU. For the
+// same reason more memory (more experts placed, fewer on the CPU) can make fiddler slower there.
+TEST(OffloadSimulator, HybridExecutionBeatsResidentWhenTheHostRivalsTheAccelerator) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "t4", "resident");
+  config.model.bits.experts = 4;
+  config.workload.prompt_tokens = 16;
+  const SimResult resident = SimulateOffload(config);
+  config.policy = "fiddler";
+  const SimResult fiddler = SimulateOffload(config);
+  EXPECT_LT(fiddler.ttft_s, resident.ttft_s);
+  EXPECT_GT(fiddler.cpu_runs, 0);
+  EXPECT_GT(*fiddler.tpot_s, *resident.tpot_s);  // one token per step: no such gain
+}
+
+// More accelerator memory never makes lru-prefetch or fiddler slower on the same routing (fiddler
+// on accelerators much faster than their host; see the counterexample above).
+TEST(OffloadSimulator, MoreAcceleratorMemoryIsNeverSlower) {
+  const std::vector<std::pair<std::string, std::string>> cases = {{"lru-prefetch", "rtx-3090"},
+                                                                  {"lru-prefetch", "t4"},
+                                                                  {"fiddler", "rtx-3090"},
+                                                                  {"fiddler", "a100-40gb-pcie"}};
+  for (const auto& [policy, hardware] : cases) {
+    {
+      for (const Workload& workload : SmallWorkloads()) {
+        for (const std::string& routing :
+             {std::string("uniform"), std::string("correlated:locality=0.4,layer=0.6"),
+              "popularity:" + MixtralPopularity()}) {
+          if (routing.starts_with("popularity:") && !std::filesystem::exists(MixtralPopularity()))
+            continue;
+          SimConfig config = SimConfigFor("mixtral-8x7b", hardware, policy);
+          config.workload = workload;
+          config.routing = routing;
+          config.model.bits.experts = 4;  // 88 MB experts: 14 to 256 slots across the sweep
+          double previous_total = 0, previous_ttft = 0, previous_tpot = 0;
+          bool first = true;
+          for (double gigabytes = 6; gigabytes <= 30; gigabytes += 2) {
+            config.accelerator_bytes = gigabytes * 1e9;
+            SimResult result;
+            try {
+              result = SimulateOffload(config);
+            } catch (const Error&) {
+              EXPECT_TRUE(first) << "a larger memory failed after a smaller one ran: "
+                                 << Describe(config);
+              continue;
+            }
+            if (!first) {
+              EXPECT_LE(result.total_s, previous_total * (1 + 1e-12)) << Describe(config);
+              EXPECT_LE(result.ttft_s, previous_ttft * (1 + 1e-12)) << Describe(config);
+              if (result.tpot_s) {
+                EXPECT_LE(*result.tpot_s, previous_tpot * (1 + 1e-12)) << Describe(config);
+              }
+            }
+            first = false;
+            previous_total = result.total_s;
+            previous_ttft = result.ttft_s;
+            previous_tpot = result.tpot_s.value_or(0);
+          }
+          EXPECT_FALSE(first) << "no memory size ran: " << Describe(config);
+        }
+      }
+    }
+  }
+}
+
+// Per-layer LRU of k experts out of E, K experts per token, independent uniform routing: a
+// requested expert is cached with probability exactly k / E in the stationary regime (derivation
+// in tests/policies/lru_prefetch_test.cc and sim/README.md). lru-prefetch without prefetching
+// is that cache.
+TEST(OffloadSimulator, LruHitRateOnUniformRoutingMatchesTheClosedForm) {
+  for (int64_t k = 1; k <= 7; ++k) {
+    SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "lru-prefetch");
+    config.accelerator_bytes = 400e9;
+    config.policy_options.cache_per_layer = k;
+    config.policy_options.prefetch = 0;
+    config.workload.prompt_tokens = 32;
+    config.workload.output_tokens = 600;
+    const SimResult result = SimulateOffload(config);
+    EXPECT_NEAR(result.hit_rate(), static_cast<double>(k) / 8.0, 0.012) << "k " << k;
+    EXPECT_EQ(result.prefetches, 0);
+  }
+}
+
+TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
+  for (const std::string& policy : kPolicies) {
+    for (const Workload& workload : SmallWorkloads()) {
+      SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
+      config.workload = workload;
+      config.routing = "correlated:locality=0.3,layer=0.7";
+      const SimResult r = SimulateOffload(config);
+      const double expert_bytes = static_cast<double>(ExpertBytes(config.model));
+      EXPECT_EQ(r.expert_bytes, ExpertBytes(config.model));
+      EXPECT_EQ(
+          r.bytes_h2d_expert_weights,
+          static_cast<double>(r.demand_fetches + r.transient_fetches + r.prefetches) * expert_bytes)
+          << policy;
+      EXPECT_EQ(r.expert_activations,
+                r.hits + r.inflight_hits + r.demand_fetches + r.transient_fetches + r.cpu_runs)
+          << policy;
+      const double reads = r.bytes_storage_read / expert_bytes;
+      EXPECT_EQ(reads, std::floor(reads)) << policy;
+      const double h2d = config.hardware.host_link->host_to_device_bandwidth_bytes_per_s;
+      EXPECT_GE(r.busy_s[static_cast<int>(Resource::kHostToDevice)] * (1 + 1e-12),
+                (r.bytes_h2d_expert_weights + r.bytes_h2d_activations) / h2d)
+          << policy;
+      if (policy == "on-demand") {
+        const int64_t misses = r.expert_activations - r.hits - r.inflight_hits;
+        EXPECT_EQ(r.bytes_h2d_expert_weights, static_cast<double>(misses) * expert_bytes);
+      }
+      if (policy == "resident") {
+        EXPECT_EQ(r.bytes_h2d_expert_weights, 0.0);
+      }
+    }
+  }
+}
+
+TEST(OffloadSimulator, SameSeedSameBytesOtherSeedOtherRouting) {
+  for (const std::string& policy : kPolicies) {
+    SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
+    config.routing = "correlated:locality=0.3,layer=0.5";
+    config.record_timeline = true;
+    const SimResult a = SimulateOffload(config), b = SimulateOffload(config);
+    EXPECT_EQ(a.ToJson().dump(), b.ToJson().dump()) << policy;
+    EXPECT_EQ(a.TimelineJson(), b.TimelineJson()) << policy;
+    config.seed = 6;
+    EXPECT_NE(SimulateOffload(config).ToJson().dump(), a.ToJson().dump()) << policy;
+  }
+}
+
+TEST(OffloadSimulator, TimelineIsChromeTraceEventsMatchingTheBusyTimes) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "fiddler");
+  config.record_timeline = true;
+  const SimResult r = SimulateOffload(config);
+  const nlohmann::json trace = nlohmann::json::parse(r.TimelineJson());
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  std::map<std::pair<int, int>, double> busy_us;
+  int complete = 0;
+  for (const auto& event : trace["traceEvents"]) {
+    ASSERT_TRUE(event.contains("ph") && event.contains("pid") && event.contains("tid") &&
+                event.contains("name"));
+    if (event["ph"] == "M") continue;
+    ASSERT_EQ(event["ph"], "X");
+    ++complete;
+    EXPECT_GE(event["dur"].get<double>(), 0);
+    EXPECT_GE(event["ts"].get<double>(), 0);
+    EXPECT_LE(event["ts"].get<double>() + event["dur"].get<double>(), r.total_s * 1e6 + 1);
+    busy_us[{event["pid"].get<int>(), event["tid"].get<int>()}] += event["dur"].get<double>();
+  }
+  EXPECT_EQ(complete, static_cast<int>(r.timeline.size()));
+  const std::pair<int, int> accelerator{1, 1}, cpu{2, 1};
+  EXPECT_NEAR(busy_us[accelerator], r.busy_s[static_cast<int>(Resource::kAcceleratorCompute)] * 1e6,
+              1.0);
+  EXPECT_NEAR(busy_us[cpu], r.busy_s[static_cast<int>(Resource::kCpuCompute)] * 1e6, 1.0);
+  EXPECT_GT(busy_us[cpu], 0);  // fiddler ran experts on the CPU
+}
+
+// Where simulator and closed form must agree: everything resident, one token, the roofline of
+// the whole forward pass (model/forward_cost.h) -- the simulator launches each of the K experts
+// separately (K - 1 extra launches per layer) and otherwise adds the same operators.
+TEST(OffloadSimulator, ResidentDecodeStepMatchesTheAnalyticForwardCost) {
+  for (const char* model : {"mixtral-8x7b", "qwen1.5-moe-a2.7b"}) {
+    SimConfig config = SimConfigFor(model, "h100-sxm", "resident");
+    config.workload.prompt_tokens = 100;
+    config.workload.output_tokens = 2;  // one decode step at context 100
+    const SimResult r = SimulateOffload(config);
+    ForwardShape shape;
+    shape.context_length = 100;
+    const double analytic =
+        EstimateForwardCost(config.model, config.hardware, shape, config.cost).time_s;
+    const double extra_launches =
+        static_cast<double>(config.model.num_moe_layers() * (config.model.moe->top_k - 1)) *
+        config.cost.kernel_launch_s;
+    EXPECT_NEAR(*r.tpot_s, analytic + extra_launches, 1e-3 * analytic) << model;
+  }
+}
+
+TEST(OffloadSimulator, FullMemoryMakesEveryPolicyTheIdeal) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "resident");
+  config.accelerator_bytes = 200e9;
+  const double ideal = SimulateOffload(config).total_s;
+  for (const char* policy : {"static-split", "fiddler", "on-demand", "fmoe"}) {
+    config.policy = policy;
+    const SimResult r = SimulateOffload(config);
+    EXPECT_NEAR(r.total_s, ideal, 1e-12 * ideal) << policy;
+    EXPECT_EQ(r.hit_rate(), 1.0) << policy;
+  }
+}
+
+TEST(OffloadSimulator, MemoryTiersAndDevices) {
+  // Mixtral in 16 bits (93 GB) does not fit a 64 GB host: the least popular experts are read
+  // from storage whenever used.
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
+  SimResult r = SimulateOffload(config);
+  EXPECT_GT(r.experts_on_storage, 0);
+  EXPECT_GT(r.bytes_storage_read, 0);
+  config.model.bits.experts = 4;  // 23 GB of experts: all in host RAM
+  r = SimulateOffload(config);
+  EXPECT_EQ(r.experts_on_storage, 0);
+  EXPECT_EQ(r.bytes_storage_read, 0);
+  // static-split: hidden states cross to the CPU once per pass and back for the LM head... on
+  // the CPU side no transfer is needed for CPU experts.
+  config.policy = "static-split";
+  config.policy_options.gpu_layers = 8;
+  r = SimulateOffload(config);
+  EXPECT_EQ(r.policy_options[0].second, 8);
+  EXPECT_GT(r.bytes_d2h_activations, 0);
+  EXPECT_GT(r.busy_s[static_cast<int>(Resource::kCpuCompute)], 0);
+  EXPECT_EQ(r.bytes_h2d_expert_weights, 0);
+  EXPECT_EQ(r.cpu_runs + r.hits, r.expert_activations);
+  // resident on a model larger than the memory: runs (the ideal) but says it does not fit.
+  config.policy = "resident";
+  config.policy_options = {};
+  config.model.bits.experts = 16;
+  r = SimulateOffload(config);
+  EXPECT_FALSE(r.fits_accelerator);
+}
+
+TEST(OffloadSimulator, ErrorsNameTheOption) {
+  auto message = [](SimConfig config) {
+    try {
+      SimulateOffload(config);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "lru-prefetch");
+  config.policy_options.cache_per_layer = 4;
+  EXPECT_NE(message(config).find("--cache-per-layer 4"), std::string::npos) << message(config);
+  config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
+  config.accelerator_bytes = 2e9;
+  EXPECT_NE(message(config).find("leaves no room for a single expert"), std::string::npos)
+      << message(config);
+  config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
+  config.routing = "gate";
+  EXPECT_NE(message(config).find("--routing gate"), std::string::npos);
+  config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
+  config.accelerator_bytes = -1;
+  EXPECT_NE(message(config).find("--accelerator-memory"), std::string::npos);
+}
+
+TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
+  // With inter-layer correlation the speculative gate predicts the next layer and prefetched
+  // experts get used; with independent layers they are mostly wasted.
+  auto used_share = [](const std::string& routing) {
+    SimConfig config = SimConfigFor("mixtral-8x7b", "t4", "lru-prefetch");
+    config.model.bits.experts = 2.5;
+    config.model.bits.attention = 4;
+    config.accelerator_bytes = 12e9;
+    config.routing = routing;
+    config.workload.output_tokens = 64;
+    const SimResult r = SimulateOffload(config);
+    return static_cast<double>(r.prefetches_used) /
+           static_cast<double>(std::max<int64_t>(r.prefetches, 1));
+  };
+  EXPECT_GT(used_share("correlated:layer=1"), 0.95);
+  EXPECT_LT(used_share("uniform"), 0.5);
+}
+
+}  // namespace
+}  // namespace moelab::sim
