@@ -26,5 +26,6 @@ void RegisterRunCommands(std::vector<Command>& commands);
 void RegisterFitCommands(std::vector<Command>& commands);
 void RegisterSimSdCommands(std::vector<Command>& commands);
 void RegisterSimOffloadCommands(std::vector<Command>& commands);
+void RegisterPlanOffloadCommands(std::vector<Command>& commands);
 
 }  // namespace moelab::cli

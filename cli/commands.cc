@@ -12,6 +12,7 @@ const std::vector<Command>& AllCommands() {
     RegisterFitCommands(list);
     RegisterSimSdCommands(list);
     RegisterSimOffloadCommands(list);
+    RegisterPlanOffloadCommands(list);
     RegisterDeviceCommands(list);
     return list;
   }();

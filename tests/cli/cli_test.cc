@@ -284,6 +284,21 @@ TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
   EXPECT_TRUE(nlohmann::json::parse(RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 1e-9 --json").out)["smallest"].is_null());
 }
 
+TEST(Cli, PlanOffloadTabulatesPoliciesAcrossMemory) {
+  const RunResult r = RunMoelab("plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 16,48 "
+                                "--policies on-demand,fiddler --tokens 8 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["rows"].size(), 4u);
+  // More accelerator memory never makes Fiddler slower on the same routing.
+  double fiddler_16 = 0, fiddler_48 = 0;
+  for (const auto& row : json["rows"]) {
+    if (row["policy"] == "fiddler") (row["memory_bytes"].get<double>() < 20e9 ? fiddler_16 : fiddler_48) = row["tpot_s"].get<double>();
+  }
+  EXPECT_GT(fiddler_16, 0);
+  EXPECT_LE(fiddler_48, fiddler_16);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     SimPlanErrors, CliBadInput,
     ::testing::Values(BadInput{"sim sd --alpha 1.2", "--alpha value 1.2000: expected a number in [0, 1)"},
@@ -291,7 +306,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"sim sd --alpha 0.5 --sigma 0.5", "give --alpha or --sigma, not both"},
                       BadInput{"sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step"},
                       BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
-                      BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"}));
+                      BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
+                      BadInput{"plan offload --policies lru,fiddler", "lru"},
+                      BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"}));
 
 TEST(Cli, UnknownCommandIsAnError) {
   const RunResult r = RunMoelab("frobnicate");
