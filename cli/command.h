@@ -23,6 +23,7 @@ void RegisterHardwareCommands(std::vector<Command>& commands);
 void RegisterPlanCommands(std::vector<Command>& commands);
 void RegisterDeviceCommands(std::vector<Command>& commands);
 void RegisterRunCommands(std::vector<Command>& commands);
+void RegisterProfileCommands(std::vector<Command>& commands);
 void RegisterFitCommands(std::vector<Command>& commands);
 void RegisterSimSdCommands(std::vector<Command>& commands);
 void RegisterSimOffloadCommands(std::vector<Command>& commands);

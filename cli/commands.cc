@@ -9,6 +9,7 @@ const std::vector<Command>& AllCommands() {
     RegisterHardwareCommands(list);
     RegisterPlanCommands(list);
     RegisterRunCommands(list);
+    RegisterProfileCommands(list);
     RegisterFitCommands(list);
     RegisterSimSdCommands(list);
     RegisterSimOffloadCommands(list);

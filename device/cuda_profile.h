@@ -45,7 +45,8 @@ class GpuProfileSession {
   // [hidden][intermediate] down, bf16, deterministic values) and activations for up to
   // `max_tokens` tokens. Fewer blocks are allocated when device memory is short (at least one);
   // returns how many.
-  int64_t PrepareExpertFfn(int64_t hidden, int64_t intermediate, int64_t max_tokens, int64_t blocks);
+  int64_t PrepareExpertFfn(int64_t hidden, int64_t intermediate, int64_t max_tokens,
+                           int64_t blocks);
   // Seconds (CUDA events) of one expert FFN over `tokens` (<= max_tokens) on the next weight block:
   // cublasGemmEx gate_up (bf16 in and out, fp32 compute), SiLU(gate) * up, cublasGemmEx down.
   double ExpertFfn(int64_t tokens);

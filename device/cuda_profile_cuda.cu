@@ -15,27 +15,29 @@
 namespace moelab {
 namespace {
 
-[[noreturn]] void ThrowGpuError(const char* call, const std::string& what, const char* file, int line) {
-  throw GpuError(std::string(call) + " failed: " + what + " (" + file + ":" + std::to_string(line) + ")");
+[[noreturn]] void ThrowGpuError(const char* call, const std::string& what, const char* file,
+                                int line) {
+  throw GpuError(std::string(call) + " failed: " + what + " (" + file + ":" + std::to_string(line) +
+                 ")");
 }
 
 }  // namespace
 }  // namespace moelab
 
-#define MOELAB_CUDA_CHECK(call)                                                                   \
-  do {                                                                                            \
-    const cudaError_t moelab_status_ = (call);                                                    \
-    if (moelab_status_ != cudaSuccess) {                                                          \
-      ::moelab::ThrowGpuError(#call, cudaGetErrorString(moelab_status_), __FILE__, __LINE__);    \
-    }                                                                                             \
+#define MOELAB_CUDA_CHECK(call)                                                               \
+  do {                                                                                        \
+    const cudaError_t moelab_status_ = (call);                                                \
+    if (moelab_status_ != cudaSuccess) {                                                      \
+      ::moelab::ThrowGpuError(#call, cudaGetErrorString(moelab_status_), __FILE__, __LINE__); \
+    }                                                                                         \
   } while (0)
 
-#define MOELAB_CUBLAS_CHECK(call)                                                                 \
-  do {                                                                                            \
-    const cublasStatus_t moelab_status_ = (call);                                                 \
-    if (moelab_status_ != CUBLAS_STATUS_SUCCESS) {                                                \
+#define MOELAB_CUBLAS_CHECK(call)                                                                \
+  do {                                                                                           \
+    const cublasStatus_t moelab_status_ = (call);                                                \
+    if (moelab_status_ != CUBLAS_STATUS_SUCCESS) {                                               \
       ::moelab::ThrowGpuError(#call, cublasGetStatusString(moelab_status_), __FILE__, __LINE__); \
-    }                                                                                             \
+    }                                                                                            \
   } while (0)
 
 namespace moelab {
@@ -47,7 +49,8 @@ using Clock = std::chrono::steady_clock;
 // Deterministic small weights: ((i * 2654435761 + seed) mod 17 - 8) / 100.
 __global__ void FillPattern(Bf16* values, int64_t count, uint32_t seed) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count; i += stride) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += stride) {
     const uint32_t hash = static_cast<uint32_t>(i) * 2654435761u + seed;
     values[i] = __float2bfloat16(static_cast<float>(static_cast<int>(hash % 17u) - 8) * 0.01f);
   }
@@ -57,7 +60,8 @@ __global__ void FillPattern(Bf16* values, int64_t count, uint32_t seed) {
 __global__ void SiluMul(const Bf16* gate_up, int64_t tokens, int64_t width, Bf16* out) {
   const int64_t total = tokens * width;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += stride) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += stride) {
     const int64_t t = i / width;
     const int64_t j = i % width;
     const float gate = __bfloat162float(gate_up[t * 2 * width + j]);
@@ -66,36 +70,45 @@ __global__ void SiluMul(const Bf16* gate_up, int64_t tokens, int64_t width, Bf16
   }
 }
 
-int GridFor(int64_t count) { return static_cast<int>(std::clamp<int64_t>((count + 255) / 256, 1, 4096)); }
+int GridFor(int64_t count) {
+  return static_cast<int>(std::clamp<int64_t>((count + 255) / 256, 1, 4096));
+}
 
 // A device allocation freed on scope exit.
 struct DeviceBuffer {
   void* data = nullptr;
-  explicit DeviceBuffer(size_t bytes) { MOELAB_CUDA_CHECK(cudaMalloc(&data, std::max<size_t>(bytes, 1))); }
+  explicit DeviceBuffer(size_t bytes) {
+    MOELAB_CUDA_CHECK(cudaMalloc(&data, std::max<size_t>(bytes, 1)));
+  }
   ~DeviceBuffer() { cudaFree(data); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // y [tokens][n_out] = x [tokens][k] . w^T with w [n_out][k], all row-major bf16, fp32 compute.
 // Row-major y^T is column-major y (n_out x tokens) = op_T(w as k x n_out) . (x as k x tokens).
-void Gemm(cublasHandle_t handle, const Bf16* w, int64_t n_out, int64_t k, const Bf16* x, int64_t tokens, Bf16* y) {
+void Gemm(cublasHandle_t handle, const Bf16* w, int64_t n_out, int64_t k, const Bf16* x,
+          int64_t tokens, Bf16* y) {
   const float alpha = 1.0f;
   const float beta = 0.0f;
-  MOELAB_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_out), static_cast<int>(tokens),
-                                   static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), x, CUDA_R_16BF,
-                                   static_cast<int>(k), &beta, y, CUDA_R_16BF, static_cast<int>(n_out),
-                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  MOELAB_CUBLAS_CHECK(
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_out),
+                   static_cast<int>(tokens), static_cast<int>(k), &alpha, w, CUDA_R_16BF,
+                   static_cast<int>(k), x, CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_16BF,
+                   static_cast<int>(n_out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 // The expert FFN on one weight block (gate/up rows then down rows) into `out`.
-void ExpertFfnOnDevice(cublasHandle_t handle, cudaStream_t stream, const Bf16* block, int64_t hidden,
-                       int64_t intermediate, const Bf16* x, int64_t tokens, Bf16* gate_up_out, Bf16* activation,
-                       Bf16* out) {
+void ExpertFfnOnDevice(cublasHandle_t handle, cudaStream_t stream, const Bf16* block,
+                       int64_t hidden, int64_t intermediate, const Bf16* x, int64_t tokens,
+                       Bf16* gate_up_out, Bf16* activation, Bf16* out) {
   Gemm(handle, block, 2 * intermediate, hidden, x, tokens, gate_up_out);
-  SiluMul<<<GridFor(tokens * intermediate), 256, 0, stream>>>(gate_up_out, tokens, intermediate, activation);
+  SiluMul<<<GridFor(tokens * intermediate), 256, 0, stream>>>(gate_up_out, tokens, intermediate,
+                                                              activation);
   MOELAB_CUDA_CHECK(cudaGetLastError());
   Gemm(handle, block + 2 * intermediate * hidden, hidden, intermediate, activation, tokens, out);
 }
@@ -153,9 +166,11 @@ struct GpuProfileSession::Impl {
     void* host = use_pinned ? pinned : pageable;
     const Clock::time_point begin = Clock::now();
     if (to_device) {
-      MOELAB_CUDA_CHECK(cudaMemcpyAsync(device_buffer, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream));
+      MOELAB_CUDA_CHECK(cudaMemcpyAsync(device_buffer, host, static_cast<size_t>(bytes),
+                                        cudaMemcpyHostToDevice, stream));
     } else {
-      MOELAB_CUDA_CHECK(cudaMemcpyAsync(host, device_buffer, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream));
+      MOELAB_CUDA_CHECK(cudaMemcpyAsync(host, device_buffer, static_cast<size_t>(bytes),
+                                        cudaMemcpyDeviceToHost, stream));
     }
     MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream));
     return std::chrono::duration<double>(Clock::now() - begin).count();
@@ -174,7 +189,8 @@ std::string CublasVersion() {
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
 
-GpuProfileSession::GpuProfileSession(int device_index, int64_t transfer_bytes) : impl_(std::make_unique<Impl>()) {
+GpuProfileSession::GpuProfileSession(int device_index, int64_t transfer_bytes)
+    : impl_(std::make_unique<Impl>()) {
   if (transfer_bytes < 1) throw GpuError("GPU session: transfer_bytes must be >= 1");
   Impl& s = *impl_;
   s.device = device_index;
@@ -193,7 +209,8 @@ GpuProfileSession::GpuProfileSession(int device_index, int64_t transfer_bytes) :
   MOELAB_CUDA_CHECK(cudaMalloc(&s.device_buffer, bytes));
   MOELAB_CUDA_CHECK(cudaMallocHost(&s.pinned, bytes));
   s.pageable = std::malloc(bytes);
-  if (s.pageable == nullptr) throw GpuError("GPU session: cannot allocate " + std::to_string(bytes) + " pageable bytes");
+  if (s.pageable == nullptr)
+    throw GpuError("GPU session: cannot allocate " + std::to_string(bytes) + " pageable bytes");
   // Touch every host page so the copies measure transfers, not first-touch page faults.
   std::fill_n(static_cast<unsigned char*>(s.pinned), bytes, static_cast<unsigned char>(1));
   std::fill_n(static_cast<unsigned char*>(s.pageable), bytes, static_cast<unsigned char>(1));
@@ -203,38 +220,52 @@ GpuProfileSession::GpuProfileSession(int device_index, int64_t transfer_bytes) :
 
 GpuProfileSession::~GpuProfileSession() = default;
 
-double GpuProfileSession::CopyHostToDevice(int64_t bytes, bool pinned) { return impl_->Copy(bytes, true, pinned); }
+double GpuProfileSession::CopyHostToDevice(int64_t bytes, bool pinned) {
+  return impl_->Copy(bytes, true, pinned);
+}
 
-double GpuProfileSession::CopyDeviceToHost(int64_t bytes, bool pinned) { return impl_->Copy(bytes, false, pinned); }
+double GpuProfileSession::CopyDeviceToHost(int64_t bytes, bool pinned) {
+  return impl_->Copy(bytes, false, pinned);
+}
 
-int64_t GpuProfileSession::PrepareExpertFfn(int64_t hidden, int64_t intermediate, int64_t max_tokens, int64_t blocks) {
+int64_t GpuProfileSession::PrepareExpertFfn(int64_t hidden, int64_t intermediate,
+                                            int64_t max_tokens, int64_t blocks) {
   if (hidden < 1 || intermediate < 1 || max_tokens < 1 || blocks < 1) {
     throw GpuError("GPU expert FFN: hidden, intermediate, max_tokens and blocks must be >= 1");
   }
   Impl& s = *impl_;
   s.FreeExpert();
   const int64_t block_elements = 3 * hidden * intermediate;
-  const size_t activation_bytes = static_cast<size_t>(max_tokens * (hidden + 2 * intermediate + intermediate + hidden)) * sizeof(Bf16);
+  const size_t activation_bytes =
+      static_cast<size_t>(max_tokens * (hidden + 2 * intermediate + intermediate + hidden)) *
+      sizeof(Bf16);
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   MOELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const double usable = 0.8 * static_cast<double>(free_bytes) - static_cast<double>(activation_bytes);
-  const int64_t fit = static_cast<int64_t>(usable / (static_cast<double>(block_elements) * sizeof(Bf16)));
+  const double usable =
+      0.8 * static_cast<double>(free_bytes) - static_cast<double>(activation_bytes);
+  const int64_t fit =
+      static_cast<int64_t>(usable / (static_cast<double>(block_elements) * sizeof(Bf16)));
   if (fit < 1) {
     throw GpuError("GPU expert FFN: one expert block (" + std::to_string(block_elements * 2) +
-                   " bytes) and activations do not fit the device's free memory (" + std::to_string(free_bytes) + " bytes)");
+                   " bytes) and activations do not fit the device's free memory (" +
+                   std::to_string(free_bytes) + " bytes)");
   }
   s.blocks = std::min(blocks, fit);
   s.hidden = hidden;
   s.intermediate = intermediate;
   s.max_tokens = max_tokens;
   s.next_block = 0;
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.weights, static_cast<size_t>(s.blocks * block_elements) * sizeof(Bf16)));
+  MOELAB_CUDA_CHECK(
+      cudaMalloc(&s.weights, static_cast<size_t>(s.blocks * block_elements) * sizeof(Bf16)));
   MOELAB_CUDA_CHECK(cudaMalloc(&s.x, static_cast<size_t>(max_tokens * hidden) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.gate_up_out, static_cast<size_t>(max_tokens * 2 * intermediate) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.activation, static_cast<size_t>(max_tokens * intermediate) * sizeof(Bf16)));
+  MOELAB_CUDA_CHECK(cudaMalloc(&s.gate_up_out,
+                               static_cast<size_t>(max_tokens * 2 * intermediate) * sizeof(Bf16)));
+  MOELAB_CUDA_CHECK(
+      cudaMalloc(&s.activation, static_cast<size_t>(max_tokens * intermediate) * sizeof(Bf16)));
   MOELAB_CUDA_CHECK(cudaMalloc(&s.out, static_cast<size_t>(max_tokens * hidden) * sizeof(Bf16)));
-  FillPattern<<<GridFor(s.blocks * block_elements), 256, 0, s.stream>>>(s.weights, s.blocks * block_elements, 1u);
+  FillPattern<<<GridFor(s.blocks * block_elements), 256, 0, s.stream>>>(
+      s.weights, s.blocks * block_elements, 1u);
   MOELAB_CUDA_CHECK(cudaGetLastError());
   FillPattern<<<GridFor(max_tokens * hidden), 256, 0, s.stream>>>(s.x, max_tokens * hidden, 2u);
   MOELAB_CUDA_CHECK(cudaGetLastError());
@@ -246,12 +277,14 @@ double GpuProfileSession::ExpertFfn(int64_t tokens) {
   Impl& s = *impl_;
   if (s.blocks == 0) throw GpuError("GPU expert FFN: PrepareExpertFfn was not called");
   if (tokens < 1 || tokens > s.max_tokens) {
-    throw GpuError("GPU expert FFN: tokens " + std::to_string(tokens) + " outside 1.." + std::to_string(s.max_tokens));
+    throw GpuError("GPU expert FFN: tokens " + std::to_string(tokens) + " outside 1.." +
+                   std::to_string(s.max_tokens));
   }
   const Bf16* block = s.weights + s.next_block * 3 * s.hidden * s.intermediate;
   s.next_block = (s.next_block + 1) % s.blocks;
   MOELAB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
-  ExpertFfnOnDevice(s.cublas, s.stream, block, s.hidden, s.intermediate, s.x, tokens, s.gate_up_out, s.activation, s.out);
+  ExpertFfnOnDevice(s.cublas, s.stream, block, s.hidden, s.intermediate, s.x, tokens, s.gate_up_out,
+                    s.activation, s.out);
   MOELAB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
   MOELAB_CUDA_CHECK(cudaEventSynchronize(s.stop));
   float milliseconds = 0;
@@ -263,10 +296,12 @@ int64_t GpuProfileSession::l2_bytes() const { return impl_->l2_bytes; }
 
 std::string GpuProfileSession::device_name() const { return impl_->name; }
 
-std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_t hidden, int64_t intermediate,
-                                        const std::vector<float>& x, const std::vector<uint16_t>& gate_up,
+std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_t hidden,
+                                        int64_t intermediate, const std::vector<float>& x,
+                                        const std::vector<uint16_t>& gate_up,
                                         const std::vector<uint16_t>& down) {
-  if (tokens < 1 || hidden < 1 || intermediate < 1 || static_cast<int64_t>(x.size()) != tokens * hidden ||
+  if (tokens < 1 || hidden < 1 || intermediate < 1 ||
+      static_cast<int64_t>(x.size()) != tokens * hidden ||
       static_cast<int64_t>(gate_up.size()) != 2 * intermediate * hidden ||
       static_cast<int64_t>(down.size()) != hidden * intermediate) {
     throw GpuError("GPU expert FFN check: sizes do not match tokens x hidden x intermediate");
@@ -279,15 +314,17 @@ std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_
   DeviceBuffer gate_up_out(static_cast<size_t>(tokens * 2 * intermediate) * sizeof(Bf16));
   DeviceBuffer activation(static_cast<size_t>(tokens * intermediate) * sizeof(Bf16));
   DeviceBuffer out(static_cast<size_t>(tokens * hidden) * sizeof(Bf16));
-  MOELAB_CUDA_CHECK(cudaMemcpy(block.data, gate_up.data(), gate_up.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-  MOELAB_CUDA_CHECK(cudaMemcpy(block.as<Bf16>() + gate_up.size(), down.data(), down.size() * sizeof(uint16_t),
+  MOELAB_CUDA_CHECK(cudaMemcpy(block.data, gate_up.data(), gate_up.size() * sizeof(uint16_t),
                                cudaMemcpyHostToDevice));
-  MOELAB_CUDA_CHECK(cudaMemcpy(x_device.data, x_bf16.data(), x_bf16.size() * sizeof(Bf16), cudaMemcpyHostToDevice));
+  MOELAB_CUDA_CHECK(cudaMemcpy(block.as<Bf16>() + gate_up.size(), down.data(),
+                               down.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+  MOELAB_CUDA_CHECK(cudaMemcpy(x_device.data, x_bf16.data(), x_bf16.size() * sizeof(Bf16),
+                               cudaMemcpyHostToDevice));
   cublasHandle_t handle = nullptr;
   MOELAB_CUBLAS_CHECK(cublasCreate(&handle));
   try {
-    ExpertFfnOnDevice(handle, nullptr, block.as<Bf16>(), hidden, intermediate, x_device.as<Bf16>(), tokens,
-                      gate_up_out.as<Bf16>(), activation.as<Bf16>(), out.as<Bf16>());
+    ExpertFfnOnDevice(handle, nullptr, block.as<Bf16>(), hidden, intermediate, x_device.as<Bf16>(),
+                      tokens, gate_up_out.as<Bf16>(), activation.as<Bf16>(), out.as<Bf16>());
     MOELAB_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (...) {
     cublasDestroy(handle);
@@ -295,7 +332,8 @@ std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_
   }
   cublasDestroy(handle);
   std::vector<Bf16> out_bf16(static_cast<size_t>(tokens * hidden));
-  MOELAB_CUDA_CHECK(cudaMemcpy(out_bf16.data(), out.data, out_bf16.size() * sizeof(Bf16), cudaMemcpyDeviceToHost));
+  MOELAB_CUDA_CHECK(cudaMemcpy(out_bf16.data(), out.data, out_bf16.size() * sizeof(Bf16),
+                               cudaMemcpyDeviceToHost));
   std::vector<float> result(out_bf16.size());
   for (size_t i = 0; i < out_bf16.size(); ++i) result[i] = __bfloat162float(out_bf16[i]);
   return result;

@@ -4,7 +4,9 @@
 namespace moelab {
 namespace {
 
-[[noreturn]] void NoCuda() { throw GpuError("built without CUDA (configure with -DMOELAB_CUDA=ON where nvcc exists)"); }
+[[noreturn]] void NoCuda() {
+  throw GpuError("built without CUDA (configure with -DMOELAB_CUDA=ON where nvcc exists)");
+}
 
 }  // namespace
 
@@ -22,7 +24,8 @@ int64_t GpuProfileSession::l2_bytes() const { NoCuda(); }
 std::string GpuProfileSession::device_name() const { NoCuda(); }
 
 std::vector<float> GpuExpertFfnForCheck(int, int64_t, int64_t, int64_t, const std::vector<float>&,
-                                        const std::vector<uint16_t>&, const std::vector<uint16_t>&) {
+                                        const std::vector<uint16_t>&,
+                                        const std::vector<uint16_t>&) {
   NoCuda();
 }
 

@@ -55,7 +55,8 @@ std::string CompilerVersion() {
 
 int64_t L3CacheBytes() {
   for (int index = 0; index < 10; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const std::string dir =
+        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
     if (ReadLine(dir + "level") != "3") continue;
     const int64_t bytes = ParseCacheSize(ReadLine(dir + "size"));
     if (bytes > 0) return bytes;
@@ -70,7 +71,8 @@ int64_t L3CacheBytes() {
 double PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size) : 0.0;
+  return pages > 0 && page_size > 0 ? static_cast<double>(pages) * static_cast<double>(page_size)
+                                    : 0.0;
 }
 
 double AvailableMemoryBytes() {
@@ -101,10 +103,10 @@ int PhysicalCores() {
 }
 
 std::vector<std::string> KernelCpuFlags() {
-  static const char* const kInteresting[] = {"sse4_2",      "avx",         "avx2",        "fma",
-                                             "f16c",        "avx512f",     "avx512dq",    "avx512bw",
-                                             "avx512vl",    "avx512_bf16", "avx512_vnni", "avx512_fp16",
-                                             "avx_vnni",    "amx_tile",    "amx_bf16",    "amx_int8"};
+  static const char* const kInteresting[] = {
+      "sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx512f",
+      "avx512dq", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni", "avx512_fp16",
+      "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"};
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line;
   std::set<std::string> present;
@@ -128,11 +130,12 @@ double LoadAverage1m() {
 }
 
 nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gpus) {
-  nlohmann::json libraries = {{"google_benchmark", MOELAB_BENCHMARK_VERSION},
-                              {"compiler", CompilerVersion()},
-                              {"nlohmann_json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
-                                                    std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
-                                                    std::to_string(NLOHMANN_JSON_VERSION_PATCH)}};
+  nlohmann::json libraries = {
+      {"google_benchmark", MOELAB_BENCHMARK_VERSION},
+      {"compiler", CompilerVersion()},
+      {"nlohmann_json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
+                            std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
+                            std::to_string(NLOHMANN_JSON_VERSION_PATCH)}};
   if (gpus.cuda_compiled) {
     libraries["cuda_runtime"] = gpus.runtime_version;
     const std::string cublas = CublasVersion();
@@ -158,8 +161,7 @@ nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gp
           {"l3_bytes", l3_bytes},
           {"isa", ToString(ActiveIsa())},
           {"gpu", gpu},
-          {"libraries", libraries},
-          {"load_average_1m", LoadAverage1m()}};
+          {"libraries", libraries}};
 }
 
 }  // namespace moelab

@@ -1,10 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "device/gpu_devices.h"
 
@@ -28,7 +27,7 @@ std::vector<std::string> KernelCpuFlags();
 double LoadAverage1m();
 
 // {"cpu", "flags", "cores", "logical_cpus", "threads", "memory_bytes", "l3_bytes", "isa", "gpu",
-//  "libraries", "load_average_1m"}; "gpu" is null without a usable GPU, else the first device.
+//  "libraries"}; "gpu" is null without a usable GPU, else the first device.
 nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gpus);
 
 }  // namespace moelab

@@ -10,12 +10,14 @@ namespace moelab {
 void RequireMemory(double bytes, const std::string& what) {
   const double available = AvailableMemoryBytes();
   if (bytes > 0.8 * available) {
-    throw Error(what + " needs " + std::to_string(static_cast<int64_t>(bytes)) + " bytes but only " +
-                std::to_string(static_cast<int64_t>(available)) + " are available (80% may be used)");
+    throw Error(what + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
+                " bytes but only " + std::to_string(static_cast<int64_t>(available)) +
+                " are available (80% may be used)");
   }
 }
 
-std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points, const BenchEnvironment& env) {
+std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points,
+                                                 const BenchEnvironment& env) {
   if (points.empty()) throw Error("operator bench: no points");
   const GridPoint& first = points.front();
   for (const GridPoint& p : points) {
@@ -44,7 +46,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
     case OperatorFamily::kMemcpyD2hPageable:
       break;
   }
-  throw Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" + first.device + "'");
+  throw Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" +
+              first.device + "'");
 }
 
 namespace profiler_impl {
@@ -55,9 +58,11 @@ void FillWeights(uint16_t* values, int64_t count) {
   for (int64_t i = 0; i < count; ++i) values[i] = pattern[i % 17];
 }
 
-std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_bytes, int64_t l3_bytes) {
-  return label + ": weights cycled over " + std::to_string(blocks) + " blocks of " + std::to_string(block_bytes) +
-         " bytes (" + std::to_string(blocks * block_bytes) + " bytes > 2 x L3 of " + std::to_string(l3_bytes) +
+std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_bytes,
+                        int64_t l3_bytes) {
+  return label + ": weights cycled over " + std::to_string(blocks) + " blocks of " +
+         std::to_string(block_bytes) + " bytes (" + std::to_string(blocks * block_bytes) +
+         " bytes > 2 x L3 of " + std::to_string(l3_bytes) +
          " bytes), so every call reads them from DRAM";
 }
 

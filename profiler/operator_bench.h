@@ -5,10 +5,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/executor_config.h"
 #include "kernels/thread_pool.h"
@@ -56,7 +55,8 @@ class OperatorBench {
 // The bench for `points` (all of one family on one device), with every buffer, file, KV cache and
 // device allocation the largest point needs made here, outside any timing. Throws moelab::Error
 // (not enough memory, a file that cannot be written) or GpuError (CUDA).
-std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points, const BenchEnvironment& env);
+std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points,
+                                                 const BenchEnvironment& env);
 
 // Runs `body`; an exception ends the benchmark with SkipWithError(what()) instead of escaping
 // into Google Benchmark.

@@ -25,7 +25,9 @@ std::vector<int64_t> SortedUnique(std::vector<int64_t> values) {
   return values;
 }
 
-int64_t RoundUp(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t RoundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
 
 // Positions a query at `position` sees (the sliding window, when the model has one).
 int64_t Visible(int64_t position, int64_t sliding_window) {
@@ -33,49 +35,68 @@ int64_t Visible(int64_t position, int64_t sliding_window) {
 }
 
 double AttentionWeightBytes(const ExecutorConfig& c) {
-  const double qkv = static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width());
+  const double qkv =
+      static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width());
   const double out = static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
   return 2.0 * (qkv + out);
 }
 
-double ProjectionFlopsPerToken(const ExecutorConfig& c) { return AttentionWeightBytes(c); }  // 2 x (bytes / 2)
+double ProjectionFlopsPerToken(const ExecutorConfig& c) {
+  return AttentionWeightBytes(c);
+}  // 2 x (bytes / 2)
 
 }  // namespace
 
 std::string ToString(OperatorFamily family) {
   switch (family) {
-    case OperatorFamily::kExpertFfn: return "expert_ffn";
-    case OperatorFamily::kAttentionDecode: return "attention_decode";
-    case OperatorFamily::kAttentionPrefill: return "attention_prefill";
-    case OperatorFamily::kRouter: return "router";
-    case OperatorFamily::kLmHead: return "lm_head";
-    case OperatorFamily::kDenseFfn: return "dense_ffn";
-    case OperatorFamily::kMemcpyHost: return "memcpy_host";
-    case OperatorFamily::kStorageRead: return "storage_read";
-    case OperatorFamily::kMemcpyH2dPinned: return "memcpy_h2d_pinned";
-    case OperatorFamily::kMemcpyH2dPageable: return "memcpy_h2d_pageable";
-    case OperatorFamily::kMemcpyD2hPinned: return "memcpy_d2h_pinned";
-    case OperatorFamily::kMemcpyD2hPageable: return "memcpy_d2h_pageable";
+    case OperatorFamily::kExpertFfn:
+      return "expert_ffn";
+    case OperatorFamily::kAttentionDecode:
+      return "attention_decode";
+    case OperatorFamily::kAttentionPrefill:
+      return "attention_prefill";
+    case OperatorFamily::kRouter:
+      return "router";
+    case OperatorFamily::kLmHead:
+      return "lm_head";
+    case OperatorFamily::kDenseFfn:
+      return "dense_ffn";
+    case OperatorFamily::kMemcpyHost:
+      return "memcpy_host";
+    case OperatorFamily::kStorageRead:
+      return "storage_read";
+    case OperatorFamily::kMemcpyH2dPinned:
+      return "memcpy_h2d_pinned";
+    case OperatorFamily::kMemcpyH2dPageable:
+      return "memcpy_h2d_pageable";
+    case OperatorFamily::kMemcpyD2hPinned:
+      return "memcpy_d2h_pinned";
+    case OperatorFamily::kMemcpyD2hPageable:
+      return "memcpy_d2h_pageable";
   }
   return "?";
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
   static const std::vector<OperatorFamily> families = {
-      OperatorFamily::kExpertFfn,       OperatorFamily::kAttentionDecode,   OperatorFamily::kAttentionPrefill,
-      OperatorFamily::kRouter,          OperatorFamily::kLmHead,            OperatorFamily::kDenseFfn,
-      OperatorFamily::kMemcpyHost,      OperatorFamily::kStorageRead,       OperatorFamily::kMemcpyH2dPinned,
-      OperatorFamily::kMemcpyH2dPageable, OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable};
+      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
+      OperatorFamily::kAttentionPrefill, OperatorFamily::kRouter,
+      OperatorFamily::kLmHead,           OperatorFamily::kDenseFfn,
+      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
+      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
+      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
 bool IsGpuOnly(OperatorFamily family) {
-  return family == OperatorFamily::kMemcpyH2dPinned || family == OperatorFamily::kMemcpyH2dPageable ||
+  return family == OperatorFamily::kMemcpyH2dPinned ||
+         family == OperatorFamily::kMemcpyH2dPageable ||
          family == OperatorFamily::kMemcpyD2hPinned || family == OperatorFamily::kMemcpyD2hPageable;
 }
 
 bool IsTransfer(OperatorFamily family) {
-  return IsGpuOnly(family) || family == OperatorFamily::kMemcpyHost || family == OperatorFamily::kStorageRead;
+  return IsGpuOnly(family) || family == OperatorFamily::kMemcpyHost ||
+         family == OperatorFamily::kStorageRead;
 }
 
 std::string GridPoint::Label() const {
@@ -95,7 +116,7 @@ GridSpec GridSpec::Quick() {
   s.decode_contexts = {128, 1024, 4096};
   s.decode_batches = {1, 4, 32};
   s.prefill_tokens = {64, 256, 1024};
-  s.transfer_fixed_bytes = {int64_t{1} << 20};
+  s.transfer_fixed_bytes = {65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {1};
   s.storage_file_blocks = 2;
   s.repetitions = 3;
@@ -131,19 +152,24 @@ void GridSpec::Validate() const {
   RequirePositive(transfer_fixed_bytes, "transfer_fixed_bytes");
   RequirePositive(transfer_expert_divisors, "transfer_expert_divisors");
   if (ridge_points != 0 && ridge_points != 3 && ridge_points != 9) {
-    throw Error("profile grid: ridge_points must be 0, 3 or 9, got " + std::to_string(ridge_points));
+    throw Error("profile grid: ridge_points must be 0, 3 or 9, got " +
+                std::to_string(ridge_points));
   }
   if (storage_file_blocks < 1) throw Error("profile grid: storage_file_blocks must be >= 1");
-  if (repetitions < 1) throw Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
-  if (!(min_time_s > 0 && std::isfinite(min_time_s))) throw Error("profile grid: min_time_s must be > 0");
+  if (repetitions < 1)
+    throw Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
+  if (!(min_time_s > 0 && std::isfinite(min_time_s)))
+    throw Error("profile grid: min_time_s must be > 0");
 }
 
-std::vector<int64_t> RidgeTokens(double ridge_tokens, int count, const std::vector<int64_t>& taken) {
+std::vector<int64_t> RidgeTokens(double ridge_tokens, int count,
+                                 const std::vector<int64_t>& taken) {
   std::vector<double> factors;
   if (count == 3) factors = {0.75, 1.0, 1.5};
   if (count == 9) factors = {0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0};
   if (count != 0 && factors.empty()) throw Error("ridge points: count must be 0, 3 or 9");
-  if (!(ridge_tokens > 0) || !std::isfinite(ridge_tokens)) throw Error("ridge points: the ridge must be a positive number of tokens");
+  if (!(ridge_tokens > 0) || !std::isfinite(ridge_tokens))
+    throw Error("ridge points: the ridge must be a positive number of tokens");
   std::vector<int64_t> used = taken;
   std::vector<int64_t> points;
   for (double f : factors) {
@@ -171,7 +197,8 @@ double EstimateRidgeTokens(const std::vector<std::pair<int64_t, double>>& tokens
   for (size_t i = samples.size() >= 2 ? samples.size() - 2 : 0; i < samples.size(); ++i) {
     slope_s = std::min(slope_s, samples[i].second / static_cast<double>(samples[i].first));
   }
-  if (!(floor_s > 0) || !(slope_s > 0)) throw Error("ridge estimate: expert_ffn times must be positive");
+  if (!(floor_s > 0) || !(slope_s > 0))
+    throw Error("ridge estimate: expert_ffn times must be positive");
   return std::clamp(floor_s / slope_s, 1.0, static_cast<double>(kMaxTokens));
 }
 
@@ -197,7 +224,8 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
                                        const GridSpec& spec, int gpu_index) {
   spec.Validate();
   std::vector<GridPoint> points;
-  auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context, int64_t bytes) {
+  auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context,
+                 int64_t bytes) {
     points.push_back(GridPoint{family, device, tokens, context, bytes});
   };
   const std::vector<int64_t> expert_tokens = SortedUnique(spec.expert_tokens);
@@ -207,7 +235,8 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
   }
   for (int64_t context : SortedUnique(spec.decode_contexts)) {
     if (context > target.max_positions) continue;
-    for (int64_t batch : SortedUnique(spec.decode_batches)) add(OperatorFamily::kAttentionDecode, "cpu", batch, context, 0);
+    for (int64_t batch : SortedUnique(spec.decode_batches))
+      add(OperatorFamily::kAttentionDecode, "cpu", batch, context, 0);
   }
   for (int64_t t : SortedUnique(spec.prefill_tokens)) {
     if (t <= target.max_positions) add(OperatorFamily::kAttentionPrefill, "cpu", t, 0, 0);
@@ -220,9 +249,9 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
     for (int64_t t : matmul_tokens) add(OperatorFamily::kDenseFfn, "cpu", t, 0, 0);
   }
   // Transfers move expert-sized blocks (a dense target's FFN when it has no experts).
-  const int64_t block = target.is_moe()
-                            ? ExpertBytes(target)
-                            : static_cast<int64_t>(ExpertFfnWeightBytes(target.hidden_size, target.dense_intermediate_size));
+  const int64_t block = target.is_moe() ? ExpertBytes(target)
+                                        : static_cast<int64_t>(ExpertFfnWeightBytes(
+                                              target.hidden_size, target.dense_intermediate_size));
   const std::vector<int64_t> sizes = TransferBytes(spec, block);
   for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
   for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
@@ -231,8 +260,9 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
     if (target.is_moe()) {
       for (int64_t t : expert_tokens) add(OperatorFamily::kExpertFfn, gpu, t, 0, 0);
     }
-    for (OperatorFamily family : {OperatorFamily::kMemcpyH2dPinned, OperatorFamily::kMemcpyH2dPageable,
-                                  OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable}) {
+    for (OperatorFamily family :
+         {OperatorFamily::kMemcpyH2dPinned, OperatorFamily::kMemcpyH2dPageable,
+          OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable}) {
       for (int64_t b : sizes) add(family, gpu, 1, 0, b);
     }
   }
@@ -250,7 +280,8 @@ PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const Executo
       return {ExpertFfnWeightBytes(draft.hidden_size, draft.dense_intermediate_size),
               ExpertFfnFlops(p.tokens, draft.hidden_size, draft.dense_intermediate_size)};
     case OperatorFamily::kRouter: {
-      const double weights = static_cast<double>(c.hidden_size) * static_cast<double>(c.num_experts);
+      const double weights =
+          static_cast<double>(c.hidden_size) * static_cast<double>(c.num_experts);
       return {2.0 * weights, 2.0 * t * weights};
     }
     case OperatorFamily::kLmHead: {
@@ -259,8 +290,9 @@ PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const Executo
     }
     case OperatorFamily::kAttentionDecode: {
       const double visible = static_cast<double>(Visible(p.context, c.sliding_window));
-      const double kv_row_bytes = 2.0 * 4.0 * static_cast<double>(c.kv_width());  // keys + values, fp32
-      const double per_head = 4.0 * static_cast<double>(c.head_dim) * visible;     // q.k and p.v
+      const double kv_row_bytes =
+          2.0 * 4.0 * static_cast<double>(c.kv_width());  // keys + values, fp32
+      const double per_head = 4.0 * static_cast<double>(c.head_dim) * visible;  // q.k and p.v
       return {AttentionWeightBytes(c) + t * visible * kv_row_bytes,
               t * ProjectionFlopsPerToken(c) + t * static_cast<double>(c.num_heads) * per_head};
     }
@@ -271,8 +303,8 @@ PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const Executo
       }
       const double kv_row_bytes = 2.0 * 4.0 * static_cast<double>(c.kv_width());
       return {AttentionWeightBytes(c) + t * kv_row_bytes,
-              t * ProjectionFlopsPerToken(c) +
-                  4.0 * static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim) * visible_sum};
+              t * ProjectionFlopsPerToken(c) + 4.0 * static_cast<double>(c.num_heads) *
+                                                   static_cast<double>(c.head_dim) * visible_sum};
     }
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
@@ -285,7 +317,8 @@ PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const Executo
   return {};
 }
 
-nlohmann::json ShapeOf(const GridPoint& p, const ExecutorConfig& target, const ExecutorConfig& draft) {
+nlohmann::json ShapeOf(const GridPoint& p, const ExecutorConfig& target,
+                       const ExecutorConfig& draft) {
   const ExecutorConfig& c = target;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:

@@ -1,10 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "executor/executor_config.h"
 
@@ -13,18 +12,18 @@ namespace moelab {
 // The operators a profile measures. Each is one family of samples in "moelab.profile/1"
 // (profiler/README.md); ToString gives the name written in the file.
 enum class OperatorFamily {
-  kExpertFfn,           // kernels/expert_ffn.h on the model's expert shape
-  kAttentionDecode,     // the executor's attention, one new token per sequence
-  kAttentionPrefill,    // the executor's attention, a prompt into an empty cache
-  kRouter,              // MatmulBf16 hidden x experts
-  kLmHead,              // MatmulBf16 hidden x vocab
-  kDenseFfn,            // kernels/expert_ffn.h on the draft model's dense FFN shape
-  kMemcpyHost,          // std::memcpy of a block, host to host
-  kStorageRead,         // pread of a block from a file (O_DIRECT when the filesystem allows it)
-  kMemcpyH2dPinned,     // cudaMemcpyAsync host (pinned) -> device
-  kMemcpyH2dPageable,   // host (pageable) -> device
-  kMemcpyD2hPinned,     // device -> host (pinned)
-  kMemcpyD2hPageable,   // device -> host (pageable)
+  kExpertFfn,          // kernels/expert_ffn.h on the model's expert shape
+  kAttentionDecode,    // the executor's attention, one new token per sequence
+  kAttentionPrefill,   // the executor's attention, a prompt into an empty cache
+  kRouter,             // MatmulBf16 hidden x experts
+  kLmHead,             // MatmulBf16 hidden x vocab
+  kDenseFfn,           // kernels/expert_ffn.h on the draft model's dense FFN shape
+  kMemcpyHost,         // std::memcpy of a block, host to host
+  kStorageRead,        // pread of a block from a file (O_DIRECT when the filesystem allows it)
+  kMemcpyH2dPinned,    // cudaMemcpyAsync host (pinned) -> device
+  kMemcpyH2dPageable,  // host (pageable) -> device
+  kMemcpyD2hPinned,    // device -> host (pinned)
+  kMemcpyD2hPageable,  // device -> host (pageable)
 };
 
 std::string ToString(OperatorFamily family);
@@ -69,8 +68,8 @@ struct GridSpec {
   int repetitions = 3;
   double min_time_s = 0.05;  // Google Benchmark minimum time per repetition
 
-  // --quick: 3 repetitions of >= 50 ms, coarse lists (about 55 points, under 2 minutes on 2
-  // cores for the default model).
+  // --quick: 3 repetitions of >= 50 ms, coarse lists (57 points for the default model, about
+  // 25 s on 2 cores; 3 transfer sizes, the fewest a bytes fit takes).
   static GridSpec Quick();
   // The full profile: 5 repetitions of >= 200 ms, every power of two and half-octave point.
   static GridSpec Full();

@@ -37,11 +37,13 @@ void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
     touched.insert(name);
     entry.expected_repetitions = std::max<int64_t>(entry.expected_repetitions, run.repetitions);
     const double per_iteration_s =
-        run.iterations > 0 ? run.real_accumulated_time / static_cast<double>(run.iterations) : run.real_accumulated_time;
+        run.iterations > 0 ? run.real_accumulated_time / static_cast<double>(run.iterations)
+                           : run.real_accumulated_time;
     if (run.run_type == Run::RT_Aggregate) {
       // mean, median and stddev are in seconds per iteration; cv (a ratio) and any user
       // statistics are not needed.
-      if (run.aggregate_unit == benchmark::kTime) entry.aggregates[run.aggregate_name] = per_iteration_s;
+      if (run.aggregate_unit == benchmark::kTime)
+        entry.aggregates[run.aggregate_name] = per_iteration_s;
       aggregated.insert(name);
       continue;
     }
@@ -60,8 +62,8 @@ void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
     int64_t successes = 0;
     for (double s : entry.repetition_s) successes += !std::isnan(s);
     // Google Benchmark sends aggregates only with two or more successful repetitions.
-    const bool complete = aggregated.count(name) > 0 ||
-                          (reported >= entry.expected_repetitions && successes < 2);
+    const bool complete =
+        aggregated.count(name) > 0 || (reported >= entry.expected_repetitions && successes < 2);
     if (complete) MaybeDone(name);
   }
 }
@@ -83,7 +85,8 @@ Timing CollectingReporter::Get(const std::string& name) const {
     if (!std::isnan(s)) timing.repetition_s.push_back(s);
   }
   timing.failed = entry.failed || timing.repetition_s.empty();
-  timing.error = entry.failed ? entry.error : (timing.repetition_s.empty() ? "no successful repetition" : "");
+  timing.error =
+      entry.failed ? entry.error : (timing.repetition_s.empty() ? "no successful repetition" : "");
   timing.iterations = entry.iterations;
   timing.repetitions = static_cast<int>(timing.repetition_s.size());
   if (timing.repetition_s.empty()) return timing;

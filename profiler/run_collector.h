@@ -1,12 +1,12 @@
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 namespace moelab {
 
@@ -14,8 +14,8 @@ namespace moelab {
 // median/mean/stddev are Google Benchmark's aggregates when it computed them (2+ repetitions),
 // else computed here from the repetitions; min and max always come from the repetitions.
 struct Timing {
-  int repetitions = 0;          // successful repetitions
-  int64_t iterations = 0;       // iterations per repetition
+  int repetitions = 0;     // successful repetitions
+  int64_t iterations = 0;  // iterations per repetition
   std::vector<double> repetition_s;
   double median_s = 0;
   double mean_s = 0;
@@ -23,7 +23,7 @@ struct Timing {
   double min_s = 0;
   double max_s = 0;
   bool failed = false;
-  std::string error;            // Google Benchmark's error message when failed
+  std::string error;  // Google Benchmark's error message when failed
 };
 
 // A Google Benchmark reporter that prints nothing and keeps every run, keyed by the name the

@@ -1,0 +1,192 @@
+// attention_decode and attention_prefill, measured through the executor's own Transformer so the
+// code is exactly what `moelab run` executes: QKV projection, q/k norms and biases when the model
+// has them, rotary embedding, the KV cache write, AttendOneHead per (token, head) on the thread
+// pool, the output projection. The harness is the target's attention shape in a dense model whose
+// FFN (width 1) and vocabulary (2) are negligible; the time is the Transformer's own attention_s
+// (manual timing), so the embedding, norms, FFN and LM head of the harness are not counted.
+//
+// decode: L identical layers, L = CyclingBlocks(attention weight bytes, L3) capped at 64 and by a
+// KV budget, so each layer's weights and KV cache come from DRAM as in a real decode step; caches
+// are filled to `context` positions directly (their contents do not change the work), one token
+// per sequence is decoded, the caches are cut back, and the sample is attention_s / L.
+// prefill: one layer, one sequence of `tokens` prompt tokens into an empty cache; before each pass
+// (untimed) a buffer of 2x L3 is read so the weights come from DRAM.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "executor/kv_cache.h"
+#include "executor/transformer.h"
+#include "executor/weights.h"
+#include "profiler/impl/benches.h"
+#include "profiler/machine_info.h"
+
+namespace moelab::profiler_impl {
+namespace {
+
+constexpr int64_t kMaxHarnessLayers = 64;
+
+ExecutorConfig HarnessConfig(const ExecutorConfig& target, int64_t layers, int64_t max_positions) {
+  ExecutorConfig h = target;
+  h.name = target.name + " attention harness";
+  h.num_layers = layers;
+  h.vocab_size = 2;
+  h.tied_embeddings = true;
+  h.num_experts = 0;
+  h.top_k = 0;
+  h.expert_intermediate_size = 0;
+  h.num_shared_experts = 0;
+  h.shared_expert_intermediate_size = 0;
+  h.shared_expert_gate = false;
+  h.first_dense_layers = 0;
+  h.dense_intermediate_size = 1;
+  h.max_positions = max_positions;
+  h.Validate();
+  return h;
+}
+
+double AttentionWeightBytesPerLayer(const ExecutorConfig& c) {
+  return 2.0 * static_cast<double>(c.hidden_size) *
+             static_cast<double>(c.q_width() + 2 * c.kv_width()) +
+         2.0 * static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
+}
+
+void SetLength(KvCache& cache, int64_t length) {
+  if (cache.length() > length) {
+    cache.Truncate(length);
+  } else if (cache.length() < length) {
+    cache.Append(length - cache.length());
+  }
+}
+
+class AttentionBench : public OperatorBench {
+ public:
+  AttentionBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
+      : pool_(*env.pool), decode_(points.front().family == OperatorFamily::kAttentionDecode) {
+    const ExecutorConfig& target = *env.target;
+    int64_t max_context = 1;
+    int64_t max_batch = 1;
+    int64_t max_tokens = 1;
+    for (const GridPoint& p : points) {
+      max_context = std::max(max_context, p.context);
+      max_batch = std::max(max_batch, p.tokens);
+      max_tokens = std::max(max_tokens, p.tokens);
+    }
+    const double layer_weight_bytes = AttentionWeightBytesPerLayer(target);
+    const std::string label = ToString(points.front().family) + " cpu";
+    if (decode_) {
+      const double kv_per_layer = static_cast<double>(max_batch) *
+                                  static_cast<double>(max_context + 1) *
+                                  static_cast<double>(target.kv_width()) * 8.0;
+      const int64_t cycling = std::min(
+          kMaxHarnessLayers, CyclingBlocks(static_cast<int64_t>(layer_weight_bytes), env.l3_bytes));
+      const double budget = std::min(4.0 * (1 << 30), 0.25 * AvailableMemoryBytes());
+      const int64_t by_memory = std::max<int64_t>(1, static_cast<int64_t>(budget / kv_per_layer));
+      layers_ = std::min(cycling, by_memory);
+      const ExecutorConfig config = HarnessConfig(target, layers_, max_context + 1);
+      RequireMemory(kv_per_layer * static_cast<double>(layers_) + WeightBytesFor(config),
+                    label + " KV caches and weights");
+      weights_ = std::make_unique<ModelWeights>(MakeSyntheticWeights(config, env.seed, pool_));
+      for (int64_t b = 0; b < max_batch; ++b)
+        caches_.push_back(std::make_unique<KvCache>(config, max_context + 1));
+      notes_.push_back(label + ": the executor's Transformer attention over " +
+                       std::to_string(layers_) + " layers of the target's attention shape (" +
+                       std::to_string(static_cast<int64_t>(layer_weight_bytes)) +
+                       " weight bytes per layer); samples are attention time per layer");
+      if (layers_ < cycling) {
+        notes_.push_back(
+            label + ": " + std::to_string(layers_) + " layers instead of " +
+            std::to_string(cycling) +
+            " (KV cache memory budget), so small contexts may read weights from cache");
+      }
+    } else {
+      layers_ = 1;
+      const ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
+      const int64_t flush_bytes = std::max<int64_t>(2 * env.l3_bytes, 1 << 20);
+      RequireMemory(
+          static_cast<double>(flush_bytes) + WeightBytesFor(config) +
+              static_cast<double>(max_tokens) * static_cast<double>(target.kv_width()) * 8.0,
+          label + " KV cache, weights and cache-flush buffer");
+      weights_ = std::make_unique<ModelWeights>(MakeSyntheticWeights(config, env.seed, pool_));
+      caches_.push_back(std::make_unique<KvCache>(config, max_tokens));
+      flush_.assign(static_cast<size_t>(flush_bytes / 8), 1);
+      notes_.push_back(
+          label + ": the executor's Transformer attention, one layer; " +
+          std::to_string(flush_bytes) +
+          " bytes (2 x L3) read before each pass, untimed, so the weights come from DRAM");
+    }
+    model_ = std::make_unique<Transformer>(*weights_, pool_);
+  }
+
+  bool manual_time() const override { return true; }
+  double time_scale() const override { return 1.0 / static_cast<double>(layers_); }
+
+  void Run(benchmark::State& state, const GridPoint& point) override {
+    RunGuarded(state, [&] { decode_ ? Decode(state, point) : Prefill(state, point); });
+  }
+
+ private:
+  void Decode(benchmark::State& state, const GridPoint& point) {
+    std::vector<SequenceInput> batch(static_cast<size_t>(point.tokens));
+    for (int64_t b = 0; b < point.tokens; ++b) {
+      SetLength(*caches_[b], point.context);
+      batch[b].cache = caches_[b].get();
+      batch[b].tokens = {1};
+    }
+    ForwardOptions options;
+    options.logits = LogitRows::kLastPerSequence;
+    for (auto _ : state) {
+      const double before = model_->times().attention_s;
+      model_->Forward(batch, options, logits_);
+      state.SetIterationTime(model_->times().attention_s - before);
+      for (int64_t b = 0; b < point.tokens; ++b) caches_[b]->Truncate(point.context);
+    }
+  }
+
+  void Prefill(benchmark::State& state, const GridPoint& point) {
+    std::vector<SequenceInput> batch(1);
+    batch[0].cache = caches_[0].get();
+    batch[0].tokens.assign(static_cast<size_t>(point.tokens), 1);
+    ForwardOptions options;
+    options.logits = LogitRows::kLastPerSequence;
+    options.step_kind = "prefill";
+    for (auto _ : state) {
+      caches_[0]->Truncate(0);
+      FlushCaches();
+      const double before = model_->times().attention_s;
+      model_->Forward(batch, options, logits_);
+      state.SetIterationTime(model_->times().attention_s - before);
+    }
+  }
+
+  // Reads the flush buffer on every thread of the pool (evicting the weights from the caches).
+  void FlushCaches() {
+    const int64_t tasks = pool_.size();
+    const int64_t words = static_cast<int64_t>(flush_.size());
+    std::vector<int64_t> sums(static_cast<size_t>(tasks));
+    pool_.Run(tasks, [&](int64_t task, int) {
+      int64_t sum = 0;
+      for (int64_t i = task * words / tasks; i < (task + 1) * words / tasks; ++i) sum += flush_[i];
+      sums[task] = sum;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+
+  ThreadPool& pool_;
+  bool decode_;
+  int64_t layers_ = 1;
+  std::unique_ptr<ModelWeights> weights_;  // before model_: the Transformer refers to it
+  std::unique_ptr<Transformer> model_;
+  std::vector<std::unique_ptr<KvCache>> caches_;
+  std::vector<int64_t> flush_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& points,
+                                                  const BenchEnvironment& env) {
+  return std::make_unique<AttentionBench>(points, env);
+}
+
+}  // namespace moelab::profiler_impl

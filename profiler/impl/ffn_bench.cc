@@ -1,0 +1,72 @@
+// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h, the call the executor makes for every
+// expert and dense FFN, with its weights cycled over enough blocks that they come from DRAM.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/expert_ffn.h"
+#include "profiler/impl/benches.h"
+
+namespace moelab::profiler_impl {
+namespace {
+
+class FfnBench : public OperatorBench {
+ public:
+  FfnBench(const std::vector<GridPoint>& points, const BenchEnvironment& env) : pool_(*env.pool) {
+    const bool expert = points.front().family == OperatorFamily::kExpertFfn;
+    const ExecutorConfig& config = expert ? *env.target : *env.draft;
+    hidden_ = config.hidden_size;
+    width_ = expert ? config.expert_intermediate_size : config.dense_intermediate_size;
+    int64_t max_tokens = 1;
+    for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
+    const int64_t block_elements = 3 * hidden_ * width_;
+    const int64_t block_bytes = 2 * block_elements;
+    blocks_ = CyclingBlocks(block_bytes, env.l3_bytes);
+    const std::string label = ToString(points.front().family) + " cpu";
+    RequireMemory(static_cast<double>(blocks_ * block_bytes) +
+                      8.0 * static_cast<double>(max_tokens * hidden_) +
+                      12.0 * static_cast<double>(max_tokens * width_),
+                  label + " weights and activations");
+    weights_.resize(static_cast<size_t>(blocks_ * block_elements));
+    FillWeights(weights_.data(), static_cast<int64_t>(weights_.size()));
+    x_.resize(static_cast<size_t>(max_tokens * hidden_));
+    for (size_t i = 0; i < x_.size(); ++i)
+      x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
+    out_.resize(x_.size());
+    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.l3_bytes));
+  }
+
+  bool manual_time() const override { return false; }
+
+  void Run(benchmark::State& state, const GridPoint& point) override {
+    RunGuarded(state, [&] {
+      const int64_t block_elements = 3 * hidden_ * width_;
+      for (auto _ : state) {
+        const Bf16* block = weights_.data() + next_ * block_elements;
+        ExpertFfn(x_.data(), point.tokens, hidden_, width_, block, block + 2 * width_ * hidden_,
+                  out_.data(), pool_, scratch_);
+        benchmark::DoNotOptimize(out_.data());
+        benchmark::ClobberMemory();
+        next_ = (next_ + 1) % blocks_;
+      }
+    });
+  }
+
+ private:
+  ThreadPool& pool_;
+  int64_t hidden_ = 0;
+  int64_t width_ = 0;
+  int64_t blocks_ = 1;
+  int64_t next_ = 0;
+  std::vector<Bf16> weights_;
+  std::vector<float> x_, out_;
+  ExpertFfnScratch scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorBench> MakeFfnBench(const std::vector<GridPoint>& points,
+                                            const BenchEnvironment& env) {
+  return std::make_unique<FfnBench>(points, env);
+}
+
+}  // namespace moelab::profiler_impl

@@ -1,0 +1,68 @@
+// router (hidden x experts) and lm_head (hidden x vocab): kernels/matmul.h MatmulBf16, the calls
+// the executor makes (fp32 activations rounded to bf16 inside), weights cycled past 2x L3.
+#include <algorithm>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "profiler/impl/benches.h"
+
+namespace moelab::profiler_impl {
+namespace {
+
+class MatmulBench : public OperatorBench {
+ public:
+  MatmulBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
+      : pool_(*env.pool) {
+    const ExecutorConfig& c = *env.target;
+    const bool router = points.front().family == OperatorFamily::kRouter;
+    k_ = c.hidden_size;
+    n_ = router ? c.num_experts : c.vocab_size;
+    int64_t max_tokens = 1;
+    for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
+    const int64_t block_bytes = 2 * k_ * n_;
+    blocks_ = CyclingBlocks(block_bytes, env.l3_bytes);
+    const std::string label = ToString(points.front().family) + " cpu";
+    RequireMemory(static_cast<double>(blocks_ * block_bytes) +
+                      4.0 * static_cast<double>(max_tokens * (k_ + n_)),
+                  label + " weights and activations");
+    weights_.resize(static_cast<size_t>(blocks_ * k_ * n_));
+    FillWeights(weights_.data(), static_cast<int64_t>(weights_.size()));
+    x_.resize(static_cast<size_t>(max_tokens * k_));
+    for (size_t i = 0; i < x_.size(); ++i)
+      x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
+    y_.resize(static_cast<size_t>(max_tokens * n_));
+    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.l3_bytes));
+  }
+
+  bool manual_time() const override { return false; }
+
+  void Run(benchmark::State& state, const GridPoint& point) override {
+    RunGuarded(state, [&] {
+      for (auto _ : state) {
+        MatmulBf16(x_.data(), point.tokens, k_, weights_.data() + next_ * k_ * n_, n_, y_.data(),
+                   n_, pool_);
+        benchmark::DoNotOptimize(y_.data());
+        benchmark::ClobberMemory();
+        next_ = (next_ + 1) % blocks_;
+      }
+    });
+  }
+
+ private:
+  ThreadPool& pool_;
+  int64_t k_ = 0;
+  int64_t n_ = 0;
+  int64_t blocks_ = 1;
+  int64_t next_ = 0;
+  std::vector<Bf16> weights_;
+  std::vector<float> x_, y_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorBench> MakeMatmulBench(const std::vector<GridPoint>& points,
+                                               const BenchEnvironment& env) {
+  return std::make_unique<MatmulBench>(points, env);
+}
+
+}  // namespace moelab::profiler_impl

@@ -1,0 +1,451 @@
+#include "profiler/profiler.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "device/gpu_devices.h"
+#include "kernels/thread_pool.h"
+#include "model/atomic_file.h"
+#include "model/error.h"
+#include "profiler/machine_info.h"
+#include "profiler/operator_bench.h"
+#include "profiler/run_collector.h"
+
+namespace moelab {
+namespace {
+
+constexpr const char* kSchema = "moelab.profile/1";
+constexpr int64_t kAssumedL3Bytes = int64_t{32} << 20;
+
+std::mutex& ProfileMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// Google Benchmark reads its flags (and BENCHMARK_* environment variables) here; our benchmarks
+// set repetitions, minimum time and timing mode themselves.
+void InitializeBenchmarkOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    static char name[] = "moelab-profile";
+    static char* argv[] = {name, nullptr};
+    int argc = 1;
+    benchmark::Initialize(&argc, argv);
+  });
+}
+
+std::string ShortSeconds(double s) {
+  char text[32];
+  if (s >= 1.0) {
+    std::snprintf(text, sizeof(text), "%.3f s", s);
+  } else if (s >= 1e-3) {
+    std::snprintf(text, sizeof(text), "%.3f ms", s * 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%.1f us", s * 1e6);
+  }
+  return text;
+}
+
+nlohmann::json ShapeJson(const ExecutorConfig& c) {
+  nlohmann::json shape = {
+      {"layers", c.num_layers},          {"hidden", c.hidden_size}, {"heads", c.num_heads},
+      {"kv_heads", c.num_kv_heads},      {"head_dim", c.head_dim},  {"vocab", c.vocab_size},
+      {"max_positions", c.max_positions}};
+  if (c.is_moe()) {
+    shape["experts"] = c.num_experts;
+    shape["top_k"] = c.top_k;
+    shape["intermediate"] = c.expert_intermediate_size;
+    shape["shared_experts"] = c.num_shared_experts;
+    if (c.num_shared_experts > 0) shape["shared_intermediate"] = c.shared_expert_intermediate_size;
+    if (c.first_dense_layers > 0) shape["dense_intermediate"] = c.dense_intermediate_size;
+  } else {
+    shape["intermediate"] = c.dense_intermediate_size;
+  }
+  if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
+  return shape;
+}
+
+int FamilyRank(OperatorFamily family) {
+  const auto& all = AllOperatorFamilies();
+  return static_cast<int>(std::find(all.begin(), all.end(), family) - all.begin());
+}
+
+struct Measured {
+  GridPoint point;
+  nlohmann::json sample;
+};
+
+// Runs groups of points through Google Benchmark and turns their timings into samples.
+class ProfileRunner {
+ public:
+  ProfileRunner(const GridSpec& spec, const ExecutorConfig& target, const ExecutorConfig& draft,
+                std::ostream* progress, int total)
+      : spec_(spec),
+        target_(target),
+        draft_(draft),
+        progress_(progress),
+        total_(total),
+        collector_(
+            [this](const std::string& name, const Timing& timing) { OnDone(name, timing); }) {}
+
+  // Measures `points` (one family, one device) with `bench`; returns the samples made.
+  std::vector<Measured> Run(OperatorBench& bench, const std::vector<GridPoint>& points) {
+    benchmark::ClearRegisteredBenchmarks();
+    std::vector<std::string> names;
+    for (const GridPoint& point : points) {
+      char prefix[16];
+      std::snprintf(prefix, sizeof(prefix), "p%04d ", next_index_++);
+      const std::string name = prefix + point.Label();
+      names.push_back(name);
+      labels_[name] = point.Label();
+      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+          name.c_str(), [&bench, point](benchmark::State& state) { bench.Run(state, point); });
+      b->Repetitions(spec_.repetitions)->MinTime(spec_.min_time_s)->Unit(benchmark::kMillisecond);
+      if (bench.manual_time()) {
+        b->UseManualTime();
+      } else {
+        b->UseRealTime();
+      }
+    }
+    scale_ = bench.time_scale();
+    benchmark::RunSpecifiedBenchmarks(&collector_, ".");
+    benchmark::ClearRegisteredBenchmarks();
+
+    std::vector<Measured> measured;
+    const double scale = bench.time_scale();
+    for (size_t i = 0; i < points.size(); ++i) {
+      const GridPoint& p = points[i];
+      const Timing t = collector_.Get(names[i]);
+      if (t.failed) {
+        notes_.push_back(p.Label() + ": failed, left out: " + t.error);
+        continue;
+      }
+      const PointWork work = WorkOf(p, target_, draft_);
+      nlohmann::json repetition_s = nlohmann::json::array();
+      for (double s : t.repetition_s) repetition_s.push_back(s * scale);
+      nlohmann::json sample = {{"operator", ToString(p.family)},
+                               {"device", p.device},
+                               {"shape", ShapeOf(p, target_, draft_)},
+                               {"tokens", p.tokens},
+                               {"repetitions", t.repetitions},
+                               {"iterations", t.iterations},
+                               {"median_s", t.median_s * scale},
+                               {"mean_s", t.mean_s * scale},
+                               {"min_s", t.min_s * scale},
+                               {"max_s", t.max_s * scale},
+                               {"stddev_s", t.stddev_s * scale},
+                               {"repetition_s", repetition_s},
+                               {"bytes", std::llround(work.bytes)},
+                               {"flops", std::llround(work.flops)}};
+      bench.Annotate(p, sample);
+      measured.push_back({p, std::move(sample)});
+    }
+    return measured;
+  }
+
+  // A group that could not be prepared: its points count as done for the progress line.
+  void Skip(const std::vector<GridPoint>& points, const std::string& why) {
+    done_ += static_cast<int>(points.size());
+    const std::string what = ToString(points.front().family) + " " + points.front().device;
+    notes_.push_back(what + ": skipped: " + why);
+    if (progress_)
+      *progress_ << "[" << done_ << "/" << total_ << "] " << what << ": skipped: " << why
+                 << std::endl;
+  }
+
+  std::vector<std::string>& notes() { return notes_; }
+
+ private:
+  void OnDone(const std::string& name, const Timing& timing) {
+    ++done_;
+    if (!progress_) return;
+    *progress_ << "[" << done_ << "/" << total_ << "] " << labels_[name] << ": ";
+    if (timing.failed) {
+      *progress_ << "failed: " << timing.error;
+    } else {
+      *progress_ << "median " << ShortSeconds(timing.median_s * scale_) << " ("
+                 << timing.repetitions << " repetitions)";
+    }
+    *progress_ << std::endl;
+  }
+
+  const GridSpec& spec_;
+  const ExecutorConfig& target_;
+  const ExecutorConfig& draft_;
+  std::ostream* progress_;
+  int total_;
+  int done_ = 0;
+  int next_index_ = 0;
+  double scale_ = 1.0;  // the running bench's time_scale()
+  std::map<std::string, std::string> labels_;
+  std::vector<std::string> notes_;
+  CollectingReporter collector_;
+};
+
+}  // namespace
+
+void ProfileRequest::Validate() const {
+  if (model.empty()) throw Error("profile: --model must name a preset or a file");
+  if (threads < 0)
+    throw Error("profile: --threads must be >= 1 (or 0 for the default), got " +
+                std::to_string(threads));
+  if (grid) grid->Validate();
+}
+
+nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& presets) {
+  const auto start = std::chrono::steady_clock::now();
+  const double load_at_start = LoadAverage1m();
+  request.Validate();
+  const GridSpec spec =
+      request.grid ? *request.grid : (request.quick ? GridSpec::Quick() : GridSpec::Full());
+  spec.Validate();
+  const ExecutorConfig target =
+      ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  ShapeOverrides draft_shape = request.draft_shape;
+  if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
+  const ExecutorConfig draft =
+      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+
+  std::lock_guard<std::mutex> lock(ProfileMutex());
+  InitializeBenchmarkOnce();
+  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
+  std::vector<std::string> notes;
+  int64_t l3_bytes = L3CacheBytes();
+  if (l3_bytes <= 0) {
+    l3_bytes = kAssumedL3Bytes;
+    notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
+                    std::to_string(l3_bytes) + " bytes assumed");
+  }
+  const GpuInventory gpus = DetectGpus();
+  const int gpu_index = request.use_gpu && !gpus.devices.empty() ? gpus.devices.front().index : -1;
+  if (gpus.devices.empty()) {
+    notes.push_back("GPU operators not measured: " + gpus.why_none);
+  } else if (!request.use_gpu) {
+    notes.push_back("GPU operators not measured: disabled by the request");
+  }
+  if (!target.is_moe())
+    notes.push_back("the target '" + target.name +
+                    "' is dense: expert_ffn and router not measured");
+
+  const std::vector<GridPoint> grid = MakeProfileGrid(target, draft, spec, gpu_index);
+  bool has_cpu_experts = false;
+  for (const GridPoint& p : grid)
+    has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";
+  const int total = static_cast<int>(grid.size()) + (has_cpu_experts ? spec.ridge_points : 0);
+
+  BenchEnvironment env;
+  env.target = &target;
+  env.draft = &draft;
+  env.pool = &pool;
+  env.l3_bytes = l3_bytes;
+  env.spec = &spec;
+  env.storage_dir = request.storage_dir;
+  env.storage_direct_io = request.storage_direct_io;
+  env.seed = request.seed;
+
+  ProfileRunner runner(spec, target, draft, request.progress, total);
+  std::vector<Measured> measured;
+  nlohmann::json ridge = nullptr;
+  for (size_t begin = 0; begin < grid.size();) {
+    size_t end = begin;
+    while (end < grid.size() && grid[end].family == grid[begin].family &&
+           grid[end].device == grid[begin].device)
+      ++end;
+    const std::vector<GridPoint> group(grid.begin() + static_cast<long>(begin),
+                                       grid.begin() + static_cast<long>(end));
+    begin = end;
+    std::unique_ptr<OperatorBench> bench;
+    try {
+      bench = MakeOperatorBench(group, env);
+    } catch (const std::exception& e) {
+      runner.Skip(group, e.what());
+      continue;
+    }
+    for (const std::string& note : bench->notes()) runner.notes().push_back(note);
+    std::vector<Measured> group_measured = runner.Run(*bench, group);
+    if (group.front().family == OperatorFamily::kExpertFfn && group.front().device == "cpu" &&
+        spec.ridge_points > 0) {
+      // The ridge point of this machine, from the samples just taken; more points around it.
+      std::vector<std::pair<int64_t, double>> curve;
+      std::vector<int64_t> taken;
+      for (const Measured& m : group_measured) {
+        curve.push_back({m.point.tokens, m.sample["median_s"].get<double>()});
+        taken.push_back(m.point.tokens);
+      }
+      try {
+        const double r = EstimateRidgeTokens(curve);
+        std::vector<GridPoint> ridge_points;
+        for (int64_t t : RidgeTokens(r, spec.ridge_points, taken)) {
+          ridge_points.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
+        }
+        nlohmann::json tokens = nlohmann::json::array();
+        for (const GridPoint& p : ridge_points) tokens.push_back(p.tokens);
+        ridge = {{"tokens_per_expert", r}, {"points", tokens}};
+        runner.notes().push_back("expert_ffn cpu: ridge point estimated at " +
+                                 std::to_string(std::lround(r)) +
+                                 " tokens per expert (fastest time at <= 8 tokens / time per token "
+                                 "at the largest counts); " +
+                                 std::to_string(ridge_points.size()) + " points added around it");
+        std::vector<Measured> more = runner.Run(*bench, ridge_points);
+        group_measured.insert(group_measured.end(), more.begin(), more.end());
+      } catch (const Error& e) {
+        runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
+      }
+    }
+    measured.insert(measured.end(), group_measured.begin(), group_measured.end());
+  }
+
+  std::stable_sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) {
+    const auto key = [](const GridPoint& p) {
+      return std::make_tuple(p.device != "cpu", p.device, FamilyRank(p.family), p.context, p.bytes,
+                             p.tokens);
+    };
+    return key(a.point) < key(b.point);
+  });
+  nlohmann::json samples = nlohmann::json::array();
+  for (Measured& m : measured) samples.push_back(std::move(m.sample));
+  for (const std::string& note : runner.notes()) notes.push_back(note);
+
+  nlohmann::json profile;
+  profile["schema"] = kSchema;
+  profile["machine"] = MachineJson(pool.size(), l3_bytes, gpus);
+  // Other processes on the cores inflate and scatter the times; the load says how busy it was.
+  profile["machine"]["load_average_1m_start"] = load_at_start;
+  profile["machine"]["load_average_1m_end"] = LoadAverage1m();
+  const double logical_cpus = profile["machine"]["logical_cpus"].get<double>();
+  if (load_at_start > 0.3 * logical_cpus) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.2f on %d logical CPUs", load_at_start,
+                  static_cast<int>(logical_cpus));
+    notes.push_back(
+        std::string("the machine was busy when the profile started (1-minute load average ") +
+        text +
+        "): other processes competed for the cores, so times are inflated and noisy; profile an "
+        "idle "
+        "machine for a clean result");
+  }
+  profile["model"] = {
+      {"name", target.name}, {"family", target.family}, {"shape", ShapeJson(target)}};
+  profile["draft"] = {{"name", draft.name}, {"family", draft.family}, {"shape", ShapeJson(draft)}};
+  profile["quick"] = request.quick;
+  profile["grid"] = {
+      {"repetitions", spec.repetitions},
+      {"min_time_s", spec.min_time_s},
+      {"points", total},
+      {"ridge", ridge},
+      {"timing",
+       "Google Benchmark; real time for CPU kernels and memcpy, manual time for attention "
+       "(the executor's attention_s), storage_read (pread only) and GPU operators"}};
+  profile["samples"] = std::move(samples);
+  profile["notes"] = notes;
+  profile["wall_time_s"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return profile;
+}
+
+void ValidateProfile(const nlohmann::json& p) {
+  auto require = [](bool ok, const std::string& field, const std::string& what) {
+    if (!ok) throw Error("profile: " + field + ": " + what);
+  };
+  auto number = [&](const nlohmann::json& object, const std::string& key,
+                    const std::string& where) {
+    require(object.contains(key) && object[key].is_number(), where + key, "expected a number");
+    return object[key].get<double>();
+  };
+  require(p.is_object(), "(document)", "expected a JSON object");
+  require(p.contains("schema") && p["schema"] == kSchema, "schema",
+          std::string("expected \"") + kSchema + "\"");
+  require(p.contains("machine") && p["machine"].is_object(), "machine", "expected an object");
+  const nlohmann::json& m = p["machine"];
+  require(m.contains("cpu") && m["cpu"].is_string(), "machine.cpu", "expected a string");
+  require(m.contains("flags") && m["flags"].is_array(), "machine.flags", "expected an array");
+  require(m.contains("isa") && m["isa"].is_string(), "machine.isa", "expected a string");
+  require(m.contains("gpu") && (m["gpu"].is_null() || m["gpu"].is_object()), "machine.gpu",
+          "expected null or an object");
+  require(m.contains("libraries") && m["libraries"].is_object(), "machine.libraries",
+          "expected an object");
+  for (const char* key : {"cores", "threads", "l3_bytes"}) {
+    require(m.contains(key) && m[key].is_number_integer() && m[key].get<int64_t>() >= 1,
+            std::string("machine.") + key, "expected an integer >= 1");
+  }
+  require(number(m, "memory_bytes", "machine.") > 0, "machine.memory_bytes", "expected > 0");
+  require(p.contains("model") && p["model"].is_object() && p["model"].contains("name") &&
+              p["model"]["name"].is_string() && p["model"].contains("shape") &&
+              p["model"]["shape"].is_object(),
+          "model", "expected {\"name\", \"shape\"}");
+  require(p.contains("quick") && p["quick"].is_boolean(), "quick", "expected true or false");
+  require(p.contains("notes") && p["notes"].is_array(), "notes", "expected an array of strings");
+  for (const auto& note : p["notes"])
+    require(note.is_string(), "notes", "expected an array of strings");
+  require(p.contains("samples") && p["samples"].is_array(), "samples", "expected an array");
+  std::set<std::string> families;
+  for (OperatorFamily f : AllOperatorFamilies()) families.insert(ToString(f));
+  for (size_t i = 0; i < p["samples"].size(); ++i) {
+    const nlohmann::json& s = p["samples"][i];
+    const std::string where = "samples[" + std::to_string(i) + "].";
+    require(s.is_object(), where, "expected an object");
+    require(s.contains("operator") && s["operator"].is_string() &&
+                families.count(s["operator"].get<std::string>()) > 0,
+            where + "operator", "expected one of the operator names in profiler/README.md");
+    require(s.contains("device") && s["device"].is_string(), where + "device", "expected a string");
+    require(s.contains("shape") && s["shape"].is_object(), where + "shape", "expected an object");
+    require(
+        s.contains("tokens") && s["tokens"].is_number_integer() && s["tokens"].get<int64_t>() >= 1,
+        where + "tokens", "expected an integer >= 1");
+    require(s.contains("repetitions") && s["repetitions"].is_number_integer() &&
+                s["repetitions"].get<int64_t>() >= 1,
+            where + "repetitions", "expected an integer >= 1");
+    const double median = number(s, "median_s", where);
+    const double min = number(s, "min_s", where);
+    const double max = number(s, "max_s", where);
+    require(min > 0 && min <= median * (1 + 1e-9) && median <= max * (1 + 1e-9), where + "median_s",
+            "expected 0 < min_s <= median_s <= max_s");
+    require(number(s, "stddev_s", where) >= 0, where + "stddev_s", "expected >= 0");
+    require(number(s, "bytes", where) >= 0, where + "bytes", "expected >= 0");
+    require(number(s, "flops", where) >= 0, where + "flops", "expected >= 0");
+    const OperatorFamily family = [&] {
+      for (OperatorFamily f : AllOperatorFamilies()) {
+        if (ToString(f) == s["operator"]) return f;
+      }
+      return OperatorFamily::kExpertFfn;
+    }();
+    if (IsTransfer(family)) {
+      require(s["tokens"] == 1, where + "tokens", "transfers have tokens = 1");
+      require(s["shape"].contains("bytes") && s["shape"]["bytes"].is_number_integer() &&
+                  s["shape"]["bytes"].get<double>() == s["bytes"].get<double>(),
+              where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
+    }
+    if (family == OperatorFamily::kAttentionDecode) {
+      require(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
+              where + "shape.context", "attention_decode needs the context length");
+    }
+  }
+}
+
+void RequireOutputFolder(const std::filesystem::path& out) {
+  if (out.empty()) throw Error("profile: --out is required (the profile JSON file to write)");
+  std::error_code error;
+  if (std::filesystem::is_directory(out, error))
+    throw Error("--out " + out.string() + ": is a folder, expected a file name");
+  const std::filesystem::path folder =
+      out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path();
+  if (!std::filesystem::is_directory(folder, error)) {
+    throw Error("--out " + out.string() + ": folder " + folder.string() + " does not exist");
+  }
+}
+
+void WriteProfile(const nlohmann::json& profile, const std::filesystem::path& out) {
+  ValidateProfile(profile);
+  RequireOutputFolder(out);
+  WriteFileAtomically(out, profile.dump(2) + "\n");
+}
+
+}  // namespace moelab

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "executor/executor_config.h"
+#include "executor/run_workload.h"
+#include "model/preset_store.h"
+#include "profiler/profile_grid.h"
+
+namespace moelab {
+
+// What to profile: the model being planned (a preset or file plus shape overrides, as `moelab
+// run` takes them) and its draft (for dense_ffn), how hard, and where.
+struct ProfileRequest {
+  std::string model = "mixtral-8x7b";
+  ShapeOverrides shape = DefaultTargetShape();
+  std::string draft = "llama-3.2-1b";
+  ShapeOverrides draft_shape = DefaultDraftShape();  // an unset vocab takes the target's
+  bool quick = false;
+  std::optional<GridSpec> grid;       // unset: GridSpec::Quick() when quick, else GridSpec::Full()
+  int threads = 0;                    // thread pool size; 0: DefaultThreadCount()
+  std::filesystem::path storage_dir;  // storage_read's temporary file; empty: the temp folder
+  bool storage_direct_io = true;      // false: buffered reads (what a refusing filesystem gets)
+  bool use_gpu = true;                // measure GPU 0 when DetectGpus() finds one
+  uint64_t seed = 1;                  // synthetic attention weights
+  std::ostream* progress = nullptr;   // "[12/85] expert_ffn cpu tokens=64: median 3.10 ms" lines
+
+  void Validate() const;  // throws moelab::Error naming the field
+};
+
+// Measures every operator of the grid with Google Benchmark and returns the "moelab.profile/1"
+// document (profiler/README.md): machine, model, draft, grid, samples, notes, wall_time_s. The
+// caller adds "provenance". Bad input (unknown model, impossible shape, bad grid) throws
+// moelab::Error before anything runs; a family that cannot be prepared (memory, files, GPU) is
+// skipped with a note; a point that fails is left out with a note. Uses Google Benchmark's global
+// registry: one profile at a time per process (serialized by a lock).
+nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& presets);
+
+// Throws moelab::Error naming the first field of `profile` that does not follow moelab.profile/1.
+void ValidateProfile(const nlohmann::json& profile);
+
+// Throws moelab::Error when the folder `out` would be written to does not exist (checked before
+// a profile starts, so a long run never ends in a failed write).
+void RequireOutputFolder(const std::filesystem::path& out);
+
+// Validates `profile` and writes it to `out` atomically (model/atomic_file.h): a failure leaves no
+// file behind.
+void WriteProfile(const nlohmann::json& profile, const std::filesystem::path& out);
+
+}  // namespace moelab

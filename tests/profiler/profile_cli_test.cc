@@ -1,0 +1,88 @@
+// `moelab profile` as a user runs it: bad input gives one clear line, a non-zero exit status and
+// no file, before any measuring starts.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+struct RunResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+RunResult RunMoelab(const std::string& args) {
+  const std::filesystem::path dir = testing::MakeTempDir("profile-cli-run");
+  const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" +
+                              (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int raw = std::system(command.c_str());
+  RunResult result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  result.out = Slurp(dir / "out");
+  result.err = Slurp(dir / "err");
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+TEST(ProfileCli, HelpListsTheOptions) {
+  const RunResult r = RunMoelab("profile --help");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* option :
+       {"--model", "--quick", "--out", "--threads", "--json", "--quiet", "--hidden", "--experts",
+        "--top-k", "--kv-heads", "--head-dim", "--vocab"}) {
+    EXPECT_NE(r.out.find(option), std::string::npos) << option;
+  }
+}
+
+struct BadInput {
+  std::string args;
+  std::string expected_message;
+};
+
+class ProfileCliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(ProfileCliBadInput, ClearErrorNonZeroExitNoFile) {
+  const std::filesystem::path dir = testing::MakeTempDir("profile-cli-bad");
+  std::string args = GetParam().args;
+  const std::string placeholder = "OUT";
+  if (const size_t at = args.find(placeholder); at != std::string::npos) {
+    args.replace(at, placeholder.size(), (dir / "profile.json").string());
+  }
+  const RunResult r = RunMoelab(args);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find(GetParam().expected_message), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "no file, no temporary left behind";
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, ProfileCliBadInput,
+    ::testing::Values(
+        BadInput{"profile --model mixtral-8x8b --quick --out OUT", "did you mean 'mixtral-8x7b'"},
+        BadInput{"profile --quick --out /nonexistent-folder/profile.json", "does not exist"},
+        BadInput{"profile --quick --hidden 0 --out OUT", "--hidden must be at least 1, got 0"},
+        BadInput{"profile --quick --experts -8 --out OUT", "--experts must be at least 1, got -8"},
+        BadInput{"profile --quick --top-k 9 --out OUT", "top_k"},
+        BadInput{"profile --quick --threads -2 --out OUT", "--threads"},
+        BadInput{"profile --quick", "--out is required"},
+        BadInput{"profile --quick --no-such-option --out OUT", "unrecognised option"}));
+
+}  // namespace
+}  // namespace moelab

@@ -1,0 +1,229 @@
+// The grid a profile measures, derived from the model's shape: which points, their sizes, the
+// ridge points and the weight-cycling rule.
+#include "profiler/profile_grid.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "executor/run_workload.h"
+#include "model/error.h"
+#include "model/preset_store.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+ExecutorConfig DefaultTarget() {
+  return ExecutorConfigFromSpec(PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"),
+                                DefaultTargetShape());
+}
+
+ExecutorConfig DefaultDraft(int64_t vocab) {
+  ShapeOverrides shape = DefaultDraftShape();
+  shape.vocab = vocab;
+  return ExecutorConfigFromSpec(PresetStore(testing::PresetDir()).LoadModel("llama-3.2-1b"), shape);
+}
+
+bool Contains(const std::vector<int64_t>& values, int64_t v) {
+  return std::find(values.begin(), values.end(), v) != values.end();
+}
+
+std::map<std::string, int> CountByFamily(const std::vector<GridPoint>& points) {
+  std::map<std::string, int> counts;
+  for (const GridPoint& p : points) ++counts[ToString(p.family) + " " + p.device];
+  return counts;
+}
+
+TEST(GridSpec, FullHasEveryPowerOfTwoAndTheHalfOctaveBends) {
+  const GridSpec full = GridSpec::Full();
+  for (int64_t t = 1; t <= 4096; t *= 2) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
+  for (int64_t t : {3, 6, 12, 24, 48, 96, 3072}) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
+  EXPECT_TRUE(std::is_sorted(full.expert_tokens.begin(), full.expert_tokens.end()));
+  EXPECT_EQ(full.expert_tokens.size(), 24u);
+  EXPECT_EQ(full.expert_tokens.front(), 1);
+  EXPECT_EQ(full.expert_tokens.back(), 4096);
+  EXPECT_EQ(full.ridge_points, 9);
+  EXPECT_EQ(full.repetitions, 5);
+  EXPECT_EQ(full.decode_contexts, (std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(full.decode_batches, (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
+  EXPECT_EQ(full.prefill_tokens.front(), 64);
+  EXPECT_EQ(full.prefill_tokens.back(), 2048);
+}
+
+TEST(GridSpec, QuickIsASmallerCheaperSubsetWithTheBends) {
+  const GridSpec quick = GridSpec::Quick();
+  const GridSpec full = GridSpec::Full();
+  EXPECT_LT(quick.expert_tokens.size(), full.expert_tokens.size());
+  EXPECT_LT(quick.matmul_tokens.size(), full.matmul_tokens.size());
+  EXPECT_LT(quick.decode_contexts.size() * quick.decode_batches.size(),
+            full.decode_contexts.size() * full.decode_batches.size());
+  for (int64_t t : {1, 3, 6, 12, 24, 48, 4096}) EXPECT_TRUE(Contains(quick.expert_tokens, t)) << t;
+  for (int64_t t : quick.expert_tokens) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
+  EXPECT_EQ(quick.repetitions, 3);
+  EXPECT_LT(quick.min_time_s, full.min_time_s);
+  EXPECT_NO_THROW(quick.Validate());
+  EXPECT_NO_THROW(full.Validate());
+}
+
+TEST(GridSpec, ValidateNamesTheField) {
+  GridSpec s = GridSpec::Quick();
+  s.repetitions = 0;
+  EXPECT_THROW(s.Validate(), Error);
+  s = GridSpec::Quick();
+  s.expert_tokens.push_back(0);
+  try {
+    s.Validate();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert_tokens"), std::string::npos) << e.what();
+  }
+  s = GridSpec::Quick();
+  s.ridge_points = 2;
+  EXPECT_THROW(s.Validate(), Error);
+  s = GridSpec::Quick();
+  s.min_time_s = 0;
+  EXPECT_THROW(s.Validate(), Error);
+}
+
+TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
+  const ExecutorConfig target = DefaultTarget();
+  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const std::vector<GridPoint> points = MakeProfileGrid(target, draft, GridSpec::Quick(), -1);
+  const std::map<std::string, int> counts = CountByFamily(points);
+  EXPECT_EQ(counts.at("expert_ffn cpu"), 15);
+  EXPECT_EQ(counts.at("attention_decode cpu"), 9);
+  EXPECT_EQ(counts.at("attention_prefill cpu"), 3);
+  EXPECT_EQ(counts.at("router cpu"), 7);
+  EXPECT_EQ(counts.at("lm_head cpu"), 7);
+  EXPECT_EQ(counts.at("dense_ffn cpu"), 7);
+  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);  // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
+  EXPECT_EQ(counts.at("storage_read cpu"), 3);
+  EXPECT_EQ(points.size(), 54u);  // + 3 ridge points at run time = 57
+  for (const GridPoint& p : points) {
+    EXPECT_EQ(p.device, "cpu");
+    EXPECT_GE(p.tokens, 1);
+    if (IsTransfer(p.family)) {
+      EXPECT_EQ(p.tokens, 1);
+      EXPECT_EQ(p.bytes % 4096, 0) << p.bytes;
+    }
+  }
+}
+
+TEST(ProfileGrid, SizesComeFromTheModelShape) {
+  const ExecutorConfig target = DefaultTarget();
+  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  EXPECT_EQ(target.hidden_size, 1024);
+  EXPECT_EQ(target.expert_intermediate_size, 3584);
+  const int64_t expert_bytes = 3 * 1024 * 3584 * 2;
+  EXPECT_EQ(ExpertBytes(target), expert_bytes);
+  const std::vector<int64_t> sizes = TransferBytes(GridSpec::Full(), expert_bytes);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4096, 65536, 1 << 20, expert_bytes / 16, expert_bytes / 4,
+                                         expert_bytes}));
+
+  const GridPoint expert{OperatorFamily::kExpertFfn, "cpu", 16, 0, 0};
+  EXPECT_EQ(ShapeOf(expert, target, draft),
+            (nlohmann::json{{"hidden", 1024}, {"intermediate", 3584}}));
+  EXPECT_DOUBLE_EQ(WorkOf(expert, target, draft).bytes, static_cast<double>(expert_bytes));
+  EXPECT_DOUBLE_EQ(WorkOf(expert, target, draft).flops, 6.0 * 16 * 1024 * 3584);
+
+  const GridPoint dense{OperatorFamily::kDenseFfn, "cpu", 4, 0, 0};
+  EXPECT_EQ(ShapeOf(dense, target, draft),
+            (nlohmann::json{{"hidden", 512}, {"intermediate", 1536}}));
+  const GridPoint router{OperatorFamily::kRouter, "cpu", 8, 0, 0};
+  EXPECT_EQ(ShapeOf(router, target, draft), (nlohmann::json{{"hidden", 1024}, {"experts", 8}}));
+  EXPECT_DOUBLE_EQ(WorkOf(router, target, draft).flops, 2.0 * 8 * 1024 * 8);
+  const GridPoint lm_head{OperatorFamily::kLmHead, "cpu", 2, 0, 0};
+  EXPECT_EQ(ShapeOf(lm_head, target, draft)["vocab"], target.vocab_size);
+
+  const GridPoint decode{OperatorFamily::kAttentionDecode, "cpu", 4, 1024, 0};
+  const nlohmann::json shape = ShapeOf(decode, target, draft);
+  EXPECT_EQ(shape["context"], 1024);
+  EXPECT_EQ(shape["heads"], 16);
+  EXPECT_EQ(shape["kv_heads"], 4);
+  EXPECT_EQ(shape["head_dim"], 64);
+  // Weights (qkv 1024 x 1536 and output 1024 x 1024, bf16) plus 4 x 1025 positions of fp32 K and V.
+  const double weights = 2.0 * (1024.0 * 1536.0 + 1024.0 * 1024.0);
+  EXPECT_DOUBLE_EQ(WorkOf(decode, target, draft).bytes, weights + 4.0 * 1025 * 256 * 8);
+  EXPECT_EQ(decode.Label(), "attention_decode cpu context=1024 batch=4");
+  EXPECT_EQ(expert.Label(), "expert_ffn cpu tokens=16");
+}
+
+TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) {
+  ExecutorConfig target = DefaultTarget();
+  target.max_positions = 1000;
+  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  std::map<std::string, int> counts =
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+  EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
+  EXPECT_EQ(counts["attention_prefill cpu"], 2);  // 64 and 256
+
+  const ExecutorConfig dense = DefaultDraft(32000);
+  counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), -1));
+  EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
+  EXPECT_EQ(counts.count("router cpu"), 0u);
+  EXPECT_EQ(counts["lm_head cpu"], 7);
+}
+
+TEST(ProfileGrid, GpuPointsOnlyWithAGpu) {
+  const ExecutorConfig target = DefaultTarget();
+  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const std::map<std::string, int> counts =
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), 0));
+  EXPECT_EQ(counts.at("expert_ffn cuda:0"), 15);
+  for (const char* name : {"memcpy_h2d_pinned cuda:0", "memcpy_h2d_pageable cuda:0",
+                           "memcpy_d2h_pinned cuda:0", "memcpy_d2h_pageable cuda:0"}) {
+    EXPECT_EQ(counts.at(name), 3) << name;
+  }
+}
+
+TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
+  const std::vector<int64_t> taken = GridSpec::Quick().expert_tokens;
+  const std::vector<int64_t> three = RidgeTokens(20.0, 3, taken);
+  EXPECT_EQ(three, (std::vector<int64_t>{15, 20, 30}));
+  const std::vector<int64_t> nine = RidgeTokens(100.0, 9, GridSpec::Full().expert_tokens);
+  ASSERT_EQ(nine.size(), 9u);
+  for (size_t i = 0; i < nine.size(); ++i) {
+    EXPECT_FALSE(Contains(GridSpec::Full().expert_tokens, nine[i])) << nine[i];
+    if (i > 0) {
+      EXPECT_LT(nine[i - 1], nine[i]);
+    }
+    EXPECT_GE(nine[i], 50);
+    EXPECT_LE(nine[i], 210);
+  }
+  // Collisions move up by one; at the top they wrap, so the count always holds.
+  EXPECT_EQ(RidgeTokens(16.0, 3, {12, 16, 24}), (std::vector<int64_t>{13, 17, 25}));
+  EXPECT_EQ(RidgeTokens(4096.0, 3, {4096}).size(), 3u);
+  EXPECT_EQ(RidgeTokens(20.0, 3, taken), three);  // deterministic
+  EXPECT_TRUE(RidgeTokens(20.0, 0, taken).empty());
+  EXPECT_THROW(RidgeTokens(20.0, 4, taken), Error);
+}
+
+TEST(EstimateRidgeTokens, RecoversAPlantedRoofline) {
+  // t(T) = max(t0, c T) with t0 = 1 ms and c = 50 us per token: the ridge is at 20 tokens.
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> noise(0.98, 1.02);
+  std::vector<std::pair<int64_t, double>> samples;
+  for (int64_t t : GridSpec::Quick().expert_tokens)
+    samples.push_back({t, std::max(1e-3, 50e-6 * t) * noise(random)});
+  EXPECT_NEAR(EstimateRidgeTokens(samples), 20.0, 2.0);
+  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}}), Error);
+  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}, {4, 2e-3}}), Error);
+  // Never compute-bound in range: the ridge is clamped to the grid.
+  EXPECT_LE(EstimateRidgeTokens({{1, 1.0}, {4096, 1e-3}}), 4096.0);
+}
+
+TEST(CyclingBlocks, CycleExceedsTwiceTheCache) {
+  const int64_t l3 = int64_t{32} << 20;
+  EXPECT_EQ(CyclingBlocks(22020096, l3), 4);
+  EXPECT_EQ(CyclingBlocks(int64_t{100} << 20, l3), 1);
+  for (int64_t block : {int64_t{2048}, int64_t{196608}, int64_t{4718592}, int64_t{65536000}}) {
+    EXPECT_GT(CyclingBlocks(block, l3) * block, 2 * l3) << block;
+  }
+  EXPECT_THROW(CyclingBlocks(0, l3), Error);
+}
+
+}  // namespace
+}  // namespace moelab

@@ -1,0 +1,287 @@
+// A real profile of a tiny model on a minimal grid (a few seconds), the O_DIRECT fallback, the
+// schema check and the error paths.
+#include "profiler/profiler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "model/error.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+PresetStore Presets() { return PresetStore(testing::PresetDir()); }
+
+// Mixtral's architecture at a tiny size, with a tiny dense draft.
+ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
+  ProfileRequest r;
+  r.model = "mixtral-8x7b";
+  r.shape = ShapeOverrides{};
+  r.shape.layers = 2;
+  r.shape.hidden = 64;
+  r.shape.intermediate = 128;
+  r.shape.experts = 4;
+  r.shape.top_k = 2;
+  r.shape.heads = 4;
+  r.shape.kv_heads = 2;
+  r.shape.head_dim = 16;
+  r.shape.vocab = 256;
+  r.shape.max_positions = 256;
+  r.draft_shape = ShapeOverrides{};
+  r.draft_shape.layers = 1;
+  r.draft_shape.hidden = 64;
+  r.draft_shape.dense_intermediate = 96;
+  r.draft_shape.heads = 4;
+  r.draft_shape.kv_heads = 2;
+  r.draft_shape.head_dim = 16;
+  r.quick = true;
+  GridSpec grid;
+  grid.expert_tokens = {1, 4, 16};
+  grid.ridge_points = 3;
+  grid.matmul_tokens = {1, 8};
+  grid.decode_contexts = {16, 64};
+  grid.decode_batches = {1, 2};
+  grid.prefill_tokens = {8, 32};
+  grid.transfer_fixed_bytes = {4096};
+  grid.transfer_expert_divisors = {1};
+  grid.storage_file_blocks = 2;
+  grid.repetitions = 2;
+  grid.min_time_s = 0.002;
+  r.grid = grid;
+  r.threads = 2;
+  r.storage_dir = storage_dir;
+  r.use_gpu = false;
+  return r;
+}
+
+std::map<std::string, std::vector<nlohmann::json>> ByOperator(const nlohmann::json& profile) {
+  std::map<std::string, std::vector<nlohmann::json>> by;
+  for (const auto& s : profile["samples"]) by[s["operator"].get<std::string>()].push_back(s);
+  return by;
+}
+
+bool HasNote(const nlohmann::json& profile, const std::string& text) {
+  for (const auto& note : profile["notes"]) {
+    if (note.get<std::string>().find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+class ProfilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("profiler"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
+  std::ostringstream progress;
+  ProfileRequest request = TinyRequest(dir_);
+  request.progress = &progress;
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+
+  EXPECT_EQ(profile["schema"], "moelab.profile/1");
+  EXPECT_EQ(profile["quick"], true);
+  EXPECT_EQ(profile["model"]["name"], "mixtral-8x7b");
+  EXPECT_EQ(profile["model"]["shape"]["hidden"], 64);
+  EXPECT_EQ(profile["draft"]["shape"]["vocab"], 256);  // the target's vocabulary
+  EXPECT_EQ(profile["machine"]["threads"], 2);
+  EXPECT_TRUE(profile["machine"]["gpu"].is_null());
+  EXPECT_FALSE(profile["machine"]["libraries"]["google_benchmark"].get<std::string>().empty());
+  EXPECT_GT(profile["machine"]["l3_bytes"].get<int64_t>(), 0);
+
+  const auto by = ByOperator(profile);
+  for (const char* family : {"expert_ffn", "attention_decode", "attention_prefill", "router",
+                             "lm_head", "dense_ffn", "memcpy_host", "storage_read"}) {
+    EXPECT_EQ(by.count(family), 1u) << family << " missing";
+  }
+  // 3 grid points + 3 around the measured ridge, all distinct, in token order.
+  ASSERT_EQ(by.at("expert_ffn").size(), 6u);
+  std::set<int64_t> tokens;
+  for (const auto& s : by.at("expert_ffn")) tokens.insert(s["tokens"].get<int64_t>());
+  EXPECT_EQ(tokens.size(), 6u);
+  EXPECT_EQ(profile["grid"]["ridge"]["points"].size(), 3u);
+  EXPECT_EQ(by.at("attention_decode").size(), 4u);
+  EXPECT_EQ(by.at("attention_prefill").size(), 2u);
+  EXPECT_EQ(by.at("router").size(), 2u);
+  EXPECT_EQ(by.at("lm_head").size(), 2u);
+  EXPECT_EQ(by.at("dense_ffn").size(), 2u);
+  EXPECT_EQ(by.at("memcpy_host").size(), 2u);  // 4096 and the expert (3 x 64 x 128 x 2 = 49152)
+  EXPECT_EQ(by.at("storage_read").size(), 2u);
+  EXPECT_EQ(by.at("dense_ffn").front()["shape"]["intermediate"], 96);
+  EXPECT_EQ(by.at("memcpy_host").back()["bytes"].get<double>(), 49152.0);
+  for (const auto& s : profile["samples"]) {
+    EXPECT_EQ(s["repetitions"], 2) << s.dump();
+    EXPECT_EQ(s["repetition_s"].size(), 2u);
+    EXPECT_EQ(s["device"], "cpu");
+  }
+  const auto& decode = by.at("attention_decode").front();
+  EXPECT_EQ(decode["shape"]["context"], 16);
+  EXPECT_EQ(decode["tokens"], 1);
+  EXPECT_TRUE(HasNote(profile, "weights cycled over"));
+  EXPECT_TRUE(HasNote(profile, "ridge point estimated"));
+  EXPECT_TRUE(HasNote(profile, "GPU operators not measured"));
+
+  // One progress line per point: 3 + 3 ridge + 4 + 2 + 2 + 2 + 2 + 2 + 2 = 22.
+  const std::string lines = progress.str();
+  EXPECT_NE(lines.find("[1/22] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[22/22] storage_read cpu"), std::string::npos) << lines;
+
+  // Written atomically and read back unchanged; nothing else left in the folder.
+  const std::filesystem::path out = dir_ / "profile.json";
+  WriteProfile(profile, out);
+  std::ifstream in(out);
+  EXPECT_EQ(nlohmann::json::parse(in), profile);
+  size_t entries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    ++entries;
+    EXPECT_EQ(entry.path().filename(), "profile.json");
+  }
+  EXPECT_EQ(entries, 1u) << "storage_read's temporary file must not outlive the profile";
+}
+
+GridSpec StorageOnly() {
+  GridSpec grid;
+  grid.transfer_fixed_bytes = {4096};
+  grid.transfer_expert_divisors = {1};
+  grid.repetitions = 2;
+  grid.min_time_s = 0.001;
+  return grid;
+}
+
+TEST_F(ProfilerTest, BufferedStorageReadsWhenODirectIsNotAvailableSayWhy) {
+  ProfileRequest request = TinyRequest(dir_);
+  request.grid = StorageOnly();
+  request.storage_direct_io = false;  // what a filesystem that refuses O_DIRECT gets
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  const auto by = ByOperator(profile);
+  ASSERT_EQ(by.at("storage_read").size(), 2u);
+  for (const auto& s : by.at("storage_read")) EXPECT_EQ(s["direct_io"], false);
+  EXPECT_TRUE(HasNote(profile, "buffered pread")) << profile["notes"].dump(1);
+}
+
+TEST_F(ProfilerTest, StorageOnAMemoryFilesystemIsNoted) {
+  const std::filesystem::path shm = "/dev/shm";
+  if (!std::filesystem::is_directory(shm)) GTEST_SKIP() << "no /dev/shm on this machine";
+  ProfileRequest request = TinyRequest(shm);
+  request.grid = StorageOnly();
+  const nlohmann::json profile = RunProfile(request, Presets());
+  const auto by = ByOperator(profile);
+  ASSERT_EQ(by.count("storage_read"), 1u) << profile["notes"].dump(1);
+  EXPECT_TRUE(HasNote(profile, "keeps files in memory")) << profile["notes"].dump(1);
+  // Kernels before 6.6 refuse O_DIRECT on tmpfs: then the fallback is taken and explained.
+  if (by.at("storage_read").front()["direct_io"] == false) {
+    EXPECT_TRUE(HasNote(profile, "refused O_DIRECT")) << profile["notes"].dump(1);
+  }
+}
+
+TEST_F(ProfilerTest, AFamilyThatCannotBePreparedIsSkippedWithANote) {
+  ProfileRequest request = TinyRequest(dir_ / "missing");
+  request.grid = StorageOnly();
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  EXPECT_EQ(ByOperator(profile).count("storage_read"), 0u);
+  EXPECT_EQ(ByOperator(profile).count("memcpy_host"), 1u);
+  EXPECT_TRUE(HasNote(profile, "storage_read cpu: skipped")) << profile["notes"].dump(1);
+}
+
+TEST_F(ProfilerTest, BadInputIsRefusedBeforeAnythingRuns) {
+  ProfileRequest request = TinyRequest(dir_);
+  request.model = "mixtral-8x8b";
+  try {
+    RunProfile(request, Presets());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'mixtral-8x7b'"), std::string::npos)
+        << e.what();
+  }
+  request = TinyRequest(dir_);
+  request.shape.hidden = 0;
+  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  request = TinyRequest(dir_);
+  request.shape.kv_heads = 3;  // does not divide 4 heads
+  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  request = TinyRequest(dir_);
+  request.threads = -1;
+  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  request = TinyRequest(dir_);
+  request.grid->repetitions = 0;
+  EXPECT_THROW(RunProfile(request, Presets()), Error);
+}
+
+TEST_F(ProfilerTest, OutputInAMissingFolderIsRefusedAndLeavesNoFile) {
+  const std::filesystem::path out = dir_ / "no-such-folder" / "profile.json";
+  EXPECT_THROW(RequireOutputFolder(out), Error);
+  EXPECT_THROW(RequireOutputFolder(dir_), Error);  // a folder, not a file
+  EXPECT_THROW(RequireOutputFolder(""), Error);
+  EXPECT_NO_THROW(RequireOutputFolder(dir_ / "profile.json"));
+  ProfileRequest request = TinyRequest(dir_);
+  request.grid = StorageOnly();
+  const nlohmann::json profile = RunProfile(request, Presets());
+  EXPECT_THROW(WriteProfile(profile, out), Error);
+  EXPECT_FALSE(std::filesystem::exists(out.parent_path()));
+}
+
+TEST(ValidateProfile, NamesTheFirstBadField) {
+  auto message = [](const nlohmann::json& p) {
+    try {
+      ValidateProfile(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("valid");
+  };
+  const nlohmann::json good = {{"schema", "moelab.profile/1"},
+                               {"machine",
+                                {{"cpu", "x"},
+                                 {"flags", {"avx2"}},
+                                 {"cores", 2},
+                                 {"threads", 2},
+                                 {"memory_bytes", 1e9},
+                                 {"l3_bytes", 1 << 25},
+                                 {"isa", "avx2"},
+                                 {"gpu", nullptr},
+                                 {"libraries", nlohmann::json::object()}}},
+                               {"model", {{"name", "m"}, {"shape", nlohmann::json::object()}}},
+                               {"quick", true},
+                               {"samples",
+                                {{{"operator", "memcpy_host"},
+                                  {"device", "cpu"},
+                                  {"shape", {{"bytes", 4096}}},
+                                  {"tokens", 1},
+                                  {"repetitions", 3},
+                                  {"median_s", 2e-6},
+                                  {"min_s", 1e-6},
+                                  {"max_s", 3e-6},
+                                  {"stddev_s", 1e-6},
+                                  {"bytes", 4096},
+                                  {"flops", 0}}}},
+                               {"notes", nlohmann::json::array()}};
+  EXPECT_EQ(message(good), "valid");
+  nlohmann::json bad = good;
+  bad["schema"] = "moelab.profile/2";
+  EXPECT_NE(message(bad).find("schema"), std::string::npos);
+  bad = good;
+  bad["samples"][0]["min_s"] = 5e-6;
+  EXPECT_NE(message(bad).find("samples[0].median_s"), std::string::npos) << message(bad);
+  bad = good;
+  bad["samples"][0]["tokens"] = 2;
+  EXPECT_NE(message(bad).find("samples[0].tokens"), std::string::npos) << message(bad);
+  bad = good;
+  bad["samples"][0]["operator"] = "warp_drive";
+  EXPECT_NE(message(bad).find("samples[0].operator"), std::string::npos) << message(bad);
+  bad = good;
+  bad["machine"].erase("l3_bytes");
+  EXPECT_NE(message(bad).find("machine.l3_bytes"), std::string::npos) << message(bad);
+}
+
+}  // namespace
+}  // namespace moelab
