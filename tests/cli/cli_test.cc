@@ -9,39 +9,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab {
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-RunResult RunMoelab(const std::string& args) {
-  const std::filesystem::path dir = testing::MakeTempDir("cli");
-  const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" + (dir / "out").string() +
-                              " 2>" + (dir / "err").string();
-  const int raw = std::system(command.c_str());
-  RunResult result;
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.out = Slurp(dir / "out");
-  result.err = Slurp(dir / "err");
-  std::filesystem::remove_all(dir);
-  return result;
-}
+using testing::CliRun;
+using testing::RunMoelab;
+using testing::Slurp;
 
 TEST(Cli, ModelShowJsonHasIntegerCounts) {
-  const RunResult r = RunMoelab("model show --model mixtral-8x7b --json");
+  const CliRun r = RunMoelab("model show --model mixtral-8x7b --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_TRUE(json["total_params"].is_number_integer());
@@ -55,13 +34,13 @@ TEST(Cli, ModelShowJsonHasIntegerCounts) {
 
 TEST(Cli, ModelShowAcceptsAHuggingFaceConfigPath) {
   const auto config = testing::TestDataDir() / "hf_configs/qwen2-57b-a14b.json";
-  const RunResult r = RunMoelab("model show --model " + config.string() + " --json");
+  const CliRun r = RunMoelab("model show --model " + config.string() + " --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["t_thres"].get<int64_t>(), 23);
 }
 
 TEST(Cli, PlanSdJsonHasRowsAndBestGamma) {
-  const RunResult r = RunMoelab("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
+  const CliRun r = RunMoelab("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
                           "--batch 1,4,16 --gamma 1-4 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
@@ -79,13 +58,13 @@ TEST(Cli, PlanSdJsonHasRowsAndBestGamma) {
 }
 
 TEST(Cli, PlanSdDefaultsRunAndPrintATable) {
-  const RunResult r = RunMoelab("plan sd");
+  const CliRun r = RunMoelab("plan sd");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("Best gamma per batch"), std::string::npos);
 }
 
 TEST(Cli, ListsAndShowsPresets) {
-  RunResult r = RunMoelab("hw list");
+  CliRun r = RunMoelab("hw list");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("h100-sxm"), std::string::npos);
   r = RunMoelab("hw show 8xh800 --json");
@@ -109,7 +88,7 @@ class CliBadInput : public ::testing::TestWithParam<BadInput> {};
 TEST_P(CliBadInput, ClearErrorNonZeroExitNoOutputFile) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-bad");
   const std::filesystem::path out = dir / "result.json";
-  const RunResult r = RunMoelab(GetParam().args + " --out " + out.string());
+  const CliRun r = RunMoelab(GetParam().args + " --out " + out.string());
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find(GetParam().expected_message), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
@@ -141,7 +120,7 @@ TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-model");
   const std::filesystem::path broken = dir / "broken.json";
   std::ofstream(broken) << "{\"schema\": \"moelab.model/1\",";
-  RunResult r = RunMoelab("model show --model " + broken.string());
+  CliRun r = RunMoelab("model show --model " + broken.string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("broken.json: malformed JSON"), std::string::npos) << r.err;
 
@@ -168,7 +147,7 @@ const char* kSmallShape =
     "--draft-head-dim 16 --threads 2";
 
 TEST(Cli, RunDecodeReportsTheInterfaceFields) {
-  const RunResult r = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  const CliRun r = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   for (const char* field : {"ttft_s", "tpot_s", "tokens_per_s", "weight_bytes_per_token"}) {
@@ -185,12 +164,12 @@ TEST(Cli, RunDecodeReportsTheInterfaceFields) {
   }
   EXPECT_EQ(routed, 2 /*layers*/ * 2 /*tokens*/ * 2 /*top-k*/);
   // Same seed, same tokens.
-  const RunResult again = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  const CliRun again = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
   EXPECT_EQ(nlohmann::json::parse(again.out)["outputs"], json["outputs"]);
 }
 
 TEST(Cli, RunSpeculativeReportsSdStatistics) {
-  const RunResult r = RunMoelab(std::string("run ") + kSmallShape +
+  const CliRun r = RunMoelab(std::string("run ") + kSmallShape +
                                 " --workload sd --batch 2 --prompt 4 --tokens 12 --gamma 3 --alpha 0.7 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
@@ -204,7 +183,7 @@ TEST(Cli, RunSpeculativeReportsSdStatistics) {
 
 TEST(Cli, RunPrefillAndBeamAndTraceOut) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-run");
-  RunResult r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --routing uniform --json --trace-out " +
+  CliRun r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --routing uniform --json --trace-out " +
                           (dir / "trace.json").string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(nlohmann::json::parse(r.out)["tpot_s"].is_null());
@@ -235,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(
                                "max_positions"}));
 
 TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
-  const RunResult r = RunMoelab("sim sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.6,0.8 "
+  const CliRun r = RunMoelab("sim sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.6,0.8 "
                                 "--batch 1,16 --gamma 1-3 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
@@ -246,7 +225,7 @@ TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
   EXPECT_EQ(json["best_gamma"].size(), 4u);
   EXPECT_EQ(json["cost_source"], "analytic-roofline");
   // The same point through plan sd gives the same speedup.
-  const RunResult plan = RunMoelab("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.8 "
+  const CliRun plan = RunMoelab("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.8 "
                                    "--batch 16 --gamma 2 --json");
   ASSERT_EQ(plan.status, 0) << plan.err;
   const double planned = nlohmann::json::parse(plan.out)["rows"][0]["speedup"].get<double>();
@@ -261,7 +240,7 @@ TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
 }
 
 TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
-  const RunResult r = RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 0.02 --devices 1,2 --json");
+  const CliRun r = RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 0.02 --devices 1,2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_TRUE(json["smallest"].is_string());
@@ -285,7 +264,7 @@ TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
 }
 
 TEST(Cli, PlanOffloadTabulatesPoliciesAcrossMemory) {
-  const RunResult r = RunMoelab("plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 16,48 "
+  const CliRun r = RunMoelab("plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 16,48 "
                                 "--policies on-demand,fiddler --tokens 8 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
@@ -311,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"}));
 
 TEST(Cli, UnknownCommandIsAnError) {
-  const RunResult r = RunMoelab("frobnicate");
+  const CliRun r = RunMoelab("frobnicate");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("unknown command"), std::string::npos);
 }

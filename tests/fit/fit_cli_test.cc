@@ -13,33 +13,24 @@
 #include "fit/fit_json.h"
 #include "fit/predict.h"
 #include "tests/fit/synthetic.h"
+#include "tests/support/cli_runner.h"
 
 namespace moelab {
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
+using testing::CliRun;
+using testing::Slurp;
 
 class FitCliTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = testing::MakeTempDir("fit-cli"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  RunResult Run(const std::string& args) {
+  CliRun Run(const std::string& args) {
     const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" + (dir_ / "stdout").string() +
                                 " 2>" + (dir_ / "stderr").string();
     const int raw = std::system(command.c_str());
-    RunResult result;
+    CliRun result;
     result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     result.out = Slurp(dir_ / "stdout");
     result.err = Slurp(dir_ / "stderr");
@@ -78,7 +69,7 @@ class FitCliTest : public ::testing::Test {
 
 TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
   const std::string out = (dir_ / "fit.json").string();
-  const RunResult r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out);
+  const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
   for (const char* text : {"bias", "reject_k", "gauge", "rmse", "mape", "R2", "5-fold CV rmse", "wrote"}) {
@@ -98,24 +89,24 @@ TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
 
   // predict: a plain number, and the same number in JSON, equal to the library's prediction.
   const std::string predict = "fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7";
-  const RunResult plain = Run(predict);
+  const CliRun plain = Run(predict);
   ASSERT_EQ(plain.status, 0) << plain.err;
   const double printed = std::stod(plain.out);
   EXPECT_EQ(plain.out.find('\n'), plain.out.size() - 1);
-  const RunResult as_json = Run(predict + " --json");
+  const CliRun as_json = Run(predict + " --json");
   ASSERT_EQ(as_json.status, 0) << as_json.err;
   const double speedup = nlohmann::json::parse(as_json.out)["speedup"].get<double>();
   const double expected = PredictSpeedup(LoadSdFit(out), {24, 3, 6, 64, 0.7});
   EXPECT_DOUBLE_EQ(speedup, expected);
   EXPECT_NEAR(printed, expected, 1e-5 * expected);
-  const RunResult bad_sigma = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 1.5");
+  const CliRun bad_sigma = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 1.5");
   EXPECT_EQ(bad_sigma.status, 1);
   EXPECT_NE(bad_sigma.err.find("sigma"), std::string::npos);
 }
 
 TEST_F(FitCliTest, SdFitJsonAndEquation4) {
   const std::string out = (dir_ / "fit.json").string();
-  const RunResult r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out +
+  const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out +
                           " --denominator equation4 --starts 3 --seed 5 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json printed = nlohmann::json::parse(r.out);
@@ -143,7 +134,7 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
   };
   for (const Case& c : cases) {
     const std::string out = (dir_ / "never.json").string();
-    const RunResult r = Run(SdArgs(c.csv) + " --out " + out);
+    const CliRun r = Run(SdArgs(c.csv) + " --out " + out);
     EXPECT_EQ(r.status, 1) << c.csv;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.csv << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -154,7 +145,7 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
   one << "batch,gamma,K,E,sigma,speedup\n";
   for (int i = 0; i < 12; ++i) one << "8," << (i % 2 ? 2 : 4) << "," << 1 + i % 4 << ",64,0.7," << 1.2 + 0.01 * i << "\n";
   one.close();
-  const RunResult r = Run(SdArgs((dir_ / "one.csv").string()) + " --out " + (dir_ / "never.json").string());
+  const CliRun r = Run(SdArgs((dir_ / "one.csv").string()) + " --out " + (dir_ / "never.json").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("every measurement is at batch 8"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "never.json"));
@@ -162,7 +153,7 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
 
 TEST_F(FitCliTest, SdFitRefusesASolveThatDoesNotConverge) {
   const std::string out = (dir_ / "never.json").string();
-  const RunResult r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out + " --max-iterations 1");
+  const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out + " --max-iterations 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("NO_CONVERGENCE"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
@@ -177,7 +168,7 @@ TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
   samples.push_back({{"operator", "lm_head"}, {"device", "cpu"}, {"shape", {{"vocab", 10}}}, {"tokens", 1}, {"median_s", 1e-3}});
   std::ofstream(dir_ / "profile.json") << nlohmann::json{{"schema", "moelab.profile/1"}, {"samples", samples}}.dump();
   const std::string out = (dir_ / "latency.json").string();
-  const RunResult r = Run("fit latency --profile " + (dir_ / "profile.json").string() + " --out " + out);
+  const CliRun r = Run("fit latency --profile " + (dir_ / "profile.json").string() + " --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* text : {"expert_ffn", "roofline", "linear", "constant", "skipped: lm_head"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
@@ -186,11 +177,11 @@ TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
   EXPECT_EQ(fit.operators.size(), 1u);
   EXPECT_EQ(fit.skipped.size(), 1u);
 
-  const RunResult predict = Run("fit predict --fit " + out + " --batch 1 --gamma 1 --K 1 --E 8 --sigma 0.5");
+  const CliRun predict = Run("fit predict --fit " + out + " --batch 1 --gamma 1 --K 1 --E 8 --sigma 0.5");
   EXPECT_EQ(predict.status, 1);
   EXPECT_NE(predict.err.find("a latency fit"), std::string::npos) << predict.err;
 
-  const RunResult missing = Run("fit latency --profile " + (dir_ / "none.json").string() + " --out " + out + "2");
+  const CliRun missing = Run("fit latency --profile " + (dir_ / "none.json").string() + " --out " + out + "2");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.err.find("profile file not found"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out + "2"));

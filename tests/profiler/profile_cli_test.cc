@@ -8,39 +8,18 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab {
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-RunResult RunMoelab(const std::string& args) {
-  const std::filesystem::path dir = testing::MakeTempDir("profile-cli-run");
-  const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" +
-                              (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int raw = std::system(command.c_str());
-  RunResult result;
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  result.out = Slurp(dir / "out");
-  result.err = Slurp(dir / "err");
-  std::filesystem::remove_all(dir);
-  return result;
-}
+using testing::CliRun;
+using testing::RunMoelab;
+using testing::Slurp;
 
 TEST(ProfileCli, HelpListsTheOptions) {
-  const RunResult r = RunMoelab("profile --help");
+  const CliRun r = RunMoelab("profile --help");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* option :
        {"--model", "--quick", "--out", "--threads", "--json", "--quiet", "--hidden", "--experts",
@@ -63,7 +42,7 @@ TEST_P(ProfileCliBadInput, ClearErrorNonZeroExitNoFile) {
   if (const size_t at = args.find(placeholder); at != std::string::npos) {
     args.replace(at, placeholder.size(), (dir / "profile.json").string());
   }
-  const RunResult r = RunMoelab(args);
+  const CliRun r = RunMoelab(args);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find(GetParam().expected_message), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;

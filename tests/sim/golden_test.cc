@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "tests/sim/sim_cli_util.h"
+#include "tests/support/cli_runner.h"
 
 namespace moelab {
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "tests/sim/sim_cli_util.h"
+#include "tests/support/cli_runner.h"
 
 namespace moelab {
 namespace {

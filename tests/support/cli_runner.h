@@ -24,9 +24,10 @@ inline std::string Slurp(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-// Runs the built moelab with `args` (a shell word list) and captures its output.
+// Runs the built moelab (MOELAB_BINARY, defined by each CLI test target) with `args` (a shell
+// word list) and captures its exit status, stdout and stderr.
 inline CliRun RunMoelab(const std::string& args) {
-  const std::filesystem::path dir = MakeTempDir("sim-cli");
+  const std::filesystem::path dir = MakeTempDir("cli-run");
   const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" +
                               (dir / "out").string() + " 2>" + (dir / "err").string();
   const int raw = std::system(command.c_str());
