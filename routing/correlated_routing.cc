@@ -177,37 +177,9 @@ class CorrelatedRouting : public RoutingSource {
                   " experts, but the model has " + std::to_string(num_layers_) + " MoE layers x " +
                   std::to_string(num_experts_) + " experts");
     }
-    // Fixed-point weights as in popularity routing: the largest count maps to 2^scale_bits.
-    int bits = 0;
-    while ((int64_t{1} << bits) < num_experts_) ++bits;
-    const int scale_bits = std::min(52, 62 - bits);
-    for (size_t layer = 0; layer < table.size(); ++layer) {
-      double largest = 0;
-      int64_t nonzero = 0;
-      for (size_t expert = 0; expert < table[layer].size(); ++expert) {
-        const double count = table[layer][expert];
-        if (!std::isfinite(count) || count < 0) {
-          throw Error(origin_ + ": layer " + std::to_string(layer) + " expert " +
-                      std::to_string(expert) + ": popularity counts must be finite and >= 0");
-        }
-        largest = std::max(largest, count);
-        if (count > 0) ++nonzero;
-      }
-      if (nonzero < top_k_) {
-        throw Error(origin_ + ": layer " + std::to_string(layer) + " has " +
-                    std::to_string(nonzero) +
-                    " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k_));
-      }
-      for (double count : table[layer]) {
-        uint64_t weight = 0;
-        if (count > 0) {
-          weight = static_cast<uint64_t>(std::llround(std::ldexp(count / largest, scale_bits)));
-          weight = std::max<uint64_t>(weight, 1);
-        }
-        weights_[layer].push_back(weight);
-        totals_[layer] += weight;
-      }
-    }
+    FixedPointPopularity fixed = ToFixedPointPopularity(table, num_experts_, top_k_, origin_);
+    weights_ = std::move(fixed.weights);
+    totals_ = std::move(fixed.totals);
   }
 
   // pi_l maps layer l-1's r-th most popular expert to layer l's r-th most popular (ties in a

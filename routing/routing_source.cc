@@ -162,41 +162,9 @@ class PopularityRouting : public RoutingSource {
                   std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
                   " experts");
     }
-    // Fixed-point weights: the largest count of a layer maps to 2^bits, with bits chosen so a
-    // layer's total stays below 2^62. A nonzero count never rounds to zero.
-    int bits = 0;
-    while ((int64_t{1} << bits) < num_experts) ++bits;
-    const int scale_bits = std::min(52, 62 - bits);
-    weights_.resize(table.size());
-    totals_.resize(table.size(), 0);
-    for (size_t layer = 0; layer < table.size(); ++layer) {
-      double largest = 0;
-      int64_t nonzero = 0;
-      for (size_t expert = 0; expert < table[layer].size(); ++expert) {
-        const double count = table[layer][expert];
-        if (!std::isfinite(count) || count < 0) {
-          throw Error(origin_ + ": layer " + std::to_string(layer) + " expert " +
-                      std::to_string(expert) + ": popularity counts must be finite and >= 0");
-        }
-        largest = std::max(largest, count);
-        if (count > 0) ++nonzero;
-      }
-      if (nonzero < top_k) {
-        throw Error(origin_ + ": layer " + std::to_string(layer) + " has " +
-                    std::to_string(nonzero) +
-                    " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) +
-                    " (each token needs " + std::to_string(top_k) + " distinct experts)");
-      }
-      for (double count : table[layer]) {
-        uint64_t weight = 0;
-        if (count > 0) {
-          weight = static_cast<uint64_t>(std::llround(std::ldexp(count / largest, scale_bits)));
-          weight = std::max<uint64_t>(weight, 1);
-        }
-        weights_[layer].push_back(weight);
-        totals_[layer] += weight;
-      }
-    }
+    FixedPointPopularity fixed = ToFixedPointPopularity(table, num_experts, top_k, origin_);
+    weights_ = std::move(fixed.weights);
+    totals_ = std::move(fixed.totals);
   }
 
   std::string Describe() const override {
@@ -311,6 +279,44 @@ std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_
                                                 int64_t num_experts, int64_t top_k,
                                                 const std::string& origin) {
   return std::make_unique<TraceRouting>(std::move(trace), num_layers, num_experts, top_k, origin);
+}
+
+FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts, int64_t top_k,
+                                            const std::string& origin) {
+  int bits = 0;
+  while ((int64_t{1} << bits) < num_experts) ++bits;
+  const int scale_bits = std::min(52, 62 - bits);  // a layer's total stays below 2^62
+  FixedPointPopularity fixed;
+  fixed.weights.resize(table.size());
+  fixed.totals.assign(table.size(), 0);
+  for (size_t layer = 0; layer < table.size(); ++layer) {
+    double largest = 0;
+    int64_t nonzero = 0;
+    for (size_t expert = 0; expert < table[layer].size(); ++expert) {
+      const double count = table[layer][expert];
+      if (!std::isfinite(count) || count < 0) {
+        throw Error(origin + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
+                    ": popularity counts must be finite and >= 0");
+      }
+      largest = std::max(largest, count);
+      if (count > 0) ++nonzero;
+    }
+    if (nonzero < top_k) {
+      throw Error(origin + ": layer " + std::to_string(layer) + " has " + std::to_string(nonzero) +
+                  " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) + " (each token needs " +
+                  std::to_string(top_k) + " distinct experts)");
+    }
+    for (double count : table[layer]) {
+      uint64_t weight = 0;
+      if (count > 0) {
+        weight = static_cast<uint64_t>(std::llround(std::ldexp(count / largest, scale_bits)));
+        weight = std::max<uint64_t>(weight, 1);
+      }
+      fixed.weights[layer].push_back(weight);
+      fixed.totals[layer] += weight;
+    }
+  }
+  return fixed;
 }
 
 std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,

@@ -54,6 +54,17 @@ std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_
                                                 int64_t num_experts, int64_t top_k,
                                                 const std::string& origin = "");
 
+// Popularity counts as fixed-point integer weights per layer (the largest count of a layer maps to
+// 2^scale_bits, a nonzero count never rounds to zero), so weighted draws are identical on every
+// platform. Error (naming `origin`) for negative or non-finite counts, or a layer with fewer than
+// top_k experts of nonzero count.
+struct FixedPointPopularity {
+  std::vector<std::vector<uint64_t>> weights;  // [layer][expert]
+  std::vector<uint64_t> totals;                // [layer]
+};
+FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts, int64_t top_k,
+                                            const std::string& origin);
+
 // Parses a --routing value: "gate" (the model's own router: returns nullptr), "uniform",
 // "popularity:FILE" (Fiddler JSON or CSV table, see LoadPopularityTable),
 // "correlated[:locality=P,layer=P,popularity=FILE]" (routing/correlated_routing.h), "trace:FILE",
