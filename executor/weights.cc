@@ -175,29 +175,32 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, Thread
   return w;
 }
 
+namespace {
+
+// Bytes of one layer's weights, counting `experts_counted` of its routed experts.
+double LayerBytes(const LayerWeights& l, double experts_counted) {
+  double bytes = 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
+                                           l.q_norm.size() + l.k_norm.size());
+  bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
+                                     l.shared.block.size() + l.dense.block.size());
+  if (!l.experts.empty()) bytes += 2.0 * experts_counted * static_cast<double>(l.experts[0].block.size());
+  return bytes;
+}
+
+}  // namespace
+
 double ModelWeights::TotalBytes() const {
   double bytes = 2.0 * static_cast<double>(embedding.size() + lm_head.size()) + 4.0 * static_cast<double>(final_norm.size());
-  for (const LayerWeights& l : layers) {
-    bytes += 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
-                                       l.q_norm.size() + l.k_norm.size());
-    bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
-                                       l.shared.block.size() + l.dense.block.size());
-    for (const FfnWeights& e : l.experts) bytes += 2.0 * static_cast<double>(e.block.size());
-  }
+  for (const LayerWeights& l : layers) bytes += LayerBytes(l, static_cast<double>(l.experts.size()));
   return bytes;
 }
 
 double ModelWeights::BytesPerToken() const {
   const ExecutorConfig& c = config;
-  double bytes = 2.0 * static_cast<double>(c.hidden_size) /* embedding row */ +
-                 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) + 4.0 * static_cast<double>(final_norm.size());
-  for (const LayerWeights& l : layers) {
-    bytes += 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
-                                       l.q_norm.size() + l.k_norm.size());
-    bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
-                                       l.shared.block.size() + l.dense.block.size());
-    if (!l.experts.empty()) bytes += 2.0 * static_cast<double>(c.top_k) * static_cast<double>(l.experts[0].block.size());
-  }
+  // One embedding row, the whole LM head (tied or not), the final norm, and top_k experts per MoE layer.
+  double bytes = 2.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) +
+                 4.0 * static_cast<double>(final_norm.size());
+  for (const LayerWeights& l : layers) bytes += LayerBytes(l, static_cast<double>(c.top_k));
   return bytes;
 }
 

@@ -195,7 +195,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
             batch * span.kv_positions * kv_bytes_per_token_layer, 1);
   }
 
-  ForwardCost extra;
+  double activated_experts = 0, tokens_per_activated_expert = 0;
   if (model.moe) {
     const MoeSpec& moe = *model.moe;
     const double experts = static_cast<double>(moe.num_experts);
@@ -203,8 +203,8 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
     acc.Add("router", 2.0 * tokens * h * experts, weights.router + tokens * experts * 4.0,
             moe_layers, 2);
     const double activated = ExpectedActivatedExperts(tokens, moe.num_experts, moe.top_k);
-    extra.activated_experts_per_layer = activated;
-    extra.tokens_per_activated_expert = tokens * top_k / activated;
+    activated_experts = activated;
+    tokens_per_activated_expert = tokens * top_k / activated;
     acc.Add("routed_experts", 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
             activated * weights.expert + tokens * top_k * h * 2.0 * act_bytes, moe_layers, 1);
     if (moe.num_shared_experts > 0) {
@@ -239,8 +239,8 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
   }
 
   ForwardCost cost = acc.Finish();
-  cost.activated_experts_per_layer = extra.activated_experts_per_layer;
-  cost.tokens_per_activated_expert = extra.tokens_per_activated_expert;
+  cost.activated_experts_per_layer = activated_experts;
+  cost.tokens_per_activated_expert = tokens_per_activated_expert;
   return cost;
 }
 
