@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "fit/cost_calibration.h"
 #include "fit/fit_json.h"
 #include "fit/latency_fit.h"
 #include "fit/latency_profile.h"
@@ -244,7 +245,71 @@ int FitPredictCommand(const std::vector<std::string>& args) {
 
 }  // namespace
 
+// The calibration the --calibrate option of plan/sim computes on the fly, shown on its own.
+int FitCalibrateCommand(const std::vector<std::string>& args) {
+  po::options_description options("moelab fit calibrate");
+  options.add_options()
+      ("profile", po::value<std::string>()->required(), "profile file (moelab.profile/1)")
+      ("hardware", po::value<std::string>(), "hardware preset or file the profile was measured on (default: the limits the profile measured)")
+      ("device", po::value<std::string>()->default_value("cpu"), "which samples: cpu | gpu")
+      ("dtype", po::value<std::string>()->default_value("bf16"), "data type whose peak FLOP/s is the roofline's")
+      ("json", po::bool_switch(), "print JSON")
+      ("out", po::value<std::string>()->default_value(""), "write the JSON (moelab.cost_calibration/1) to this file, atomically");
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab fit calibrate --profile PROFILE.json [--hardware H] [--device cpu|gpu] [--json]",
+                    options, args, values)) {
+    return 0;
+  }
+  const Profile profile = LoadProfile(values["profile"].as<std::string>());
+  const std::string device = values["device"].as<std::string>();
+  const std::string dtype = values["dtype"].as<std::string>();
+  int64_t threads = 1;
+  if (profile.machine.contains("threads") && profile.machine["threads"].is_number_integer())
+    threads = profile.machine["threads"].get<int64_t>();
+  RooflineDevice roofline;
+  if (values.count("hardware")) {
+    roofline = RooflineFromHardware(PresetStore::Default().LoadHardware(values["hardware"].as<std::string>()), device, dtype, threads);
+  } else if (device == "cpu") {
+    roofline = RooflineFromLimits(profile, dtype);
+  } else {
+    throw Error("--device gpu needs --hardware: the profile measures no GPU limits");
+  }
+  CostParameters assumed;
+  assumed.compute_dtype = dtype;
+  const CostCalibration calibration = CalibrateCosts(profile, roofline, assumed, FitOptions{});
+  const std::string out = values["out"].as<std::string>();
+  if (values["json"].as<bool>() || !out.empty()) {
+    nlohmann::json json = calibration.ToJson();
+    json["schema"] = "moelab.cost_calibration/1";
+    json["provenance"] = Provenance();
+    EmitJson(json, out);
+    return 0;
+  }
+  std::cout << "Roofline calibration of " << profile.origin << " (" << device << " samples) against "
+            << roofline.source << ": peak " << Sig(roofline.peak_flops) << " FLOP/s, bandwidth "
+            << Sig(roofline.bandwidth_bytes_per_s) << " B/s\n\n";
+  Table parameters({"parameter", "value", "std error", "note"});
+  const char* names[] = {"compute_efficiency", "memory_efficiency", "kernel_launch_s"};
+  const double fitted[] = {calibration.params.compute_efficiency, calibration.params.memory_efficiency,
+                           calibration.params.kernel_launch_s};
+  for (size_t i = 0; i < 3; ++i) {
+    const bool has_error = i < calibration.std_errors.size() && calibration.std_errors[i];
+    parameters.AddRow({names[i], Sig(fitted[i]), has_error ? Sig(*calibration.std_errors[i]) : "-",
+                       i < calibration.at_bound.size() && calibration.at_bound[i] ? "at bound" : ""});
+  }
+  Table operators({"operator", "points", "MAPE assumed %", "MAPE calibrated %"});
+  for (const CalibratedOperator& op : calibration.operators) {
+    operators.AddRow({op.op, std::to_string(op.points), FormatNumber(op.mape_assumed, 1), FormatNumber(op.mape_calibrated, 1)});
+  }
+  operators.AddRow({"all", std::to_string(calibration.points), FormatNumber(calibration.mape_assumed, 1),
+                    FormatNumber(calibration.mape_calibrated, 1)});
+  std::cout << parameters.Render() << "\n" << operators.Render();
+  for (const std::string& note : calibration.notes) std::cout << "note: " << note << "\n";
+  return 0;
+}
+
 void RegisterFitCommands(std::vector<Command>& commands) {
+  commands.push_back({{"fit", "calibrate"}, "fit the analytic roofline's efficiencies to a profile (the calibrated-roofline cost source)", FitCalibrateCommand});
   commands.push_back({{"fit", "latency"}, "fit per-operator latency curves to a profile (roofline, linear, constant)", FitLatencyCommand});
   commands.push_back({{"fit", "sd"}, "fit the MoESD speedup model to measured SD speedups", FitSdCommand});
   commands.push_back({{"fit", "predict"}, "speedup predicted by an sd fit", FitPredictCommand});

@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 
+#include "cli/calibration_options.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -104,8 +106,9 @@ int PlanSd(const std::vector<std::string>& args) {
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
   AddCostOptions(options);
+  AddCalibrationOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--alpha A] [--batch LIST] [--gamma LIST] [--json]",
+  if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] [--alpha A] [--batch LIST] [--gamma LIST] [--json]",
                     options, args, values)) {
     return 0;
   }
@@ -118,13 +121,22 @@ int PlanSd(const std::vector<std::string>& args) {
   plan_options.gammas = ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
   plan_options.context_length = values["context"].as<int64_t>();
   plan_options.verify = VerifyPositionsFromString(values["verify"].as<std::string>());
-  const CostParameters params = CostFrom(values);
+  RefuseExplicitEfficiencies(values);
+  CostParameters params = CostFrom(values);
+  plan_options.Validate();
 
   const PresetStore store = PresetStore::Default();
   const MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
   const MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
   const HardwareSpec hardware = store.LoadHardware(values["hardware"].as<std::string>());
-  const SdPlan plan = PlanSpeculativeDecoding(target, draft, hardware, params, plan_options);
+  std::optional<CostCalibration> calibration;
+  if (WantsCalibration(values)) {
+    calibration = CalibrateFromOptions(values, store, ComputeDeviceOf(hardware), hardware, params);
+    params = calibration->params;
+  }
+  AnalyticSdStepCosts costs(target, draft, hardware, params, plan_options.context_length,
+                            CostSourceName(calibration.has_value()));
+  const SdPlan plan = PlanSpeculativeDecoding(costs, plan_options);
 
   const std::string out = values["out"].as<std::string>();
   if (values["json"].as<bool>() || !out.empty()) {
@@ -140,16 +152,21 @@ int PlanSd(const std::vector<std::string>& args) {
                                {"compute_efficiency", params.compute_efficiency},
                                {"memory_efficiency", params.memory_efficiency},
                                {"kernel_launch_s", params.kernel_launch_s}};
+    if (calibration) json["cost_calibration"] = calibration->ToJson();
     json["provenance"] = Provenance();
     EmitJson(json, out);
   } else {
     PrintPlan(plan, target.name, draft.name, hardware, plan_options);
+    if (calibration) std::cout << "\nCalibration: " << calibration->Summary() << "\n";
   }
   return 0;
 }
 
 // The smallest listed hardware (least total accelerator memory, then fewest devices) whose
-// analytic TPOT and TTFT meet the targets, with everything resident in accelerator memory.
+// analytic TPOT and TTFT meet the targets, with everything resident in accelerator memory. With
+// --calibrate, the profile's own machine (CPU samples: its measured limits, or a host
+// --profiled-hardware) is a candidate too, priced with the efficiencies fitted to its samples, and
+// GPU samples calibrate every accelerator candidate (their roofline: --profiled-hardware).
 int PlanHardware(const std::vector<std::string>& args) {
   po::options_description options("moelab plan hardware");
   options.add_options()
@@ -163,8 +180,9 @@ int PlanHardware(const std::vector<std::string>& args) {
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
   AddCostOptions(options);
+  AddCalibrationOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch B] [--json]", options, args, values)) {
+  if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch B] [--calibrate PROFILE.json] [--json]", options, args, values)) {
     return 0;
   }
   if (!values.count("tpot-max") && !values.count("ttft-max")) throw Error("give --tpot-max and/or --ttft-max");
@@ -176,7 +194,9 @@ int PlanHardware(const std::vector<std::string>& args) {
   const int64_t context = values["context"].as<int64_t>();
   if (batch < 1 || prompt < 1 || context < 0) throw Error("--batch and --prompt must be >= 1, --context >= 0");
   const std::vector<int64_t> counts = ParseIntList(values["devices"].as<std::string>(), "devices", 1);
-  const CostParameters params = CostFrom(values);
+  RefuseExplicitEfficiencies(values);
+  const CostParameters assumed = CostFrom(values);
+  CostParameters accelerator_params = assumed;
   const PresetStore store = PresetStore::Default();
   const MoeModelSpec model = store.LoadModel(values["model"].as<std::string>());
 
@@ -187,22 +207,59 @@ int PlanHardware(const std::vector<std::string>& args) {
     bool fits;
     double tpot_s, ttft_s;
     bool meets;
+    std::string cost_source;
   };
   std::vector<Candidate> candidates;
+  auto evaluate = [&](const std::string& name, const HardwareSpec& hardware, int64_t count, double memory_bytes,
+                      const CostParameters& params, const std::string& source) {
+    const double kv_tokens = static_cast<double>(batch) * static_cast<double>(std::max(context, prompt) + 1);
+    const MemoryFootprint memory = EstimateMemory(model, hardware, kv_tokens, params);
+    Candidate c{name, count, memory_bytes, memory.fits(), NAN, NAN, false, source};
+    if (c.fits) {
+      c.tpot_s = EstimateForwardCost(model, hardware, {batch, 1, context, true}, params).time_s;
+      c.ttft_s = EstimateForwardCost(model, hardware, {batch, prompt, 0, false}, params).time_s;
+      c.meets = c.tpot_s <= tpot_max && c.ttft_s <= ttft_max;
+    }
+    candidates.push_back(c);
+  };
+
+  std::vector<CostCalibration> calibrations;
+  std::string accelerator_source = CostSourceName(false);
+  if (WantsCalibration(values)) {
+    const Profile& profile = CalibrationProfile(values);
+    const std::optional<HardwareSpec> profiled =
+        values.count("profiled-hardware") ? std::optional(store.LoadHardware(values["profiled-hardware"].as<std::string>()))
+                                          : std::nullopt;
+    bool used = false;
+    if (CalibrationProfileHas(values, "gpu")) {
+      if (!profiled || !profiled->has_accelerator()) {
+        throw Error(profile.origin + " has GPU samples: name the accelerator they were measured on with --profiled-hardware");
+      }
+      const CostCalibration gpu = CalibrateFromOptions(values, store, "gpu", *profiled, assumed);
+      accelerator_params = gpu.params;
+      accelerator_source = CostSourceName(true);
+      calibrations.push_back(gpu);
+      used = true;
+    }
+    if (CalibrationProfileHas(values, "cpu") && (profile.limits || (profiled && !profiled->has_accelerator()))) {
+      const HardwareSpec machine = profiled && !profiled->has_accelerator() ? *profiled : HardwareFromProfile(profile);
+      const CostCalibration cpu = CalibrateFromOptions(values, store, "cpu", machine, assumed);
+      evaluate(machine.name, machine, 0, machine.host->dram_bytes, cpu.params, CostSourceName(true));
+      calibrations.push_back(cpu);
+      used = true;
+    }
+    if (!used) {
+      throw Error(profile.origin + ": nothing to calibrate: no GPU samples, and its CPU samples have no measured "
+                  "limits (machine.limits) or host --profiled-hardware to judge them against");
+    }
+  }
   for (const PresetEntry& entry : store.ListHardware()) {
     if (entry.kind != "accelerator") continue;
     for (int64_t count : counts) {
       const std::string name = count == 1 ? entry.name : std::to_string(count) + "x" + entry.name;
       const HardwareSpec hardware = store.LoadHardware(name);
-      const double kv_tokens = static_cast<double>(batch) * static_cast<double>(std::max(context, prompt) + 1);
-      const MemoryFootprint memory = EstimateMemory(model, hardware, kv_tokens, params);
-      Candidate c{name, count, hardware.accelerator->memory_bytes * static_cast<double>(count), memory.fits(), NAN, NAN, false};
-      if (c.fits) {
-        c.tpot_s = EstimateForwardCost(model, hardware, {batch, 1, context, true}, params).time_s;
-        c.ttft_s = EstimateForwardCost(model, hardware, {batch, prompt, 0, false}, params).time_s;
-        c.meets = c.tpot_s <= tpot_max && c.ttft_s <= ttft_max;
-      }
-      candidates.push_back(c);
+      evaluate(name, hardware, count, hardware.accelerator->memory_bytes * static_cast<double>(count), accelerator_params,
+               accelerator_source);
     }
   }
   std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
@@ -221,26 +278,30 @@ int PlanHardware(const std::vector<std::string>& args) {
     for (const Candidate& c : candidates) {
       rows.push_back({{"hardware", c.name}, {"devices", c.devices}, {"memory_bytes", c.memory_bytes}, {"fits_memory", c.fits},
                       {"tpot_s", c.fits ? nlohmann::json(c.tpot_s) : nlohmann::json(nullptr)},
-                      {"ttft_s", c.fits ? nlohmann::json(c.ttft_s) : nlohmann::json(nullptr)}, {"meets", c.meets}});
+                      {"ttft_s", c.fits ? nlohmann::json(c.ttft_s) : nlohmann::json(nullptr)}, {"meets", c.meets},
+                      {"cost_source", c.cost_source}});
     }
     nlohmann::json json = {{"schema", "moelab.plan_hardware/1"}, {"model", model.name}, {"batch", batch},
-                           {"prompt", prompt}, {"context", context}, {"cost_source", "analytic-roofline"},
+                           {"prompt", prompt}, {"context", context}, {"cost_source", accelerator_source},
+
                            {"tpot_max_s", std::isfinite(tpot_max) ? nlohmann::json(tpot_max) : nlohmann::json(nullptr)},
                            {"ttft_max_s", std::isfinite(ttft_max) ? nlohmann::json(ttft_max) : nlohmann::json(nullptr)},
                            {"rows", rows}, {"smallest", smallest ? nlohmann::json(smallest->name) : nlohmann::json(nullptr)}};
+    for (const CostCalibration& calibration : calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
     json["provenance"] = Provenance();
     EmitJson(json, out);
     return 0;
   }
-  Table table({"hardware", "memory", "fits", "TPOT", "TTFT", "meets"});
+  Table table({"hardware", "memory", "fits", "TPOT", "TTFT", "meets", "cost source"});
   for (const Candidate& c : candidates) {
     table.AddRow({c.name, FormatBytes(c.memory_bytes), c.fits ? "yes" : "no", c.fits ? FormatSeconds(c.tpot_s) : "-",
-                  c.fits ? FormatSeconds(c.ttft_s) : "-", c.meets ? "yes" : ""});
+                  c.fits ? FormatSeconds(c.ttft_s) : "-", c.meets ? "yes" : "", c.cost_source});
   }
   std::cout << "Hardware for " << model.name << ", batch " << batch << ", prompt " << prompt << ", context " << context
-            << " (analytic roofline, all weights resident)\n\n" << table.Render() << "\n"
+            << " (roofline, all weights resident)\n\n" << table.Render() << "\n"
             << (smallest ? "Smallest that meets the targets: " + smallest->name : std::string("No listed hardware meets the targets."))
             << "\n";
+  for (const CostCalibration& calibration : calibrations) std::cout << "Calibration: " << calibration.Summary() << "\n";
   return 0;
 }
 

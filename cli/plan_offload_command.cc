@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "cli/calibration_options.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -30,8 +31,10 @@ int PlanOffload(const std::vector<std::string>& args) {
       ("seed", po::value<uint64_t>()->default_value(1), "seed")
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+  AddCalibrationOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan offload --model M --hardware H [--memory LIST] [--policies LIST] [--workload W] [--json]",
+  if (!ParseOptions("usage: moelab plan offload --model M --hardware H [--memory LIST] [--policies LIST] [--workload W] "
+                    "[--calibrate PROFILE.json] [--json]",
                     options, args, values)) {
     return 0;
   }
@@ -61,6 +64,8 @@ int PlanOffload(const std::vector<std::string>& args) {
   base.routing = values["routing"].as<std::string>();
   base.seed = values["seed"].as<uint64_t>();
   base.Validate();
+  RefuseExplicitEfficiencies(values);
+  const std::vector<CostCalibration> calibrations = CalibrateSimCosts(values, store, base);
 
   nlohmann::json rows = nlohmann::json::array();
   std::vector<std::string> header = {"memory"};
@@ -94,15 +99,18 @@ int PlanOffload(const std::vector<std::string>& args) {
   if (values["json"].as<bool>() || !out.empty()) {
     nlohmann::json json = {{"schema", "moelab.plan_offload/1"}, {"model", base.model.name}, {"hardware", base.hardware.name},
                            {"workload", values["workload"].as<std::string>()}, {"routing", base.routing},
-                           {"cost_source", "analytic-roofline"}, {"rows", rows}};
+                           {"cost_source", base.cost_source}, {"rows", rows}};
+    for (const CostCalibration& calibration : calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
     json["provenance"] = Provenance();
     EmitJson(json, out);
     return 0;
   }
   std::cout << "Offload policies for " << base.model.name << " on " << base.hardware.display_name << " ("
             << values["workload"].as<std::string>() << ", routing " << base.routing
-            << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that size)\n\n"
+            << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that size), cost source "
+            << base.cost_source << "\n\n"
             << table.Render();
+  for (const CostCalibration& calibration : calibrations) std::cout << "Calibration: " << calibration.Summary() << "\n";
   return 0;
 }
 

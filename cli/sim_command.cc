@@ -3,6 +3,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "cli/calibration_options.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -82,7 +83,7 @@ void PrintSummary(const sim::SimResult& r) {
             << r.cpu_name << ", policy " << r.policy << ", workload "
             << sim::ToString(r.workload.kind) << " (prompt " << r.workload.prompt_tokens << ", "
             << r.workload.output_tokens << " output tokens, batch " << r.workload.batch << ")\n"
-            << "routing: " << r.routing << "\ncost source: analytic-roofline (" << r.compute_dtype
+            << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype
             << " peak)\n\n";
   Table table({"metric", "value"});
   table.AddRow({"TTFT", FormatSeconds(r.ttft_s)});
@@ -159,6 +160,7 @@ int SimOffload(const std::vector<std::string>& args) {
       "fraction of peak bandwidth weight streaming reaches, (0, 1]")(
       "kernel-launch-s", po::value<std::string>()->default_value("4e-6"),
       "fixed seconds per operator launch");
+  AddCalibrationOptions(options);
   po::variables_map values;
   if (!ParseOptions(std::string(kUsage) + "\n\npolicies:\n" + PolicyList(), options, args, values))
     return 0;
@@ -212,6 +214,7 @@ int SimOffload(const std::vector<std::string>& args) {
   config.cost.kernel_launch_s =
       ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
   config.cost.Validate();
+  RefuseExplicitEfficiencies(values);
   config.routing = values["routing"].as<std::string>();
   config.seed = values["seed"].as<uint64_t>();
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
@@ -237,6 +240,7 @@ int SimOffload(const std::vector<std::string>& args) {
   };
   bits("expert-bits", config.model.bits.experts);
   bits("attention-bits", config.model.bits.attention);
+  const std::vector<CostCalibration> calibrations = CalibrateSimCosts(values, store, config);
 
   const sim::SimResult result = sim::SimulateOffload(config);
 
@@ -247,6 +251,13 @@ int SimOffload(const std::vector<std::string>& args) {
                              {"compute_efficiency", config.cost.compute_efficiency},
                              {"memory_efficiency", config.cost.memory_efficiency},
                              {"kernel_launch_s", config.cost.kernel_launch_s}};
+  if (config.host_cost) {
+    json["host_cost_parameters"] = {{"compute_dtype", config.host_cost->compute_dtype},
+                                    {"compute_efficiency", config.host_cost->compute_efficiency},
+                                    {"memory_efficiency", config.host_cost->memory_efficiency},
+                                    {"kernel_launch_s", config.host_cost->kernel_launch_s}};
+  }
+  for (const CostCalibration& calibration : calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
   json["provenance"] = Provenance();
   if (!trace_out.empty()) WriteFileAtomically(trace_out, result.TimelineJson());
   const std::string out = values["out"].as<std::string>();
@@ -254,6 +265,8 @@ int SimOffload(const std::vector<std::string>& args) {
     EmitJson(json, out);
   } else {
     PrintSummary(result);
+    for (const CostCalibration& calibration : calibrations)
+      std::cout << "calibration: " << calibration.Summary() << "\n";
   }
   return 0;
 }

@@ -1,7 +1,9 @@
 // moelab sim sd: the speculative-decoding sweep over batch x gamma x alpha (or sigma).
 #include <cmath>
 #include <iostream>
+#include <optional>
 
+#include "cli/calibration_options.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -33,8 +35,9 @@ int SimSd(const std::vector<std::string>& args) {
       ("sd-fit", po::value<std::string>(), "a fitted MoESD model (moelab fit sd): its speedup is reported beside each row")
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+  AddCalibrationOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab sim sd --model M --draft D --hardware H [--alpha LIST | --sigma LIST] [--batch LIST] [--gamma LIST] [--json]",
+  if (!ParseOptions("usage: moelab sim sd --model M --draft D --hardware H|--profile FIT.json [--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] [--gamma LIST] [--json]",
                     options, args, values)) {
     return 0;
   }
@@ -57,6 +60,9 @@ int SimSd(const std::vector<std::string>& args) {
   const PresetStore store = PresetStore::Default();
   const bool from_profile = values.count("profile") > 0;
   if (from_profile && !values["hardware"].defaulted()) throw Error("give --hardware or --profile, not both");
+  if (from_profile && WantsCalibration(values))
+    throw Error("give --profile (the fitted curves) or --calibrate (a calibrated preset), not both");
+  RefuseExplicitEfficiencies(values);
   MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
   MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
   std::unique_ptr<SdStepCosts> owned_costs;
@@ -82,9 +88,16 @@ int SimSd(const std::vector<std::string>& args) {
     owned_costs = std::make_unique<ProfileSdStepCosts>(std::move(fit), target, draft, base.context_length);
   }
   const HardwareSpec hardware = from_profile ? HardwareSpec{} : store.LoadHardware(values["hardware"].as<std::string>());
+  std::optional<CostCalibration> calibration;
   if (!from_profile) {
     hardware_name = hardware.name;
-    owned_costs = std::make_unique<AnalyticSdStepCosts>(target, draft, hardware, CostParameters{}, base.context_length);
+    CostParameters params;
+    if (WantsCalibration(values)) {
+      calibration = CalibrateFromOptions(values, store, ComputeDeviceOf(hardware), hardware, params);
+      params = calibration->params;
+    }
+    owned_costs = std::make_unique<AnalyticSdStepCosts>(target, draft, hardware, params, base.context_length,
+                                                        CostSourceName(calibration.has_value()));
   }
   SdStepCosts& costs = *owned_costs;
   std::optional<SdFit> sd_fit;
@@ -135,6 +148,7 @@ int SimSd(const std::vector<std::string>& args) {
                            {"device", costs.device()}, {"compute_dtype", costs.compute_dtype()},
                            {"rows", rows}, {"best_gamma", best}, {"pays_batch_range", pays}};
     if (sd_fit) json["sd_fit"] = values["sd-fit"].as<std::string>();
+    if (calibration) json["cost_calibration"] = calibration->ToJson();
     json["provenance"] = Provenance();
     EmitJson(json, out);
     return 0;
@@ -151,6 +165,7 @@ int SimSd(const std::vector<std::string>& args) {
       std::cout << "SD pays for batch " << range["min_batch"] << " to " << range["max_batch"] << "\n";
     }
   }
+  if (calibration) std::cout << "Calibration: " << calibration->Summary() << "\n";
   return 0;
 }
 

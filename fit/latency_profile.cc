@@ -12,7 +12,17 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
   }
   Profile profile;
   profile.origin = origin;
-  if (auto machine = reader.OptionalObject("machine")) profile.machine = machine->json();
+  if (auto machine = reader.OptionalObject("machine")) {
+    profile.machine = machine->json();
+    if (auto limits = machine->OptionalObject("limits")) {
+      MachineLimits measured;
+      measured.dram_read_bytes_per_s = limits->Number("dram_read_bytes_per_s", 0.0);
+      measured.threads = limits->Int("threads", 1);
+      const JsonReader peaks = limits->Object("peak_flops");
+      for (const auto& [dtype, value] : peaks.json().items()) measured.peak_flops[dtype] = peaks.Number(dtype, 0.0);
+      profile.limits = measured;
+    }
+  }
   if (auto model = reader.OptionalObject("model")) profile.model = model->json();
   if (!json.contains("samples") || !json["samples"].is_array()) {
     reader.Fail("samples", "an array of samples");
@@ -29,6 +39,8 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     s.shape = sample.Object("shape").json();
     s.tokens = sample.Int("tokens", 0);
     s.median_s = sample.Number("median_s", 0.0);
+    if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);
+    if (sample.Has("bytes")) s.bytes = sample.Number("bytes", 0.0, true);
     if (s.op.empty()) sample.Fail("operator", "a non-empty operator name");
     profile.samples.push_back(std::move(s));
   }

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,20 +18,32 @@ namespace moelab {
 //                 "repetitions": 5, "median_s": 0.0012, "min_s": ..., "max_s": ...,
 //                 "stddev_s": ..., "bytes": ..., "flops": ...}, ...]}
 // fit/ reads operator, device, shape (an object), tokens (whole number >= 0) and median_s (finite,
-// > 0: NaN, zero or negative times are refused with the sample's index); the other sample fields
-// are optional and kept only as the profile's business. machine and model are optional objects.
+// > 0: NaN, zero or negative times are refused with the sample's index), and flops and bytes when
+// present (finite, >= 0; the cost calibration needs them); the other sample fields are optional
+// and kept only as the profile's business. machine and model are optional objects; machine.limits
+// (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present.
 struct ProfileSample {
   std::string op;            // "operator"
   std::string device;
   nlohmann::json shape;      // object
   int64_t tokens = 0;
   double median_s = 0;
+  double flops = -1;         // -1: not recorded
+  double bytes = -1;
   int index = 0;             // position in "samples", for messages
+};
+
+// What the profiler measured of the machine's own limits (machine.limits), all threads together.
+struct MachineLimits {
+  double dram_read_bytes_per_s = 0;
+  std::map<std::string, double> peak_flops;  // by data type, e.g. "bf16"
+  int64_t threads = 0;
 };
 
 struct Profile {
   std::string origin;  // file path
   nlohmann::json machine = nlohmann::json::object();
+  std::optional<MachineLimits> limits;
   nlohmann::json model = nlohmann::json::object();
   std::vector<ProfileSample> samples;
 };

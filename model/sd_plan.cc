@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "model/error.h"
 #include "model/moe_math.h"
@@ -61,8 +62,9 @@ void SdPlanOptions::Validate() const {
 
 AnalyticSdStepCosts::AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft,
                                          const HardwareSpec& hardware, const CostParameters& params,
-                                         int64_t context_length)
-    : target_(target), draft_(draft), hardware_(hardware), params_(params), context_length_(context_length) {
+                                         int64_t context_length, std::string source)
+    : target_(target), draft_(draft), hardware_(hardware), params_(params), context_length_(context_length),
+      source_(std::move(source)) {
   params_.Validate();
   if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
   const MemoryFootprint target_weights = EstimateMemory(target, hardware, 0, params_);

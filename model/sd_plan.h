@@ -81,11 +81,13 @@ class SdStepCosts {
 
 // The analytic roofline (forward_cost.h) of target and draft on `hardware` at a fixed context.
 // Refuses a configuration whose weights do not fit the hardware's memory (naming the sizes).
+// `source` names where `params` came from ("calibrated-roofline" when a profile fitted them).
 class AnalyticSdStepCosts : public SdStepCosts {
  public:
   AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft, const HardwareSpec& hardware,
-                      const CostParameters& params, int64_t context_length);
-  std::string source() const override { return "analytic-roofline"; }
+                      const CostParameters& params, int64_t context_length,
+                      std::string source = "analytic-roofline");
+  std::string source() const override { return source_; }
   std::string device() const override { return device_; }
   std::string compute_dtype() const override { return compute_dtype_; }
   double TargetStep(int64_t batch, int64_t positions) override;
@@ -101,7 +103,7 @@ class AnalyticSdStepCosts : public SdStepCosts {
   int64_t context_length_;
   double weights_per_device_ = 0;
   double capacity_per_device_ = 0;
-  std::string device_, compute_dtype_;
+  std::string device_, compute_dtype_, source_;
   std::map<std::pair<int64_t, int64_t>, double> target_steps_;
   std::map<int64_t, double> draft_steps_;
 };

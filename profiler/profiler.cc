@@ -16,6 +16,7 @@
 #include "model/atomic_file.h"
 #include "model/error.h"
 #include "profiler/machine_info.h"
+#include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"
 #include "profiler/run_collector.h"
 
@@ -320,6 +321,9 @@ nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& pres
   // Other processes on the cores inflate and scatter the times; the load says how busy it was.
   profile["machine"]["load_average_1m_start"] = load_at_start;
   profile["machine"]["load_average_1m_end"] = LoadAverage1m();
+  // After the operators, so the probes' buffer never shares memory with the profiled weights.
+  profile["machine"]["limits"] = MeasureMachineLimits(
+      pool, static_cast<size_t>(std::max<int64_t>(4 * l3_bytes, int64_t{256} << 20)), request.quick ? 3 : 5);
   const double logical_cpus = profile["machine"]["logical_cpus"].get<double>();
   if (load_at_start > 0.3 * logical_cpus) {
     char text[64];
@@ -377,6 +381,18 @@ void ValidateProfile(const nlohmann::json& p) {
             std::string("machine.") + key, "expected an integer >= 1");
   }
   require(number(m, "memory_bytes", "machine.") > 0, "machine.memory_bytes", "expected > 0");
+  if (m.contains("limits")) {
+    const nlohmann::json& limits = m["limits"];
+    require(limits.is_object(), "machine.limits", "expected an object");
+    require(number(limits, "dram_read_bytes_per_s", "machine.limits.") > 0,
+            "machine.limits.dram_read_bytes_per_s", "expected > 0");
+    require(limits.contains("peak_flops") && limits["peak_flops"].is_object(),
+            "machine.limits.peak_flops", "expected an object of FLOP/s by data type");
+    for (const auto& [dtype, value] : limits["peak_flops"].items()) {
+      require(value.is_number() && value.get<double>() > 0, "machine.limits.peak_flops." + dtype,
+              "expected a number > 0");
+    }
+  }
   require(p.contains("model") && p["model"].is_object() && p["model"].contains("name") &&
               p["model"]["name"].is_string() && p["model"].contains("shape") &&
               p["model"]["shape"].is_object(),

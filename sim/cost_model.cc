@@ -16,9 +16,11 @@ int DeviceIndex(policies::Device device) {
 }  // namespace
 
 CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
-                     const CostParameters& params, int64_t cpu_threads)
-    : model_(model), params_(params) {
+                     const CostParameters& params, const CostParameters& host_params,
+                     int64_t cpu_threads)
+    : model_(model), params_(params), host_params_(host_params) {
   params.Validate();
+  host_params.Validate();
   const std::string who = "hardware '" + hardware.name + "'";
   if (!model.is_moe())
     throw Error("model '" + model.name + "' is dense: it has no experts to offload");
@@ -89,7 +91,7 @@ Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
     shape.batch = tokens;
     shape.tokens_per_sequence = 1;
     const ForwardCost cost =
-        EstimateForwardCost(single_expert_model_, Target(device), shape, params_);
+        EstimateForwardCost(single_expert_model_, Target(device), shape, ParamsOf(device));
     slot = cost.OperatorTime("routed_experts") / static_cast<double>(model_.num_moe_layers());
   }
   return slot;
@@ -100,7 +102,7 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device, const Forw
                                    shape.context_length, shape.logits_for_all_positions);
   auto found = dense_.find(key);
   if (found != dense_.end()) return found->second;
-  const ForwardCost cost = EstimateForwardCost(model_, Target(device), shape, params_);
+  const ForwardCost cost = EstimateForwardCost(model_, Target(device), shape, ParamsOf(device));
   const double layers = static_cast<double>(model_.num_layers);
   const double moe_layers = static_cast<double>(model_.num_moe_layers());
   const double dense_layers = static_cast<double>(model_.num_dense_layers());

@@ -32,8 +32,10 @@ namespace moelab::sim {
 // missing part), or a node of several accelerators (this simulator models one).
 class CostModel {
  public:
+  // `host_params` price what runs on the CPU (experts and dense layers placed there); the
+  // accelerator's operators use `params`. They differ when a profile calibrated one device only.
   CostModel(const MoeModelSpec& model, const HardwareSpec& hardware, const CostParameters& params,
-            int64_t cpu_threads);
+            const CostParameters& host_params, int64_t cpu_threads);
 
   Seconds ExpertSeconds(policies::Device device, int64_t tokens);
 
@@ -63,6 +65,9 @@ class CostModel {
   const HardwareSpec& Target(policies::Device device) const {
     return device == policies::Device::kAccelerator ? accelerator_ : host_;
   }
+  const CostParameters& ParamsOf(policies::Device device) const {
+    return device == policies::Device::kAccelerator ? params_ : host_params_;
+  }
 
   MoeModelSpec model_;
   MoeModelSpec single_expert_model_;
@@ -71,6 +76,7 @@ class CostModel {
   LinkSpec link_;
   double storage_bytes_per_s_ = 0;
   CostParameters params_;
+  CostParameters host_params_;
   int64_t cpu_threads_ = 0;
   std::string accelerator_name_, cpu_name_, compute_dtype_;
   std::vector<Seconds> expert_s_[2];  // [device][tokens], negative = not computed yet

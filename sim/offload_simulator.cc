@@ -52,7 +52,7 @@ class Engine : public OpListener {
         routing_(routing),
         calibration_(calibration),
         result_(result),
-        cost_(config.model, config.hardware, config.cost,
+        cost_(config.model, config.hardware, config.cost, config.host_cost.value_or(config.cost),
               config.cpu_threads > 0 ? config.cpu_threads
                                      : (config.hardware.host ? config.hardware.host->cores : 1)),
         graph_(this) {
@@ -718,6 +718,7 @@ class Engine : public OpListener {
     r.accelerator_name = cost_.accelerator_name();
     r.cpu_name = cost_.cpu_name();
     r.compute_dtype = cost_.compute_dtype();
+    r.cost_source = config_.cost_source;
     r.cpu_threads = cost_.cpu_threads();
   }
 

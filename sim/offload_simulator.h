@@ -37,6 +37,8 @@ struct SimConfig {
   MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
   HardwareSpec hardware;
   CostParameters cost;
+  std::optional<CostParameters> host_cost;  // the CPU's operators; unset: `cost`
+  std::string cost_source = "analytic-roofline";  // echoed in the report
   std::string policy = "resident";
   policies::PolicyOptions policy_options;
   Workload workload;
@@ -53,7 +55,7 @@ struct SimConfig {
 struct SimResult {
   // Echo of the configuration, for the report.
   std::string model, hardware, accelerator_name, cpu_name, compute_dtype, policy, routing,
-      calibration_source;
+      calibration_source, cost_source;
   bool calibration_in_sample = false;
   std::vector<std::pair<std::string, double>> policy_options;
   Workload workload;

@@ -69,7 +69,7 @@ nlohmann::json SimResult::ToJson() const {
   json["routing"] = routing;
   json["calibration"] = {{"source", calibration_source}, {"in_sample", calibration_in_sample}};
   json["seed"] = seed;
-  json["cost_source"] = "analytic-roofline";
+  json["cost_source"] = cost_source;
   json["compute_dtype"] = compute_dtype;
 
   json["ttft_s"] = ttft_s;

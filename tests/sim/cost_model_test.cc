@@ -29,7 +29,7 @@ TEST(CostModel, ExpertTimesAreTheRooflineOnEachDevice) {
   const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
   const CostParameters params;
-  CostModel cost(model, hardware, params, 16);
+  CostModel cost(model, hardware, params, params, 16);
   for (int64_t tokens : {1, 64, 1000}) {
     const double gpu =
         ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
@@ -41,10 +41,30 @@ TEST(CostModel, ExpertTimesAreTheRooflineOnEachDevice) {
   }
 }
 
+TEST(CostModel, HostParametersPriceOnlyTheCpu) {
+  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+  const CostParameters accelerator_params;
+  CostParameters host_params;
+  host_params.memory_efficiency = 0.4;
+  host_params.compute_efficiency = 0.3;
+  host_params.kernel_launch_s = 2e-5;
+  CostModel cost(model, hardware, accelerator_params, host_params, 16);
+  for (int64_t tokens : {1, 1000}) {
+    const double gpu =
+        ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
+                       hardware.accelerator->memory_bandwidth_bytes_per_s, tokens, accelerator_params);
+    EXPECT_NEAR(cost.ExpertSeconds(Device::kAccelerator, tokens), gpu, 1e-12 * gpu) << tokens;
+    const double cpu = ExpertRoofline(model, hardware.host->peak_flops.at("bf16"),
+                                      hardware.host->dram_bandwidth_bytes_per_s, tokens, host_params);
+    EXPECT_NEAR(cost.ExpertSeconds(Device::kCpu, tokens), cpu, 1e-12 * cpu) << tokens;
+  }
+}
+
 TEST(CostModel, FewerCpuThreadsSlowOnlyTheComputeBoundRegime) {
   const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");  // host: 16 cores
-  CostModel all(model, hardware, {}, 16), half(model, hardware, {}, 8);
+  CostModel all(model, hardware, {}, {}, 16), half(model, hardware, {}, {}, 8);
   EXPECT_DOUBLE_EQ(all.ExpertSeconds(Device::kCpu, 1),
                    half.ExpertSeconds(Device::kCpu, 1));  // memory-bound
   const double launch = CostParameters{}.kernel_launch_s;
@@ -55,7 +75,7 @@ TEST(CostModel, FewerCpuThreadsSlowOnlyTheComputeBoundRegime) {
 TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
   const MoeModelSpec model = Presets().LoadModel("deepseek-v2-lite");  // a leading dense layer, MLA
   HardwareSpec hardware = Presets().LoadHardware("a100-80gb-sxm");
-  CostModel cost(model, hardware, {}, 8);
+  CostModel cost(model, hardware, {}, {}, 8);
   ForwardShape shape;
   shape.batch = 4;
   shape.context_length = 300;
@@ -69,7 +89,7 @@ TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
 
 TEST(CostModel, TransfersAreBandwidthPlusLatency) {
   const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
-  CostModel cost(Presets().LoadModel("mixtral-8x7b"), hardware, {}, 16);
+  CostModel cost(Presets().LoadModel("mixtral-8x7b"), hardware, {}, {}, 16);
   const LinkSpec& link = *hardware.host_link;
   EXPECT_DOUBLE_EQ(cost.HostToDeviceSeconds(1e9),
                    1e9 / link.host_to_device_bandwidth_bytes_per_s + link.latency_s);
@@ -81,7 +101,7 @@ TEST(CostModel, TransfersAreBandwidthPlusLatency) {
 
 TEST(CostModel, FiddlerLatencyModelIsExactAtOneToken) {
   const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
-  CostModel cost(model, Presets().LoadHardware("rtx-3090"), {}, 16);
+  CostModel cost(model, Presets().LoadHardware("rtx-3090"), {}, {}, 16);
   const FiddlerLatencyModel latency = cost.FiddlerLatency(ExpertBytes(model));
   EXPECT_NEAR(latency.CpuLatency(1), cost.ExpertSeconds(Device::kCpu, 1), 1e-15);
   EXPECT_NEAR(latency.CpuLatency(128), cost.ExpertSeconds(Device::kCpu, 128), 1e-12);
@@ -96,7 +116,7 @@ TEST(CostModel, RefusesHardwareItCannotSimulate) {
   const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   auto message = [&](const std::string& hardware) {
     try {
-      CostModel(model, Presets().LoadHardware(hardware), {}, 4);
+      CostModel(model, Presets().LoadHardware(hardware), {}, {}, 4);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -110,7 +130,7 @@ TEST(CostModel, RefusesHardwareItCannotSimulate) {
   EXPECT_NE(message("ryzen-9-7950x").find("has no accelerator"), std::string::npos);
   EXPECT_NE(message("pcie4-x16").find("has no accelerator"), std::string::npos);
   EXPECT_THROW(
-      CostModel(Presets().LoadModel("llama-3.2-1b"), Presets().LoadHardware("rtx-3090"), {}, 4),
+      CostModel(Presets().LoadModel("llama-3.2-1b"), Presets().LoadHardware("rtx-3090"), {}, {}, 4),
       Error);
 }
 

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/thread_pool.h"
+
+namespace moelab {
+
+// Probes of this machine's own limits: the denominators of every "% of DRAM bandwidth" and
+// "% of peak" figure (bench/) and of a profile's calibration of the analytic roofline (fit/).
+
+// Sums `bytes` of `data` (64-byte aligned) with wide loads; returns the sum so the compiler keeps
+// the loads. AVX-512 when available, else portable.
+float ReadStream(const char* data, size_t bytes);
+
+// `iterations` x 12 independent vdpbf16ps (64 FLOPs each) on registers; returns a value that
+// depends on all of them. Only call when the CPU has AVX512-BF16.
+float Bf16DotLoop(int64_t iterations);
+
+// FLOPs one Bf16DotLoop iteration performs.
+inline constexpr double kBf16DotLoopFlopsPerIteration = 12.0 * 64.0;
+
+// machine.limits of a profile: {"dram_read_bytes_per_s", "peak_flops": {"bf16": ...} (only on
+// CPUs with AVX512-BF16), "threads", "method"}: the best of `repetitions` timed passes of every
+// pool thread streaming its share of a `buffer_bytes` buffer (>= 2 x L3 so it comes from DRAM),
+// and of every thread running Bf16DotLoop. Best, not median: a limit is what the machine can do.
+nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int repetitions);
+
+}  // namespace moelab
