@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/sd_cost_source.h"
 #include "model/error.h"
 #include "model/preset_store.h"
 #include "model/forward_cost.h"
@@ -65,9 +66,9 @@ nlohmann::json PlanToJson(const SdPlan& plan) {
 }
 
 void PrintPlan(const SdPlan& plan, const std::string& model, const std::string& draft,
-               const HardwareSpec& hardware, const SdPlanOptions& options) {
+               const std::string& hardware, const SdPlanOptions& options) {
   std::cout << "Speculative decoding plan: target " << model << ", draft " << draft << ", on "
-            << hardware.display_name << "\n"
+            << hardware << "\n"
             << "alpha " << FormatNumber(options.alpha, 2) << ", context " << options.context_length
             << " tokens, verify " << ToString(options.verify) << " positions, cost source "
             << plan.cost_source << " (" << plan.compute_dtype << " peak)\n\n";
@@ -106,9 +107,10 @@ int PlanSd(const std::vector<std::string>& args) {
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
   AddCostOptions(options);
+  AddProfileCostOption(options);
   AddCalibrationOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] [--alpha A] [--batch LIST] [--gamma LIST] [--json]",
+  if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] | --profile FIT.json [--alpha A] [--batch LIST] [--gamma LIST] [--json]",
                     options, args, values)) {
     return 0;
   }
@@ -121,22 +123,16 @@ int PlanSd(const std::vector<std::string>& args) {
   plan_options.gammas = ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
   plan_options.context_length = values["context"].as<int64_t>();
   plan_options.verify = VerifyPositionsFromString(values["verify"].as<std::string>());
-  RefuseExplicitEfficiencies(values);
-  CostParameters params = CostFrom(values);
   plan_options.Validate();
 
   const PresetStore store = PresetStore::Default();
-  const MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
-  const MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
-  const HardwareSpec hardware = store.LoadHardware(values["hardware"].as<std::string>());
-  std::optional<CostCalibration> calibration;
-  if (WantsCalibration(values)) {
-    calibration = CalibrateFromOptions(values, store, ComputeDeviceOf(hardware), hardware, params);
-    params = calibration->params;
-  }
-  AnalyticSdStepCosts costs(target, draft, hardware, params, plan_options.context_length,
-                            CostSourceName(calibration.has_value()));
-  const SdPlan plan = PlanSpeculativeDecoding(costs, plan_options);
+  const std::unique_ptr<SdCostSource> source =
+      MakeSdCostSource(values, store, CostFrom(values), plan_options.context_length);
+  const MoeModelSpec& target = source->target;
+  const MoeModelSpec& draft = source->draft;
+  const CostParameters& params = source->params;
+  const std::optional<CostCalibration>& calibration = source->calibration;
+  const SdPlan plan = PlanSpeculativeDecoding(*source->costs, plan_options);
 
   const std::string out = values["out"].as<std::string>();
   if (values["json"].as<bool>() || !out.empty()) {
@@ -144,19 +140,21 @@ int PlanSd(const std::vector<std::string>& args) {
     json["schema"] = "moelab.plan_sd/1";
     json["model"] = target.name;
     json["draft"] = draft.name;
-    json["hardware"] = hardware.name;
+    json["hardware"] = source->hardware_name;
     json["alpha"] = plan_options.alpha;
     json["context_length"] = plan_options.context_length;
     json["verify_positions"] = ToString(plan_options.verify);
-    json["cost_parameters"] = {{"compute_dtype", params.compute_dtype},
-                               {"compute_efficiency", params.compute_efficiency},
-                               {"memory_efficiency", params.memory_efficiency},
-                               {"kernel_launch_s", params.kernel_launch_s}};
+    if (!values.count("profile")) {
+      json["cost_parameters"] = {{"compute_dtype", params.compute_dtype},
+                                 {"compute_efficiency", params.compute_efficiency},
+                                 {"memory_efficiency", params.memory_efficiency},
+                                 {"kernel_launch_s", params.kernel_launch_s}};
+    }
     if (calibration) json["cost_calibration"] = calibration->ToJson();
     json["provenance"] = Provenance();
     EmitJson(json, out);
   } else {
-    PrintPlan(plan, target.name, draft.name, hardware, plan_options);
+    PrintPlan(plan, target.name, draft.name, source->display_name, plan_options);
     if (calibration) std::cout << "\nCalibration: " << calibration->Summary() << "\n";
   }
   return 0;

@@ -7,12 +7,11 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/sd_cost_source.h"
 #include "model/error.h"
 #include "model/preset_store.h"
-#include "executor/run_workload.h"
 #include "fit/fit_json.h"
 #include "fit/predict.h"
-#include "fit/profile_sd_costs.h"
 #include "model/sd_plan.h"
 #include <memory>
 
@@ -31,10 +30,10 @@ int SimSd(const std::vector<std::string>& args) {
       ("gamma", po::value<std::string>()->default_value("1-8"), "draft lengths")
       ("context", po::value<int64_t>()->default_value(1024), "tokens already in each sequence's KV cache")
       ("verify", po::value<std::string>()->default_value("gamma+1"), "positions the target verifies per sequence: gamma+1 or gamma")
-      ("profile", po::value<std::string>(), "a latency fit (moelab fit latency) of a profile of this model: the measured cost source, instead of --hardware")
       ("sd-fit", po::value<std::string>(), "a fitted MoESD model (moelab fit sd): its speedup is reported beside each row")
       ("json", po::bool_switch(), "print JSON")
       ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+  AddProfileCostOption(options);
   AddCalibrationOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab sim sd --model M --draft D --hardware H|--profile FIT.json [--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] [--gamma LIST] [--json]",
@@ -58,48 +57,11 @@ int SimSd(const std::vector<std::string>& args) {
   }
 
   const PresetStore store = PresetStore::Default();
-  const bool from_profile = values.count("profile") > 0;
-  if (from_profile && !values["hardware"].defaulted()) throw Error("give --hardware or --profile, not both");
-  if (from_profile && WantsCalibration(values))
-    throw Error("give --profile (the fitted curves) or --calibrate (a calibrated preset), not both");
-  RefuseExplicitEfficiencies(values);
-  MoeModelSpec target = store.LoadModel(values["model"].as<std::string>());
-  MoeModelSpec draft = store.LoadModel(values["draft"].as<std::string>());
-  std::unique_ptr<SdStepCosts> owned_costs;
-  std::string hardware_name;
-  if (from_profile) {
-    // The profile measured the executor's shape of the model (moelab profile/run defaults).
-    const ExecutorConfig target_shape = ExecutorConfigFromSpec(target, DefaultTargetShape());
-    ShapeOverrides draft_overrides = DefaultDraftShape();
-    draft_overrides.vocab = target_shape.vocab_size;
-    target = SpecFromExecutorConfig(target_shape);
-    draft = SpecFromExecutorConfig(ExecutorConfigFromSpec(draft, draft_overrides));
-    LatencyFit fit = LoadLatencyFit(values["profile"].as<std::string>());
-    const nlohmann::json& shape = fit.model.contains("shape") ? fit.model["shape"] : nlohmann::json::object();
-    for (const auto& [field, expected] : {std::pair<const char*, int64_t>{"layers", target.num_layers}, {"hidden", target.hidden_size},
-                                          {"experts", target.moe->num_experts}, {"top_k", target.moe->top_k}}) {
-      if (shape.contains(field) && shape[field].is_number_integer() && shape[field].get<int64_t>() != expected) {
-        throw Error(values["profile"].as<std::string>() + ": field 'model.shape." + field + "' is " + shape[field].dump() +
-                    " but the executor shape of '" + target.name + "' has " + std::to_string(expected) +
-                    "; profile the same model (moelab profile --model " + target.name + ")");
-      }
-    }
-    hardware_name = "profile:" + values["profile"].as<std::string>();
-    owned_costs = std::make_unique<ProfileSdStepCosts>(std::move(fit), target, draft, base.context_length);
-  }
-  const HardwareSpec hardware = from_profile ? HardwareSpec{} : store.LoadHardware(values["hardware"].as<std::string>());
-  std::optional<CostCalibration> calibration;
-  if (!from_profile) {
-    hardware_name = hardware.name;
-    CostParameters params;
-    if (WantsCalibration(values)) {
-      calibration = CalibrateFromOptions(values, store, ComputeDeviceOf(hardware), hardware, params);
-      params = calibration->params;
-    }
-    owned_costs = std::make_unique<AnalyticSdStepCosts>(target, draft, hardware, params, base.context_length,
-                                                        CostSourceName(calibration.has_value()));
-  }
-  SdStepCosts& costs = *owned_costs;
+  const std::unique_ptr<SdCostSource> source = MakeSdCostSource(values, store, CostParameters{}, base.context_length);
+  const MoeModelSpec& target = source->target;
+  const MoeModelSpec& draft = source->draft;
+  const std::optional<CostCalibration>& calibration = source->calibration;
+  SdStepCosts& costs = *source->costs;
   std::optional<SdFit> sd_fit;
   if (values.count("sd-fit")) sd_fit = LoadSdFit(values["sd-fit"].as<std::string>());
 
@@ -143,7 +105,7 @@ int SimSd(const std::vector<std::string>& args) {
   const std::string out = values["out"].as<std::string>();
   if (values["json"].as<bool>() || !out.empty()) {
     nlohmann::json json = {{"schema", "moelab.sim_sd/1"}, {"model", target.name}, {"draft", draft.name},
-                           {"hardware", hardware_name}, {"context_length", base.context_length},
+                           {"hardware", source->hardware_name}, {"context_length", base.context_length},
                            {"verify_positions", ToString(base.verify)}, {"cost_source", costs.source()},
                            {"device", costs.device()}, {"compute_dtype", costs.compute_dtype()},
                            {"rows", rows}, {"best_gamma", best}, {"pays_batch_range", pays}};
@@ -154,7 +116,7 @@ int SimSd(const std::vector<std::string>& args) {
     return 0;
   }
   std::cout << "SD sweep: target " << target.name << ", draft " << draft.name << " on "
-            << (from_profile ? hardware_name : hardware.display_name)
+            << source->display_name
             << " (cost source " << costs.source() << "), context " << base.context_length << "\n\n"
             << table.Render();
   for (const auto& range : pays) {

@@ -103,6 +103,28 @@ TEST_F(CalibrationCliTest, SimOffloadPricesTheHostWithTheCalibration) {
   EXPECT_EQ(plan["cost_calibrations"].size(), 1u);
 }
 
+// "The same on a user's own profile": plan sd's best gamma per batch from a measured profile's
+// fitted curves (a real fit of this machine's quick profile, results/fit-latency-quick-cpu.json).
+TEST_F(CalibrationCliTest, PlanSdOnAProfileAgreesWithSimSd) {
+  const std::string fit = (testing::TestDataDir() / "fits/latency-quick-cpu.json").string();
+  const std::string models = "--model mixtral-8x7b --draft llama-3.2-1b --batch 1,4 --gamma 1,2 --profile " + fit;
+  const nlohmann::json plan = Json("plan sd --alpha 0.8 --json " + models);
+  EXPECT_EQ(plan["cost_source"], "fitted-profile");
+  EXPECT_EQ(plan["hardware"], "profile:" + fit);
+  EXPECT_FALSE(plan.contains("cost_parameters"));  // no roofline was used
+  ASSERT_EQ(plan["rows"].size(), 4u);
+  ASSERT_EQ(plan["best_gamma"].size(), 2u);
+  const nlohmann::json sim = Json("sim sd --alpha 0.8 --json " + models);
+  ASSERT_EQ(sim["rows"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_GT(plan["rows"][i]["target_step_s"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(plan["rows"][i]["speedup"].get<double>(), sim["rows"][i]["speedup"].get<double>());
+  }
+  const CliRun both = RunMoelab("plan sd --hardware epyc-9654 " + models);
+  EXPECT_EQ(both.status, 1);
+  EXPECT_NE(both.err.find("give --hardware or --profile, not both"), std::string::npos) << both.err;
+}
+
 TEST_F(CalibrationCliTest, MisuseIsRefused) {
   struct Case {
     std::string args, message;
