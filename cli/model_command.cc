@@ -3,6 +3,9 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/shape_options.h"
+#include "executor/executor_config.h"
+#include "model/atomic_file.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"
@@ -84,11 +87,24 @@ int ModelShow(const std::vector<std::string>& args) {
       ("model", po::value<std::string>()->required(), "model preset name or path (moelab.model/1 file or Hugging Face config.json)")
       ("tau", po::value<std::string>()->default_value("0.95"), "fraction of experts counted as 'all' for T_thres")
       ("json", po::bool_switch(), "print JSON")
-      ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)");
+      ("out", po::value<std::string>()->default_value(""), "write the JSON to this file (atomically)")
+      ("spec-out", po::value<std::string>()->default_value(""), "write the (scaled) model as a moelab.model/1 file, atomically: a --model for every other command");
+  AddShapeOptions(options, "", ShapeOverrides{});
   po::variables_map values;
-  if (!ParseOptions("usage: moelab model show --model NAME|PATH [--json]", options, args, values)) return 0;
+  if (!ParseOptions("usage: moelab model show --model NAME|PATH [shape overrides] [--spec-out FILE] [--json]", options, args, values)) return 0;
   const double tau = ParseNumber(values["tau"].as<std::string>(), "tau");
-  const MoeModelSpec spec = PresetStore::Default().LoadModel(values["model"].as<std::string>());
+  MoeModelSpec spec = PresetStore::Default().LoadModel(values["model"].as<std::string>());
+  const ShapeOverrides shape = ShapeFrom(values, "", ShapeOverrides{});
+  // Scaling goes through the executor's shape, so the spec is exactly what `moelab run` with the
+  // same overrides executes (and architectures it cannot run are refused by name).
+  if (shape.layers || shape.hidden || shape.intermediate || shape.dense_intermediate || shape.experts || shape.top_k ||
+      shape.heads || shape.kv_heads || shape.head_dim || shape.vocab || shape.shared_experts ||
+      shape.shared_intermediate || shape.max_positions) {
+    spec = SpecFromExecutorConfig(ExecutorConfigFromSpec(spec, shape));
+  }
+  if (const std::string spec_out = values["spec-out"].as<std::string>(); !spec_out.empty()) {
+    WriteFileAtomically(spec_out, ModelSpecToJson(spec).dump(2) + "\n");
+  }
   nlohmann::json description = DescribeModel(spec, tau);
   if (values["json"].as<bool>() || !values["out"].as<std::string>().empty()) {
     description["schema"] = "moelab.model_show/1";

@@ -39,6 +39,29 @@ TEST(Cli, ModelShowAcceptsAHuggingFaceConfigPath) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["t_thres"].get<int64_t>(), 23);
 }
 
+TEST(Cli, ModelShowScalesAModelAndWritesItsSpec) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-spec");
+  const std::string spec = (dir / "scaled.json").string();
+  const CliRun r = RunMoelab("model show --model mixtral-8x7b --layers 2 --hidden 256 --intermediate 512 --heads 4 "
+                             "--kv-heads 2 --head-dim 64 --vocab 1000 --json --spec-out " + spec);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json scaled = nlohmann::json::parse(r.out);
+  EXPECT_EQ(scaled["spec"]["num_layers"], 2);
+  EXPECT_EQ(scaled["spec"]["moe"]["num_experts"], 8);  // not overridden: the preset's
+  // 2 layers x (attention 256 x (256 + 2 x 128 + 256) + router 8 x 256 + 8 experts x 3 x 256 x 512)
+  // + embeddings and LM head 2 x 1000 x 256 + norms (2 per layer + final) x 256
+  const int64_t expected = 2 * (256 * (256 + 2 * 128 + 256) + 8 * 256 + 8 * 3 * 256 * 512) + 2 * 1000 * 256 + 5 * 256;
+  EXPECT_EQ(scaled["total_params"].get<int64_t>(), expected);
+  const CliRun reloaded = RunMoelab("model show --json --model " + spec);
+  ASSERT_EQ(reloaded.status, 0) << reloaded.err;
+  EXPECT_EQ(nlohmann::json::parse(reloaded.out)["total_params"], scaled["total_params"]);
+  const CliRun bad = RunMoelab("model show --model mixtral-8x7b --layers 0 --spec-out " + (dir / "bad.json").string());
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("--layers"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, PlanSdJsonHasRowsAndBestGamma) {
   const CliRun r = RunMoelab("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
                           "--batch 1,4,16 --gamma 1-4 --json");
