@@ -1,6 +1,7 @@
 #include "routing/correlated_routing.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -38,6 +39,13 @@ uint64_t TupleHashFrom(uint64_t salted, int64_t step, int64_t layer, int64_t tok
   return SplitMix64(h ^ static_cast<uint64_t>(token));
 }
 
+// TupleHashFrom's (step, layer) part: TupleHashFrom(salted, step, layer, token) =
+// SplitMix64(TuplePrefix(salted, step, layer) ^ token).
+uint64_t TuplePrefix(uint64_t salted, int64_t step, int64_t layer) {
+  return SplitMix64(SplitMix64(salted ^ static_cast<uint64_t>(step)) ^
+                    static_cast<uint64_t>(layer));
+}
+
 uint64_t TupleHash(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
   uint64_t h = SplitMix64(salt ^ SplitMix64(seed));
   h = SplitMix64(h ^ static_cast<uint64_t>(step));
@@ -50,6 +58,29 @@ uint64_t TupleHash(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, in
 uint64_t Threshold(double probability) {
   return static_cast<uint64_t>(std::llround(std::ldexp(probability, 53)));
 }
+
+// x % n and Stream::Below's rejection threshold (2^64 - n) % n for a fixed n, without a 64-bit
+// division per draw (the uniform fresh draw's divisions were most of the generator's time):
+// Lemire's fastmod with a 128-bit constant, exact for every 64-bit x and n >= 1 (Lemire, Kaser,
+// Kurz 2019, "Faster remainder by direct computation").
+class FixedModulus {
+ public:
+  __extension__ typedef unsigned __int128 Wide;
+  explicit FixedModulus(uint64_t n)
+      : n_(n), threshold_((0 - n) % n), m_(~static_cast<Wide>(0) / n + 1) {}
+  uint64_t n() const { return n_; }
+  uint64_t threshold() const { return threshold_; }
+  uint64_t Of(uint64_t x) const {
+    const Wide low = m_ * x;
+    const Wide bottom = (static_cast<Wide>(static_cast<uint64_t>(low)) * n_) >> 64;
+    const Wide top = (low >> 64) * n_;
+    return static_cast<uint64_t>((bottom + top) >> 64);
+  }
+
+ private:
+  uint64_t n_, threshold_;
+  Wide m_;
+};
 
 class Stream {
  public:
@@ -64,6 +95,13 @@ class Stream {
     for (;;) {
       const uint64_t x = Next();
       if (x >= threshold) return x % n;
+    }
+  }
+  // The same draw as Below(modulus.n()).
+  uint64_t Below(const FixedModulus& modulus) {
+    for (;;) {
+      const uint64_t x = Next();
+      if (x >= modulus.threshold()) return modulus.Of(x);
     }
   }
 
@@ -112,6 +150,9 @@ class CorrelatedRouting : public RoutingSource {
     }
     BuildWeights(options.popularity);
     BuildLayerMaps();
+    memo_.resize(static_cast<size_t>(num_layers_));
+    for (int64_t k = 0; k < top_k_; ++k)
+      remaining_experts_.emplace_back(static_cast<uint64_t>(num_experts_ - k));
   }
 
   std::string Describe() const override {
@@ -132,28 +173,92 @@ class CorrelatedRouting : public RoutingSource {
     if (tokens < 0) {
       throw Error("correlated routing: tokens must be >= 0, got " + std::to_string(tokens));
     }
+    // The memo is one caller's at a time; a concurrent call walks the chains without it (same
+    // result, only slower), so Route stays safe to call from several threads.
+    const bool owns_memo = !memo_busy_.exchange(true, std::memory_order_acquire);
+    std::vector<int32_t> unshared;
+    std::vector<int32_t>& slots = owns_memo ? memo_scratch_ : unshared;
+    slots.resize(static_cast<size_t>(tokens * top_k_));
+    const LayerMemo* previous_step =
+        owns_memo && step > 0 && memo_[static_cast<size_t>(layer)].step == step - 1
+            ? &memo_[static_cast<size_t>(layer)]
+            : nullptr;
+    const LayerMemo* previous_layer =
+        owns_memo && layer > 0 && memo_[static_cast<size_t>(layer - 1)].step == step
+            ? &memo_[static_cast<size_t>(layer - 1)]
+            : nullptr;
+    const int32_t* map = layer > 0 ? layer_map_[static_cast<size_t>(layer)].data() : nullptr;
+    // TupleHashFrom(seed, step, layer, token) = SplitMix64(prefix ^ token): the (step, layer)
+    // prefix is shared by every token of the call.
+    const uint64_t choice_prefix = TuplePrefix(choice_seed_, step, layer);
+    const uint64_t fresh_prefix = TuplePrefix(fresh_seed_, step, layer);
+
     out.resize(static_cast<size_t>(tokens));
-    std::vector<int32_t> fresh(static_cast<size_t>(top_k_));
     for (int64_t token = 0; token < tokens; ++token) {
-      std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
-      ranked.resize(static_cast<size_t>(top_k_));
-      FreshDraw(step, layer, token, top_k_, fresh.data());
+      std::vector<int32_t>& ranked_vector = out[static_cast<size_t>(token)];
+      ranked_vector.resize(static_cast<size_t>(top_k_));
+      int32_t* const ranked = ranked_vector.data();
+      int32_t* node = &slots[static_cast<size_t>(token * top_k_)];
+      // The node's own fresh draw, made only when a slot ends here or two slots collide.
+      int32_t fresh[kMaxTopK];
+      bool drawn = false;
+      const auto own_fresh = [&]() -> const int32_t* {
+        if (!drawn) {
+          FreshDrawFrom(SplitMix64(fresh_prefix ^ static_cast<uint64_t>(token)), layer, top_k_,
+                        fresh);
+          drawn = true;
+        }
+        return fresh;
+      };
+      const uint64_t base = SplitMix64(choice_prefix ^ static_cast<uint64_t>(token));
+      const bool has_previous = step > 0 || token > 0;
       for (int64_t k = 0; k < top_k_; ++k) {
-        int32_t value = SlotValue(step, layer, token, k, fresh.data());
-        const auto taken = [&](int32_t expert) {
-          return std::find(ranked.begin(), ranked.begin() + k, expert) != ranked.begin() + k;
+        // One hop of SlotValue's chain; the node it lands on is usually known (the memo, or the
+        // previous prompt position of this very call), else its chain is walked.
+        const uint64_t rank_offset = kGolden * static_cast<uint64_t>(2 * k + 1);
+        int32_t value;
+        if (has_previous && (Mix(base + rank_offset) >> 11) < locality_threshold_) {
+          if (step == 0) {
+            value = node[k - top_k_];  // token - 1 of this step, routed just before
+          } else if (previous_step && token < previous_step->tokens) {
+            value = previous_step->slots[static_cast<size_t>(token * top_k_ + k)];
+          } else {
+            value = SlotValue(step - 1, layer, token, k);
+          }
+        } else if (layer > 0 && (Mix(base + rank_offset + kGolden) >> 11) < layer_threshold_) {
+          const int32_t below = previous_layer && token < previous_layer->tokens
+                                    ? previous_layer->slots[static_cast<size_t>(token * top_k_ + k)]
+                                    : SlotValue(step, layer - 1, token, k);
+          value = map[below];
+        } else {
+          value = own_fresh()[k];
+        }
+        node[k] = value;
+        const auto taken = [&](int32_t expert) {  // a plain loop: k < K is tiny
+          for (int64_t j = 0; j < k; ++j) {
+            if (ranked[j] == expert) return true;
+          }
+          return false;
         };
         if (taken(value)) {
           // K fresh experts are distinct and at most K-1 are taken: one is always free.
-          for (int32_t candidate : fresh) {
-            if (!taken(candidate)) {
-              value = candidate;
+          own_fresh();
+          for (int64_t c = 0; c < top_k_; ++c) {
+            if (!taken(fresh[c])) {
+              value = fresh[c];
               break;
             }
           }
         }
-        ranked[static_cast<size_t>(k)] = value;
+        ranked[k] = value;
       }
+    }
+    if (owns_memo) {
+      LayerMemo& memo = memo_[static_cast<size_t>(layer)];
+      memo.step = step;
+      memo.tokens = tokens;
+      memo.slots.swap(memo_scratch_);
+      memo_busy_.store(false, std::memory_order_release);
     }
   }
 
@@ -215,7 +320,11 @@ class CorrelatedRouting : public RoutingSource {
   // ordered tuple equally likely (sparse partial Fisher-Yates, O(count^2)) for uniform weights,
   // else successive sampling proportional to the layer's weights (O(count x E)).
   void FreshDraw(int64_t step, int64_t layer, int64_t token, int64_t count, int32_t* out) const {
-    Stream random(TupleHashFrom(fresh_seed_, step, layer, token));
+    FreshDrawFrom(TupleHashFrom(fresh_seed_, step, layer, token), layer, count, out);
+  }
+  // The same from the node's stream state (TupleHashFrom(fresh_seed_, step, layer, token)).
+  void FreshDrawFrom(uint64_t state, int64_t layer, int64_t count, int32_t* out) const {
+    Stream random(state);
     if (uniform_) {
       // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
       // earlier swap moved another value there (tracked in `moved`).
@@ -228,8 +337,7 @@ class CorrelatedRouting : public RoutingSource {
         return position;
       };
       for (int64_t k = 0; k < count; ++k) {
-        const int64_t j =
-            k + static_cast<int64_t>(random.Below(static_cast<uint64_t>(num_experts_ - k)));
+        const int64_t j = k + static_cast<int64_t>(random.Below(remaining_experts_[k]));
         const int64_t picked = value_at(j), displaced = value_at(k);
         out[k] = static_cast<int32_t>(picked);
         bool found = false;
@@ -268,14 +376,13 @@ class CorrelatedRouting : public RoutingSource {
   }
 
   // The (pre-deduplication) expert of slot k of node (step, layer, token): follow the "copied
-  // from" links to a fresh draw, then map it up through the layers crossed. `own_fresh` is the
-  // node's own fresh draw (used when the chain ends where it starts).
-  int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k,
-                    const int32_t* own_fresh) const {
+  // from" links to a fresh draw, then map it up through the layers crossed. The first `k + 1`
+  // experts of a node's fresh draw do not depend on how many are drawn, so the chain's end takes
+  // slot k of that node's own fresh draw. Route calls this only for nodes its memo lacks.
+  int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
     const int64_t top_layer = layer;
     const uint64_t rank_offset = kGolden * static_cast<uint64_t>(2 * k + 1);
     int32_t value = 0;
-    bool moved = false;
     for (;;) {
       const uint64_t base = TupleHashFrom(choice_seed_, step, layer, token);
       const bool has_previous = step > 0 || token > 0;
@@ -285,26 +392,30 @@ class CorrelatedRouting : public RoutingSource {
         } else {
           --token;
         }
-        moved = true;
         continue;
       }
       if (layer > 0 && (Mix(base + rank_offset + kGolden) >> 11) < layer_threshold_) {
         --layer;
-        moved = true;
         continue;
       }
-      if (!moved) {
-        value = own_fresh[k];
-      } else {
-        int32_t drawn[kMaxTopK];
-        FreshDraw(step, layer, token, k + 1, drawn);
-        value = drawn[k];
-      }
+      int32_t drawn[kMaxTopK];
+      FreshDraw(step, layer, token, k + 1, drawn);
+      value = drawn[k];
       break;
     }
     for (int64_t l = layer + 1; l <= top_layer; ++l) value = layer_map_[l][value];
     return value;
   }
+
+  // Pre-deduplication slot values of the last node routed at a layer, [token * K + k]: a slot
+  // that copies the previous token or the previous layer reads the copied slot here instead of
+  // walking its chain back to a fresh draw (the simulator routes step by step, layer by layer, so
+  // every hop lands in the memo). Values are exact, so the memo changes speed, never results.
+  struct LayerMemo {
+    int64_t step = -1;  // -1: empty
+    int64_t tokens = 0;
+    std::vector<int32_t> slots;
+  };
 
   int64_t num_layers_, num_experts_, top_k_;
   uint64_t seed_;
@@ -316,6 +427,10 @@ class CorrelatedRouting : public RoutingSource {
   std::vector<std::vector<uint64_t>> weights_;   // [layer][expert], fixed point
   std::vector<uint64_t> totals_;                 // [layer]
   std::vector<std::vector<int32_t>> layer_map_;  // [layer][expert of layer-1] -> expert
+  std::vector<FixedModulus> remaining_experts_;  // [k]: E - k, the uniform draw's k-th range
+  std::vector<LayerMemo> memo_;                  // [layer]
+  std::vector<int32_t> memo_scratch_;            // the node being routed, swapped into memo_
+  std::atomic<bool> memo_busy_{false};
 };
 
 }  // namespace

@@ -34,6 +34,9 @@ namespace moelab {
 // 1 / (1 - locality - (1 - locality) * layer_correlation) hops; every uniform used is a hash of
 // the coordinates, never shared state). When two slots of a token land on the same expert, the
 // later slot takes the token's next fresh expert not yet taken (K distinct experts per token).
+// Speed: the source remembers each layer's last routed step (the slots before deduplication), so
+// routing step by step and layer by layer (as the simulator and the executor do) follows one link
+// per slot instead of a whole chain; any other order walks the chains and gets the same result.
 struct CorrelatedRoutingOptions {
   double locality = 0;            // [0, 0.99]: per-slot probability of reusing the previous token's
   double layer_correlation = 0;   // [0, 1]: per-slot probability of following the previous layer

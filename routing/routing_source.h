@@ -13,10 +13,12 @@ namespace moelab {
 // Where routing decisions come from when they are not the model's own gate. The executor and the
 // simulator both call Route, so given the same source they run the very same expert routing.
 //
-// Every implementation here is a pure function of (configuration, step, layer, token): Route keeps
-// no state between calls, so results do not depend on call order, on how many tokens are routed at
-// once (routing tokens 0..9 gives the same first five as routing tokens 0..4), or on which thread
-// calls; concurrent calls with distinct `out` are safe.
+// Every implementation here is a pure function of (configuration, step, layer, token): results do
+// not depend on call order, on how many tokens are routed at once (routing tokens 0..9 gives the
+// same first five as routing tokens 0..4), or on which thread calls; concurrent calls with
+// distinct `out` are safe. The only state kept between calls is a cache of exact results (the
+// correlated source memoizes the last step routed at each layer), which changes speed, never
+// results.
 class RoutingSource {
  public:
   virtual ~RoutingSource() = default;

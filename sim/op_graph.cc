@@ -76,18 +76,44 @@ void OpGraph::Ready(int32_t index) {
     events_.Push(op.end_s, index);
     return;
   }
+  const Waiting waiting{op.priority_class, op.priority, ready_sequence_++, index};
+  if (op.priority_class == 0 && op.priority == 0) {
+    fifo_[static_cast<size_t>(op.resource)].items.push_back(waiting);
+    return;
+  }
   std::vector<Waiting>& queue = waiting_[static_cast<size_t>(op.resource)];
-  queue.push_back({op.priority_class, op.priority, ready_sequence_++, index});
+  queue.push_back(waiting);
   std::push_heap(queue.begin(), queue.end(), Later);
+}
+
+int32_t OpGraph::TakeNext(size_t resource) {
+  Fifo& fifo = fifo_[resource];
+  std::vector<Waiting>& queue = waiting_[resource];
+  if (!fifo.empty() && (queue.empty() || Later(queue.front(), fifo.items[fifo.head]))) {
+    const int32_t index = fifo.items[fifo.head++].index;
+    if (fifo.head >= 64 && 2 * fifo.head >= fifo.items.size()) {  // drop what was taken
+      fifo.items.erase(fifo.items.begin(),
+                       fifo.items.begin() + static_cast<std::ptrdiff_t>(fifo.head));
+      fifo.head = 0;
+    } else if (fifo.empty()) {
+      fifo.items.clear();
+      fifo.head = 0;
+    }
+    return index;
+  }
+  std::pop_heap(queue.begin(), queue.end(), Later);
+  const int32_t index = queue.back().index;
+  queue.pop_back();
+  return index;
 }
 
 void OpGraph::Dispatch() {
   for (int r = 0; r < kResourceCount; ++r) {
-    std::vector<Waiting>& queue = waiting_[static_cast<size_t>(r)];
-    if (busy_[static_cast<size_t>(r)] || queue.empty()) continue;
-    std::pop_heap(queue.begin(), queue.end(), Later);
-    const int32_t index = queue.back().index;
-    queue.pop_back();
+    if (busy_[static_cast<size_t>(r)] ||
+        (waiting_[static_cast<size_t>(r)].empty() && fifo_[static_cast<size_t>(r)].empty())) {
+      continue;
+    }
+    const int32_t index = TakeNext(static_cast<size_t>(r));
     Op& op = ops_[static_cast<size_t>(index)];
     op.start_s = events_.now_s();
     op.end_s = op.start_s + op.duration_s;

@@ -20,7 +20,9 @@
 //  - The cache (all accelerator memory left after the non-expert weights) starts with the most
 //    popular experts by calibration counts; prefetched experts go straight into it (no staging).
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
@@ -32,6 +34,16 @@ constexpr int64_t kDefaultPrefetchDistance = 3;
 constexpr size_t kStoreCapacity = 1024;
 constexpr double kRedundant = 0.995;
 constexpr double kProbabilityFloor = 1e-3;
+// The trajectory search's layout: stored maps in blocks of kLanes, each layer's rows of a block
+// expert-major, so one vector operation multiplies one expert's probability in kLanes maps. Each
+// map's dot product still adds its experts' products in expert order, in float, as a scalar loop
+// would: the same bits, kLanes maps at a time.
+constexpr size_t kLanes = 4;
+typedef float FloatLanes __attribute__((vector_size(kLanes * sizeof(float))));
+typedef double DoublePair __attribute__((vector_size(2 * sizeof(double))));
+// The redundancy check skips the exact cosine of a map whose estimate (the same quotient from
+// precomputed reciprocal norms, a few ulps off) is this far below the threshold.
+constexpr double kEstimateMargin = 1e-9;
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.empty() || a.size() != b.size()) return 0;
@@ -53,8 +65,10 @@ class FmoePolicy : public OffloadPolicy {
         distance_(
             OptionOr(options.prefetch_distance, kDefaultPrefetchDistance, 1, "prefetch-distance")),
         cached_(static_cast<size_t>(layers_ * experts_), 0),
+        cached_bits_(static_cast<size_t>((layers_ * experts_ + 63) / 64), 0),
+        // Every expert counts as stamped until the first pass (as a stamp and pass_ both at -1).
+        stamped_bits_(cached_bits_.size(), ~uint64_t{0}),
         freq_(static_cast<size_t>(layers_ * experts_), 1.0),
-        stamp_(static_cast<size_t>(layers_ * experts_), -1),
         current_(static_cast<size_t>(layers_ * experts_), 0.0f) {
     if (distance_ >= layers_ && layers_ > 1) {
       throw Error("--prefetch-distance " + std::to_string(distance_) + " must be below the " +
@@ -83,24 +97,30 @@ class FmoePolicy : public OffloadPolicy {
   std::vector<ExpertRef> InitialPlacement() override {
     std::vector<ExpertRef> placed;
     for (const ExpertId& id : PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
-      cached_[static_cast<size_t>(FlatIndex(setup_, id.layer, id.expert))] = 1;
+      Cache(FlatIndex(setup_, id.layer, id.expert));
       placed.push_back({static_cast<int32_t>(id.layer), static_cast<int32_t>(id.expert)});
     }
-    cached_count_ = static_cast<int64_t>(placed.size());
     return placed;
   }
 
   void BeginIteration(const IterationInfo& info, LayerPlan& plan) override {
     ++pass_;
+    std::fill(stamped_bits_.begin(), stamped_bits_.end(), 0);  // nothing stamped in this pass yet
     current_layer_ = 0;
     semantic_ = info.semantic;
     std::fill(current_.begin(), current_.end(), 0.0f);
     current_norm2_ = 0;
     dots_.assign(store_.size(), 0.0);
+    // Stored maps share few distinct embeddings (a request's passes all carry its own): one
+    // cosine per distinct embedding, kept for EndIteration's redundancy check (neither the
+    // pass's embedding nor the store changes before then).
+    for (size_t c = 0; c < semantics_.size(); ++c) {
+      semantic_scores_[c] = semantics_[c].maps > 0 ? Cosine(semantic_, semantics_[c].values) : 0;
+    }
     matched_ = -1;
     double best = -2;
     for (size_t y = 0; y < store_.size(); ++y) {
-      const double score = Cosine(semantic_, store_[y].semantic);
+      const double score = semantic_scores_[store_[y].semantic_class];
       if (score >= best) {
         best = score;
         matched_ = static_cast<int64_t>(y);
@@ -126,18 +146,22 @@ class FmoePolicy : public OffloadPolicy {
       }
     }
     for (int64_t e = 0; e < experts_; ++e) current_norm2_ += static_cast<double>(row[e]) * row[e];
-    // One pass over the layer's rows of every stored map, contiguous in memory.
-    const float* stored = dots_.empty() ? nullptr : rows_[static_cast<size_t>(layer)].data();
-    for (size_t y = 0; y < dots_.size(); ++y, stored += experts_) {
-      float dot = 0;
-      for (int64_t e = 0; e < experts_; ++e) dot += row[e] * stored[e];
-      dots_[y] += dot;
+    // Trajectory search over layers 0..layer when a layer + d is left to prefetch: scored while
+    // the dot products are summed.
+    const int64_t target = layer + distance_;
+    scoring_ = target < layers_ && !dots_.empty()
+                   ? inverse_norms_[static_cast<size_t>(layer)].data()
+                   : nullptr;
+    if (scoring_) {
+      scores_.resize(dots_.size());
+      std::fill(highest_, highest_ + kLanes, -2.0);
     }
+    AccumulateDots(layer, row);
 
     for (const ExpertDemand& d : demand.experts) {
       const int64_t flat = FlatIndex(setup_, layer, d.expert);
       freq_[static_cast<size_t>(flat)] += static_cast<double>(d.tokens);
-      stamp_[static_cast<size_t>(flat)] = pass_;  // in use: not evicted by this layer's misses
+      Stamp(flat);  // in use: not evicted by this layer's misses
     }
     hit_.assign(demand.experts.size(), 0);
     for (size_t i = 0; i < demand.experts.size(); ++i) {
@@ -156,26 +180,15 @@ class FmoePolicy : public OffloadPolicy {
           Evict(victim);
           decision.evict = RefOf(setup_, victim);
         }
-        cached_[static_cast<size_t>(flat)] = 1;
-        ++cached_count_;
+        Cache(flat);
       }
       plan.decisions.push_back(decision);
     }
 
-    // Trajectory search over layers 0..layer, then prefetch layer + d.
-    const int64_t target = layer + distance_;
+    // Then prefetch layer + d from the best match.
     if (target >= layers_) return;
     double best = -2;
-    matched_ = -1;
-    const double* inverse_norm =
-        inverse_norms_.empty() ? nullptr : inverse_norms_[static_cast<size_t>(layer)].data();
-    for (size_t y = 0; y < dots_.size(); ++y) {
-      const double score = dots_[y] * inverse_norm[y];  // cosine x |current|, same argmax
-      if (score >= best) {
-        best = score;
-        matched_ = static_cast<int64_t>(y);
-      }
-    }
+    matched_ = BestTrajectory(best);
     if (matched_ >= 0) best = current_norm2_ > 0 ? best / std::sqrt(current_norm2_) : 0;
     ++stats_.searches;
     PrefetchLayer(target, layer, matched_ < 0 ? 0.0 : best, plan);
@@ -186,12 +199,18 @@ class FmoePolicy : public OffloadPolicy {
     // product accumulated during the pass (maps stored before it began), so no second pass over
     // the store's probabilities is needed.
     const double d = static_cast<double>(distance_), l = static_cast<double>(layers_);
+    const double inverse_current = current_norm2_ > 0 ? 1.0 / std::sqrt(current_norm2_) : 0;
+    const double* inverse_norm =
+        inverse_norms_.empty() ? nullptr : inverse_norms_[static_cast<size_t>(layers_ - 1)].data();
     for (size_t y = 0; y < dots_.size(); ++y) {
+      const double semantic_score = semantic_scores_[store_[y].semantic_class];
+      const double estimate =
+          d / l * semantic_score + (l - d) / l * (dots_[y] * inverse_norm[y] * inverse_current);
+      if (estimate < kRedundant - kEstimateMargin) continue;  // far from redundant
       const double norm2 = store_[y].prefix_norm2.back();
       const double map_score =
           norm2 > 0 && current_norm2_ > 0 ? dots_[y] / std::sqrt(norm2 * current_norm2_) : 0;
-      if (d / l * Cosine(semantic_, store_[y].semantic) + (l - d) / l * map_score >= kRedundant)
-        return;
+      if (d / l * semantic_score + (l - d) / l * map_score >= kRedundant) return;
     }
     Store(semantic_, current_, /*deduplicate=*/false);
   }
@@ -207,38 +226,159 @@ class FmoePolicy : public OffloadPolicy {
     std::vector<float> semantic;
     std::vector<float> probabilities;  // [layer][expert]
     std::vector<double> prefix_norm2;  // [layer]: squared norm of rows 0..layer
+    size_t semantic_class = 0;         // its embedding in semantics_
+  };
+  // A distinct semantic embedding of the store and how many stored maps carry it.
+  struct SemanticClass {
+    std::vector<float> values;
+    int64_t maps = 0;
   };
 
-  double Probability(int64_t flat) const {
-    if (matched_ < 0) return kProbabilityFloor;
-    return store_[static_cast<size_t>(matched_)].probabilities[static_cast<size_t>(flat)] +
-           kProbabilityFloor;
+  // dots_[y] += (this pass's row at `layer`) . (map y's row), for every stored map; with
+  // scoring_, their trajectory scores too, while the sums are at hand. Four blocks at a time:
+  // their sums are independent chains the processor overlaps.
+  void AccumulateDots(int64_t layer, const float* row) {
+    // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers;
+    // the arithmetic is the same.
+    if (experts_ == 8) {
+      AccumulateDots<8>(layer, row);
+    } else {
+      AccumulateDots<0>(layer, row);
+    }
+  }
+  template <size_t kExperts>  // 0: experts_
+  void AccumulateDots(int64_t layer, const float* row) {
+    const size_t maps = dots_.size();
+    if (maps == 0) return;
+    const size_t experts = kExperts > 0 ? kExperts : static_cast<size_t>(experts_);
+    const size_t block = kLanes * experts;
+    const float* stored = rows_[static_cast<size_t>(layer)].data();
+    double* dots = dots_.data();
+    DoublePair highest[2];  // in registers: highest_ might alias the stores to dots_ and scores_
+    std::memcpy(highest, highest_, sizeof(highest));
+    constexpr size_t kGroup = 4;
+    size_t y = 0;
+    for (; y + kGroup * kLanes <= maps; y += kGroup * kLanes, stored += kGroup * block) {
+      FloatLanes dot[kGroup] = {};
+      for (size_t e = 0; e < experts; ++e) {
+        for (size_t g = 0; g < kGroup; ++g) {
+          FloatLanes column;
+          std::memcpy(&column, stored + g * block + e * kLanes, sizeof(column));
+          dot[g] += row[e] * column;
+        }
+      }
+      for (size_t g = 0; g < kGroup; ++g) AddLanes(dot[g], y + g * kLanes, highest);
+    }
+    for (; y + kLanes <= maps; y += kLanes, stored += block) {
+      FloatLanes dot = {};
+      for (size_t e = 0; e < experts; ++e) {
+        FloatLanes column;
+        std::memcpy(&column, stored + e * kLanes, sizeof(column));
+        dot += row[e] * column;
+      }
+      AddLanes(dot, y, highest);
+    }
+    std::memcpy(highest_, highest, sizeof(highest));
+    for (size_t lane = 0; y < maps; ++y, ++lane) {  // the last, partial block
+      float dot = 0;
+      for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + lane];
+      dots[y] += dot;
+      if (scoring_) {
+        scores_[y] = dots[y] * scoring_[y];
+        highest_[0] = scores_[y] > highest_[0] ? scores_[y] : highest_[0];
+      }
+    }
   }
 
-  // The cached expert with the lowest p * freq (the highest eviction priority), or -1.
+  // dots_[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double
+  // sum); with scoring_, their scores and the running maximum per lane.
+  void AddLanes(FloatLanes dot, size_t y, DoublePair (&highest)[2]) {
+    const DoublePair low =
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 0, 1), DoublePair);
+    const DoublePair high =
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 2, 3), DoublePair);
+    DoublePair sum[2];
+    std::memcpy(sum, dots_.data() + y, sizeof(sum));
+    sum[0] += low;
+    sum[1] += high;
+    std::memcpy(dots_.data() + y, sum, sizeof(sum));
+    if (!scoring_) return;
+    DoublePair inverse[2];
+    std::memcpy(inverse, scoring_ + y, sizeof(inverse));
+    const DoublePair score[2] = {sum[0] * inverse[0], sum[1] * inverse[1]};
+    for (int i = 0; i < 2; ++i) highest[i] = score[i] > highest[i] ? score[i] : highest[i];
+    std::memcpy(scores_.data() + y, score, sizeof(score));
+  }
+
+  // The stored map with the highest trajectory score dots_[y] / |map y's rows 0..layer| (cosine
+  // x |current|: the same argmax), the latest index among equals, and its score in `best`; -1
+  // for an empty store. AccumulateDots scored the maps and kept the maximum per lane (max is
+  // exact in any order); the latest map reaching it is found from the end.
+  int64_t BestTrajectory(double& best) {
+    const size_t maps = dots_.size();
+    if (maps == 0) return -1;
+    const double* scores = scores_.data();
+    const double top = *std::max_element(highest_, highest_ + kLanes);
+    size_t y = maps;
+    while (y >= 4 && scores[y - 1] != top && scores[y - 2] != top && scores[y - 3] != top &&
+           scores[y - 4] != top) {
+      y -= 4;
+    }
+    do --y;
+    while (scores[y] != top);
+    best = scores[y];
+    return static_cast<int64_t>(y);
+  }
+
+  // The cached expert with the lowest p * freq (the highest eviction priority), or -1; p = the
+  // matched map's probability + kProbabilityFloor (the floor alone without a match). Walks the
+  // cached experts only, in index order (a bit set of the cache), as a scan of all would.
+  // Protected: in use by the current layer, or prefetched for a later layer of this pass.
   int64_t Victim(bool allow_protected) const {
     int64_t victim = -1;
     double lowest = 0;
-    for (int64_t flat = 0; flat < layers_ * experts_; ++flat) {
-      if (!cached_[static_cast<size_t>(flat)]) continue;
-      if (!allow_protected && Protected(flat)) continue;
-      const double value = Probability(flat) * freq_[static_cast<size_t>(flat)];
-      if (victim < 0 || value < lowest) {
-        victim = flat;
-        lowest = value;
+    const float* p =
+        matched_ < 0 ? nullptr : store_[static_cast<size_t>(matched_)].probabilities.data();
+    const int64_t current_layer_start = current_layer_ * experts_;
+    for (size_t word = 0; word < cached_bits_.size(); ++word) {
+      uint64_t bits = cached_bits_[word];
+      if (!allow_protected) {
+        // Protected: stamped this pass, at the current layer or later.
+        const int64_t first = static_cast<int64_t>(word * 64);
+        const uint64_t current_or_later = current_layer_start <= first ? ~uint64_t{0}
+                                          : current_layer_start >= first + 64
+                                              ? 0
+                                              : ~uint64_t{0} << (current_layer_start - first);
+        bits &= ~(stamped_bits_[word] & current_or_later);
+      }
+      for (; bits != 0; bits &= bits - 1) {
+        const int64_t flat = static_cast<int64_t>(word * 64) + std::countr_zero(bits);
+        const double probability =
+            p ? p[static_cast<size_t>(flat)] + kProbabilityFloor : kProbabilityFloor;
+        const double value = probability * freq_[static_cast<size_t>(flat)];
+        if (victim < 0 || value < lowest) {
+          victim = flat;
+          lowest = value;
+        }
       }
     }
     return victim;
   }
 
-  // In use by the current layer, or prefetched for a later layer of this pass.
-  bool Protected(int64_t flat) const {
-    return stamp_[static_cast<size_t>(flat)] == pass_ && flat / experts_ >= current_layer_;
+  // Marks an expert in use or wanted in this pass (BeginIteration clears the marks).
+  void Stamp(int64_t flat) {
+    stamped_bits_[static_cast<size_t>(flat) / 64] |= uint64_t{1} << (flat % 64);
   }
 
   void Evict(int64_t flat) {
     cached_[static_cast<size_t>(flat)] = 0;
+    cached_bits_[static_cast<size_t>(flat) / 64] &= ~(uint64_t{1} << (flat % 64));
     --cached_count_;
+  }
+  void Cache(int64_t flat) {
+    cached_[static_cast<size_t>(flat)] = 1;
+    cached_bits_[static_cast<size_t>(flat) / 64] |= uint64_t{1} << (flat % 64);
+    ++cached_count_;
   }
 
   void PrefetchLayer(int64_t target, int64_t now, double score, LayerPlan& plan) {
@@ -249,17 +389,26 @@ class FmoePolicy : public OffloadPolicy {
     std::vector<int32_t>& order = scratch_;
     order.resize(static_cast<size_t>(experts_));
     for (int64_t e = 0; e < experts_; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    const double* popularity =
+        setup_.popularity.empty() ? nullptr : setup_.popularity[static_cast<size_t>(target)].data();
+    const auto before = [&](int32_t a, int32_t b) {
       if (p[a] != p[b]) return p[a] > p[b];
-      return Popularity(setup_, target, a) > Popularity(setup_, target, b);
-    });
+      return popularity && popularity[a] > popularity[b];
+    };
+    // A stable insertion sort (the order std::stable_sort gives), without its buffer allocation.
+    for (size_t i = 1; i < order.size(); ++i) {
+      const int32_t expert = order[i];
+      size_t j = i;
+      for (; j > 0 && before(expert, order[j - 1]); --j) order[j] = order[j - 1];
+      order[j] = expert;
+    }
     double mass = 0;
     for (int64_t n = 0; n < experts_; ++n) {
       if (n >= setup_.top_k && mass >= delta) break;
       const int32_t expert = order[static_cast<size_t>(n)];
       mass += p[expert];
       const int64_t flat = FlatIndex(setup_, target, expert);
-      stamp_[static_cast<size_t>(flat)] = pass_;  // wanted later in this pass
+      Stamp(flat);  // wanted later in this pass
       if (cached_[static_cast<size_t>(flat)]) continue;
       std::optional<ExpertRef> evict;
       if (cached_count_ >= slots_) {
@@ -268,8 +417,7 @@ class FmoePolicy : public OffloadPolicy {
         Evict(victim);
         evict = RefOf(setup_, victim);
       }
-      cached_[static_cast<size_t>(flat)] = 1;
-      ++cached_count_;
+      Cache(flat);
       ++stats_.prefetches_issued;
       plan.prefetches.push_back(
           {{static_cast<int32_t>(target), expert},
@@ -299,6 +447,7 @@ class FmoePolicy : public OffloadPolicy {
                                 (l - d) / l * Cosine(probabilities, other.probabilities);
       if (redundancy >= kRedundant) return;
     }
+    map.semantic_class = SemanticClassOf(map.semantic);
     size_t slot = store_.size();
     if (store_.size() < kStoreCapacity) {
       store_.push_back(std::move(map));
@@ -306,30 +455,58 @@ class FmoePolicy : public OffloadPolicy {
         rows_.resize(static_cast<size_t>(layers_));
         inverse_norms_.resize(static_cast<size_t>(layers_));
       }
+      const size_t blocks = (slot + kLanes) / kLanes;
       for (int64_t layer = 0; layer < layers_; ++layer) {
-        rows_[static_cast<size_t>(layer)].resize((slot + 1) * static_cast<size_t>(experts_));
+        rows_[static_cast<size_t>(layer)].resize(blocks * kLanes * static_cast<size_t>(experts_));
         inverse_norms_[static_cast<size_t>(layer)].resize(slot + 1);
       }
     } else {
       slot = oldest_;
+      --semantics_[store_[oldest_].semantic_class].maps;
       store_[oldest_] = std::move(map);
       oldest_ = (oldest_ + 1) % kStoreCapacity;
     }
     const StoredMap& stored = store_[slot];
+    const size_t block_start = slot / kLanes * kLanes * static_cast<size_t>(experts_);
     for (int64_t layer = 0; layer < layers_; ++layer) {
-      std::copy_n(&probabilities[static_cast<size_t>(layer * experts_)], experts_,
-                  &rows_[static_cast<size_t>(layer)][slot * static_cast<size_t>(experts_)]);
+      float* block = &rows_[static_cast<size_t>(layer)][block_start];
+      for (int64_t e = 0; e < experts_; ++e) {
+        block[static_cast<size_t>(e) * kLanes + slot % kLanes] =
+            probabilities[static_cast<size_t>(layer * experts_ + e)];
+      }
       const double norm2 = stored.prefix_norm2[static_cast<size_t>(layer)];
       inverse_norms_[static_cast<size_t>(layer)][slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
     }
   }
 
+  // The class of `semantic` in semantics_, added (or reusing a class no map carries any more)
+  // when new; counts the map in.
+  size_t SemanticClassOf(const std::vector<float>& semantic) {
+    size_t unused = semantics_.size();
+    for (size_t c = 0; c < semantics_.size(); ++c) {
+      const std::vector<float>& values = semantics_[c].values;
+      if (semantics_[c].maps > 0 && values.size() == semantic.size() &&
+          std::memcmp(values.data(), semantic.data(), semantic.size() * sizeof(float)) == 0) {
+        ++semantics_[c].maps;
+        return c;
+      }
+      if (semantics_[c].maps == 0 && unused == semantics_.size()) unused = c;
+    }
+    if (unused == semantics_.size()) {
+      semantics_.emplace_back();
+      semantic_scores_.push_back(0);
+    }
+    semantics_[unused] = {semantic, 1};
+    return unused;
+  }
+
   OffloadSetup setup_;
   int64_t layers_, experts_, distance_;
   int64_t slots_ = 0;
-  std::vector<char> cached_;    // [flat]
-  std::vector<double> freq_;    // [flat]
-  std::vector<int64_t> stamp_;  // [flat]: pass in which it is in use or wanted
+  std::vector<char> cached_;            // [flat]
+  std::vector<uint64_t> cached_bits_;   // the same as a bit set, for Victim's walk
+  std::vector<uint64_t> stamped_bits_;  // [flat] as bits: in use or wanted in this pass
+  std::vector<double> freq_;            // [flat]
   int64_t cached_count_ = 0;
   int64_t pass_ = -1;
   int64_t current_layer_ = 0;
@@ -339,9 +516,16 @@ class FmoePolicy : public OffloadPolicy {
   std::vector<double> dots_;  // [stored map]: dot product with current_ so far
   int64_t matched_ = -1;
   std::vector<StoredMap> store_;
-  std::vector<std::vector<float>> rows_;  // [layer]: row of map y at y * E (the search's layout)
+  // [layer]: the rows of maps y..y+kLanes-1 (y a multiple of kLanes) at y * E, expert-major:
+  // expert e of map y + i at y * E + e * kLanes + i (the search's layout).
+  std::vector<std::vector<float>> rows_;
   std::vector<std::vector<double>> inverse_norms_;  // [layer][map]: 1 / |rows 0..layer|
   size_t oldest_ = 0;
+  std::vector<SemanticClass> semantics_;
+  std::vector<double> semantic_scores_;  // [class]: cosine with this pass's embedding
+  std::vector<double> scores_;           // [map]: the trajectory search's scores
+  const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
+  double highest_[kLanes] = {};          // the highest score so far, per lane
   std::vector<int32_t> scratch_;
   std::vector<char> hit_;
   PolicyStats stats_;
