@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "kernels/cpu_features.h"
@@ -11,14 +10,12 @@
 namespace moelab {
 namespace kernels_internal {
 
-int64_t RowsPerTask(int64_t /*m*/, int64_t n, int threads) {
-  // Enough tasks to balance threads, each whole 32-row panels, at most 256 rows.
+int64_t RowsPerTask(int64_t n, int threads) {
+  // Enough tasks to balance threads, each whole 16-row groups, 32 to 256 rows.
   const int64_t target_tasks = static_cast<int64_t>(threads) * 4;
   const int64_t rows = (n + target_tasks - 1) / target_tasks;
-  return std::clamp<int64_t>((rows + 31) / 32 * 32, 32, 256);
+  return std::clamp<int64_t>((rows + 15) / 16 * 16, 32, 256);
 }
-
-int64_t ScratchBytes(int64_t m) { return m > 8 ? Avx512ScratchBytes() : 64; }
 
 }  // namespace kernels_internal
 
@@ -26,34 +23,70 @@ namespace {
 
 using kernels_internal::MatmulRowsFn;
 
-MatmulRowsFn RowsFunction(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512Bf16: return kernels_internal::MatmulRowsAvx512Bf16;
-    case Isa::kAvx2: return kernels_internal::MatmulRowsAvx2;
-    case Isa::kScalar: return kernels_internal::MatmulRowsScalar;
-  }
-  return kernels_internal::MatmulRowsScalar;
+MatmulRowsFn PortableRowsFunction(Isa isa) {
+  return isa == Isa::kAvx2 ? kernels_internal::MatmulRowsAvx2 : kernels_internal::MatmulRowsScalar;
 }
 
 // Per-thread buffers reused across calls (no allocation on the decode path).
 struct ThreadScratch {
   std::vector<Bf16> x_bf16;
-  void* lanes = nullptr;
-  int64_t lane_bytes = 0;
-  ~ThreadScratch() { std::free(lanes); }
-  void* Lanes(int64_t bytes) {
-    if (bytes > lane_bytes) {
-      std::free(lanes);
-      lanes = std::aligned_alloc(64, static_cast<size_t>((bytes + 63) / 64 * 64));
-      lane_bytes = bytes;
+  int32_t* pairs = nullptr;  // 64-byte aligned (the packed tokens are read with aligned loads)
+  int64_t pair_capacity = 0;
+  ~ThreadScratch() { std::free(pairs); }
+  int32_t* Pairs(int64_t count) {
+    if (count > pair_capacity) {
+      std::free(pairs);
+      pairs = static_cast<int32_t*>(std::aligned_alloc(64, static_cast<size_t>((count * 4 + 63) / 64 * 64)));
+      pair_capacity = count;
     }
-    return lanes;
+    return pairs;
   }
 };
 
 ThreadScratch& Scratch() {
   thread_local ThreadScratch scratch;
   return scratch;
+}
+
+// Calls rows(n_begin, n_end) over [0, n) in tasks on the pool.
+template <typename Rows>
+void ParallelRows(int64_t m, int64_t k, int64_t n, ThreadPool& pool, const Rows& rows) {
+  // Below ~100K multiply-adds, waking other threads costs more than it saves.
+  if (m * n * k < (int64_t{1} << 17)) {
+    rows(0, n);
+    return;
+  }
+  const int64_t rows_per_task = kernels_internal::RowsPerTask(n, pool.size());
+  const int64_t tasks = (n + rows_per_task - 1) / rows_per_task;
+  pool.Run(tasks, [&](int64_t task, int /*thread*/) {
+    const int64_t begin = task * rows_per_task;
+    rows(begin, std::min(n, begin + rows_per_task));
+  });
+}
+
+// x (fp32 or bf16) packed for the AVX512-BF16 batch kernel, 16-token blocks spread over the pool.
+template <typename Element>
+const int32_t* PackTokenPairs(const Element* x, int64_t m, int64_t k, ThreadPool& pool) {
+  int32_t* out = Scratch().Pairs(kernels_internal::TokenPairsCount(m, k));
+  const int64_t block_dwords = kernels_internal::TokenPairsCount(16, k);
+  const auto pack = [&](int64_t block, int /*thread*/) {
+    kernels_internal::PackTokenPairsAvx512(x + block * 16 * k, std::min<int64_t>(16, m - block * 16), k,
+                                           out + block * block_dwords);
+  };
+  const int64_t blocks = (m + 15) / 16;
+  if (m * k < (int64_t{1} << 16)) {
+    for (int64_t block = 0; block < blocks; ++block) pack(block, 0);
+  } else {
+    pool.Run(blocks, pack);
+  }
+  return out;
+}
+
+void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w, int64_t n,
+                      float* y, int64_t ldy, ThreadPool& pool) {
+  ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
+    kernels_internal::MatmulRowsAvx512Bf16(x, x_pairs, m, k, w, begin, end, y, ldy);
+  });
 }
 
 }  // namespace
@@ -69,24 +102,24 @@ void ConvertToBf16(const float* in, int64_t count, Bf16* out) {
 void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
                     int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
-  const MatmulRowsFn rows_fn = RowsFunction(ActiveIsa());
-  const int64_t scratch_bytes = kernels_internal::ScratchBytes(m);
-  // Below ~100K multiply-adds, waking other threads costs more than it saves.
-  if (m * n * k < (int64_t{1} << 17)) {
-    rows_fn(x, m, k, w, 0, n, y, ldy, Scratch().Lanes(scratch_bytes));
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512Bf16) {
+    const int32_t* x_pairs = m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
+    MatmulAvx512Bf16(x, x_pairs, m, k, w, n, y, ldy, pool);
     return;
   }
-  const int64_t rows_per_task = kernels_internal::RowsPerTask(m, n, pool.size());
-  const int64_t tasks = (n + rows_per_task - 1) / rows_per_task;
-  pool.Run(tasks, [&](int64_t task, int /*thread*/) {
-    const int64_t begin = task * rows_per_task;
-    const int64_t end = std::min(n, begin + rows_per_task);
-    rows_fn(x, m, k, w, begin, end, y, ldy, Scratch().Lanes(scratch_bytes));
-  });
+  const MatmulRowsFn rows_fn = PortableRowsFunction(isa);
+  ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) { rows_fn(x, m, k, w, begin, end, y, ldy); });
 }
 
 void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
                 int64_t ldy, ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  if (ActiveIsa() == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+    // The batch kernel reads tokens pair-major: round and pack in one pass.
+    MatmulAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, k, w, n, y, ldy, pool);
+    return;
+  }
   std::vector<Bf16>& x_bf16 = Scratch().x_bf16;
   x_bf16.resize(static_cast<size_t>(m * k));
   ConvertToBf16(x, m * k, x_bf16.data());

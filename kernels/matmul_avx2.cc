@@ -56,7 +56,7 @@ void RowsForTokens(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int
 }  // namespace
 
 void MatmulRowsAvx2(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                    int64_t n_end, float* y, int64_t ldy, void* /*scratch*/) {
+                    int64_t n_end, float* y, int64_t ldy) {
   int64_t i = 0;
   for (; i + 3 <= m; i += 3) RowsForTokens<3>(x + i * k, k, w, n_begin, n_end, y + i * ldy, ldy);
   if (m - i == 2) RowsForTokens<2>(x + i * k, k, w, n_begin, n_end, y + i * ldy, ldy);

@@ -1,14 +1,19 @@
 // Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512bf16; only called when the CPU has them.
 //
-// Every output y[i][j] is computed the same way: 16 fp32 lanes start at zero; for each 32-element
-// chunk of k in order, one vdpbf16ps adds x[i][chunk] . w[j][chunk] pairwise into the lanes (the
-// last chunk masked); then the 16 lanes are summed by a fixed tree (lanes at distance 8, then 4,
-// 2, 1). Tiles of 4 tokens x 4 rows sum their 16 vectors at once with a transposing tree that
-// performs exactly the same additions per output, so a token's result is bit-identical whatever
-// batch it is in (speculative verification relies on this).
-//
-// Blocking: a panel of kPanelRows weight rows (full k) stays in L2 while every block of 4 tokens
-// runs over it in 4 x 4 register tiles; each weight byte comes from DRAM once per call.
+// Every output y[i][j] is computed the same way: one fp32 accumulator starts at zero and, for each
+// pair p = 0, 1, ... of k in order, one vdpbf16ps lane adds x[i][2p] * w[j][2p] and
+// x[i][2p+1] * w[j][2p+1] (for odd k the last pair's second element is zero in both). No lane
+// sums follow, so the two paths differ only in which outputs share a vector:
+//   decode (m <= kDecodeTokens): lanes are 16 output rows. 16 weight rows are loaded 32 elements
+//     at a time and transposed into 16 pair vectors; each token's pair is broadcast. The weights
+//     stream from DRAM once, the next rows prefetched as one sequential stream.
+//   prefill: lanes are 16 tokens, packed pair-major once per call (PackTokenPairsAvx512); each
+//     weight pair is broadcast. Register tiles of up to 64 tokens x 6 rows run over 48-row panels
+//     that stay in L2; no lane reductions, so the tile is pure vdpbf16ps.
+// Both perform the same additions in the same order per output, so a token's result is
+// bit-identical whatever batch it is in (speculative verification relies on this).
+// GCC 12 reports its own intrinsics' deliberately undefined pass-through operands (bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -18,250 +23,216 @@
 namespace moelab::kernels_internal {
 namespace {
 
-constexpr int64_t kChunk = 32;       // bf16 elements per vdpbf16ps
-constexpr int64_t kPanelRows = 32;   // weight rows per L2 panel
-constexpr int64_t kPrefetchBytes = 1024;
+constexpr int64_t kLanes = 16;
+constexpr int64_t kChunk = 32;         // bf16 elements (16 pairs) per transposed load
+constexpr int64_t kPanelRows = 48;     // weight rows per L2 panel (prefill)
+constexpr int64_t kBlockVectors = 4;   // token vectors per prefill register tile (64 tokens)
 
-// Sum of one vector's 16 lanes: (l_i + l_i+8), then distance 4, 2, 1.
-inline float ReduceAdd(__m512 v) {
-  alignas(64) float lane[16];
-  _mm512_store_ps(lane, v);
-  for (int width = 8; width >= 1; width /= 2) {
-    for (int i = 0; i < width; ++i) lane[i] += lane[i + width];
+// In-place 16 x 16 transpose of 32-bit elements: v[i] lane l <- old v[l] lane i.
+inline void Transpose16(__m512i (&v)[16]) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+    a[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
   }
-  return lane[0];
+  for (int i = 0; i < 16; i += 4) {
+    b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+    b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+    b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+    b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+  }
+  // Quarter s of b[4q + r] is column 4s + r of rows 4q..4q+3; the two 128-bit shuffle stages move
+  // quarter s of b[4q + r] to quarter q of v[4s + r].
+  for (int i = 0; i < 4; ++i) {
+    a[i] = _mm512_shuffle_i32x4(b[i], b[i + 4], 0x88);
+    a[i + 4] = _mm512_shuffle_i32x4(b[i], b[i + 4], 0xdd);
+    a[i + 8] = _mm512_shuffle_i32x4(b[i + 8], b[i + 12], 0x88);
+    a[i + 12] = _mm512_shuffle_i32x4(b[i + 8], b[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm512_shuffle_i32x4(a[i], a[i + 8], 0x88);
+    v[i + 8] = _mm512_shuffle_i32x4(a[i], a[i + 8], 0xdd);
+    v[i + 4] = _mm512_shuffle_i32x4(a[i + 4], a[i + 12], 0x88);
+    v[i + 12] = _mm512_shuffle_i32x4(a[i + 4], a[i + 12], 0xdd);
+  }
 }
 
-// a and b interleaved through two index vectors and added: one stage of the transposing tree.
-inline __m512 Combine(__m512 a, __m512 b, __m512i low, __m512i high) {
-  return _mm512_add_ps(_mm512_permutex2var_ps(a, low, b), _mm512_permutex2var_ps(a, high, b));
+// Elements [kk, kk + 32) of 16 rows as 16 pair vectors: out[p] lane i = pair p of row i. Quarter q
+// of each gathered vector comes straight from row 4q + i by a (masked) 128-bit broadcast load, so
+// only the in-quarter 4 x 4 transposes use the shuffle unit (half of Transpose16's shuffles).
+inline void LoadTransposed(const Bf16* const (&row)[16], int64_t kk, __m512i (&out)[16]) {
+  for (int s = 0; s < 4; ++s) {
+    __m512i a[4];
+    for (int i = 0; i < 4; ++i) {
+      const auto piece = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[4 * q + i] + kk + 8 * s)); };
+      a[i] = _mm512_castsi128_si512(piece(0));
+      a[i] = _mm512_mask_broadcast_i32x4(a[i], 0x00f0, piece(1));
+      a[i] = _mm512_mask_broadcast_i32x4(a[i], 0x0f00, piece(2));
+      a[i] = _mm512_mask_broadcast_i32x4(a[i], 0xf000, piece(3));
+    }
+    const __m512i b0 = _mm512_unpacklo_epi32(a[0], a[1]), b1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i b2 = _mm512_unpacklo_epi32(a[2], a[3]), b3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    out[4 * s] = _mm512_unpacklo_epi64(b0, b2);
+    out[4 * s + 1] = _mm512_unpackhi_epi64(b0, b2);
+    out[4 * s + 2] = _mm512_unpacklo_epi64(b1, b3);
+    out[4 * s + 3] = _mm512_unpackhi_epi64(b1, b3);
+  }
 }
 
-// Lane 4 * q + m of the result is the sum of v[4 * m + q], with ReduceAdd's exact additions.
-inline __m512 Reduce16(const __m512 (&v)[16]) {
-  const __m512i s1_low = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-  const __m512i s1_high = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  const __m512i s2_low = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
-  const __m512i s2_high = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  const __m512i s3_low = _mm512_setr_epi32(0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-  const __m512i s3_high = _mm512_setr_epi32(2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-  const __m512i s4_low = _mm512_setr_epi32(0, 2, 16, 18, 4, 6, 20, 22, 8, 10, 24, 26, 12, 14, 28, 30);
-  const __m512i s4_high = _mm512_setr_epi32(1, 3, 17, 19, 5, 7, 21, 23, 9, 11, 25, 27, 13, 15, 29, 31);
-  __m512 t[8], u[4], w[2];
-  for (int i = 0; i < 8; ++i) t[i] = Combine(v[2 * i], v[2 * i + 1], s1_low, s1_high);
-  for (int i = 0; i < 4; ++i) u[i] = Combine(t[2 * i], t[2 * i + 1], s2_low, s2_high);
-  for (int i = 0; i < 2; ++i) w[i] = Combine(u[2 * i], u[2 * i + 1], s3_low, s3_high);
-  return Combine(w[0], w[1], s4_low, s4_high);
-}
+inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
 
-inline __m512bh Load(const Bf16* p) { return reinterpret_cast<__m512bh>(_mm512_loadu_si512(p)); }
+// The pair starting at element e of a row, broadcast to all lanes (a vector load from memory:
+// through a general register it would cost a scarce register-to-vector transfer).
+inline __m512i BroadcastPair(const Bf16* row, int64_t e) { return _mm512_broadcastd_epi32(_mm_loadu_si32(row + e)); }
 
-inline __m512bh LoadMasked(const Bf16* p, __mmask32 mask) {
-  return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, p));
-}
+// The last pair of an odd-length row: its element and a zero.
+inline __m512i BroadcastLastOdd(const Bf16* row, int64_t e) { return _mm512_set1_epi32(static_cast<int32_t>(row[e])); }
 
-// Runs chunks [k_begin, k_end) of a T-token x R-row tile into acc; k_end is a multiple of 32
-// or k itself (the masked tail). Prefetch runs ahead in the weight rows when a few tokens share
-// each weight load (the out-of-order window alone then covers too few DRAM misses).
-template <int T, int R, bool kPrefetch>
-inline void TileChunks(const Bf16* x, int64_t k, const Bf16* w, int64_t k_begin, int64_t k_end,
-                       __m512 (&acc)[T][R]) {
-  int64_t kk = k_begin;
-  for (; kk + kChunk <= k_end; kk += kChunk) {
-    if constexpr (kPrefetch) {
-      for (int r = 0; r < R; ++r) {
-        _mm_prefetch(reinterpret_cast<const char*>(w + r * k + kk) + kPrefetchBytes, _MM_HINT_T0);
+// ---- decode: lanes are output rows ----
+
+// 16 rows from w (rows at or past `rows` repeat the last valid one and are not stored) times T
+// tokens. [ahead, ahead_end): the next rows' bytes, prefetched in address order as fast as these
+// rows are consumed, so the memory system sees one sequential stream instead of 16 interleaved
+// ones.
+template <int T>
+void DecodeGroup(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y, int64_t ldy, const char* ahead,
+                 const char* ahead_end) {
+  const Bf16* row[16];
+  for (int i = 0; i < 16; ++i) row[i] = w + std::min<int64_t>(i, rows - 1) * k;
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + kChunk <= k; kk += kChunk) {
+    for (int line = 0; line < 16; ++line, ahead += 64) {
+      if (ahead < ahead_end) _mm_prefetch(ahead, _MM_HINT_T0);
+    }
+    __m512i v[16];
+    LoadTransposed(row, kk, v);
+    for (int p = 0; p < 16; ++p) {
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], AsBh(BroadcastPair(x + t * k, kk + 2 * p)), AsBh(v[p]));
+    }
+  }
+  if (kk < k) {
+    const int64_t elements = k - kk;
+    const __mmask32 mask = (__mmask32{1} << elements) - 1;
+    __m512i v[16];
+    for (int i = 0; i < 16; ++i) v[i] = _mm512_maskz_loadu_epi16(mask, row[i] + kk);
+    Transpose16(v);
+    __m512i xt[T];
+    for (int t = 0; t < T; ++t) xt[t] = _mm512_maskz_loadu_epi16(mask, x + t * k + kk);
+    for (int p = 0; p < (elements + 1) / 2; ++p) {
+      const __m512i index = _mm512_set1_epi32(p);
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm512_dpbf16_ps(acc[t], AsBh(_mm512_permutexvar_epi32(index, xt[t])), AsBh(v[p]));
       }
     }
-    __m512bh xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = Load(x + t * k + kk);
-    for (int r = 0; r < R; ++r) {
-      const __m512bh wv = Load(w + r * k + kk);
-      for (int t = 0; t < T; ++t) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv[t], wv);
-    }
   }
-  if (kk < k_end) {
-    const __mmask32 mask = (__mmask32{1} << (k_end - kk)) - 1;
-    __m512bh xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = LoadMasked(x + t * k + kk, mask);
-    for (int r = 0; r < R; ++r) {
-      const __m512bh wv = LoadMasked(w + r * k + kk, mask);
-      for (int t = 0; t < T; ++t) acc[t][r] = _mm512_dpbf16_ps(acc[t][r], xv[t], wv);
-    }
+  const __mmask16 store = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(rows, 16)) - 1);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, store, acc[t]);
+}
+
+template <int T>
+void DecodeRows(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  const char* end = reinterpret_cast<const char*>(w + n_end * k);
+  for (int64_t j = n_begin; j < n_end; j += 16) {
+    DecodeGroup<T>(x, k, w + j * k, n_end - j, y + j, ldy, reinterpret_cast<const char*>(w + (j + 16) * k), end);
   }
 }
 
-// Sums each of the tile's lane vectors into y[t][r]: 16 at a time with the transposing tree
-// (zero-padded), or one by one; both perform the same additions per output.
-template <int T, int R>
-inline void StoreSums(const __m512 (&acc)[T][R], float* y, int64_t ldy) {
-  if constexpr (T * R >= 8) {
-    constexpr int kVectors = T * R;
-    for (int base = 0; base < kVectors; base += 16) {
-      __m512 v[16];
+// ---- prefill: lanes are tokens ----
+
+// A tile of TV token vectors x R weight rows over all of k. xp: the first token vector's pairs
+// (vector tv, pair p at xp + (tv * pairs + p) * 16 dwords); out: [R][64] floats.
+template <int TV, int R>
+void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, float* out) {
+  __m512 acc[TV][R];
+  for (int tv = 0; tv < TV; ++tv) {
+    for (int r = 0; r < R; ++r) acc[tv][r] = _mm512_setzero_ps();
+  }
+  const int64_t full = k / 2;
+  for (int64_t p = 0; p < full; ++p) {
+    __m512i xv[TV];
+    for (int tv = 0; tv < TV; ++tv) xv[tv] = _mm512_load_si512(xp + (tv * pairs + p) * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const __m512i wv = BroadcastPair(w + r * k, 2 * p);
+      for (int tv = 0; tv < TV; ++tv) acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv[tv]), AsBh(wv));
+    }
+  }
+  if (full < pairs) {
+    for (int r = 0; r < R; ++r) {
+      const __m512i wv = BroadcastLastOdd(w + r * k, k - 1);
+      for (int tv = 0; tv < TV; ++tv) {
+        const __m512i xv = _mm512_load_si512(xp + (tv * pairs + full) * kLanes);
+        acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv), AsBh(wv));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int tv = 0; tv < TV; ++tv) _mm512_store_ps(out + r * kBlockVectors * kLanes + tv * kLanes, acc[tv][r]);
+  }
+}
+
+// TV token vectors over `rows` rows of a panel: tiles of R rows, the rest in tiles of R / 2, R / 4,
+// ... (several independent accumulator chains even at a panel's edge).
+template <int TV, int R>
+void TokensOverPanel(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, int64_t rows, float* out) {
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) TokenTile<TV, R>(xp, pairs, k, w + r * k, out + r * kBlockVectors * kLanes);
+  if constexpr (R > 1) {
+    if (r < rows) TokensOverPanel<TV, R / 2>(xp, pairs, k, w + r * k, rows - r, out + r * kBlockVectors * kLanes);
+  }
+}
+
+// out [rows][64] (row-major, token-minor) -> y[token][row] for `tokens` tokens, by 16 x 16 blocks.
+void StoreTransposed(const float* out, int64_t rows, int64_t tokens, float* y, int64_t ldy) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const __mmask16 row_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, rows - r0)) - 1);
+    for (int64_t t0 = 0; t0 < tokens; t0 += 16) {
+      __m512i v[16];
       for (int i = 0; i < 16; ++i) {
-        const int index = base + i;
-        v[i] = index < kVectors ? acc[index / R][index % R] : _mm512_setzero_ps();
+        v[i] = _mm512_load_si512(out + (r0 + i) * kBlockVectors * kLanes + t0);
       }
-      alignas(64) float sums[16];
-      _mm512_store_ps(sums, Reduce16(v));
-      for (int i = 0; i < 16 && base + i < kVectors; ++i) {
-        const int index = base + i;
-        y[(index / R) * ldy + index % R] = sums[4 * (i % 4) + i / 4];
+      Transpose16(v);
+      for (int64_t t = 0; t < std::min<int64_t>(16, tokens - t0); ++t) {
+        _mm512_mask_storeu_ps(y + (t0 + t) * ldy + r0, row_mask, _mm512_castsi512_ps(v[t]));
       }
-    }
-  } else {
-    for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) y[t * ldy + r] = ReduceAdd(acc[t][r]);
     }
   }
 }
 
-// A T-token x R-row tile over the full k, in registers, summed into y.
-template <int T, int R, bool kPrefetch>
-inline void Tile(const Bf16* x, int64_t k, const Bf16* w, float* y, int64_t ldy) {
-  __m512 acc[T][R];
-  for (int t = 0; t < T; ++t) {
-    for (int r = 0; r < R; ++r) acc[t][r] = _mm512_setzero_ps();
-  }
-  TileChunks<T, R, kPrefetch>(x, k, w, 0, k, acc);
-  StoreSums<T, R>(acc, y, ldy);
-}
-
-// T tokens over a panel of rows in R-row tiles (a remainder in 1-row tiles).
-template <int T, bool kPrefetch, int R = 4>
-void TokensOverPanel(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + R <= rows; r += R) Tile<T, R, kPrefetch>(x, k, w + r * k, y + r, ldy);
-  for (; r < rows; ++r) Tile<T, 1, kPrefetch>(x, k, w + r * k, y + r, ldy);
-}
-
-template <bool kPrefetch>
-void Panels(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
-            int64_t ldy) {
+void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
+                 int64_t ldy) {
+  const int64_t pairs = (k + 1) / 2;
+  // Rows past `rows` and tokens past `tokens` are read by StoreTransposed but never stored.
+  alignas(64) float out[kPanelRows][kBlockVectors * kLanes];
   for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelRows) {
     const int64_t rows = std::min(kPanelRows, n_end - j0);
     const Bf16* panel = w + j0 * k;
-    int64_t i = 0;
-    if (m > 8) {
-      for (; i + 6 <= m; i += 6) TokensOverPanel<6, kPrefetch>(x + i * k, k, panel, rows, y + i * ldy + j0, ldy);
-    }
-    for (; i + 4 <= m; i += 4) TokensOverPanel<4, kPrefetch>(x + i * k, k, panel, rows, y + i * ldy + j0, ldy);
-    switch (m - i) {
-      case 3: TokensOverPanel<3, kPrefetch>(x + i * k, k, panel, rows, y + i * ldy + j0, ldy); break;
-      case 2: TokensOverPanel<2, kPrefetch>(x + i * k, k, panel, rows, y + i * ldy + j0, ldy); break;
-      case 1: TokensOverPanel<1, kPrefetch>(x + i * k, k, panel, rows, y + i * ldy + j0, ldy); break;
-      default: break;
-    }
-  }
-}
-
-// Decode with 5..8 tokens: both token blocks run over each 4-row group while it is in L1, so the
-// weights stream from DRAM without pauses for a second pass.
-template <int Tail>
-void DecodeRowGroups(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
-                     int64_t ldy) {
-  int64_t j = n_begin;
-  for (; j + 4 <= n_end; j += 4) {
-    Tile<4, 4, true>(x, k, w + j * k, y + j, ldy);
-    Tile<Tail, 4, false>(x + 4 * k, k, w + j * k, y + 4 * ldy + j, ldy);
-  }
-  for (; j < n_end; ++j) {
-    Tile<4, 1, false>(x, k, w + j * k, y + j, ldy);
-    Tile<Tail, 1, false>(x + 4 * k, k, w + j * k, y + 4 * ldy + j, ldy);
-  }
-}
-
-// Long rows (large k) do not leave room in L1 for a token block's activations, so k is cut into
-// kBlockK slices; a tile's lanes wait in `lanes` between slices (exact: the same additions in the
-// same order). Tokens go in macro blocks of kMacroTokens so their lanes stay in L2.
-constexpr int64_t kBlockK = 1024;
-constexpr int64_t kMacroTokens = 96;
-constexpr int64_t kBlockTokens = 6;
-
-template <int T>
-void SliceOverPanel(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, int64_t k0, int64_t k1, __m512* lanes) {
-  // lanes: per 4-row group, T x 4 vectors ([t][r]); a partial last group uses R = 1 tiles.
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    __m512 acc[T][4];
-    __m512* group = lanes + r / 4 * T * 4;
-    for (int t = 0; t < T; ++t) {
-      for (int q = 0; q < 4; ++q) acc[t][q] = _mm512_load_ps(reinterpret_cast<const float*>(group + t * 4 + q));
-    }
-    TileChunks<T, 4, false>(x, k, w + r * k, k0, k1, acc);
-    for (int t = 0; t < T; ++t) {
-      for (int q = 0; q < 4; ++q) _mm512_store_ps(reinterpret_cast<float*>(group + t * 4 + q), acc[t][q]);
-    }
-  }
-  for (; r < rows; ++r) {
-    __m512 acc[T][1];
-    __m512* group = lanes + r / 4 * T * 4 + (r % 4);
-    for (int t = 0; t < T; ++t) acc[t][0] = _mm512_load_ps(reinterpret_cast<const float*>(group + t * 4));
-    TileChunks<T, 1, false>(x, k, w + r * k, k0, k1, acc);
-    for (int t = 0; t < T; ++t) _mm512_store_ps(reinterpret_cast<float*>(group + t * 4), acc[t][0]);
-  }
-}
-
-template <int T>
-void SumLanes(const __m512* lanes, int64_t rows, float* y, int64_t ldy) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    __m512 acc[T][4];
-    const __m512* group = lanes + r / 4 * T * 4;
-    for (int t = 0; t < T; ++t) {
-      for (int q = 0; q < 4; ++q) acc[t][q] = group[t * 4 + q];
-    }
-    StoreSums<T, 4>(acc, y + r, ldy);
-  }
-  for (; r < rows; ++r) {
-    __m512 acc[T][1];
-    const __m512* group = lanes + r / 4 * T * 4 + (r % 4);
-    for (int t = 0; t < T; ++t) acc[t][0] = group[t * 4];
-    StoreSums<T, 1>(acc, y + r, ldy);
-  }
-}
-
-void BlockedPanels(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
-                   int64_t ldy, __m512* scratch) {
-  const int64_t lanes_per_block = (kPanelRows / 4) * kBlockTokens * 4;
-  for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelRows) {
-    const int64_t rows = std::min(kPanelRows, n_end - j0);
-    const Bf16* panel = w + j0 * k;
-    for (int64_t i0 = 0; i0 < m; i0 += kMacroTokens) {
-      const int64_t i1 = std::min(m, i0 + kMacroTokens);
-      // Every token block of the macro block over one k slice, then the next slice.
-      const int64_t blocks = (i1 - i0 + kBlockTokens - 1) / kBlockTokens;
-      for (int64_t b = 0; b < blocks * lanes_per_block; ++b) scratch[b] = _mm512_setzero_ps();
-      for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
-        const int64_t k1 = std::min(k, k0 + kBlockK);
-        for (int64_t b = 0; b < blocks; ++b) {
-          const int64_t i = i0 + b * kBlockTokens;
-          __m512* lanes = scratch + b * lanes_per_block;
-          switch (std::min(kBlockTokens, i1 - i)) {
-            case 6: SliceOverPanel<6>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-            case 5: SliceOverPanel<5>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-            case 4: SliceOverPanel<4>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-            case 3: SliceOverPanel<3>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-            case 2: SliceOverPanel<2>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-            default: SliceOverPanel<1>(x + i * k, k, panel, rows, k0, k1, lanes); break;
-          }
-        }
+    for (int64_t i0 = 0; i0 < m; i0 += kBlockVectors * kLanes) {
+      const int64_t tokens = std::min(kBlockVectors * kLanes, m - i0);
+      const int32_t* block = xp + i0 / kLanes * pairs * kLanes;
+      switch ((tokens + kLanes - 1) / kLanes) {
+        case 4: TokensOverPanel<4, 6>(block, pairs, k, panel, rows, out[0]); break;
+        case 3: TokensOverPanel<3, 8>(block, pairs, k, panel, rows, out[0]); break;
+        case 2: TokensOverPanel<2, 12>(block, pairs, k, panel, rows, out[0]); break;
+        default: TokensOverPanel<1, 12>(block, pairs, k, panel, rows, out[0]); break;
       }
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t i = i0 + b * kBlockTokens;
-        const __m512* lanes = scratch + b * lanes_per_block;
-        float* out = y + i * ldy + j0;
-        switch (std::min(kBlockTokens, i1 - i)) {
-          case 6: SumLanes<6>(lanes, rows, out, ldy); break;
-          case 5: SumLanes<5>(lanes, rows, out, ldy); break;
-          case 4: SumLanes<4>(lanes, rows, out, ldy); break;
-          case 3: SumLanes<3>(lanes, rows, out, ldy); break;
-          case 2: SumLanes<2>(lanes, rows, out, ldy); break;
-          default: SumLanes<1>(lanes, rows, out, ldy); break;
-        }
-      }
+      StoreTransposed(out[0], rows, tokens, y + i0 * ldy + j0, ldy);
     }
+  }
+}
+
+// Packs 16 token rows (fewer at the end: zeros) into pair-major vectors; Load(t, e, mask) gives
+// row t's 32 bf16 elements from e (masked past k).
+template <typename LoadFn>
+void PackBlock(int64_t rows, int64_t k, LoadFn load, int32_t* out) {
+  for (int64_t kk = 0; kk < k; kk += kChunk) {
+    const int64_t elements = std::min(kChunk, k - kk);
+    const __mmask32 mask = elements == kChunk ? ~__mmask32{0} : (__mmask32{1} << elements) - 1;
+    __m512i v[16];
+    for (int t = 0; t < 16; ++t) v[t] = t < rows ? load(t, kk, mask) : _mm512_setzero_si512();
+    Transpose16(v);
+    for (int64_t p = 0; p < (elements + 1) / 2; ++p) _mm512_store_si512(out + (kk / 2 + p) * kLanes, v[p]);
   }
 }
 
@@ -276,25 +247,35 @@ void ConvertToBf16Avx512(const float* in, int64_t count, Bf16* out) {
   for (; i < count; ++i) out[i] = FloatToBf16(in[i]);
 }
 
-int64_t Avx512ScratchBytes() {
-  return (kMacroTokens + kBlockTokens - 1) / kBlockTokens * (kPanelRows / 4) * kBlockTokens * 4 * 64;
+void PackTokenPairsAvx512(const float* x, int64_t tokens, int64_t k, int32_t* out) {
+  PackBlock(tokens, k, [&](int t, int64_t e, __mmask32 mask) {
+    const float* row = x + t * k + e;
+    const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), row);
+    const __m512 high = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), row + 16);
+    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
+  }, out);
 }
 
-void MatmulRowsAvx512Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                          int64_t n_end, float* y, int64_t ldy, void* scratch) {
-  if (m > 8 && k > 1536) {
-    BlockedPanels(x, m, k, w, n_begin, n_end, y, ldy, static_cast<__m512*>(scratch));
-  } else if (m >= 5 && m <= 8) {
-    switch (m) {
-      case 8: DecodeRowGroups<4>(x, k, w, n_begin, n_end, y, ldy); break;
-      case 7: DecodeRowGroups<3>(x, k, w, n_begin, n_end, y, ldy); break;
-      case 6: DecodeRowGroups<2>(x, k, w, n_begin, n_end, y, ldy); break;
-      default: DecodeRowGroups<1>(x, k, w, n_begin, n_end, y, ldy); break;
-    }
-  } else if (m >= 2 && m <= 4) {
-    Panels<true>(x, m, k, w, n_begin, n_end, y, ldy);
-  } else {
-    Panels<false>(x, m, k, w, n_begin, n_end, y, ldy);
+void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out) {
+  PackBlock(tokens, k, [&](int t, int64_t e, __mmask32 mask) { return _mm512_maskz_loadu_epi16(mask, x + t * k + e); },
+            out);
+}
+
+void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
+                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  if (m > kDecodeTokens) {
+    PrefillRows(x_pairs, m, k, w, n_begin, n_end, y, ldy);
+    return;
+  }
+  switch (m) {
+    case 8: DecodeRows<8>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 7: DecodeRows<7>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 6: DecodeRows<6>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 5: DecodeRows<5>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 4: DecodeRows<4>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 3: DecodeRows<3>(x, k, w, n_begin, n_end, y, ldy); break;
+    case 2: DecodeRows<2>(x, k, w, n_begin, n_end, y, ldy); break;
+    default: DecodeRows<1>(x, k, w, n_begin, n_end, y, ldy); break;
   }
 }
 

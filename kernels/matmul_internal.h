@@ -9,22 +9,30 @@
 
 namespace moelab::kernels_internal {
 
-// Computes y rows [0, m) x columns [n_begin, n_end) of y = x w^T. `scratch` is per-thread memory
-// of at least ScratchBytes(m) bytes, 64-byte aligned.
+// Computes y rows [0, m) x columns [n_begin, n_end) of y = x w^T; x: m x k bf16, row-major.
 using MatmulRowsFn = void (*)(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                              int64_t n_end, float* y, int64_t ldy, void* scratch);
+                              int64_t n_end, float* y, int64_t ldy);
 
 void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                      int64_t n_end, float* y, int64_t ldy, void* scratch);
+                      int64_t n_end, float* y, int64_t ldy);
 void MatmulRowsAvx2(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                    int64_t n_end, float* y, int64_t ldy, void* scratch);
-void MatmulRowsAvx512Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                          int64_t n_end, float* y, int64_t ldy, void* scratch);
+                    int64_t n_end, float* y, int64_t ldy);
 
-// Output rows per parallel task and scratch size, per ISA and token count.
-int64_t RowsPerTask(int64_t m, int64_t n, int threads);
-int64_t ScratchBytes(int64_t m);
-int64_t Avx512ScratchBytes();  // lanes of the k-blocked path
+// AVX512-BF16. Up to kDecodeTokens tokens the kernel reads x (m x k bf16, row-major); above it,
+// x_pairs: the tokens packed by PackTokenPairsAvx512, 64-byte aligned, TokenPairsCount(m, k) dwords.
+constexpr int64_t kDecodeTokens = 8;
+void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
+                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+
+// Pair-major packing of `tokens` <= 16 tokens (one block): dword p * 16 + t holds elements 2p and
+// 2p + 1 of token t (zero past k and past `tokens`). Block b of a batch starts at dword
+// b * 16 * ceil(k / 2).
+inline int64_t TokenPairsCount(int64_t m, int64_t k) { return (m + 15) / 16 * 16 * ((k + 1) / 2); }
+void PackTokenPairsAvx512(const float* x, int64_t tokens, int64_t k, int32_t* out);  // rounds to bf16
+void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out);
+
+// Output rows per parallel task.
+int64_t RowsPerTask(int64_t n, int threads);
 // Round to nearest even with vcvtne2ps2bf16 (same as FloatToBf16 for normal and zero values).
 void ConvertToBf16Avx512(const float* in, int64_t count, Bf16* out);
 

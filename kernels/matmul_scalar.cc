@@ -3,7 +3,7 @@
 namespace moelab::kernels_internal {
 
 void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                      int64_t n_end, float* y, int64_t ldy, void* /*scratch*/) {
+                      int64_t n_end, float* y, int64_t ldy) {
   for (int64_t j = n_begin; j < n_end; ++j) {
     const Bf16* row = w + j * k;
     for (int64_t i = 0; i < m; ++i) {
