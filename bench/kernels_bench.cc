@@ -13,12 +13,12 @@
 #include <memory>
 #include <vector>
 
-#include "bench/machine_limits.h"
 #include "executor/generation.h"
 #include "executor/run_workload.h"
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
 #include "model/preset_store.h"
+#include "profiler/machine_limits.h"
 
 namespace moelab::bench {
 namespace {
@@ -59,7 +59,7 @@ void Bf16Peak(benchmark::State& state) {
     pool.Run(threads, [&](int64_t task, int) { sinks[task] = Bf16DotLoop(kIterations); });
     benchmark::DoNotOptimize(sinks.data());
   }
-  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * 12 * 64,
+  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * kBf16DotLoopFlopsPerIteration,
                                                benchmark::Counter::kIsRate);
   state.counters["threads"] = threads;
 }

@@ -22,7 +22,7 @@ peak = find("Bf16Peak")["flops"]
 commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True).stdout.strip()
 ctx = data["context"]
 print("# CPU kernels and executor against this machine's limits\n")
-print(f"Command: `scripts/bench.sh {repetitions}` (build/bench/moelab_kernels_bench, {repetitions} repetitions, medians), commit {commit}.")
+print(f"Command: `scripts/bench.sh {repetitions}` (build/bench/moelab_kernels_bench, {repetitions} repetitions of every benchmark interleaved in random order, medians), commit {commit}.")
 print(f"Machine: {ctx.get('host_name')}, {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
       f"date {ctx.get('date')}, caches: " + ", ".join(f"L{c['level']} {c['size'] // 1024} KiB" for c in ctx.get("caches", [])) + ".")
 print("Limits measured in the same run (all threads): DRAM read "
