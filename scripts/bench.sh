@@ -2,7 +2,7 @@
 # Runs the kernel and executor benchmarks and writes results/kernels-cpu.md: every speed as a ratio
 # against this machine's own limits (DRAM read bandwidth, AVX512-BF16 peak) measured in the same
 # run. Usage: scripts/bench.sh [repetitions]   (run on a quiet machine; medians are reported)
-# Repetitions of all benchmarks are interleaved in a seeded random order, so the limits are sampled
+# Repetitions of all benchmarks are interleaved (Google Benchmark shuffles them), so the limits are sampled
 # across the same minutes as the kernels (this VM's DRAM bandwidth drifts by tens of percent).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
