@@ -17,6 +17,7 @@
 #include "executor/run_workload.h"
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
+#include "kernels/packed_matrix.h"
 #include "model/preset_store.h"
 #include "profiler/machine_limits.h"
 
@@ -68,24 +69,36 @@ constexpr int64_t kHidden = 1024;
 constexpr int64_t kWidth = 3584;
 constexpr int64_t kExperts = 32;
 
-const std::vector<Bf16>& ExpertWeights() {
-  static const std::vector<Bf16> weights = [] {
-    std::vector<Bf16> w(static_cast<size_t>(kExperts * 3 * kHidden * kWidth));
-    for (size_t i = 0; i < w.size(); ++i) w[i] = FloatToBf16(static_cast<float>(static_cast<int>(i % 17) - 8) * 0.01f);
-    return w;
+// The experts as the executor holds them: gate|up and down packed (kernels/packed_matrix.h).
+struct PackedExpert {
+  PackedBf16Matrix gate_up, down;
+};
+
+const std::vector<PackedExpert>& ExpertWeights() {
+  static const std::vector<PackedExpert> experts = [] {
+    std::vector<Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
+    std::vector<PackedExpert> packed;
+    for (int64_t e = 0; e < kExperts; ++e) {
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] = FloatToBf16(static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) * 0.01f);
+      }
+      packed.push_back({PackedBf16Matrix::Pack(w.data(), 2 * kWidth, kHidden),
+                        PackedBf16Matrix::Pack(w.data() + 2 * kWidth * kHidden, kHidden, kWidth)});
+    }
+    return packed;
   }();
-  return weights;
+  return experts;
 }
 
 void ExpertFfnBench(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const std::vector<Bf16>& weights = ExpertWeights();
+  const std::vector<PackedExpert>& experts = ExpertWeights();
   std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
   ExpertFfnScratch scratch;
   int64_t expert = 0;
   for (auto _ : state) {
-    const Bf16* block = weights.data() + expert * 3 * kHidden * kWidth;
-    ExpertFfn(x.data(), tokens, kHidden, kWidth, block, block + 2 * kWidth * kHidden, out.data(), Pool(), scratch);
+    const PackedExpert& weights = experts[static_cast<size_t>(expert)];
+    ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(), scratch);
     benchmark::DoNotOptimize(out.data());
     expert = (expert + 1) % kExperts;
   }

@@ -21,11 +21,14 @@ Layout LayoutOf(const ExecutorConfig& c) {
               "' (supported: mixtral, qwen2_moe, qwen3_moe, llama, qwen2)");
 }
 
-// Visits every tensor: (name, shape, bf16 data or fp32 data). One list for load and save, so the
-// two can never disagree about names or shapes.
+// Visits every tensor: (name, shape, and where it lives: rows [row_begin, row_begin + shape[0]) of a
+// packed matrix, row-major bf16 data, or fp32 data). One list for load and save, so the two can
+// never disagree about names or shapes.
 struct TensorRef {
   std::string name;
   std::vector<int64_t> shape;
+  PackedBf16Matrix* packed = nullptr;
+  int64_t row_begin = 0;
   Bf16* bf16 = nullptr;
   float* f32 = nullptr;
 };
@@ -35,45 +38,46 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
   const Layout layout = LayoutOf(c);
   const int64_t d = c.hidden_size;
   std::vector<TensorRef> refs;
-  auto matrix = [&](std::string name, int64_t rows, int64_t cols, Bf16* data) {
-    refs.push_back({std::move(name), {rows, cols}, data, nullptr});
+  auto matrix = [&](std::string name, int64_t rows, PackedBf16Matrix& m, int64_t row_begin) {
+    refs.push_back({std::move(name), {rows, m.cols()}, &m, row_begin, nullptr, nullptr});
   };
   auto vector = [&](std::string name, std::vector<float>& data) {
-    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, data.data()});
+    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, 0, nullptr, data.data()});
   };
   // One FFN block: gate, up ([width][hidden] each, the fused gate_up block) and down ([hidden][width]).
   auto ffn = [&](const std::string& prefix, FfnWeights& f, const char* gate, const char* up, const char* down) {
-    matrix(prefix + gate + ".weight", f.width, d, f.mutable_gate_up());
-    matrix(prefix + up + ".weight", f.width, d, f.mutable_gate_up() + f.width * d);
-    matrix(prefix + down + ".weight", d, f.width, f.mutable_down());
+    matrix(prefix + gate + ".weight", f.width, f.gate_up, 0);
+    matrix(prefix + up + ".weight", f.width, f.gate_up, f.width);
+    matrix(prefix + down + ".weight", d, f.down, 0);
   };
-  matrix("model.embed_tokens.weight", c.vocab_size, d, w.embedding.data());
-  if (!c.tied_embeddings) matrix("lm_head.weight", c.vocab_size, d, w.lm_head.data());
+  refs.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, nullptr, 0, w.embedding.data(), nullptr});
+  if (!c.tied_embeddings) matrix("lm_head.weight", c.vocab_size, w.lm_head, 0);
   vector("model.norm.weight", w.final_norm);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = w.layers[l];
     const std::string p = "model.layers." + std::to_string(l) + ".";
     vector(p + "input_layernorm.weight", lw.attention_norm);
     vector(p + "post_attention_layernorm.weight", lw.ffn_norm);
-    matrix(p + "self_attn.q_proj.weight", c.q_width(), d, lw.qkv.data());
-    matrix(p + "self_attn.k_proj.weight", c.kv_width(), d, lw.qkv.data() + c.q_width() * d);
-    matrix(p + "self_attn.v_proj.weight", c.kv_width(), d, lw.qkv.data() + (c.q_width() + c.kv_width()) * d);
+    matrix(p + "self_attn.q_proj.weight", c.q_width(), lw.qkv, 0);
+    matrix(p + "self_attn.k_proj.weight", c.kv_width(), lw.qkv, c.q_width());
+    matrix(p + "self_attn.v_proj.weight", c.kv_width(), lw.qkv, c.q_width() + c.kv_width());
     if (!lw.qkv_bias.empty()) {
-      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, lw.qkv_bias.data()});
-      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, lw.qkv_bias.data() + c.q_width()});
-      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, lw.qkv_bias.data() + c.q_width() + c.kv_width()});
+      float* bias = lw.qkv_bias.data();
+      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, 0, nullptr, bias});
+      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, 0, nullptr, bias + c.q_width()});
+      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, 0, nullptr, bias + c.q_width() + c.kv_width()});
     }
     if (!lw.q_norm.empty()) {
       vector(p + "self_attn.q_norm.weight", lw.q_norm);
       vector(p + "self_attn.k_norm.weight", lw.k_norm);
     }
-    matrix(p + "self_attn.o_proj.weight", d, c.q_width(), lw.output.data());
+    matrix(p + "self_attn.o_proj.weight", d, lw.output, 0);
     if (!c.IsMoeLayer(l)) {
       ffn(p + "mlp.", lw.dense, "gate_proj", "up_proj", "down_proj");
       continue;
     }
     const std::string moe = layout == Layout::kMixtral ? p + "block_sparse_moe." : p + "mlp.";
-    matrix(moe + "gate.weight", c.num_experts, d, lw.router.data());
+    matrix(moe + "gate.weight", c.num_experts, lw.router, 0);
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string ep = moe + "experts." + std::to_string(e) + ".";
       FfnWeights& f = lw.experts[e];
@@ -88,7 +92,7 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
         throw Error("safetensors names for shared experts exist for Qwen-MoE's single shared expert only");
       }
       ffn(p + "mlp.shared_expert.", lw.shared, "gate_proj", "up_proj", "down_proj");
-      if (!lw.shared_gate.empty()) matrix(p + "mlp.shared_expert_gate.weight", 1, d, lw.shared_gate.data());
+      if (!lw.shared_gate.empty()) matrix(p + "mlp.shared_expert_gate.weight", 1, lw.shared_gate, 0);
     }
   }
   return refs;
@@ -102,13 +106,19 @@ ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::fil
   ModelWeights w = AllocateWeights(config);
   w.source = file_or_folder.string();
   std::vector<TensorRef> tensors = Tensors(w);
+  std::vector<Bf16> rows;  // one matrix, row-major as the file holds it, before packing
   for (TensorRef& ref : tensors) {
     if (ref.f32 != nullptr) {
       model.ReadF32(ref.name, ref.shape, ref.f32);
+    } else if (ref.packed != nullptr) {
+      rows.resize(static_cast<size_t>(ref.shape[0] * ref.shape[1]));
+      model.ReadBf16(ref.name, ref.shape, rows.data());
+      ref.packed->PackRows(ref.row_begin, ref.shape[0], rows.data());
     } else {
       model.ReadBf16(ref.name, ref.shape, ref.bf16);
     }
   }
+  TieLmHead(w);
   return w;
 }
 
@@ -116,9 +126,14 @@ void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::
   // Tensors() serves loading too, so it hands out mutable pointers; saving only reads them.
   ModelWeights& w = const_cast<ModelWeights&>(weights);
   SafetensorsWriter writer;
+  std::vector<Bf16> rows;  // Add copies, so one buffer serves every packed matrix
   for (const TensorRef& ref : Tensors(w)) {
     if (ref.f32 != nullptr) {
       writer.Add(ref.name, TensorDtype::kF32, ref.shape, ref.f32);
+    } else if (ref.packed != nullptr) {
+      rows.resize(static_cast<size_t>(ref.shape[0] * ref.shape[1]));
+      ref.packed->UnpackRows(ref.row_begin, ref.shape[0], rows.data());
+      writer.Add(ref.name, TensorDtype::kBf16, ref.shape, rows.data());
     } else {
       writer.Add(ref.name, TensorDtype::kBf16, ref.shape, ref.bf16);
     }

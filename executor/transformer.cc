@@ -120,7 +120,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps, normed_.data() + r * d);
   }
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
-  MatmulBf16(normed_.data(), logit_rows, d, weights_.lm_head_weights(), c.vocab_size, logits.data(), c.vocab_size, pool_);
+  MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size, pool_);
   times_.lm_head_s += Since(start);
   if (options.record) options.record->steps.push_back(std::move(step));
   ++passes_;
@@ -138,7 +138,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
 
   start = Clock::now();
   qkv_.resize(static_cast<size_t>(tokens * qkv_width));
-  MatmulBf16(normed_.data(), tokens, d, lw.qkv.data(), qkv_width, qkv_.data(), qkv_width, pool_);
+  MatmulBf16(normed_.data(), tokens, lw.qkv, qkv_.data(), qkv_width, pool_);
   // Bias, q/k norms, rotary embedding, then the new keys and values into each cache.
   int64_t row = 0;
   for (SequenceInput& s : batch) {
@@ -190,7 +190,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
     }
   });
   projected_.resize(static_cast<size_t>(tokens * d));
-  MatmulBf16(attention_out_.data(), tokens, c.q_width(), lw.output.data(), d, projected_.data(), d, pool_);
+  MatmulBf16(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
   times_.attention_s += Since(start);
   start = Clock::now();
   for (int64_t i = 0; i < tokens * d; ++i) hidden_[i] += projected_[i];
@@ -198,7 +198,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
 }
 
 void Transformer::Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out) {
-  ExpertFfn(x, tokens, ffn.hidden, ffn.width, ffn.gate_up(), ffn.down(), out, pool_, ffn_scratch_);
+  ExpertFfn(x, tokens, ffn.gate_up, ffn.down, out, pool_, ffn_scratch_);
 }
 
 void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options, RoutingStep* record) {
@@ -211,7 +211,7 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
 
   Clock::time_point start = Clock::now();
   router_logits_.resize(static_cast<size_t>(tokens * experts));
-  MatmulBf16(normed_.data(), tokens, d, lw.router.data(), experts, router_logits_.data(), experts, pool_);
+  MatmulBf16(normed_.data(), tokens, lw.router, router_logits_.data(), experts, pool_);
   token_experts_.resize(static_cast<size_t>(tokens));
   token_weights_.resize(static_cast<size_t>(tokens));
   std::vector<std::vector<int32_t>> forced;
@@ -263,7 +263,7 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
     Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
     std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
     if (!lw.shared_gate.empty()) {
-      MatmulBf16(normed_.data(), tokens, d, lw.shared_gate.data(), 1, gate.data(), 1, pool_);
+      MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
       for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
     }
     for (int64_t t = 0; t < tokens; ++t) Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);

@@ -1,5 +1,6 @@
 #include "executor/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -26,8 +27,10 @@ class SyntheticFiller {
  public:
   SyntheticFiller(uint64_t seed, ThreadPool& pool) : seed_(seed), pool_(pool) {}
 
-  // Fills `count` bf16 values with standard deviation `stddev`.
-  void Fill(Bf16* data, int64_t count, double stddev) {
+  // Fills row-major bf16 values with standard deviation `stddev`.
+  void Fill(std::vector<Bf16>& values, double stddev) {
+    Bf16* data = values.data();
+    const int64_t count = static_cast<int64_t>(values.size());
     const uint64_t tensor = next_tensor_++;
     const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
     constexpr int64_t kChunk = 1 << 16;
@@ -39,7 +42,23 @@ class SyntheticFiller {
       }
     });
   }
-  void Fill(std::vector<Bf16>& data, double stddev) { Fill(data.data(), static_cast<int64_t>(data.size()), stddev); }
+  // Element (r, c) takes the value of row-major index r * cols + c: the same weights as a
+  // row-major fill. Tasks of whole 16-row groups (about 64K elements), so no two write one vector.
+  void Fill(PackedBf16Matrix& m, double stddev) {
+    const uint64_t tensor = next_tensor_++;
+    const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
+    const int64_t cols = m.cols();
+    const int64_t task_rows = PackedBf16Matrix::kGroupRows * std::max<int64_t>(1, (int64_t{1} << 12) / std::max<int64_t>(1, cols));
+    const int64_t tasks = (m.rows() + task_rows - 1) / task_rows;
+    pool_.Run(tasks, [&](int64_t task, int) {
+      const int64_t end = std::min(m.rows(), (task + 1) * task_rows);
+      for (int64_t r = task * task_rows; r < end; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          m.Set(r, c, FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c))));
+        }
+      }
+    });
+  }
   void FillSmall(std::vector<float>& data, double center, double spread) {
     const uint64_t tensor = next_tensor_++;
     for (size_t i = 0; i < data.size(); ++i) {
@@ -55,9 +74,8 @@ class SyntheticFiller {
 
 void FillFfn(SyntheticFiller& filler, FfnWeights& ffn, double down_scale) {
   if (ffn.width == 0) return;
-  filler.Fill(ffn.mutable_gate_up(), 2 * ffn.width * ffn.hidden, 1.0 / std::sqrt(static_cast<double>(ffn.hidden)));
-  filler.Fill(ffn.mutable_down(), ffn.hidden * ffn.width,
-              down_scale / std::sqrt(static_cast<double>(ffn.width)));
+  filler.Fill(ffn.gate_up, 1.0 / std::sqrt(static_cast<double>(ffn.hidden)));
+  filler.Fill(ffn.down, down_scale / std::sqrt(static_cast<double>(ffn.width)));
 }
 
 }  // namespace
@@ -65,7 +83,8 @@ void FillFfn(SyntheticFiller& filler, FfnWeights& ffn, double down_scale) {
 void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width) {
   hidden = hidden_size;
   width = ffn_width;
-  block.assign(static_cast<size_t>(3 * hidden_size * ffn_width), 0);
+  gate_up = PackedBf16Matrix(2 * ffn_width, hidden_size);
+  down = PackedBf16Matrix(hidden_size, ffn_width);
 }
 
 double WeightBytesFor(const ExecutorConfig& c) {
@@ -116,7 +135,7 @@ ModelWeights AllocateWeights(const ExecutorConfig& c) {
   w.config = c;
   const int64_t d = c.hidden_size;
   w.embedding.assign(static_cast<size_t>(c.vocab_size * d), 0);
-  if (!c.tied_embeddings) w.lm_head.assign(static_cast<size_t>(c.vocab_size * d), 0);
+  w.lm_head = PackedBf16Matrix(c.vocab_size, d);
   w.final_norm.assign(static_cast<size_t>(d), 1.0f);
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -124,26 +143,30 @@ ModelWeights AllocateWeights(const ExecutorConfig& c) {
     layer.attention_norm.assign(d, 1.0f);
     layer.ffn_norm.assign(d, 1.0f);
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
-    layer.qkv.assign(static_cast<size_t>(qkv_rows * d), 0);
+    layer.qkv = PackedBf16Matrix(qkv_rows, d);
     if (c.qkv_bias) layer.qkv_bias.assign(qkv_rows, 0.0f);
     if (c.qk_norm) {
       layer.q_norm.assign(c.head_dim, 1.0f);
       layer.k_norm.assign(c.head_dim, 1.0f);
     }
-    layer.output.assign(static_cast<size_t>(d * c.q_width()), 0);
+    layer.output = PackedBf16Matrix(d, c.q_width());
     if (c.IsMoeLayer(l)) {
-      layer.router.assign(static_cast<size_t>(c.num_experts * d), 0);
+      layer.router = PackedBf16Matrix(c.num_experts, d);
       layer.experts.resize(c.num_experts);
       for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size);
       if (c.num_shared_experts > 0) {
         layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size);
-        if (c.shared_expert_gate) layer.shared_gate.assign(d, 0);
+        if (c.shared_expert_gate) layer.shared_gate = PackedBf16Matrix(1, d);
       }
     } else {
       layer.dense.Allocate(d, c.dense_intermediate_size);
     }
   }
   return w;
+}
+
+void TieLmHead(ModelWeights& w) {
+  if (w.config.tied_embeddings) w.lm_head = PackedBf16Matrix::Pack(w.embedding.data(), w.config.vocab_size, w.config.hidden_size);
 }
 
 ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool) {
@@ -172,6 +195,7 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, Thread
     if (!layer.shared_gate.empty()) filler.Fill(layer.shared_gate, 1.0 / std::sqrt(d));
     FillFfn(filler, layer.dense, residual_scale);
   }
+  TieLmHead(w);
   return w;
 }
 
@@ -181,16 +205,17 @@ namespace {
 double LayerBytes(const LayerWeights& l, double experts_counted) {
   double bytes = 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
                                            l.q_norm.size() + l.k_norm.size());
-  bytes += 2.0 * static_cast<double>(l.qkv.size() + l.output.size() + l.router.size() + l.shared_gate.size() +
-                                     l.shared.block.size() + l.dense.block.size());
-  if (!l.experts.empty()) bytes += 2.0 * experts_counted * static_cast<double>(l.experts[0].block.size());
+  bytes += 2.0 * static_cast<double>(l.qkv.elements() + l.output.elements() + l.router.elements() +
+                                     l.shared_gate.elements() + l.shared.elements() + l.dense.elements());
+  if (!l.experts.empty()) bytes += 2.0 * experts_counted * static_cast<double>(l.experts[0].elements());
   return bytes;
 }
 
 }  // namespace
 
 double ModelWeights::TotalBytes() const {
-  double bytes = 2.0 * static_cast<double>(embedding.size() + lm_head.size()) + 4.0 * static_cast<double>(final_norm.size());
+  const double lm_head_elements = config.tied_embeddings ? 0.0 : static_cast<double>(lm_head.elements());
+  double bytes = 2.0 * (static_cast<double>(embedding.size()) + lm_head_elements) + 4.0 * static_cast<double>(final_norm.size());
   for (const LayerWeights& l : layers) bytes += LayerBytes(l, static_cast<double>(l.experts.size()));
   return bytes;
 }

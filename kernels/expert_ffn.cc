@@ -4,14 +4,16 @@
 #include "kernels/matmul.h"
 
 namespace moelab {
+namespace {
 
-void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermediate,
-               const Bf16* gate_up, const Bf16* down, float* out, ThreadPool& pool,
-               ExpertFfnScratch& scratch) {
+// gate_up(x, y) and down(x, y): the two matmuls on whichever weight layout; the activation between.
+template <typename GateUp, typename Down>
+void SwiGlu(const float* x, int64_t tokens, int64_t intermediate, ThreadPool& pool, ExpertFfnScratch& scratch,
+            const GateUp& gate_up, const Down& down) {
   if (tokens <= 0) return;
   scratch.gate_up.resize(static_cast<size_t>(tokens * 2 * intermediate));
   scratch.hidden.resize(static_cast<size_t>(tokens * intermediate));
-  MatmulBf16(x, tokens, hidden, gate_up, 2 * intermediate, scratch.gate_up.data(), 2 * intermediate, pool);
+  gate_up(x, scratch.gate_up.data());
   // Large batches (prefill) spread the activation over the pool; a few tokens run inline.
   const int64_t tasks = tokens * intermediate >= (int64_t{1} << 16) ? pool.size() : 1;
   pool.Run(tasks, [&](int64_t task, int) {
@@ -20,7 +22,27 @@ void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermedi
       SiluMul(row, row + intermediate, intermediate, scratch.hidden.data() + t * intermediate);
     }
   });
-  MatmulBf16(scratch.hidden.data(), tokens, intermediate, down, hidden, out, hidden, pool);
+  down(scratch.hidden.data());
+}
+
+}  // namespace
+
+void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermediate,
+               const Bf16* gate_up, const Bf16* down, float* out, ThreadPool& pool,
+               ExpertFfnScratch& scratch) {
+  SwiGlu(
+      x, tokens, intermediate, pool, scratch,
+      [&](const float* in, float* y) { MatmulBf16(in, tokens, hidden, gate_up, 2 * intermediate, y, 2 * intermediate, pool); },
+      [&](const float* in) { MatmulBf16(in, tokens, intermediate, down, hidden, out, hidden, pool); });
+}
+
+void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, const PackedBf16Matrix& down,
+               float* out, ThreadPool& pool, ExpertFfnScratch& scratch) {
+  const int64_t intermediate = down.cols();
+  SwiGlu(
+      x, tokens, intermediate, pool, scratch,
+      [&](const float* in, float* y) { MatmulBf16(in, tokens, gate_up, y, 2 * intermediate, pool); },
+      [&](const float* in) { MatmulBf16(in, tokens, down, out, down.rows(), pool); });
 }
 
 }  // namespace moelab

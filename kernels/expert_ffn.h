@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/packed_matrix.h"
 #include "kernels/thread_pool.h"
 
 namespace moelab {
@@ -21,6 +22,11 @@ struct ExpertFfnScratch {
 void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermediate,
                const Bf16* gate_up, const Bf16* down, float* out, ThreadPool& pool,
                ExpertFfnScratch& scratch);
+
+// The same on packed weights (what the executor keeps): gate_up [2 * intermediate][hidden] and
+// down [hidden][intermediate]. Bit-identical to the row-major call on the same instruction set.
+void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, const PackedBf16Matrix& down,
+               float* out, ThreadPool& pool, ExpertFfnScratch& scratch);
 
 // Bytes of weights and FLOPs one call reads/does (for bandwidth and FLOP/s counters).
 inline double ExpertFfnWeightBytes(int64_t hidden, int64_t intermediate) {

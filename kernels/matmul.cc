@@ -30,6 +30,7 @@ MatmulRowsFn PortableRowsFunction(Isa isa) {
 // Per-thread buffers reused across calls (no allocation on the decode path).
 struct ThreadScratch {
   std::vector<Bf16> x_bf16;
+  std::vector<Bf16> unpacked_group;  // portable ISAs: one 16-row group of packed weights, row-major
   int32_t* pairs = nullptr;  // 64-byte aligned (the packed tokens are read with aligned loads)
   int64_t pair_capacity = 0;
   ~ThreadScratch() { std::free(pairs); }
@@ -89,6 +90,29 @@ void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t 
   });
 }
 
+// Portable ISAs on packed weights: each 16-row group unpacked to row-major and run through the
+// row-major kernel, so the result equals that ISA's row-major result bit for bit.
+void MatmulPackedPortable(MatmulRowsFn rows_fn, const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y,
+                          int64_t ldy, ThreadPool& pool) {
+  const int64_t k = w.cols(), n = w.rows(), group_rows = PackedBf16Matrix::kGroupRows;
+  ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
+    std::vector<Bf16>& rows = Scratch().unpacked_group;
+    rows.resize(static_cast<size_t>(group_rows * k));
+    for (int64_t j = begin; j < end; j += group_rows) {
+      const int64_t count = std::min(group_rows, end - j);
+      w.UnpackRows(j, count, rows.data());
+      rows_fn(x, m, k, rows.data(), 0, count, y + j, ldy);
+    }
+  });
+}
+
+void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, const PackedBf16Matrix& w, float* y,
+                            int64_t ldy, ThreadPool& pool) {
+  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) {
+    kernels_internal::MatmulPackedRowsAvx512Bf16(x, x_pairs, m, w.cols(), w.data(), begin, end, y, ldy);
+  });
+}
+
 }  // namespace
 
 void ConvertToBf16(const float* in, int64_t count, Bf16* out) {
@@ -124,6 +148,30 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
   x_bf16.resize(static_cast<size_t>(m * k));
   ConvertToBf16(x, m * k, x_bf16.data());
   MatmulBf16Bf16(x_bf16.data(), m, k, w, n, y, ldy, pool);
+}
+
+void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+  if (m <= 0 || w.rows() <= 0) return;
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512Bf16) {
+    const int32_t* x_pairs = m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
+    MatmulPackedAvx512Bf16(x, x_pairs, m, w, y, ldy, pool);
+    return;
+  }
+  MatmulPackedPortable(PortableRowsFunction(isa), x, m, w, y, ldy, pool);
+}
+
+void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+  if (m <= 0 || w.rows() <= 0) return;
+  const int64_t k = w.cols();
+  if (ActiveIsa() == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+    MatmulPackedAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, w, y, ldy, pool);
+    return;
+  }
+  std::vector<Bf16>& x_bf16 = Scratch().x_bf16;
+  x_bf16.resize(static_cast<size_t>(m * k));
+  ConvertToBf16(x, m * k, x_bf16.data());
+  MatmulBf16Bf16(x_bf16.data(), m, w, y, ldy, pool);
 }
 
 }  // namespace moelab

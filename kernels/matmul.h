@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/packed_matrix.h"
 #include "kernels/thread_pool.h"
 
 namespace moelab {
@@ -21,6 +22,12 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
 // Same with x already in bf16 (m x k, row stride k).
 void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
                     int64_t ldy, ThreadPool& pool);
+
+// Same with the weights packed (w.rows() = n outputs, w.cols() = k): the layout the executor keeps.
+// Bit-identical to the row-major call on the same instruction set; on AVX512-BF16 decode reads each
+// 16-row pair vector with one load instead of transposing row-major weights in registers.
+void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
+void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
 
 // Rounds fp32 values to bf16 (nearest even).
 void ConvertToBf16(const float* in, int64_t count, Bf16* out);

@@ -10,6 +10,10 @@
 //   prefill: lanes are 16 tokens, packed pair-major once per call (PackTokenPairsAvx512); each
 //     weight pair is broadcast. Register tiles of up to 64 tokens x 6 rows run over 48-row panels
 //     that stay in L2; no lane reductions, so the tile is pure vdpbf16ps.
+// Weights come row-major or as a PackedBf16Matrix (16-row groups, one 64-byte vector per group and
+// pair). Packed decode needs no transpose: it broadcasts each token's pair and multiplies one aligned
+// vector, with several row groups in flight so the accumulator chains overlap; packed prefill only
+// reads its broadcast weight pairs from other addresses.
 // Both perform the same additions in the same order per output, so a token's result is
 // bit-identical whatever batch it is in (speculative verification relies on this).
 // GCC 12 reports its own intrinsics' deliberately undefined pass-through operands (bug 105593).
@@ -139,12 +143,93 @@ void DecodeRows(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_
   }
 }
 
+// Packed decode: T tokens x G row groups (gw: the first group's vectors, `stride` elements apart;
+// `rows`: valid rows from its first row). The G groups are G sequential streams; each is prefetched
+// kAhead bytes ahead of its reads, up to `end` (the task's last byte).
+constexpr int64_t kAhead = 1024;
+
+template <int T, int G>
+void DecodePackedGroups(const Bf16* x, int64_t k, const Bf16* gw, int64_t stride, int64_t rows, float* y, int64_t ldy,
+                        const char* end) {
+  const int64_t full = k / 2;
+  __m512 acc[T][G];
+  for (int t = 0; t < T; ++t) {
+    for (int g = 0; g < G; ++g) acc[t][g] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < full; ++p) {
+    for (int g = 0; g < G; ++g) {
+      const char* ahead = reinterpret_cast<const char*>(gw + g * stride + p * 2 * kLanes) + kAhead;
+      if (ahead < end) _mm_prefetch(ahead, _MM_HINT_T0);
+    }
+    __m512i xv[T];
+    for (int t = 0; t < T; ++t) xv[t] = BroadcastPair(x + t * k, 2 * p);
+    for (int g = 0; g < G; ++g) {
+      const __m512i wv = _mm512_load_si512(gw + g * stride + p * 2 * kLanes);
+      for (int t = 0; t < T; ++t) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(xv[t]), AsBh(wv));
+    }
+  }
+  if (full * 2 < k) {  // odd k: the token's last element and a zero times the zero-padded last pair
+    for (int g = 0; g < G; ++g) {
+      const __m512i wv = _mm512_load_si512(gw + g * stride + full * 2 * kLanes);
+      for (int t = 0; t < T; ++t) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(BroadcastLastOdd(x + t * k, k - 1)), AsBh(wv));
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __mmask16 store = static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(rows - g * kLanes, 0, 16)) - 1);
+    for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kLanes, store, acc[t][g]);
+  }
+}
+
+// Groups [first, last) of a packed matrix, G at a time, the rest in halves (G / 2, ...).
+template <int T, int G>
+void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride, int64_t first, int64_t last,
+                       int64_t n_end, float* y, int64_t ldy, const char* end) {
+  int64_t g = first;
+  for (; g + G <= last; g += G) {
+    DecodePackedGroups<T, G>(x, k, wp + g * stride, stride, n_end - g * kLanes, y + g * kLanes, ldy, end);
+  }
+  if constexpr (G > 1) {
+    if (g < last) DecodePackedRange<T, G / 2>(x, k, wp, stride, g, last, n_end, y, ldy, end);
+  }
+}
+
+// Row groups in flight for T tokens: at least 8 independent accumulators (vdpbf16ps latency), and
+// at least 2 groups so each broadcast feeds two multiplies.
+constexpr int GroupsInFlight(int tokens) { return std::max(2, (8 + tokens - 1) / tokens); }
+
+template <int T>
+void DecodePackedRows(const Bf16* x, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
+                      int64_t ldy) {
+  const int64_t stride = (k + 1) / 2 * 2 * kLanes;
+  const int64_t first = n_begin / kLanes, last = (n_end + kLanes - 1) / kLanes;
+  const char* end = reinterpret_cast<const char*>(wp + last * stride);
+  DecodePackedRange<T, GroupsInFlight(T)>(x, k, wp, stride, first, last, n_end, y, ldy, end);
+}
+
 // ---- prefill: lanes are tokens ----
+
+// Where a prefill tile finds its broadcast weight pairs: pair p of row r at Row(r) + p * kPairStride.
+struct RowMajorRows {
+  static constexpr int64_t kPairStride = 2;
+  static constexpr bool kPaddedPairs = false;  // odd k: the last pair's second element is the next row's
+  const Bf16* w;
+  int64_t k;
+  const Bf16* Row(int64_t r) const { return w + r * k; }
+};
+struct PackedRows {
+  static constexpr int64_t kPairStride = 2 * kLanes;
+  static constexpr bool kPaddedPairs = true;
+  const Bf16* wp;
+  int64_t group_elements;
+  const Bf16* Row(int64_t r) const { return wp + r / kLanes * group_elements + r % kLanes * 2; }
+};
 
 // A tile of TV token vectors x R weight rows over all of k. xp: the first token vector's pairs
 // (vector tv, pair p at xp + (tv * pairs + p) * 16 dwords); out: [R][64] floats.
-template <int TV, int R>
-void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, float* out) {
+template <int TV, int R, typename Layout>
+void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout, int64_t row0, float* out) {
+  const Bf16* row[R];
+  for (int r = 0; r < R; ++r) row[r] = layout.Row(row0 + r);
   __m512 acc[TV][R];
   for (int tv = 0; tv < TV; ++tv) {
     for (int r = 0; r < R; ++r) acc[tv][r] = _mm512_setzero_ps();
@@ -154,13 +239,14 @@ void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, float
     __m512i xv[TV];
     for (int tv = 0; tv < TV; ++tv) xv[tv] = _mm512_load_si512(xp + (tv * pairs + p) * kLanes);
     for (int r = 0; r < R; ++r) {
-      const __m512i wv = BroadcastPair(w + r * k, 2 * p);
+      const __m512i wv = BroadcastPair(row[r], p * Layout::kPairStride);
       for (int tv = 0; tv < TV; ++tv) acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv[tv]), AsBh(wv));
     }
   }
   if (full < pairs) {
     for (int r = 0; r < R; ++r) {
-      const __m512i wv = BroadcastLastOdd(w + r * k, k - 1);
+      const __m512i wv = Layout::kPaddedPairs ? BroadcastPair(row[r], full * Layout::kPairStride)
+                                              : BroadcastLastOdd(row[r], k - 1);
       for (int tv = 0; tv < TV; ++tv) {
         const __m512i xv = _mm512_load_si512(xp + (tv * pairs + full) * kLanes);
         acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv), AsBh(wv));
@@ -174,12 +260,13 @@ void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, float
 
 // TV token vectors over `rows` rows of a panel: tiles of R rows, the rest in tiles of R / 2, R / 4,
 // ... (several independent accumulator chains even at a panel's edge).
-template <int TV, int R>
-void TokensOverPanel(const int32_t* xp, int64_t pairs, int64_t k, const Bf16* w, int64_t rows, float* out) {
+template <int TV, int R, typename Layout>
+void TokensOverPanel(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout, int64_t row0, int64_t rows,
+                     float* out) {
   int64_t r = 0;
-  for (; r + R <= rows; r += R) TokenTile<TV, R>(xp, pairs, k, w + r * k, out + r * kBlockVectors * kLanes);
+  for (; r + R <= rows; r += R) TokenTile<TV, R>(xp, pairs, k, layout, row0 + r, out + r * kBlockVectors * kLanes);
   if constexpr (R > 1) {
-    if (r < rows) TokensOverPanel<TV, R / 2>(xp, pairs, k, w + r * k, rows - r, out + r * kBlockVectors * kLanes);
+    if (r < rows) TokensOverPanel<TV, R / 2>(xp, pairs, k, layout, row0 + r, rows - r, out + r * kBlockVectors * kLanes);
   }
 }
 
@@ -200,22 +287,22 @@ void StoreTransposed(const float* out, int64_t rows, int64_t tokens, float* y, i
   }
 }
 
-void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
-                 int64_t ldy) {
+template <typename Layout>
+void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Layout& layout, int64_t n_begin, int64_t n_end,
+                 float* y, int64_t ldy) {
   const int64_t pairs = (k + 1) / 2;
   // Rows past `rows` and tokens past `tokens` are read by StoreTransposed but never stored.
   alignas(64) float out[kPanelRows][kBlockVectors * kLanes];
   for (int64_t j0 = n_begin; j0 < n_end; j0 += kPanelRows) {
     const int64_t rows = std::min(kPanelRows, n_end - j0);
-    const Bf16* panel = w + j0 * k;
     for (int64_t i0 = 0; i0 < m; i0 += kBlockVectors * kLanes) {
       const int64_t tokens = std::min(kBlockVectors * kLanes, m - i0);
       const int32_t* block = xp + i0 / kLanes * pairs * kLanes;
       switch ((tokens + kLanes - 1) / kLanes) {
-        case 4: TokensOverPanel<4, 6>(block, pairs, k, panel, rows, out[0]); break;
-        case 3: TokensOverPanel<3, 8>(block, pairs, k, panel, rows, out[0]); break;
-        case 2: TokensOverPanel<2, 12>(block, pairs, k, panel, rows, out[0]); break;
-        default: TokensOverPanel<1, 12>(block, pairs, k, panel, rows, out[0]); break;
+        case 4: TokensOverPanel<4, 6>(block, pairs, k, layout, j0, rows, out[0]); break;
+        case 3: TokensOverPanel<3, 8>(block, pairs, k, layout, j0, rows, out[0]); break;
+        case 2: TokensOverPanel<2, 12>(block, pairs, k, layout, j0, rows, out[0]); break;
+        default: TokensOverPanel<1, 12>(block, pairs, k, layout, j0, rows, out[0]); break;
       }
       StoreTransposed(out[0], rows, tokens, y + i0 * ldy + j0, ldy);
     }
@@ -264,7 +351,7 @@ void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out
 void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
                           int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   if (m > kDecodeTokens) {
-    PrefillRows(x_pairs, m, k, w, n_begin, n_end, y, ldy);
+    PrefillRows(x_pairs, m, k, RowMajorRows{w, k}, n_begin, n_end, y, ldy);
     return;
   }
   switch (m) {
@@ -276,6 +363,24 @@ void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int6
     case 3: DecodeRows<3>(x, k, w, n_begin, n_end, y, ldy); break;
     case 2: DecodeRows<2>(x, k, w, n_begin, n_end, y, ldy); break;
     default: DecodeRows<1>(x, k, w, n_begin, n_end, y, ldy); break;
+  }
+}
+
+void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* wp,
+                                int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  if (m > kDecodeTokens) {
+    PrefillRows(x_pairs, m, k, PackedRows{wp, (k + 1) / 2 * 2 * kLanes}, n_begin, n_end, y, ldy);
+    return;
+  }
+  switch (m) {
+    case 8: DecodePackedRows<8>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 7: DecodePackedRows<7>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 6: DecodePackedRows<6>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 5: DecodePackedRows<5>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 4: DecodePackedRows<4>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 3: DecodePackedRows<3>(x, k, wp, n_begin, n_end, y, ldy); break;
+    case 2: DecodePackedRows<2>(x, k, wp, n_begin, n_end, y, ldy); break;
+    default: DecodePackedRows<1>(x, k, wp, n_begin, n_end, y, ldy); break;
   }
 }
 

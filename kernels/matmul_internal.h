@@ -24,6 +24,10 @@ constexpr int64_t kDecodeTokens = 8;
 void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
                           int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 
+// The same on PackedBf16Matrix storage: wp is group 0 of the matrix, n_begin a multiple of 16.
+void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* wp,
+                                int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+
 // Pair-major packing of `tokens` <= 16 tokens (one block): dword p * 16 + t holds elements 2p and
 // 2p + 1 of token t (zero past k and past `tokens`). Block b of a batch starts at dword
 // b * 16 * ceil(k / 2).

@@ -1,5 +1,5 @@
-// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h, the call the executor makes for every
-// expert and dense FFN, with its weights cycled over enough blocks that they come from DRAM.
+// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on packed weights, the call the executor
+// makes for every expert and dense FFN, with its weights cycled over enough blocks that they come from DRAM.
 #include <algorithm>
 #include <vector>
 
@@ -26,8 +26,12 @@ class FfnBench : public OperatorBench {
                       8.0 * static_cast<double>(max_tokens * hidden_) +
                       12.0 * static_cast<double>(max_tokens * width_),
                   label + " weights and activations");
-    weights_.resize(static_cast<size_t>(blocks_ * block_elements));
-    FillWeights(weights_.data(), static_cast<int64_t>(weights_.size()));
+    std::vector<Bf16> rows(static_cast<size_t>(block_elements));
+    FillWeights(rows.data(), block_elements);
+    for (int64_t b = 0; b < blocks_; ++b) {
+      gate_up_.push_back(PackedBf16Matrix::Pack(rows.data(), 2 * width_, hidden_));
+      down_.push_back(PackedBf16Matrix::Pack(rows.data() + 2 * width_ * hidden_, hidden_, width_));
+    }
     x_.resize(static_cast<size_t>(max_tokens * hidden_));
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
@@ -39,11 +43,8 @@ class FfnBench : public OperatorBench {
 
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
-      const int64_t block_elements = 3 * hidden_ * width_;
       for (auto _ : state) {
-        const Bf16* block = weights_.data() + next_ * block_elements;
-        ExpertFfn(x_.data(), point.tokens, hidden_, width_, block, block + 2 * width_ * hidden_,
-                  out_.data(), pool_, scratch_);
+        ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(), pool_, scratch_);
         benchmark::DoNotOptimize(out_.data());
         benchmark::ClobberMemory();
         next_ = (next_ + 1) % blocks_;
@@ -57,7 +58,7 @@ class FfnBench : public OperatorBench {
   int64_t width_ = 0;
   int64_t blocks_ = 1;
   int64_t next_ = 0;
-  std::vector<Bf16> weights_;
+  std::vector<PackedBf16Matrix> gate_up_, down_;
   std::vector<float> x_, out_;
   ExpertFfnScratch scratch_;
 };

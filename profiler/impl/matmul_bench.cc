@@ -1,5 +1,6 @@
-// router (hidden x experts) and lm_head (hidden x vocab): kernels/matmul.h MatmulBf16, the calls
-// the executor makes (fp32 activations rounded to bf16 inside), weights cycled past 2x L3.
+// router (hidden x experts) and lm_head (hidden x vocab): kernels/matmul.h MatmulBf16 on packed
+// weights, the calls the executor makes (fp32 activations rounded to bf16 inside), weights cycled
+// past 2x L3.
 #include <algorithm>
 #include <vector>
 
@@ -25,8 +26,9 @@ class MatmulBench : public OperatorBench {
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
                       4.0 * static_cast<double>(max_tokens * (k_ + n_)),
                   label + " weights and activations");
-    weights_.resize(static_cast<size_t>(blocks_ * k_ * n_));
-    FillWeights(weights_.data(), static_cast<int64_t>(weights_.size()));
+    std::vector<Bf16> rows(static_cast<size_t>(k_ * n_));
+    FillWeights(rows.data(), static_cast<int64_t>(rows.size()));
+    for (int64_t b = 0; b < blocks_; ++b) weights_.push_back(PackedBf16Matrix::Pack(rows.data(), n_, k_));
     x_.resize(static_cast<size_t>(max_tokens * k_));
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
@@ -39,8 +41,7 @@ class MatmulBench : public OperatorBench {
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
       for (auto _ : state) {
-        MatmulBf16(x_.data(), point.tokens, k_, weights_.data() + next_ * k_ * n_, n_, y_.data(),
-                   n_, pool_);
+        MatmulBf16(x_.data(), point.tokens, weights_[next_], y_.data(), n_, pool_);
         benchmark::DoNotOptimize(y_.data());
         benchmark::ClobberMemory();
         next_ = (next_ + 1) % blocks_;
@@ -54,7 +55,7 @@ class MatmulBench : public OperatorBench {
   int64_t n_ = 0;
   int64_t blocks_ = 1;
   int64_t next_ = 0;
-  std::vector<Bf16> weights_;
+  std::vector<PackedBf16Matrix> weights_;
   std::vector<float> x_, y_;
 };
 

@@ -84,7 +84,9 @@ TEST_F(CalibrationCliTest, PlanHardwareListsTheProfiledMachine) {
   ASSERT_EQ(json["cost_calibrations"].size(), 1u);
   const nlohmann::json small = Json("plan hardware --model olmoe-1b-7b --tpot-max 100 --devices 1 --json --calibrate " + profile_);
   for (const auto& row : small["rows"]) {
-    if (row["hardware"] == "profile:" + profile_) EXPECT_TRUE(row["meets"].get<bool>());
+    if (row["hardware"] == "profile:" + profile_) {
+      EXPECT_TRUE(row["meets"].get<bool>());
+    }
   }
 }
 

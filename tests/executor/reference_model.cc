@@ -12,11 +12,12 @@ using Vector = std::vector<double>;
 double RoundBf16(double v) { return Bf16ToFloat(FloatToBf16(static_cast<float>(v))); }
 
 // y = W x for W [rows][cols] bf16, x rounded to bf16 like the kernels.
-Vector MatVec(const Bf16* w, int64_t rows, int64_t cols, const Vector& x) {
+Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
+  const int64_t rows = w.rows(), cols = w.cols();
   Vector y(rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(Bf16ToFloat(w[r * cols + c])) * RoundBf16(x[c]);
+    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(Bf16ToFloat(w.At(r, c))) * RoundBf16(x[c]);
     y[r] = sum;
   }
   return y;
@@ -45,13 +46,13 @@ void Rope(double* v, int64_t head_dim, int64_t position, double theta) {
 }
 
 Vector Ffn(const FfnWeights& f, const Vector& x) {
-  const Vector gate_up = MatVec(f.gate_up(), 2 * f.width, f.hidden, x);
+  const Vector gate_up = MatVec(f.gate_up, x);
   Vector hidden(f.width);
   for (int64_t i = 0; i < f.width; ++i) {
     const double g = gate_up[i];
     hidden[i] = g / (1.0 + std::exp(-g)) * gate_up[f.width + i];
   }
-  return MatVec(f.down(), f.hidden, f.width, hidden);
+  return MatVec(f.down, hidden);
 }
 
 }  // namespace
@@ -68,7 +69,7 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
     std::vector<Vector> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       const Vector x = RmsNorm(h[t], lw.attention_norm, c.rms_norm_eps);
-      Vector qkv = MatVec(lw.qkv.data(), c.q_width() + 2 * c.kv_width(), d, x);
+      Vector qkv = MatVec(lw.qkv, x);
       if (!lw.qkv_bias.empty()) {
         for (size_t i = 0; i < qkv.size(); ++i) qkv[i] += lw.qkv_bias[i];
       }
@@ -108,14 +109,14 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
           for (int64_t i = 0; i < hd; ++i) attended[head * hd + i] += scores[p - first] / sum * v[p][kv * hd + i];
         }
       }
-      const Vector out = MatVec(lw.output.data(), d, c.q_width(), attended);
+      const Vector out = MatVec(lw.output, attended);
       for (int64_t i = 0; i < d; ++i) h[t][i] += out[i];
     }
     for (int64_t t = 0; t < n; ++t) {
       const Vector x = RmsNorm(h[t], lw.ffn_norm, c.rms_norm_eps);
       Vector out(d, 0.0);
       if (c.IsMoeLayer(l)) {
-        Vector p = MatVec(lw.router.data(), c.num_experts, d, x);
+        Vector p = MatVec(lw.router, x);
         const double max_logit = *std::max_element(p.begin(), p.end());
         double sum = 0;
         for (double& value : p) sum += value = std::exp(value - max_logit);
@@ -132,7 +133,7 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
         }
         if (lw.shared.width > 0) {
           double gate = 1.0;
-          if (!lw.shared_gate.empty()) gate = 1.0 / (1.0 + std::exp(-MatVec(lw.shared_gate.data(), 1, d, x)[0]));
+          if (!lw.shared_gate.empty()) gate = 1.0 / (1.0 + std::exp(-MatVec(lw.shared_gate, x)[0]));
           const Vector y = Ffn(lw.shared, x);
           for (int64_t i = 0; i < d; ++i) out[i] += gate * y[i];
         }
@@ -144,7 +145,7 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
   }
   std::vector<Vector> logits(n);
   for (int64_t t = 0; t < n; ++t) {
-    logits[t] = MatVec(w.lm_head_weights(), c.vocab_size, d, RmsNorm(h[t], w.final_norm, c.rms_norm_eps));
+    logits[t] = MatVec(w.lm_head, RmsNorm(h[t], w.final_norm, c.rms_norm_eps));
   }
   return logits;
 }
