@@ -161,11 +161,13 @@ void DecodePackedGroups(const Bf16* x, int64_t k, const Bf16* gw, int64_t stride
       const char* ahead = reinterpret_cast<const char*>(gw + g * stride + p * 2 * kLanes) + kAhead;
       if (ahead < end) _mm_prefetch(ahead, _MM_HINT_T0);
     }
-    __m512i xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = BroadcastPair(x + t * k, 2 * p);
-    for (int g = 0; g < G; ++g) {
-      const __m512i wv = _mm512_load_si512(gw + g * stride + p * 2 * kLanes);
-      for (int t = 0; t < T; ++t) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(xv[t]), AsBh(wv));
+    // The G weight vectors stay in registers while each token's pair is broadcast once: T x G
+    // accumulators + G + 1 registers.
+    __m512i wv[G];
+    for (int g = 0; g < G; ++g) wv[g] = _mm512_load_si512(gw + g * stride + p * 2 * kLanes);
+    for (int t = 0; t < T; ++t) {
+      const __m512i xv = BroadcastPair(x + t * k, 2 * p);
+      for (int g = 0; g < G; ++g) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(xv), AsBh(wv[g]));
     }
   }
   if (full * 2 < k) {  // odd k: the token's last element and a zero times the zero-padded last pair
@@ -193,9 +195,10 @@ void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride,
   }
 }
 
-// Row groups in flight for T tokens: at least 8 independent accumulators (vdpbf16ps latency), and
-// at least 2 groups so each broadcast feeds two multiplies.
-constexpr int GroupsInFlight(int tokens) { return std::max(2, (8 + tokens - 1) / tokens); }
+// Row groups in flight for T tokens: at least 8 independent accumulators (vdpbf16ps latency), at
+// least 2 groups so each broadcast feeds two multiplies, 3 from 5 tokens (fewer loads per
+// multiply; 8 x 3 accumulators + 3 weights + 1 broadcast still fit the 32 registers).
+constexpr int GroupsInFlight(int tokens) { return tokens >= 5 ? 3 : std::max(2, (8 + tokens - 1) / tokens); }
 
 template <int T>
 void DecodePackedRows(const Bf16* x, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
