@@ -16,7 +16,8 @@ import tempfile
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 moelab = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build/cli/moelab")
 results = os.path.join(root, "results")
-profile = os.path.join(results, "profile-quick-cpu.json")
+profile_name = "results/calibration-check-profile.json"
+profile = os.path.join(root, profile_name)
 work = tempfile.mkdtemp(prefix="moelab-calibration-")
 os.chdir(root)  # the commands name results/ files relative to the repository
 commands = []
@@ -28,10 +29,9 @@ def run(args, capture=True):
     return out.stdout
 
 
-# The profile of the default executor model (and the fit of its latency curves, kept beside it).
-run(["profile", "--quick", "--quiet", "--out", "results/profile-quick-cpu.json"])
-run(["fit", "latency", "--profile", "results/profile-quick-cpu.json", "--out", "results/fit-latency-quick-cpu.json"])
-calibration = json.loads(run(["fit", "calibrate", "--profile", "results/profile-quick-cpu.json", "--json"]))
+# A quick profile of the default executor model, with the machine's measured limits.
+run(["profile", "--quick", "--quiet", "--out", profile_name])
+calibration = json.loads(run(["fit", "calibrate", "--profile", profile_name, "--json"]))
 limits = json.load(open(profile))["machine"]["limits"]
 
 # Models: the executor's default shape (what the profile measured) and one it did not measure.
@@ -55,7 +55,7 @@ for label, overrides in shapes.items():
     for batch in (1, 4, 16):
         plan = json.loads(run(["plan", "hardware", "--model", spec, "--batch", str(batch), "--prompt", str(prompt),
                                "--context", str(context), "--tpot-max", "1000", "--devices", "1", "--calibrate",
-                               "results/profile-quick-cpu.json", "--json"]))
+                               profile_name, "--json"]))
         machine = [r for r in plan["rows"] if r["hardware"].startswith("profile:")][0]
         measured = json.loads(run(["run", "--model", "mixtral-8x7b"] + shape +
                                   ["--workload", "decode", "--batch", str(batch), "--prompt", str(prompt),
@@ -65,8 +65,8 @@ for label, overrides in shapes.items():
 p = calibration["parameters"]
 out = []
 out.append("# The calibrated-roofline cost source against the executor (this machine)\n")
-out.append("Command: `scripts/calibration-check.py` (re-creates `results/profile-quick-cpu.json` and "
-           "`results/fit-latency-quick-cpu.json`, then runs the commands listed at the end).\n")
+out.append("Command: `scripts/calibration-check.py` (writes `results/calibration-check-profile.json` and this "
+           "file; the commands it ran are listed at the end). A measurement on this machine.\n")
 out.append(f"Limits the profile measured: DRAM read {limits['dram_read_bytes_per_s'] / 1e9:.1f} GB/s, bf16 peak "
            f"{limits['peak_flops'].get('bf16', 0) / 1e9:.0f} GFLOP/s ({limits['threads']} threads).\n")
 out.append("## Calibration (`moelab fit calibrate`)\n")
@@ -81,8 +81,8 @@ out.append(f"| all | {calibration['points']} | {calibration['mape_assumed_percen
 for note in calibration["notes"]:
     out.append(f"\nNote: {note}")
 out.append(f"\n## Decode step: predicted (calibrated roofline of the profiled machine) vs measured (`moelab run`)\n")
-out.append(f"Prompt {prompt}, {tokens} output tokens (the prediction at the mean context {context}), uniform routing "
-           "from the gate, seed 1. The second model was never profiled: its prediction rests on the "
+out.append(f"Prompt {prompt}, {tokens} output tokens (the prediction at the mean context {context}), the executor "
+           "routing with its own gate (synthetic weights), the prediction assuming uniform routing (N(t)), seed 1. The second model was never profiled: its prediction rests on the "
            "calibration alone.\n")
 out.append("| model | batch | predicted TPOT | measured TPOT | error |\n|---|---|---|---|---|")
 for label, batch, predicted, measured in rows:
