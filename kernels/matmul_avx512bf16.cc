@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 
@@ -351,22 +352,33 @@ void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out
             out);
 }
 
+namespace {
+
+// Calls decode(std::integral_constant<int, m>) for m in 1..kDecodeTokens: the decode kernels take
+// the token count as a template argument (their register tiles are sized by it).
+template <typename Decode>
+void ForDecodeTokens(int64_t m, const Decode& decode) {
+  switch (m) {
+    case 8: decode(std::integral_constant<int, 8>{}); break;
+    case 7: decode(std::integral_constant<int, 7>{}); break;
+    case 6: decode(std::integral_constant<int, 6>{}); break;
+    case 5: decode(std::integral_constant<int, 5>{}); break;
+    case 4: decode(std::integral_constant<int, 4>{}); break;
+    case 3: decode(std::integral_constant<int, 3>{}); break;
+    case 2: decode(std::integral_constant<int, 2>{}); break;
+    default: decode(std::integral_constant<int, 1>{}); break;
+  }
+}
+
+}  // namespace
+
 void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
                           int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   if (m > kDecodeTokens) {
     PrefillRows(x_pairs, m, k, RowMajorRows{w, k}, n_begin, n_end, y, ldy);
     return;
   }
-  switch (m) {
-    case 8: DecodeRows<8>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 7: DecodeRows<7>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 6: DecodeRows<6>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 5: DecodeRows<5>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 4: DecodeRows<4>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 3: DecodeRows<3>(x, k, w, n_begin, n_end, y, ldy); break;
-    case 2: DecodeRows<2>(x, k, w, n_begin, n_end, y, ldy); break;
-    default: DecodeRows<1>(x, k, w, n_begin, n_end, y, ldy); break;
-  }
+  ForDecodeTokens(m, [&](auto tokens) { DecodeRows<tokens()>(x, k, w, n_begin, n_end, y, ldy); });
 }
 
 void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* wp,
@@ -375,16 +387,7 @@ void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m
     PrefillRows(x_pairs, m, k, PackedRows{wp, (k + 1) / 2 * 2 * kLanes}, n_begin, n_end, y, ldy);
     return;
   }
-  switch (m) {
-    case 8: DecodePackedRows<8>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 7: DecodePackedRows<7>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 6: DecodePackedRows<6>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 5: DecodePackedRows<5>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 4: DecodePackedRows<4>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 3: DecodePackedRows<3>(x, k, wp, n_begin, n_end, y, ldy); break;
-    case 2: DecodePackedRows<2>(x, k, wp, n_begin, n_end, y, ldy); break;
-    default: DecodePackedRows<1>(x, k, wp, n_begin, n_end, y, ldy); break;
-  }
+  ForDecodeTokens(m, [&](auto tokens) { DecodePackedRows<tokens()>(x, k, wp, n_begin, n_end, y, ldy); });
 }
 
 }  // namespace moelab::kernels_internal
