@@ -37,10 +37,14 @@ constexpr double kProbabilityFloor = 1e-3;
 // The trajectory search's layout: stored maps in blocks of kLanes, each layer's rows of a block
 // expert-major, so one vector operation multiplies one expert's probability in kLanes maps. Each
 // map's dot product still adds its experts' products in expert order, in float, as a scalar loop
-// would: the same bits, kLanes maps at a time.
-constexpr size_t kLanes = 4;
+// would: the same bits, kLanes maps at a time (multiplies and adds stay separate: this file is
+// compiled with -ffp-contract=off, so no path fuses them). 16 lanes are one AVX-512 vector, or
+// four SSE2 vectors on other CPUs.
+constexpr size_t kLanes = 16;
 typedef float FloatLanes __attribute__((vector_size(kLanes * sizeof(float))));
-typedef double DoublePair __attribute__((vector_size(2 * sizeof(double))));
+// Half a block's sums in double: one AVX-512 vector (GCC handles 8-double vectors well, not 16).
+typedef double DoubleHalf __attribute__((vector_size(kLanes / 2 * sizeof(double))));
+typedef int64_t IndexHalf __attribute__((vector_size(kLanes / 2 * sizeof(int64_t))));
 // The redundancy check skips the exact cosine of a map whose estimate (the same quotient from
 // precomputed reciprocal norms, a few ulps off) is this far below the threshold.
 constexpr double kEstimateMargin = 1e-9;
@@ -155,6 +159,7 @@ class FmoePolicy : public OffloadPolicy {
     if (scoring_) {
       scores_.resize(dots_.size());
       std::fill(highest_, highest_ + kLanes, -2.0);
+      std::fill(highest_at_, highest_at_ + kLanes, -1);
     }
     AccumulateDots(layer, row);
 
@@ -235,28 +240,41 @@ class FmoePolicy : public OffloadPolicy {
   };
 
   // dots_[y] += (this pass's row at `layer`) . (map y's row), for every stored map; with
-  // scoring_, their trajectory scores too, while the sums are at hand. Four blocks at a time:
-  // their sums are independent chains the processor overlaps.
+  // scoring_, their trajectory scores too, while the sums are at hand. On AVX-512 CPUs the same
+  // code is compiled for 16-lane vectors, four blocks at a time (independent chains the processor
+  // overlaps); elsewhere one block, which SSE2 already splits into four chains. Same bits either way.
   void AccumulateDots(int64_t layer, const float* row) {
-    // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers;
-    // the arithmetic is the same.
-    if (experts_ == 8) {
-      AccumulateDots<8>(layer, row);
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) {
+      AccumulateDotsAvx512(layer, row);
+    } else if (experts_ == 8) {
+      // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers.
+      AccumulateDots<8, 1>(layer, row);
     } else {
-      AccumulateDots<0>(layer, row);
+      AccumulateDots<0, 1>(layer, row);
     }
   }
-  template <size_t kExperts>  // 0: experts_
-  void AccumulateDots(int64_t layer, const float* row) {
+  __attribute__((target("avx512f"))) void AccumulateDotsAvx512(int64_t layer, const float* row) {
+    if (experts_ == 8) {
+      AccumulateDots<8, 4>(layer, row);
+    } else {
+      AccumulateDots<0, 4>(layer, row);
+    }
+  }
+  // Always inlined, so each caller's instruction set compiles it.
+  template <size_t kExperts, size_t kGroup>  // kExperts 0: experts_
+  __attribute__((always_inline)) void AccumulateDots(int64_t layer, const float* row) {
     const size_t maps = dots_.size();
     if (maps == 0) return;
     const size_t experts = kExperts > 0 ? kExperts : static_cast<size_t>(experts_);
     const size_t block = kLanes * experts;
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
-    DoublePair highest[2];  // in registers: highest_ might alias the stores to dots_ and scores_
-    std::memcpy(highest, highest_, sizeof(highest));
-    constexpr size_t kGroup = 4;
+    // Locals, not members: stores through them would otherwise force reloads of every member.
+    const LaneOutputs outputs{dots, scoring_, scoring_ ? scores_.data() : nullptr};
+    LaneMaxima highest;
+    std::memcpy(highest.score, highest_, sizeof(highest.score));
+    std::memcpy(highest.at, highest_at_, sizeof(highest.at));
     size_t y = 0;
     for (; y + kGroup * kLanes <= maps; y += kGroup * kLanes, stored += kGroup * block) {
       FloatLanes dot[kGroup] = {};
@@ -267,7 +285,7 @@ class FmoePolicy : public OffloadPolicy {
           dot[g] += row[e] * column;
         }
       }
-      for (size_t g = 0; g < kGroup; ++g) AddLanes(dot[g], y + g * kLanes, highest);
+      for (size_t g = 0; g < kGroup; ++g) AddLanes(dot[g], y + g * kLanes, outputs, highest);
     }
     for (; y + kLanes <= maps; y += kLanes, stored += block) {
       FloatLanes dot = {};
@@ -276,58 +294,73 @@ class FmoePolicy : public OffloadPolicy {
         std::memcpy(&column, stored + e * kLanes, sizeof(column));
         dot += row[e] * column;
       }
-      AddLanes(dot, y, highest);
+      AddLanes(dot, y, outputs, highest);
     }
-    std::memcpy(highest_, highest, sizeof(highest));
+    std::memcpy(highest_, highest.score, sizeof(highest.score));
+    std::memcpy(highest_at_, highest.at, sizeof(highest.at));
     for (size_t lane = 0; y < maps; ++y, ++lane) {  // the last, partial block
       float dot = 0;
       for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + lane];
       dots[y] += dot;
       if (scoring_) {
         scores_[y] = dots[y] * scoring_[y];
-        highest_[0] = scores_[y] > highest_[0] ? scores_[y] : highest_[0];
+        if (scores_[y] >= highest_[0]) {
+          highest_[0] = scores_[y];
+          highest_at_[0] = static_cast<int64_t>(y);
+        }
       }
     }
   }
 
-  // dots_[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double
-  // sum); with scoring_, their scores and the running maximum per lane.
-  void AddLanes(FloatLanes dot, size_t y, DoublePair (&highest)[2]) {
-    const DoublePair low =
-        __builtin_convertvector(__builtin_shufflevector(dot, dot, 0, 1), DoublePair);
-    const DoublePair high =
-        __builtin_convertvector(__builtin_shufflevector(dot, dot, 2, 3), DoublePair);
-    DoublePair sum[2];
-    std::memcpy(sum, dots_.data() + y, sizeof(sum));
-    sum[0] += low;
-    sum[1] += high;
-    std::memcpy(dots_.data() + y, sum, sizeof(sum));
-    if (!scoring_) return;
-    DoublePair inverse[2];
-    std::memcpy(inverse, scoring_ + y, sizeof(inverse));
-    const DoublePair score[2] = {sum[0] * inverse[0], sum[1] * inverse[1]};
-    for (int i = 0; i < 2; ++i) highest[i] = score[i] > highest[i] ? score[i] : highest[i];
-    std::memcpy(scores_.data() + y, score, sizeof(score));
+  struct LaneOutputs {
+    double* dots;
+    const double* scoring;  // inverse norms; null: not scoring this layer
+    double* scores;
+  };
+  // Per lane: the highest score so far and the latest map reaching it (ties go to the later map).
+  struct LaneMaxima {
+    DoubleHalf score[2];
+    IndexHalf at[2];
+  };
+  // dots[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double sum);
+  // when scoring, their scores and the running maxima per lane.
+  __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y, const LaneOutputs& out,
+                                                      LaneMaxima& highest) {
+    const DoubleHalf half[2] = {
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 0, 1, 2, 3, 4, 5, 6, 7), DoubleHalf),
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 8, 9, 10, 11, 12, 13, 14, 15), DoubleHalf)};
+    for (size_t h = 0; h < 2; ++h) {
+      const size_t at = y + h * kLanes / 2;
+      DoubleHalf sum;
+      std::memcpy(&sum, out.dots + at, sizeof(sum));
+      sum += half[h];
+      std::memcpy(out.dots + at, &sum, sizeof(sum));
+      if (!out.scoring) continue;
+      DoubleHalf inverse;
+      std::memcpy(&inverse, out.scoring + at, sizeof(inverse));
+      const DoubleHalf score = sum * inverse;
+      const IndexHalf reached = score >= highest.score[h];
+      const int64_t first = static_cast<int64_t>(at);
+      const IndexHalf index = IndexHalf{0, 1, 2, 3, 4, 5, 6, 7} + first;
+      highest.score[h] = reached ? score : highest.score[h];
+      highest.at[h] = reached ? index : highest.at[h];
+      std::memcpy(out.scores + at, &score, sizeof(score));
+    }
   }
 
   // The stored map with the highest trajectory score dots_[y] / |map y's rows 0..layer| (cosine
   // x |current|: the same argmax), the latest index among equals, and its score in `best`; -1
-  // for an empty store. AccumulateDots scored the maps and kept the maximum per lane (max is
-  // exact in any order); the latest map reaching it is found from the end.
+  // for an empty store. AccumulateDots kept each lane's maximum and the latest map reaching it
+  // (max is exact in any order): the answer is the latest of the lanes reaching the top.
   int64_t BestTrajectory(double& best) {
-    const size_t maps = dots_.size();
-    if (maps == 0) return -1;
-    const double* scores = scores_.data();
+    if (dots_.empty()) return -1;
     const double top = *std::max_element(highest_, highest_ + kLanes);
-    size_t y = maps;
-    while (y >= 4 && scores[y - 1] != top && scores[y - 2] != top && scores[y - 3] != top &&
-           scores[y - 4] != top) {
-      y -= 4;
+    int64_t latest = -1;
+    for (size_t lane = 0; lane < kLanes; ++lane) {
+      if (highest_[lane] == top) latest = std::max(latest, highest_at_[lane]);
     }
-    do --y;
-    while (scores[y] != top);
-    best = scores[y];
-    return static_cast<int64_t>(y);
+    best = scores_[static_cast<size_t>(latest)];
+    return latest;
   }
 
   // The cached expert with the lowest p * freq (the highest eviction priority), or -1; p = the
@@ -526,6 +559,7 @@ class FmoePolicy : public OffloadPolicy {
   std::vector<double> scores_;           // [map]: the trajectory search's scores
   const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
   double highest_[kLanes] = {};          // the highest score so far, per lane
+  int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane
   std::vector<int32_t> scratch_;
   std::vector<char> hit_;
   PolicyStats stats_;
