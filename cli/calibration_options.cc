@@ -50,9 +50,7 @@ CostCalibration CalibrateFromOptions(const po::variables_map& values, const Pres
     throw Error(profile.origin + ": no samples on device '" + device + "', but hardware '" + predicted.name +
                 "' computes there; calibrate with a profile measured on that device");
   }
-  int64_t threads = 1;
-  if (profile.machine.contains("threads") && profile.machine["threads"].is_number_integer())
-    threads = profile.machine["threads"].get<int64_t>();
+  const int64_t threads = ProfiledThreads(profile);
   RooflineDevice roofline;
   if (values.count("profiled-hardware")) {
     roofline = RooflineFromHardware(store.LoadHardware(values["profiled-hardware"].as<std::string>()), device,

@@ -263,12 +263,10 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
   const Profile profile = LoadProfile(values["profile"].as<std::string>());
   const std::string device = values["device"].as<std::string>();
   const std::string dtype = values["dtype"].as<std::string>();
-  int64_t threads = 1;
-  if (profile.machine.contains("threads") && profile.machine["threads"].is_number_integer())
-    threads = profile.machine["threads"].get<int64_t>();
   RooflineDevice roofline;
   if (values.count("hardware")) {
-    roofline = RooflineFromHardware(PresetStore::Default().LoadHardware(values["hardware"].as<std::string>()), device, dtype, threads);
+    roofline = RooflineFromHardware(PresetStore::Default().LoadHardware(values["hardware"].as<std::string>()), device,
+                                    dtype, ProfiledThreads(profile));
   } else if (device == "cpu") {
     roofline = RooflineFromLimits(profile, dtype);
   } else {

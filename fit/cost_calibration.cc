@@ -79,6 +79,11 @@ void RequireLimits(const Profile& profile) {
 
 }  // namespace
 
+int64_t ProfiledThreads(const Profile& profile) {
+  const nlohmann::json& threads = profile.machine.contains("threads") ? profile.machine["threads"] : nlohmann::json();
+  return threads.is_number_integer() ? threads.get<int64_t>() : 1;
+}
+
 HardwareSpec HardwareFromProfile(const Profile& profile) {
   RequireLimits(profile);
   HostSpec host;

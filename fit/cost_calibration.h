@@ -49,6 +49,9 @@ RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::str
 // profile has no machine.limits.
 HardwareSpec HardwareFromProfile(const Profile& profile);
 
+// The threads the profile ran its CPU operators on (machine.threads; 1 when absent).
+int64_t ProfiledThreads(const Profile& profile);
+
 // The CPU limits the profile measured (machine.limits). Error when the profile has none or no
 // peak for `compute_dtype`.
 RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& compute_dtype);

@@ -127,6 +127,20 @@ TEST_F(CalibrationCliTest, PlanSdOnAProfileAgreesWithSimSd) {
   EXPECT_NE(both.err.find("give --hardware or --profile, not both"), std::string::npos) << both.err;
 }
 
+TEST_F(CalibrationCliTest, FitCalibrateShowsTheCalibration) {
+  const nlohmann::json json = Json("fit calibrate --json --profile " + profile_);
+  EXPECT_EQ(json["schema"], "moelab.cost_calibration/1");
+  EXPECT_NEAR(json["parameters"]["compute_efficiency"]["value"].get<double>(), truth_.compute_efficiency, 1e-4);
+  EXPECT_NEAR(json["parameters"]["memory_efficiency"]["value"].get<double>(), truth_.memory_efficiency, 1e-4);
+  EXPECT_EQ(json["points"], 33);
+  const CliRun table = RunMoelab("fit calibrate --profile " + profile_);
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("compute_efficiency"), std::string::npos) << table.out;
+  // Against a preset instead of the measured limits: the same samples, another roofline.
+  const nlohmann::json preset = Json("fit calibrate --json --hardware epyc-9654 --profile " + profile_);
+  EXPECT_NE(preset["roofline"]["source"].get<std::string>().find("epyc-9654"), std::string::npos);
+}
+
 TEST_F(CalibrationCliTest, MisuseIsRefused) {
   struct Case {
     std::string args, message;
@@ -138,6 +152,8 @@ TEST_F(CalibrationCliTest, MisuseIsRefused) {
       {"plan sd --hardware epyc-9654 --profiled-hardware epyc-9654", "--profiled-hardware needs --calibrate"},
       {"sim sd --profile fit.json" + p, "give --profile (the fitted curves) or --calibrate (a calibrated preset), not both"},
       {"plan sd --hardware epyc-9654 --calibrate " + (dir_ / "missing.json").string(), "missing.json: profile file not found"},
+      {"fit calibrate --device gpu --profile " + profile_, "--device gpu needs --hardware"},
+      {"fit calibrate --dtype fp8 --profile " + profile_, "has no 'fp8' peak"},
   };
   for (const Case& c : cases) {
     const CliRun r = RunMoelab(c.args);
