@@ -23,7 +23,7 @@
 #include "fit/fit_json.h"
 #include "fit/least_squares.h"
 #include "fit/sd_fit.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 
 namespace {

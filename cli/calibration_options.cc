@@ -3,7 +3,7 @@
 #include <map>
 #include <memory>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::cli {
 

@@ -17,8 +17,8 @@
 #include "fit/predict.h"
 #include "fit/sd_fit.h"
 #include "fit/sd_measurements.h"
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 #include "model/preset_store.h"
 
 namespace moelab::cli {

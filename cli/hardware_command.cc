@@ -3,7 +3,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 
 namespace moelab::cli {

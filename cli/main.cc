@@ -5,7 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include "cli/output.h"
 #include "cli/shape_options.h"
 #include "executor/executor_config.h"
-#include "model/atomic_file.h"
+#include "base/atomic_file.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::cli {
 

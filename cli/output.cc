@@ -10,8 +10,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "model/atomic_file.h"
-#include "model/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "moelab_git_commit.h"
 #ifndef MOELAB_VERSION
 #define MOELAB_VERSION "0.0.0"

@@ -8,7 +8,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sd_cost_source.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 #include "model/forward_cost.h"
 #include "model/sd_plan.h"

@@ -8,7 +8,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 #include "policies/registry.h"
 #include "sim/offload_simulator.h"

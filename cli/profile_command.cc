@@ -6,7 +6,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/shape_options.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "profiler/profiler.h"
 
 namespace moelab::cli {

@@ -5,7 +5,7 @@
 #include "cli/output.h"
 #include "cli/shape_options.h"
 #include "executor/run_workload.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include "executor/run_workload.h"
 #include "fit/fit_json.h"
 #include "fit/profile_sd_costs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::cli {
 

@@ -1,6 +1,6 @@
 #include "cli/shape_options.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::cli {
 

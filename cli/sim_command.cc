@@ -7,8 +7,9 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "model/atomic_file.h"
-#include "model/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/units.h"
 #include "model/preset_store.h"
 #include "policies/registry.h"
 #include "sim/offload_simulator.h"
@@ -24,45 +25,6 @@ constexpr const char* kUsage =
     "[--expert-bits X --attention-bits Y] [--routing "
     "uniform|popularity:FILE|correlated:...|trace:FILE] "
     "[--accelerator-memory BYTES|GB] --seed S [--trace-out TIMELINE.json] [--json]";
-
-// "24GB", "24 GB", "16GiB", "25769803776" (bytes), "512MB"; decimal and binary units.
-double ParseBytes(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit;
-  for (size_t i = used; i < text.size(); ++i) {
-    if (!std::isspace(static_cast<unsigned char>(text[i])))
-      unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
-  }
-  static const std::pair<const char*, double> kUnits[] = {{"", 1},
-                                                          {"B", 1},
-                                                          {"KB", 1e3},
-                                                          {"MB", 1e6},
-                                                          {"GB", 1e9},
-                                                          {"TB", 1e12},
-                                                          {"K", 1e3},
-                                                          {"M", 1e6},
-                                                          {"G", 1e9},
-                                                          {"T", 1e12},
-                                                          {"KIB", 1024.0},
-                                                          {"MIB", 1048576.0},
-                                                          {"GIB", 1073741824.0},
-                                                          {"TIB", 1099511627776.0}};
-  double scale = 0;
-  for (const auto& [name, factor] : kUnits) {
-    if (unit == name) scale = factor;
-  }
-  if (used == 0 || scale == 0 || !std::isfinite(value) || !(value > 0)) {
-    throw Error("--" + option + " '" + text +
-                "': expected a positive size in bytes or with a unit (e.g. 24GB, 16GiB, 512MB)");
-  }
-  return value * scale;
-}
 
 std::optional<int64_t> OptionalInt(const po::variables_map& values, const char* name) {
   if (!values.count(name)) return std::nullopt;
@@ -221,7 +183,7 @@ int SimOffload(const std::vector<std::string>& args) {
   if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");
   if (values.count("accelerator-memory")) {
     config.accelerator_bytes =
-        ParseBytes(values["accelerator-memory"].as<std::string>(), "accelerator-memory");
+        ParseBytes(values["accelerator-memory"].as<std::string>(), "--accelerator-memory");
   }
   const std::string trace_out = values["trace-out"].as<std::string>();
   config.record_timeline = !trace_out.empty();

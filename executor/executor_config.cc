@@ -1,6 +1,6 @@
 #include "executor/executor_config.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

@@ -6,7 +6,8 @@
 #include <memory>
 
 #include "kernels/elementwise.h"
-#include "model/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 namespace moelab {
 namespace {
@@ -17,16 +18,9 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // One random stream per sequence, from (seed, purpose, sequence).
 std::mt19937_64 StreamFor(uint64_t seed, uint64_t purpose, uint64_t sequence) {
-  return std::mt19937_64(Mix(seed ^ Mix(purpose ^ Mix(sequence))));
+  return std::mt19937_64(SplitMix64(seed ^ SplitMix64(purpose ^ SplitMix64(sequence))));
 }
 
 double Uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }

@@ -2,7 +2,7 @@
 
 #include <functional>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "weights/safetensors.h"
 
 namespace moelab {

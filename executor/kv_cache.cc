@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

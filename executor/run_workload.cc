@@ -6,7 +6,7 @@
 #include "executor/hf_weights.h"
 #include "executor/transformer.h"
 #include "kernels/cpu_features.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 #include "routing/routing_source.h"
 

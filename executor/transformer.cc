@@ -7,7 +7,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

@@ -5,17 +5,11 @@
 #include <fstream>
 #include <functional>
 
-#include "model/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 namespace moelab {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [-1, 1) from (seed, tensor, index).
 inline float HashUniform(uint64_t seed, uint64_t tensor, uint64_t index) {

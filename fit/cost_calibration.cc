@@ -6,7 +6,7 @@
 
 #include "fit/least_squares.h"
 #include "fit/metrics.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

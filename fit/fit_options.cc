@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

@@ -7,7 +7,7 @@
 
 #include "fit/least_squares.h"
 #include "fit/metrics.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moesd_speedup.h"
 
 namespace moelab {

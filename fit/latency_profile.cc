@@ -1,7 +1,7 @@
 #include "fit/latency_profile.h"
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 

@@ -8,7 +8,7 @@
 #include <glog/logging.h>
 
 #include "fit/metrics.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

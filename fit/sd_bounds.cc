@@ -5,7 +5,7 @@
 #include <limits>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/forward_cost.h"
 #include "model/parameter_count.h"
 

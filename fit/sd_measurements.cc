@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

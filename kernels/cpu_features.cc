@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

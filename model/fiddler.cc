@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

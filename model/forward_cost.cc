@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 

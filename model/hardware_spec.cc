@@ -1,7 +1,7 @@
 #include "model/hardware_spec.h"
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

@@ -4,8 +4,8 @@
 #include <functional>
 #include <map>
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

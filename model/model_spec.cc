@@ -3,8 +3,8 @@
 #include <array>
 #include <utility>
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

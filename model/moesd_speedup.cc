@@ -1,6 +1,6 @@
 #include "model/moesd_speedup.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <regex>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/hf_import.h"
-#include "model/json_reader.h"
+#include "base/json_reader.h"
 
 #ifndef MOELAB_PRESET_DIR
 #error "MOELAB_PRESET_DIR must be defined by the build"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "policies/impl/factories.h"
 
 namespace moelab::policies {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

@@ -1,7 +1,7 @@
 #include "profiler/operator_bench.h"
 
 #include "kernels/bf16.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "profiler/impl/benches.h"
 #include "profiler/machine_info.h"
 

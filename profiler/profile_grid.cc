@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "kernels/expert_ffn.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

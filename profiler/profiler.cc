@@ -13,8 +13,8 @@
 
 #include "device/gpu_devices.h"
 #include "kernels/thread_pool.h"
-#include "model/atomic_file.h"
-#include "model/error.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"

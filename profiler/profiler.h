@@ -48,7 +48,7 @@ void ValidateProfile(const nlohmann::json& profile);
 // a profile starts, so a long run never ends in a failed write).
 void RequireOutputFolder(const std::filesystem::path& out);
 
-// Validates `profile` and writes it to `out` atomically (model/atomic_file.h): a failure leaves no
+// Validates `profile` and writes it to `out` atomically (base/atomic_file.h): a failure leaves no
 // file behind.
 void WriteProfile(const nlohmann::json& profile, const std::filesystem::path& out);
 

@@ -8,7 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 
 namespace moelab {
 namespace {
@@ -17,18 +18,9 @@ namespace {
 constexpr uint64_t kChoiceSalt = 0x636f72722d63686fULL;  // "corr-cho"
 constexpr uint64_t kFreshSalt = 0x636f72722d667265ULL;   // "corr-fre"
 constexpr uint64_t kOrderSalt = 0x636f72722d6f7264ULL;   // "corr-ord"
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 constexpr double kMaxLocality = 0.99;
 constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more experts per token //
                                   // locality 1 would chain every token back to the first one
-
-uint64_t Mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-uint64_t SplitMix64(uint64_t x) { return Mix(x + kGolden); }
 
 // The per-(salt, seed) start of TupleHash, computed once per source.
 uint64_t SaltedSeed(uint64_t salt, uint64_t seed) { return SplitMix64(salt ^ SplitMix64(seed)); }
@@ -86,8 +78,8 @@ class Stream {
  public:
   explicit Stream(uint64_t state) : state_(state) {}
   uint64_t Next() {
-    state_ += kGolden;
-    return Mix(state_);
+    state_ += kSplitMix64Golden;
+    return Mix64(state_);
   }
   // Exactly uniform in [0, n), n >= 1.
   uint64_t Below(uint64_t n) {
@@ -215,9 +207,9 @@ class CorrelatedRouting : public RoutingSource {
       for (int64_t k = 0; k < top_k_; ++k) {
         // One hop of SlotValue's chain; the node it lands on is usually known (the memo, or the
         // previous prompt position of this very call), else its chain is walked.
-        const uint64_t rank_offset = kGolden * static_cast<uint64_t>(2 * k + 1);
+        const uint64_t rank_offset = kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
         int32_t value;
-        if (has_previous && (Mix(base + rank_offset) >> 11) < locality_threshold_) {
+        if (has_previous && (Mix64(base + rank_offset) >> 11) < locality_threshold_) {
           if (step == 0) {
             value = node[k - top_k_];  // token - 1 of this step, routed just before
           } else if (previous_step && token < previous_step->tokens) {
@@ -225,7 +217,7 @@ class CorrelatedRouting : public RoutingSource {
           } else {
             value = SlotValue(step - 1, layer, token, k);
           }
-        } else if (layer > 0 && (Mix(base + rank_offset + kGolden) >> 11) < layer_threshold_) {
+        } else if (layer > 0 && (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
           const int32_t below = previous_layer && token < previous_layer->tokens
                                     ? previous_layer->slots[static_cast<size_t>(token * top_k_ + k)]
                                     : SlotValue(step, layer - 1, token, k);
@@ -381,12 +373,12 @@ class CorrelatedRouting : public RoutingSource {
   // slot k of that node's own fresh draw. Route calls this only for nodes its memo lacks.
   int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
     const int64_t top_layer = layer;
-    const uint64_t rank_offset = kGolden * static_cast<uint64_t>(2 * k + 1);
+    const uint64_t rank_offset = kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
     int32_t value = 0;
     for (;;) {
       const uint64_t base = TupleHashFrom(choice_seed_, step, layer, token);
       const bool has_previous = step > 0 || token > 0;
-      if (has_previous && (Mix(base + rank_offset) >> 11) < locality_threshold_) {
+      if (has_previous && (Mix64(base + rank_offset) >> 11) < locality_threshold_) {
         if (step > 0) {
           --step;
         } else {
@@ -394,7 +386,7 @@ class CorrelatedRouting : public RoutingSource {
         }
         continue;
       }
-      if (layer > 0 && (Mix(base + rank_offset + kGolden) >> 11) < layer_threshold_) {
+      if (layer > 0 && (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
         --layer;
         continue;
       }

@@ -7,7 +7,8 @@
 #include <system_error>
 #include <utility>
 
-#include "model/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 #include "routing/correlated_routing.h"
 
 namespace moelab {
@@ -16,15 +17,6 @@ namespace {
 // Salts keep the uniform and popularity streams of one seed unrelated.
 constexpr uint64_t kUniformSalt = 0x756e69666f726d00;     // "uniform"
 constexpr uint64_t kPopularitySalt = 0x706f70756c617200;  // "popular"
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15;
-
-uint64_t Mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111eb;
-  return x ^ (x >> 31);
-}
-
-uint64_t SplitMix64(uint64_t x) { return Mix(x + kGolden); }
 
 // Counter-based generator for one (salt, seed, step, layer, token) tuple: its numbers depend on
 // the tuple only, never on what was drawn before for other tokens.
@@ -38,8 +30,8 @@ class TokenRandom {
   }
 
   uint64_t Next() {
-    state_ += kGolden;
-    return Mix(state_);
+    state_ += kSplitMix64Golden;
+    return Mix64(state_);
   }
 
   // Exactly uniform in [0, n) for n >= 1: rejects the 2^64 mod n lowest values.

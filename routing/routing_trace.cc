@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <limits>
 
-#include "model/atomic_file.h"
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 
 namespace moelab {
 namespace {

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "model/error.h"
+#include "base/error.h"
+#include "base/hash.h"
 #include "routing/routing_trace.h"
 
 namespace moelab::sim {
@@ -11,13 +12,6 @@ namespace {
 
 constexpr uint64_t kCalibrationSalt = 0x63616c6962726174ULL;  // "calibrat"
 constexpr uint64_t kSemanticSalt = 0x73656d616e746963ULL;     // "semantic"
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A trace spec's file, or "" when `spec` is a synthetic generator.
 std::string TraceFile(const std::string& spec) {
@@ -43,9 +37,9 @@ void CalibrationOptions::Validate() const {
 
 std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension) {
   std::vector<float> embedding(static_cast<size_t>(dimension));
-  uint64_t state = Mix(Mix(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
+  uint64_t state = SplitMix64(SplitMix64(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
   for (float& value : embedding) {
-    state = Mix(state);
+    state = SplitMix64(state);
     value = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
   }
   return embedding;
@@ -92,7 +86,7 @@ RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
     calibration.in_sample = true;
     calibration.source = "in-sample: the replayed trace " + trace_file;
   } else {
-    const uint64_t calibration_seed = Mix(seed ^ kCalibrationSalt);
+    const uint64_t calibration_seed = SplitMix64(seed ^ kCalibrationSalt);
     std::unique_ptr<RoutingSource> source =
         MakeRoutingSource(spec, num_layers, num_experts, top_k, calibration_seed);
     if (!source)
@@ -151,7 +145,7 @@ RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
     policies::OffloadSetup::ExpertMap map;
     map.request = static_cast<int64_t>(token) / options.tokens_per_request;
     map.semantic =
-        SemanticEmbedding(Mix(seed ^ kCalibrationSalt), map.request, options.semantic_dim);
+        SemanticEmbedding(SplitMix64(seed ^ kCalibrationSalt), map.request, options.semantic_dim);
     for (size_t layer = 0; layer < layers; ++layer) {
       std::fill(counts.begin(), counts.end(), 0);
       for (int32_t e : routes[token][layer]) ++counts[static_cast<size_t>(e)];

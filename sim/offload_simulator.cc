@@ -5,7 +5,7 @@
 #include <deque>
 #include <memory>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/parameter_count.h"
 #include "policies/registry.h"
 #include "sim/cost_model.h"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 
 namespace moelab::sim {

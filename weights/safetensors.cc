@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/atomic_file.h"
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 #include "weights/bf16.h"
 
 namespace moelab {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "policies/offload_policy.h"
 
 // Small helpers the policies in policies/impl/ share.

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <memory>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "profiler/impl/benches.h"
 
 namespace moelab::profiler_impl {

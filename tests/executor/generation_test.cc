@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/elementwise.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 #include "tests/executor/tiny_models.h"
 

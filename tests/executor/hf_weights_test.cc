@@ -7,22 +7,16 @@
 #include <gtest/gtest.h>
 
 #include "executor/transformer.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/executor/tiny_models.h"
 #include "tests/support/test_paths.h"
 #include "weights/safetensors.h"
+#include "tests/support/error_of.h"
 
 namespace moelab {
 namespace {
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::ErrorOf;
 
 std::vector<float> Logits(const ModelWeights& weights, ThreadPool& pool) {
   Transformer model(weights, pool);

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/executor/reference_model.h"
 #include "tests/executor/tiny_models.h"
 

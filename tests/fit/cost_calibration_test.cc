@@ -7,11 +7,12 @@
 
 #include <cmath>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 #include "tests/fit/synthetic.h"
 #include "tests/support/synthetic_profile.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/error_of.h"
 
 namespace moelab {
 namespace {
@@ -73,14 +74,12 @@ TEST(CostCalibration, TheProfiledMachineIsAHostWithItsMeasuredLimits) {
   EXPECT_DOUBLE_EQ(machine.host->dram_bytes, 24e9);
 }
 
+// The error calibrating the profile `json` (read as "bad.json") against its limits gives.
 std::string ErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16") {
-  try {
+  return testing::ErrorOf([&] {
     const Profile profile = ProfileFromJson(json, "bad.json");
     CalibrateCosts(profile, RooflineFromLimits(profile, dtype), CostParameters{}, FitOptions{});
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  });
 }
 
 TEST(CostCalibration, RefusesProfilesThatCannotCalibrate) {

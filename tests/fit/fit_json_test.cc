@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fit/predict.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/fit/synthetic.h"
 
 namespace moelab {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "fit/predict.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moesd_speedup.h"
 #include "tests/fit/synthetic.h"
 

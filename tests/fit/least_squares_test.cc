@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/fit/synthetic.h"
 
 // Solves stop at Ceres' default function tolerance (relative cost change 1e-6), i.e. within about

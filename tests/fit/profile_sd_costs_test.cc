@@ -6,7 +6,7 @@
 
 #include "fit/fit_options.h"
 #include "fit/latency_fit.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 
 namespace moelab {

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fit/predict.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/parameter_count.h"
 #include "tests/fit/synthetic.h"
 

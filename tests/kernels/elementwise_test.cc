@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"

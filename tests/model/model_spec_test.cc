@@ -5,9 +5,10 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
-#include "model/json_reader.h"
+#include "base/error.h"
+#include "base/json_reader.h"
 #include "model/preset_store.h"
+#include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab {
@@ -17,13 +18,9 @@ nlohmann::json Mixtral() {
   return JsonReader::ParseFile(testing::PresetDir() / "models/mixtral-8x7b.json");
 }
 
+// The error ModelSpecFromJson gives for `json` (read as "m.json").
 std::string ErrorOf(const nlohmann::json& json) {
-  try {
-    ModelSpecFromJson(json, "m.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return testing::ErrorOf([&] { ModelSpecFromJson(json, "m.json"); });
 }
 
 TEST(ModelSpec, RoundTripsThroughJson) {

@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/hf_import.h"
-#include "model/json_reader.h"
+#include "base/json_reader.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/moe_math.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"

@@ -5,8 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "policies/offload_policy.h"
+#include "tests/support/error_of.h"
 
 namespace moelab::testing {
 
@@ -56,17 +57,6 @@ inline policies::LayerPlan Plan(policies::OffloadPolicy& policy, const Demand& d
   policies::LayerPlan plan;
   policy.PlanLayer(demand.View(), plan);
   return plan;
-}
-
-template <typename Action>
-std::string ErrorOf(Action action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected moelab::Error";
-  return "";
 }
 
 }  // namespace moelab::testing

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "executor/run_workload.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab {

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "routing/routing_source.h"
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"

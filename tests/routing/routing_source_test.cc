@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/fiddler.h"
 #include "routing/routing_trace.h"
 #include "tests/routing/routing_test_util.h"

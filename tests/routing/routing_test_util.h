@@ -4,21 +4,10 @@
 
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
+#include "tests/support/error_of.h"
 
 namespace moelab::testing {
-
-// The message of the moelab::Error `action` throws; fails the test when it throws nothing.
-template <typename Action>
-std::string ErrorOf(Action action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  ADD_FAILURE() << "expected moelab::Error";
-  return "";
-}
 
 // For EXPECT_PRED_FORMAT2: `text` contains `part`.
 inline ::testing::AssertionResult ContainsFormat(const char* text_expression,

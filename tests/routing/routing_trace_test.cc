@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/parameter_count.h"
 #include "tests/sim/sim_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::sim {
 namespace {

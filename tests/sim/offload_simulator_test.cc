@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/forward_cost.h"
 #include "model/parameter_count.h"
 #include "tests/sim/sim_test_util.h"

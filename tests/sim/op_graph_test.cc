@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab::sim {
 namespace {

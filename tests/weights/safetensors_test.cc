@@ -12,25 +12,18 @@
 
 #include <gtest/gtest.h>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/support/test_paths.h"
 #include "weights/bf16.h"
+#include "tests/support/error_of.h"
 
 namespace moelab {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ErrorOf;
 
 // The message of the Error `action` throws; "" (and a test failure) when it throws none.
-std::string ErrorOf(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a moelab::Error";
-  return "";
-}
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

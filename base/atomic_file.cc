@@ -1,11 +1,11 @@
-#include "model/atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <unistd.h>
 
 #include <atomic>
 #include <fstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 

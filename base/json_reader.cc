@@ -1,10 +1,10 @@
-#include "model/json_reader.h"
+#include "base/json_reader.h"
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {
