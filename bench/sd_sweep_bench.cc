@@ -21,7 +21,8 @@ void SdSweep100k(benchmark::State& state) {
   for (int64_t g = 1; g <= 50; ++g) options.gammas.push_back(g);
   int64_t points = 0;
   for (auto _ : state) {
-    AnalyticSdStepCosts costs(target, draft, hardware, CostParameters{}, 1024);
+    const auto source = RooflineCostSource::ForHardware(hardware, CostParameters{});
+    SdStepCosts costs(*source, target, draft, 1024);
     for (int a = 1; a <= 20; ++a) {
       options.alpha = 0.0475 * a;
       const SdPlan plan = PlanSpeculativeDecoding(costs, options);

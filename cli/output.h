@@ -1,36 +1,36 @@
 #pragma once
 
-#include <filesystem>
-#include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
+// What the command files print with: report/ (the row-set printer, formats, provenance).
+#include "report/format.h"
+#include "report/provenance.h"
+#include "report/row_set.h"
 
 namespace moelab::cli {
 
-// Where every result file and JSON document comes from: tool version, git commit, the command
-// line, machine and time (the style guide's provenance rule).
-nlohmann::json Provenance();
-void SetCommandLine(int argc, char** argv);
+using report::EmitJson;
+using report::FormatBytes;
+using report::FormatCount;
+using report::FormatNumber;
+using report::FormatSeconds;
+using report::Provenance;
+using report::SetCommandLine;
+using report::Table;
 
-// Prints JSON to stdout (indent 2) or, when `out` is non-empty, writes it there atomically.
-void EmitJson(const nlohmann::json& json, const std::string& out);
+}  // namespace moelab::cli
 
-// A plain text table with right-aligned numeric columns.
-class Table {
- public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  std::string Render() const;
+#include <string>
 
- private:
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
+#include "cli/options.h"
+
+namespace moelab::cli {
+
+// --json, --csv and --out FILE, the same for every command with a result: --out without a format
+// writes JSON (atomically).
+struct OutputRequest {
+  report::Format format = report::Format::kTable;
+  std::string out;
 };
-
-std::string FormatNumber(double value, int precision);
-std::string FormatBytes(double bytes);      // "93.4 GB" (decimal units)
-std::string FormatCount(double count);      // "46.70 B", "494.0 M"
-std::string FormatSeconds(double seconds);  // "12.3 ms"
+void AddOutputOptions(po::options_description& options);
+OutputRequest OutputRequestFrom(const po::variables_map& values);
 
 }  // namespace moelab::cli

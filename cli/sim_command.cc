@@ -3,7 +3,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "cli/calibration_options.h"
+#include "cli/cost_options.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -12,6 +12,7 @@
 #include "base/units.h"
 #include "model/preset_store.h"
 #include "policies/registry.h"
+#include "plan/offload_sweep.h"
 #include "sim/offload_simulator.h"
 
 namespace moelab::cli {
@@ -67,7 +68,6 @@ void PrintSummary(const sim::SimResult& r) {
 
 int SimOffload(const std::vector<std::string>& args) {
   po::options_description options("moelab sim offload");
-  const CostParameters cost_defaults;
   const sim::Workload workload_defaults;
   options.add_options()("model", po::value<std::string>(), "model preset or path (required)")(
       "hardware", po::value<std::string>(),
@@ -111,18 +111,8 @@ int SimOffload(const std::vector<std::string>& args) {
       "write a Chrome trace-event timeline (Perfetto) here")("json", po::bool_switch(),
                                                              "print the report as JSON")(
       "out", po::value<std::string>()->default_value(""),
-      "write the JSON report to this file (atomically)")(
-      "dtype", po::value<std::string>()->default_value(cost_defaults.compute_dtype),
-      "compute data type whose peak FLOP/s applies")(
-      "compute-efficiency",
-      po::value<std::string>()->default_value(FormatNumber(cost_defaults.compute_efficiency, 2)),
-      "fraction of peak FLOP/s GEMMs reach, (0, 1]")(
-      "memory-efficiency",
-      po::value<std::string>()->default_value(FormatNumber(cost_defaults.memory_efficiency, 2)),
-      "fraction of peak bandwidth weight streaming reaches, (0, 1]")(
-      "kernel-launch-s", po::value<std::string>()->default_value("4e-6"),
-      "fixed seconds per operator launch");
-  AddCalibrationOptions(options);
+      "write the JSON report to this file (atomically)");
+  AddCostSourceOptions(options);
   po::variables_map values;
   if (!ParseOptions(std::string(kUsage) + "\n\npolicies:\n" + PolicyList(), options, args, values))
     return 0;
@@ -168,15 +158,10 @@ int SimOffload(const std::vector<std::string>& args) {
   }
   workload.Validate();
 
-  config.cost.compute_dtype = values["dtype"].as<std::string>();
-  config.cost.compute_efficiency =
-      ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
-  config.cost.memory_efficiency =
-      ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
-  config.cost.kernel_launch_s =
-      ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
-  config.cost.Validate();
-  RefuseExplicitEfficiencies(values);
+  plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
+  cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
+  cost_options.Validate();
+  config.cost = cost_options.assumed;
   config.routing = values["routing"].as<std::string>();
   config.seed = values["seed"].as<uint64_t>();
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
@@ -202,7 +187,8 @@ int SimOffload(const std::vector<std::string>& args) {
   };
   bits("expert-bits", config.model.bits.experts);
   bits("attention-bits", config.model.bits.attention);
-  const std::vector<CostCalibration> calibrations = CalibrateSimCosts(values, store, config);
+  plan::CostSources cost_sources(cost_options, store);
+  const std::vector<CostCalibration> calibrations = plan::ApplyCostSources(cost_sources, config);
 
   const sim::SimResult result = sim::SimulateOffload(config);
 

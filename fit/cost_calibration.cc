@@ -7,6 +7,7 @@
 #include "fit/least_squares.h"
 #include "fit/metrics.h"
 #include "base/error.h"
+#include "model/roofline.h"
 
 namespace moelab {
 namespace {
@@ -21,9 +22,7 @@ struct RooflineCallRow {
 
   template <typename T>
   T operator()(const T* params) const {
-    const T compute = T(compute_s_at_peak) / params[0];
-    const T memory = T(memory_s_at_peak) / params[1];
-    return params[2] + (compute > memory ? compute : memory);
+    return RooflineSeconds<T>(compute_s_at_peak, memory_s_at_peak, params[0], params[1], params[2]);
   }
 };
 
@@ -48,10 +47,10 @@ RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::str
   if (device == "cpu") {
     if (!hardware.host) throw Error(who + " names no host CPU (field 'host'): it cannot describe a CPU profile");
     const HostSpec& host = *hardware.host;
-    const double cores = static_cast<double>(std::max<int64_t>(host.cores, 1));
-    const double share = std::min(1.0, static_cast<double>(std::max<int64_t>(threads, 1)) / cores);
-    roofline.peak_flops = PeakFlopsFor(host.peak_flops, compute_dtype, &roofline.compute_dtype) * share;
-    roofline.bandwidth_bytes_per_s = host.dram_bandwidth_bytes_per_s;
+    const RooflineTarget target = HostTargetOf(hardware, threads, compute_dtype);
+    roofline.peak_flops = target.peak_flops;
+    roofline.compute_dtype = target.dtype_used;
+    roofline.bandwidth_bytes_per_s = target.bandwidth_bytes_per_s;
     roofline.source = who + " host " + host.cpu_name + ", peak scaled to " + std::to_string(threads) + " of " +
                       std::to_string(host.cores) + " cores";
   } else if (device == "gpu") {

@@ -10,99 +10,31 @@
 namespace moelab {
 namespace {
 
-// What computes, in the units the roofline needs.
-struct ComputeTarget {
-  std::string name;
-  double peak_flops = 0;
-  double bandwidth_bytes_per_s = 0;
-  double memory_bytes = 0;
-  int64_t devices = 1;
-  double interconnect_bytes_per_s = 0;
-  double interconnect_latency_s = 0;
-  std::string dtype_used;
-};
-
-ComputeTarget TargetOf(const HardwareSpec& hardware, const CostParameters& params) {
-  ComputeTarget target;
-  if (hardware.has_accelerator()) {
-    const AcceleratorSpec& a = *hardware.accelerator;
-    target.name = a.display_name;
-    target.peak_flops = PeakFlopsFor(a.peak_flops, params.compute_dtype, &target.dtype_used);
-    target.bandwidth_bytes_per_s = a.memory_bandwidth_bytes_per_s;
-    target.memory_bytes = a.memory_bytes;
-    target.devices = hardware.accelerator_count;
-    if (target.devices > 1) {
-      if (!hardware.interconnect) {
-        throw Error("hardware '" + hardware.name + "' has " + std::to_string(target.devices) +
-                    " accelerators but no interconnect");
-      }
-      target.interconnect_bytes_per_s = hardware.interconnect->bandwidth_bytes_per_s;
-      target.interconnect_latency_s = hardware.interconnect->latency_s;
-    }
-  } else if (hardware.host) {
-    const HostSpec& h = *hardware.host;
-    target.name = h.cpu_name;
-    target.peak_flops = PeakFlopsFor(h.peak_flops, params.compute_dtype, &target.dtype_used);
-    target.bandwidth_bytes_per_s = h.dram_bandwidth_bytes_per_s;
-    target.memory_bytes = h.dram_bytes;
-  } else {
-    throw Error("hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
-                ", not something that computes; choose an accelerator, node or host preset");
-  }
-  return target;
-}
-
+// Adds operators' roofline times on one target to a ForwardCost.
 class CostAccumulator {
  public:
-  CostAccumulator(const ComputeTarget& target, const CostParameters& params)
-      : target_(target), params_(params) {}
+  CostAccumulator(const RooflineTarget& target, const CostParameters& params) : target_(target), params_(params) {}
 
   // Adds `repeats` identical operators (e.g. one per layer) of `flops` and `bytes` each.
-  void Add(const std::string& name, double flops, double bytes, double repeats,
-           double launches_each = 1) {
+  void Add(Operator op, double flops, double bytes, double repeats, double launches_each = 1) {
     if (repeats <= 0) return;
-    const double devices = static_cast<double>(target_.devices);
-    const double compute_s = flops / devices / (target_.peak_flops * params_.compute_efficiency);
-    const double memory_s =
-        bytes / devices / (target_.bandwidth_bytes_per_s * params_.memory_efficiency);
-    const double time_s = launches_each * params_.kernel_launch_s + std::max(compute_s, memory_s);
-    OperatorCost& op = Find(name);
-    op.flops += flops * repeats;
-    op.bytes += bytes * repeats;
-    op.time_s += time_s * repeats;
+    const double time_s = RooflineSeconds(target_, params_, flops, bytes, launches_each);
+    cost_.Add(op, flops * repeats, bytes * repeats, time_s * repeats);
   }
 
-  void AddTime(const std::string& name, double bytes, double time_s) {
-    OperatorCost& op = Find(name);
-    op.bytes += bytes;
-    op.time_s += time_s;
-  }
+  void AddTime(Operator op, double bytes, double time_s) { cost_.Add(op, 0, bytes, time_s); }
 
   ForwardCost Finish() {
-    ForwardCost cost;
-    cost.operators = operators_;
-    for (const OperatorCost& op : operators_) {
-      cost.time_s += op.time_s;
-      cost.flops += op.flops;
-      cost.bytes += op.bytes;
-    }
-    cost.device = target_.name;
-    cost.compute_dtype = target_.dtype_used;
-    return cost;
+    cost_.Total();
+    cost_.device = target_.name;
+    cost_.compute_dtype = target_.dtype_used;
+    return cost_;
   }
 
  private:
-  OperatorCost& Find(const std::string& name) {
-    for (OperatorCost& op : operators_) {
-      if (op.name == name) return op;
-    }
-    operators_.push_back(OperatorCost{name});
-    return operators_.back();
-  }
-
-  const ComputeTarget& target_;
+  const RooflineTarget& target_;
   const CostParameters& params_;
-  std::vector<OperatorCost> operators_;
+  ForwardCost cost_;
 };
 
 // Mean keys each new query attends to, and KV positions read per sequence, for one layer.
@@ -124,27 +56,39 @@ AttentionSpan SpanOf(const ForwardShape& shape, int64_t window) {
 
 }  // namespace
 
-void CostParameters::Validate() const {
-  auto fraction = [](double value, const char* name) {
-    if (!(value > 0 && value <= 1)) {
-      throw Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " + std::to_string(value));
-    }
-  };
-  fraction(compute_efficiency, "compute_efficiency");
-  fraction(memory_efficiency, "memory_efficiency");
-  if (!(kernel_launch_s >= 0)) throw Error("cost parameter 'kernel_launch_s' must be >= 0");
-  if (!(kv_bits > 0 && kv_bits <= 32)) throw Error("cost parameter 'kv_bits' must be in (0, 32]");
-  if (!(activation_bits > 0 && activation_bits <= 32)) {
-    throw Error("cost parameter 'activation_bits' must be in (0, 32]");
-  }
-}
-
 void ForwardShape::Validate() const {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   if (tokens_per_sequence < 1) {
     throw Error("tokens per sequence must be at least 1, got " + std::to_string(tokens_per_sequence));
   }
   if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+}
+
+double ForwardCost::OperatorTime(Operator op) const {
+  for (const OperatorCost& entry : operators) {
+    if (entry.op == op) return entry.time_s;
+  }
+  return 0;
+}
+
+void ForwardCost::Add(Operator op, double op_flops, double op_bytes, double op_time_s) {
+  OperatorCost* entry = nullptr;
+  for (OperatorCost& existing : operators) {
+    if (existing.op == op) entry = &existing;
+  }
+  if (entry == nullptr) entry = &operators.emplace_back(OperatorCost{op, OperatorName(op)});
+  entry->flops += op_flops;
+  entry->bytes += op_bytes;
+  entry->time_s += op_time_s;
+}
+
+void ForwardCost::Total() {
+  time_s = flops = bytes = 0;
+  for (const OperatorCost& op : operators) {
+    time_s += op.time_s;
+    flops += op.flops;
+    bytes += op.bytes;
+  }
 }
 
 double ForwardCost::OperatorTime(const std::string& name) const {
@@ -157,8 +101,13 @@ double ForwardCost::OperatorTime(const std::string& name) const {
 ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& hardware,
                                 const ForwardShape& shape, const CostParameters& params) {
   params.Validate();
+  return EstimateForwardCost(model, ComputeTargetOf(hardware, params.compute_dtype), shape, params);
+}
+
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target, const ForwardShape& shape,
+                                const CostParameters& params) {
+  params.Validate();
   shape.Validate();
-  const ComputeTarget target = TargetOf(hardware, params);
   const ParameterCounts counts = CountParameters(model);
   const WeightBytes weights = CountWeightBytes(model);
   const double act_bytes = params.activation_bits / 8.0;
@@ -174,7 +123,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
   CostAccumulator acc(target, params);
 
   // Attention projections: every token multiplies every projection weight once.
-  acc.Add("attention_projections", 2.0 * tokens * static_cast<double>(counts.attention_per_layer),
+  acc.Add(Operator::kAttentionProjections, 2.0 * tokens * static_cast<double>(counts.attention_per_layer),
           weights.attention + tokens * h * 2.0 * act_bytes, layers, 2);
 
   // Attention over the KV cache, per layer (windows differ between layers for gpt-oss).
@@ -191,7 +140,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
   for (int64_t layer = 0; layer < model.num_layers; ++layer) {
     const bool windowed = a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
     const AttentionSpan span = SpanOf(shape, windowed ? a.sliding_window : 0);
-    acc.Add("attention_core", tokens * span.mean_keys * flops_per_query_key,
+    acc.Add(Operator::kAttentionCore, tokens * span.mean_keys * flops_per_query_key,
             batch * span.kv_positions * kv_bytes_per_token_layer, 1);
   }
 
@@ -200,30 +149,30 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
     const MoeSpec& moe = *model.moe;
     const double experts = static_cast<double>(moe.num_experts);
     const double top_k = static_cast<double>(moe.top_k);
-    acc.Add("router", 2.0 * tokens * h * experts, weights.router + tokens * experts * 4.0,
+    acc.Add(Operator::kRouter, 2.0 * tokens * h * experts, weights.router + tokens * experts * 4.0,
             moe_layers, 2);
     const double activated = ExpectedActivatedExperts(tokens, moe.num_experts, moe.top_k);
     activated_experts = activated;
     tokens_per_activated_expert = tokens * top_k / activated;
-    acc.Add("routed_experts", 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
+    acc.Add(Operator::kRoutedExperts, 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
             activated * weights.expert + tokens * top_k * h * 2.0 * act_bytes, moe_layers, 1);
     if (moe.num_shared_experts > 0) {
-      acc.Add("shared_experts", 2.0 * tokens * static_cast<double>(counts.shared_experts_per_moe_layer),
+      acc.Add(Operator::kSharedExperts, 2.0 * tokens * static_cast<double>(counts.shared_experts_per_moe_layer),
               weights.shared_experts + tokens * h * 2.0 * act_bytes, moe_layers, 1);
     }
   }
   if (dense_layers > 0) {
-    acc.Add("dense_ffn", 2.0 * tokens * static_cast<double>(counts.dense_ffn_per_dense_layer),
+    acc.Add(Operator::kDenseFfn, 2.0 * tokens * static_cast<double>(counts.dense_ffn_per_dense_layer),
             weights.dense_ffn + tokens * h * 2.0 * act_bytes, dense_layers, 1);
   }
   // Norms, residual adds, rotary: a handful of memory-bound elementwise kernels per layer.
-  acc.Add("norms_residual", 10.0 * tokens * h, 6.0 * tokens * h * act_bytes, layers, 4);
+  acc.Add(Operator::kNormsResidual, 10.0 * tokens * h, 6.0 * tokens * h * act_bytes, layers, 4);
 
   const double embedding_row_bytes =
       static_cast<double>(model.embedding_dim()) * model.bits.embeddings / 8.0;
-  acc.Add("embedding", 0, tokens * embedding_row_bytes, 1, 1);
+  acc.Add(Operator::kEmbedding, 0, tokens * embedding_row_bytes, 1, 1);
   const double logit_tokens = shape.logits_for_all_positions ? tokens : batch;
-  acc.Add("lm_head",
+  acc.Add(Operator::kLmHead,
           2.0 * logit_tokens * static_cast<double>(model.embedding_dim()) *
               static_cast<double>(model.vocab_size),
           weights.lm_head + logit_tokens * static_cast<double>(model.vocab_size) * 4.0, 1, 1);
@@ -235,7 +184,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
     const double per_all_reduce_s =
         2.0 * (g - 1.0) / g * message_bytes / target.interconnect_bytes_per_s +
         2.0 * (g - 1.0) * target.interconnect_latency_s;
-    acc.AddTime("communication", 2.0 * layers * message_bytes, 2.0 * layers * per_all_reduce_s);
+    acc.AddTime(Operator::kCommunication, 2.0 * layers * message_bytes, 2.0 * layers * per_all_reduce_s);
   }
 
   ForwardCost cost = acc.Finish();
@@ -246,7 +195,11 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
 
 MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& hardware,
                                double kv_tokens, const CostParameters& params) {
-  const ComputeTarget target = TargetOf(hardware, params);
+  return EstimateMemory(model, ComputeTargetOf(hardware, params.compute_dtype), kv_tokens, params);
+}
+
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target, double kv_tokens,
+                               const CostParameters& params) {
   const double devices = static_cast<double>(target.devices);
   MemoryFootprint footprint;
   footprint.weight_bytes_per_device = CountWeightBytes(model).total / devices;
@@ -258,7 +211,7 @@ MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& ha
 
 double RidgePointTokens(const HardwareSpec& hardware, const CostParameters& params,
                         double weight_bits) {
-  const ComputeTarget target = TargetOf(hardware, params);
+  const RooflineTarget target = ComputeTargetOf(hardware, params.compute_dtype);
   return target.peak_flops / target.bandwidth_bytes_per_s * (weight_bits / 8.0) / 2.0;
 }
 

@@ -6,29 +6,16 @@
 
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
+#include "model/roofline.h"
 
 namespace moelab {
 
 // Analytic cost of one forward pass, T(model, hardware, batch, tokens_per_sequence,
-// context_length), from a roofline per operator (docs/model.md):
-//   time(op) = launches * kernel_launch_s + max(flops / (peak * compute_efficiency),
-//                                                bytes / (bandwidth * memory_efficiency)).
+// context_length), from the roofline of each operator (model/roofline.h, docs/model.md).
 // Routed experts follow N(t): t = batch * tokens_per_sequence tokens activate N(t) experts per
 // MoE layer (uniform routing), whose weights are read once each. On a node of g accelerators the
 // model is tensor-parallel: each device does 1/g of every operator and two ring all-reduces of the
 // hidden states per layer cross the interconnect. Without an accelerator the host CPU computes.
-
-// Efficiency factors are parameters (to be calibrated by profiles), not constants in the code.
-struct CostParameters {
-  std::string compute_dtype = "bf16";
-  double compute_efficiency = 0.7;  // fraction of peak FLOP/s that GEMMs reach
-  double memory_efficiency = 0.8;   // fraction of peak bandwidth that weight streaming reaches
-  double kernel_launch_s = 4e-6;    // fixed cost per operator launch
-  double kv_bits = 16;
-  double activation_bits = 16;
-
-  void Validate() const;  // efficiencies in (0, 1], times >= 0, bits in (0, 32]
-};
 
 struct ForwardShape {
   int64_t batch = 1;
@@ -40,7 +27,8 @@ struct ForwardShape {
 };
 
 struct OperatorCost {
-  std::string name;
+  Operator op = Operator::kAttentionProjections;
+  std::string name;  // OperatorName(op)
   double flops = 0;  // whole model, all devices
   double bytes = 0;  // weights + KV + activations moved, all devices
   double time_s = 0;
@@ -58,7 +46,13 @@ struct ForwardCost {
   std::string device;          // what computes: accelerator or host display name
   std::string compute_dtype;   // the peak actually used (fallback when the device lacks the type)
 
+  double OperatorTime(Operator op) const;  // 0 when the pass has no such operator
   double OperatorTime(const std::string& name) const;
+
+  // Adds `time_s` (and flops, bytes) to `op`'s entry, creating it in order of first use.
+  void Add(Operator op, double flops, double bytes, double time_s);
+  // time_s, flops and bytes as the sums over operators.
+  void Total();
 };
 
 ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& hardware,
@@ -74,6 +68,12 @@ struct MemoryFootprint {
 
 MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& hardware,
                                double kv_tokens, const CostParameters& params);
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target, double kv_tokens,
+                               const CostParameters& params);
+
+// The same on a roofline target already resolved (the host on some of its cores, say).
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target, const ForwardShape& shape,
+                                const CostParameters& params);
 
 // The device's ridge point in tokens: peak FLOP/s / bandwidth * (bytes per weight) / 2, the
 // token count at which a weight-streaming GEMM turns compute-bound.

@@ -17,19 +17,6 @@ std::string Gigabytes(double bytes) {
   return out.str();
 }
 
-double RejectionSamplingTime(const MoeModelSpec& target, const HardwareSpec& hardware,
-                             const CostParameters& params, int64_t batch, int64_t gamma) {
-  // Reads target and draft probabilities over the vocabulary for every verified position and
-  // writes the residual distribution: memory-bound, three launches.
-  const double positions = static_cast<double>(batch * (gamma + 1));
-  const double bytes = 3.0 * positions * static_cast<double>(target.vocab_size) * 4.0;
-  const double bandwidth = hardware.has_accelerator()
-                               ? hardware.accelerator->memory_bandwidth_bytes_per_s *
-                                     static_cast<double>(hardware.accelerator_count)
-                               : hardware.host->dram_bandwidth_bytes_per_s;
-  return 3.0 * params.kernel_launch_s + bytes / (bandwidth * params.memory_efficiency);
-}
-
 }  // namespace
 
 std::string ToString(VerifyPositions positions) {
@@ -60,50 +47,40 @@ void SdPlanOptions::Validate() const {
   }
 }
 
-AnalyticSdStepCosts::AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft,
-                                         const HardwareSpec& hardware, const CostParameters& params,
-                                         int64_t context_length, std::string source)
-    : target_(target), draft_(draft), hardware_(hardware), params_(params), context_length_(context_length),
-      source_(std::move(source)) {
-  params_.Validate();
+SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target, const MoeModelSpec& draft,
+                         int64_t context_length, const std::string& hardware_name)
+    : source_(source), target_(target), draft_(draft), context_length_(context_length) {
   if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
-  const MemoryFootprint target_weights = EstimateMemory(target, hardware, 0, params_);
-  const MemoryFootprint draft_weights = EstimateMemory(draft, hardware, 0, params_);
+  const MemoryFootprint target_weights = source.Memory(target, 0);
+  const MemoryFootprint draft_weights = source.Memory(draft, 0);
   weights_per_device_ = target_weights.weight_bytes_per_device + draft_weights.weight_bytes_per_device;
   capacity_per_device_ = target_weights.capacity_bytes_per_device;
   if (weights_per_device_ > capacity_per_device_) {
+    const std::string who = hardware_name.empty() ? source.device() : hardware_name;
     throw Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
-                Gigabytes(weights_per_device_) + " per device but '" + hardware.name + "' has " +
-                Gigabytes(capacity_per_device_) + " per device; choose a node with more devices (e.g. 2x" +
-                hardware.name + ", 4x...) or a quantized model");
+                Gigabytes(weights_per_device_) + " per device but '" + who + "' has " + Gigabytes(capacity_per_device_) +
+                " per device; choose a node with more devices (e.g. 2x" + who + ", 4x...) or a quantized model");
   }
-  const ForwardCost probe = EstimateForwardCost(target, hardware, {1, 1, context_length, true}, params_);
-  device_ = probe.device;
-  compute_dtype_ = probe.compute_dtype;
 }
 
-double AnalyticSdStepCosts::TargetStep(int64_t batch, int64_t positions) {
+double SdStepCosts::TargetStep(int64_t batch, int64_t positions) {
   auto [it, inserted] = target_steps_.try_emplace({batch, positions}, 0.0);
-  if (inserted) {
-    it->second = EstimateForwardCost(target_, hardware_, {batch, positions, context_length_, true}, params_).time_s;
-  }
+  if (inserted) it->second = source_.Forward(target_, {batch, positions, context_length_, true}).time_s;
   return it->second;
 }
 
-double AnalyticSdStepCosts::DraftStep(int64_t batch) {
+double SdStepCosts::DraftStep(int64_t batch) {
   auto [it, inserted] = draft_steps_.try_emplace(batch, 0.0);
-  if (inserted) it->second = EstimateForwardCost(draft_, hardware_, {batch, 1, context_length_, true}, params_).time_s;
+  if (inserted) it->second = source_.Forward(draft_, {batch, 1, context_length_, true}).time_s;
   return it->second;
 }
 
-double AnalyticSdStepCosts::Reject(int64_t batch, int64_t gamma) {
-  return RejectionSamplingTime(target_, hardware_, params_, batch, gamma);
-}
+double SdStepCosts::Reject(int64_t batch, int64_t gamma) { return source_.RejectSeconds(target_, batch, gamma); }
 
-bool AnalyticSdStepCosts::Fits(int64_t batch, int64_t gamma) {
+bool SdStepCosts::Fits(int64_t batch, int64_t gamma) {
   const double kv_tokens = static_cast<double>(batch) * static_cast<double>(context_length_ + gamma + 1);
-  const double kv_per_device = EstimateMemory(target_, hardware_, kv_tokens, params_).kv_bytes_per_device +
-                               EstimateMemory(draft_, hardware_, kv_tokens, params_).kv_bytes_per_device;
+  const double kv_per_device =
+      source_.Memory(target_, kv_tokens).kv_bytes_per_device + source_.Memory(draft_, kv_tokens).kv_bytes_per_device;
   return weights_per_device_ + kv_per_device <= capacity_per_device_;
 }
 
@@ -154,7 +131,8 @@ SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& d
                                const HardwareSpec& hardware, const CostParameters& params,
                                const SdPlanOptions& options) {
   options.Validate();
-  AnalyticSdStepCosts costs(target, draft, hardware, params, options.context_length);
+  const std::unique_ptr<RooflineCostSource> source = RooflineCostSource::ForHardware(hardware, params);
+  SdStepCosts costs(*source, target, draft, options.context_length, hardware.name);
   return PlanSpeculativeDecoding(costs, options);
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/cost_source.h"
 #include "model/forward_cost.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
@@ -65,45 +66,30 @@ struct SdPlan {
   std::string compute_dtype;
 };
 
-// The times an SD round is made of, from one cost source. Implementations: the analytic roofline
-// below; a measured, fitted profile (sim/). Calls may be memoized: same arguments, same result.
+// The times an SD round is made of, from one cost source (model/cost_source.h), at a fixed
+// context. Memoized: same arguments, same result. Refuses a configuration whose weights do not fit
+// one device of the source (naming the sizes).
 class SdStepCosts {
  public:
-  virtual ~SdStepCosts() = default;
-  virtual std::string source() const = 0;       // e.g. "analytic-roofline"
-  virtual std::string device() const = 0;
-  virtual std::string compute_dtype() const = 0;
-  virtual double TargetStep(int64_t batch, int64_t positions) = 0;  // T_T(B, s), seconds
-  virtual double DraftStep(int64_t batch) = 0;                      // T_D(B, 1)
-  virtual double Reject(int64_t batch, int64_t gamma) = 0;
-  virtual bool Fits(int64_t batch, int64_t gamma) = 0;  // weights + KV of both models
-};
+  // `hardware_name` (the preset) makes the refusal suggest the node to choose instead.
+  SdStepCosts(const CostSource& source, const MoeModelSpec& target, const MoeModelSpec& draft, int64_t context_length,
+              const std::string& hardware_name = "");
 
-// The analytic roofline (forward_cost.h) of target and draft on `hardware` at a fixed context.
-// Refuses a configuration whose weights do not fit the hardware's memory (naming the sizes).
-// `source` names where `params` came from ("calibrated-roofline" when a profile fitted them).
-class AnalyticSdStepCosts : public SdStepCosts {
- public:
-  AnalyticSdStepCosts(const MoeModelSpec& target, const MoeModelSpec& draft, const HardwareSpec& hardware,
-                      const CostParameters& params, int64_t context_length,
-                      std::string source = "analytic-roofline");
-  std::string source() const override { return source_; }
-  std::string device() const override { return device_; }
-  std::string compute_dtype() const override { return compute_dtype_; }
-  double TargetStep(int64_t batch, int64_t positions) override;
-  double DraftStep(int64_t batch) override;
-  double Reject(int64_t batch, int64_t gamma) override;
-  bool Fits(int64_t batch, int64_t gamma) override;
+  std::string source() const { return source_.name(); }
+  std::string device() const { return source_.device(); }
+  std::string compute_dtype() const { return source_.compute_dtype(); }
+  double TargetStep(int64_t batch, int64_t positions);  // T_T(B, s), seconds
+  double DraftStep(int64_t batch);                      // T_D(B, 1)
+  double Reject(int64_t batch, int64_t gamma);
+  bool Fits(int64_t batch, int64_t gamma);  // weights + KV of both models
 
  private:
+  const CostSource& source_;
   const MoeModelSpec& target_;
   const MoeModelSpec& draft_;
-  const HardwareSpec& hardware_;
-  CostParameters params_;
   int64_t context_length_;
   double weights_per_device_ = 0;
   double capacity_per_device_ = 0;
-  std::string device_, compute_dtype_, source_;
   std::map<std::pair<int64_t, int64_t>, double> target_steps_;
   std::map<int64_t, double> draft_steps_;
 };

@@ -1,6 +1,7 @@
 #include "sim/cost_model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/error.h"
 
@@ -17,8 +18,11 @@ int DeviceIndex(policies::Device device) {
 
 CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
                      const CostParameters& params, const CostParameters& host_params,
-                     int64_t cpu_threads)
-    : model_(model), params_(params), host_params_(host_params) {
+                     int64_t cpu_threads, std::shared_ptr<const CostSource> accelerator_source,
+                     std::shared_ptr<const CostSource> host_source)
+    : model_(model),
+      accelerator_source_(std::move(accelerator_source)),
+      host_source_(std::move(host_source)) {
   params.Validate();
   host_params.Validate();
   const std::string who = "hardware '" + hardware.name + "'";
@@ -49,31 +53,22 @@ CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
   if (cpu_threads < 1)
     throw Error("--cpu-threads must be at least 1, got " + std::to_string(cpu_threads));
 
-  accelerator_ = hardware;
-  accelerator_.kind = HardwareKind::kAccelerator;
-  accelerator_.accelerator_count = 1;
-  accelerator_.interconnect.reset();
+  HardwareSpec accelerator = hardware;  // the node's accelerator alone
+  accelerator.kind = HardwareKind::kAccelerator;
+  accelerator.accelerator_count = 1;
+  accelerator.interconnect.reset();
   accelerator_name_ = hardware.accelerator->display_name.empty()
                           ? hardware.display_name
                           : hardware.accelerator->display_name;
-
-  host_ = HardwareSpec{};
-  host_.name = hardware.host->name;
-  host_.display_name = hardware.host->cpu_name;
-  host_.kind = HardwareKind::kHost;
-  host_.host = hardware.host;
   cpu_threads_ = cpu_threads;
-  const double cores = static_cast<double>(std::max<int64_t>(hardware.host->cores, 1));
-  const double share = std::min(1.0, static_cast<double>(cpu_threads) / cores);
-  for (auto& [dtype, flops] : host_.host->peak_flops) flops *= share;
   cpu_name_ = hardware.host->cpu_name;
-
+  if (!accelerator_source_) accelerator_source_ = RooflineCostSource::ForHardware(accelerator, params);
+  if (!host_source_) {
+    host_source_ = std::make_shared<RooflineCostSource>(
+        HostTargetOf(hardware, cpu_threads, host_params.compute_dtype), host_params);
+  }
   link_ = *hardware.host_link;
   storage_bytes_per_s_ = hardware.host->storage_read_bandwidth_bytes_per_s;
-
-  single_expert_model_ = model;
-  single_expert_model_.moe->num_experts = 1;
-  single_expert_model_.moe->top_k = 1;
   std::string used;
   PeakFlopsFor(hardware.accelerator->peak_flops, params.compute_dtype, &used);
   compute_dtype_ = used;
@@ -86,14 +81,7 @@ Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
   if (static_cast<int64_t>(cache.size()) <= tokens)
     cache.resize(static_cast<size_t>(tokens) + 1, -1.0);
   Seconds& slot = cache[static_cast<size_t>(tokens)];
-  if (slot < 0) {
-    ForwardShape shape;
-    shape.batch = tokens;
-    shape.tokens_per_sequence = 1;
-    const ForwardCost cost =
-        EstimateForwardCost(single_expert_model_, Target(device), shape, ParamsOf(device));
-    slot = cost.OperatorTime("routed_experts") / static_cast<double>(model_.num_moe_layers());
-  }
+  if (slot < 0) slot = Source(device).ExpertSeconds(model_, tokens);
   return slot;
 }
 
@@ -102,26 +90,24 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device, const Forw
                                    shape.context_length, shape.logits_for_all_positions);
   auto found = dense_.find(key);
   if (found != dense_.end()) return found->second;
-  const ForwardCost cost = EstimateForwardCost(model_, Target(device), shape, ParamsOf(device));
-  const double layers = static_cast<double>(model_.num_layers);
-  const double moe_layers = static_cast<double>(model_.num_moe_layers());
-  const double dense_layers = static_cast<double>(model_.num_dense_layers());
-  const double common =
-      (cost.OperatorTime("attention_projections") + cost.OperatorTime("attention_core") +
-       cost.OperatorTime("norms_residual") + cost.OperatorTime("communication")) /
-      layers;
-  const double moe_extra =
-      moe_layers > 0
-          ? (cost.OperatorTime("router") + cost.OperatorTime("shared_experts")) / moe_layers
-          : 0;
-  const double dense_extra = dense_layers > 0 ? cost.OperatorTime("dense_ffn") / dense_layers : 0;
+  const ForwardCost cost = Source(device).Forward(model_, shape);
+  // Each operator's time spread evenly over the layers it covers.
+  const double layers_in[] = {static_cast<double>(model_.num_layers), static_cast<double>(model_.num_moe_layers()),
+                              static_cast<double>(model_.num_dense_layers())};
+  double per_layer[3] = {0, 0, 0};  // [every layer, MoE layers, dense layers]
+  for (const OperatorCost& op : cost.operators) {
+    const OperatorScope scope = ScopeOf(op.op);
+    if (op.op == Operator::kRoutedExperts || scope == OperatorScope::kOncePerPass) continue;
+    const int index = scope == OperatorScope::kEveryLayer ? 0 : scope == OperatorScope::kMoeLayers ? 1 : 2;
+    if (layers_in[index] > 0) per_layer[index] += op.time_s / layers_in[index];
+  }
   DenseCost dense;
   for (int64_t layer = 0; layer < model_.num_layers; ++layer) {
     const bool moe = layer >= model_.moe->first_dense_layers;
-    dense.layer_s.push_back(common + (moe ? moe_extra : dense_extra));
+    dense.layer_s.push_back(per_layer[0] + (moe ? per_layer[1] : per_layer[2]));
   }
-  dense.embedding_s = cost.OperatorTime("embedding");
-  dense.lm_head_s = cost.OperatorTime("lm_head");
+  dense.embedding_s = cost.OperatorTime(Operator::kEmbedding);
+  dense.lm_head_s = cost.OperatorTime(Operator::kLmHead);
   return dense_.emplace(key, std::move(dense)).first->second;
 }
 

@@ -54,7 +54,8 @@ class Engine : public OpListener {
         result_(result),
         cost_(config.model, config.hardware, config.cost, config.host_cost.value_or(config.cost),
               config.cpu_threads > 0 ? config.cpu_threads
-                                     : (config.hardware.host ? config.hardware.host->cores : 1)),
+                                     : (config.hardware.host ? config.hardware.host->cores : 1),
+              config.accelerator_costs, config.host_costs),
         graph_(this) {
     const MoeModelSpec& model = config.model;
     layers_ = model.num_layers;

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "model/cost_source.h"
 #include "model/forward_cost.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
@@ -39,6 +41,9 @@ struct SimConfig {
   CostParameters cost;
   std::optional<CostParameters> host_cost;  // the CPU's operators; unset: `cost`
   std::string cost_source = "analytic-roofline";  // echoed in the report
+  // When set, what prices the accelerator's / the host's operators instead of the rooflines of
+  // `cost` / `host_cost` (a fitted profile, say: plan/cost_source_options.h chooses).
+  std::shared_ptr<const CostSource> accelerator_costs, host_costs;
   std::string policy = "resident";
   policies::PolicyOptions policy_options;
   Workload workload;

@@ -83,7 +83,8 @@ TEST(SdPlan, FixedSigmaAndCostSourceAgreeWithAlpha) {
   const MoeModelSpec target = store.LoadModel("mixtral-8x7b");
   const MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
   const HardwareSpec hardware = store.LoadHardware("2xh100-sxm");
-  AnalyticSdStepCosts costs(target, draft, hardware, CostParameters{}, 1024);
+  const auto source = RooflineCostSource::ForHardware(hardware, CostParameters{});
+  SdStepCosts costs(*source, target, draft, 1024);
   SdPlanOptions by_alpha;
   by_alpha.alpha = 0.7;
   by_alpha.gammas = {3};

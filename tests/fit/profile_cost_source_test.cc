@@ -1,4 +1,4 @@
-#include "fit/profile_sd_costs.h"
+#include "fit/profile_cost_source.h"
 
 #include <cmath>
 
@@ -8,6 +8,7 @@
 #include "fit/latency_fit.h"
 #include "base/error.h"
 #include "model/moe_math.h"
+#include "model/sd_plan.h"
 
 namespace moelab {
 namespace {
@@ -68,10 +69,10 @@ MoeModelSpec Draft() {
   return spec;
 }
 
-TEST(ProfileSdStepCosts, ComposesTheFittedCurvesPerLayer) {
+TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
   const MoeModelSpec target = Target(), draft = Draft();
-  ProfileSdStepCosts costs(SyntheticFit(), target, draft, 1000);
-  EXPECT_EQ(costs.attention_context(), 1024);
+  const FittedProfileCostSource source(SyntheticFit(), target);
+  SdStepCosts costs(source, target, draft, 1000);
   for (int64_t batch : {1, 4}) {
     for (int64_t positions : {1, 5}) {
       const double n = static_cast<double>(batch * positions);
@@ -87,21 +88,22 @@ TEST(ProfileSdStepCosts, ComposesTheFittedCurvesPerLayer) {
   EXPECT_LT(costs.TargetStep(1, 1) / costs.TargetStep(1, 5), 1.0);
 }
 
-TEST(ProfileSdStepCosts, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) {
+TEST(FittedProfileCostSource, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) {
   const MoeModelSpec target = Target(), draft = Draft();
   LatencyFit fit = SyntheticFit();
   LatencyFit no_router = fit;
   std::erase_if(no_router.operators, [](const OperatorCurve& c) { return c.op == "router"; });
   try {
-    ProfileSdStepCosts costs(no_router, target, draft, 1000);
+    FittedProfileCostSource source(no_router, target);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no 'router' curve"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(ProfileSdStepCosts(fit, draft, draft, 1000), Error);
+  EXPECT_THROW(FittedProfileCostSource(fit, draft), Error);
   MoeModelSpec other_vocab = draft;
   other_vocab.vocab_size = 50;
-  EXPECT_THROW(ProfileSdStepCosts(fit, target, other_vocab, 1000), Error);
+  const FittedProfileCostSource source(fit, target);
+  EXPECT_THROW(source.Forward(other_vocab, {1, 1, 1000, true}), Error);
 }
 
 }  // namespace

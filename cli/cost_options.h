@@ -1,0 +1,16 @@
+#pragma once
+
+#include "cli/options.h"
+#include "plan/cost_source_options.h"
+
+namespace moelab::cli {
+
+// The cost-source options every prediction command takes the same way (plan/cost_source_options.h):
+// --hardware (added by the command, with its default), --calibrate, --profiled-hardware, --profile,
+// and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency, --kernel-launch-s.
+void AddCostSourceOptions(po::options_description& options);
+
+// The typed options; `hardware_option` is the command's hardware flag ("hardware").
+plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values);
+
+}  // namespace moelab::cli

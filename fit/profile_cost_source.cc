@@ -1,0 +1,146 @@
+#include "fit/profile_cost_source.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "base/error.h"
+#include "model/moe_math.h"
+#include "model/parameter_count.h"
+
+namespace moelab {
+
+bool FittedProfileCostSource::HasDevice(const LatencyFit& fit, const std::string& device) {
+  for (const OperatorCurve& curve : fit.operators) {
+    if (curve.device == device) return true;
+  }
+  return false;
+}
+
+FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target, std::string device)
+    : fit_(std::move(fit)), target_(std::move(profiled_target)), device_(std::move(device)) {
+  if (!target_.moe) throw Error("a fitted-profile cost source needs the profiled MoE model; '" + target_.name + "' is dense");
+  if (target_.attention.kind != AttentionKind::kGroupedQuery) {
+    throw Error("the fitted-profile cost source covers grouped-query attention models (the executor's)");
+  }
+  if (!HasDevice(fit_, device_)) throw Error(fit_.profile + ": the fit has no curves measured on device '" + device_ + "'");
+  DecodeAttention(0);  // present, or a clear error
+  for (const char* op : {"expert_ffn", "router", "lm_head", "dense_ffn"}) Curve(op);
+  device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string() ? fit_.machine["cpu"].get<std::string>()
+                                                                                  : std::string("profiled machine");
+}
+
+const OperatorCurve& FittedProfileCostSource::Curve(const std::string& op) const {
+  for (const OperatorCurve& curve : fit_.operators) {
+    if (curve.op == op && curve.variable == "tokens" && curve.device == device_) return curve;
+  }
+  throw Error(fit_.profile + ": the fit has no '" + op + "' curve over tokens (profile the model with `moelab profile`)");
+}
+
+const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) const {
+  for (const OperatorCurve& curve : fit_.operators) {
+    if (curve.op == op && curve.variable == "bytes") return &curve;
+  }
+  return nullptr;
+}
+
+const OperatorCurve& FittedProfileCostSource::DecodeAttention(int64_t context) const {
+  const OperatorCurve* nearest = nullptr;
+  double best_distance = INFINITY;
+  for (const OperatorCurve& curve : fit_.operators) {
+    if (curve.op != "attention_decode" || curve.device != device_ || !curve.shape.contains("context")) continue;
+    const int64_t profiled = curve.shape["context"].get<int64_t>();
+    const double distance =
+        std::fabs(std::log((static_cast<double>(profiled) + 1.0) / (static_cast<double>(context) + 1.0)));
+    if (distance < best_distance) {
+      best_distance = distance;
+      nearest = &curve;
+    }
+  }
+  if (nearest == nullptr) throw Error(fit_.profile + ": the fit has no attention_decode curve");
+  return *nearest;
+}
+
+double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) const {
+  const double batch = static_cast<double>(shape.batch);
+  const double prompt = static_cast<double>(shape.tokens_per_sequence);
+  if (shape.context_length == 0 && shape.tokens_per_sequence > 1) {
+    for (const OperatorCurve& curve : fit_.operators) {
+      if (curve.op == "attention_prefill" && curve.device == device_) return batch * curve.Predict(prompt);
+    }
+    throw Error(fit_.profile + ": the fit has no attention_prefill curve, needed for a prefill pass");
+  }
+  return DecodeAttention(shape.context_length).Predict(batch * prompt);
+}
+
+ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const ForwardShape& shape) const {
+  shape.Validate();
+  const double n = static_cast<double>(shape.batch * shape.tokens_per_sequence);
+  const double logit_tokens = shape.logits_for_all_positions ? n : static_cast<double>(shape.batch);
+  const double layers = static_cast<double>(model.num_layers);
+  ForwardCost cost;
+  if (model.moe) {
+    if (model.hidden_size != target_.hidden_size || model.moe->num_experts != target_.moe->num_experts ||
+        model.moe->top_k != target_.moe->top_k ||
+        model.moe->expert_intermediate_size != target_.moe->expert_intermediate_size) {
+      throw Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " + std::to_string(target_.hidden_size) +
+                  ", " + std::to_string(target_.moe->num_experts) + " experts, top-" + std::to_string(target_.moe->top_k) +
+                  "); it cannot price '" + model.name + "', whose layers differ");
+    }
+    const MoeSpec& moe = *model.moe;
+    const double moe_layers = static_cast<double>(model.num_moe_layers());
+    const double dense_layers = static_cast<double>(model.num_dense_layers());
+    const double activated = ExpectedActivatedExperts(n, moe.num_experts, moe.top_k);
+    const double per_expert = n * static_cast<double>(moe.top_k) / activated;
+    cost.Add(Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
+    cost.Add(Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));
+    cost.Add(Operator::kRoutedExperts, 0, 0, moe_layers * activated * Curve("expert_ffn").Predict(per_expert));
+    if (dense_layers > 0) cost.Add(Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
+    cost.Add(Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
+    cost.activated_experts_per_layer = activated;
+    cost.tokens_per_activated_expert = per_expert;
+  } else {
+    if (model.vocab_size != target_.vocab_size) {
+      throw Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" + target_.name + "' (" +
+                  std::to_string(target_.vocab_size) + "); '" + model.name + "' has " + std::to_string(model.vocab_size));
+    }
+    const double kv_ratio = static_cast<double>(model.attention.num_kv_heads * model.attention.head_dim) /
+                            static_cast<double>(target_.attention.num_kv_heads * target_.attention.head_dim);
+    const double hidden_ratio = static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
+    cost.Add(Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
+    cost.Add(Operator::kAttention, 0, 0, layers * kv_ratio * AttentionSeconds(shape));
+    cost.Add(Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
+  }
+  cost.Total();
+  cost.device = device_name_;
+  cost.compute_dtype = compute_dtype();
+  return cost;
+}
+
+double FittedProfileCostSource::ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const {
+  if (!model.moe) throw Error("model '" + model.name + "' is dense: it has no routed experts");
+  if (tokens < 1) throw Error("an expert runs for at least one token, got " + std::to_string(tokens));
+  return Curve("expert_ffn").Predict(static_cast<double>(tokens));
+}
+
+double FittedProfileCostSource::RejectSeconds(const MoeModelSpec&, int64_t, int64_t) const {
+  // Acceptance is a few passes over the vocabulary per verified position, not profiled; taken as
+  // zero (small next to a forward pass; docs/model.md section 8).
+  return 0.0;
+}
+
+MemoryFootprint FittedProfileCostSource::Memory(const MoeModelSpec& model, double kv_tokens) const {
+  MemoryFootprint footprint;
+  footprint.weight_bytes_per_device = CountWeightBytes(model).total;
+  footprint.kv_bytes_per_device = kv_tokens * static_cast<double>(KvCacheBytesPerToken(model, 32));  // fp32 KV
+  footprint.capacity_bytes_per_device = fit_.machine.contains("memory_bytes") && fit_.machine["memory_bytes"].is_number()
+                                            ? fit_.machine["memory_bytes"].get<double>()
+                                            : std::numeric_limits<double>::infinity();
+  return footprint;
+}
+
+nlohmann::json FittedProfileCostSource::Describe() const {
+  return {{"cost_source", name()}, {"device", device_name_}, {"profile", fit_.profile}, {"profiled_device", device_}};
+}
+
+}  // namespace moelab

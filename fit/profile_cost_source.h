@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fit/latency_fit.h"
+#include "model/cost_source.h"
+#include "model/model_spec.h"
+
+namespace moelab {
+
+// The "fitted-profile" cost source: operator times from the latency curves `moelab fit latency`
+// fitted to a measured profile. It predicts the profiled machine's `device` ("cpu" or "gpu") for
+// the profiled layer shapes (the executor's), so `moelab run` can check it. Per layer, with n =
+// batch x tokens per sequence:
+//   attention: decode (context > 0, or one token per sequence): the attention_decode curve at
+//              x = n from the profiled context nearest the pass's (verify positions count as extra
+//              sequences: each attends to about the same context); prefill (empty cache, several
+//              tokens): batch x the attention_prefill curve at the prompt length;
+//   router:    router(n);  routed experts: N(n) activated experts (uniform routing,
+//              formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
+// plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
+// dense_ffn per layer, the attention curve scaled by its KV width over the profiled target's,
+// and the LM head scaled by its hidden size over the target's. Norms, residual adds and the
+// embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
+// acceptance step is taken as zero.
+class FittedProfileCostSource : public CostSource {
+ public:
+  // `profiled_target`: the MoE model the profile measured. Errors (naming the fit's file): a dense
+  // or non-GQA target, a missing curve, no curve on `device`.
+  FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target, std::string device = "cpu");
+
+  std::string name() const override { return "fitted-profile"; }
+  std::string device() const override { return device_name_; }
+  std::string compute_dtype() const override { return "bf16"; }
+  ForwardCost Forward(const MoeModelSpec& model, const ForwardShape& shape) const override;
+  double ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const override;
+  double RejectSeconds(const MoeModelSpec& target, int64_t batch, int64_t gamma) const override;
+  MemoryFootprint Memory(const MoeModelSpec& model, double kv_tokens) const override;
+  nlohmann::json Describe() const override;
+
+  // A curve over bytes (memcpy_host, storage_read) when the fit has one, else nullptr.
+  const OperatorCurve* BytesCurve(const std::string& op) const;
+  const LatencyFit& fit() const { return fit_; }
+  // Whether `fit` has curves measured on `device`.
+  static bool HasDevice(const LatencyFit& fit, const std::string& device);
+
+ private:
+  const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
+  const OperatorCurve& DecodeAttention(int64_t context) const;
+  double AttentionSeconds(const ForwardShape& shape) const;  // one layer of the profiled target
+
+  LatencyFit fit_;
+  MoeModelSpec target_;
+  std::string device_;
+  std::string device_name_;
+};
+
+}  // namespace moelab

@@ -1,0 +1,77 @@
+#include "plan/offload_sweep.h"
+
+#include <memory>
+
+#include "base/error.h"
+#include "fit/profile_cost_source.h"
+#include "policies/registry.h"
+
+namespace moelab::plan {
+
+std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config) {
+  std::vector<CostCalibration> made;
+  if (sources.calibrated()) {
+    if (sources.CalibrationProfileHas("cpu")) {
+      made.push_back(sources.Calibrate("cpu", config.hardware));
+      config.host_cost = made.back().params;
+    }
+    if (sources.CalibrationProfileHas("gpu")) {
+      made.push_back(sources.Calibrate("gpu", config.hardware));
+      config.cost = made.back().params;
+    }
+    if (made.empty()) throw Error(sources.CalibrationProfile().origin + ": no cpu or gpu samples to calibrate with");
+    config.cost_source = CostSources::RooflineName(true);
+  } else if (sources.fitted()) {
+    const LatencyFit& fit = sources.Fit();
+    // The curves price the layer shapes the profile measured: simulate the executor's shape.
+    config.model = ExecutorTargetShape(config.model);
+    const MoeModelSpec& profiled = config.model;
+    const bool cpu = FittedProfileCostSource::HasDevice(fit, "cpu");
+    const bool gpu = FittedProfileCostSource::HasDevice(fit, "gpu");
+    if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
+    if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
+    if (!cpu && !gpu) throw Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
+    config.cost_source = cpu && gpu ? "fitted-profile"
+                         : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
+                                    : "fitted-profile (accelerator) + analytic-roofline (host)";
+  }
+  return made;
+}
+
+void OffloadSweepRequest::Validate() const {
+  if (memory_bytes.empty()) throw Error("--memory list is empty");
+  for (double bytes : memory_bytes) {
+    if (!(bytes > 0)) throw Error("--memory values must be > 0 GB, got " + std::to_string(bytes / 1e9));
+  }
+  for (const std::string& name : policies) policies::DefaultPolicyRegistry().Find(name);  // lists the valid ones
+  cost.Validate();
+  base.Validate();
+}
+
+OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const PresetStore& store) {
+  request.Validate();
+  OffloadSweepResult result;
+  result.base = request.base;
+  result.memory_bytes = request.memory_bytes;
+  result.policies = request.policies.empty() ? policies::DefaultPolicyRegistry().Names() : request.policies;
+  CostSources sources(request.cost, store);
+  result.calibrations = ApplyCostSources(sources, result.base);
+  for (double bytes : result.memory_bytes) {
+    for (const std::string& name : result.policies) {
+      sim::SimConfig config = result.base;
+      config.policy = name;
+      config.accelerator_bytes = bytes;
+      OffloadSweepCell cell{bytes, name, std::nullopt, ""};
+      try {
+        cell.result = sim::SimulateOffload(config);
+      } catch (const Error& e) {
+        // A configuration the policy cannot run at this size (e.g. too little memory for its cache).
+        cell.error = e.what();
+      }
+      result.cells.push_back(std::move(cell));
+    }
+  }
+  return result;
+}
+
+}  // namespace moelab::plan

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fit/cost_calibration.h"
+#include "model/preset_store.h"
+#include "plan/cost_source_options.h"
+#include "sim/offload_simulator.h"
+
+namespace moelab::plan {
+
+// Prices the offload simulator's two devices from the chosen source: with --calibrate, the
+// profile's CPU samples calibrate the host's roofline and its GPU samples (when any) the
+// accelerator's; with --profile, the fit's CPU curves price the host (and its GPU curves, when
+// any, the accelerator), the other device keeps its analytic roofline. Sets config.cost_source
+// ("calibrated-roofline", "fitted-profile", or "fitted-profile (host) + analytic-roofline
+// (accelerator)" when the sources differ). Returns the calibrations made.
+std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config);
+
+// `moelab plan offload`: each policy's TPOT (TTFT, hit rate) across accelerator memory sizes.
+struct OffloadSweepRequest {
+  sim::SimConfig base;                  // model, hardware, workload, routing, seed
+  std::vector<double> memory_bytes;     // accelerator memory sizes to try
+  std::vector<std::string> policies;    // empty: every registered policy
+  CostSourceOptions cost;
+
+  void Validate() const;
+};
+
+struct OffloadSweepCell {
+  double memory_bytes = 0;
+  std::string policy;
+  std::optional<sim::SimResult> result;  // absent when the policy cannot run at this size
+  std::string error;                     // why not
+};
+
+struct OffloadSweepResult {
+  sim::SimConfig base;  // with the cost sources applied
+  std::vector<std::string> policies;
+  std::vector<double> memory_bytes;
+  std::vector<OffloadSweepCell> cells;  // memory-major, policies in order
+  std::vector<CostCalibration> calibrations;
+};
+
+OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const PresetStore& store);
+
+}  // namespace moelab::plan

@@ -1,0 +1,75 @@
+#include "plan/sd_sweep.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "fit/fit_json.h"
+#include "fit/predict.h"
+
+namespace moelab::plan {
+namespace {
+
+std::string FormatLevel(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.4f", value);
+  return text;
+}
+
+}  // namespace
+
+void SdSweepRequest::Validate() const {
+  if (levels.empty()) throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
+  for (double level : levels) {
+    if (by_sigma ? !(level > 0 && level <= 1) : !(level >= 0 && level < 1)) {
+      throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " value " + FormatLevel(level) +
+                  (by_sigma ? ": expected a number in (0, 1]" : ": expected a number in [0, 1)"));
+    }
+  }
+  plan.Validate();
+  cost.Validate();
+}
+
+std::optional<double> SdSweepResult::MoesdSpeedup(const SdPlanRow& row) const {
+  if (!sd_fit || !target.moe) return std::nullopt;
+  return PredictSpeedup(*sd_fit, SdPoint{row.batch, row.gamma, target.moe->top_k, target.moe->num_experts, row.sigma});
+}
+
+SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store) {
+  request.Validate();
+  SdSweepResult result;
+  result.by_sigma = request.by_sigma;
+  result.plan = request.plan;
+  result.target = store.LoadModel(request.model);
+  result.draft = store.LoadModel(request.draft);
+  CostSources sources(request.cost, store);
+  if (sources.fitted()) {
+    result.target = ExecutorTargetShape(result.target);
+    result.draft = ExecutorDraftShape(result.draft, result.target);
+    result.source = sources.Fitted(result.target);
+    result.hardware = "profile:" + *request.cost.fitted_profile;
+    result.display_name = result.hardware;
+  } else {
+    const HardwareSpec hardware = store.LoadHardware(request.cost.hardware);
+    result.source = sources.ForHardware(hardware);
+    result.hardware = hardware.name;
+    result.display_name = hardware.display_name;
+    if (!sources.calibrations().empty()) result.calibration = sources.calibrations().front();
+  }
+  if (request.sd_fit) {
+    result.sd_fit = LoadSdFit(*request.sd_fit);
+    result.sd_fit_path = *request.sd_fit;
+  }
+  SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length, result.hardware);
+  for (double level : request.levels) {
+    SdPlanOptions options = request.plan;
+    if (request.by_sigma) {
+      options.sigma = level;
+    } else {
+      options.alpha = level;
+    }
+    result.levels.push_back({level, PlanSpeculativeDecoding(costs, options)});
+  }
+  return result;
+}
+
+}  // namespace moelab::plan

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fit/cost_calibration.h"
+#include "fit/sd_fit.h"
+#include "model/cost_source.h"
+#include "model/model_spec.h"
+#include "model/preset_store.h"
+#include "model/sd_plan.h"
+#include "plan/cost_source_options.h"
+
+namespace moelab::plan {
+
+// The speculative-decoding sweep behind `moelab plan sd` (one acceptance level) and `moelab sim sd`
+// (several): speedup, target efficiency and round shares over batch x gamma at each alpha (or fixed
+// sigma), best gamma per batch, the batch range where SD pays.
+struct SdSweepRequest {
+  std::string model;  // target preset or path
+  std::string draft;
+  CostSourceOptions cost;
+  SdPlanOptions plan;          // batches, gammas, context, verify (alpha/sigma set per level)
+  std::vector<double> levels;  // alphas in [0, 1), or sigmas in (0, 1] when by_sigma
+  bool by_sigma = false;
+  std::optional<std::string> sd_fit;  // a fitted MoESD model whose speedup is reported per row
+
+  void Validate() const;  // Error naming the option
+};
+
+struct SdSweepLevel {
+  double level = 0;
+  SdPlan plan;
+};
+
+struct SdSweepResult {
+  MoeModelSpec target, draft;  // with --profile, the executor shapes the profile measured
+  std::string hardware;        // the preset, or "profile:FIT.json"
+  std::string display_name;
+  bool by_sigma = false;
+  SdPlanOptions plan;
+  std::shared_ptr<const CostSource> source;
+  std::optional<CostCalibration> calibration;
+  std::optional<SdFit> sd_fit;
+  std::string sd_fit_path;
+  std::vector<SdSweepLevel> levels;
+
+  // The MoESD fit's speedup for a row (nullopt without --sd-fit or for a dense target).
+  std::optional<double> MoesdSpeedup(const SdPlanRow& row) const;
+};
+
+SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store);
+
+}  // namespace moelab::plan

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab::report {
+
+// A plain text table with right-aligned numeric columns.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string FormatNumber(double value, int precision);
+std::string FormatBytes(double bytes);      // "93.4 GB" (decimal units)
+std::string FormatCount(double count);      // "46.70 B", "494.0 M"
+std::string FormatSeconds(double seconds);  // "12.3 ms"
+
+}  // namespace moelab::report

@@ -1,0 +1,112 @@
+#include "report/row_set.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "report/format.h"
+
+namespace moelab::report {
+namespace {
+
+std::string DefaultText(const Cell& cell) {
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "yes" : "no";
+  if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&cell)) return FormatNumber(*d, 3);
+  if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  return "-";
+}
+
+std::string CsvField(const Cell& cell) {
+  if (std::holds_alternative<std::monostate>(cell)) return "";
+  if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
+  if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&cell)) {
+    char text[40];
+    std::snprintf(text, sizeof(text), "%.17g", *d);
+    return text;
+  }
+  // RFC 4180: quote fields with separators, quotes or line breaks; double the quotes.
+  const std::string& s = std::get<std::string>(cell);
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string quoted = "\"";
+  for (char c : s) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+nlohmann::json JsonOf(const Cell& cell) {
+  if (const auto* b = std::get_if<bool>(&cell)) return *b;
+  if (const auto* i = std::get_if<int64_t>(&cell)) return *i;
+  if (const auto* d = std::get_if<double>(&cell)) return *d;
+  if (const auto* s = std::get_if<std::string>(&cell)) return *s;
+  return nullptr;
+}
+
+}  // namespace
+
+RowSet::RowSet(std::vector<Column> columns) : columns_(std::move(columns)) {
+  for (Column& column : columns_) {
+    if (!column.text) column.text = DefaultText;
+  }
+}
+
+void RowSet::Add(std::vector<Cell> cells) {
+  if (cells.size() != columns_.size()) {
+    throw Error("row of " + std::to_string(cells.size()) + " cells for " + std::to_string(columns_.size()) + " columns");
+  }
+  rows_.push_back(std::move(cells));
+}
+
+nlohmann::json RowSet::ToJson() const {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : rows_) {
+    nlohmann::json object = nlohmann::json::object();
+    for (size_t i = 0; i < columns_.size(); ++i) object[columns_[i].key] = JsonOf(row[i]);
+    rows.push_back(std::move(object));
+  }
+  return rows;
+}
+
+std::string RowSet::ToCsv() const {
+  std::string csv;
+  for (size_t i = 0; i < columns_.size(); ++i) csv += (i ? "," : "") + CsvField(columns_[i].key);
+  csv += "\n";
+  for (const auto& row : rows_) {
+    for (size_t i = 0; i < row.size(); ++i) csv += (i ? "," : "") + CsvField(row[i]);
+    csv += "\n";
+  }
+  return csv;
+}
+
+std::string RowSet::ToTable() const {
+  std::vector<std::string> header;
+  for (const Column& column : columns_) {
+    if (column.in_table) header.push_back(column.title);
+  }
+  Table table(header);
+  for (const auto& row : rows_) {
+    std::vector<std::string> cells;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (!columns_[i].in_table) continue;
+      cells.push_back(std::holds_alternative<std::monostate>(row[i]) ? "-" : columns_[i].text(row[i]));
+    }
+    table.AddRow(cells);
+  }
+  return table.Render();
+}
+
+void Emit(const std::string& text, const std::string& out) {
+  if (out.empty()) {
+    std::cout << text;
+  } else {
+    WriteFileAtomically(out, text);
+  }
+}
+
+void EmitJson(const nlohmann::json& json, const std::string& out) { Emit(json.dump(2) + "\n", out); }
+
+}  // namespace moelab::report

@@ -1,0 +1,141 @@
+// The cost-source chooser (plan/cost_source_options.h): every prediction takes every source the
+// same way, and the offload simulator's CPU operations are the fitted curves when a fit prices them.
+#include <gtest/gtest.h>
+
+#include "fit/fit_json.h"
+#include "fit/profile_cost_source.h"
+#include "model/moe_math.h"
+#include "model/preset_store.h"
+#include "plan/cost_source_options.h"
+#include "plan/offload_sweep.h"
+#include "plan/sd_sweep.h"
+#include "sim/cost_model.h"
+#include "tests/support/error_of.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab::plan {
+namespace {
+
+using testing::ErrorOf;
+
+const PresetStore& Store() {
+  static const PresetStore store(testing::PresetDir());
+  return store;
+}
+
+std::string FitFile() { return (testing::TestDataDir() / "fits/latency-quick-cpu.json").string(); }
+std::string ProfileFile() { return (testing::TestDataDir() / "profiles/quick-cpu.json").string(); }
+
+const OperatorCurve& CurveOf(const LatencyFit& fit, const std::string& op, int64_t context = -1) {
+  for (const OperatorCurve& curve : fit.operators) {
+    if (curve.op != op || curve.variable != "tokens") continue;
+    if (context >= 0 && (!curve.shape.contains("context") || curve.shape["context"].get<int64_t>() != context)) continue;
+    return curve;
+  }
+  throw Error("test fit lacks " + op);
+}
+
+// Mixtral on an RTX 3090 priced by `options` (an offload simulation's devices).
+sim::SimConfig OffloadConfig(CostSourceOptions options, std::vector<CostCalibration>* made = nullptr) {
+  sim::SimConfig config;
+  config.model = Store().LoadModel("mixtral-8x7b");
+  config.hardware = Store().LoadHardware("rtx-3090");
+  options.hardware_given = false;
+  CostSources sources(options, Store());
+  const std::vector<CostCalibration> calibrations = ApplyCostSources(sources, config);
+  if (made != nullptr) *made = calibrations;
+  return config;
+}
+
+// sim offload --profile: the CPU's expert, dense-layer and LM-head times are the fitted curves,
+// computed here by hand from the fit file.
+TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
+  const LatencyFit fit = LoadLatencyFit(FitFile());
+  CostSourceOptions options;
+  options.fitted_profile = FitFile();
+  std::vector<CostCalibration> made;
+  const sim::SimConfig config = OffloadConfig(options, &made);
+  EXPECT_TRUE(made.empty());
+  EXPECT_EQ(config.cost_source, "fitted-profile (host) + analytic-roofline (accelerator)");
+  ASSERT_NE(config.host_costs, nullptr);
+  EXPECT_EQ(config.accelerator_costs, nullptr);  // the fit has no GPU curves
+  EXPECT_EQ(config.model.hidden_size, 1024);     // the executor's shape, which the profile measured
+
+  sim::CostModel cost(config.model, config.hardware, config.cost, config.cost, 2, config.accelerator_costs,
+                      config.host_costs);
+  for (int64_t tokens : {1, 7, 64}) {
+    const double expected = CurveOf(fit, "expert_ffn").Predict(static_cast<double>(tokens));
+    EXPECT_NEAR(cost.ExpertSeconds(policies::Device::kCpu, tokens), expected, 1e-12 * expected);
+  }
+  for (int64_t batch : {1, 4}) {
+    const ForwardShape shape{batch, 1, 1024, true};
+    const double n = static_cast<double>(batch);
+    const double layer = CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n);
+    const sim::CostModel::DenseCost& dense = cost.Dense(policies::Device::kCpu, shape);
+    ASSERT_EQ(dense.layer_s.size(), 8u);
+    for (double layer_s : dense.layer_s) EXPECT_NEAR(layer_s, layer, 1e-12 * layer);
+    EXPECT_NEAR(dense.lm_head_s, CurveOf(fit, "lm_head").Predict(n), 1e-15);
+    EXPECT_EQ(dense.embedding_s, 0.0);  // not profiled
+  }
+  // The accelerator keeps the preset's roofline.
+  EXPECT_EQ(cost.Source(policies::Device::kAccelerator).name(), "analytic-roofline");
+}
+
+TEST(CostSources, CalibrationPricesTheHostAndNamesTheSource) {
+  CostSourceOptions options;
+  options.calibrate_profile = ProfileFile();
+  std::vector<CostCalibration> made;
+  const sim::SimConfig config = OffloadConfig(options, &made);
+  ASSERT_EQ(made.size(), 1u);  // CPU samples only
+  ASSERT_TRUE(config.host_cost.has_value());
+  EXPECT_EQ(config.host_cost->compute_efficiency, made[0].params.compute_efficiency);
+  EXPECT_EQ(config.cost_source, "calibrated-roofline");
+}
+
+TEST(CostSources, OneSourcePerRequestAndClearRefusals) {
+  CostSourceOptions both;
+  both.fitted_profile = FitFile();
+  both.hardware = "rtx-3090";
+  EXPECT_NE(ErrorOf([&] { both.Validate(); }).find("give --hardware or --profile, not both"), std::string::npos);
+  CostSourceOptions efficiencies;
+  efficiencies.calibrate_profile = ProfileFile();
+  efficiencies.explicit_efficiency = "memory-efficiency";
+  EXPECT_EQ(ErrorOf([&] { efficiencies.Validate(); }),
+            "give --memory-efficiency or --calibrate, not both (the calibration fits it)");
+  CostSourceOptions profiled;
+  profiled.profiled_hardware = "epyc-9654";
+  EXPECT_EQ(ErrorOf([&] { profiled.Validate(); }), "--profiled-hardware needs --calibrate PROFILE.json");
+}
+
+// The same SD sweep from the three sources: each names itself; the fitted one's target step is
+// the curves' sum.
+TEST(CostSources, SdSweepTakesEverySource) {
+  SdSweepRequest request;
+  request.model = "mixtral-8x7b";
+  request.draft = "llama-3.2-1b";
+  request.levels = {0.8};
+  request.plan.batches = {1, 4};
+  request.plan.gammas = {2};
+  request.plan.context_length = 1024;
+  request.cost.hardware = "epyc-9654";
+  EXPECT_EQ(RunSdSweep(request, Store()).source->name(), "analytic-roofline");
+  request.cost.calibrate_profile = ProfileFile();
+  const SdSweepResult calibrated = RunSdSweep(request, Store());
+  EXPECT_EQ(calibrated.source->name(), "calibrated-roofline");
+  EXPECT_TRUE(calibrated.calibration.has_value());
+  request.cost.calibrate_profile.reset();
+  request.cost.hardware_given = false;
+  request.cost.fitted_profile = FitFile();
+  const SdSweepResult fitted = RunSdSweep(request, Store());
+  EXPECT_EQ(fitted.source->name(), "fitted-profile");
+  const LatencyFit fit = LoadLatencyFit(FitFile());
+  const double n = 4;
+  const double activated = ExpectedActivatedExperts(n, 8, 2);
+  const double expected = 8 * (CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n) +
+                               activated * CurveOf(fit, "expert_ffn").Predict(n * 2 / activated)) +
+                          CurveOf(fit, "lm_head").Predict(n);
+  EXPECT_NEAR(fitted.levels[0].plan.rows[1].target_step_s, expected, 1e-12 * expected);
+}
+
+}  // namespace
+}  // namespace moelab::plan
