@@ -1,6 +1,8 @@
 // Kernel benchmarks judged against this machine's limits, measured in the same binary:
 //   DramRead        read bandwidth of all threads streaming a 1 GiB buffer (bytes_per_second)
 //   Bf16Peak        vdpbf16ps throughput of all threads on registers (FLOP/s)
+//   Fp32Peak        256-bit fp32 FMA throughput of all threads on registers (FLOP/s): the peak of
+//                   the AVX2 / AVX-512F paths, which multiply bf16 weights in fp32
 //   ExpertFfn/T     the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
 //                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights), cycling
 //                   through 32 experts (704 MB) so weights come from DRAM as in decode
@@ -47,22 +49,35 @@ void DramRead(benchmark::State& state) {
   state.counters["threads"] = threads;
 }
 
-void Bf16Peak(benchmark::State& state) {
-  if (ActiveIsa() != Isa::kAvx512Bf16) {
-    state.SkipWithError("needs AVX512-BF16");
-    return;
-  }
+// Every pool thread runs loop(4M iterations) on registers; counter "flops".
+void PeakBench(benchmark::State& state, float (*loop)(int64_t), double flops_per_iteration) {
   ThreadPool& pool = Pool();
   const int threads = pool.size();
   constexpr int64_t kIterations = 4'000'000;
   std::vector<float> sinks(static_cast<size_t>(threads));
   for (auto _ : state) {
-    pool.Run(threads, [&](int64_t task, int) { sinks[task] = Bf16DotLoop(kIterations); });
+    pool.Run(threads, [&](int64_t task, int) { sinks[task] = loop(kIterations); });
     benchmark::DoNotOptimize(sinks.data());
   }
-  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * kBf16DotLoopFlopsPerIteration,
+  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * flops_per_iteration,
                                                benchmark::Counter::kIsRate);
   state.counters["threads"] = threads;
+}
+
+void Bf16Peak(benchmark::State& state) {
+  if (ActiveIsa() != Isa::kAvx512Bf16) {
+    state.SkipWithError("needs AVX512-BF16");
+    return;
+  }
+  PeakBench(state, Bf16DotLoop, kBf16DotLoopFlopsPerIteration);
+}
+
+void Fp32Peak(benchmark::State& state) {
+  if (ActiveIsa() == Isa::kScalar) {
+    state.SkipWithError("needs AVX2+FMA");
+    return;
+  }
+  PeakBench(state, Fp32FmaLoop, kFp32FmaLoopFlopsPerIteration);
 }
 
 constexpr int64_t kHidden = 1024;
@@ -132,6 +147,7 @@ void DecodeStep(benchmark::State& state) {
 
 BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(ExpertFfnBench)->Name("ExpertFfn")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(256)->Arg(512)->Arg(1024)
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);

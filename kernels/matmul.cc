@@ -21,16 +21,18 @@ int64_t RowsPerTask(int64_t n, int threads) {
 
 namespace {
 
-using kernels_internal::MatmulRowsFn;
+using kernels_internal::MatmulPackedRowsFn;
 
-MatmulRowsFn PortableRowsFunction(Isa isa) {
-  return isa == Isa::kAvx2 ? kernels_internal::MatmulRowsAvx2 : kernels_internal::MatmulRowsScalar;
+// The fp32-FMA kernel on packed weights for this ISA, or null (AVX512-BF16 and scalar have their own).
+MatmulPackedRowsFn FmaPackedRowsFunction(Isa isa) {
+  return isa == Isa::kAvx2 ? kernels_internal::MatmulPackedRowsAvx2 : nullptr;
 }
 
 // Per-thread buffers reused across calls (no allocation on the decode path).
 struct ThreadScratch {
   std::vector<Bf16> x_bf16;
-  std::vector<Bf16> unpacked_group;  // portable ISAs: one 16-row group of packed weights, row-major
+  std::vector<float> x_rounded;      // fp32-FMA ISAs: the activations rounded to bf16, as floats
+  std::vector<Bf16> unpacked_group;  // scalar: one 16-row group of packed weights, row-major
   int32_t* pairs = nullptr;  // 64-byte aligned (the packed tokens are read with aligned loads)
   int64_t pair_capacity = 0;
   ~ThreadScratch() { std::free(pairs); }
@@ -90,10 +92,9 @@ void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t 
   });
 }
 
-// Portable ISAs on packed weights: each 16-row group unpacked to row-major and run through the
-// row-major kernel, so the result equals that ISA's row-major result bit for bit.
-void MatmulPackedPortable(MatmulRowsFn rows_fn, const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y,
-                          int64_t ldy, ThreadPool& pool) {
+// Scalar on packed weights: each 16-row group unpacked to row-major and run through the row-major
+// kernel, so the result equals the row-major result bit for bit.
+void MatmulPackedScalar(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t k = w.cols(), n = w.rows(), group_rows = PackedBf16Matrix::kGroupRows;
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
     std::vector<Bf16>& rows = Scratch().unpacked_group;
@@ -101,9 +102,31 @@ void MatmulPackedPortable(MatmulRowsFn rows_fn, const Bf16* x, int64_t m, const 
     for (int64_t j = begin; j < end; j += group_rows) {
       const int64_t count = std::min(group_rows, end - j);
       w.UnpackRows(j, count, rows.data());
-      rows_fn(x, m, k, rows.data(), 0, count, y + j, ldy);
+      kernels_internal::MatmulRowsScalar(x, m, k, rows.data(), 0, count, y + j, ldy);
     }
   });
+}
+
+// fp32-FMA ISAs: x_rounded (m x k, rounded to bf16) against the packed weights.
+void MatmulPackedFma(MatmulPackedRowsFn rows_fn, const float* x_rounded, int64_t m, const PackedBf16Matrix& w,
+                     float* y, int64_t ldy, ThreadPool& pool) {
+  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) {
+    rows_fn(x_rounded, m, w.cols(), w.data(), begin, end, y, ldy);
+  });
+}
+
+// The activations as fp32-FMA kernels read them (fp32 values representable in bf16).
+const float* RoundedActivations(const float* x, int64_t count) {
+  std::vector<float>& out = Scratch().x_rounded;
+  out.resize(static_cast<size_t>(count));
+  kernels_internal::RoundToBf16FloatsAvx2(x, count, out.data());
+  return out.data();
+}
+const float* RoundedActivations(const Bf16* x, int64_t count) {
+  std::vector<float>& out = Scratch().x_rounded;
+  out.resize(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = Bf16ToFloat(x[i]);
+  return out.data();
 }
 
 void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, const PackedBf16Matrix& w, float* y,
@@ -132,16 +155,27 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
     MatmulAvx512Bf16(x, x_pairs, m, k, w, n, y, ldy, pool);
     return;
   }
-  const MatmulRowsFn rows_fn = PortableRowsFunction(isa);
-  ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) { rows_fn(x, m, k, w, begin, end, y, ldy); });
+  if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
+    // The fp32-FMA kernels read packed weights only: row-major callers (tests, benchmarks) pack per call.
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y, ldy, pool);
+    return;
+  }
+  ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
+    kernels_internal::MatmulRowsScalar(x, m, k, w, begin, end, y, ldy);
+  });
 }
 
 void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, float* y,
                 int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
-  if (ActiveIsa() == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
     // The batch kernel reads tokens pair-major: round and pack in one pass.
     MatmulAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, k, w, n, y, ldy, pool);
+    return;
+  }
+  if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y, ldy, pool);
     return;
   }
   std::vector<Bf16>& x_bf16 = Scratch().x_bf16;
@@ -158,14 +192,23 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* 
     MatmulPackedAvx512Bf16(x, x_pairs, m, w, y, ldy, pool);
     return;
   }
-  MatmulPackedPortable(PortableRowsFunction(isa), x, m, w, y, ldy, pool);
+  if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * w.cols()), m, w, y, ldy, pool);
+    return;
+  }
+  MatmulPackedScalar(x, m, w, y, ldy, pool);
 }
 
 void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || w.rows() <= 0) return;
   const int64_t k = w.cols();
-  if (ActiveIsa() == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
     MatmulPackedAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, w, y, ldy, pool);
+    return;
+  }
+  if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, w, y, ldy, pool);
     return;
   }
   std::vector<Bf16>& x_bf16 = Scratch().x_bf16;

@@ -10,13 +10,17 @@
 namespace moelab::kernels_internal {
 
 // Computes y rows [0, m) x columns [n_begin, n_end) of y = x w^T; x: m x k bf16, row-major.
-using MatmulRowsFn = void (*)(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                              int64_t n_end, float* y, int64_t ldy);
-
 void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
                       int64_t n_end, float* y, int64_t ldy);
-void MatmulRowsAvx2(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
-                    int64_t n_end, float* y, int64_t ldy);
+
+// fp32-FMA ISAs (kernels/matmul_row_lanes.h) on PackedBf16Matrix storage: x is m x k fp32 values
+// already rounded to bf16 (RoundToBf16Floats); wp is group 0 of the matrix, n_begin a multiple of 16.
+using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin,
+                                    int64_t n_end, float* y, int64_t ldy);
+void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
+                          float* y, int64_t ldy);
+// out[i] = Bf16ToFloat(FloatToBf16(in[i])), 8 at a time.
+void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out);
 
 // AVX512-BF16. Up to kDecodeTokens tokens the kernel reads x (m x k bf16, row-major); above it,
 // x_pairs: the tokens packed by PackTokenPairsAvx512, 64-byte aligned, TokenPairsCount(m, k) dwords.

@@ -5,7 +5,7 @@
 namespace moelab {
 
 PackedBf16Matrix::PackedBf16Matrix(int64_t rows, int64_t cols)
-    : rows_(rows), cols_(cols), storage_(static_cast<size_t>(groups() * group_elements()), 0) {}
+    : rows_(rows), cols_(cols), storage_(static_cast<size_t>(groups() * group_elements() + kReadPadding), 0) {}
 
 PackedBf16Matrix PackedBf16Matrix::Pack(const Bf16* w, int64_t rows, int64_t cols) {
   PackedBf16Matrix packed(rows, cols);

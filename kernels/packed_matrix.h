@@ -17,6 +17,9 @@ namespace moelab {
 class PackedBf16Matrix {
  public:
   static constexpr int64_t kGroupRows = 16;
+  // Zero elements after the last group: the fp32-FMA kernels read each pair vector a second time
+  // one element later (kernels/matmul_row_lanes.h), 2 bytes past the last vector.
+  static constexpr int64_t kReadPadding = 32;
 
   PackedBf16Matrix() = default;
   // Zero-filled.

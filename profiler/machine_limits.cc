@@ -13,9 +13,18 @@
 namespace moelab {
 
 float ReadStreamAvx512(const char* data, size_t bytes);
+float ReadStreamAvx2(const char* data, size_t bytes);
+
+namespace {
+bool HasAvx2Fma() {
+  const std::vector<Isa> isas = SupportedIsas();
+  return std::find(isas.begin(), isas.end(), Isa::kAvx2) != isas.end();
+}
+}  // namespace
 
 float ReadStream(const char* data, size_t bytes) {
   if (ActiveIsa() == Isa::kAvx512Bf16) return ReadStreamAvx512(data, bytes);
+  if (HasAvx2Fma()) return ReadStreamAvx2(data, bytes);
   float a[8] = {};
   const float* values = reinterpret_cast<const float*>(data);
   const size_t count = bytes / sizeof(float);
@@ -62,16 +71,22 @@ nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int r
   limits["peak_flops"] = nlohmann::json::object();
   std::string method = "best of " + std::to_string(repetitions) + ": every thread streams its share of a " +
                        std::to_string(chunk * threads) + "-byte buffer";
-  if (ActiveIsa() == Isa::kAvx512Bf16) {
-    constexpr int64_t kIterations = 2'000'000;
-    const double dot_s = BestSeconds(pool, repetitions, [&](int64_t task, int) {
-      sinks[static_cast<size_t>(task)] = Bf16DotLoop(kIterations);
+  // FLOP/s of every thread running loop(iterations) on registers.
+  const auto peak = [&](float (*loop)(int64_t), int64_t iterations, double flops_per_iteration) {
+    const double seconds = BestSeconds(pool, repetitions, [&](int64_t task, int) {
+      sinks[static_cast<size_t>(task)] = loop(iterations);
     });
-    limits["peak_flops"]["bf16"] =
-        static_cast<double>(threads) * kIterations * kBf16DotLoopFlopsPerIteration / dot_s;
+    return static_cast<double>(threads) * static_cast<double>(iterations) * flops_per_iteration / seconds;
+  };
+  if (ActiveIsa() == Isa::kAvx512Bf16) {
+    limits["peak_flops"]["bf16"] = peak(Bf16DotLoop, 2'000'000, kBf16DotLoopFlopsPerIteration);
     method += "; every thread runs 12 independent vdpbf16ps chains on registers";
   } else {
     method += "; no bf16 peak: the CPU lacks AVX512-BF16";
+  }
+  if (HasAvx2Fma()) {
+    limits["peak_flops"]["fp32"] = peak(Fp32FmaLoop, 4'000'000, kFp32FmaLoopFlopsPerIteration);
+    method += "; every thread runs 12 independent 256-bit fp32 FMA chains on registers";
   }
   limits["threads"] = static_cast<int64_t>(threads);
   limits["method"] = method;

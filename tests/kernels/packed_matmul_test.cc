@@ -137,6 +137,33 @@ TEST_P(PackedMatmulTest, ExpertFfnEqualsRowMajor) {
   }
 }
 
+// The fp32-FMA paths (AVX2, AVX-512F) add each exact bf16 product to one fp32 accumulator in k
+// order, which is what the scalar loop does: the same bits, decode tiles, prefill k blocks
+// (k = 1031: 516 pairs, 3 blocks of up to 256) and odd shapes alike.
+TEST_P(PackedMatmulTest, FmaPathEqualsScalarBitForBit) {
+  if (GetParam() == Isa::kScalar || GetParam() == Isa::kAvx512Bf16) {
+    GTEST_SKIP() << ToString(GetParam()) << " multiplies pairs with its own instruction (not the fp32-FMA family)";
+  }
+  ThreadPool pool(2);
+  uint32_t seed = 40;
+  for (int64_t k : {7, 33, 1031}) {
+    for (int64_t n : {5, 70, 300}) {
+      const std::vector<Bf16> w = RandomWeights(n * k, seed++);
+      const PackedBf16Matrix packed = PackedBf16Matrix::Pack(w.data(), n, k);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 300}) {
+        const std::vector<float> x = RandomActivations(m * k, seed++);
+        std::vector<float> fma(m * n), scalar(m * n);
+        MatmulBf16(x.data(), m, packed, fma.data(), n, pool);
+        SetActiveIsa(Isa::kScalar);
+        MatmulBf16(x.data(), m, packed, scalar.data(), n, pool);
+        SetActiveIsa(GetParam());
+        ASSERT_EQ(0, std::memcmp(fma.data(), scalar.data(), fma.size() * sizeof(float)))
+            << ToString(GetParam()) << " m=" << m << " k=" << k << " n=" << n;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, PackedMatmulTest, ::testing::ValuesIn(SupportedIsas()),
                          [](const auto& info) { return ToString(info.param); });
 
