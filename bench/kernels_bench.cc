@@ -3,15 +3,17 @@
 //   Bf16Peak        vdpbf16ps throughput of all threads on registers (FLOP/s)
 //   Fp32Peak        256-bit fp32 FMA throughput of all threads on registers (FLOP/s): the peak of
 //                   the AVX2 / AVX-512F paths, which multiply bf16 weights in fp32
-//   ExpertFfn/T     the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
-//                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights), cycling
-//                   through 32 experts (704 MB) so weights come from DRAM as in decode
+//   ExpertFfn/T/B   the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
+//                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights) stored in
+//                   B bits (16 bf16, 8 q8_0, 4 q4_0), cycling through 32 experts (>= 200 MB) so
+//                   weights come from DRAM as in decode; weight_bytes_per_s counts stored bytes
 //   DecodeStep      one decode step of the default model at batch 1 through the executor
 // scripts/bench.sh turns the JSON into the ratios in results/.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -19,7 +21,7 @@
 #include "executor/run_workload.h"
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
-#include "kernels/packed_matrix.h"
+#include "kernels/weight_matrix.h"
 #include "model/preset_store.h"
 #include "profiler/machine_limits.h"
 
@@ -84,44 +86,50 @@ constexpr int64_t kHidden = 1024;
 constexpr int64_t kWidth = 3584;
 constexpr int64_t kExperts = 32;
 
-// The experts as the executor holds them: gate|up and down packed (kernels/packed_matrix.h).
-struct PackedExpert {
-  PackedBf16Matrix gate_up, down;
+// The experts as the executor holds them: gate|up and down in one format (kernels/weight_matrix.h;
+// quantized formats quantize the same bf16 values).
+struct Expert {
+  WeightMatrix gate_up, down;
+  double StoredBytes() const { return gate_up.StoredBytes() + down.StoredBytes(); }
 };
 
-const std::vector<PackedExpert>& ExpertWeights() {
-  static const std::vector<PackedExpert> experts = [] {
-    std::vector<Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
-    std::vector<PackedExpert> packed;
-    for (int64_t e = 0; e < kExperts; ++e) {
-      for (size_t i = 0; i < w.size(); ++i) {
-        w[i] = FloatToBf16(static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) * 0.01f);
-      }
-      packed.push_back({PackedBf16Matrix::Pack(w.data(), 2 * kWidth, kHidden),
-                        PackedBf16Matrix::Pack(w.data() + 2 * kWidth * kHidden, kHidden, kWidth)});
+const std::vector<Expert>& ExpertWeights(WeightFormat format) {
+  static std::map<WeightFormat, std::vector<Expert>> cache;
+  std::vector<Expert>& experts = cache[format];
+  if (!experts.empty()) return experts;
+  std::vector<Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
+  for (int64_t e = 0; e < kExperts; ++e) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] = FloatToBf16(static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) * 0.01f);
     }
-    return packed;
-  }();
+    Expert expert{WeightMatrix(format, 2 * kWidth, kHidden), WeightMatrix(format, kHidden, kWidth)};
+    expert.gate_up.PackRows(0, 2 * kWidth, w.data());
+    expert.down.PackRows(0, kHidden, w.data() + 2 * kWidth * kHidden);
+    experts.push_back(std::move(expert));
+  }
   return experts;
 }
 
+// Args: tokens, weight bits (16 bf16, 8 q8_0, 4 q4_0).
 void ExpertFfnBench(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const std::vector<PackedExpert>& experts = ExpertWeights();
+  const WeightFormat format = WeightFormatFromBits(static_cast<int>(state.range(1)), "bits");
+  const std::vector<Expert>& experts = ExpertWeights(format);
   std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
   ExpertFfnScratch scratch;
   int64_t expert = 0;
   for (auto _ : state) {
-    const PackedExpert& weights = experts[static_cast<size_t>(expert)];
+    const Expert& weights = experts[static_cast<size_t>(expert)];
     ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(), scratch);
     benchmark::DoNotOptimize(out.data());
     expert = (expert + 1) % kExperts;
   }
   const double iterations = static_cast<double>(state.iterations());
   state.counters["weight_bytes_per_s"] =
-      benchmark::Counter(iterations * ExpertFfnWeightBytes(kHidden, kWidth), benchmark::Counter::kIsRate);
+      benchmark::Counter(iterations * experts[0].StoredBytes(), benchmark::Counter::kIsRate);
   state.counters["flops"] = benchmark::Counter(iterations * ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
+  state.SetLabel(ToString(format) + " " + ToString(ActiveIsa()));
 }
 
 void DecodeStep(benchmark::State& state) {
@@ -148,7 +156,7 @@ void DecodeStep(benchmark::State& state) {
 BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(ExpertFfnBench)->Name("ExpertFfn")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(256)->Arg(512)->Arg(1024)
+BENCHMARK(ExpertFfnBench)->Name("ExpertFfn")->ArgsProduct({{1, 2, 4, 8, 256, 512, 1024}, {16, 8, 4}})
     ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 

@@ -44,6 +44,8 @@ int Run(const std::vector<std::string>& args) {
   options.add_options()
       ("model", po::value<std::string>()->default_value(defaults.model), "target model preset or path (shape overrides below apply)")
       ("weights", po::value<std::string>()->default_value(""), "Hugging Face safetensors file or folder for the target (default: seeded synthetic weights)")
+      ("expert-bits", po::value<int>()->default_value(defaults.expert_bits), "routed expert weights: 16 (bf16), 8 (q8_0) or 4 (q4_0); bf16 inputs are quantized at load")
+      ("attention-bits", po::value<int>()->default_value(defaults.attention_bits), "attention q|k|v and o weights: 16, 8 or 4 bits, as --expert-bits")
       ("draft", po::value<std::string>()->default_value(defaults.draft), "draft model for --workload sd")
       ("draft-weights", po::value<std::string>()->default_value(""), "safetensors for the draft (default: synthetic)")
       ("workload", po::value<std::string>()->default_value("decode"), "prefill | decode | beam | sd")
@@ -75,6 +77,8 @@ int Run(const std::vector<std::string>& args) {
   RunRequest request;
   request.model = values["model"].as<std::string>();
   request.weights = values["weights"].as<std::string>();
+  request.expert_bits = values["expert-bits"].as<int>();
+  request.attention_bits = values["attention-bits"].as<int>();
   // A preset is scaled to this machine by default; real weights keep the preset's shape.
   request.shape = ShapeFrom(values, "", request.weights.empty() ? DefaultTargetShape() : ShapeOverrides{});
   request.draft = values["draft"].as<std::string>();

@@ -111,6 +111,10 @@ MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
     moe.norm_topk_prob = c.norm_topk_prob;
     spec.moe = moe;
   }
+  // Stored bits per weight including block scales (8.5 for q8_0, 4.5 for q4_0), so the planner,
+  // the simulator and the profile count the bytes this executor streams.
+  spec.bits.experts = StoredBitsPerWeight(c.expert_format);
+  spec.bits.attention = StoredBitsPerWeight(c.attention_format);
   ValidateModelSpec(spec, "executor shape of '" + c.name + "'");
   return spec;
 }

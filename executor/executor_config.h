@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/weight_matrix.h"
 #include "model/model_spec.h"
 
 namespace moelab {
@@ -38,6 +39,10 @@ struct ExecutorConfig {
   double rope_theta = 1.0e6;
   float rms_norm_eps = 1e-5f;
   int64_t max_positions = 4096;  // rotary table and KV cache limit
+  // Storage of routed experts and of attention (q|k|v, o): bf16, q8_0 or q4_0 (`--expert-bits`,
+  // `--attention-bits`). Router, shared/dense FFNs, embeddings and LM head stay bf16.
+  WeightFormat expert_format = WeightFormat::kBf16;
+  WeightFormat attention_format = WeightFormat::kBf16;
 
   bool is_moe() const { return num_experts > 0; }
   bool IsMoeLayer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }

@@ -1,6 +1,7 @@
 #include "executor/hf_weights.h"
 
 #include <functional>
+#include <type_traits>
 
 #include "base/error.h"
 #include "weights/safetensors.h"
@@ -27,7 +28,8 @@ Layout LayoutOf(const ExecutorConfig& c) {
 struct TensorRef {
   std::string name;
   std::vector<int64_t> shape;
-  PackedBf16Matrix* packed = nullptr;
+  PackedBf16Matrix* packed = nullptr;  // router, shared gate, LM head (bf16)
+  WeightMatrix* weight = nullptr;      // attention and FFNs, in the config's format (quantized at load)
   int64_t row_begin = 0;
   Bf16* bf16 = nullptr;
   float* f32 = nullptr;
@@ -38,11 +40,18 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
   const Layout layout = LayoutOf(c);
   const int64_t d = c.hidden_size;
   std::vector<TensorRef> refs;
-  auto matrix = [&](std::string name, int64_t rows, PackedBf16Matrix& m, int64_t row_begin) {
-    refs.push_back({std::move(name), {rows, m.cols()}, &m, row_begin, nullptr, nullptr});
+  auto matrix = [&](std::string name, int64_t rows, auto& m, int64_t row_begin) {
+    TensorRef ref{std::move(name), {rows, m.cols()}};
+    if constexpr (std::is_same_v<std::decay_t<decltype(m)>, WeightMatrix>) {
+      ref.weight = &m;
+    } else {
+      ref.packed = &m;
+    }
+    ref.row_begin = row_begin;
+    refs.push_back(std::move(ref));
   };
   auto vector = [&](std::string name, std::vector<float>& data) {
-    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, 0, nullptr, data.data()});
+    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, nullptr, 0, nullptr, data.data()});
   };
   // One FFN block: gate, up ([width][hidden] each, the fused gate_up block) and down ([hidden][width]).
   auto ffn = [&](const std::string& prefix, FfnWeights& f, const char* gate, const char* up, const char* down) {
@@ -50,7 +59,7 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     matrix(prefix + up + ".weight", f.width, f.gate_up, f.width);
     matrix(prefix + down + ".weight", d, f.down, 0);
   };
-  refs.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, nullptr, 0, w.embedding.data(), nullptr});
+  refs.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, nullptr, nullptr, 0, w.embedding.data(), nullptr});
   if (!c.tied_embeddings) matrix("lm_head.weight", c.vocab_size, w.lm_head, 0);
   vector("model.norm.weight", w.final_norm);
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -63,9 +72,9 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     matrix(p + "self_attn.v_proj.weight", c.kv_width(), lw.qkv, c.q_width() + c.kv_width());
     if (!lw.qkv_bias.empty()) {
       float* bias = lw.qkv_bias.data();
-      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, 0, nullptr, bias});
-      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, 0, nullptr, bias + c.q_width()});
-      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, 0, nullptr, bias + c.q_width() + c.kv_width()});
+      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, nullptr, 0, nullptr, bias});
+      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, nullptr, 0, nullptr, bias + c.q_width()});
+      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, nullptr, 0, nullptr, bias + c.q_width() + c.kv_width()});
     }
     if (!lw.q_norm.empty()) {
       vector(p + "self_attn.q_norm.weight", lw.q_norm);
@@ -110,10 +119,14 @@ ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::fil
   for (TensorRef& ref : tensors) {
     if (ref.f32 != nullptr) {
       model.ReadF32(ref.name, ref.shape, ref.f32);
-    } else if (ref.packed != nullptr) {
+    } else if (ref.packed != nullptr || ref.weight != nullptr) {
       rows.resize(static_cast<size_t>(ref.shape[0] * ref.shape[1]));
       model.ReadBf16(ref.name, ref.shape, rows.data());
-      ref.packed->PackRows(ref.row_begin, ref.shape[0], rows.data());
+      if (ref.packed != nullptr) {
+        ref.packed->PackRows(ref.row_begin, ref.shape[0], rows.data());
+      } else {
+        ref.weight->PackRows(ref.row_begin, ref.shape[0], rows.data());  // q8_0 / q4_0: quantized here
+      }
     } else {
       model.ReadBf16(ref.name, ref.shape, ref.bf16);
     }
@@ -130,9 +143,13 @@ void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::
   for (const TensorRef& ref : Tensors(w)) {
     if (ref.f32 != nullptr) {
       writer.Add(ref.name, TensorDtype::kF32, ref.shape, ref.f32);
-    } else if (ref.packed != nullptr) {
+    } else if (ref.packed != nullptr || ref.weight != nullptr) {
       rows.resize(static_cast<size_t>(ref.shape[0] * ref.shape[1]));
-      ref.packed->UnpackRows(ref.row_begin, ref.shape[0], rows.data());
+      if (ref.packed != nullptr) {
+        ref.packed->UnpackRows(ref.row_begin, ref.shape[0], rows.data());
+      } else {
+        ref.weight->UnpackRows(ref.row_begin, ref.shape[0], rows.data());
+      }
       writer.Add(ref.name, TensorDtype::kBf16, ref.shape, rows.data());
     } else {
       writer.Add(ref.name, TensorDtype::kBf16, ref.shape, ref.bf16);

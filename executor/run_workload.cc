@@ -23,7 +23,9 @@ nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
                          {"head_dim", c.head_dim},
                          {"vocab", c.vocab_size},
                          {"weights_source", w.source},
-                         {"weight_bytes", w.TotalBytes()}};
+                         {"weight_bytes", w.TotalBytes()},
+                         {"expert_format", ToString(c.expert_format)},
+                         {"attention_format", ToString(c.attention_format)}};
   if (c.is_moe()) {
     json["experts"] = c.num_experts;
     json["top_k"] = c.top_k;
@@ -81,6 +83,8 @@ Workload WorkloadFromString(const std::string& name) {
 
 void RunRequest::Validate() const {
   if (batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(batch));
+  WeightFormatFromBits(expert_bits, "--expert-bits");  // refuses widths the executor has no kernels for
+  WeightFormatFromBits(attention_bits, "--attention-bits");
   if (prompt_tokens < 1) throw Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
   if (output_tokens < 1) throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
   if (workload == Workload::kBeam) {
@@ -120,7 +124,9 @@ ShapeOverrides DefaultDraftShape() {
 nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets) {
   request.Validate();
   ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
-  const ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  target_config.expert_format = WeightFormatFromBits(request.expert_bits, "--expert-bits");
+  target_config.attention_format = WeightFormatFromBits(request.attention_bits, "--attention-bits");
   const ModelWeights target_weights = LoadWeights(target_config, request.weights, request.seed, pool);
   Transformer target(target_weights, pool);
 

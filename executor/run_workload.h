@@ -20,6 +20,8 @@ Workload WorkloadFromString(const std::string& name);  // prefill | decode | bea
 struct RunRequest {
   std::string model = "mixtral-8x7b";
   ShapeOverrides shape;               // applied to the model's spec
+  int expert_bits = 16;               // routed experts: 16 bf16, 8 q8_0, 4 q4_0 (--expert-bits)
+  int attention_bits = 16;            // q|k|v and o projections, the same choices (--attention-bits)
   std::string weights;                // safetensors file/folder; empty: synthetic
   std::string draft = "llama-3.2-1b";
   ShapeOverrides draft_shape;         // draft vocab defaults to the target's (shared vocabulary)

@@ -138,7 +138,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
 
   start = Clock::now();
   qkv_.resize(static_cast<size_t>(tokens * qkv_width));
-  MatmulBf16(normed_.data(), tokens, lw.qkv, qkv_.data(), qkv_width, pool_);
+  Matmul(normed_.data(), tokens, lw.qkv, qkv_.data(), qkv_width, pool_);
   // Bias, q/k norms, rotary embedding, then the new keys and values into each cache.
   int64_t row = 0;
   for (SequenceInput& s : batch) {
@@ -190,7 +190,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
     }
   });
   projected_.resize(static_cast<size_t>(tokens * d));
-  MatmulBf16(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
+  Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
   times_.attention_s += Since(start);
   start = Clock::now();
   for (int64_t i = 0; i < tokens * d; ++i) hidden_[i] += projected_[i];

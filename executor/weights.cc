@@ -36,21 +36,26 @@ class SyntheticFiller {
       }
     });
   }
-  // Element (r, c) takes the value of row-major index r * cols + c: the same weights as a
-  // row-major fill. Tasks of whole 16-row groups (about 64K elements), so no two write one vector.
-  void Fill(PackedBf16Matrix& m, double stddev) {
+  // Element (r, c) takes the bf16 value of row-major index r * cols + c: the same weights as a
+  // row-major fill, then packed or quantized (Matrix: PackedBf16Matrix or WeightMatrix). Tasks of
+  // whole 16-row groups (about 64K elements), so no two write one vector or quantization group.
+  template <typename Matrix>
+  void Fill(Matrix& m, double stddev) {
     const uint64_t tensor = next_tensor_++;
     const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
     const int64_t cols = m.cols();
     const int64_t task_rows = PackedBf16Matrix::kGroupRows * std::max<int64_t>(1, (int64_t{1} << 12) / std::max<int64_t>(1, cols));
     const int64_t tasks = (m.rows() + task_rows - 1) / task_rows;
     pool_.Run(tasks, [&](int64_t task, int) {
-      const int64_t end = std::min(m.rows(), (task + 1) * task_rows);
-      for (int64_t r = task * task_rows; r < end; ++r) {
+      const int64_t begin = task * task_rows, end = std::min(m.rows(), (task + 1) * task_rows);
+      thread_local std::vector<Bf16> rows;
+      rows.resize(static_cast<size_t>((end - begin) * cols));
+      for (int64_t r = begin; r < end; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
-          m.Set(r, c, FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c))));
+          rows[(r - begin) * cols + c] = FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c)));
         }
       }
+      m.PackRows(begin, end - begin, rows.data());
     });
   }
   void FillSmall(std::vector<float>& data, double center, double spread) {
@@ -74,24 +79,27 @@ void FillFfn(SyntheticFiller& filler, FfnWeights& ffn, double down_scale) {
 
 }  // namespace
 
-void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width) {
+void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width, WeightFormat format) {
   hidden = hidden_size;
   width = ffn_width;
-  gate_up = PackedBf16Matrix(2 * ffn_width, hidden_size);
-  down = PackedBf16Matrix(hidden_size, ffn_width);
+  gate_up = WeightMatrix(format, 2 * ffn_width, hidden_size);
+  down = WeightMatrix(format, hidden_size, ffn_width);
 }
 
 double WeightBytesFor(const ExecutorConfig& c) {
   const int64_t d = c.hidden_size;
+  // Matrices in bf16-equivalent elements: a quantized matrix counts its stored bits / 16.
+  const double attention_scale = StoredBitsPerWeight(c.attention_format) / 16.0;
+  const double expert_scale = StoredBitsPerWeight(c.expert_format) / 16.0;
   double matrices = static_cast<double>(c.vocab_size * d) * (c.tied_embeddings ? 1 : 2);
   double vectors = static_cast<double>(d);
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    matrices += static_cast<double>((c.q_width() + 2 * c.kv_width()) * d + d * c.q_width());
+    matrices += attention_scale * static_cast<double>((c.q_width() + 2 * c.kv_width()) * d + d * c.q_width());
     vectors += 2.0 * static_cast<double>(d) + (c.qkv_bias ? static_cast<double>(c.q_width() + 2 * c.kv_width()) : 0.0) +
                (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0);
     if (c.IsMoeLayer(l)) {
       matrices += static_cast<double>(c.num_experts * d) +
-                  3.0 * static_cast<double>(c.num_experts * d * c.expert_intermediate_size) +
+                  expert_scale * 3.0 * static_cast<double>(c.num_experts * d * c.expert_intermediate_size) +
                   3.0 * static_cast<double>(d * c.num_shared_experts * c.shared_expert_intermediate_size) +
                   (c.shared_expert_gate ? static_cast<double>(d) : 0.0);
     } else {
@@ -137,23 +145,23 @@ ModelWeights AllocateWeights(const ExecutorConfig& c) {
     layer.attention_norm.assign(d, 1.0f);
     layer.ffn_norm.assign(d, 1.0f);
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
-    layer.qkv = PackedBf16Matrix(qkv_rows, d);
+    layer.qkv = WeightMatrix(c.attention_format, qkv_rows, d);
     if (c.qkv_bias) layer.qkv_bias.assign(qkv_rows, 0.0f);
     if (c.qk_norm) {
       layer.q_norm.assign(c.head_dim, 1.0f);
       layer.k_norm.assign(c.head_dim, 1.0f);
     }
-    layer.output = PackedBf16Matrix(d, c.q_width());
+    layer.output = WeightMatrix(c.attention_format, d, c.q_width());
     if (c.IsMoeLayer(l)) {
       layer.router = PackedBf16Matrix(c.num_experts, d);
       layer.experts.resize(c.num_experts);
-      for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size);
+      for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size, c.expert_format);
       if (c.num_shared_experts > 0) {
-        layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size);
+        layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size, WeightFormat::kBf16);
         if (c.shared_expert_gate) layer.shared_gate = PackedBf16Matrix(1, d);
       }
     } else {
-      layer.dense.Allocate(d, c.dense_intermediate_size);
+      layer.dense.Allocate(d, c.dense_intermediate_size, WeightFormat::kBf16);
     }
   }
   return w;
@@ -199,9 +207,9 @@ namespace {
 double LayerBytes(const LayerWeights& l, double experts_counted) {
   double bytes = 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
                                            l.q_norm.size() + l.k_norm.size());
-  bytes += 2.0 * static_cast<double>(l.qkv.elements() + l.output.elements() + l.router.elements() +
-                                     l.shared_gate.elements() + l.shared.elements() + l.dense.elements());
-  if (!l.experts.empty()) bytes += 2.0 * experts_counted * static_cast<double>(l.experts[0].elements());
+  bytes += l.qkv.StoredBytes() + l.output.StoredBytes() + l.shared.StoredBytes() + l.dense.StoredBytes() +
+           2.0 * static_cast<double>(l.router.elements() + l.shared_gate.elements());
+  if (!l.experts.empty()) bytes += experts_counted * l.experts[0].StoredBytes();
   return bytes;
 }
 

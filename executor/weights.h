@@ -8,11 +8,14 @@
 #include "kernels/bf16.h"
 #include "kernels/packed_matrix.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_matrix.h"
 
 namespace moelab {
 
-// Every matmul weight is a PackedBf16Matrix, packed once at load time (the layout the decode kernel
-// streams without transposing); shapes are the Hugging Face [out][in] ones.
+// Every matmul weight is packed once at load time in the layout its kernel streams: routed experts
+// and attention in the config's format (WeightMatrix: bf16 PackedBf16Matrix, q8_0 or q4_0), the
+// router, shared/dense FFNs and LM head as PackedBf16Matrix / bf16; shapes are the Hugging Face
+// [out][in] ones.
 
 // One FFN (an expert, a dense FFN, or all shared experts fused): gate_up [gate rows | up rows]
 // ([2 * width][hidden], one matmul reads both) and down ([hidden][width]). Several shared experts
@@ -20,20 +23,21 @@ namespace moelab {
 struct FfnWeights {
   int64_t hidden = 0;
   int64_t width = 0;
-  PackedBf16Matrix gate_up;
-  PackedBf16Matrix down;
+  WeightMatrix gate_up;
+  WeightMatrix down;
 
-  void Allocate(int64_t hidden_size, int64_t ffn_width);
+  void Allocate(int64_t hidden_size, int64_t ffn_width, WeightFormat format);
   int64_t elements() const { return gate_up.elements() + down.elements(); }
+  double StoredBytes() const { return gate_up.StoredBytes() + down.StoredBytes(); }
 };
 
 struct LayerWeights {
   std::vector<float> attention_norm;  // [hidden]
   std::vector<float> ffn_norm;        // [hidden]
-  PackedBf16Matrix qkv;               // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
+  WeightMatrix qkv;                   // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
   std::vector<float> qkv_bias;        // empty, or [(heads + 2 kv_heads) head_dim]
   std::vector<float> q_norm, k_norm;  // empty, or [head_dim]
-  PackedBf16Matrix output;            // [hidden][heads head_dim]
+  WeightMatrix output;                // [hidden][heads head_dim]
   PackedBf16Matrix router;            // [experts][hidden]; empty in dense layers
   std::vector<FfnWeights> experts;    // routed experts
   FfnWeights shared;                  // width 0 when the model has none
@@ -51,7 +55,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::string source;  // "synthetic seed N" or the safetensors path
 
-  // Bytes of every weight (bf16 matrices at 2 bytes, fp32 vectors at 4).
+  // Bytes of every weight as stored (bf16 at 2 bytes, quantized with their scales, fp32 vectors at 4).
   double TotalBytes() const;
   // Bytes one decode token reads: attention, router, top_k experts per MoE layer, shared and dense
   // FFNs, norms, one embedding row and the LM head.

@@ -35,7 +35,10 @@ std::vector<Isa> SupportedIsas() {
   std::vector<Isa> isas{Isa::kScalar};
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas.push_back(Isa::kAvx2);
+  // F16C (the quantized formats' fp16 scales) came with every AVX2 CPU; checked all the same.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    isas.push_back(Isa::kAvx2);
+  }
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")) {
     isas.push_back(Isa::kAvx512Bf16);

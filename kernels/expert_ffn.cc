@@ -45,4 +45,13 @@ void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, 
       [&](const float* in) { MatmulBf16(in, tokens, down, out, down.rows(), pool); });
 }
 
+void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
+               ThreadPool& pool, ExpertFfnScratch& scratch) {
+  const int64_t intermediate = down.cols();
+  SwiGlu(
+      x, tokens, intermediate, pool, scratch,
+      [&](const float* in, float* y) { Matmul(in, tokens, gate_up, y, 2 * intermediate, pool); },
+      [&](const float* in) { Matmul(in, tokens, down, out, down.rows(), pool); });
+}
+
 }  // namespace moelab

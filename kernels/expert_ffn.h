@@ -6,6 +6,7 @@
 #include "kernels/bf16.h"
 #include "kernels/packed_matrix.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_matrix.h"
 
 namespace moelab {
 
@@ -27,6 +28,10 @@ void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermedi
 // down [hidden][intermediate]. Bit-identical to the row-major call on the same instruction set.
 void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, const PackedBf16Matrix& down,
                float* out, ThreadPool& pool, ExpertFfnScratch& scratch);
+
+// The same in any weight format (what the executor keeps: bf16 or block-quantized experts).
+void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
+               ThreadPool& pool, ExpertFfnScratch& scratch);
 
 // Bytes of weights and FLOPs one call reads/does (for bandwidth and FLOP/s counters).
 inline double ExpertFfnWeightBytes(int64_t hidden, int64_t intermediate) {

@@ -119,7 +119,11 @@ void MatmulPackedFma(MatmulPackedRowsFn rows_fn, const float* x_rounded, int64_t
 const float* RoundedActivations(const float* x, int64_t count) {
   std::vector<float>& out = Scratch().x_rounded;
   out.resize(static_cast<size_t>(count));
-  kernels_internal::RoundToBf16FloatsAvx2(x, count, out.data());
+  if (ActiveIsa() == Isa::kScalar) {
+    for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = Bf16ToFloat(FloatToBf16(x[i]));
+  } else {
+    kernels_internal::RoundToBf16FloatsAvx2(x, count, out.data());
+  }
   return out.data();
 }
 const float* RoundedActivations(const Bf16* x, int64_t count) {
@@ -215,6 +219,14 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   x_bf16.resize(static_cast<size_t>(m * k));
   ConvertToBf16(x, m * k, x_bf16.data());
   MatmulBf16Bf16(x_bf16.data(), m, w, y, ldy, pool);
+}
+
+void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+  if (m <= 0 || w.rows() <= 0) return;
+  const float* x_rounded = RoundedActivations(x, m * w.cols());
+  const auto rows_fn = ActiveIsa() == Isa::kScalar ? kernels_internal::MatmulQuantizedRowsScalar
+                                                   : kernels_internal::MatmulQuantizedRowsAvx2;
+  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) { rows_fn(x_rounded, m, w, begin, end, y, ldy); });
 }
 
 }  // namespace moelab

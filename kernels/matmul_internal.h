@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/quantized_matrix.h"
 
 namespace moelab::kernels_internal {
 
@@ -19,6 +20,13 @@ using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const 
                                     int64_t n_end, float* y, int64_t ldy);
 void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
                           float* y, int64_t ldy);
+// Quantized weights (kernels/quantized_matrix.h): x is m x k fp32 rounded to bf16; rows [n_begin,
+// n_end), n_begin a multiple of 8. One FMA per (exact) dequantized weight in k order, so the two
+// give the same bits.
+void MatmulQuantizedRowsScalar(const float* x, int64_t m, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
+                               float* y, int64_t ldy);
+void MatmulQuantizedRowsAvx2(const float* x, int64_t m, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
+                             float* y, int64_t ldy);
 // out[i] = Bf16ToFloat(FloatToBf16(in[i])), 8 at a time.
 void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out);
 

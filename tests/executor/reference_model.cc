@@ -12,15 +12,23 @@ using Vector = std::vector<double>;
 double RoundBf16(double v) { return Bf16ToFloat(FloatToBf16(static_cast<float>(v))); }
 
 // y = W x for W [rows][cols] bf16, x rounded to bf16 like the kernels.
-Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
+// W x with W's stored values (bf16, or the exact dequantized values of a quantized format).
+template <typename Matrix, typename Element>
+Vector MatVecOf(const Matrix& w, const Vector& x, Element element) {
   const int64_t rows = w.rows(), cols = w.cols();
   Vector y(rows, 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     double sum = 0;
-    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(Bf16ToFloat(w.At(r, c))) * RoundBf16(x[c]);
+    for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(element(r, c)) * RoundBf16(x[c]);
     y[r] = sum;
   }
   return y;
+}
+Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
+  return MatVecOf(w, x, [&](int64_t r, int64_t c) { return Bf16ToFloat(w.At(r, c)); });
+}
+Vector MatVec(const WeightMatrix& w, const Vector& x) {
+  return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
 }
 
 Vector RmsNorm(const Vector& x, const std::vector<float>& weight, double eps) {

@@ -67,4 +67,12 @@ inline ExecutorConfig TinyLlama(int64_t vocab = 37) {
   return c;
 }
 
+// The same shapes with block-quantized experts and attention (kernels/quantized_matrix.h).
+inline ExecutorConfig Quantized(ExecutorConfig c, WeightFormat experts, WeightFormat attention) {
+  c.name += "-" + ToString(experts) + "-experts-" + ToString(attention) + "-attention";
+  c.expert_format = experts;
+  c.attention_format = attention;
+  return c;
+}
+
 }  // namespace moelab::testing

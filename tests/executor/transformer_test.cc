@@ -89,7 +89,9 @@ TEST_P(EveryTinyModel, TruncatedCacheRecomputesTheSame) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, EveryTinyModel,
                          ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
-                                           testing::TinyLlama()),
+                                           testing::TinyLlama(),
+                                           testing::Quantized(testing::TinyMixtral(), WeightFormat::kQ4_0, WeightFormat::kQ8_0),
+                                           testing::Quantized(testing::TinyQwenMoe(), WeightFormat::kQ8_0, WeightFormat::kQ4_0)),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            for (char& ch : name) {

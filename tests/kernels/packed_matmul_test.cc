@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/kernels/random_inputs.h"
+
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/matmul.h"
@@ -15,21 +17,8 @@
 namespace moelab {
 namespace {
 
-std::vector<Bf16> RandomWeights(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.05f);
-  std::vector<Bf16> w(static_cast<size_t>(count));
-  for (Bf16& v : w) v = FloatToBf16(normal(rng));
-  return w;
-}
-
-std::vector<float> RandomActivations(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(count));
-  for (float& v : x) v = normal(rng);
-  return x;
-}
+using testing::RandomActivations;
+using testing::RandomWeights;
 
 TEST(PackedBf16Matrix, PackAndAccessorRoundTrip) {
   for (int64_t rows : {1, 15, 16, 17, 40}) {

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/packed_matrix.h"
+#include "kernels/quantized_matrix.h"
+#include "kernels/thread_pool.h"
+
+namespace moelab {
+
+// How the executor stores a matmul weight: bf16 (PackedBf16Matrix) or block-quantized
+// (QuantizedMatrix). `moelab run --expert-bits 16|8|4` picks bf16, q8_0 or q4_0.
+enum class WeightFormat { kBf16, kQ8_0, kQ4_0 };
+
+std::string ToString(WeightFormat format);
+// 16 -> bf16, 8 -> q8_0, 4 -> q4_0; anything else is a moelab::Error naming `flag` and the accepted values.
+WeightFormat WeightFormatFromBits(int bits, const std::string& flag);
+// Stored bits per weight including block scales: 16, 8.5, 4.5.
+double StoredBitsPerWeight(WeightFormat format);
+
+// One matmul weight [rows][cols] in its format. Filled part by part from row-major bf16 (fused
+// q|k|v and gate|up load one part at a time; quantized formats quantize each row on its own);
+// concurrent fills of disjoint 16-row ranges never share a vector or a quantization group.
+class WeightMatrix {
+ public:
+  WeightMatrix() = default;
+  WeightMatrix(WeightFormat format, int64_t rows, int64_t cols);  // zero
+  static WeightMatrix FromPacked(PackedBf16Matrix packed);
+
+  WeightFormat format() const { return format_; }
+  int64_t rows() const { return format_ == WeightFormat::kBf16 ? bf16_.rows() : quantized_.rows(); }
+  int64_t cols() const { return format_ == WeightFormat::kBf16 ? bf16_.cols() : quantized_.cols(); }
+  bool empty() const { return rows() == 0; }
+  int64_t elements() const { return rows() * cols(); }
+  // Bytes as stored (bf16: 2 per element; quantized: quants and scales), padding excluded.
+  double StoredBytes() const;
+
+  // Rows [row_begin, row_begin + count) from row-major bf16 [count][cols].
+  void PackRows(int64_t row_begin, int64_t count, const Bf16* src);
+  // Element (row, col) as the kernels multiply it (exact in fp32).
+  float At(int64_t row, int64_t col) const;
+  // Rows back to row-major bf16 (quantized values rounded to bf16: saving a quantized model is lossy).
+  void UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const;
+
+  const PackedBf16Matrix& bf16() const { return bf16_; }
+  const QuantizedMatrix& quantized() const { return quantized_; }
+
+ private:
+  WeightFormat format_ = WeightFormat::kBf16;
+  PackedBf16Matrix bf16_;
+  QuantizedMatrix quantized_;
+};
+
+// y = x W^T for any format (kernels/matmul.h: MatmulBf16 or MatmulQuantized).
+void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool);
+
+}  // namespace moelab

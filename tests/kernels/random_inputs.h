@@ -1,0 +1,30 @@
+#pragma once
+
+// Seeded random weights and activations shared by the kernel tests.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/bf16.h"
+
+namespace moelab::testing {
+
+// bf16 weights ~ N(0, stddev).
+inline std::vector<Bf16> RandomWeights(int64_t count, uint32_t seed, float stddev = 0.05f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<Bf16> w(static_cast<size_t>(count));
+  for (Bf16& v : w) v = FloatToBf16(normal(rng));
+  return w;
+}
+
+// fp32 activations ~ N(0, 1).
+inline std::vector<float> RandomActivations(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+}  // namespace moelab::testing
