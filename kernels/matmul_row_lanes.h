@@ -1,8 +1,9 @@
 #pragma once
 
-// The fp32-FMA matmul on PackedBf16Matrix storage for ISAs without a bf16 dot product (AVX2+FMA,
-// AVX-512F), written once over a lane-traits type L and included by each ISA's translation unit
-// (which is compiled with that ISA's flags). Not a public header.
+// The fp32-FMA matmul on PackedBf16Matrix storage for ISAs without a bf16 dot product, written once
+// over a lane-traits type L and included by each ISA's translation unit (compiled with that ISA's
+// flags): AVX2+FMA today; an AVX-512F traits type (16 rows per vector) would reuse it unchanged.
+// Not a public header.
 //
 // Lanes are output rows. A packed group's 64-byte vector for pair p holds 16 rows' elements
 // (2p, 2p + 1) as dwords, so L::kRows rows' pair is one load; the even elements are the dword
