@@ -444,46 +444,20 @@ std::unique_ptr<RoutingSource> MakeCorrelatedRouting(const CorrelatedRoutingOpti
   return std::make_unique<CorrelatedRouting>(options, num_layers, num_experts, top_k, seed);
 }
 
-CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text) {
-  static const std::string kValid =
-      "valid keys: locality=P (0..0.99), layer=P (0..1), popularity=FILE; e.g. "
-      "\"correlated:locality=0.3,layer=0.5\"";
+CorrelatedRoutingOptions CorrelatedOptionsOf(const RoutingSpec& spec) {
   CorrelatedRoutingOptions options;
-  std::stringstream stream(text);
-  std::string item;
-  while (std::getline(stream, item, ',')) {
-    if (item.empty()) continue;
-    const size_t equals = item.find('=');
-    if (equals == std::string::npos) {
-      throw Error("routing 'correlated:" + text + "': '" + item + "' is not key=value; " + kValid);
-    }
-    const std::string key = item.substr(0, equals);
-    const std::string value = item.substr(equals + 1);
-    if (key == "popularity") {
-      if (value.empty())
-        throw Error("routing 'correlated:" + text + "': 'popularity' needs a FILE");
-      options.popularity = LoadPopularityTable(value);
-      options.popularity_origin = value;
-      continue;
-    }
-    if (key != "locality" && key != "layer") {
-      throw Error("routing 'correlated:" + text + "': unknown key '" + key + "'; " + kValid);
-    }
-    double number = 0;
-    size_t used = 0;
-    try {
-      number = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != value.size() || !std::isfinite(number)) {
-      throw Error("routing 'correlated:" + text + "': '" + key + "' value '" + value +
-                  "' is not a number; " + kValid);
-    }
-    (key == "locality" ? options.locality : options.layer_correlation) = number;
+  options.locality = spec.locality;
+  options.layer_correlation = spec.layer_correlation;
+  if (!spec.popularity_file.empty()) {
+    options.popularity = LoadPopularityTable(spec.popularity_file);
+    options.popularity_origin = spec.popularity_file;
   }
   options.Validate();
   return options;
+}
+
+CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text) {
+  return CorrelatedOptionsOf(ParseRoutingSpec("correlated:" + text));
 }
 
 }  // namespace moelab

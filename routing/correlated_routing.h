@@ -6,6 +6,7 @@
 
 #include "model/fiddler.h"
 #include "routing/routing_source.h"
+#include "routing/routing_spec.h"
 
 namespace moelab {
 
@@ -53,10 +54,14 @@ std::unique_ptr<RoutingSource> MakeCorrelatedRouting(const CorrelatedRoutingOpti
                                                      int64_t num_layers, int64_t num_experts,
                                                      int64_t top_k, uint64_t seed);
 
-// Parses the part after "correlated:" of a --routing value: comma-separated key=value pairs,
-// keys "locality", "layer", "popularity" (a Fiddler table file, see LoadPopularityTable). An
-// empty text means all defaults (uniform). Error naming the key for an unknown key, a missing
-// '=' or a value that is not a number in range.
+// The options a parsed "correlated..." spec names, its popularity table loaded (LoadPopularityTable
+// errors name the file).
+CorrelatedRoutingOptions CorrelatedOptionsOf(const RoutingSpec& spec);
+
+// Parses the part after "correlated:" of a --routing value (ParseRoutingSpec: comma-separated
+// key=value pairs, keys "locality", "layer", "popularity") and loads the table. An empty text
+// means all defaults (uniform). Error naming the key for an unknown key, a missing '=' or a value
+// that is not a number in range.
 CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text);
 
 }  // namespace moelab

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
-#include <system_error>
 #include <utility>
 
 #include "base/error.h"
@@ -247,12 +245,6 @@ class TraceRouting : public RoutingSource {
   std::string origin_;
 };
 
-bool LooksLikePath(const std::string& spec) {
-  if (spec.ends_with(".json") || spec.find('/') != std::string::npos) return true;
-  std::error_code ignored;
-  return std::filesystem::is_regular_file(spec, ignored);
-}
-
 }  // namespace
 
 std::unique_ptr<RoutingSource> MakeUniformRouting(int64_t num_layers, int64_t num_experts,
@@ -311,41 +303,31 @@ FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_
   return fixed;
 }
 
+std::unique_ptr<RoutingSource> MakeRoutingSource(const RoutingSpec& spec, int64_t num_layers,
+                                                 int64_t num_experts, int64_t top_k,
+                                                 uint64_t seed) {
+  switch (spec.kind) {
+    case RoutingSpec::Kind::kGate:
+      return nullptr;
+    case RoutingSpec::Kind::kUniform:
+      return MakeUniformRouting(num_layers, num_experts, top_k, seed);
+    case RoutingSpec::Kind::kPopularity:
+      return MakePopularityRouting(LoadPopularityTable(spec.file), num_layers, num_experts, top_k,
+                                   seed, spec.file);
+    case RoutingSpec::Kind::kCorrelated:
+      return MakeCorrelatedRouting(CorrelatedOptionsOf(spec), num_layers, num_experts, top_k,
+                                   seed);
+    case RoutingSpec::Kind::kTrace:
+      return MakeTraceRouting(LoadRoutingTrace(spec.file), num_layers, num_experts, top_k,
+                              spec.file);
+  }
+  return nullptr;
+}
+
 std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,
                                                  int64_t num_experts, int64_t top_k,
                                                  uint64_t seed) {
-  static const std::string kValidForms =
-      "valid forms: \"gate\" (the model's own router), \"uniform\", \"popularity:FILE\" (a Fiddler "
-      "popularity table, JSON or CSV), \"correlated:locality=P,layer=P[,popularity=FILE]\" "
-      "(temporal locality and inter-layer correlation), \"trace:FILE\" or a path to a "
-      "moelab.routing_trace/1 file";
-  if (spec == "gate") return nullptr;
-  if (spec == "uniform") return MakeUniformRouting(num_layers, num_experts, top_k, seed);
-  const auto file_after = [&](const std::string& prefix) {
-    const std::string file = spec.substr(prefix.size());
-    if (file.empty())
-      throw Error("routing '" + spec + "': missing FILE after '" + prefix + "'; " + kValidForms);
-    return file;
-  };
-  if (spec.starts_with("popularity:")) {
-    const std::string file = file_after("popularity:");
-    return MakePopularityRouting(LoadPopularityTable(file), num_layers, num_experts, top_k, seed,
-                                 file);
-  }
-  if (spec == "correlated" || spec.starts_with("correlated:")) {
-    const std::string options =
-        spec == "correlated" ? "" : spec.substr(std::string("correlated:").size());
-    return MakeCorrelatedRouting(ParseCorrelatedRoutingOptions(options), num_layers, num_experts,
-                                 top_k, seed);
-  }
-  if (spec.starts_with("trace:")) {
-    const std::string file = file_after("trace:");
-    return MakeTraceRouting(LoadRoutingTrace(file), num_layers, num_experts, top_k, file);
-  }
-  if (!spec.empty() && LooksLikePath(spec)) {
-    return MakeTraceRouting(LoadRoutingTrace(spec), num_layers, num_experts, top_k, spec);
-  }
-  throw Error("routing '" + spec + "' is not understood; " + kValidForms);
+  return MakeRoutingSource(ParseRoutingSpec(spec), num_layers, num_experts, top_k, seed);
 }
 
 }  // namespace moelab

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/fiddler.h"
+#include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
 
 namespace moelab {
@@ -67,11 +68,12 @@ struct FixedPointPopularity {
 FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts, int64_t top_k,
                                             const std::string& origin);
 
-// Parses a --routing value: "gate" (the model's own router: returns nullptr), "uniform",
-// "popularity:FILE" (Fiddler JSON or CSV table, see LoadPopularityTable),
-// "correlated[:locality=P,layer=P,popularity=FILE]" (routing/correlated_routing.h), "trace:FILE",
-// or a bare path to a trace file (ends in ".json", contains '/', or names an existing file).
-// Anything else: Error listing the valid forms. `seed` is used by the synthetic sources.
+// The source a parsed --routing value names (routing/routing_spec.h): nullptr for "gate" (the
+// model's own router); loads the popularity table or the trace (errors name the file). `seed`
+// is used by the synthetic sources.
+std::unique_ptr<RoutingSource> MakeRoutingSource(const RoutingSpec& spec, int64_t num_layers,
+                                                 int64_t num_experts, int64_t top_k, uint64_t seed);
+// The same from the text: ParseRoutingSpec, then the above.
 std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,
                                                  int64_t num_experts, int64_t top_k, uint64_t seed);
 
