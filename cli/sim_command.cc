@@ -18,18 +18,23 @@
 namespace moelab::cli {
 namespace {
 
-constexpr const char* kUsage =
-    "usage: moelab sim offload --model M --hardware H --policy NAME [--cache-per-layer K "
-    "--prefetch N --gpu-layers L --staging-buffers B --prefetch-distance D] --workload "
-    "decode|prefill|beam|batch|verify --prompt N --tokens M [--beam W --batch B --gamma G --alpha "
-    "A] "
-    "[--expert-bits X --attention-bits Y] [--routing "
-    "uniform|popularity:FILE|correlated:...|trace:FILE] "
-    "[--accelerator-memory BYTES|GB] --seed S [--trace-out TIMELINE.json] [--json]";
+// The usage line, with the policy options the registry declares.
+std::string Usage(const std::vector<policies::PolicyOptionFlag>& policy_flags) {
+  std::string flags;
+  for (const policies::PolicyOptionFlag& flag : policy_flags)
+    flags += (flags.empty() ? "--" : " --") + flag.name + " N";
+  return "usage: moelab sim offload --model M --hardware H --policy NAME [" + flags +
+         "] --workload decode|prefill|beam|batch|verify --prompt N --tokens M [--beam W --batch B "
+         "--gamma G --alpha A] [--expert-bits X --attention-bits Y] [--routing "
+         "uniform|popularity:FILE|correlated:...|trace:FILE] [--accelerator-memory BYTES|GB] "
+         "--seed S [--trace-out TIMELINE.json] [--json]";
+}
 
-std::optional<int64_t> OptionalInt(const po::variables_map& values, const char* name) {
-  if (!values.count(name)) return std::nullopt;
-  return values[name].as<int64_t>();
+std::string PolicyNames() {
+  std::string names;
+  for (const std::string& name : policies::DefaultPolicyRegistry().Names())
+    names += (names.empty() ? "" : ", ") + name;
+  return names;
 }
 
 std::string PolicyList() {
@@ -69,20 +74,17 @@ void PrintSummary(const sim::SimResult& r) {
 int SimOffload(const std::vector<std::string>& args) {
   po::options_description options("moelab sim offload");
   const sim::Workload workload_defaults;
+  const std::string policy_help = "offload policy (required): " + PolicyNames();
   options.add_options()("model", po::value<std::string>(), "model preset or path (required)")(
       "hardware", po::value<std::string>(),
       "accelerator preset or path, with its host and host link (required)")(
-      "policy", po::value<std::string>(),
-      "offload policy (required): resident, on-demand, static-split, lru-prefetch, fiddler, fmoe")(
-      "cache-per-layer", po::value<int64_t>(),
-      "lru-prefetch: experts cached per layer (default: memory / layers)")(
-      "prefetch", po::value<int64_t>(),
-      "lru-prefetch: next-layer experts speculatively loaded (default 2)")(
-      "gpu-layers", po::value<int64_t>(),
-      "static-split: layers on the accelerator (default: as many as fit)")(
-      "staging-buffers", po::value<int64_t>(),
-      "lru-prefetch (default 4), fiddler (default 1): device staging buffers")(
-      "prefetch-distance", po::value<int64_t>(), "fmoe: layers ahead to prefetch (default 3)")(
+      "policy", po::value<std::string>(), policy_help.c_str());
+  // Each policy declares its options (policies/registry.h): one flag per option.
+  const std::vector<policies::PolicyOptionFlag> policy_flags =
+      policies::PolicyOptionFlags(policies::DefaultPolicyRegistry());
+  for (const policies::PolicyOptionFlag& flag : policy_flags)
+    options.add_options()(flag.name.c_str(), po::value<int64_t>(), flag.help.c_str());
+  options.add_options()(
       "workload", po::value<std::string>()->default_value("decode"),
       "decode | prefill | beam | batch | verify")(
       "prompt", po::value<int64_t>()->default_value(workload_defaults.prompt_tokens),
@@ -114,17 +116,13 @@ int SimOffload(const std::vector<std::string>& args) {
       "write the JSON report to this file (atomically)");
   AddCostSourceOptions(options);
   po::variables_map values;
-  if (!ParseOptions(std::string(kUsage) + "\n\npolicies:\n" + PolicyList(), options, args, values))
+  if (!ParseOptions(Usage(policy_flags) + "\n\npolicies:\n" + PolicyList(), options, args, values))
     return 0;
 
   for (const char* required : {"model", "hardware", "policy"}) {
     if (!values.count(required)) {
       std::string message = std::string("--") + required + " is required";
-      if (std::string(required) == "policy") {
-        message += "; valid policies: ";
-        const std::vector<std::string> names = policies::DefaultPolicyRegistry().Names();
-        for (size_t i = 0; i < names.size(); ++i) message += (i ? ", " : "") + names[i];
-      }
+      if (std::string(required) == "policy") message += "; valid policies: " + PolicyNames();
       throw Error(message + " (see --help)");
     }
   }
@@ -133,11 +131,9 @@ int SimOffload(const std::vector<std::string>& args) {
 
   sim::SimConfig config;
   config.policy = values["policy"].as<std::string>();
-  config.policy_options.cache_per_layer = OptionalInt(values, "cache-per-layer");
-  config.policy_options.prefetch = OptionalInt(values, "prefetch");
-  config.policy_options.gpu_layers = OptionalInt(values, "gpu-layers");
-  config.policy_options.staging_buffers = OptionalInt(values, "staging-buffers");
-  config.policy_options.prefetch_distance = OptionalInt(values, "prefetch-distance");
+  for (const policies::PolicyOptionFlag& flag : policy_flags) {
+    if (values.count(flag.name)) config.policy_options.*flag.member = values[flag.name].as<int64_t>();
+  }
 
   sim::Workload& workload = config.workload;
   workload.kind = sim::WorkloadKindFromString(values["workload"].as<std::string>());
@@ -162,7 +158,7 @@ int SimOffload(const std::vector<std::string>& args) {
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
   cost_options.Validate();
   config.cost = cost_options.assumed;
-  config.routing = values["routing"].as<std::string>();
+  config.routing = values["routing"].as<std::string>();  // parsed once, by SimulateOffload
   config.seed = values["seed"].as<uint64_t>();
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
   if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/fiddler.h"
+#include "policies/policy_options.h"
 
 namespace moelab::policies {
 
@@ -102,15 +103,6 @@ struct OffloadSetup {
   uint64_t seed = 0;
 
   void Validate() const;  // Error naming the field
-};
-
-// Policy options from the command line; a policy refuses options it does not take (by name).
-struct PolicyOptions {
-  std::optional<int64_t> cache_per_layer;    // --cache-per-layer K (lru-prefetch)
-  std::optional<int64_t> prefetch;           // --prefetch N (lru-prefetch)
-  std::optional<int64_t> gpu_layers;         // --gpu-layers L (static-split)
-  std::optional<int64_t> staging_buffers;    // --staging-buffers B (lru-prefetch, fiddler)
-  std::optional<int64_t> prefetch_distance;  // --prefetch-distance D (fmoe)
 };
 
 // A forward pass. `requests` lists the requests whose tokens it carries (fMoE keys its maps on

@@ -1,6 +1,5 @@
 #include "policies/registry.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "base/error.h"
@@ -9,13 +8,21 @@
 namespace moelab::policies {
 namespace {
 
-std::string JoinOptions(const std::vector<std::string>& options) {
+std::string JoinOptions(const std::vector<PolicyOptionSpec>& options) {
   if (options.empty()) return "no policy options";
   std::string text;
   for (size_t i = 0; i < options.size(); ++i) {
-    text += (i == 0 ? "--" : (i + 1 == options.size() ? " and --" : ", --")) + options[i];
+    text += (i == 0 ? "--" : (i + 1 == options.size() ? " and --" : ", --")) +
+            std::string(options[i].name);
   }
   return text;
+}
+
+const PolicyOptionSpec* FindOption(const PolicyInfo& info, std::string_view name) {
+  for (const PolicyOptionSpec& option : info.options) {
+    if (option.name == name) return &option;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -24,6 +31,15 @@ void PolicyRegistry::Add(PolicyInfo info) {
   for (const PolicyInfo& existing : policies_) {
     if (existing.name == info.name)
       throw Error("offload policy '" + info.name + "' registered twice");
+  }
+  for (size_t i = 0; i < info.options.size(); ++i) {
+    const std::string option(info.options[i].name);
+    if (!FindPolicyOptionField(option)) {
+      throw Error("offload policy '" + info.name + "': option --" + option +
+                  " is not a PolicyOptions field");
+    }
+    if (FindOption(info, option) != &info.options[i])
+      throw Error("offload policy '" + info.name + "': option --" + option + " declared twice");
   }
   policies_.push_back(std::move(info));
 }
@@ -56,23 +72,38 @@ void RegisterOffloadPolicies(PolicyRegistry& registry) {
   registry.Add({"static-split",
                 "the first L layers (dense parts and experts) on the accelerator, the rest on the "
                 "CPU (llama.cpp -ngl)",
-                {"gpu-layers"},
+                impl::StaticSplitOptions(),
                 impl::MakeStaticSplitPolicy});
   registry.Add({"lru-prefetch",
                 "per-layer LRU cache of k experts plus speculative prefetch of the next layer's "
                 "most likely experts into staging buffers (Mixtral-offloading)",
-                {"cache-per-layer", "prefetch", "staging-buffers"},
+                impl::LruPrefetchOptions(),
                 impl::MakeLruPrefetchPolicy});
   registry.Add({"fiddler",
                 "popularity placement plus Algorithm 1 per expert: run resident, copy then run "
                 "on the accelerator, or run on the CPU (Fiddler)",
-                {"staging-buffers"},
+                impl::FiddlerOptions(),
                 impl::MakeFiddlerPolicy});
   registry.Add({"fmoe",
                 "expert-map store with semantic and trajectory search, probability-mass prefetch "
                 "d layers ahead, eviction by 1/(p freq) (fMoE)",
-                {"prefetch-distance"},
+                impl::FmoeOptions(),
                 impl::MakeFmoePolicy});
+}
+
+std::vector<PolicyOptionFlag> PolicyOptionFlags(const PolicyRegistry& registry) {
+  std::vector<PolicyOptionFlag> flags;
+  for (const PolicyOptionField& field : kPolicyOptionFields) {
+    std::string help;
+    for (const PolicyInfo& info : registry.All()) {
+      const PolicyOptionSpec* option = FindOption(info, field.name);
+      if (!option) continue;
+      help += (help.empty() ? "" : "; ") + info.name + ": " + std::string(option->help) +
+              " (default " + option->DefaultText() + ")";
+    }
+    if (!help.empty()) flags.push_back({std::string(field.name), field.member, help});
+  }
+  return flags;
 }
 
 const PolicyRegistry& DefaultPolicyRegistry() {
@@ -88,16 +119,9 @@ std::unique_ptr<OffloadPolicy> MakeOffloadPolicy(const std::string& name,
                                                  const PolicyOptions& options,
                                                  const OffloadSetup& setup) {
   const PolicyInfo& info = DefaultPolicyRegistry().Find(name);
-  const std::pair<const char*, bool> given[] = {
-      {"cache-per-layer", options.cache_per_layer.has_value()},
-      {"prefetch", options.prefetch.has_value()},
-      {"gpu-layers", options.gpu_layers.has_value()},
-      {"staging-buffers", options.staging_buffers.has_value()},
-      {"prefetch-distance", options.prefetch_distance.has_value()},
-  };
-  for (const auto& [option, set] : given) {
-    if (set && std::find(info.options.begin(), info.options.end(), option) == info.options.end()) {
-      throw Error("--" + std::string(option) + ": policy '" + name +
+  for (const PolicyOptionField& field : kPolicyOptionFields) {
+    if ((options.*field.member).has_value() && !FindOption(info, field.name)) {
+      throw Error("--" + std::string(field.name) + ": policy '" + name +
                   "' does not take it; it takes " + JoinOptions(info.options));
     }
   }

@@ -18,15 +18,16 @@ using PolicyFactory =
 struct PolicyInfo {
   std::string name;     // "lru-prefetch"
   std::string summary;  // one line for --help and docs
-  // The PolicyOptions it takes, by command-line name ("cache-per-layer", ...); any other option
-  // that is set is refused.
-  std::vector<std::string> options;
+  // The PolicyOptions it takes, with its defaults, bounds and help (declared by the policy in
+  // policies/impl/); any other option that is set is refused.
+  std::vector<PolicyOptionSpec> options;
   PolicyFactory make;
 };
 
 class PolicyRegistry {
  public:
-  // Error when the name is taken.
+  // Error when the name is taken, or when an option is not a PolicyOptions field
+  // (kPolicyOptionFields) or is declared twice.
   void Add(PolicyInfo info);
   // Error for an unknown name, listing the valid ones.
   const PolicyInfo& Find(const std::string& name) const;
@@ -40,6 +41,16 @@ class PolicyRegistry {
 // Registers every policy of policies/impl/: resident, on-demand, static-split, lru-prefetch,
 // fiddler, fmoe.
 void RegisterOffloadPolicies(PolicyRegistry& registry);
+
+// A command-line flag for one PolicyOptions field some policy takes, its help composed from
+// every declaration ("lru-prefetch: device staging buffers ... (default 4); fiddler: ...").
+struct PolicyOptionFlag {
+  std::string name;  // without "--"
+  std::optional<int64_t> PolicyOptions::* member;
+  std::string help;
+};
+// In PolicyOptions order; fields no registered policy takes are left out.
+std::vector<PolicyOptionFlag> PolicyOptionFlags(const PolicyRegistry& registry);
 
 // The registry RegisterOffloadPolicies fills (built on first use).
 const PolicyRegistry& DefaultPolicyRegistry();

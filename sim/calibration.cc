@@ -11,17 +11,6 @@ namespace moelab::sim {
 namespace {
 
 constexpr uint64_t kCalibrationSalt = 0x63616c6962726174ULL;  // "calibrat"
-constexpr uint64_t kSemanticSalt = 0x73656d616e746963ULL;     // "semantic"
-
-// A trace spec's file, or "" when `spec` is a synthetic generator.
-std::string TraceFile(const std::string& spec) {
-  if (spec.starts_with("trace:")) return spec.substr(6);
-  if (spec == "uniform" || spec == "gate" || spec == "correlated" ||
-      spec.starts_with("popularity:") || spec.starts_with("correlated:")) {
-    return "";
-  }
-  return spec;  // a bare path; MakeRoutingSource would treat it as a trace too
-}
 
 }  // namespace
 
@@ -35,33 +24,13 @@ void CalibrationOptions::Validate() const {
   if (max_history < 0) throw Error("calibration: field 'max_history' must be >= 0");
 }
 
-std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension) {
-  std::vector<float> embedding(static_cast<size_t>(dimension));
-  uint64_t state = SplitMix64(SplitMix64(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
-  for (float& value : embedding) {
-    state = SplitMix64(state);
-    value = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
-  }
-  return embedding;
-}
-
-void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
-                       const std::vector<double>& popularity_row, double residual_mass,
-                       std::vector<float>& out) {
-  const size_t experts = counts.size();
-  out.resize(experts);
-  const double routed = static_cast<double>(tokens * top_k);
-  double popularity_total = 0;
-  for (double count : popularity_row) popularity_total += count;
-  for (size_t e = 0; e < experts; ++e) {
-    const double share = routed > 0 ? static_cast<double>(counts[e]) / routed : 0;
-    const double prior = popularity_total > 0 ? popularity_row[e] / popularity_total
-                                              : 1.0 / static_cast<double>(experts);
-    out[e] = static_cast<float>((1 - residual_mass) * share + residual_mass * prior);
-  }
-}
-
 RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
+                                    int64_t num_experts, int64_t top_k, uint64_t seed,
+                                    const CalibrationOptions& options) {
+  return CalibrateRouting(ParseRoutingSpec(spec), num_layers, num_experts, top_k, seed, options);
+}
+
+RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options) {
   options.Validate();
@@ -69,8 +38,8 @@ RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
   // routes[token][layer] = the token's K experts.
   std::vector<std::vector<std::vector<int32_t>>> routes;
   RoutingCalibration calibration;
-  const std::string trace_file = TraceFile(spec);
-  if (!trace_file.empty()) {
+  if (spec.kind == RoutingSpec::Kind::kTrace) {
+    const std::string& trace_file = spec.file;
     const RoutingTrace trace = LoadRoutingTrace(trace_file);
     // Checks the shape against the model with the same message the replay would give.
     MakeTraceRouting(trace, num_layers, num_experts, top_k, trace_file);

@@ -7,6 +7,8 @@
 #include "model/fiddler.h"
 #include "policies/offload_policy.h"
 #include "routing/routing_source.h"
+#include "routing/routing_spec.h"
+#include "sim/gate_standins.h"
 
 namespace moelab::sim {
 
@@ -39,19 +41,14 @@ struct RoutingCalibration {
   std::vector<policies::OffloadSetup::ExpertMap> history;  // per sampled token, for fMoE
 };
 
-// Samples `spec` (a --routing value; "trace:FILE" or a trace path is read directly) with a seed
-// derived from `seed`. Errors are those of MakeRoutingSource / LoadRoutingTrace.
+// Samples the routing `spec` names with a seed derived from `seed`; a trace is read directly
+// (in-sample). Errors are those of MakeRoutingSource / LoadRoutingTrace; "gate" is refused.
+RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
+                                    int64_t num_experts, int64_t top_k, uint64_t seed,
+                                    const CalibrationOptions& options);
+// The same from a --routing value (ParseRoutingSpec).
 RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options);
-
-// The seeded semantic embedding of request `request` (values in [-1, 1]).
-std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension);
-
-// A layer's gate probabilities for a pass: (1 - m) x counts / (K x tokens) + m x popularity
-// shares. `counts` has E entries; `out` is resized to E and sums to 1.
-void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
-                       const std::vector<double>& popularity_row, double residual_mass,
-                       std::vector<float>& out);
 
 }  // namespace moelab::sim

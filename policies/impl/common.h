@@ -41,17 +41,6 @@ inline ExpertDecision Decide(int32_t expert, ExpertAction action) {
   return decision;
 }
 
-// An option value, or its default; Error naming the option when below `minimum`.
-inline int64_t OptionOr(const std::optional<int64_t>& value, int64_t fallback, int64_t minimum,
-                        const std::string& option) {
-  const int64_t resolved = value.value_or(fallback);
-  if (resolved < minimum) {
-    throw Error("--" + option + " must be at least " + std::to_string(minimum) + ", got " +
-                std::to_string(resolved));
-  }
-  return resolved;
-}
-
 inline std::string GigaBytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f GB", bytes / 1e9);

@@ -1,11 +1,18 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "policies/offload_policy.h"
 
 // Factories of the policies in policies/impl/, one per file; only registry.cc calls them.
 namespace moelab::policies::impl {
+
+// The options each policy takes (PolicyOptionSpec), declared in its file.
+std::vector<PolicyOptionSpec> StaticSplitOptions();
+std::vector<PolicyOptionSpec> LruPrefetchOptions();
+std::vector<PolicyOptionSpec> FiddlerOptions();
+std::vector<PolicyOptionSpec> FmoeOptions();
 
 std::unique_ptr<OffloadPolicy> MakeResidentPolicy(const PolicyOptions& options,
                                                   const OffloadSetup& setup);

@@ -14,13 +14,15 @@
 namespace moelab::policies::impl {
 namespace {
 
-constexpr int64_t kDefaultStagingBuffers = 1;
+constexpr PolicyOptionSpec kStagingBuffersOption{
+    "staging-buffers", 1, "", 1, OptionMaximum::kNone,
+    "device staging buffers for copied experts (2 double-buffers)"};
 
 class FiddlerPolicy : public OffloadPolicy {
  public:
   FiddlerPolicy(const PolicyOptions& options, const OffloadSetup& setup)
       : setup_(setup),
-        staging_(OptionOr(options.staging_buffers, kDefaultStagingBuffers, 1, "staging-buffers")),
+        staging_(*kStagingBuffersOption.Resolve(options, setup)),
         on_accelerator_(static_cast<size_t>(setup.num_moe_layers * setup.num_experts), 0) {
     const double budget = setup.ExpertBudgetBytes(setup.num_layers, staging_);
     if (budget < 0) {
@@ -79,6 +81,8 @@ class FiddlerPolicy : public OffloadPolicy {
 };
 
 }  // namespace
+
+std::vector<PolicyOptionSpec> FiddlerOptions() { return {kStagingBuffersOption}; }
 
 std::unique_ptr<OffloadPolicy> MakeFiddlerPolicy(const PolicyOptions& options,
                                                  const OffloadSetup& setup) {

@@ -30,7 +30,9 @@
 namespace moelab::policies::impl {
 namespace {
 
-constexpr int64_t kDefaultPrefetchDistance = 3;
+constexpr PolicyOptionSpec kPrefetchDistanceOption{
+    "prefetch-distance", 3, "", 1, OptionMaximum::kNone,
+    "MoE layers ahead to prefetch (below the MoE layers)"};
 constexpr size_t kStoreCapacity = 1024;
 constexpr double kRedundant = 0.995;
 constexpr double kProbabilityFloor = 1e-3;
@@ -67,7 +69,7 @@ class FmoePolicy : public OffloadPolicy {
         layers_(setup.num_moe_layers),
         experts_(setup.num_experts),
         distance_(
-            OptionOr(options.prefetch_distance, kDefaultPrefetchDistance, 1, "prefetch-distance")),
+            *kPrefetchDistanceOption.Resolve(options, setup)),
         cached_(static_cast<size_t>(layers_ * experts_), 0),
         cached_bits_(static_cast<size_t>((layers_ * experts_ + 63) / 64), 0),
         // Every expert counts as stamped until the first pass (as a stamp and pass_ both at -1).
@@ -566,6 +568,8 @@ class FmoePolicy : public OffloadPolicy {
 };
 
 }  // namespace
+
+std::vector<PolicyOptionSpec> FmoeOptions() { return {kPrefetchDistanceOption}; }
 
 std::unique_ptr<OffloadPolicy> MakeFmoePolicy(const PolicyOptions& options,
                                               const OffloadSetup& setup) {

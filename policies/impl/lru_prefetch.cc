@@ -21,15 +21,22 @@
 namespace moelab::policies::impl {
 namespace {
 
-constexpr int64_t kDefaultPrefetch = 2;
-constexpr int64_t kDefaultStagingBuffers = 4;
+constexpr PolicyOptionSpec kCachePerLayerOption{
+    "cache-per-layer", std::nullopt, "memory / layers, at most E", 1, OptionMaximum::kExpertsPerLayer,
+    "experts cached per MoE layer"};
+constexpr PolicyOptionSpec kPrefetchOption{
+    "prefetch", 2, "", 0, OptionMaximum::kNone,
+    "next-layer experts speculatively loaded (at most the staging buffers)"};
+constexpr PolicyOptionSpec kStagingBuffersOption{
+    "staging-buffers", 4, "", 0, OptionMaximum::kNone,
+    "device staging buffers for speculatively loaded experts"};
 
 class LruPrefetchPolicy : public OffloadPolicy {
  public:
   LruPrefetchPolicy(const PolicyOptions& options, const OffloadSetup& setup)
       : setup_(setup),
-        prefetch_(OptionOr(options.prefetch, kDefaultPrefetch, 0, "prefetch")),
-        staging_(OptionOr(options.staging_buffers, kDefaultStagingBuffers, 0, "staging-buffers")) {
+        prefetch_(*kPrefetchOption.Resolve(options, setup)),
+        staging_(*kStagingBuffersOption.Resolve(options, setup)) {
     const int64_t experts = setup.num_experts;
     if (prefetch_ > experts) {
       throw Error("--prefetch " + std::to_string(prefetch_) + " exceeds the " +
@@ -42,12 +49,8 @@ class LruPrefetchPolicy : public OffloadPolicy {
     }
     const int64_t slots = setup.ExpertSlots(setup.num_layers, staging_);
     const int64_t per_layer = std::min(experts, slots / setup.num_moe_layers);
-    if (options.cache_per_layer) {
-      k_ = *options.cache_per_layer;
-      if (k_ < 1 || k_ > experts) {
-        throw Error("--cache-per-layer must be in [1, " + std::to_string(experts) +
-                    "] (experts per layer), got " + std::to_string(k_));
-      }
+    if (const std::optional<int64_t> k = kCachePerLayerOption.Resolve(options, setup)) {
+      k_ = *k;
       if (k_ > per_layer) {
         throw Error("--cache-per-layer " + std::to_string(k_) + ": " +
                     std::to_string(k_ * setup.num_moe_layers) + " cached experts of " +
@@ -207,6 +210,10 @@ class LruPrefetchPolicy : public OffloadPolicy {
 };
 
 }  // namespace
+
+std::vector<PolicyOptionSpec> LruPrefetchOptions() {
+  return {kCachePerLayerOption, kPrefetchOption, kStagingBuffersOption};
+}
 
 std::unique_ptr<OffloadPolicy> MakeLruPrefetchPolicy(const PolicyOptions& options,
                                                      const OffloadSetup& setup) {

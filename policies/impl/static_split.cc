@@ -10,16 +10,16 @@
 namespace moelab::policies::impl {
 namespace {
 
+constexpr PolicyOptionSpec kGpuLayersOption{
+    "gpu-layers", std::nullopt, "as many as fit", 0, OptionMaximum::kModelLayers,
+    "transformer layers (dense part and experts) on the accelerator"};
+
 class StaticSplitPolicy : public OffloadPolicy {
  public:
   StaticSplitPolicy(const PolicyOptions& options, const OffloadSetup& setup) : setup_(setup) {
     const int64_t most = MostLayersThatFit();
-    if (options.gpu_layers) {
-      gpu_layers_ = *options.gpu_layers;
-      if (gpu_layers_ < 0 || gpu_layers_ > setup.num_layers) {
-        throw Error("--gpu-layers must be in [0, " + std::to_string(setup.num_layers) +
-                    "] (the model's layers), got " + std::to_string(gpu_layers_));
-      }
+    if (const std::optional<int64_t> layers = kGpuLayersOption.Resolve(options, setup)) {
+      gpu_layers_ = *layers;
       if (!Fits(gpu_layers_)) {
         throw Error("--gpu-layers " + std::to_string(gpu_layers_) + ": layers 0-" +
                     std::to_string(gpu_layers_ - 1) + " need " +
@@ -86,6 +86,8 @@ class StaticSplitPolicy : public OffloadPolicy {
 };
 
 }  // namespace
+
+std::vector<PolicyOptionSpec> StaticSplitOptions() { return {kGpuLayersOption}; }
 
 std::unique_ptr<OffloadPolicy> MakeStaticSplitPolicy(const PolicyOptions& options,
                                                      const OffloadSetup& setup) {

@@ -1,0 +1,130 @@
+#pragma once
+
+// The offload simulator's engine (internal to sim/): it asks the policy, has policies::PlanChecker
+// check and apply every plan, and turns the decisions into ops on the OpGraph. Split by
+// responsibility: engine_setup.cc (memory plan, policy, initial placement), engine_passes.cc
+// (passes, dense layers, routing), engine_experts.cc (expert runs, copies, prefetches),
+// result_assembly.cc (the SimResult).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "policies/offload_policy.h"
+#include "policies/plan_checker.h"
+#include "sim/cost_model.h"
+#include "sim/offload_simulator.h"
+#include "sim/op_graph.h"
+#include "sim/staging_buffers.h"
+
+namespace moelab::sim {
+
+// Op kinds (Op::kind), named in the timeline.
+enum OpKind : uint8_t {
+  kPassStart,
+  kEmbedding,
+  kDense,
+  kHidden,         // hidden states crossing between devices (static-split)
+  kExpertCompute,  // on the accelerator or the CPU
+  kExpertCopy,     // expert weights host -> accelerator
+  kStorage,        // expert weights storage -> host
+  kActivation,     // an expert's tokens crossing to the other device and back
+  kLmHead,
+  kJoin,
+};
+
+class Engine : public OpListener {
+ public:
+  Engine(const SimConfig& config, RoutingSource& routing, const RoutingCalibration& calibration,
+         SimResult& result);
+
+  void Run();
+  void OnOpDone(OpHandle handle, const Op& op) override;
+
+ private:
+  // The ops an expert's accelerator copy depends on; where it lives is the checker's business.
+  struct ExpertOps {
+    OpHandle loading;         // the copy bringing its weights to the accelerator, while in flight
+    OpHandle last_use;        // the latest computation reading its accelerator copy
+    bool on_storage = false;  // its home copy is on storage, not in host RAM
+  };
+
+  size_t Flat(int64_t layer, int64_t expert) const {
+    return static_cast<size_t>(layer * experts_ + expert);
+  }
+  static Resource ComputeOf(policies::Device device) {
+    return device == policies::Device::kAccelerator ? Resource::kAcceleratorCompute
+                                                    : Resource::kCpuCompute;
+  }
+  OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
+                 int32_t expert);
+
+  // engine_setup.cc
+  void SetUp();
+
+  // engine_passes.cc
+  void StartPass();
+  void BeginPass();
+  bool needs_cpu_dense() const;
+  const CostModel::DenseCost& DenseOf(policies::Device device) const;
+  void ScheduleDense(int64_t layer);
+  void MoveHidden(policies::Device device);
+  void AfterLayer(int64_t layer);
+  void EndPass();
+  void RouteLayer(int64_t layer);
+
+  // engine_experts.cc
+  OpHandle Execute(int32_t layer, int64_t tokens, const policies::ExpertDecision& decision,
+                   policies::Device device);
+  OpHandle ActivationTransfer(bool to_accelerator, int64_t tokens, int32_t layer, int32_t expert);
+  OpHandle RunOnAccelerator(int32_t layer, int32_t expert, int64_t tokens, OpHandle weights_ready,
+                            policies::Device device, ExpertOps* ops);
+  OpHandle RunOnCpu(int32_t layer, int32_t expert, int64_t tokens, policies::Device device,
+                    const ExpertOps& ops);
+  OpHandle StorageRead(int32_t layer, int32_t expert);
+  OpHandle Copy(int32_t layer, int32_t expert, uint8_t priority_class, double priority,
+                const OpHandle slot_free[2], bool staging);
+  std::pair<OpHandle, OpHandle> FreeSlotOf(const policies::PlanChecker::Effects& effects);
+  void Discard(const policies::ExpertRef& ref);
+  void ApplyPrefetches();
+  OpHandle Join(OpHandle a, OpHandle b);
+
+  // result_assembly.cc
+  void Finish();
+
+  const SimConfig& config_;
+  RoutingSource& routing_;
+  const RoutingCalibration& calibration_;
+  SimResult& result_;
+  CostModel cost_;
+  OpGraph graph_;
+  std::unique_ptr<policies::OffloadPolicy> policy_;
+  policies::PolicyNeeds needs_;
+  std::optional<policies::PlanChecker> checker_;
+
+  int64_t layers_ = 0, first_dense_ = 0, moe_layers_ = 0, experts_ = 0, top_k_ = 0;
+  int64_t expert_bytes_ = 0;
+  double activation_bytes_per_token_ = 0;
+  std::vector<Iteration> passes_;
+  std::vector<policies::Device> dense_device_;
+  std::vector<std::vector<float>> semantic_;  // [request]
+
+  std::vector<ExpertOps> expert_ops_;
+  StagingBuffers staging_;
+
+  // The current pass.
+  int64_t pass_ = 0;
+  int64_t tokens_ = 0;
+  ForwardShape shape_;
+  const CostModel::DenseCost* dense_[2] = {nullptr, nullptr};
+  std::vector<OpHandle> outputs_;
+  OpHandle last_compute_;
+  policies::LayerPlan plan_;
+  std::vector<std::vector<int32_t>> routed_;
+  std::vector<int64_t> counts_;
+  std::vector<policies::ExpertDemand> demand_;
+  std::vector<float> gate_, next_scores_;
+};
+
+}  // namespace moelab::sim

@@ -1,0 +1,159 @@
+// The engine's passes: the dense part of each layer on the device the policy names (moving the
+// hidden states between devices), then for a MoE layer its routing, the gate's stand-ins, the
+// policy's checked plan and the experts; the LM head ends the pass.
+#include <algorithm>
+
+#include "sim/engine.h"
+#include "sim/gate_standins.h"
+
+namespace moelab::sim {
+
+using policies::Device;
+using policies::ExpertAction;
+using policies::ExpertDecision;
+using policies::ExpertRef;
+
+void Engine::StartPass() {
+  const OpHandle start = graph_.NewOp(Resource::kNone, 0, kPassStart);
+  graph_.Commit(start);
+}
+
+void Engine::BeginPass() {
+  const Iteration& pass = passes_[static_cast<size_t>(pass_)];
+  shape_.batch = pass.batch;
+  shape_.tokens_per_sequence = pass.tokens_per_sequence;
+  shape_.context_length = pass.context_length;
+  shape_.logits_for_all_positions = pass.logits_for_all_positions;
+  tokens_ = pass.tokens();
+  dense_[0] = &cost_.Dense(Device::kAccelerator, shape_);
+  dense_[1] = needs_cpu_dense() ? &cost_.Dense(Device::kCpu, shape_) : dense_[0];
+
+  policies::IterationInfo info;
+  info.index = pass_;
+  info.kind = pass.kind;
+  info.tokens = tokens_;
+  info.requests = pass.requests;
+  info.semantic.assign(static_cast<size_t>(config_.calibration.semantic_dim), 0.0f);
+  for (int64_t request : pass.requests) {
+    const std::vector<float>& embedding = semantic_[static_cast<size_t>(request)];
+    for (size_t i = 0; i < embedding.size(); ++i) {
+      info.semantic[i] += embedding[i] / static_cast<float>(pass.requests.size());
+    }
+  }
+  plan_.Clear();
+  policy_->BeginIteration(info, plan_);
+  checker_->CheckIterationPlan(plan_);
+  ApplyPrefetches();
+
+  const Device first = dense_device_[0];
+  const OpHandle embedding =
+      NewOp(ComputeOf(first), DenseOf(first).embedding_s, kEmbedding, -1, -1);
+  graph_.Commit(embedding);
+  outputs_.assign(1, embedding);
+  ScheduleDense(0);
+}
+
+bool Engine::needs_cpu_dense() const {
+  return std::find(dense_device_.begin(), dense_device_.end(), Device::kCpu) !=
+         dense_device_.end();
+}
+
+const CostModel::DenseCost& Engine::DenseOf(Device device) const {
+  return *dense_[device == Device::kAccelerator ? 0 : 1];
+}
+
+// The dense part of layer `layer`, after outputs_ (moving the hidden states when the previous
+// layer ran on the other device).
+void Engine::ScheduleDense(int64_t layer) {
+  const Device device = dense_device_[static_cast<size_t>(layer)];
+  const Device previous = layer == 0 ? device : dense_device_[static_cast<size_t>(layer - 1)];
+  if (previous != device) MoveHidden(device);
+  const OpHandle dense =
+      NewOp(ComputeOf(device), DenseOf(device).layer_s[static_cast<size_t>(layer)], kDense,
+            static_cast<int32_t>(layer), -1);
+  for (const OpHandle& before : outputs_) graph_.AddDependency(before, dense);
+  graph_.Commit(dense);
+}
+
+// Hidden states of the whole pass to `device`; replaces outputs_ with the transfer.
+void Engine::MoveHidden(Device device) {
+  const double bytes = static_cast<double>(tokens_) * activation_bytes_per_token_;
+  const bool to_accelerator = device == Device::kAccelerator;
+  const OpHandle move =
+      NewOp(to_accelerator ? Resource::kHostToDevice : Resource::kDeviceToHost,
+            to_accelerator ? cost_.HostToDeviceSeconds(bytes) : cost_.DeviceToHostSeconds(bytes),
+            kHidden, -1, -1);
+  graph_.at(move).bytes = bytes;
+  (to_accelerator ? result_.bytes_h2d_activations : result_.bytes_d2h_activations) += bytes;
+  for (const OpHandle& before : outputs_) graph_.AddDependency(before, move);
+  graph_.Commit(move);
+  outputs_.assign(1, move);
+}
+
+void Engine::AfterLayer(int64_t layer) {
+  if (layer + 1 < layers_) {
+    ScheduleDense(layer + 1);
+    return;
+  }
+  const Device device = dense_device_.back();
+  const OpHandle head = NewOp(ComputeOf(device), DenseOf(device).lm_head_s, kLmHead, -1, -1);
+  for (const OpHandle& before : outputs_) graph_.AddDependency(before, head);
+  graph_.Commit(head);
+}
+
+void Engine::EndPass() {
+  const Seconds now = graph_.now_s();
+  if (pass_ == 0) result_.ttft_s = now;
+  result_.total_s = now;
+  policy_->EndIteration();
+  ++pass_;
+  if (pass_ < static_cast<int64_t>(passes_.size())) StartPass();
+}
+
+void Engine::RouteLayer(int64_t layer) {
+  const int32_t moe_layer = static_cast<int32_t>(layer - first_dense_);
+  routing_.Route(pass_, moe_layer, tokens_, routed_);
+  CountDemand(routed_, experts_, counts_, demand_);
+  gate_.clear();
+  if (needs_.gate_probabilities) {
+    GateProbabilities(counts_, tokens_, top_k_,
+                      calibration_.popularity[static_cast<size_t>(moe_layer)],
+                      config_.calibration.gate_residual_mass, gate_);
+  }
+  next_scores_.clear();
+  if (needs_.next_layer_scores && moe_layer + 1 < moe_layers_ &&
+      static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
+    SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)], demand_,
+                               experts_, next_scores_);
+  }
+  policies::LayerDemand demand;
+  demand.layer = moe_layer;
+  demand.tokens = tokens_;
+  demand.experts = demand_;
+  demand.gate_probabilities = gate_;
+  demand.next_layer_scores = next_scores_;
+  plan_.Clear();
+  policy_->PlanLayer(demand, plan_);
+  checker_->CheckDecisionCount(demand_, plan_);
+  for (const ExpertRef& ref : plan_.discard_staged) Discard(ref);
+  outputs_.clear();
+  const Device device = dense_device_[static_cast<size_t>(layer)];
+  checker_->CheckDecisionOrder(demand_, plan_);
+  // Plain hits first, then everything else in the policy's order: a plan decides hits against
+  // the cache as the previous layer left it, so a later promotion or fetch of the same layer may
+  // evict one of them (when the layer needs more experts than its cache holds); the computation
+  // exists by then, and the slot's new copy waits for it.
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < demand_.size(); ++i) {
+      const ExpertDecision& decision = plan_.decisions[i];
+      const bool plain_hit = decision.action == ExpertAction::kResident && !decision.promote;
+      if (plain_hit == (round == 0)) {
+        outputs_.push_back(Execute(moe_layer, demand_[i].tokens, decision, device));
+      }
+    }
+  }
+  ApplyPrefetches();
+  AfterLayer(layer);
+}
+
+}  // namespace moelab::sim

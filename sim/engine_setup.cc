@@ -1,0 +1,150 @@
+// The engine's set-up before the first token: the policy, the memory plan (policies/memory_plan.h)
+// and the initial placement, checked by policies::PlanChecker; and the op-completion dispatch.
+#include <string>
+
+#include "base/error.h"
+#include "model/parameter_count.h"
+#include "policies/memory_plan.h"
+#include "policies/registry.h"
+#include "sim/engine.h"
+
+namespace moelab::sim {
+
+using policies::Device;
+using policies::ExpertRef;
+
+Engine::Engine(const SimConfig& config, RoutingSource& routing,
+               const RoutingCalibration& calibration, SimResult& result)
+    : config_(config),
+      routing_(routing),
+      calibration_(calibration),
+      result_(result),
+      cost_(config.model, config.hardware, config.cost, config.host_cost.value_or(config.cost),
+            config.cpu_threads > 0 ? config.cpu_threads
+                                   : (config.hardware.host ? config.hardware.host->cores : 1),
+            config.accelerator_costs, config.host_costs),
+      graph_(this),
+      staging_(graph_) {
+  const MoeModelSpec& model = config.model;
+  layers_ = model.num_layers;
+  first_dense_ = model.moe->first_dense_layers;
+  moe_layers_ = model.num_moe_layers();
+  experts_ = model.moe->num_experts;
+  top_k_ = model.moe->top_k;
+  expert_bytes_ = ExpertBytes(model);
+  activation_bytes_per_token_ =
+      static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
+  passes_ = BuildIterations(config.workload);
+  if (calibration.popularity.size() != static_cast<size_t>(moe_layers_)) {
+    throw Error("sim: the routing calibration has " +
+                std::to_string(calibration.popularity.size()) + " layers, the model " +
+                std::to_string(moe_layers_) + " MoE layers");
+  }
+  SetUp();
+}
+
+void Engine::SetUp() {
+  const policies::ModelMemory memory =
+      policies::ModelMemoryOf(config_.model, config_.cost.kv_bits, config_.workload.KvTokens());
+  policies::OffloadSetup setup;
+  setup.num_layers = layers_;
+  setup.first_dense_layers = first_dense_;
+  setup.num_moe_layers = moe_layers_;
+  setup.num_experts = experts_;
+  setup.top_k = top_k_;
+  setup.expert_bytes = expert_bytes_;
+  setup.accelerator_bytes =
+      config_.accelerator_bytes.value_or(config_.hardware.accelerator->memory_bytes);
+  setup.fixed_bytes = memory.fixed_bytes;
+  setup.dense_layer_bytes = memory.dense_layer_bytes;
+  setup.latency = cost_.FiddlerLatency(expert_bytes_);
+  setup.popularity = calibration_.popularity;
+  setup.history = calibration_.history;
+  setup.seed = config_.seed;
+  policy_ = policies::MakeOffloadPolicy(config_.policy, config_.policy_options, setup);
+  needs_ = policy_->Needs();
+
+  const policies::PolicyMemoryDemand demand = policies::MemoryDemandOf(*policy_, layers_);
+  dense_device_ = demand.dense_device;
+  const policies::MemoryPlan plan = policies::PlanMemory(
+      setup, demand, config_.hardware.host->dram_bytes, calibration_.popularity);
+  checker_.emplace(policy_->Name(), moe_layers_, experts_, plan.expert_slots,
+                   plan.staging_buffers);
+  result_.fits_accelerator = plan.fits_accelerator;
+  checker_->CheckMemory(plan, demand.ignores_memory_limit);
+  result_.accelerator_bytes = plan.accelerator_bytes;
+  result_.fixed_bytes = plan.fixed_bytes;
+  result_.dense_bytes_on_accelerator = plan.dense_bytes_on_accelerator;
+  result_.kv_bytes = memory.kv_bytes;
+  result_.expert_slots = plan.expert_slots;
+  result_.staging_buffers = plan.staging_buffers;
+  result_.experts_total = plan.experts_total;
+  result_.experts_on_storage = plan.experts_on_storage;
+  result_.latency = setup.latency;
+  staging_.Reset(plan.staging_buffers);
+
+  expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});
+  for (const ExpertId& id : plan.on_storage) expert_ops_[Flat(id.layer, id.expert)].on_storage = true;
+
+  for (const ExpertRef& ref : policy_->InitialPlacement()) {
+    checker_->PlaceInitial(ref);
+    result_.bytes_initial_load += static_cast<double>(expert_bytes_);
+  }
+  checker_->EndInitialPlacement();
+  semantic_.resize(static_cast<size_t>(config_.workload.batch));
+  for (int64_t r = 0; r < config_.workload.batch; ++r) {
+    semantic_[static_cast<size_t>(r)] =
+        SemanticEmbedding(config_.seed, r, config_.calibration.semantic_dim);
+  }
+}
+
+void Engine::Run() {
+  StartPass();
+  graph_.Run();
+  Finish();
+}
+
+void Engine::OnOpDone(OpHandle handle, const Op& op) {
+  if (config_.record_timeline && op.resource != Resource::kNone) {
+    result_.timeline.push_back({op.start_s, op.duration_s, op.resource, op.kind, op.layer,
+                                op.expert, op.iteration, op.priority_class == 1});
+  }
+  switch (op.kind) {
+    case kPassStart:
+      BeginPass();
+      break;
+    case kDense:
+      if (op.layer >= first_dense_) {
+        RouteLayer(op.layer);
+      } else {
+        outputs_.assign(1, handle);
+        AfterLayer(op.layer);
+      }
+      break;
+    case kExpertCopy: {
+      ExpertOps& ops = expert_ops_[Flat(op.layer, op.expert)];
+      if (ops.loading.index == handle.index && ops.loading.generation == handle.generation) {
+        ops.loading = OpHandle{};
+      }
+      policy_->OnTransferDone({op.layer, op.expert});
+      break;
+    }
+    case kLmHead:
+      EndPass();
+      break;
+    default:
+      break;
+  }
+}
+
+OpHandle Engine::NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
+                       int32_t expert) {
+  const OpHandle handle = graph_.NewOp(resource, duration_s, kind);
+  Op& op = graph_.at(handle);
+  op.layer = layer;
+  op.expert = expert;
+  op.iteration = pass_;
+  return handle;
+}
+
+}  // namespace moelab::sim

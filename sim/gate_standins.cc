@@ -1,0 +1,63 @@
+#include "sim/gate_standins.h"
+
+#include "base/hash.h"
+
+namespace moelab::sim {
+namespace {
+
+constexpr uint64_t kSemanticSalt = 0x73656d616e746963ULL;  // "semantic"
+
+}  // namespace
+
+std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension) {
+  std::vector<float> embedding(static_cast<size_t>(dimension));
+  uint64_t state = SplitMix64(SplitMix64(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
+  for (float& value : embedding) {
+    state = SplitMix64(state);
+    value = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
+  }
+  return embedding;
+}
+
+void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
+                       const std::vector<double>& popularity_row, double residual_mass,
+                       std::vector<float>& out) {
+  const size_t experts = counts.size();
+  out.resize(experts);
+  const double routed = static_cast<double>(tokens * top_k);
+  double popularity_total = 0;
+  for (double count : popularity_row) popularity_total += count;
+  for (size_t e = 0; e < experts; ++e) {
+    const double share = routed > 0 ? static_cast<double>(counts[e]) / routed : 0;
+    const double prior = popularity_total > 0 ? popularity_row[e] / popularity_total
+                                              : 1.0 / static_cast<double>(experts);
+    out[e] = static_cast<float>((1 - residual_mass) * share + residual_mass * prior);
+  }
+}
+
+void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t experts,
+                 std::vector<int64_t>& counts, std::vector<policies::ExpertDemand>& demand) {
+  counts.assign(static_cast<size_t>(experts), 0);
+  for (const std::vector<int32_t>& token : routed) {
+    for (int32_t expert : token) ++counts[static_cast<size_t>(expert)];
+  }
+  demand.clear();
+  for (int64_t e = 0; e < experts; ++e) {
+    if (counts[static_cast<size_t>(e)] > 0)
+      demand.push_back({static_cast<int32_t>(e), counts[static_cast<size_t>(e)]});
+  }
+}
+
+void SpeculativeNextLayerScores(const std::vector<float>& transition,
+                                std::span<const policies::ExpertDemand> demand, int64_t experts,
+                                std::vector<float>& out) {
+  out.assign(static_cast<size_t>(experts), 0.0f);
+  for (const policies::ExpertDemand& d : demand) {
+    const float* row = &transition[static_cast<size_t>(d.expert * experts)];
+    const float weight = static_cast<float>(d.tokens);
+    for (int64_t next = 0; next < experts; ++next)
+      out[static_cast<size_t>(next)] += weight * row[next];
+  }
+}
+
+}  // namespace moelab::sim

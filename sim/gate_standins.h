@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "policies/offload_policy.h"
+
+namespace moelab::sim {
+
+// The simulator's stand-ins for what only a real model's gate gives (sim/README.md, "Calibration
+// and the gate's stand-ins"): our routing sources choose experts but have no softmax and no
+// hidden state, so the gate's probabilities and the speculative gate are modelled from the
+// routing and its calibration sample. The executor would read its real router instead.
+
+// The seeded semantic embedding of request `request` (values in [-1, 1]).
+std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension);
+
+// A layer's gate probabilities for a pass: (1 - m) x counts / (K x tokens) + m x popularity
+// shares. `counts` has E entries; `out` is resized to E and sums to 1.
+void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
+                       const std::vector<double>& popularity_row, double residual_mass,
+                       std::vector<float>& out);
+
+// A routed layer ([token][k] experts) as tokens per expert (`counts`, E entries) and the demand
+// a policy sees (activated experts in ascending order with their tokens).
+void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t experts,
+                 std::vector<int64_t>& counts, std::vector<policies::ExpertDemand>& demand);
+
+// The speculative gate: the score of expert e' at the next layer = sum over the demand's experts
+// e (weighted by their tokens) of transition[e * E + e'] (P(e' used next | e used), from the
+// calibration sample). `out` is resized to E.
+void SpeculativeNextLayerScores(const std::vector<float>& transition,
+                                std::span<const policies::ExpertDemand> demand, int64_t experts,
+                                std::vector<float>& out);
+
+}  // namespace moelab::sim
