@@ -54,6 +54,43 @@ ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, 
   return LoadHuggingFaceWeights(config, path);
 }
 
+// The target's weights without its routed experts, which go to (or already are in) the expert
+// store under the offload folder.
+ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest& request, ThreadPool& pool,
+                                  offload::PreparedStore& store) {
+  const std::filesystem::path dir =
+      request.offload->offload_dir.empty() ? offload::DefaultOffloadDir() : request.offload->offload_dir;
+  if (!config.is_moe()) throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+  ModelWeights weights;
+  if (request.weights.empty()) {
+    const ExpertSink skip;
+    bool built = false;
+    store = offload::PrepareExpertStore(config, "synthetic seed " + std::to_string(request.seed), dir,
+                                        [&](offload::ExpertStoreWriter& writer) {
+                                          const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) {
+                                            writer.Add(layer, expert, w);
+                                          };
+                                          weights = MakeSyntheticWeights(config, request.seed, pool, &add);
+                                          built = true;
+                                        });
+    if (!built) weights = MakeSyntheticWeights(config, request.seed, pool, &skip);
+    return weights;
+  }
+  // Real weights are loaded whole once (the store is built from them), then their experts dropped.
+  weights = LoadHuggingFaceWeights(config, request.weights);
+  std::error_code error;
+  const auto size = std::filesystem::file_size(request.weights, error);
+  const auto mtime = std::filesystem::last_write_time(request.weights, error).time_since_epoch().count();
+  const std::string source = request.weights + " (" + std::to_string(size) + " bytes, mtime " + std::to_string(mtime) + ")";
+  store = offload::PrepareExpertStore(config, source, dir, [&](offload::ExpertStoreWriter& writer) {
+    for (int64_t l = config.first_dense_layers; l < config.num_layers; ++l) {
+      for (int64_t e = 0; e < config.num_experts; ++e) writer.Add(l - config.first_dense_layers, e, weights.layers[l].experts[e]);
+    }
+  });
+  for (LayerWeights& layer : weights.layers) std::vector<FfnWeights>().swap(layer.experts);
+  return weights;
+}
+
 double Mean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   double sum = 0;
@@ -127,8 +164,19 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
   ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   target_config.expert_format = WeightFormatFromBits(request.expert_bits, "--expert-bits");
   target_config.attention_format = WeightFormatFromBits(request.attention_bits, "--attention-bits");
-  const ModelWeights target_weights = LoadWeights(target_config, request.weights, request.seed, pool);
+  offload::PreparedStore store;
+  const ModelWeights target_weights =
+      request.offload ? LoadOffloadedWeights(target_config, request, pool, store)
+                      : LoadWeights(target_config, request.weights, request.seed, pool);
   Transformer target(target_weights, pool);
+  std::unique_ptr<offload::OffloadRuntime> runtime;
+  if (request.offload) {
+    offload::OffloadOptions options = *request.offload;
+    if (options.seed == 0) options.seed = request.seed;
+    runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
+    target.set_expert_provider(runtime.get());
+  }
+
 
   std::unique_ptr<RoutingSource> routing;
   RoutingTrace trace;
@@ -160,6 +208,15 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
   report["seed"] = request.seed;
   report["routing"] = routing ? routing->Describe() : "model gate";
   report["weight_bytes_per_token"] = target_weights.BytesPerToken();
+  if (request.offload) {
+    // The experts are not in ModelWeights: count them as the in-RAM run does.
+    report["model"]["weight_bytes"] = WeightBytesFor(target_config);
+    FfnWeights expert;
+    expert.Allocate(target_config.hidden_size, target_config.expert_intermediate_size, target_config.expert_format);
+    report["weight_bytes_per_token"] = target_weights.BytesPerToken() +
+        static_cast<double>((target_config.num_layers - target_config.first_dense_layers) * target_config.top_k) * expert.StoredBytes();
+  }
+
 
   const double batch = static_cast<double>(request.batch);
   const double later_tokens = static_cast<double>(request.output_tokens - 1);
@@ -272,6 +329,12 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     }
   }
   report["operator_times_s"] = OperatorJson(target.times());
+  if (runtime) {
+    offload::OffloadStats stats = runtime->Stats();
+    stats.store_reused = store.reused;
+    stats.store_build_s = store.build_s;
+    report["offload"] = stats.ToJson();
+  }
   if (record) {
     nlohmann::json counts = nlohmann::json::array();
     for (size_t step = 0; step < trace.steps.size(); ++step) counts.push_back(trace.ExpertCounts(step));

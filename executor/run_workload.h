@@ -8,6 +8,7 @@
 
 #include "executor/executor_config.h"
 #include "executor/generation.h"
+#include "executor/offload/offload_runtime.h"
 #include "model/preset_store.h"
 
 namespace moelab {
@@ -39,6 +40,12 @@ struct RunRequest {
   uint64_t seed = 1;
   int threads = 0;          // 0: DefaultThreadCount()
   std::string trace_out;    // routing trace file, written atomically when set
+  // --offload POLICY: routed experts on storage (the expert store under offload->offload_dir), a
+  // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
+  // the report gains "offload" (OffloadStats::ToJson).
+  std::optional<offload::OffloadOptions> offload;
+
+  void Validate() const;
 
   void Validate() const;
 };

@@ -83,6 +83,11 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   RoutingStep step;
   step.kind = options.step_kind;
   step.tokens = tokens;
+  active_provider_ = options.experts ? options.experts : provider_;
+  if (active_provider_) active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
+  if (options.record) {
+    for (const SequenceInput& s : batch) step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
+  }
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     Attention(layer, batch, tokens);
     start = Clock::now();
@@ -123,6 +128,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size, pool_);
   times_.lm_head_s += Since(start);
   if (options.record) options.record->steps.push_back(std::move(step));
+  if (active_provider_) active_provider_->EndPass();
   ++passes_;
 }
 
@@ -248,15 +254,27 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < k; ++j) routed[token_experts_[t][j]].push_back({t, token_weights_[t][j]});
   }
+  ExpertProvider* const provider = active_provider_;
+  if (provider) {
+    // Weights arrive from storage in the provider's order; the outputs are kept per expert and
+    // added in expert order below, as in the loop without a provider.
+    times_.experts_s += Since(start);
+    ProvidedExperts(layer, tokens, *provider, record);
+    start = Clock::now();
+    provided_out_.resize(static_cast<size_t>(experts));
+  }
   for (int64_t e = 0; e < experts; ++e) {
     const auto& assigned = routed[e];
     if (assigned.empty()) continue;
     const int64_t count = static_cast<int64_t>(assigned.size());
-    gathered_.resize(static_cast<size_t>(count * d));
-    expert_out_.resize(gathered_.size());
-    for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
-    Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
-    for (int64_t i = 0; i < count; ++i) Axpy(assigned[i].second, expert_out_.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
+    std::vector<float>& out = provider ? provided_out_[e] : expert_out_;
+    if (!provider) {
+      gathered_.resize(static_cast<size_t>(count * d));
+      expert_out_.resize(gathered_.size());
+      for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
+      Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
+    }
+    for (int64_t i = 0; i < count; ++i) Axpy(assigned[i].second, out.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
   }
   if (lw.shared.width > 0) {
     expert_out_.resize(static_cast<size_t>(tokens * d));
@@ -267,6 +285,73 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
       for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
     }
     for (int64_t t = 0; t < tokens; ++t) Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+  }
+  times_.experts_s += Since(start);
+}
+
+void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider, RoutingStep* /*record*/) {
+  const ExecutorConfig& c = config();
+  const int64_t d = c.hidden_size;
+  const int64_t experts = c.num_experts;
+  const int32_t moe_layer = static_cast<int32_t>(layer - c.first_dense_layers);
+  const policies::PolicyNeeds needs = provider.Needs();
+  Clock::time_point start = Clock::now();
+  // router_logits_ holds each token's softmax probabilities by now.
+  std::vector<int64_t> counts(static_cast<size_t>(experts), 0);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int32_t e : token_experts_[t]) ++counts[static_cast<size_t>(e)];
+  }
+  demand_.clear();
+  for (int64_t e = 0; e < experts; ++e) {
+    if (counts[e] > 0) demand_.push_back({static_cast<int32_t>(e), counts[e]});
+  }
+  gate_mean_.clear();
+  if (needs.gate_probabilities) {
+    gate_mean_.assign(static_cast<size_t>(experts), 0.0f);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t e = 0; e < experts; ++e) gate_mean_[e] += router_logits_[t * experts + e] / static_cast<float>(tokens);
+    }
+  }
+  // The speculative gate (Mixtral-offloading): the next layer's router on this layer's normalized
+  // hidden state, softmax per token, summed over tokens.
+  next_scores_.clear();
+  if (needs.next_layer_scores && layer + 1 < c.num_layers) {
+    next_logits_.resize(static_cast<size_t>(tokens * experts));
+    MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router, next_logits_.data(), experts, pool_);
+    next_scores_.assign(static_cast<size_t>(experts), 0.0f);
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* p = next_logits_.data() + t * experts;
+      Softmax(p, experts);
+      for (int64_t e = 0; e < experts; ++e) next_scores_[e] += p[e];
+    }
+  }
+  times_.router_s += Since(start);
+
+  policies::LayerDemand demand;
+  demand.layer = moe_layer;
+  demand.tokens = tokens;
+  demand.experts = demand_;
+  demand.gate_probabilities = gate_mean_;
+  demand.next_layer_scores = next_scores_;
+  provider.PlanLayer(demand, run_order_);
+
+  start = Clock::now();
+  provided_out_.resize(static_cast<size_t>(experts));
+  for (int32_t e : run_order_) {
+    std::vector<int64_t> rows;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int32_t chosen : token_experts_[t]) {
+        if (chosen == e) rows.push_back(t);
+      }
+    }
+    const int64_t count = static_cast<int64_t>(rows.size());
+    gathered_.resize(static_cast<size_t>(count * d));
+    for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + rows[i] * d, d, gathered_.data() + i * d);
+    std::vector<float>& out = provided_out_[e];
+    out.resize(gathered_.size());
+    const FfnWeights& weights = provider.Acquire(moe_layer, e);
+    Ffn(weights, gathered_.data(), count, out.data());
+    provider.Release(moe_layer, e);
   }
   times_.experts_s += Since(start);
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/expert_provider.h"
 #include "executor/kv_cache.h"
 #include "executor/weights.h"
 #include "kernels/elementwise.h"
@@ -38,6 +39,10 @@ struct ForwardOptions {
   RoutingSource* routing = nullptr;  // forced routing; nullptr: the model's own gate
   RoutingTrace* record = nullptr;    // when set, this pass's routing is appended as a step
   std::string step_kind = "decode";
+  // Routed experts' weights come from here (the offload runtime) instead of ModelWeights; it may
+  // ask for the gate's mean probabilities and the speculative gate (layer l+1's router applied to
+  // layer l's normalized hidden state), which `record` then records too.
+  ExpertProvider* experts = nullptr;
 };
 
 // The reference MoE transformer: embeddings, RMSNorm, rotary embeddings, grouped-query attention
@@ -58,6 +63,9 @@ class Transformer {
                std::vector<float>& logits);
 
   OperatorTimes& times() { return times_; }
+  // Routed experts come from `provider` in every pass whose options name none (nullptr: from
+  // ModelWeights); the offload runtime, so every workload runs offloaded unchanged.
+  void set_expert_provider(ExpertProvider* provider) { provider_ = provider; }
   // Forward passes run so far; forced routing uses it as the step index.
   int64_t passes() const { return passes_; }
 
@@ -65,16 +73,25 @@ class Transformer {
   void Attention(int64_t layer, std::vector<SequenceInput>& batch, int64_t tokens);
   void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options, RoutingStep* record);
   void Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out);
+  // The routed experts through options.experts (the offload runtime); outputs added in expert
+  // order per token, as without it, so results are bit-identical.
+  void ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider, RoutingStep* record);
 
   const ModelWeights& weights_;
   ThreadPool& pool_;
   RopeTable rope_;
   OperatorTimes times_;
   int64_t passes_ = 0;
+  ExpertProvider* provider_ = nullptr;
+  ExpertProvider* active_provider_ = nullptr;  // this pass's
 
   // Scratch reused across passes (no allocation once warm).
   std::vector<float> hidden_, normed_, qkv_, attention_out_, projected_, router_logits_, ffn_out_;
   std::vector<float> gathered_, expert_out_;
+  std::vector<std::vector<float>> provided_out_;  // [expert]: the offload path's outputs
+  std::vector<float> gate_mean_, next_scores_, next_logits_;
+  std::vector<policies::ExpertDemand> demand_;
+  std::vector<int32_t> run_order_;
   std::vector<int64_t> positions_;
   std::vector<std::vector<float>> scores_;  // per thread
   std::vector<std::vector<int32_t>> token_experts_;

@@ -58,6 +58,9 @@ class SyntheticFiller {
       m.PackRows(begin, end - begin, rows.data());
     });
   }
+  // Tensors another call fills (an offloaded expert already in the store): the next tensor's
+  // values do not change.
+  void Skip(uint64_t tensors) { next_tensor_ += tensors; }
   void FillSmall(std::vector<float>& data, double center, double spread) {
     const uint64_t tensor = next_tensor_++;
     for (size_t i = 0; i < data.size(); ++i) {
@@ -124,9 +127,13 @@ double AvailableMemoryBytes() {
 
 }  // namespace
 
-ModelWeights AllocateWeights(const ExecutorConfig& c) {
+ModelWeights AllocateWeights(const ExecutorConfig& c) { return AllocateWeights(c, true); }
+
+ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
   c.Validate();
-  const double needed = WeightBytesFor(c);
+  ExecutorConfig counted = c;
+  if (!with_experts) counted.expert_intermediate_size = 0;
+  const double needed = WeightBytesFor(counted);
   const double available = AvailableMemoryBytes();
   if (available > 0 && needed > 0.9 * available) {
     throw Error("model '" + c.name + "' needs " + std::to_string(static_cast<int64_t>(needed / 1e9)) +
@@ -154,7 +161,7 @@ ModelWeights AllocateWeights(const ExecutorConfig& c) {
     layer.output = WeightMatrix(c.attention_format, d, c.q_width());
     if (c.IsMoeLayer(l)) {
       layer.router = PackedBf16Matrix(c.num_experts, d);
-      layer.experts.resize(c.num_experts);
+      if (with_experts) layer.experts.resize(c.num_experts);
       for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size, c.expert_format);
       if (c.num_shared_experts > 0) {
         layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size, WeightFormat::kBf16);
@@ -172,7 +179,13 @@ void TieLmHead(ModelWeights& w) {
 }
 
 ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool) {
-  ModelWeights w = AllocateWeights(c);
+  return MakeSyntheticWeights(c, seed, pool, nullptr);
+}
+
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool, const ExpertSink* sink) {
+  ModelWeights w = AllocateWeights(c, sink == nullptr);
+  FfnWeights scratch;
+  if (sink && *sink) scratch.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
   w.source = "synthetic seed " + std::to_string(seed);
   SyntheticFiller filler(seed, pool);
   const double d = static_cast<double>(c.hidden_size);
@@ -180,7 +193,8 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, Thread
   filler.Fill(w.embedding, 1.0);
   if (!c.tied_embeddings) filler.Fill(w.lm_head, 1.0 / std::sqrt(d));
   filler.FillSmall(w.final_norm, 1.0, 0.1);
-  for (LayerWeights& layer : w.layers) {
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    LayerWeights& layer = w.layers[l];
     filler.FillSmall(layer.attention_norm, 1.0, 0.1);
     filler.FillSmall(layer.ffn_norm, 1.0, 0.1);
     filler.Fill(layer.qkv, 1.0 / std::sqrt(d));
@@ -193,6 +207,17 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, Thread
     // Router logits of unit scale spread tokens over many experts.
     if (!layer.router.empty()) filler.Fill(layer.router, 1.0 / std::sqrt(d));
     for (FfnWeights& expert : layer.experts) FillFfn(filler, expert, residual_scale);
+    if (sink && c.IsMoeLayer(static_cast<int64_t>(l))) {
+      // Offloaded: one expert at a time to the sink (the same values), or skipped.
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        if (*sink) {
+          FillFfn(filler, scratch, residual_scale);
+          (*sink)(static_cast<int64_t>(l) - c.first_dense_layers, e, scratch);
+        } else if (c.expert_intermediate_size > 0) {
+          filler.Skip(2);
+        }
+      }
+    }
     FillFfn(filler, layer.shared, residual_scale);
     if (!layer.shared_gate.empty()) filler.Fill(layer.shared_gate, 1.0 / std::sqrt(d));
     FillFfn(filler, layer.dense, residual_scale);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -71,11 +72,20 @@ void TieLmHead(ModelWeights& weights);
 // Allocates every tensor for `config`, zero-filled. Refuses (naming both sizes) a model larger
 // than the memory this machine has available, rather than failing halfway or swapping.
 ModelWeights AllocateWeights(const ExecutorConfig& config);
+// Without the routed experts when `with_experts` is false (they live in the expert store).
+ModelWeights AllocateWeights(const ExecutorConfig& config, bool with_experts);
 
 // Seeded synthetic weights with sensible scales: uniform with standard deviation 1/sqrt(fan_in)
 // for projections (output and down projections further by 1/sqrt(2 layers) so the residual
 // stream stays O(1)), unit norms, unit-variance embeddings. Deterministic per seed, whatever the
 // thread count (each element's value is a hash of seed, tensor and index).
 ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool);
+
+// The same weights with the routed experts offloaded (the offload runtime's expert store): each
+// expert is handed to `*sink` in (MoE layer, expert) order instead of being kept, or skipped when
+// `*sink` is empty (the store already holds them); ModelWeights' experts stay empty and the size
+// check counts the rest only. `sink == nullptr`: the plain call above.
+using ExpertSink = std::function<void(int64_t moe_layer, int64_t expert, const FfnWeights& weights)>;
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool, const ExpertSink* sink);
 
 }  // namespace moelab

@@ -38,6 +38,9 @@ class PackedBf16Matrix {
   int64_t elements() const { return rows_ * cols_; }
 
   const Bf16* data() const { return storage_.data(); }
+  // The packed storage as stored (padding included): what the offload store copies in and out.
+  Bf16* mutable_data() { return storage_.data(); }
+  int64_t storage_elements() const { return static_cast<int64_t>(storage_.size()); }
   const Bf16* group(int64_t g) const { return data() + g * group_elements(); }
 
   int64_t Offset(int64_t row, int64_t col) const {

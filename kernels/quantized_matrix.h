@@ -45,6 +45,10 @@ class QuantizedMatrix {
   int64_t record_bytes() const { return RecordBytes(format_); }
   static constexpr int64_t RecordBytes(QuantFormat format) { return 16 + (format == QuantFormat::kQ8_0 ? 256 : 128); }
   const uint8_t* group(int64_t g) const { return storage_.data() + g * blocks() * record_bytes(); }
+  // The records as stored (padding included): what the offload store copies in and out.
+  const uint8_t* data() const { return storage_.data(); }
+  uint8_t* mutable_data() { return storage_.data(); }
+  int64_t storage_bytes() const { return static_cast<int64_t>(storage_.size()); }
   // Bytes of scales and quants for the rows x cols elements (padding excluded).
   double StoredBytes() const;
 

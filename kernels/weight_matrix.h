@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "kernels/packed_matrix.h"
@@ -42,6 +44,19 @@ class WeightMatrix {
   float At(int64_t row, int64_t col) const;
   // Rows back to row-major bf16 (quantized values rounded to bf16: saving a quantized model is lossy).
   void UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const;
+
+  // The stored bytes in the kernels' layout (padding included), for copying a matrix to a file
+  // and back into a matrix of the same format and shape (the offload store).
+  std::span<const std::byte> Storage() const {
+    return format_ == WeightFormat::kBf16
+               ? std::as_bytes(std::span(bf16_.data(), static_cast<size_t>(bf16_.storage_elements())))
+               : std::as_bytes(std::span(quantized_.data(), static_cast<size_t>(quantized_.storage_bytes())));
+  }
+  std::span<std::byte> MutableStorage() {
+    return format_ == WeightFormat::kBf16
+               ? std::as_writable_bytes(std::span(bf16_.mutable_data(), static_cast<size_t>(bf16_.storage_elements())))
+               : std::as_writable_bytes(std::span(quantized_.mutable_data(), static_cast<size_t>(quantized_.storage_bytes())));
+  }
 
   const PackedBf16Matrix& bf16() const { return bf16_; }
   const QuantizedMatrix& quantized() const { return quantized_; }

@@ -89,6 +89,11 @@ void RegisterOffloadPolicies(PolicyRegistry& registry) {
                 "d layers ahead, eviction by 1/(p freq) (fMoE)",
                 impl::FmoeOptions(),
                 impl::MakeFmoePolicy});
+  registry.Add({"stream-all",
+                "every expert of every layer loaded for each pass, nothing kept (naive offloading, "
+                "accelerate-style)",
+                {},
+                impl::MakeStreamAllPolicy});
 }
 
 std::vector<PolicyOptionFlag> PolicyOptionFlags(const PolicyRegistry& registry) {

@@ -39,7 +39,7 @@ class PolicyRegistry {
 };
 
 // Registers every policy of policies/impl/: resident, on-demand, static-split, lru-prefetch,
-// fiddler, fmoe.
+// fiddler, fmoe, stream-all.
 void RegisterOffloadPolicies(PolicyRegistry& registry);
 
 // A command-line flag for one PolicyOptions field some policy takes, its help composed from

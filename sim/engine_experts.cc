@@ -21,6 +21,7 @@ OpHandle Engine::Execute(int32_t layer, int64_t tokens, const ExpertDecision& de
   ++result_.expert_activations;
   result_.routed_tokens += tokens;
   const PlanChecker::Effects effects = checker_->ApplyDecision(layer, decision);
+  if (config_.record_decisions) policies::RecordDecision(result_.decisions, pass_, layer, decision, effects);
   switch (decision.action) {
     case ExpertAction::kResident: {
       if (decision.promote) {
@@ -163,6 +164,7 @@ std::pair<OpHandle, OpHandle> Engine::FreeSlotOf(const PlanChecker::Effects& eff
 
 void Engine::Discard(const ExpertRef& ref) {
   if (checker_->ApplyDiscard(ref)) ++result_.prefetches_wasted;
+  if (config_.record_decisions) policies::RecordDiscard(result_.decisions, pass_, ref);
   ExpertOps& ops = expert_ops_[Flat(ref.layer, ref.expert)];
   staging_.Release(Join(ops.last_use, ops.loading));
   ops.loading = OpHandle{};
@@ -171,6 +173,7 @@ void Engine::Discard(const ExpertRef& ref) {
 void Engine::ApplyPrefetches() {
   for (const PrefetchRequest& request : plan_.prefetches) {
     const PlanChecker::Effects effects = checker_->ApplyPrefetch(request);
+    if (config_.record_decisions) policies::RecordPrefetch(result_.decisions, pass_, request, effects);
     const ExpertRef ref = request.expert;
     const auto [last_use, loading] = FreeSlotOf(effects);
     const OpHandle slot_free[2] = {last_use, loading};

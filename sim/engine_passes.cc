@@ -110,18 +110,35 @@ void Engine::EndPass() {
   if (pass_ < static_cast<int64_t>(passes_.size())) StartPass();
 }
 
+// The replayed signal of this pass at `moe_layer`, or nullptr (none recorded there).
+const std::vector<float>* Engine::Replayed(
+    std::vector<std::vector<std::vector<float>>> policies::GateSignals::* signal, int32_t moe_layer) const {
+  if (!config_.gate_signals) return nullptr;
+  const auto& passes = (*config_.gate_signals).*signal;
+  if (pass_ >= static_cast<int64_t>(passes.size())) return nullptr;
+  const auto& layers = passes[static_cast<size_t>(pass_)];
+  if (moe_layer >= static_cast<int32_t>(layers.size()) || layers[static_cast<size_t>(moe_layer)].empty()) return nullptr;
+  return &layers[static_cast<size_t>(moe_layer)];
+}
+
 void Engine::RouteLayer(int64_t layer) {
   const int32_t moe_layer = static_cast<int32_t>(layer - first_dense_);
   routing_.Route(pass_, moe_layer, tokens_, routed_);
   CountDemand(routed_, experts_, counts_, demand_);
   gate_.clear();
-  if (needs_.gate_probabilities) {
+  next_scores_.clear();
+  if (const std::vector<float>* replayed = Replayed(&policies::GateSignals::gate_probabilities, moe_layer);
+      needs_.gate_probabilities && replayed) {
+    gate_ = *replayed;
+  } else if (needs_.gate_probabilities) {
     GateProbabilities(counts_, tokens_, top_k_,
                       calibration_.popularity[static_cast<size_t>(moe_layer)],
                       config_.calibration.gate_residual_mass, gate_);
   }
-  next_scores_.clear();
-  if (needs_.next_layer_scores && moe_layer + 1 < moe_layers_ &&
+  if (const std::vector<float>* replayed = Replayed(&policies::GateSignals::next_layer_scores, moe_layer);
+      needs_.next_layer_scores && replayed) {
+    next_scores_ = *replayed;
+  } else if (needs_.next_layer_scores && moe_layer + 1 < moe_layers_ &&
       static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
     SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)], demand_,
                                experts_, next_scores_);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "policies/offload_policy.h"
+#include "policies/semantic_embedding.h"
 
 namespace moelab::sim {
 
@@ -13,8 +14,8 @@ namespace moelab::sim {
 // hidden state, so the gate's probabilities and the speculative gate are modelled from the
 // routing and its calibration sample. The executor would read its real router instead.
 
-// The seeded semantic embedding of request `request` (values in [-1, 1]).
-std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension);
+// The seeded semantic embedding of a request (policies/semantic_embedding.h).
+using policies::SemanticEmbedding;
 
 // A layer's gate probabilities for a pass: (1 - m) x counts / (K x tokens) + m x popularity
 // shares. `counts` has E entries; `out` is resized to E and sums to 1.

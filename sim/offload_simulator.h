@@ -11,6 +11,8 @@
 #include "model/forward_cost.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
+#include "policies/decision_log.h"
+#include "policies/gate_signals.h"
 #include "policies/offload_policy.h"
 #include "routing/routing_source.h"
 #include "sim/calibration.h"
@@ -53,6 +55,10 @@ struct SimConfig {
   int64_t cpu_threads = 0;                  // 0: all the host's cores
   bool record_timeline = false;
   CalibrationOptions calibration;
+  // Replayed instead of the gate's stand-ins where a pass and layer has them (the executor's
+  // offload runtime records them: policies/gate_signals.h).
+  std::shared_ptr<const policies::GateSignals> gate_signals;
+  bool record_decisions = false;  // SimResult::decisions
 
   void Validate() const;  // Error naming the option
 };
@@ -104,6 +110,7 @@ struct SimResult {
   FiddlerLatencyModel latency;
 
   policies::PolicyStats policy_stats;
+  std::vector<policies::DecisionEvent> decisions;  // when SimConfig::record_decisions
   uint64_t events = 0;        // events the queue processed
   int64_t expert_events = 0;  // expert computations + expert weight copies + storage reads
 

@@ -24,6 +24,8 @@ std::unique_ptr<OffloadPolicy> MakeLruPrefetchPolicy(const PolicyOptions& option
                                                      const OffloadSetup& setup);
 std::unique_ptr<OffloadPolicy> MakeFiddlerPolicy(const PolicyOptions& options,
                                                  const OffloadSetup& setup);
+std::unique_ptr<OffloadPolicy> MakeStreamAllPolicy(const PolicyOptions& options,
+                                                   const OffloadSetup& setup);
 std::unique_ptr<OffloadPolicy> MakeFmoePolicy(const PolicyOptions& options,
                                               const OffloadSetup& setup);
 

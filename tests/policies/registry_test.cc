@@ -10,10 +10,10 @@ namespace {
 using testing::ErrorOf;
 using testing::TinySetup;
 
-TEST(PolicyRegistry, RegistersTheSixPoliciesInOrder) {
+TEST(PolicyRegistry, RegistersTheSevenPoliciesInOrder) {
   EXPECT_EQ(DefaultPolicyRegistry().Names(),
             (std::vector<std::string>{"resident", "on-demand", "static-split", "lru-prefetch",
-                                      "fiddler", "fmoe"}));
+                                      "fiddler", "fmoe", "stream-all"}));
   for (const std::string& name : DefaultPolicyRegistry().Names()) {
     const auto policy = MakeOffloadPolicy(name, {}, TinySetup(4, 8, 2, 16, 4));
     EXPECT_EQ(policy->Name(), name);
@@ -23,7 +23,7 @@ TEST(PolicyRegistry, RegistersTheSixPoliciesInOrder) {
 TEST(PolicyRegistry, UnknownNameListsTheValidOnes) {
   const std::string message = ErrorOf([] { MakeOffloadPolicy("lru", {}, TinySetup(2, 8, 2, 8)); });
   EXPECT_CONTAINS(message, "--policy: unknown offload policy 'lru'");
-  EXPECT_CONTAINS(message, "resident, on-demand, static-split, lru-prefetch, fiddler, fmoe");
+  EXPECT_CONTAINS(message, "resident, on-demand, static-split, lru-prefetch, fiddler, fmoe, stream-all");
 }
 
 TEST(PolicyRegistry, RefusesOptionsThePolicyDoesNotTake) {

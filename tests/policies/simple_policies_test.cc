@@ -1,4 +1,4 @@
-// resident, on-demand and static-split.
+// resident, on-demand, static-split and stream-all.
 #include <gtest/gtest.h>
 
 #include "policies/registry.h"
@@ -97,6 +97,34 @@ TEST(StaticSplitPolicy, LeadingDenseLayersCountAsLayers) {
   EXPECT_EQ(policy->ExpertSlots(), 4);
   EXPECT_EQ(Plan(*policy, {0, {{1, 1}}}).decisions[0].action, ExpertAction::kResident);
   EXPECT_EQ(Plan(*policy, {1, {{1, 1}}}).decisions[0].action, ExpertAction::kCpu);
+}
+
+TEST(StreamAllPolicy, LoadsEveryExpertOfTheLayerEveryPassAndKeepsNothing) {
+  auto policy = MakeOffloadPolicy("stream-all", {}, TinySetup(2, 4, 2, 0, 4));
+  EXPECT_EQ(policy->ExpertSlots(), 0);
+  EXPECT_EQ(policy->StagingBuffersUsed(), 4);
+  EXPECT_TRUE(policy->InitialPlacement().empty());
+  for (int pass = 0; pass < 2; ++pass) {
+    LayerPlan plan = Plan(*policy, {0, {{1, 1}, {3, 2}}});
+    ASSERT_EQ(plan.decisions.size(), 2u);
+    for (const ExpertDecision& d : plan.decisions) {
+      EXPECT_EQ(d.action, ExpertAction::kFetch);
+      EXPECT_EQ(d.target, FetchTarget::kTransient);
+    }
+    // The unused experts 0 and 2 are read too, into staging buffers, and dropped next layer.
+    ASSERT_EQ(plan.prefetches.size(), 2u);
+    EXPECT_EQ(plan.prefetches[0].expert, (ExpertRef{0, 0}));
+    EXPECT_EQ(plan.prefetches[1].expert, (ExpertRef{0, 2}));
+    EXPECT_EQ(plan.prefetches[1].target, FetchTarget::kStaged);
+    plan = Plan(*policy, {1, {{0, 3}}});
+    EXPECT_EQ(plan.discard_staged, (std::vector<ExpertRef>{{0, 0}, {0, 2}}));
+    EXPECT_EQ(plan.prefetches.size(), 3u);
+  }
+}
+
+TEST(StreamAllPolicy, RefusesMemoryWithoutOneLayersExperts) {
+  EXPECT_CONTAINS(ErrorOf([] { MakeOffloadPolicy("stream-all", {}, TinySetup(2, 4, 2, 0, 3)); }),
+                  "does not hold one layer's 4 experts");
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadInput{Base("lru") + "",
                  "unknown offload policy 'lru'; valid policies: resident, on-demand, static-split, "
-                 "lru-prefetch, fiddler, fmoe"},
+                 "lru-prefetch, fiddler, fmoe, stream-all"},
         BadInput{Sim(""), "--policy is required; valid policies: resident"},
         BadInput{"sim offload --hardware rtx-3090 --policy resident", "--model is required"},
         BadInput{Base("resident") + " --model mixtral-8x8b", "did you mean 'mixtral-8x7b'"},

@@ -1,0 +1,40 @@
+#include "executor/offload/checksum.h"
+
+#include <cstring>
+
+#include "base/hash.h"
+
+namespace moelab::offload {
+namespace {
+
+constexpr uint64_t kPrime1 = 0x9e3779b185ebca87ULL;
+constexpr uint64_t kPrime2 = 0xc2b2ae3d27d4eb4fULL;
+
+inline uint64_t Round(uint64_t lane, uint64_t word) {
+  lane += word * kPrime2;
+  lane = (lane << 31) | (lane >> 33);
+  return lane * kPrime1;
+}
+
+inline uint64_t Load(const std::byte* p) {
+  uint64_t word;
+  std::memcpy(&word, p, sizeof(word));
+  return word;
+}
+
+}  // namespace
+
+uint64_t Checksum64(std::span<const std::byte> bytes) {
+  uint64_t lanes[4] = {kPrime1 + kPrime2, kPrime2, 0, 0 - kPrime1};
+  const std::byte* p = bytes.data();
+  size_t left = bytes.size();
+  for (; left >= 32; left -= 32, p += 32) {
+    for (int i = 0; i < 4; ++i) lanes[i] = Round(lanes[i], Load(p + 8 * i));
+  }
+  uint64_t hash = Mix64(lanes[0] ^ Mix64(lanes[1] ^ Mix64(lanes[2] ^ Mix64(lanes[3]))));
+  for (; left >= 8; left -= 8, p += 8) hash = Mix64(hash ^ Load(p));
+  for (; left > 0; --left, ++p) hash = Mix64(hash ^ static_cast<uint64_t>(*p));
+  return Mix64(hash ^ bytes.size());
+}
+
+}  // namespace moelab::offload

@@ -1,0 +1,129 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "executor/weights.h"
+
+namespace moelab::offload {
+
+// The slow tier of the offload runtime: every routed expert's weights written once to one file, one
+// 4096-byte-aligned contiguous block per expert (gate_up's stored bytes, then down's, in the
+// kernels' packed layout), with a manifest beside it (schema "moelab.expert_store/1": the key below,
+// block size and per-expert offset, bytes and checksum). Files: DIR/STEM.experts and
+// DIR/STEM.manifest.json, STEM = model name and expert format. A store is reused when its
+// manifest's key equals the run's and the data file has the manifest's size; otherwise rebuilt.
+//
+// Crash safety: the writer removes the old manifest first, writes the data to a temporary file,
+// fsyncs and renames it, and writes the manifest last (atomically), so a run killed at any point
+// leaves either no manifest (rebuilt next time) or a complete, matching pair. Checksums are
+// verified on every read, so a file corrupted or truncated later is an error naming the file and
+// the expert, never wrong numbers.
+//
+// Reads use O_DIRECT into aligned buffers so the page cache cannot fake a hit; a file system that
+// refuses O_DIRECT (tmpfs, some network file systems) falls back to buffered reads with a warning
+// (the tier is then not cold: hit and miss counts hold, read times do not).
+
+inline constexpr int64_t kStoreAlignment = 4096;
+inline constexpr char kExpertStoreSchema[] = "moelab.expert_store/1";
+
+// What the stored bytes are a function of.
+struct ExpertStoreKey {
+  std::string model;  // config name
+  int64_t moe_layers = 0, experts = 0, hidden = 0, intermediate = 0;
+  std::string format;          // bf16 | q8_0 | q4_0
+  std::string weights_source;  // "synthetic seed 1", or the safetensors path with size and mtime
+  int64_t gate_up_bytes = 0, down_bytes = 0;  // stored bytes per matrix (padding included)
+
+  int64_t payload_bytes() const { return gate_up_bytes + down_bytes; }
+  int64_t block_bytes() const {
+    return (payload_bytes() + kStoreAlignment - 1) / kStoreAlignment * kStoreAlignment;
+  }
+  bool operator==(const ExpertStoreKey&) const = default;
+};
+
+// The key of `config`'s experts from `weights_source` (shapes from a zero expert of the format).
+ExpertStoreKey ExpertStoreKeyFor(const ExecutorConfig& config, const std::string& weights_source);
+
+// The default --offload-dir: $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else
+// $HOME/.cache/moelab/experts, else /tmp/moelab-experts (on the disk, not tmpfs, where possible:
+// O_DIRECT needs a real file system).
+std::filesystem::path DefaultOffloadDir();
+
+// A heap buffer aligned for O_DIRECT.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(int64_t bytes);
+  std::byte* data() const { return data_.get(); }
+  int64_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  int64_t size_ = 0;
+};
+
+class ExpertStore {
+ public:
+  // The store of `key` in `dir` when its manifest matches and the data file has the manifest's
+  // size; nullptr otherwise (missing, another key, another size: the caller rebuilds). Error only
+  // for an unreadable file that exists.
+  static std::unique_ptr<ExpertStore> Open(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  ~ExpertStore();
+  ExpertStore(const ExpertStore&) = delete;
+  ExpertStore& operator=(const ExpertStore&) = delete;
+
+  const ExpertStoreKey& key() const { return key_; }
+  const std::filesystem::path& data_path() const { return data_path_; }
+  bool direct_io() const { return direct_; }
+  const std::string& warning() const { return warning_; }  // empty unless O_DIRECT was refused
+
+  // Reads expert (moe layer, expert) through `buffer` (block_bytes(), aligned) into `out` (same
+  // shape and format), verifying its checksum. Error naming the file and the expert on a short
+  // read, an I/O error or a checksum mismatch. Safe to call from several threads.
+  void Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out) const;
+
+ private:
+  ExpertStore() = default;
+  ExpertStoreKey key_;
+  std::filesystem::path data_path_;
+  std::vector<uint64_t> checksums_;  // [layer * experts + expert]
+  int fd_ = -1;
+  bool direct_ = true;
+  std::string warning_;
+};
+
+// Builds a store: Add every expert in (layer, expert) order, then Commit. Destroyed uncommitted, it
+// removes its temporary file. Errors name the folder or file and the system's reason (unwritable
+// folder, disk full: space for the whole file is reserved up front).
+class ExpertStoreWriter {
+ public:
+  ExpertStoreWriter(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  ~ExpertStoreWriter();
+  ExpertStoreWriter(const ExpertStoreWriter&) = delete;
+  ExpertStoreWriter& operator=(const ExpertStoreWriter&) = delete;
+
+  void Add(int64_t layer, int64_t expert, const FfnWeights& weights);
+  void Commit();
+
+ private:
+  std::filesystem::path dir_, temp_path_;
+  ExpertStoreKey key_;
+  int fd_ = -1;
+  int64_t next_ = 0;
+  AlignedBuffer block_;
+  std::vector<uint64_t> checksums_;
+};
+
+// DIR/STEM.experts and DIR/STEM.manifest.json for `key`.
+std::filesystem::path StoreDataPath(const std::filesystem::path& dir, const ExpertStoreKey& key);
+std::filesystem::path StoreManifestPath(const std::filesystem::path& dir, const ExpertStoreKey& key);
+
+}  // namespace moelab::offload

@@ -1,0 +1,441 @@
+#include "executor/offload/offload_runtime.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+#include "policies/registry.h"
+#include "policies/semantic_embedding.h"
+
+namespace moelab::offload {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using policies::ExpertAction;
+using policies::ExpertDecision;
+using policies::ExpertRef;
+using policies::FetchTarget;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string Megabytes(double bytes) { return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB"; }
+
+}  // namespace
+
+void OffloadOptions::Validate() const {
+  if (policy.empty()) throw Error("--offload: name an offload policy");
+  if (expert_memory_bytes < 1) throw Error("--expert-memory must be at least 1 byte, got " + std::to_string(expert_memory_bytes));
+  if (reader_threads < 1) throw Error("--offload-readers must be at least 1, got " + std::to_string(reader_threads));
+  if (semantic_dim < 1) throw Error("offload: semantic_dim must be at least 1");
+}
+
+nlohmann::json OffloadStats::ToJson() const {
+  nlohmann::json options = nlohmann::json::object();
+  for (const auto& [name, value] : policy_options) options[name] = value;
+  nlohmann::json json = {
+      {"policy", policy},
+      {"policy_options", options},
+      {"hit_rate", hit_rate()},
+      {"activations", activations},
+      {"hits", hits},
+      {"inflight_hits", inflight_hits},
+      {"demand_fetches", demand_fetches},
+      {"transient_fetches", transient_fetches},
+      {"storage_runs", storage_runs},
+      {"reads", reads},
+      {"bytes_read_storage", bytes_read_storage},
+      {"initial_reads", initial_reads},
+      {"prefetches", prefetches},
+      {"prefetches_used", prefetches_used},
+      {"prefetches_wasted", prefetches_wasted},
+      {"stall_s", stall_s},
+      {"per_layer_hits", layer_hits},
+      {"per_layer_activations", layer_activations},
+      {"expert_bytes", expert_bytes},
+      {"expert_slots", expert_slots},
+      {"staging_buffers", staging_buffers},
+      {"buffers_allocated", buffers_allocated},
+      {"speculative_recall", speculative_used > 0 ? nlohmann::json(static_cast<double>(speculative_predicted) /
+                                                                   static_cast<double>(speculative_used))
+                                                  : nlohmann::json(nullptr)},
+      {"store", {{"path", store_path}, {"reused", store_reused}, {"build_s", store_build_s}, {"direct_io", direct_io}}}};
+  if (!warning.empty()) json["warning"] = warning;
+  return json;
+}
+
+OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store, const OffloadOptions& options)
+    : config_(config),
+      store_(store),
+      options_(options),
+      experts_(config.num_experts),
+      moe_layers_(config.num_layers - config.first_dense_layers),
+      reader_(std::make_unique<AsyncExpertReader>(store, options.reader_threads)) {
+  options.Validate();
+  if (!config.is_moe()) throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+  if (options.policy == "fiddler") {
+    throw Error("--offload fiddler: Fiddler runs experts on a second compute device (the CPU next to a GPU) "
+                "while the first holds the cache; this executor has only the CPU, so use on-demand, "
+                "lru-prefetch, static-split, fmoe or stream-all");
+  }
+  const int64_t expert_bytes = store.key().payload_bytes();
+  const int64_t fit = options.expert_memory_bytes / expert_bytes;
+  if (fit < config.top_k) {
+    throw Error("--expert-memory " + std::to_string(options.expert_memory_bytes) + " bytes holds " + std::to_string(fit) +
+                " experts of " + Megabytes(static_cast<double>(expert_bytes)) + ", fewer than one layer's top-" +
+                std::to_string(config.top_k) + " (" + std::to_string(config.top_k * expert_bytes) + " bytes at least)");
+  }
+  policies::OffloadSetup setup;
+  setup.num_layers = config.num_layers;
+  setup.first_dense_layers = config.first_dense_layers;
+  setup.num_moe_layers = moe_layers_;
+  setup.num_experts = experts_;
+  setup.top_k = config.top_k;
+  setup.expert_bytes = expert_bytes;
+  // The dense parts and embeddings stay in RAM outside the budget: the budget is the experts'.
+  setup.accelerator_bytes = static_cast<double>(options.expert_memory_bytes);
+  setup.dense_layer_bytes.assign(static_cast<size_t>(config.num_layers), 0.0);
+  setup.popularity = options.popularity;
+  setup.history = options.history;
+  setup.seed = options.seed;
+  try {
+    policy_ = policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
+  } catch (const Error& e) {
+    // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
+    std::string message = e.what();
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
+                                   {"accelerator memory", "expert memory (--expert-memory)"}}) {
+      for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size())) {
+        message.replace(at, from.size(), to);
+      }
+    }
+    throw Error(message);
+  }
+  needs_ = policy_->Needs();
+  const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
+  if (!policy_->IgnoresMemoryLimit() &&
+      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) > setup.accelerator_bytes) {
+    throw Error("--expert-memory: policy '" + options.policy + "' asks for " + std::to_string(slots) + " cached experts and " +
+                std::to_string(staging) + " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
+  }
+  checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
+  stats_.policy = policy_->Name();
+  stats_.policy_options = policy_->ResolvedOptions();
+  stats_.store_path = store.data_path().string();
+  stats_.direct_io = store.direct_io();
+  stats_.warning = store.warning();
+  stats_.expert_bytes = expert_bytes;
+  stats_.expert_slots = slots;
+  stats_.staging_buffers = staging;
+  stats_.layer_hits.assign(static_cast<size_t>(moe_layers_), 0);
+  stats_.layer_activations.assign(static_cast<size_t>(moe_layers_), 0);
+  slots_.assign(static_cast<size_t>(moe_layers_ * experts_), Slot{});
+  const int64_t preallocated = std::min(slots + staging, moe_layers_ * experts_);
+  for (int64_t i = 0; i < preallocated; ++i) TakeBuffer();
+  for (int32_t i = static_cast<int32_t>(preallocated) - 1; i >= 0; --i) FreeBuffer(i);
+
+  // The initial placement, loaded before the first token (untimed, as in the simulator).
+  for (const ExpertRef& ref : policy_->InitialPlacement()) {
+    checker_->PlaceInitial(ref);
+    Load(ref, 0, 0, false);
+    ++stats_.initial_reads;
+  }
+  checker_->EndInitialPlacement();
+  for (const Slot& slot : slots_) {
+    if (slot.job >= 0) reader_->Wait(slot.job);
+  }
+}
+
+// Reads still queued or running write into buffers_: the reader finishes them first.
+OffloadRuntime::~OffloadRuntime() { reader_.reset(); }
+
+int32_t OffloadRuntime::TakeBuffer() {
+  if (!free_buffers_.empty()) {
+    const int32_t buffer = free_buffers_.back();
+    free_buffers_.pop_back();
+    return buffer;
+  }
+  // Copies may wait for a staging buffer in the simulator; here one more buffer is allocated and
+  // reported (buffers_allocated above expert_slots + staging_buffers).
+  auto weights = std::make_unique<FfnWeights>();
+  weights->Allocate(config_.hidden_size, config_.expert_intermediate_size, config_.expert_format);
+  buffers_.push_back(std::move(weights));
+  buffer_job_.push_back(-1);
+  in_use_.push_back(0);
+  stats_.buffers_allocated = static_cast<int64_t>(buffers_.size());
+  return static_cast<int32_t>(buffers_.size() - 1);
+}
+
+void OffloadRuntime::FreeBuffer(int32_t buffer) { free_buffers_.push_back(buffer); }
+
+void OffloadRuntime::Load(ExpertRef ref, int priority_class, double priority, bool transient) {
+  if (free_buffers_.empty() && !deferred_free_.empty()) {
+    // Every buffer is taken and one is about to be freed: an expert this layer still computes
+    // was evicted (a layer needing more experts than its cache). The read waits for that
+    // computation, as the simulator's copy waits for the victim's last use, instead of growing
+    // the cache past its budget.
+    pending_.push_back({ref, priority_class, priority, transient});
+    slots_[Flat(ref.layer, ref.expert)] = Slot{kPending, -1, transient};
+    return;
+  }
+  const int32_t buffer = TakeBuffer();
+  AsyncExpertReader::Job job;
+  job.layer = ref.layer;
+  job.expert = ref.expert;
+  job.destination = buffers_[static_cast<size_t>(buffer)].get();
+  job.priority_class = priority_class;
+  job.priority = priority;
+  job.after = buffer_job_[static_cast<size_t>(buffer)];
+  const int64_t id = reader_->Submit(job);
+  ++reads_issued_;
+  buffer_job_[static_cast<size_t>(buffer)] = id;
+  slots_[Flat(ref.layer, ref.expert)] = Slot{buffer, id, transient};
+}
+
+void OffloadRuntime::Drop(ExpertRef ref) {
+  Slot& slot = slots_[Flat(ref.layer, ref.expert)];
+  if (slot.buffer == kPending) {
+    const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const PendingLoad& p) { return p.ref == ref; });
+    if (ref.layer == current_layer_ && layer_buffer_[static_cast<size_t>(ref.expert)] == kPending) {
+      it->transient = true;  // this layer still computes it: read, run, drop
+    } else {
+      pending_.erase(it);
+    }
+    slot = Slot{};
+    return;
+  }
+  if (slot.buffer < 0) throw Error("offload runtime: dropping an expert that is not in RAM (a runtime bug)");
+  if (in_use_[static_cast<size_t>(slot.buffer)]) {
+    deferred_free_.push_back(slot.buffer);
+  } else {
+    FreeBuffer(slot.buffer);
+  }
+  slot = Slot{};
+}
+
+void OffloadRuntime::BeginPass(const std::string& kind, int64_t tokens, int64_t sequences) {
+  policies::IterationInfo info;
+  info.index = pass_;
+  info.kind = kind;
+  info.tokens = tokens;
+  info.semantic.assign(static_cast<size_t>(options_.semantic_dim), 0.0f);
+  for (int64_t r = 0; r < sequences; ++r) {
+    info.requests.push_back(r);
+    const std::vector<float> embedding = policies::SemanticEmbedding(options_.seed, r, options_.semantic_dim);
+    for (size_t i = 0; i < embedding.size(); ++i) info.semantic[i] += embedding[i] / static_cast<float>(sequences);
+  }
+  plan_.Clear();
+  policy_->BeginIteration(info, plan_);
+  checker_->CheckIterationPlan(plan_);
+  ApplyPrefetches(plan_);
+  if (options_.record_decisions) {
+    stats_.signals.gate_probabilities.emplace_back(static_cast<size_t>(moe_layers_));
+    stats_.signals.next_layer_scores.emplace_back(static_cast<size_t>(moe_layers_));
+  }
+}
+
+void OffloadRuntime::CountSpeculative(const policies::LayerDemand& demand) {
+  if (demand.layer > 0 && previous_next_scores_.size() == static_cast<size_t>(experts_)) {
+    std::vector<int32_t> order(static_cast<size_t>(experts_));
+    for (int32_t e = 0; e < experts_; ++e) order[static_cast<size_t>(e)] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return previous_next_scores_[a] > previous_next_scores_[b]; });
+    const size_t used = demand.experts.size();
+    for (const policies::ExpertDemand& d : demand.experts) {
+      stats_.speculative_predicted += std::find(order.begin(), order.begin() + used, d.expert) != order.begin() + used;
+    }
+    stats_.speculative_used += static_cast<int64_t>(used);
+  }
+  previous_next_scores_.assign(demand.next_layer_scores.begin(), demand.next_layer_scores.end());
+}
+
+void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<int32_t>& run_order) {
+  const int32_t layer = demand.layer;
+  current_layer_ = layer;
+  CountSpeculative(demand);
+  if (options_.record_decisions && !stats_.signals.gate_probabilities.empty()) {
+    stats_.signals.gate_probabilities.back()[static_cast<size_t>(layer)].assign(demand.gate_probabilities.begin(),
+                                                                               demand.gate_probabilities.end());
+    stats_.signals.next_layer_scores.back()[static_cast<size_t>(layer)].assign(demand.next_layer_scores.begin(),
+                                                                              demand.next_layer_scores.end());
+  }
+  plan_.Clear();
+  policy_->PlanLayer(demand, plan_);
+  checker_->CheckDecisionCount(demand.experts, plan_);
+  for (const ExpertRef& ref : plan_.discard_staged) {
+    if (checker_->ApplyDiscard(ref)) ++stats_.prefetches_wasted;
+    if (options_.record_decisions) policies::RecordDiscard(stats_.decisions, pass_, ref);
+    Drop(ref);
+  }
+  checker_->CheckDecisionOrder(demand.experts, plan_);
+  // Experts of this layer already in RAM keep their buffers until computed, even when a later
+  // decision of the same layer evicts them (a layer that needs more experts than its cache).
+  layer_buffer_.assign(static_cast<size_t>(experts_), -1);
+  layer_job_.assign(static_cast<size_t>(experts_), -1);
+  for (const policies::ExpertDemand& d : demand.experts) {
+    const Slot& slot = slots_[Flat(layer, d.expert)];
+    if (slot.buffer >= 0) in_use_[static_cast<size_t>(slot.buffer)] = 1;
+    if (slot.buffer == kPending) throw Error("offload runtime: a read still waits for a buffer at its layer (a runtime bug)");
+  }
+  run_order.clear();
+  // Plain hits first, then the rest in the policy's order (as the simulator's engine).
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < demand.experts.size(); ++i) {
+      const ExpertDecision& decision = plan_.decisions[i];
+      const bool plain_hit = decision.action == ExpertAction::kResident && !decision.promote;
+      if (plain_hit != (round == 0)) continue;
+      const ExpertRef ref{layer, decision.expert};
+      const policies::PlanChecker::Effects effects = checker_->ApplyDecision(layer, decision);
+      if (options_.record_decisions) policies::RecordDecision(stats_.decisions, pass_, layer, decision, effects);
+      ++stats_.activations;
+      ++stats_.layer_activations[static_cast<size_t>(layer)];
+      // The slot the expert runs from, before an eviction can clear it.
+      if (effects.evicted) {
+        if (effects.evicted_unused_prefetch) ++stats_.prefetches_wasted;
+        Drop(*effects.evicted);
+      }
+      switch (decision.action) {
+        case ExpertAction::kResident: {
+          const Slot& slot = slots_[Flat(layer, decision.expert)];
+          if (slot.job >= 0 && reader_->Done(slot.job)) {
+            ++stats_.hits;
+          } else {
+            ++stats_.inflight_hits;
+          }
+          ++stats_.layer_hits[static_cast<size_t>(layer)];
+          if (effects.used_prefetch) ++stats_.prefetches_used;
+          break;
+        }
+        case ExpertAction::kFetch:
+          ++(decision.target == FetchTarget::kCache ? stats_.demand_fetches : stats_.transient_fetches);
+          Load(ref, 0, 0, decision.target != FetchTarget::kCache);
+          break;
+        case ExpertAction::kCpu:
+          ++stats_.storage_runs;
+          Load(ref, 0, 0, true);
+          break;
+      }
+      const Slot& slot = slots_[Flat(layer, decision.expert)];
+      layer_buffer_[static_cast<size_t>(decision.expert)] = slot.buffer;
+      layer_job_[static_cast<size_t>(decision.expert)] = slot.job;
+      if (slot.buffer >= 0) in_use_[static_cast<size_t>(slot.buffer)] = 1;
+      run_order.push_back(decision.expert);
+    }
+  }
+  // Reads waiting for a buffer run last: the computations that free their buffers come first.
+  std::stable_partition(run_order.begin(), run_order.end(),
+                        [&](int32_t e) { return layer_job_[static_cast<size_t>(e)] >= 0; });
+  ApplyPrefetches(plan_);
+}
+
+void OffloadRuntime::ApplyPrefetches(const policies::LayerPlan& plan) {
+  for (const policies::PrefetchRequest& request : plan.prefetches) {
+    const policies::PlanChecker::Effects effects = checker_->ApplyPrefetch(request);
+    if (options_.record_decisions) policies::RecordPrefetch(stats_.decisions, pass_, request, effects);
+    if (effects.evicted) {
+      if (effects.evicted_unused_prefetch) ++stats_.prefetches_wasted;
+      Drop(*effects.evicted);
+    }
+    ++stats_.prefetches;
+    Load(request.expert, 1, request.priority, false);
+  }
+}
+
+const FfnWeights& OffloadRuntime::Acquire(int32_t /*moe_layer*/, int32_t expert) {
+  if (layer_job_[static_cast<size_t>(expert)] < 0) {
+    // Still waiting for a buffer that only a later computation frees: read into one more buffer
+    // (reported in buffers_allocated) rather than deadlock.
+    const ExpertRef ref{current_layer_, expert};
+    const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const PendingLoad& p) { return p.ref == ref; });
+    if (it == pending_.end()) throw Error("offload runtime: expert " + std::to_string(expert) + " acquired without a read (a runtime bug)");
+    const PendingLoad load = *it;
+    pending_.erase(it);
+    const int32_t buffer = TakeBuffer();
+    FreeBuffer(buffer);
+    slots_[Flat(ref.layer, ref.expert)] = Slot{};
+    std::vector<int32_t> deferred;
+    deferred.swap(deferred_free_);  // Load must not queue it again
+    Load(load.ref, load.priority_class, load.priority, load.transient);
+    deferred_free_.swap(deferred);
+    const Slot& slot = slots_[Flat(ref.layer, ref.expert)];
+    layer_buffer_[static_cast<size_t>(expert)] = slot.buffer;
+    layer_job_[static_cast<size_t>(expert)] = slot.job;
+    in_use_[static_cast<size_t>(slot.buffer)] = 1;
+  }
+  const int64_t job = layer_job_[static_cast<size_t>(expert)];
+  if (!reader_->Done(job)) {
+    const Clock::time_point start = Clock::now();
+    reader_->Wait(job);
+    stats_.stall_s += Since(start);
+  }
+  reader_->Wait(job);  // rethrows a failed read (checksum, I/O)
+  return *buffers_[static_cast<size_t>(layer_buffer_[static_cast<size_t>(expert)])];
+}
+
+void OffloadRuntime::Release(int32_t moe_layer, int32_t expert) {
+  const int32_t buffer = layer_buffer_[static_cast<size_t>(expert)];
+  in_use_[static_cast<size_t>(buffer)] = 0;
+  Slot& slot = slots_[Flat(moe_layer, expert)];
+  if (slot.transient && slot.buffer == buffer) {
+    FreeBuffer(buffer);
+    slot = Slot{};
+  }
+  for (size_t i = 0; i < deferred_free_.size();) {
+    if (!in_use_[static_cast<size_t>(deferred_free_[i])]) {
+      FreeBuffer(deferred_free_[i]);
+      deferred_free_.erase(deferred_free_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+  // Reads that waited for a buffer, in the order they were decided.
+  while (!pending_.empty() && (!free_buffers_.empty() || deferred_free_.empty())) {
+    const PendingLoad load = pending_.front();
+    pending_.erase(pending_.begin());
+    Load(load.ref, load.priority_class, load.priority, load.transient);
+    if (load.ref.layer == current_layer_) {
+      const Slot& slot = slots_[Flat(load.ref.layer, load.ref.expert)];
+      layer_buffer_[static_cast<size_t>(load.ref.expert)] = slot.buffer;
+      layer_job_[static_cast<size_t>(load.ref.expert)] = slot.job;
+      in_use_[static_cast<size_t>(slot.buffer)] = 1;
+    }
+  }
+}
+
+void OffloadRuntime::EndPass() {
+  policy_->EndIteration();
+  ++pass_;
+  ++stats_.passes;
+}
+
+OffloadStats OffloadRuntime::Stats() const {
+  OffloadStats stats = stats_;
+  // Reads issued (a prefetch of the last layer may still be landing; it completes regardless).
+  stats.reads = reads_issued_ - stats_.initial_reads;
+  stats.bytes_read_storage = static_cast<double>(stats.reads) * static_cast<double>(store_.key().block_bytes());
+  return stats;
+}
+
+PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string& weights_source,
+                                 const std::filesystem::path& dir,
+                                 const std::function<void(ExpertStoreWriter&)>& write_experts) {
+  const ExpertStoreKey key = ExpertStoreKeyFor(config, weights_source);
+  PreparedStore prepared;
+  prepared.store = ExpertStore::Open(dir, key);
+  if (prepared.store) {
+    prepared.reused = true;
+    return prepared;
+  }
+  const Clock::time_point start = Clock::now();
+  {
+    ExpertStoreWriter writer(dir, key);
+    write_experts(writer);
+    writer.Commit();
+  }
+  prepared.build_s = Since(start);
+  prepared.store = ExpertStore::Open(dir, key);
+  if (!prepared.store) throw Error(StoreManifestPath(dir, key).string() + ": the expert store just written does not open");
+  return prepared;
+}
+
+}  // namespace moelab::offload

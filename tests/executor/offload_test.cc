@@ -1,0 +1,247 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "executor/generation.h"
+#include "executor/offload/offload_runtime.h"
+#include "tests/executor/tiny_models.h"
+
+namespace moelab::offload {
+namespace {
+namespace fs = std::filesystem;
+
+// A fresh folder per test under the system temp dir (a real file system on this machine).
+struct TempDir {
+  TempDir() {
+    path = fs::temp_directory_path() / ("moelab-offload-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Offloaded {
+  Offloaded(const ExecutorConfig& c, uint64_t seed, const fs::path& dir) : pool(2), config(c) {
+    const std::string source = "synthetic seed " + std::to_string(seed);
+    bool built = false;
+    store = PrepareExpertStore(config, source, dir, [&](ExpertStoreWriter& writer) {
+      const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) { writer.Add(l, e, w); };
+      weights = MakeSyntheticWeights(config, seed, pool, &add);
+      built = true;
+    });
+    if (!built) {
+      const ExpertSink skip;
+      weights = MakeSyntheticWeights(config, seed, pool, &skip);
+    }
+  }
+  ThreadPool pool;
+  ExecutorConfig config;
+  ModelWeights weights;
+  PreparedStore store;
+};
+
+bool SameBytes(const WeightMatrix& a, const WeightMatrix& b) {
+  const auto x = a.Storage(), y = b.Storage();
+  return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+}
+
+TEST(ExpertStore, HoldsTheSameExpertsAndIsReusedWhenTheKeyMatches) {
+  TempDir dir;
+  for (WeightFormat format : {WeightFormat::kBf16, WeightFormat::kQ4_0}) {
+    ExecutorConfig c = testing::TinyQwenMoe();
+    c.expert_format = format;
+    ThreadPool pool(2);
+    const ModelWeights in_ram = MakeSyntheticWeights(c, 7, pool);
+    Offloaded first(c, 7, dir.path);
+    EXPECT_FALSE(first.store.reused);
+    EXPECT_TRUE(first.weights.layers[1].experts.empty());
+    // Every other weight is the same as the in-RAM model's.
+    EXPECT_TRUE(SameBytes(first.weights.layers[2].qkv, in_ram.layers[2].qkv));
+    EXPECT_TRUE(SameBytes(first.weights.layers[2].shared.down, in_ram.layers[2].shared.down));
+    FfnWeights expert;
+    expert.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
+    AlignedBuffer buffer(first.store.store->key().block_bytes());
+    for (int64_t layer = 0; layer < 2; ++layer) {
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        first.store.store->Read(layer, e, buffer, expert);
+        EXPECT_TRUE(SameBytes(expert.gate_up, in_ram.layers[layer + 1].experts[e].gate_up)) << layer << " " << e;
+        EXPECT_TRUE(SameBytes(expert.down, in_ram.layers[layer + 1].experts[e].down)) << layer << " " << e;
+      }
+    }
+    EXPECT_EQ(first.store.store->key().block_bytes() % kStoreAlignment, 0);
+    Offloaded again(c, 7, dir.path);
+    EXPECT_TRUE(again.store.reused);
+    Offloaded other_seed(c, 8, dir.path);  // same file names, another key: rebuilt
+    EXPECT_FALSE(other_seed.store.reused);
+  }
+}
+
+TEST(ExpertStore, CorruptionAndTruncationAreNeverTrusted) {
+  TempDir dir;
+  const ExecutorConfig c = testing::TinyMixtral();
+  Offloaded built(c, 3, dir.path);
+  const fs::path data = built.store.store->data_path();
+  const int64_t block = built.store.store->key().block_bytes();
+  built.store.store.reset();
+  {
+    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(block * 5 + 17);
+    file.put('\x5a');
+  }
+  std::unique_ptr<ExpertStore> store = ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3"));
+  ASSERT_TRUE(store);
+  FfnWeights expert;
+  expert.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
+  AlignedBuffer buffer(block);
+  store->Read(0, 4, buffer, expert);  // untouched blocks read fine
+  EXPECT_NE(ErrorOf([&] { store->Read(0, 5, buffer, expert); }).find("checksum mismatch for MoE layer 0 expert 5"),
+            std::string::npos);
+  store.reset();
+  fs::resize_file(data, static_cast<uintmax_t>(block * 3));
+  EXPECT_FALSE(ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3")));
+  Offloaded rebuilt(c, 3, dir.path);
+  EXPECT_FALSE(rebuilt.store.reused);
+  store = ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3"));
+  ASSERT_TRUE(store);
+  store->Read(0, 5, buffer, expert);
+}
+
+TEST(ExpertStore, AnUnfinishedWriteLeavesNothingTrusted) {
+  TempDir dir;
+  const ExecutorConfig c = testing::TinyMixtral();
+  Offloaded built(c, 3, dir.path);
+  const ExpertStoreKey key = ExpertStoreKeyFor(c, "synthetic seed 3");
+  {
+    ExpertStoreWriter writer(dir.path, key);  // a rebuild that dies before Commit
+    FfnWeights zero;
+    zero.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
+    writer.Add(0, 0, zero);
+  }
+  EXPECT_FALSE(ExpertStore::Open(dir.path, key));  // the old manifest went first
+  for (const auto& entry : fs::directory_iterator(dir.path)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+}
+
+TEST(ExpertStore, UnwritableFolderIsAClearError) {
+  TempDir dir;
+  const ExecutorConfig c = testing::TinyMixtral();
+  // A folder under a regular file cannot be created, whoever runs the test.
+  fs::create_directories(dir.path);
+  std::ofstream(dir.path / "file") << "x";
+  const fs::path bad = dir.path / "file" / "store";
+  EXPECT_NE(ErrorOf([&] { Offloaded(c, 3, bad); }).find("--offload-dir " + bad.string() + ": cannot create the folder"),
+            std::string::npos);
+}
+
+struct DecodeRun {
+  std::vector<TokenIds> outputs;
+  OffloadStats stats;
+};
+
+DecodeRun Decode(Offloaded& model, const OffloadOptions* options, int64_t batch) {
+  Transformer transformer(model.weights, model.pool);
+  std::unique_ptr<OffloadRuntime> runtime;
+  if (options) {
+    runtime = std::make_unique<OffloadRuntime>(model.config, *model.store.store, *options);
+    transformer.set_expert_provider(runtime.get());
+  }
+  DecodeOptions decode;
+  decode.output_tokens = 12;
+  const DecodeResult result = RunDecode(transformer, SyntheticPrompts(batch, 6, model.config.vocab_size, 2), decode);
+  return {result.outputs, runtime ? runtime->Stats() : OffloadStats{}};
+}
+
+TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
+  TempDir dir;
+  ExecutorConfig c = testing::TinyQwenMoe();
+  c.num_experts = 8;
+  ThreadPool pool(2);
+  const ModelWeights in_ram = MakeSyntheticWeights(c, 11, pool);
+  Transformer reference(in_ram, pool);
+  Offloaded model(c, 11, dir.path);
+  const int64_t expert_bytes = model.store.store->key().payload_bytes();
+  for (int64_t batch : {1, 3}) {
+    DecodeOptions decode;
+    decode.output_tokens = 12;
+    const auto expected = RunDecode(reference, SyntheticPrompts(batch, 6, c.vocab_size, 2), decode).outputs;
+    struct Case {
+      std::string policy;
+      int64_t experts_in_memory;
+      policies::PolicyOptions options;
+    };
+    std::vector<Case> cases = {{"on-demand", 3, {}}, {"on-demand", 12, {}}, {"lru-prefetch", 8, {}},
+                               {"static-split", 9, {}}, {"fmoe", 6, {}}, {"stream-all", 8, {}}};
+    cases[2].options.staging_buffers = 2;
+    cases[2].options.cache_per_layer = 3;
+    cases[4].options.prefetch_distance = 1;
+    for (const Case& test : cases) {
+      OffloadOptions options;
+      options.policy = test.policy;
+      options.policy_options = test.options;
+      options.expert_memory_bytes = test.experts_in_memory * expert_bytes;
+      options.seed = 11;
+      const DecodeRun run = Decode(model, &options, batch);
+      EXPECT_EQ(run.outputs, expected) << test.policy << " batch " << batch;
+      const OffloadStats& s = run.stats;
+      EXPECT_EQ(s.passes, 12);
+      EXPECT_EQ(s.activations, s.hits + s.inflight_hits + s.demand_fetches + s.transient_fetches + s.storage_runs);
+      EXPECT_GT(s.activations, 0);
+      EXPECT_EQ(s.reads, s.demand_fetches + s.transient_fetches + s.storage_runs + s.prefetches) << test.policy;
+      EXPECT_LE(s.hits + s.inflight_hits, s.activations);
+      // The RAM budget holds except for transient buffers: static-split's streamed layers, and a
+      // layer that needs more experts than the cache holds (at most one layer's experts more).
+      EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers + c.num_experts) << test.policy;
+      if (test.experts_in_memory >= c.num_experts && test.policy != "static-split") {
+        EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers) << test.policy;
+      }
+      int64_t layer_hits = 0;
+      for (int64_t h : s.layer_hits) layer_hits += h;
+      EXPECT_LE(layer_hits, s.activations);
+      if (test.policy == "stream-all") {
+        EXPECT_EQ(s.hits + s.inflight_hits, 0);
+        EXPECT_EQ(s.reads, 12 * 2 * c.num_experts);  // every expert of both MoE layers, every pass
+      }
+      if (test.policy == "lru-prefetch") {
+        EXPECT_GE(s.speculative_used, 1);
+      }
+    }
+  }
+}
+
+TEST(OffloadRuntime, RefusesWhatItCannotRun) {
+  TempDir dir;
+  const ExecutorConfig c = testing::TinyMixtral();
+  Offloaded model(c, 5, dir.path);
+  const int64_t expert_bytes = model.store.store->key().payload_bytes();
+  OffloadOptions options;
+  options.policy = "fiddler";
+  options.expert_memory_bytes = 20 * expert_bytes;
+  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("second compute device"),
+            std::string::npos);
+  options.policy = "on-demand";
+  options.expert_memory_bytes = expert_bytes + expert_bytes / 2;
+  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("fewer than one layer's top-2"),
+            std::string::npos);
+  options.policy = "no-such-policy";
+  options.expert_memory_bytes = 20 * expert_bytes;
+  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("valid policies"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace moelab::offload
