@@ -46,8 +46,6 @@ struct RunRequest {
   std::optional<offload::OffloadOptions> offload;
 
   void Validate() const;
-
-  void Validate() const;
 };
 
 // The default executor shapes: Mixtral-8x7B scaled to this machine (8 layers, hidden 1024,
