@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fit/fit_json.h"
+#include "report/provenance.h"
 #include "fit/least_squares.h"
 #include "fit/sd_fit.h"
 #include "base/error.h"
@@ -94,7 +95,8 @@ int Main(int argc, char** argv) {
   out["initial_params"] = centre;
   out["scale"] = scale;
   if (args.count("bounds-only")) {
-    std::cout << out.dump(2) << "\n";
+    out["provenance"] = moelab::report::Provenance();
+  std::cout << out.dump(2) << "\n";
     return 0;
   }
 
@@ -141,6 +143,7 @@ int Main(int argc, char** argv) {
   }
   out["full_fit"] = {{"median_s", Median(seconds)}, {"final_cost", full.final_cost},
                      {"starts", options.starts}, {"starts_converged", full.starts_converged}};
+  out["provenance"] = moelab::report::Provenance();
   std::cout << out.dump(2) << "\n";
   return 0;
 }
@@ -148,6 +151,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  moelab::report::SetCommandLine(argc, argv);
   try {
     return Main(argc, argv);
   } catch (const moelab::Error& e) {

@@ -163,4 +163,4 @@ BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0
 }  // namespace
 }  // namespace moelab::bench
 
-BENCHMARK_MAIN();
+// main: bench_main.cc (stamps provenance).

@@ -39,4 +39,4 @@ BENCHMARK(SdSweep100k)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 }  // namespace moelab::bench
 
-BENCHMARK_MAIN();
+// main: bench_main.cc (stamps provenance).

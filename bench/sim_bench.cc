@@ -100,4 +100,4 @@ BENCHMARK(EventQueuePushPop);
 }  // namespace
 }  // namespace moelab::bench
 
-BENCHMARK_MAIN();
+// main: bench_main.cc (stamps provenance).

@@ -10,21 +10,23 @@ namespace {
 
 int Devices(const std::vector<std::string>& args) {
   po::options_description options("moelab devices");
-  options.add_options()("json", po::bool_switch(), "print JSON");
+  AddOutputOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab devices [--json]", options, args, values)) return 0;
+  if (!ParseOptions("usage: moelab devices [--json|--csv]", options, args, values)) return 0;
+  const OutputRequest output = OutputRequestFrom(values);
   const GpuInventory inventory = DetectGpus();
-  if (values["json"].as<bool>()) {
-    nlohmann::json devices = nlohmann::json::array();
-    for (const GpuDevice& d : inventory.devices) {
-      devices.push_back({{"index", d.index}, {"name", d.name}, {"memory_bytes", d.memory_bytes},
-                         {"sm_count", d.sm_count},
-                         {"compute_capability", std::to_string(d.compute_capability_major) + "." +
-                                                    std::to_string(d.compute_capability_minor)}});
-    }
-    EmitJson({{"schema", "moelab.devices/1"}, {"cuda_compiled", inventory.cuda_compiled},
-              {"cuda_runtime", inventory.runtime_version}, {"cuda_driver", inventory.driver_version},
-              {"gpus", devices}, {"why_none", inventory.why_none}}, "");
+  report::RowSet gpus({{"index", "index"}, {"name", "name"}, {"memory_bytes", "memory_bytes"},
+                       {"sm_count", "sm_count"}, {"compute_capability", "compute_capability"}});
+  for (const GpuDevice& d : inventory.devices) {
+    gpus.Add({int64_t{d.index}, d.name, d.memory_bytes, int64_t{d.sm_count},
+              std::to_string(d.compute_capability_major) + "." + std::to_string(d.compute_capability_minor)});
+  }
+  if (output.format != Format::kTable) {
+    EmitJsonOrCsv(output,
+                  {{"schema", "moelab.devices/1"}, {"cuda_compiled", inventory.cuda_compiled},
+                   {"cuda_runtime", inventory.runtime_version}, {"cuda_driver", inventory.driver_version},
+                   {"gpus", gpus.ToJson()}, {"why_none", inventory.why_none}},
+                  gpus);
     return 0;
   }
   if (inventory.devices.empty()) {

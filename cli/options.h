@@ -6,6 +6,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "base/number_lists.h"
+
 namespace moelab::cli {
 
 namespace po = boost::program_options;
@@ -16,14 +18,9 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
                   const std::vector<std::string>& args, po::variables_map& values,
                   const po::positional_options_description* positional = nullptr);
 
-// "1,2,4" or "1-8" or "1-64:x2" (geometric) or a mix: "1,2,4-6". Values must be >= minimum.
-std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
-                                  int64_t minimum);
-
-// A finite number, whole text.
-double ParseNumber(const std::string& text, const std::string& option);
-
-// "0.6,0.7,0.8" or "0.5:0.9:0.1" (start:stop:step, stop included within rounding).
-std::vector<double> ParseNumberList(const std::string& text, const std::string& option);
+// Numbers and lists ("1,2,4", "1-8", "1-256:x2", "0.5:0.9:0.1"): base/number_lists.h.
+using moelab::ParseIntList;
+using moelab::ParseNumber;
+using moelab::ParseNumberList;
 
 }  // namespace moelab::cli

@@ -16,8 +16,16 @@ OutputRequest OutputRequestFrom(const po::variables_map& values) {
   request.out = values["out"].as<std::string>();
   const bool json = values["json"].as<bool>(), csv = values["csv"].as<bool>();
   if (json && csv) throw Error("give --json or --csv, not both");
-  request.format = csv ? report::Format::kCsv : (json || !request.out.empty()) ? report::Format::kJson : report::Format::kTable;
+  request.format = csv ? Format::kCsv : (json || !request.out.empty()) ? Format::kJson : Format::kTable;
   return request;
+}
+
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json) {
+  EmitJsonOrCsv(request, json, request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
+}
+
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json, const report::RowSet& rows) {
+  report::Emit(request.format == Format::kCsv ? rows.ToCsv() : json.dump(2) + "\n", request.out);
 }
 
 }  // namespace moelab::cli

@@ -2,12 +2,14 @@
 
 // What the command files print with: report/ (the row-set printer, formats, provenance).
 #include "report/format.h"
+#include "report/json_rows.h"
 #include "report/provenance.h"
 #include "report/row_set.h"
 
 namespace moelab::cli {
 
 using report::EmitJson;
+using report::Format;
 using report::FormatBytes;
 using report::FormatCount;
 using report::FormatNumber;
@@ -32,5 +34,10 @@ struct OutputRequest {
 };
 void AddOutputOptions(po::options_description& options);
 OutputRequest OutputRequestFrom(const po::variables_map& values);
+
+// Prints `json` (or writes it to --out), or with --csv `rows` (default: the JSON's scalar leaves as
+// one row, report/json_rows.h), so the CSV carries the JSON's numbers.
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json);
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json, const report::RowSet& rows);
 
 }  // namespace moelab::cli

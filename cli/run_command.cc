@@ -4,39 +4,12 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/shape_options.h"
+#include "executor/run_report.h"
 #include "executor/run_workload.h"
 #include "base/error.h"
 
 namespace moelab::cli {
 namespace {
-
-void PrintReport(const nlohmann::json& r) {
-  const auto seconds = [&](const char* key) {
-    return r.contains(key) && r[key].is_number() ? FormatSeconds(r[key].get<double>()) : std::string("-");
-  };
-  std::cout << "moelab run: " << r["workload"].get<std::string>() << " on " << r["model"]["name"].get<std::string>()
-            << " (" << FormatBytes(r["model"]["weight_bytes"].get<double>()) << " of weights, "
-            << r["model"]["weights_source"].get<std::string>() << "), batch " << r["batch"] << ", prompt "
-            << r["prompt_tokens"] << ", " << r["output_tokens"] << " output tokens, "
-            << r["machine"]["isa"].get<std::string>() << " x " << r["machine"]["threads"] << " threads\n";
-  Table table({"metric", "value"});
-  table.AddRow({"TTFT", seconds("ttft_s")});
-  table.AddRow({"TPOT", seconds("tpot_s")});
-  if (r["tokens_per_s"].is_number()) table.AddRow({"tokens/s", FormatNumber(r["tokens_per_s"].get<double>(), 2)});
-  table.AddRow({"weight bytes per token", FormatBytes(r["weight_bytes_per_token"].get<double>())});
-  if (r.contains("decode_weight_bandwidth_bytes_per_s")) {
-    table.AddRow({"decode weight bandwidth", FormatBytes(r["decode_weight_bandwidth_bytes_per_s"].get<double>()) + "/s"});
-  }
-  for (const auto& [name, value] : r["operator_times_s"].items()) table.AddRow({"time in " + name, FormatSeconds(value.get<double>())});
-  if (r.contains("sd")) {
-    const auto& sd = r["sd"];
-    table.AddRow({"SD speedup (vs plain decode, same run)", FormatNumber(sd["speedup"].get<double>(), 3)});
-    table.AddRow({"SD sigma", FormatNumber(sd["sigma"].get<double>(), 3)});
-    table.AddRow({"SD target efficiency", FormatNumber(sd["target_efficiency"].get<double>(), 3)});
-    table.AddRow({"SD rounds", std::to_string(sd["rounds"].get<int64_t>())});
-  }
-  std::cout << table.Render() << "(--json for per-step times, expert token counts and outputs)\n";
-}
 
 int Run(const std::vector<std::string>& args) {
   po::options_description options("moelab run");
@@ -60,9 +33,8 @@ int Run(const std::vector<std::string>& args) {
       ("routing", po::value<std::string>()->default_value("gate"), "gate | uniform | popularity:FILE | trace:FILE")
       ("seed", po::value<uint64_t>()->default_value(defaults.seed), "seed for weights, prompts, sampling and routing")
       ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
-      ("trace-out", po::value<std::string>()->default_value(""), "write the routing trace (moelab.routing_trace/1) here")
-      ("json", po::bool_switch(), "print the report as JSON")
-      ("out", po::value<std::string>()->default_value(""), "write the JSON report to this file (atomically)");
+      ("trace-out", po::value<std::string>()->default_value(""), "write the routing trace (moelab.routing_trace/1) here");
+  AddOutputOptions(options);
   po::options_description shape("target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
   AddShapeOptions(shape, "", DefaultTargetShape());
   po::options_description draft_shape("draft shape");
@@ -70,10 +42,11 @@ int Run(const std::vector<std::string>& args) {
   options.add(shape).add(draft_shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab run --model M [shape overrides] --workload prefill|decode|beam|sd --batch B --prompt N "
-                    "--tokens M [--beam W] [--draft D --gamma G --alpha A] [--routing R] --seed S [--json]",
+                    "--tokens M [--beam W] [--draft D --gamma G --alpha A] [--routing R] --seed S [--json|--csv]",
                     options, args, values)) {
     return 0;
   }
+  const OutputRequest output = OutputRequestFrom(values);
   RunRequest request;
   request.model = values["model"].as<std::string>();
   request.weights = values["weights"].as<std::string>();
@@ -104,11 +77,10 @@ int Run(const std::vector<std::string>& args) {
 
   nlohmann::json report = RunWorkload(request, PresetStore::Default());
   report["provenance"] = Provenance();
-  const std::string out = values["out"].as<std::string>();
-  if (values["json"].as<bool>() || !out.empty()) {
-    EmitJson(report, out);
+  if (output.format == Format::kTable) {
+    std::cout << RunReportText(report);
   } else {
-    PrintReport(report);
+    EmitJsonOrCsv(output, report);  // CSV: the report's summary (its scalars) as one row
   }
   return 0;
 }

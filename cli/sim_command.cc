@@ -13,6 +13,7 @@
 #include "model/preset_store.h"
 #include "policies/registry.h"
 #include "plan/offload_sweep.h"
+#include "plan/reports.h"
 #include "sim/offload_simulator.h"
 
 namespace moelab::cli {
@@ -27,7 +28,7 @@ std::string Usage(const std::vector<policies::PolicyOptionFlag>& policy_flags) {
          "] --workload decode|prefill|beam|batch|verify --prompt N --tokens M [--beam W --batch B "
          "--gamma G --alpha A] [--expert-bits X --attention-bits Y] [--routing "
          "uniform|popularity:FILE|correlated:...|trace:FILE] [--accelerator-memory BYTES|GB] "
-         "--seed S [--trace-out TIMELINE.json] [--json]";
+         "--seed S [--trace-out TIMELINE.json] [--json|--csv]";
 }
 
 std::string PolicyNames() {
@@ -44,31 +45,6 @@ std::string PolicyList() {
             info.summary + "\n";
   }
   return text;
-}
-
-void PrintSummary(const sim::SimResult& r) {
-  std::cout << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + "
-            << r.cpu_name << ", policy " << r.policy << ", workload "
-            << sim::ToString(r.workload.kind) << " (prompt " << r.workload.prompt_tokens << ", "
-            << r.workload.output_tokens << " output tokens, batch " << r.workload.batch << ")\n"
-            << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype
-            << " peak)\n\n";
-  Table table({"metric", "value"});
-  table.AddRow({"TTFT", FormatSeconds(r.ttft_s)});
-  table.AddRow({"TPOT", r.tpot_s ? FormatSeconds(*r.tpot_s) : "-"});
-  table.AddRow({"tokens/s", r.tokens_per_s ? FormatNumber(*r.tokens_per_s, 2) : "-"});
-  table.AddRow({"expert hit rate", FormatNumber(100 * r.hit_rate(), 1) + " %"});
-  table.AddRow({"expert weights host->accelerator", FormatBytes(r.bytes_h2d_expert_weights)});
-  table.AddRow({"storage reads", FormatBytes(r.bytes_storage_read)});
-  table.AddRow({"expert slots / staging buffers",
-                std::to_string(r.expert_slots) + " / " + std::to_string(r.staging_buffers)});
-  for (int i = 0; i < sim::kResourceCount; ++i) {
-    table.AddRow(
-        {"busy " + sim::ResourceName(static_cast<sim::Resource>(i)), FormatSeconds(r.busy_s[i])});
-  }
-  std::cout << table.Render();
-  if (!r.fits_accelerator)
-    std::cout << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
 }
 
 int SimOffload(const std::vector<std::string>& args) {
@@ -110,10 +86,8 @@ int SimOffload(const std::vector<std::string>& args) {
       "CPU threads for CPU-run experts (0: all the host's cores)")(
       "seed", po::value<uint64_t>()->default_value(0), "seed for routing and calibration")(
       "trace-out", po::value<std::string>()->default_value(""),
-      "write a Chrome trace-event timeline (Perfetto) here")("json", po::bool_switch(),
-                                                             "print the report as JSON")(
-      "out", po::value<std::string>()->default_value(""),
-      "write the JSON report to this file (atomically)");
+      "write a Chrome trace-event timeline (Perfetto) here");
+  AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;
   if (!ParseOptions(Usage(policy_flags) + "\n\npolicies:\n" + PolicyList(), options, args, values))
@@ -126,6 +100,7 @@ int SimOffload(const std::vector<std::string>& args) {
       throw Error(message + " (see --help)");
     }
   }
+  const OutputRequest output = OutputRequestFrom(values);
   // Validate the policy name before loading anything, so a typo is the first thing reported.
   policies::DefaultPolicyRegistry().Find(values["policy"].as<std::string>());
 
@@ -157,7 +132,6 @@ int SimOffload(const std::vector<std::string>& args) {
   plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
   cost_options.Validate();
-  config.cost = cost_options.assumed;
   config.routing = values["routing"].as<std::string>();  // parsed once, by SimulateOffload
   config.seed = values["seed"].as<uint64_t>();
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
@@ -183,35 +157,9 @@ int SimOffload(const std::vector<std::string>& args) {
   };
   bits("expert-bits", config.model.bits.experts);
   bits("attention-bits", config.model.bits.attention);
-  plan::CostSources cost_sources(cost_options, store);
-  const std::vector<CostCalibration> calibrations = plan::ApplyCostSources(cost_sources, config);
-
-  const sim::SimResult result = sim::SimulateOffload(config);
-
-  nlohmann::json json = result.ToJson();
-  json["expert_bits"] = config.model.bits.experts;
-  json["attention_bits"] = config.model.bits.attention;
-  json["cost_parameters"] = {{"compute_dtype", config.cost.compute_dtype},
-                             {"compute_efficiency", config.cost.compute_efficiency},
-                             {"memory_efficiency", config.cost.memory_efficiency},
-                             {"kernel_launch_s", config.cost.kernel_launch_s}};
-  if (config.host_cost) {
-    json["host_cost_parameters"] = {{"compute_dtype", config.host_cost->compute_dtype},
-                                    {"compute_efficiency", config.host_cost->compute_efficiency},
-                                    {"memory_efficiency", config.host_cost->memory_efficiency},
-                                    {"kernel_launch_s", config.host_cost->kernel_launch_s}};
-  }
-  for (const CostCalibration& calibration : calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
-  json["provenance"] = Provenance();
-  if (!trace_out.empty()) WriteFileAtomically(trace_out, result.TimelineJson());
-  const std::string out = values["out"].as<std::string>();
-  if (values["json"].as<bool>() || !out.empty()) {
-    EmitJson(json, out);
-  } else {
-    PrintSummary(result);
-    for (const CostCalibration& calibration : calibrations)
-      std::cout << "calibration: " << calibration.Summary() << "\n";
-  }
+  const plan::OffloadRunResult run = plan::RunOffload(config, cost_options, store);
+  if (!trace_out.empty()) WriteFileAtomically(trace_out, run.result.TimelineJson());
+  report::Emit(plan::Render(run, output.format), output.out);
   return 0;
 }
 

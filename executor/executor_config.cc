@@ -119,4 +119,10 @@ MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
   return spec;
 }
 
+MoeModelSpec ScaledSpec(const MoeModelSpec& spec, const ShapeOverrides& o) {
+  const bool any = o.layers || o.hidden || o.intermediate || o.dense_intermediate || o.experts || o.top_k || o.heads ||
+                   o.kv_heads || o.head_dim || o.vocab || o.shared_experts || o.shared_intermediate || o.max_positions;
+  return any ? SpecFromExecutorConfig(ExecutorConfigFromSpec(spec, o)) : spec;
+}
+
 }  // namespace moelab

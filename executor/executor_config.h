@@ -66,4 +66,9 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
 // The spec the executor's shape corresponds to (for the analytic model and weight byte counts).
 MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& config);
 
+// `spec` scaled by `overrides` through the executor's shape, so it is exactly what `moelab run`
+// with the same overrides executes (architectures it cannot run are refused by name); `spec`
+// itself when no override is set.
+MoeModelSpec ScaledSpec(const MoeModelSpec& spec, const ShapeOverrides& overrides);
+
 }  // namespace moelab

@@ -109,6 +109,13 @@ HardwareSpec HardwareFromProfile(const Profile& profile) {
   return hardware;
 }
 
+RooflineDevice ProfiledRoofline(const Profile& profile, const std::optional<HardwareSpec>& hardware,
+                                const std::string& device, const std::string& compute_dtype) {
+  if (hardware) return RooflineFromHardware(*hardware, device, compute_dtype, ProfiledThreads(profile));
+  if (device != "cpu") throw Error("--device gpu needs --hardware: the profile measures no GPU limits");
+  return RooflineFromLimits(profile, compute_dtype);
+}
+
 RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& compute_dtype) {
   RequireLimits(profile);
   const auto peak = profile.limits->peak_flops.find(compute_dtype);

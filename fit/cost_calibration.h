@@ -56,6 +56,12 @@ int64_t ProfiledThreads(const Profile& profile);
 // peak for `compute_dtype`.
 RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& compute_dtype);
 
+// What `moelab fit calibrate` judges a profile's `device` samples against: `hardware`'s device
+// when given, else (CPU samples only) the limits the profile measured. Error for GPU samples
+// without hardware.
+RooflineDevice ProfiledRoofline(const Profile& profile, const std::optional<HardwareSpec>& hardware,
+                                const std::string& device, const std::string& compute_dtype);
+
 struct CalibratedOperator {
   std::string op;
   int64_t points = 0;

@@ -244,7 +244,11 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
 
 SdFit LoadSdFit(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file)) throw Error(file.string() + ": fit file not found");
-  return SdFitFromJson(JsonReader::ParseFile(file), file.string());
+  const nlohmann::json document = JsonReader::ParseFile(file);
+  if (FitKind(document, file.string()) != "sd") {
+    throw Error(file.string() + ": a latency fit; expected an sd fit (written by `moelab fit sd`)");
+  }
+  return SdFitFromJson(document, file.string());
 }
 
 nlohmann::json LatencyFitToJson(const LatencyFit& fit) {

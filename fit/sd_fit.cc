@@ -139,4 +139,15 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
   return fit;
 }
 
+SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store) {
+  request.options.Validate();
+  SdMeasurementSet set = LoadSdMeasurementFiles(request.measurement_files);
+  const MoeModelSpec target = store.LoadModel(request.model);
+  const MoeModelSpec draft = store.LoadModel(request.draft);
+  const HardwareSpec hardware = store.LoadHardware(request.hardware);
+  ValidateSdMeasurementSet(set.measurements, set.origin);
+  const SdFitScales scales = ComputeSdFitScales(target, draft, hardware, set.measurements, request.max_reject_s);
+  return {FitSd(set.measurements, scales, request.denominator, request.options, set.origin), set.origin};
+}
+
 }  // namespace moelab

@@ -9,6 +9,7 @@
 #include "fit/sd_bounds.h"
 #include "fit/sd_measurements.h"
 #include "model/moesd_speedup.h"
+#include "model/preset_store.h"
 
 namespace moelab {
 
@@ -72,5 +73,20 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
 LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& measurements,
                                           const SdFitScales& scales, SdDenominator denominator,
                                           const std::string& origin);
+
+// `moelab fit sd`: the measurement files (combined, LoadSdMeasurementFiles), the target, draft and
+// hardware whose specs bound the fit (presets or paths), and how to fit. `options` are validated.
+struct SdFitRequest {
+  std::vector<std::string> measurement_files;
+  std::string model, draft, hardware;
+  SdDenominator denominator = SdDenominator::kAlgorithm1;
+  std::optional<double> max_reject_s;  // T_rej; default derived from the hardware (sd_bounds.h)
+  FitOptions options;
+};
+struct SdFitRun {
+  SdFit fit;
+  std::string origin;  // the files, "a.csv + b.csv"
+};
+SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store);
 
 }  // namespace moelab

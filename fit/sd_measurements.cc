@@ -201,4 +201,14 @@ void ValidateSdMeasurementSet(const std::vector<SdMeasurement>& measurements,
   }
 }
 
+SdMeasurementSet LoadSdMeasurementFiles(const std::vector<std::string>& files) {
+  SdMeasurementSet set;
+  for (const std::string& file : files) {
+    const std::vector<SdMeasurement> loaded = LoadSdMeasurements(file);
+    set.measurements.insert(set.measurements.end(), loaded.begin(), loaded.end());
+    set.origin += (set.origin.empty() ? "" : " + ") + file;
+  }
+  return set;
+}
+
 }  // namespace moelab

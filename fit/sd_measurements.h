@@ -38,4 +38,12 @@ std::vector<SdMeasurement> LoadSdMeasurements(const std::filesystem::path& file)
 void ValidateSdMeasurementSet(const std::vector<SdMeasurement>& measurements,
                               const std::string& origin);
 
+// The measurements of several files (`--measurements` repeated), in file order, with an origin
+// naming them all ("a.csv + b.csv"); each file loaded as LoadSdMeasurements, the set unvalidated.
+struct SdMeasurementSet {
+  std::vector<SdMeasurement> measurements;
+  std::string origin;
+};
+SdMeasurementSet LoadSdMeasurementFiles(const std::vector<std::string>& files);
+
 }  // namespace moelab

@@ -74,4 +74,12 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
   return result;
 }
 
+OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost, const PresetStore& store) {
+  config.cost = cost.assumed;
+  CostSources sources(cost, store);
+  std::vector<CostCalibration> calibrations = ApplyCostSources(sources, config);
+  sim::SimResult result = sim::SimulateOffload(config);
+  return {std::move(config), std::move(result), std::move(calibrations)};
+}
+
 }  // namespace moelab::plan

@@ -46,4 +46,13 @@ struct OffloadSweepResult {
 
 OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const PresetStore& store);
 
+// `moelab sim offload`: one simulation of `config` (model, hardware, policy, workload, ...) with
+// its devices priced from `cost` (ApplyCostSources).
+struct OffloadRunResult {
+  sim::SimConfig config;  // with the cost sources applied
+  sim::SimResult result;
+  std::vector<CostCalibration> calibrations;
+};
+OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost, const PresetStore& store);
+
 }  // namespace moelab::plan

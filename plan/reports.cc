@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "report/format.h"
+#include "report/json_rows.h"
 #include "report/provenance.h"
 
 namespace moelab::plan {
@@ -278,6 +279,56 @@ std::string Render(const OffloadSweepResult& result, Format format) {
       << table.Render();
   for (const CostCalibration& calibration : result.calibrations) out << "Calibration: " << calibration.Summary() << "\n";
   return out.str();
+}
+
+namespace {
+
+nlohmann::json CostParametersJson(const CostParameters& cost) {
+  return {{"compute_dtype", cost.compute_dtype},
+          {"compute_efficiency", cost.compute_efficiency},
+          {"memory_efficiency", cost.memory_efficiency},
+          {"kernel_launch_s", cost.kernel_launch_s}};
+}
+
+std::string SimSummaryText(const sim::SimResult& r) {
+  std::ostringstream text;
+  text << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + " << r.cpu_name << ", policy "
+       << r.policy << ", workload " << sim::ToString(r.workload.kind) << " (prompt " << r.workload.prompt_tokens
+       << ", " << r.workload.output_tokens << " output tokens, batch " << r.workload.batch << ")\n"
+       << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype << " peak)\n\n";
+  report::Table table({"metric", "value"});
+  table.AddRow({"TTFT", FormatSeconds(r.ttft_s)});
+  table.AddRow({"TPOT", r.tpot_s ? FormatSeconds(*r.tpot_s) : "-"});
+  table.AddRow({"tokens/s", r.tokens_per_s ? FormatNumber(*r.tokens_per_s, 2) : "-"});
+  table.AddRow({"expert hit rate", FormatNumber(100 * r.hit_rate(), 1) + " %"});
+  table.AddRow({"expert weights host->accelerator", report::FormatBytes(r.bytes_h2d_expert_weights)});
+  table.AddRow({"storage reads", report::FormatBytes(r.bytes_storage_read)});
+  table.AddRow({"expert slots / staging buffers", std::to_string(r.expert_slots) + " / " + std::to_string(r.staging_buffers)});
+  for (int i = 0; i < sim::kResourceCount; ++i) {
+    table.AddRow({"busy " + sim::ResourceName(static_cast<sim::Resource>(i)), FormatSeconds(r.busy_s[i])});
+  }
+  text << table.Render();
+  if (!r.fits_accelerator) text << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
+  return text.str();
+}
+
+}  // namespace
+
+std::string Render(const OffloadRunResult& run, Format format) {
+  if (format == Format::kTable) {
+    std::string text = SimSummaryText(run.result);
+    for (const CostCalibration& calibration : run.calibrations) text += "calibration: " + calibration.Summary() + "\n";
+    return text;
+  }
+  const sim::SimConfig& config = run.config;
+  nlohmann::json json = run.result.ToJson();
+  json["expert_bits"] = config.model.bits.experts;
+  json["attention_bits"] = config.model.bits.attention;
+  json["cost_parameters"] = CostParametersJson(config.cost);
+  if (config.host_cost) json["host_cost_parameters"] = CostParametersJson(*config.host_cost);
+  for (const CostCalibration& calibration : run.calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
+  json["provenance"] = report::Provenance();
+  return format == Format::kCsv ? report::JsonRow(json).ToCsv() : json.dump(2) + "\n";
 }
 
 }  // namespace moelab::plan

@@ -1,6 +1,7 @@
 // Runs `moelab fit ...` as a user would: output, exit status, files written or not.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +103,39 @@ TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
   const CliRun bad_sigma = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 1.5");
   EXPECT_EQ(bad_sigma.status, 1);
   EXPECT_NE(bad_sigma.err.find("sigma"), std::string::npos);
+}
+
+// --csv: the fit as one row (params.k1, std_errors.k1, bounds.k1.lower, ...), and predict's
+// answer as one row; the numbers are the written JSON's, to the last bit.
+TEST_F(FitCliTest, SdFitAndPredictCsv) {
+  const std::string out = (dir_ / "fit.json").string();
+  const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out + " --starts 2 --csv");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json fit = nlohmann::json::parse(Slurp(out));
+  const std::string header = r.out.substr(0, r.out.find('\n'));
+  const std::string row = r.out.substr(header.size() + 1);
+  ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 2) << r.out;
+  auto cell = [&](const std::string& key) {
+    std::stringstream keys(header), cells(row);
+    std::string k, c;
+    while (std::getline(keys, k, ',') && std::getline(cells, c, ',')) {
+      if (k == key) return c;
+    }
+    ADD_FAILURE() << "no column " << key;
+    return std::string();
+  };
+  EXPECT_EQ(std::stod(cell("params.k1")), fit["params"]["k1"].get<double>());
+  EXPECT_EQ(std::stod(cell("bounds.bias.lower")), fit["bounds"]["bias"]["lower"].get<double>());
+  EXPECT_EQ(cell("denominator"), "algorithm1");
+  EXPECT_EQ(std::stoll(cell("n")), fit["n"].get<int64_t>());
+
+  const CliRun predict = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7 --csv");
+  ASSERT_EQ(predict.status, 0) << predict.err;
+  const std::string predict_header = predict.out.substr(0, predict.out.find('\n'));
+  EXPECT_EQ(predict_header.rfind("E,K,batch,denominator,fit,gamma,provenance.", 0), 0u) << predict_header;
+  EXPECT_EQ(predict_header.substr(predict_header.size() - 14), ",sigma,speedup") << predict_header;
+  const double speedup = std::stod(predict.out.substr(predict.out.rfind(',') + 1));
+  EXPECT_EQ(speedup, PredictSpeedup(LoadSdFit(out), {24, 3, 6, 64, 0.7}));
 }
 
 TEST_F(FitCliTest, SdFitJsonAndEquation4) {

@@ -1,0 +1,94 @@
+#include "base/number_lists.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace moelab {
+
+std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
+                                  int64_t minimum) {
+  auto fail = [&](const std::string& why) -> std::vector<int64_t> {
+    throw Error("--" + option + " '" + text + "': " + why +
+                " (expected e.g. 1,2,4 or 1-8 or 1-256:x2, values >= " + std::to_string(minimum) + ")");
+  };
+  auto parse_one = [&](const std::string& word) -> int64_t {
+    size_t used = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      fail("'" + word + "' is not an integer");
+    }
+    if (used != word.size()) fail("'" + word + "' is not an integer");
+    if (value < minimum) fail(std::to_string(value) + " is below " + std::to_string(minimum));
+    return value;
+  };
+  std::vector<int64_t> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (item.empty()) return fail("empty item");
+    const size_t dash = item.find('-', 1);
+    if (dash == std::string::npos) {
+      values.push_back(parse_one(item));
+      continue;
+    }
+    std::string end_text = item.substr(dash + 1);
+    int64_t factor = 0;
+    if (const size_t colon = end_text.find(":x"); colon != std::string::npos) {
+      factor = parse_one(end_text.substr(colon + 2));
+      if (factor < 2) fail("a geometric factor must be at least 2");
+      end_text = end_text.substr(0, colon);
+    }
+    const int64_t begin = parse_one(item.substr(0, dash));
+    const int64_t end = parse_one(end_text);
+    if (end < begin) fail("range end below its start");
+    if (factor > 0 && begin < 1) fail("a geometric range must start at 1 or more");
+    for (int64_t v = begin; v <= end; v = factor > 0 ? v * factor : v + 1) {
+      values.push_back(v);
+      if (values.size() > 100000) fail("more than 100000 values");
+    }
+  }
+  if (values.empty()) fail("no values");
+  return values;
+}
+
+double ParseNumber(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(value)) {
+    throw Error("--" + option + " '" + text + "': expected a finite number");
+  }
+  return value;
+}
+
+std::vector<double> ParseNumberList(const std::string& text, const std::string& option) {
+  std::vector<double> values;
+  if (std::count(text.begin(), text.end(), ':') == 2) {
+    const size_t first = text.find(':');
+    const size_t second = text.find(':', first + 1);
+    const double start = ParseNumber(text.substr(0, first), option);
+    const double stop = ParseNumber(text.substr(first + 1, second - first - 1), option);
+    const double step = ParseNumber(text.substr(second + 1), option);
+    if (!(step > 0) || stop < start) throw Error("--" + option + " '" + text + "': expected start:stop:step with step > 0");
+    const int64_t count = static_cast<int64_t>(std::floor((stop - start) / step + 1e-9)) + 1;
+    if (count > 100000) throw Error("--" + option + " '" + text + "': more than 100000 values");
+    for (int64_t i = 0; i < count; ++i) values.push_back(start + static_cast<double>(i) * step);
+    return values;
+  }
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) values.push_back(ParseNumber(item, option));
+  if (values.empty()) throw Error("--" + option + " '" + text + "': no values");
+  return values;
+}
+
+}  // namespace moelab
