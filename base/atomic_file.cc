@@ -1,18 +1,99 @@
 #include "base/atomic_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
+#include <cerrno>
+#include <cstring>
+#include <streambuf>
 
 #include "base/error.h"
+#include "base/input_file.h"
 
 namespace moelab {
+namespace {
 
-void WriteFileAtomically(const std::filesystem::path& path,
-                         const std::function<void(std::ostream&)>& write) {
+std::string Reason(int error) { return std::strerror(error); }
+
+// Writes all of `size` bytes; returns 0 or the errno of the failed write.
+int WriteAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (written == 0) return EIO;
+    data += written;
+    size -= static_cast<size_t>(written);
+  }
+  return 0;
+}
+
+// An ostream buffer over a file descriptor that remembers the first write error (ofstream loses
+// errno, which is how "write failed: Success" messages happen).
+class FdBuffer : public std::streambuf {
+ public:
+  explicit FdBuffer(int fd) : fd_(fd), buffer_(1 << 16) { setp(buffer_.data(), buffer_.data() + buffer_.size()); }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type ch) override {
+    if (Drain() != 0) return traits_type::eof();
+    if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(ch);
+      pbump(1);
+    }
+    return traits_type::not_eof(ch);
+  }
+  int sync() override { return Drain() == 0 ? 0 : -1; }
+
+ private:
+  int Drain() {
+    if (error_ == 0) error_ = WriteAll(fd_, pbase(), static_cast<size_t>(pptr() - pbase()));
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+    return error_;
+  }
+
+  int fd_;
+  std::vector<char> buffer_;
+  int error_ = 0;
+};
+
+// Runs `write` into `fd` and flushes; returns 0 or the errno of the first failure. An exception from
+// `write` propagates.
+int Fill(int fd, const std::function<void(std::ostream&)>& write) {
+  FdBuffer buffer(fd);
+  std::ostream out(&buffer);
+  write(out);
+  out.flush();
+  if (buffer.error() != 0) return buffer.error();
+  return out ? 0 : EIO;
+}
+
+void WriteInPlace(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    const int error = errno;
+    throw Error(path.string() + ": cannot open for writing: " + Reason(error));
+  }
+  int error = 0;
+  try {
+    error = Fill(fd, write);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) throw Error(path.string() + ": write failed: " + Reason(error));
+}
+
+void WriteViaTemporary(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
-  if (!std::filesystem::is_directory(folder)) {
+  std::error_code ignored;
+  if (!std::filesystem::is_directory(folder, ignored)) {
     throw Error(path.string() + ": cannot write: folder '" + folder.string() + "' does not exist");
   }
   static std::atomic<int> counter{0};
@@ -23,27 +104,99 @@ void WriteFileAtomically(const std::filesystem::path& path,
   name += ".";
   name += std::to_string(counter++);
   const std::filesystem::path temporary = folder / name;
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int error = errno;
+    throw Error(path.string() + ": cannot create temporary file " + temporary.string() + ": " + Reason(error));
+  }
+  int error = 0;
+  std::string step = "write failed";
   try {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path.string() + ": cannot create temporary file " + temporary.string());
-    write(out);
-    out.flush();
-    if (!out) throw Error(path.string() + ": write failed");
+    error = Fill(fd, write);
   } catch (...) {
-    std::error_code ignored;
+    ::close(fd);
     std::filesystem::remove(temporary, ignored);
     throw;
   }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw Error(path.string() + ": cannot move the written file into place: " + error.message());
+  // Data reaches the disk before the rename makes it visible: a crash after the rename never
+  // shows an empty or partial file under the final name.
+  if (error == 0 && ::fsync(fd) != 0) {
+    error = errno;
+    step = "fsync failed";
+  }
+  if (::close(fd) != 0 && error == 0) {
+    error = errno;
+    step = "close failed";
+  }
+  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = errno;
+    step = "cannot move the written file into place";
+  }
+  if (error != 0) {
+    std::filesystem::remove(temporary, ignored);
+    throw Error(path.string() + ": " + step + ": " + Reason(error));
+  }
+  // Best effort: persist the rename itself. A failure here cannot undo it, so it is not an error.
+  const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder_fd >= 0) {
+    ::fsync(folder_fd);
+    ::close(folder_fd);
+  }
+}
+
+}  // namespace
+
+void WriteFileAtomically(const std::filesystem::path& path,
+                         const std::function<void(std::ostream&)>& write) {
+  if (path.empty()) throw Error("cannot write: empty output path");
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) {
+    const int error = errno;
+    if (error != ENOENT) throw Error(path.string() + ": cannot write: " + Reason(error));
+    WriteViaTemporary(path, write);  // a new file (or a dangling link, replaced by the file)
+    return;
+  }
+  if (IsGuardedInput(path)) {
+    throw Error(path.string() + ": refusing to write: this file is an input of the same command");
+  }
+  if (S_ISCHR(status.st_mode) || S_ISFIFO(status.st_mode)) {
+    WriteInPlace(path, write);
+  } else if (S_ISREG(status.st_mode)) {
+    std::error_code error;
+    const std::filesystem::path target =
+        std::filesystem::is_symlink(path, error) ? std::filesystem::canonical(path, error) : path;
+    if (error) throw Error(path.string() + ": cannot resolve the link: " + error.message());
+    WriteViaTemporary(target, write);
+  } else {
+    throw Error(path.string() + ": cannot write: " +
+                (S_ISDIR(status.st_mode) ? "it is a folder" : "it is neither a regular file nor a stream") +
+                " (only regular files are replaced; character devices and FIFOs are written in place)");
   }
 }
 
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  WriteFileAtomically(path, [&](std::ostream& out) { out << text; });
+  WriteFileAtomically(path, [&](std::ostream& out) { out.write(text.data(), static_cast<std::streamsize>(text.size())); });
+}
+
+void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      const auto& [first_name, first] = outputs[i];
+      const auto& [second_name, second] = outputs[j];
+      if (first.empty() || second.empty()) continue;
+      std::error_code error;
+      // Two outputs to one character device (/dev/null) are harmless; to one file, one is lost.
+      if (std::filesystem::is_character_file(first, error)) continue;
+      const std::filesystem::path a = std::filesystem::weakly_canonical(first, error);
+      const bool a_ok = !error;
+      const std::filesystem::path b = std::filesystem::weakly_canonical(second, error);
+      const bool same = (a_ok && !error && a == b) || std::filesystem::equivalent(first, second, error);
+      if (same) {
+        throw Error(first_name + " and " + second_name + " name the same file '" + first +
+                    "': give each output its own file");
+      }
+    }
+  }
 }
 
 }  // namespace moelab

@@ -4,14 +4,29 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace moelab {
 
-// Writes `path` atomically: `write` fills a hidden temporary file in the same folder (unique per
-// process and call), which is then renamed over `path`, so readers never see a partial file and a
-// failure leaves nothing behind. Throws moelab::Error naming the path.
+// Writes `path` so that it is either the old file or the whole new one, never a mix:
+// - a regular file (or a path that does not exist yet): `write` fills a hidden temporary in the same
+//   folder (unique per process and call); it is flushed, fsync'ed and closed, each step checked,
+//   then renamed over `path` (a symbolic link is followed: the file it names is replaced, the link
+//   stays). A kill -9 at any moment leaves the old file or the new whole file, plus at most a
+//   hidden `.NAME.tmp.PID.N` temporary.
+// - a character device or FIFO (/dev/null, /dev/stdout, a pipe): written in place, never replaced,
+//   since renaming over a device would destroy it. Not atomic (a stream has no "old file").
+// - anything else (folder, block device, socket): refused.
+// Every write, fsync and close is checked; a failure (e.g. a full disk, /dev/full) throws
+// moelab::Error naming the path and the system's reason, and leaves no temporary behind. A path that
+// names an input of this process is refused when RefuseOutputsOverInputs() is on (base/input_file.h).
 void WriteFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write);
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
+
+// Refuses two outputs of one command that name the same file (through any spelling or link), before
+// anything is written: `outputs` pairs an option name with its path; empty paths are skipped.
+void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
 }  // namespace moelab

@@ -1,21 +1,100 @@
 #include "base/json_reader.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
 #include "base/error.h"
+#include "base/input_file.h"
+#include "base/message_text.h"
 
 namespace moelab {
 namespace {
 
-std::string Describe(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
+std::string Describe(const nlohmann::json& value) { return DescribeJsonValue(value); }
+
+// One open container while pre-scanning: the field path of the value being read.
+struct Frame {
+  bool object = false;
+  bool expect_key = false;
+  std::string key;
+  size_t index = 0;
+};
+
+std::string FieldPath(const std::vector<Frame>& stack) {
+  std::string path;
+  for (const Frame& frame : stack) {
+    if (frame.object) {
+      path += (path.empty() ? "" : ".") + EscapeForMessage(frame.key, 40);
+    } else {
+      path += "[" + std::to_string(frame.index) + "]";
+    }
+  }
+  if (path.size() > 80) path = path.substr(0, 77) + "...";
+  return path.empty() ? "top level" : "field '" + path + "'";
+}
+
+// Checks what nlohmann's parser handles badly before it runs: nesting depth (its recursive dump
+// and error paths) and numbers beyond a double (an out_of_range exception without a field name).
+// Syntax is left to the parser: this scan only tracks containers, strings and number tokens.
+void PreScan(std::string_view text, const std::string& origin, const std::string& kind) {
+  std::vector<Frame> stack;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      const size_t begin = ++i;
+      while (i < text.size() && text[i] != '"') i += (text[i] == '\\') ? 2 : 1;
+      if (!stack.empty() && stack.back().object && stack.back().expect_key) {
+        stack.back().key = std::string(text.substr(begin, std::min(i, text.size()) - begin));
+        stack.back().expect_key = false;
+      }
+    } else if (c == '{' || c == '[') {
+      if (static_cast<int>(stack.size()) >= kMaxJsonDepth) {
+        throw Error(origin + ": " + kind + " nested deeper than " + std::to_string(kMaxJsonDepth) +
+                    " levels at byte " + std::to_string(i) + " (" + FieldPath(stack) +
+                    "): refused (moelab files nest a few levels)");
+      }
+      stack.push_back(Frame{c == '{', c == '{', "", 0});
+    } else if (c == '}' || c == ']') {
+      if (stack.empty()) return;  // unbalanced: the parser reports where
+      stack.pop_back();
+    } else if (c == ',') {
+      if (!stack.empty()) {
+        if (stack.back().object) {
+          stack.back().expect_key = true;
+        } else {
+          ++stack.back().index;
+        }
+      }
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      const size_t begin = i;
+      while (i + 1 < text.size() && std::strchr("0123456789+-.eE", text[i + 1]) != nullptr) ++i;
+      const std::string token(text.substr(begin, i + 1 - begin));
+      if (token.size() > 15 || token.find_first_of("eE") != std::string::npos) {
+        const double value = std::strtod(token.c_str(), nullptr);
+        if (std::isinf(value)) {
+          throw Error(origin + ": " + FieldPath(stack) + ": number " + EscapeForMessage(token, 40) +
+                      " is beyond the range of a double (about 1.8e308)");
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
+
+nlohmann::json ParseJsonText(std::string_view text, const std::string& origin, std::string_view kind) {
+  PreScan(text, origin, std::string(kind));
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(origin + ": malformed " + std::string(kind) + ": " + EscapeForMessage(e.what(), 240));
+  }
+}
 
 JsonReader::JsonReader(const nlohmann::json& object, std::string origin, std::string path)
     : object_(&object), origin_(std::move(origin)), path_(std::move(path)) {
@@ -26,15 +105,7 @@ JsonReader::JsonReader(const nlohmann::json& object, std::string origin, std::st
 }
 
 nlohmann::json JsonReader::ParseFile(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) throw Error(file.string() + ": cannot open file for reading");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(file.string() + ": malformed JSON: " + e.what());
-  }
+  return ParseJsonText(ReadInputFile(file, kMaxJsonFileBytes, "JSON file"), file.string());
 }
 
 std::string JsonReader::FieldName(std::string_view key) const {

@@ -10,6 +10,17 @@
 
 namespace moelab {
 
+// No moelab file nests more than a handful of levels; the bound keeps recursion (parsing, dumping,
+// destroying) far from the stack's limit whatever the input.
+inline constexpr int kMaxJsonDepth = 256;
+
+// Parses JSON text from `origin` (a file name, used in messages). Refused with a moelab::Error that
+// names `origin`: malformed text (the parser's message, escaped), nesting deeper than kMaxJsonDepth,
+// and a number outside a double's range (1e400), naming its field path.
+// `kind` names the text in messages ("malformed <kind>").
+nlohmann::json ParseJsonText(std::string_view text, const std::string& origin,
+                             std::string_view kind = "JSON");
+
 // Reads fields of a JSON object with errors that name the file, the field path and what was
 // expected. A required field that is missing is an error; an optional field has its default
 // stated at the call site (never guessed here).
@@ -18,6 +29,8 @@ class JsonReader {
   // `origin` names where the JSON came from (a file path), `path` the object's field path.
   JsonReader(const nlohmann::json& object, std::string origin, std::string path = "");
 
+  // Reads a regular file of at most kMaxJsonFileBytes (base/input_file.h) and parses it with
+  // ParseJsonText.
   static nlohmann::json ParseFile(const std::filesystem::path& file);
 
   bool Has(std::string_view key) const;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "base/message_text.h"
 
 namespace moelab {
 
@@ -32,8 +33,12 @@ double ParseBytes(const std::string& text, const std::string& what) {
     if (unit == name) scale = factor;
   }
   if (used == 0 || scale == 0 || !std::isfinite(value) || !(value > 0)) {
-    throw Error(what + " '" + text +
+    throw Error(what + " '" + EscapeForMessage(text) +
                 "': expected a positive size in bytes or with a unit (e.g. 24GB, 16GiB, 512MB)");
+  }
+  if (!(value * scale <= kMaxBytes)) {
+    throw Error(what + " '" + EscapeForMessage(text) + "': " + std::to_string(value * scale) +
+                " bytes is above the largest size accepted, 1 EiB (2^60 bytes)");
   }
   return value * scale;
 }

@@ -8,6 +8,10 @@ namespace moelab {
 // decimal (KB, MB, GB, TB, or K, M, G, T) and binary (KiB ... TiB) units, case-insensitive.
 // Throws moelab::Error naming `what` (e.g. "--accelerator-memory") unless the value is a finite
 // positive number with a known unit.
+// Sizes above kMaxBytes (1 EiB, 2^60 bytes: far above any machine, far below int64's 9.2e18) are
+// refused, so every later byte count fits int64 and stays finite.
 double ParseBytes(const std::string& text, const std::string& what);
+
+inline constexpr double kMaxBytes = 1152921504606846976.0;  // 2^60
 
 }  // namespace moelab

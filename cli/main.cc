@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "base/error.h"
+#include "base/input_file.h"
 
 namespace {
 
@@ -22,6 +23,7 @@ void PrintUsage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   moelab::cli::SetCommandLine(argc, argv);
+  moelab::RefuseOutputsOverInputs();  // --out naming a file the command reads is refused
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     PrintUsage(args.empty() ? std::cerr : std::cout);

@@ -1,0 +1,48 @@
+#include "base/message_text.h"
+
+#include <cstdio>
+
+namespace moelab {
+
+std::string EscapeForMessage(std::string_view bytes, size_t max_chars) {
+  std::string text;
+  for (const char raw : bytes) {
+    if (text.size() >= max_chars) {
+      text += "...";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(raw);
+    if (byte == '\n') {
+      text += "\\n";
+    } else if (byte == '\t') {
+      text += "\\t";
+    } else if (byte == '\r') {
+      text += "\\r";
+    } else if (byte == '\\') {
+      text += "\\\\";
+    } else if (byte >= 0x20 && byte < 0x7f) {
+      text += static_cast<char>(byte);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+      text += hex;
+    }
+  }
+  return text;
+}
+
+std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars) {
+  // Dumping a huge array only to cut it to 60 characters costs its whole size; summarise instead.
+  constexpr size_t kMaxDumpedElements = 16;
+  if (value.is_array() && value.size() > kMaxDumpedElements) {
+    return "an array of " + std::to_string(value.size()) + " values";
+  }
+  if (value.is_object() && value.size() > kMaxDumpedElements) {
+    return "an object with " + std::to_string(value.size()) + " fields";
+  }
+  const std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() <= max_chars) return EscapeForMessage(text, max_chars);
+  return EscapeForMessage(text.substr(0, max_chars - 3), max_chars - 3) + "...";
+}
+
+}  // namespace moelab

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab {
+
+// Input bytes as they may appear in a user-facing message: printable ASCII kept, everything else
+// (control bytes, escape sequences, non-ASCII) written as \n, \t, \r or \xNN, and the result capped
+// at about `max_chars` characters with "..." marking the cut. Every message that quotes bytes read
+// from a file or the command line goes through this, so no input can drive the terminal.
+std::string EscapeForMessage(std::string_view bytes, size_t max_chars = 80);
+
+// A JSON value quoted for a message: scalars and small containers dumped (then escaped and capped),
+// large containers summarised by their size. Never recurses more than the parser's depth limit.
+std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars = 60);
+
+}  // namespace moelab
