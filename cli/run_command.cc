@@ -7,6 +7,8 @@
 #include "executor/run_report.h"
 #include "executor/run_workload.h"
 #include "base/error.h"
+#include "base/units.h"
+#include "policies/registry.h"
 
 namespace moelab::cli {
 namespace {
@@ -33,7 +35,14 @@ int Run(const std::vector<std::string>& args) {
       ("routing", po::value<std::string>()->default_value("gate"), "gate | uniform | popularity:FILE | trace:FILE")
       ("seed", po::value<uint64_t>()->default_value(defaults.seed), "seed for weights, prompts, sampling and routing")
       ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
-      ("trace-out", po::value<std::string>()->default_value(""), "write the routing trace (moelab.routing_trace/1) here");
+      ("trace-out", po::value<std::string>()->default_value(""), "write the routing trace (moelab.routing_trace/1) here")
+      ("offload", po::value<std::string>(), "offload routed experts to storage with this policy (on-demand, lru-prefetch, static-split, fmoe, stream-all); needs --expert-memory")
+      ("expert-memory", po::value<std::string>(), "RAM for the expert cache and staging buffers with --offload (bytes, or with a unit: 512MB, 2GiB)")
+      ("offload-dir", po::value<std::string>(), "folder of the expert store with --offload (default $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)")
+      ("offload-readers", po::value<int>()->default_value(2), "asynchronous expert reads in flight with --offload");
+  // Policy options as in sim offload, one flag per option the registry declares.
+  const std::vector<policies::PolicyOptionFlag> policy_flags = policies::PolicyOptionFlags(policies::DefaultPolicyRegistry());
+  for (const policies::PolicyOptionFlag& flag : policy_flags) options.add_options()(flag.name.c_str(), po::value<int64_t>(), flag.help.c_str());
   AddOutputOptions(options);
   po::options_description shape("target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
   AddShapeOptions(shape, "", DefaultTargetShape());
@@ -72,6 +81,25 @@ int Run(const std::vector<std::string>& args) {
   request.trace_out = values["trace-out"].as<std::string>();
   if (!values["alpha"].defaulted() && request.acceptance != Acceptance::kFixedAlpha) {
     throw Error("--alpha applies to --acceptance alpha only");
+  }
+  if (values.count("offload")) {
+    offload::OffloadOptions offload;
+    offload.policy = values["offload"].as<std::string>();
+    if (!values.count("expert-memory")) throw Error("--offload needs --expert-memory BYTES (the RAM expert cache)");
+    offload.expert_memory_bytes = static_cast<int64_t>(ParseBytes(values["expert-memory"].as<std::string>(), "--expert-memory"));
+    if (values.count("offload-dir")) offload.offload_dir = values["offload-dir"].as<std::string>();
+    offload.reader_threads = values["offload-readers"].as<int>();
+    for (const policies::PolicyOptionFlag& flag : policy_flags) {
+      if (values.count(flag.name)) offload.policy_options.*flag.member = values[flag.name].as<int64_t>();
+    }
+    request.offload = offload;
+  } else {
+    for (const char* flag : {"expert-memory", "offload-dir"}) {
+      if (values.count(flag)) throw Error(std::string("--") + flag + " applies with --offload POLICY only");
+    }
+    for (const policies::PolicyOptionFlag& flag : policy_flags) {
+      if (values.count(flag.name)) throw Error("--" + flag.name + " is a policy option: it applies with --offload POLICY only");
+    }
   }
   request.Validate();
 

@@ -85,6 +85,10 @@ int SimOffload(const std::vector<std::string>& args) {
       "cpu-threads", po::value<int64_t>()->default_value(0),
       "CPU threads for CPU-run experts (0: all the host's cores)")(
       "seed", po::value<uint64_t>()->default_value(0), "seed for routing and calibration")(
+      "speculative-recall", po::value<std::string>(),
+      "lru-prefetch's speculative gate: the recall R in [0, 1] with which each expert the next layer uses is "
+      "predicted (default 0.8, Mixtral-offloading's Figure 2), or 'cooccurrence' for the calibration's "
+      "co-occurrence stand-in alone; a replayed executor trace overrides both")(
       "trace-out", po::value<std::string>()->default_value(""),
       "write a Chrome trace-event timeline (Perfetto) here");
   AddOutputOptions(options);
@@ -134,6 +138,12 @@ int SimOffload(const std::vector<std::string>& args) {
   cost_options.Validate();
   config.routing = values["routing"].as<std::string>();  // parsed once, by SimulateOffload
   config.seed = values["seed"].as<uint64_t>();
+  if (values.count("speculative-recall")) {
+    const std::string recall = values["speculative-recall"].as<std::string>();
+    config.speculative_recall = recall == "cooccurrence"
+                                    ? std::nullopt
+                                    : std::optional<double>(ParseNumber(recall, "speculative-recall"));
+  }
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
   if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");
   if (values.count("accelerator-memory")) {

@@ -127,6 +127,9 @@ class Engine : public OpListener {
   std::vector<int64_t> counts_;
   std::vector<policies::ExpertDemand> demand_;
   std::vector<float> gate_, next_scores_;
+  std::vector<std::vector<int32_t>> next_routed_;  // the speculative gate's view of layer + 1
+  std::vector<int64_t> next_counts_;
+  std::vector<policies::ExpertDemand> next_demand_;
 };
 
 }  // namespace moelab::sim

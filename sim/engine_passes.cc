@@ -142,6 +142,14 @@ void Engine::RouteLayer(int64_t layer) {
       static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
     SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)], demand_,
                                experts_, next_scores_);
+    if (config_.speculative_recall) {
+      // The routing sources are pure functions of (step, layer, token): the next layer's routing
+      // is known now and is the same when that layer is routed.
+      routing_.Route(pass_, moe_layer + 1, tokens_, next_routed_);
+      CountDemand(next_routed_, experts_, next_counts_, next_demand_);
+      ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_, moe_layer + 1, next_demand_,
+                             next_scores_);
+    }
   }
   policies::LayerDemand demand;
   demand.layer = moe_layer;

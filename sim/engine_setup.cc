@@ -35,6 +35,9 @@ Engine::Engine(const SimConfig& config, RoutingSource& routing,
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);
+  if (config.speculative_recall && !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
+    throw Error("--speculative-recall must be in [0, 1], got " + std::to_string(*config.speculative_recall));
+  }
   if (calibration.popularity.size() != static_cast<size_t>(moe_layers_)) {
     throw Error("sim: the routing calibration has " +
                 std::to_string(calibration.popularity.size()) + " layers, the model " +

@@ -35,4 +35,11 @@ void SpeculativeNextLayerScores(const std::vector<float>& transition,
                                 std::span<const policies::ExpertDemand> demand, int64_t experts,
                                 std::vector<float>& out);
 
+// The speculative gate at a given recall: `out` (the co-occurrence scores above, E values) is
+// re-ranked so that each expert of `next_demand` (the next layer's actual routing) comes first
+// with probability `recall`, decided by a hash of (seed, pass, layer, expert); ties among them by
+// tokens. The rest keep their stand-in order below them.
+void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t layer,
+                            std::span<const policies::ExpertDemand> next_demand, std::vector<float>& out);
+
 }  // namespace moelab::sim

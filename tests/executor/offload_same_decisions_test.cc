@@ -15,6 +15,7 @@
 #include "model/preset_store.h"
 #include "policies/memory_plan.h"
 #include "routing/routing_source.h"
+#include "routing/routing_spec.h"
 #include "sim/calibration.h"
 #include "sim/offload_simulator.h"
 #include "tests/executor/tiny_models.h"
@@ -34,6 +35,10 @@ ExecutorConfig Model() {
   c.num_experts = 8;
   return c;
 }
+
+// SimConfig::routing is a --routing value (a string or its parsed RoutingSpec): only reported here.
+[[maybe_unused]] void SetRouting(std::string& field, const std::string& text) { field = text; }
+[[maybe_unused]] void SetRouting(RoutingSpec& field, const std::string& text) { field = ParseRoutingSpec(text); }
 
 struct Fixture {
   Fixture(int64_t batch) : pool(2), config(Model()), dir(testing::MakeTempDir("moelab-same-decisions")) {
@@ -95,7 +100,7 @@ struct Fixture {
     if (sim.workload.batch > 1) sim.workload.kind = sim::WorkloadKind::kBatch;
     sim.workload.prompt_tokens = kPrompt;
     sim.workload.output_tokens = kOutput;
-    sim.routing = "trace:" + trace_file;
+    sim.routing = ParseRoutingSpec("trace:" + trace_file);
     sim.seed = kSeed;
     // The same number of expert slots as the executor's budget: the model's non-expert bytes plus
     // `slots` experts (and half of one, so rounding cannot take a slot away).
