@@ -38,7 +38,7 @@ void SimOffload(benchmark::State& state) {
   config.workload.batch = state.range(1);
   config.workload.prompt_tokens = 32;
   config.workload.output_tokens = 1001;
-  config.routing = "correlated:locality=0.3,layer=0.5";
+  config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
   config.seed = 1;
   const sim::RoutingCalibration calibration =
       sim::CalibrateRouting(config.routing, 32, 8, 2, config.seed, config.calibration);

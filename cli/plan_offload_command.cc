@@ -54,7 +54,7 @@ int PlanOffload(const std::vector<std::string>& args) {
   base.workload.prompt_tokens = values["prompt"].as<int64_t>();
   base.workload.output_tokens = values["tokens"].as<int64_t>();
   base.workload.batch = values["batch"].as<int64_t>();
-  base.routing = values["routing"].as<std::string>();
+  base.routing = ParseRoutingSpec(values["routing"].as<std::string>());
   base.seed = values["seed"].as<uint64_t>();
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::Render(plan::SweepOffload(request, store), output.format), output.out);

@@ -75,7 +75,7 @@ int Run(const std::vector<std::string>& args) {
   request.acceptance = AcceptanceFromString(values["acceptance"].as<std::string>());
   request.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
   request.temperature = ParseNumber(values["temperature"].as<std::string>(), "temperature");
-  request.routing = values["routing"].as<std::string>();
+  request.routing = ParseRoutingSpec(values["routing"].as<std::string>());
   request.seed = values["seed"].as<uint64_t>();
   request.threads = values["threads"].as<int>();
   request.trace_out = values["trace-out"].as<std::string>();

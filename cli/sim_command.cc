@@ -136,7 +136,7 @@ int SimOffload(const std::vector<std::string>& args) {
   plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
   cost_options.Validate();
-  config.routing = values["routing"].as<std::string>();  // parsed once, by SimulateOffload
+  config.routing = ParseRoutingSpec(values["routing"].as<std::string>());
   config.seed = values["seed"].as<uint64_t>();
   if (values.count("speculative-recall")) {
     const std::string recall = values["speculative-recall"].as<std::string>();

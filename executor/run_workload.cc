@@ -188,7 +188,7 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     trace.top_k = target_config.top_k;
     trace.source = "moelab run: model " + target_config.name + ", routing " +
                    (routing ? routing->Describe() : std::string("model gate")) + ", seed " + std::to_string(request.seed);
-  } else if (request.routing != "gate") {
+  } else if (request.routing.kind != RoutingSpec::Kind::kGate) {
     throw Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
   } else if (!request.trace_out.empty()) {
     throw Error("--trace-out records expert routing; model '" + target_config.name + "' is dense");

@@ -10,6 +10,7 @@
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
 #include "model/preset_store.h"
+#include "routing/routing_spec.h"
 
 namespace moelab {
 
@@ -36,7 +37,7 @@ struct RunRequest {
   Acceptance acceptance = Acceptance::kFixedAlpha;
   double alpha = 0.8;
   double temperature = 0;  // decode sampling; 0 greedy (rejection sampling uses 1 when 0)
-  std::string routing = "gate";
+  RoutingSpec routing = ParseRoutingSpec("gate");  // --routing, parsed once by the caller
   uint64_t seed = 1;
   int threads = 0;          // 0: DefaultThreadCount()
   std::string trace_out;    // routing trace file, written atomically when set

@@ -248,7 +248,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
     }
     nlohmann::json json = {{"schema", "moelab.plan_offload/1"}, {"model", base.model.name},
                            {"hardware", base.hardware.name}, {"workload", sim::ToString(base.workload.kind)},
-                           {"routing", base.routing}, {"cost_source", base.cost_source}, {"rows", json_rows}};
+                           {"routing", base.routing.text}, {"cost_source", base.cost_source}, {"rows", json_rows}};
     for (const CostCalibration& calibration : result.calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
     return Json(json);
   }
@@ -273,7 +273,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
   }
   std::ostringstream out;
   out << "Offload policies for " << base.model.name << " on " << base.hardware.display_name << " ("
-      << sim::ToString(base.workload.kind) << ", routing " << base.routing
+      << sim::ToString(base.workload.kind) << ", routing " << base.routing.text
       << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that size), cost source "
       << base.cost_source << "\n\n"
       << table.Render();

@@ -44,7 +44,7 @@ SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,
 SimResult SimulateOffload(const SimConfig& config) {
   config.Validate();
   const MoeModelSpec& model = config.model;
-  const RoutingSpec routing_spec = ParseRoutingSpec(config.routing);
+  const RoutingSpec& routing_spec = config.routing;
   std::unique_ptr<RoutingSource> routing =
       MakeRoutingSource(routing_spec, model.num_moe_layers(), model.moe->num_experts,
                         model.moe->top_k, config.seed);

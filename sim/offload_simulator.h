@@ -49,7 +49,7 @@ struct SimConfig {
   std::string policy = "resident";
   policies::PolicyOptions policy_options;
   Workload workload;
-  std::string routing = "uniform";  // a --routing value
+  RoutingSpec routing;  // --routing, parsed once (ParseRoutingSpec) by the caller
   uint64_t seed = 0;
   std::optional<double> accelerator_bytes;  // overrides the accelerator's memory
   int64_t cpu_threads = 0;                  // 0: all the host's cores

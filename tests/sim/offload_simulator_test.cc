@@ -22,7 +22,7 @@ const std::vector<std::string> kPolicies = {"resident",     "on-demand", "static
 
 std::string Describe(const SimConfig& c) {
   return c.model.name + " on " + c.hardware.name + ", " + c.policy + ", " +
-         ToString(c.workload.kind) + ", routing " + c.routing +
+         ToString(c.workload.kind) + ", routing " + c.routing.text +
          (c.accelerator_bytes ? ", memory " + std::to_string(*c.accelerator_bytes / 1e9) + " GB"
                               : "");
 }
@@ -69,7 +69,7 @@ TEST(OffloadSimulator, ResidentIsNeverSlowerThanAnyPolicy) {
         for (const char* routing : {"uniform", "correlated:locality=0.3,layer=0.5"}) {
           SimConfig config = SimConfigFor(model, hardware, "resident");
           config.workload = workload;
-          config.routing = routing;
+          config.routing = ParseRoutingSpec(routing);
           if (std::string(model) == "mixtral-8x7b")
             config.model.bits.experts = 4;  // quantized transfers
           const SimResult ideal = SimulateOffload(config);
@@ -134,7 +134,7 @@ TEST(OffloadSimulator, MoreAcceleratorMemoryIsNeverSlower) {
             continue;
           SimConfig config = SimConfigFor("mixtral-8x7b", hardware, policy);
           config.workload = workload;
-          config.routing = routing;
+          config.routing = ParseRoutingSpec(routing);
           config.model.bits.experts = 4;  // 88 MB experts: 14 to 256 slots across the sweep
           double previous_total = 0, previous_ttft = 0, previous_tpot = 0;
           bool first = true;
@@ -190,7 +190,7 @@ TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
     for (const Workload& workload : SmallWorkloads()) {
       SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
       config.workload = workload;
-      config.routing = "correlated:locality=0.3,layer=0.7";
+      config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.7");
       const SimResult r = SimulateOffload(config);
       const double expert_bytes = static_cast<double>(ExpertBytes(config.model));
       EXPECT_EQ(r.expert_bytes, ExpertBytes(config.model));
@@ -221,7 +221,7 @@ TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
 TEST(OffloadSimulator, SameSeedSameBytesOtherSeedOtherRouting) {
   for (const std::string& policy : kPolicies) {
     SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
-    config.routing = "correlated:locality=0.3,layer=0.5";
+    config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
     config.record_timeline = true;
     const SimResult a = SimulateOffload(config), b = SimulateOffload(config);
     EXPECT_EQ(a.ToJson().dump(), b.ToJson().dump()) << policy;
@@ -336,7 +336,7 @@ TEST(OffloadSimulator, ErrorsNameTheOption) {
   EXPECT_NE(message(config).find("leaves no room for a single expert"), std::string::npos)
       << message(config);
   config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
-  config.routing = "gate";
+  config.routing = ParseRoutingSpec("gate");
   EXPECT_NE(message(config).find("--routing gate"), std::string::npos);
   config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
   config.accelerator_bytes = -1;
@@ -351,7 +351,7 @@ TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
     config.model.bits.experts = 2.5;
     config.model.bits.attention = 4;
     config.accelerator_bytes = 12e9;
-    config.routing = routing;
+    config.routing = ParseRoutingSpec(routing);
     config.workload.output_tokens = 64;
     const SimResult r = SimulateOffload(config);
     return static_cast<double>(r.prefetches_used) /
