@@ -28,5 +28,6 @@ void RegisterFitCommands(std::vector<Command>& commands);
 void RegisterSimSdCommands(std::vector<Command>& commands);
 void RegisterSimOffloadCommands(std::vector<Command>& commands);
 void RegisterPlanOffloadCommands(std::vector<Command>& commands);
+void RegisterValidateCommands(std::vector<Command>& commands);
 
 }  // namespace moelab::cli

@@ -14,6 +14,7 @@ const std::vector<Command>& AllCommands() {
     RegisterSimSdCommands(list);
     RegisterSimOffloadCommands(list);
     RegisterPlanOffloadCommands(list);
+    RegisterValidateCommands(list);
     RegisterDeviceCommands(list);
     return list;
   }();

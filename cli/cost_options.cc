@@ -16,6 +16,18 @@ void AddCostSourceOptions(po::options_description& options) {
       ("kernel-launch-s", po::value<std::string>()->default_value("4e-6"), "fixed seconds per operator launch");
 }
 
+void AddPredictionRoutingOptions(po::options_description& options) {
+  options.add_options()
+      ("routing", po::value<std::string>()->default_value("uniform"), "how the target's tokens route, for the distinct experts a pass reads: uniform (closed form), trace:FILE (moelab run --trace-out), popularity:FILE or correlated[:locality=P,layer=P,popularity=FILE]")
+      ("routing-seed", po::value<uint64_t>()->default_value(1), "seed of the sampled routing estimate");
+}
+
+RoutingSpec PredictionRoutingFrom(const po::variables_map& values) {
+  return ParseRoutingSpec(values["routing"].as<std::string>());
+}
+
+uint64_t PredictionRoutingSeedFrom(const po::variables_map& values) { return values["routing-seed"].as<uint64_t>(); }
+
 plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
   plan::CostSourceOptions options;
   if (values.count("hardware")) {

@@ -2,6 +2,7 @@
 
 #include "cli/options.h"
 #include "plan/cost_source_options.h"
+#include "routing/routing_spec.h"
 
 namespace moelab::cli {
 
@@ -9,6 +10,12 @@ namespace moelab::cli {
 // --hardware (added by the command, with its default), --calibrate, --profiled-hardware, --profile,
 // and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency, --kernel-launch-s.
 void AddCostSourceOptions(po::options_description& options);
+
+// --routing and --routing-seed of the predictions that price routed experts by the distinct
+// experts a pass activates (plan sd, sim sd, plan hardware): uniform by default.
+void AddPredictionRoutingOptions(po::options_description& options);
+RoutingSpec PredictionRoutingFrom(const po::variables_map& values);
+uint64_t PredictionRoutingSeedFrom(const po::variables_map& values);
 
 // The typed options; `hardware_option` is the command's hardware flag ("hardware").
 plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values);

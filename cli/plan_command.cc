@@ -32,6 +32,7 @@ int PlanSd(const std::vector<std::string>& args) {
       ("verify", po::value<std::string>()->default_value("gamma+1"), "positions the target verifies per sequence: gamma+1 or gamma");
   AddOutputOptions(options);
   AddCostSourceOptions(options);
+  AddPredictionRoutingOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] | --profile FIT.json [--alpha A] [--batch LIST] [--gamma LIST] [--json|--csv]",
                     options, args, values)) {
@@ -41,6 +42,8 @@ int PlanSd(const std::vector<std::string>& args) {
   request.model = values["model"].as<std::string>();
   request.draft = values["draft"].as<std::string>();
   request.cost = CostSourceOptionsFrom(values);
+  request.routing = PredictionRoutingFrom(values);
+  request.routing_seed = PredictionRoutingSeedFrom(values);
   const double alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
   if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha " + values["alpha"].as<std::string>() + ": expected a number in [0, 1)");
   request.levels = {alpha};
@@ -66,6 +69,7 @@ int PlanHardware(const std::vector<std::string>& args) {
       ("devices", po::value<std::string>()->default_value("1,2,4,8"), "accelerator counts to consider for every accelerator preset");
   AddOutputOptions(options);
   AddCostSourceOptions(options);
+  AddPredictionRoutingOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch B] [--calibrate PROFILE.json] [--json|--csv]", options, args, values)) {
     return 0;
@@ -79,6 +83,8 @@ int PlanHardware(const std::vector<std::string>& args) {
   if (values.count("ttft-max")) request.ttft_max_s = ParseNumber(values["ttft-max"].as<std::string>(), "ttft-max");
   request.device_counts = ParseIntList(values["devices"].as<std::string>(), "devices", 1);
   request.cost = CostSourceOptionsFrom(values);
+  request.routing = PredictionRoutingFrom(values);
+  request.routing_seed = PredictionRoutingSeedFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::Render(plan::SearchHardware(request, PresetStore::Default()), output.format), output.out);
   return 0;

@@ -26,6 +26,7 @@ int SimSd(const std::vector<std::string>& args) {
       ("sd-fit", po::value<std::string>(), "a fitted MoESD model (moelab fit sd): its speedup is reported beside each row");
   AddOutputOptions(options);
   AddCostSourceOptions(options);
+  AddPredictionRoutingOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab sim sd --model M --draft D --hardware H|--profile FIT.json [--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] [--gamma LIST] [--json|--csv]",
                     options, args, values)) {
@@ -44,6 +45,8 @@ int SimSd(const std::vector<std::string>& args) {
                                    request.by_sigma ? "sigma" : "alpha");
   if (values.count("sd-fit")) request.sd_fit = values["sd-fit"].as<std::string>();
   request.cost = CostSourceOptionsFrom(values);
+  request.routing = PredictionRoutingFrom(values);
+  request.routing_seed = PredictionRoutingSeedFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::RenderSdSweep(plan::RunSdSweep(request, PresetStore::Default()), output.format), output.out);
   return 0;

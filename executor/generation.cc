@@ -94,8 +94,11 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
   std::vector<KvCache> caches;
   caches.reserve(prompts.size());
+  if (options.synthetic_context < 0) throw Error("a synthetic context must be >= 0 positions");
   for (size_t s = 0; s < prompts.size(); ++s) {
-    caches.emplace_back(model.config(), CacheCapacity(model, static_cast<int64_t>(longest), std::max<int64_t>(options.output_tokens, 1)));
+    caches.emplace_back(model.config(), CacheCapacity(model, static_cast<int64_t>(longest) + options.synthetic_context,
+                                                      std::max<int64_t>(options.output_tokens, 1)));
+    if (options.synthetic_context > 0) caches.back().FillSynthetic(options.synthetic_context, options.seed + s);
   }
   std::vector<std::mt19937_64> rngs;
   for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x6465636f6465ull, static_cast<uint64_t>(s)));
@@ -260,9 +263,15 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   std::vector<KvCache> target_caches, draft_caches;
   target_caches.reserve(prompts.size());
   draft_caches.reserve(prompts.size());
+  if (options.synthetic_context < 0) throw Error("a synthetic context must be >= 0 positions");
+  const int64_t cached = static_cast<int64_t>(longest) + options.synthetic_context;
   for (int64_t s = 0; s < batch; ++s) {
-    target_caches.emplace_back(target.config(), CacheCapacity(target, static_cast<int64_t>(longest), extra));
-    draft_caches.emplace_back(draft.config(), CacheCapacity(draft, static_cast<int64_t>(longest), extra));
+    target_caches.emplace_back(target.config(), CacheCapacity(target, cached, extra));
+    draft_caches.emplace_back(draft.config(), CacheCapacity(draft, cached, extra));
+    if (options.synthetic_context > 0) {
+      target_caches.back().FillSynthetic(options.synthetic_context, options.seed + static_cast<uint64_t>(s));
+      draft_caches.back().FillSynthetic(options.synthetic_context, options.seed + static_cast<uint64_t>(s) + 7919);
+    }
   }
   std::vector<std::mt19937_64> rngs;
   for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));

@@ -29,6 +29,9 @@ struct StepTime {
 
 struct DecodeOptions {
   int64_t output_tokens = 16;   // per sequence, including the one the prefill produces
+  // Positions of seeded keys and values each sequence's cache starts with before its prompt
+  // (KvCache::FillSynthetic): decode at a long context without its prefill.
+  int64_t synthetic_context = 0;
   double temperature = 0;       // 0: greedy
   uint64_t seed = 1;
   RoutingSource* routing = nullptr;
@@ -77,6 +80,7 @@ Acceptance AcceptanceFromString(const std::string& name);  // greedy | sampling 
 
 struct SpeculativeOptions {
   int64_t gamma = 4;
+  int64_t synthetic_context = 0;  // target and draft caches, as DecodeOptions
   Acceptance acceptance = Acceptance::kGreedy;
   double alpha = 0.8;        // kFixedAlpha only
   double temperature = 1.0;  // kRejectionSampling only

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/hash.h"
 
 namespace moelab {
 
@@ -44,6 +45,23 @@ void KvCache::CopyFrom(const KvCache& other) {
     std::copy_n(other.values_.data() + other_offset, count, values_.data() + offset);
   }
   length_ = other.length_;
+}
+
+void KvCache::FillSynthetic(int64_t length, uint64_t seed) {
+  if (length_ != 0) throw Error("a synthetic context fills an empty KV cache");
+  Append(length);  // refuses more than the capacity
+  const auto value = [](uint64_t hash) {
+    return static_cast<float>(static_cast<double>(hash >> 11) * 0x1.0p-52 - 1.0);  // [-1, 1)
+  };
+  for (int64_t l = 0; l < layers_; ++l) {
+    const size_t offset = static_cast<size_t>(l * capacity_ * kv_width_);
+    const size_t count = static_cast<size_t>(length * kv_width_);
+    const uint64_t base = Mix64(seed ^ Mix64(static_cast<uint64_t>(l) + 1));
+    for (size_t i = 0; i < count; ++i) {
+      keys_[offset + i] = value(SplitMix64(base + 2 * i));
+      values_[offset + i] = value(SplitMix64(base + 2 * i + 1));
+    }
+  }
 }
 
 }  // namespace moelab

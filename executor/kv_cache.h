@@ -22,6 +22,10 @@ class KvCache {
   void Truncate(int64_t new_length);   // refuses growing
   void Append(int64_t count);          // after a forward pass wrote `count` new positions
   void CopyFrom(const KvCache& other);  // same shape; copies the first other.length() positions
+  // Starts an empty cache with `length` positions of seeded keys and values in [-1, 1): a long
+  // context without paying its prefill, for measuring decode at that context (attention reads
+  // every cached position; what they hold does not change its time).
+  void FillSynthetic(int64_t length, uint64_t seed);
 
  private:
   int64_t layers_;

@@ -1,5 +1,6 @@
 #include "fit/profile_cost_source.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -24,7 +25,7 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit, MoeModelSpec pr
     throw Error("the fitted-profile cost source covers grouped-query attention models (the executor's)");
   }
   if (!HasDevice(fit_, device_)) throw Error(fit_.profile + ": the fit has no curves measured on device '" + device_ + "'");
-  DecodeAttention(0);  // present, or a clear error
+  DecodeAttentionCurves();  // present, or a clear error
   for (const char* op : {"expert_ffn", "router", "lm_head", "dense_ffn"}) Curve(op);
   device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string() ? fit_.machine["cpu"].get<std::string>()
                                                                                   : std::string("profiled machine");
@@ -44,21 +45,42 @@ const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) 
   return nullptr;
 }
 
-const OperatorCurve& FittedProfileCostSource::DecodeAttention(int64_t context) const {
-  const OperatorCurve* nearest = nullptr;
-  double best_distance = INFINITY;
+std::vector<const OperatorCurve*> FittedProfileCostSource::DecodeAttentionCurves() const {
+  std::vector<const OperatorCurve*> curves;
   for (const OperatorCurve& curve : fit_.operators) {
-    if (curve.op != "attention_decode" || curve.device != device_ || !curve.shape.contains("context")) continue;
-    const int64_t profiled = curve.shape["context"].get<int64_t>();
-    const double distance =
-        std::fabs(std::log((static_cast<double>(profiled) + 1.0) / (static_cast<double>(context) + 1.0)));
-    if (distance < best_distance) {
-      best_distance = distance;
-      nearest = &curve;
+    if (curve.op == "attention_decode" && curve.device == device_ && curve.shape.contains("context")) {
+      curves.push_back(&curve);
     }
   }
-  if (nearest == nullptr) throw Error(fit_.profile + ": the fit has no attention_decode curve");
-  return *nearest;
+  if (curves.empty()) throw Error(fit_.profile + ": the fit has no attention_decode curve");
+  std::sort(curves.begin(), curves.end(), [](const OperatorCurve* a, const OperatorCurve* b) {
+    return a->shape["context"].get<int64_t>() < b->shape["context"].get<int64_t>();
+  });
+  return curves;
+}
+
+double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double rows) const {
+  // Decode attention reads every cached position, so at a fixed row count its time is affine in
+  // the context: interpolate between the two profiled contexts around it, extrapolate beyond the
+  // largest along the last two. Below the smallest profiled context its curve is used as is
+  // (extrapolating the noisy slope down can cross zero; the context-dependent part is smallest
+  // there).
+  const std::vector<const OperatorCurve*> curves = DecodeAttentionCurves();
+  const auto context_of = [](const OperatorCurve* curve) { return curve->shape["context"].get<int64_t>(); };
+  if (curves.size() == 1 || context <= context_of(curves.front())) return curves.front()->Predict(rows);
+  size_t upper = 1;
+  while (upper + 1 < curves.size() && context_of(curves[upper]) < context) ++upper;
+  const OperatorCurve& lo = *curves[upper - 1];
+  const OperatorCurve& hi = *curves[upper];
+  const double c0 = static_cast<double>(context_of(&lo)), c1 = static_cast<double>(context_of(&hi));
+  const double t0 = lo.Predict(rows), t1 = hi.Predict(rows);
+  const double interpolated = t0 + (t1 - t0) * (static_cast<double>(context) - c0) / (c1 - c0);
+  if (!(interpolated > 0)) {
+    throw Error(fit_.profile + ": the attention_decode curves at contexts " + std::to_string(static_cast<int64_t>(c0)) +
+                " and " + std::to_string(static_cast<int64_t>(c1)) + " extrapolate to a non-positive time at context " +
+                std::to_string(context) + " (a noisy profile: re-profile, or profile this context)");
+  }
+  return interpolated;
 }
 
 double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) const {
@@ -70,7 +92,7 @@ double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) cons
     }
     throw Error(fit_.profile + ": the fit has no attention_prefill curve, needed for a prefill pass");
   }
-  return DecodeAttention(shape.context_length).Predict(batch * prompt);
+  return DecodeAttentionSeconds(shape.context_length, batch * prompt);
 }
 
 ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const ForwardShape& shape) const {
@@ -90,7 +112,7 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const Fo
     const MoeSpec& moe = *model.moe;
     const double moe_layers = static_cast<double>(model.num_moe_layers());
     const double dense_layers = static_cast<double>(model.num_dense_layers());
-    const double activated = ExpectedActivatedExperts(n, moe.num_experts, moe.top_k);
+    const double activated = ActivatedExpertsPerLayer(moe, shape);
     const double per_expert = n * static_cast<double>(moe.top_k) / activated;
     cost.Add(Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
     cost.Add(Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));

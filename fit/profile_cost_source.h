@@ -14,12 +14,13 @@ namespace moelab {
 // fitted to a measured profile. It predicts the profiled machine's `device` ("cpu" or "gpu") for
 // the profiled layer shapes (the executor's), so `moelab run` can check it. Per layer, with n =
 // batch x tokens per sequence:
-//   attention: decode (context > 0, or one token per sequence): the attention_decode curve at
-//              x = n from the profiled context nearest the pass's (verify positions count as extra
-//              sequences: each attends to about the same context); prefill (empty cache, several
+//   attention: decode (context > 0, or one token per sequence): the attention_decode curves at
+//              x = n, interpolated linearly in context between the profiled contexts around the
+//              pass's, extrapolated above the largest, the smallest's below it (verify positions
+//              count as extra sequences: each attends to about the same context); prefill (empty cache, several
 //              tokens): batch x the attention_prefill curve at the prompt length;
-//   router:    router(n);  routed experts: N(n) activated experts (uniform routing,
-//              formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
+//   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
+//              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
 // plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
 // dense_ffn per layer, the attention curve scaled by its KV width over the profiled target's,
 // and the LM head scaled by its hidden size over the target's. Norms, residual adds and the
@@ -48,7 +49,8 @@ class FittedProfileCostSource : public CostSource {
 
  private:
   const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
-  const OperatorCurve& DecodeAttention(int64_t context) const;
+  std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // by profiled context
+  double DecodeAttentionSeconds(int64_t context, double rows) const;
   double AttentionSeconds(const ForwardShape& shape) const;  // one layer of the profiled target
 
   LatencyFit fit_;

@@ -151,7 +151,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
     const double top_k = static_cast<double>(moe.top_k);
     acc.Add(Operator::kRouter, 2.0 * tokens * h * experts, weights.router + tokens * experts * 4.0,
             moe_layers, 2);
-    const double activated = ExpectedActivatedExperts(tokens, moe.num_experts, moe.top_k);
+    const double activated = ActivatedExpertsPerLayer(moe, shape);
     activated_experts = activated;
     tokens_per_activated_expert = tokens * top_k / activated;
     acc.Add(Operator::kRoutedExperts, 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),

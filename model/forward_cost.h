@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "model/expert_activation.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
 #include "model/roofline.h"
@@ -13,7 +14,8 @@ namespace moelab {
 // Analytic cost of one forward pass, T(model, hardware, batch, tokens_per_sequence,
 // context_length), from the roofline of each operator (model/roofline.h, docs/model.md).
 // Routed experts follow N(t): t = batch * tokens_per_sequence tokens activate N(t) experts per
-// MoE layer (uniform routing), whose weights are read once each. On a node of g accelerators the
+// MoE layer (uniform routing, or shape.activation's measured count), whose weights are read once
+// each. On a node of g accelerators the
 // model is tensor-parallel: each device does 1/g of every operator and two ring all-reduces of the
 // hidden states per layer cross the interconnect. Without an accelerator the host CPU computes.
 
@@ -22,6 +24,8 @@ struct ForwardShape {
   int64_t tokens_per_sequence = 1;  // new tokens per sequence in this pass
   int64_t context_length = 0;       // tokens already in each sequence's KV cache
   bool logits_for_all_positions = true;  // false: prefill, logits for the last position only
+  // How the pass's tokens route (not owned; outlives the call): nullptr = uniform N(t).
+  const ExpertActivation* activation = nullptr;
 
   void Validate() const;
 };

@@ -63,9 +63,16 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target, c
   }
 }
 
+void SdStepCosts::RouteTargetBy(const ExpertActivation* activation) {
+  target_activation_ = activation;
+  target_steps_.clear();
+}
+
 double SdStepCosts::TargetStep(int64_t batch, int64_t positions) {
   auto [it, inserted] = target_steps_.try_emplace({batch, positions}, 0.0);
-  if (inserted) it->second = source_.Forward(target_, {batch, positions, context_length_, true}).time_s;
+  if (inserted) {
+    it->second = source_.Forward(target_, {batch, positions, context_length_, true, target_activation_}).time_s;
+  }
   return it->second;
 }
 
@@ -90,6 +97,7 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
   plan.cost_source = costs.source();
   plan.device = costs.device();
   plan.compute_dtype = costs.compute_dtype();
+  plan.routing = costs.routing();
   for (int64_t batch : options.batches) {
     const double target_step_s = costs.TargetStep(batch, 1);
     const double draft_step_s = costs.DraftStep(batch);

@@ -64,6 +64,7 @@ struct SdPlan {
   std::string cost_source = "analytic-roofline";
   std::string device;
   std::string compute_dtype;
+  std::string routing = "uniform";  // how the target's tokens were taken to route
 };
 
 // The times an SD round is made of, from one cost source (model/cost_source.h), at a fixed
@@ -78,6 +79,9 @@ class SdStepCosts {
   std::string source() const { return source_.name(); }
   std::string device() const { return source_.device(); }
   std::string compute_dtype() const { return source_.compute_dtype(); }
+  // Price the target's passes with this routing (not owned; nullptr: uniform N(t)).
+  void RouteTargetBy(const ExpertActivation* activation);
+  std::string routing() const { return DescribeActivation(target_activation_); }
   double TargetStep(int64_t batch, int64_t positions);  // T_T(B, s), seconds
   double DraftStep(int64_t batch);                      // T_D(B, 1)
   double Reject(int64_t batch, int64_t gamma);
@@ -88,6 +92,7 @@ class SdStepCosts {
   const MoeModelSpec& target_;
   const MoeModelSpec& draft_;
   int64_t context_length_;
+  const ExpertActivation* target_activation_ = nullptr;
   double weights_per_device_ = 0;
   double capacity_per_device_ = 0;
   std::map<std::pair<int64_t, int64_t>, double> target_steps_;

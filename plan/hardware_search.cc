@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "fit/cost_calibration.h"
 #include "model/cost_source.h"
+#include "plan/sd_sweep.h"
 
 namespace moelab::plan {
 
@@ -26,6 +27,8 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const 
   result.request = request;
   result.model = store.LoadModel(request.model);
   const MoeModelSpec& model = result.model;
+  const std::shared_ptr<const ExpertActivation> routing = TargetRouting(request.routing, model, request.routing_seed);
+  result.routing = DescribeActivation(routing.get());
   const double tpot_max = request.tpot_max_s.value_or(INFINITY);
   const double ttft_max = request.ttft_max_s.value_or(INFINITY);
 
@@ -34,8 +37,8 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const 
         static_cast<double>(request.batch) * static_cast<double>(std::max(request.context, request.prompt) + 1);
     HardwareCandidate c{name, count, memory_bytes, source.Memory(model, kv_tokens).fits(), {}, {}, false, source.name()};
     if (c.fits) {
-      c.tpot_s = source.Forward(model, {request.batch, 1, request.context, true}).time_s;
-      c.ttft_s = source.Forward(model, {request.batch, request.prompt, 0, false}).time_s;
+      c.tpot_s = source.Forward(model, {request.batch, 1, request.context, true, routing.get()}).time_s;
+      c.ttft_s = source.Forward(model, {request.batch, request.prompt, 0, false, routing.get()}).time_s;
       c.meets = *c.tpot_s <= tpot_max && *c.ttft_s <= ttft_max;
     }
     result.candidates.push_back(c);

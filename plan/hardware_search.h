@@ -9,6 +9,7 @@
 #include "model/model_spec.h"
 #include "model/preset_store.h"
 #include "plan/cost_source_options.h"
+#include "routing/routing_spec.h"
 
 namespace moelab::plan {
 
@@ -26,6 +27,8 @@ struct HardwareSearchRequest {
   std::optional<double> tpot_max_s, ttft_max_s;
   std::vector<int64_t> device_counts{1, 2, 4, 8};
   CostSourceOptions cost;  // --hardware is not used: every preset is a candidate
+  RoutingSpec routing;     // how the model's tokens route (distinct experts per pass)
+  uint64_t routing_seed = 1;
 
   void Validate() const;  // Error naming the option
 };
@@ -44,6 +47,7 @@ struct HardwareSearchResult {
   MoeModelSpec model;
   HardwareSearchRequest request;
   std::string cost_source;  // the accelerators'
+  std::string routing = "uniform";
   std::vector<HardwareCandidate> candidates;  // smallest first
   std::optional<std::string> smallest;        // the first that meets the targets
   std::vector<CostCalibration> calibrations;

@@ -96,6 +96,7 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
                            {"rows", rows.ToJson()},
                            {"best_gamma", best.ToJson()},
                            {"cost_source", plan.cost_source},
+                           {"routing", plan.routing},
                            {"device", plan.device},
                            {"compute_dtype", plan.compute_dtype}};
     json["pays_batch_range"] = plan.pays_batch_range ? nlohmann::json{{"min_batch", plan.pays_batch_range->first},
@@ -109,7 +110,7 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
       << result.display_name << "\n"
       << "alpha " << FormatNumber(level.level, 2) << ", context " << result.plan.context_length << " tokens, verify "
       << ToString(result.plan.verify) << " positions, cost source " << plan.cost_source << " (" << plan.compute_dtype
-      << " peak)\n\n"
+      << " peak), routing " << plan.routing << "\n\n"
       << rows.ToTable() << "\nBest gamma per batch:\n"
       << best.ToTable();
   if (plan.pays_batch_range) {
@@ -163,6 +164,7 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
     nlohmann::json json = {{"schema", "moelab.sim_sd/1"}, {"model", result.target.name}, {"draft", result.draft.name},
                            {"hardware", result.hardware}, {"context_length", result.plan.context_length},
                            {"verify_positions", ToString(result.plan.verify)}, {"cost_source", source.name()},
+                           {"routing", DescribeActivation(result.target_routing.get())},
                            {"device", source.device()}, {"compute_dtype", source.compute_dtype()},
                            {"rows", rows}, {"best_gamma", best}, {"pays_batch_range", pays}};
     if (result.sd_fit) json["sd_fit"] = result.sd_fit_path;
@@ -171,7 +173,8 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
   }
   std::ostringstream out;
   out << "SD sweep: target " << result.target.name << ", draft " << result.draft.name << " on " << result.display_name
-      << " (cost source " << source.name() << "), context " << result.plan.context_length << "\n\n"
+      << " (cost source " << source.name() << ", routing " << DescribeActivation(result.target_routing.get())
+      << "), context " << result.plan.context_length << "\n\n"
       << table.ToTable();
   for (const auto& range : pays) {
     out << level_key << " " << FormatNumber(range[level_key].get<double>(), 2) << ": ";
@@ -204,6 +207,7 @@ std::string Render(const HardwareSearchResult& result, Format format) {
   if (format == Format::kJson) {
     nlohmann::json json = {{"schema", "moelab.plan_hardware/1"}, {"model", result.model.name}, {"batch", r.batch},
                            {"prompt", r.prompt}, {"context", r.context}, {"cost_source", result.cost_source},
+                           {"routing", result.routing},
                            {"tpot_max_s", r.tpot_max_s ? nlohmann::json(*r.tpot_max_s) : nlohmann::json(nullptr)},
                            {"ttft_max_s", r.ttft_max_s ? nlohmann::json(*r.ttft_max_s) : nlohmann::json(nullptr)},
                            {"rows", rows.ToJson()},
@@ -213,7 +217,7 @@ std::string Render(const HardwareSearchResult& result, Format format) {
   }
   std::ostringstream out;
   out << "Hardware for " << result.model.name << ", batch " << r.batch << ", prompt " << r.prompt << ", context "
-      << r.context << " (roofline, all weights resident)\n\n"
+      << r.context << " (roofline, all weights resident, routing " << result.routing << ")\n\n"
       << rows.ToTable() << "\n"
       << (result.smallest ? "Smallest that meets the targets: " + *result.smallest
                           : std::string("No listed hardware meets the targets."))

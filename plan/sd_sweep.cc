@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "fit/fit_json.h"
 #include "fit/predict.h"
+#include "routing/expert_activation_sampler.h"
 
 namespace moelab::plan {
 namespace {
@@ -16,6 +17,15 @@ std::string FormatLevel(double value) {
 }
 
 }  // namespace
+
+std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing, const MoeModelSpec& target,
+                                                      uint64_t seed) {
+  if (routing.kind == RoutingSpec::Kind::kUniform) return nullptr;
+  if (!target.moe) {
+    throw Error("--routing " + routing.text + ": the target '" + target.name + "' is dense (it routes no experts)");
+  }
+  return MakeExpertActivation(routing, target.num_moe_layers(), target.moe->num_experts, target.moe->top_k, seed);
+}
 
 void SdSweepRequest::Validate() const {
   if (levels.empty()) throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
@@ -59,7 +69,9 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store
     result.sd_fit = LoadSdFit(*request.sd_fit);
     result.sd_fit_path = *request.sd_fit;
   }
+  result.target_routing = TargetRouting(request.routing, result.target, request.routing_seed);
   SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length, result.hardware);
+  costs.RouteTargetBy(result.target_routing.get());
   for (double level : request.levels) {
     SdPlanOptions options = request.plan;
     if (request.by_sigma) {

@@ -14,6 +14,7 @@
 #include "model/preset_store.h"
 #include "model/sd_plan.h"
 #include "plan/cost_source_options.h"
+#include "routing/routing_spec.h"
 
 namespace moelab::plan {
 
@@ -28,6 +29,10 @@ struct SdSweepRequest {
   std::vector<double> levels;  // alphas in [0, 1), or sigmas in (0, 1] when by_sigma
   bool by_sigma = false;
   std::optional<std::string> sd_fit;  // a fitted MoESD model whose speedup is reported per row
+  // How the target's tokens route, for the distinct experts each pass reads (uniform: N(t));
+  // `routing_seed` seeds the synthetic sources.
+  RoutingSpec routing;
+  uint64_t routing_seed = 1;
 
   void Validate() const;  // Error naming the option
 };
@@ -44,6 +49,7 @@ struct SdSweepResult {
   bool by_sigma = false;
   SdPlanOptions plan;
   std::shared_ptr<const CostSource> source;
+  std::shared_ptr<const ExpertActivation> target_routing;  // nullptr: uniform
   std::optional<CostCalibration> calibration;
   std::optional<SdFit> sd_fit;
   std::string sd_fit_path;
@@ -52,6 +58,11 @@ struct SdSweepResult {
   // The MoESD fit's speedup for a row (nullopt without --sd-fit or for a dense target).
   std::optional<double> MoesdSpeedup(const SdPlanRow& row) const;
 };
+
+// The routing a prediction prices `target`'s passes with: nullptr for uniform (the closed form),
+// else the sampled activation (routing/expert_activation_sampler.h). Error for a dense target.
+std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing, const MoeModelSpec& target,
+                                                      uint64_t seed);
 
 SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store);
 

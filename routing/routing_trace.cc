@@ -8,6 +8,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "base/message_text.h"
 
 namespace moelab {
 namespace {
@@ -22,11 +23,7 @@ constexpr int64_t kMaxExperts = int64_t{1} << 20;
 
 std::string StepField(size_t step) { return "steps[" + std::to_string(step) + "]"; }
 
-std::string Brief(const nlohmann::json& value) {
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
+std::string Brief(const nlohmann::json& value) { return DescribeJsonValue(value, 40); }
 
 std::string ListExperts(const std::vector<int32_t>& experts) {
   std::string text = "[";
@@ -214,6 +211,17 @@ void RoutingTrace::Validate(const std::string& origin) const {
       FailField(origin, field + ".tokens",
                 "expected an integer >= 0, got " + std::to_string(routed.tokens));
     }
+    if (!routed.sequence_tokens.empty()) {
+      int64_t sum = 0;
+      for (int64_t n : routed.sequence_tokens) {
+        if (n < 1) FailField(origin, field + ".sequence_tokens", "expected counts >= 1, got " + std::to_string(n));
+        sum += n;
+      }
+      if (sum != routed.tokens) {
+        FailField(origin, field + ".sequence_tokens",
+                  "sums to " + std::to_string(sum) + ", but the step's tokens is " + std::to_string(routed.tokens));
+      }
+    }
     const std::string experts_field = field + ".experts";
     if (routed.experts.size() != static_cast<size_t>(num_layers)) {
       FailField(origin, experts_field,
@@ -265,10 +273,10 @@ nlohmann::json RoutingTraceToJson(const RoutingTrace& trace) {
   json["steps"] = nlohmann::json::array();
   for (size_t step = 0; step < trace.steps.size(); ++step) {
     const RoutingStep& routed = trace.steps[step];
-    json["steps"].push_back({{"kind", routed.kind},
-                             {"tokens", routed.tokens},
-                             {"experts", routed.experts},
-                             {"expert_counts", trace.ExpertCounts(step)}});
+    nlohmann::json& out = json["steps"].emplace_back(nlohmann::json{{"kind", routed.kind}, {"tokens", routed.tokens}});
+    if (!routed.sequence_tokens.empty()) out["sequence_tokens"] = routed.sequence_tokens;
+    out["experts"] = routed.experts;
+    out["expert_counts"] = trace.ExpertCounts(step);
   }
   return json;
 }
@@ -293,6 +301,15 @@ RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string&
     RoutingStep& routed = trace.steps.emplace_back();
     routed.kind = step_reader.String("kind");
     routed.tokens = step_reader.Int("tokens", 0);
+    if (steps[step].contains("sequence_tokens")) {
+      const nlohmann::json& counts = ArrayField(step_reader, "sequence_tokens", "an array of token counts");
+      for (size_t i = 0; i < counts.size(); ++i) {
+        if (!counts[i].is_number_integer()) {
+          FailField(origin, StepField(step) + ".sequence_tokens", "expected integers, got " + Brief(counts[i]));
+        }
+        routed.sequence_tokens.push_back(counts[i].get<int64_t>());
+      }
+    }
     const nlohmann::json& experts =
         ArrayField(step_reader, "experts", "an array [layer][token][k] of expert indices");
     routed.experts = ParseExperts(experts, trace, origin, step_reader.FieldName("experts"));
@@ -328,6 +345,14 @@ std::string RoutingTraceToText(const RoutingTrace& trace) {
     text += "{\"kind\":" + JsonString(routed.kind, StepField(step) + ".kind");
     text += ",\"tokens\":";
     AppendInt(text, routed.tokens);
+    if (!routed.sequence_tokens.empty()) {
+      text += ",\"sequence_tokens\":[";
+      for (size_t i = 0; i < routed.sequence_tokens.size(); ++i) {
+        if (i > 0) text += ',';
+        AppendInt(text, routed.sequence_tokens[i]);
+      }
+      text += ']';
+    }
     text += ",\"experts\":[";
     for (size_t layer = 0; layer < routed.experts.size(); ++layer) {
       if (layer > 0) text += ',';

@@ -21,6 +21,9 @@ struct RoutingStep {
   std::string kind;    // "prefill" | "decode" | "verify" | "draft" ... free-form label, non-empty
   int64_t tokens = 0;  // tokens in this step (all sequences of the batch)
   std::vector<std::vector<std::vector<int32_t>>> experts;  // [layer][token][k]
+  // Tokens of each sequence in this step, in batch order (they sum to `tokens`): which tokens are
+  // consecutive positions of one sequence. Empty when the recorder did not say (optional field).
+  std::vector<int64_t> sequence_tokens;
 
   bool operator==(const RoutingStep&) const = default;
 };

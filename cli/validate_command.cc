@@ -1,0 +1,99 @@
+// moelab validate: the closed loop (profile, fit, predict, execute, compare) on this machine.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "base/error.h"
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/shape_options.h"
+#include "executor/run_workload.h"
+#include "report/json_rows.h"
+#include "validate/run_validation.h"
+#include "validate/validation_report.h"
+
+namespace moelab::cli {
+namespace {
+
+int Validate(const std::vector<std::string>& args) {
+  po::options_description options("moelab validate");
+  // clang-format off
+  options.add_options()
+      ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "target model preset or path (shape overrides below apply)")
+      ("draft", po::value<std::string>()->default_value("llama-3.2-1b"), "draft model preset or path (SD cases)")
+      ("quick", po::bool_switch(), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
+      ("cases", po::value<std::string>(), "case kinds, comma-separated: decode, prefill, sd, beam (default: all)")
+      ("repeat", po::value<int>()->default_value(0), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
+      ("profile", po::value<std::string>(), "reuse this profile (moelab profile --out) instead of profiling")
+      ("alpha", po::value<double>()->default_value(0.8), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
+      ("seed", po::value<uint64_t>()->default_value(1), "seed of weights, prompts and acceptance")
+      ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
+      ("out", po::value<std::string>(), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
+      ("json", po::bool_switch(), "print the moelab.validation/1 JSON")
+      ("csv", po::bool_switch(), "print the cases as CSV rows")
+      ("quiet", po::bool_switch(), "no progress lines on stderr");
+  // clang-format on
+  po::options_description shape("target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
+  AddShapeOptions(shape, "", DefaultTargetShape());
+  options.add(shape);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] [--cases LIST] "
+                    "[--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
+                    options, args, values)) {
+    return 0;
+  }
+  if (values["json"].as<bool>() && values["csv"].as<bool>()) throw Error("give --json or --csv, not both");
+  validate::ValidationRequest request;
+  request.model = values["model"].as<std::string>();
+  request.shape = ShapeFrom(values, "", DefaultTargetShape());
+  request.draft = values["draft"].as<std::string>();
+  request.draft_shape = DefaultDraftShape();
+  request.quick = values["quick"].as<bool>();
+  if (values.count("cases")) {
+    std::stringstream list(values["cases"].as<std::string>());
+    for (std::string kind; std::getline(list, kind, ',');) request.kinds.insert(validate::CaseKindFromString(kind));
+  }
+  request.repeat = values["repeat"].as<int>();
+  if (values.count("profile")) request.profile = values["profile"].as<std::string>();
+  request.alpha = values["alpha"].as<double>();
+  request.seed = values["seed"].as<uint64_t>();
+  request.threads = values["threads"].as<int>();
+  if (!values["quiet"].as<bool>()) request.progress = &std::cerr;
+  const bool keep = values.count("out") > 0;
+  request.work_dir = keep ? std::filesystem::path(values["out"].as<std::string>())
+                          : std::filesystem::temp_directory_path() / ("moelab-validate-" + std::to_string(getpid()));
+  if (keep && std::filesystem::exists(request.work_dir) && !std::filesystem::is_directory(request.work_dir)) {
+    throw Error("--out " + request.work_dir.string() + ": not a folder");
+  }
+  request.Validate();
+
+  struct RemoveAtExit {
+    std::filesystem::path folder;
+    ~RemoveAtExit() {
+      std::error_code ignored;
+      if (!folder.empty()) std::filesystem::remove_all(folder, ignored);
+    }
+  } scratch{keep ? std::filesystem::path() : request.work_dir};
+
+  const validate::ValidationResult result = validate::RunValidation(request, PresetStore::Default());
+  if (keep) validate::WriteValidationFolder(result, request.work_dir);
+  if (values["json"].as<bool>()) {
+    std::cout << validate::ValidationToJson(result).dump(2) << "\n";
+  } else if (values["csv"].as<bool>()) {
+    std::cout << report::JsonArrayRows(validate::ValidationToJson(result)["cases"]).ToCsv();
+  } else {
+    std::cout << validate::ValidationText(result);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void RegisterValidateCommands(std::vector<Command>& commands) {
+  commands.push_back({{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate});
+}
+
+}  // namespace moelab::cli

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "model/expert_activation.h"
+#include "routing/routing_source.h"
+#include "routing/routing_spec.h"
+#include "routing/routing_trace.h"
+
+namespace moelab {
+
+// Distinct experts per pass measured on recorded or generated routing instead of the uniform
+// formula. The routing is held as segments: runs of consecutive tokens of one sequence, each
+// token's K experts per MoE layer as a bit set, labelled with the kind of pass they came from.
+// A pass of B sequences x L tokens is estimated by drawing B segments of the pass's kind (of at
+// least L tokens, at a random offset) and counting the union of their experts per layer, averaged
+// over layers and over kSamples seeded draws. Tokens of different sequences are thus taken as
+// independent, while the tokens of one sequence keep whatever they share (drafts that route alike,
+// temporal locality) and every layer keeps its popularity skew.
+//
+// Which segments a kind draws from: its own, else the nearest there are (verify <-> decode, then
+// prefill). When no segment is L tokens long, a sequence's L tokens are made of several
+// segments (fewer shared experts than a real run would show: an upper estimate).
+class SampledExpertActivation : public ExpertActivation {
+ public:
+  static constexpr int kSamples = 256;
+
+  struct Segment {
+    PassKind kind = PassKind::kDecode;
+    int64_t tokens = 0;
+    std::vector<uint64_t> experts;  // [token][layer][word]: bit e set when the token routes to e
+  };
+
+  SampledExpertActivation(std::string description, int64_t num_layers, int64_t num_experts, int64_t top_k,
+                          std::vector<Segment> segments, uint64_t seed);
+
+  // A recorded trace (`moelab run --trace-out`): each step's sequences (RoutingStep::
+  // sequence_tokens; a step without them is one sequence, or one token per sequence for "decode")
+  // become segments of its kind ("prefill", "verify", else decode), consecutive decode steps of
+  // the same batch joined per sequence. Error (naming `origin`) when the trace has no token.
+  static std::unique_ptr<SampledExpertActivation> FromTrace(const RoutingTrace& trace, const std::string& origin,
+                                                            uint64_t seed);
+  // `sequences` streams of `positions` decode tokens from a synthetic source (token i of step s
+  // is sequence i at position s, as the correlated source defines "previous token").
+  static std::unique_ptr<SampledExpertActivation> FromSource(RoutingSource& source, const std::string& description,
+                                                             int64_t num_layers, int64_t num_experts, int64_t top_k,
+                                                             uint64_t seed, int64_t sequences = 64,
+                                                             int64_t positions = 64);
+
+  std::string Describe() const override { return description_; }
+  int64_t num_experts() const override { return num_experts_; }
+  int64_t top_k() const override { return top_k_; }
+  double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
+
+  int64_t segments(PassKind kind) const;  // how many segments of this kind are held
+
+ private:
+  const std::vector<const Segment*>& Pool(PassKind kind) const;
+
+  std::string description_;
+  int64_t num_layers_, num_experts_, top_k_, words_;
+  std::vector<Segment> segments_;
+  std::map<PassKind, std::vector<const Segment*>> pools_;
+  uint64_t seed_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::tuple<int64_t, int64_t, PassKind>, double> memo_;
+};
+
+// The activation a --routing value describes for a model of `num_layers` MoE layers, E experts,
+// top-K: uniform -> the closed form; trace:FILE -> the recorded routing (its E and K must be the
+// model's; its layer count may differ); popularity:FILE and correlated... -> sampled from the
+// synthetic source. Error for "gate" (a prediction has no gate to run: record one with `moelab
+// run --trace-out` and pass trace:FILE).
+std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers, int64_t num_experts,
+                                                       int64_t top_k, uint64_t seed);
+
+}  // namespace moelab

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "executor/executor_config.h"
+#include "executor/transformer.h"
+#include "executor/weights.h"
+#include "kernels/thread_pool.h"
+#include "model/model_spec.h"
+#include "routing/routing_trace.h"
+#include "validate/validation_case.h"
+
+namespace moelab::validate {
+
+// What one run of a case measured.
+struct CaseRun {
+  double value = 0;              // the case's quantity (QuantityOf): seconds, or the SD speedup
+  double sigma = 0;              // sd: accepted-length fraction the run realized (MoESD's sigma)
+  double effective_sigma = 0;    // sd: tokens emitted per round by the slowest sequence / (gamma + 1)
+  double target_efficiency = 0;  // sd: mean plain decode step / mean full-batch verify pass
+};
+
+// The executor `moelab run` runs, with the target (default and held-out shapes) and the draft
+// loaded once so the cases can be interleaved round after round without rebuilding weights.
+class ExecutorBench {
+ public:
+  // Synthetic weights (seeded) for `target` (and a copy with `held_out_layers` layers when > 0)
+  // and the dense `draft`, on `threads` threads (0: all cores).
+  ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers, const ExecutorConfig& draft, uint64_t seed,
+                int threads, double alpha);
+
+  const ExecutorConfig& target_config(bool held_out) const;
+  const ExecutorConfig& draft_config() const { return draft_weights_.config; }
+  int threads() const { return pool_.size(); }
+  ThreadPool& pool() { return pool_; }
+
+  CaseRun Run(const ValidationCase& spec);
+
+  // The target's own gate routing over a short SD run at `gamma` and a plain decode, both at
+  // batch 2: what predictions with the executor's routing use (SampledExpertActivation).
+  RoutingTrace RecordRouting(bool held_out, int64_t gamma);
+
+ private:
+  Transformer& Target(bool held_out);
+
+  ThreadPool pool_;
+  uint64_t seed_;
+  double alpha_;
+  ModelWeights target_weights_;
+  std::unique_ptr<ModelWeights> held_out_weights_;
+  ModelWeights draft_weights_;
+  std::unique_ptr<Transformer> target_, held_out_, draft_;
+};
+
+}  // namespace moelab::validate

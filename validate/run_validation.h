@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/executor_config.h"
+#include "model/preset_store.h"
+#include "validate/validation_case.h"
+#include "validate/validation_metrics.h"
+
+namespace moelab::validate {
+
+// `moelab validate`: the closed loop on the machine at hand. Profile (or reuse a profile), fit
+// the latency curves and the calibrated roofline, record the executor's own gate routing, then
+// run every held-out case `repeat` times, interleaved round by round (A B C A B C ...) with the
+// machine's limits probed before each round, and judge each cost source's prediction (with the
+// recorded routing and with uniform routing) against the median of the runs.
+struct ValidationRequest {
+  std::string model = "mixtral-8x7b";
+  ShapeOverrides shape;        // applied to the model (the executor's default shape when unset)
+  std::string draft = "llama-3.2-1b";
+  ShapeOverrides draft_shape;  // draft vocab defaults to the target's
+  bool quick = false;
+  std::set<CaseKind> kinds;    // empty: every kind
+  int repeat = 0;              // runs per case; 0: 3 with --quick, else 5
+  std::optional<std::filesystem::path> profile;  // reuse this profile (moelab.profile/1)
+  std::filesystem::path work_dir;                // profile, fit and routing trace are written here
+  double alpha = 0.8;          // SD acceptance rate (fixed-alpha acceptance)
+  uint64_t seed = 1;
+  int threads = 0;             // 0: all cores
+  std::ostream* progress = nullptr;
+
+  int Repeats() const { return repeat > 0 ? repeat : (quick ? 3 : 5); }
+  void Validate() const;  // Error naming the option
+};
+
+struct ValidationResult {
+  ValidationRequest request;
+  nlohmann::json machine;                  // the profile's machine section
+  std::vector<nlohmann::json> round_limits;  // machine limits probed before each round
+  std::string profile_path, fit_path, routing_trace_path;
+  bool profile_reused = false;
+  std::string routing;                     // the recorded routing the predictions used
+  std::vector<std::string> cost_sources;
+  std::vector<std::string> notes;
+  std::vector<CaseResult> cases;
+  std::vector<ErrorSummary> summaries;
+  std::vector<BestGammaRow> best_gamma;
+  double wall_time_s = 0;
+
+  // The summary the headline numbers are (fitted-profile with the recorded routing, overall).
+  const ErrorSummary& Headline() const;
+};
+
+ValidationResult RunValidation(const ValidationRequest& request, const PresetStore& presets);
+
+}  // namespace moelab::validate

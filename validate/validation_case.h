@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace moelab::validate {
+
+// One held-out configuration `moelab validate` predicts and then runs: none is a grid point the
+// profile measured as such (batches, prompt lengths, contexts and gammas between or beyond the
+// profile's; one model shape with a layer count the profile never ran).
+enum class CaseKind { kDecode, kPrefill, kSd, kBeam };
+std::string ToString(CaseKind kind);
+CaseKind CaseKindFromString(const std::string& name);  // decode | prefill | sd | beam; Error otherwise
+// The quantity a kind is judged on: "tpot_s", "ttft_s", "speedup", "tpot_s".
+std::string QuantityOf(CaseKind kind);
+
+struct ValidationCase {
+  CaseKind kind = CaseKind::kDecode;
+  bool held_out_shape = false;  // the model with ValidationPlan::held_out_layers layers
+  int64_t batch = 1;            // sequences (beam: 1 prompt, beam_width beams)
+  int64_t prompt = 8;           // prompt tokens per sequence
+  int64_t context = 0;          // cached positions before the prompt (synthetic keys/values)
+  int64_t output_tokens = 9;    // per sequence, including the prefill's
+  int64_t gamma = 0;            // sd
+  int64_t beam_width = 0;       // beam
+
+  // Positions in each sequence's cache, averaged over the decode steps: what the decode and
+  // verify passes are predicted at.
+  int64_t MeanDecodeContext() const;
+  std::string Label() const;  // "sd B=3 gamma=2", "decode B=6 ctx=300 [held-out shape]", ...
+};
+
+struct ValidationPlan {
+  std::vector<ValidationCase> cases;
+  int64_t held_out_layers = 0;  // 0: no held-out shape case
+};
+
+// The cases of `kinds` (every kind when empty): --quick keeps the run under 10 minutes on a
+// 2-core machine with the default shapes; the full plan adds batches, contexts and gammas.
+// `target_layers` is the model's layer count (the held-out shape takes a different one).
+ValidationPlan DefaultPlan(bool quick, const std::set<CaseKind>& kinds, int64_t target_layers);
+
+}  // namespace moelab::validate

@@ -1,0 +1,86 @@
+#include "validate/validation_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "base/error.h"
+
+namespace moelab::validate {
+
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) throw Error("a quantile of no values");
+  if (!(q >= 0 && q <= 1)) throw Error("a quantile must be in [0, 1]");
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
+}
+
+double AbsError(double predicted, double measured) {
+  if (!std::isfinite(predicted) || !std::isfinite(measured) || !(measured > 0)) {
+    throw Error("a relative error needs a finite prediction and a positive measurement");
+  }
+  return std::fabs(predicted - measured) / measured;
+}
+
+std::string RoutingAssumed(const CaseResult& result) { return result.routing == "uniform" ? "uniform" : "measured"; }
+
+std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {
+  // (source, routing) groups in order of first appearance; within each, "overall" then kinds.
+  std::vector<std::pair<std::string, std::string>> groups;
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<double>> errors;
+  std::vector<std::string> kinds;
+  for (const CaseResult& r : results) {
+    const std::pair<std::string, std::string> group{r.cost_source, RoutingAssumed(r)};
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+    const std::string kind = ToString(r.spec.kind);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+    errors[{group.first, group.second, kind}].push_back(r.abs_error);
+    errors[{group.first, group.second, "overall"}].push_back(r.abs_error);
+  }
+  std::vector<ErrorSummary> summaries;
+  for (const auto& [source, routing] : groups) {
+    std::vector<std::string> scopes = {"overall"};
+    scopes.insert(scopes.end(), kinds.begin(), kinds.end());
+    for (const std::string& scope : scopes) {
+      const auto it = errors.find({source, routing, scope});
+      if (it == errors.end()) continue;
+      const std::vector<double>& e = it->second;
+      summaries.push_back({scope, source, routing, static_cast<int64_t>(e.size()), Quantile(e, 0.5), Quantile(e, 0.9),
+                           *std::max_element(e.begin(), e.end())});
+    }
+  }
+  return summaries;
+}
+
+std::vector<BestGammaRow> BestGamma(const std::vector<CaseResult>& results) {
+  using Key = std::tuple<std::string, std::string, bool, int64_t>;  // source, routing, shape, batch
+  std::vector<Key> order;
+  std::map<Key, std::vector<const CaseResult*>> rows;
+  for (const CaseResult& r : results) {
+    if (r.spec.kind != CaseKind::kSd) continue;
+    const Key key{r.cost_source, RoutingAssumed(r), r.spec.held_out_shape, r.spec.batch};
+    if (!rows.count(key)) order.push_back(key);
+    rows[key].push_back(&r);
+  }
+  std::vector<BestGammaRow> best;
+  for (const Key& key : order) {
+    const std::vector<const CaseResult*>& at_batch = rows[key];
+    if (at_batch.size() < 2) continue;  // one gamma: nothing to choose
+    const CaseResult* predicted = at_batch.front();
+    const CaseResult* measured = at_batch.front();
+    for (const CaseResult* r : at_batch) {
+      if (r->predicted > predicted->predicted) predicted = r;
+      if (r->measured > measured->measured) measured = r;
+    }
+    best.push_back({std::get<3>(key), std::get<2>(key), std::get<0>(key), std::get<1>(key), predicted->spec.gamma,
+                    measured->spec.gamma, predicted->predicted, measured->measured,
+                    1.0 - predicted->measured / measured->measured});
+  }
+  return best;
+}
+
+}  // namespace moelab::validate

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "validate/validation_case.h"
+
+namespace moelab::validate {
+
+// The arithmetic of a validation, on fixed inputs (tested against a golden file).
+
+// The q-quantile of `values` (q in [0, 1]) by linear interpolation between order statistics
+// (Hyndman-Fan type 7, numpy's default). Error for an empty list or q outside [0, 1].
+double Quantile(std::vector<double> values, double q);
+
+// |predicted - measured| / measured. Error unless measured > 0 and both are finite.
+double AbsError(double predicted, double measured);
+
+// One prediction judged against the executor.
+struct CaseResult {
+  ValidationCase spec;
+  std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
+  std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
+  double predicted = 0;
+  double measured = 0;      // median over repeats
+  double measured_min = 0;
+  double measured_max = 0;
+  int repeats = 0;
+  double abs_error = 0;
+  // SD only: the run's accepted-length fraction (the prediction uses it) and target efficiency.
+  double sigma = 0;
+  double predicted_target_efficiency = 0;
+  double measured_target_efficiency = 0;
+};
+
+struct ErrorSummary {
+  std::string kind;  // a case kind, or "overall"
+  std::string cost_source;
+  std::string routing_assumed;  // "measured" (the executor's recorded routing) or "uniform"
+  int64_t cases = 0;
+  double median_abs_error = 0;
+  double p90_abs_error = 0;
+  double max_abs_error = 0;
+};
+
+// Per (cost source, routing assumed) and per kind plus "overall", in order of first appearance.
+std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results);
+
+// Speculative decoding's best gamma per batch: what the prediction would choose against what the
+// executor measured best; regret = 1 - measured speedup at the predicted best / measured best.
+struct BestGammaRow {
+  int64_t batch = 0;
+  bool held_out_shape = false;
+  std::string cost_source;
+  std::string routing_assumed;
+  int64_t predicted_gamma = 0;
+  int64_t measured_gamma = 0;
+  double predicted_speedup = 0;  // at predicted_gamma
+  double measured_speedup = 0;   // at measured_gamma
+  double regret = 0;
+};
+
+std::vector<BestGammaRow> BestGamma(const std::vector<CaseResult>& results);
+
+// "measured" for a prediction made with the executor's recorded routing, else "uniform".
+std::string RoutingAssumed(const CaseResult& result);
+
+}  // namespace moelab::validate
