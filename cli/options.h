@@ -6,7 +6,7 @@
 
 #include <boost/program_options.hpp>
 
-#include "base/number_lists.h"
+#include "base/number_lists.h"  // ParseNumber, ParseIntList, ParseNumberList: option values
 
 namespace moelab::cli {
 
@@ -17,10 +17,5 @@ namespace po = boost::program_options;
 bool ParseOptions(const std::string& usage, const po::options_description& options,
                   const std::vector<std::string>& args, po::variables_map& values,
                   const po::positional_options_description* positional = nullptr);
-
-// Numbers and lists ("1,2,4", "1-8", "1-256:x2", "0.5:0.9:0.1"): base/number_lists.h.
-using moelab::ParseIntList;
-using moelab::ParseNumber;
-using moelab::ParseNumberList;
 
 }  // namespace moelab::cli

@@ -31,26 +31,10 @@ std::string Usage(const std::vector<policies::PolicyOptionFlag>& policy_flags) {
          "--seed S [--trace-out TIMELINE.json] [--json|--csv]";
 }
 
-std::string PolicyNames() {
-  std::string names;
-  for (const std::string& name : policies::DefaultPolicyRegistry().Names())
-    names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
-std::string PolicyList() {
-  std::string text;
-  for (const policies::PolicyInfo& info : policies::DefaultPolicyRegistry().All()) {
-    text += "  " + info.name + std::string(info.name.size() < 14 ? 14 - info.name.size() : 1, ' ') +
-            info.summary + "\n";
-  }
-  return text;
-}
-
 int SimOffload(const std::vector<std::string>& args) {
   po::options_description options("moelab sim offload");
   const sim::Workload workload_defaults;
-  const std::string policy_help = "offload policy (required): " + PolicyNames();
+  const std::string policy_help = "offload policy (required): " + policies::DefaultPolicyRegistry().NameList();
   options.add_options()("model", po::value<std::string>(), "model preset or path (required)")(
       "hardware", po::value<std::string>(),
       "accelerator preset or path, with its host and host link (required)")(
@@ -94,13 +78,13 @@ int SimOffload(const std::vector<std::string>& args) {
   AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;
-  if (!ParseOptions(Usage(policy_flags) + "\n\npolicies:\n" + PolicyList(), options, args, values))
+  if (!ParseOptions(Usage(policy_flags) + "\n\npolicies:\n" + policies::DefaultPolicyRegistry().HelpList(), options, args, values))
     return 0;
 
   for (const char* required : {"model", "hardware", "policy"}) {
     if (!values.count(required)) {
       std::string message = std::string("--") + required + " is required";
-      if (std::string(required) == "policy") message += "; valid policies: " + PolicyNames();
+      if (std::string(required) == "policy") message += "; valid policies: " + policies::DefaultPolicyRegistry().NameList();
       throw Error(message + " (see --help)");
     }
   }

@@ -59,6 +59,20 @@ std::vector<std::string> PolicyRegistry::Names() const {
   return names;
 }
 
+std::string PolicyRegistry::NameList() const {
+  std::string names;
+  for (const PolicyInfo& info : policies_) names += (names.empty() ? "" : ", ") + info.name;
+  return names;
+}
+
+std::string PolicyRegistry::HelpList() const {
+  std::string text;
+  for (const PolicyInfo& info : policies_) {
+    text += "  " + info.name + std::string(info.name.size() < 14 ? 14 - info.name.size() : 1, ' ') + info.summary + "\n";
+  }
+  return text;
+}
+
 void RegisterOffloadPolicies(PolicyRegistry& registry) {
   registry.Add({"resident",
                 "every expert in accelerator memory (the ideal; memory limit ignored)",

@@ -32,6 +32,8 @@ class PolicyRegistry {
   // Error for an unknown name, listing the valid ones.
   const PolicyInfo& Find(const std::string& name) const;
   std::vector<std::string> Names() const;  // in registration order
+  std::string NameList() const;            // "resident, on-demand, ...": for messages
+  std::string HelpList() const;            // one "  name  summary" line per policy: for --help
   const std::vector<PolicyInfo>& All() const { return policies_; }
 
  private:

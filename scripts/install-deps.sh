@@ -13,6 +13,7 @@ packages=(
   libgtest-dev                   # unit tests (GoogleTest)
   libbenchmark-dev               # kernel and executor benchmarks (Google Benchmark)
   libceres-dev                   # fit/: bounded nonlinear least squares (Ceres Solver)
+  clang-format-14                # scripts/format-check.sh: the .clang-format style
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.
