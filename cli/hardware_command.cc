@@ -3,6 +3,8 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "base/units.h"
+#include "fit/storage_tier_hardware.h"
 #include "model/describe.h"
 
 namespace moelab::cli {
@@ -43,11 +45,39 @@ int HardwareShow(const std::vector<std::string>& args) {
   return 0;
 }
 
+// The machine at hand for `sim offload` when the executor offloads experts to storage: the CPU as
+// the compute device, storage as its link (fit/storage_tier_hardware.h).
+int HardwareFromProfile(const std::vector<std::string>& args) {
+  po::options_description options("moelab hw from-profile");
+  options.add_options()
+      ("profile", po::value<std::string>()->required(), "a profile of this machine (moelab profile) with storage_read samples")
+      ("memory", po::value<std::string>()->required(), "RAM the run may use: non-expert weights, KV cache and the expert budget (bytes or with a unit)");
+  AddOutputOptions(options);
+  po::positional_options_description positional;
+  positional.add("profile", 1);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES [--json|--csv] [--out HW.json]", options, args,
+                    values, &positional)) {
+    return 0;
+  }
+  const OutputRequest output = OutputRequestFrom(values);
+  const HardwareSpec spec = StorageTierHardwareFromProfile(LoadProfile(values["profile"].as<std::string>()),
+                                                           ParseBytes(values["memory"].as<std::string>(), "--memory"));
+  if (output.format == Format::kTable) {
+    std::cout << HardwareText(spec);
+  } else {
+    EmitJsonOrCsv(output, HardwareSpecToJson(spec));
+  }
+  return 0;
+}
+
 }  // namespace
 
 void RegisterHardwareCommands(std::vector<Command>& commands) {
   commands.push_back({{"hw", "list"}, "the hardware presets", HardwareList});
   commands.push_back({{"hw", "show"}, "one hardware preset or file", HardwareShow});
+  commands.push_back({{"hw", "from-profile"}, "this machine for sim offload: the CPU computes, experts on storage",
+                      HardwareFromProfile});
 }
 
 }  // namespace moelab::cli

@@ -1,0 +1,51 @@
+#include "fit/storage_tier_hardware.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "fit/cost_calibration.h"
+
+namespace moelab {
+
+HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes) {
+  if (!(memory_bytes > 0 && std::isfinite(memory_bytes))) throw Error("--memory must be a positive size");
+  HardwareSpec hardware = HardwareFromProfile(profile);  // the host; Error without machine.limits
+  const ProfileSample* largest = nullptr;
+  const ProfileSample* smallest = nullptr;
+  for (const ProfileSample& s : profile.samples) {
+    if (s.op != "storage_read" || !(s.bytes > 0)) continue;
+    if (!largest || s.bytes > largest->bytes) largest = &s;
+    if (!smallest || s.bytes < smallest->bytes) smallest = &s;
+  }
+  if (!largest) {
+    throw Error(profile.origin + ": no storage_read samples: profile with the storage_read operator "
+                "(moelab profile) to measure the storage tier");
+  }
+  const double bandwidth = largest->bytes / largest->median_s;
+  LinkSpec link;
+  link.name = "storage (O_DIRECT reads, as profiled)";
+  link.host_to_device_bandwidth_bytes_per_s = bandwidth;
+  link.device_to_host_bandwidth_bytes_per_s = bandwidth;  // nothing is written back
+  link.latency_s = std::max(0.0, smallest->median_s - smallest->bytes / bandwidth);
+
+  AcceleratorSpec cpu;
+  cpu.display_name = hardware.host->cpu_name + " as the compute device";
+  cpu.peak_flops = hardware.host->peak_flops;
+  if (!cpu.peak_flops.count("bf16") && cpu.peak_flops.count("fp32")) cpu.peak_flops["bf16"] = cpu.peak_flops["fp32"];
+  cpu.memory_bytes = memory_bytes;
+  cpu.memory_bandwidth_bytes_per_s = hardware.host->dram_bandwidth_bytes_per_s;
+
+  hardware.name = "storage-tier:" + profile.origin;
+  hardware.display_name = cpu.display_name + ", experts on storage";
+  hardware.kind = HardwareKind::kAccelerator;
+  hardware.accelerator = cpu;
+  hardware.accelerator_count = 1;
+  hardware.host_link = link;
+  hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
+                             std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +
+                             std::to_string(static_cast<int64_t>(smallest->bytes)) + " bytes)");
+  return hardware;
+}
+
+}  // namespace moelab
