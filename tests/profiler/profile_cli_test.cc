@@ -22,7 +22,7 @@ TEST(ProfileCli, HelpListsTheOptions) {
   const CliRun r = RunMoelab("profile --help");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* option :
-       {"--model", "--quick", "--out", "--threads", "--json", "--quiet", "--hidden", "--experts",
+       {"--model", "--quick", "--out", "--threads", "--json", "--csv", "--quiet", "--hidden", "--experts",
         "--top-k", "--kv-heads", "--head-dim", "--vocab"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
@@ -61,7 +61,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"profile --quick --top-k 9 --out OUT", "top_k"},
         BadInput{"profile --quick --threads -2 --out OUT", "--threads"},
         BadInput{"profile --quick", "--out is required"},
-        BadInput{"profile --quick --no-such-option --out OUT", "unrecognised option"}));
+        BadInput{"profile --quick --no-such-option --out OUT", "unrecognised option"},
+        BadInput{"profile --quick --json --csv --out OUT", "give --json or --csv, not both"}));
 
 }  // namespace
 }  // namespace moelab
