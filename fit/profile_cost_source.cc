@@ -95,6 +95,27 @@ double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) cons
   return DecodeAttentionSeconds(shape.context_length, batch * prompt);
 }
 
+double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model, const ForwardShape& shape) const {
+  // The profiled attention reads two things: the q|k|v and o projections' weights (once per pass)
+  // and every sequence's cached keys and values. Another model's attention is the profiled time
+  // split in those bytes' proportion, each part scaled by the model's own bytes over the target's.
+  const auto projection_params = [](const MoeModelSpec& m) {
+    const double h = static_cast<double>(m.hidden_size);
+    const double q = static_cast<double>(m.attention.num_heads * m.attention.head_dim);
+    const double kv = static_cast<double>(m.attention.num_kv_heads * m.attention.head_dim);
+    return h * (q + 2.0 * kv) + q * h;
+  };
+  const auto kv_bytes = [&](const MoeModelSpec& m) {
+    const double positions = static_cast<double>(shape.context_length) + static_cast<double>(shape.tokens_per_sequence);
+    return static_cast<double>(shape.batch) * positions * 2.0 *
+           static_cast<double>(m.attention.num_kv_heads * m.attention.head_dim) * 4.0;  // fp32 keys and values
+  };
+  const double target_projection = 2.0 * projection_params(target_), target_kv = kv_bytes(target_);
+  const double projection_share = target_projection / (target_projection + target_kv);
+  return projection_share * projection_params(model) / projection_params(target_) +
+         (1.0 - projection_share) * kv_bytes(model) / target_kv;
+}
+
 ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const ForwardShape& shape) const {
   shape.Validate();
   const double n = static_cast<double>(shape.batch * shape.tokens_per_sequence);
@@ -126,11 +147,9 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const Fo
       throw Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" + target_.name + "' (" +
                   std::to_string(target_.vocab_size) + "); '" + model.name + "' has " + std::to_string(model.vocab_size));
     }
-    const double kv_ratio = static_cast<double>(model.attention.num_kv_heads * model.attention.head_dim) /
-                            static_cast<double>(target_.attention.num_kv_heads * target_.attention.head_dim);
     const double hidden_ratio = static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
     cost.Add(Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
-    cost.Add(Operator::kAttention, 0, 0, layers * kv_ratio * AttentionSeconds(shape));
+    cost.Add(Operator::kAttention, 0, 0, layers * AttentionScale(model, shape) * AttentionSeconds(shape));
     cost.Add(Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
   }
   cost.Total();

@@ -22,7 +22,8 @@ namespace moelab {
 //   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
 //              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
 // plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
-// dense_ffn per layer, the attention curve scaled by its KV width over the profiled target's,
+// dense_ffn per layer, the attention curve scaled by its bytes over the profiled target's (the
+// projection weights and the KV cache each in their share of the target's bytes),
 // and the LM head scaled by its hidden size over the target's. Norms, residual adds and the
 // embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
 // acceptance step is taken as zero.
@@ -52,6 +53,8 @@ class FittedProfileCostSource : public CostSource {
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // by profiled context
   double DecodeAttentionSeconds(int64_t context, double rows) const;
   double AttentionSeconds(const ForwardShape& shape) const;  // one layer of the profiled target
+  // Another model's attention over the profiled target's, at `shape` (1 for the target).
+  double AttentionScale(const MoeModelSpec& model, const ForwardShape& shape) const;
 
   LatencyFit fit_;
   MoeModelSpec target_;

@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev               # kernel and executor benchmarks (Google Benchmark)
   libceres-dev                   # fit/: bounded nonlinear least squares (Ceres Solver)
   clang-format-14                # scripts/format-check.sh: the .clang-format style
+  gnuplot-nox                    # moelab validate --out: renders its plots (PNG, SVG)
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.

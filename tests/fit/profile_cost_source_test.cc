@@ -69,6 +69,13 @@ MoeModelSpec Draft() {
   return spec;
 }
 
+// Decode attention at `context`: linear in the context between the profiled 128 (10x) and 1024.
+double AttentionAt(double context, double rows) {
+  const double at_128 = 10.0 * Attention(rows), at_1024 = Attention(rows);
+  if (context <= 128) return at_128;
+  return at_128 + (at_1024 - at_128) * (context - 128) / (1024 - 128);
+}
+
 TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
   const MoeModelSpec target = Target(), draft = Draft();
   const FittedProfileCostSource source(SyntheticFit(), target);
@@ -77,15 +84,34 @@ TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
     for (int64_t positions : {1, 5}) {
       const double n = static_cast<double>(batch * positions);
       const double activated = ExpectedActivatedExperts(n, 8, 2);
-      const double expected = 4 * (Attention(n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) + LmHead(n);
+      const double expected =
+          4 * (AttentionAt(1000, n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) + LmHead(n);
       EXPECT_NEAR(costs.TargetStep(batch, positions), expected, 0.01 * expected) << batch << " x " << positions;
     }
     const double b = static_cast<double>(batch);
-    const double draft_expected = 2 * (DenseFfn(b) + 0.5 * Attention(b)) + 0.5 * LmHead(b);  // KV width 16/32, hidden 32/64
+    // The draft's attention: the target's split into projection weights (bf16: 2 x (64 x (64 + 2 x
+    // 32) + 64 x 64) bytes) and cached keys/values (b x 1001 positions x 2 x 32 wide x 4 bytes),
+    // each scaled by the draft's own (32 x (32 + 2 x 16) + 32 x 32 weights; 16 wide).
+    const double projection = 2.0 * (64 * (64 + 64) + 64 * 64), kv = b * 1001 * 2 * 32 * 4;
+    const double scale = projection / (projection + kv) * (32.0 * (32 + 32) + 32 * 32) / (64.0 * (64 + 64) + 64 * 64) +
+                         kv / (projection + kv) * 0.5;
+    const double draft_expected = 2 * (DenseFfn(b) + scale * AttentionAt(1000, b)) + 0.5 * LmHead(b);  // hidden 32/64
     EXPECT_NEAR(costs.DraftStep(batch), draft_expected, 0.01 * draft_expected);
   }
   // A verify pass of more tokens activates more experts: target efficiency below 1.
   EXPECT_LT(costs.TargetStep(1, 1) / costs.TargetStep(1, 5), 1.0);
+}
+
+TEST(FittedProfileCostSource, DecodeAttentionIsLinearInContextBetweenProfiledContexts) {
+  const MoeModelSpec target = Target();
+  const FittedProfileCostSource source(SyntheticFit(), target);
+  const auto attention = [&](int64_t context) {
+    return source.Forward(target, {1, 1, context, true}).OperatorTime(Operator::kAttention) / 4.0;
+  };
+  EXPECT_NEAR(attention(1024), Attention(1), 1e-3 * Attention(1));
+  EXPECT_NEAR(attention(576), 0.5 * (Attention(1) + 10 * Attention(1)), 1e-3 * Attention(1));
+  EXPECT_NEAR(attention(64), 10 * Attention(1), 1e-2 * Attention(1));  // below the grid: the smallest's curve
+  EXPECT_THROW(attention(4000), Error);  // extrapolating the falling line past zero: refused
 }
 
 TEST(FittedProfileCostSource, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) {

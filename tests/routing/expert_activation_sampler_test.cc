@@ -1,0 +1,141 @@
+// Routing-aware N: distinct experts per pass from recorded or synthetic routing.
+#include <cmath>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "model/expert_activation.h"
+#include "model/forward_cost.h"
+#include "model/moe_math.h"
+#include "routing/expert_activation_sampler.h"
+#include "routing/routing_source.h"
+
+namespace moelab {
+namespace {
+
+// A trace of `sequences` decode streams of `steps` tokens from `source`, one step per position.
+RoutingTrace DecodeTrace(RoutingSource& source, int64_t layers, int64_t experts, int64_t top_k, int64_t sequences,
+                         int64_t steps) {
+  RoutingTrace trace;
+  trace.num_layers = layers;
+  trace.num_experts = experts;
+  trace.top_k = top_k;
+  trace.source = "test";
+  for (int64_t s = 0; s < steps; ++s) {
+    RoutingStep step;
+    step.kind = "decode";
+    step.tokens = sequences;
+    step.sequence_tokens.assign(static_cast<size_t>(sequences), 1);
+    step.experts.resize(static_cast<size_t>(layers));
+    for (int64_t l = 0; l < layers; ++l) source.Route(s, l, sequences, step.experts[l]);
+    trace.steps.push_back(std::move(step));
+  }
+  return trace;
+}
+
+TEST(ExpertActivation, UniformIsTheClosedForm) {
+  const UniformExpertActivation uniform(8, 2);
+  for (int64_t batch : {1, 3, 16}) {
+    for (int64_t positions : {1, 5}) {
+      EXPECT_DOUBLE_EQ(uniform.DistinctExperts(batch, positions, PassKind::kVerify),
+                       ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2));
+    }
+  }
+  const auto from_spec = MakeExpertActivation(ParseRoutingSpec("uniform"), 4, 8, 2, 1);
+  EXPECT_EQ(from_spec->Describe(), "uniform");
+  EXPECT_DOUBLE_EQ(from_spec->DistinctExperts(4, 3, PassKind::kVerify), ExpectedActivatedExperts(12, 8, 2));
+}
+
+TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
+  const auto uniform = MakeUniformRouting(4, 8, 2, 7);
+  const RoutingTrace trace = DecodeTrace(*uniform, 4, 8, 2, 8, 64);
+  const auto sampled = SampledExpertActivation::FromTrace(trace, "uniform trace", 3);
+  for (int64_t batch : {1, 2, 4, 8}) {
+    for (int64_t positions : {1, 3, 5}) {
+      const double closed = ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2);
+      // 256 draws x 4 layers of a count bounded by 8: the mean's standard error is below 0.1.
+      EXPECT_NEAR(sampled->DistinctExperts(batch, positions, PassKind::kDecode), closed, 0.25)
+          << "batch " << batch << " positions " << positions;
+    }
+  }
+}
+
+TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
+  // Every token of a sequence routes to the experts of its first token: drafts that route alike.
+  RoutingTrace trace;
+  trace.num_layers = 2;
+  trace.num_experts = 8;
+  trace.top_k = 2;
+  trace.source = "repeated";
+  const auto uniform = MakeUniformRouting(2, 8, 2, 11);
+  for (int64_t round = 0; round < 32; ++round) {
+    RoutingStep step;
+    step.kind = "verify";
+    step.tokens = 2 * 5;
+    step.sequence_tokens = {5, 5};
+    step.experts.resize(2);
+    for (int64_t l = 0; l < 2; ++l) {
+      std::vector<std::vector<int32_t>> first;
+      uniform->Route(round, l, 2, first);
+      for (int64_t s = 0; s < 2; ++s) {
+        for (int64_t t = 0; t < 5; ++t) step.experts[l].push_back(first[s]);
+      }
+    }
+    trace.steps.push_back(std::move(step));
+  }
+  const auto sampled = SampledExpertActivation::FromTrace(trace, "repeated", 1);
+  EXPECT_EQ(sampled->segments(PassKind::kVerify), 64);
+  // One sequence of five tokens: exactly its first token's K experts.
+  EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 5, PassKind::kVerify), 2.0);
+  EXPECT_LT(sampled->DistinctExperts(4, 5, PassKind::kVerify), ExpectedActivatedExperts(20, 8, 2) - 1.0);
+  // The cost sources see it: fewer experts, fewer routed-expert bytes than uniform.
+  MoeSpec moe;
+  moe.num_experts = 8;
+  moe.top_k = 2;
+  ForwardShape shape{1, 5, 100, true, sampled.get()};
+  EXPECT_DOUBLE_EQ(ActivatedExpertsPerLayer(moe, shape), 2.0);
+  shape.activation = nullptr;
+  EXPECT_NEAR(ActivatedExpertsPerLayer(moe, shape), ExpectedActivatedExperts(5, 8, 2), 1e-12);
+}
+
+TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
+  const auto uniform = MakeUniformRouting(2, 16, 1, 5);
+  RoutingTrace trace = DecodeTrace(*uniform, 2, 16, 1, 4, 1);  // four one-token segments... joined per step
+  trace.steps[0].kind = "verify";
+  trace.steps[0].sequence_tokens = {1, 1, 1, 1};
+  const auto sampled = SampledExpertActivation::FromTrace(trace, "short", 1);
+  const double three = sampled->DistinctExperts(1, 3, PassKind::kVerify);
+  EXPECT_GE(three, 1.0);
+  EXPECT_LE(three, 3.0);
+}
+
+TEST(ExpertActivation, RefusesAGateOfAnotherShape) {
+  const auto uniform = MakeUniformRouting(2, 8, 2, 5);
+  const auto sampled = SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 2, 8, 2, 2, 4), "eight", 1);
+  MoeSpec moe;
+  moe.num_experts = 16;
+  moe.top_k = 2;
+  EXPECT_THROW(ActivatedExpertsPerLayer(moe, ForwardShape{1, 1, 0, true, sampled.get()}), Error);
+  EXPECT_THROW(MakeExpertActivation(ParseRoutingSpec("gate"), 2, 8, 2, 1), Error);
+}
+
+TEST(ExpertActivation, SameSeedSameEstimate) {
+  const auto source = MakeUniformRouting(3, 8, 2, 9);
+  const RoutingTrace trace = DecodeTrace(*source, 3, 8, 2, 4, 16);
+  const auto a = SampledExpertActivation::FromTrace(trace, "a", 42);
+  const auto b = SampledExpertActivation::FromTrace(trace, "b", 42);
+  EXPECT_DOUBLE_EQ(a->DistinctExperts(3, 2, PassKind::kDecode), b->DistinctExperts(3, 2, PassKind::kDecode));
+}
+
+TEST(RoutingTrace, SequenceTokensRoundTripAndAreChecked) {
+  const auto source = MakeUniformRouting(1, 4, 1, 3);
+  RoutingTrace trace = DecodeTrace(*source, 1, 4, 1, 2, 2);
+  EXPECT_EQ(RoutingTraceFromJson(RoutingTraceToJson(trace), "t"), trace);
+  EXPECT_EQ(RoutingTraceFromJson(nlohmann::json::parse(RoutingTraceToText(trace)), "t"), trace);
+  trace.steps[0].sequence_tokens = {1, 2};
+  EXPECT_THROW(trace.Validate("t"), Error);
+}
+
+}  // namespace
+}  // namespace moelab

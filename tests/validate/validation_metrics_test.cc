@@ -1,0 +1,118 @@
+// The validation arithmetic on fixed inputs, every expected value worked out by hand.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "validate/validation_case.h"
+#include "validate/validation_metrics.h"
+
+namespace moelab::validate {
+namespace {
+
+CaseResult Sd(int64_t batch, int64_t gamma, double predicted, double measured, const std::string& routing = "trace:t") {
+  CaseResult r;
+  r.spec.kind = CaseKind::kSd;
+  r.spec.batch = batch;
+  r.spec.gamma = gamma;
+  r.cost_source = "fitted-profile";
+  r.routing = routing;
+  r.predicted = predicted;
+  r.measured = measured;
+  r.abs_error = AbsError(predicted, measured);
+  return r;
+}
+
+CaseResult Decode(double predicted, double measured) {
+  CaseResult r;
+  r.spec.kind = CaseKind::kDecode;
+  r.cost_source = "fitted-profile";
+  r.routing = "trace:t";
+  r.predicted = predicted;
+  r.measured = measured;
+  r.abs_error = AbsError(predicted, measured);
+  return r;
+}
+
+TEST(ValidationMetrics, QuantileInterpolatesBetweenOrderStatistics) {
+  EXPECT_DOUBLE_EQ(Quantile({3, 1, 2}, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3, 4}, 0.5), 2.5);
+  // p90 of 1..10: position 0.9 x 9 = 8.1 -> 9 + 0.1 x (10 - 9).
+  EXPECT_DOUBLE_EQ(Quantile({10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 0.9), 9.1);
+  EXPECT_DOUBLE_EQ(Quantile({5}, 0.9), 5.0);
+  EXPECT_THROW(Quantile({}, 0.5), Error);
+  EXPECT_THROW(Quantile({1}, 1.5), Error);
+}
+
+TEST(ValidationMetrics, AbsErrorIsRelativeToTheMeasurement) {
+  EXPECT_DOUBLE_EQ(AbsError(1.1, 1.0), 0.10000000000000009);
+  EXPECT_DOUBLE_EQ(AbsError(0.5, 1.0), 0.5);
+  EXPECT_THROW(AbsError(1.0, 0.0), Error);
+  EXPECT_THROW(AbsError(NAN, 1.0), Error);
+}
+
+TEST(ValidationMetrics, SummariesPerKindAndRouting) {
+  const std::vector<CaseResult> results = {
+      Decode(1.10, 1.00),              // 10 %
+      Decode(0.95, 1.00),              // 5 %
+      Sd(1, 1, 1.20, 1.00),            // 20 %
+      Sd(1, 2, 1.50, 2.00),            // 25 %
+      Sd(1, 1, 1.00, 1.00, "uniform")  // 0 %, another group
+  };
+  const std::vector<ErrorSummary> summaries = Summarize(results);
+  ASSERT_EQ(summaries.size(), 5u);  // measured: overall, decode, sd; uniform: overall, sd
+  EXPECT_EQ(summaries[0].kind, "overall");
+  EXPECT_EQ(summaries[0].routing_assumed, "measured");
+  EXPECT_EQ(summaries[0].cases, 4);
+  // errors 0.05, 0.10, 0.20, 0.25: median 0.15, p90 at 2.7 -> 0.20 + 0.7 x 0.05 = 0.235, max 0.25
+  EXPECT_NEAR(summaries[0].median_abs_error, 0.15, 1e-12);
+  EXPECT_NEAR(summaries[0].p90_abs_error, 0.235, 1e-12);
+  EXPECT_NEAR(summaries[0].max_abs_error, 0.25, 1e-12);
+  EXPECT_EQ(summaries[1].kind, "decode");
+  EXPECT_NEAR(summaries[1].median_abs_error, 0.075, 1e-12);
+  EXPECT_EQ(summaries[2].kind, "sd");
+  EXPECT_NEAR(summaries[2].median_abs_error, 0.225, 1e-12);
+  EXPECT_EQ(summaries[3].routing_assumed, "uniform");
+  EXPECT_EQ(summaries[3].cases, 1);
+  EXPECT_DOUBLE_EQ(summaries[3].max_abs_error, 0.0);
+}
+
+TEST(ValidationMetrics, BestGammaRegret) {
+  // Batch 2: predicted best gamma 3 (1.9), measured best gamma 2 (1.8); at gamma 3 the executor
+  // measured 1.5, so regret = 1 - 1.5 / 1.8.
+  const std::vector<CaseResult> results = {Sd(2, 1, 1.2, 1.3), Sd(2, 2, 1.6, 1.8), Sd(2, 3, 1.9, 1.5),
+                                           Sd(4, 1, 1.1, 1.2), Sd(4, 2, 1.0, 1.1)};
+  const std::vector<BestGammaRow> best = BestGamma(results);
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].batch, 2);
+  EXPECT_EQ(best[0].predicted_gamma, 3);
+  EXPECT_EQ(best[0].measured_gamma, 2);
+  EXPECT_NEAR(best[0].regret, 1.0 - 1.5 / 1.8, 1e-12);
+  EXPECT_EQ(best[1].batch, 4);
+  EXPECT_EQ(best[1].predicted_gamma, 1);
+  EXPECT_EQ(best[1].measured_gamma, 1);
+  EXPECT_DOUBLE_EQ(best[1].regret, 0.0);
+}
+
+TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
+  const ValidationPlan plan = DefaultPlan(true, {}, 8);
+  EXPECT_EQ(plan.held_out_layers, 5);
+  int held_out = 0;
+  for (const ValidationCase& c : plan.cases) {
+    held_out += c.held_out_shape;
+    if (c.kind == CaseKind::kDecode) {
+      // GridSpec::Quick profiles decode attention at contexts 128/1024/4096 and batches 1/4/32.
+      for (int64_t grid : {128, 1024, 4096}) EXPECT_NE(c.MeanDecodeContext(), grid);
+      for (int64_t grid : {1, 4, 32}) EXPECT_NE(c.batch, grid);
+    }
+    if (c.kind == CaseKind::kPrefill) {
+      for (int64_t grid : {64, 256, 1024}) EXPECT_NE(c.prompt, grid);
+    }
+  }
+  EXPECT_GT(held_out, 0);
+  EXPECT_EQ(DefaultPlan(true, {CaseKind::kBeam}, 8).cases.size(), 3u);
+  EXPECT_THROW(CaseKindFromString("offlode"), Error);
+}
+
+}  // namespace
+}  // namespace moelab::validate
