@@ -6,6 +6,7 @@
 #include "cli/shape_options.h"
 #include "executor/run_report.h"
 #include "executor/run_workload.h"
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/units.h"
 #include "policies/registry.h"
@@ -79,6 +80,7 @@ int Run(const std::vector<std::string>& args) {
   request.seed = values["seed"].as<uint64_t>();
   request.threads = values["threads"].as<int>();
   request.trace_out = values["trace-out"].as<std::string>();
+  RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", request.trace_out}});
   if (!values["alpha"].defaulted() && request.acceptance != Acceptance::kFixedAlpha) {
     throw Error("--alpha applies to --acceptance alpha only");
   }

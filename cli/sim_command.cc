@@ -136,6 +136,7 @@ int SimOffload(const std::vector<std::string>& args) {
   }
   const std::string trace_out = values["trace-out"].as<std::string>();
   config.record_timeline = !trace_out.empty();
+  RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});
 
   const PresetStore store = PresetStore::Default();
   config.model = store.LoadModel(values["model"].as<std::string>());

@@ -2,16 +2,45 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 
 #include "executor/hf_weights.h"
 #include "executor/transformer.h"
 #include "kernels/cpu_features.h"
 #include "base/error.h"
+#include "base/system_memory.h"
 #include "model/moe_math.h"
 #include "routing/routing_source.h"
 
 namespace moelab {
 namespace {
+
+// What the run will hold, checked before any weight is built: positions within the model's
+// max_positions, and the KV caches (float keys and values of every sequence) plus the weights within
+// the memory this machine has available.
+void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
+  const int64_t extra = request.workload == Workload::kSpeculative ? request.gamma + 1 : 0;
+  const int64_t positions = request.prompt_tokens + request.output_tokens + extra;
+  if (positions > c.max_positions) {
+    throw Error("--prompt " + std::to_string(request.prompt_tokens) + " plus --tokens " +
+                std::to_string(request.output_tokens) + (extra > 0 ? " plus gamma + 1" : "") + " need " +
+                std::to_string(positions) + " positions, more than model '" + c.name + "' allows (max_positions " +
+                std::to_string(c.max_positions) + "; raise --max-positions)");
+  }
+  const int64_t sequences = request.workload == Workload::kBeam ? request.beam_width : request.batch;
+  const double kv_bytes = static_cast<double>(sequences) * static_cast<double>(positions) *
+                          static_cast<double>(c.num_layers) * static_cast<double>(c.kv_width()) * 2.0 * sizeof(float);
+  const double weight_bytes = WeightBytesFor(c);
+  const double available = MemAvailableBytes();
+  // Weights alone too large: AllocateWeights says so (before allocating) in its own words.
+  if (available > 0 && weight_bytes <= 0.9 * available && kv_bytes + weight_bytes > 0.9 * available) {
+    throw Error(std::to_string(sequences) + (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
+                std::to_string(positions) + " positions need " + std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) +
+                " GB of KV cache (plus " + std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
+                " GB of weights), more than the " + std::to_string(static_cast<int64_t>(available / 1e9)) +
+                " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
+  }
+}
 
 nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
   nlohmann::json json = {{"name", c.name},
@@ -132,6 +161,11 @@ void RunRequest::Validate() const {
   if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
   if (!(temperature >= 0)) throw Error("--temperature must be >= 0");
   if (threads < 0) throw Error("--threads must be >= 1");
+  if (threads > kMaxThreads) {
+    throw Error("--threads " + std::to_string(threads) + " is above the limit of " + std::to_string(kMaxThreads) +
+                " (the pool starts one OS thread each; this machine has " +
+                std::to_string(std::thread::hardware_concurrency()) + " hardware threads; docs/limits.md)");
+  }
 }
 
 ShapeOverrides DefaultTargetShape() {
@@ -160,8 +194,9 @@ ShapeOverrides DefaultDraftShape() {
 
 nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets) {
   request.Validate();
-  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
   ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  CheckRunFits(request, target_config);
+  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
   target_config.expert_format = WeightFormatFromBits(request.expert_bits, "--expert-bits");
   target_config.attention_format = WeightFormatFromBits(request.attention_bits, "--attention-bits");
   offload::PreparedStore store;
@@ -176,7 +211,6 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
     target.set_expert_provider(runtime.get());
   }
-
 
   std::unique_ptr<RoutingSource> routing;
   RoutingTrace trace;
@@ -216,7 +250,6 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     report["weight_bytes_per_token"] = target_weights.BytesPerToken() +
         static_cast<double>((target_config.num_layers - target_config.first_dense_layers) * target_config.top_k) * expert.StoredBytes();
   }
-
 
   const double batch = static_cast<double>(request.batch);
   const double later_tokens = static_cast<double>(request.output_tokens - 1);

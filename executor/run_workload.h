@@ -19,6 +19,10 @@ std::string ToString(Workload workload);
 Workload WorkloadFromString(const std::string& name);  // prefill | decode | beam | sd
 
 // Everything `moelab run` needs; the CLI fills it, and `moelab validate` (later) will too.
+// Threads the executor's pool may be asked for: each is an OS thread, and far more threads than
+// cores only adds switching (docs/limits.md).
+inline constexpr int kMaxThreads = 1024;
+
 struct RunRequest {
   std::string model = "mixtral-8x7b";
   ShapeOverrides shape;               // applied to the model's spec

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "base/system_memory.h"
 
 namespace moelab {
 namespace {
@@ -112,20 +113,6 @@ double WeightBytesFor(const ExecutorConfig& c) {
   return 2.0 * matrices + 4.0 * vectors;
 }
 
-namespace {
-
-double AvailableMemoryBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kilobytes = 0;
-  std::string unit;
-  while (meminfo >> key >> kilobytes >> unit) {
-    if (key == "MemAvailable:") return kilobytes * 1024.0;
-  }
-  return 0;  // unknown: no check
-}
-
-}  // namespace
 
 ModelWeights AllocateWeights(const ExecutorConfig& c) { return AllocateWeights(c, true); }
 
@@ -134,7 +121,7 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
   ExecutorConfig counted = c;
   if (!with_experts) counted.expert_intermediate_size = 0;
   const double needed = WeightBytesFor(counted);
-  const double available = AvailableMemoryBytes();
+  const double available = MemAvailableBytes();
   if (available > 0 && needed > 0.9 * available) {
     throw Error("model '" + c.name + "' needs " + std::to_string(static_cast<int64_t>(needed / 1e9)) +
                 " GB of weights but this machine has " + std::to_string(static_cast<int64_t>(available / 1e9)) +

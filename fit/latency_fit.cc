@@ -8,6 +8,7 @@
 #include "fit/least_squares.h"
 #include "fit/metrics.h"
 #include "base/error.h"
+#include "base/message_text.h"
 #include "model/moesd_speedup.h"
 
 namespace moelab {
@@ -200,6 +201,12 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
       if (solution.at_bound[i]) fit.at_bound.push_back(model.parameters[i].name);
     }
     const FitMetrics metrics = ComputeMetrics(model.measured, PredictRows(model, solution.params));
+    if (!std::isfinite(metrics.rmse) || !std::isfinite(metrics.mape)) {
+      // Saving it would write a fit its own loader refuses (rmse and mape must be finite).
+      curve.notes.push_back(ToString(form) + " not fitted: its residuals are not finite (measured times too "
+                            "large or too far apart for double precision)");
+      continue;
+    }
     fit.rmse_s = metrics.rmse;
     fit.mape = metrics.mape;
     fit.r2 = metrics.r2;
@@ -364,6 +371,16 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
                " distinct shape.bytes value(s) at tokens " + std::to_string(*g.tokens) +
                " (needs " + std::to_string(kMinDistinctX) + ")"});
     }
+  }
+  if (result.operators.empty()) {
+    // A fit with zero curves predicts nothing; saying so now beats a file that fails every lookup.
+    std::string reasons;
+    for (const SkippedGroup& s : result.skipped) {
+      if (reasons.size() < 300) reasons += "; " + s.op + " on " + s.device + ": " + EscapeForMessage(s.reason, 200);
+    }
+    throw Error(profile.origin + ": no operator curve could be fitted from " +
+                std::to_string(profile.samples.size()) + " sample(s) (each curve needs " +
+                std::to_string(kMinDistinctX) + " or more distinct token counts or byte sizes)" + reasons);
   }
   return result;
 }

@@ -17,7 +17,13 @@ double PredictSpeedup(const SdFit& fit, const SdPoint& point) {
   if (!(std::isfinite(point.sigma) && point.sigma > 0 && point.sigma <= 1)) {
     throw Error("sd prediction: sigma must be in (0, 1], got " + std::to_string(point.sigma));
   }
-  return MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);
+  const double speedup = MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);
+  if (!std::isfinite(speedup)) {
+    throw Error("sd prediction at batch " + std::to_string(point.batch) + ", gamma " +
+                std::to_string(point.gamma) + ": the fit's model gives a non-finite speedup there (the " +
+                "point is outside what the fitted parameters can describe)");
+  }
+  return speedup;
 }
 
 const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string& op,
@@ -38,7 +44,12 @@ const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string&
 
 double PredictLatency(const LatencyFit& fit, const std::string& op, const std::string& device,
                       const nlohmann::json& shape, double x) {
-  return FindOperatorCurve(fit, op, device, shape).Predict(x);
+  const double seconds = FindOperatorCurve(fit, op, device, shape).Predict(x);
+  if (!std::isfinite(seconds)) {
+    throw Error("latency prediction for operator '" + op + "' on '" + device + "' at " + std::to_string(x) +
+                ": the fitted curve gives a non-finite time there");
+  }
+  return seconds;
 }
 
 }  // namespace moelab

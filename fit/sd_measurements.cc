@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/input_file.h"
 #include "base/json_reader.h"
+#include "base/message_text.h"
 
 namespace moelab {
 namespace {
@@ -32,7 +34,7 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 
 [[noreturn]] void FailField(const std::string& where, const std::string& field,
                             const std::string& expected, const std::string& got) {
-  throw Error(where + ": field '" + field + "': expected " + expected + ", got '" + got + "'");
+  throw Error(where + ": field '" + field + "': expected " + expected + ", got '" + EscapeForMessage(got) + "'");
 }
 
 double ParseCsvNumber(const std::string& text, const std::string& where, const std::string& field) {
@@ -81,7 +83,7 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
     const std::string where = file + ":" + std::to_string(line_number);
     if (!have_header) {
       if (line != kSdMeasurementsCsvHeader) {
-        throw Error(where + ": unexpected CSV header '" + line + "': expected exactly '" +
+        throw Error(where + ": unexpected CSV header '" + EscapeForMessage(line) + "': expected exactly '" +
                     kSdMeasurementsCsvHeader + "'");
       }
       have_header = true;
@@ -147,12 +149,7 @@ SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file
 }
 
 std::vector<SdMeasurement> ParseJson(const std::string& text, const std::string& file) {
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw Error(file + ": malformed JSON: " + e.what());
-  }
+  const nlohmann::json json = ParseJsonText(text, file);
   std::vector<SdMeasurement> result;
   if (json.is_array()) {
     for (size_t i = 0; i < json.size(); ++i) {
@@ -172,11 +169,7 @@ std::vector<SdMeasurement> ParseJson(const std::string& text, const std::string&
 std::vector<SdMeasurement> LoadSdMeasurements(const std::filesystem::path& file) {
   const std::string name = file.string();
   if (!std::filesystem::exists(file)) throw Error(name + ": measurements file not found");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(name + ": cannot open measurements file for reading");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = ReadInputFile(file, kMaxCsvFileBytes, "measurements file");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '[' || text[first] == '{')) {
     return ParseJson(text, name);

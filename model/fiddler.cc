@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <sstream>
 
 #include "base/error.h"
+#include "base/input_file.h"
 #include "base/json_reader.h"
 
 namespace moelab {
@@ -159,8 +160,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
       table.push_back(std::move(counts));
     }
   } else {
-    std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot open popularity table");
+    if (!std::filesystem::exists(path)) throw Error(path + ": cannot open popularity table");
+    std::istringstream in(ReadInputFile(path, kMaxCsvFileBytes, "popularity table"));
     std::string line;
     int64_t line_number = 0;
     while (std::getline(in, line)) {

@@ -1,7 +1,11 @@
 #include "model/hardware_spec.h"
 
+#include <set>
+
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "base/message_text.h"
+#include "base/units.h"
 
 namespace moelab {
 namespace {
@@ -21,6 +25,13 @@ nlohmann::json PeakToJson(const PeakFlops& peak) {
   return json;
 }
 
+// A memory size, at most kMaxBytes so that every byte count derived from it fits int64.
+double MemoryBytes(const JsonReader& reader, std::string_view key) {
+  const double bytes = reader.Number(key, 0.0);
+  if (bytes > kMaxBytes) reader.Fail(key, "a size in bytes of at most 2^60 (1 EiB)");
+  return bytes;
+}
+
 }  // namespace
 
 std::string ToString(HardwareKind kind) {
@@ -38,7 +49,7 @@ AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::s
   const JsonReader reader(json, origin, path);
   AcceleratorSpec spec;
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
-  spec.memory_bytes = reader.Number("memory_bytes", 0.0);
+  spec.memory_bytes = MemoryBytes(reader, "memory_bytes");
   spec.memory_bandwidth_bytes_per_s = reader.Number("memory_bandwidth_bytes_per_s", 0.0);
   spec.sm_count = reader.Int("sm_count", 0, 0);
   return spec;
@@ -51,7 +62,7 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.cpu_name = reader.String("cpu_name");
   spec.cores = reader.Int("cores", 1);
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
-  spec.dram_bytes = reader.Number("dram_bytes", 0.0);
+  spec.dram_bytes = MemoryBytes(reader, "dram_bytes");
   spec.dram_bandwidth_bytes_per_s = reader.Number("dram_bandwidth_bytes_per_s", 0.0);
   spec.storage_read_bandwidth_bytes_per_s =
       reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);
@@ -122,6 +133,15 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
 }
 
 double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string* used_dtype) {
+  // A hardware without the asked type falls back (and says which it used), but a name that is no
+  // data type at all (a typo: --dtype xyz) is refused rather than silently priced as bf16.
+  static const std::set<std::string> kKnownDtypes = {"fp64", "fp32", "tf32", "bf16", "fp16",
+                                                     "fp8", "int8", "fp4", "int4"};
+  if (!kKnownDtypes.count(dtype) && !peak.count(dtype)) {
+    throw Error("unknown compute data type '" + EscapeForMessage(dtype) +
+                "': expected fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4 or int4 (or a type the hardware's "
+                "peak_flops lists)");
+  }
   for (const std::string& candidate : {dtype, std::string("bf16"), std::string("fp16"),
                                        std::string("fp32")}) {
     auto it = peak.find(candidate);

@@ -1,44 +1,52 @@
 #include "model/parameter_count.h"
 
 #include <cmath>
+#include <string>
+
+#include "base/checked.h"
+#include "base/error.h"
 
 namespace moelab {
 namespace {
 
-int64_t FfnParams(const MoeModelSpec& spec, int64_t intermediate) {
-  const int64_t h = spec.hidden_size;
+// Every count below is exact int64 arithmetic; a model whose counts overflow (e.g. --layers
+// 9223372036854775807) is refused by CountParameters instead of printing a negative count.
+using Count = CheckedCount;
+
+Count FfnParams(const MoeModelSpec& spec, int64_t intermediate) {
+  const Count h = spec.hidden_size;
   const bool gated = spec.activation == Activation::kSwiGlu;
-  int64_t params = (gated ? 3 : 2) * h * intermediate;
-  if (spec.ffn_bias) params += (gated ? 2 : 1) * intermediate + h;
+  Count params = Count(gated ? 3 : 2) * h * intermediate;
+  if (spec.ffn_bias) params += Count(gated ? 2 : 1) * intermediate + h;
   return params;
 }
 
-int64_t NormParams(const MoeModelSpec& spec, int64_t width) {
-  return spec.norm == NormKind::kLayerNorm ? 2 * width : width;
+Count NormParams(const MoeModelSpec& spec, int64_t width) {
+  return spec.norm == NormKind::kLayerNorm ? Count(2) * width : Count(width);
 }
 
-int64_t AttentionParams(const MoeModelSpec& spec) {
+Count AttentionParams(const MoeModelSpec& spec) {
   const AttentionSpec& a = spec.attention;
-  const int64_t h = spec.hidden_size;
+  const Count h = spec.hidden_size;
   if (a.kind == AttentionKind::kMultiHeadLatent) {
-    const int64_t qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    int64_t params = 0;
+    const Count qk_head = Count(a.qk_nope_head_dim) + a.qk_rope_head_dim;
+    Count params = 0;
     if (a.q_lora_rank > 0) {
-      params += h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.num_heads * qk_head;
+      params += h * a.q_lora_rank + a.q_lora_rank + Count(a.q_lora_rank) * a.num_heads * qk_head;
     } else {
       params += h * a.num_heads * qk_head;
     }
-    params += h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank;
-    params += a.kv_lora_rank * a.num_heads * (a.qk_nope_head_dim + a.v_head_dim);
-    params += a.num_heads * a.v_head_dim * h;
+    params += h * (Count(a.kv_lora_rank) + a.qk_rope_head_dim) + a.kv_lora_rank;
+    params += Count(a.kv_lora_rank) * a.num_heads * (Count(a.qk_nope_head_dim) + a.v_head_dim);
+    params += Count(a.num_heads) * a.v_head_dim * h;
     return params;
   }
-  const int64_t q_width = a.num_heads * a.head_dim;
-  const int64_t kv_width = a.num_kv_heads * a.head_dim;
-  int64_t params = h * (q_width + 2 * kv_width) + q_width * h;
-  if (a.qkv_bias) params += q_width + 2 * kv_width;
+  const Count q_width = Count(a.num_heads) * a.head_dim;
+  const Count kv_width = Count(a.num_kv_heads) * a.head_dim;
+  Count params = h * (q_width + Count(2) * kv_width) + q_width * h;
+  if (a.qkv_bias) params += q_width + Count(2) * kv_width;
   if (a.out_bias) params += h;
-  if (a.qk_norm == QkNorm::kPerHead) params += 2 * a.head_dim;
+  if (a.qk_norm == QkNorm::kPerHead) params += Count(2) * a.head_dim;
   if (a.qk_norm == QkNorm::kFull) params += q_width + kv_width;
   if (a.attention_sinks) params += a.num_heads;
   return params;
@@ -46,55 +54,71 @@ int64_t AttentionParams(const MoeModelSpec& spec) {
 
 double Bytes(int64_t params, double bits) { return static_cast<double>(params) * bits / 8.0; }
 
-}  // namespace
-
-ParameterCounts CountParameters(const MoeModelSpec& spec) {
+ParameterCounts CountUnchecked(const MoeModelSpec& spec) {
   ParameterCounts c;
-  const int64_t h = spec.hidden_size;
-  c.attention_per_layer = AttentionParams(spec);
-  c.norms_per_layer = 2 * NormParams(spec, h);
+  const Count h = spec.hidden_size;
+  c.attention_per_layer = AttentionParams(spec).value();
+  c.norms_per_layer = (Count(2) * NormParams(spec, h.value())).value();
   if (spec.moe) {
     const MoeSpec& moe = *spec.moe;
-    c.router_per_moe_layer = h * moe.num_experts;
-    if (moe.router_bias) c.router_per_moe_layer += moe.num_experts;
-    if (moe.router_score_bias) c.router_per_moe_layer += moe.num_experts;
-    c.params_per_expert = FfnParams(spec, moe.expert_intermediate_size);
-    c.shared_experts_per_moe_layer =
-        moe.num_shared_experts * FfnParams(spec, moe.shared_expert_intermediate_size);
-    if (moe.shared_expert_gate) c.shared_experts_per_moe_layer += h;
+    Count router = h * moe.num_experts;
+    if (moe.router_bias) router += moe.num_experts;
+    if (moe.router_score_bias) router += moe.num_experts;
+    c.router_per_moe_layer = router.value();
+    c.params_per_expert = FfnParams(spec, moe.expert_intermediate_size).value();
+    Count shared = Count(moe.num_shared_experts) * FfnParams(spec, moe.shared_expert_intermediate_size);
+    if (moe.shared_expert_gate) shared += h;
+    c.shared_experts_per_moe_layer = shared.value();
   }
-  if (spec.num_dense_layers() > 0) c.dense_ffn_per_dense_layer = FfnParams(spec, spec.dense_intermediate_size);
+  if (spec.num_dense_layers() > 0) c.dense_ffn_per_dense_layer = FfnParams(spec, spec.dense_intermediate_size).value();
 
-  const int64_t embed_dim = spec.embedding_dim();
-  c.embeddings = spec.vocab_size * embed_dim;
+  const Count embed_dim = spec.embedding_dim();
+  c.embeddings = (Count(spec.vocab_size) * embed_dim).value();
   if (spec.learned_position_embeddings) {
-    c.positions = (spec.max_position_embeddings + spec.position_embedding_offset) * h;
+    c.positions = ((Count(spec.max_position_embeddings) + spec.position_embedding_offset) * h).value();
   }
-  if (embed_dim != h) c.projections = 2 * embed_dim * h;
-  c.lm_head = spec.tied_embeddings ? 0 : spec.vocab_size * embed_dim;
-  if (spec.lm_head_bias) c.lm_head += spec.vocab_size;
-  c.final_norm = spec.final_norm ? NormParams(spec, h) : 0;
+  if (embed_dim.value() != h.value()) c.projections = (Count(2) * embed_dim * h).value();
+  Count lm_head = spec.tied_embeddings ? Count(0) : Count(spec.vocab_size) * embed_dim;
+  if (spec.lm_head_bias) lm_head += spec.vocab_size;
+  c.lm_head = lm_head.value();
+  c.final_norm = spec.final_norm ? NormParams(spec, h.value()).value() : 0;
 
-  const int64_t moe_layers = spec.num_moe_layers();
-  const int64_t dense_layers = spec.num_dense_layers();
-  c.attention = spec.num_layers * c.attention_per_layer;
-  c.norms = spec.num_layers * c.norms_per_layer + c.final_norm;
-  c.routers = moe_layers * c.router_per_moe_layer;
-  c.routed_experts = spec.moe ? moe_layers * spec.moe->num_experts * c.params_per_expert : 0;
-  c.shared_experts = moe_layers * c.shared_experts_per_moe_layer;
-  c.dense_ffn = dense_layers * c.dense_ffn_per_dense_layer;
-  c.total = c.embeddings + c.positions + c.projections + c.lm_head + c.attention + c.norms +
-            c.routers + c.routed_experts + c.shared_experts + c.dense_ffn;
-  const int64_t unused_experts = spec.moe ? spec.moe->num_experts - spec.moe->top_k : 0;
-  c.active = c.total - moe_layers * unused_experts * c.params_per_expert;
+  const Count moe_layers = spec.num_moe_layers();
+  const Count dense_layers = spec.num_dense_layers();
+  c.attention = (Count(spec.num_layers) * c.attention_per_layer).value();
+  c.norms = (Count(spec.num_layers) * c.norms_per_layer + c.final_norm).value();
+  c.routers = (moe_layers * c.router_per_moe_layer).value();
+  c.routed_experts = spec.moe ? (moe_layers * spec.moe->num_experts * c.params_per_expert).value() : 0;
+  c.shared_experts = (moe_layers * c.shared_experts_per_moe_layer).value();
+  c.dense_ffn = (dense_layers * c.dense_ffn_per_dense_layer).value();
+  c.total = (Count(c.embeddings) + c.positions + c.projections + c.lm_head + c.attention + c.norms +
+             c.routers + c.routed_experts + c.shared_experts + c.dense_ffn).value();
+  const Count unused_experts = spec.moe ? Count(spec.moe->num_experts) - spec.moe->top_k : Count(0);
+  c.active = (Count(c.total) - moe_layers * unused_experts * c.params_per_expert).value();
   c.active_excluding_input_embedding =
-      c.active - (spec.tied_embeddings ? 0 : c.embeddings) - c.positions;
+      (Count(c.active) - (spec.tied_embeddings ? 0 : c.embeddings) - c.positions).value();
   return c;
 }
 
+}  // namespace
+
+ParameterCounts CountParameters(const MoeModelSpec& spec) {
+  try {
+    return CountUnchecked(spec);
+  } catch (const Error& e) {
+    throw Error("model '" + spec.name + "': its parameter counts overflow a 64-bit integer (" + e.what() +
+                "): the dimensions (layers " + std::to_string(spec.num_layers) + ", hidden " +
+                std::to_string(spec.hidden_size) + ", vocab " + std::to_string(spec.vocab_size) +
+                ", ...) are too large");
+  }
+}
+
 int64_t ExpertBytes(const MoeModelSpec& spec) {
-  return static_cast<int64_t>(
-      std::ceil(Bytes(CountParameters(spec).params_per_expert, spec.bits.experts)));
+  const double bytes = std::ceil(Bytes(CountParameters(spec).params_per_expert, spec.bits.experts));
+  if (!(bytes < 9.2e18)) {
+    throw Error("model '" + spec.name + "': one expert's weights would take more than 9.2e18 bytes");
+  }
+  return static_cast<int64_t>(bytes);
 }
 
 WeightBytes CountWeightBytes(const MoeModelSpec& spec) {
@@ -120,10 +144,12 @@ WeightBytes CountWeightBytes(const MoeModelSpec& spec) {
 int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits) {
   const AttentionSpec& a = spec.attention;
   const int64_t elements_per_layer =
-      a.kind == AttentionKind::kMultiHeadLatent ? a.kv_lora_rank + a.qk_rope_head_dim
-                                                : 2 * a.num_kv_heads * a.head_dim;
-  return static_cast<int64_t>(
-      std::ceil(static_cast<double>(elements_per_layer * spec.num_layers) * kv_bits / 8.0));
+      a.kind == AttentionKind::kMultiHeadLatent
+          ? CheckedAdd(a.kv_lora_rank, a.qk_rope_head_dim, "KV cache elements per layer")
+          : CheckedProduct("KV cache elements per layer", 2, a.num_kv_heads, a.head_dim);
+  return static_cast<int64_t>(std::ceil(
+      static_cast<double>(CheckedMul(elements_per_layer, spec.num_layers, "KV cache elements per token")) *
+      kv_bits / 8.0));
 }
 
 }  // namespace moelab

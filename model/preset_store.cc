@@ -128,6 +128,11 @@ MoeModelSpec PresetStore::LoadModel(const std::string& name_or_path) const {
   if (json.is_object() && json.contains("model_type") && !json.contains("schema")) {
     return ImportHuggingFaceConfig(json, file.string());
   }
+  if (json.is_object() && !json.contains("schema") && !json.contains("model_type")) {
+    // Neither kind of model file: say what each needs instead of blaming only the missing schema.
+    throw Error(file.string() + ": neither a Hugging Face config (missing field 'model_type', e.g. \"mixtral\") "
+                "nor a moelab model file (missing field 'schema': \"moelab.model/1\")");
+  }
   MoeModelSpec spec = ModelSpecFromJson(json, file.string());
   return spec;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/system_memory.h"
 #include "device/cuda_profile.h"
 #include "kernels/cpu_features.h"
 
@@ -76,14 +77,8 @@ double PhysicalMemoryBytes() {
 }
 
 double AvailableMemoryBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  double kilobytes = 0;
-  std::string unit;
-  while (meminfo >> key >> kilobytes >> unit) {
-    if (key == "MemAvailable:") return kilobytes * 1024.0;
-  }
-  return PhysicalMemoryBytes();
+  const double available = MemAvailableBytes();
+  return available > 0 ? available : PhysicalMemoryBytes();
 }
 
 int PhysicalCores() {

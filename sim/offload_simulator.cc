@@ -22,6 +22,12 @@ void SimConfig::Validate() const {
   }
   if (cpu_threads < 0)
     throw Error("--cpu-threads must be >= 0 (0: all cores), got " + std::to_string(cpu_threads));
+  if (model.max_position_embeddings > 0 &&
+      workload.prompt_tokens + workload.output_tokens > model.max_position_embeddings) {
+    throw Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +
+                std::to_string(workload.output_tokens) + " exceed model '" + model.name + "''s " +
+                std::to_string(model.max_position_embeddings) + " positions (max_position_embeddings)");
+  }
 }
 
 SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,

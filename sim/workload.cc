@@ -50,6 +50,21 @@ void Workload::Validate() const {
     if (!(alpha >= 0 && alpha < 1))
       throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
   }
+  const auto at_most = [](const char* option, int64_t value, int64_t limit, const char* why) {
+    if (value > limit) {
+      throw Error(std::string(option) + " " + std::to_string(value) + " is above the limit of " +
+                  std::to_string(limit) + " (" + why + "; docs/limits.md)");
+    }
+  };
+  at_most("--prompt", prompt_tokens, kMaxSequencePositions, "positions per sequence, above every model's context");
+  at_most("--tokens", output_tokens, kMaxSequencePositions, "positions per sequence, above every model's context");
+  at_most("--batch", batch, kMaxBatch, "requests served together");
+  if (kind == WorkloadKind::kBeam) at_most("--beam", beam_width, kMaxBeamWidth, "beams of one request");
+  if (kind == WorkloadKind::kVerify) at_most("--gamma", gamma, kMaxSequencePositions, "draft tokens per pass");
+  const int64_t length = prompt_tokens + output_tokens + (kind == WorkloadKind::kVerify ? gamma : 0);
+  at_most("--prompt + --tokens", length, kMaxSequencePositions, "positions per sequence, above every model's context");
+  at_most("sequences x positions (--batch or --beam times --prompt + --tokens)", KvTokens(), kMaxSimulatedTokens,
+          "the simulation's bookkeeping and time grow with it");
 }
 
 int64_t Workload::KvTokens() const {

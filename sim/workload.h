@@ -19,6 +19,16 @@ std::string ToString(WorkloadKind kind);
 // Error listing the valid names.
 WorkloadKind WorkloadKindFromString(const std::string& name);
 
+// Bounds on what one simulation may be asked to do (docs/limits.md). Passes, per-pass request
+// lists and the KV cache all grow with these, so they are refused before anything is built:
+// 2^20 positions per sequence is above every preset's context window; 2^16 requests or 1024 beams
+// are above any served batch; sequences x positions is capped at 2^26 (about 0.5 GB of per-pass
+// bookkeeping and minutes of simulation at the cap).
+inline constexpr int64_t kMaxSequencePositions = int64_t{1} << 20;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 16;
+inline constexpr int64_t kMaxBeamWidth = 1024;
+inline constexpr int64_t kMaxSimulatedTokens = int64_t{1} << 26;
+
 struct Workload {
   WorkloadKind kind = WorkloadKind::kDecode;
   int64_t prompt_tokens = 128;
@@ -28,7 +38,8 @@ struct Workload {
   int64_t gamma = 4;   // kVerify
   double alpha = 0.8;  // kVerify: per-token acceptance rate
 
-  // Error naming the option (--prompt, --tokens, --batch, --beam, --gamma, --alpha).
+  // Error naming the option (--prompt, --tokens, --batch, --beam, --gamma, --alpha) and, for a
+  // value above the bounds above, the bound and why.
   void Validate() const;
   // Tokens kept in the KV cache at the end (all sequences), for memory.
   int64_t KvTokens() const;

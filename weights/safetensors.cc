@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -16,7 +17,9 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/input_file.h"
 #include "base/json_reader.h"
+#include "base/message_text.h"
 #include "weights/bf16.h"
 
 namespace moelab {
@@ -29,14 +32,10 @@ constexpr uint64_t kHeaderLengthBytes = 8;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr const char* kSupportedDtypes = "BF16, F16, F32";
 
-std::string Describe(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
+std::string Describe(const nlohmann::json& value) { return DescribeJsonValue(value); }
 
 std::string TensorWhere(const std::string& file, const std::string& name) {
-  return file + ": tensor '" + name + "'";
+  return file + ": tensor '" + EscapeForMessage(name, 200) + "'";
 }
 
 bool ParseDtype(const std::string& text, TensorDtype* dtype) {
@@ -119,11 +118,13 @@ SafetensorsFile SafetensorsFile::Open(const std::filesystem::path& file) {
   SafetensorsFile result;
   result.path_ = file;
   const std::string name = file.string();
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait forever for a writer; fstat then refuses it.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
     throw Error(name + ": cannot open safetensors file: " + std::strerror(error));
   }
+  NoteInputFile(file);
   struct stat status {};
   if (::fstat(fd, &status) != 0) {
     const int error = errno;
@@ -193,12 +194,9 @@ void SafetensorsFile::ParseHeader() {
   data_section_begin_ = kHeaderLengthBytes + header_bytes;
   const uint64_t data_section_bytes = file_size_bytes_ - data_section_begin_;
 
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes + kHeaderLengthBytes, bytes + data_section_begin_);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(file + ": malformed safetensors header JSON: " + e.what());
-  }
+  const nlohmann::json header = ParseJsonText(
+      std::string_view(reinterpret_cast<const char*>(bytes) + kHeaderLengthBytes, header_bytes),
+      file, "safetensors header JSON");
   if (!header.is_object()) {
     throw Error(file + ": safetensors header must be a JSON object, got " + Describe(header));
   }
@@ -232,7 +230,7 @@ void SafetensorsFile::ParseHeader() {
     if (!dtype.is_string())
       throw Error(where + ": 'dtype' must be a string, got " + Describe(dtype));
     if (!ParseDtype(dtype.get<std::string>(), &info.dtype)) {
-      throw Error(where + ": unsupported dtype '" + dtype.get<std::string>() +
+      throw Error(where + ": unsupported dtype '" + EscapeForMessage(dtype.get<std::string>()) +
                   "' (supported: " + kSupportedDtypes + ")");
     }
 
@@ -273,6 +271,26 @@ void SafetensorsFile::ParseHeader() {
                   std::to_string(expected_bytes) + " bytes");
     }
     tensors_.emplace(name, std::move(info));
+  }
+  CheckNoOverlap(file);
+}
+
+void SafetensorsFile::CheckNoOverlap(const std::string& file) const {
+  // Two tensors sharing bytes would alias each other's weights; the format forbids it.
+  std::vector<const TensorInfo*> by_offset;
+  for (const auto& [name, info] : tensors_) {
+    if (info.data_end > info.data_begin) by_offset.push_back(&info);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const TensorInfo* a, const TensorInfo* b) { return a->data_begin < b->data_begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const TensorInfo& before = *by_offset[i - 1];
+    const TensorInfo& after = *by_offset[i];
+    if (after.data_begin < before.data_end) {
+      throw Error(TensorWhere(file, after.name) + ": data_offsets [" + std::to_string(after.data_begin) + ", " +
+                  std::to_string(after.data_end) + "] overlap tensor '" + EscapeForMessage(before.name) + "' [" +
+                  std::to_string(before.data_begin) + ", " + std::to_string(before.data_end) + "]");
+    }
   }
 }
 
@@ -397,6 +415,14 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
       weight_map.Fail(tensor, "a shard file name");
     }
     const std::string shard_name = shard.get<std::string>();
+    const std::filesystem::path shard_relative(shard_name);
+    // Shards live in the index's folder: an absolute path or ".." would read any file on the machine.
+    const bool climbs = std::any_of(shard_relative.begin(), shard_relative.end(),
+                                    [](const std::filesystem::path& part) { return part == ".."; });
+    if (shard_relative.is_absolute() || climbs) {
+      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor) + "' to shard '" +
+                  EscapeForMessage(shard_name) + "', which is outside the index's folder");
+    }
     auto found = shard_of_name.find(shard_name);
     if (found == shard_of_name.end()) {
       const std::filesystem::path shard_path = file_or_folder / shard_name;

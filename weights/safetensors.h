@@ -68,6 +68,7 @@ class SafetensorsFile {
   SafetensorsFile() = default;
   void Unmap();
   void ParseHeader();
+  void CheckNoOverlap(const std::string& file) const;
   const TensorInfo& CheckedInfo(const std::string& name,
                                 const std::vector<int64_t>& expected_shape) const;
   const std::byte* TensorData(const TensorInfo& info) const;

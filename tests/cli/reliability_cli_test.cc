@@ -1,0 +1,188 @@
+// Issue 13 (reliability): hostile inputs and outputs through the real binary. Each case names the
+// defect it pins: outputs never destroy a device or an input, deep or overflowing JSON is refused
+// with file and field, sizes are bounded before any large allocation, no NaN is printed.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+using testing::CliRun;
+using testing::RunMoelab;
+using testing::Slurp;
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+const char* kPlanSd =
+    "plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 --batch 1,4 --gamma 1-2";
+const char* kSmallRun =
+    "run --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 --head-dim 16 "
+    "--vocab 101 --seed 1";
+
+// A refusal: exit status 1 and one message containing `expected`, nothing on stdout.
+void ExpectRefused(const std::string& args, const std::string& expected) {
+  const CliRun r = RunMoelab(args);
+  EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
+  EXPECT_TRUE(Contains(r.err, expected)) << args << "\nexpected: " << expected << "\ngot: " << r.err;
+  EXPECT_FALSE(Contains(r.err, "internal error")) << r.err;
+}
+
+class ReliabilityCli : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testing::MakeTempDir("reliability-cli"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name, std::ios::binary) << text;
+    return (dir_ / name).string();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ReliabilityCli, OutOntoAFifoWritesThroughItInsteadOfReplacingIt) {
+  const auto fifo = dir_ / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::string received;
+  std::thread reader([&] { received = Slurp(fifo); });
+  const CliRun r = RunMoelab(std::string(kPlanSd) + " --out " + fifo.string());
+  reader.join();
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_NO_THROW(nlohmann::json::parse(received));
+}
+
+TEST_F(ReliabilityCli, OutOntoDevNullKeepsTheDeviceAndDevFullFails) {
+  EXPECT_EQ(RunMoelab(std::string(kPlanSd) + " --out /dev/null").status, 0);
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+  ExpectRefused(std::string(kPlanSd) + " --out /dev/full", "/dev/full: write failed: No space left on device");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+}
+
+TEST_F(ReliabilityCli, OutNamingAnInputOrAnotherOutputIsRefused) {
+  const std::string spec = (dir_ / "spec.json").string();
+  ASSERT_EQ(RunMoelab("model show --model mixtral-8x7b --layers 2 --spec-out " + spec).status, 0);
+  const std::string before = Slurp(spec);
+  ExpectRefused("model show --model " + spec + " --layers 3 --spec-out " + spec, "is an input of the same command");
+  EXPECT_EQ(Slurp(spec), before);
+  const std::string out = (dir_ / "sim.json").string();
+  ExpectRefused("sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --prompt 8 --tokens 4 --out " + out +
+                    " --trace-out " + (dir_ / "." / "sim.json").string(),
+                "--out and --trace-out name the same file");
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST_F(ReliabilityCli, DeeplyNestedJsonIsRefusedWithoutACrash) {
+  const std::string deep = Write("deep.json", std::string(100000, '['));
+  ExpectRefused("model show --model " + deep, "deep.json: JSON nested deeper than 256 levels");
+  ExpectRefused("hw show --hardware " + deep, "nested deeper");
+  const std::string deep_object = Write("deep2.json", "{\"schema\": " + std::string(100000, '[') + "}");
+  ExpectRefused("fit predict --fit " + deep_object + " --batch 1 --gamma 1 --K 1 --E 2 --sigma 0.5", "nested deeper");
+}
+
+TEST_F(ReliabilityCli, NumberOverflowNamesFileAndField) {
+  nlohmann::json model = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  std::string text = model.dump();
+  const std::string key = "\"hidden_size\":";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at + key.size(), text.find_first_of(",}", at) - at - key.size(), "1e400");
+  const std::string file = Write("big.json", text);
+  ExpectRefused("model show --model " + file, "big.json: field 'hidden_size': number 1e400 is beyond the range");
+}
+
+TEST_F(ReliabilityCli, ParameterAndMemoryOverflowAreErrorsNotNegativeNumbers) {
+  ExpectRefused("model show --model mixtral-8x7b --layers 9223372036854775807", "overflow a 64-bit integer");
+  ExpectRefused("sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --accelerator-memory 1e30GB",
+                "above the largest size accepted, 1 EiB");
+}
+
+TEST_F(ReliabilityCli, SimulationSizesAreBoundedBeforeAnyWork) {
+  const std::string sim = "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident ";
+  ExpectRefused(sim + "--workload beam --beam 1000000000", "--beam 1000000000 is above the limit of 1024");
+  ExpectRefused(sim + "--prompt 100000000", "--prompt 100000000 is above the limit of 1048576");
+  ExpectRefused(sim + "--tokens 100000000", "--tokens 100000000 is above the limit");
+  ExpectRefused(sim + "--workload batch --batch 1000000000", "--batch 1000000000 is above the limit of 65536");
+  ExpectRefused(sim + "--prompt 40000 --tokens 4", "exceed model 'mixtral-8x7b''s 32768 positions");
+}
+
+TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
+  ExpectRefused(std::string(kSmallRun) + " --batch 1000000000 --prompt 6 --tokens 4", "GB this machine has available");
+  ExpectRefused(std::string(kSmallRun) + " --threads 100000", "--threads 100000 is above the limit of 1024");
+  // The default shape has 1.6 GB of weights; the refusal must come before they are built.
+  const auto start = std::chrono::steady_clock::now();
+  ExpectRefused("run --tokens 5000 --threads 1", "max_positions 4096");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST_F(ReliabilityCli, AFifoGivenWhereAFileIsNeededIsRefusedWithoutBlocking) {
+  const auto fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // `timeout` turns a hang into exit 124, which fails the status check instead of the suite.
+  ExpectRefused(std::string(kSmallRun) + " --prompt 4 --tokens 2 --weights " + fifo.string(), "not a regular file");
+  ExpectRefused("fit sd --measurements " + fifo.string() +
+                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " + (dir_ / "fit.json").string(),
+                "must be a regular file, but this is a FIFO");
+}
+
+TEST_F(ReliabilityCli, SilentAcceptancesAreRefused) {
+  ExpectRefused(std::string(kPlanSd) + " --dtype xyz", "unknown compute data type 'xyz'");
+  const std::string no_type = Write("config.json", R"({"hidden_size": 64, "num_hidden_layers": 2})");
+  ExpectRefused("model show --model " + no_type, "missing field 'model_type'");
+  // A one-sample profile: no curve can be fitted, so no fit file is written.
+  nlohmann::json profile = nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
+  profile["samples"] = nlohmann::json::array({profile["samples"][0]});
+  const std::string one = Write("one.json", profile.dump());
+  const std::string fit = (dir_ / "fit.json").string();
+  ExpectRefused("fit latency --profile " + one + " --out " + fit, "no operator curve could be fitted");
+  EXPECT_FALSE(std::filesystem::exists(fit));
+}
+
+TEST_F(ReliabilityCli, FitLatencyNeverWritesAFitItsLoaderRefuses) {
+  // expert_ffn times near the top of a double: squared residuals overflow, the RMSE is not finite.
+  // Those forms are left out (with a note); the other operators' curves are written, all finite.
+  nlohmann::json profile = nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
+  for (auto& sample : profile["samples"]) {
+    if (sample["operator"] == "expert_ffn") sample["median_s"] = sample["median_s"].get<double>() * 1e305;
+  }
+  const std::string huge = Write("huge.json", profile.dump());
+  const std::string fit = (dir_ / "fit.json").string();
+  const CliRun r = RunMoelab("fit latency --profile " + huge + " --out " + fit);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json written = nlohmann::json::parse(Slurp(fit));
+  ASSERT_FALSE(written["operators"].empty());
+  for (const auto& curve : written["operators"]) {
+    EXPECT_NE(curve["operator"], "expert_ffn");
+    for (const auto& [form, values] : curve["forms"].items()) {
+      EXPECT_TRUE(values["rmse"].is_number()) << curve["operator"] << " " << form << ": " << values["rmse"];
+      EXPECT_TRUE(values["mape"].is_number()) << curve["operator"] << " " << form;
+    }
+  }
+  // Everything non-finite: nothing to write, a clear refusal instead.
+  for (auto& sample : profile["samples"]) {
+    if (sample["operator"] != "expert_ffn") sample["median_s"] = sample["median_s"].get<double>() * 1e305;
+  }
+  ExpectRefused("fit latency --profile " + Write("huger.json", profile.dump()) + " --out " + (dir_ / "none.json").string(),
+                "no operator curve could be fitted");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "none.json"));
+}
+
+TEST_F(ReliabilityCli, ControlBytesFromInputNeverReachTheTerminal) {
+  const std::string file = Write("evil.json", "{\"schema\": \"\\u001b]0;pwned\\u0007\\u001b[2J\"}");
+  const CliRun r = RunMoelab("model show --model " + file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_FALSE(Contains(r.err, "\x1b")) << r.err;
+  EXPECT_FALSE(Contains(r.err, "\x07")) << r.err;
+}
+
+}  // namespace
+}  // namespace moelab
