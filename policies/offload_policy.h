@@ -147,6 +147,9 @@ struct PrefetchRequest {
   FetchTarget target = FetchTarget::kCache;  // kCache or kStaged
   std::optional<ExpertRef> evict;            // kCache: the slot it takes, when the cache is full
   double priority = 0;                       // higher first; demand copies always go before
+  // Read with the demand reads' priority, not behind them: stream-all's unused experts, which
+  // accelerate loads with the layer before it runs.
+  bool urgent = false;
 };
 
 struct LayerPlan {

@@ -178,7 +178,8 @@ void Engine::ApplyPrefetches() {
     const auto [last_use, loading] = FreeSlotOf(effects);
     const OpHandle slot_free[2] = {last_use, loading};
     const bool staging = request.target == FetchTarget::kStaged;
-    const OpHandle copy = Copy(ref.layer, ref.expert, 1, request.priority, slot_free, staging);
+    const OpHandle copy =
+        Copy(ref.layer, ref.expert, request.urgent ? 0 : 1, request.priority, slot_free, staging);
     expert_ops_[Flat(ref.layer, ref.expert)].loading = copy;
     ++result_.prefetches;
   }

@@ -337,7 +337,7 @@ void OffloadRuntime::ApplyPrefetches(const policies::LayerPlan& plan) {
       Drop(*effects.evicted);
     }
     ++stats_.prefetches;
-    Load(request.expert, 1, request.priority, false);
+    Load(request.expert, request.urgent ? 0 : 1, request.priority, false);
   }
 }
 

@@ -3,8 +3,8 @@
 // is kept. Used experts are read into a staging buffer, run and dropped (transient fetches); the
 // layer's other experts are read too, as staged prefetches that are never used and are dropped
 // when the next layer is planned. No expert cache: the layer's E experts need E staging buffers.
-// The unused reads queue behind the demand reads (prefetch class), so they delay the next layer's
-// reads only when the link is still busy with them.
+// The unused reads are urgent (demand priority, after the layer's own reads): accelerate moves the
+// whole layer before it runs, so they hold up the next layer's reads, never the other way round.
 #include <algorithm>
 
 #include "policies/impl/common.h"
@@ -43,7 +43,7 @@ class StreamAllPolicy : public OffloadPolicy {
                                     [&](const ExpertDemand& d) { return d.expert == expert; });
       if (used) continue;
       staged_.push_back({demand.layer, expert});
-      plan.prefetches.push_back({{demand.layer, expert}, FetchTarget::kStaged, std::nullopt, 0.0});
+      plan.prefetches.push_back({{demand.layer, expert}, FetchTarget::kStaged, std::nullopt, 0.0, true});
     }
   }
 

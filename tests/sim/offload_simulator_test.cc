@@ -344,10 +344,12 @@ TEST(OffloadSimulator, ErrorsNameTheOption) {
 }
 
 TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
-  // With inter-layer correlation the speculative gate predicts the next layer and prefetched
-  // experts get used; with independent layers they are mostly wasted.
+  // With inter-layer correlation the co-occurrence stand-in predicts the next layer and prefetched
+  // experts get used; with independent layers they are mostly wasted. (At a speculative recall,
+  // the default, the gate is right at that rate whatever the correlation.)
   auto used_share = [](const std::string& routing) {
     SimConfig config = SimConfigFor("mixtral-8x7b", "t4", "lru-prefetch");
+    config.speculative_recall.reset();
     config.model.bits.experts = 2.5;
     config.model.bits.attention = 4;
     config.accelerator_bytes = 12e9;
