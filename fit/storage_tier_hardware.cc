@@ -23,10 +23,20 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
                 "(moelab profile) to measure the storage tier");
   }
   const double bandwidth = largest->bytes / largest->median_s;
+  // No second memory tier: every byte of RAM the run may use is the compute device's memory
+  // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
+  // its home copy (static-split's CPU layers) -- and pays a storage read.
+  hardware.host->dram_bytes = 0;
+  hardware.host->storage_read_bandwidth_bytes_per_s = bandwidth;
+  // The link carries each read expert from the read buffer into its cache buffer: the reader
+  // checksums the payload and copies it (3 bytes of DRAM traffic per byte), once per read, so the
+  // per-read latency of storage is charged here too.
+  const double dram = hardware.host->dram_bandwidth_bytes_per_s;
+  if (!(dram > 0)) throw Error(profile.origin + ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
   LinkSpec link;
-  link.name = "storage (O_DIRECT reads, as profiled)";
-  link.host_to_device_bandwidth_bytes_per_s = bandwidth;
-  link.device_to_host_bandwidth_bytes_per_s = bandwidth;  // nothing is written back
+  link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
+  link.host_to_device_bandwidth_bytes_per_s = dram / 3;
+  link.device_to_host_bandwidth_bytes_per_s = dram / 3;  // nothing is written back
   link.latency_s = std::max(0.0, smallest->median_s - smallest->bytes / bandwidth);
 
   AcceleratorSpec cpu;
@@ -37,7 +47,7 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   cpu.memory_bandwidth_bytes_per_s = hardware.host->dram_bandwidth_bytes_per_s;
 
   hardware.name = "storage-tier:" + profile.origin;
-  hardware.display_name = cpu.display_name + ", experts on storage";
+  hardware.display_name = cpu.display_name + ", experts on storage, no second memory tier";
   hardware.kind = HardwareKind::kAccelerator;
   hardware.accelerator = cpu;
   hardware.accelerator_count = 1;

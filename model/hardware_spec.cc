@@ -26,8 +26,8 @@ nlohmann::json PeakToJson(const PeakFlops& peak) {
 }
 
 // A memory size, at most kMaxBytes so that every byte count derived from it fits int64.
-double MemoryBytes(const JsonReader& reader, std::string_view key) {
-  const double bytes = reader.Number(key, 0.0);
+double MemoryBytes(const JsonReader& reader, std::string_view key, bool allow_zero = false) {
+  const double bytes = reader.Number(key, 0.0, allow_zero);
   if (bytes > kMaxBytes) reader.Fail(key, "a size in bytes of at most 2^60 (1 EiB)");
   return bytes;
 }
@@ -62,7 +62,8 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.cpu_name = reader.String("cpu_name");
   spec.cores = reader.Int("cores", 1);
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
-  spec.dram_bytes = MemoryBytes(reader, "dram_bytes");
+  // 0: no RAM of the host's own holds experts (hw from-profile: the RAM is the compute device's).
+  spec.dram_bytes = MemoryBytes(reader, "dram_bytes", /*allow_zero=*/true);
   spec.dram_bandwidth_bytes_per_s = reader.Number("dram_bandwidth_bytes_per_s", 0.0);
   spec.storage_read_bandwidth_bytes_per_s =
       reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);

@@ -8,7 +8,7 @@
 namespace moelab {
 namespace {
 
-TEST(StorageTierHardware, TheCpuComputesAndStorageIsTheLink) {
+TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
   const HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9);
   ASSERT_TRUE(hw.has_accelerator());
@@ -24,9 +24,11 @@ TEST(StorageTierHardware, TheCpuComputesAndStorageIsTheLink) {
   }
   ASSERT_GT(largest_bytes, smallest_bytes);
   const double bandwidth = largest_bytes / largest_s;
-  EXPECT_DOUBLE_EQ(hw.host_link->host_to_device_bandwidth_bytes_per_s, bandwidth);
+  EXPECT_DOUBLE_EQ(hw.host_link->host_to_device_bandwidth_bytes_per_s, profile.limits->dram_read_bytes_per_s / 3);
   EXPECT_DOUBLE_EQ(hw.host_link->latency_s, std::max(0.0, smallest_s - smallest_bytes / bandwidth));
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, bandwidth);
+  // No second memory tier: experts outside the cache are on storage.
+  EXPECT_EQ(hw.host->dram_bytes, 0);
 }
 
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {
