@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/units.h"
 #include "policies/registry.h"
+#include "sim/calibration.h"
 
 namespace moelab::cli {
 namespace {
@@ -40,7 +41,8 @@ int Run(const std::vector<std::string>& args) {
       ("offload", po::value<std::string>(), "offload routed experts to storage with this policy (on-demand, lru-prefetch, static-split, fmoe, stream-all); needs --expert-memory")
       ("expert-memory", po::value<std::string>(), "RAM for the expert cache and staging buffers with --offload (bytes, or with a unit: 512MB, 2GiB)")
       ("offload-dir", po::value<std::string>(), "folder of the expert store with --offload (default $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)")
-      ("offload-readers", po::value<int>()->default_value(2), "asynchronous expert reads in flight with --offload");
+      ("offload-readers", po::value<int>()->default_value(2), "asynchronous expert reads in flight with --offload")
+      ("offload-calibration", po::value<std::string>(), "routing the policy calibrates on before the first token with --offload (popularity, fMoE's expert maps), as sim offload calibrates on its --routing (e.g. trace:FILE; default none: flat popularity, no history)");
   // Policy options as in sim offload, one flag per option the registry declares.
   const std::vector<policies::PolicyOptionFlag> policy_flags = policies::PolicyOptionFlags(policies::DefaultPolicyRegistry());
   for (const policies::PolicyOptionFlag& flag : policy_flags) options.add_options()(flag.name.c_str(), po::value<int64_t>(), flag.help.c_str());
@@ -94,9 +96,17 @@ int Run(const std::vector<std::string>& args) {
     for (const policies::PolicyOptionFlag& flag : policy_flags) {
       if (values.count(flag.name)) offload.policy_options.*flag.member = values[flag.name].as<int64_t>();
     }
+    if (values.count("offload-calibration")) {
+      const ExecutorConfig config = ExecutorConfigFromSpec(PresetStore::Default().LoadModel(request.model), request.shape);
+      sim::RoutingCalibration calibration =
+          sim::CalibrateRouting(values["offload-calibration"].as<std::string>(), config.num_layers, config.num_experts,
+                                config.top_k, request.seed, sim::CalibrationOptions{});
+      offload.popularity = std::move(calibration.popularity);
+      offload.history = std::move(calibration.history);
+    }
     request.offload = offload;
   } else {
-    for (const char* flag : {"expert-memory", "offload-dir"}) {
+    for (const char* flag : {"expert-memory", "offload-dir", "offload-calibration"}) {
       if (values.count(flag)) throw Error(std::string("--") + flag + " applies with --offload POLICY only");
     }
     for (const policies::PolicyOptionFlag& flag : policy_flags) {
