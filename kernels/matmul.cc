@@ -33,6 +33,7 @@ struct ThreadScratch {
   std::vector<Bf16> x_bf16;
   std::vector<float> x_rounded;      // fp32-FMA ISAs: the activations rounded to bf16, as floats
   std::vector<Bf16> unpacked_group;  // scalar: one 16-row group of packed weights, row-major
+  QuantizedActivations x_quantized;  // quantized weights: the activations per block of 32
   int32_t* pairs = nullptr;  // 64-byte aligned (the packed tokens are read with aligned loads)
   int64_t pair_capacity = 0;
   ~ThreadScratch() { std::free(pairs); }
@@ -221,12 +222,27 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   MatmulBf16Bf16(x_bf16.data(), m, w, y, ldy, pool);
 }
 
+void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out, ThreadPool& pool) {
+  ResizeQuantizedActivations(m, k, out);
+  const auto quantize = ActiveIsa() == Isa::kScalar ? QuantizeActivationTokensScalar
+                                                    : kernels_internal::QuantizeActivationTokensAvx2;
+  constexpr int64_t kTokensPerTask = 16;
+  if (m * k < (int64_t{1} << 16)) {
+    quantize(x, k, 0, m, out);
+    return;
+  }
+  pool.Run((m + kTokensPerTask - 1) / kTokensPerTask, [&](int64_t task, int /*thread*/) {
+    quantize(x, k, task * kTokensPerTask, std::min(m, (task + 1) * kTokensPerTask), out);
+  });
+}
+
 void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || w.rows() <= 0) return;
-  const float* x_rounded = RoundedActivations(x, m * w.cols());
+  QuantizedActivations& xq = Scratch().x_quantized;
+  QuantizeActivations(x, m, w.cols(), xq, pool);
   const auto rows_fn = ActiveIsa() == Isa::kScalar ? kernels_internal::MatmulQuantizedRowsScalar
                                                    : kernels_internal::MatmulQuantizedRowsAvx2;
-  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) { rows_fn(x_rounded, m, w, begin, end, y, ldy); });
+  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) { rows_fn(xq, w, begin, end, y, ldy); });
 }
 
 }  // namespace moelab

@@ -4,6 +4,7 @@
 
 #include "kernels/bf16.h"
 #include "kernels/packed_matrix.h"
+#include "kernels/quantized_activations.h"
 #include "kernels/quantized_matrix.h"
 #include "kernels/thread_pool.h"
 
@@ -30,10 +31,13 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
 void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
 void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
 
-// Same on block-quantized weights (w.rows() = n outputs, w.cols() = k): x rounded to bf16, each
-// dequantized weight (exact in fp32) added with one FMA in k order; scalar and AVX2 (also used on
-// the AVX-512 ISAs) give the same bits, and a token's result never depends on the batch.
+// Same on block-quantized weights (w.rows() = n outputs, w.cols() = k) as an integer dot product:
+// x quantized per block of 32 (QuantizeActivations), exact int32 block sums, each output adding
+// fma(d_w * d_x, sum, acc) in block order. Scalar and AVX2 (also used on the AVX-512 ISAs) give the
+// same bits, and a token's result never depends on the batch.
 void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy, ThreadPool& pool);
+// x (m x k fp32) quantized per block of 32 as MatmulQuantized does (same bits on every ISA).
+void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out, ThreadPool& pool);
 
 // Rounds fp32 values to bf16 (nearest even).
 void ConvertToBf16(const float* in, int64_t count, Bf16* out);

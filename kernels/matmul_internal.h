@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/quantized_activations.h"
 #include "kernels/quantized_matrix.h"
 
 namespace moelab::kernels_internal {
@@ -20,13 +21,16 @@ using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const 
                                     int64_t n_end, float* y, int64_t ldy);
 void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
                           float* y, int64_t ldy);
-// Quantized weights (kernels/quantized_matrix.h): x is m x k fp32 rounded to bf16; rows [n_begin,
-// n_end), n_begin a multiple of 8. One FMA per (exact) dequantized weight in k order, so the two
-// give the same bits.
-void MatmulQuantizedRowsScalar(const float* x, int64_t m, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
+// Quantized weights (kernels/quantized_matrix.h) times activations quantized per block of 32
+// (kernels/quantized_activations.h, all x.tokens tokens); rows [n_begin, n_end), n_begin a multiple
+// of 8. Per output: exact int32 block sums, then fma(d_w * d_x, sum, acc) in block order, so the
+// two give the same bits.
+void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
                                float* y, int64_t ldy);
-void MatmulQuantizedRowsAvx2(const float* x, int64_t m, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
+void MatmulQuantizedRowsAvx2(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
                              float* y, int64_t ldy);
+// Bit-identical to QuantizeActivationTokensScalar.
+void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, int64_t t_end, QuantizedActivations& out);
 // out[i] = Bf16ToFloat(FloatToBf16(in[i])), 8 at a time.
 void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out);
 

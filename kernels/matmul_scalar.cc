@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/matmul_internal.h"
@@ -17,13 +18,18 @@ void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_
   }
 }
 
-void MatmulQuantizedRowsScalar(const float* x, int64_t m, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
+void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
                                float* y, int64_t ldy) {
-  const int64_t k = w.cols();
+  const int64_t k = w.cols(), block = QuantizedActivations::kBlock;
   for (int64_t j = n_begin; j < n_end; ++j) {
-    for (int64_t i = 0; i < m; ++i) {
+    for (int64_t i = 0; i < x.tokens; ++i) {
+      const int8_t* xq = x.token_quants(i);
       float sum = 0.0f;
-      for (int64_t kk = 0; kk < k; ++kk) sum = std::fma(x[i * k + kk], w.At(j, kk), sum);
+      for (int64_t b = 0; b < x.blocks; ++b) {
+        int32_t dot = 0;  // exact
+        for (int64_t c = b * block; c < std::min(k, (b + 1) * block); ++c) dot += w.Quant(j, c) * xq[c];
+        sum = std::fma(w.Scale(j, b) * x.token_scales(i)[b], static_cast<float>(dot), sum);
+      }
       y[i * ldy + j] = sum;
     }
   }

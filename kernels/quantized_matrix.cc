@@ -24,6 +24,12 @@ double QuantizedMatrix::StoredBytes() const {
   return static_cast<double>(rows_) * static_cast<double>(blocks() * kQuantBlock) * BitsPerWeight(format_) / 8.0;
 }
 
+int64_t QuantizedMatrix::QuantByte(int64_t j, int64_t lane) const {
+  // q4_0 keeps elements j and j + 16 in one byte (low and high nibble).
+  const int64_t e = format_ == QuantFormat::kQ8_0 ? j : j % (kQuantBlock / 2);
+  return 32 * (e / 4) + 4 * lane + e % 4;
+}
+
 void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16* src) {
   for (int64_t r = 0; r < count; ++r) {
     const int64_t row = row_begin + r, g = row / kGroupRows, lane = row % kGroupRows;
@@ -50,11 +56,11 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
       for (int64_t j = 0; j < kQuantBlock; ++j) {
         if (format_ == QuantFormat::kQ8_0) {
           const float q = std::clamp(std::nearbyint(w[j] * inverse), -127.0f, 127.0f);
-          quants[8 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+          quants[QuantByte(j, lane)] = static_cast<uint8_t>(static_cast<int8_t>(q));
         } else {
           const uint8_t q = static_cast<uint8_t>(std::clamp(std::nearbyint(w[j] * inverse) + 8.0f, 0.0f, 15.0f));
-          uint8_t& byte = quants[8 * (j / 2) + lane];
-          byte = j % 2 == 0 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
+          uint8_t& byte = quants[QuantByte(j, lane)];
+          byte = j < kQuantBlock / 2 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
         }
       }
     }
@@ -67,13 +73,15 @@ float QuantizedMatrix::Scale(int64_t row, int64_t block) const {
   return Fp16ToFloat(bits);
 }
 
+int QuantizedMatrix::Quant(int64_t row, int64_t col) const {
+  const int64_t j = col % kQuantBlock, lane = row % kGroupRows;
+  const uint8_t byte = group(row / kGroupRows)[(col / kQuantBlock) * record_bytes() + 16 + QuantByte(j, lane)];
+  if (format_ == QuantFormat::kQ8_0) return static_cast<int8_t>(byte);
+  return (j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4) - 8;
+}
+
 float QuantizedMatrix::At(int64_t row, int64_t col) const {
-  const int64_t b = col / kQuantBlock, j = col % kQuantBlock, lane = row % kGroupRows;
-  const uint8_t* quants = group(row / kGroupRows) + b * record_bytes() + 16;
-  const float d = Scale(row, b);
-  if (format_ == QuantFormat::kQ8_0) return d * static_cast<float>(static_cast<int8_t>(quants[8 * j + lane]));
-  const uint8_t byte = quants[8 * (j / 2) + lane];
-  return d * static_cast<float>((j % 2 == 0 ? byte & 0x0f : byte >> 4) - 8);
+  return Scale(row, col / kQuantBlock) * static_cast<float>(Quant(row, col));
 }
 
 }  // namespace moelab

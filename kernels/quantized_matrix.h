@@ -24,12 +24,14 @@ constexpr int64_t kQuantBlock = 32;  // elements per scale
 // Stored bits per weight including the scale (what weight accounting counts).
 double BitsPerWeight(QuantFormat format);
 
-// A quantized [rows][cols] matrix in the layout the lanes-are-rows kernels stream: rows are taken
-// 8 at a time (a group); for group g and k block b one record holds the 8 rows' fp16 scales
-// (16 bytes) then the quants, k-major: q8_0 byte 8j + r is element 32b + j of row 8g + r; q4_0
-// byte 8j + r holds elements 32b + 2j (low nibble) and 32b + 2j + 1 (high nibble). Rows past
-// `rows` and elements past `cols` are zero (scale 0). Records are contiguous, group-major, so a
-// group is one sequential stream.
+// A quantized [rows][cols] matrix in the layout the lanes-are-rows integer kernels stream: rows are
+// taken 8 at a time (a group); for group g and k block b one record holds the 8 rows' fp16 scales
+// (16 bytes) then the quants as 32-byte vectors whose dword r is row 8g + r (so one vpmaddubsw
+// multiplies 4 consecutive elements of each of 8 rows by one broadcast dword of activations):
+//   q8_0: byte 32v + 4r + i is element 4v + i of the block (v < 8);
+//   q4_0: byte 32v + 4r + i holds element 4v + i (low nibble) and 16 + 4v + i (high nibble) (v < 4).
+// Rows past `rows` are zero bytes (scale 0); elements past `cols` quantize 0 (q4_0: quant 8). Records are
+// contiguous, group-major, so a group is one sequential stream.
 class QuantizedMatrix {
  public:
   static constexpr int64_t kGroupRows = 8;
@@ -58,10 +60,15 @@ class QuantizedMatrix {
   void QuantizeRows(int64_t row_begin, int64_t count, const Bf16* src);
   // Element (row, col) as stored: d * q (exact in fp32).
   float At(int64_t row, int64_t col) const;
+  // Its signed integer: q (q8_0) or q - 8 (q4_0); 0 past cols.
+  int Quant(int64_t row, int64_t col) const;
   // The block scale of (row, block).
   float Scale(int64_t row, int64_t block) const;
 
  private:
+  // Offset in a record's quants of element j (< 32) of the group's row `lane`.
+  int64_t QuantByte(int64_t j, int64_t lane) const;
+
   QuantFormat format_ = QuantFormat::kQ8_0;
   int64_t rows_ = 0;
   int64_t cols_ = 0;

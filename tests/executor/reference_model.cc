@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/quantized_activations.h"
+
 namespace moelab::testing {
 namespace {
 
@@ -28,7 +30,17 @@ Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
   return MatVecOf(w, x, [&](int64_t r, int64_t c) { return Bf16ToFloat(w.At(r, c)); });
 }
 Vector MatVec(const WeightMatrix& w, const Vector& x) {
-  return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
+  if (w.format() == WeightFormat::kBf16) return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
+  // Quantized weights multiply activations quantized per block of 32 (kernels/quantized_activations.h).
+  const std::vector<float> x_float(x.begin(), x.end());
+  QuantizedActivations xq;
+  ResizeQuantizedActivations(1, w.cols(), xq);
+  QuantizeActivationTokensScalar(x_float.data(), w.cols(), 0, 1, xq);
+  Vector y(w.rows(), 0.0);
+  for (int64_t r = 0; r < w.rows(); ++r) {
+    for (int64_t c = 0; c < w.cols(); ++c) y[r] += double{w.At(r, c)} * double{xq.Value(0, c)};
+  }
+  return y;
 }
 
 Vector RmsNorm(const Vector& x, const std::vector<float>& weight, double eps) {

@@ -102,6 +102,48 @@ class QuantizedMatmulTest : public ::testing::TestWithParam<std::tuple<Isa, Quan
   QuantFormat format() const { return std::get<1>(GetParam()); }
 };
 
+// Activations per block of 32: |x - d q| <= d / 2, AVX2 == scalar bit for bit (tails, zero and
+// subnormal blocks, non-finite blocks -> NaN scale).
+TEST(QuantizedActivations, WithinHalfAStepAndSameBitsOnEveryIsa) {
+  const int64_t m = 5, k = 200;
+  std::vector<float> x = RandomActivations(m * k, 4);
+  for (int64_t c = 32; c < 64; ++c) x[c] = 0.0f;                                  // token 0, block 1: zero
+  for (int64_t c = 64; c < 96; ++c) x[c] = std::ldexp(x[c], -135);                // subnormal scale
+  x[k + 40] = INFINITY;                                                            // token 1, block 1
+  x[2 * k + 199] = NAN;                                                            // token 2, the tail block
+  ThreadPool pool(2);
+  QuantizedActivations scalar;
+  ResizeQuantizedActivations(m, k, scalar);
+  QuantizeActivationTokensScalar(x.data(), k, 0, m, scalar);
+  for (int64_t t = 0; t < m; ++t) {
+    for (int64_t c = 0; c < k; ++c) {
+      const float d = scalar.token_scales(t)[c / 32];
+      if (!std::isfinite(d)) continue;
+      ASSERT_LE(std::fabs(scalar.Value(t, c) - x[t * k + c]), 0.5 * d * (1 + 1e-6) + 1e-44) << t << "," << c;
+    }
+    for (int64_t b = 0; b < scalar.blocks; ++b) {
+      int32_t sum = 0;
+      for (int64_t e = 0; e < 32; ++e) sum += scalar.token_quants(t)[b * 32 + e];
+      ASSERT_EQ(sum, scalar.token_sums(t)[b]);
+    }
+  }
+  EXPECT_EQ(scalar.token_scales(0)[1], 0.0f);
+  EXPECT_TRUE(std::isnan(scalar.token_scales(1)[1]));
+  EXPECT_TRUE(std::isnan(scalar.token_scales(2)[6]));
+  for (Isa isa : SupportedIsas()) {
+    SetActiveIsa(isa);
+    QuantizedActivations active;
+    QuantizeActivations(x.data(), m, k, active, pool);
+    EXPECT_EQ(active.quants, scalar.quants) << ToString(isa);
+    EXPECT_EQ(active.sums, scalar.sums) << ToString(isa);
+    EXPECT_EQ(0, std::memcmp(active.scales.data(), scalar.scales.data(), scalar.scales.size() * sizeof(float))) << ToString(isa);
+  }
+  SetActiveIsa(SupportedIsas().back());
+}
+
+// Against float64 sums of the dequantized weights times the quantized activations (what the kernel
+// computes, up to fp32 rounding), and against the unquantized activations (within the activation
+// rounding: sum |w| d_x / 2).
 TEST_P(QuantizedMatmulTest, MatchesFloat64ReferenceOnOddShapes) {
   ThreadPool pool(2);
   uint32_t seed = 1;
@@ -112,22 +154,44 @@ TEST_P(QuantizedMatmulTest, MatchesFloat64ReferenceOnOddShapes) {
         QuantizedMatrix q(format(), n, k);
         q.QuantizeRows(0, n, w.data());
         const std::vector<float> x = RandomActivations(m * k, seed++);
+        QuantizedActivations xq;
+        ResizeQuantizedActivations(m, k, xq);
+        QuantizeActivationTokensScalar(x.data(), k, 0, m, xq);
         std::vector<float> y(m * n, NAN);
         MatmulQuantized(x.data(), m, q, y.data(), n, pool);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
-            double sum = 0, magnitude = 0;
+            double sum = 0, magnitude = 0, exact = 0, rounding = 0;
             for (int64_t c = 0; c < k; ++c) {
-              const double term = double{Bf16ToFloat(FloatToBf16(x[i * k + c]))} * double{q.At(j, c)};
+              const double term = double{xq.Value(i, c)} * double{q.At(j, c)};
               sum += term;
               magnitude += std::fabs(term);
+              exact += double{x[i * k + c]} * double{q.At(j, c)};
+              rounding += std::fabs(double{q.At(j, c)}) * 0.5 * double{xq.token_scales(i)[c / 32]};
             }
-            ASSERT_NEAR(y[i * n + j], sum, (static_cast<double>(k) + 16.0) * 6.0e-8 * magnitude + 1e-30)
+            const double tolerance = (static_cast<double>(k) / 32.0 + 4.0) * 6.0e-8 * magnitude + 1e-30;
+            ASSERT_NEAR(y[i * n + j], sum, tolerance)
                 << ToString(std::get<0>(GetParam())) << " " << ToString(format()) << " m=" << m << " k=" << k << " n=" << n;
+            ASSERT_NEAR(y[i * n + j], exact, rounding * (1 + 1e-6) + tolerance) << "m=" << m << " k=" << k << " n=" << n;
           }
         }
       }
     }
+  }
+}
+
+TEST_P(QuantizedMatmulTest, NonFiniteActivationPoisonsOnlyItsToken) {
+  ThreadPool pool(1);
+  const int64_t m = 3, k = 96, n = 20;
+  const std::vector<Bf16> w = RandomWeights(n * k, 12);
+  QuantizedMatrix q(format(), n, k);
+  q.QuantizeRows(0, n, w.data());
+  std::vector<float> x = RandomActivations(m * k, 13);
+  x[k + 50] = NAN;
+  std::vector<float> y(m * n);
+  MatmulQuantized(x.data(), m, q, y.data(), n, pool);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) EXPECT_EQ(std::isnan(y[i * n + j]), i == 1) << i << "," << j;
   }
 }
 
@@ -140,8 +204,8 @@ TEST_P(QuantizedMatmulTest, TokenResultIndependentOfBatchThreadsAndIsa) {
   ThreadPool two(2), three(3), one(1);
   std::vector<float> batched(m * n);
   MatmulQuantized(x.data(), m, q, batched.data(), n, two);
-  for (int64_t i : {0, 5, 17, 40, 66}) {
-    for (int64_t tokens : {1, 2, 3, 4}) {
+  for (int64_t i : {0, 5, 17, 40, 62}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 8}) {
       std::vector<float> few(tokens * n);
       MatmulQuantized(x.data() + i * k, tokens, q, few.data(), n, tokens == 3 ? three : one);
       ASSERT_EQ(0, std::memcmp(few.data(), batched.data() + i * n, tokens * n * sizeof(float)))
