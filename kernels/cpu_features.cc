@@ -15,17 +15,20 @@ std::atomic<int>& ActiveSlot() {
   return slot;
 }
 
-bool Supports(Isa isa) {
+}  // namespace
+
+bool IsSupported(Isa isa) {
   const std::vector<Isa> supported = SupportedIsas();
   return std::find(supported.begin(), supported.end(), isa) != supported.end();
 }
 
-}  // namespace
+std::vector<Isa> AllIsas() { return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512F, Isa::kAvx512Bf16}; }
 
 std::string ToString(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512F: return "avx512f";
     case Isa::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
@@ -36,9 +39,9 @@ std::vector<Isa> SupportedIsas() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // F16C (the quantized formats' fp16 scales) came with every AVX2 CPU; checked all the same.
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-    isas.push_back(Isa::kAvx2);
-  }
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (avx2) isas.push_back(Isa::kAvx2);
+  if (avx2 && __builtin_cpu_supports("avx512f")) isas.push_back(Isa::kAvx512F);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")) {
     isas.push_back(Isa::kAvx512Bf16);
@@ -48,7 +51,7 @@ std::vector<Isa> SupportedIsas() {
 }
 
 void SetActiveIsa(Isa isa) {
-  if (!Supports(isa)) throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
+  if (!IsSupported(isa)) throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
   ActiveSlot().store(static_cast<int>(isa));
 }
 
@@ -59,13 +62,13 @@ Isa ActiveIsa() {
   if (const char* env = std::getenv("MOELAB_ISA"); env != nullptr && *env != '\0') {
     const std::string requested = env;
     bool known = false;
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512Bf16}) {
+    for (Isa isa : AllIsas()) {
       if (requested == ToString(isa)) {
         known = true;
         chosen = isa;
       }
     }
-    if (!known) throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2 or avx512bf16");
+    if (!known) throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2, avx512f or avx512bf16");
   }
   SetActiveIsa(chosen);
   return chosen;

@@ -6,14 +6,20 @@
 namespace moelab {
 
 // Instruction sets the kernels have paths for, chosen at run time.
-enum class Isa { kScalar, kAvx2, kAvx512Bf16 };
+// avx512f: AVX-512F without BF16 (Skylake-X, Ice Lake class), the fp32-FMA family at 16 rows per vector.
+enum class Isa { kScalar, kAvx2, kAvx512F, kAvx512Bf16 };
+
+// Every path the kernels have, whether or not this CPU runs it (tests skip the others).
+std::vector<Isa> AllIsas();
 
 std::string ToString(Isa isa);
 
-// What this CPU supports (AVX2 needs FMA too; AVX512-BF16 needs F, BW, VL and BF16).
+// What this CPU supports (AVX2 needs FMA and F16C too; AVX-512F also needs AVX2's set, for the
+// quantized kernels; AVX512-BF16 needs F, BW, VL and BF16).
 std::vector<Isa> SupportedIsas();
+bool IsSupported(Isa isa);
 
-// The ISA the kernels use: MOELAB_ISA=scalar|avx2|avx512bf16 when set (an unsupported or unknown
+// The ISA the kernels use: MOELAB_ISA=scalar|avx2|avx512f|avx512bf16 when set (an unsupported or unknown
 // value is an error), else the best supported. Read once, at first use.
 Isa ActiveIsa();
 

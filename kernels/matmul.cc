@@ -25,7 +25,11 @@ using kernels_internal::MatmulPackedRowsFn;
 
 // The fp32-FMA kernel on packed weights for this ISA, or null (AVX512-BF16 and scalar have their own).
 MatmulPackedRowsFn FmaPackedRowsFunction(Isa isa) {
-  return isa == Isa::kAvx2 ? kernels_internal::MatmulPackedRowsAvx2 : nullptr;
+  switch (isa) {
+    case Isa::kAvx2: return kernels_internal::MatmulPackedRowsAvx2;
+    case Isa::kAvx512F: return kernels_internal::MatmulPackedRowsAvx512F;
+    default: return nullptr;
+  }
 }
 
 // Per-thread buffers reused across calls (no allocation on the decode path).

@@ -21,6 +21,8 @@ using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const 
                                     int64_t n_end, float* y, int64_t ldy);
 void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
                           float* y, int64_t ldy);
+void MatmulPackedRowsAvx512F(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
+                             float* y, int64_t ldy);
 // Quantized weights (kernels/quantized_matrix.h) times activations quantized per block of 32
 // (kernels/quantized_activations.h, all x.tokens tokens); rows [n_begin, n_end), n_begin a multiple
 // of 8. Per output: exact int32 block sums, then fma(d_w * d_x, sum, acc) in block order, so the

@@ -2,7 +2,7 @@
 
 // The fp32-FMA matmul on PackedBf16Matrix storage for ISAs without a bf16 dot product, written once
 // over a lane-traits type L and included by each ISA's translation unit (compiled with that ISA's
-// flags): AVX2+FMA today; an AVX-512F traits type (16 rows per vector) would reuse it unchanged.
+// flags): AVX2+FMA (8 rows per vector, matmul_avx2.cc) and AVX-512F (16, matmul_avx512f.cc).
 // Not a public header.
 //
 // Lanes are output rows. A packed group's 64-byte vector for pair p holds 16 rows' elements

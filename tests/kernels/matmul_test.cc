@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu_features.h"
+#include "tests/kernels/random_inputs.h"
 
 namespace moelab {
 namespace {
@@ -49,7 +50,7 @@ void Reference(const Problem& p, std::vector<double>& y, std::vector<double>& ma
 
 class MatmulTest : public ::testing::TestWithParam<Isa> {
  protected:
-  void SetUp() override { SetActiveIsa(GetParam()); }
+  void SetUp() override { testing::UseIsaOrSkip(GetParam()); }
   void TearDown() override { SetActiveIsa(SupportedIsas().back()); }
 };
 
@@ -77,7 +78,7 @@ TEST_P(MatmulTest, MatchesFloat64ReferenceOnOddShapes) {
 
 class MatmulDeterminismTest : public ::testing::TestWithParam<std::tuple<Isa, int64_t>> {
  protected:
-  void SetUp() override { SetActiveIsa(std::get<0>(GetParam())); }
+  void SetUp() override { testing::UseIsaOrSkip(std::get<0>(GetParam())); }
   void TearDown() override { SetActiveIsa(SupportedIsas().back()); }
 };
 
@@ -111,10 +112,10 @@ TEST_P(MatmulTest, WritesIntoStridedOutput) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, MatmulTest, ::testing::ValuesIn(SupportedIsas()),
+INSTANTIATE_TEST_SUITE_P(EveryIsa, MatmulTest, ::testing::ValuesIn(AllIsas()),
                          [](const auto& info) { return ToString(info.param); });
-INSTANTIATE_TEST_SUITE_P(EverySupportedIsa, MatmulDeterminismTest,
-                         ::testing::Combine(::testing::ValuesIn(SupportedIsas()), ::testing::Values(int64_t{777}, int64_t{3000})),
+INSTANTIATE_TEST_SUITE_P(EveryIsa, MatmulDeterminismTest,
+                         ::testing::Combine(::testing::ValuesIn(AllIsas()), ::testing::Values(int64_t{777}, int64_t{3000})),
                          [](const auto& info) {
                            return ToString(std::get<0>(info.param)) + "_k" + std::to_string(std::get<1>(info.param));
                          });

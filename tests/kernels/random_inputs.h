@@ -5,7 +5,10 @@
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "kernels/bf16.h"
+#include "kernels/cpu_features.h"
 
 namespace moelab::testing {
 
@@ -25,6 +28,13 @@ inline std::vector<float> RandomActivations(int64_t count, uint32_t seed) {
   std::vector<float> x(static_cast<size_t>(count));
   for (float& v : x) v = normal(rng);
   return x;
+}
+
+// From a fixture's SetUp: makes `isa` the active path, or skips the test on a CPU without it (the
+// suites are instantiated over every ISA, so each path's tests run wherever it can).
+inline void UseIsaOrSkip(Isa isa) {
+  if (!IsSupported(isa)) GTEST_SKIP() << "this CPU cannot run the " << ToString(isa) << " path";
+  SetActiveIsa(isa);
 }
 
 }  // namespace moelab::testing
