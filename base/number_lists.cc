@@ -5,13 +5,14 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/message_text.h"
 
 namespace moelab {
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
                                   int64_t minimum) {
   auto fail = [&](const std::string& why) -> std::vector<int64_t> {
-    throw Error("--" + option + " '" + text + "': " + why +
+    throw Error("--" + option + " '" + EscapeForMessage(text) + "': " + why +
                 " (expected e.g. 1,2,4 or 1-8 or 1-256:x2, values >= " + std::to_string(minimum) + ")");
   };
   auto parse_one = [&](const std::string& word) -> int64_t {
@@ -20,9 +21,9 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
     try {
       value = std::stoll(word, &used);
     } catch (const std::exception&) {
-      fail("'" + word + "' is not an integer");
+      fail("'" + EscapeForMessage(word) + "' is not an integer");
     }
-    if (used != word.size()) fail("'" + word + "' is not an integer");
+    if (used != word.size()) fail("'" + EscapeForMessage(word) + "' is not an integer");
     if (value < minimum) fail(std::to_string(value) + " is below " + std::to_string(minimum));
     return value;
   };
@@ -47,9 +48,12 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
     const int64_t end = parse_one(end_text);
     if (end < begin) fail("range end below its start");
     if (factor > 0 && begin < 1) fail("a geometric range must start at 1 or more");
-    for (int64_t v = begin; v <= end; v = factor > 0 ? v * factor : v + 1) {
+    for (int64_t v = begin;;) {
       values.push_back(v);
       if (values.size() > 100000) fail("more than 100000 values");
+      // The next value would pass `end` (or int64: 1-9223372036854775807:x2 overflowed here).
+      if (factor > 0 ? v > end / factor : v >= end) break;
+      v = factor > 0 ? v * factor : v + 1;
     }
   }
   if (values.empty()) fail("no values");
@@ -65,7 +69,7 @@ double ParseNumber(const std::string& text, const std::string& option) {
     used = 0;
   }
   if (used == 0 || used != text.size() || !std::isfinite(value)) {
-    throw Error("--" + option + " '" + text + "': expected a finite number");
+    throw Error("--" + option + " '" + EscapeForMessage(text) + "': expected a finite number");
   }
   return value;
 }
@@ -78,16 +82,19 @@ std::vector<double> ParseNumberList(const std::string& text, const std::string& 
     const double start = ParseNumber(text.substr(0, first), option);
     const double stop = ParseNumber(text.substr(first + 1, second - first - 1), option);
     const double step = ParseNumber(text.substr(second + 1), option);
-    if (!(step > 0) || stop < start) throw Error("--" + option + " '" + text + "': expected start:stop:step with step > 0");
-    const int64_t count = static_cast<int64_t>(std::floor((stop - start) / step + 1e-9)) + 1;
-    if (count > 100000) throw Error("--" + option + " '" + text + "': more than 100000 values");
+    const std::string quoted = "--" + option + " '" + EscapeForMessage(text) + "': ";
+    if (!(step > 0) || stop < start) throw Error(quoted + "expected start:stop:step with step > 0");
+    // Counted in double first: (stop - start) / step can be far beyond int64 (0.5:1e300:1e-300).
+    const double steps = std::floor((stop - start) / step + 1e-9);
+    if (!(steps < 100000)) throw Error(quoted + "more than 100000 values");
+    const int64_t count = static_cast<int64_t>(steps) + 1;
     for (int64_t i = 0; i < count; ++i) values.push_back(start + static_cast<double>(i) * step);
     return values;
   }
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) values.push_back(ParseNumber(item, option));
-  if (values.empty()) throw Error("--" + option + " '" + text + "': no values");
+  if (values.empty()) throw Error("--" + option + " '" + EscapeForMessage(text) + "': no values");
   return values;
 }
 

@@ -14,6 +14,8 @@ packages=(
   libbenchmark-dev               # kernel and executor benchmarks (Google Benchmark)
   libceres-dev                   # fit/: bounded nonlinear least squares (Ceres Solver)
   clang-format-14                # scripts/format-check.sh: the .clang-format style
+  clang-14                       # scripts/fuzz.sh: the fuzz targets (fuzz/) build with clang
+  libclang-rt-14-dev             # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   gnuplot-nox                    # moelab validate --out: renders its plots (PNG, SVG)
 )
 

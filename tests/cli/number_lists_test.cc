@@ -35,5 +35,33 @@ TEST(NumberLists, NumbersAndNumberLists) {
             std::string::npos);
 }
 
+// Found by fuzz/int_list_fuzz.cc: a step count beyond int64 was cast from double (undefined; on x86
+// it became negative and the list came back empty, exit 0).
+TEST(NumberLists, HugeStepCountsAreRefused) {
+  EXPECT_NE(testing::ErrorOf([] { ParseNumberList(".5:1e300:1e-300", "alpha"); }).find("more than 100000 values"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] { ParseNumberList("-1e308:1e308:1", "alpha"); }).find("more than 100000 values"),
+            std::string::npos);
+}
+
+// A geometric range up to the int64 maximum stops at its last value instead of overflowing.
+TEST(NumberLists, GeometricRangeToInt64MaxDoesNotOverflow) {
+  const std::vector<int64_t> values = ParseIntList("1-9223372036854775807:x2", "batch", 1);
+  ASSERT_EQ(values.size(), 63u);
+  EXPECT_EQ(values.back(), int64_t{1} << 62);
+  EXPECT_EQ(ParseIntList("9223372036854775806-9223372036854775807", "batch", 1).size(), 2u);
+}
+
+// Option text quoted in a message is escaped: no terminal escape sequence reaches stderr.
+TEST(NumberLists, MessagesEscapeControlBytes) {
+  for (const std::string& message :
+       {testing::ErrorOf([] { ParseNumber("\x1b[2J", "alpha"); }),
+        testing::ErrorOf([] { ParseIntList("1,\x1b[2J", "batch", 1); }),
+        testing::ErrorOf([] { ParseNumberList("1:\x1b:1", "alpha"); })}) {
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << message;
+    EXPECT_NE(message.find("\\x1b"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace moelab

@@ -1,0 +1,15 @@
+// Expert popularity tables (model/fiddler LoadPopularityTable): the CSV form and the JSON form,
+// chosen by the first byte, then a placement from them.
+#include "fuzz/fuzz_support.h"
+#include "model/fiddler.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const bool json = size > 0 && (data[0] & 1);
+  const auto file = moelab::fuzz::WriteInput(data, size, json ? "popularity.json" : "popularity.csv");
+  moelab::fuzz::Refuses([&] {
+    const moelab::PopularityTable table = moelab::LoadPopularityTable(file.string());
+    const auto placement = moelab::PlaceByPopularity(table, 4);
+    moelab::ExpectedHitRate(table, placement);
+  });
+  return 0;
+}
