@@ -1,5 +1,6 @@
 #include "executor/executor_config.h"
 
+#include "base/checked.h"
 #include "base/error.h"
 
 namespace moelab {
@@ -18,7 +19,9 @@ void ExecutorConfig::Validate() const {
   Require(num_heads >= 1 && num_kv_heads >= 1 && num_heads % num_kv_heads == 0, name, "kv_heads",
           "must divide heads (" + std::to_string(num_heads) + "), got " + std::to_string(num_kv_heads));
   Require(head_dim >= 2 && head_dim % 2 == 0, name, "head_dim", "must be even and at least 2");
-  Require(max_positions >= 2, name, "max_positions", "must be at least 2");
+  Require(max_positions >= 2 && max_positions <= kMaxExecutorPositions, name, "max_positions",
+          "must be 2.." + std::to_string(kMaxExecutorPositions) +
+              " (the rotary table and attention scores are sized by it), got " + std::to_string(max_positions));
   if (is_moe()) {
     Require(top_k >= 1 && top_k <= num_experts, name, "top_k",
             "must be between 1 and experts (" + std::to_string(num_experts) + "), got " + std::to_string(top_k));
@@ -27,8 +30,22 @@ void ExecutorConfig::Validate() const {
     Require(num_shared_experts == 0 || shared_expert_intermediate_size >= 1, name, "shared_intermediate",
             "must be at least 1 with shared experts");
   }
+  // Every size the executor forms as an int64 product must fit one, checked before any weight
+  // bytes are estimated (--heads 4611686018427387904 wrapped q_width to 0 and crashed; --experts
+  // 9e18 ended in bad_alloc, "internal error"). Whether the sizes fit in memory is checked next.
+  const std::string model = "model '" + name + "'";
   if (!is_moe() || first_dense_layers > 0) {
     Require(dense_intermediate_size >= 1, name, "dense_intermediate", "must be at least 1 for dense layers");
+    CheckedProduct(model + ": hidden x dense_intermediate", hidden_size, dense_intermediate_size, 3);
+  }
+  const int64_t q = CheckedProduct(model + ": heads x head_dim", num_heads, head_dim);
+  const int64_t kv = CheckedProduct(model + ": kv_heads x head_dim", num_kv_heads, head_dim);
+  CheckedProduct(model + ": attention weights per layer", CheckedAdd(q, CheckedMul(2, kv, model), model), hidden_size, 2);
+  CheckedProduct(model + ": vocab x hidden", vocab_size, hidden_size, 2);
+  if (is_moe()) {
+    CheckedProduct(model + ": experts x hidden x intermediate", num_experts, hidden_size, expert_intermediate_size, 3);
+    CheckedProduct(model + ": shared experts x hidden x shared_intermediate", num_shared_experts, hidden_size,
+                   shared_expert_intermediate_size, 3);
   }
 }
 

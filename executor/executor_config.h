@@ -9,6 +9,10 @@
 
 namespace moelab {
 
+// The rotary table and every thread's attention scores are sized by max_positions before a token
+// runs (--max-positions 9e18 ended in "internal error"); 2^20 is above every preset's context window.
+inline constexpr int64_t kMaxExecutorPositions = int64_t{1} << 20;
+
 // The shape the reference executor runs: a decoder-only transformer with RMSNorm, rotary
 // embeddings, grouped-query attention and SwiGLU FFNs — MoE (Mixtral, Qwen-MoE style: softmax
 // top-K router, optional shared experts) or dense (Llama, Qwen2: the draft models).
@@ -38,7 +42,7 @@ struct ExecutorConfig {
   // Numerics not in the performance spec.
   double rope_theta = 1.0e6;
   float rms_norm_eps = 1e-5f;
-  int64_t max_positions = 4096;  // rotary table and KV cache limit
+  int64_t max_positions = 4096;  // rotary table and KV cache limit, at most kMaxExecutorPositions
   // Storage of routed experts and of attention (q|k|v, o): bf16, q8_0 or q4_0 (`--expert-bits`,
   // `--attention-bits`). Router, shared/dense FFNs, embeddings and LM head stay bf16.
   WeightFormat expert_format = WeightFormat::kBf16;

@@ -91,25 +91,26 @@ void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width, WeightFormat f
 }
 
 double WeightBytesFor(const ExecutorConfig& c) {
-  const int64_t d = c.hidden_size;
+  // In double and per kind of layer, not per layer: an estimate checked against memory before any
+  // allocation must neither wrap (int64 products of huge shapes) nor loop over --layers 9e18.
+  // Every term is an integer or a multiple of 1/32, so for real shapes the sum is exact.
+  const double d = static_cast<double>(c.hidden_size);
+  const double q = static_cast<double>(c.num_heads) * static_cast<double>(c.head_dim);
+  const double kv = static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim);
+  const double experts = static_cast<double>(c.num_experts);
+  const double layers = static_cast<double>(c.num_layers);
+  const double moe_layers = c.is_moe() ? static_cast<double>(c.num_layers - c.first_dense_layers) : 0.0;
   // Matrices in bf16-equivalent elements: a quantized matrix counts its stored bits / 16.
   const double attention_scale = StoredBitsPerWeight(c.attention_format) / 16.0;
   const double expert_scale = StoredBitsPerWeight(c.expert_format) / 16.0;
-  double matrices = static_cast<double>(c.vocab_size * d) * (c.tied_embeddings ? 1 : 2);
-  double vectors = static_cast<double>(d);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    matrices += attention_scale * static_cast<double>((c.q_width() + 2 * c.kv_width()) * d + d * c.q_width());
-    vectors += 2.0 * static_cast<double>(d) + (c.qkv_bias ? static_cast<double>(c.q_width() + 2 * c.kv_width()) : 0.0) +
-               (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0);
-    if (c.IsMoeLayer(l)) {
-      matrices += static_cast<double>(c.num_experts * d) +
-                  expert_scale * 3.0 * static_cast<double>(c.num_experts * d * c.expert_intermediate_size) +
-                  3.0 * static_cast<double>(d * c.num_shared_experts * c.shared_expert_intermediate_size) +
-                  (c.shared_expert_gate ? static_cast<double>(d) : 0.0);
-    } else {
-      matrices += 3.0 * static_cast<double>(d * c.dense_intermediate_size);
-    }
-  }
+  double matrices = static_cast<double>(c.vocab_size) * d * (c.tied_embeddings ? 1 : 2);
+  double vectors = d;
+  matrices += layers * (attention_scale * ((q + 2 * kv) * d + d * q));
+  vectors += layers * (2.0 * d + (c.qkv_bias ? q + 2 * kv : 0.0) + (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0));
+  matrices += moe_layers * (experts * d + expert_scale * 3.0 * (experts * d * static_cast<double>(c.expert_intermediate_size)) +
+                            3.0 * (d * static_cast<double>(c.num_shared_experts) * static_cast<double>(c.shared_expert_intermediate_size)) +
+                            (c.shared_expert_gate ? d : 0.0));
+  matrices += (layers - moe_layers) * (3.0 * (d * static_cast<double>(c.dense_intermediate_size)));
   return 2.0 * matrices + 4.0 * vectors;
 }
 

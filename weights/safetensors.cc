@@ -427,15 +427,16 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
     if (found == shard_of_name.end()) {
       const std::filesystem::path shard_path = file_or_folder / shard_name;
       if (!std::filesystem::is_regular_file(shard_path)) {
-        throw Error(index_name + ": weight_map maps tensor '" + tensor + "' to shard '" +
-                    shard_name + "', which does not exist (" + shard_path.string() + ")");
+        throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) + "' to shard '" +
+                    EscapeForMessage(shard_name, 200) + "', which does not exist (" +
+                    EscapeForMessage(shard_path.string(), 400) + ")");
       }
       model.files_.push_back(SafetensorsFile::Open(shard_path));
       found = shard_of_name.emplace(shard_name, model.files_.size() - 1).first;
     }
     if (!model.files_[found->second].Has(tensor)) {
-      throw Error(index_name + ": weight_map maps tensor '" + tensor + "' to shard '" + shard_name +
-                  "', which does not contain it");
+      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) + "' to shard '" +
+                  EscapeForMessage(shard_name, 200) + "', which does not contain it");
     }
     model.file_of_tensor_[tensor] = found->second;
   }

@@ -87,6 +87,11 @@ TEST_F(ReliabilityCli, DeeplyNestedJsonIsRefusedWithoutACrash) {
   ExpectRefused("hw show --hardware " + deep, "nested deeper");
   const std::string deep_object = Write("deep2.json", "{\"schema\": " + std::string(100000, '[') + "}");
   ExpectRefused("fit predict --fit " + deep_object + " --batch 1 --gamma 1 --K 1 --E 2 --sigma 0.5", "nested deeper");
+  ExpectRefused("fit latency --profile " + deep + " --out " + (dir_ / "fit.json").string(), "nested deeper");
+  const std::string sim = "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --routing ";
+  ExpectRefused(sim + "popularity:" + deep, "nested deeper");
+  ExpectRefused(sim + "trace:" + deep, "nested deeper");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fit.json"));
 }
 
 TEST_F(ReliabilityCli, NumberOverflowNamesFileAndField) {
@@ -122,6 +127,41 @@ TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
   const auto start = std::chrono::steady_clock::now();
   ExpectRefused("run --tokens 5000 --threads 1", "max_positions 4096");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// Shapes whose sizes do not fit an int64 (or a machine) are errors naming the product, never
+// "internal error" (exit 3), a crash or a hang: the executor's products used to wrap before the
+// memory check (--heads 2^62 gave q_width 0 and a segfault, --experts 9e18 bad_alloc), and the
+// weight estimate looped once per layer (--layers 9e18 never finished).
+TEST_F(ReliabilityCli, UnallocatableRunShapesAreRefusedBeforeAnyAllocation) {
+  const auto run = [](const std::string& layers, const std::string& heads, const std::string& head_dim,
+                      const std::string& experts, const std::string& intermediate) {
+    return "run --hidden 64 --top-k 2 --kv-heads 2 --vocab 101 --seed 1 --prompt 2 --tokens 1 --threads 1 --layers " +
+           layers + " --heads " + heads + " --head-dim " + head_dim + " --experts " + experts + " --intermediate " +
+           intermediate;
+  };
+  const std::string huge = "9000000000000000000";
+  const auto start = std::chrono::steady_clock::now();
+  ExpectRefused(run("2", "4", "16", huge, "96"), "experts x hidden x intermediate: 9000000000000000000 x 64 overflows a 64-bit integer");
+  ExpectRefused(run("2", "4", huge, "4", "96"), "heads x head_dim: 4 x 9000000000000000000 overflows");
+  ExpectRefused(run("2", "4611686018427387904", "16", "4", "96"), "heads x head_dim: 4611686018427387904 x 16 overflows");
+  ExpectRefused(run("2", "4", "16", "4", huge), "experts x hidden x intermediate: 256 x 9000000000000000000 overflows");
+  ExpectRefused(run(huge, "4", "16", "4", "96"), "GB of weights but this machine has");
+  ExpectRefused(run("2", "4", "16", "4", "96") + " --max-positions " + huge,
+                "max_positions: must be 2..1048576 (the rotary table and attention scores are sized by it)");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+// `fit sd` on a huge CSV is refused from its size before any byte is read (a 1 GB file took 7.3 GB);
+// a sparse file makes the size without the disk.
+TEST_F(ReliabilityCli, AnOversizedMeasurementFileIsRefusedFromItsSize) {
+  const auto big = dir_ / "big.csv";
+  std::ofstream(big) << "batch,gamma,K,E,sigma,speedup\n";
+  std::filesystem::resize_file(big, (std::uintmax_t{1} << 30));
+  ExpectRefused("fit sd --measurements " + big.string() +
+                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " + (dir_ / "fit.json").string(),
+                "measurements file is 1073741824 bytes, above the limit of 67108864 bytes");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "fit.json"));
 }
 
 TEST_F(ReliabilityCli, AFifoGivenWhereAFileIsNeededIsRefusedWithoutBlocking) {

@@ -193,6 +193,20 @@ TEST_F(FitCliTest, SdFitRefusesASolveThatDoesNotConverge) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// Issue 13: a fit whose model overflows at a point (k3 near the top of a double; the loader has no
+// upper bound for it) used to print "-nan" with exit 0; the prediction is refused instead.
+TEST_F(FitCliTest, PredictRefusesANonFiniteSpeedup) {
+  const std::string out = (dir_ / "fit.json").string();
+  ASSERT_EQ(Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out).status, 0);
+  nlohmann::json fit = nlohmann::json::parse(Slurp(out));
+  fit["params"]["k3"] = 1e308;
+  std::ofstream(dir_ / "huge.json") << fit.dump();
+  const CliRun r = Run("fit predict --fit " + (dir_ / "huge.json").string() + " --batch 256 --gamma 4 --K 8 --E 64 --sigma 0.5");
+  EXPECT_EQ(r.status, 1) << r.out;
+  EXPECT_NE(r.err.find("non-finite speedup"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+}
+
 TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
   nlohmann::json samples = nlohmann::json::array();
   for (int64_t t : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {

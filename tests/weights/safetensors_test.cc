@@ -416,6 +416,26 @@ TEST(SafetensorsModel, RefusesBrokenIndexesAndFolders) {
   EXPECT_TRUE(Contains(error, (empty / "absent.safetensors").string())) << error;
 }
 
+// Issue 13: shards named by the index stay in its folder (an absolute path or ".." would read any
+// file on the machine), and bytes of the index are escaped in messages.
+TEST(SafetensorsModel, RefusesShardsOutsideTheFolder) {
+  const fs::path dir = MakeShardedFolder("safetensors-outside");
+  const fs::path index = dir / "model.safetensors.index.json";
+  const fs::path outside = testing::MakeTempDir("safetensors-outside-shard");
+  fs::copy_file(dir / "model-00002-of-00002.safetensors", outside / "shard.safetensors");
+  for (const std::string& shard : {(outside / "shard.safetensors").string(),
+                                   "../" + outside.filename().string() + "/shard.safetensors",
+                                   std::string("sub/../../x.safetensors")}) {
+    WriteText(index, R"({"weight_map": {"lm_head.weight": ")" + shard + R"("}})");
+    const std::string error = ErrorOf([&] { SafetensorsModel::Open(dir); });
+    EXPECT_TRUE(Contains(error, "to shard '" + shard + "', which is outside the index's folder")) << error;
+  }
+  WriteText(index, R"({"weight_map": {"lm\u001b[2J": "model-00002-of-00002.safetensors"}})");
+  const std::string error = ErrorOf([&] { SafetensorsModel::Open(dir); });
+  EXPECT_TRUE(Contains(error, "tensor 'lm\\x1b[2J'")) << error;
+  EXPECT_FALSE(Contains(error, "\x1b")) << error;
+}
+
 // ----- corrupt files -----
 
 // A valid file with one F32 tensor "model.layers.0.mlp.gate.weight" of shape [8, 32].
@@ -506,6 +526,34 @@ TEST(SafetensorsErrors, MalformedHeaderJson) {
 
   WriteRaw(file, R"({"w": [1, 2]})", 0);
   EXPECT_TRUE(Contains(OpenError(file), file.string() + ": tensor 'w': expected an object"));
+}
+
+// Issue 13: two tensors sharing bytes would alias each other's weights; the format forbids it.
+TEST(SafetensorsErrors, OverlappingOffsetsAreRefused) {
+  const fs::path dir = testing::MakeTempDir("safetensors-overlap");
+  const fs::path file = dir / "overlap.safetensors";
+  WriteRaw(file,
+           R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+           R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+           12);
+  EXPECT_EQ(OpenError(file), file.string() + ": tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+  // Adjacent tensors and empty tensors are fine.
+  WriteRaw(file,
+           R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
+           R"( "b": {"dtype": "F32", "shape": [1], "data_offsets": [8, 12]},)"
+           R"( "c": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]}})",
+           12);
+  EXPECT_NO_THROW(SafetensorsFile::Open(file));
+}
+
+// Issue 13: a header nested 100,000 levels deep is refused (it used to crash in a recursive dump).
+TEST(SafetensorsErrors, DeeplyNestedHeaderIsRefused) {
+  const fs::path dir = testing::MakeTempDir("safetensors-deep");
+  const fs::path file = dir / "deep.safetensors";
+  WriteRaw(file, std::string(100000, '['), 0);
+  const std::string error = OpenError(file);
+  EXPECT_TRUE(Contains(error, file.string() + ": ")) << error;
+  EXPECT_TRUE(Contains(error, "nested deeper than 256 levels")) << error;
 }
 
 TEST(SafetensorsErrors, MissingFieldsNameTheTensor) {
