@@ -25,7 +25,7 @@ int Validate(const std::vector<std::string>& args) {
       ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "target model preset or path (shape overrides below apply)")
       ("draft", po::value<std::string>()->default_value("llama-3.2-1b"), "draft model preset or path (SD cases)")
       ("quick", po::bool_switch(), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
-      ("cases", po::value<std::string>(), "case kinds, comma-separated: decode, prefill, sd, beam (default: all)")
+      ("cases", po::value<std::string>(), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
       ("repeat", po::value<int>()->default_value(0), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", po::value<std::string>(), "reuse this profile (moelab profile --out) instead of profiling")
       ("alpha", po::value<double>()->default_value(0.8), "SD acceptance rate of the fixed-alpha coin, [0, 1)")

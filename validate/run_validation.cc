@@ -20,6 +20,7 @@
 #include "routing/expert_activation_sampler.h"
 #include "validate/case_prediction.h"
 #include "validate/executor_bench.h"
+#include "validate/offload_cases.h"
 
 namespace moelab::validate {
 namespace {
@@ -90,7 +91,8 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
   const ExecutorConfig draft = ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
   const ValidationPlan plan = DefaultPlan(request.quick, request.kinds, target.num_layers);
-  if (plan.cases.empty()) throw Error("--cases selects no case");
+  const bool offload = request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
+  if (plan.cases.empty() && !offload) throw Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
   // 1. Profile and fit.
@@ -159,7 +161,7 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   // 3. Rounds: every case once per round, in the same order, limits probed first.
   const int repeats = request.Repeats();
   const size_t limit_buffer = static_cast<size_t>(std::max<int64_t>(4 * L3CacheBytes(), int64_t{256} << 20));
-  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0});  // warm-up: page in weights, spin up threads
+  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin up threads
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
     result.round_limits.push_back(MeasureMachineLimits(bench.pool(), limit_buffer, 1));
@@ -201,6 +203,7 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
       }
     }
   }
+  if (offload) RunOffloadValidation(request, target, profile, fit, say, result);
   result.summaries = Summarize(result.cases);
   result.best_gamma = BestGamma(result.cases);
   result.wall_time_s = Seconds(start);

@@ -10,10 +10,14 @@ namespace moelab::validate {
 // One held-out configuration `moelab validate` predicts and then runs: none is a grid point the
 // profile measured as such (batches, prompt lengths, contexts and gammas between or beyond the
 // profile's; one model shape with a layer count the profile never ran).
-enum class CaseKind { kDecode, kPrefill, kSd, kBeam };
+// kOffload / kOffloadPrefill: the offload simulator against the executor's offload runtime,
+// decode TPOT / prefill TTFT (validate/offload_cases.h); `--cases offload` selects both and only
+// when named.
+enum class CaseKind { kDecode, kPrefill, kSd, kBeam, kOffload, kOffloadPrefill };
 std::string ToString(CaseKind kind);
-CaseKind CaseKindFromString(const std::string& name);  // decode | prefill | sd | beam; Error otherwise
-// The quantity a kind is judged on: "tpot_s", "ttft_s", "speedup", "tpot_s".
+// decode | prefill | sd | beam | offload; Error otherwise.
+CaseKind CaseKindFromString(const std::string& name);
+// The quantity a kind is judged on: "tpot_s", "ttft_s", "speedup", "tpot_s", "tpot_s", "ttft_s".
 std::string QuantityOf(CaseKind kind);
 
 struct ValidationCase {
@@ -25,11 +29,14 @@ struct ValidationCase {
   int64_t output_tokens = 9;    // per sequence, including the prefill's
   int64_t gamma = 0;            // sd
   int64_t beam_width = 0;       // beam
+  std::string policy;           // offload
+  int64_t expert_slots = 0;     // offload: experts the RAM budget holds (cache and staging)
 
   // Positions in each sequence's cache, averaged over the decode steps: what the decode and
   // verify passes are predicted at.
   int64_t MeanDecodeContext() const;
-  std::string Label() const;  // "sd B=3 gamma=2", "decode B=6 ctx=300 [held-out shape]", ...
+  // "sd B=3 gamma=2", "decode B=6 ctx=300 [held-out shape]", "offload fmoe 16 experts B=4", ...
+  std::string Label() const;
 };
 
 struct ValidationPlan {
@@ -37,7 +44,8 @@ struct ValidationPlan {
   int64_t held_out_layers = 0;  // 0: no held-out shape case
 };
 
-// The cases of `kinds` (every kind when empty): --quick keeps the run under 10 minutes on a
+// The cases of `kinds` (every kind but offload when empty; offload cases come from OffloadPlan,
+// validate/offload_cases.h): --quick keeps the run under 10 minutes on a
 // 2-core machine with the default shapes; the full plan adds batches, contexts and gammas.
 // `target_layers` is the model's layer count (the held-out shape takes a different one).
 ValidationPlan DefaultPlan(bool quick, const std::set<CaseKind>& kinds, int64_t target_layers);

@@ -1,0 +1,112 @@
+// validate --cases offload: the plan, the ranking check, and one run of every case on a tiny
+// shape (structure only: times are measured in benchmarks, not in tests).
+#include "validate/offload_cases.h"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "fit/latency_fit.h"
+#include "tests/executor/tiny_models.h"
+#include "tests/support/error_of.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab::validate {
+namespace {
+
+ExecutorConfig Model() {
+  ExecutorConfig c = testing::TinyMixtral();
+  c.name = "tiny-mixtral-offload-validate";
+  c.num_layers = 4;
+  c.num_experts = 8;
+  c.max_positions = 512;  // prefill 256
+  return c;
+}
+
+TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
+  EXPECT_EQ(CaseKindFromString("offload"), CaseKind::kOffload);
+  EXPECT_NE(testing::ErrorOf([] { CaseKindFromString("offload-prefill"); }).find("decode, prefill, sd, beam or offload"),
+            std::string::npos);
+  const std::vector<ValidationCase> cases = OffloadPlan(Model());
+  ASSERT_EQ(cases.size(), 5u * 3u * 3u);
+  std::set<int64_t> budgets;
+  std::set<std::string> policies;
+  int decode_1 = 0, decode_4 = 0, prefill = 0;
+  for (const ValidationCase& c : cases) {
+    budgets.insert(c.expert_slots);
+    policies.insert(c.policy);
+    if (c.kind == CaseKind::kOffloadPrefill) {
+      ++prefill;
+      EXPECT_EQ(c.prompt, 256);
+      EXPECT_EQ(c.output_tokens, 1);
+      EXPECT_EQ(QuantityOf(c.kind), "ttft_s");
+    } else {
+      ASSERT_EQ(c.kind, CaseKind::kOffload);
+      ++(c.batch == 1 ? decode_1 : decode_4);
+      EXPECT_GT(c.output_tokens, 1);
+      EXPECT_EQ(QuantityOf(c.kind), "tpot_s");
+    }
+  }
+  EXPECT_EQ(budgets, (std::set<int64_t>{8, 16, 24}));  // a quarter, half, three quarters of 32
+  EXPECT_EQ(policies, (std::set<std::string>{"on-demand", "lru-prefetch", "static-split", "fmoe", "stream-all"}));
+  EXPECT_EQ(decode_1, 15);
+  EXPECT_EQ(decode_4, 15);
+  EXPECT_EQ(prefill, 15);
+  EXPECT_EQ(cases.front().Label(), "offload on-demand 8 experts B=1");
+
+  ExecutorConfig small = Model();
+  small.num_layers = 1;  // 8 experts: no three budgets above one layer's
+  EXPECT_NE(testing::ErrorOf([&] { OffloadPlan(small); }).find("too few for three expert budgets"), std::string::npos);
+}
+
+CaseResult Result(const std::string& policy, int64_t slots, double predicted, double measured) {
+  CaseResult r;
+  r.spec.kind = CaseKind::kOffload;
+  r.spec.policy = policy;
+  r.spec.expert_slots = slots;
+  r.predicted = predicted;
+  r.measured = measured;
+  return r;
+}
+
+TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
+  const std::vector<std::string> notes = OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20),
+                                                              Result("a", 16, 2, 10), Result("b", 16, 1, 20)});
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
+  EXPECT_EQ(notes[1], "offload ranking, decode B=1, 16 experts: differs (measured a < b; predicted b < a)");
+  EXPECT_EQ(notes[2], "offload ranking: the same at 1 of 2 (workload, expert budget) pairs");
+}
+
+TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
+  const std::filesystem::path dir = testing::MakeTempDir("moelab-validate-offload");
+  const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  const LatencyFit fit = FitLatency(profile, FitOptions{});
+  ValidationRequest request;
+  request.work_dir = dir;
+  request.repeat = 1;
+  request.threads = 2;
+  ValidationResult result;
+  RunOffloadValidation(request, Model(), profile, fit, [](const std::string&) {}, result);
+  ASSERT_EQ(result.cases.size(), 45u);
+  for (const CaseResult& r : result.cases) {
+    EXPECT_TRUE(std::isfinite(r.predicted) && r.predicted > 0) << r.spec.Label();
+    EXPECT_GT(r.measured, 0) << r.spec.Label();
+    EXPECT_EQ(r.repeats, 1);
+    EXPECT_EQ(r.cost_source, "fitted-profile");
+    EXPECT_EQ(r.routing.rfind("trace:", 0), 0u);
+  }
+  // One ranking line per (workload, budget), then the count (and a note when O_DIRECT fell back).
+  int64_t rankings = 0;
+  for (const std::string& note : result.notes) rankings += note.rfind("offload ranking, ", 0) == 0;
+  EXPECT_EQ(rankings, 9);
+  EXPECT_NE(result.notes.back().find("of 9 (workload, expert budget) pairs"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir / "offload-store"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace moelab::validate

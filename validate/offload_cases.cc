@@ -1,0 +1,291 @@
+#include "validate/offload_cases.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "base/error.h"
+#include "executor/generation.h"
+#include "executor/offload/offload_runtime.h"
+#include "executor/transformer.h"
+#include "executor/weights.h"
+#include "fit/profile_cost_source.h"
+#include "fit/storage_tier_hardware.h"
+#include "kernels/thread_pool.h"
+#include "model/parameter_count.h"
+#include "policies/memory_plan.h"
+#include "routing/routing_source.h"
+#include "routing/routing_spec.h"
+#include "routing/routing_trace.h"
+#include "sim/calibration.h"
+#include "sim/offload_simulator.h"
+#include "validate/validation_metrics.h"
+
+namespace moelab::validate {
+namespace {
+
+// Decode: a short prompt and 8 decode steps; prefill: 256 prompt tokens, TTFT only.
+constexpr int64_t kDecodePrompt = 16, kDecodeOutput = 9, kPrefillPrompt = 256;
+
+struct Workload {
+  CaseKind kind;
+  int64_t batch, prompt, output_tokens;
+};
+constexpr Workload kWorkloads[] = {{CaseKind::kOffload, 1, kDecodePrompt, kDecodeOutput},
+                                   {CaseKind::kOffload, 4, kDecodePrompt, kDecodeOutput},
+                                   {CaseKind::kOffloadPrefill, 1, kPrefillPrompt, 1}};
+
+std::string WorkloadLabel(const ValidationCase& c) {
+  return c.kind == CaseKind::kOffloadPrefill ? "prefill " + std::to_string(c.prompt)
+                                             : "decode B=" + std::to_string(c.batch);
+}
+
+// What both engines replay for one workload: the executor's gate routing, the calibration the
+// policies start from, and the prompts.
+struct Recorded {
+  RoutingTrace trace;
+  std::string file;
+  sim::RoutingCalibration calibration;
+  std::vector<TokenIds> prompts;
+  std::shared_ptr<const policies::GateSignals> signals;  // [case]: filled by the first run
+};
+
+struct Bench {
+  ExecutorConfig config;
+  uint64_t seed = 1;
+  ThreadPool* pool = nullptr;
+  const ModelWeights* weights = nullptr;
+  const offload::ExpertStore* store = nullptr;
+};
+
+offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
+                                  RoutingTrace* record, double* value) {
+  Transformer model(*bench.weights, *bench.pool);
+  offload::OffloadOptions options;
+  options.policy = c.policy;
+  options.expert_memory_bytes = c.expert_slots * bench.store->key().payload_bytes();
+  options.popularity = recorded.calibration.popularity;
+  options.history = recorded.calibration.history;
+  options.seed = bench.seed;
+  options.record_decisions = true;  // every run alike; the first run's gate signals feed the simulator
+  offload::OffloadRuntime runtime(bench.config, *bench.store, options);
+  model.set_expert_provider(&runtime);
+  std::unique_ptr<RoutingSource> routing;
+  DecodeOptions decode;
+  decode.output_tokens = c.output_tokens;
+  decode.seed = bench.seed;
+  if (record) {
+    decode.record = record;
+  } else {
+    routing = MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts, bench.config.top_k,
+                               recorded.file);
+    decode.routing = routing.get();
+  }
+  const DecodeResult result = RunDecode(model, recorded.prompts, decode);
+  *value = c.kind == CaseKind::kOffloadPrefill ? result.prefill_s
+                                                : result.decode_s / static_cast<double>(c.output_tokens - 1);
+  return runtime.Stats();
+}
+
+double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded, const Profile& profile,
+                const std::shared_ptr<const CostSource>& costs, int threads) {
+  sim::SimConfig config;
+  config.model = SpecFromExecutorConfig(bench.config);
+  config.policy = c.policy;
+  config.workload.kind = c.kind == CaseKind::kOffloadPrefill ? sim::WorkloadKind::kPrefill
+                         : c.batch > 1                        ? sim::WorkloadKind::kBatch
+                                                              : sim::WorkloadKind::kDecode;
+  config.workload.batch = c.batch;
+  config.workload.prompt_tokens = c.prompt;
+  config.workload.output_tokens = c.output_tokens;
+  config.routing = ParseRoutingSpec("trace:" + recorded.file);
+  config.seed = bench.seed;
+  config.cpu_threads = threads;
+  config.accelerator_costs = costs;
+  config.host_costs = costs;
+  config.gate_signals = recorded.signals;
+  // The executor's budget holds expert_slots experts beside the non-expert weights it keeps in RAM
+  // anyway: the simulator's memory is those bytes plus the same slots (and half of one, so
+  // rounding cannot take a slot away).
+  const policies::ModelMemory memory =
+      policies::ModelMemoryOf(config.model, config.cost.kv_bits, config.workload.KvTokens());
+  double dense = 0;
+  for (double bytes : memory.dense_layer_bytes) dense += bytes;
+  const double memory_bytes = memory.fixed_bytes + dense +
+                              (static_cast<double>(c.expert_slots) + 0.5) * static_cast<double>(ExpertBytes(config.model));
+  config.hardware = StorageTierHardwareFromProfile(profile, memory_bytes);
+  config.accelerator_bytes = memory_bytes;
+  std::unique_ptr<RoutingSource> routing = MakeTraceRouting(recorded.trace, bench.config.num_layers,
+                                                            bench.config.num_experts, bench.config.top_k, recorded.file);
+  const sim::SimResult simulated = sim::SimulateOffload(config, *routing, recorded.calibration);
+  if (c.kind == CaseKind::kOffloadPrefill) return simulated.ttft_s;
+  if (!simulated.tpot_s) throw Error("validate offload: the simulator gave no TPOT for " + c.Label() + " (a bug)");
+  return *simulated.tpot_s;
+}
+
+double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
+
+}  // namespace
+
+std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target) {
+  const int64_t total = (target.num_layers - target.first_dense_layers) * target.num_experts;
+  // A quarter, half and three quarters of the routed experts; at least one layer's experts
+  // (stream-all reads a whole layer into staging buffers, every policy needs top-k).
+  std::vector<int64_t> budgets;
+  for (int64_t quarters : {1, 2, 3}) {
+    const int64_t slots = std::max(total * quarters / 4, target.num_experts);
+    if (budgets.empty() || slots > budgets.back()) budgets.push_back(slots);
+  }
+  if (budgets.size() < 3) {
+    throw Error("--cases offload: model '" + target.name + "' has " + std::to_string(total) +
+                " routed experts, too few for three expert budgets above one layer's " +
+                std::to_string(target.num_experts) + " (use more layers or experts)");
+  }
+  std::vector<ValidationCase> cases;
+  for (const Workload& w : kWorkloads) {
+    for (int64_t slots : budgets) {
+      for (const std::string& policy : OffloadPolicies()) {
+        ValidationCase c;
+        c.kind = w.kind;
+        c.batch = w.batch;
+        c.prompt = w.prompt;
+        c.output_tokens = w.output_tokens;
+        c.policy = policy;
+        c.expert_slots = slots;
+        cases.push_back(c);
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& results) {
+  std::map<std::tuple<std::string, int64_t>, std::vector<const CaseResult*>> groups;
+  std::vector<std::tuple<std::string, int64_t>> order;
+  for (const CaseResult& r : results) {
+    if (r.spec.kind != CaseKind::kOffload && r.spec.kind != CaseKind::kOffloadPrefill) continue;
+    const std::tuple<std::string, int64_t> key{WorkloadLabel(r.spec), r.spec.expert_slots};
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(&r);
+  }
+  std::vector<std::string> notes;
+  int64_t same = 0;
+  for (const auto& key : order) {
+    std::vector<const CaseResult*> measured = groups[key], predicted = groups[key];
+    const auto by = [](double CaseResult::* field) {
+      return [field](const CaseResult* a, const CaseResult* b) {
+        return a->*field != b->*field ? a->*field < b->*field : a->spec.policy < b->spec.policy;
+      };
+    };
+    std::sort(measured.begin(), measured.end(), by(&CaseResult::measured));
+    std::sort(predicted.begin(), predicted.end(), by(&CaseResult::predicted));
+    std::string measured_order, predicted_order;
+    bool equal = true;
+    for (size_t i = 0; i < measured.size(); ++i) {
+      measured_order += (i ? " < " : "") + measured[i]->spec.policy;
+      predicted_order += (i ? " < " : "") + predicted[i]->spec.policy;
+      equal = equal && measured[i] == predicted[i];
+    }
+    same += equal;
+    notes.push_back("offload ranking, " + std::get<0>(key) + ", " + std::to_string(std::get<1>(key)) + " experts: " +
+                    (equal ? "same (" + measured_order + ")"
+                           : "differs (measured " + measured_order + "; predicted " + predicted_order + ")"));
+  }
+  if (!order.empty()) {
+    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " + std::to_string(order.size()) +
+                    " (workload, expert budget) pairs");
+  }
+  return notes;
+}
+
+void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target, const Profile& profile,
+                          const LatencyFit& fit, const std::function<void(const std::string&)>& say,
+                          ValidationResult& result) {
+  const std::vector<ValidationCase> cases = OffloadPlan(target);
+  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
+  const std::filesystem::path dir = request.work_dir / "offload-store";
+  const std::string source = "synthetic seed " + std::to_string(request.seed);
+  say("offload: preparing the expert store in " + dir.string());
+  ModelWeights weights;
+  bool built = false;
+  const offload::PreparedStore store = offload::PrepareExpertStore(target, source, dir, [&](offload::ExpertStoreWriter& writer) {
+    const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) { writer.Add(layer, expert, w); };
+    weights = MakeSyntheticWeights(target, request.seed, pool, &add);
+    built = true;
+  });
+  if (!built) {
+    const ExpertSink skip;
+    weights = MakeSyntheticWeights(target, request.seed, pool, &skip);
+  }
+  if (!store.store->direct_io()) {
+    result.notes.push_back("offload: " + store.store->warning() + " -- the storage tier was not cold");
+  }
+  const Bench bench{target, request.seed, &pool, &weights, store.store.get()};
+  const auto costs = std::make_shared<FittedProfileCostSource>(fit, SpecFromExecutorConfig(target), "cpu");
+  const int threads = static_cast<int>(pool.size());
+
+  // The executor's own gate routing per workload, recorded by an on-demand run at the largest
+  // budget (the routing does not depend on the policy: offloaded outputs equal in-RAM ones).
+  std::map<std::string, Recorded> recorded;
+  std::vector<std::shared_ptr<const policies::GateSignals>> signals(cases.size());
+  for (const ValidationCase& c : cases) {
+    const std::string key = WorkloadLabel(c);
+    if (recorded.count(key)) continue;
+    say("offload: recording the executor's gate routing, " + key);
+    Recorded& r = recorded[key];
+    r.prompts = SyntheticPrompts(c.batch, c.prompt, target.vocab_size, request.seed);
+    r.trace.num_layers = target.num_layers;
+    r.trace.num_experts = target.num_experts;
+    r.trace.top_k = target.top_k;
+    r.trace.source = "the executor's gate (validate --cases offload, " + key + ")";
+    ValidationCase recording = c;
+    recording.policy = "on-demand";
+    recording.expert_slots = cases.back().expert_slots;
+    double ignored = 0;
+    RunExecutor(bench, recording, r, &r.trace, &ignored);
+    std::string name = key;
+    std::replace(name.begin(), name.end(), ' ', '-');
+    std::replace(name.begin(), name.end(), '=', '-');
+    r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
+    SaveRoutingTrace(r.trace, r.file);
+    r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts, target.top_k,
+                                          request.seed, sim::CalibrationOptions{});
+  }
+
+  // Rounds: every case once per round, in the same order.
+  const int repeats = request.Repeats();
+  std::vector<std::vector<double>> runs(cases.size());
+  for (int round = 0; round < repeats; ++round) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      say("offload round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
+          std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ": " + cases[i].Label());
+      double value = 0;
+      offload::OffloadStats stats = RunExecutor(bench, cases[i], recorded.at(WorkloadLabel(cases[i])), nullptr, &value);
+      if (!signals[i]) signals[i] = std::make_shared<const policies::GateSignals>(std::move(stats.signals));
+      runs[i].push_back(value);
+    }
+  }
+
+  std::vector<CaseResult> offload_results;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Recorded replay = recorded.at(WorkloadLabel(cases[i]));
+    replay.signals = signals[i];
+    CaseResult r;
+    r.spec = cases[i];
+    r.cost_source = costs->name();
+    r.routing = "trace:" + replay.file;
+    r.predicted = Simulate(bench, cases[i], replay, profile, costs, threads);
+    r.measured = Median(runs[i]);
+    r.measured_min = *std::min_element(runs[i].begin(), runs[i].end());
+    r.measured_max = *std::max_element(runs[i].begin(), runs[i].end());
+    r.repeats = static_cast<int>(runs[i].size());
+    r.abs_error = AbsError(r.predicted, r.measured);
+    offload_results.push_back(r);
+  }
+  for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);
+  result.cases.insert(result.cases.end(), offload_results.begin(), offload_results.end());
+}
+
+}  // namespace moelab::validate

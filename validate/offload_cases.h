@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "executor/executor_config.h"
+#include "fit/latency_fit.h"
+#include "fit/latency_profile.h"
+#include "validate/run_validation.h"
+#include "validate/validation_case.h"
+
+namespace moelab::validate {
+
+// `moelab validate --cases offload`: the offload simulator judged against the executor's offload
+// runtime (executor/offload/) on this machine. Every policy the CPU-only executor runs x three
+// expert budgets (a quarter, half and three quarters of the routed experts) x (decode batch 1,
+// decode batch 4, prefill 256). Both sides see the same thing: the executor's own gate routing
+// recorded once per workload and replayed (so both make identical decisions,
+// tests/executor/offload_same_decisions_test.cc), the same calibration (popularity, fMoE's maps),
+// the executor's gate signals, and this machine as the simulator's hardware
+// (StorageTierHardwareFromProfile: the profile's storage_read samples and limits) with the
+// fitted-profile cost source pricing compute.
+
+inline const std::vector<std::string>& OffloadPolicies() {
+  static const std::vector<std::string> policies = {"on-demand", "lru-prefetch", "static-split", "fmoe", "stream-all"};
+  return policies;
+}
+
+// The cases for `target` (kind kOffload for decode TPOT, kOffloadPrefill for prefill TTFT), in
+// run order. Error when the model has too few routed experts for three distinct budgets.
+std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target);
+
+// For each (budget, workload): whether ordering the policies by predicted time gives the measured
+// order (ties in either broken by policy name). One line each, for ValidationResult::notes.
+std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
+
+// Builds (or reuses) the expert store under request.work_dir / "offload-store", records the
+// routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round,
+// simulates each, and appends one CaseResult per case (cost source "fitted-profile", routing the
+// recorded trace) and the ranking notes to `result`.
+void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target, const Profile& profile,
+                          const LatencyFit& fit, const std::function<void(const std::string&)>& say,
+                          ValidationResult& result);
+
+}  // namespace moelab::validate
