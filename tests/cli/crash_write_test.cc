@@ -96,6 +96,44 @@ TEST(CrashWrite, KilledWritersLeaveTheOldOrTheNewWholeFile) {
   std::filesystem::remove_all(dir);
 }
 
+// The offload runtime's expert store has its own writer (temporary data file, fsync, rename, then the
+// manifest atomically; the old manifest removed first). Killed at seeded random moments while it
+// builds the store, the next undisturbed run either reuses a whole store or rebuilds it, and decodes
+// exactly the tokens of an undisturbed first run: no manifest ever vouches for partial data.
+TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
+  const auto dir = testing::MakeTempDir("crash-store");
+  const std::string args =
+      "run --layers 4 --hidden 256 --intermediate 512 --experts 8 --top-k 2 --heads 4 --kv-heads 2 --head-dim 64 "
+      "--vocab 101 --seed 1 --prompt 4 --tokens 4 --threads 1 --offload on-demand --expert-memory 4MB --json --offload-dir " +
+      (dir / "store").string();
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CliRun reference = testing::RunMoelab(args);
+  const auto full = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(reference.status, 0) << reference.err;
+  const nlohmann::json expected = nlohmann::json::parse(reference.out);
+  ASSERT_FALSE(expected["offload"]["store"]["reused"].get<bool>());
+  std::mt19937_64 random(13);
+  int reused = 0, rebuilt = 0;
+  for (int i = 0; i < 6; ++i) {
+    std::filesystem::remove_all(dir / "store");
+    const auto delay = std::chrono::duration_cast<std::chrono::microseconds>(full) *
+                       std::uniform_real_distribution<double>(0.0, 1.1)(random);
+    const pid_t pid = Start(args);
+    std::this_thread::sleep_for(delay);
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    const testing::CliRun after = testing::RunMoelab(args);
+    ASSERT_EQ(after.status, 0) << "kill " << i << " after " << delay.count() << " us: " << after.err;
+    const nlohmann::json got = nlohmann::json::parse(after.out);
+    EXPECT_EQ(got["outputs"], expected["outputs"]) << "kill " << i;
+    (got["offload"]["store"]["reused"].get<bool>() ? reused : rebuilt) += 1;
+  }
+  ::testing::Test::RecordProperty("store_reused", reused);
+  ::testing::Test::RecordProperty("store_rebuilt", rebuilt);
+  std::filesystem::remove_all(dir);
+}
+
 // A full disk: an 8 KiB tmpfs holding the old file. The command fails with the system's reason, exit
 // status 1, and the old file stays whole.
 TEST(CrashWrite, AFullDiskGivesAClearErrorAndKeepsTheOldFile) {
