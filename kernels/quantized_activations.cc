@@ -26,7 +26,7 @@ void QuantizeActivationBlock(const float* x, int64_t count, int8_t* quants, floa
   for (int64_t e = 0; e < QuantizedActivations::kBlock; ++e) {
     // |x / d| rounds to <= 127 unless d is subnormal (inexact), hence the clamp; d == 0 only when
     // the block is (nearly) zero, whose quants are 0.
-    const float v = e < count && finite && d != 0 ? std::clamp(std::nearbyint(x[e] / d), -127.0f, 127.0f) : 0.0f;
+    const float v = e < count && finite && d != 0 ? std::clamp(RoundToNearestEven(x[e] / d), -127.0f, 127.0f) : 0.0f;
     quants[e] = static_cast<int8_t>(v);
     *sum += quants[e];
   }

@@ -27,6 +27,14 @@ struct QuantizedActivations {
   float Value(int64_t t, int64_t c) const { return token_scales(t)[c / kBlock] * static_cast<float>(token_quants(t)[c]); }
 };
 
+// nearbyint in the default rounding mode (ties to even) without a libm call: exact for |v| < 2^22,
+// where adding 1.5 x 2^23 leaves a unit step (larger magnitudes are returned as they are; every
+// caller clamps to a few hundred).
+inline float RoundToNearestEven(float v) {
+  constexpr float kShift = 12582912.0f;  // 1.5 x 2^23
+  return v > -4194304.0f && v < 4194304.0f ? (v + kShift) - kShift : v;
+}
+
 // One block of `count` <= 32 elements: 32 quants (zero past count), the scale and the quants' sum.
 void QuantizeActivationBlock(const float* x, int64_t count, int8_t* quants, float* scale, int32_t* sum);
 // Sizes `out` for m tokens of k elements (keeps its capacity).

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/quantized_activations.h"
 
 namespace moelab {
 
@@ -55,10 +56,10 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
       const float inverse = d != 0 ? 1.0f / d : 0.0f;
       for (int64_t j = 0; j < kQuantBlock; ++j) {
         if (format_ == QuantFormat::kQ8_0) {
-          const float q = std::clamp(std::nearbyint(w[j] * inverse), -127.0f, 127.0f);
+          const float q = std::clamp(RoundToNearestEven(w[j] * inverse), -127.0f, 127.0f);
           quants[QuantByte(j, lane)] = static_cast<uint8_t>(static_cast<int8_t>(q));
         } else {
-          const uint8_t q = static_cast<uint8_t>(std::clamp(std::nearbyint(w[j] * inverse) + 8.0f, 0.0f, 15.0f));
+          const uint8_t q = static_cast<uint8_t>(std::clamp(RoundToNearestEven(w[j] * inverse) + 8.0f, 0.0f, 15.0f));
           uint8_t& byte = quants[QuantByte(j, lane)];
           byte = j < kQuantBlock / 2 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
         }

@@ -102,6 +102,13 @@ class QuantizedMatmulTest : public ::testing::TestWithParam<std::tuple<Isa, Quan
   QuantFormat format() const { return std::get<1>(GetParam()); }
 };
 
+TEST(QuantizedActivations, RoundToNearestEvenIsNearbyint) {
+  for (float v = -300.0f; v <= 300.0f; v += 0.125f) ASSERT_EQ(RoundToNearestEven(v), std::nearbyint(v)) << v;
+  for (float v : {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.49999997f, 4194303.5f, -4194303.5f, 1e30f, -1e30f}) {
+    EXPECT_EQ(RoundToNearestEven(v), std::nearbyint(v)) << v;
+  }
+}
+
 // Activations per block of 32: |x - d q| <= d / 2, AVX2 == scalar bit for bit (tails, zero and
 // subnormal blocks, non-finite blocks -> NaN scale).
 TEST(QuantizedActivations, WithinHalfAStepAndSameBitsOnEveryIsa) {
