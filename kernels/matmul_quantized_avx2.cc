@@ -132,7 +132,8 @@ void Tile(const QuantizedActivations& x, int64_t t0, const uint8_t* g0, int64_t 
     __m256i sum[T][G];
     if constexpr (F == QuantFormat::kQ8_0) {
       Zero(sum);
-#pragma GCC unroll 8
+      // Not unrolled (here and for q4_0): with all vectors in flight GCC hoists the broadcasts and spills.
+#pragma GCC unroll 1
       for (int v = 0; v < 8; ++v) {
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
@@ -149,7 +150,7 @@ void Tile(const QuantizedActivations& x, int64_t t0, const uint8_t* g0, int64_t 
       const __m256i nibble = _mm256_set1_epi8(0x0f);
       __m256i sum16[T][G];
       Zero(sum16);
-#pragma GCC unroll 4
+#pragma GCC unroll 1
       for (int v = 0; v < 4; ++v) {
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
@@ -187,6 +188,19 @@ void Tile(const QuantizedActivations& x, int64_t t0, const uint8_t* g0, int64_t 
   }
 }
 
+// A last tile of `tokens` < T tokens: the same per-output arithmetic, smaller.
+template <QuantFormat F, int T, int G>
+void TailTile(int64_t tokens, const QuantizedActivations& x, int64_t t0, const uint8_t* g0, int64_t group_stride,
+              const int64_t (&rows)[G], int64_t b_begin, int64_t b_end, bool first, float* y, int64_t ldy) {
+  if constexpr (T > 1) {
+    if (tokens == T - 1) {
+      Tile<F, T - 1, G, false>(x, t0, g0, group_stride, rows, b_begin, b_end, first, y, ldy);
+    } else {
+      TailTile<F, T - 1, G>(tokens, x, t0, g0, group_stride, rows, b_begin, b_end, first, y, ldy);
+    }
+  }
+}
+
 template <QuantFormat F, int T, int G>
 void TilesOverRows(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
                    int64_t b_begin, int64_t b_end, bool prefetch, float* y, int64_t ldy) {
@@ -200,16 +214,11 @@ void TilesOverRows(const QuantizedActivations& x, const QuantizedMatrix& w, int6
       const int64_t tokens = std::min<int64_t>(T, m - t);
       const bool first = b_begin == 0, ahead = prefetch && t == 0;
       float* yt = y + t * ldy + row;
-      // A last tile of fewer tokens: the same per-output arithmetic.
       if (tokens == T) {
         ahead ? Tile<F, T, G, true>(x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy)
               : Tile<F, T, G, false>(x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy);
-      } else if (tokens == 3) {
-        if constexpr (T > 3) Tile<F, 3, G, false>(x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy);
-      } else if (tokens == 2) {
-        if constexpr (T > 2) Tile<F, 2, G, false>(x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy);
       } else {
-        if constexpr (T > 1) Tile<F, 1, G, false>(x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy);
+        TailTile<F, T, G>(tokens, x, t, g0, stride, rows, b_begin, b_end, first, yt, ldy);
       }
     }
   }
@@ -219,7 +228,7 @@ void TilesOverRows(const QuantizedActivations& x, const QuantizedMatrix& w, int6
 }
 
 // Tiles (tokens x 8-row groups) keep 2 x T x G accumulators (fp32 and the block's int32) within 16 registers.
-constexpr int64_t kPrefillTokens = 4;
+constexpr int64_t kPrefillTokens = 5;
 constexpr int64_t kPrefillGroups = 1;
 constexpr int64_t kPrefillBlocks = 32;  // k blocks per pass in prefill: one group's records stay in L1
 
