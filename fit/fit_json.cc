@@ -66,6 +66,11 @@ nlohmann::json FormToJson(const LatencyFormFit& fit) {
   const std::vector<std::string>& names = LatencyFormParameterNames(fit.form);
   nlohmann::json params = nlohmann::json::object();
   nlohmann::json errors = nlohmann::json::object();
+  if (fit.form == LatencyForm::kInterpolated) {
+    nlohmann::json knots = nlohmann::json::array();
+    for (size_t i = 0; i + 1 < fit.params.size(); i += 2) knots.push_back({fit.params[i], fit.params[i + 1]});
+    params["knots"] = knots;
+  }
   for (size_t i = 0; i < names.size(); ++i) {
     params[names[i]] = fit.params[i];
     errors[names[i]] = Optional(i < fit.std_errors.size() ? fit.std_errors[i] : std::nullopt);
@@ -75,17 +80,40 @@ nlohmann::json FormToJson(const LatencyFormFit& fit) {
           {"covariance", fit.covariance_status}, {"at_bound", StringArray(fit.at_bound)}};
 }
 
+// params.knots: [[x, seconds], ...], x strictly increasing, seconds finite and >= 0, two or more.
+std::vector<double> ReadKnots(const JsonReader& params) {
+  const char* expected = "an array of two or more [x, seconds] pairs, x strictly increasing, seconds >= 0";
+  if (!params.Has("knots") || !params.json()["knots"].is_array()) params.Fail("knots", expected);
+  const nlohmann::json& knots = params.json()["knots"];
+  if (knots.size() < 2) params.Fail("knots", expected);
+  std::vector<double> flat;
+  for (const nlohmann::json& knot : knots) {
+    if (!knot.is_array() || knot.size() != 2 || !knot[0].is_number() || !knot[1].is_number()) {
+      params.Fail("knots", expected);
+    }
+    const double x = knot[0].get<double>(), seconds = knot[1].get<double>();
+    if (!std::isfinite(x) || !std::isfinite(seconds) || seconds < 0 || (!flat.empty() && !(x > flat[flat.size() - 2]))) {
+      params.Fail("knots", expected);
+    }
+    flat.push_back(x);
+    flat.push_back(seconds);
+  }
+  return flat;
+}
+
 LatencyFormFit FormFromJson(const JsonReader& reader, LatencyForm form) {
   LatencyFormFit fit;
   fit.form = form;
   const JsonReader params = reader.Object("params");
   const std::optional<JsonReader> errors = reader.OptionalObject("std_errors");
+  if (form == LatencyForm::kInterpolated) fit.params = ReadKnots(params);
   for (const std::string& name : LatencyFormParameterNames(form)) {
     fit.params.push_back(ReadFinite(params, name));
     fit.std_errors.push_back(errors ? ReadOptional(*errors, name) : std::nullopt);
   }
   const std::vector<std::string>& names = LatencyFormParameterNames(form);
   for (const auto& [name, value] : params.json().items()) {
+    if (form == LatencyForm::kInterpolated && name == "knots") continue;
     if (std::find(names.begin(), names.end(), name) == names.end()) {
       params.Fail(name, "no such parameter: the " + ToString(form) + " form has only its own");
     }
@@ -324,7 +352,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
       try {
         form = LatencyFormFromString(name);
       } catch (const Error&) {
-        forms.Fail(name, "a form named roofline, linear or constant");
+        forms.Fail(name, "a form named interpolated, roofline, linear or constant");
       }
       curve.forms.push_back(FormFromJson(forms.Object(name), form));
     }

@@ -24,6 +24,10 @@ std::string Sig(double value) {
 std::string Sig(const std::optional<double>& value) { return value ? Sig(*value) : "-"; }
 
 std::string ParamsCell(const LatencyFormFit& fit) {
+  if (fit.form == LatencyForm::kInterpolated) {
+    return std::to_string(fit.params.size() / 2) + " knots, x " + Sig(fit.params.front()) + ".." +
+           Sig(fit.params[fit.params.size() - 2]);
+  }
   const std::vector<std::string>& names = LatencyFormParameterNames(fit.form);
   std::string cell;
   for (size_t i = 0; i < names.size(); ++i) {

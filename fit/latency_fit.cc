@@ -63,6 +63,50 @@ std::pair<double, double> NonNegativeLine(const std::vector<double>& g, const st
   return {a, b};
 }
 
+// Knots of the interpolated form: one per distinct x, at the median of its times.
+std::vector<double> KnotsOf(const std::vector<double>& xs, const std::vector<double>& ys) {
+  std::map<double, std::vector<double>> by_x;
+  for (size_t i = 0; i < xs.size(); ++i) by_x[xs[i]].push_back(ys[i]);
+  std::vector<double> knots;
+  for (auto& [x, times] : by_x) {
+    std::sort(times.begin(), times.end());
+    const size_t n = times.size();
+    knots.push_back(x);
+    knots.push_back(n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]));
+  }
+  return knots;
+}
+
+double Interpolate(const std::vector<double>& knots, double x) {
+  const size_t n = knots.size() / 2;
+  const auto kx = [&](size_t i) { return knots[2 * i]; };
+  const auto ky = [&](size_t i) { return knots[2 * i + 1]; };
+  if (x <= kx(0)) return ky(0);
+  for (size_t i = 1; i < n; ++i) {
+    if (x <= kx(i)) return ky(i - 1) + (ky(i) - ky(i - 1)) * (x - kx(i - 1)) / (kx(i) - kx(i - 1));
+  }
+  double slope = (ky(n - 1) - ky(n - 2)) / (kx(n - 1) - kx(n - 2));
+  if (!(slope >= 0)) slope = std::max(0.0, (ky(n - 1) - ky(0)) / (kx(n - 1) - kx(0)));
+  return ky(n - 1) + slope * (x - kx(n - 1));
+}
+
+// Each distinct x's median time predicted from the other knots; RMSE over the group's samples.
+double LeaveOneOutInterpolationRmse(const std::vector<double>& xs, const std::vector<double>& ys) {
+  const std::vector<double> knots = KnotsOf(xs, ys);
+  double sum = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::vector<double> others;
+    for (size_t k = 0; k + 1 < knots.size(); k += 2) {
+      if (knots[k] == xs[i]) continue;
+      others.push_back(knots[k]);
+      others.push_back(knots[k + 1]);
+    }
+    const double error = Interpolate(others, xs[i]) - ys[i];
+    sum += error * error;
+  }
+  return std::sqrt(sum / static_cast<double>(xs.size()));
+}
+
 struct Group {
   std::string op;
   std::string device;
@@ -140,6 +184,8 @@ LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
       };
       break;
     }
+    case LatencyForm::kInterpolated:
+      throw Error("the interpolated form is not a least-squares model");
     case LatencyForm::kConstant: {
       model.parameters = {{"c", 0, inf}};
       model.make_cost = [ys](int row, const std::vector<double>& scale) {
@@ -168,6 +214,20 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
   curve.x_min = *std::min_element(group.x.begin(), group.x.end());
   curve.x_max = *std::max_element(group.x.begin(), group.x.end());
   const int distinct = DistinctCount(group.x);
+  if (group.variable == "tokens") {
+    // Exact at every profiled token count; judged, like the others, by leave-one-out.
+    LatencyFormFit fit;
+    fit.form = LatencyForm::kInterpolated;
+    fit.params = KnotsOf(group.x, group.y);
+    std::vector<double> predicted;
+    for (double x : group.x) predicted.push_back(Interpolate(fit.params, x));
+    const FitMetrics metrics = ComputeMetrics(group.y, predicted);
+    fit.rmse_s = metrics.rmse;
+    fit.mape = metrics.mape;
+    fit.r2 = metrics.r2;
+    fit.loo_rmse_s = LeaveOneOutInterpolationRmse(group.x, group.y);
+    if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s)) curve.forms.push_back(std::move(fit));
+  }
   std::vector<LatencyForm> forms;
   if (group.variable == "tokens") forms.push_back(LatencyForm::kRoofline);
   forms.push_back(LatencyForm::kLinear);
@@ -252,6 +312,7 @@ nlohmann::json Without(nlohmann::json shape, std::initializer_list<const char*> 
 
 std::string ToString(LatencyForm form) {
   switch (form) {
+    case LatencyForm::kInterpolated: return "interpolated";
     case LatencyForm::kRoofline: return "roofline";
     case LatencyForm::kLinear: return "linear";
     case LatencyForm::kConstant: return "constant";
@@ -260,17 +321,20 @@ std::string ToString(LatencyForm form) {
 }
 
 LatencyForm LatencyFormFromString(const std::string& name) {
+  if (name == "interpolated") return LatencyForm::kInterpolated;
   if (name == "roofline") return LatencyForm::kRoofline;
   if (name == "linear") return LatencyForm::kLinear;
   if (name == "constant") return LatencyForm::kConstant;
-  throw Error("unknown latency form '" + name + "': expected \"roofline\", \"linear\" or \"constant\"");
+  throw Error("unknown latency form '" + name + "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
 }
 
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
   static const std::vector<std::string> kRoofline = {"bias", "k", "P", "s"};
   static const std::vector<std::string> kLinear = {"a", "b"};
   static const std::vector<std::string> kConstant = {"c"};
+  static const std::vector<std::string> kKnotsOnly = {};
   switch (form) {
+    case LatencyForm::kInterpolated: return kKnotsOnly;
     case LatencyForm::kRoofline: return kRoofline;
     case LatencyForm::kLinear: return kLinear;
     case LatencyForm::kConstant: return kConstant;
@@ -279,6 +343,13 @@ const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
 }
 
 double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, double x) {
+  if (form == LatencyForm::kInterpolated) {
+    if (params.size() < 4 || params.size() % 2 != 0) {
+      throw Error("interpolated latency form needs at least two (x, seconds) knots, got " +
+                  std::to_string(params.size()) + " numbers");
+    }
+    return Interpolate(params, x);
+  }
   if (params.size() != LatencyFormParameterNames(form).size()) {
     throw Error(ToString(form) + " latency form needs " +
                 std::to_string(LatencyFormParameterNames(form).size()) + " parameters, got " +
@@ -288,6 +359,7 @@ double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, 
     case LatencyForm::kRoofline: return RooflineRow{x}(params.data());
     case LatencyForm::kLinear: return LinearRow{x}(params.data());
     case LatencyForm::kConstant: return params[0];
+    case LatencyForm::kInterpolated: break;  // handled above
   }
   return params[0];
 }

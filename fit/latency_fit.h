@@ -21,13 +21,20 @@ namespace moelab {
 //             (the transition point), s in [1, 2]
 //   linear    time(x) = a + b * x                a >= 0 s, b >= 0 s per token (Fiddler's cpu_lat)
 //   constant  time(x) = c                        c >= 0 s (Fiddler's gpu_lat / trans_lat)
+//   interpolated  piecewise linear through the measured points (x_i, median time at x_i), for
+//             x = tokens with >= 3 distinct counts: kernels change regime at tile and cache
+//             boundaries (e.g. an AVX2 expert FFN jumps 40 % from 5 to 6 tokens), which no smooth
+//             form follows. Below the smallest x it is the smallest x's time (a pass never costs
+//             less than the smallest profiled one); above the largest it continues the last
+//             segment (its slope when >= 0, else the mean slope over all points, else flat).
+//             Its cross-validated RMSE is leave-one-out: each point predicted from the others.
 // A form is fitted only with more points than parameters and, for the roofline, at least 5
 // distinct x (otherwise a note says why). Residuals are relative, (model - measured) / measured:
 // times span decades across token counts and profiler noise is multiplicative, so absolute
 // residuals would let the largest times decide alone. Metrics are on absolute seconds (rmse_s,
 // loo_rmse_s) and percent (mape). `best` is the form with the lowest cross-validated RMSE
 // (leave-one-out for n <= 60, else 5-fold); within 1 % counts as a tie, and ties go to the form
-// with fewer parameters.
+// with fewer parameters (interpolated counts as the most).
 //
 // Transfer operators whose shape carries "bytes" (memcpy_host, storage_read, h2d_pinned) are
 // usually profiled at one token count: when a group has fewer than 3 distinct token counts and
@@ -37,17 +44,19 @@ namespace moelab {
 // `skipped` with the reason; it never fails the fit. A form whose solve does not converge is
 // left out with a note; a group with no fitted form is skipped.
 
-enum class LatencyForm { kRoofline, kLinear, kConstant };
-std::string ToString(LatencyForm form);                   // "roofline" | "linear" | "constant"
+enum class LatencyForm { kInterpolated, kRoofline, kLinear, kConstant };
+std::string ToString(LatencyForm form);  // "interpolated" | "roofline" | "linear" | "constant"
 LatencyForm LatencyFormFromString(const std::string& name);  // throws moelab::Error, listing them
-// Parameter names in order: roofline {bias, k, P, s}, linear {a, b}, constant {c}.
+// Parameter names in order: roofline {bias, k, P, s}, linear {a, b}, constant {c}; none for
+// interpolated, whose params are its knots flattened: x0, seconds0, x1, seconds1, ... (x
+// strictly increasing, at least two knots).
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form);
 // Value of the form at x (tokens or bytes), in seconds.
 double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, double x);
 
 struct LatencyFormFit {
   LatencyForm form = LatencyForm::kConstant;
-  std::vector<double> params;                     // LatencyFormParameterNames order
+  std::vector<double> params;                     // LatencyFormParameterNames order (or knots)
   std::vector<std::optional<double>> std_errors;  // empty entries when not determined
   std::string covariance_status = "not_computed";
   std::vector<std::string> at_bound;
@@ -66,7 +75,7 @@ struct OperatorCurve {
   int64_t n = 0;
   double x_min = 0;
   double x_max = 0;
-  std::vector<LatencyFormFit> forms;  // in the order roofline, linear, constant (those fitted)
+  std::vector<LatencyFormFit> forms;  // in the order interpolated, roofline, linear, constant (those fitted)
   LatencyForm best = LatencyForm::kConstant;
   std::vector<std::string> notes;
 

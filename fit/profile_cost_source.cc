@@ -137,7 +137,17 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const Fo
     const double per_expert = n * static_cast<double>(moe.top_k) / activated;
     cost.Add(Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
     cost.Add(Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));
-    cost.Add(Operator::kRoutedExperts, 0, 0, moe_layers * activated * Curve("expert_ffn").Predict(per_expert));
+    // Over the pass's tokens-per-expert spread: the curve changes regime between tile sizes, so
+    // pricing every expert at the mean load would miss (Jensen).
+    const ExpertLoad load = ExpertLoadPerLayer(moe, shape);
+    const OperatorCurve& expert_ffn = Curve("expert_ffn");
+    double routed_s = 0;
+    for (size_t i = 0; i < load.experts.size(); ++i) {
+      if (load.experts[i] > 0) {
+        routed_s += load.experts[i] * expert_ffn.Predict(static_cast<double>(load.first_tokens + static_cast<int64_t>(i)));
+      }
+    }
+    cost.Add(Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
     if (dense_layers > 0) cost.Add(Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
     cost.Add(Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
     cost.activated_experts_per_layer = activated;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "model/model_spec.h"
 
@@ -16,6 +17,16 @@ struct ForwardShape;
 enum class PassKind { kPrefill, kDecode, kVerify };
 std::string ToString(PassKind kind);
 PassKind PassKindOf(const ForwardShape& shape);
+
+// How the routed tokens of one pass spread over a MoE layer's experts: experts[i] is the mean
+// number of experts (per layer) that receive exactly first_tokens + i tokens. Its sum is the
+// distinct experts N; sum (first_tokens + i) experts[i] is the pass's tokens x K. A cost that is
+// not linear in an expert's tokens (kernels change regime at tile boundaries) is priced over this
+// spread, not at the mean B K / N: E[sum_e f(t_e)] != N f(mean) (Jensen).
+struct ExpertLoad {
+  int64_t first_tokens = 1;
+  std::vector<double> experts;
+};
 
 // How many distinct routed experts a MoE layer runs in one pass: the term that prices routed
 // experts (their weights are read once per activated expert). Uniform routing gives the closed
@@ -32,6 +43,8 @@ class ExpertActivation {
   // Mean over MoE layers of the distinct experts `batch` sequences of `tokens_per_sequence`
   // tokens each activate in one pass of `kind`.
   virtual double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const = 0;
+  // The same pass's tokens-per-expert spread (the distinct experts are its sum).
+  virtual ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const = 0;
 };
 
 // Uniform routing's closed form (independent of the pass kind).
@@ -42,6 +55,9 @@ class UniformExpertActivation : public ExpertActivation {
   int64_t num_experts() const override { return num_experts_; }
   int64_t top_k() const override { return top_k_; }
   double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
+  // Each expert's tokens are Binomial(B L, K / E) (a token picks K of E experts uniformly, tokens
+  // independently); the terms beyond 12 standard deviations of the mean (< 1e-30) are left out.
+  ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
 
  private:
   int64_t num_experts_, top_k_;
@@ -51,6 +67,9 @@ class UniformExpertActivation : public ExpertActivation {
 // uniform closed form when it has none. Error when the activation was measured on a gate of
 // another E or K (naming both).
 double ActivatedExpertsPerLayer(const MoeSpec& moe, const ForwardShape& shape);
+// The tokens-per-expert spread of `moe` in a pass of `shape` (uniform's when it has no
+// activation); the same check.
+ExpertLoad ExpertLoadPerLayer(const MoeSpec& moe, const ForwardShape& shape);
 
 // The activation a report names: shape's, or "uniform".
 std::string DescribeActivation(const ExpertActivation* activation);

@@ -72,6 +72,15 @@ const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivat
 }
 
 double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
+  return Estimated(batch, tokens_per_sequence, kind).distinct;
+}
+
+ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
+  return Estimated(batch, tokens_per_sequence, kind).load;
+}
+
+const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(int64_t batch, int64_t tokens_per_sequence,
+                                                                            PassKind kind) const {
   if (batch < 1 || tokens_per_sequence < 1) {
     throw Error("a pass has at least one sequence of one token, got " + std::to_string(batch) + " x " +
                 std::to_string(tokens_per_sequence));
@@ -98,12 +107,15 @@ double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_pe
   const int64_t pieces = (tokens_per_sequence + piece_tokens - 1) / piece_tokens;
   const size_t layer_words = static_cast<size_t>(num_layers_ * words_);
   std::vector<uint64_t> union_bits(layer_words);
+  std::vector<int64_t> tokens_of(static_cast<size_t>(num_layers_ * num_experts_));
+  std::vector<double> experts_with(static_cast<size_t>(batch * tokens_per_sequence) + 1);
   double total = 0;
   const uint64_t key_hash = Mix64(seed_ ^ Mix64(static_cast<uint64_t>(batch) * 1000003u +
                                                 static_cast<uint64_t>(tokens_per_sequence) * 131u +
                                                 static_cast<uint64_t>(kind)));
   for (int sample = 0; sample < kSamples; ++sample) {
     std::fill(union_bits.begin(), union_bits.end(), 0);
+    std::fill(tokens_of.begin(), tokens_of.end(), 0);
     uint64_t state = Mix64(key_hash + static_cast<uint64_t>(sample) * kSplitMix64Golden);
     for (int64_t sequence = 0; sequence < batch; ++sequence) {
       int64_t remaining = tokens_per_sequence;
@@ -116,18 +128,34 @@ double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_pe
         remaining -= take;
         for (int64_t t = 0; t < take; ++t) {
           const uint64_t* bits = segment.experts.data() + static_cast<size_t>(offset + t) * layer_words;
-          for (size_t w = 0; w < layer_words; ++w) union_bits[w] |= bits[w];
+          for (size_t w = 0; w < layer_words; ++w) {
+            union_bits[w] |= bits[w];
+            for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+              const int64_t layer = static_cast<int64_t>(w) / words_;
+              const int64_t expert = (static_cast<int64_t>(w) % words_) * 64 + std::countr_zero(word);
+              ++tokens_of[static_cast<size_t>(layer * num_experts_ + expert)];
+            }
+          }
         }
       }
     }
     int64_t distinct = 0;
     for (uint64_t word : union_bits) distinct += std::popcount(word);
     total += static_cast<double>(distinct) / static_cast<double>(num_layers_);
+    for (int64_t count : tokens_of) {
+      if (count > 0) experts_with[static_cast<size_t>(count)] += 1.0;
+    }
   }
-  const double mean = total / kSamples;
+  Estimate estimate;
+  estimate.distinct = total / kSamples;
+  size_t first = 1, last = experts_with.size() - 1;
+  while (first < last && experts_with[first] == 0) ++first;
+  while (last > first && experts_with[last] == 0) --last;
+  estimate.load.first_tokens = static_cast<int64_t>(first);
+  const double draws = static_cast<double>(kSamples) * static_cast<double>(num_layers_);
+  for (size_t t = first; t <= last; ++t) estimate.load.experts.push_back(experts_with[t] / draws);
   std::lock_guard<std::mutex> lock(mutex_);
-  memo_.emplace(key, mean);
-  return mean;
+  return memo_.emplace(key, std::move(estimate)).first->second;
 }
 
 std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(const RoutingTrace& trace,

@@ -21,7 +21,8 @@ namespace moelab {
 // A pass of B sequences x L tokens is estimated by drawing B segments of the pass's kind (of at
 // least L tokens, at a random offset) and counting the union of their experts per layer, averaged
 // over layers and over kSamples seeded draws. Tokens of different sequences are thus taken as
-// independent, while the tokens of one sequence keep whatever they share (drafts that route alike,
+// independent (and, for the tokens-per-expert spread, each token counted on the experts it routes
+// to), while the tokens of one sequence keep whatever they share (drafts that route alike,
 // temporal locality) and every layer keeps its popularity skew.
 //
 // Which segments a kind draws from: its own, else the nearest there are (verify <-> decode, then
@@ -57,11 +58,18 @@ class SampledExpertActivation : public ExpertActivation {
   int64_t num_experts() const override { return num_experts_; }
   int64_t top_k() const override { return top_k_; }
   double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
+  // Each draw's tokens counted per (layer, expert); the spread averaged over layers and draws.
+  ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
 
   int64_t segments(PassKind kind) const;  // how many segments of this kind are held
 
  private:
+  struct Estimate {
+    double distinct = 0;
+    ExpertLoad load;
+  };
   const std::vector<const Segment*>& Pool(PassKind kind) const;
+  const Estimate& Estimated(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const;
 
   std::string description_;
   int64_t num_layers_, num_experts_, top_k_, words_;
@@ -69,7 +77,7 @@ class SampledExpertActivation : public ExpertActivation {
   std::map<PassKind, std::vector<const Segment*>> pools_;
   uint64_t seed_;
   mutable std::mutex mutex_;
-  mutable std::map<std::tuple<int64_t, int64_t, PassKind>, double> memo_;
+  mutable std::map<std::tuple<int64_t, int64_t, PassKind>, Estimate> memo_;
 };
 
 // The activation a --routing value describes for a model of `num_layers` MoE layers, E experts,

@@ -1,12 +1,14 @@
 #include "validate/case_prediction.h"
 
 #include "base/error.h"
+#include <string>
+
 #include "model/sd_plan.h"
 
 namespace moelab::validate {
 
 Prediction Predict(const CostSource& source, const ExpertActivation* routing, const ValidationCase& spec,
-                   const PredictedModels& models, double effective_sigma) {
+                   const PredictedModels& models, const SdRealization& realized) {
   const MoeModelSpec& target = spec.held_out_shape ? models.held_out : models.target;
   Prediction prediction;
   switch (spec.kind) {
@@ -20,17 +22,25 @@ Prediction Predict(const CostSource& source, const ExpertActivation* routing, co
       prediction.value = source.Forward(target, {spec.beam_width, 1, spec.MeanDecodeContext(), true, routing}).time_s;
       return prediction;
     case CaseKind::kSd: {
-      if (!(effective_sigma > 0 && effective_sigma <= 1)) {
-        throw Error("an SD prediction needs the run's accepted-length fraction in (0, 1]");
+      if (realized.sequences_per_round.empty() || realized.plain_decode_steps <= 0) {
+        throw Error("an SD prediction needs the run's rounds and its plain decode's step count");
       }
       SdStepCosts costs(source, target, models.draft, spec.MeanDecodeContext());
       costs.RouteTargetBy(routing);
-      const double plain = costs.TargetStep(spec.batch, 1);
-      const double verify = costs.TargetStep(spec.batch, spec.gamma + 1);
-      const double round = static_cast<double>(spec.gamma) * costs.DraftStep(spec.batch) + verify +
-                           costs.Reject(spec.batch, spec.gamma);
-      prediction.value = effective_sigma * static_cast<double>(spec.gamma + 1) * plain / round;
-      prediction.target_efficiency = plain / verify;
+      double sd_s = 0;
+      for (int64_t sequences : realized.sequences_per_round) {
+        if (sequences <= 0 || sequences > spec.batch) {
+          throw Error("an SD round carried " + std::to_string(sequences) + " sequences; expected 1.." +
+                      std::to_string(spec.batch));
+        }
+        sd_s += static_cast<double>(spec.gamma) * costs.DraftStep(sequences) +
+                costs.TargetStep(sequences, spec.gamma + 1) + costs.Reject(sequences, spec.gamma);
+      }
+      prediction.plain_step_s = costs.TargetStep(spec.batch, 1);
+      prediction.draft_step_s = costs.DraftStep(spec.batch);
+      prediction.verify_step_s = costs.TargetStep(spec.batch, spec.gamma + 1);
+      prediction.value = static_cast<double>(realized.plain_decode_steps) * prediction.plain_step_s / sd_s;
+      prediction.target_efficiency = prediction.plain_step_s / prediction.verify_step_s;
       return prediction;
     }
   }

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "model/cost_source.h"
 #include "model/expert_activation.h"
 #include "model/model_spec.h"
@@ -17,6 +20,18 @@ struct PredictedModels {
 struct Prediction {
   double value = 0;              // the case's quantity (QuantityOf)
   double target_efficiency = 0;  // sd: T_T(B, 1) / T_T(B, gamma + 1)
+  // sd: the full-batch step times the prediction is made of (compared with the executor's in the
+  // report, so a miss names its term).
+  double plain_step_s = 0;   // T_T(B, 1)
+  double draft_step_s = 0;   // T_D(B, 1)
+  double verify_step_s = 0;  // T_T(B, gamma + 1)
+};
+
+// What an SD run realized that is not a cost: acceptance is the run's random outcome, so the
+// prediction replays its rounds and is judged on time alone.
+struct SdRealization {
+  std::vector<int64_t> sequences_per_round;  // sequences still generating in each round
+  int64_t plain_decode_steps = 0;            // steps of the plain decode the speedup divides
 };
 
 // What `source` predicts for `spec` with the target's tokens routed by `routing` (nullptr:
@@ -24,10 +39,11 @@ struct Prediction {
 //   decode  T(B, 1) at the mean decode context;      prefill  T(B, prompt) on an empty cache;
 //   beam    T(width, 1) at the mean decode context (scoring the width x vocabulary candidates
 //           and copying the kept beams' caches are left out: under 2 % at these shapes);
-//   sd      sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, gamma + 1) + T_reject)
-//           (formulas.md section 1) with the sigma the run realized (`effective_sigma`: the
-//           acceptance is the run's random outcome, not a cost; the model is judged on time).
+//   sd      steps T_T(B, 1) / sum over the run's rounds r of
+//           (gamma T_D(n_r, 1) + T_T(n_r, gamma + 1) + T_reject(n_r)), n_r the sequences round r
+//           carried: formulas.md section 1's sigma (gamma + 1) T_T / T_round, with the realized
+//           rounds instead of the expected sigma, and the batch shrinking as sequences finish.
 Prediction Predict(const CostSource& source, const ExpertActivation* routing, const ValidationCase& spec,
-                   const PredictedModels& models, double effective_sigma);
+                   const PredictedModels& models, const SdRealization& realized);
 
 }  // namespace moelab::validate

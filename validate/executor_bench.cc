@@ -93,11 +93,20 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       for (const StepTime& s : baseline.steps) {
         if (s.kind == "decode") decode_steps.push_back(s.seconds);
       }
+      std::vector<double> full_batch_draft_steps;
+      for (const StepTime& s : sd.steps) {
+        if (s.kind != "draft") continue;
+        const int64_t sequences = s.tokens / spec.gamma;
+        run.sequences_per_round.push_back(sequences);
+        if (sequences == spec.batch) full_batch_draft_steps.push_back(s.seconds / static_cast<double>(spec.gamma));
+      }
       run.value = baseline.decode_s / sd.decode_s;
       run.sigma = sd.Sigma(spec.gamma);
-      run.effective_sigma = static_cast<double>(spec.output_tokens - 1) /
-                            (static_cast<double>(sd.rounds) * static_cast<double>(spec.gamma + 1));
-      run.target_efficiency = Mean(decode_steps) / Mean(sd.full_batch_verify_s);
+      run.plain_decode_steps = static_cast<int64_t>(decode_steps.size());
+      run.plain_step_s = Mean(decode_steps);
+      run.draft_step_s = Mean(full_batch_draft_steps);
+      run.verify_step_s = Mean(sd.full_batch_verify_s);
+      run.target_efficiency = run.plain_step_s / run.verify_step_s;
       return run;
     }
   }

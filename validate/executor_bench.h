@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "executor/executor_config.h"
 #include "executor/transformer.h"
@@ -18,8 +19,15 @@ namespace moelab::validate {
 struct CaseRun {
   double value = 0;              // the case's quantity (QuantityOf): seconds, or the SD speedup
   double sigma = 0;              // sd: accepted-length fraction the run realized (MoESD's sigma)
-  double effective_sigma = 0;    // sd: tokens emitted per round by the slowest sequence / (gamma + 1)
   double target_efficiency = 0;  // sd: mean plain decode step / mean full-batch verify pass
+  // sd: how many sequences each round carried (sequences that have all their tokens leave the
+  // batch, so the last rounds are smaller: what the prediction replays), the plain decode's step
+  // count, and the mean full-batch step times (plain decode, one draft forward, one verify pass).
+  std::vector<int64_t> sequences_per_round;
+  int64_t plain_decode_steps = 0;
+  double plain_step_s = 0;
+  double draft_step_s = 0;
+  double verify_step_s = 0;
 };
 
 // The executor `moelab run` runs, with the target (default and held-out shapes) and the draft

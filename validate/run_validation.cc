@@ -178,12 +178,19 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
     std::vector<double> values;
     for (const CaseRun& run : runs[i]) values.push_back(run.value);
     const double measured = Median(values);
-    std::vector<double> efficiencies;
-    for (const CaseRun& run : runs[i]) efficiencies.push_back(run.target_efficiency);
+    std::vector<double> efficiencies, plain_steps, draft_steps, verify_steps;
+    for (const CaseRun& run : runs[i]) {
+      efficiencies.push_back(run.target_efficiency);
+      plain_steps.push_back(run.plain_step_s);
+      draft_steps.push_back(run.draft_step_s);
+      verify_steps.push_back(run.verify_step_s);
+    }
+    // Acceptance is seeded: every repeat realizes the same rounds.
+    const SdRealization realized{runs[i].front().sequences_per_round, runs[i].front().plain_decode_steps};
     const ExpertActivation* recorded = spec.held_out_shape ? held_out_routing.get() : routing.get();
     for (const auto& source : sources) {
       for (const ExpertActivation* assumed : {recorded, static_cast<const ExpertActivation*>(nullptr)}) {
-        const Prediction prediction = Predict(*source, assumed, spec, models, runs[i].front().effective_sigma);
+        const Prediction prediction = Predict(*source, assumed, spec, models, realized);
         CaseResult r;
         r.spec = spec;
         r.cost_source = source->name();
@@ -198,6 +205,12 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
           r.sigma = runs[i].front().sigma;
           r.predicted_target_efficiency = prediction.target_efficiency;
           r.measured_target_efficiency = Median(efficiencies);
+          r.predicted_plain_step_s = prediction.plain_step_s;
+          r.predicted_draft_step_s = prediction.draft_step_s;
+          r.predicted_verify_step_s = prediction.verify_step_s;
+          r.measured_plain_step_s = Median(plain_steps);
+          r.measured_draft_step_s = Median(draft_steps);
+          r.measured_verify_step_s = Median(verify_steps);
         }
         result.cases.push_back(r);
       }

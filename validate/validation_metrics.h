@@ -32,6 +32,11 @@ struct CaseResult {
   double sigma = 0;
   double predicted_target_efficiency = 0;
   double measured_target_efficiency = 0;
+  // SD only: full-batch step times, predicted and measured (medians): plain decode, one draft
+  // forward, one verify pass.
+  double predicted_plain_step_s = 0, measured_plain_step_s = 0;
+  double predicted_draft_step_s = 0, measured_draft_step_s = 0;
+  double predicted_verify_step_s = 0, measured_verify_step_s = 0;
 };
 
 struct ErrorSummary {

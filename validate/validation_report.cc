@@ -42,6 +42,9 @@ nlohmann::json CaseJson(const CaseResult& r) {
     json["sigma"] = r.sigma;
     json["predicted_target_efficiency"] = r.predicted_target_efficiency;
     json["measured_target_efficiency"] = r.measured_target_efficiency;
+    json["step_s"] = {{"plain", {{"predicted", r.predicted_plain_step_s}, {"measured", r.measured_plain_step_s}}},
+                      {"draft", {{"predicted", r.predicted_draft_step_s}, {"measured", r.measured_draft_step_s}}},
+                      {"verify", {{"predicted", r.predicted_verify_step_s}, {"measured", r.measured_verify_step_s}}}};
   }
   return json;
 }
@@ -153,7 +156,7 @@ std::string ValidationMarkdown(const ValidationResult& result) {
   out << "Each case ran " << result.request.Repeats()
       << " times, interleaved round by round (the machine's limits probed before each round); measured = the median, "
          "the spread = min..max. Predictions: each cost source with the executor's recorded gate routing ("
-      << result.routing << ") and with uniform routing. SD predictions use the run's realized acceptance.\n\n";
+      << result.routing << ") and with uniform routing. SD predictions replay the run's rounds (its realized acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
   out << "**Headline (" << headline.cost_source << ", recorded routing): median abs error "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error) << ", max "
       << Percent(headline.max_abs_error) << ".**\n\n";
@@ -180,6 +183,24 @@ std::string ValidationMarkdown(const ValidationResult& result) {
     out << "| " << r.spec.Label() << " | " << QuantityOf(r.spec.kind) << " | " << FormatNumber(r.predicted, places)
         << " | " << FormatNumber(r.measured, places) << " (" << FormatNumber(r.measured_min, places) << ".."
         << FormatNumber(r.measured_max, places) << ") | " << Percent(r.abs_error) << " |\n";
+  }
+  bool sd_header = false;
+  for (const CaseResult& r : result.cases) {
+    if (r.spec.kind != CaseKind::kSd || r.cost_source != headline.cost_source ||
+        RoutingAssumed(r) != headline.routing_assumed) {
+      continue;
+    }
+    if (!sd_header) {
+      out << "\n## SD step times at full batch, predicted / measured (ms)\n\n"
+          << "| case | plain decode step | draft forward | verify pass |\n|---|---|---|---|\n";
+      sd_header = true;
+    }
+    const auto pair = [](double predicted_s, double measured_s) {
+      return FormatNumber(1e3 * predicted_s, 2) + " / " + FormatNumber(1e3 * measured_s, 2);
+    };
+    out << "| " << r.spec.Label() << " | " << pair(r.predicted_plain_step_s, r.measured_plain_step_s) << " | "
+        << pair(r.predicted_draft_step_s, r.measured_draft_step_s) << " | "
+        << pair(r.predicted_verify_step_s, r.measured_verify_step_s) << " |\n";
   }
   for (const std::string& note : result.notes) out << "\nNote: " << note << "\n";
   return out.str();

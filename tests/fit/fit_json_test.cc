@@ -78,16 +78,21 @@ TEST(FitJson, LatencyRoundTrip) {
   EXPECT_EQ(json["kind"], "latency");
   const nlohmann::json& op = json["operators"][0];
   EXPECT_EQ(op["operator"], "expert_ffn");
-  for (const char* form : {"roofline", "linear", "constant"}) {
+  for (const char* form : {"interpolated", "roofline", "linear", "constant"}) {
     ASSERT_TRUE(op["forms"].contains(form)) << form;
     for (const char* field : {"params", "std_errors", "rmse", "mape", "r2", "loo_rmse"}) {
       EXPECT_TRUE(op["forms"][form].contains(field)) << form << "." << field;
     }
   }
   EXPECT_TRUE(op["forms"]["roofline"]["params"].contains("P"));
+  EXPECT_TRUE(op["forms"]["interpolated"]["params"]["knots"].is_array());
   const LatencyFit loaded = LatencyFitFromJson(nlohmann::json::parse(json.dump()), "fit.json");
   EXPECT_EQ(LatencyFitToJson(loaded), json);
   for (double x : {3.0, 100.0, 1000.0}) {
+    for (LatencyForm form : {LatencyForm::kInterpolated, LatencyForm::kRoofline}) {
+      EXPECT_EQ(EvaluateLatencyForm(form, loaded.operators[0].Form(form)->params, x),
+                EvaluateLatencyForm(form, fit.operators[0].Form(form)->params, x));
+    }
     EXPECT_EQ(PredictLatency(loaded, "expert_ffn", "cpu", {{"hidden", 64}}, x),
               PredictLatency(fit, "expert_ffn", "cpu", {{"hidden", 64}}, x));
   }
@@ -152,6 +157,12 @@ TEST(FitJson, LatencyLoaderValidates) {
   j = good;
   j["operators"][0]["forms"]["linear"]["params"]["q"] = 1;
   EXPECT_NE(error(j).find("params.q"), std::string::npos) << error(j);
+  for (const nlohmann::json& knots : {nlohmann::json::array({{1, 1e-3}}), nlohmann::json::array({{2, 1e-3}, {1, 2e-3}}),
+                                      nlohmann::json::array({{1, 1e-3}, {2, -1e-3}}), nlohmann::json::array({{1, 1e-3}, {2}})}) {
+    j = good;
+    j["operators"][0]["forms"]["interpolated"]["params"]["knots"] = knots;
+    EXPECT_NE(error(j).find("params.knots"), std::string::npos) << knots.dump() << ": " << error(j);
+  }
   j = good;
   j["operators"][0]["variable"] = "seconds";
   EXPECT_NE(error(j).find("variable"), std::string::npos);

@@ -67,7 +67,7 @@ TEST(LatencyFit, RecoversPlantedRoofline) {
   EXPECT_EQ(curve.variable, "tokens");
   EXPECT_EQ(curve.shape, shape);
   EXPECT_EQ(curve.n, 30);
-  ASSERT_EQ(curve.forms.size(), 3u);
+  ASSERT_EQ(curve.forms.size(), 4u);  // interpolated too; on a smooth curve it loses
   EXPECT_EQ(curve.best, LatencyForm::kRoofline);
   const LatencyFormFit& roofline = *curve.Form(LatencyForm::kRoofline);
   ExpectWithinThreeSe(roofline, planted);
@@ -76,6 +76,29 @@ TEST(LatencyFit, RecoversPlantedRoofline) {
   // The straight line misses the knee: its held-out error is far worse.
   EXPECT_GT(*curve.Form(LatencyForm::kLinear)->loo_rmse_s, 3 * *roofline.loo_rmse_s);
   EXPECT_NEAR(curve.Predict(300) / EvaluateLatencyForm(LatencyForm::kRoofline, planted, 300), 1.0, 0.02);
+}
+
+// A kernel regime change (a 40 % jump from 5 to 6 tokens, as the AVX2 expert FFN's tiles make) on
+// densely profiled token counts: no smooth form follows it, the interpolated form does, wins on
+// leave-one-out, is exact at the knots and linear between them, and extends the last segment.
+TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
+  nlohmann::json samples = nlohmann::json::array();
+  const auto staircase = [](double t) { return t <= 5 ? 7e-4 + 1e-4 * t : 1.6e-3 + 1.6e-4 * (t - 6); };
+  for (int64_t t : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64}) {
+    samples.push_back(Sample("expert_ffn", "cpu", {{"hidden", 1024}}, t, staircase(static_cast<double>(t))));
+  }
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  ASSERT_NE(curve.Form(LatencyForm::kRoofline), nullptr);
+  EXPECT_EQ(curve.best, LatencyForm::kInterpolated);
+  const LatencyFormFit& interpolated = *curve.Form(LatencyForm::kInterpolated);
+  EXPECT_LT(*interpolated.loo_rmse_s, *curve.Form(LatencyForm::kRoofline)->loo_rmse_s);
+  EXPECT_NEAR(curve.Predict(5), staircase(5), 1e-15);
+  EXPECT_NEAR(curve.Predict(6), staircase(6), 1e-15);
+  EXPECT_NEAR(curve.Predict(10), staircase(9) + (staircase(12) - staircase(9)) / 3, 1e-15);
+  EXPECT_NEAR(curve.Predict(0.5), staircase(1), 1e-15);       // never below the smallest profiled pass
+  EXPECT_NEAR(curve.Predict(100), staircase(100), 1e-15);     // the last segment continued
+  EXPECT_EQ(interpolated.rmse_s, 0);
 }
 
 // Fiddler's cpu_lat(s) = a + b s: recovered within 3 standard errors.

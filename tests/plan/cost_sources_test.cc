@@ -1,5 +1,7 @@
 // The cost-source chooser (plan/cost_source_options.h): every prediction takes every source the
 // same way, and the offload simulator's CPU operations are the fitted curves when a fit prices them.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "fit/fit_json.h"
@@ -130,9 +132,14 @@ TEST(CostSources, SdSweepTakesEverySource) {
   EXPECT_EQ(fitted.source->name(), "fitted-profile");
   const LatencyFit fit = LoadLatencyFit(FitFile());
   const double n = 4;
-  const double activated = ExpectedActivatedExperts(n, 8, 2);
+  // Each of the 8 experts gets Binomial(4 tokens, 2/8) of them: priced token count by token count.
+  double routed = 0;
+  const double binomial[] = {0, 4, 6, 4, 1};
+  for (int t = 1; t <= 4; ++t) {
+    routed += 8 * binomial[t] * std::pow(0.25, t) * std::pow(0.75, 4 - t) * CurveOf(fit, "expert_ffn").Predict(t);
+  }
   const double expected = 8 * (CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n) +
-                               activated * CurveOf(fit, "expert_ffn").Predict(n * 2 / activated)) +
+                               routed) +
                           CurveOf(fit, "lm_head").Predict(n);
   EXPECT_NEAR(fitted.levels[0].plan.rows[1].target_step_s, expected, 1e-12 * expected);
 }

@@ -61,6 +61,52 @@ TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
   }
 }
 
+// The tokens-per-expert spread: sums to the distinct experts and to the pass's tokens x K.
+void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed_tokens, double tolerance) {
+  double experts = 0, tokens = 0;
+  for (size_t i = 0; i < load.experts.size(); ++i) {
+    experts += load.experts[i];
+    tokens += load.experts[i] * static_cast<double>(load.first_tokens + static_cast<int64_t>(i));
+  }
+  EXPECT_NEAR(experts, distinct, tolerance);
+  EXPECT_NEAR(tokens, routed_tokens, tolerance * routed_tokens);
+}
+
+TEST(ExpertActivation, UniformLoadIsBinomial) {
+  const UniformExpertActivation uniform(8, 2);
+  const ExpertLoad small = uniform.Load(2, 1, PassKind::kDecode);  // 2 tokens: 8 (2 (1/4)(3/4), 1/16)
+  ASSERT_EQ(small.first_tokens, 1);
+  ASSERT_EQ(small.experts.size(), 2u);
+  EXPECT_NEAR(small.experts[0], 8 * 2 * 0.25 * 0.75, 1e-12);
+  EXPECT_NEAR(small.experts[1], 8 * 0.25 * 0.25, 1e-12);
+  for (int64_t tokens : {1, 7, 60, 4096}) {
+    ExpectConsistentLoad(uniform.Load(tokens, 1, PassKind::kPrefill), ExpectedActivatedExperts(static_cast<double>(tokens), 8, 2),
+                         2.0 * static_cast<double>(tokens), 1e-9);
+  }
+  EXPECT_GT(uniform.Load(4096, 1, PassKind::kPrefill).first_tokens, 600);  // mean 1024, 12 sd = 333: tails left out
+  const UniformExpertActivation dense(4, 4);
+  const ExpertLoad all = dense.Load(3, 2, PassKind::kVerify);
+  EXPECT_EQ(all.first_tokens, 6);
+  EXPECT_EQ(all.experts, std::vector<double>{4.0});
+}
+
+TEST(ExpertActivation, SampledLoadMatchesItsDistinctExpertsAndTheBinomialOnUniformRouting) {
+  const auto uniform = MakeUniformRouting(4, 8, 2, 7);
+  const auto sampled = SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 4, 8, 2, 8, 64), "uniform trace", 3);
+  const UniformExpertActivation closed(8, 2);
+  for (int64_t batch : {1, 4, 8}) {
+    const ExpertLoad load = sampled->Load(batch, 3, PassKind::kDecode);
+    ExpectConsistentLoad(load, sampled->DistinctExperts(batch, 3, PassKind::kDecode), 2.0 * 3 * batch, 1e-9);
+    const ExpertLoad expected = closed.Load(batch, 3, PassKind::kDecode);
+    for (size_t i = 0; i < expected.experts.size(); ++i) {
+      const int64_t t = expected.first_tokens + static_cast<int64_t>(i);
+      const size_t at = static_cast<size_t>(t - load.first_tokens);
+      const double got = t >= load.first_tokens && at < load.experts.size() ? load.experts[at] : 0.0;
+      EXPECT_NEAR(got, expected.experts[i], 0.3) << "batch " << batch << ", experts with " << t << " tokens";
+    }
+  }
+}
+
 TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
   // Every token of a sequence routes to the experts of its first token: drafts that route alike.
   RoutingTrace trace;
