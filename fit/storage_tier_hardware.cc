@@ -8,8 +8,11 @@
 
 namespace moelab {
 
-HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes) {
+HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes, double storage_read_bytes_per_s) {
   if (!(memory_bytes > 0 && std::isfinite(memory_bytes))) throw Error("--memory must be a positive size");
+  if (!(storage_read_bytes_per_s >= 0 && std::isfinite(storage_read_bytes_per_s))) {
+    throw Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
+  }
   HardwareSpec hardware = HardwareFromProfile(profile);  // the host; Error without machine.limits
   const ProfileSample* largest = nullptr;
   const ProfileSample* smallest = nullptr;
@@ -27,7 +30,7 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
   // its home copy (static-split's CPU layers) -- and pays a storage read.
   hardware.host->dram_bytes = 0;
-  hardware.host->storage_read_bandwidth_bytes_per_s = bandwidth;
+  hardware.host->storage_read_bandwidth_bytes_per_s = storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
   // The link carries each read expert from the read buffer into its cache buffer: the reader
   // checksums the payload and copies it (3 bytes of DRAM traffic per byte), once per read, so the
   // per-read latency of storage is charged here too.

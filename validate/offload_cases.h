@@ -20,8 +20,9 @@ namespace moelab::validate {
 // recorded once per workload and replayed (so both make identical decisions,
 // tests/executor/offload_same_decisions_test.cc), the same calibration (popularity, fMoE's maps),
 // the executor's gate signals, and this machine as the simulator's hardware
-// (StorageTierHardwareFromProfile: the profile's storage_read samples and limits) with the
-// fitted-profile cost source pricing compute.
+// (StorageTierHardwareFromProfile: the profile's storage_read latency and limits, the read
+// bandwidth of a storage probe at the executor's reader concurrency) with the fitted-profile cost
+// source pricing compute.
 
 inline const std::vector<std::string>& OffloadPolicies() {
   static const std::vector<std::string> policies = {"on-demand", "lru-prefetch", "static-split", "fmoe", "stream-all"};
@@ -37,8 +38,8 @@ std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target);
 std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
 
 // Builds (or reuses) the expert store under request.work_dir / "offload-store", records the
-// routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round,
-// simulates each, and appends one CaseResult per case (cost source "fitted-profile", routing the
+// routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round (the
+// storage probed before each round), simulates each, and appends one CaseResult per case (cost source "fitted-profile", routing the
 // recorded trace) and the ranking notes to `result`.
 void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target, const Profile& profile,
                           const LatencyFit& fit, const std::function<void(const std::string&)>& say,

@@ -29,6 +29,8 @@ TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, bandwidth);
   // No second memory tier: experts outside the cache are on storage.
   EXPECT_EQ(hw.host->dram_bytes, 0);
+  // A probe at the executor's reader concurrency replaces the single-stream bandwidth.
+  EXPECT_DOUBLE_EQ(StorageTierHardwareFromProfile(profile, 3e9, 1.5e9).host->storage_read_bandwidth_bytes_per_s, 1.5e9);
 }
 
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {
