@@ -28,11 +28,18 @@ ThreadPool::~ThreadPool() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ThreadPool::Work(int thread) {
+void ThreadPool::Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job, int64_t tasks) {
+  const uint64_t tag = (generation & 0xffffffffu) << 32;
+  uint64_t claim = claim_.load(std::memory_order_acquire);
   while (true) {
-    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= tasks_) break;
-    (*job_)(task, thread);
+    if ((claim & ~uint64_t{0xffffffffu}) != tag || static_cast<int64_t>(claim & 0xffffffffu) >= tasks) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    (*job)(static_cast<int64_t>(claim & 0xffffffffu), thread);
+    if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == tasks) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
+    claim = claim_.load(std::memory_order_acquire);
   }
 }
 
@@ -45,20 +52,21 @@ constexpr int kSpinIterations = 20000;
 void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   while (true) {
-    for (int spin = 0; spin < kSpinIterations && generation_.load(std::memory_order_acquire) == seen; ++spin) {
+    for (int spin = 0; spin < kSpinIterations && (claim_.load(std::memory_order_acquire) >> 32) == (seen & 0xffffffffu);
+         ++spin) {
       MOELAB_CPU_RELAX();
     }
+    const std::function<void(int64_t, int)>* job;
+    int64_t tasks;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_acquire) != seen; });
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
       if (stopping_) return;
-      seen = generation_.load(std::memory_order_acquire);
+      seen = generation_;
+      job = job_;
+      tasks = tasks_;
     }
-    Work(thread);
-    if (active_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_.notify_one();
-    }
+    Work(thread, seen, job, tasks);
   }
 }
 
@@ -68,21 +76,23 @@ void ThreadPool::Run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
     for (int64_t task = 0; task < tasks; ++task) fn(task, 0);
     return;
   }
+  if (tasks >= (int64_t{1} << 32)) throw Error("thread pool: " + std::to_string(tasks) + " tasks in one call (at most 2^32 - 1)");
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    generation = ++generation_;
     job_ = &fn;
     tasks_ = tasks;
-    next_task_.store(0, std::memory_order_relaxed);
-    active_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    finished_.store(0, std::memory_order_relaxed);
+    claim_.store((generation & 0xffffffffu) << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  Work(0);
-  for (int spin = 0; spin < kSpinIterations && active_workers_.load(std::memory_order_acquire) != 0; ++spin) {
+  Work(0, generation, &fn, tasks);
+  for (int spin = 0; spin < kSpinIterations && finished_.load(std::memory_order_acquire) != tasks; ++spin) {
     MOELAB_CPU_RELAX();
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return active_workers_.load(std::memory_order_acquire) == 0; });
+  done_.wait(lock, [&] { return finished_.load(std::memory_order_acquire) == tasks; });
   job_ = nullptr;
 }
 

@@ -27,7 +27,8 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int thread);
-  void Work(int thread);
+  // Claims and runs tasks of generation `generation` until none is left (or a newer Run began).
+  void Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job, int64_t tasks);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
@@ -35,9 +36,13 @@ class ThreadPool {
   std::condition_variable done_;
   const std::function<void(int64_t, int)>* job_ = nullptr;
   int64_t tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> active_workers_{0};
-  std::atomic<uint64_t> generation_{0};
+  // (generation & 0xffffffff) << 32 | next task: a task is claimed with one compare-exchange that
+  // also checks the generation, so a worker that wakes late never runs another Run's tasks, and
+  // Run waits for finished tasks, not for every worker to check in (a worker descheduled on a busy
+  // machine used to hold every call up for a time slice).
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<int64_t> finished_{0};
+  uint64_t generation_ = 0;  // guarded by mutex_
   bool stopping_ = false;
 };
 
