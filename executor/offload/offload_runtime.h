@@ -39,7 +39,8 @@ struct OffloadOptions {
   std::filesystem::path offload_dir;   // empty: DefaultOffloadDir()
   int reader_threads = 2;              // asynchronous reads in flight
   // What the policies may know before the first token (OffloadSetup): calibration popularity
-  // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes none.
+  // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes them from
+  // --offload-calibration (the routing sim offload calibrates on), none without it.
   PopularityTable popularity;
   std::vector<policies::OffloadSetup::ExpertMap> history;
   int64_t semantic_dim = 16;  // fMoE's seeded per-request embeddings
