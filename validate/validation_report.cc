@@ -17,7 +17,7 @@ using report::FormatNumber;
 
 nlohmann::json CaseJson(const CaseResult& r) {
   const ValidationCase& c = r.spec;
-  const bool decodes = c.kind != CaseKind::kPrefill;
+  const bool decodes = c.kind != CaseKind::kPrefill && c.kind != CaseKind::kOffloadPrefill;
   nlohmann::json json = {{"kind", ToString(c.kind)},
                          {"label", c.Label()},
                          {"quantity", QuantityOf(c.kind)},
@@ -38,6 +38,10 @@ nlohmann::json CaseJson(const CaseResult& r) {
                          {"measured_max", r.measured_max},
                          {"repeats", r.repeats},
                          {"abs_error", r.abs_error}};
+  if (c.kind == CaseKind::kOffload || c.kind == CaseKind::kOffloadPrefill) {
+    json["policy"] = c.policy;
+    json["expert_slots"] = c.expert_slots;
+  }
   if (c.kind == CaseKind::kSd) {
     json["sigma"] = r.sigma;
     json["predicted_target_efficiency"] = r.predicted_target_efficiency;
@@ -117,11 +121,22 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   return json;
 }
 
+namespace {
+
+// Cases, not rows: a case has a row per cost source and routing assumed (offload cases one).
+size_t DistinctCases(const ValidationResult& result) {
+  std::set<std::string> labels;
+  for (const CaseResult& r : result.cases) labels.insert(r.spec.Label());
+  return labels.size();
+}
+
+}  // namespace
+
 std::string ValidationText(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
   out << "Validation on " << (result.machine.contains("cpu") ? result.machine["cpu"].get<std::string>() : "this machine")
-      << ": " << result.cases.size() / (2 * result.cost_sources.size()) << " held-out cases x "
+      << ": " << DistinctCases(result) << " held-out cases x "
       << result.request.Repeats() << " interleaved runs, routing " << result.routing << "\n";
   out << "Headline (" << headline.cost_source << ", recorded routing): median " << Percent(headline.median_abs_error)
       << ", p90 " << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << "\n\n";
