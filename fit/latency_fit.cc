@@ -16,6 +16,9 @@ namespace {
 
 constexpr int kMinDistinctX = 3;
 constexpr int kMinDistinctXRoofline = 5;
+// Interpolating three or four points of a convex curve (prefill attention grows with the prompt
+// squared) overshoots between them; as dense as the roofline needs.
+constexpr int kMinDistinctXInterpolated = 5;
 constexpr double kTieTolerance = 0.01;  // relative CV RMSE difference that counts as a tie
 
 struct RooflineRow {
@@ -214,7 +217,7 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
   curve.x_min = *std::min_element(group.x.begin(), group.x.end());
   curve.x_max = *std::max_element(group.x.begin(), group.x.end());
   const int distinct = DistinctCount(group.x);
-  if (group.variable == "tokens") {
+  if (group.variable == "tokens" && distinct >= kMinDistinctXInterpolated) {
     // Exact at every profiled token count; judged, like the others, by leave-one-out.
     LatencyFormFit fit;
     fit.form = LatencyForm::kInterpolated;
@@ -227,6 +230,9 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     fit.r2 = metrics.r2;
     fit.loo_rmse_s = LeaveOneOutInterpolationRmse(group.x, group.y);
     if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s)) curve.forms.push_back(std::move(fit));
+  } else if (group.variable == "tokens") {
+    curve.notes.push_back("interpolated not fitted: " + std::to_string(distinct) + " distinct token counts (needs " +
+                          std::to_string(kMinDistinctXInterpolated) + ")");
   }
   std::vector<LatencyForm> forms;
   if (group.variable == "tokens") forms.push_back(LatencyForm::kRoofline);

@@ -22,7 +22,8 @@ namespace moelab {
 //   linear    time(x) = a + b * x                a >= 0 s, b >= 0 s per token (Fiddler's cpu_lat)
 //   constant  time(x) = c                        c >= 0 s (Fiddler's gpu_lat / trans_lat)
 //   interpolated  piecewise linear through the measured points (x_i, median time at x_i), for
-//             x = tokens with >= 3 distinct counts: kernels change regime at tile and cache
+//             x = tokens with >= 5 distinct counts (fewer points of a convex curve, such as
+//             prefill attention's, overshoot between them): kernels change regime at tile and cache
 //             boundaries (e.g. an AVX2 expert FFN jumps 40 % from 5 to 6 tokens), which no smooth
 //             form follows. Below the smallest x it is the smallest x's time (a pass never costs
 //             less than the smallest profiled one); above the largest it continues the last

@@ -177,8 +177,11 @@ TEST(LatencyFit, FewPointsFitSimplerFormsWithNotes) {
   const OperatorCurve& curve = fit.operators.at(0);
   EXPECT_EQ(curve.Form(LatencyForm::kRoofline), nullptr);
   ASSERT_NE(curve.Form(LatencyForm::kLinear), nullptr);
-  ASSERT_FALSE(curve.notes.empty());
-  EXPECT_NE(curve.notes[0].find("roofline not fitted: 3 points for 4 parameters"), std::string::npos) << curve.notes[0];
+  EXPECT_EQ(curve.Form(LatencyForm::kInterpolated), nullptr);  // three points of a curve: too sparse
+  ASSERT_EQ(curve.notes.size(), 2u);
+  EXPECT_NE(curve.notes[0].find("interpolated not fitted: 3 distinct token counts (needs 5)"), std::string::npos)
+      << curve.notes[0];
+  EXPECT_NE(curve.notes[1].find("roofline not fitted: 3 points for 4 parameters"), std::string::npos) << curve.notes[1];
 }
 
 TEST(LatencyPredict, UnknownOperatorListsWhatWasFitted) {
