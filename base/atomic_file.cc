@@ -36,7 +36,9 @@ int WriteAll(int fd, const char* data, size_t size) {
 // errno, which is how "write failed: Success" messages happen).
 class FdBuffer : public std::streambuf {
  public:
-  explicit FdBuffer(int fd) : fd_(fd), buffer_(1 << 16) { setp(buffer_.data(), buffer_.data() + buffer_.size()); }
+  explicit FdBuffer(int fd) : fd_(fd), buffer_(1 << 16) {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
   int error() const { return error_; }
 
  protected:
@@ -62,8 +64,8 @@ class FdBuffer : public std::streambuf {
   int error_ = 0;
 };
 
-// Runs `write` into `fd` and flushes; returns 0 or the errno of the first failure. An exception from
-// `write` propagates.
+// Runs `write` into `fd` and flushes; returns 0 or the errno of the first failure. An exception
+// from `write` propagates.
 int Fill(int fd, const std::function<void(std::ostream&)>& write) {
   FdBuffer buffer(fd);
   std::ostream out(&buffer);
@@ -73,7 +75,8 @@ int Fill(int fd, const std::function<void(std::ostream&)>& write) {
   return out ? 0 : EIO;
 }
 
-void WriteInPlace(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+void WriteInPlace(const std::filesystem::path& path,
+                  const std::function<void(std::ostream&)>& write) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
     const int error = errno;
@@ -90,7 +93,8 @@ void WriteInPlace(const std::filesystem::path& path, const std::function<void(st
   if (error != 0) throw Error(path.string() + ": write failed: " + Reason(error));
 }
 
-void WriteViaTemporary(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+void WriteViaTemporary(const std::filesystem::path& path,
+                       const std::function<void(std::ostream&)>& write) {
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
   std::error_code ignored;
   if (!std::filesystem::is_directory(folder, ignored)) {
@@ -107,7 +111,8 @@ void WriteViaTemporary(const std::filesystem::path& path, const std::function<vo
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) {
     const int error = errno;
-    throw Error(path.string() + ": cannot create temporary file " + temporary.string() + ": " + Reason(error));
+    throw Error(path.string() + ": cannot create temporary file " + temporary.string() + ": " +
+                Reason(error));
   }
   int error = 0;
   std::string step = "write failed";
@@ -168,14 +173,17 @@ void WriteFileAtomically(const std::filesystem::path& path,
     if (error) throw Error(path.string() + ": cannot resolve the link: " + error.message());
     WriteViaTemporary(target, write);
   } else {
-    throw Error(path.string() + ": cannot write: " +
-                (S_ISDIR(status.st_mode) ? "it is a folder" : "it is neither a regular file nor a stream") +
-                " (only regular files are replaced; character devices and FIFOs are written in place)");
+    throw Error(
+        path.string() + ": cannot write: " +
+        (S_ISDIR(status.st_mode) ? "it is a folder" : "it is neither a regular file nor a stream") +
+        " (only regular files are replaced; character devices and FIFOs are written in place)");
   }
 }
 
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
-  WriteFileAtomically(path, [&](std::ostream& out) { out.write(text.data(), static_cast<std::streamsize>(text.size())); });
+  WriteFileAtomically(path, [&](std::ostream& out) {
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  });
 }
 
 void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
@@ -190,7 +198,8 @@ void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string
       const std::filesystem::path a = std::filesystem::weakly_canonical(first, error);
       const bool a_ok = !error;
       const std::filesystem::path b = std::filesystem::weakly_canonical(second, error);
-      const bool same = (a_ok && !error && a == b) || std::filesystem::equivalent(first, second, error);
+      const bool same =
+          (a_ok && !error && a == b) || std::filesystem::equivalent(first, second, error);
       if (same) {
         throw Error(first_name + " and " + second_name + " name the same file '" + first +
                     "': give each output its own file");

@@ -10,7 +10,8 @@
 namespace moelab {
 
 // Writes `path` so that it is either the old file or the whole new one, never a mix:
-// - a regular file (or a path that does not exist yet): `write` fills a hidden temporary in the same
+// - a regular file (or a path that does not exist yet): `write` fills a hidden temporary in the
+// same
 //   folder (unique per process and call); it is flushed, fsync'ed and closed, each step checked,
 //   then renamed over `path` (a symbolic link is followed: the file it names is replaced, the link
 //   stays). A kill -9 at any moment leaves the old file or the new whole file, plus at most a
@@ -19,8 +20,9 @@ namespace moelab {
 //   since renaming over a device would destroy it. Not atomic (a stream has no "old file").
 // - anything else (folder, block device, socket): refused.
 // Every write, fsync and close is checked; a failure (e.g. a full disk, /dev/full) throws
-// moelab::Error naming the path and the system's reason, and leaves no temporary behind. A path that
-// names an input of this process is refused when RefuseOutputsOverInputs() is on (base/input_file.h).
+// moelab::Error naming the path and the system's reason, and leaves no temporary behind. A path
+// that names an input of this process is refused when RefuseOutputsOverInputs() is on
+// (base/input_file.h).
 void WriteFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write);
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);

@@ -51,8 +51,12 @@ class CheckedCount {
   constexpr CheckedCount(int64_t value = 0) : value_(value) {}  // NOLINT: implicit by design
   int64_t value() const { return value_; }
 
-  friend CheckedCount operator*(CheckedCount a, CheckedCount b) { return CheckedMul(a.value_, b.value_, "count"); }
-  friend CheckedCount operator+(CheckedCount a, CheckedCount b) { return CheckedAdd(a.value_, b.value_, "count"); }
+  friend CheckedCount operator*(CheckedCount a, CheckedCount b) {
+    return CheckedMul(a.value_, b.value_, "count");
+  }
+  friend CheckedCount operator+(CheckedCount a, CheckedCount b) {
+    return CheckedAdd(a.value_, b.value_, "count");
+  }
   friend CheckedCount operator-(CheckedCount a, CheckedCount b) {
     int64_t result = 0;
     const bool overflowed = __builtin_sub_overflow(a.value_, b.value_, &result);

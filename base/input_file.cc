@@ -56,7 +56,8 @@ uint64_t RequireRegularFile(const std::filesystem::path& file, std::string_view 
   return static_cast<uint64_t>(status.st_size);
 }
 
-std::string ReadInputFile(const std::filesystem::path& file, uint64_t max_bytes, std::string_view what) {
+std::string ReadInputFile(const std::filesystem::path& file, uint64_t max_bytes,
+                          std::string_view what) {
   const uint64_t size = RequireRegularFile(file, what);
   if (size > max_bytes) {
     throw Error(file.string() + ": " + std::string(what) + " is " + std::to_string(size) +
@@ -90,7 +91,8 @@ std::string ReadInputFile(const std::filesystem::path& file, uint64_t max_bytes,
       if (errno == EINTR) continue;
       const int error = errno;
       ::close(fd);
-      throw Error(file.string() + ": cannot read " + std::string(what) + ": " + std::strerror(error));
+      throw Error(file.string() + ": cannot read " + std::string(what) + ": " +
+                  std::strerror(error));
     }
     if (got == 0) break;
     done += static_cast<size_t>(got);

@@ -18,15 +18,16 @@ inline constexpr uint64_t kMaxCsvFileBytes = 64ull << 20;
 // "measurements file". Returns the file's size in bytes.
 uint64_t RequireRegularFile(const std::filesystem::path& file, std::string_view what);
 
-// Reads a whole regular file of at most `max_bytes` (the message states the cap and why); every read
-// is checked. Records the file as an input of this process (see IsInputOfThisProcess).
-std::string ReadInputFile(const std::filesystem::path& file, uint64_t max_bytes, std::string_view what);
+// Reads a whole regular file of at most `max_bytes` (the message states the cap and why); every
+// read is checked. Records the file as an input of this process (see IsInputOfThisProcess).
+std::string ReadInputFile(const std::filesystem::path& file, uint64_t max_bytes,
+                          std::string_view what);
 
-// Inputs read so far by this process, so that an output never overwrites one: once the moelab binary
-// calls RefuseOutputsOverInputs(), WriteFileAtomically refuses a path that names (through any
-// spelling or link) a file this process has read. Off by default so that libraries and their tests
-// may rewrite a file they read. Files opened without ReadInputFile (memory-mapped weights) are
-// recorded with NoteInputFile.
+// Inputs read so far by this process, so that an output never overwrites one: once the moelab
+// binary calls RefuseOutputsOverInputs(), WriteFileAtomically refuses a path that names (through
+// any spelling or link) a file this process has read. Off by default so that libraries and their
+// tests may rewrite a file they read. Files opened without ReadInputFile (memory-mapped weights)
+// are recorded with NoteInputFile.
 void RefuseOutputsOverInputs();
 void NoteInputFile(const std::filesystem::path& file);
 bool IsGuardedInput(const std::filesystem::path& file);

@@ -87,12 +87,14 @@ void PreScan(std::string_view text, const std::string& origin, const std::string
 
 }  // namespace
 
-nlohmann::json ParseJsonText(std::string_view text, const std::string& origin, std::string_view kind) {
+nlohmann::json ParseJsonText(std::string_view text, const std::string& origin,
+                             std::string_view kind) {
   PreScan(text, origin, std::string(kind));
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    throw Error(origin + ": malformed " + std::string(kind) + ": " + EscapeForMessage(e.what(), 240));
+    throw Error(origin + ": malformed " + std::string(kind) + ": " +
+                EscapeForMessage(e.what(), 240));
   }
 }
 
@@ -113,8 +115,8 @@ std::string JsonReader::FieldName(std::string_view key) const {
 }
 
 void JsonReader::Fail(std::string_view key, std::string_view expected) const {
-  std::string message = origin_ + ": field '" + FieldName(key) + "': expected " +
-                        std::string(expected);
+  std::string message =
+      origin_ + ": field '" + FieldName(key) + "': expected " + std::string(expected);
   if (object_->contains(key)) message += ", got " + Describe((*object_)[std::string(key)]);
   throw Error(message);
 }
@@ -166,8 +168,7 @@ int64_t JsonReader::Int(std::string_view key, int64_t minimum) const {
   const std::string expected = "an integer >= " + std::to_string(minimum);
   int64_t result = 0;
   if (value.is_number_integer()) {
-    if (value.is_number_unsigned() &&
-        value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
       Fail(key, expected);
     }
     result = value.get<int64_t>();

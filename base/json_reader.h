@@ -15,9 +15,9 @@ namespace moelab {
 inline constexpr int kMaxJsonDepth = 256;
 
 // Parses JSON text from `origin` (a file name, used in messages). Refused with a moelab::Error that
-// names `origin`: malformed text (the parser's message, escaped), nesting deeper than kMaxJsonDepth,
-// and a number outside a double's range (1e400), naming its field path.
-// `kind` names the text in messages ("malformed <kind>").
+// names `origin`: malformed text (the parser's message, escaped), nesting deeper than
+// kMaxJsonDepth, and a number outside a double's range (1e400), naming its field path. `kind` names
+// the text in messages ("malformed <kind>").
 nlohmann::json ParseJsonText(std::string_view text, const std::string& origin,
                              std::string_view kind = "JSON");
 

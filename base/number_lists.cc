@@ -13,7 +13,8 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
                                   int64_t minimum) {
   auto fail = [&](const std::string& why) -> std::vector<int64_t> {
     throw Error("--" + option + " '" + EscapeForMessage(text) + "': " + why +
-                " (expected e.g. 1,2,4 or 1-8 or 1-256:x2, values >= " + std::to_string(minimum) + ")");
+                " (expected e.g. 1,2,4 or 1-8 or 1-256:x2, values >= " + std::to_string(minimum) +
+                ")");
   };
   auto parse_one = [&](const std::string& word) -> int64_t {
     size_t used = 0;

@@ -23,11 +23,20 @@ double ParseBytes(const std::string& text, const std::string& what) {
     if (!std::isspace(static_cast<unsigned char>(text[i])))
       unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
   }
-  static const std::pair<const char*, double> kUnits[] = {
-      {"", 1},          {"B", 1},           {"KB", 1e3},           {"MB", 1e6},
-      {"GB", 1e9},      {"TB", 1e12},       {"K", 1e3},            {"M", 1e6},
-      {"G", 1e9},       {"T", 1e12},        {"KIB", 1024.0},       {"MIB", 1048576.0},
-      {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  static const std::pair<const char*, double> kUnits[] = {{"", 1},
+                                                          {"B", 1},
+                                                          {"KB", 1e3},
+                                                          {"MB", 1e6},
+                                                          {"GB", 1e9},
+                                                          {"TB", 1e12},
+                                                          {"K", 1e3},
+                                                          {"M", 1e6},
+                                                          {"G", 1e9},
+                                                          {"T", 1e12},
+                                                          {"KIB", 1024.0},
+                                                          {"MIB", 1048576.0},
+                                                          {"GIB", 1073741824.0},
+                                                          {"TIB", 1099511627776.0}};
   double scale = 0;
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) scale = factor;

@@ -51,7 +51,9 @@ std::map<std::string, std::string> ParseArgs(int argc, char** argv) {
   return args;
 }
 
-nlohmann::json Finite(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+nlohmann::json Finite(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -81,8 +83,10 @@ int Main(int argc, char** argv) {
   nlohmann::json out;
   out["ridge_point_tokens"] = scales.ridge_point_tokens;
   out["denominator"] = moelab::ToString(denominator);
-  out["scales"] = {{"t_dense_s", scales.t_dense_s},   {"t_expert_s", scales.t_expert_s},
-                   {"t_draft_s", scales.t_draft_s},   {"t_reject_max_s", scales.t_reject_max_s},
+  out["scales"] = {{"t_dense_s", scales.t_dense_s},
+                   {"t_expert_s", scales.t_expert_s},
+                   {"t_draft_s", scales.t_draft_s},
+                   {"t_reject_max_s", scales.t_reject_max_s},
                    {"max_batch", scales.max_batch}};
   out["names"] = nlohmann::json::array();
   out["lower"] = nlohmann::json::array();
@@ -96,7 +100,7 @@ int Main(int argc, char** argv) {
   out["scale"] = scale;
   if (args.count("bounds-only")) {
     out["provenance"] = moelab::report::Provenance();
-  std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2) << "\n";
     return 0;
   }
 
@@ -123,15 +127,17 @@ int Main(int argc, char** argv) {
       fit = moelab::SolveFromStart(model, options, centre, scale, {}, &solver);
       seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
     }
-    out["runs"].push_back({{"label", t.label},
-                           {"tolerances", {{"function", t.function}, {"parameter", t.parameter}, {"gradient", t.gradient}}},
-                           {"median_s", Median(seconds)},
-                           {"min_s", *std::min_element(seconds.begin(), seconds.end())},
-                           {"final_cost", fit.final_cost},
-                           {"params", fit.params},
-                           {"iterations", fit.iterations},
-                           {"converged", fit.converged},
-                           {"termination", fit.termination_message}});
+    out["runs"].push_back(
+        {{"label", t.label},
+         {"tolerances",
+          {{"function", t.function}, {"parameter", t.parameter}, {"gradient", t.gradient}}},
+         {"median_s", Median(seconds)},
+         {"min_s", *std::min_element(seconds.begin(), seconds.end())},
+         {"final_cost", fit.final_cost},
+         {"params", fit.params},
+         {"iterations", fit.iterations},
+         {"converged", fit.converged},
+         {"termination", fit.termination_message}});
   }
   // For context: the whole `moelab fit sd` computation (8 starts, covariance, cross-validation).
   std::vector<double> seconds;
@@ -141,8 +147,10 @@ int Main(int argc, char** argv) {
     full = moelab::FitSd(measurements, scales, denominator, options, args.at("measurements"));
     seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
-  out["full_fit"] = {{"median_s", Median(seconds)}, {"final_cost", full.final_cost},
-                     {"starts", options.starts}, {"starts_converged", full.starts_converged}};
+  out["full_fit"] = {{"median_s", Median(seconds)},
+                     {"final_cost", full.final_cost},
+                     {"starts", options.starts},
+                     {"starts_converged", full.starts_converged}};
   out["provenance"] = moelab::report::Provenance();
   std::cout << out.dump(2) << "\n";
   return 0;

@@ -35,7 +35,8 @@ ThreadPool& Pool() {
 
 void DramRead(benchmark::State& state) {
   constexpr size_t kBytes = size_t{1} << 30;
-  std::unique_ptr<char, decltype(&std::free)> buffer(static_cast<char*>(std::aligned_alloc(64, kBytes)), &std::free);
+  std::unique_ptr<char, decltype(&std::free)> buffer(
+      static_cast<char*>(std::aligned_alloc(64, kBytes)), &std::free);
   std::memset(buffer.get(), 1, kBytes);
   ThreadPool& pool = Pool();
   const int threads = pool.size();
@@ -61,8 +62,9 @@ void PeakBench(benchmark::State& state, float (*loop)(int64_t), double flops_per
     pool.Run(threads, [&](int64_t task, int) { sinks[task] = loop(kIterations); });
     benchmark::DoNotOptimize(sinks.data());
   }
-  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * threads * kIterations * flops_per_iteration,
-                                               benchmark::Counter::kIsRate);
+  state.counters["flops"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * threads * kIterations * flops_per_iteration,
+      benchmark::Counter::kIsRate);
   state.counters["threads"] = threads;
 }
 
@@ -100,7 +102,9 @@ const std::vector<Expert>& ExpertWeights(WeightFormat format) {
   std::vector<Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
   for (int64_t e = 0; e < kExperts; ++e) {
     for (size_t i = 0; i < w.size(); ++i) {
-      w[i] = FloatToBf16(static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) * 0.01f);
+      w[i] = FloatToBf16(
+          static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) *
+          0.01f);
     }
     Expert expert{WeightMatrix(format, 2 * kWidth, kHidden), WeightMatrix(format, kHidden, kWidth)};
     expert.gate_up.PackRows(0, 2 * kWidth, w.data());
@@ -127,14 +131,16 @@ void ExpertFfnBench(benchmark::State& state) {
   const double iterations = static_cast<double>(state.iterations());
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(iterations * experts[0].StoredBytes(), benchmark::Counter::kIsRate);
-  state.counters["flops"] = benchmark::Counter(iterations * ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
+  state.counters["flops"] = benchmark::Counter(iterations * ExpertFfnFlops(tokens, kHidden, kWidth),
+                                               benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
   state.SetLabel(ToString(format) + " " + ToString(ActiveIsa()));
 }
 
 void DecodeStep(benchmark::State& state) {
   const PresetStore presets = PresetStore::Default();
-  const ExecutorConfig config = ExecutorConfigFromSpec(presets.LoadModel("mixtral-8x7b"), DefaultTargetShape());
+  const ExecutorConfig config =
+      ExecutorConfigFromSpec(presets.LoadModel("mixtral-8x7b"), DefaultTargetShape());
   static const ModelWeights weights = MakeSyntheticWeights(config, 1, Pool());
   Transformer model(weights, Pool());
   KvCache cache(config, 4096);
@@ -150,14 +156,19 @@ void DecodeStep(benchmark::State& state) {
   }
   state.counters["weight_bytes_per_token"] = weights.BytesPerToken();
   state.counters["weight_bytes_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * weights.BytesPerToken(), benchmark::Counter::kIsRate);
+      benchmark::Counter(static_cast<double>(state.iterations()) * weights.BytesPerToken(),
+                         benchmark::Counter::kIsRate);
 }
 
 BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(ExpertFfnBench)->Name("ExpertFfn")->ArgsProduct({{1, 2, 4, 8, 256, 512, 1024}, {16, 8, 4}})
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(ExpertFfnBench)
+    ->Name("ExpertFfn")
+    ->ArgsProduct({{1, 2, 4, 8, 256, 512, 1024}, {16, 8, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
 }  // namespace

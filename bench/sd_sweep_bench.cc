@@ -30,8 +30,10 @@ void SdSweep100k(benchmark::State& state) {
       benchmark::DoNotOptimize(plan.rows.data());
     }
   }
-  state.counters["points_per_s"] = benchmark::Counter(static_cast<double>(points), benchmark::Counter::kIsRate);
-  state.counters["points_per_sweep"] = static_cast<double>(points) / static_cast<double>(state.iterations());
+  state.counters["points_per_s"] =
+      benchmark::Counter(static_cast<double>(points), benchmark::Counter::kIsRate);
+  state.counters["points_per_sweep"] =
+      static_cast<double>(points) / static_cast<double>(state.iterations());
 }
 
 BENCHMARK(SdSweep100k)->Unit(benchmark::kMillisecond)->UseRealTime();

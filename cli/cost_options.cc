@@ -6,27 +6,43 @@ namespace moelab::cli {
 
 void AddCostSourceOptions(po::options_description& options) {
   const CostParameters defaults;
-  options.add_options()
-      ("calibrate", po::value<std::string>(), "profile (moelab profile) whose measured GEMMs fit the roofline's efficiencies and launch cost: the calibrated-roofline cost source")
-      ("profiled-hardware", po::value<std::string>(), "hardware preset or file the --calibrate profile was measured on (default: the limits the profile measured, else the hardware predicted)")
-      ("profile", po::value<std::string>(), "a latency fit (moelab fit latency) of a profile of this model: the fitted-profile cost source, instead of --hardware")
-      ("dtype", po::value<std::string>()->default_value(defaults.compute_dtype), "compute data type whose peak FLOP/s applies")
-      ("compute-efficiency", po::value<std::string>()->default_value(FormatNumber(defaults.compute_efficiency, 2)), "fraction of peak FLOP/s GEMMs reach, (0, 1]")
-      ("memory-efficiency", po::value<std::string>()->default_value(FormatNumber(defaults.memory_efficiency, 2)), "fraction of peak bandwidth weight streaming reaches, (0, 1]")
-      ("kernel-launch-s", po::value<std::string>()->default_value("4e-6"), "fixed seconds per operator launch");
+  options.add_options()("calibrate", po::value<std::string>(),
+                        "profile (moelab profile) whose measured GEMMs fit the roofline's "
+                        "efficiencies and launch cost: the calibrated-roofline cost source")(
+      "profiled-hardware", po::value<std::string>(),
+      "hardware preset or file the --calibrate profile was measured on (default: the limits the "
+      "profile measured, else the hardware predicted)")(
+      "profile", po::value<std::string>(),
+      "a latency fit (moelab fit latency) of a profile of this model: the fitted-profile cost "
+      "source, instead of --hardware")(
+      "dtype", po::value<std::string>()->default_value(defaults.compute_dtype),
+      "compute data type whose peak FLOP/s applies")(
+      "compute-efficiency",
+      po::value<std::string>()->default_value(FormatNumber(defaults.compute_efficiency, 2)),
+      "fraction of peak FLOP/s GEMMs reach, (0, 1]")(
+      "memory-efficiency",
+      po::value<std::string>()->default_value(FormatNumber(defaults.memory_efficiency, 2)),
+      "fraction of peak bandwidth weight streaming reaches, (0, 1]")(
+      "kernel-launch-s", po::value<std::string>()->default_value("4e-6"),
+      "fixed seconds per operator launch");
 }
 
 void AddPredictionRoutingOptions(po::options_description& options) {
-  options.add_options()
-      ("routing", po::value<std::string>()->default_value("uniform"), "how the target's tokens route, for the distinct experts a pass reads: uniform (closed form), trace:FILE (moelab run --trace-out), popularity:FILE or correlated[:locality=P,layer=P,popularity=FILE]")
-      ("routing-seed", po::value<uint64_t>()->default_value(1), "seed of the sampled routing estimate");
+  options.add_options()("routing", po::value<std::string>()->default_value("uniform"),
+                        "how the target's tokens route, for the distinct experts a pass reads: "
+                        "uniform (closed form), trace:FILE (moelab run --trace-out), "
+                        "popularity:FILE or correlated[:locality=P,layer=P,popularity=FILE]")(
+      "routing-seed", po::value<uint64_t>()->default_value(1),
+      "seed of the sampled routing estimate");
 }
 
 RoutingSpec PredictionRoutingFrom(const po::variables_map& values) {
   return ParseRoutingSpec(values["routing"].as<std::string>());
 }
 
-uint64_t PredictionRoutingSeedFrom(const po::variables_map& values) { return values["routing-seed"].as<uint64_t>(); }
+uint64_t PredictionRoutingSeedFrom(const po::variables_map& values) {
+  return values["routing-seed"].as<uint64_t>();
+}
 
 plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
   plan::CostSourceOptions options;
@@ -37,17 +53,22 @@ plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
     options.hardware_given = false;
   }
   if (values.count("calibrate")) options.calibrate_profile = values["calibrate"].as<std::string>();
-  if (values.count("profiled-hardware")) options.profiled_hardware = values["profiled-hardware"].as<std::string>();
+  if (values.count("profiled-hardware"))
+    options.profiled_hardware = values["profiled-hardware"].as<std::string>();
   if (values.count("profile")) options.fitted_profile = values["profile"].as<std::string>();
   for (const char* option : {"compute-efficiency", "memory-efficiency", "kernel-launch-s"}) {
-    if (options.explicit_efficiency.empty() && values.count(option) && !values[option].defaulted()) {
+    if (options.explicit_efficiency.empty() && values.count(option) &&
+        !values[option].defaulted()) {
       options.explicit_efficiency = option;
     }
   }
   options.assumed.compute_dtype = values["dtype"].as<std::string>();
-  options.assumed.compute_efficiency = ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
-  options.assumed.memory_efficiency = ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
-  options.assumed.kernel_launch_s = ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
+  options.assumed.compute_efficiency =
+      ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
+  options.assumed.memory_efficiency =
+      ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
+  options.assumed.kernel_launch_s =
+      ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
   return options;
 }
 

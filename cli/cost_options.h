@@ -8,7 +8,8 @@ namespace moelab::cli {
 
 // The cost-source options every prediction command takes the same way (plan/cost_source_options.h):
 // --hardware (added by the command, with its default), --calibrate, --profiled-hardware, --profile,
-// and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency, --kernel-launch-s.
+// and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency,
+// --kernel-launch-s.
 void AddCostSourceOptions(po::options_description& options);
 
 // --routing and --routing-seed of the predictions that price routed experts by the distinct

@@ -15,17 +15,24 @@ int Devices(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab devices [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const GpuInventory inventory = DetectGpus();
-  report::RowSet gpus({{"index", "index"}, {"name", "name"}, {"memory_bytes", "memory_bytes"},
-                       {"sm_count", "sm_count"}, {"compute_capability", "compute_capability"}});
+  report::RowSet gpus({{"index", "index"},
+                       {"name", "name"},
+                       {"memory_bytes", "memory_bytes"},
+                       {"sm_count", "sm_count"},
+                       {"compute_capability", "compute_capability"}});
   for (const GpuDevice& d : inventory.devices) {
     gpus.Add({int64_t{d.index}, d.name, d.memory_bytes, int64_t{d.sm_count},
-              std::to_string(d.compute_capability_major) + "." + std::to_string(d.compute_capability_minor)});
+              std::to_string(d.compute_capability_major) + "." +
+                  std::to_string(d.compute_capability_minor)});
   }
   if (output.format != Format::kTable) {
     EmitJsonOrCsv(output,
-                  {{"schema", "moelab.devices/1"}, {"cuda_compiled", inventory.cuda_compiled},
-                   {"cuda_runtime", inventory.runtime_version}, {"cuda_driver", inventory.driver_version},
-                   {"gpus", gpus.ToJson()}, {"why_none", inventory.why_none}},
+                  {{"schema", "moelab.devices/1"},
+                   {"cuda_compiled", inventory.cuda_compiled},
+                   {"cuda_runtime", inventory.runtime_version},
+                   {"cuda_driver", inventory.driver_version},
+                   {"gpus", gpus.ToJson()},
+                   {"why_none", inventory.why_none}},
                   gpus);
     return 0;
   }

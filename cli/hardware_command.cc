@@ -28,15 +28,18 @@ int HardwareList(const std::vector<std::string>& args) {
 
 int HardwareShow(const std::vector<std::string>& args) {
   po::options_description options("moelab hw show");
-  options.add_options()
-      ("hardware", po::value<std::string>()->required(), "hardware preset name or path");
+  options.add_options()("hardware", po::value<std::string>()->required(),
+                        "hardware preset name or path");
   AddOutputOptions(options);
   po::positional_options_description positional;
   positional.add("hardware", 1);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab hw show NAME|PATH [--json|--csv]", options, args, values, &positional)) return 0;
+  if (!ParseOptions("usage: moelab hw show NAME|PATH [--json|--csv]", options, args, values,
+                    &positional))
+    return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const HardwareSpec spec = PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
+  const HardwareSpec spec =
+      PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
   if (output.format == Format::kTable) {
     std::cout << HardwareText(spec);
   } else {
@@ -49,20 +52,24 @@ int HardwareShow(const std::vector<std::string>& args) {
 // the compute device, storage as its link (fit/storage_tier_hardware.h).
 int HardwareFromProfile(const std::vector<std::string>& args) {
   po::options_description options("moelab hw from-profile");
-  options.add_options()
-      ("profile", po::value<std::string>()->required(), "a profile of this machine (moelab profile) with storage_read samples")
-      ("memory", po::value<std::string>()->required(), "RAM the run may use: non-expert weights, KV cache and the expert budget (bytes or with a unit)");
+  options.add_options()("profile", po::value<std::string>()->required(),
+                        "a profile of this machine (moelab profile) with storage_read samples")(
+      "memory", po::value<std::string>()->required(),
+      "RAM the run may use: non-expert weights, KV cache and the expert budget (bytes or with a "
+      "unit)");
   AddOutputOptions(options);
   po::positional_options_description positional;
   positional.add("profile", 1);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES [--json|--csv] [--out HW.json]", options, args,
-                    values, &positional)) {
+  if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES [--json|--csv] "
+                    "[--out HW.json]",
+                    options, args, values, &positional)) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  const HardwareSpec spec = StorageTierHardwareFromProfile(LoadProfile(values["profile"].as<std::string>()),
-                                                           ParseBytes(values["memory"].as<std::string>(), "--memory"));
+  const HardwareSpec spec =
+      StorageTierHardwareFromProfile(LoadProfile(values["profile"].as<std::string>()),
+                                     ParseBytes(values["memory"].as<std::string>(), "--memory"));
   if (output.format == Format::kTable) {
     std::cout << HardwareText(spec);
   } else {
@@ -76,7 +83,8 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
 void RegisterHardwareCommands(std::vector<Command>& commands) {
   commands.push_back({{"hw", "list"}, "the hardware presets", HardwareList});
   commands.push_back({{"hw", "show"}, "one hardware preset or file", HardwareShow});
-  commands.push_back({{"hw", "from-profile"}, "this machine for sim offload: the CPU computes, experts on storage",
+  commands.push_back({{"hw", "from-profile"},
+                      "this machine for sim offload: the CPU computes, experts on storage",
                       HardwareFromProfile});
 }
 

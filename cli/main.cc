@@ -11,11 +11,13 @@
 namespace {
 
 void PrintUsage(std::ostream& out) {
-  out << "usage: moelab <command> [options]   (moelab <command> --help for its options)\n\ncommands:\n";
+  out << "usage: moelab <command> [options]   (moelab <command> --help for its "
+         "options)\n\ncommands:\n";
   for (const moelab::cli::Command& command : moelab::cli::AllCommands()) {
     std::string words;
     for (const std::string& word : command.words) words += (words.empty() ? "" : " ") + word;
-    out << "  " << words << std::string(words.size() < 14 ? 14 - words.size() : 1, ' ') << command.summary << "\n";
+    out << "  " << words << std::string(words.size() < 14 ? 14 - words.size() : 1, ' ')
+        << command.summary << "\n";
   }
 }
 
@@ -37,12 +39,14 @@ int main(int argc, char** argv) {
     if (chosen == nullptr || command.words.size() > chosen->words.size()) chosen = &command;
   }
   if (chosen == nullptr) {
-    std::cerr << "moelab: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "") << "'\n";
+    std::cerr << "moelab: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "")
+              << "'\n";
     PrintUsage(std::cerr);
     return 2;
   }
   try {
-    return chosen->run(std::vector<std::string>(args.begin() + static_cast<long>(chosen->words.size()), args.end()));
+    return chosen->run(std::vector<std::string>(
+        args.begin() + static_cast<long>(chosen->words.size()), args.end()));
   } catch (const moelab::Error& e) {
     std::cerr << "moelab: error: " << e.what() << "\n";
     return 1;

@@ -14,14 +14,21 @@ namespace {
 
 int ModelShow(const std::vector<std::string>& args) {
   po::options_description options("moelab model show");
-  options.add_options()
-      ("model", po::value<std::string>()->required(), "model preset name or path (moelab.model/1 file or Hugging Face config.json)")
-      ("tau", po::value<std::string>()->default_value("0.95"), "fraction of experts counted as 'all' for T_thres")
-      ("spec-out", po::value<std::string>()->default_value(""), "write the (scaled) model as a moelab.model/1 file, atomically: a --model for every other command");
+  options.add_options()(
+      "model", po::value<std::string>()->required(),
+      "model preset name or path (moelab.model/1 file or Hugging Face config.json)")(
+      "tau", po::value<std::string>()->default_value("0.95"),
+      "fraction of experts counted as 'all' for T_thres")(
+      "spec-out", po::value<std::string>()->default_value(""),
+      "write the (scaled) model as a moelab.model/1 file, atomically: a --model for every other "
+      "command");
   AddShapeOptions(options, "", ShapeOverrides{});
   AddOutputOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab model show --model NAME|PATH [shape overrides] [--spec-out FILE] [--json|--csv]", options, args, values)) return 0;
+  if (!ParseOptions("usage: moelab model show --model NAME|PATH [shape overrides] [--spec-out "
+                    "FILE] [--json|--csv]",
+                    options, args, values))
+    return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const double tau = ParseNumber(values["tau"].as<std::string>(), "tau");
   MoeModelSpec spec = PresetStore::Default().LoadModel(values["model"].as<std::string>());

@@ -5,10 +5,10 @@
 namespace moelab::cli {
 
 void AddOutputOptions(po::options_description& options) {
-  options.add_options()
-      ("json", po::bool_switch(), "print JSON")
-      ("csv", po::bool_switch(), "print the result's rows as CSV")
-      ("out", po::value<std::string>()->default_value(""), "write the output (JSON unless --csv) to this file, atomically");
+  options.add_options()("json", po::bool_switch(), "print JSON")("csv", po::bool_switch(),
+                                                                 "print the result's rows as CSV")(
+      "out", po::value<std::string>()->default_value(""),
+      "write the output (JSON unless --csv) to this file, atomically");
 }
 
 OutputRequest OutputRequestFrom(const po::variables_map& values) {
@@ -16,15 +16,19 @@ OutputRequest OutputRequestFrom(const po::variables_map& values) {
   request.out = values["out"].as<std::string>();
   const bool json = values["json"].as<bool>(), csv = values["csv"].as<bool>();
   if (json && csv) throw Error("give --json or --csv, not both");
-  request.format = csv ? Format::kCsv : (json || !request.out.empty()) ? Format::kJson : Format::kTable;
+  request.format = csv                              ? Format::kCsv
+                   : (json || !request.out.empty()) ? Format::kJson
+                                                    : Format::kTable;
   return request;
 }
 
 void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json) {
-  EmitJsonOrCsv(request, json, request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
+  EmitJsonOrCsv(request, json,
+                request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
 }
 
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json, const report::RowSet& rows) {
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json,
+                   const report::RowSet& rows) {
   report::Emit(request.format == Format::kCsv ? rows.ToCsv() : json.dump(2) + "\n", request.out);
 }
 

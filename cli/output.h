@@ -38,6 +38,7 @@ OutputRequest OutputRequestFrom(const po::variables_map& values);
 // Prints `json` (or writes it to --out), or with --csv `rows` (default: the JSON's scalar leaves as
 // one row, report/json_rows.h), so the CSV carries the JSON's numbers.
 void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json);
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json, const report::RowSet& rows);
+void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json,
+                   const report::RowSet& rows);
 
 }  // namespace moelab::cli

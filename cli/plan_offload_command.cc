@@ -16,21 +16,27 @@ namespace {
 
 int PlanOffload(const std::vector<std::string>& args) {
   po::options_description options("moelab plan offload");
-  options.add_options()
-      ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "model preset or path")
-      ("hardware", po::value<std::string>()->default_value("rtx-3090"), "accelerator preset (with its host and link)")
-      ("memory", po::value<std::string>()->default_value("12,16,24,32,48,80"), "accelerator memory sizes to try, GB (decimal)")
-      ("policies", po::value<std::string>()->default_value(""), "comma-separated policies (default: every registered one)")
-      ("workload", po::value<std::string>()->default_value("decode"), "decode | prefill | beam | batch | verify")
-      ("prompt", po::value<int64_t>()->default_value(128), "prompt tokens")
-      ("tokens", po::value<int64_t>()->default_value(32), "output tokens")
-      ("batch", po::value<int64_t>()->default_value(1), "requests for --workload batch")
-      ("routing", po::value<std::string>()->default_value("uniform"), "uniform | popularity:FILE | correlated:... | trace:FILE")
-      ("seed", po::value<uint64_t>()->default_value(1), "seed");
+  options.add_options()("model", po::value<std::string>()->default_value("mixtral-8x7b"),
+                        "model preset or path")("hardware",
+                                                po::value<std::string>()->default_value("rtx-3090"),
+                                                "accelerator preset (with its host and link)")(
+      "memory", po::value<std::string>()->default_value("12,16,24,32,48,80"),
+      "accelerator memory sizes to try, GB (decimal)")(
+      "policies", po::value<std::string>()->default_value(""),
+      "comma-separated policies (default: every registered one)")(
+      "workload", po::value<std::string>()->default_value("decode"),
+      "decode | prefill | beam | batch | verify")(
+      "prompt", po::value<int64_t>()->default_value(128), "prompt tokens")(
+      "tokens", po::value<int64_t>()->default_value(32), "output tokens")(
+      "batch", po::value<int64_t>()->default_value(1), "requests for --workload batch")(
+      "routing", po::value<std::string>()->default_value("uniform"),
+      "uniform | popularity:FILE | correlated:... | trace:FILE")(
+      "seed", po::value<uint64_t>()->default_value(1), "seed");
   AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan offload --model M --hardware H|--profile FIT.json [--memory LIST] [--policies LIST] [--workload W] "
+  if (!ParseOptions("usage: moelab plan offload --model M --hardware H|--profile FIT.json "
+                    "[--memory LIST] [--policies LIST] [--workload W] "
                     "[--calibrate PROFILE.json] [--json|--csv]",
                     options, args, values)) {
     return 0;
@@ -64,7 +70,9 @@ int PlanOffload(const std::vector<std::string>& args) {
 }  // namespace
 
 void RegisterPlanOffloadCommands(std::vector<Command>& commands) {
-  commands.push_back({{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload});
+  commands.push_back({{"plan", "offload"},
+                      "each offload policy's TPOT across accelerator memory sizes",
+                      PlanOffload});
 }
 
 }  // namespace moelab::cli

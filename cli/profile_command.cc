@@ -37,7 +37,8 @@ int Profile(const std::vector<std::string>& args) {
   if (!values.count("out")) throw Error("--out is required: the profile JSON file to write");
   const std::string out = values["out"].as<std::string>();
   RequireOutputFolder(out);
-  if (values["json"].as<bool>() && values["csv"].as<bool>()) throw Error("give --json or --csv, not both");
+  if (values["json"].as<bool>() && values["csv"].as<bool>())
+    throw Error("give --json or --csv, not both");
 
   ProfileRequest request;
   request.model = values["model"].as<std::string>();

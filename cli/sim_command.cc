@@ -34,7 +34,8 @@ std::string Usage(const std::vector<policies::PolicyOptionFlag>& policy_flags) {
 int SimOffload(const std::vector<std::string>& args) {
   po::options_description options("moelab sim offload");
   const sim::Workload workload_defaults;
-  const std::string policy_help = "offload policy (required): " + policies::DefaultPolicyRegistry().NameList();
+  const std::string policy_help =
+      "offload policy (required): " + policies::DefaultPolicyRegistry().NameList();
   options.add_options()("model", po::value<std::string>(), "model preset or path (required)")(
       "hardware", po::value<std::string>(),
       "accelerator preset or path, with its host and host link (required)")(
@@ -44,9 +45,8 @@ int SimOffload(const std::vector<std::string>& args) {
       policies::PolicyOptionFlags(policies::DefaultPolicyRegistry());
   for (const policies::PolicyOptionFlag& flag : policy_flags)
     options.add_options()(flag.name.c_str(), po::value<int64_t>(), flag.help.c_str());
-  options.add_options()(
-      "workload", po::value<std::string>()->default_value("decode"),
-      "decode | prefill | beam | batch | verify")(
+  options.add_options()("workload", po::value<std::string>()->default_value("decode"),
+                        "decode | prefill | beam | batch | verify")(
       "prompt", po::value<int64_t>()->default_value(workload_defaults.prompt_tokens),
       "prompt tokens per request")(
       "tokens", po::value<int64_t>()->default_value(workload_defaults.output_tokens),
@@ -70,21 +70,26 @@ int SimOffload(const std::vector<std::string>& args) {
       "CPU threads for CPU-run experts (0: all the host's cores)")(
       "seed", po::value<uint64_t>()->default_value(0), "seed for routing and calibration")(
       "speculative-recall", po::value<std::string>(),
-      "lru-prefetch's speculative gate: the recall R in [0, 1] with which each expert the next layer uses is "
-      "predicted (default 0.8, Mixtral-offloading's Figure 2), or 'cooccurrence' for the calibration's "
+      "lru-prefetch's speculative gate: the recall R in [0, 1] with which each expert the next "
+      "layer uses is "
+      "predicted (default 0.8, Mixtral-offloading's Figure 2), or 'cooccurrence' for the "
+      "calibration's "
       "co-occurrence stand-in alone; a replayed executor trace overrides both")(
       "trace-out", po::value<std::string>()->default_value(""),
       "write a Chrome trace-event timeline (Perfetto) here");
   AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;
-  if (!ParseOptions(Usage(policy_flags) + "\n\npolicies:\n" + policies::DefaultPolicyRegistry().HelpList(), options, args, values))
+  if (!ParseOptions(
+          Usage(policy_flags) + "\n\npolicies:\n" + policies::DefaultPolicyRegistry().HelpList(),
+          options, args, values))
     return 0;
 
   for (const char* required : {"model", "hardware", "policy"}) {
     if (!values.count(required)) {
       std::string message = std::string("--") + required + " is required";
-      if (std::string(required) == "policy") message += "; valid policies: " + policies::DefaultPolicyRegistry().NameList();
+      if (std::string(required) == "policy")
+        message += "; valid policies: " + policies::DefaultPolicyRegistry().NameList();
       throw Error(message + " (see --help)");
     }
   }
@@ -95,7 +100,8 @@ int SimOffload(const std::vector<std::string>& args) {
   sim::SimConfig config;
   config.policy = values["policy"].as<std::string>();
   for (const policies::PolicyOptionFlag& flag : policy_flags) {
-    if (values.count(flag.name)) config.policy_options.*flag.member = values[flag.name].as<int64_t>();
+    if (values.count(flag.name))
+      config.policy_options.*flag.member = values[flag.name].as<int64_t>();
   }
 
   sim::Workload& workload = config.workload;
@@ -124,9 +130,9 @@ int SimOffload(const std::vector<std::string>& args) {
   config.seed = values["seed"].as<uint64_t>();
   if (values.count("speculative-recall")) {
     const std::string recall = values["speculative-recall"].as<std::string>();
-    config.speculative_recall = recall == "cooccurrence"
-                                    ? std::nullopt
-                                    : std::optional<double>(ParseNumber(recall, "speculative-recall"));
+    config.speculative_recall =
+        recall == "cooccurrence" ? std::nullopt
+                                 : std::optional<double>(ParseNumber(recall, "speculative-recall"));
   }
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
   if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");

@@ -36,16 +36,19 @@ int Validate(const std::vector<std::string>& args) {
       ("csv", po::bool_switch(), "print the cases as CSV rows")
       ("quiet", po::bool_switch(), "no progress lines on stderr");
   // clang-format on
-  po::options_description shape("target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
+  po::options_description shape(
+      "target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
   AddShapeOptions(shape, "", DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] [--cases LIST] "
+  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] "
+                    "[--cases LIST] "
                     "[--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
                     options, args, values)) {
     return 0;
   }
-  if (values["json"].as<bool>() && values["csv"].as<bool>()) throw Error("give --json or --csv, not both");
+  if (values["json"].as<bool>() && values["csv"].as<bool>())
+    throw Error("give --json or --csv, not both");
   validate::ValidationRequest request;
   request.model = values["model"].as<std::string>();
   request.shape = ShapeFrom(values, "", DefaultTargetShape());
@@ -54,7 +57,8 @@ int Validate(const std::vector<std::string>& args) {
   request.quick = values["quick"].as<bool>();
   if (values.count("cases")) {
     std::stringstream list(values["cases"].as<std::string>());
-    for (std::string kind; std::getline(list, kind, ',');) request.kinds.insert(validate::CaseKindFromString(kind));
+    for (std::string kind; std::getline(list, kind, ',');)
+      request.kinds.insert(validate::CaseKindFromString(kind));
   }
   request.repeat = values["repeat"].as<int>();
   if (values.count("profile")) request.profile = values["profile"].as<std::string>();
@@ -64,8 +68,10 @@ int Validate(const std::vector<std::string>& args) {
   if (!values["quiet"].as<bool>()) request.progress = &std::cerr;
   const bool keep = values.count("out") > 0;
   request.work_dir = keep ? std::filesystem::path(values["out"].as<std::string>())
-                          : std::filesystem::temp_directory_path() / ("moelab-validate-" + std::to_string(getpid()));
-  if (keep && std::filesystem::exists(request.work_dir) && !std::filesystem::is_directory(request.work_dir)) {
+                          : std::filesystem::temp_directory_path() /
+                                ("moelab-validate-" + std::to_string(getpid()));
+  if (keep && std::filesystem::exists(request.work_dir) &&
+      !std::filesystem::is_directory(request.work_dir)) {
     throw Error("--out " + request.work_dir.string() + ": not a folder");
   }
   request.Validate();
@@ -78,7 +84,8 @@ int Validate(const std::vector<std::string>& args) {
     }
   } scratch{keep ? std::filesystem::path() : request.work_dir};
 
-  const validate::ValidationResult result = validate::RunValidation(request, PresetStore::Default());
+  const validate::ValidationResult result =
+      validate::RunValidation(request, PresetStore::Default());
   if (keep) validate::WriteValidationFolder(result, request.work_dir);
   if (values["json"].as<bool>()) {
     std::cout << validate::ValidationToJson(result).dump(2) << "\n";
@@ -93,7 +100,9 @@ int Validate(const std::vector<std::string>& args) {
 }  // namespace
 
 void RegisterValidateCommands(std::vector<Command>& commands) {
-  commands.push_back({{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate});
+  commands.push_back({{"validate"},
+                      "profile, fit, predict held-out cases, run them, and report the errors",
+                      Validate});
 }
 
 }  // namespace moelab::cli

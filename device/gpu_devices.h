@@ -23,7 +23,7 @@ struct GpuInventory {
   std::vector<GpuDevice> devices;
   std::string runtime_version;  // e.g. "13.0", empty without CUDA
   std::string driver_version;
-  std::string why_none;         // one line saying why no device is usable, empty when some are
+  std::string why_none;  // one line saying why no device is usable, empty when some are
 };
 
 // Never throws and never aborts: no driver, no device or a CUDA build without a GPU all come

@@ -22,7 +22,8 @@ GpuInventory DetectGpus() {
   GpuInventory inventory;
   inventory.cuda_compiled = true;
   int runtime = 0;
-  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) inventory.runtime_version = VersionString(runtime);
+  if (cudaRuntimeGetVersion(&runtime) == cudaSuccess)
+    inventory.runtime_version = VersionString(runtime);
   int driver = 0;
   if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {
     inventory.driver_version = VersionString(driver);
@@ -44,7 +45,8 @@ GpuInventory DetectGpus() {
     inventory.devices.push_back(GpuDevice{i, prop.name, static_cast<double>(prop.totalGlobalMem),
                                           prop.multiProcessorCount, prop.major, prop.minor});
   }
-  if (inventory.devices.empty()) inventory.why_none = "CUDA reported devices but none could be queried";
+  if (inventory.devices.empty())
+    inventory.why_none = "CUDA reported devices but none could be queried";
   return inventory;
 }
 

@@ -16,36 +16,43 @@ void ExecutorConfig::Validate() const {
   Require(num_layers >= 1, name, "layers", "must be at least 1");
   Require(hidden_size >= 1, name, "hidden", "must be at least 1");
   Require(vocab_size >= 2, name, "vocab", "must be at least 2");
-  Require(num_heads >= 1 && num_kv_heads >= 1 && num_heads % num_kv_heads == 0, name, "kv_heads",
-          "must divide heads (" + std::to_string(num_heads) + "), got " + std::to_string(num_kv_heads));
+  Require(
+      num_heads >= 1 && num_kv_heads >= 1 && num_heads % num_kv_heads == 0, name, "kv_heads",
+      "must divide heads (" + std::to_string(num_heads) + "), got " + std::to_string(num_kv_heads));
   Require(head_dim >= 2 && head_dim % 2 == 0, name, "head_dim", "must be even and at least 2");
   Require(max_positions >= 2 && max_positions <= kMaxExecutorPositions, name, "max_positions",
           "must be 2.." + std::to_string(kMaxExecutorPositions) +
-              " (the rotary table and attention scores are sized by it), got " + std::to_string(max_positions));
+              " (the rotary table and attention scores are sized by it), got " +
+              std::to_string(max_positions));
   if (is_moe()) {
     Require(top_k >= 1 && top_k <= num_experts, name, "top_k",
-            "must be between 1 and experts (" + std::to_string(num_experts) + "), got " + std::to_string(top_k));
+            "must be between 1 and experts (" + std::to_string(num_experts) + "), got " +
+                std::to_string(top_k));
     Require(expert_intermediate_size >= 1, name, "intermediate", "must be at least 1");
     Require(first_dense_layers < num_layers, name, "first_dense_layers", "must be below layers");
-    Require(num_shared_experts == 0 || shared_expert_intermediate_size >= 1, name, "shared_intermediate",
-            "must be at least 1 with shared experts");
+    Require(num_shared_experts == 0 || shared_expert_intermediate_size >= 1, name,
+            "shared_intermediate", "must be at least 1 with shared experts");
   }
   // Every size the executor forms as an int64 product must fit one, checked before any weight
   // bytes are estimated (--heads 4611686018427387904 wrapped q_width to 0 and crashed; --experts
   // 9e18 ended in bad_alloc, "internal error"). Whether the sizes fit in memory is checked next.
   const std::string model = "model '" + name + "'";
   if (!is_moe() || first_dense_layers > 0) {
-    Require(dense_intermediate_size >= 1, name, "dense_intermediate", "must be at least 1 for dense layers");
-    CheckedProduct(model + ": hidden x dense_intermediate", hidden_size, dense_intermediate_size, 3);
+    Require(dense_intermediate_size >= 1, name, "dense_intermediate",
+            "must be at least 1 for dense layers");
+    CheckedProduct(model + ": hidden x dense_intermediate", hidden_size, dense_intermediate_size,
+                   3);
   }
   const int64_t q = CheckedProduct(model + ": heads x head_dim", num_heads, head_dim);
   const int64_t kv = CheckedProduct(model + ": kv_heads x head_dim", num_kv_heads, head_dim);
-  CheckedProduct(model + ": attention weights per layer", CheckedAdd(q, CheckedMul(2, kv, model), model), hidden_size, 2);
+  CheckedProduct(model + ": attention weights per layer",
+                 CheckedAdd(q, CheckedMul(2, kv, model), model), hidden_size, 2);
   CheckedProduct(model + ": vocab x hidden", vocab_size, hidden_size, 2);
   if (is_moe()) {
-    CheckedProduct(model + ": experts x hidden x intermediate", num_experts, hidden_size, expert_intermediate_size, 3);
-    CheckedProduct(model + ": shared experts x hidden x shared_intermediate", num_shared_experts, hidden_size,
-                   shared_expert_intermediate_size, 3);
+    CheckedProduct(model + ": experts x hidden x intermediate", num_experts, hidden_size,
+                   expert_intermediate_size, 3);
+    CheckedProduct(model + ": shared experts x hidden x shared_intermediate", num_shared_experts,
+                   hidden_size, shared_expert_intermediate_size, 3);
   }
 }
 
@@ -59,12 +66,15 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
           "the executor implements bias-free SwiGLU FFNs only");
   Require(!a.attention_sinks && !a.sliding_window_alternate, n, "attention",
           "attention sinks and alternating windows are not implemented");
-  Require(a.qk_norm != QkNorm::kFull, n, "attention.qk_norm", "full-width q/k norms are not implemented");
-  Require(a.out_bias == false, n, "attention.out_bias", "output-projection biases are not implemented");
+  Require(a.qk_norm != QkNorm::kFull, n, "attention.qk_norm",
+          "full-width q/k norms are not implemented");
+  Require(a.out_bias == false, n, "attention.out_bias",
+          "output-projection biases are not implemented");
   Require(spec.word_embed_proj_dim == 0 && !spec.learned_position_embeddings, n, "embeddings",
           "embedding projections and learned positions are not implemented");
   if (spec.moe) {
-    Require(!spec.moe->router_bias && !spec.moe->router_score_bias, n, "moe", "router biases are not implemented");
+    Require(!spec.moe->router_bias && !spec.moe->router_score_bias, n, "moe",
+            "router biases are not implemented");
   }
 
   ExecutorConfig c;
@@ -85,14 +95,17 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
     c.top_k = o.top_k.value_or(spec.moe->top_k);
     c.expert_intermediate_size = o.intermediate.value_or(spec.moe->expert_intermediate_size);
     c.num_shared_experts = o.shared_experts.value_or(spec.moe->num_shared_experts);
-    c.shared_expert_intermediate_size = o.shared_intermediate.value_or(spec.moe->shared_expert_intermediate_size);
+    c.shared_expert_intermediate_size =
+        o.shared_intermediate.value_or(spec.moe->shared_expert_intermediate_size);
     c.shared_expert_gate = spec.moe->shared_expert_gate && c.num_shared_experts > 0;
     c.norm_topk_prob = spec.moe->norm_topk_prob;
     c.first_dense_layers = std::min(spec.moe->first_dense_layers, c.num_layers - 1);
     c.dense_intermediate_size = o.dense_intermediate.value_or(spec.dense_intermediate_size);
   } else {
-    if (o.experts || o.top_k) throw Error("model '" + n + "' is dense: --experts and --top-k do not apply");
-    c.dense_intermediate_size = o.dense_intermediate.value_or(o.intermediate.value_or(spec.dense_intermediate_size));
+    if (o.experts || o.top_k)
+      throw Error("model '" + n + "' is dense: --experts and --top-k do not apply");
+    c.dense_intermediate_size =
+        o.dense_intermediate.value_or(o.intermediate.value_or(spec.dense_intermediate_size));
   }
   c.max_positions = o.max_positions.value_or(std::min<int64_t>(spec.max_position_embeddings, 4096));
   c.Validate();
@@ -137,8 +150,9 @@ MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
 }
 
 MoeModelSpec ScaledSpec(const MoeModelSpec& spec, const ShapeOverrides& o) {
-  const bool any = o.layers || o.hidden || o.intermediate || o.dense_intermediate || o.experts || o.top_k || o.heads ||
-                   o.kv_heads || o.head_dim || o.vocab || o.shared_experts || o.shared_intermediate || o.max_positions;
+  const bool any = o.layers || o.hidden || o.intermediate || o.dense_intermediate || o.experts ||
+                   o.top_k || o.heads || o.kv_heads || o.head_dim || o.vocab || o.shared_experts ||
+                   o.shared_intermediate || o.max_positions;
   return any ? SpecFromExecutorConfig(ExecutorConfigFromSpec(spec, o)) : spec;
 }
 

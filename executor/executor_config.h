@@ -10,7 +10,8 @@
 namespace moelab {
 
 // The rotary table and every thread's attention scores are sized by max_positions before a token
-// runs (--max-positions 9e18 ended in "internal error"); 2^20 is above every preset's context window.
+// runs (--max-positions 9e18 ended in "internal error"); 2^20 is above every preset's context
+// window.
 inline constexpr int64_t kMaxExecutorPositions = int64_t{1} << 20;
 
 // The shape the reference executor runs: a decoder-only transformer with RMSNorm, rotary

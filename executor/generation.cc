@@ -23,7 +23,9 @@ std::mt19937_64 StreamFor(uint64_t seed, uint64_t purpose, uint64_t sequence) {
   return std::mt19937_64(SplitMix64(seed ^ SplitMix64(purpose ^ SplitMix64(sequence))));
 }
 
-double Uniform(std::mt19937_64& rng) { return std::uniform_real_distribution<double>(0.0, 1.0)(rng); }
+double Uniform(std::mt19937_64& rng) {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
 
 std::vector<double> Distribution(const float* logits, int64_t vocab, double temperature) {
   std::vector<double> p(static_cast<size_t>(vocab));
@@ -52,9 +54,9 @@ int32_t Sample(const std::vector<double>& p, std::mt19937_64& rng) {
 int64_t CacheCapacity(const Transformer& model, int64_t prompt, int64_t extra) {
   const int64_t needed = prompt + extra;
   if (needed > model.config().max_positions) {
-    throw Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " + std::to_string(needed) +
-                " positions, more than model '" + model.config().name + "' allows (max_positions " +
-                std::to_string(model.config().max_positions) + ")");
+    throw Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " +
+                std::to_string(needed) + " positions, more than model '" + model.config().name +
+                "' allows (max_positions " + std::to_string(model.config().max_positions) + ")");
   }
   return needed;
 }
@@ -68,7 +70,8 @@ void CheckPrompts(const std::vector<TokenIds>& prompts) {
 
 }  // namespace
 
-std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
+std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vocab,
+                                       uint64_t seed) {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   if (length < 1) throw Error("prompt length must be at least 1, got " + std::to_string(length));
   std::vector<TokenIds> prompts(static_cast<size_t>(batch));
@@ -85,7 +88,8 @@ int32_t PickToken(const float* logits, int64_t vocab, double temperature, std::m
   return Sample(Distribution(logits, vocab, temperature), rng);
 }
 
-DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts, const DecodeOptions& options) {
+DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
+                       const DecodeOptions& options) {
   CheckPrompts(prompts);
   if (options.output_tokens < 0) throw Error("output tokens must be >= 0");
   const int64_t vocab = model.config().vocab_size;
@@ -96,12 +100,16 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   caches.reserve(prompts.size());
   if (options.synthetic_context < 0) throw Error("a synthetic context must be >= 0 positions");
   for (size_t s = 0; s < prompts.size(); ++s) {
-    caches.emplace_back(model.config(), CacheCapacity(model, static_cast<int64_t>(longest) + options.synthetic_context,
-                                                      std::max<int64_t>(options.output_tokens, 1)));
-    if (options.synthetic_context > 0) caches.back().FillSynthetic(options.synthetic_context, options.seed + s);
+    caches.emplace_back(
+        model.config(),
+        CacheCapacity(model, static_cast<int64_t>(longest) + options.synthetic_context,
+                      std::max<int64_t>(options.output_tokens, 1)));
+    if (options.synthetic_context > 0)
+      caches.back().FillSynthetic(options.synthetic_context, options.seed + s);
   }
   std::vector<std::mt19937_64> rngs;
-  for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x6465636f6465ull, static_cast<uint64_t>(s)));
+  for (int64_t s = 0; s < batch; ++s)
+    rngs.push_back(StreamFor(options.seed, 0x6465636f6465ull, static_cast<uint64_t>(s)));
 
   DecodeResult result;
   result.outputs.resize(prompts.size());
@@ -117,7 +125,8 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   result.steps.push_back({"prefill", prompt_tokens, result.prefill_s});
   if (options.output_tokens == 0) return result;
   for (int64_t s = 0; s < batch; ++s) {
-    result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
+    result.outputs[s].push_back(
+        PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
   }
   forward.step_kind = "decode";
   for (int64_t step = 1; step < options.output_tokens; ++step) {
@@ -125,7 +134,8 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
     start = Clock::now();
     model.Forward(inputs, forward, logits);
     for (int64_t s = 0; s < batch; ++s) {
-      result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
+      result.outputs[s].push_back(
+          PickToken(logits.data() + s * vocab, vocab, options.temperature, rngs[s]));
     }
     const double seconds = Since(start);
     result.decode_s += seconds;
@@ -134,8 +144,8 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   return result;
 }
 
-BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width, int64_t output_tokens,
-                         RoutingSource* routing, RoutingTrace* record) {
+BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
+                         int64_t output_tokens, RoutingSource* routing, RoutingTrace* record) {
   CheckPrompts({prompt});
   if (width < 1) throw Error("beam width must be at least 1, got " + std::to_string(width));
   if (output_tokens < 1) throw Error("beam search needs at least 1 output token");
@@ -163,7 +173,8 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
     return a.token < b.token;
   };
   std::vector<Candidate> candidates;
-  for (int64_t t = 0; t < vocab; ++t) candidates.push_back({log_probabilities[t], 0, static_cast<int32_t>(t)});
+  for (int64_t t = 0; t < vocab; ++t)
+    candidates.push_back({log_probabilities[t], 0, static_cast<int32_t>(t)});
   const int64_t first = std::min(width, vocab);
   std::partial_sort(candidates.begin(), candidates.begin() + first, candidates.end(), better);
   std::vector<Beam> beams;
@@ -188,7 +199,8 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
     for (int64_t b = 0; b < alive; ++b) {
       LogSoftmax(logits.data() + b * vocab, vocab, log_probabilities.data());
       for (int64_t t = 0; t < vocab; ++t) {
-        candidates.push_back({beams[b].log_probability + log_probabilities[t], b, static_cast<int32_t>(t)});
+        candidates.push_back(
+            {beams[b].log_probability + log_probabilities[t], b, static_cast<int32_t>(t)});
       }
     }
     const int64_t kept = std::min<int64_t>(width, static_cast<int64_t>(candidates.size()));
@@ -216,9 +228,12 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
 
 std::string ToString(Acceptance acceptance) {
   switch (acceptance) {
-    case Acceptance::kGreedy: return "greedy";
-    case Acceptance::kRejectionSampling: return "sampling";
-    case Acceptance::kFixedAlpha: return "alpha";
+    case Acceptance::kGreedy:
+      return "greedy";
+    case Acceptance::kRejectionSampling:
+      return "sampling";
+    case Acceptance::kFixedAlpha:
+      return "alpha";
   }
   return "?";
 }
@@ -232,7 +247,8 @@ Acceptance AcceptanceFromString(const std::string& name) {
 
 void SpeculativeOptions::Validate() const {
   if (gamma < 1) throw Error("gamma must be at least 1, got " + std::to_string(gamma));
-  if (!(alpha >= 0 && alpha < 1)) throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(alpha >= 0 && alpha < 1))
+    throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
   if (!(temperature > 0)) throw Error("temperature must be > 0 for rejection sampling");
   if (output_tokens < 1) throw Error("output tokens must be at least 1");
 }
@@ -245,13 +261,14 @@ double SpeculativeResult::Sigma(int64_t gamma) const {
 }
 
 SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
-                                 const std::vector<TokenIds>& prompts, const SpeculativeOptions& options) {
+                                 const std::vector<TokenIds>& prompts,
+                                 const SpeculativeOptions& options) {
   options.Validate();
   CheckPrompts(prompts);
   if (draft.config().vocab_size != target.config().vocab_size) {
-    throw Error("draft '" + draft.config().name + "' has vocabulary " + std::to_string(draft.config().vocab_size) +
-                " but target '" + target.config().name + "' has " + std::to_string(target.config().vocab_size) +
-                "; they must match");
+    throw Error("draft '" + draft.config().name + "' has vocabulary " +
+                std::to_string(draft.config().vocab_size) + " but target '" + target.config().name +
+                "' has " + std::to_string(target.config().vocab_size) + "; they must match");
   }
   const int64_t vocab = target.config().vocab_size;
   const int64_t batch = static_cast<int64_t>(prompts.size());
@@ -269,12 +286,15 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
     target_caches.emplace_back(target.config(), CacheCapacity(target, cached, extra));
     draft_caches.emplace_back(draft.config(), CacheCapacity(draft, cached, extra));
     if (options.synthetic_context > 0) {
-      target_caches.back().FillSynthetic(options.synthetic_context, options.seed + static_cast<uint64_t>(s));
-      draft_caches.back().FillSynthetic(options.synthetic_context, options.seed + static_cast<uint64_t>(s) + 7919);
+      target_caches.back().FillSynthetic(options.synthetic_context,
+                                         options.seed + static_cast<uint64_t>(s));
+      draft_caches.back().FillSynthetic(options.synthetic_context,
+                                        options.seed + static_cast<uint64_t>(s) + 7919);
     }
   }
   std::vector<std::mt19937_64> rngs;
-  for (int64_t s = 0; s < batch; ++s) rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));
+  for (int64_t s = 0; s < batch; ++s)
+    rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));
   const bool sampling = options.acceptance == Acceptance::kRejectionSampling;
   const double temperature = sampling ? options.temperature : 0.0;
 
@@ -285,7 +305,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   std::vector<SequenceInput> inputs(prompts.size());
   Clock::time_point start = Clock::now();
   for (int64_t s = 0; s < batch; ++s) inputs[s] = {&target_caches[s], prompts[s]};
-  target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"}, logits);
+  target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"},
+                 logits);
   for (int64_t s = 0; s < batch; ++s) {
     result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, temperature, rngs[s]));
   }
@@ -296,7 +317,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
 
   // Tokens emitted but not yet in each model's cache.
   std::vector<TokenIds> draft_pending(prompts.size()), target_pending(prompts.size());
-  for (int64_t s = 0; s < batch; ++s) draft_pending[s] = target_pending[s] = {result.outputs[s].back()};
+  for (int64_t s = 0; s < batch; ++s)
+    draft_pending[s] = target_pending[s] = {result.outputs[s].back()};
 
   std::vector<int64_t> active;
   for (int64_t s = 0; s < batch; ++s) {
@@ -361,7 +383,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
           const int32_t best = static_cast<int32_t>(ArgMax(row, vocab));
           if (proposal != best) correction = best;
         } else if (options.acceptance == Acceptance::kFixedAlpha) {
-          if (!(Uniform(rngs[s]) < options.alpha)) correction = static_cast<int32_t>(ArgMax(row, vocab));
+          if (!(Uniform(rngs[s]) < options.alpha))
+            correction = static_cast<int32_t>(ArgMax(row, vocab));
         } else {
           const std::vector<double> p = Distribution(row, vocab, options.temperature);
           const std::vector<double>& q = draft_distributions[s][accepted];
@@ -389,13 +412,16 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
       result.accepted_per_round.push_back(accepted);
       // Roll back what was not accepted: the target keeps its pending token and the accepted
       // drafts; the draft keeps its pending tokens and the accepted drafts it has processed.
-      target_caches[s].Truncate(target_lengths[i] + static_cast<int64_t>(target_pending[s].size()) + accepted);
+      target_caches[s].Truncate(target_lengths[i] + static_cast<int64_t>(target_pending[s].size()) +
+                                accepted);
       draft_caches[s].Truncate(draft_lengths[i] + static_cast<int64_t>(draft_pending[s].size()) +
                                std::min(accepted, gamma - 1));
       target_pending[s] = {emitted.back()};
-      draft_pending[s] = accepted == gamma ? TokenIds{drafted[s].back(), emitted.back()} : TokenIds{emitted.back()};
+      draft_pending[s] = accepted == gamma ? TokenIds{drafted[s].back(), emitted.back()}
+                                           : TokenIds{emitted.back()};
       for (int32_t token : emitted) {
-        if (static_cast<int64_t>(result.outputs[s].size()) < total) result.outputs[s].push_back(token);
+        if (static_cast<int64_t>(result.outputs[s].size()) < total)
+          result.outputs[s].push_back(token);
       }
     }
     const double verify_seconds = Since(start);

@@ -28,11 +28,11 @@ struct StepTime {
 };
 
 struct DecodeOptions {
-  int64_t output_tokens = 16;   // per sequence, including the one the prefill produces
+  int64_t output_tokens = 16;  // per sequence, including the one the prefill produces
   // Positions of seeded keys and values each sequence's cache starts with before its prompt
   // (KvCache::FillSynthetic): decode at a long context without its prefill.
   int64_t synthetic_context = 0;
-  double temperature = 0;       // 0: greedy
+  double temperature = 0;  // 0: greedy
   uint64_t seed = 1;
   RoutingSource* routing = nullptr;
   RoutingTrace* record = nullptr;
@@ -42,12 +42,13 @@ struct DecodeResult {
   std::vector<TokenIds> outputs;  // per sequence, output_tokens each
   std::vector<StepTime> steps;    // the prefill, then one per decode step
   double prefill_s = 0;
-  double decode_s = 0;            // all decode steps
+  double decode_s = 0;  // all decode steps
 };
 
 // Prefill every prompt in one pass (its logits give the first token), then decode one token per
 // sequence per step. output_tokens = 0 runs the prefill only.
-DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts, const DecodeOptions& options);
+DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
+                       const DecodeOptions& options);
 
 struct Beam {
   TokenIds tokens;
@@ -64,8 +65,9 @@ struct BeamResult {
 // Beam search of `width` beams over `output_tokens` tokens from one prompt: each step scores every
 // (beam, token) continuation by its total log-probability and keeps the `width` best (ties: lower
 // beam, then lower token), copying the parent's KV cache into each kept beam.
-BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width, int64_t output_tokens,
-                         RoutingSource* routing = nullptr, RoutingTrace* record = nullptr);
+BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
+                         int64_t output_tokens, RoutingSource* routing = nullptr,
+                         RoutingTrace* record = nullptr);
 
 // How a drafted token is accepted.
 //  kGreedy: when it equals the target's argmax (output = the target's greedy decode).
@@ -108,6 +110,7 @@ struct SpeculativeResult {
 };
 
 SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
-                                 const std::vector<TokenIds>& prompts, const SpeculativeOptions& options);
+                                 const std::vector<TokenIds>& prompts,
+                                 const SpeculativeOptions& options);
 
 }  // namespace moelab

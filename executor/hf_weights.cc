@@ -22,14 +22,14 @@ Layout LayoutOf(const ExecutorConfig& c) {
               "' (supported: mixtral, qwen2_moe, qwen3_moe, llama, qwen2)");
 }
 
-// Visits every tensor: (name, shape, and where it lives: rows [row_begin, row_begin + shape[0]) of a
-// packed matrix, row-major bf16 data, or fp32 data). One list for load and save, so the two can
+// Visits every tensor: (name, shape, and where it lives: rows [row_begin, row_begin + shape[0]) of
+// a packed matrix, row-major bf16 data, or fp32 data). One list for load and save, so the two can
 // never disagree about names or shapes.
 struct TensorRef {
   std::string name;
   std::vector<int64_t> shape;
   PackedBf16Matrix* packed = nullptr;  // router, shared gate, LM head (bf16)
-  WeightMatrix* weight = nullptr;      // attention and FFNs, in the config's format (quantized at load)
+  WeightMatrix* weight = nullptr;  // attention and FFNs, in the config's format (quantized at load)
   int64_t row_begin = 0;
   Bf16* bf16 = nullptr;
   float* f32 = nullptr;
@@ -51,15 +51,29 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     refs.push_back(std::move(ref));
   };
   auto vector = [&](std::string name, std::vector<float>& data) {
-    refs.push_back({std::move(name), {static_cast<int64_t>(data.size())}, nullptr, nullptr, 0, nullptr, data.data()});
+    refs.push_back({std::move(name),
+                    {static_cast<int64_t>(data.size())},
+                    nullptr,
+                    nullptr,
+                    0,
+                    nullptr,
+                    data.data()});
   };
-  // One FFN block: gate, up ([width][hidden] each, the fused gate_up block) and down ([hidden][width]).
-  auto ffn = [&](const std::string& prefix, FfnWeights& f, const char* gate, const char* up, const char* down) {
+  // One FFN block: gate, up ([width][hidden] each, the fused gate_up block) and down
+  // ([hidden][width]).
+  auto ffn = [&](const std::string& prefix, FfnWeights& f, const char* gate, const char* up,
+                 const char* down) {
     matrix(prefix + gate + ".weight", f.width, f.gate_up, 0);
     matrix(prefix + up + ".weight", f.width, f.gate_up, f.width);
     matrix(prefix + down + ".weight", d, f.down, 0);
   };
-  refs.push_back({"model.embed_tokens.weight", {c.vocab_size, d}, nullptr, nullptr, 0, w.embedding.data(), nullptr});
+  refs.push_back({"model.embed_tokens.weight",
+                  {c.vocab_size, d},
+                  nullptr,
+                  nullptr,
+                  0,
+                  w.embedding.data(),
+                  nullptr});
   if (!c.tied_embeddings) matrix("lm_head.weight", c.vocab_size, w.lm_head, 0);
   vector("model.norm.weight", w.final_norm);
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -72,9 +86,22 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     matrix(p + "self_attn.v_proj.weight", c.kv_width(), lw.qkv, c.q_width() + c.kv_width());
     if (!lw.qkv_bias.empty()) {
       float* bias = lw.qkv_bias.data();
-      refs.push_back({p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, nullptr, 0, nullptr, bias});
-      refs.push_back({p + "self_attn.k_proj.bias", {c.kv_width()}, nullptr, nullptr, 0, nullptr, bias + c.q_width()});
-      refs.push_back({p + "self_attn.v_proj.bias", {c.kv_width()}, nullptr, nullptr, 0, nullptr, bias + c.q_width() + c.kv_width()});
+      refs.push_back(
+          {p + "self_attn.q_proj.bias", {c.q_width()}, nullptr, nullptr, 0, nullptr, bias});
+      refs.push_back({p + "self_attn.k_proj.bias",
+                      {c.kv_width()},
+                      nullptr,
+                      nullptr,
+                      0,
+                      nullptr,
+                      bias + c.q_width()});
+      refs.push_back({p + "self_attn.v_proj.bias",
+                      {c.kv_width()},
+                      nullptr,
+                      nullptr,
+                      0,
+                      nullptr,
+                      bias + c.q_width() + c.kv_width()});
     }
     if (!lw.q_norm.empty()) {
       vector(p + "self_attn.q_norm.weight", lw.q_norm);
@@ -98,10 +125,12 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     }
     if (lw.shared.width > 0) {
       if (layout != Layout::kQwenMoe || c.num_shared_experts != 1) {
-        throw Error("safetensors names for shared experts exist for Qwen-MoE's single shared expert only");
+        throw Error(
+            "safetensors names for shared experts exist for Qwen-MoE's single shared expert only");
       }
       ffn(p + "mlp.shared_expert.", lw.shared, "gate_proj", "up_proj", "down_proj");
-      if (!lw.shared_gate.empty()) matrix(p + "mlp.shared_expert_gate.weight", 1, lw.shared_gate, 0);
+      if (!lw.shared_gate.empty())
+        matrix(p + "mlp.shared_expert_gate.weight", 1, lw.shared_gate, 0);
     }
   }
   return refs;
@@ -109,7 +138,8 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
 
 }  // namespace
 
-ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::filesystem::path& file_or_folder) {
+ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config,
+                                    const std::filesystem::path& file_or_folder) {
   LayoutOf(config);  // refuses an unsupported family before any I/O
   const SafetensorsModel model = SafetensorsModel::Open(file_or_folder);  // checks every header
   ModelWeights w = AllocateWeights(config);
@@ -125,7 +155,8 @@ ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config, const std::fil
       if (ref.packed != nullptr) {
         ref.packed->PackRows(ref.row_begin, ref.shape[0], rows.data());
       } else {
-        ref.weight->PackRows(ref.row_begin, ref.shape[0], rows.data());  // q8_0 / q4_0: quantized here
+        ref.weight->PackRows(ref.row_begin, ref.shape[0],
+                             rows.data());  // q8_0 / q4_0: quantized here
       }
     } else {
       model.ReadBf16(ref.name, ref.shape, ref.bf16);

@@ -20,7 +20,8 @@ KvCache::KvCache(const ExecutorConfig& config, int64_t capacity)
 
 void KvCache::Truncate(int64_t new_length) {
   if (new_length < 0 || new_length > length_) {
-    throw Error("KV cache truncate to " + std::to_string(new_length) + " outside [0, " + std::to_string(length_) + "]");
+    throw Error("KV cache truncate to " + std::to_string(new_length) + " outside [0, " +
+                std::to_string(length_) + "]");
   }
   length_ = new_length;
 }
@@ -28,7 +29,8 @@ void KvCache::Truncate(int64_t new_length) {
 void KvCache::Append(int64_t count) {
   if (length_ + count > capacity_) {
     throw Error("KV cache overflow: " + std::to_string(length_ + count) + " positions, capacity " +
-                std::to_string(capacity_) + " (raise --max-positions or shorten the prompt/output)");
+                std::to_string(capacity_) +
+                " (raise --max-positions or shorten the prompt/output)");
   }
   length_ += count;
 }

@@ -19,8 +19,8 @@ class KvCache {
   float* keys(int64_t layer) { return keys_.data() + layer * capacity_ * kv_width_; }
   float* values(int64_t layer) { return values_.data() + layer * capacity_ * kv_width_; }
 
-  void Truncate(int64_t new_length);   // refuses growing
-  void Append(int64_t count);          // after a forward pass wrote `count` new positions
+  void Truncate(int64_t new_length);    // refuses growing
+  void Append(int64_t count);           // after a forward pass wrote `count` new positions
   void CopyFrom(const KvCache& other);  // same shape; copies the first other.length() positions
   // Starts an empty cache with `length` positions of seeded keys and values in [-1, 1): a long
   // context without paying its prefill, for measuring decode at that context (attention reads

@@ -16,28 +16,35 @@ namespace moelab {
 namespace {
 
 // What the run will hold, checked before any weight is built: positions within the model's
-// max_positions, and the KV caches (float keys and values of every sequence) plus the weights within
-// the memory this machine has available.
+// max_positions, and the KV caches (float keys and values of every sequence) plus the weights
+// within the memory this machine has available.
 void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
   const int64_t extra = request.workload == Workload::kSpeculative ? request.gamma + 1 : 0;
   const int64_t positions = request.prompt_tokens + request.output_tokens + extra;
   if (positions > c.max_positions) {
     throw Error("--prompt " + std::to_string(request.prompt_tokens) + " plus --tokens " +
-                std::to_string(request.output_tokens) + (extra > 0 ? " plus gamma + 1" : "") + " need " +
-                std::to_string(positions) + " positions, more than model '" + c.name + "' allows (max_positions " +
-                std::to_string(c.max_positions) + "; raise --max-positions)");
+                std::to_string(request.output_tokens) + (extra > 0 ? " plus gamma + 1" : "") +
+                " need " + std::to_string(positions) + " positions, more than model '" + c.name +
+                "' allows (max_positions " + std::to_string(c.max_positions) +
+                "; raise --max-positions)");
   }
-  const int64_t sequences = request.workload == Workload::kBeam ? request.beam_width : request.batch;
+  const int64_t sequences =
+      request.workload == Workload::kBeam ? request.beam_width : request.batch;
   const double kv_bytes = static_cast<double>(sequences) * static_cast<double>(positions) *
-                          static_cast<double>(c.num_layers) * static_cast<double>(c.kv_width()) * 2.0 * sizeof(float);
+                          static_cast<double>(c.num_layers) * static_cast<double>(c.kv_width()) *
+                          2.0 * sizeof(float);
   const double weight_bytes = WeightBytesFor(c);
   const double available = MemAvailableBytes();
   // Weights alone too large: AllocateWeights says so (before allocating) in its own words.
-  if (available > 0 && weight_bytes <= 0.9 * available && kv_bytes + weight_bytes > 0.9 * available) {
-    throw Error(std::to_string(sequences) + (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
-                std::to_string(positions) + " positions need " + std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) +
-                " GB of KV cache (plus " + std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
-                " GB of weights), more than the " + std::to_string(static_cast<int64_t>(available / 1e9)) +
+  if (available > 0 && weight_bytes <= 0.9 * available &&
+      kv_bytes + weight_bytes > 0.9 * available) {
+    throw Error(std::to_string(sequences) +
+                (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
+                std::to_string(positions) + " positions need " +
+                std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) + " GB of KV cache (plus " +
+                std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
+                " GB of weights), more than the " +
+                std::to_string(static_cast<int64_t>(available / 1e9)) +
                 " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
   }
 }
@@ -59,7 +66,8 @@ nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
     json["experts"] = c.num_experts;
     json["top_k"] = c.top_k;
     json["expert_intermediate"] = c.expert_intermediate_size;
-    json["expert_bytes"] = 3.0 * static_cast<double>(c.hidden_size * c.expert_intermediate_size) * 2.0;
+    json["expert_bytes"] =
+        3.0 * static_cast<double>(c.hidden_size * c.expert_intermediate_size) * 2.0;
     json["shared_experts"] = c.num_shared_experts;
   } else {
     json["intermediate"] = c.dense_intermediate_size;
@@ -69,7 +77,8 @@ nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
 
 nlohmann::json StepsJson(const std::vector<StepTime>& steps) {
   nlohmann::json json = nlohmann::json::array();
-  for (const StepTime& s : steps) json.push_back({{"kind", s.kind}, {"tokens", s.tokens}, {"seconds", s.seconds}});
+  for (const StepTime& s : steps)
+    json.push_back({{"kind", s.kind}, {"tokens", s.tokens}, {"seconds", s.seconds}});
   return json;
 }
 
@@ -78,30 +87,34 @@ nlohmann::json OperatorJson(const OperatorTimes& t) {
           {"lm_head", t.lm_head_s},     {"other", t.other_s},   {"total", t.total()}};
 }
 
-ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, uint64_t seed, ThreadPool& pool) {
+ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, uint64_t seed,
+                         ThreadPool& pool) {
   if (path.empty()) return MakeSyntheticWeights(config, seed, pool);
   return LoadHuggingFaceWeights(config, path);
 }
 
 // The target's weights without its routed experts, which go to (or already are in) the expert
 // store under the offload folder.
-ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest& request, ThreadPool& pool,
-                                  offload::PreparedStore& store) {
-  const std::filesystem::path dir =
-      request.offload->offload_dir.empty() ? offload::DefaultOffloadDir() : request.offload->offload_dir;
-  if (!config.is_moe()) throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest& request,
+                                  ThreadPool& pool, offload::PreparedStore& store) {
+  const std::filesystem::path dir = request.offload->offload_dir.empty()
+                                        ? offload::DefaultOffloadDir()
+                                        : request.offload->offload_dir;
+  if (!config.is_moe())
+    throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
   ModelWeights weights;
   if (request.weights.empty()) {
     const ExpertSink skip;
     bool built = false;
-    store = offload::PrepareExpertStore(config, "synthetic seed " + std::to_string(request.seed), dir,
-                                        [&](offload::ExpertStoreWriter& writer) {
-                                          const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) {
-                                            writer.Add(layer, expert, w);
-                                          };
-                                          weights = MakeSyntheticWeights(config, request.seed, pool, &add);
-                                          built = true;
-                                        });
+    store = offload::PrepareExpertStore(
+        config, "synthetic seed " + std::to_string(request.seed), dir,
+        [&](offload::ExpertStoreWriter& writer) {
+          const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) {
+            writer.Add(layer, expert, w);
+          };
+          weights = MakeSyntheticWeights(config, request.seed, pool, &add);
+          built = true;
+        });
     if (!built) weights = MakeSyntheticWeights(config, request.seed, pool, &skip);
     return weights;
   }
@@ -109,11 +122,14 @@ ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest
   weights = LoadHuggingFaceWeights(config, request.weights);
   std::error_code error;
   const auto size = std::filesystem::file_size(request.weights, error);
-  const auto mtime = std::filesystem::last_write_time(request.weights, error).time_since_epoch().count();
-  const std::string source = request.weights + " (" + std::to_string(size) + " bytes, mtime " + std::to_string(mtime) + ")";
+  const auto mtime =
+      std::filesystem::last_write_time(request.weights, error).time_since_epoch().count();
+  const std::string source = request.weights + " (" + std::to_string(size) + " bytes, mtime " +
+                             std::to_string(mtime) + ")";
   store = offload::PrepareExpertStore(config, source, dir, [&](offload::ExpertStoreWriter& writer) {
     for (int64_t l = config.first_dense_layers; l < config.num_layers; ++l) {
-      for (int64_t e = 0; e < config.num_experts; ++e) writer.Add(l - config.first_dense_layers, e, weights.layers[l].experts[e]);
+      for (int64_t e = 0; e < config.num_experts; ++e)
+        writer.Add(l - config.first_dense_layers, e, weights.layers[l].experts[e]);
     }
   });
   for (LayerWeights& layer : weights.layers) std::vector<FfnWeights>().swap(layer.experts);
@@ -131,10 +147,14 @@ double Mean(const std::vector<double>& values) {
 
 std::string ToString(Workload workload) {
   switch (workload) {
-    case Workload::kPrefill: return "prefill";
-    case Workload::kDecode: return "decode";
-    case Workload::kBeam: return "beam";
-    case Workload::kSpeculative: return "sd";
+    case Workload::kPrefill:
+      return "prefill";
+    case Workload::kDecode:
+      return "decode";
+    case Workload::kBeam:
+      return "beam";
+    case Workload::kSpeculative:
+      return "sd";
   }
   return "?";
 }
@@ -149,22 +169,29 @@ Workload WorkloadFromString(const std::string& name) {
 
 void RunRequest::Validate() const {
   if (batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(batch));
-  WeightFormatFromBits(expert_bits, "--expert-bits");  // refuses widths the executor has no kernels for
+  WeightFormatFromBits(expert_bits,
+                       "--expert-bits");  // refuses widths the executor has no kernels for
   WeightFormatFromBits(attention_bits, "--attention-bits");
-  if (prompt_tokens < 1) throw Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
-  if (output_tokens < 1) throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
+  if (prompt_tokens < 1)
+    throw Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
+  if (output_tokens < 1)
+    throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
   if (workload == Workload::kBeam) {
     if (beam_width < 1) throw Error("--beam must be at least 1, got " + std::to_string(beam_width));
-    if (batch != 1) throw Error("--workload beam searches one prompt: --batch must be 1 (use --beam for the width)");
+    if (batch != 1)
+      throw Error(
+          "--workload beam searches one prompt: --batch must be 1 (use --beam for the width)");
   }
   if (gamma < 1) throw Error("--gamma must be at least 1, got " + std::to_string(gamma));
-  if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(alpha >= 0 && alpha < 1))
+    throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
   if (!(temperature >= 0)) throw Error("--temperature must be >= 0");
   if (threads < 0) throw Error("--threads must be >= 1");
   if (threads > kMaxThreads) {
-    throw Error("--threads " + std::to_string(threads) + " is above the limit of " + std::to_string(kMaxThreads) +
-                " (the pool starts one OS thread each; this machine has " +
-                std::to_string(std::thread::hardware_concurrency()) + " hardware threads; docs/limits.md)");
+    throw Error(
+        "--threads " + std::to_string(threads) + " is above the limit of " +
+        std::to_string(kMaxThreads) + " (the pool starts one OS thread each; this machine has " +
+        std::to_string(std::thread::hardware_concurrency()) + " hardware threads; docs/limits.md)");
   }
 }
 
@@ -194,7 +221,8 @@ ShapeOverrides DefaultDraftShape() {
 
 nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets) {
   request.Validate();
-  ExecutorConfig target_config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  ExecutorConfig target_config =
+      ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   CheckRunFits(request, target_config);
   ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
   target_config.expert_format = WeightFormatFromBits(request.expert_bits, "--expert-bits");
@@ -216,12 +244,14 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
   RoutingTrace trace;
   if (target_config.is_moe()) {
     const int64_t moe_layers = target_config.num_layers - target_config.first_dense_layers;
-    routing = MakeRoutingSource(request.routing, moe_layers, target_config.num_experts, target_config.top_k, request.seed);
+    routing = MakeRoutingSource(request.routing, moe_layers, target_config.num_experts,
+                                target_config.top_k, request.seed);
     trace.num_layers = moe_layers;
     trace.num_experts = target_config.num_experts;
     trace.top_k = target_config.top_k;
     trace.source = "moelab run: model " + target_config.name + ", routing " +
-                   (routing ? routing->Describe() : std::string("model gate")) + ", seed " + std::to_string(request.seed);
+                   (routing ? routing->Describe() : std::string("model gate")) + ", seed " +
+                   std::to_string(request.seed);
   } else if (request.routing.kind != RoutingSpec::Kind::kGate) {
     throw Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
   } else if (!request.trace_out.empty()) {
@@ -229,12 +259,13 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
   }
   RoutingTrace* record = target_config.is_moe() ? &trace : nullptr;
 
-  const std::vector<TokenIds> prompts =
-      SyntheticPrompts(request.batch, request.prompt_tokens, target_config.vocab_size, request.seed);
+  const std::vector<TokenIds> prompts = SyntheticPrompts(request.batch, request.prompt_tokens,
+                                                         target_config.vocab_size, request.seed);
   nlohmann::json report;
   report["schema"] = "moelab.run/1";
   report["workload"] = ToString(request.workload);
-  report["machine"] = {{"cpu", CpuModelName()}, {"isa", ToString(ActiveIsa())}, {"threads", pool.size()}};
+  report["machine"] = {
+      {"cpu", CpuModelName()}, {"isa", ToString(ActiveIsa())}, {"threads", pool.size()}};
   report["model"] = ShapeJson(target_config, target_weights);
   report["batch"] = request.batch;
   report["prompt_tokens"] = request.prompt_tokens;
@@ -246,20 +277,27 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     // The experts are not in ModelWeights: count them as the in-RAM run does.
     report["model"]["weight_bytes"] = WeightBytesFor(target_config);
     FfnWeights expert;
-    expert.Allocate(target_config.hidden_size, target_config.expert_intermediate_size, target_config.expert_format);
-    report["weight_bytes_per_token"] = target_weights.BytesPerToken() +
-        static_cast<double>((target_config.num_layers - target_config.first_dense_layers) * target_config.top_k) * expert.StoredBytes();
+    expert.Allocate(target_config.hidden_size, target_config.expert_intermediate_size,
+                    target_config.expert_format);
+    report["weight_bytes_per_token"] =
+        target_weights.BytesPerToken() +
+        static_cast<double>((target_config.num_layers - target_config.first_dense_layers) *
+                            target_config.top_k) *
+            expert.StoredBytes();
   }
 
   const double batch = static_cast<double>(request.batch);
   const double later_tokens = static_cast<double>(request.output_tokens - 1);
   auto decode_metrics = [&](double prefill_s, double decode_s) {
     report["ttft_s"] = prefill_s;
-    report["tpot_s"] = later_tokens > 0 ? nlohmann::json(decode_s / later_tokens) : nlohmann::json(nullptr);
-    report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(batch * later_tokens / decode_s) : nlohmann::json(nullptr);
+    report["tpot_s"] =
+        later_tokens > 0 ? nlohmann::json(decode_s / later_tokens) : nlohmann::json(nullptr);
+    report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(batch * later_tokens / decode_s)
+                                              : nlohmann::json(nullptr);
     if (later_tokens > 0) {
       // Weight bytes one decode step reads divided by its time (meaningful at batch 1).
-      report["decode_weight_bandwidth_bytes_per_s"] = target_weights.BytesPerToken() / (decode_s / later_tokens);
+      report["decode_weight_bandwidth_bytes_per_s"] =
+          target_weights.BytesPerToken() / (decode_s / later_tokens);
     }
   };
 
@@ -275,7 +313,8 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
       const DecodeResult result = RunDecode(target, prompts, decode_options);
       report["ttft_s"] = result.prefill_s;
       report["tpot_s"] = nullptr;
-      report["tokens_per_s"] = batch * static_cast<double>(request.prompt_tokens) / result.prefill_s;
+      report["tokens_per_s"] =
+          batch * static_cast<double>(request.prompt_tokens) / result.prefill_s;
       report["step_times"] = StepsJson(result.steps);
       break;
     }
@@ -287,15 +326,18 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
       break;
     }
     case Workload::kBeam: {
-      const BeamResult result = RunBeamSearch(target, prompts[0], request.beam_width, request.output_tokens,
-                                              routing.get(), record);
+      const BeamResult result = RunBeamSearch(target, prompts[0], request.beam_width,
+                                              request.output_tokens, routing.get(), record);
       report["ttft_s"] = result.prefill_s;
-      report["tpot_s"] = later_tokens > 0 ? nlohmann::json(result.decode_s / later_tokens) : nlohmann::json(nullptr);
-      report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(later_tokens / result.decode_s) : nlohmann::json(nullptr);
+      report["tpot_s"] = later_tokens > 0 ? nlohmann::json(result.decode_s / later_tokens)
+                                          : nlohmann::json(nullptr);
+      report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(later_tokens / result.decode_s)
+                                                : nlohmann::json(nullptr);
       report["beam_width"] = request.beam_width;
       report["step_times"] = StepsJson(result.steps);
       nlohmann::json beams = nlohmann::json::array();
-      for (const Beam& b : result.beams) beams.push_back({{"tokens", b.tokens}, {"log_probability", b.log_probability}});
+      for (const Beam& b : result.beams)
+        beams.push_back({{"tokens", b.tokens}, {"log_probability", b.log_probability}});
       report["beams"] = beams;
       break;
     }
@@ -306,7 +348,8 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
         if (!draft_shape.vocab) draft_shape.vocab = target_config.vocab_size;
         draft_config = ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
       }
-      const ModelWeights draft_weights = LoadWeights(draft_config, request.draft_weights, request.seed + 1, pool);
+      const ModelWeights draft_weights =
+          LoadWeights(draft_config, request.draft_weights, request.seed + 1, pool);
       Transformer draft(draft_weights, pool);
       report["draft"] = ShapeJson(draft_config, draft_weights);
       // The plain decode of the same requests, in the same run, is the speedup's reference.
@@ -349,9 +392,10 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
           {"target_efficiency", Mean(baseline_steps) / Mean(sd.full_batch_verify_s)},
           {"draft_s", sd.draft_s},
           {"verify_s", sd.verify_s},
-          {"baseline", {{"decode_s", baseline.decode_s},
-                        {"tpot_s", later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0},
-                        {"operator_times_s", OperatorJson(baseline_times)}}},
+          {"baseline",
+           {{"decode_s", baseline.decode_s},
+            {"tpot_s", later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0},
+            {"operator_times_s", OperatorJson(baseline_times)}}},
           {"draft_operator_times_s", OperatorJson(draft.times())}};
       if (request.acceptance == Acceptance::kFixedAlpha) {
         sd_json["alpha"] = request.alpha;
@@ -370,7 +414,8 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
   }
   if (record) {
     nlohmann::json counts = nlohmann::json::array();
-    for (size_t step = 0; step < trace.steps.size(); ++step) counts.push_back(trace.ExpertCounts(step));
+    for (size_t step = 0; step < trace.steps.size(); ++step)
+      counts.push_back(trace.ExpertCounts(step));
     report["expert_token_counts"] = counts;
     if (!request.trace_out.empty()) SaveRoutingTrace(trace, request.trace_out);
   }

@@ -25,12 +25,12 @@ inline constexpr int kMaxThreads = 1024;
 
 struct RunRequest {
   std::string model = "mixtral-8x7b";
-  ShapeOverrides shape;               // applied to the model's spec
-  int expert_bits = 16;               // routed experts: 16 bf16, 8 q8_0, 4 q4_0 (--expert-bits)
-  int attention_bits = 16;            // q|k|v and o projections, the same choices (--attention-bits)
-  std::string weights;                // safetensors file/folder; empty: synthetic
+  ShapeOverrides shape;     // applied to the model's spec
+  int expert_bits = 16;     // routed experts: 16 bf16, 8 q8_0, 4 q4_0 (--expert-bits)
+  int attention_bits = 16;  // q|k|v and o projections, the same choices (--attention-bits)
+  std::string weights;      // safetensors file/folder; empty: synthetic
   std::string draft = "llama-3.2-1b";
-  ShapeOverrides draft_shape;         // draft vocab defaults to the target's (shared vocabulary)
+  ShapeOverrides draft_shape;  // draft vocab defaults to the target's (shared vocabulary)
   std::string draft_weights;
   Workload workload = Workload::kDecode;
   int64_t batch = 1;
@@ -43,8 +43,8 @@ struct RunRequest {
   double temperature = 0;  // decode sampling; 0 greedy (rejection sampling uses 1 when 0)
   RoutingSpec routing = ParseRoutingSpec("gate");  // --routing, parsed once by the caller
   uint64_t seed = 1;
-  int threads = 0;          // 0: DefaultThreadCount()
-  std::string trace_out;    // routing trace file, written atomically when set
+  int threads = 0;        // 0: DefaultThreadCount()
+  std::string trace_out;  // routing trace file, written atomically when set
   // --offload POLICY: routed experts on storage (the expert store under offload->offload_dir), a
   // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
   // the report gains "offload" (OffloadStats::ToJson).

@@ -35,7 +35,8 @@ void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices
     for (int64_t e = 0; e < count; ++e) {
       bool taken = false;
       for (int64_t s = 0; s < slot; ++s) taken |= indices[s] == e;
-      if (!taken && (best < 0 || probabilities[e] > probabilities[best])) best = static_cast<int32_t>(e);
+      if (!taken && (best < 0 || probabilities[e] > probabilities[best]))
+        best = static_cast<int32_t>(e);
     }
     indices[slot] = best;
   }
@@ -56,9 +57,11 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   const int64_t d = c.hidden_size;
   int64_t tokens = 0;
   for (const SequenceInput& s : batch) {
-    if (s.cache == nullptr || s.tokens.empty()) throw Error("forward pass: every sequence needs a cache and at least one token");
+    if (s.cache == nullptr || s.tokens.empty())
+      throw Error("forward pass: every sequence needs a cache and at least one token");
     if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
-      throw Error("forward pass: sequence would exceed its KV cache capacity (" + std::to_string(s.cache->capacity()) + " positions)");
+      throw Error("forward pass: sequence would exceed its KV cache capacity (" +
+                  std::to_string(s.cache->capacity()) + " positions)");
     }
     tokens += static_cast<int64_t>(s.tokens.size());
   }
@@ -71,7 +74,8 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
       const int32_t token = s.tokens[i];
       if (token < 0 || token >= c.vocab_size) {
-        throw Error("token id " + std::to_string(token) + " outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+        throw Error("token id " + std::to_string(token) + " outside the vocabulary [0, " +
+                    std::to_string(c.vocab_size) + ")");
       }
       positions_[row] = s.cache->length() + static_cast<int64_t>(i);
       const Bf16* embedding = weights_.embedding.data() + static_cast<int64_t>(token) * d;
@@ -84,9 +88,11 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   step.kind = options.step_kind;
   step.tokens = tokens;
   active_provider_ = options.experts ? options.experts : provider_;
-  if (active_provider_) active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
+  if (active_provider_)
+    active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
   if (options.record) {
-    for (const SequenceInput& s : batch) step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
+    for (const SequenceInput& s : batch)
+      step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
   }
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     Attention(layer, batch, tokens);
@@ -122,7 +128,8 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   }
   const int64_t logit_rows = static_cast<int64_t>(rows.size());
   for (int64_t r = 0; r < logit_rows; ++r) {
-    RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps, normed_.data() + r * d);
+    RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps,
+            normed_.data() + r * d);
   }
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
   MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size, pool_);
@@ -172,7 +179,8 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   std::vector<std::pair<KvCache*, int64_t>> token_cache(static_cast<size_t>(tokens));
   row = 0;
   for (SequenceInput& s : batch) {
-    for (size_t i = 0; i < s.tokens.size(); ++i, ++row) token_cache[row] = {s.cache, positions_[row]};
+    for (size_t i = 0; i < s.tokens.size(); ++i, ++row)
+      token_cache[row] = {s.cache, positions_[row]};
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = c.num_heads / c.num_kv_heads;
@@ -183,16 +191,18 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   const int64_t heads_total = tokens * c.num_heads;
   const int64_t tasks = std::clamp<int64_t>(work >> 15, 1, heads_total);
   pool_.Run(tasks, [&](int64_t task_index, int thread) {
-    for (int64_t task = task_index * heads_total / tasks; task < (task_index + 1) * heads_total / tasks; ++task) {
-    const int64_t t = task / c.num_heads;
-    const int64_t head = task % c.num_heads;
-    const int64_t kv_head = head / group;
-    KvCache* cache = token_cache[t].first;
-    const int64_t position = token_cache[t].second;
-    const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
-    AttendOneHead(qkv_.data() + t * qkv_width + head * hd, cache->keys(layer) + kv_head * hd,
-                  cache->values(layer) + kv_head * hd, c.kv_width(), hd, first, position, scale,
-                  scores_[thread].data(), attention_out_.data() + t * c.q_width() + head * hd);
+    for (int64_t task = task_index * heads_total / tasks;
+         task < (task_index + 1) * heads_total / tasks; ++task) {
+      const int64_t t = task / c.num_heads;
+      const int64_t head = task % c.num_heads;
+      const int64_t kv_head = head / group;
+      KvCache* cache = token_cache[t].first;
+      const int64_t position = token_cache[t].second;
+      const int64_t first =
+          c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
+      AttendOneHead(qkv_.data() + t * qkv_width + head * hd, cache->keys(layer) + kv_head * hd,
+                    cache->values(layer) + kv_head * hd, c.kv_width(), hd, first, position, scale,
+                    scores_[thread].data(), attention_out_.data() + t * c.q_width() + head * hd);
     }
   });
   projected_.resize(static_cast<size_t>(tokens * d));
@@ -207,7 +217,8 @@ void Transformer::Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, flo
   ExpertFfn(x, tokens, ffn.gate_up, ffn.down, out, pool_, ffn_scratch_);
 }
 
-void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options, RoutingStep* record) {
+void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
+                           RoutingStep* record) {
   const ExecutorConfig& c = config();
   const LayerWeights& lw = weights_.layers[layer];
   const int64_t d = c.hidden_size;
@@ -241,7 +252,8 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
     }
   }
   if (record) {
-    if (record->experts.empty()) record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
+    if (record->experts.empty())
+      record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
     record->experts[moe_layer] = token_experts_;
   }
   times_.router_s += Since(start);
@@ -252,7 +264,8 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   // token whatever else is in the batch).
   std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(experts));
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t j = 0; j < k; ++j) routed[token_experts_[t][j]].push_back({t, token_weights_[t][j]});
+    for (int64_t j = 0; j < k; ++j)
+      routed[token_experts_[t][j]].push_back({t, token_weights_[t][j]});
   }
   ExpertProvider* const provider = active_provider_;
   if (provider) {
@@ -271,10 +284,12 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
     if (!provider) {
       gathered_.resize(static_cast<size_t>(count * d));
       expert_out_.resize(gathered_.size());
-      for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
+      for (int64_t i = 0; i < count; ++i)
+        std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
       Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
     }
-    for (int64_t i = 0; i < count; ++i) Axpy(assigned[i].second, out.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
+    for (int64_t i = 0; i < count; ++i)
+      Axpy(assigned[i].second, out.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
   }
   if (lw.shared.width > 0) {
     expert_out_.resize(static_cast<size_t>(tokens * d));
@@ -284,12 +299,14 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
       MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
       for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
     }
-    for (int64_t t = 0; t < tokens; ++t) Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+    for (int64_t t = 0; t < tokens; ++t)
+      Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
   }
   times_.experts_s += Since(start);
 }
 
-void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider, RoutingStep* /*record*/) {
+void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider,
+                                  RoutingStep* /*record*/) {
   const ExecutorConfig& c = config();
   const int64_t d = c.hidden_size;
   const int64_t experts = c.num_experts;
@@ -309,7 +326,8 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   if (needs.gate_probabilities) {
     gate_mean_.assign(static_cast<size_t>(experts), 0.0f);
     for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t e = 0; e < experts; ++e) gate_mean_[e] += router_logits_[t * experts + e] / static_cast<float>(tokens);
+      for (int64_t e = 0; e < experts; ++e)
+        gate_mean_[e] += router_logits_[t * experts + e] / static_cast<float>(tokens);
     }
   }
   // The speculative gate (Mixtral-offloading): the next layer's router on this layer's normalized
@@ -317,7 +335,8 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   next_scores_.clear();
   if (needs.next_layer_scores && layer + 1 < c.num_layers) {
     next_logits_.resize(static_cast<size_t>(tokens * experts));
-    MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router, next_logits_.data(), experts, pool_);
+    MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router, next_logits_.data(),
+               experts, pool_);
     next_scores_.assign(static_cast<size_t>(experts), 0.0f);
     for (int64_t t = 0; t < tokens; ++t) {
       float* p = next_logits_.data() + t * experts;
@@ -346,7 +365,8 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
     }
     const int64_t count = static_cast<int64_t>(rows.size());
     gathered_.resize(static_cast<size_t>(count * d));
-    for (int64_t i = 0; i < count; ++i) std::copy_n(normed_.data() + rows[i] * d, d, gathered_.data() + i * d);
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(normed_.data() + rows[i] * d, d, gathered_.data() + i * d);
     std::vector<float>& out = provided_out_[e];
     out.resize(gathered_.size());
     const FfnWeights& weights = provider.Acquire(moe_layer, e);

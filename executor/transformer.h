@@ -75,7 +75,8 @@ class Transformer {
   void Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out);
   // The routed experts through options.experts (the offload runtime); outputs added in expert
   // order per token, as without it, so results are bit-identical.
-  void ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider, RoutingStep* record);
+  void ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider,
+                       RoutingStep* record);
 
   const ModelWeights& weights_;
   ThreadPool& pool_;

@@ -45,7 +45,8 @@ class SyntheticFiller {
     const uint64_t tensor = next_tensor_++;
     const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
     const int64_t cols = m.cols();
-    const int64_t task_rows = PackedBf16Matrix::kGroupRows * std::max<int64_t>(1, (int64_t{1} << 12) / std::max<int64_t>(1, cols));
+    const int64_t task_rows = PackedBf16Matrix::kGroupRows *
+                              std::max<int64_t>(1, (int64_t{1} << 12) / std::max<int64_t>(1, cols));
     const int64_t tasks = (m.rows() + task_rows - 1) / task_rows;
     pool_.Run(tasks, [&](int64_t task, int) {
       const int64_t begin = task * task_rows, end = std::min(m.rows(), (task + 1) * task_rows);
@@ -53,7 +54,8 @@ class SyntheticFiller {
       rows.resize(static_cast<size_t>((end - begin) * cols));
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
-          rows[(r - begin) * cols + c] = FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c)));
+          rows[(r - begin) * cols + c] = FloatToBf16(
+              amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c)));
         }
       }
       m.PackRows(begin, end - begin, rows.data());
@@ -99,21 +101,25 @@ double WeightBytesFor(const ExecutorConfig& c) {
   const double kv = static_cast<double>(c.num_kv_heads) * static_cast<double>(c.head_dim);
   const double experts = static_cast<double>(c.num_experts);
   const double layers = static_cast<double>(c.num_layers);
-  const double moe_layers = c.is_moe() ? static_cast<double>(c.num_layers - c.first_dense_layers) : 0.0;
+  const double moe_layers =
+      c.is_moe() ? static_cast<double>(c.num_layers - c.first_dense_layers) : 0.0;
   // Matrices in bf16-equivalent elements: a quantized matrix counts its stored bits / 16.
   const double attention_scale = StoredBitsPerWeight(c.attention_format) / 16.0;
   const double expert_scale = StoredBitsPerWeight(c.expert_format) / 16.0;
   double matrices = static_cast<double>(c.vocab_size) * d * (c.tied_embeddings ? 1 : 2);
   double vectors = d;
   matrices += layers * (attention_scale * ((q + 2 * kv) * d + d * q));
-  vectors += layers * (2.0 * d + (c.qkv_bias ? q + 2 * kv : 0.0) + (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0));
-  matrices += moe_layers * (experts * d + expert_scale * 3.0 * (experts * d * static_cast<double>(c.expert_intermediate_size)) +
-                            3.0 * (d * static_cast<double>(c.num_shared_experts) * static_cast<double>(c.shared_expert_intermediate_size)) +
+  vectors += layers * (2.0 * d + (c.qkv_bias ? q + 2 * kv : 0.0) +
+                       (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0));
+  matrices += moe_layers * (experts * d +
+                            expert_scale * 3.0 *
+                                (experts * d * static_cast<double>(c.expert_intermediate_size)) +
+                            3.0 * (d * static_cast<double>(c.num_shared_experts) *
+                                   static_cast<double>(c.shared_expert_intermediate_size)) +
                             (c.shared_expert_gate ? d : 0.0));
   matrices += (layers - moe_layers) * (3.0 * (d * static_cast<double>(c.dense_intermediate_size)));
   return 2.0 * matrices + 4.0 * vectors;
 }
-
 
 ModelWeights AllocateWeights(const ExecutorConfig& c) { return AllocateWeights(c, true); }
 
@@ -124,8 +130,10 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
   const double needed = WeightBytesFor(counted);
   const double available = MemAvailableBytes();
   if (available > 0 && needed > 0.9 * available) {
-    throw Error("model '" + c.name + "' needs " + std::to_string(static_cast<int64_t>(needed / 1e9)) +
-                " GB of weights but this machine has " + std::to_string(static_cast<int64_t>(available / 1e9)) +
+    throw Error("model '" + c.name + "' needs " +
+                std::to_string(static_cast<int64_t>(needed / 1e9)) +
+                " GB of weights but this machine has " +
+                std::to_string(static_cast<int64_t>(available / 1e9)) +
                 " GB available; scale it with --layers/--hidden/--intermediate/--experts");
   }
   ModelWeights w;
@@ -150,9 +158,11 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
     if (c.IsMoeLayer(l)) {
       layer.router = PackedBf16Matrix(c.num_experts, d);
       if (with_experts) layer.experts.resize(c.num_experts);
-      for (FfnWeights& expert : layer.experts) expert.Allocate(d, c.expert_intermediate_size, c.expert_format);
+      for (FfnWeights& expert : layer.experts)
+        expert.Allocate(d, c.expert_intermediate_size, c.expert_format);
       if (c.num_shared_experts > 0) {
-        layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size, WeightFormat::kBf16);
+        layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size,
+                              WeightFormat::kBf16);
         if (c.shared_expert_gate) layer.shared_gate = PackedBf16Matrix(1, d);
       }
     } else {
@@ -163,14 +173,17 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
 }
 
 void TieLmHead(ModelWeights& w) {
-  if (w.config.tied_embeddings) w.lm_head = PackedBf16Matrix::Pack(w.embedding.data(), w.config.vocab_size, w.config.hidden_size);
+  if (w.config.tied_embeddings)
+    w.lm_head =
+        PackedBf16Matrix::Pack(w.embedding.data(), w.config.vocab_size, w.config.hidden_size);
 }
 
 ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool) {
   return MakeSyntheticWeights(c, seed, pool, nullptr);
 }
 
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool, const ExpertSink* sink) {
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool,
+                                  const ExpertSink* sink) {
   ModelWeights w = AllocateWeights(c, sink == nullptr);
   FfnWeights scratch;
   if (sink && *sink) scratch.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
@@ -218,9 +231,10 @@ namespace {
 
 // Bytes of one layer's weights, counting `experts_counted` of its routed experts.
 double LayerBytes(const LayerWeights& l, double experts_counted) {
-  double bytes = 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() + l.qkv_bias.size() +
-                                           l.q_norm.size() + l.k_norm.size());
-  bytes += l.qkv.StoredBytes() + l.output.StoredBytes() + l.shared.StoredBytes() + l.dense.StoredBytes() +
+  double bytes = 4.0 * static_cast<double>(l.attention_norm.size() + l.ffn_norm.size() +
+                                           l.qkv_bias.size() + l.q_norm.size() + l.k_norm.size());
+  bytes += l.qkv.StoredBytes() + l.output.StoredBytes() + l.shared.StoredBytes() +
+           l.dense.StoredBytes() +
            2.0 * static_cast<double>(l.router.elements() + l.shared_gate.elements());
   if (!l.experts.empty()) bytes += experts_counted * l.experts[0].StoredBytes();
   return bytes;
@@ -229,16 +243,21 @@ double LayerBytes(const LayerWeights& l, double experts_counted) {
 }  // namespace
 
 double ModelWeights::TotalBytes() const {
-  const double lm_head_elements = config.tied_embeddings ? 0.0 : static_cast<double>(lm_head.elements());
-  double bytes = 2.0 * (static_cast<double>(embedding.size()) + lm_head_elements) + 4.0 * static_cast<double>(final_norm.size());
-  for (const LayerWeights& l : layers) bytes += LayerBytes(l, static_cast<double>(l.experts.size()));
+  const double lm_head_elements =
+      config.tied_embeddings ? 0.0 : static_cast<double>(lm_head.elements());
+  double bytes = 2.0 * (static_cast<double>(embedding.size()) + lm_head_elements) +
+                 4.0 * static_cast<double>(final_norm.size());
+  for (const LayerWeights& l : layers)
+    bytes += LayerBytes(l, static_cast<double>(l.experts.size()));
   return bytes;
 }
 
 double ModelWeights::BytesPerToken() const {
   const ExecutorConfig& c = config;
-  // One embedding row, the whole LM head (tied or not), the final norm, and top_k experts per MoE layer.
-  double bytes = 2.0 * static_cast<double>(c.hidden_size) + 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) +
+  // One embedding row, the whole LM head (tied or not), the final norm, and top_k experts per MoE
+  // layer.
+  double bytes = 2.0 * static_cast<double>(c.hidden_size) +
+                 2.0 * static_cast<double>(c.vocab_size * c.hidden_size) +
                  4.0 * static_cast<double>(final_norm.size());
   for (const LayerWeights& l : layers) bytes += LayerBytes(l, static_cast<double>(c.top_k));
   return bytes;

@@ -35,8 +35,8 @@ struct FfnWeights {
 struct LayerWeights {
   std::vector<float> attention_norm;  // [hidden]
   std::vector<float> ffn_norm;        // [hidden]
-  WeightMatrix qkv;                   // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
-  std::vector<float> qkv_bias;        // empty, or [(heads + 2 kv_heads) head_dim]
+  WeightMatrix qkv;             // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
+  std::vector<float> qkv_bias;  // empty, or [(heads + 2 kv_heads) head_dim]
   std::vector<float> q_norm, k_norm;  // empty, or [head_dim]
   WeightMatrix output;                // [hidden][heads head_dim]
   PackedBf16Matrix router;            // [experts][hidden]; empty in dense layers
@@ -49,14 +49,15 @@ struct LayerWeights {
 struct ModelWeights {
   ExecutorConfig config;
   std::vector<Bf16> embedding;  // [vocab][hidden], row-major: the lookup reads one row
-  // [vocab][hidden]; with tied embeddings a packed copy of the embedding (TieLmHead), not counted in
-  // the weight bytes (the model has one such matrix).
+  // [vocab][hidden]; with tied embeddings a packed copy of the embedding (TieLmHead), not counted
+  // in the weight bytes (the model has one such matrix).
   PackedBf16Matrix lm_head;
   std::vector<float> final_norm;
   std::vector<LayerWeights> layers;
   std::string source;  // "synthetic seed N" or the safetensors path
 
-  // Bytes of every weight as stored (bf16 at 2 bytes, quantized with their scales, fp32 vectors at 4).
+  // Bytes of every weight as stored (bf16 at 2 bytes, quantized with their scales, fp32 vectors at
+  // 4).
   double TotalBytes() const;
   // Bytes one decode token reads: attention, router, top_k experts per MoE layer, shared and dense
   // FFNs, norms, one embedding row and the LM head.
@@ -85,7 +86,9 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, T
 // expert is handed to `*sink` in (MoE layer, expert) order instead of being kept, or skipped when
 // `*sink` is empty (the store already holds them); ModelWeights' experts stay empty and the size
 // check counts the rest only. `sink == nullptr`: the plain call above.
-using ExpertSink = std::function<void(int64_t moe_layer, int64_t expert, const FfnWeights& weights)>;
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool, const ExpertSink* sink);
+using ExpertSink =
+    std::function<void(int64_t moe_layer, int64_t expert, const FfnWeights& weights)>;
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool,
+                                  const ExpertSink* sink);
 
 }  // namespace moelab

@@ -45,18 +45,21 @@ RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::str
   roofline.device = device;
   const std::string who = "hardware '" + hardware.name + "'";
   if (device == "cpu") {
-    if (!hardware.host) throw Error(who + " names no host CPU (field 'host'): it cannot describe a CPU profile");
+    if (!hardware.host)
+      throw Error(who + " names no host CPU (field 'host'): it cannot describe a CPU profile");
     const HostSpec& host = *hardware.host;
     const RooflineTarget target = HostTargetOf(hardware, threads, compute_dtype);
     roofline.peak_flops = target.peak_flops;
     roofline.compute_dtype = target.dtype_used;
     roofline.bandwidth_bytes_per_s = target.bandwidth_bytes_per_s;
-    roofline.source = who + " host " + host.cpu_name + ", peak scaled to " + std::to_string(threads) + " of " +
-                      std::to_string(host.cores) + " cores";
+    roofline.source = who + " host " + host.cpu_name + ", peak scaled to " +
+                      std::to_string(threads) + " of " + std::to_string(host.cores) + " cores";
   } else if (device == "gpu") {
-    if (!hardware.accelerator) throw Error(who + " has no accelerator: it cannot describe a GPU profile");
+    if (!hardware.accelerator)
+      throw Error(who + " has no accelerator: it cannot describe a GPU profile");
     const AcceleratorSpec& accelerator = *hardware.accelerator;
-    roofline.peak_flops = PeakFlopsFor(accelerator.peak_flops, compute_dtype, &roofline.compute_dtype);
+    roofline.peak_flops =
+        PeakFlopsFor(accelerator.peak_flops, compute_dtype, &roofline.compute_dtype);
     roofline.bandwidth_bytes_per_s = accelerator.memory_bandwidth_bytes_per_s;
     roofline.source = who + " accelerator " + accelerator.display_name;
   } else {
@@ -71,15 +74,18 @@ namespace {
 
 void RequireLimits(const Profile& profile) {
   if (!profile.limits) {
-    throw Error(profile.origin + ": no field 'machine.limits' (profiles written before the profiler measured "
-                "the machine's limits lack it): name the profiled machine's hardware preset instead");
+    throw Error(
+        profile.origin +
+        ": no field 'machine.limits' (profiles written before the profiler measured "
+        "the machine's limits lack it): name the profiled machine's hardware preset instead");
   }
 }
 
 }  // namespace
 
 int64_t ProfiledThreads(const Profile& profile) {
-  const nlohmann::json& threads = profile.machine.contains("threads") ? profile.machine["threads"] : nlohmann::json();
+  const nlohmann::json& threads =
+      profile.machine.contains("threads") ? profile.machine["threads"] : nlohmann::json();
   return threads.is_number_integer() ? threads.get<int64_t>() : 1;
 }
 
@@ -87,8 +93,8 @@ HardwareSpec HardwareFromProfile(const Profile& profile) {
   RequireLimits(profile);
   HostSpec host;
   host.name = "profile:" + profile.origin;
-  host.cpu_name = profile.machine.value("cpu", std::string("CPU")) + " (" + std::to_string(profile.limits->threads) +
-                  " threads, as profiled)";
+  host.cpu_name = profile.machine.value("cpu", std::string("CPU")) + " (" +
+                  std::to_string(profile.limits->threads) + " threads, as profiled)";
   host.cores = profile.limits->threads;
   for (const auto& [dtype, flops] : profile.limits->peak_flops) host.peak_flops[dtype] = flops;
   host.dram_bytes = profile.machine.value("memory_bytes", 0.0);
@@ -111,8 +117,10 @@ HardwareSpec HardwareFromProfile(const Profile& profile) {
 
 RooflineDevice ProfiledRoofline(const Profile& profile, const std::optional<HardwareSpec>& hardware,
                                 const std::string& device, const std::string& compute_dtype) {
-  if (hardware) return RooflineFromHardware(*hardware, device, compute_dtype, ProfiledThreads(profile));
-  if (device != "cpu") throw Error("--device gpu needs --hardware: the profile measures no GPU limits");
+  if (hardware)
+    return RooflineFromHardware(*hardware, device, compute_dtype, ProfiledThreads(profile));
+  if (device != "cpu")
+    throw Error("--device gpu needs --hardware: the profile measures no GPU limits");
   return RooflineFromLimits(profile, compute_dtype);
 }
 
@@ -121,14 +129,16 @@ RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& com
   const auto peak = profile.limits->peak_flops.find(compute_dtype);
   if (peak == profile.limits->peak_flops.end()) {
     throw Error(profile.origin + ": field 'machine.limits.peak_flops' has no '" + compute_dtype +
-                "' peak (the CPU lacks the instructions to measure it): name the profiled machine's hardware preset instead");
+                "' peak (the CPU lacks the instructions to measure it): name the profiled "
+                "machine's hardware preset instead");
   }
   RooflineDevice roofline;
   roofline.device = "cpu";
   roofline.peak_flops = peak->second;
   roofline.bandwidth_bytes_per_s = profile.limits->dram_read_bytes_per_s;
   roofline.compute_dtype = compute_dtype;
-  roofline.source = "limits measured in " + profile.origin + " (" + std::to_string(profile.limits->threads) + " threads)";
+  roofline.source = "limits measured in " + profile.origin + " (" +
+                    std::to_string(profile.limits->threads) + " threads)";
   return roofline;
 }
 
@@ -141,37 +151,45 @@ CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roo
   std::vector<double> measured;
   std::vector<std::string> row_ops;
   for (const ProfileSample& s : profile.samples) {
-    if (s.device != roofline.device || std::find(names.begin(), names.end(), s.op) == names.end()) continue;
+    if (s.device != roofline.device || std::find(names.begin(), names.end(), s.op) == names.end())
+      continue;
     if (s.flops < 0 || s.bytes < 0) {
       throw Error(profile.origin + ": samples[" + std::to_string(s.index) +
-                  "] has no 'flops' or 'bytes'; the calibration needs both (profile again with moelab profile)");
+                  "] has no 'flops' or 'bytes'; the calibration needs both (profile again with "
+                  "moelab profile)");
     }
     rows.push_back({s.flops / roofline.peak_flops, s.bytes / roofline.bandwidth_bytes_per_s});
     measured.push_back(s.median_s);
     row_ops.push_back(s.op);
   }
   if (static_cast<int>(rows.size()) < kMinimumPoints) {
-    throw Error(profile.origin + ": " + std::to_string(rows.size()) + " samples of expert_ffn, router, lm_head or " +
-                "dense_ffn on device '" + roofline.device + "'; the calibration needs at least " +
+    throw Error(profile.origin + ": " + std::to_string(rows.size()) +
+                " samples of expert_ffn, router, lm_head or " + "dense_ffn on device '" +
+                roofline.device + "'; the calibration needs at least " +
                 std::to_string(kMinimumPoints));
   }
 
   LeastSquaresModel model;
   model.description = "cost calibration of " + profile.origin;
-  model.parameters = {{"compute_efficiency", 1e-3, 1.0}, {"memory_efficiency", 1e-3, 1.0}, {"kernel_launch_s", 0.0, 1e-2}};
+  model.parameters = {{"compute_efficiency", 1e-3, 1.0},
+                      {"memory_efficiency", 1e-3, 1.0},
+                      {"kernel_launch_s", 0.0, 1e-2}};
   model.measured = measured;
   model.make_cost = [rows, measured](int row, const std::vector<double>& scale) {
     const size_t r = static_cast<size_t>(row);
     return MakeScaledRowCost<3>(rows[r], measured[r], 1.0 / measured[r], scale);
   };
-  model.predict = [rows](const std::vector<double>& p, int row) { return rows[static_cast<size_t>(row)](p.data()); };
+  model.predict = [rows](const std::vector<double>& p, int row) {
+    return rows[static_cast<size_t>(row)](p.data());
+  };
   model.make_start = [assumed](int index, StartSampler& sampler) {
     if (index == 0) {
       // A zero launch start would leave the solver's scale for that coordinate arbitrary.
       return std::vector<double>{assumed.compute_efficiency, assumed.memory_efficiency,
                                  std::max(assumed.kernel_launch_s, 1e-6)};
     }
-    return std::vector<double>{sampler.LogUniform(0.05, 1.0), sampler.LogUniform(0.1, 1.0), sampler.LogUniform(1e-7, 1e-4)};
+    return std::vector<double>{sampler.LogUniform(0.05, 1.0), sampler.LogUniform(0.1, 1.0),
+                               sampler.LogUniform(1e-7, 1e-4)};
   };
   const LeastSquaresFit fit = SolveLeastSquares(model, options);
 
@@ -186,7 +204,8 @@ CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roo
   result.std_errors = fit.std_errors;
   result.at_bound = fit.at_bound;
   result.points = static_cast<int64_t>(rows.size());
-  const std::vector<double> start{assumed.compute_efficiency, assumed.memory_efficiency, assumed.kernel_launch_s};
+  const std::vector<double> start{assumed.compute_efficiency, assumed.memory_efficiency,
+                                  assumed.kernel_launch_s};
   const std::vector<double> before = PredictRows(model, start);
   const std::vector<double> after = PredictRows(model, fit.params);
   result.mape_assumed = ComputeMetrics(measured, before).mape;
@@ -200,27 +219,33 @@ CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roo
       a.push_back(after[i]);
     }
     if (m.empty()) continue;
-    result.operators.push_back({name, static_cast<int64_t>(m.size()), ComputeMetrics(m, b).mape, ComputeMetrics(m, a).mape});
+    result.operators.push_back({name, static_cast<int64_t>(m.size()), ComputeMetrics(m, b).mape,
+                                ComputeMetrics(m, a).mape});
   }
   // Which side of the roofline each point sits on tells whether its efficiency was seen at all.
   int compute_bound = 0;
   for (const RooflineCallRow& row : rows) {
-    if (row.compute_s_at_peak / fit.params[0] > row.memory_s_at_peak / fit.params[1]) ++compute_bound;
+    if (row.compute_s_at_peak / fit.params[0] > row.memory_s_at_peak / fit.params[1])
+      ++compute_bound;
   }
   if (compute_bound == 0) {
-    result.notes.push_back("no sample is compute-bound under the fitted parameters: compute_efficiency is not "
-                           "determined by this profile (profile larger token counts)");
+    result.notes.push_back(
+        "no sample is compute-bound under the fitted parameters: compute_efficiency is not "
+        "determined by this profile (profile larger token counts)");
   } else if (compute_bound == static_cast<int>(rows.size())) {
-    result.notes.push_back("every sample is compute-bound: memory_efficiency is not determined by this profile");
+    result.notes.push_back(
+        "every sample is compute-bound: memory_efficiency is not determined by this profile");
   }
   for (size_t i = 0; i < fit.at_bound.size(); ++i) {
     if (!fit.at_bound[i]) continue;
-    result.notes.push_back(model.parameters[i].name + " sits on its bound " + FormatFraction(fit.params[i]) +
-                           (i < 2 ? ": the operators reach the roofline's figure (or beat it), so the figure "
-                                    "understates this machine"
-                                  : ""));
+    result.notes.push_back(
+        model.parameters[i].name + " sits on its bound " + FormatFraction(fit.params[i]) +
+        (i < 2 ? ": the operators reach the roofline's figure (or beat it), so the figure "
+                 "understates this machine"
+               : ""));
   }
-  if (!fit.covariance_note.empty()) result.notes.push_back("standard errors: " + fit.covariance_note);
+  if (!fit.covariance_note.empty())
+    result.notes.push_back("standard errors: " + fit.covariance_note);
   return result;
 }
 
@@ -233,11 +258,13 @@ nlohmann::json CostCalibration::ToJson() const {
                       {"bandwidth_bytes_per_s", roofline.bandwidth_bytes_per_s},
                       {"compute_dtype", roofline.compute_dtype}};
   const char* names[] = {"compute_efficiency", "memory_efficiency", "kernel_launch_s"};
-  const double values[] = {params.compute_efficiency, params.memory_efficiency, params.kernel_launch_s};
+  const double values[] = {params.compute_efficiency, params.memory_efficiency,
+                           params.kernel_launch_s};
   nlohmann::json fitted = nlohmann::json::object();
   for (size_t i = 0; i < 3; ++i) {
     nlohmann::json entry = {{"value", values[i]}};
-    entry["std_error"] = i < std_errors.size() && std_errors[i] ? nlohmann::json(*std_errors[i]) : nlohmann::json(nullptr);
+    entry["std_error"] = i < std_errors.size() && std_errors[i] ? nlohmann::json(*std_errors[i])
+                                                                : nlohmann::json(nullptr);
     entry["at_bound"] = i < at_bound.size() && at_bound[i];
     fitted[names[i]] = entry;
   }
@@ -247,7 +274,9 @@ nlohmann::json CostCalibration::ToJson() const {
   json["mape_calibrated_percent"] = mape_calibrated;
   nlohmann::json ops = nlohmann::json::array();
   for (const CalibratedOperator& op : operators) {
-    ops.push_back({{"operator", op.op}, {"points", op.points}, {"mape_assumed_percent", op.mape_assumed},
+    ops.push_back({{"operator", op.op},
+                   {"points", op.points},
+                   {"mape_assumed_percent", op.mape_assumed},
                    {"mape_calibrated_percent", op.mape_calibrated}});
   }
   json["operators"] = ops;
@@ -258,9 +287,11 @@ nlohmann::json CostCalibration::ToJson() const {
 std::string CostCalibration::Summary() const {
   char text[256];
   std::snprintf(text, sizeof(text),
-                "compute efficiency %.3f, memory efficiency %.3f, launch %.2g s (%lld %s samples of %s, MAPE %.1f %% -> %.1f %%)",
+                "compute efficiency %.3f, memory efficiency %.3f, launch %.2g s (%lld %s samples "
+                "of %s, MAPE %.1f %% -> %.1f %%)",
                 params.compute_efficiency, params.memory_efficiency, params.kernel_launch_s,
-                static_cast<long long>(points), roofline.device.c_str(), profile.c_str(), mape_assumed, mape_calibrated);
+                static_cast<long long>(points), roofline.device.c_str(), profile.c_str(),
+                mape_assumed, mape_calibrated);
   return text;
 }
 

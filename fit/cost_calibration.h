@@ -30,8 +30,8 @@ namespace moelab {
 
 // The roofline a profile is calibrated against.
 struct RooflineDevice {
-  std::string device;         // the profile's device name: "cpu" or "gpu"
-  std::string source;         // e.g. "hardware 'epyc-9654' host, peak scaled to 2 of 96 cores"
+  std::string device;  // the profile's device name: "cpu" or "gpu"
+  std::string source;  // e.g. "hardware 'epyc-9654' host, peak scaled to 2 of 96 cores"
   double peak_flops = 0;
   double bandwidth_bytes_per_s = 0;
   std::string compute_dtype;  // whose peak

@@ -34,9 +34,11 @@ double ReadFinite(const JsonReader& reader, const std::string& key) {
   return reader.Number(key, -std::numeric_limits<double>::max(), true);
 }
 
-JsonReader CheckHeader(const nlohmann::json& json, const std::string& origin, const std::string& kind) {
+JsonReader CheckHeader(const nlohmann::json& json, const std::string& origin,
+                       const std::string& kind) {
   const JsonReader reader(json, origin);
-  if (reader.String("schema") != kFitSchema) reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
+  if (reader.String("schema") != kFitSchema)
+    reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
   const std::string found = reader.String("kind");
   if (found != kind) {
     reader.Fail("kind", "\"" + kind + "\" (a fit written by `moelab fit " + kind + "`)");
@@ -68,21 +70,28 @@ nlohmann::json FormToJson(const LatencyFormFit& fit) {
   nlohmann::json errors = nlohmann::json::object();
   if (fit.form == LatencyForm::kInterpolated) {
     nlohmann::json knots = nlohmann::json::array();
-    for (size_t i = 0; i + 1 < fit.params.size(); i += 2) knots.push_back({fit.params[i], fit.params[i + 1]});
+    for (size_t i = 0; i + 1 < fit.params.size(); i += 2)
+      knots.push_back({fit.params[i], fit.params[i + 1]});
     params["knots"] = knots;
   }
   for (size_t i = 0; i < names.size(); ++i) {
     params[names[i]] = fit.params[i];
     errors[names[i]] = Optional(i < fit.std_errors.size() ? fit.std_errors[i] : std::nullopt);
   }
-  return {{"params", params},       {"std_errors", errors},        {"rmse", fit.rmse_s},
-          {"mape", fit.mape},       {"r2", Optional(fit.r2)},     {"loo_rmse", Optional(fit.loo_rmse_s)},
-          {"covariance", fit.covariance_status}, {"at_bound", StringArray(fit.at_bound)}};
+  return {{"params", params},
+          {"std_errors", errors},
+          {"rmse", fit.rmse_s},
+          {"mape", fit.mape},
+          {"r2", Optional(fit.r2)},
+          {"loo_rmse", Optional(fit.loo_rmse_s)},
+          {"covariance", fit.covariance_status},
+          {"at_bound", StringArray(fit.at_bound)}};
 }
 
 // params.knots: [[x, seconds], ...], x strictly increasing, seconds finite and >= 0, two or more.
 std::vector<double> ReadKnots(const JsonReader& params) {
-  const char* expected = "an array of two or more [x, seconds] pairs, x strictly increasing, seconds >= 0";
+  const char* expected =
+      "an array of two or more [x, seconds] pairs, x strictly increasing, seconds >= 0";
   if (!params.Has("knots") || !params.json()["knots"].is_array()) params.Fail("knots", expected);
   const nlohmann::json& knots = params.json()["knots"];
   if (knots.size() < 2) params.Fail("knots", expected);
@@ -92,7 +101,8 @@ std::vector<double> ReadKnots(const JsonReader& params) {
       params.Fail("knots", expected);
     }
     const double x = knot[0].get<double>(), seconds = knot[1].get<double>();
-    if (!std::isfinite(x) || !std::isfinite(seconds) || seconds < 0 || (!flat.empty() && !(x > flat[flat.size() - 2]))) {
+    if (!std::isfinite(x) || !std::isfinite(seconds) || seconds < 0 ||
+        (!flat.empty() && !(x > flat[flat.size() - 2]))) {
       params.Fail("knots", expected);
     }
     flat.push_back(x);
@@ -131,7 +141,8 @@ LatencyFormFit FormFromJson(const JsonReader& reader, LatencyForm form) {
 
 std::string FitKind(const nlohmann::json& json, const std::string& origin) {
   const JsonReader reader(json, origin);
-  if (reader.String("schema") != kFitSchema) reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
+  if (reader.String("schema") != kFitSchema)
+    reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
   const std::string kind = reader.String("kind");
   if (kind != "sd" && kind != "latency") reader.Fail("kind", "\"sd\" or \"latency\"");
   return kind;
@@ -189,8 +200,11 @@ nlohmann::json SdFitToJson(const SdFit& fit) {
                     {"max_iterations", fit.options.max_iterations},
                     {"termination", fit.termination_message},
                     {"initial_params", initial}};
-  json["units"] = {{"rmse", "speedup"}, {"loo_rmse", "speedup"}, {"mape", "percent"},
-                   {"time_parameters", "seconds"}, {"lambda", "fraction of the ridge point"},
+  json["units"] = {{"rmse", "speedup"},
+                   {"loo_rmse", "speedup"},
+                   {"mape", "percent"},
+                   {"time_parameters", "seconds"},
+                   {"lambda", "fraction of the ridge point"},
                    {"s", "growth per token"}};
   return json;
 }
@@ -207,14 +221,15 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
     if (errors) fit.std_errors[i] = ReadOptional(*errors, name);
     const JsonReader bound = bounds.Object(name);
     fit.bounds.lower[i] = ReadFinite(bound, "lower");
-    fit.bounds.upper[i] = bound.Has("upper") ? ReadFinite(bound, "upper")
-                                             : std::numeric_limits<double>::infinity();
+    fit.bounds.upper[i] =
+        bound.Has("upper") ? ReadFinite(bound, "upper") : std::numeric_limits<double>::infinity();
     if (!(fit.bounds.lower[i] <= fit.bounds.upper[i])) bound.Fail("upper", "a number >= lower");
     const double slack = kBoundTolerance * std::max(1.0, std::fabs(fit.params.values[i]));
     if (fit.params.values[i] < fit.bounds.lower[i] - slack ||
         fit.params.values[i] > fit.bounds.upper[i] + slack) {
-      params.Fail(name, "a value within bounds." + name + " [" + std::to_string(fit.bounds.lower[i]) +
-                            ", " + std::to_string(fit.bounds.upper[i]) + "]");
+      params.Fail(name, "a value within bounds." + name + " [" +
+                            std::to_string(fit.bounds.lower[i]) + ", " +
+                            std::to_string(fit.bounds.upper[i]) + "]");
     }
   }
   if (fit.params.values[8] <= 0) params.Fail("lambda", "a number > 0");
@@ -284,17 +299,18 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
   for (const OperatorCurve& curve : fit.operators) {
     nlohmann::json forms = nlohmann::json::object();
     for (const LatencyFormFit& form : curve.forms) forms[ToString(form.form)] = FormToJson(form);
-    operators.push_back({{"operator", curve.op},
-                         {"device", curve.device},
-                         {"shape", curve.shape},
-                         {"variable", curve.variable},
-                         {"tokens", curve.tokens ? nlohmann::json(*curve.tokens) : nlohmann::json(nullptr)},
-                         {"n", curve.n},
-                         {"x_min", curve.x_min},
-                         {"x_max", curve.x_max},
-                         {"forms", forms},
-                         {"best", ToString(curve.best)},
-                         {"notes", StringArray(curve.notes)}});
+    operators.push_back(
+        {{"operator", curve.op},
+         {"device", curve.device},
+         {"shape", curve.shape},
+         {"variable", curve.variable},
+         {"tokens", curve.tokens ? nlohmann::json(*curve.tokens) : nlohmann::json(nullptr)},
+         {"n", curve.n},
+         {"x_min", curve.x_min},
+         {"x_max", curve.x_max},
+         {"forms", forms},
+         {"best", ToString(curve.best)},
+         {"notes", StringArray(curve.notes)}});
   }
   nlohmann::json skipped = nlohmann::json::array();
   for (const SkippedGroup& group : fit.skipped) {
@@ -316,7 +332,9 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
                      {"loss", fit.options.loss},
                      {"loss_scale", fit.options.loss_scale},
                      {"max_iterations", fit.options.max_iterations}};
-  json["units"] = {{"rmse", "seconds"}, {"loo_rmse", "seconds"}, {"mape", "percent"},
+  json["units"] = {{"rmse", "seconds"},
+                   {"loo_rmse", "seconds"},
+                   {"mape", "percent"},
                    {"roofline", "bias, k: seconds; P: tokens; s: growth per token"},
                    {"linear", "a: seconds; b: seconds per token (per byte when variable is bytes)"},
                    {"constant", "c: seconds"}};

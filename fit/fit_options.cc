@@ -11,7 +11,8 @@ void FitOptions::Validate() const {
     throw Error("fit option 'starts' must be in [1, 1000], got " + std::to_string(starts));
   }
   if (loss != "none" && loss != "huber" && loss != "cauchy") {
-    throw Error("fit option 'loss' must be \"none\", \"huber\" or \"cauchy\", got \"" + loss + "\"");
+    throw Error("fit option 'loss' must be \"none\", \"huber\" or \"cauchy\", got \"" + loss +
+                "\"");
   }
   if (!std::isfinite(loss_scale) || loss_scale <= 0) {
     throw Error("fit option 'loss_scale' must be a finite number > 0, got " +

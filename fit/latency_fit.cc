@@ -45,7 +45,8 @@ struct ConstantRow {
 };
 
 // Relative-weighted least squares of y ~ a + b g with a, b >= 0 (weights 1/y); starts only.
-std::pair<double, double> NonNegativeLine(const std::vector<double>& g, const std::vector<double>& y) {
+std::pair<double, double> NonNegativeLine(const std::vector<double>& g,
+                                          const std::vector<double>& y) {
   double s00 = 0, s01 = 0, s11 = 0, t0 = 0, t1 = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     const double w = 1.0 / (y[i] * y[i]);
@@ -178,7 +179,8 @@ LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
         auto [a, b] = NonNegativeLine(xs, ys);
         if (index > 0) {
           a = a > 0 ? a * sampler.LogUniform(0.3, 3.0) : sampler.Uniform(0, y_max);
-          b = b > 0 ? b * sampler.LogUniform(0.3, 3.0) : sampler.Uniform(0, y_max / std::max(x_max, 1.0));
+          b = b > 0 ? b * sampler.LogUniform(0.3, 3.0)
+                    : sampler.Uniform(0, y_max / std::max(x_max, 1.0));
         }
         // A zero start would make the solver's scale for that coordinate arbitrary.
         if (a <= 0) a = 0.01 * y_max;
@@ -229,9 +231,11 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     fit.mape = metrics.mape;
     fit.r2 = metrics.r2;
     fit.loo_rmse_s = LeaveOneOutInterpolationRmse(group.x, group.y);
-    if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s)) curve.forms.push_back(std::move(fit));
+    if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s))
+      curve.forms.push_back(std::move(fit));
   } else if (group.variable == "tokens") {
-    curve.notes.push_back("interpolated not fitted: " + std::to_string(distinct) + " distinct token counts (needs " +
+    curve.notes.push_back("interpolated not fitted: " + std::to_string(distinct) +
+                          " distinct token counts (needs " +
                           std::to_string(kMinDistinctXInterpolated) + ")");
   }
   std::vector<LatencyForm> forms;
@@ -247,7 +251,8 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     }
     if (form == LatencyForm::kRoofline && distinct < kMinDistinctXRoofline) {
       curve.notes.push_back("roofline not fitted: " + std::to_string(distinct) +
-                            " distinct token counts (needs " + std::to_string(kMinDistinctXRoofline) + ")");
+                            " distinct token counts (needs " +
+                            std::to_string(kMinDistinctXRoofline) + ")");
       continue;
     }
     const LeastSquaresModel model = FormModel(form, group);
@@ -269,7 +274,8 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     const FitMetrics metrics = ComputeMetrics(model.measured, PredictRows(model, solution.params));
     if (!std::isfinite(metrics.rmse) || !std::isfinite(metrics.mape)) {
       // Saving it would write a fit its own loader refuses (rmse and mape must be finite).
-      curve.notes.push_back(ToString(form) + " not fitted: its residuals are not finite (measured times too "
+      curve.notes.push_back(ToString(form) +
+                            " not fitted: its residuals are not finite (measured times too "
                             "large or too far apart for double precision)");
       continue;
     }
@@ -318,10 +324,14 @@ nlohmann::json Without(nlohmann::json shape, std::initializer_list<const char*> 
 
 std::string ToString(LatencyForm form) {
   switch (form) {
-    case LatencyForm::kInterpolated: return "interpolated";
-    case LatencyForm::kRoofline: return "roofline";
-    case LatencyForm::kLinear: return "linear";
-    case LatencyForm::kConstant: return "constant";
+    case LatencyForm::kInterpolated:
+      return "interpolated";
+    case LatencyForm::kRoofline:
+      return "roofline";
+    case LatencyForm::kLinear:
+      return "linear";
+    case LatencyForm::kConstant:
+      return "constant";
   }
   return "constant";
 }
@@ -331,7 +341,8 @@ LatencyForm LatencyFormFromString(const std::string& name) {
   if (name == "roofline") return LatencyForm::kRoofline;
   if (name == "linear") return LatencyForm::kLinear;
   if (name == "constant") return LatencyForm::kConstant;
-  throw Error("unknown latency form '" + name + "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
+  throw Error("unknown latency form '" + name +
+              "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
 }
 
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
@@ -340,10 +351,14 @@ const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
   static const std::vector<std::string> kConstant = {"c"};
   static const std::vector<std::string> kKnotsOnly = {};
   switch (form) {
-    case LatencyForm::kInterpolated: return kKnotsOnly;
-    case LatencyForm::kRoofline: return kRoofline;
-    case LatencyForm::kLinear: return kLinear;
-    case LatencyForm::kConstant: return kConstant;
+    case LatencyForm::kInterpolated:
+      return kKnotsOnly;
+    case LatencyForm::kRoofline:
+      return kRoofline;
+    case LatencyForm::kLinear:
+      return kLinear;
+    case LatencyForm::kConstant:
+      return kConstant;
   }
   return kConstant;
 }
@@ -362,10 +377,14 @@ double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, 
                 std::to_string(params.size()));
   }
   switch (form) {
-    case LatencyForm::kRoofline: return RooflineRow{x}(params.data());
-    case LatencyForm::kLinear: return LinearRow{x}(params.data());
-    case LatencyForm::kConstant: return params[0];
-    case LatencyForm::kInterpolated: break;  // handled above
+    case LatencyForm::kRoofline:
+      return RooflineRow{x}(params.data());
+    case LatencyForm::kLinear:
+      return LinearRow{x}(params.data());
+    case LatencyForm::kConstant:
+      return params[0];
+    case LatencyForm::kInterpolated:
+      break;  // handled above
   }
   return params[0];
 }
@@ -454,11 +473,13 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
     // A fit with zero curves predicts nothing; saying so now beats a file that fails every lookup.
     std::string reasons;
     for (const SkippedGroup& s : result.skipped) {
-      if (reasons.size() < 300) reasons += "; " + s.op + " on " + s.device + ": " + EscapeForMessage(s.reason, 200);
+      if (reasons.size() < 300)
+        reasons += "; " + s.op + " on " + s.device + ": " + EscapeForMessage(s.reason, 200);
     }
     throw Error(profile.origin + ": no operator curve could be fitted from " +
                 std::to_string(profile.samples.size()) + " sample(s) (each curve needs " +
-                std::to_string(kMinDistinctX) + " or more distinct token counts or byte sizes)" + reasons);
+                std::to_string(kMinDistinctX) + " or more distinct token counts or byte sizes)" +
+                reasons);
   }
   return result;
 }

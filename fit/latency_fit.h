@@ -70,13 +70,14 @@ struct LatencyFormFit {
 struct OperatorCurve {
   std::string op;
   std::string device;
-  nlohmann::json shape;        // the group's shape, without "tokens" (and "bytes" for x = bytes)
-  std::string variable;        // "tokens" or "bytes"
+  nlohmann::json shape;           // the group's shape, without "tokens" (and "bytes" for x = bytes)
+  std::string variable;           // "tokens" or "bytes"
   std::optional<int64_t> tokens;  // the fixed token count when variable == "bytes"
   int64_t n = 0;
   double x_min = 0;
   double x_max = 0;
-  std::vector<LatencyFormFit> forms;  // in the order interpolated, roofline, linear, constant (those fitted)
+  std::vector<LatencyFormFit>
+      forms;  // in the order interpolated, roofline, linear, constant (those fitted)
   LatencyForm best = LatencyForm::kConstant;
   std::vector<std::string> notes;
 

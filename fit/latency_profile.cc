@@ -19,7 +19,8 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
       measured.dram_read_bytes_per_s = limits->Number("dram_read_bytes_per_s", 0.0);
       measured.threads = limits->Int("threads", 1);
       const JsonReader peaks = limits->Object("peak_flops");
-      for (const auto& [dtype, value] : peaks.json().items()) measured.peak_flops[dtype] = peaks.Number(dtype, 0.0);
+      for (const auto& [dtype, value] : peaks.json().items())
+        measured.peak_flops[dtype] = peaks.Number(dtype, 0.0);
       profile.limits = measured;
     }
   }

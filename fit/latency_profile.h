@@ -23,14 +23,14 @@ namespace moelab {
 // and kept only as the profile's business. machine and model are optional objects; machine.limits
 // (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present.
 struct ProfileSample {
-  std::string op;            // "operator"
+  std::string op;  // "operator"
   std::string device;
-  nlohmann::json shape;      // object
+  nlohmann::json shape;  // object
   int64_t tokens = 0;
   double median_s = 0;
-  double flops = -1;         // -1: not recorded
+  double flops = -1;  // -1: not recorded
   double bytes = -1;
-  int index = 0;             // position in "samples", for messages
+  int index = 0;  // position in "samples", for messages
 };
 
 // What the profiler measured of the machine's own limits (machine.limits), all threads together.

@@ -79,8 +79,10 @@ void BuildProblem(const LeastSquaresModel& model, const FitOptions& options,
   if (!set_bounds) return;
   for (int i = 0; i < model.num_parameters(); ++i) {
     const ParameterSpec& spec = model.parameters[static_cast<size_t>(i)];
-    if (std::isfinite(spec.lower)) problem.SetParameterLowerBound(x, i, spec.lower / scale[static_cast<size_t>(i)]);
-    if (std::isfinite(spec.upper)) problem.SetParameterUpperBound(x, i, spec.upper / scale[static_cast<size_t>(i)]);
+    if (std::isfinite(spec.lower))
+      problem.SetParameterLowerBound(x, i, spec.lower / scale[static_cast<size_t>(i)]);
+    if (std::isfinite(spec.upper))
+      problem.SetParameterUpperBound(x, i, spec.upper / scale[static_cast<size_t>(i)]);
   }
 }
 
@@ -102,10 +104,14 @@ std::vector<bool> AtBound(const LeastSquaresModel& model, const std::vector<doub
 
 std::string ToString(CovarianceStatus status) {
   switch (status) {
-    case CovarianceStatus::kOk: return "ok";
-    case CovarianceStatus::kRankDeficient: return "rank_deficient";
-    case CovarianceStatus::kNoDegreesOfFreedom: return "no_degrees_of_freedom";
-    case CovarianceStatus::kNotComputed: return "not_computed";
+    case CovarianceStatus::kOk:
+      return "ok";
+    case CovarianceStatus::kRankDeficient:
+      return "rank_deficient";
+    case CovarianceStatus::kNoDegreesOfFreedom:
+      return "no_degrees_of_freedom";
+    case CovarianceStatus::kNotComputed:
+      return "not_computed";
   }
   return "not_computed";
 }
@@ -164,7 +170,8 @@ LeastSquaresFit SolveFromStart(const LeastSquaresModel& model, const FitOptions&
   QuietCeresLogging();
   const std::vector<double> clipped = ClipToBounds(model, start);
   const std::vector<int> used_rows = rows.empty() ? AllRows(model) : rows;
-  const ceres::Solver::Options solver = solver_options ? *solver_options : MakeSolverOptions(options);
+  const ceres::Solver::Options solver =
+      solver_options ? *solver_options : MakeSolverOptions(options);
   const int p = model.num_parameters();
   std::vector<double> x(clipped.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = clipped[i] / scale[i];
@@ -250,7 +257,8 @@ LeastSquaresFit SolveLeastSquares(const LeastSquaresModel& model, const FitOptio
     std::ostringstream message;
     message << model.description << ": the solve did not converge from any of " << options.starts
             << " start(s) (max " << options.max_iterations << " iterations); Ceres: "
-            << (best_unconverged ? best_unconverged->termination_message : std::string("no result"));
+            << (best_unconverged ? best_unconverged->termination_message
+                                 : std::string("no result"));
     throw Error(message.str());
   }
   best->starts_converged = converged;
@@ -300,17 +308,20 @@ void ComputeStandardErrors(const LeastSquaresModel& model, const FitOptions& opt
   const double residual_variance = 2.0 * fit.final_cost / static_cast<double>(n - p);
   std::vector<std::optional<double>> errors(static_cast<size_t>(p));
   for (int i = 0; i < p; ++i) {
-    if (std::find(model.gauge_fixed.begin(), model.gauge_fixed.end(), i) != model.gauge_fixed.end()) {
+    if (std::find(model.gauge_fixed.begin(), model.gauge_fixed.end(), i) !=
+        model.gauge_fixed.end()) {
       continue;
     }
     const double variance = matrix[static_cast<size_t>(i * p + i)];
     if (!std::isfinite(variance) || variance < 0) {
       fit.covariance = CovarianceStatus::kRankDeficient;
       fit.covariance_note = "the covariance has a non-finite or negative variance for '" +
-                            model.parameters[static_cast<size_t>(i)].name + "'; no std errors given";
+                            model.parameters[static_cast<size_t>(i)].name +
+                            "'; no std errors given";
       return;
     }
-    errors[static_cast<size_t>(i)] = scale[static_cast<size_t>(i)] * std::sqrt(variance * residual_variance);
+    errors[static_cast<size_t>(i)] =
+        scale[static_cast<size_t>(i)] * std::sqrt(variance * residual_variance);
   }
   fit.std_errors = errors;
   fit.covariance = CovarianceStatus::kOk;
@@ -319,8 +330,10 @@ void ComputeStandardErrors(const LeastSquaresModel& model, const FitOptions& opt
        << residual_variance;
   if (!model.gauge_fixed.empty()) {
     note << "; conditional on";
-    for (int index : model.gauge_fixed) note << " '" << model.parameters[static_cast<size_t>(index)].name << "'";
-    note << (model.gauge_fixed.size() > 1 ? " held at their fitted values" : " held at its fitted value")
+    for (int index : model.gauge_fixed)
+      note << " '" << model.parameters[static_cast<size_t>(index)].name << "'";
+    note << (model.gauge_fixed.size() > 1 ? " held at their fitted values"
+                                          : " held at its fitted value")
          << " (not determined by the data)";
   }
   fit.covariance_note = note.str();
@@ -328,7 +341,8 @@ void ComputeStandardErrors(const LeastSquaresModel& model, const FitOptions& opt
 
 std::vector<double> PredictRows(const LeastSquaresModel& model, const std::vector<double>& params) {
   std::vector<double> predicted(static_cast<size_t>(model.num_rows()));
-  for (int row = 0; row < model.num_rows(); ++row) predicted[static_cast<size_t>(row)] = model.predict(params, row);
+  for (int row = 0; row < model.num_rows(); ++row)
+    predicted[static_cast<size_t>(row)] = model.predict(params, row);
   return predicted;
 }
 
@@ -342,12 +356,14 @@ std::optional<double> CrossValidatedRmse(const LeastSquaresModel& model, const F
   for (const std::vector<int>& held_out : folds) {
     std::vector<int> training;
     for (int row = 0; row < n; ++row) {
-      if (std::find(held_out.begin(), held_out.end(), row) == held_out.end()) training.push_back(row);
+      if (std::find(held_out.begin(), held_out.end(), row) == held_out.end())
+        training.push_back(row);
     }
     if (static_cast<int>(training.size()) < model.num_parameters()) return std::nullopt;
     const LeastSquaresFit refit = SolveFromStart(model, options, fit.params, scale, training);
     for (int row : held_out) {
-      const double error = model.predict(refit.params, row) - model.measured[static_cast<size_t>(row)];
+      const double error =
+          model.predict(refit.params, row) - model.measured[static_cast<size_t>(row)];
       squared_error += error * error;
     }
   }

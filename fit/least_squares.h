@@ -81,7 +81,7 @@ struct LeastSquaresFit {
   double final_cost = 0;               // Ceres' cost: 1/2 sum of (robustified) residuals^2
   int iterations = 0;                  // of the kept solve
   bool converged = false;
-  std::string termination_message;     // Ceres' message for the kept solve
+  std::string termination_message;  // Ceres' message for the kept solve
   int best_start = 0;
   int starts_converged = 0;
   std::vector<std::optional<double>> std_errors;  // empty entries: not identifiable here

@@ -7,7 +7,8 @@
 
 namespace moelab {
 
-FitMetrics ComputeMetrics(const std::vector<double>& measured, const std::vector<double>& predicted) {
+FitMetrics ComputeMetrics(const std::vector<double>& measured,
+                          const std::vector<double>& predicted) {
   if (measured.empty() || measured.size() != predicted.size()) {
     throw Error("fit metrics need as many predictions as measurements (got " +
                 std::to_string(predicted.size()) + " and " + std::to_string(measured.size()) +

@@ -18,7 +18,8 @@ struct FitMetrics {
   std::optional<double> r2;
 };
 
-FitMetrics ComputeMetrics(const std::vector<double>& measured, const std::vector<double>& predicted);
+FitMetrics ComputeMetrics(const std::vector<double>& measured,
+                          const std::vector<double>& predicted);
 
 // Held-out folds for cross-validation of a fit of `n` points: leave-one-out (n folds of one
 // point each) when n <= kLeaveOneOutMaxPoints, else 5 folds, point i in fold i % 5 (measurements

@@ -18,24 +18,31 @@ bool FittedProfileCostSource::HasDevice(const LatencyFit& fit, const std::string
   return false;
 }
 
-FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target, std::string device)
+FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target,
+                                                 std::string device)
     : fit_(std::move(fit)), target_(std::move(profiled_target)), device_(std::move(device)) {
-  if (!target_.moe) throw Error("a fitted-profile cost source needs the profiled MoE model; '" + target_.name + "' is dense");
+  if (!target_.moe)
+    throw Error("a fitted-profile cost source needs the profiled MoE model; '" + target_.name +
+                "' is dense");
   if (target_.attention.kind != AttentionKind::kGroupedQuery) {
-    throw Error("the fitted-profile cost source covers grouped-query attention models (the executor's)");
+    throw Error(
+        "the fitted-profile cost source covers grouped-query attention models (the executor's)");
   }
-  if (!HasDevice(fit_, device_)) throw Error(fit_.profile + ": the fit has no curves measured on device '" + device_ + "'");
+  if (!HasDevice(fit_, device_))
+    throw Error(fit_.profile + ": the fit has no curves measured on device '" + device_ + "'");
   DecodeAttentionCurves();  // present, or a clear error
   for (const char* op : {"expert_ffn", "router", "lm_head", "dense_ffn"}) Curve(op);
-  device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string() ? fit_.machine["cpu"].get<std::string>()
-                                                                                  : std::string("profiled machine");
+  device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string()
+                     ? fit_.machine["cpu"].get<std::string>()
+                     : std::string("profiled machine");
 }
 
 const OperatorCurve& FittedProfileCostSource::Curve(const std::string& op) const {
   for (const OperatorCurve& curve : fit_.operators) {
     if (curve.op == op && curve.variable == "tokens" && curve.device == device_) return curve;
   }
-  throw Error(fit_.profile + ": the fit has no '" + op + "' curve over tokens (profile the model with `moelab profile`)");
+  throw Error(fit_.profile + ": the fit has no '" + op +
+              "' curve over tokens (profile the model with `moelab profile`)");
 }
 
 const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) const {
@@ -48,7 +55,8 @@ const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) 
 std::vector<const OperatorCurve*> FittedProfileCostSource::DecodeAttentionCurves() const {
   std::vector<const OperatorCurve*> curves;
   for (const OperatorCurve& curve : fit_.operators) {
-    if (curve.op == "attention_decode" && curve.device == device_ && curve.shape.contains("context")) {
+    if (curve.op == "attention_decode" && curve.device == device_ &&
+        curve.shape.contains("context")) {
       curves.push_back(&curve);
     }
   }
@@ -66,8 +74,11 @@ double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double r
   // (extrapolating the noisy slope down can cross zero; the context-dependent part is smallest
   // there).
   const std::vector<const OperatorCurve*> curves = DecodeAttentionCurves();
-  const auto context_of = [](const OperatorCurve* curve) { return curve->shape["context"].get<int64_t>(); };
-  if (curves.size() == 1 || context <= context_of(curves.front())) return curves.front()->Predict(rows);
+  const auto context_of = [](const OperatorCurve* curve) {
+    return curve->shape["context"].get<int64_t>();
+  };
+  if (curves.size() == 1 || context <= context_of(curves.front()))
+    return curves.front()->Predict(rows);
   size_t upper = 1;
   while (upper + 1 < curves.size() && context_of(curves[upper]) < context) ++upper;
   const OperatorCurve& lo = *curves[upper - 1];
@@ -76,9 +87,11 @@ double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double r
   const double t0 = lo.Predict(rows), t1 = hi.Predict(rows);
   const double interpolated = t0 + (t1 - t0) * (static_cast<double>(context) - c0) / (c1 - c0);
   if (!(interpolated > 0)) {
-    throw Error(fit_.profile + ": the attention_decode curves at contexts " + std::to_string(static_cast<int64_t>(c0)) +
-                " and " + std::to_string(static_cast<int64_t>(c1)) + " extrapolate to a non-positive time at context " +
-                std::to_string(context) + " (a noisy profile: re-profile, or profile this context)");
+    throw Error(fit_.profile + ": the attention_decode curves at contexts " +
+                std::to_string(static_cast<int64_t>(c0)) + " and " +
+                std::to_string(static_cast<int64_t>(c1)) +
+                " extrapolate to a non-positive time at context " + std::to_string(context) +
+                " (a noisy profile: re-profile, or profile this context)");
   }
   return interpolated;
 }
@@ -88,14 +101,17 @@ double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) cons
   const double prompt = static_cast<double>(shape.tokens_per_sequence);
   if (shape.context_length == 0 && shape.tokens_per_sequence > 1) {
     for (const OperatorCurve& curve : fit_.operators) {
-      if (curve.op == "attention_prefill" && curve.device == device_) return batch * curve.Predict(prompt);
+      if (curve.op == "attention_prefill" && curve.device == device_)
+        return batch * curve.Predict(prompt);
     }
-    throw Error(fit_.profile + ": the fit has no attention_prefill curve, needed for a prefill pass");
+    throw Error(fit_.profile +
+                ": the fit has no attention_prefill curve, needed for a prefill pass");
   }
   return DecodeAttentionSeconds(shape.context_length, batch * prompt);
 }
 
-double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model, const ForwardShape& shape) const {
+double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model,
+                                               const ForwardShape& shape) const {
   // The profiled attention reads two things: the q|k|v and o projections' weights (once per pass)
   // and every sequence's cached keys and values. Another model's attention is the profiled time
   // split in those bytes' proportion, each part scaled by the model's own bytes over the target's.
@@ -106,9 +122,11 @@ double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model, const 
     return h * (q + 2.0 * kv) + q * h;
   };
   const auto kv_bytes = [&](const MoeModelSpec& m) {
-    const double positions = static_cast<double>(shape.context_length) + static_cast<double>(shape.tokens_per_sequence);
+    const double positions =
+        static_cast<double>(shape.context_length) + static_cast<double>(shape.tokens_per_sequence);
     return static_cast<double>(shape.batch) * positions * 2.0 *
-           static_cast<double>(m.attention.num_kv_heads * m.attention.head_dim) * 4.0;  // fp32 keys and values
+           static_cast<double>(m.attention.num_kv_heads * m.attention.head_dim) *
+           4.0;  // fp32 keys and values
   };
   const double target_projection = 2.0 * projection_params(target_), target_kv = kv_bytes(target_);
   const double projection_share = target_projection / (target_projection + target_kv);
@@ -116,19 +134,23 @@ double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model, const 
          (1.0 - projection_share) * kv_bytes(model) / target_kv;
 }
 
-ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const ForwardShape& shape) const {
+ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model,
+                                             const ForwardShape& shape) const {
   shape.Validate();
   const double n = static_cast<double>(shape.batch * shape.tokens_per_sequence);
   const double logit_tokens = shape.logits_for_all_positions ? n : static_cast<double>(shape.batch);
   const double layers = static_cast<double>(model.num_layers);
   ForwardCost cost;
   if (model.moe) {
-    if (model.hidden_size != target_.hidden_size || model.moe->num_experts != target_.moe->num_experts ||
+    if (model.hidden_size != target_.hidden_size ||
+        model.moe->num_experts != target_.moe->num_experts ||
         model.moe->top_k != target_.moe->top_k ||
         model.moe->expert_intermediate_size != target_.moe->expert_intermediate_size) {
-      throw Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " + std::to_string(target_.hidden_size) +
-                  ", " + std::to_string(target_.moe->num_experts) + " experts, top-" + std::to_string(target_.moe->top_k) +
-                  "); it cannot price '" + model.name + "', whose layers differ");
+      throw Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " +
+                  std::to_string(target_.hidden_size) + ", " +
+                  std::to_string(target_.moe->num_experts) + " experts, top-" +
+                  std::to_string(target_.moe->top_k) + "); it cannot price '" + model.name +
+                  "', whose layers differ");
     }
     const MoeSpec& moe = *model.moe;
     const double moe_layers = static_cast<double>(model.num_moe_layers());
@@ -144,22 +166,28 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const Fo
     double routed_s = 0;
     for (size_t i = 0; i < load.experts.size(); ++i) {
       if (load.experts[i] > 0) {
-        routed_s += load.experts[i] * expert_ffn.Predict(static_cast<double>(load.first_tokens + static_cast<int64_t>(i)));
+        routed_s +=
+            load.experts[i] *
+            expert_ffn.Predict(static_cast<double>(load.first_tokens + static_cast<int64_t>(i)));
       }
     }
     cost.Add(Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
-    if (dense_layers > 0) cost.Add(Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
+    if (dense_layers > 0)
+      cost.Add(Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
     cost.Add(Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
     cost.activated_experts_per_layer = activated;
     cost.tokens_per_activated_expert = per_expert;
   } else {
     if (model.vocab_size != target_.vocab_size) {
-      throw Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" + target_.name + "' (" +
-                  std::to_string(target_.vocab_size) + "); '" + model.name + "' has " + std::to_string(model.vocab_size));
+      throw Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" +
+                  target_.name + "' (" + std::to_string(target_.vocab_size) + "); '" + model.name +
+                  "' has " + std::to_string(model.vocab_size));
     }
-    const double hidden_ratio = static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
+    const double hidden_ratio =
+        static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
     cost.Add(Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
-    cost.Add(Operator::kAttention, 0, 0, layers * AttentionScale(model, shape) * AttentionSeconds(shape));
+    cost.Add(Operator::kAttention, 0, 0,
+             layers * AttentionScale(model, shape) * AttentionSeconds(shape));
     cost.Add(Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
   }
   cost.Total();
@@ -170,7 +198,8 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model, const Fo
 
 double FittedProfileCostSource::ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const {
   if (!model.moe) throw Error("model '" + model.name + "' is dense: it has no routed experts");
-  if (tokens < 1) throw Error("an expert runs for at least one token, got " + std::to_string(tokens));
+  if (tokens < 1)
+    throw Error("an expert runs for at least one token, got " + std::to_string(tokens));
   return Curve("expert_ffn").Predict(static_cast<double>(tokens));
 }
 
@@ -183,15 +212,20 @@ double FittedProfileCostSource::RejectSeconds(const MoeModelSpec&, int64_t, int6
 MemoryFootprint FittedProfileCostSource::Memory(const MoeModelSpec& model, double kv_tokens) const {
   MemoryFootprint footprint;
   footprint.weight_bytes_per_device = CountWeightBytes(model).total;
-  footprint.kv_bytes_per_device = kv_tokens * static_cast<double>(KvCacheBytesPerToken(model, 32));  // fp32 KV
-  footprint.capacity_bytes_per_device = fit_.machine.contains("memory_bytes") && fit_.machine["memory_bytes"].is_number()
-                                            ? fit_.machine["memory_bytes"].get<double>()
-                                            : std::numeric_limits<double>::infinity();
+  footprint.kv_bytes_per_device =
+      kv_tokens * static_cast<double>(KvCacheBytesPerToken(model, 32));  // fp32 KV
+  footprint.capacity_bytes_per_device =
+      fit_.machine.contains("memory_bytes") && fit_.machine["memory_bytes"].is_number()
+          ? fit_.machine["memory_bytes"].get<double>()
+          : std::numeric_limits<double>::infinity();
   return footprint;
 }
 
 nlohmann::json FittedProfileCostSource::Describe() const {
-  return {{"cost_source", name()}, {"device", device_name_}, {"profile", fit_.profile}, {"profiled_device", device_}};
+  return {{"cost_source", name()},
+          {"device", device_name_},
+          {"profile", fit_.profile},
+          {"profiled_device", device_}};
 }
 
 }  // namespace moelab

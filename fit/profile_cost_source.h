@@ -17,8 +17,8 @@ namespace moelab {
 //   attention: decode (context > 0, or one token per sequence): the attention_decode curves at
 //              x = n, interpolated linearly in context between the profiled contexts around the
 //              pass's, extrapolated above the largest, the smallest's below it (verify positions
-//              count as extra sequences: each attends to about the same context); prefill (empty cache, several
-//              tokens): batch x the attention_prefill curve at the prompt length;
+//              count as extra sequences: each attends to about the same context); prefill (empty
+//              cache, several tokens): batch x the attention_prefill curve at the prompt length;
 //   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
 //              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
 // plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
@@ -49,7 +49,7 @@ class FittedProfileCostSource : public CostSource {
   static bool HasDevice(const LatencyFit& fit, const std::string& device);
 
  private:
-  const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
+  const OperatorCurve& Curve(const std::string& op) const;          // over tokens, on device_
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // by profiled context
   double DecodeAttentionSeconds(int64_t context, double rows) const;
   double AttentionSeconds(const ForwardShape& shape) const;  // one layer of the profiled target

@@ -30,7 +30,8 @@ Bandwidth BandwidthOf(const HardwareSpec& hardware) {
                 ", not something that computes; the sd fit needs an accelerator, node or host");
   }
   if (!(bandwidth.bytes_per_s > 0)) {
-    throw Error("hardware '" + hardware.name + "' has no memory bandwidth: the sd fit's bounds need it");
+    throw Error("hardware '" + hardware.name +
+                "' has no memory bandwidth: the sd fit's bounds need it");
   }
   return bandwidth;
 }
@@ -83,10 +84,12 @@ SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& d
            << scales.max_batch << " x (gamma_max " << max_gamma << " + 1) / peak bandwidth";
     scales.t_reject_source = source.str();
   }
-  for (double t : {scales.t_dense_s, scales.t_expert_s, scales.t_draft_s, scales.ridge_point_tokens}) {
+  for (double t :
+       {scales.t_dense_s, scales.t_expert_s, scales.t_draft_s, scales.ridge_point_tokens}) {
     if (!(std::isfinite(t) && t > 0)) {
       throw Error("the sd fit's bounds are degenerate for target '" + target.name + "', draft '" +
-                  draft.name + "' on '" + hardware.name + "' (a load time or the ridge point is not > 0)");
+                  draft.name + "' on '" + hardware.name +
+                  "' (a load time or the ridge point is not > 0)");
     }
   }
   return scales;
@@ -96,8 +99,16 @@ SdBounds ComputeSdBounds(const SdFitScales& s) {
   const double inf = std::numeric_limits<double>::infinity();
   SdBounds b;
   b.lower = {s.t_dense_s, 0, s.t_expert_s, 0, s.t_draft_s, 0, 0, 0, 0.2, 1.0};
-  b.upper = {5 * s.t_dense_s, inf, 5 * s.t_expert_s, inf, 5 * s.t_draft_s, inf,
-             s.t_reject_max_s, s.t_reject_max_s, 1.0, 2.0};
+  b.upper = {5 * s.t_dense_s,
+             inf,
+             5 * s.t_expert_s,
+             inf,
+             5 * s.t_draft_s,
+             inf,
+             s.t_reject_max_s,
+             s.t_reject_max_s,
+             1.0,
+             2.0};
   return b;
 }
 

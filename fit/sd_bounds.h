@@ -35,9 +35,9 @@ namespace moelab {
 //                peak bandwidth; `max_reject_s` (CLI --max-reject-s) overrides it.
 //   ridge_point_tokens = RidgePointTokens(hardware, CostParameters{}, target expert bits).
 struct SdFitScales {
-  std::string model;     // target preset name
-  std::string draft;     // draft preset name
-  std::string hardware;  // hardware preset name
+  std::string model;                 // target preset name
+  std::string draft;                 // draft preset name
+  std::string hardware;              // hardware preset name
   double bandwidth_bytes_per_s = 0;  // peak, all devices together
   int64_t devices = 1;
   double t_dense_s = 0;

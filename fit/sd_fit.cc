@@ -32,7 +32,8 @@ struct SdRow {
 // the matching load time. Centre: bounded times at the geometric centre sqrt(5) x their lower
 // bound, lambda 0.6, q = 2, slopes at 0.1 x load time / e^q, rejection at 0.1 T_rej (reject_k
 // per sequence at B_max).
-std::vector<double> SdStart(const SdFitScales& s, const SdBounds& b, int index, StartSampler& sampler) {
+std::vector<double> SdStart(const SdFitScales& s, const SdBounds& b, int index,
+                            StartSampler& sampler) {
   std::vector<double> p(MoesdParams::kCount);
   double q = 2.0;
   double slope_fraction = 0.1;
@@ -73,7 +74,8 @@ LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& meas
   model.description = "sd fit of " + origin;
   for (int i = 0; i < MoesdParams::kCount; ++i) {
     model.parameters.push_back({MoesdParams::kNames[static_cast<size_t>(i)],
-                                bounds.lower[static_cast<size_t>(i)], bounds.upper[static_cast<size_t>(i)]});
+                                bounds.lower[static_cast<size_t>(i)],
+                                bounds.upper[static_cast<size_t>(i)]});
   }
   std::vector<SdRow> rows;
   for (const SdMeasurement& m : measurements) {
@@ -106,7 +108,8 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
             SdDenominator denominator, const FitOptions& options, const std::string& origin) {
   options.Validate();
   ValidateSdMeasurementSet(measurements, origin);
-  const LeastSquaresModel model = MakeSdLeastSquaresModel(measurements, scales, denominator, origin);
+  const LeastSquaresModel model =
+      MakeSdLeastSquaresModel(measurements, scales, denominator, origin);
   const LeastSquaresFit solution = SolveLeastSquares(model, options);
 
   SdFit fit;
@@ -122,7 +125,8 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
     fit.std_errors[k] = solution.std_errors[k];
     if (solution.at_bound[k]) fit.at_bound.push_back(MoesdParams::kNames[k]);
   }
-  for (int index : model.gauge_fixed) fit.gauge_fixed.push_back(MoesdParams::kNames[static_cast<size_t>(index)]);
+  for (int index : model.gauge_fixed)
+    fit.gauge_fixed.push_back(MoesdParams::kNames[static_cast<size_t>(index)]);
   fit.covariance_status = ToString(solution.covariance);
   fit.covariance_note = solution.covariance_note;
   fit.final_cost = solution.final_cost;
@@ -146,8 +150,10 @@ SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store) {
   const MoeModelSpec draft = store.LoadModel(request.draft);
   const HardwareSpec hardware = store.LoadHardware(request.hardware);
   ValidateSdMeasurementSet(set.measurements, set.origin);
-  const SdFitScales scales = ComputeSdFitScales(target, draft, hardware, set.measurements, request.max_reject_s);
-  return {FitSd(set.measurements, scales, request.denominator, request.options, set.origin), set.origin};
+  const SdFitScales scales =
+      ComputeSdFitScales(target, draft, hardware, set.measurements, request.max_reject_s);
+  return {FitSd(set.measurements, scales, request.denominator, request.options, set.origin),
+          set.origin};
 }
 
 }  // namespace moelab

@@ -34,7 +34,8 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 
 [[noreturn]] void FailField(const std::string& where, const std::string& field,
                             const std::string& expected, const std::string& got) {
-  throw Error(where + ": field '" + field + "': expected " + expected + ", got '" + EscapeForMessage(got) + "'");
+  throw Error(where + ": field '" + field + "': expected " + expected + ", got '" +
+              EscapeForMessage(got) + "'");
 }
 
 double ParseCsvNumber(const std::string& text, const std::string& where, const std::string& field) {
@@ -53,7 +54,8 @@ void CheckPoint(const SdMeasurement& m, const std::string& where) {
   if (!(std::isfinite(m.point.sigma) && m.point.sigma > 0 && m.point.sigma <= 1)) {
     std::ostringstream got;
     got << m.point.sigma;
-    FailField(where, "sigma", "a number in (0, 1] (accepted fraction of gamma + 1 tokens)", got.str());
+    FailField(where, "sigma", "a number in (0, 1] (accepted fraction of gamma + 1 tokens)",
+              got.str());
   }
   if (!(std::isfinite(m.speedup) && m.speedup > 0)) {
     std::ostringstream got;
@@ -83,8 +85,8 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
     const std::string where = file + ":" + std::to_string(line_number);
     if (!have_header) {
       if (line != kSdMeasurementsCsvHeader) {
-        throw Error(where + ": unexpected CSV header '" + EscapeForMessage(line) + "': expected exactly '" +
-                    kSdMeasurementsCsvHeader + "'");
+        throw Error(where + ": unexpected CSV header '" + EscapeForMessage(line) +
+                    "': expected exactly '" + kSdMeasurementsCsvHeader + "'");
       }
       have_header = true;
       continue;
@@ -96,7 +98,8 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
     }
     static const char* kNames[6] = {"batch", "gamma", "K", "E", "sigma", "speedup"};
     double values[6];
-    for (int i = 0; i < 6; ++i) values[i] = ParseCsvNumber(fields[static_cast<size_t>(i)], where, kNames[i]);
+    for (int i = 0; i < 6; ++i)
+      values[i] = ParseCsvNumber(fields[static_cast<size_t>(i)], where, kNames[i]);
     SdMeasurement m;
     m.origin = where;
     m.point.batch = WholeAtLeastOne(values[0], fields[0], where, "batch");
@@ -115,7 +118,8 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
   return result;
 }
 
-SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file, const std::string& path) {
+SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file,
+                             const std::string& path) {
   const JsonReader reader(json, file, path);
   SdMeasurement m;
   m.origin = file + (path.empty() ? "" : " " + path);

@@ -10,9 +10,9 @@ namespace moelab {
 
 // Measured speculative-decoding speedups, the input of the MoESD fit (formulas.md section 1).
 struct SdMeasurement {
-  SdPoint point;         // batch, gamma, K (top_k), E (num_experts), sigma
-  double speedup = 0;    // measured T_AR / T_SD
-  std::string origin;    // "file:line" or "file[index]", for messages
+  SdPoint point;       // batch, gamma, K (top_k), E (num_experts), sigma
+  double speedup = 0;  // measured T_AR / T_SD
+  std::string origin;  // "file:line" or "file[index]", for messages
 };
 
 // The exact CSV header accepted.

@@ -8,8 +8,10 @@
 
 namespace moelab {
 
-HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes, double storage_read_bytes_per_s) {
-  if (!(memory_bytes > 0 && std::isfinite(memory_bytes))) throw Error("--memory must be a positive size");
+HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
+                                            double storage_read_bytes_per_s) {
+  if (!(memory_bytes > 0 && std::isfinite(memory_bytes)))
+    throw Error("--memory must be a positive size");
   if (!(storage_read_bytes_per_s >= 0 && std::isfinite(storage_read_bytes_per_s))) {
     throw Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
   }
@@ -22,7 +24,8 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
     if (!smallest || s.bytes < smallest->bytes) smallest = &s;
   }
   if (!largest) {
-    throw Error(profile.origin + ": no storage_read samples: profile with the storage_read operator "
+    throw Error(profile.origin +
+                ": no storage_read samples: profile with the storage_read operator "
                 "(moelab profile) to measure the storage tier");
   }
   const double bandwidth = largest->bytes / largest->median_s;
@@ -30,12 +33,14 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
   // its home copy (static-split's CPU layers) -- and pays a storage read.
   hardware.host->dram_bytes = 0;
-  hardware.host->storage_read_bandwidth_bytes_per_s = storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
+  hardware.host->storage_read_bandwidth_bytes_per_s =
+      storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
   // The link carries each read expert from the read buffer into its cache buffer: the reader
   // checksums the payload and copies it (3 bytes of DRAM traffic per byte), once per read, so the
   // per-read latency of storage is charged here too.
   const double dram = hardware.host->dram_bandwidth_bytes_per_s;
-  if (!(dram > 0)) throw Error(profile.origin + ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
+  if (!(dram > 0))
+    throw Error(profile.origin + ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
   LinkSpec link;
   link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
   link.host_to_device_bandwidth_bytes_per_s = dram / 3;
@@ -45,7 +50,8 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   AcceleratorSpec cpu;
   cpu.display_name = hardware.host->cpu_name + " as the compute device";
   cpu.peak_flops = hardware.host->peak_flops;
-  if (!cpu.peak_flops.count("bf16") && cpu.peak_flops.count("fp32")) cpu.peak_flops["bf16"] = cpu.peak_flops["fp32"];
+  if (!cpu.peak_flops.count("bf16") && cpu.peak_flops.count("fp32"))
+    cpu.peak_flops["bf16"] = cpu.peak_flops["fp32"];
   cpu.memory_bytes = memory_bytes;
   cpu.memory_bandwidth_bytes_per_s = hardware.host->dram_bandwidth_bytes_per_s;
 

@@ -15,11 +15,11 @@ namespace moelab {
 // storage read bandwidth of the largest storage_read sample (O_DIRECT at expert-sized blocks); the
 // host link is the reader's checksum and copy from the read buffer into the cache (DRAM read
 // bandwidth / 3) with storage's per-read latency from the smallest sample (its median minus its
-// bytes at that bandwidth, at least 0). Error naming the profile when it has no machine limits or no
-// storage_read samples, or memory_bytes is not > 0.
-// `storage_read_bytes_per_s` > 0 replaces the profile's single-stream read bandwidth with one
-// measured at the executor's reader concurrency (validate's storage probe: the disk serves
-// concurrent reads faster than one stream); the latency stays the profile's.
+// bytes at that bandwidth, at least 0). Error naming the profile when it has no machine limits or
+// no storage_read samples, or memory_bytes is not > 0. `storage_read_bytes_per_s` > 0 replaces the
+// profile's single-stream read bandwidth with one measured at the executor's reader concurrency
+// (validate's storage probe: the disk serves concurrent reads faster than one stream); the latency
+// stays the profile's.
 HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
                                             double storage_read_bytes_per_s = 0);
 

@@ -7,7 +7,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::Refuses([&] {
-    const double bytes = moelab::ParseBytes(std::string(moelab::fuzz::Text(data, size)), "--accelerator-memory");
+    const double bytes =
+        moelab::ParseBytes(std::string(moelab::fuzz::Text(data, size)), "--accelerator-memory");
     // The contract: a finite positive size no larger than kMaxBytes.
     if (!(std::isfinite(bytes) && bytes > 0 && bytes <= moelab::kMaxBytes)) std::abort();
   });

@@ -29,7 +29,8 @@ inline std::string_view Text(const uint8_t* data, size_t size) {
 // A folder of this process's own under the temp dir, for parsers that take a path.
 inline std::filesystem::path WorkDir() {
   static const std::filesystem::path dir = [] {
-    const auto path = std::filesystem::temp_directory_path() / ("moelab-fuzz-" + std::to_string(getpid()));
+    const auto path =
+        std::filesystem::temp_directory_path() / ("moelab-fuzz-" + std::to_string(getpid()));
     std::filesystem::create_directories(path);
     return path;
   }();
@@ -38,8 +39,8 @@ inline std::filesystem::path WorkDir() {
 
 inline std::filesystem::path WriteInput(const uint8_t* data, size_t size, const std::string& name) {
   const std::filesystem::path file = WorkDir() / name;
-  std::ofstream(file, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data),
-                                                                static_cast<std::streamsize>(size));
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   return file;
 }
 

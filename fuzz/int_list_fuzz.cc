@@ -1,5 +1,5 @@
-// CLI list syntax (base/number_lists): "1,2,4", "1-8", "1-256:x2", number lists "0.5:0.9:0.1" and single
-// numbers. The first byte picks the parser and the minimum.
+// CLI list syntax (base/number_lists): "1,2,4", "1-8", "1-256:x2", number lists "0.5:0.9:0.1" and
+// single numbers. The first byte picks the parser and the minimum.
 #include "base/number_lists.h"
 #include "fuzz/fuzz_support.h"
 
@@ -8,9 +8,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(moelab::fuzz::Text(data + 1, size - 1));
   moelab::fuzz::Refuses([&] {
     switch (data[0] % 3) {
-      case 0: moelab::ParseIntList(text, "batch", data[0] % 2); break;
-      case 1: moelab::ParseNumberList(text, "alpha"); break;
-      default: moelab::ParseNumber(text, "alpha"); break;
+      case 0:
+        moelab::ParseIntList(text, "batch", data[0] % 2);
+        break;
+      case 1:
+        moelab::ParseNumberList(text, "alpha");
+        break;
+      default:
+        moelab::ParseNumber(text, "alpha");
+        break;
     }
   });
   return 0;

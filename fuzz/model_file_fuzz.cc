@@ -1,4 +1,5 @@
-// moelab.model/1 files and model presets (model/model_spec), then parameter counts and expert bytes.
+// moelab.model/1 files and model presets (model/model_spec), then parameter counts and expert
+// bytes.
 #include "fuzz/fuzz_support.h"
 #include "model/model_spec.h"
 #include "model/parameter_count.h"

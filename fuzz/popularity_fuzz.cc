@@ -5,7 +5,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool json = size > 0 && (data[0] & 1);
-  const auto file = moelab::fuzz::WriteInput(data, size, json ? "popularity.json" : "popularity.csv");
+  const auto file =
+      moelab::fuzz::WriteInput(data, size, json ? "popularity.json" : "popularity.csv");
   moelab::fuzz::Refuses([&] {
     const moelab::PopularityTable table = moelab::LoadPopularityTable(file.string());
     const auto placement = moelab::PlaceByPopularity(table, 4);

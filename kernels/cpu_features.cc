@@ -26,10 +26,14 @@ std::vector<Isa> AllIsas() { return {Isa::kScalar, Isa::kAvx2, Isa::kAvx512F, Is
 
 std::string ToString(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512F: return "avx512f";
-    case Isa::kAvx512Bf16: return "avx512bf16";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512F:
+      return "avx512f";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "?";
 }
@@ -39,7 +43,8 @@ std::vector<Isa> SupportedIsas() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // F16C (the quantized formats' fp16 scales) came with every AVX2 CPU; checked all the same.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
   if (avx2) isas.push_back(Isa::kAvx2);
   if (avx2 && __builtin_cpu_supports("avx512f")) isas.push_back(Isa::kAvx512F);
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -51,7 +56,8 @@ std::vector<Isa> SupportedIsas() {
 }
 
 void SetActiveIsa(Isa isa) {
-  if (!IsSupported(isa)) throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
+  if (!IsSupported(isa))
+    throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
   ActiveSlot().store(static_cast<int>(isa));
 }
 
@@ -68,7 +74,8 @@ Isa ActiveIsa() {
         chosen = isa;
       }
     }
-    if (!known) throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2, avx512f or avx512bf16");
+    if (!known)
+      throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2, avx512f or avx512bf16");
   }
   SetActiveIsa(chosen);
   return chosen;

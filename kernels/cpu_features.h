@@ -6,7 +6,8 @@
 namespace moelab {
 
 // Instruction sets the kernels have paths for, chosen at run time.
-// avx512f: AVX-512F without BF16 (Skylake-X, Ice Lake class), the fp32-FMA family at 16 rows per vector.
+// avx512f: AVX-512F without BF16 (Skylake-X, Ice Lake class), the fp32-FMA family at 16 rows per
+// vector.
 enum class Isa { kScalar, kAvx2, kAvx512F, kAvx512Bf16 };
 
 // Every path the kernels have, whether or not this CPU runs it (tests skip the others).
@@ -19,8 +20,8 @@ std::string ToString(Isa isa);
 std::vector<Isa> SupportedIsas();
 bool IsSupported(Isa isa);
 
-// The ISA the kernels use: MOELAB_ISA=scalar|avx2|avx512f|avx512bf16 when set (an unsupported or unknown
-// value is an error), else the best supported. Read once, at first use.
+// The ISA the kernels use: MOELAB_ISA=scalar|avx2|avx512f|avx512bf16 when set (an unsupported or
+// unknown value is an error), else the best supported. Read once, at first use.
 Isa ActiveIsa();
 
 // Overrides the active ISA (tests and benchmarks run every path); refuses unsupported ones.

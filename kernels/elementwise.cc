@@ -10,13 +10,15 @@
 
 namespace moelab {
 
-void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out) {
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+             float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x + r * dim;
     float* result = out + r * dim;
     double sum_squares = 0;
     for (int64_t i = 0; i < dim; ++i) sum_squares += static_cast<double>(row[i]) * row[i];
-    const float scale = static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
+    const float scale =
+        static_cast<float>(1.0 / std::sqrt(sum_squares / static_cast<double>(dim) + eps));
     for (int64_t i = 0; i < dim; ++i) result[i] = row[i] * scale * weight[i];
   }
 }
@@ -101,7 +103,8 @@ RopeTable::RopeTable(int64_t head_dim, int64_t max_positions, double theta)
   sin_.resize(cos_.size());
   for (int64_t p = 0; p < max_positions; ++p) {
     for (int64_t i = 0; i < half; ++i) {
-      const double inverse_frequency = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+      const double inverse_frequency =
+          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
       const double angle = static_cast<double>(p) * inverse_frequency;
       cos_[p * half + i] = static_cast<float>(std::cos(angle));
       sin_[p * half + i] = static_cast<float>(std::sin(angle));

@@ -8,8 +8,8 @@ namespace {
 
 // gate_up(x, y) and down(x, y): the two matmuls on whichever weight layout; the activation between.
 template <typename GateUp, typename Down>
-void SwiGlu(const float* x, int64_t tokens, int64_t intermediate, ThreadPool& pool, ExpertFfnScratch& scratch,
-            const GateUp& gate_up, const Down& down) {
+void SwiGlu(const float* x, int64_t tokens, int64_t intermediate, ThreadPool& pool,
+            ExpertFfnScratch& scratch, const GateUp& gate_up, const Down& down) {
   if (tokens <= 0) return;
   scratch.gate_up.resize(static_cast<size_t>(tokens * 2 * intermediate));
   scratch.hidden.resize(static_cast<size_t>(tokens * intermediate));
@@ -32,21 +32,28 @@ void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermedi
                ExpertFfnScratch& scratch) {
   SwiGlu(
       x, tokens, intermediate, pool, scratch,
-      [&](const float* in, float* y) { MatmulBf16(in, tokens, hidden, gate_up, 2 * intermediate, y, 2 * intermediate, pool); },
-      [&](const float* in) { MatmulBf16(in, tokens, intermediate, down, hidden, out, hidden, pool); });
+      [&](const float* in, float* y) {
+        MatmulBf16(in, tokens, hidden, gate_up, 2 * intermediate, y, 2 * intermediate, pool);
+      },
+      [&](const float* in) {
+        MatmulBf16(in, tokens, intermediate, down, hidden, out, hidden, pool);
+      });
 }
 
-void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, const PackedBf16Matrix& down,
-               float* out, ThreadPool& pool, ExpertFfnScratch& scratch) {
+void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up,
+               const PackedBf16Matrix& down, float* out, ThreadPool& pool,
+               ExpertFfnScratch& scratch) {
   const int64_t intermediate = down.cols();
   SwiGlu(
       x, tokens, intermediate, pool, scratch,
-      [&](const float* in, float* y) { MatmulBf16(in, tokens, gate_up, y, 2 * intermediate, pool); },
+      [&](const float* in, float* y) {
+        MatmulBf16(in, tokens, gate_up, y, 2 * intermediate, pool);
+      },
       [&](const float* in) { MatmulBf16(in, tokens, down, out, down.rows(), pool); });
 }
 
-void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
-               ThreadPool& pool, ExpertFfnScratch& scratch) {
+void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up,
+               const WeightMatrix& down, float* out, ThreadPool& pool, ExpertFfnScratch& scratch) {
   const int64_t intermediate = down.cols();
   SwiGlu(
       x, tokens, intermediate, pool, scratch,

@@ -26,19 +26,21 @@ void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermedi
 
 // The same on packed weights (what the executor keeps): gate_up [2 * intermediate][hidden] and
 // down [hidden][intermediate]. Bit-identical to the row-major call on the same instruction set.
-void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up, const PackedBf16Matrix& down,
-               float* out, ThreadPool& pool, ExpertFfnScratch& scratch);
+void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up,
+               const PackedBf16Matrix& down, float* out, ThreadPool& pool,
+               ExpertFfnScratch& scratch);
 
 // The same in any weight format (what the executor keeps: bf16 or block-quantized experts).
-void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up, const WeightMatrix& down, float* out,
-               ThreadPool& pool, ExpertFfnScratch& scratch);
+void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up,
+               const WeightMatrix& down, float* out, ThreadPool& pool, ExpertFfnScratch& scratch);
 
 // Bytes of weights and FLOPs one call reads/does (for bandwidth and FLOP/s counters).
 inline double ExpertFfnWeightBytes(int64_t hidden, int64_t intermediate) {
   return 3.0 * static_cast<double>(hidden) * static_cast<double>(intermediate) * 2.0;
 }
 inline double ExpertFfnFlops(int64_t tokens, int64_t hidden, int64_t intermediate) {
-  return 2.0 * 3.0 * static_cast<double>(tokens) * static_cast<double>(hidden) * static_cast<double>(intermediate);
+  return 2.0 * 3.0 * static_cast<double>(tokens) * static_cast<double>(hidden) *
+         static_cast<double>(intermediate);
 }
 
 }  // namespace moelab

@@ -39,10 +39,12 @@ inline Fp16 FloatToFp16(float value) {
   const uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return static_cast<Fp16>(sign | 0x7e00u);   // NaN
   if (magnitude >= 0x477ff000u) return static_cast<Fp16>(sign | 0x7c00u);  // rounds past 65504
-  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal step of 2^-24 (1024 is the smallest normal)
+  if (magnitude <
+      0x38800000u) {  // below 2^-14: a subnormal step of 2^-24 (1024 is the smallest normal)
     float abs_value;
     std::memcpy(&abs_value, &magnitude, sizeof(abs_value));
-    return static_cast<Fp16>(sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(abs_value, 24))));
+    return static_cast<Fp16>(sign |
+                             static_cast<uint16_t>(std::nearbyint(std::ldexp(abs_value, 24))));
   }
   const uint32_t mantissa = magnitude & 0x7fffffu;
   uint32_t h = (((magnitude >> 23) - 112u) << 10) | (mantissa >> 13);

@@ -23,12 +23,16 @@ namespace {
 
 using kernels_internal::MatmulPackedRowsFn;
 
-// The fp32-FMA kernel on packed weights for this ISA, or null (AVX512-BF16 and scalar have their own).
+// The fp32-FMA kernel on packed weights for this ISA, or null (AVX512-BF16 and scalar have their
+// own).
 MatmulPackedRowsFn FmaPackedRowsFunction(Isa isa) {
   switch (isa) {
-    case Isa::kAvx2: return kernels_internal::MatmulPackedRowsAvx2;
-    case Isa::kAvx512F: return kernels_internal::MatmulPackedRowsAvx512F;
-    default: return nullptr;
+    case Isa::kAvx2:
+      return kernels_internal::MatmulPackedRowsAvx2;
+    case Isa::kAvx512F:
+      return kernels_internal::MatmulPackedRowsAvx512F;
+    default:
+      return nullptr;
   }
 }
 
@@ -44,7 +48,8 @@ struct ThreadScratch {
   int32_t* Pairs(int64_t count) {
     if (count > pair_capacity) {
       std::free(pairs);
-      pairs = static_cast<int32_t*>(std::aligned_alloc(64, static_cast<size_t>((count * 4 + 63) / 64 * 64)));
+      pairs = static_cast<int32_t*>(
+          std::aligned_alloc(64, static_cast<size_t>((count * 4 + 63) / 64 * 64)));
       pair_capacity = count;
     }
     return pairs;
@@ -78,8 +83,8 @@ const int32_t* PackTokenPairs(const Element* x, int64_t m, int64_t k, ThreadPool
   int32_t* out = Scratch().Pairs(kernels_internal::TokenPairsCount(m, k));
   const int64_t block_dwords = kernels_internal::TokenPairsCount(16, k);
   const auto pack = [&](int64_t block, int /*thread*/) {
-    kernels_internal::PackTokenPairsAvx512(x + block * 16 * k, std::min<int64_t>(16, m - block * 16), k,
-                                           out + block * block_dwords);
+    kernels_internal::PackTokenPairsAvx512(
+        x + block * 16 * k, std::min<int64_t>(16, m - block * 16), k, out + block * block_dwords);
   };
   const int64_t blocks = (m + 15) / 16;
   if (m * k < (int64_t{1} << 16)) {
@@ -90,8 +95,8 @@ const int32_t* PackTokenPairs(const Element* x, int64_t m, int64_t k, ThreadPool
   return out;
 }
 
-void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w, int64_t n,
-                      float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
+                      int64_t n, float* y, int64_t ldy, ThreadPool& pool) {
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
     kernels_internal::MatmulRowsAvx512Bf16(x, x_pairs, m, k, w, begin, end, y, ldy);
   });
@@ -99,7 +104,8 @@ void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t 
 
 // Scalar on packed weights: each 16-row group unpacked to row-major and run through the row-major
 // kernel, so the result equals the row-major result bit for bit.
-void MatmulPackedScalar(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulPackedScalar(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy,
+                        ThreadPool& pool) {
   const int64_t k = w.cols(), n = w.rows(), group_rows = PackedBf16Matrix::kGroupRows;
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
     std::vector<Bf16>& rows = Scratch().unpacked_group;
@@ -113,8 +119,8 @@ void MatmulPackedScalar(const Bf16* x, int64_t m, const PackedBf16Matrix& w, flo
 }
 
 // fp32-FMA ISAs: x_rounded (m x k, rounded to bf16) against the packed weights.
-void MatmulPackedFma(MatmulPackedRowsFn rows_fn, const float* x_rounded, int64_t m, const PackedBf16Matrix& w,
-                     float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulPackedFma(MatmulPackedRowsFn rows_fn, const float* x_rounded, int64_t m,
+                     const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) {
     rows_fn(x_rounded, m, w.cols(), w.data(), begin, end, y, ldy);
   });
@@ -125,7 +131,8 @@ const float* RoundedActivations(const float* x, int64_t count) {
   std::vector<float>& out = Scratch().x_rounded;
   out.resize(static_cast<size_t>(count));
   if (ActiveIsa() == Isa::kScalar) {
-    for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = Bf16ToFloat(FloatToBf16(x[i]));
+    for (int64_t i = 0; i < count; ++i)
+      out[static_cast<size_t>(i)] = Bf16ToFloat(FloatToBf16(x[i]));
   } else {
     kernels_internal::RoundToBf16FloatsAvx2(x, count, out.data());
   }
@@ -138,10 +145,11 @@ const float* RoundedActivations(const Bf16* x, int64_t count) {
   return out.data();
 }
 
-void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, const PackedBf16Matrix& w, float* y,
-                            int64_t ldy, ThreadPool& pool) {
+void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m,
+                            const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) {
-    kernels_internal::MatmulPackedRowsAvx512Bf16(x, x_pairs, m, w.cols(), w.data(), begin, end, y, ldy);
+    kernels_internal::MatmulPackedRowsAvx512Bf16(x, x_pairs, m, w.cols(), w.data(), begin, end, y,
+                                                 ldy);
   });
 }
 
@@ -160,13 +168,16 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
   if (m <= 0 || n <= 0) return;
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
-    const int32_t* x_pairs = m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
+    const int32_t* x_pairs =
+        m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
     MatmulAvx512Bf16(x, x_pairs, m, k, w, n, y, ldy, pool);
     return;
   }
   if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
-    // The fp32-FMA kernels read packed weights only: row-major callers (tests, benchmarks) pack per call.
-    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y, ldy, pool);
+    // The fp32-FMA kernels read packed weights only: row-major callers (tests, benchmarks) pack per
+    // call.
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y,
+                    ldy, pool);
     return;
   }
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
@@ -184,7 +195,8 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
     return;
   }
   if (const MatmulPackedRowsFn rows_fn = FmaPackedRowsFunction(isa)) {
-    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y, ldy, pool);
+    MatmulPackedFma(rows_fn, RoundedActivations(x, m * k), m, PackedBf16Matrix::Pack(w, n, k), y,
+                    ldy, pool);
     return;
   }
   std::vector<Bf16>& x_bf16 = Scratch().x_bf16;
@@ -193,11 +205,13 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
   MatmulBf16Bf16(x_bf16.data(), m, k, w, n, y, ldy, pool);
 }
 
-void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy,
+                    ThreadPool& pool) {
   if (m <= 0 || w.rows() <= 0) return;
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
-    const int32_t* x_pairs = m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
+    const int32_t* x_pairs =
+        m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
     MatmulPackedAvx512Bf16(x, x_pairs, m, w, y, ldy, pool);
     return;
   }
@@ -208,7 +222,8 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* 
   MatmulPackedScalar(x, m, w, y, ldy, pool);
 }
 
-void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy,
+                ThreadPool& pool) {
   if (m <= 0 || w.rows() <= 0) return;
   const int64_t k = w.cols();
   const Isa isa = ActiveIsa();
@@ -226,10 +241,12 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   MatmulBf16Bf16(x_bf16.data(), m, w, y, ldy, pool);
 }
 
-void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out, ThreadPool& pool) {
+void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,
+                         ThreadPool& pool) {
   ResizeQuantizedActivations(m, k, out);
-  const auto quantize = ActiveIsa() == Isa::kScalar ? QuantizeActivationTokensScalar
-                                                    : kernels_internal::QuantizeActivationTokensAvx2;
+  const auto quantize = ActiveIsa() == Isa::kScalar
+                            ? QuantizeActivationTokensScalar
+                            : kernels_internal::QuantizeActivationTokensAvx2;
   constexpr int64_t kTokensPerTask = 16;
   if (m * k < (int64_t{1} << 16)) {
     quantize(x, k, 0, m, out);
@@ -240,13 +257,15 @@ void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivati
   });
 }
 
-void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy,
+                     ThreadPool& pool) {
   if (m <= 0 || w.rows() <= 0) return;
   QuantizedActivations& xq = Scratch().x_quantized;
   QuantizeActivations(x, m, w.cols(), xq, pool);
   const auto rows_fn = ActiveIsa() == Isa::kScalar ? kernels_internal::MatmulQuantizedRowsScalar
                                                    : kernels_internal::MatmulQuantizedRowsAvx2;
-  ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) { rows_fn(xq, w, begin, end, y, ldy); });
+  ParallelRows(m, w.cols(), w.rows(), pool,
+               [&](int64_t begin, int64_t end) { rows_fn(xq, w, begin, end, y, ldy); });
 }
 
 }  // namespace moelab

@@ -28,16 +28,20 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
 // Same with the weights packed (w.rows() = n outputs, w.cols() = k): the layout the executor keeps.
 // Bit-identical to the row-major call on the same instruction set; on AVX512-BF16 decode reads each
 // 16-row pair vector with one load instead of transposing row-major weights in registers.
-void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
-void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool);
+void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy,
+                ThreadPool& pool);
+void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* y, int64_t ldy,
+                    ThreadPool& pool);
 
 // Same on block-quantized weights (w.rows() = n outputs, w.cols() = k) as an integer dot product:
 // x quantized per block of 32 (QuantizeActivations), exact int32 block sums, each output adding
 // fma(d_w * d_x, sum, acc) in block order. Scalar and AVX2 (also used on the AVX-512 ISAs) give the
 // same bits, and a token's result never depends on the batch.
-void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy, ThreadPool& pool);
+void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float* y, int64_t ldy,
+                     ThreadPool& pool);
 // x (m x k fp32) quantized per block of 32 as MatmulQuantized does (same bits on every ISA).
-void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out, ThreadPool& pool);
+void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,
+                         ThreadPool& pool);
 
 // Rounds fp32 values to bf16 (nearest even).
 void ConvertToBf16(const float* in, int64_t count, Bf16* out);

@@ -11,12 +11,12 @@
 //     weight pair is broadcast. Register tiles of up to 64 tokens x 6 rows run over 48-row panels
 //     that stay in L2; no lane reductions, so the tile is pure vdpbf16ps.
 // Weights come row-major or as a PackedBf16Matrix (16-row groups, one 64-byte vector per group and
-// pair). Packed decode needs no transpose: it broadcasts each token's pair and multiplies one aligned
-// vector, with several row groups in flight so the accumulator chains overlap; packed prefill only
-// reads its broadcast weight pairs from other addresses.
-// Both perform the same additions in the same order per output, so a token's result is
-// bit-identical whatever batch it is in (speculative verification relies on this).
-// GCC 12 reports its own intrinsics' deliberately undefined pass-through operands (bug 105593).
+// pair). Packed decode needs no transpose: it broadcasts each token's pair and multiplies one
+// aligned vector, with several row groups in flight so the accumulator chains overlap; packed
+// prefill only reads its broadcast weight pairs from other addresses. Both perform the same
+// additions in the same order per output, so a token's result is bit-identical whatever batch it is
+// in (speculative verification relies on this). GCC 12 reports its own intrinsics' deliberately
+// undefined pass-through operands (bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
@@ -29,9 +29,9 @@ namespace moelab::kernels_internal {
 namespace {
 
 constexpr int64_t kLanes = 16;
-constexpr int64_t kChunk = 32;         // bf16 elements (16 pairs) per transposed load
-constexpr int64_t kPanelRows = 48;     // weight rows per L2 panel (prefill)
-constexpr int64_t kBlockVectors = 4;   // token vectors per prefill register tile (64 tokens)
+constexpr int64_t kChunk = 32;        // bf16 elements (16 pairs) per transposed load
+constexpr int64_t kPanelRows = 48;    // weight rows per L2 panel (prefill)
+constexpr int64_t kBlockVectors = 4;  // token vectors per prefill register tile (64 tokens)
 
 // In-place 16 x 16 transpose of 32-bit elements: v[i] lane l <- old v[l] lane i.
 inline void Transpose16(__m512i (&v)[16]) {
@@ -69,7 +69,9 @@ inline void LoadTransposed(const Bf16* const (&row)[16], int64_t kk, __m512i (&o
   for (int s = 0; s < 4; ++s) {
     __m512i a[4];
     for (int i = 0; i < 4; ++i) {
-      const auto piece = [&](int q) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[4 * q + i] + kk + 8 * s)); };
+      const auto piece = [&](int q) {
+        return _mm_loadu_si128(reinterpret_cast<const __m128i*>(row[4 * q + i] + kk + 8 * s));
+      };
       a[i] = _mm512_castsi128_si512(piece(0));
       a[i] = _mm512_mask_broadcast_i32x4(a[i], 0x00f0, piece(1));
       a[i] = _mm512_mask_broadcast_i32x4(a[i], 0x0f00, piece(2));
@@ -88,10 +90,14 @@ inline __m512bh AsBh(__m512i v) { return reinterpret_cast<__m512bh>(v); }
 
 // The pair starting at element e of a row, broadcast to all lanes (a vector load from memory:
 // through a general register it would cost a scarce register-to-vector transfer).
-inline __m512i BroadcastPair(const Bf16* row, int64_t e) { return _mm512_broadcastd_epi32(_mm_loadu_si32(row + e)); }
+inline __m512i BroadcastPair(const Bf16* row, int64_t e) {
+  return _mm512_broadcastd_epi32(_mm_loadu_si32(row + e));
+}
 
 // The last pair of an odd-length row: its element and a zero.
-inline __m512i BroadcastLastOdd(const Bf16* row, int64_t e) { return _mm512_set1_epi32(static_cast<int32_t>(row[e])); }
+inline __m512i BroadcastLastOdd(const Bf16* row, int64_t e) {
+  return _mm512_set1_epi32(static_cast<int32_t>(row[e]));
+}
 
 // ---- decode: lanes are output rows ----
 
@@ -100,8 +106,8 @@ inline __m512i BroadcastLastOdd(const Bf16* row, int64_t e) { return _mm512_set1
 // rows are consumed, so the memory system sees one sequential stream instead of 16 interleaved
 // ones.
 template <int T>
-void DecodeGroup(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y, int64_t ldy, const char* ahead,
-                 const char* ahead_end) {
+void DecodeGroup(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y, int64_t ldy,
+                 const char* ahead, const char* ahead_end) {
   const Bf16* row[16];
   for (int i = 0; i < 16; ++i) row[i] = w + std::min<int64_t>(i, rows - 1) * k;
   __m512 acc[T];
@@ -114,7 +120,8 @@ void DecodeGroup(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y
     __m512i v[16];
     LoadTransposed(row, kk, v);
     for (int p = 0; p < 16; ++p) {
-      for (int t = 0; t < T; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], AsBh(BroadcastPair(x + t * k, kk + 2 * p)), AsBh(v[p]));
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_dpbf16_ps(acc[t], AsBh(BroadcastPair(x + t * k, kk + 2 * p)), AsBh(v[p]));
     }
   }
   if (kk < k) {
@@ -137,10 +144,12 @@ void DecodeGroup(const Bf16* x, int64_t k, const Bf16* w, int64_t rows, float* y
 }
 
 template <int T>
-void DecodeRows(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+void DecodeRows(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_t n_end, float* y,
+                int64_t ldy) {
   const char* end = reinterpret_cast<const char*>(w + n_end * k);
   for (int64_t j = n_begin; j < n_end; j += 16) {
-    DecodeGroup<T>(x, k, w + j * k, n_end - j, y + j, ldy, reinterpret_cast<const char*>(w + (j + 16) * k), end);
+    DecodeGroup<T>(x, k, w + j * k, n_end - j, y + j, ldy,
+                   reinterpret_cast<const char*>(w + (j + 16) * k), end);
   }
 }
 
@@ -150,8 +159,8 @@ void DecodeRows(const Bf16* x, int64_t k, const Bf16* w, int64_t n_begin, int64_
 constexpr int64_t kAhead = 1024;
 
 template <int T, int G>
-void DecodePackedGroups(const Bf16* x, int64_t k, const Bf16* gw, int64_t stride, int64_t rows, float* y, int64_t ldy,
-                        const char* end) {
+void DecodePackedGroups(const Bf16* x, int64_t k, const Bf16* gw, int64_t stride, int64_t rows,
+                        float* y, int64_t ldy, const char* end) {
   const int64_t full = k / 2;
   __m512 acc[T][G];
   for (int t = 0; t < T; ++t) {
@@ -174,22 +183,25 @@ void DecodePackedGroups(const Bf16* x, int64_t k, const Bf16* gw, int64_t stride
   if (full * 2 < k) {  // odd k: the token's last element and a zero times the zero-padded last pair
     for (int g = 0; g < G; ++g) {
       const __m512i wv = _mm512_load_si512(gw + g * stride + full * 2 * kLanes);
-      for (int t = 0; t < T; ++t) acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(BroadcastLastOdd(x + t * k, k - 1)), AsBh(wv));
+      for (int t = 0; t < T; ++t)
+        acc[t][g] = _mm512_dpbf16_ps(acc[t][g], AsBh(BroadcastLastOdd(x + t * k, k - 1)), AsBh(wv));
     }
   }
   for (int g = 0; g < G; ++g) {
-    const __mmask16 store = static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(rows - g * kLanes, 0, 16)) - 1);
+    const __mmask16 store =
+        static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(rows - g * kLanes, 0, 16)) - 1);
     for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy + g * kLanes, store, acc[t][g]);
   }
 }
 
 // Groups [first, last) of a packed matrix, G at a time, the rest in halves (G / 2, ...).
 template <int T, int G>
-void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride, int64_t first, int64_t last,
-                       int64_t n_end, float* y, int64_t ldy, const char* end) {
+void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride, int64_t first,
+                       int64_t last, int64_t n_end, float* y, int64_t ldy, const char* end) {
   int64_t g = first;
   for (; g + G <= last; g += G) {
-    DecodePackedGroups<T, G>(x, k, wp + g * stride, stride, n_end - g * kLanes, y + g * kLanes, ldy, end);
+    DecodePackedGroups<T, G>(x, k, wp + g * stride, stride, n_end - g * kLanes, y + g * kLanes, ldy,
+                             end);
   }
   if constexpr (G > 1) {
     if (g < last) DecodePackedRange<T, G / 2>(x, k, wp, stride, g, last, n_end, y, ldy, end);
@@ -199,11 +211,13 @@ void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride,
 // Row groups in flight for T tokens: at least 8 independent accumulators (vdpbf16ps latency), at
 // least 2 groups so each broadcast feeds two multiplies, 3 from 5 tokens (fewer loads per
 // multiply; 8 x 3 accumulators + 3 weights + 1 broadcast still fit the 32 registers).
-constexpr int GroupsInFlight(int tokens) { return tokens >= 5 ? 3 : std::max(2, (8 + tokens - 1) / tokens); }
+constexpr int GroupsInFlight(int tokens) {
+  return tokens >= 5 ? 3 : std::max(2, (8 + tokens - 1) / tokens);
+}
 
 template <int T>
-void DecodePackedRows(const Bf16* x, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
-                      int64_t ldy) {
+void DecodePackedRows(const Bf16* x, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
+                      float* y, int64_t ldy) {
   const int64_t stride = (k + 1) / 2 * 2 * kLanes;
   const int64_t first = n_begin / kLanes, last = (n_end + kLanes - 1) / kLanes;
   const char* end = reinterpret_cast<const char*>(wp + last * stride);
@@ -212,10 +226,12 @@ void DecodePackedRows(const Bf16* x, int64_t k, const Bf16* wp, int64_t n_begin,
 
 // ---- prefill: lanes are tokens ----
 
-// Where a prefill tile finds its broadcast weight pairs: pair p of row r at Row(r) + p * kPairStride.
+// Where a prefill tile finds its broadcast weight pairs: pair p of row r at Row(r) + p *
+// kPairStride.
 struct RowMajorRows {
   static constexpr int64_t kPairStride = 2;
-  static constexpr bool kPaddedPairs = false;  // odd k: the last pair's second element is the next row's
+  static constexpr bool kPaddedPairs =
+      false;  // odd k: the last pair's second element is the next row's
   const Bf16* w;
   int64_t k;
   const Bf16* Row(int64_t r) const { return w + r * k; }
@@ -231,7 +247,8 @@ struct PackedRows {
 // A tile of TV token vectors x R weight rows over all of k. xp: the first token vector's pairs
 // (vector tv, pair p at xp + (tv * pairs + p) * 16 dwords); out: [R][64] floats.
 template <int TV, int R, typename Layout>
-void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout, int64_t row0, float* out) {
+void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout, int64_t row0,
+               float* out) {
   const Bf16* row[R];
   for (int r = 0; r < R; ++r) row[r] = layout.Row(row0 + r);
   __m512 acc[TV][R];
@@ -244,7 +261,8 @@ void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout
     for (int tv = 0; tv < TV; ++tv) xv[tv] = _mm512_load_si512(xp + (tv * pairs + p) * kLanes);
     for (int r = 0; r < R; ++r) {
       const __m512i wv = BroadcastPair(row[r], p * Layout::kPairStride);
-      for (int tv = 0; tv < TV; ++tv) acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv[tv]), AsBh(wv));
+      for (int tv = 0; tv < TV; ++tv)
+        acc[tv][r] = _mm512_dpbf16_ps(acc[tv][r], AsBh(xv[tv]), AsBh(wv));
     }
   }
   if (full < pairs) {
@@ -258,26 +276,31 @@ void TokenTile(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int tv = 0; tv < TV; ++tv) _mm512_store_ps(out + r * kBlockVectors * kLanes + tv * kLanes, acc[tv][r]);
+    for (int tv = 0; tv < TV; ++tv)
+      _mm512_store_ps(out + r * kBlockVectors * kLanes + tv * kLanes, acc[tv][r]);
   }
 }
 
 // TV token vectors over `rows` rows of a panel: tiles of R rows, the rest in tiles of R / 2, R / 4,
 // ... (several independent accumulator chains even at a panel's edge).
 template <int TV, int R, typename Layout>
-void TokensOverPanel(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout, int64_t row0, int64_t rows,
-                     float* out) {
+void TokensOverPanel(const int32_t* xp, int64_t pairs, int64_t k, const Layout& layout,
+                     int64_t row0, int64_t rows, float* out) {
   int64_t r = 0;
-  for (; r + R <= rows; r += R) TokenTile<TV, R>(xp, pairs, k, layout, row0 + r, out + r * kBlockVectors * kLanes);
+  for (; r + R <= rows; r += R)
+    TokenTile<TV, R>(xp, pairs, k, layout, row0 + r, out + r * kBlockVectors * kLanes);
   if constexpr (R > 1) {
-    if (r < rows) TokensOverPanel<TV, R / 2>(xp, pairs, k, layout, row0 + r, rows - r, out + r * kBlockVectors * kLanes);
+    if (r < rows)
+      TokensOverPanel<TV, R / 2>(xp, pairs, k, layout, row0 + r, rows - r,
+                                 out + r * kBlockVectors * kLanes);
   }
 }
 
 // out [rows][64] (row-major, token-minor) -> y[token][row] for `tokens` tokens, by 16 x 16 blocks.
 void StoreTransposed(const float* out, int64_t rows, int64_t tokens, float* y, int64_t ldy) {
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    const __mmask16 row_mask = static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, rows - r0)) - 1);
+    const __mmask16 row_mask =
+        static_cast<__mmask16>((uint32_t{1} << std::min<int64_t>(16, rows - r0)) - 1);
     for (int64_t t0 = 0; t0 < tokens; t0 += 16) {
       __m512i v[16];
       for (int i = 0; i < 16; ++i) {
@@ -292,8 +315,8 @@ void StoreTransposed(const float* out, int64_t rows, int64_t tokens, float* y, i
 }
 
 template <typename Layout>
-void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Layout& layout, int64_t n_begin, int64_t n_end,
-                 float* y, int64_t ldy) {
+void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Layout& layout, int64_t n_begin,
+                 int64_t n_end, float* y, int64_t ldy) {
   const int64_t pairs = (k + 1) / 2;
   // Rows past `rows` and tokens past `tokens` are read by StoreTransposed but never stored.
   alignas(64) float out[kPanelRows][kBlockVectors * kLanes];
@@ -303,10 +326,18 @@ void PrefillRows(const int32_t* xp, int64_t m, int64_t k, const Layout& layout, 
       const int64_t tokens = std::min(kBlockVectors * kLanes, m - i0);
       const int32_t* block = xp + i0 / kLanes * pairs * kLanes;
       switch ((tokens + kLanes - 1) / kLanes) {
-        case 4: TokensOverPanel<4, 6>(block, pairs, k, layout, j0, rows, out[0]); break;
-        case 3: TokensOverPanel<3, 8>(block, pairs, k, layout, j0, rows, out[0]); break;
-        case 2: TokensOverPanel<2, 12>(block, pairs, k, layout, j0, rows, out[0]); break;
-        default: TokensOverPanel<1, 12>(block, pairs, k, layout, j0, rows, out[0]); break;
+        case 4:
+          TokensOverPanel<4, 6>(block, pairs, k, layout, j0, rows, out[0]);
+          break;
+        case 3:
+          TokensOverPanel<3, 8>(block, pairs, k, layout, j0, rows, out[0]);
+          break;
+        case 2:
+          TokensOverPanel<2, 12>(block, pairs, k, layout, j0, rows, out[0]);
+          break;
+        default:
+          TokensOverPanel<1, 12>(block, pairs, k, layout, j0, rows, out[0]);
+          break;
       }
       StoreTransposed(out[0], rows, tokens, y + i0 * ldy + j0, ldy);
     }
@@ -323,7 +354,8 @@ void PackBlock(int64_t rows, int64_t k, LoadFn load, int32_t* out) {
     __m512i v[16];
     for (int t = 0; t < 16; ++t) v[t] = t < rows ? load(t, kk, mask) : _mm512_setzero_si512();
     Transpose16(v);
-    for (int64_t p = 0; p < (elements + 1) / 2; ++p) _mm512_store_si512(out + (kk / 2 + p) * kLanes, v[p]);
+    for (int64_t p = 0; p < (elements + 1) / 2; ++p)
+      _mm512_store_si512(out + (kk / 2 + p) * kLanes, v[p]);
   }
 }
 
@@ -332,24 +364,32 @@ void PackBlock(int64_t rows, int64_t k, LoadFn load, int32_t* out) {
 void ConvertToBf16Avx512(const float* in, int64_t count, Bf16* out) {
   int64_t i = 0;
   for (; i + 32 <= count; i += 32) {
-    const __m512bh packed = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + i + 16), _mm512_loadu_ps(in + i));
+    const __m512bh packed =
+        _mm512_cvtne2ps_pbh(_mm512_loadu_ps(in + i + 16), _mm512_loadu_ps(in + i));
     _mm512_storeu_si512(out + i, reinterpret_cast<__m512i>(packed));
   }
   for (; i < count; ++i) out[i] = FloatToBf16(in[i]);
 }
 
 void PackTokenPairsAvx512(const float* x, int64_t tokens, int64_t k, int32_t* out) {
-  PackBlock(tokens, k, [&](int t, int64_t e, __mmask32 mask) {
-    const float* row = x + t * k + e;
-    const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), row);
-    const __m512 high = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), row + 16);
-    return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
-  }, out);
+  PackBlock(
+      tokens, k,
+      [&](int t, int64_t e, __mmask32 mask) {
+        const float* row = x + t * k + e;
+        const __m512 low = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask), row);
+        const __m512 high = _mm512_maskz_loadu_ps(static_cast<__mmask16>(mask >> 16), row + 16);
+        return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(high, low));
+      },
+      out);
 }
 
 void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out) {
-  PackBlock(tokens, k, [&](int t, int64_t e, __mmask32 mask) { return _mm512_maskz_loadu_epi16(mask, x + t * k + e); },
-            out);
+  PackBlock(
+      tokens, k,
+      [&](int t, int64_t e, __mmask32 mask) {
+        return _mm512_maskz_loadu_epi16(mask, x + t * k + e);
+      },
+      out);
 }
 
 namespace {
@@ -359,21 +399,37 @@ namespace {
 template <typename Decode>
 void ForDecodeTokens(int64_t m, const Decode& decode) {
   switch (m) {
-    case 8: decode(std::integral_constant<int, 8>{}); break;
-    case 7: decode(std::integral_constant<int, 7>{}); break;
-    case 6: decode(std::integral_constant<int, 6>{}); break;
-    case 5: decode(std::integral_constant<int, 5>{}); break;
-    case 4: decode(std::integral_constant<int, 4>{}); break;
-    case 3: decode(std::integral_constant<int, 3>{}); break;
-    case 2: decode(std::integral_constant<int, 2>{}); break;
-    default: decode(std::integral_constant<int, 1>{}); break;
+    case 8:
+      decode(std::integral_constant<int, 8>{});
+      break;
+    case 7:
+      decode(std::integral_constant<int, 7>{});
+      break;
+    case 6:
+      decode(std::integral_constant<int, 6>{});
+      break;
+    case 5:
+      decode(std::integral_constant<int, 5>{});
+      break;
+    case 4:
+      decode(std::integral_constant<int, 4>{});
+      break;
+    case 3:
+      decode(std::integral_constant<int, 3>{});
+      break;
+    case 2:
+      decode(std::integral_constant<int, 2>{});
+      break;
+    default:
+      decode(std::integral_constant<int, 1>{});
+      break;
   }
 }
 
 }  // namespace
 
-void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
-                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
+                          const Bf16* w, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   if (m > kDecodeTokens) {
     PrefillRows(x_pairs, m, k, RowMajorRows{w, k}, n_begin, n_end, y, ldy);
     return;
@@ -381,13 +437,15 @@ void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int6
   ForDecodeTokens(m, [&](auto tokens) { DecodeRows<tokens()>(x, k, w, n_begin, n_end, y, ldy); });
 }
 
-void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* wp,
-                                int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
+                                const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
+                                int64_t ldy) {
   if (m > kDecodeTokens) {
     PrefillRows(x_pairs, m, k, PackedRows{wp, (k + 1) / 2 * 2 * kLanes}, n_begin, n_end, y, ldy);
     return;
   }
-  ForDecodeTokens(m, [&](auto tokens) { DecodePackedRows<tokens()>(x, k, wp, n_begin, n_end, y, ldy); });
+  ForDecodeTokens(
+      m, [&](auto tokens) { DecodePackedRows<tokens()>(x, k, wp, n_begin, n_end, y, ldy); });
 }
 
 }  // namespace moelab::kernels_internal

@@ -16,41 +16,46 @@ void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_
                       int64_t n_end, float* y, int64_t ldy);
 
 // fp32-FMA ISAs (kernels/matmul_row_lanes.h) on PackedBf16Matrix storage: x is m x k fp32 values
-// already rounded to bf16 (RoundToBf16Floats); wp is group 0 of the matrix, n_begin a multiple of 16.
-using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin,
-                                    int64_t n_end, float* y, int64_t ldy);
-void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
-                          float* y, int64_t ldy);
-void MatmulPackedRowsAvx512F(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end,
-                             float* y, int64_t ldy);
+// already rounded to bf16 (RoundToBf16Floats); wp is group 0 of the matrix, n_begin a multiple
+// of 16.
+using MatmulPackedRowsFn = void (*)(const float* x, int64_t m, int64_t k, const Bf16* wp,
+                                    int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatmulPackedRowsAvx2(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin,
+                          int64_t n_end, float* y, int64_t ldy);
+void MatmulPackedRowsAvx512F(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin,
+                             int64_t n_end, float* y, int64_t ldy);
 // Quantized weights (kernels/quantized_matrix.h) times activations quantized per block of 32
 // (kernels/quantized_activations.h, all x.tokens tokens); rows [n_begin, n_end), n_begin a multiple
 // of 8. Per output: exact int32 block sums, then fma(d_w * d_x, sum, acc) in block order, so the
 // two give the same bits.
-void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
-                               float* y, int64_t ldy);
-void MatmulQuantizedRowsAvx2(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
-                             float* y, int64_t ldy);
+void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w,
+                               int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatmulQuantizedRowsAvx2(const QuantizedActivations& x, const QuantizedMatrix& w,
+                             int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 // Bit-identical to QuantizeActivationTokensScalar.
-void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, int64_t t_end, QuantizedActivations& out);
+void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, int64_t t_end,
+                                  QuantizedActivations& out);
 // out[i] = Bf16ToFloat(FloatToBf16(in[i])), 8 at a time.
 void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out);
 
 // AVX512-BF16. Up to kDecodeTokens tokens the kernel reads x (m x k bf16, row-major); above it,
-// x_pairs: the tokens packed by PackTokenPairsAvx512, 64-byte aligned, TokenPairsCount(m, k) dwords.
+// x_pairs: the tokens packed by PackTokenPairsAvx512, 64-byte aligned, TokenPairsCount(m, k)
+// dwords.
 constexpr int64_t kDecodeTokens = 8;
-void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
-                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
+                          const Bf16* w, int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 
 // The same on PackedBf16Matrix storage: wp is group 0 of the matrix, n_begin a multiple of 16.
-void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* wp,
-                                int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
+                                const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
+                                int64_t ldy);
 
 // Pair-major packing of `tokens` <= 16 tokens (one block): dword p * 16 + t holds elements 2p and
 // 2p + 1 of token t (zero past k and past `tokens`). Block b of a batch starts at dword
 // b * 16 * ceil(k / 2).
 inline int64_t TokenPairsCount(int64_t m, int64_t k) { return (m + 15) / 16 * 16 * ((k + 1) / 2); }
-void PackTokenPairsAvx512(const float* x, int64_t tokens, int64_t k, int32_t* out);  // rounds to bf16
+void PackTokenPairsAvx512(const float* x, int64_t tokens, int64_t k,
+                          int32_t* out);  // rounds to bf16
 void PackTokenPairsAvx512(const Bf16* x, int64_t tokens, int64_t k, int32_t* out);
 
 // Output rows per parallel task.

@@ -28,9 +28,9 @@
 
 namespace moelab::kernels_internal::row_lanes {
 
-constexpr int64_t kGroupRows = 16;        // PackedBf16Matrix::kGroupRows
+constexpr int64_t kGroupRows = 16;                 // PackedBf16Matrix::kGroupRows
 constexpr int64_t kPairElements = 2 * kGroupRows;  // bf16 elements per group and pair
-constexpr int64_t kAheadBytes = 1024;     // software prefetch distance of the weight streams
+constexpr int64_t kAheadBytes = 1024;  // software prefetch distance of the weight streams
 
 // V row vectors of a packed matrix: where each starts (at pair 0) and how many of its rows exist.
 template <int V>
@@ -46,66 +46,68 @@ struct RowVectors {
 // kPrefetch is a template argument and the token and vector loops are unrolled before GCC's
 // scalar replacement, so the pair loop has no branch and the accumulators live in registers.
 template <typename L, int T, int V, bool kPrefetch>
-void Tile(const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin, int64_t p_end, int64_t full_pairs,
-          bool first, float* y, int64_t ldy) {
+void Tile(const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin, int64_t p_end,
+          int64_t full_pairs, bool first, float* y, int64_t ldy) {
   using Vec = typename L::V;
   Vec acc[T][V];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
-    #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) acc[t][v] = first ? L::Zero() : L::Load(y + t * ldy + v * L::kRows, w.rows[v]);
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v)
+      acc[t][v] = first ? L::Zero() : L::Load(y + t * ldy + v * L::kRows, w.rows[v]);
   }
   const float* xt[T];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) xt[t] = x + t * ldx;
   const Bf16* wv_at[V];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int v = 0; v < V; ++v) wv_at[v] = w.base[v];
   const int64_t full_end = std::min(p_end, full_pairs);
   for (int64_t p = p_begin; p < full_end; ++p) {
     const int64_t e = p * kPairElements;
     if constexpr (kPrefetch) {
-      #pragma GCC unroll 16
-      for (int v = 0; v < V; ++v) L::Prefetch(reinterpret_cast<const char*>(wv_at[v] + e) + kAheadBytes);
+#pragma GCC unroll 16
+      for (int v = 0; v < V; ++v)
+        L::Prefetch(reinterpret_cast<const char*>(wv_at[v] + e) + kAheadBytes);
     }
     Vec wv[V];
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) wv[v] = L::Even(wv_at[v] + e);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const Vec xv = L::Broadcast(xt[t] + 2 * p);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[t][v] = L::Fma(xv, wv[v], acc[t][v]);
     }
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) wv[v] = L::Odd(wv_at[v] + e);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const Vec xv = L::Broadcast(xt[t] + 2 * p + 1);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[t][v] = L::Fma(xv, wv[v], acc[t][v]);
     }
   }
   if (full_end < p_end) {  // odd k: the last element alone
     const int64_t p = full_end;
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) {
       const Vec wv = L::Even(wv_at[v] + p * kPairElements);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int t = 0; t < T; ++t) acc[t][v] = L::Fma(L::Broadcast(xt[t] + 2 * p), wv, acc[t][v]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) L::Store(y + t * ldy + v * L::kRows, acc[t][v], w.rows[v]);
   }
 }
 
 // One tile, prefetching or not.
 template <typename L, int T, int V>
-void AnyTile(const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin, int64_t p_end, int64_t full_pairs,
-             bool first, bool prefetch, float* y, int64_t ldy) {
+void AnyTile(const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin, int64_t p_end,
+             int64_t full_pairs, bool first, bool prefetch, float* y, int64_t ldy) {
   if (prefetch) {
     Tile<L, T, V, true>(x, ldx, w, p_begin, p_end, full_pairs, first, y, ldy);
   } else {
@@ -115,8 +117,8 @@ void AnyTile(const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begi
 
 // A tile of fewer than T tokens (the batch's last): the same per-output arithmetic, smaller.
 template <typename L, int T, int V>
-void TailTile(int64_t tokens, const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin, int64_t p_end,
-              int64_t full_pairs, bool first, bool prefetch, float* y, int64_t ldy) {
+void TailTile(int64_t tokens, const float* x, int64_t ldx, const RowVectors<V>& w, int64_t p_begin,
+              int64_t p_end, int64_t full_pairs, bool first, bool prefetch, float* y, int64_t ldy) {
   if constexpr (T > 1) {
     if (tokens == T - 1) {
       AnyTile<L, T - 1, V>(x, ldx, w, p_begin, p_end, full_pairs, first, prefetch, y, ldy);
@@ -129,8 +131,9 @@ void TailTile(int64_t tokens, const float* x, int64_t ldx, const RowVectors<V>& 
 // All m tokens over rows [n_begin, n_end) for pairs [p_begin, p_end): tiles of up to T tokens x V
 // row vectors, the row remainder in tiles of fewer vectors.
 template <typename L, int T, int V>
-void TokensOverRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t group_elements, int64_t n_begin,
-                    int64_t n_end, int64_t p_begin, int64_t p_end, bool prefetch, float* y, int64_t ldy) {
+void TokensOverRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t group_elements,
+                    int64_t n_begin, int64_t n_end, int64_t p_begin, int64_t p_end, bool prefetch,
+                    float* y, int64_t ldy) {
   const int64_t full_pairs = k / 2;
   const bool first = p_begin == 0;
   int64_t row = n_begin;
@@ -143,12 +146,17 @@ void TokensOverRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_
     }
     int64_t t = 0;
     for (; t + T <= m; t += T) {
-      AnyTile<L, T, V>(x + t * k, k, w, p_begin, p_end, full_pairs, first, prefetch && t == 0, y + t * ldy + row, ldy);
+      AnyTile<L, T, V>(x + t * k, k, w, p_begin, p_end, full_pairs, first, prefetch && t == 0,
+                       y + t * ldy + row, ldy);
     }
-    if (t < m) TailTile<L, T, V>(m - t, x + t * k, k, w, p_begin, p_end, full_pairs, first, prefetch && t == 0, y + t * ldy + row, ldy);
+    if (t < m)
+      TailTile<L, T, V>(m - t, x + t * k, k, w, p_begin, p_end, full_pairs, first,
+                        prefetch && t == 0, y + t * ldy + row, ldy);
   }
   if constexpr (V > 1) {
-    if (row < n_end) TokensOverRows<L, T, V - 1>(x, m, k, wp, group_elements, row, n_end, p_begin, p_end, prefetch, y, ldy);
+    if (row < n_end)
+      TokensOverRows<L, T, V - 1>(x, m, k, wp, group_elements, row, n_end, p_begin, p_end, prefetch,
+                                  y, ldy);
   }
 }
 
@@ -162,11 +170,11 @@ constexpr int64_t kDecodeTokens = 8;
 // is read from DRAM once (prefetched kAheadBytes ahead) and >= 8 accumulators are independent
 // (FMA latency x 2 pipes) where the registers allow.
 template <typename L, int T>
-void DecodeRows(int64_t m, const float* x, int64_t k, const Bf16* wp, int64_t group_elements, int64_t n_begin,
-                int64_t n_end, float* y, int64_t ldy) {
+void DecodeRows(int64_t m, const float* x, int64_t k, const Bf16* wp, int64_t group_elements,
+                int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   if (m == T) {
-    TokensOverRows<L, L::DecodeTileTokens(T), L::DecodeVectors(T)>(x, m, k, wp, group_elements, n_begin, n_end, 0,
-                                                                    (k + 1) / 2, true, y, ldy);
+    TokensOverRows<L, L::DecodeTileTokens(T), L::DecodeVectors(T)>(
+        x, m, k, wp, group_elements, n_begin, n_end, 0, (k + 1) / 2, true, y, ldy);
   } else if constexpr (T < kDecodeTokens) {
     DecodeRows<L, T + 1>(m, x, k, wp, group_elements, n_begin, n_end, y, ldy);
   }
@@ -175,8 +183,8 @@ void DecodeRows(int64_t m, const float* x, int64_t k, const Bf16* wp, int64_t gr
 // y rows [0, m) x columns [n_begin, n_end) of x W^T; wp: group 0 of a PackedBf16Matrix with k
 // columns; n_begin a multiple of 16.
 template <typename L>
-void PackedRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
-                int64_t ldy) {
+void PackedRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_begin,
+                int64_t n_end, float* y, int64_t ldy) {
   const int64_t pairs = (k + 1) / 2;
   const int64_t group_elements = pairs * kPairElements;
   if (m <= kDecodeTokens) {
@@ -188,8 +196,9 @@ void PackedRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_
   for (int64_t row = n_begin; row < n_end; row += L::kPanelRows) {
     const int64_t row_end = std::min(n_end, row + L::kPanelRows);
     for (int64_t p = 0; p < pairs; p += kPrefillBlockPairs) {
-      TokensOverRows<L, L::kTileTokens, L::kTileVectors>(x, m, k, wp, group_elements, row, row_end, p,
-                                                          std::min(pairs, p + kPrefillBlockPairs), false, y, ldy);
+      TokensOverRows<L, L::kTileTokens, L::kTileVectors>(x, m, k, wp, group_elements, row, row_end,
+                                                         p, std::min(pairs, p + kPrefillBlockPairs),
+                                                         false, y, ldy);
     }
   }
 }

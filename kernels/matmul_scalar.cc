@@ -18,8 +18,8 @@ void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_
   }
 }
 
-void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin, int64_t n_end,
-                               float* y, int64_t ldy) {
+void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMatrix& w,
+                               int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   const int64_t k = w.cols(), block = QuantizedActivations::kBlock;
   for (int64_t j = n_begin; j < n_end; ++j) {
     for (int64_t i = 0; i < x.tokens; ++i) {
@@ -27,7 +27,8 @@ void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMat
       float sum = 0.0f;
       for (int64_t b = 0; b < x.blocks; ++b) {
         int32_t dot = 0;  // exact
-        for (int64_t c = b * block; c < std::min(k, (b + 1) * block); ++c) dot += w.Quant(j, c) * xq[c];
+        for (int64_t c = b * block; c < std::min(k, (b + 1) * block); ++c)
+          dot += w.Quant(j, c) * xq[c];
         sum = std::fma(w.Scale(j, b) * x.token_scales(i)[b], static_cast<float>(dot), sum);
       }
       y[i * ldy + j] = sum;

@@ -5,7 +5,9 @@
 namespace moelab {
 
 PackedBf16Matrix::PackedBf16Matrix(int64_t rows, int64_t cols)
-    : rows_(rows), cols_(cols), storage_(static_cast<size_t>(groups() * group_elements() + kReadPadding), 0) {}
+    : rows_(rows),
+      cols_(cols),
+      storage_(static_cast<size_t>(groups() * group_elements() + kReadPadding), 0) {}
 
 PackedBf16Matrix PackedBf16Matrix::Pack(const Bf16* w, int64_t rows, int64_t cols) {
   PackedBf16Matrix packed(rows, cols);
@@ -19,7 +21,8 @@ void PackedBf16Matrix::PackRows(int64_t row_begin, int64_t count, const Bf16* sr
     // A row's pairs are 64 bytes apart: copy them as 32-bit words.
     Bf16* out = storage_.data() + Offset(row_begin + r, 0);
     int64_t c = 0;
-    for (; c + 2 <= cols_; c += 2, out += 2 * kGroupRows) std::memcpy(out, row + c, 2 * sizeof(Bf16));
+    for (; c + 2 <= cols_; c += 2, out += 2 * kGroupRows)
+      std::memcpy(out, row + c, 2 * sizeof(Bf16));
     if (c < cols_) out[0] = row[c];
   }
 }

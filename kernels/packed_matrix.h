@@ -13,7 +13,8 @@ namespace moelab {
 // AVX512-BF16 decode kernel reads without transposing: rows are taken 16 at a time (a group), and
 // for group g and k-pair p one 64-byte vector holds (w[16g + r][2p], w[16g + r][2p + 1]) for
 // r = 0..15 -- lane r of a vdpbf16ps is output row 16g + r. Rows past `rows` and the second element
-// of the last pair for odd `cols` are zero. Group g, pair p starts at data() + (g * pairs() + p) * 32.
+// of the last pair for odd `cols` are zero. Group g, pair p starts at data() + (g * pairs() + p)
+// * 32.
 class PackedBf16Matrix {
  public:
   static constexpr int64_t kGroupRows = 16;
@@ -46,8 +47,12 @@ class PackedBf16Matrix {
   int64_t Offset(int64_t row, int64_t col) const {
     return ((row / kGroupRows * pairs() + col / 2) * kGroupRows + row % kGroupRows) * 2 + col % 2;
   }
-  Bf16 At(int64_t row, int64_t col) const { return storage_[static_cast<size_t>(Offset(row, col))]; }
-  void Set(int64_t row, int64_t col, Bf16 value) { storage_[static_cast<size_t>(Offset(row, col))] = value; }
+  Bf16 At(int64_t row, int64_t col) const {
+    return storage_[static_cast<size_t>(Offset(row, col))];
+  }
+  void Set(int64_t row, int64_t col, Bf16 value) {
+    storage_[static_cast<size_t>(Offset(row, col))] = value;
+  }
 
   // Rows [row_begin, row_begin + count) from / to row-major [count][cols] (fused matrices such as
   // q|k|v or gate|up are loaded and saved one part at a time).

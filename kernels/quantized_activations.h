@@ -15,16 +15,18 @@ struct QuantizedActivations {
   static constexpr int64_t kBlock = 32;
 
   int64_t tokens = 0;
-  int64_t blocks = 0;           // per token: ceil(k / 32)
-  std::vector<int8_t> quants;   // [tokens][blocks * 32], zero past k
-  std::vector<float> scales;    // [tokens][blocks]
-  std::vector<int32_t> sums;    // [tokens][blocks]: sum of the block's quants (q4_0's -8 offset)
+  int64_t blocks = 0;          // per token: ceil(k / 32)
+  std::vector<int8_t> quants;  // [tokens][blocks * 32], zero past k
+  std::vector<float> scales;   // [tokens][blocks]
+  std::vector<int32_t> sums;   // [tokens][blocks]: sum of the block's quants (q4_0's -8 offset)
 
   const int8_t* token_quants(int64_t t) const { return quants.data() + t * blocks * kBlock; }
   const float* token_scales(int64_t t) const { return scales.data() + t * blocks; }
   const int32_t* token_sums(int64_t t) const { return sums.data() + t * blocks; }
   // d * q of element c of token t.
-  float Value(int64_t t, int64_t c) const { return token_scales(t)[c / kBlock] * static_cast<float>(token_quants(t)[c]); }
+  float Value(int64_t t, int64_t c) const {
+    return token_scales(t)[c / kBlock] * static_cast<float>(token_quants(t)[c]);
+  }
 };
 
 // nearbyint in the default rounding mode (ties to even) without a libm call: exact for |v| < 2^22,
@@ -36,11 +38,13 @@ inline float RoundToNearestEven(float v) {
 }
 
 // One block of `count` <= 32 elements: 32 quants (zero past count), the scale and the quants' sum.
-void QuantizeActivationBlock(const float* x, int64_t count, int8_t* quants, float* scale, int32_t* sum);
+void QuantizeActivationBlock(const float* x, int64_t count, int8_t* quants, float* scale,
+                             int32_t* sum);
 // Sizes `out` for m tokens of k elements (keeps its capacity).
 void ResizeQuantizedActivations(int64_t m, int64_t k, QuantizedActivations& out);
 // Quantizes tokens [t_begin, t_end) of x (m x k fp32, row-major) into `out` (already sized) with
 // the portable code; kernels/matmul.h's QuantizeActivations picks the ISA's (same bits).
-void QuantizeActivationTokensScalar(const float* x, int64_t k, int64_t t_begin, int64_t t_end, QuantizedActivations& out);
+void QuantizeActivationTokensScalar(const float* x, int64_t k, int64_t t_begin, int64_t t_end,
+                                    QuantizedActivations& out);
 
 }  // namespace moelab

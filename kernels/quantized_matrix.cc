@@ -22,7 +22,8 @@ QuantizedMatrix::QuantizedMatrix(QuantFormat format, int64_t rows, int64_t cols)
 }
 
 double QuantizedMatrix::StoredBytes() const {
-  return static_cast<double>(rows_) * static_cast<double>(blocks() * kQuantBlock) * BitsPerWeight(format_) / 8.0;
+  return static_cast<double>(rows_) * static_cast<double>(blocks() * kQuantBlock) *
+         BitsPerWeight(format_) / 8.0;
 }
 
 int64_t QuantizedMatrix::QuantByte(int64_t j, int64_t lane) const {
@@ -40,15 +41,19 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
       for (int64_t c = begin; c < end; ++c) w[c - begin] = Bf16ToFloat(src[r * cols_ + c]);
       float largest = 0;  // the element of largest magnitude, with its sign
       for (float v : w) {
-        if (!std::isfinite(v)) throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) + " has a non-finite weight");
+        if (!std::isfinite(v))
+          throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
+                      " has a non-finite weight");
         if (std::fabs(v) > std::fabs(largest)) largest = v;
       }
-      const float wanted = format_ == QuantFormat::kQ8_0 ? std::fabs(largest) / 127.0f : largest / -8.0f;
+      const float wanted =
+          format_ == QuantFormat::kQ8_0 ? std::fabs(largest) / 127.0f : largest / -8.0f;
       const Fp16 scale_bits = FloatToFp16(wanted);
       const float d = Fp16ToFloat(scale_bits);
       if (!std::isfinite(d)) {
-        throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) + " block " + std::to_string(b) +
-                    " needs a scale of " + std::to_string(wanted) + ", beyond fp16's 65504");
+        throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
+                    " block " + std::to_string(b) + " needs a scale of " + std::to_string(wanted) +
+                    ", beyond fp16's 65504");
       }
       uint8_t* record = storage_.data() + (g * blocks() + b) * record_bytes();
       std::memcpy(record + 2 * lane, &scale_bits, sizeof(scale_bits));
@@ -59,9 +64,11 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
           const float q = std::clamp(RoundToNearestEven(w[j] * inverse), -127.0f, 127.0f);
           quants[QuantByte(j, lane)] = static_cast<uint8_t>(static_cast<int8_t>(q));
         } else {
-          const uint8_t q = static_cast<uint8_t>(std::clamp(RoundToNearestEven(w[j] * inverse) + 8.0f, 0.0f, 15.0f));
+          const uint8_t q = static_cast<uint8_t>(
+              std::clamp(RoundToNearestEven(w[j] * inverse) + 8.0f, 0.0f, 15.0f));
           uint8_t& byte = quants[QuantByte(j, lane)];
-          byte = j < kQuantBlock / 2 ? static_cast<uint8_t>((byte & 0xf0) | q) : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
+          byte = j < kQuantBlock / 2 ? static_cast<uint8_t>((byte & 0xf0) | q)
+                                     : static_cast<uint8_t>((byte & 0x0f) | (q << 4));
         }
       }
     }
@@ -70,13 +77,15 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
 
 float QuantizedMatrix::Scale(int64_t row, int64_t block) const {
   Fp16 bits;
-  std::memcpy(&bits, group(row / kGroupRows) + block * record_bytes() + 2 * (row % kGroupRows), sizeof(bits));
+  std::memcpy(&bits, group(row / kGroupRows) + block * record_bytes() + 2 * (row % kGroupRows),
+              sizeof(bits));
   return Fp16ToFloat(bits);
 }
 
 int QuantizedMatrix::Quant(int64_t row, int64_t col) const {
   const int64_t j = col % kQuantBlock, lane = row % kGroupRows;
-  const uint8_t byte = group(row / kGroupRows)[(col / kQuantBlock) * record_bytes() + 16 + QuantByte(j, lane)];
+  const uint8_t byte =
+      group(row / kGroupRows)[(col / kQuantBlock) * record_bytes() + 16 + QuantByte(j, lane)];
   if (format_ == QuantFormat::kQ8_0) return static_cast<int8_t>(byte);
   return (j < kQuantBlock / 2 ? byte & 0x0f : byte >> 4) - 8;
 }

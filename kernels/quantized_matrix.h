@@ -29,9 +29,10 @@ double BitsPerWeight(QuantFormat format);
 // (16 bytes) then the quants as 32-byte vectors whose dword r is row 8g + r (so one vpmaddubsw
 // multiplies 4 consecutive elements of each of 8 rows by one broadcast dword of activations):
 //   q8_0: byte 32v + 4r + i is element 4v + i of the block (v < 8);
-//   q4_0: byte 32v + 4r + i holds element 4v + i (low nibble) and 16 + 4v + i (high nibble) (v < 4).
-// Rows past `rows` are zero bytes (scale 0); elements past `cols` quantize 0 (q4_0: quant 8). Records are
-// contiguous, group-major, so a group is one sequential stream.
+//   q4_0: byte 32v + 4r + i holds element 4v + i (low nibble) and 16 + 4v + i (high nibble) (v <
+//   4).
+// Rows past `rows` are zero bytes (scale 0); elements past `cols` quantize 0 (q4_0: quant 8).
+// Records are contiguous, group-major, so a group is one sequential stream.
 class QuantizedMatrix {
  public:
   static constexpr int64_t kGroupRows = 8;
@@ -45,7 +46,9 @@ class QuantizedMatrix {
   int64_t blocks() const { return (cols_ + kQuantBlock - 1) / kQuantBlock; }
   int64_t groups() const { return (rows_ + kGroupRows - 1) / kGroupRows; }
   int64_t record_bytes() const { return RecordBytes(format_); }
-  static constexpr int64_t RecordBytes(QuantFormat format) { return 16 + (format == QuantFormat::kQ8_0 ? 256 : 128); }
+  static constexpr int64_t RecordBytes(QuantFormat format) {
+    return 16 + (format == QuantFormat::kQ8_0 ? 256 : 128);
+  }
   const uint8_t* group(int64_t g) const { return storage_.data() + g * blocks() * record_bytes(); }
   // The records as stored (padding included): what the offload store copies in and out.
   const uint8_t* data() const { return storage_.data(); }

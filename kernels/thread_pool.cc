@@ -28,12 +28,17 @@ ThreadPool::~ThreadPool() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ThreadPool::Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job, int64_t tasks) {
+void ThreadPool::Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job,
+                      int64_t tasks) {
   const uint64_t tag = (generation & 0xffffffffu) << 32;
   uint64_t claim = claim_.load(std::memory_order_acquire);
   while (true) {
-    if ((claim & ~uint64_t{0xffffffffu}) != tag || static_cast<int64_t>(claim & 0xffffffffu) >= tasks) return;
-    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    if ((claim & ~uint64_t{0xffffffffu}) != tag ||
+        static_cast<int64_t>(claim & 0xffffffffu) >= tasks)
+      return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      continue;
     (*job)(static_cast<int64_t>(claim & 0xffffffffu), thread);
     if (finished_.fetch_add(1, std::memory_order_acq_rel) + 1 == tasks) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -52,7 +57,8 @@ constexpr int kSpinIterations = 20000;
 void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   while (true) {
-    for (int spin = 0; spin < kSpinIterations && (claim_.load(std::memory_order_acquire) >> 32) == (seen & 0xffffffffu);
+    for (int spin = 0; spin < kSpinIterations &&
+                       (claim_.load(std::memory_order_acquire) >> 32) == (seen & 0xffffffffu);
          ++spin) {
       MOELAB_CPU_RELAX();
     }
@@ -76,7 +82,8 @@ void ThreadPool::Run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
     for (int64_t task = 0; task < tasks; ++task) fn(task, 0);
     return;
   }
-  if (tasks >= (int64_t{1} << 32)) throw Error("thread pool: " + std::to_string(tasks) + " tasks in one call (at most 2^32 - 1)");
+  if (tasks >= (int64_t{1} << 32))
+    throw Error("thread pool: " + std::to_string(tasks) + " tasks in one call (at most 2^32 - 1)");
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -88,7 +95,8 @@ void ThreadPool::Run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
   }
   wake_.notify_all();
   Work(0, generation, &fn, tasks);
-  for (int spin = 0; spin < kSpinIterations && finished_.load(std::memory_order_acquire) != tasks; ++spin) {
+  for (int spin = 0; spin < kSpinIterations && finished_.load(std::memory_order_acquire) != tasks;
+       ++spin) {
     MOELAB_CPU_RELAX();
   }
   std::unique_lock<std::mutex> lock(mutex_);

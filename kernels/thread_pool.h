@@ -28,7 +28,8 @@ class ThreadPool {
  private:
   void WorkerLoop(int thread);
   // Claims and runs tasks of generation `generation` until none is left (or a newer Run began).
-  void Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job, int64_t tasks);
+  void Work(int thread, uint64_t generation, const std::function<void(int64_t, int)>* job,
+            int64_t tasks);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;

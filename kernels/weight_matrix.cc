@@ -18,9 +18,12 @@ std::string ToString(WeightFormat format) {
 
 WeightFormat WeightFormatFromBits(int bits, const std::string& flag) {
   switch (bits) {
-    case 16: return WeightFormat::kBf16;
-    case 8: return WeightFormat::kQ8_0;
-    case 4: return WeightFormat::kQ4_0;
+    case 16:
+      return WeightFormat::kBf16;
+    case 8:
+      return WeightFormat::kQ8_0;
+    case 4:
+      return WeightFormat::kQ4_0;
     default:
       throw Error(flag + " " + std::to_string(bits) +
                   ": the executor stores weights as 16 (bf16), 8 (q8_0) or 4 (q4_0) bits");
@@ -46,7 +49,8 @@ WeightMatrix WeightMatrix::FromPacked(PackedBf16Matrix packed) {
 }
 
 double WeightMatrix::StoredBytes() const {
-  return format_ == WeightFormat::kBf16 ? 2.0 * static_cast<double>(bf16_.elements()) : quantized_.StoredBytes();
+  return format_ == WeightFormat::kBf16 ? 2.0 * static_cast<double>(bf16_.elements())
+                                        : quantized_.StoredBytes();
 }
 
 void WeightMatrix::PackRows(int64_t row_begin, int64_t count, const Bf16* src) {
@@ -67,11 +71,13 @@ void WeightMatrix::UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const
     return;
   }
   for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < cols(); ++c) dst[r * cols() + c] = FloatToBf16(quantized_.At(row_begin + r, c));
+    for (int64_t c = 0; c < cols(); ++c)
+      dst[r * cols() + c] = FloatToBf16(quantized_.At(row_begin + r, c));
   }
 }
 
-void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool) {
+void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,
+            ThreadPool& pool) {
   if (w.format() == WeightFormat::kBf16) {
     MatmulBf16(x, m, w.bf16(), y, ldy, pool);
   } else {

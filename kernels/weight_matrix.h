@@ -16,7 +16,8 @@ namespace moelab {
 enum class WeightFormat { kBf16, kQ8_0, kQ4_0 };
 
 std::string ToString(WeightFormat format);
-// 16 -> bf16, 8 -> q8_0, 4 -> q4_0; anything else is a moelab::Error naming `flag` and the accepted values.
+// 16 -> bf16, 8 -> q8_0, 4 -> q4_0; anything else is a moelab::Error naming `flag` and the accepted
+// values.
 WeightFormat WeightFormatFromBits(int bits, const std::string& flag);
 // Stored bits per weight including block scales: 16, 8.5, 4.5.
 double StoredBitsPerWeight(WeightFormat format);
@@ -42,20 +43,25 @@ class WeightMatrix {
   void PackRows(int64_t row_begin, int64_t count, const Bf16* src);
   // Element (row, col) as the kernels multiply it (exact in fp32).
   float At(int64_t row, int64_t col) const;
-  // Rows back to row-major bf16 (quantized values rounded to bf16: saving a quantized model is lossy).
+  // Rows back to row-major bf16 (quantized values rounded to bf16: saving a quantized model is
+  // lossy).
   void UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const;
 
   // The stored bytes in the kernels' layout (padding included), for copying a matrix to a file
   // and back into a matrix of the same format and shape (the offload store).
   std::span<const std::byte> Storage() const {
     return format_ == WeightFormat::kBf16
-               ? std::as_bytes(std::span(bf16_.data(), static_cast<size_t>(bf16_.storage_elements())))
-               : std::as_bytes(std::span(quantized_.data(), static_cast<size_t>(quantized_.storage_bytes())));
+               ? std::as_bytes(
+                     std::span(bf16_.data(), static_cast<size_t>(bf16_.storage_elements())))
+               : std::as_bytes(
+                     std::span(quantized_.data(), static_cast<size_t>(quantized_.storage_bytes())));
   }
   std::span<std::byte> MutableStorage() {
     return format_ == WeightFormat::kBf16
-               ? std::as_writable_bytes(std::span(bf16_.mutable_data(), static_cast<size_t>(bf16_.storage_elements())))
-               : std::as_writable_bytes(std::span(quantized_.mutable_data(), static_cast<size_t>(quantized_.storage_bytes())));
+               ? std::as_writable_bytes(
+                     std::span(bf16_.mutable_data(), static_cast<size_t>(bf16_.storage_elements())))
+               : std::as_writable_bytes(std::span(quantized_.mutable_data(),
+                                                  static_cast<size_t>(quantized_.storage_bytes())));
   }
 
   const PackedBf16Matrix& bf16() const { return bf16_; }
@@ -68,6 +74,7 @@ class WeightMatrix {
 };
 
 // y = x W^T for any format (kernels/matmul.h: MatmulBf16 or MatmulQuantized).
-void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy, ThreadPool& pool);
+void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,
+            ThreadPool& pool);
 
 }  // namespace moelab

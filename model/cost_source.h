@@ -17,10 +17,12 @@ namespace moelab {
 // host CPU on some threads, a profiled machine) priced by one source. Every prediction -- the SD
 // plan and sweep, the hardware search, the offload simulator and its sweep, validate -- asks a
 // CostSource, so the sources are interchangeable:
-//   analytic-roofline    a hardware preset's roofline with assumed efficiencies (RooflineCostSource)
-//   calibrated-roofline  the same roofline with efficiencies a profile fitted (RooflineCostSource,
+//   analytic-roofline    a hardware preset's roofline with assumed efficiencies
+//   (RooflineCostSource) calibrated-roofline  the same roofline with efficiencies a profile fitted
+//   (RooflineCostSource,
 //                        built from fit/cost_calibration.h)
-//   fitted-profile       per-operator curves fitted to a measured profile (fit/profile_cost_source.h)
+//   fitted-profile       per-operator curves fitted to a measured profile
+//   (fit/profile_cost_source.h)
 // ("measured-trace", the executor's own per-operator times, is the next one: validate's.)
 class CostSource {
  public:
@@ -48,12 +50,13 @@ class CostSource {
 // into Describe(), e.g. the calibration).
 class RooflineCostSource : public CostSource {
  public:
-  RooflineCostSource(RooflineTarget target, CostParameters params, std::string name = "analytic-roofline",
+  RooflineCostSource(RooflineTarget target, CostParameters params,
+                     std::string name = "analytic-roofline",
                      nlohmann::json details = nlohmann::json::object());
   // The compute target of `hardware` (its accelerators, else its host on all cores).
-  static std::unique_ptr<RooflineCostSource> ForHardware(const HardwareSpec& hardware, const CostParameters& params,
-                                                         std::string name = "analytic-roofline",
-                                                         nlohmann::json details = nlohmann::json::object());
+  static std::unique_ptr<RooflineCostSource> ForHardware(
+      const HardwareSpec& hardware, const CostParameters& params,
+      std::string name = "analytic-roofline", nlohmann::json details = nlohmann::json::object());
 
   std::string name() const override { return name_; }
   std::string device() const override { return target_.name; }

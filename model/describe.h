@@ -25,7 +25,8 @@ struct PresetListing {
   nlohmann::json presets = nlohmann::json::array();
   std::string text;
 };
-PresetListing ListModelPresets(const PresetStore& store);     // name, display_name, total/active params, file
+PresetListing ListModelPresets(
+    const PresetStore& store);  // name, display_name, total/active params, file
 PresetListing ListHardwarePresets(const PresetStore& store);  // name, kind, display_name, file
 
 }  // namespace moelab

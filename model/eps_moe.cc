@@ -16,7 +16,8 @@ void ExpertPipelineModel::Validate() const {
 
 double ExpertPipelineModel::Time(int64_t pipelines) const {
   Validate();
-  if (pipelines < 1) throw Error("pipeline count must be at least 1, got " + std::to_string(pipelines));
+  if (pipelines < 1)
+    throw Error("pipeline count must be at least 1, got " + std::to_string(pipelines));
   const double n = static_cast<double>(pipelines);
   return std::max(communication_s, computation_s) + std::min(communication_s, computation_s) / n +
          overhead_per_pipeline_s * n + overhead_fixed_s;

@@ -32,6 +32,7 @@ std::string ToString(ExpertGemmKind kind);
 // ahead below 2048 tokens and DenseGemm ahead from 4096 (16 experts, [1536, 5120] weights); the
 // default crossover is their geometric midpoint, 2896, a stated assumption (docs/model.md).
 inline constexpr int64_t kDefaultGemmCrossoverTokens = 2896;
-ExpertGemmKind ChooseExpertGemm(int64_t tokens, int64_t crossover_tokens = kDefaultGemmCrossoverTokens);
+ExpertGemmKind ChooseExpertGemm(int64_t tokens,
+                                int64_t crossover_tokens = kDefaultGemmCrossoverTokens);
 
 }  // namespace moelab

@@ -42,7 +42,8 @@ class ExpertActivation {
   virtual int64_t top_k() const = 0;
   // Mean over MoE layers of the distinct experts `batch` sequences of `tokens_per_sequence`
   // tokens each activate in one pass of `kind`.
-  virtual double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const = 0;
+  virtual double DistinctExperts(int64_t batch, int64_t tokens_per_sequence,
+                                 PassKind kind) const = 0;
   // The same pass's tokens-per-expert spread (the distinct experts are its sum).
   virtual ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const = 0;
 };

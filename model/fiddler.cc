@@ -69,22 +69,29 @@ void CheckTable(const PopularityTable& table, const std::string& origin) {
 
 void FiddlerLatencyModel::Validate() const {
   if (!(cpu_base_s >= 0 && cpu_per_token_s >= 0 && gpu_s >= 0 && transfer_s >= 0)) {
-    throw Error("Fiddler latency model: every latency must be >= 0 (cpu_base_s, cpu_per_token_s, gpu_s, transfer_s)");
+    throw Error(
+        "Fiddler latency model: every latency must be >= 0 (cpu_base_s, cpu_per_token_s, gpu_s, "
+        "transfer_s)");
   }
 }
 
 std::string ToString(ExpertExecution execution) {
   switch (execution) {
-    case ExpertExecution::kSkip: return "skip";
-    case ExpertExecution::kGpuResident: return "gpu";
-    case ExpertExecution::kCopyWeightsThenGpu: return "copy+gpu";
-    case ExpertExecution::kCpu: return "cpu";
+    case ExpertExecution::kSkip:
+      return "skip";
+    case ExpertExecution::kGpuResident:
+      return "gpu";
+    case ExpertExecution::kCopyWeightsThenGpu:
+      return "copy+gpu";
+    case ExpertExecution::kCpu:
+      return "cpu";
   }
   return "?";
 }
 
 ExpertExecution FiddlerDecide(const FiddlerLatencyModel& model, int64_t tokens, bool on_gpu) {
-  if (tokens < 0) throw Error("tokens routed to an expert must be >= 0, got " + std::to_string(tokens));
+  if (tokens < 0)
+    throw Error("tokens routed to an expert must be >= 0, got " + std::to_string(tokens));
   if (tokens == 0) return ExpertExecution::kSkip;
   if (on_gpu) return ExpertExecution::kGpuResident;
   if (model.CpuLatency(tokens) > model.GpuLatency(tokens) + model.transfer_s) {
@@ -95,10 +102,14 @@ ExpertExecution FiddlerDecide(const FiddlerLatencyModel& model, int64_t tokens, 
 
 double FiddlerExpertLatency(const FiddlerLatencyModel& model, int64_t tokens, bool on_gpu) {
   switch (FiddlerDecide(model, tokens, on_gpu)) {
-    case ExpertExecution::kSkip: return 0;
-    case ExpertExecution::kGpuResident: return model.GpuLatency(tokens);
-    case ExpertExecution::kCopyWeightsThenGpu: return model.transfer_s + model.GpuLatency(tokens);
-    case ExpertExecution::kCpu: return model.CpuLatency(tokens);
+    case ExpertExecution::kSkip:
+      return 0;
+    case ExpertExecution::kGpuResident:
+      return model.GpuLatency(tokens);
+    case ExpertExecution::kCopyWeightsThenGpu:
+      return model.transfer_s + model.GpuLatency(tokens);
+    case ExpertExecution::kCpu:
+      return model.CpuLatency(tokens);
   }
   return 0;
 }
@@ -139,7 +150,8 @@ double RandomPlacementHitRate(const PopularityTable& popularity, int64_t capacit
   size_t experts = 0;
   for (const auto& layer : popularity) experts += layer.size();
   if (experts == 0) throw Error("popularity table has no experts");
-  return std::min(1.0, static_cast<double>(std::max<int64_t>(capacity, 0)) / static_cast<double>(experts));
+  return std::min(
+      1.0, static_cast<double>(std::max<int64_t>(capacity, 0)) / static_cast<double>(experts));
 }
 
 PopularityTable LoadPopularityTable(const std::string& path) {
@@ -151,7 +163,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
       reader.Fail("expert_popularity", "an array of per-layer arrays of counts");
     }
     for (const auto& layer : json["expert_popularity"]) {
-      if (!layer.is_array()) reader.Fail("expert_popularity", "an array of per-layer arrays of counts");
+      if (!layer.is_array())
+        reader.Fail("expert_popularity", "an array of per-layer arrays of counts");
       std::vector<double> counts;
       for (const auto& count : layer) {
         if (!count.is_number()) reader.Fail("expert_popularity", "numeric counts");
@@ -168,7 +181,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
       ++line_number;
       if (line.empty()) continue;
       if (line_number == 1) {
-        if (!line.starts_with("layer,")) throw Error(path + ": line 1: expected a header \"layer,e0,e1,...\"");
+        if (!line.starts_with("layer,"))
+          throw Error(path + ": line 1: expected a header \"layer,e0,e1,...\"");
         continue;
       }
       std::stringstream row(line);
@@ -185,7 +199,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
           counts.push_back(std::stod(cell, &used));
           if (used != cell.size()) throw std::invalid_argument(cell);
         } catch (const std::exception&) {
-          throw Error(path + ": line " + std::to_string(line_number) + ": '" + cell + "' is not a number");
+          throw Error(path + ": line " + std::to_string(line_number) + ": '" + cell +
+                      "' is not a number");
         }
       }
       table.push_back(std::move(counts));

@@ -16,7 +16,9 @@ struct FiddlerLatencyModel {
   double gpu_s = 0;
   double transfer_s = 0;
 
-  double CpuLatency(int64_t tokens) const { return cpu_base_s + cpu_per_token_s * static_cast<double>(tokens); }
+  double CpuLatency(int64_t tokens) const {
+    return cpu_base_s + cpu_per_token_s * static_cast<double>(tokens);
+  }
   double GpuLatency(int64_t /*tokens*/) const { return gpu_s; }
   // Refuses negative times (a fit gone wrong should not silently steer decisions).
   void Validate() const;

@@ -13,7 +13,8 @@ namespace {
 // Adds operators' roofline times on one target to a ForwardCost.
 class CostAccumulator {
  public:
-  CostAccumulator(const RooflineTarget& target, const CostParameters& params) : target_(target), params_(params) {}
+  CostAccumulator(const RooflineTarget& target, const CostParameters& params)
+      : target_(target), params_(params) {}
 
   // Adds `repeats` identical operators (e.g. one per layer) of `flops` and `bytes` each.
   void Add(Operator op, double flops, double bytes, double repeats, double launches_each = 1) {
@@ -59,9 +60,11 @@ AttentionSpan SpanOf(const ForwardShape& shape, int64_t window) {
 void ForwardShape::Validate() const {
   if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
   if (tokens_per_sequence < 1) {
-    throw Error("tokens per sequence must be at least 1, got " + std::to_string(tokens_per_sequence));
+    throw Error("tokens per sequence must be at least 1, got " +
+                std::to_string(tokens_per_sequence));
   }
-  if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+  if (context_length < 0)
+    throw Error("context length must be >= 0, got " + std::to_string(context_length));
 }
 
 double ForwardCost::OperatorTime(Operator op) const {
@@ -104,8 +107,8 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const HardwareSpec& h
   return EstimateForwardCost(model, ComputeTargetOf(hardware, params.compute_dtype), shape, params);
 }
 
-ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target, const ForwardShape& shape,
-                                const CostParameters& params) {
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target,
+                                const ForwardShape& shape, const CostParameters& params) {
   params.Validate();
   shape.Validate();
   const ParameterCounts counts = CountParameters(model);
@@ -123,7 +126,8 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
   CostAccumulator acc(target, params);
 
   // Attention projections: every token multiplies every projection weight once.
-  acc.Add(Operator::kAttentionProjections, 2.0 * tokens * static_cast<double>(counts.attention_per_layer),
+  acc.Add(Operator::kAttentionProjections,
+          2.0 * tokens * static_cast<double>(counts.attention_per_layer),
           weights.attention + tokens * h * 2.0 * act_bytes, layers, 2);
 
   // Attention over the KV cache, per layer (windows differ between layers for gpt-oss).
@@ -154,15 +158,18 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
     const double activated = ActivatedExpertsPerLayer(moe, shape);
     activated_experts = activated;
     tokens_per_activated_expert = tokens * top_k / activated;
-    acc.Add(Operator::kRoutedExperts, 2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
+    acc.Add(Operator::kRoutedExperts,
+            2.0 * tokens * top_k * static_cast<double>(counts.params_per_expert),
             activated * weights.expert + tokens * top_k * h * 2.0 * act_bytes, moe_layers, 1);
     if (moe.num_shared_experts > 0) {
-      acc.Add(Operator::kSharedExperts, 2.0 * tokens * static_cast<double>(counts.shared_experts_per_moe_layer),
+      acc.Add(Operator::kSharedExperts,
+              2.0 * tokens * static_cast<double>(counts.shared_experts_per_moe_layer),
               weights.shared_experts + tokens * h * 2.0 * act_bytes, moe_layers, 1);
     }
   }
   if (dense_layers > 0) {
-    acc.Add(Operator::kDenseFfn, 2.0 * tokens * static_cast<double>(counts.dense_ffn_per_dense_layer),
+    acc.Add(Operator::kDenseFfn,
+            2.0 * tokens * static_cast<double>(counts.dense_ffn_per_dense_layer),
             weights.dense_ffn + tokens * h * 2.0 * act_bytes, dense_layers, 1);
   }
   // Norms, residual adds, rotary: a handful of memory-bound elementwise kernels per layer.
@@ -184,7 +191,8 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
     const double per_all_reduce_s =
         2.0 * (g - 1.0) / g * message_bytes / target.interconnect_bytes_per_s +
         2.0 * (g - 1.0) * target.interconnect_latency_s;
-    acc.AddTime(Operator::kCommunication, 2.0 * layers * message_bytes, 2.0 * layers * per_all_reduce_s);
+    acc.AddTime(Operator::kCommunication, 2.0 * layers * message_bytes,
+                2.0 * layers * per_all_reduce_s);
   }
 
   ForwardCost cost = acc.Finish();
@@ -198,8 +206,8 @@ MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& ha
   return EstimateMemory(model, ComputeTargetOf(hardware, params.compute_dtype), kv_tokens, params);
 }
 
-MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target, double kv_tokens,
-                               const CostParameters& params) {
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target,
+                               double kv_tokens, const CostParameters& params) {
   const double devices = static_cast<double>(target.devices);
   MemoryFootprint footprint;
   footprint.weight_bytes_per_device = CountWeightBytes(model).total / devices;

@@ -21,8 +21,8 @@ namespace moelab {
 
 struct ForwardShape {
   int64_t batch = 1;
-  int64_t tokens_per_sequence = 1;  // new tokens per sequence in this pass
-  int64_t context_length = 0;       // tokens already in each sequence's KV cache
+  int64_t tokens_per_sequence = 1;       // new tokens per sequence in this pass
+  int64_t context_length = 0;            // tokens already in each sequence's KV cache
   bool logits_for_all_positions = true;  // false: prefill, logits for the last position only
   // How the pass's tokens route (not owned; outlives the call): nullptr = uniform N(t).
   const ExpertActivation* activation = nullptr;
@@ -47,8 +47,8 @@ struct ForwardCost {
   double bytes = 0;
   double activated_experts_per_layer = 0;  // N(t), 0 for a dense model
   double tokens_per_activated_expert = 0;
-  std::string device;          // what computes: accelerator or host display name
-  std::string compute_dtype;   // the peak actually used (fallback when the device lacks the type)
+  std::string device;         // what computes: accelerator or host display name
+  std::string compute_dtype;  // the peak actually used (fallback when the device lacks the type)
 
   double OperatorTime(Operator op) const;  // 0 when the pass has no such operator
   double OperatorTime(const std::string& name) const;
@@ -67,17 +67,19 @@ struct MemoryFootprint {
   double weight_bytes_per_device = 0;
   double kv_bytes_per_device = 0;
   double capacity_bytes_per_device = 0;
-  bool fits() const { return weight_bytes_per_device + kv_bytes_per_device <= capacity_bytes_per_device; }
+  bool fits() const {
+    return weight_bytes_per_device + kv_bytes_per_device <= capacity_bytes_per_device;
+  }
 };
 
 MemoryFootprint EstimateMemory(const MoeModelSpec& model, const HardwareSpec& hardware,
                                double kv_tokens, const CostParameters& params);
-MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target, double kv_tokens,
-                               const CostParameters& params);
+MemoryFootprint EstimateMemory(const MoeModelSpec& model, const RooflineTarget& target,
+                               double kv_tokens, const CostParameters& params);
 
 // The same on a roofline target already resolved (the host on some of its cores, say).
-ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target, const ForwardShape& shape,
-                                const CostParameters& params);
+ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget& target,
+                                const ForwardShape& shape, const CostParameters& params);
 
 // The device's ridge point in tokens: peak FLOP/s / bandwidth * (bytes per weight) / 2, the
 // token count at which a weight-streaming GEMM turns compute-bound.

@@ -36,10 +36,14 @@ double MemoryBytes(const JsonReader& reader, std::string_view key, bool allow_ze
 
 std::string ToString(HardwareKind kind) {
   switch (kind) {
-    case HardwareKind::kAccelerator: return "accelerator";
-    case HardwareKind::kHost: return "host";
-    case HardwareKind::kLink: return "link";
-    case HardwareKind::kNode: return "node";
+    case HardwareKind::kAccelerator:
+      return "accelerator";
+    case HardwareKind::kHost:
+      return "host";
+    case HardwareKind::kLink:
+      return "link";
+    case HardwareKind::kNode:
+      return "node";
   }
   return "?";
 }
@@ -119,10 +123,11 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
   }
   if (spec.host_link) {
     const LinkSpec& l = *spec.host_link;
-    json["host_link"] = {{"name", l.name},
-                         {"host_to_device_bandwidth_bytes_per_s", l.host_to_device_bandwidth_bytes_per_s},
-                         {"device_to_host_bandwidth_bytes_per_s", l.device_to_host_bandwidth_bytes_per_s},
-                         {"latency_s", l.latency_s}};
+    json["host_link"] = {
+        {"name", l.name},
+        {"host_to_device_bandwidth_bytes_per_s", l.host_to_device_bandwidth_bytes_per_s},
+        {"device_to_host_bandwidth_bytes_per_s", l.device_to_host_bandwidth_bytes_per_s},
+        {"latency_s", l.latency_s}};
   }
   if (spec.interconnect) {
     json["interconnect"] = {{"kind", spec.interconnect->kind},
@@ -137,14 +142,15 @@ double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string
   // A hardware without the asked type falls back (and says which it used), but a name that is no
   // data type at all (a typo: --dtype xyz) is refused rather than silently priced as bf16.
   static const std::set<std::string> kKnownDtypes = {"fp64", "fp32", "tf32", "bf16", "fp16",
-                                                     "fp8", "int8", "fp4", "int4"};
+                                                     "fp8",  "int8", "fp4",  "int4"};
   if (!kKnownDtypes.count(dtype) && !peak.count(dtype)) {
     throw Error("unknown compute data type '" + EscapeForMessage(dtype) +
-                "': expected fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4 or int4 (or a type the hardware's "
+                "': expected fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4 or int4 (or a type the "
+                "hardware's "
                 "peak_flops lists)");
   }
-  for (const std::string& candidate : {dtype, std::string("bf16"), std::string("fp16"),
-                                       std::string("fp32")}) {
+  for (const std::string& candidate :
+       {dtype, std::string("bf16"), std::string("fp16"), std::string("fp32")}) {
     auto it = peak.find(candidate);
     if (it != peak.end()) {
       if (used_dtype) *used_dtype = candidate;

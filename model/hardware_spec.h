@@ -30,7 +30,8 @@ struct HostSpec {
   std::string cpu_name;
   int64_t cores = 0;
   PeakFlops peak_flops;
-  double dram_bytes = 0;  // 0: none for experts (a storage-tier machine: fit/storage_tier_hardware.h)
+  double dram_bytes =
+      0;  // 0: none for experts (a storage-tier machine: fit/storage_tier_hardware.h)
   double dram_bandwidth_bytes_per_s = 0;
   double storage_read_bandwidth_bytes_per_s = 0;
 };
@@ -43,7 +44,7 @@ struct LinkSpec {
 };
 
 struct InterconnectSpec {
-  std::string kind;  // "nvlink4", "pcie", ...
+  std::string kind;                  // "nvlink4", "pcie", ...
   double bandwidth_bytes_per_s = 0;  // per accelerator, per direction
   double latency_s = 0;
 };

@@ -33,7 +33,8 @@ void ImportCommon(const JsonReader& c, MoeModelSpec& spec) {
   a.out_bias = a.qkv_bias;
   const bool window_enabled = c.Bool("use_sliding_window", true);
   const int64_t window = c.Int("sliding_window", 0, 0);
-  if (window_enabled && window > 0 && window < spec.max_position_embeddings) a.sliding_window = window;
+  if (window_enabled && window > 0 && window < spec.max_position_embeddings)
+    a.sliding_window = window;
 }
 
 void ImportQuantization(const JsonReader& c, MoeModelSpec& spec) {
@@ -45,7 +46,9 @@ void ImportQuantization(const JsonReader& c, MoeModelSpec& spec) {
   } else if (method == "mxfp4") {
     spec.bits.experts = 4.25;
   } else {
-    quantization->Fail("quant_method", "\"fp8\" or \"mxfp4\" (other schemes: write a moelab.model/1 file with explicit bits)");
+    quantization->Fail(
+        "quant_method",
+        "\"fp8\" or \"mxfp4\" (other schemes: write a moelab.model/1 file with explicit bits)");
   }
 }
 
@@ -65,7 +68,8 @@ void ImportMixtral(const JsonReader& c, MoeModelSpec& spec) {
 
 void RequireEveryLayerSparse(const JsonReader& c) {
   if (c.Int("decoder_sparse_step", 1, 1) != 1) {
-    c.Fail("decoder_sparse_step", "1 (MoE in every layer; interleaved dense layers are not modelled)");
+    c.Fail("decoder_sparse_step",
+           "1 (MoE in every layer; interleaved dense layers are not modelled)");
   }
   if (c.Has("mlp_only_layers") && !c.json()["mlp_only_layers"].empty()) {
     c.Fail("mlp_only_layers", "an empty list (dense-only layers are not modelled)");
@@ -117,7 +121,8 @@ void ImportDeepSeek(const JsonReader& c, MoeModelSpec& spec) {
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.num_shared_experts = c.Int("n_shared_experts", 0, 0);
-  moe.shared_expert_intermediate_size = moe.num_shared_experts > 0 ? moe.expert_intermediate_size : 0;
+  moe.shared_expert_intermediate_size =
+      moe.num_shared_experts > 0 ? moe.expert_intermediate_size : 0;
   moe.first_dense_layers = c.Int("first_k_dense_replace", 0, 0);
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
   moe.router_score_bias = c.String("topk_method", "greedy") == "noaux_tc";
@@ -207,7 +212,8 @@ void ImportOpt(const JsonReader& c, MoeModelSpec& spec) {
   spec.tied_embeddings = c.Bool("tie_word_embeddings", true);
   spec.max_position_embeddings = c.Int("max_position_embeddings", 1);
   spec.norm = NormKind::kLayerNorm;
-  spec.final_norm = c.Bool("do_layer_norm_before", true) && !c.Bool("_remove_final_layer_norm", false);
+  spec.final_norm =
+      c.Bool("do_layer_norm_before", true) && !c.Bool("_remove_final_layer_norm", false);
   const std::string activation = c.String("activation_function", "relu");
   if (activation == "relu") {
     spec.activation = Activation::kRelu;
@@ -262,12 +268,14 @@ MoeModelSpec ImportHuggingFaceConfig(const nlohmann::json& config, const std::st
   const auto it = Importers().find(model_type);
   if (it == Importers().end()) {
     std::string expected = "one of";
-    for (const std::string& type : SupportedHuggingFaceModelTypes()) expected += " \"" + type + "\"";
+    for (const std::string& type : SupportedHuggingFaceModelTypes())
+      expected += " \"" + type + "\"";
     reader.Fail("model_type", expected);
   }
   MoeModelSpec spec;
   spec.name = std::filesystem::path(origin).stem().string();
-  if (spec.name == "config") spec.name = std::filesystem::path(origin).parent_path().filename().string();
+  if (spec.name == "config")
+    spec.name = std::filesystem::path(origin).parent_path().filename().string();
   spec.display_name = spec.name;
   spec.family = it->second.first;
   spec.hf_repo = reader.String("_name_or_path", "");

@@ -30,12 +30,12 @@ constexpr std::array<std::pair<const char*, NormKind>, 3> kNorms{{
     {"layernorm", NormKind::kLayerNorm},
     {"layernorm_nobias", NormKind::kLayerNormNoBias},
 }};
-constexpr std::array<std::pair<const char*, QkNorm>, 3> kQkNorms{{
-    {"none", QkNorm::kNone}, {"head", QkNorm::kPerHead}, {"full", QkNorm::kFull}}};
-constexpr std::array<std::pair<const char*, Activation>, 3> kActivations{{
-    {"swiglu", Activation::kSwiGlu}, {"relu", Activation::kRelu}, {"gelu", Activation::kGelu}}};
-constexpr std::array<std::pair<const char*, AttentionKind>, 2> kAttentionKinds{{
-    {"gqa", AttentionKind::kGroupedQuery}, {"mla", AttentionKind::kMultiHeadLatent}}};
+constexpr std::array<std::pair<const char*, QkNorm>, 3> kQkNorms{
+    {{"none", QkNorm::kNone}, {"head", QkNorm::kPerHead}, {"full", QkNorm::kFull}}};
+constexpr std::array<std::pair<const char*, Activation>, 3> kActivations{
+    {{"swiglu", Activation::kSwiGlu}, {"relu", Activation::kRelu}, {"gelu", Activation::kGelu}}};
+constexpr std::array<std::pair<const char*, AttentionKind>, 2> kAttentionKinds{
+    {{"gqa", AttentionKind::kGroupedQuery}, {"mla", AttentionKind::kMultiHeadLatent}}};
 
 template <typename Enum, size_t N>
 std::string EnumName(Enum value, const std::array<std::pair<const char*, Enum>, N>& choices) {
@@ -143,9 +143,9 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
   spec.position_embedding_offset = reader.Int("position_embedding_offset", 0, 0);
   if (auto bits = reader.OptionalObject("bits")) spec.bits = ParseBits(*bits);
   if (auto published = reader.OptionalObject("published")) {
-    spec.published = PublishedCounts{published->Int("total_params", 1),
-                                     published->Int("active_params", 1),
-                                     published->String("source", "")};
+    spec.published =
+        PublishedCounts{published->Int("total_params", 1), published->Int("active_params", 1),
+                        published->String("source", "")};
   }
   ValidateModelSpec(spec, origin);
   return spec;
@@ -158,8 +158,8 @@ void ValidateModelSpec(const MoeModelSpec& spec, const std::string& origin) {
   const AttentionSpec& attention = spec.attention;
   Require(attention.num_heads > 0, origin, "attention.num_heads", "must be at least 1");
   if (attention.kind == AttentionKind::kGroupedQuery) {
-    Require(attention.num_kv_heads > 0 && attention.num_heads % attention.num_kv_heads == 0,
-            origin, "attention.num_kv_heads",
+    Require(attention.num_kv_heads > 0 && attention.num_heads % attention.num_kv_heads == 0, origin,
+            "attention.num_kv_heads",
             "must divide attention.num_heads (" + std::to_string(attention.num_heads) + "), got " +
                 std::to_string(attention.num_kv_heads));
     Require(attention.head_dim > 0, origin, "attention.head_dim", "must be at least 1");
@@ -183,10 +183,12 @@ void ValidateModelSpec(const MoeModelSpec& spec, const std::string& origin) {
     Require(moe.num_shared_experts == 0 || moe.shared_expert_intermediate_size > 0, origin,
             "moe.shared_expert_intermediate_size", "must be at least 1 when shared experts exist");
   }
-  for (const auto& [field, value] :
-       {std::pair{"bits.attention", spec.bits.attention}, {"bits.experts", spec.bits.experts},
-        {"bits.shared_experts", spec.bits.shared_experts}, {"bits.dense_ffn", spec.bits.dense_ffn},
-        {"bits.embeddings", spec.bits.embeddings}, {"bits.router", spec.bits.router}}) {
+  for (const auto& [field, value] : {std::pair{"bits.attention", spec.bits.attention},
+                                     {"bits.experts", spec.bits.experts},
+                                     {"bits.shared_experts", spec.bits.shared_experts},
+                                     {"bits.dense_ffn", spec.bits.dense_ffn},
+                                     {"bits.embeddings", spec.bits.embeddings},
+                                     {"bits.router", spec.bits.router}}) {
     Require(value > 0 && value <= 32, origin, field, "must be in (0, 32] bits per weight");
   }
 }
@@ -243,10 +245,9 @@ nlohmann::json ModelSpecToJson(const MoeModelSpec& spec) {
   json["word_embed_proj_dim"] = spec.word_embed_proj_dim;
   json["learned_position_embeddings"] = spec.learned_position_embeddings;
   json["position_embedding_offset"] = spec.position_embedding_offset;
-  json["bits"] = {{"attention", spec.bits.attention},   {"experts", spec.bits.experts},
-                  {"shared_experts", spec.bits.shared_experts},
-                  {"dense_ffn", spec.bits.dense_ffn}, {"embeddings", spec.bits.embeddings},
-                  {"router", spec.bits.router}};
+  json["bits"] = {{"attention", spec.bits.attention},           {"experts", spec.bits.experts},
+                  {"shared_experts", spec.bits.shared_experts}, {"dense_ffn", spec.bits.dense_ffn},
+                  {"embeddings", spec.bits.embeddings},         {"router", spec.bits.router}};
   if (spec.published) {
     json["published"] = {{"total_params", spec.published->total_params},
                          {"active_params", spec.published->active_params},

@@ -26,7 +26,7 @@ struct AttentionSpec {
   bool qkv_bias = false;
   bool out_bias = false;
   QkNorm qk_norm = QkNorm::kNone;
-  int64_t sliding_window = 0;  // tokens; 0 = full attention
+  int64_t sliding_window = 0;             // tokens; 0 = full attention
   bool sliding_window_alternate = false;  // gpt-oss: every other layer is windowed
   bool attention_sinks = false;           // gpt-oss: one learned logit per head
   // Multi-head latent attention (DeepSeek-V2/V3); q_lora_rank 0 means a plain q projection.
@@ -98,7 +98,9 @@ struct MoeModelSpec {
   bool is_moe() const { return moe.has_value(); }
   int64_t num_moe_layers() const { return moe ? num_layers - moe->first_dense_layers : 0; }
   int64_t num_dense_layers() const { return num_layers - num_moe_layers(); }
-  int64_t embedding_dim() const { return word_embed_proj_dim > 0 ? word_embed_proj_dim : hidden_size; }
+  int64_t embedding_dim() const {
+    return word_embed_proj_dim > 0 ? word_embed_proj_dim : hidden_size;
+  }
   // Sparsity rho = K / E (1 for a dense model).
   double sparsity() const;
 };

@@ -9,7 +9,8 @@ namespace moelab {
 namespace {
 
 void CheckGate(int64_t num_experts, int64_t top_k) {
-  if (num_experts < 1) throw Error("number of experts E must be at least 1, got " + std::to_string(num_experts));
+  if (num_experts < 1)
+    throw Error("number of experts E must be at least 1, got " + std::to_string(num_experts));
   if (top_k < 1 || top_k > num_experts) {
     throw Error("top-K must be between 1 and E (" + std::to_string(num_experts) + "), got " +
                 std::to_string(top_k));
@@ -38,8 +39,7 @@ double ExpertActivationProbability(double tokens, int64_t num_experts, int64_t t
 }
 
 double ExpectedActivatedExperts(double tokens, int64_t num_experts, int64_t top_k) {
-  return static_cast<double>(num_experts) *
-         ExpertActivationProbability(tokens, num_experts, top_k);
+  return static_cast<double>(num_experts) * ExpertActivationProbability(tokens, num_experts, top_k);
 }
 
 double TokensPerActivatedExpert(double tokens, double sparsity) {
@@ -66,7 +66,8 @@ double AcceptedLengthFraction(double alpha, int64_t gamma) {
   if (!(alpha >= 0 && alpha < 1)) {
     throw Error("acceptance rate alpha must be in [0, 1), got " + std::to_string(alpha));
   }
-  if (gamma < 1) throw Error("gamma (draft tokens per round) must be at least 1, got " + std::to_string(gamma));
+  if (gamma < 1)
+    throw Error("gamma (draft tokens per round) must be at least 1, got " + std::to_string(gamma));
   const double n = static_cast<double>(gamma + 1);
   return ((1.0 - std::pow(alpha, n)) / (1.0 - alpha)) / n;
 }
@@ -77,7 +78,8 @@ double ExpectedTokensPerRound(double alpha, int64_t gamma) {
 
 double RooflineCurve::Value(double tokens) const {
   if (tokens <= transition_point) return std::pow(growth, tokens);
-  return std::pow(growth, transition_point) * (1.0 + std::log(growth) * (tokens - transition_point));
+  return std::pow(growth, transition_point) *
+         (1.0 + std::log(growth) * (tokens - transition_point));
 }
 
 double RooflineCurve::Slope(double tokens) const {

@@ -99,7 +99,8 @@ MoesdTerms<T> EvaluateMoesd(const T* p, const SdPoint& m, double ridge_point_tok
 
 inline double MoesdSpeedup(const MoesdParams& params, const SdPoint& point,
                            double ridge_point_tokens, SdDenominator denominator) {
-  return EvaluateMoesd<double>(params.values.data(), point, ridge_point_tokens, denominator).speedup;
+  return EvaluateMoesd<double>(params.values.data(), point, ridge_point_tokens, denominator)
+      .speedup;
 }
 
 }  // namespace moelab

@@ -66,16 +66,19 @@ ParameterCounts CountUnchecked(const MoeModelSpec& spec) {
     if (moe.router_score_bias) router += moe.num_experts;
     c.router_per_moe_layer = router.value();
     c.params_per_expert = FfnParams(spec, moe.expert_intermediate_size).value();
-    Count shared = Count(moe.num_shared_experts) * FfnParams(spec, moe.shared_expert_intermediate_size);
+    Count shared =
+        Count(moe.num_shared_experts) * FfnParams(spec, moe.shared_expert_intermediate_size);
     if (moe.shared_expert_gate) shared += h;
     c.shared_experts_per_moe_layer = shared.value();
   }
-  if (spec.num_dense_layers() > 0) c.dense_ffn_per_dense_layer = FfnParams(spec, spec.dense_intermediate_size).value();
+  if (spec.num_dense_layers() > 0)
+    c.dense_ffn_per_dense_layer = FfnParams(spec, spec.dense_intermediate_size).value();
 
   const Count embed_dim = spec.embedding_dim();
   c.embeddings = (Count(spec.vocab_size) * embed_dim).value();
   if (spec.learned_position_embeddings) {
-    c.positions = ((Count(spec.max_position_embeddings) + spec.position_embedding_offset) * h).value();
+    c.positions =
+        ((Count(spec.max_position_embeddings) + spec.position_embedding_offset) * h).value();
   }
   if (embed_dim.value() != h.value()) c.projections = (Count(2) * embed_dim * h).value();
   Count lm_head = spec.tied_embeddings ? Count(0) : Count(spec.vocab_size) * embed_dim;
@@ -88,11 +91,13 @@ ParameterCounts CountUnchecked(const MoeModelSpec& spec) {
   c.attention = (Count(spec.num_layers) * c.attention_per_layer).value();
   c.norms = (Count(spec.num_layers) * c.norms_per_layer + c.final_norm).value();
   c.routers = (moe_layers * c.router_per_moe_layer).value();
-  c.routed_experts = spec.moe ? (moe_layers * spec.moe->num_experts * c.params_per_expert).value() : 0;
+  c.routed_experts =
+      spec.moe ? (moe_layers * spec.moe->num_experts * c.params_per_expert).value() : 0;
   c.shared_experts = (moe_layers * c.shared_experts_per_moe_layer).value();
   c.dense_ffn = (dense_layers * c.dense_ffn_per_dense_layer).value();
   c.total = (Count(c.embeddings) + c.positions + c.projections + c.lm_head + c.attention + c.norms +
-             c.routers + c.routed_experts + c.shared_experts + c.dense_ffn).value();
+             c.routers + c.routed_experts + c.shared_experts + c.dense_ffn)
+                .value();
   const Count unused_experts = spec.moe ? Count(spec.moe->num_experts) - spec.moe->top_k : Count(0);
   c.active = (Count(c.total) - moe_layers * unused_experts * c.params_per_expert).value();
   c.active_excluding_input_embedding =
@@ -106,17 +111,18 @@ ParameterCounts CountParameters(const MoeModelSpec& spec) {
   try {
     return CountUnchecked(spec);
   } catch (const Error& e) {
-    throw Error("model '" + spec.name + "': its parameter counts overflow a 64-bit integer (" + e.what() +
-                "): the dimensions (layers " + std::to_string(spec.num_layers) + ", hidden " +
-                std::to_string(spec.hidden_size) + ", vocab " + std::to_string(spec.vocab_size) +
-                ", ...) are too large");
+    throw Error("model '" + spec.name + "': its parameter counts overflow a 64-bit integer (" +
+                e.what() + "): the dimensions (layers " + std::to_string(spec.num_layers) +
+                ", hidden " + std::to_string(spec.hidden_size) + ", vocab " +
+                std::to_string(spec.vocab_size) + ", ...) are too large");
   }
 }
 
 int64_t ExpertBytes(const MoeModelSpec& spec) {
   const double bytes = std::ceil(Bytes(CountParameters(spec).params_per_expert, spec.bits.experts));
   if (!(bytes < 9.2e18)) {
-    throw Error("model '" + spec.name + "': one expert's weights would take more than 9.2e18 bytes");
+    throw Error("model '" + spec.name +
+                "': one expert's weights would take more than 9.2e18 bytes");
   }
   return static_cast<int64_t>(bytes);
 }
@@ -147,9 +153,10 @@ int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits) {
       a.kind == AttentionKind::kMultiHeadLatent
           ? CheckedAdd(a.kv_lora_rank, a.qk_rope_head_dim, "KV cache elements per layer")
           : CheckedProduct("KV cache elements per layer", 2, a.num_kv_heads, a.head_dim);
-  return static_cast<int64_t>(std::ceil(
-      static_cast<double>(CheckedMul(elements_per_layer, spec.num_layers, "KV cache elements per token")) *
-      kv_bits / 8.0));
+  return static_cast<int64_t>(
+      std::ceil(static_cast<double>(CheckedMul(elements_per_layer, spec.num_layers,
+                                               "KV cache elements per token")) *
+                kv_bits / 8.0));
 }
 
 }  // namespace moelab

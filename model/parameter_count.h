@@ -22,14 +22,14 @@ struct ParameterCounts {
   int64_t shared_experts_per_moe_layer = 0;  // all shared experts and their gate
   int64_t dense_ffn_per_dense_layer = 0;
   // Whole model.
-  int64_t embeddings = 0;  // token embedding table
-  int64_t positions = 0;   // learned position embeddings
-  int64_t projections = 0; // OPT project_in / project_out
-  int64_t lm_head = 0;     // 0 when tied to the embeddings
+  int64_t embeddings = 0;   // token embedding table
+  int64_t positions = 0;    // learned position embeddings
+  int64_t projections = 0;  // OPT project_in / project_out
+  int64_t lm_head = 0;      // 0 when tied to the embeddings
   int64_t final_norm = 0;
 
-  int64_t attention = 0;       // all layers
-  int64_t norms = 0;           // all layers plus the final norm
+  int64_t attention = 0;  // all layers
+  int64_t norms = 0;      // all layers plus the final norm
   int64_t routers = 0;
   int64_t routed_experts = 0;  // all layers, all experts
   int64_t shared_experts = 0;

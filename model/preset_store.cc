@@ -26,14 +26,16 @@ constexpr HardwareFolder kHardwareFolders[] = {
     {"accelerators", "accelerator"}, {"hosts", "host"}, {"links", "link"}, {"nodes", "node"}};
 
 bool LooksLikePath(const std::string& value) {
-  return value.find('/') != std::string::npos || value.ends_with(".json") || fs::is_regular_file(value);
+  return value.find('/') != std::string::npos || value.ends_with(".json") ||
+         fs::is_regular_file(value);
 }
 
 std::vector<fs::path> JsonFilesIn(const fs::path& folder) {
   std::vector<fs::path> files;
   if (!fs::is_directory(folder)) return files;
   for (const auto& entry : fs::directory_iterator(folder)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".json") files.push_back(entry.path());
+    if (entry.is_regular_file() && entry.path().extension() == ".json")
+      files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
   return files;
@@ -130,7 +132,8 @@ MoeModelSpec PresetStore::LoadModel(const std::string& name_or_path) const {
   }
   if (json.is_object() && !json.contains("schema") && !json.contains("model_type")) {
     // Neither kind of model file: say what each needs instead of blaming only the missing schema.
-    throw Error(file.string() + ": neither a Hugging Face config (missing field 'model_type', e.g. \"mixtral\") "
+    throw Error(file.string() +
+                ": neither a Hugging Face config (missing field 'model_type', e.g. \"mixtral\") "
                 "nor a moelab model file (missing field 'schema': \"moelab.model/1\")");
   }
   MoeModelSpec spec = ModelSpecFromJson(json, file.string());
@@ -169,8 +172,9 @@ HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
       }
       const HardwareSpec base = HardwareFromFile(file);
       // An NVLink bridge joins a pair of cards; beyond two, peers talk over PCIe.
-      const bool nvlink = base.interconnect &&
-                          (count <= 2 || base.interconnect->kind.find("bridge") == std::string::npos);
+      const bool nvlink =
+          base.interconnect &&
+          (count <= 2 || base.interconnect->kind.find("bridge") == std::string::npos);
       return ComposeNode(name_or_path, std::to_string(count) + " x " + base.display_name,
                          accelerator, count, nvlink ? "nvlink" : "pcie",
                          "hardware '" + name_or_path + "'");
@@ -196,10 +200,11 @@ HardwareSpec PresetStore::ComposeNode(const std::string& name, const std::string
   node.kind = HardwareKind::kNode;
   node.accelerator_count = count;
   if (interconnect == "pcie") {
-    if (!node.host_link) throw Error(origin + ": interconnect \"pcie\" needs the accelerator's host_link");
+    if (!node.host_link)
+      throw Error(origin + ": interconnect \"pcie\" needs the accelerator's host_link");
     // Peer traffic without NVLink crosses the host's PCIe root: one link's bandwidth per GPU.
-    node.interconnect = InterconnectSpec{"pcie", node.host_link->host_to_device_bandwidth_bytes_per_s,
-                                         node.host_link->latency_s};
+    node.interconnect = InterconnectSpec{
+        "pcie", node.host_link->host_to_device_bandwidth_bytes_per_s, node.host_link->latency_s};
   } else if (interconnect == "nvlink") {
     if (!node.interconnect) {
       throw Error(origin + ": field 'interconnect': \"nvlink\" but accelerator '" + accelerator +
@@ -240,26 +245,32 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
       const JsonReader referenced_reader(referenced, file.string());
       return {referenced_reader.Object(inline_key).json(), file.string()};
     }
-    if (!value.is_object()) reader.Fail(key, std::string("a ") + kind_label + " preset name or an object");
+    if (!value.is_object())
+      reader.Fail(key, std::string("a ") + kind_label + " preset name or an object");
     return {value, origin};
   };
   auto host_from = [&](std::string_view key) {
     auto [host_json, host_origin] = component(key, "hosts", "host", "host");
-    HostSpec host = HostSpecFromJson(host_json, host_origin, host_origin == origin ? std::string(key) : "host");
-    host.name = json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
+    HostSpec host =
+        HostSpecFromJson(host_json, host_origin, host_origin == origin ? std::string(key) : "host");
+    host.name =
+        json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
     return host;
   };
   auto link_from = [&](std::string_view key) {
     auto [link_json, link_origin] = component(key, "links", "link", "link");
-    LinkSpec link = LinkSpecFromJson(link_json, link_origin, link_origin == origin ? std::string(key) : "link");
-    link.name = json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
+    LinkSpec link =
+        LinkSpecFromJson(link_json, link_origin, link_origin == origin ? std::string(key) : "link");
+    link.name =
+        json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
     return link;
   };
 
   HardwareSpec spec;
   if (kind == "accelerator") {
     spec.kind = HardwareKind::kAccelerator;
-    spec.accelerator = AcceleratorSpecFromJson(reader.Object("accelerator").json(), origin, "accelerator");
+    spec.accelerator =
+        AcceleratorSpecFromJson(reader.Object("accelerator").json(), origin, "accelerator");
     spec.accelerator->display_name = display_name;
     spec.accelerator_count = 1;
     if (reader.Has("host")) spec.host = host_from("host");

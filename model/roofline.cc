@@ -8,17 +8,28 @@ namespace moelab {
 
 const char* OperatorName(Operator op) {
   switch (op) {
-    case Operator::kAttentionProjections: return "attention_projections";
-    case Operator::kAttentionCore: return "attention_core";
-    case Operator::kAttention: return "attention";
-    case Operator::kRouter: return "router";
-    case Operator::kRoutedExperts: return "routed_experts";
-    case Operator::kSharedExperts: return "shared_experts";
-    case Operator::kDenseFfn: return "dense_ffn";
-    case Operator::kNormsResidual: return "norms_residual";
-    case Operator::kEmbedding: return "embedding";
-    case Operator::kLmHead: return "lm_head";
-    case Operator::kCommunication: return "communication";
+    case Operator::kAttentionProjections:
+      return "attention_projections";
+    case Operator::kAttentionCore:
+      return "attention_core";
+    case Operator::kAttention:
+      return "attention";
+    case Operator::kRouter:
+      return "router";
+    case Operator::kRoutedExperts:
+      return "routed_experts";
+    case Operator::kSharedExperts:
+      return "shared_experts";
+    case Operator::kDenseFfn:
+      return "dense_ffn";
+    case Operator::kNormsResidual:
+      return "norms_residual";
+    case Operator::kEmbedding:
+      return "embedding";
+    case Operator::kLmHead:
+      return "lm_head";
+    case Operator::kCommunication:
+      return "communication";
   }
   return "unknown";
 }
@@ -27,18 +38,23 @@ OperatorScope ScopeOf(Operator op) {
   switch (op) {
     case Operator::kRouter:
     case Operator::kRoutedExperts:
-    case Operator::kSharedExperts: return OperatorScope::kMoeLayers;
-    case Operator::kDenseFfn: return OperatorScope::kDenseLayers;
+    case Operator::kSharedExperts:
+      return OperatorScope::kMoeLayers;
+    case Operator::kDenseFfn:
+      return OperatorScope::kDenseLayers;
     case Operator::kEmbedding:
-    case Operator::kLmHead: return OperatorScope::kOncePerPass;
-    default: return OperatorScope::kEveryLayer;
+    case Operator::kLmHead:
+      return OperatorScope::kOncePerPass;
+    default:
+      return OperatorScope::kEveryLayer;
   }
 }
 
 void CostParameters::Validate() const {
   auto fraction = [](double value, const char* name) {
     if (!(value > 0 && value <= 1)) {
-      throw Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " + std::to_string(value));
+      throw Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " +
+                  std::to_string(value));
     }
   };
   fraction(compute_efficiency, "compute_efficiency");
@@ -80,7 +96,8 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
   return target;
 }
 
-RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads, const std::string& compute_dtype) {
+RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads,
+                            const std::string& compute_dtype) {
   if (!hardware.host) {
     throw Error("hardware '" + hardware.name + "' names no host CPU (field 'host')");
   }
@@ -95,11 +112,12 @@ RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads, const
   return target;
 }
 
-double RooflineSeconds(const RooflineTarget& target, const CostParameters& params, double flops, double bytes,
-                       double launches) {
+double RooflineSeconds(const RooflineTarget& target, const CostParameters& params, double flops,
+                       double bytes, double launches) {
   const double devices = static_cast<double>(target.devices);
-  return RooflineSeconds<double>(flops / devices / target.peak_flops, bytes / devices / target.bandwidth_bytes_per_s,
-                                 params.compute_efficiency, params.memory_efficiency, params.kernel_launch_s, launches);
+  return RooflineSeconds<double>(
+      flops / devices / target.peak_flops, bytes / devices / target.bandwidth_bytes_per_s,
+      params.compute_efficiency, params.memory_efficiency, params.kernel_launch_s, launches);
 }
 
 }  // namespace moelab

@@ -51,14 +51,14 @@ struct CostParameters {
 
 // What computes, in the units the roofline needs.
 struct RooflineTarget {
-  std::string name;                 // display name
-  double peak_flops = 0;            // of one device, for the dtype used
+  std::string name;                  // display name
+  double peak_flops = 0;             // of one device, for the dtype used
   double bandwidth_bytes_per_s = 0;  // of one device
-  double memory_bytes = 0;          // of one device
-  int64_t devices = 1;              // tensor-parallel devices sharing every operator
+  double memory_bytes = 0;           // of one device
+  int64_t devices = 1;               // tensor-parallel devices sharing every operator
   double interconnect_bytes_per_s = 0;
   double interconnect_latency_s = 0;
-  std::string dtype_used;           // the peak actually used (fallback when the device lacks the dtype)
+  std::string dtype_used;  // the peak actually used (fallback when the device lacks the dtype)
 };
 
 // The accelerators of `hardware` (a node of several: tensor-parallel), or its host CPU when it has
@@ -69,7 +69,8 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
 // The host CPU of `hardware` running on `threads` of its cores: its peak scaled by
 // min(1, threads / cores) (the kernels use one core per thread), its whole DRAM bandwidth.
 // Error when `hardware` names no host.
-RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads, const std::string& compute_dtype);
+RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads,
+                            const std::string& compute_dtype);
 
 // The roofline of one operator call from its times at peak (flops / peak, bytes / bandwidth).
 // A template so that the calibration fit (fit/cost_calibration.cc) differentiates it with Ceres.
@@ -83,7 +84,7 @@ T RooflineSeconds(double compute_s_at_peak, double memory_s_at_peak, const T& co
 
 // One call of an operator of `flops` and `bytes` (whole operator; split evenly over the target's
 // devices) with `launches` kernel launches.
-double RooflineSeconds(const RooflineTarget& target, const CostParameters& params, double flops, double bytes,
-                       double launches = 1.0);
+double RooflineSeconds(const RooflineTarget& target, const CostParameters& params, double flops,
+                       double bytes, double launches = 1.0);
 
 }  // namespace moelab

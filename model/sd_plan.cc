@@ -41,25 +41,31 @@ void SdPlanOptions::Validate() const {
   if (!(alpha >= 0 && alpha < 1)) {
     throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
   }
-  if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+  if (context_length < 0)
+    throw Error("context length must be >= 0, got " + std::to_string(context_length));
   if (sigma && !(*sigma > 0 && *sigma <= 1)) {
     throw Error("sigma must be in (0, 1], got " + std::to_string(*sigma));
   }
 }
 
-SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target, const MoeModelSpec& draft,
-                         int64_t context_length, const std::string& hardware_name)
+SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
+                         const MoeModelSpec& draft, int64_t context_length,
+                         const std::string& hardware_name)
     : source_(source), target_(target), draft_(draft), context_length_(context_length) {
-  if (context_length < 0) throw Error("context length must be >= 0, got " + std::to_string(context_length));
+  if (context_length < 0)
+    throw Error("context length must be >= 0, got " + std::to_string(context_length));
   const MemoryFootprint target_weights = source.Memory(target, 0);
   const MemoryFootprint draft_weights = source.Memory(draft, 0);
-  weights_per_device_ = target_weights.weight_bytes_per_device + draft_weights.weight_bytes_per_device;
+  weights_per_device_ =
+      target_weights.weight_bytes_per_device + draft_weights.weight_bytes_per_device;
   capacity_per_device_ = target_weights.capacity_bytes_per_device;
   if (weights_per_device_ > capacity_per_device_) {
     const std::string who = hardware_name.empty() ? source.device() : hardware_name;
     throw Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
-                Gigabytes(weights_per_device_) + " per device but '" + who + "' has " + Gigabytes(capacity_per_device_) +
-                " per device; choose a node with more devices (e.g. 2x" + who + ", 4x...) or a quantized model");
+                Gigabytes(weights_per_device_) + " per device but '" + who + "' has " +
+                Gigabytes(capacity_per_device_) +
+                " per device; choose a node with more devices (e.g. 2x" + who +
+                ", 4x...) or a quantized model");
   }
 }
 
@@ -71,7 +77,9 @@ void SdStepCosts::RouteTargetBy(const ExpertActivation* activation) {
 double SdStepCosts::TargetStep(int64_t batch, int64_t positions) {
   auto [it, inserted] = target_steps_.try_emplace({batch, positions}, 0.0);
   if (inserted) {
-    it->second = source_.Forward(target_, {batch, positions, context_length_, true, target_activation_}).time_s;
+    it->second =
+        source_.Forward(target_, {batch, positions, context_length_, true, target_activation_})
+            .time_s;
   }
   return it->second;
 }
@@ -82,12 +90,15 @@ double SdStepCosts::DraftStep(int64_t batch) {
   return it->second;
 }
 
-double SdStepCosts::Reject(int64_t batch, int64_t gamma) { return source_.RejectSeconds(target_, batch, gamma); }
+double SdStepCosts::Reject(int64_t batch, int64_t gamma) {
+  return source_.RejectSeconds(target_, batch, gamma);
+}
 
 bool SdStepCosts::Fits(int64_t batch, int64_t gamma) {
-  const double kv_tokens = static_cast<double>(batch) * static_cast<double>(context_length_ + gamma + 1);
-  const double kv_per_device =
-      source_.Memory(target_, kv_tokens).kv_bytes_per_device + source_.Memory(draft_, kv_tokens).kv_bytes_per_device;
+  const double kv_tokens =
+      static_cast<double>(batch) * static_cast<double>(context_length_ + gamma + 1);
+  const double kv_per_device = source_.Memory(target_, kv_tokens).kv_bytes_per_device +
+                               source_.Memory(draft_, kv_tokens).kv_bytes_per_device;
   return weights_per_device_ + kv_per_device <= capacity_per_device_;
 }
 
@@ -103,7 +114,8 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
     const double draft_step_s = costs.DraftStep(batch);
     SdBestGamma best{batch, 0, 0};
     for (int64_t gamma : options.gammas) {
-      const int64_t verify_positions = options.verify == VerifyPositions::kGammaPlusOne ? gamma + 1 : gamma;
+      const int64_t verify_positions =
+          options.verify == VerifyPositions::kGammaPlusOne ? gamma + 1 : gamma;
       SdPlanRow row;
       row.batch = batch;
       row.gamma = gamma;
@@ -113,7 +125,8 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
       row.draft_step_s = draft_step_s;
       row.verify_s = costs.TargetStep(batch, verify_positions);
       row.reject_s = costs.Reject(batch, gamma);
-      const double round_s = static_cast<double>(gamma) * row.draft_step_s + row.verify_s + row.reject_s;
+      const double round_s =
+          static_cast<double>(gamma) * row.draft_step_s + row.verify_s + row.reject_s;
       row.speedup = row.sigma * static_cast<double>(gamma + 1) * row.target_step_s / round_s;
       row.target_efficiency = row.target_step_s / row.verify_s;
       row.draft_share = static_cast<double>(gamma) * row.draft_step_s / round_s;
@@ -139,7 +152,8 @@ SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& d
                                const HardwareSpec& hardware, const CostParameters& params,
                                const SdPlanOptions& options) {
   options.Validate();
-  const std::unique_ptr<RooflineCostSource> source = RooflineCostSource::ForHardware(hardware, params);
+  const std::unique_ptr<RooflineCostSource> source =
+      RooflineCostSource::ForHardware(hardware, params);
   SdStepCosts costs(*source, target, draft, options.context_length, hardware.name);
   return PlanSpeculativeDecoding(costs, options);
 }

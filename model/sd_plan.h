@@ -26,9 +26,9 @@ VerifyPositions VerifyPositionsFromString(const std::string& name);  // "gamma+1
 struct SdPlanOptions {
   std::vector<int64_t> batches{1, 2, 4, 8, 16, 32, 64, 128, 256};
   std::vector<int64_t> gammas{1, 2, 3, 4, 5, 6, 7, 8};
-  double alpha = 0.8;              // per-token acceptance rate, [0, 1)
-  std::optional<double> sigma;     // when set, the accepted-length fraction for every gamma, (0, 1]
-  int64_t context_length = 1024;   // tokens already in each sequence's KV cache
+  double alpha = 0.8;             // per-token acceptance rate, [0, 1)
+  std::optional<double> sigma;    // when set, the accepted-length fraction for every gamma, (0, 1]
+  int64_t context_length = 1024;  // tokens already in each sequence's KV cache
   VerifyPositions verify = VerifyPositions::kGammaPlusOne;
 
   void Validate() const;  // batches >= 1, gammas >= 1, alpha in [0, 1), context >= 0
@@ -45,9 +45,9 @@ struct SdPlanRow {
   double verify_s = 0;       // T_T(B, v)
   double draft_step_s = 0;   // T_D(B, 1)
   double reject_s = 0;
-  double draft_share = 0;    // of one SD round's time
+  double draft_share = 0;  // of one SD round's time
   double verify_share = 0;
-  bool fits_memory = true;   // weights of both models + KV cache of the batch
+  bool fits_memory = true;  // weights of both models + KV cache of the batch
 };
 
 struct SdBestGamma {
@@ -73,8 +73,8 @@ struct SdPlan {
 class SdStepCosts {
  public:
   // `hardware_name` (the preset) makes the refusal suggest the node to choose instead.
-  SdStepCosts(const CostSource& source, const MoeModelSpec& target, const MoeModelSpec& draft, int64_t context_length,
-              const std::string& hardware_name = "");
+  SdStepCosts(const CostSource& source, const MoeModelSpec& target, const MoeModelSpec& draft,
+              int64_t context_length, const std::string& hardware_name = "");
 
   std::string source() const { return source_.name(); }
   std::string device() const { return source_.device(); }

@@ -25,12 +25,12 @@ namespace moelab::plan {
 //   --profile FIT.json                the fitted latency curves of a measured profile
 //                                     (fitted-profile: the profiled machine and layer shapes)
 struct CostSourceOptions {
-  std::string hardware;                           // preset or file; may be empty with --profile
-  bool hardware_given = true;                     // false when --hardware was left at its default
-  std::optional<std::string> calibrate_profile;   // --calibrate
-  std::optional<std::string> profiled_hardware;   // --profiled-hardware
-  std::optional<std::string> fitted_profile;      // --profile (a latency fit)
-  CostParameters assumed;                         // the analytic parameters
+  std::string hardware;                          // preset or file; may be empty with --profile
+  bool hardware_given = true;                    // false when --hardware was left at its default
+  std::optional<std::string> calibrate_profile;  // --calibrate
+  std::optional<std::string> profiled_hardware;  // --profiled-hardware
+  std::optional<std::string> fitted_profile;     // --profile (a latency fit)
+  CostParameters assumed;                        // the analytic parameters
   std::string explicit_efficiency;  // the first of --compute-efficiency etc. the user gave, or ""
 
   // Errors naming the options: --profile with --hardware or --calibrate, --profiled-hardware
@@ -64,7 +64,8 @@ class CostSources {
 
   // With --profile: the fitted source for the profiled target shape `profiled_target` (the
   // executor's shape of the model; checked against the fit's recorded shape).
-  std::shared_ptr<const CostSource> Fitted(const MoeModelSpec& profiled_target, const std::string& device = "cpu");
+  std::shared_ptr<const CostSource> Fitted(const MoeModelSpec& profiled_target,
+                                           const std::string& device = "cpu");
 
   const std::vector<CostCalibration>& calibrations() const { return calibrations_; }
   // The cost_source a report names for a roofline: "calibrated-roofline" or "analytic-roofline".

@@ -15,30 +15,38 @@ void HardwareSearchRequest::Validate() const {
   if ((tpot_max_s && !(*tpot_max_s > 0)) || (ttft_max_s && !(*ttft_max_s > 0))) {
     throw Error("--tpot-max and --ttft-max must be > 0 seconds");
   }
-  if (batch < 1 || prompt < 1 || context < 0) throw Error("--batch and --prompt must be >= 1, --context >= 0");
+  if (batch < 1 || prompt < 1 || context < 0)
+    throw Error("--batch and --prompt must be >= 1, --context >= 0");
   if (device_counts.empty()) throw Error("--devices list is empty");
-  if (cost.fitted_profile) throw Error("plan hardware compares presets: give --calibrate, not --profile");
+  if (cost.fitted_profile)
+    throw Error("plan hardware compares presets: give --calibrate, not --profile");
   cost.Validate();
 }
 
-HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const PresetStore& store) {
+HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
+                                    const PresetStore& store) {
   request.Validate();
   HardwareSearchResult result;
   result.request = request;
   result.model = store.LoadModel(request.model);
   const MoeModelSpec& model = result.model;
-  const std::shared_ptr<const ExpertActivation> routing = TargetRouting(request.routing, model, request.routing_seed);
+  const std::shared_ptr<const ExpertActivation> routing =
+      TargetRouting(request.routing, model, request.routing_seed);
   result.routing = DescribeActivation(routing.get());
   const double tpot_max = request.tpot_max_s.value_or(INFINITY);
   const double ttft_max = request.ttft_max_s.value_or(INFINITY);
 
-  auto evaluate = [&](const std::string& name, const CostSource& source, int64_t count, double memory_bytes) {
-    const double kv_tokens =
-        static_cast<double>(request.batch) * static_cast<double>(std::max(request.context, request.prompt) + 1);
-    HardwareCandidate c{name, count, memory_bytes, source.Memory(model, kv_tokens).fits(), {}, {}, false, source.name()};
+  auto evaluate = [&](const std::string& name, const CostSource& source, int64_t count,
+                      double memory_bytes) {
+    const double kv_tokens = static_cast<double>(request.batch) *
+                             static_cast<double>(std::max(request.context, request.prompt) + 1);
+    HardwareCandidate c{name, count, memory_bytes, source.Memory(model, kv_tokens).fits(),
+                        {},   {},    false,        source.name()};
     if (c.fits) {
-      c.tpot_s = source.Forward(model, {request.batch, 1, request.context, true, routing.get()}).time_s;
-      c.ttft_s = source.Forward(model, {request.batch, request.prompt, 0, false, routing.get()}).time_s;
+      c.tpot_s =
+          source.Forward(model, {request.batch, 1, request.context, true, routing.get()}).time_s;
+      c.ttft_s =
+          source.Forward(model, {request.batch, request.prompt, 0, false, routing.get()}).time_s;
       c.meets = *c.tpot_s <= tpot_max && *c.ttft_s <= ttft_max;
     }
     result.candidates.push_back(c);
@@ -50,27 +58,35 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const 
   if (sources.calibrated()) {
     const Profile& profile = sources.CalibrationProfile();
     const std::optional<HardwareSpec> profiled =
-        request.cost.profiled_hardware ? std::optional(store.LoadHardware(*request.cost.profiled_hardware)) : std::nullopt;
+        request.cost.profiled_hardware
+            ? std::optional(store.LoadHardware(*request.cost.profiled_hardware))
+            : std::nullopt;
     bool used = false;
     if (sources.CalibrationProfileHas("gpu")) {
       if (!profiled || !profiled->has_accelerator()) {
-        throw Error(profile.origin + " has GPU samples: name the accelerator they were measured on with --profiled-hardware");
+        throw Error(profile.origin +
+                    " has GPU samples: name the accelerator they were measured on with "
+                    "--profiled-hardware");
       }
       result.calibrations.push_back(sources.Calibrate("gpu", *profiled));
       accelerator_params = result.calibrations.back().params;
       result.cost_source = CostSources::RooflineName(true);
       used = true;
     }
-    if (sources.CalibrationProfileHas("cpu") && (profile.limits || (profiled && !profiled->has_accelerator()))) {
-      const HardwareSpec machine = profiled && !profiled->has_accelerator() ? *profiled : HardwareFromProfile(profile);
+    if (sources.CalibrationProfileHas("cpu") &&
+        (profile.limits || (profiled && !profiled->has_accelerator()))) {
+      const HardwareSpec machine =
+          profiled && !profiled->has_accelerator() ? *profiled : HardwareFromProfile(profile);
       result.calibrations.push_back(sources.Calibrate("cpu", machine));
       const RooflineCostSource source(ComputeTargetOf(machine, request.cost.assumed.compute_dtype),
-                                      result.calibrations.back().params, CostSources::RooflineName(true));
+                                      result.calibrations.back().params,
+                                      CostSources::RooflineName(true));
       evaluate(machine.name, source, 0, machine.host->dram_bytes);
       used = true;
     }
     if (!used) {
-      throw Error(profile.origin + ": nothing to calibrate: no GPU samples, and its CPU samples have no measured "
+      throw Error(profile.origin +
+                  ": nothing to calibrate: no GPU samples, and its CPU samples have no measured "
                   "limits (machine.limits) or host --profiled-hardware to judge them against");
     }
   }
@@ -79,14 +95,16 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const 
     for (int64_t count : request.device_counts) {
       const std::string name = count == 1 ? entry.name : std::to_string(count) + "x" + entry.name;
       const HardwareSpec hardware = store.LoadHardware(name);
-      const RooflineCostSource source(ComputeTargetOf(hardware, accelerator_params.compute_dtype), accelerator_params,
-                                      result.cost_source);
-      evaluate(name, source, count, hardware.accelerator->memory_bytes * static_cast<double>(count));
+      const RooflineCostSource source(ComputeTargetOf(hardware, accelerator_params.compute_dtype),
+                                      accelerator_params, result.cost_source);
+      evaluate(name, source, count,
+               hardware.accelerator->memory_bytes * static_cast<double>(count));
     }
   }
   std::stable_sort(result.candidates.begin(), result.candidates.end(),
                    [](const HardwareCandidate& a, const HardwareCandidate& b) {
-                     return a.memory_bytes != b.memory_bytes ? a.memory_bytes < b.memory_bytes : a.devices < b.devices;
+                     return a.memory_bytes != b.memory_bytes ? a.memory_bytes < b.memory_bytes
+                                                             : a.devices < b.devices;
                    });
   for (const HardwareCandidate& c : result.candidates) {
     if (c.meets) {

@@ -19,7 +19,9 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
       made.push_back(sources.Calibrate("gpu", config.hardware));
       config.cost = made.back().params;
     }
-    if (made.empty()) throw Error(sources.CalibrationProfile().origin + ": no cpu or gpu samples to calibrate with");
+    if (made.empty())
+      throw Error(sources.CalibrationProfile().origin +
+                  ": no cpu or gpu samples to calibrate with");
     config.cost_source = CostSources::RooflineName(true);
   } else if (sources.fitted()) {
     const LatencyFit& fit = sources.Fit();
@@ -30,7 +32,8 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
     const bool gpu = FittedProfileCostSource::HasDevice(fit, "gpu");
     if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
     if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
-    if (!cpu && !gpu) throw Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
+    if (!cpu && !gpu)
+      throw Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
     config.cost_source = cpu && gpu ? "fitted-profile"
                          : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
                                     : "fitted-profile (accelerator) + analytic-roofline (host)";
@@ -41,9 +44,11 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
 void OffloadSweepRequest::Validate() const {
   if (memory_bytes.empty()) throw Error("--memory list is empty");
   for (double bytes : memory_bytes) {
-    if (!(bytes > 0)) throw Error("--memory values must be > 0 GB, got " + std::to_string(bytes / 1e9));
+    if (!(bytes > 0))
+      throw Error("--memory values must be > 0 GB, got " + std::to_string(bytes / 1e9));
   }
-  for (const std::string& name : policies) policies::DefaultPolicyRegistry().Find(name);  // lists the valid ones
+  for (const std::string& name : policies)
+    policies::DefaultPolicyRegistry().Find(name);  // lists the valid ones
   cost.Validate();
   base.Validate();
 }
@@ -53,7 +58,8 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
   OffloadSweepResult result;
   result.base = request.base;
   result.memory_bytes = request.memory_bytes;
-  result.policies = request.policies.empty() ? policies::DefaultPolicyRegistry().Names() : request.policies;
+  result.policies =
+      request.policies.empty() ? policies::DefaultPolicyRegistry().Names() : request.policies;
   CostSources sources(request.cost, store);
   result.calibrations = ApplyCostSources(sources, result.base);
   for (double bytes : result.memory_bytes) {
@@ -65,7 +71,8 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
       try {
         cell.result = sim::SimulateOffload(config);
       } catch (const Error& e) {
-        // A configuration the policy cannot run at this size (e.g. too little memory for its cache).
+        // A configuration the policy cannot run at this size (e.g. too little memory for its
+        // cache).
         cell.error = e.what();
       }
       result.cells.push_back(std::move(cell));
@@ -74,7 +81,8 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
   return result;
 }
 
-OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost, const PresetStore& store) {
+OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
+                            const PresetStore& store) {
   config.cost = cost.assumed;
   CostSources sources(cost, store);
   std::vector<CostCalibration> calibrations = ApplyCostSources(sources, config);

@@ -21,9 +21,9 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
 
 // `moelab plan offload`: each policy's TPOT (TTFT, hit rate) across accelerator memory sizes.
 struct OffloadSweepRequest {
-  sim::SimConfig base;                  // model, hardware, workload, routing, seed
-  std::vector<double> memory_bytes;     // accelerator memory sizes to try
-  std::vector<std::string> policies;    // empty: every registered policy
+  sim::SimConfig base;                // model, hardware, workload, routing, seed
+  std::vector<double> memory_bytes;   // accelerator memory sizes to try
+  std::vector<std::string> policies;  // empty: every registered policy
   CostSourceOptions cost;
 
   void Validate() const;
@@ -53,6 +53,7 @@ struct OffloadRunResult {
   sim::SimResult result;
   std::vector<CostCalibration> calibrations;
 };
-OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost, const PresetStore& store);
+OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
+                            const PresetStore& store);
 
 }  // namespace moelab::plan

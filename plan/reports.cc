@@ -23,7 +23,9 @@ std::string Json(nlohmann::json json) {
 }
 
 std::function<std::string(const Cell&)> Fixed(int places, double scale = 1) {
-  return [places, scale](const Cell& cell) { return FormatNumber(std::get<double>(cell) * scale, places); };
+  return [places, scale](const Cell& cell) {
+    return FormatNumber(std::get<double>(cell) * scale, places);
+  };
 }
 
 std::string SecondsText(const Cell& cell) { return FormatSeconds(std::get<double>(cell)); }
@@ -43,7 +45,8 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
       {"reject_s", "reject", SecondsText, false},
       {"draft_share", "draft %", Fixed(1, 100)},
       {"verify_share", "verify %", Fixed(1, 100)},
-      {"fits_memory", "fits", [](const Cell& c) { return std::string(std::get<bool>(c) ? "yes" : "NO"); }},
+      {"fits_memory", "fits",
+       [](const Cell& c) { return std::string(std::get<bool>(c) ? "yes" : "NO"); }},
   };
   if (sweep) {
     columns.push_back({"alpha", "alpha", Fixed(2), false});
@@ -51,9 +54,9 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
   }
   RowSet rows(columns);
   for (const SdPlanRow& r : level.plan.rows) {
-    std::vector<Cell> cells = {r.batch,         r.gamma,        r.sigma,     r.speedup,        r.target_efficiency,
-                               r.target_step_s, r.verify_s,     r.draft_step_s, r.reject_s,    r.draft_share,
-                               r.verify_share,  r.fits_memory};
+    std::vector<Cell> cells = {
+        r.batch,    r.gamma,        r.sigma,    r.speedup,     r.target_efficiency, r.target_step_s,
+        r.verify_s, r.draft_step_s, r.reject_s, r.draft_share, r.verify_share,      r.fits_memory};
     if (sweep) {
       cells.push_back(result.by_sigma ? Cell{} : Cell{level.level});
       if (result.sd_fit) {
@@ -99,18 +102,20 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
                            {"routing", plan.routing},
                            {"device", plan.device},
                            {"compute_dtype", plan.compute_dtype}};
-    json["pays_batch_range"] = plan.pays_batch_range ? nlohmann::json{{"min_batch", plan.pays_batch_range->first},
-                                                                      {"max_batch", plan.pays_batch_range->second}}
-                                                     : nlohmann::json(nullptr);
+    json["pays_batch_range"] = plan.pays_batch_range
+                                   ? nlohmann::json{{"min_batch", plan.pays_batch_range->first},
+                                                    {"max_batch", plan.pays_batch_range->second}}
+                                   : nlohmann::json(nullptr);
     AddSourceFields(result, json);
     return Json(json);
   }
   std::ostringstream out;
-  out << "Speculative decoding plan: target " << result.target.name << ", draft " << result.draft.name << ", on "
-      << result.display_name << "\n"
-      << "alpha " << FormatNumber(level.level, 2) << ", context " << result.plan.context_length << " tokens, verify "
-      << ToString(result.plan.verify) << " positions, cost source " << plan.cost_source << " (" << plan.compute_dtype
-      << " peak), routing " << plan.routing << "\n\n"
+  out << "Speculative decoding plan: target " << result.target.name << ", draft "
+      << result.draft.name << ", on " << result.display_name << "\n"
+      << "alpha " << FormatNumber(level.level, 2) << ", context " << result.plan.context_length
+      << " tokens, verify " << ToString(result.plan.verify) << " positions, cost source "
+      << plan.cost_source << " (" << plan.compute_dtype << " peak), routing " << plan.routing
+      << "\n\n"
       << rows.ToTable() << "\nBest gamma per batch:\n"
       << best.ToTable();
   if (plan.pays_batch_range) {
@@ -125,7 +130,8 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
 
 std::string RenderSdSweep(const SdSweepResult& result, Format format) {
   const char* level_key = result.by_sigma ? "sigma" : "alpha";
-  nlohmann::json rows = nlohmann::json::array(), best = nlohmann::json::array(), pays = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), best = nlohmann::json::array(),
+                 pays = nlohmann::json::array();
   std::string csv;
   RowSet table({{level_key, level_key, Fixed(2)},
                 {"batch", "batch"},
@@ -137,7 +143,8 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
   for (const SdSweepLevel& level : result.levels) {
     const RowSet level_rows = SdRows(result, level, true);
     for (nlohmann::json& row : level_rows.ToJson()) {
-      if (!row.contains("moesd_speedup") || !row["moesd_speedup"].is_null()) rows.push_back(row);
+      if (!row.contains("moesd_speedup") || !row["moesd_speedup"].is_null())
+        rows.push_back(row);
       else {
         row.erase("moesd_speedup");
         rows.push_back(row);
@@ -146,35 +153,51 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
     const std::string level_csv = level_rows.ToCsv();
     csv += csv.empty() ? level_csv : level_csv.substr(level_csv.find('\n') + 1);
     for (const SdBestGamma& b : level.plan.best_gamma) {
-      best.push_back({{"batch", b.batch}, {"gamma", b.gamma}, {"speedup", b.speedup}, {level_key, level.level}});
+      best.push_back({{"batch", b.batch},
+                      {"gamma", b.gamma},
+                      {"speedup", b.speedup},
+                      {level_key, level.level}});
       for (const SdPlanRow& r : level.plan.rows) {
         if (r.batch == b.batch && r.gamma == b.gamma) {
-          table.Add({level.level, b.batch, b.gamma, b.speedup, r.target_efficiency, r.draft_share, r.verify_share});
+          table.Add({level.level, b.batch, b.gamma, b.speedup, r.target_efficiency, r.draft_share,
+                     r.verify_share});
         }
       }
     }
     nlohmann::json range = {{level_key, level.level}};
-    range["min_batch"] = level.plan.pays_batch_range ? nlohmann::json(level.plan.pays_batch_range->first) : nlohmann::json(nullptr);
-    range["max_batch"] = level.plan.pays_batch_range ? nlohmann::json(level.plan.pays_batch_range->second) : nlohmann::json(nullptr);
+    range["min_batch"] = level.plan.pays_batch_range
+                             ? nlohmann::json(level.plan.pays_batch_range->first)
+                             : nlohmann::json(nullptr);
+    range["max_batch"] = level.plan.pays_batch_range
+                             ? nlohmann::json(level.plan.pays_batch_range->second)
+                             : nlohmann::json(nullptr);
     pays.push_back(range);
   }
   if (format == Format::kCsv) return csv;
   const CostSource& source = *result.source;
   if (format == Format::kJson) {
-    nlohmann::json json = {{"schema", "moelab.sim_sd/1"}, {"model", result.target.name}, {"draft", result.draft.name},
-                           {"hardware", result.hardware}, {"context_length", result.plan.context_length},
-                           {"verify_positions", ToString(result.plan.verify)}, {"cost_source", source.name()},
+    nlohmann::json json = {{"schema", "moelab.sim_sd/1"},
+                           {"model", result.target.name},
+                           {"draft", result.draft.name},
+                           {"hardware", result.hardware},
+                           {"context_length", result.plan.context_length},
+                           {"verify_positions", ToString(result.plan.verify)},
+                           {"cost_source", source.name()},
                            {"routing", DescribeActivation(result.target_routing.get())},
-                           {"device", source.device()}, {"compute_dtype", source.compute_dtype()},
-                           {"rows", rows}, {"best_gamma", best}, {"pays_batch_range", pays}};
+                           {"device", source.device()},
+                           {"compute_dtype", source.compute_dtype()},
+                           {"rows", rows},
+                           {"best_gamma", best},
+                           {"pays_batch_range", pays}};
     if (result.sd_fit) json["sd_fit"] = result.sd_fit_path;
     if (result.calibration) json["cost_calibration"] = result.calibration->ToJson();
     return Json(json);
   }
   std::ostringstream out;
-  out << "SD sweep: target " << result.target.name << ", draft " << result.draft.name << " on " << result.display_name
-      << " (cost source " << source.name() << ", routing " << DescribeActivation(result.target_routing.get())
-      << "), context " << result.plan.context_length << "\n\n"
+  out << "SD sweep: target " << result.target.name << ", draft " << result.draft.name << " on "
+      << result.display_name << " (cost source " << source.name() << ", routing "
+      << DescribeActivation(result.target_routing.get()) << "), context "
+      << result.plan.context_length << "\n\n"
       << table.ToTable();
   for (const auto& range : pays) {
     out << level_key << " " << FormatNumber(range[level_key].get<double>(), 2) << ": ";
@@ -189,51 +212,68 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
 }
 
 std::string Render(const HardwareSearchResult& result, Format format) {
-  const auto optional_seconds = [](const std::optional<double>& s) { return s ? Cell{*s} : Cell{}; };
+  const auto optional_seconds = [](const std::optional<double>& s) {
+    return s ? Cell{*s} : Cell{};
+  };
   RowSet rows({{"hardware", "hardware"},
                {"devices", "devices", nullptr, false},
-               {"memory_bytes", "memory", [](const Cell& c) { return report::FormatBytes(std::get<double>(c)); }},
+               {"memory_bytes", "memory",
+                [](const Cell& c) { return report::FormatBytes(std::get<double>(c)); }},
                {"fits_memory", "fits"},
                {"tpot_s", "TPOT", SecondsText},
                {"ttft_s", "TTFT", SecondsText},
-               {"meets", "meets", [](const Cell& c) { return std::string(std::get<bool>(c) ? "yes" : ""); }},
+               {"meets", "meets",
+                [](const Cell& c) { return std::string(std::get<bool>(c) ? "yes" : ""); }},
                {"cost_source", "cost source"}});
   for (const HardwareCandidate& c : result.candidates) {
-    rows.Add({c.hardware, c.devices, c.memory_bytes, c.fits, optional_seconds(c.tpot_s), optional_seconds(c.ttft_s),
-              c.meets, c.cost_source});
+    rows.Add({c.hardware, c.devices, c.memory_bytes, c.fits, optional_seconds(c.tpot_s),
+              optional_seconds(c.ttft_s), c.meets, c.cost_source});
   }
   if (format == Format::kCsv) return rows.ToCsv();
   const HardwareSearchRequest& r = result.request;
   if (format == Format::kJson) {
-    nlohmann::json json = {{"schema", "moelab.plan_hardware/1"}, {"model", result.model.name}, {"batch", r.batch},
-                           {"prompt", r.prompt}, {"context", r.context}, {"cost_source", result.cost_source},
-                           {"routing", result.routing},
-                           {"tpot_max_s", r.tpot_max_s ? nlohmann::json(*r.tpot_max_s) : nlohmann::json(nullptr)},
-                           {"ttft_max_s", r.ttft_max_s ? nlohmann::json(*r.ttft_max_s) : nlohmann::json(nullptr)},
-                           {"rows", rows.ToJson()},
-                           {"smallest", result.smallest ? nlohmann::json(*result.smallest) : nlohmann::json(nullptr)}};
-    for (const CostCalibration& calibration : result.calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
+    nlohmann::json json = {
+        {"schema", "moelab.plan_hardware/1"},
+        {"model", result.model.name},
+        {"batch", r.batch},
+        {"prompt", r.prompt},
+        {"context", r.context},
+        {"cost_source", result.cost_source},
+        {"routing", result.routing},
+        {"tpot_max_s", r.tpot_max_s ? nlohmann::json(*r.tpot_max_s) : nlohmann::json(nullptr)},
+        {"ttft_max_s", r.ttft_max_s ? nlohmann::json(*r.ttft_max_s) : nlohmann::json(nullptr)},
+        {"rows", rows.ToJson()},
+        {"smallest", result.smallest ? nlohmann::json(*result.smallest) : nlohmann::json(nullptr)}};
+    for (const CostCalibration& calibration : result.calibrations)
+      json["cost_calibrations"].push_back(calibration.ToJson());
     return Json(json);
   }
   std::ostringstream out;
-  out << "Hardware for " << result.model.name << ", batch " << r.batch << ", prompt " << r.prompt << ", context "
-      << r.context << " (roofline, all weights resident, routing " << result.routing << ")\n\n"
+  out << "Hardware for " << result.model.name << ", batch " << r.batch << ", prompt " << r.prompt
+      << ", context " << r.context << " (roofline, all weights resident, routing " << result.routing
+      << ")\n\n"
       << rows.ToTable() << "\n"
       << (result.smallest ? "Smallest that meets the targets: " + *result.smallest
                           : std::string("No listed hardware meets the targets."))
       << "\n";
-  for (const CostCalibration& calibration : result.calibrations) out << "Calibration: " << calibration.Summary() << "\n";
+  for (const CostCalibration& calibration : result.calibrations)
+    out << "Calibration: " << calibration.Summary() << "\n";
   return out.str();
 }
 
 std::string Render(const OffloadSweepResult& result, Format format) {
-  RowSet rows({{"memory_bytes", "memory"}, {"policy", "policy"}, {"tpot_s", "TPOT"}, {"ttft_s", "TTFT"},
-               {"hit_rate", "hit rate"}, {"fits", "fits"}, {"error", "error"}});
+  RowSet rows({{"memory_bytes", "memory"},
+               {"policy", "policy"},
+               {"tpot_s", "TPOT"},
+               {"ttft_s", "TTFT"},
+               {"hit_rate", "hit rate"},
+               {"fits", "fits"},
+               {"error", "error"}});
   for (const OffloadSweepCell& cell : result.cells) {
     if (cell.result) {
       const sim::SimResult& r = *cell.result;
-      rows.Add({cell.memory_bytes, cell.policy, r.tpot_s ? Cell{*r.tpot_s} : Cell{}, r.ttft_s, r.hit_rate(),
-                r.fits_accelerator, Cell{}});
+      rows.Add({cell.memory_bytes, cell.policy, r.tpot_s ? Cell{*r.tpot_s} : Cell{}, r.ttft_s,
+                r.hit_rate(), r.fits_accelerator, Cell{}});
     } else {
       rows.Add({cell.memory_bytes, cell.policy, Cell{}, Cell{}, Cell{}, Cell{}, cell.error});
     }
@@ -250,10 +290,15 @@ std::string Render(const OffloadSweepResult& result, Format format) {
         for (const char* key : {"tpot_s", "ttft_s", "hit_rate", "fits"}) row.erase(key);
       }
     }
-    nlohmann::json json = {{"schema", "moelab.plan_offload/1"}, {"model", base.model.name},
-                           {"hardware", base.hardware.name}, {"workload", sim::ToString(base.workload.kind)},
-                           {"routing", base.routing.text}, {"cost_source", base.cost_source}, {"rows", json_rows}};
-    for (const CostCalibration& calibration : result.calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
+    nlohmann::json json = {{"schema", "moelab.plan_offload/1"},
+                           {"model", base.model.name},
+                           {"hardware", base.hardware.name},
+                           {"workload", sim::ToString(base.workload.kind)},
+                           {"routing", base.routing.text},
+                           {"cost_source", base.cost_source},
+                           {"rows", json_rows}};
+    for (const CostCalibration& calibration : result.calibrations)
+      json["cost_calibrations"].push_back(calibration.ToJson());
     return Json(json);
   }
   // The text view: one row per memory size, one column per policy.
@@ -270,7 +315,8 @@ std::string Render(const OffloadSweepResult& result, Format format) {
       } else if (!cell.result->fits_accelerator) {
         cells.push_back("no fit");
       } else {
-        cells.push_back(FormatSeconds(cell.result->tpot_s ? *cell.result->tpot_s : cell.result->ttft_s));
+        cells.push_back(
+            FormatSeconds(cell.result->tpot_s ? *cell.result->tpot_s : cell.result->ttft_s));
       }
     }
     table.AddRow(cells);
@@ -278,10 +324,12 @@ std::string Render(const OffloadSweepResult& result, Format format) {
   std::ostringstream out;
   out << "Offload policies for " << base.model.name << " on " << base.hardware.display_name << " ("
       << sim::ToString(base.workload.kind) << ", routing " << base.routing.text
-      << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that size), cost source "
+      << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that "
+         "size), cost source "
       << base.cost_source << "\n\n"
       << table.Render();
-  for (const CostCalibration& calibration : result.calibrations) out << "Calibration: " << calibration.Summary() << "\n";
+  for (const CostCalibration& calibration : result.calibrations)
+    out << "Calibration: " << calibration.Summary() << "\n";
   return out.str();
 }
 
@@ -296,23 +344,29 @@ nlohmann::json CostParametersJson(const CostParameters& cost) {
 
 std::string SimSummaryText(const sim::SimResult& r) {
   std::ostringstream text;
-  text << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + " << r.cpu_name << ", policy "
-       << r.policy << ", workload " << sim::ToString(r.workload.kind) << " (prompt " << r.workload.prompt_tokens
-       << ", " << r.workload.output_tokens << " output tokens, batch " << r.workload.batch << ")\n"
-       << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype << " peak)\n\n";
+  text << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + " << r.cpu_name
+       << ", policy " << r.policy << ", workload " << sim::ToString(r.workload.kind) << " (prompt "
+       << r.workload.prompt_tokens << ", " << r.workload.output_tokens << " output tokens, batch "
+       << r.workload.batch << ")\n"
+       << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype
+       << " peak)\n\n";
   report::Table table({"metric", "value"});
   table.AddRow({"TTFT", FormatSeconds(r.ttft_s)});
   table.AddRow({"TPOT", r.tpot_s ? FormatSeconds(*r.tpot_s) : "-"});
   table.AddRow({"tokens/s", r.tokens_per_s ? FormatNumber(*r.tokens_per_s, 2) : "-"});
   table.AddRow({"expert hit rate", FormatNumber(100 * r.hit_rate(), 1) + " %"});
-  table.AddRow({"expert weights host->accelerator", report::FormatBytes(r.bytes_h2d_expert_weights)});
+  table.AddRow(
+      {"expert weights host->accelerator", report::FormatBytes(r.bytes_h2d_expert_weights)});
   table.AddRow({"storage reads", report::FormatBytes(r.bytes_storage_read)});
-  table.AddRow({"expert slots / staging buffers", std::to_string(r.expert_slots) + " / " + std::to_string(r.staging_buffers)});
+  table.AddRow({"expert slots / staging buffers",
+                std::to_string(r.expert_slots) + " / " + std::to_string(r.staging_buffers)});
   for (int i = 0; i < sim::kResourceCount; ++i) {
-    table.AddRow({"busy " + sim::ResourceName(static_cast<sim::Resource>(i)), FormatSeconds(r.busy_s[i])});
+    table.AddRow(
+        {"busy " + sim::ResourceName(static_cast<sim::Resource>(i)), FormatSeconds(r.busy_s[i])});
   }
   text << table.Render();
-  if (!r.fits_accelerator) text << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
+  if (!r.fits_accelerator)
+    text << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
   return text.str();
 }
 
@@ -321,7 +375,8 @@ std::string SimSummaryText(const sim::SimResult& r) {
 std::string Render(const OffloadRunResult& run, Format format) {
   if (format == Format::kTable) {
     std::string text = SimSummaryText(run.result);
-    for (const CostCalibration& calibration : run.calibrations) text += "calibration: " + calibration.Summary() + "\n";
+    for (const CostCalibration& calibration : run.calibrations)
+      text += "calibration: " + calibration.Summary() + "\n";
     return text;
   }
   const sim::SimConfig& config = run.config;
@@ -330,7 +385,8 @@ std::string Render(const OffloadRunResult& run, Format format) {
   json["attention_bits"] = config.model.bits.attention;
   json["cost_parameters"] = CostParametersJson(config.cost);
   if (config.host_cost) json["host_cost_parameters"] = CostParametersJson(*config.host_cost);
-  for (const CostCalibration& calibration : run.calibrations) json["cost_calibrations"].push_back(calibration.ToJson());
+  for (const CostCalibration& calibration : run.calibrations)
+    json["cost_calibrations"].push_back(calibration.ToJson());
   json["provenance"] = report::Provenance();
   return format == Format::kCsv ? report::JsonRow(json).ToCsv() : json.dump(2) + "\n";
 }

@@ -18,20 +18,24 @@ std::string FormatLevel(double value) {
 
 }  // namespace
 
-std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing, const MoeModelSpec& target,
-                                                      uint64_t seed) {
+std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing,
+                                                      const MoeModelSpec& target, uint64_t seed) {
   if (routing.kind == RoutingSpec::Kind::kUniform) return nullptr;
   if (!target.moe) {
-    throw Error("--routing " + routing.text + ": the target '" + target.name + "' is dense (it routes no experts)");
+    throw Error("--routing " + routing.text + ": the target '" + target.name +
+                "' is dense (it routes no experts)");
   }
-  return MakeExpertActivation(routing, target.num_moe_layers(), target.moe->num_experts, target.moe->top_k, seed);
+  return MakeExpertActivation(routing, target.num_moe_layers(), target.moe->num_experts,
+                              target.moe->top_k, seed);
 }
 
 void SdSweepRequest::Validate() const {
-  if (levels.empty()) throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
+  if (levels.empty())
+    throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
   for (double level : levels) {
     if (by_sigma ? !(level > 0 && level <= 1) : !(level >= 0 && level < 1)) {
-      throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " value " + FormatLevel(level) +
+      throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " value " +
+                  FormatLevel(level) +
                   (by_sigma ? ": expected a number in (0, 1]" : ": expected a number in [0, 1)"));
     }
   }
@@ -41,7 +45,8 @@ void SdSweepRequest::Validate() const {
 
 std::optional<double> SdSweepResult::MoesdSpeedup(const SdPlanRow& row) const {
   if (!sd_fit || !target.moe) return std::nullopt;
-  return PredictSpeedup(*sd_fit, SdPoint{row.batch, row.gamma, target.moe->top_k, target.moe->num_experts, row.sigma});
+  return PredictSpeedup(*sd_fit, SdPoint{row.batch, row.gamma, target.moe->top_k,
+                                         target.moe->num_experts, row.sigma});
 }
 
 SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store) {
@@ -70,7 +75,8 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store
     result.sd_fit_path = *request.sd_fit;
   }
   result.target_routing = TargetRouting(request.routing, result.target, request.routing_seed);
-  SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length, result.hardware);
+  SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length,
+                    result.hardware);
   costs.RouteTargetBy(result.target_routing.get());
   for (double level : request.levels) {
     SdPlanOptions options = request.plan;

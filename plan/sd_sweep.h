@@ -61,8 +61,8 @@ struct SdSweepResult {
 
 // The routing a prediction prices `target`'s passes with: nullptr for uniform (the closed form),
 // else the sampled activation (routing/expert_activation_sampler.h). Error for a dense target.
-std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing, const MoeModelSpec& target,
-                                                      uint64_t seed);
+std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing,
+                                                      const MoeModelSpec& target, uint64_t seed);
 
 SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store);
 

@@ -4,32 +4,41 @@ namespace moelab::policies {
 
 std::string ToString(DecisionKind kind) {
   switch (kind) {
-    case DecisionKind::kHit: return "hit";
-    case DecisionKind::kPromote: return "promote";
-    case DecisionKind::kFetch: return "fetch";
-    case DecisionKind::kTransient: return "transient";
-    case DecisionKind::kCpu: return "cpu";
-    case DecisionKind::kEvict: return "evict";
-    case DecisionKind::kPrefetch: return "prefetch";
-    case DecisionKind::kDiscard: return "discard";
+    case DecisionKind::kHit:
+      return "hit";
+    case DecisionKind::kPromote:
+      return "promote";
+    case DecisionKind::kFetch:
+      return "fetch";
+    case DecisionKind::kTransient:
+      return "transient";
+    case DecisionKind::kCpu:
+      return "cpu";
+    case DecisionKind::kEvict:
+      return "evict";
+    case DecisionKind::kPrefetch:
+      return "prefetch";
+    case DecisionKind::kDiscard:
+      return "discard";
   }
   return "?";
 }
 
 std::string ToString(const DecisionEvent& e) {
-  return "pass " + std::to_string(e.pass) + " layer " + std::to_string(e.expert.layer) + " expert " +
-         std::to_string(e.expert.expert) + " " + ToString(e.kind);
+  return "pass " + std::to_string(e.pass) + " layer " + std::to_string(e.expert.layer) +
+         " expert " + std::to_string(e.expert.expert) + " " + ToString(e.kind);
 }
 
-void RecordDecision(std::vector<DecisionEvent>& log, int64_t pass, int32_t layer, const ExpertDecision& decision,
-                    const PlanChecker::Effects& effects) {
+void RecordDecision(std::vector<DecisionEvent>& log, int64_t pass, int32_t layer,
+                    const ExpertDecision& decision, const PlanChecker::Effects& effects) {
   DecisionKind kind = DecisionKind::kHit;
   switch (decision.action) {
     case ExpertAction::kResident:
       kind = decision.promote ? DecisionKind::kPromote : DecisionKind::kHit;
       break;
     case ExpertAction::kFetch:
-      kind = decision.target == FetchTarget::kCache ? DecisionKind::kFetch : DecisionKind::kTransient;
+      kind =
+          decision.target == FetchTarget::kCache ? DecisionKind::kFetch : DecisionKind::kTransient;
       break;
     case ExpertAction::kCpu:
       kind = DecisionKind::kCpu;

@@ -33,8 +33,8 @@ struct DecisionEvent {
 };
 std::string ToString(const DecisionEvent& event);  // "pass 3 layer 1 expert 5 fetch"
 
-void RecordDecision(std::vector<DecisionEvent>& log, int64_t pass, int32_t layer, const ExpertDecision& decision,
-                    const PlanChecker::Effects& effects);
+void RecordDecision(std::vector<DecisionEvent>& log, int64_t pass, int32_t layer,
+                    const ExpertDecision& decision, const PlanChecker::Effects& effects);
 void RecordPrefetch(std::vector<DecisionEvent>& log, int64_t pass, const PrefetchRequest& request,
                     const PlanChecker::Effects& effects);
 void RecordDiscard(std::vector<DecisionEvent>& log, int64_t pass, ExpertRef expert);

@@ -43,8 +43,8 @@ struct MemoryPlan {
   // when even those overflow), and the whole experts that fit there (0 when none).
   double expert_budget_bytes = 0;
   int64_t available_expert_slots = 0;
-  int64_t expert_slots = 0;     // what the policy asks for
-  int64_t staging_buffers = 0;  // what the policy reserves
+  int64_t expert_slots = 0;      // what the policy asks for
+  int64_t staging_buffers = 0;   // what the policy reserves
   bool fits_accelerator = true;  // budget >= 0 and the slots fit
   int64_t experts_total = 0;     // MoE layers x experts per layer
   // Host RAM holds every expert that fits next to the CPU layers' dense parts (and a copy of the

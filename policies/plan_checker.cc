@@ -101,8 +101,7 @@ PlanChecker::Effects PlanChecker::ApplyDecision(int32_t layer, const ExpertDecis
         entry.location = ExpertLocation::kCache;
         return effects;
       }
-      if (decision.target != FetchTarget::kTransient)
-        Bug("fetches into a staged buffer on demand");
+      if (decision.target != FetchTarget::kTransient) Bug("fetches into a staged buffer on demand");
       if (decision.evict) Bug("evicts for a transient fetch");
       AcquireStagingBuffer();  // run, then released
       ReleaseStagingBuffer();
@@ -177,8 +176,7 @@ void PlanChecker::AcquireStagingBuffer() {
 }
 
 void PlanChecker::ReleaseStagingBuffer() {
-  if (++staging_balance_ > staging_buffers_)
-    Bug("releases more staging buffers than it holds");
+  if (++staging_balance_ > staging_buffers_) Bug("releases more staging buffers than it holds");
 }
 
 }  // namespace moelab::policies

@@ -23,7 +23,7 @@ struct PolicyOptions {
 // A PolicyOptions field by its command-line name (without "--").
 struct PolicyOptionField {
   std::string_view name;
-  std::optional<int64_t> PolicyOptions::* member;
+  std::optional<int64_t> PolicyOptions::*member;
 };
 
 // Every PolicyOptions field, in declaration order (the order options are refused in).
@@ -49,12 +49,12 @@ enum class OptionMaximum {
 // refuses what a policy does not declare), the CLI (which builds its flags and help from them)
 // and the policy itself (Resolve).
 struct PolicyOptionSpec {
-  std::string_view name;                  // a kPolicyOptionFields name: "staging-buffers"
-  std::optional<int64_t> default_value;   // unset: the policy derives it from the setup
-  std::string_view derived_default;       // how, when default_value is unset: "memory / layers"
+  std::string_view name;                 // a kPolicyOptionFields name: "staging-buffers"
+  std::optional<int64_t> default_value;  // unset: the policy derives it from the setup
+  std::string_view derived_default;      // how, when default_value is unset: "memory / layers"
   int64_t minimum = 0;
   OptionMaximum maximum = OptionMaximum::kNone;
-  std::string_view help;                  // what it sets, for --help
+  std::string_view help;  // what it sets, for --help
 
   // The value given in `options` (nullopt when unset).
   std::optional<int64_t> Given(const PolicyOptions& options) const;

@@ -68,7 +68,8 @@ std::string PolicyRegistry::NameList() const {
 std::string PolicyRegistry::HelpList() const {
   std::string text;
   for (const PolicyInfo& info : policies_) {
-    text += "  " + info.name + std::string(info.name.size() < 14 ? 14 - info.name.size() : 1, ' ') + info.summary + "\n";
+    text += "  " + info.name + std::string(info.name.size() < 14 ? 14 - info.name.size() : 1, ' ') +
+            info.summary + "\n";
   }
   return text;
 }
@@ -86,23 +87,19 @@ void RegisterOffloadPolicies(PolicyRegistry& registry) {
   registry.Add({"static-split",
                 "the first L layers (dense parts and experts) on the accelerator, the rest on the "
                 "CPU (llama.cpp -ngl)",
-                impl::StaticSplitOptions(),
-                impl::MakeStaticSplitPolicy});
+                impl::StaticSplitOptions(), impl::MakeStaticSplitPolicy});
   registry.Add({"lru-prefetch",
                 "per-layer LRU cache of k experts plus speculative prefetch of the next layer's "
                 "most likely experts into staging buffers (Mixtral-offloading)",
-                impl::LruPrefetchOptions(),
-                impl::MakeLruPrefetchPolicy});
+                impl::LruPrefetchOptions(), impl::MakeLruPrefetchPolicy});
   registry.Add({"fiddler",
                 "popularity placement plus Algorithm 1 per expert: run resident, copy then run "
                 "on the accelerator, or run on the CPU (Fiddler)",
-                impl::FiddlerOptions(),
-                impl::MakeFiddlerPolicy});
+                impl::FiddlerOptions(), impl::MakeFiddlerPolicy});
   registry.Add({"fmoe",
                 "expert-map store with semantic and trajectory search, probability-mass prefetch "
                 "d layers ahead, eviction by 1/(p freq) (fMoE)",
-                impl::FmoeOptions(),
-                impl::MakeFmoePolicy});
+                impl::FmoeOptions(), impl::MakeFmoePolicy});
   registry.Add({"stream-all",
                 "every expert of every layer loaded for each pass, nothing kept (naive offloading, "
                 "accelerate-style)",

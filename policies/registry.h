@@ -48,7 +48,7 @@ void RegisterOffloadPolicies(PolicyRegistry& registry);
 // every declaration ("lru-prefetch: device staging buffers ... (default 4); fiddler: ...").
 struct PolicyOptionFlag {
   std::string name;  // without "--"
-  std::optional<int64_t> PolicyOptions::* member;
+  std::optional<int64_t> PolicyOptions::*member;
   std::string help;
 };
 // In PolicyOptions order; fields no registered policy takes are left out.

@@ -45,7 +45,8 @@ double BestSeconds(ThreadPool& pool, int repetitions, Body body) {
   for (int r = 0; r < repetitions; ++r) {
     const auto start = std::chrono::steady_clock::now();
     pool.Run(pool.size(), body);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r == 0 || seconds < best) best = seconds;
   }
   return best;
@@ -57,26 +58,32 @@ nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int r
   if (repetitions < 1) throw Error("machine limits: repetitions must be >= 1");
   const size_t threads = static_cast<size_t>(pool.size());
   const size_t chunk = buffer_bytes / threads / 256 * 256;
-  if (chunk == 0) throw Error("machine limits: buffer of " + std::to_string(buffer_bytes) + " bytes is too small");
+  if (chunk == 0)
+    throw Error("machine limits: buffer of " + std::to_string(buffer_bytes) +
+                " bytes is too small");
   std::unique_ptr<char, decltype(&std::free)> buffer(
       static_cast<char*>(std::aligned_alloc(64, chunk * threads)), &std::free);
-  if (!buffer) throw Error("machine limits: cannot allocate " + std::to_string(chunk * threads) + " bytes");
+  if (!buffer)
+    throw Error("machine limits: cannot allocate " + std::to_string(chunk * threads) + " bytes");
   std::memset(buffer.get(), 1, chunk * threads);
   std::vector<float> sinks(threads);
   const double read_s = BestSeconds(pool, repetitions, [&](int64_t task, int) {
-    sinks[static_cast<size_t>(task)] = ReadStream(buffer.get() + static_cast<size_t>(task) * chunk, chunk);
+    sinks[static_cast<size_t>(task)] =
+        ReadStream(buffer.get() + static_cast<size_t>(task) * chunk, chunk);
   });
   nlohmann::json limits;
   limits["dram_read_bytes_per_s"] = static_cast<double>(chunk * threads) / read_s;
   limits["peak_flops"] = nlohmann::json::object();
-  std::string method = "best of " + std::to_string(repetitions) + ": every thread streams its share of a " +
-                       std::to_string(chunk * threads) + "-byte buffer";
+  std::string method = "best of " + std::to_string(repetitions) +
+                       ": every thread streams its share of a " + std::to_string(chunk * threads) +
+                       "-byte buffer";
   // FLOP/s of every thread running loop(iterations) on registers.
   const auto peak = [&](float (*loop)(int64_t), int64_t iterations, double flops_per_iteration) {
     const double seconds = BestSeconds(pool, repetitions, [&](int64_t task, int) {
       sinks[static_cast<size_t>(task)] = loop(iterations);
     });
-    return static_cast<double>(threads) * static_cast<double>(iterations) * flops_per_iteration / seconds;
+    return static_cast<double>(threads) * static_cast<double>(iterations) * flops_per_iteration /
+           seconds;
   };
   if (ActiveIsa() == Isa::kAvx512Bf16) {
     limits["peak_flops"]["bf16"] = peak(Bf16DotLoop, 2'000'000, kBf16DotLoopFlopsPerIteration);

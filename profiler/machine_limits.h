@@ -29,9 +29,10 @@ float Fp32FmaLoop(int64_t iterations);
 inline constexpr double kFp32FmaLoopFlopsPerIteration = 12.0 * 16.0;
 
 // machine.limits of a profile: {"dram_read_bytes_per_s", "peak_flops": {"bf16": ...} (only on
-// CPUs with AVX512-BF16), "fp32": ... (CPUs with AVX2+FMA)}, "threads", "method"}: the best of `repetitions` timed passes of every
-// pool thread streaming its share of a `buffer_bytes` buffer (>= 2 x L3 so it comes from DRAM),
-// and of every thread running Bf16DotLoop / Fp32FmaLoop. Best, not median: a limit is what the machine can do.
+// CPUs with AVX512-BF16), "fp32": ... (CPUs with AVX2+FMA)}, "threads", "method"}: the best of
+// `repetitions` timed passes of every pool thread streaming its share of a `buffer_bytes` buffer
+// (>= 2 x L3 so it comes from DRAM), and of every thread running Bf16DotLoop / Fp32FmaLoop. Best,
+// not median: a limit is what the machine can do.
 nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int repetitions);
 
 }  // namespace moelab

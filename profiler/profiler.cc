@@ -323,7 +323,8 @@ nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& pres
   profile["machine"]["load_average_1m_end"] = LoadAverage1m();
   // After the operators, so the probes' buffer never shares memory with the profiled weights.
   profile["machine"]["limits"] = MeasureMachineLimits(
-      pool, static_cast<size_t>(std::max<int64_t>(4 * l3_bytes, int64_t{256} << 20)), request.quick ? 3 : 5);
+      pool, static_cast<size_t>(std::max<int64_t>(4 * l3_bytes, int64_t{256} << 20)),
+      request.quick ? 3 : 5);
   const double logical_cpus = profile["machine"]["logical_cpus"].get<double>();
   if (load_at_start > 0.3 * logical_cpus) {
     char text[64];

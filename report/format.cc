@@ -10,7 +10,8 @@ std::string Table::Render() const {
   std::vector<size_t> widths(header_.size());
   for (size_t i = 0; i < header_.size(); ++i) widths[i] = header_[i].size();
   for (const auto& row : rows_) {
-    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
   }
   std::ostringstream out;
   auto line = [&](const std::vector<std::string>& cells) {

@@ -21,13 +21,15 @@ Cell CellOf(const nlohmann::json& value) {
   return std::monostate{};
 }
 
-void Flatten(const nlohmann::json& value, const std::string& path, std::vector<std::pair<std::string, Cell>>& leaves) {
+void Flatten(const nlohmann::json& value, const std::string& path,
+             std::vector<std::pair<std::string, Cell>>& leaves) {
   if (value.is_array()) return;
   if (!value.is_object()) {
     leaves.emplace_back(path, CellOf(value));
     return;
   }
-  for (const auto& [key, child] : value.items()) Flatten(child, path.empty() ? key : path + "." + key, leaves);
+  for (const auto& [key, child] : value.items())
+    Flatten(child, path.empty() ? key : path + "." + key, leaves);
 }
 
 }  // namespace
@@ -37,7 +39,8 @@ RowSet JsonRows(const std::vector<nlohmann::json>& objects) {
   std::vector<Column> columns;
   std::map<std::string, size_t> index;
   for (const nlohmann::json& object : objects) {
-    if (!object.is_object()) throw Error("JSON rows: expected objects, got " + std::string(object.type_name()));
+    if (!object.is_object())
+      throw Error("JSON rows: expected objects, got " + std::string(object.type_name()));
     rows.emplace_back();
     Flatten(object, "", rows.back());
     for (const auto& [path, cell] : rows.back()) {
@@ -54,7 +57,8 @@ RowSet JsonRows(const std::vector<nlohmann::json>& objects) {
 }
 
 RowSet JsonArrayRows(const nlohmann::json& array) {
-  if (!array.is_array()) throw Error("JSON rows: expected an array, got " + std::string(array.type_name()));
+  if (!array.is_array())
+    throw Error("JSON rows: expected an array, got " + std::string(array.type_name()));
   return JsonRows(std::vector<nlohmann::json>(array.begin(), array.end()));
 }
 

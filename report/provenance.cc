@@ -71,7 +71,8 @@ nlohmann::json Provenance() {
             {"nlohmann_json", std::to_string(NLOHMANN_JSON_VERSION_MAJOR) + "." +
                                   std::to_string(NLOHMANN_JSON_VERSION_MINOR) + "." +
                                   std::to_string(NLOHMANN_JSON_VERSION_PATCH)},
-            {"boost", std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) + "." +
+            {"boost", std::to_string(BOOST_VERSION / 100000) + "." +
+                          std::to_string(BOOST_VERSION / 100 % 1000) + "." +
                           std::to_string(BOOST_VERSION % 100)}}}};
 }
 

@@ -56,7 +56,8 @@ RowSet::RowSet(std::vector<Column> columns) : columns_(std::move(columns)) {
 
 void RowSet::Add(std::vector<Cell> cells) {
   if (cells.size() != columns_.size()) {
-    throw Error("row of " + std::to_string(cells.size()) + " cells for " + std::to_string(columns_.size()) + " columns");
+    throw Error("row of " + std::to_string(cells.size()) + " cells for " +
+                std::to_string(columns_.size()) + " columns");
   }
   rows_.push_back(std::move(cells));
 }
@@ -92,7 +93,8 @@ std::string RowSet::ToTable() const {
     std::vector<std::string> cells;
     for (size_t i = 0; i < row.size(); ++i) {
       if (!columns_[i].in_table) continue;
-      cells.push_back(std::holds_alternative<std::monostate>(row[i]) ? "-" : columns_[i].text(row[i]));
+      cells.push_back(std::holds_alternative<std::monostate>(row[i]) ? "-"
+                                                                     : columns_[i].text(row[i]));
     }
     table.AddRow(cells);
   }
@@ -107,6 +109,8 @@ void Emit(const std::string& text, const std::string& out) {
   }
 }
 
-void EmitJson(const nlohmann::json& json, const std::string& out) { Emit(json.dump(2) + "\n", out); }
+void EmitJson(const nlohmann::json& json, const std::string& out) {
+  Emit(json.dump(2) + "\n", out);
+}
 
 }  // namespace moelab::report

@@ -17,9 +17,12 @@ namespace moelab::report {
 using Cell = std::variant<std::monostate, bool, int64_t, double, std::string>;  // monostate: null
 
 struct Column {
-  Column(std::string key_, std::string title_, std::function<std::string(const Cell&)> text_ = nullptr,
-         bool in_table_ = true)
-      : key(std::move(key_)), title(std::move(title_)), text(std::move(text_)), in_table(in_table_) {}
+  Column(std::string key_, std::string title_,
+         std::function<std::string(const Cell&)> text_ = nullptr, bool in_table_ = true)
+      : key(std::move(key_)),
+        title(std::move(title_)),
+        text(std::move(text_)),
+        in_table(in_table_) {}
 
   std::string key;    // JSON key and CSV header
   std::string title;  // text-table header

@@ -217,7 +217,8 @@ class CorrelatedRouting : public RoutingSource {
           } else {
             value = SlotValue(step - 1, layer, token, k);
           }
-        } else if (layer > 0 && (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
+        } else if (layer > 0 &&
+                   (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
           const int32_t below = previous_layer && token < previous_layer->tokens
                                     ? previous_layer->slots[static_cast<size_t>(token * top_k_ + k)]
                                     : SlotValue(step, layer - 1, token, k);

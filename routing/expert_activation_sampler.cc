@@ -19,8 +19,8 @@ PassKind KindOfStep(const std::string& kind) {
 }
 
 // Appends token `token` of a step ([layer][token][k]) to `segment`'s bit sets.
-void AppendToken(const std::vector<std::vector<std::vector<int32_t>>>& experts, size_t token, int64_t words,
-                 SampledExpertActivation::Segment& segment) {
+void AppendToken(const std::vector<std::vector<std::vector<int32_t>>>& experts, size_t token,
+                 int64_t words, SampledExpertActivation::Segment& segment) {
   const size_t base = segment.experts.size();
   segment.experts.resize(base + experts.size() * static_cast<size_t>(words), 0);
   for (size_t layer = 0; layer < experts.size(); ++layer) {
@@ -32,8 +32,9 @@ void AppendToken(const std::vector<std::vector<std::vector<int32_t>>>& experts, 
 
 }  // namespace
 
-SampledExpertActivation::SampledExpertActivation(std::string description, int64_t num_layers, int64_t num_experts,
-                                                 int64_t top_k, std::vector<Segment> segments, uint64_t seed)
+SampledExpertActivation::SampledExpertActivation(std::string description, int64_t num_layers,
+                                                 int64_t num_experts, int64_t top_k,
+                                                 std::vector<Segment> segments, uint64_t seed)
     : description_(std::move(description)),
       num_layers_(num_layers),
       num_experts_(num_experts),
@@ -47,11 +48,13 @@ SampledExpertActivation::SampledExpertActivation(std::string description, int64_
   for (const Segment& segment : segments_) {
     if (segment.tokens < 1 ||
         segment.experts.size() != static_cast<size_t>(segment.tokens * num_layers_ * words_)) {
-      throw Error(description_ + ": a routed segment's bit sets do not match its tokens and layers");
+      throw Error(description_ +
+                  ": a routed segment's bit sets do not match its tokens and layers");
     }
     pools_[segment.kind].push_back(&segment);
   }
-  if (segments_.empty()) throw Error(description_ + ": no routed tokens to measure expert activation on");
+  if (segments_.empty())
+    throw Error(description_ + ": no routed tokens to measure expert activation on");
 }
 
 int64_t SampledExpertActivation::segments(PassKind kind) const {
@@ -59,7 +62,8 @@ int64_t SampledExpertActivation::segments(PassKind kind) const {
   return it == pools_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }
 
-const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivation::Pool(PassKind kind) const {
+const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivation::Pool(
+    PassKind kind) const {
   static const std::map<PassKind, std::vector<PassKind>> kPreference = {
       {PassKind::kDecode, {PassKind::kDecode, PassKind::kVerify, PassKind::kPrefill}},
       {PassKind::kVerify, {PassKind::kVerify, PassKind::kDecode, PassKind::kPrefill}},
@@ -68,22 +72,25 @@ const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivat
     const auto it = pools_.find(candidate);
     if (it != pools_.end() && !it->second.empty()) return it->second;
   }
-  throw Error(description_ + ": no routed tokens");  // unreachable: the constructor refuses an empty set
+  throw Error(description_ +
+              ": no routed tokens");  // unreachable: the constructor refuses an empty set
 }
 
-double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
+double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_per_sequence,
+                                                PassKind kind) const {
   return Estimated(batch, tokens_per_sequence, kind).distinct;
 }
 
-ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
+ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence,
+                                         PassKind kind) const {
   return Estimated(batch, tokens_per_sequence, kind).load;
 }
 
-const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(int64_t batch, int64_t tokens_per_sequence,
-                                                                            PassKind kind) const {
+const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
+    int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
   if (batch < 1 || tokens_per_sequence < 1) {
-    throw Error("a pass has at least one sequence of one token, got " + std::to_string(batch) + " x " +
-                std::to_string(tokens_per_sequence));
+    throw Error("a pass has at least one sequence of one token, got " + std::to_string(batch) +
+                " x " + std::to_string(tokens_per_sequence));
   }
   const auto key = std::make_tuple(batch, tokens_per_sequence, kind);
   {
@@ -124,15 +131,18 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(int6
         const Segment& segment = *long_enough[state % long_enough.size()];
         const int64_t take = std::min(remaining, piece_tokens);
         state = SplitMix64(state);
-        const int64_t offset = static_cast<int64_t>(state % static_cast<uint64_t>(segment.tokens - take + 1));
+        const int64_t offset =
+            static_cast<int64_t>(state % static_cast<uint64_t>(segment.tokens - take + 1));
         remaining -= take;
         for (int64_t t = 0; t < take; ++t) {
-          const uint64_t* bits = segment.experts.data() + static_cast<size_t>(offset + t) * layer_words;
+          const uint64_t* bits =
+              segment.experts.data() + static_cast<size_t>(offset + t) * layer_words;
           for (size_t w = 0; w < layer_words; ++w) {
             union_bits[w] |= bits[w];
             for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
               const int64_t layer = static_cast<int64_t>(w) / words_;
-              const int64_t expert = (static_cast<int64_t>(w) % words_) * 64 + std::countr_zero(word);
+              const int64_t expert =
+                  (static_cast<int64_t>(w) % words_) * 64 + std::countr_zero(word);
               ++tokens_of[static_cast<size_t>(layer * num_experts_ + expert)];
             }
           }
@@ -158,8 +168,8 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(int6
   return memo_.emplace(key, std::move(estimate)).first->second;
 }
 
-std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(const RoutingTrace& trace,
-                                                                            const std::string& origin, uint64_t seed) {
+std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(
+    const RoutingTrace& trace, const std::string& origin, uint64_t seed) {
   trace.Validate(origin);
   const int64_t words = WordsFor(trace.num_experts);
   std::vector<Segment> segments;
@@ -172,8 +182,10 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(cons
       sequences.assign(kind == PassKind::kDecode ? static_cast<size_t>(step.tokens) : 1,
                        kind == PassKind::kDecode ? 1 : step.tokens);
     }
-    const bool one_token_each = std::all_of(sequences.begin(), sequences.end(), [](int64_t n) { return n == 1; });
-    const bool continues = kind == PassKind::kDecode && one_token_each && open_streams.size() == sequences.size();
+    const bool one_token_each =
+        std::all_of(sequences.begin(), sequences.end(), [](int64_t n) { return n == 1; });
+    const bool continues =
+        kind == PassKind::kDecode && one_token_each && open_streams.size() == sequences.size();
     if (!continues) open_streams.clear();
     size_t token = 0;
     for (size_t s = 0; s < sequences.size(); ++s) {
@@ -185,52 +197,61 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(cons
         segments.push_back(Segment{kind, 0, {}});
         if (kind == PassKind::kDecode && one_token_each) open_streams.push_back(index);
       }
-      for (int64_t t = 0; t < sequences[s]; ++t) AppendToken(step.experts, token++, words, segments[index]);
+      for (int64_t t = 0; t < sequences[s]; ++t)
+        AppendToken(step.experts, token++, words, segments[index]);
     }
   }
   if (segments.empty()) throw Error(origin + ": the routing trace has no routed tokens");
-  return std::make_unique<SampledExpertActivation>("trace:" + origin, trace.num_layers, trace.num_experts,
-                                                   trace.top_k, std::move(segments), seed);
+  return std::make_unique<SampledExpertActivation>("trace:" + origin, trace.num_layers,
+                                                   trace.num_experts, trace.top_k,
+                                                   std::move(segments), seed);
 }
 
-std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromSource(RoutingSource& source,
-                                                                             const std::string& description,
-                                                                             int64_t num_layers, int64_t num_experts,
-                                                                             int64_t top_k, uint64_t seed,
-                                                                             int64_t sequences, int64_t positions) {
-  if (sequences < 1 || positions < 1) throw Error("a sampled activation needs >= 1 sequence and position");
+std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromSource(
+    RoutingSource& source, const std::string& description, int64_t num_layers, int64_t num_experts,
+    int64_t top_k, uint64_t seed, int64_t sequences, int64_t positions) {
+  if (sequences < 1 || positions < 1)
+    throw Error("a sampled activation needs >= 1 sequence and position");
   const int64_t words = WordsFor(num_experts);
   std::vector<Segment> segments(static_cast<size_t>(sequences), Segment{PassKind::kDecode, 0, {}});
   std::vector<std::vector<std::vector<int32_t>>> step(static_cast<size_t>(num_layers));
   for (int64_t position = 0; position < positions; ++position) {
-    for (int64_t layer = 0; layer < num_layers; ++layer) source.Route(position, layer, sequences, step[layer]);
-    for (int64_t s = 0; s < sequences; ++s) AppendToken(step, static_cast<size_t>(s), words, segments[s]);
+    for (int64_t layer = 0; layer < num_layers; ++layer)
+      source.Route(position, layer, sequences, step[layer]);
+    for (int64_t s = 0; s < sequences; ++s)
+      AppendToken(step, static_cast<size_t>(s), words, segments[s]);
   }
-  return std::make_unique<SampledExpertActivation>(description, num_layers, num_experts, top_k, std::move(segments),
-                                                   seed);
+  return std::make_unique<SampledExpertActivation>(description, num_layers, num_experts, top_k,
+                                                   std::move(segments), seed);
 }
 
 std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers,
-                                                       int64_t num_experts, int64_t top_k, uint64_t seed) {
+                                                       int64_t num_experts, int64_t top_k,
+                                                       uint64_t seed) {
   switch (spec.kind) {
     case RoutingSpec::Kind::kGate:
-      throw Error("--routing gate: a prediction has no gate to run; record the executor's routing with `moelab run "
-                  "--trace-out FILE` and pass --routing trace:FILE (or uniform, popularity:FILE, correlated:...)");
+      throw Error(
+          "--routing gate: a prediction has no gate to run; record the executor's routing with "
+          "`moelab run "
+          "--trace-out FILE` and pass --routing trace:FILE (or uniform, popularity:FILE, "
+          "correlated:...)");
     case RoutingSpec::Kind::kUniform:
       return std::make_unique<UniformExpertActivation>(num_experts, top_k);
     case RoutingSpec::Kind::kTrace: {
       const RoutingTrace trace = LoadRoutingTrace(spec.file);
       if (trace.num_experts != num_experts || trace.top_k != top_k) {
-        throw Error(spec.file + ": the trace routes " + std::to_string(trace.num_experts) + " experts, top-" +
-                    std::to_string(trace.top_k) + "; the model has " + std::to_string(num_experts) + " experts, top-" +
-                    std::to_string(top_k));
+        throw Error(spec.file + ": the trace routes " + std::to_string(trace.num_experts) +
+                    " experts, top-" + std::to_string(trace.top_k) + "; the model has " +
+                    std::to_string(num_experts) + " experts, top-" + std::to_string(top_k));
       }
       return SampledExpertActivation::FromTrace(trace, spec.file, seed);
     }
     case RoutingSpec::Kind::kPopularity:
     case RoutingSpec::Kind::kCorrelated: {
-      const std::unique_ptr<RoutingSource> source = MakeRoutingSource(spec, num_layers, num_experts, top_k, seed);
-      return SampledExpertActivation::FromSource(*source, spec.text, num_layers, num_experts, top_k, seed);
+      const std::unique_ptr<RoutingSource> source =
+          MakeRoutingSource(spec, num_layers, num_experts, top_k, seed);
+      return SampledExpertActivation::FromSource(*source, spec.text, num_layers, num_experts, top_k,
+                                                 seed);
     }
   }
   throw Error("unknown routing kind");

@@ -38,19 +38,22 @@ class SampledExpertActivation : public ExpertActivation {
     std::vector<uint64_t> experts;  // [token][layer][word]: bit e set when the token routes to e
   };
 
-  SampledExpertActivation(std::string description, int64_t num_layers, int64_t num_experts, int64_t top_k,
-                          std::vector<Segment> segments, uint64_t seed);
+  SampledExpertActivation(std::string description, int64_t num_layers, int64_t num_experts,
+                          int64_t top_k, std::vector<Segment> segments, uint64_t seed);
 
   // A recorded trace (`moelab run --trace-out`): each step's sequences (RoutingStep::
   // sequence_tokens; a step without them is one sequence, or one token per sequence for "decode")
   // become segments of its kind ("prefill", "verify", else decode), consecutive decode steps of
   // the same batch joined per sequence. Error (naming `origin`) when the trace has no token.
-  static std::unique_ptr<SampledExpertActivation> FromTrace(const RoutingTrace& trace, const std::string& origin,
+  static std::unique_ptr<SampledExpertActivation> FromTrace(const RoutingTrace& trace,
+                                                            const std::string& origin,
                                                             uint64_t seed);
   // `sequences` streams of `positions` decode tokens from a synthetic source (token i of step s
   // is sequence i at position s, as the correlated source defines "previous token").
-  static std::unique_ptr<SampledExpertActivation> FromSource(RoutingSource& source, const std::string& description,
-                                                             int64_t num_layers, int64_t num_experts, int64_t top_k,
+  static std::unique_ptr<SampledExpertActivation> FromSource(RoutingSource& source,
+                                                             const std::string& description,
+                                                             int64_t num_layers,
+                                                             int64_t num_experts, int64_t top_k,
                                                              uint64_t seed, int64_t sequences = 64,
                                                              int64_t positions = 64);
 
@@ -85,7 +88,8 @@ class SampledExpertActivation : public ExpertActivation {
 // model's; its layer count may differ); popularity:FILE and correlated... -> sampled from the
 // synthetic source. Error for "gate" (a prediction has no gate to run: record one with `moelab
 // run --trace-out` and pass trace:FILE).
-std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers, int64_t num_experts,
-                                                       int64_t top_k, uint64_t seed);
+std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers,
+                                                       int64_t num_experts, int64_t top_k,
+                                                       uint64_t seed);
 
 }  // namespace moelab

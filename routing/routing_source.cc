@@ -265,8 +265,8 @@ std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_
   return std::make_unique<TraceRouting>(std::move(trace), num_layers, num_experts, top_k, origin);
 }
 
-FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts, int64_t top_k,
-                                            const std::string& origin) {
+FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts,
+                                            int64_t top_k, const std::string& origin) {
   int bits = 0;
   while ((int64_t{1} << bits) < num_experts) ++bits;
   const int scale_bits = std::min(52, 62 - bits);  // a layer's total stays below 2^62
@@ -279,16 +279,16 @@ FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_
     for (size_t expert = 0; expert < table[layer].size(); ++expert) {
       const double count = table[layer][expert];
       if (!std::isfinite(count) || count < 0) {
-        throw Error(origin + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert) +
-                    ": popularity counts must be finite and >= 0");
+        throw Error(origin + ": layer " + std::to_string(layer) + " expert " +
+                    std::to_string(expert) + ": popularity counts must be finite and >= 0");
       }
       largest = std::max(largest, count);
       if (count > 0) ++nonzero;
     }
     if (nonzero < top_k) {
       throw Error(origin + ": layer " + std::to_string(layer) + " has " + std::to_string(nonzero) +
-                  " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) + " (each token needs " +
-                  std::to_string(top_k) + " distinct experts)");
+                  " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) +
+                  " (each token needs " + std::to_string(top_k) + " distinct experts)");
     }
     for (double count : table[layer]) {
       uint64_t weight = 0;
@@ -315,8 +315,7 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const RoutingSpec& spec, int64_
       return MakePopularityRouting(LoadPopularityTable(spec.file), num_layers, num_experts, top_k,
                                    seed, spec.file);
     case RoutingSpec::Kind::kCorrelated:
-      return MakeCorrelatedRouting(CorrelatedOptionsOf(spec), num_layers, num_experts, top_k,
-                                   seed);
+      return MakeCorrelatedRouting(CorrelatedOptionsOf(spec), num_layers, num_experts, top_k, seed);
     case RoutingSpec::Kind::kTrace:
       return MakeTraceRouting(LoadRoutingTrace(spec.file), num_layers, num_experts, top_k,
                               spec.file);

@@ -65,8 +65,8 @@ struct FixedPointPopularity {
   std::vector<std::vector<uint64_t>> weights;  // [layer][expert]
   std::vector<uint64_t> totals;                // [layer]
 };
-FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts, int64_t top_k,
-                                            const std::string& origin);
+FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts,
+                                            int64_t top_k, const std::string& origin);
 
 // The source a parsed --routing value names (routing/routing_spec.h): nullptr for "gate" (the
 // model's own router); loads the popularity table or the trace (errors name the file). `seed`

@@ -214,12 +214,15 @@ void RoutingTrace::Validate(const std::string& origin) const {
     if (!routed.sequence_tokens.empty()) {
       int64_t sum = 0;
       for (int64_t n : routed.sequence_tokens) {
-        if (n < 1) FailField(origin, field + ".sequence_tokens", "expected counts >= 1, got " + std::to_string(n));
+        if (n < 1)
+          FailField(origin, field + ".sequence_tokens",
+                    "expected counts >= 1, got " + std::to_string(n));
         sum += n;
       }
       if (sum != routed.tokens) {
         FailField(origin, field + ".sequence_tokens",
-                  "sums to " + std::to_string(sum) + ", but the step's tokens is " + std::to_string(routed.tokens));
+                  "sums to " + std::to_string(sum) + ", but the step's tokens is " +
+                      std::to_string(routed.tokens));
       }
     }
     const std::string experts_field = field + ".experts";
@@ -273,7 +276,8 @@ nlohmann::json RoutingTraceToJson(const RoutingTrace& trace) {
   json["steps"] = nlohmann::json::array();
   for (size_t step = 0; step < trace.steps.size(); ++step) {
     const RoutingStep& routed = trace.steps[step];
-    nlohmann::json& out = json["steps"].emplace_back(nlohmann::json{{"kind", routed.kind}, {"tokens", routed.tokens}});
+    nlohmann::json& out = json["steps"].emplace_back(
+        nlohmann::json{{"kind", routed.kind}, {"tokens", routed.tokens}});
     if (!routed.sequence_tokens.empty()) out["sequence_tokens"] = routed.sequence_tokens;
     out["experts"] = routed.experts;
     out["expert_counts"] = trace.ExpertCounts(step);
@@ -302,10 +306,12 @@ RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string&
     routed.kind = step_reader.String("kind");
     routed.tokens = step_reader.Int("tokens", 0);
     if (steps[step].contains("sequence_tokens")) {
-      const nlohmann::json& counts = ArrayField(step_reader, "sequence_tokens", "an array of token counts");
+      const nlohmann::json& counts =
+          ArrayField(step_reader, "sequence_tokens", "an array of token counts");
       for (size_t i = 0; i < counts.size(); ++i) {
         if (!counts[i].is_number_integer()) {
-          FailField(origin, StepField(step) + ".sequence_tokens", "expected integers, got " + Brief(counts[i]));
+          FailField(origin, StepField(step) + ".sequence_tokens",
+                    "expected integers, got " + Brief(counts[i]));
         }
         routed.sequence_tokens.push_back(counts[i].get<int64_t>());
       }

@@ -62,7 +62,8 @@ CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
                           : hardware.accelerator->display_name;
   cpu_threads_ = cpu_threads;
   cpu_name_ = hardware.host->cpu_name;
-  if (!accelerator_source_) accelerator_source_ = RooflineCostSource::ForHardware(accelerator, params);
+  if (!accelerator_source_)
+    accelerator_source_ = RooflineCostSource::ForHardware(accelerator, params);
   if (!host_source_) {
     host_source_ = std::make_shared<RooflineCostSource>(
         HostTargetOf(hardware, cpu_threads, host_params.compute_dtype), host_params);
@@ -92,13 +93,16 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device, const Forw
   if (found != dense_.end()) return found->second;
   const ForwardCost cost = Source(device).Forward(model_, shape);
   // Each operator's time spread evenly over the layers it covers.
-  const double layers_in[] = {static_cast<double>(model_.num_layers), static_cast<double>(model_.num_moe_layers()),
+  const double layers_in[] = {static_cast<double>(model_.num_layers),
+                              static_cast<double>(model_.num_moe_layers()),
                               static_cast<double>(model_.num_dense_layers())};
   double per_layer[3] = {0, 0, 0};  // [every layer, MoE layers, dense layers]
   for (const OperatorCost& op : cost.operators) {
     const OperatorScope scope = ScopeOf(op.op);
     if (op.op == Operator::kRoutedExperts || scope == OperatorScope::kOncePerPass) continue;
-    const int index = scope == OperatorScope::kEveryLayer ? 0 : scope == OperatorScope::kMoeLayers ? 1 : 2;
+    const int index = scope == OperatorScope::kEveryLayer  ? 0
+                      : scope == OperatorScope::kMoeLayers ? 1
+                                                           : 2;
     if (layers_in[index] > 0) per_layer[index] += op.time_s / layers_in[index];
   }
   DenseCost dense;

@@ -73,8 +73,9 @@ class Engine : public OpListener {
   void AfterLayer(int64_t layer);
   void EndPass();
   void RouteLayer(int64_t layer);
-  const std::vector<float>* Replayed(std::vector<std::vector<std::vector<float>>> policies::GateSignals::* signal,
-                                     int32_t moe_layer) const;
+  const std::vector<float>* Replayed(
+      std::vector<std::vector<std::vector<float>>> policies::GateSignals::*signal,
+      int32_t moe_layer) const;
 
   // engine_experts.cc
   OpHandle Execute(int32_t layer, int64_t tokens, const policies::ExpertDecision& decision,

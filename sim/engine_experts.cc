@@ -21,7 +21,8 @@ OpHandle Engine::Execute(int32_t layer, int64_t tokens, const ExpertDecision& de
   ++result_.expert_activations;
   result_.routed_tokens += tokens;
   const PlanChecker::Effects effects = checker_->ApplyDecision(layer, decision);
-  if (config_.record_decisions) policies::RecordDecision(result_.decisions, pass_, layer, decision, effects);
+  if (config_.record_decisions)
+    policies::RecordDecision(result_.decisions, pass_, layer, decision, effects);
   switch (decision.action) {
     case ExpertAction::kResident: {
       if (decision.promote) {
@@ -134,8 +135,8 @@ OpHandle Engine::StorageRead(int32_t layer, int32_t expert) {
 OpHandle Engine::Copy(int32_t layer, int32_t expert, uint8_t priority_class, double priority,
                       const OpHandle slot_free[2], bool staging) {
   const double bytes = static_cast<double>(expert_bytes_);
-  const OpHandle copy = NewOp(Resource::kHostToDevice, cost_.HostToDeviceSeconds(bytes),
-                              kExpertCopy, layer, expert);
+  const OpHandle copy =
+      NewOp(Resource::kHostToDevice, cost_.HostToDeviceSeconds(bytes), kExpertCopy, layer, expert);
   Op& op = graph_.at(copy);
   op.bytes = bytes;
   op.priority_class = priority_class;
@@ -173,7 +174,8 @@ void Engine::Discard(const ExpertRef& ref) {
 void Engine::ApplyPrefetches() {
   for (const PrefetchRequest& request : plan_.prefetches) {
     const PlanChecker::Effects effects = checker_->ApplyPrefetch(request);
-    if (config_.record_decisions) policies::RecordPrefetch(result_.decisions, pass_, request, effects);
+    if (config_.record_decisions)
+      policies::RecordPrefetch(result_.decisions, pass_, request, effects);
     const ExpertRef ref = request.expert;
     const auto [last_use, loading] = FreeSlotOf(effects);
     const OpHandle slot_free[2] = {last_use, loading};

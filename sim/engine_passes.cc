@@ -54,8 +54,7 @@ void Engine::BeginPass() {
 }
 
 bool Engine::needs_cpu_dense() const {
-  return std::find(dense_device_.begin(), dense_device_.end(), Device::kCpu) !=
-         dense_device_.end();
+  return std::find(dense_device_.begin(), dense_device_.end(), Device::kCpu) != dense_device_.end();
 }
 
 const CostModel::DenseCost& Engine::DenseOf(Device device) const {
@@ -112,12 +111,15 @@ void Engine::EndPass() {
 
 // The replayed signal of this pass at `moe_layer`, or nullptr (none recorded there).
 const std::vector<float>* Engine::Replayed(
-    std::vector<std::vector<std::vector<float>>> policies::GateSignals::* signal, int32_t moe_layer) const {
+    std::vector<std::vector<std::vector<float>>> policies::GateSignals::*signal,
+    int32_t moe_layer) const {
   if (!config_.gate_signals) return nullptr;
   const auto& passes = (*config_.gate_signals).*signal;
   if (pass_ >= static_cast<int64_t>(passes.size())) return nullptr;
   const auto& layers = passes[static_cast<size_t>(pass_)];
-  if (moe_layer >= static_cast<int32_t>(layers.size()) || layers[static_cast<size_t>(moe_layer)].empty()) return nullptr;
+  if (moe_layer >= static_cast<int32_t>(layers.size()) ||
+      layers[static_cast<size_t>(moe_layer)].empty())
+    return nullptr;
   return &layers[static_cast<size_t>(moe_layer)];
 }
 
@@ -127,7 +129,8 @@ void Engine::RouteLayer(int64_t layer) {
   CountDemand(routed_, experts_, counts_, demand_);
   gate_.clear();
   next_scores_.clear();
-  if (const std::vector<float>* replayed = Replayed(&policies::GateSignals::gate_probabilities, moe_layer);
+  if (const std::vector<float>* replayed =
+          Replayed(&policies::GateSignals::gate_probabilities, moe_layer);
       needs_.gate_probabilities && replayed) {
     gate_ = *replayed;
   } else if (needs_.gate_probabilities) {
@@ -135,11 +138,12 @@ void Engine::RouteLayer(int64_t layer) {
                       calibration_.popularity[static_cast<size_t>(moe_layer)],
                       config_.calibration.gate_residual_mass, gate_);
   }
-  if (const std::vector<float>* replayed = Replayed(&policies::GateSignals::next_layer_scores, moe_layer);
+  if (const std::vector<float>* replayed =
+          Replayed(&policies::GateSignals::next_layer_scores, moe_layer);
       needs_.next_layer_scores && replayed) {
     next_scores_ = *replayed;
   } else if (needs_.next_layer_scores && moe_layer + 1 < moe_layers_ &&
-      static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
+             static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
     SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)], demand_,
                                experts_, next_scores_);
     if (config_.speculative_recall) {
@@ -147,8 +151,8 @@ void Engine::RouteLayer(int64_t layer) {
       // is known now and is the same when that layer is routed.
       routing_.Route(pass_, moe_layer + 1, tokens_, next_routed_);
       CountDemand(next_routed_, experts_, next_counts_, next_demand_);
-      ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_, moe_layer + 1, next_demand_,
-                             next_scores_);
+      ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_, moe_layer + 1,
+                             next_demand_, next_scores_);
     }
   }
   policies::LayerDemand demand;

@@ -35,8 +35,10 @@ Engine::Engine(const SimConfig& config, RoutingSource& routing,
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);
-  if (config.speculative_recall && !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
-    throw Error("--speculative-recall must be in [0, 1], got " + std::to_string(*config.speculative_recall));
+  if (config.speculative_recall &&
+      !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
+    throw Error("--speculative-recall must be in [0, 1], got " +
+                std::to_string(*config.speculative_recall));
   }
   if (calibration.popularity.size() != static_cast<size_t>(moe_layers_)) {
     throw Error("sim: the routing calibration has " +
@@ -71,8 +73,7 @@ void Engine::SetUp() {
   dense_device_ = demand.dense_device;
   const policies::MemoryPlan plan = policies::PlanMemory(
       setup, demand, config_.hardware.host->dram_bytes, calibration_.popularity);
-  checker_.emplace(policy_->Name(), moe_layers_, experts_, plan.expert_slots,
-                   plan.staging_buffers);
+  checker_.emplace(policy_->Name(), moe_layers_, experts_, plan.expert_slots, plan.staging_buffers);
   result_.fits_accelerator = plan.fits_accelerator;
   checker_->CheckMemory(plan, demand.ignores_memory_limit);
   result_.accelerator_bytes = plan.accelerator_bytes;
@@ -87,7 +88,8 @@ void Engine::SetUp() {
   staging_.Reset(plan.staging_buffers);
 
   expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});
-  for (const ExpertId& id : plan.on_storage) expert_ops_[Flat(id.layer, id.expert)].on_storage = true;
+  for (const ExpertId& id : plan.on_storage)
+    expert_ops_[Flat(id.layer, id.expert)].on_storage = true;
 
   for (const ExpertRef& ref : policy_->InitialPlacement()) {
     checker_->PlaceInitial(ref);

@@ -48,15 +48,18 @@ void SpeculativeNextLayerScores(const std::vector<float>& transition,
 }
 
 void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t layer,
-                            std::span<const policies::ExpertDemand> next_demand, std::vector<float>& out) {
+                            std::span<const policies::ExpertDemand> next_demand,
+                            std::vector<float>& out) {
   constexpr uint64_t kRecallSalt = 0x7265636173706563ULL;  // "recaspec"
   const float top = out.empty() ? 0.0f : *std::max_element(out.begin(), out.end());
   for (const policies::ExpertDemand& d : next_demand) {
-    const uint64_t draw = Mix64(SplitMix64(seed ^ kRecallSalt) ^ SplitMix64(static_cast<uint64_t>(pass) * 1000003u +
-                                                                          static_cast<uint64_t>(layer)) ^
-                                static_cast<uint64_t>(d.expert) * kSplitMix64Golden);
+    const uint64_t draw =
+        Mix64(SplitMix64(seed ^ kRecallSalt) ^
+              SplitMix64(static_cast<uint64_t>(pass) * 1000003u + static_cast<uint64_t>(layer)) ^
+              static_cast<uint64_t>(d.expert) * kSplitMix64Golden);
     const double uniform = static_cast<double>(draw >> 11) * 0x1.0p-53;
-    if (uniform < recall) out[static_cast<size_t>(d.expert)] = top + 1.0f + static_cast<float>(d.tokens);
+    if (uniform < recall)
+      out[static_cast<size_t>(d.expert)] = top + 1.0f + static_cast<float>(d.tokens);
   }
 }
 

@@ -40,6 +40,7 @@ void SpeculativeNextLayerScores(const std::vector<float>& transition,
 // with probability `recall`, decided by a hash of (seed, pass, layer, expert); ties among them by
 // tokens. The rest keep their stand-in order below them.
 void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t layer,
-                            std::span<const policies::ExpertDemand> next_demand, std::vector<float>& out);
+                            std::span<const policies::ExpertDemand> next_demand,
+                            std::vector<float>& out);
 
 }  // namespace moelab::sim

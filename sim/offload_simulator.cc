@@ -26,7 +26,8 @@ void SimConfig::Validate() const {
       workload.prompt_tokens + workload.output_tokens > model.max_position_embeddings) {
     throw Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +
                 std::to_string(workload.output_tokens) + " exceed model '" + model.name + "''s " +
-                std::to_string(model.max_position_embeddings) + " positions (max_position_embeddings)");
+                std::to_string(model.max_position_embeddings) +
+                " positions (max_position_embeddings)");
   }
 }
 
@@ -51,9 +52,8 @@ SimResult SimulateOffload(const SimConfig& config) {
   config.Validate();
   const MoeModelSpec& model = config.model;
   const RoutingSpec& routing_spec = config.routing;
-  std::unique_ptr<RoutingSource> routing =
-      MakeRoutingSource(routing_spec, model.num_moe_layers(), model.moe->num_experts,
-                        model.moe->top_k, config.seed);
+  std::unique_ptr<RoutingSource> routing = MakeRoutingSource(
+      routing_spec, model.num_moe_layers(), model.moe->num_experts, model.moe->top_k, config.seed);
   if (!routing) {
     throw Error(
         "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "

@@ -41,7 +41,7 @@ struct SimConfig {
   MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
   HardwareSpec hardware;
   CostParameters cost;
-  std::optional<CostParameters> host_cost;  // the CPU's operators; unset: `cost`
+  std::optional<CostParameters> host_cost;        // the CPU's operators; unset: `cost`
   std::string cost_source = "analytic-roofline";  // echoed in the report
   // When set, what prices the accelerator's / the host's operators instead of the rooflines of
   // `cost` / `host_cost` (a fitted profile, say: plan/cost_source_options.h chooses).
@@ -119,7 +119,7 @@ struct SimResult {
 
   policies::PolicyStats policy_stats;
   std::vector<policies::DecisionEvent> decisions;  // when SimConfig::record_decisions
-  uint64_t events = 0;        // events the queue processed
+  uint64_t events = 0;                             // events the queue processed
   int64_t expert_events = 0;  // expert computations + expert weight copies + storage reads
 
   struct TimelineEntry {

@@ -56,15 +56,21 @@ void Workload::Validate() const {
                   std::to_string(limit) + " (" + why + "; docs/limits.md)");
     }
   };
-  at_most("--prompt", prompt_tokens, kMaxSequencePositions, "positions per sequence, above every model's context");
-  at_most("--tokens", output_tokens, kMaxSequencePositions, "positions per sequence, above every model's context");
+  at_most("--prompt", prompt_tokens, kMaxSequencePositions,
+          "positions per sequence, above every model's context");
+  at_most("--tokens", output_tokens, kMaxSequencePositions,
+          "positions per sequence, above every model's context");
   at_most("--batch", batch, kMaxBatch, "requests served together");
-  if (kind == WorkloadKind::kBeam) at_most("--beam", beam_width, kMaxBeamWidth, "beams of one request");
-  if (kind == WorkloadKind::kVerify) at_most("--gamma", gamma, kMaxSequencePositions, "draft tokens per pass");
-  const int64_t length = prompt_tokens + output_tokens + (kind == WorkloadKind::kVerify ? gamma : 0);
-  at_most("--prompt + --tokens", length, kMaxSequencePositions, "positions per sequence, above every model's context");
-  at_most("sequences x positions (--batch or --beam times --prompt + --tokens)", KvTokens(), kMaxSimulatedTokens,
-          "the simulation's bookkeeping and time grow with it");
+  if (kind == WorkloadKind::kBeam)
+    at_most("--beam", beam_width, kMaxBeamWidth, "beams of one request");
+  if (kind == WorkloadKind::kVerify)
+    at_most("--gamma", gamma, kMaxSequencePositions, "draft tokens per pass");
+  const int64_t length =
+      prompt_tokens + output_tokens + (kind == WorkloadKind::kVerify ? gamma : 0);
+  at_most("--prompt + --tokens", length, kMaxSequencePositions,
+          "positions per sequence, above every model's context");
+  at_most("sequences x positions (--batch or --beam times --prompt + --tokens)", KvTokens(),
+          kMaxSimulatedTokens, "the simulation's bookkeeping and time grow with it");
 }
 
 int64_t Workload::KvTokens() const {

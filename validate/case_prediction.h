@@ -43,7 +43,8 @@ struct SdRealization {
 //           (gamma T_D(n_r, 1) + T_T(n_r, gamma + 1) + T_reject(n_r)), n_r the sequences round r
 //           carried: formulas.md section 1's sigma (gamma + 1) T_T / T_round, with the realized
 //           rounds instead of the expected sigma, and the batch shrinking as sequences finish.
-Prediction Predict(const CostSource& source, const ExpertActivation* routing, const ValidationCase& spec,
-                   const PredictedModels& models, const SdRealization& realized);
+Prediction Predict(const CostSource& source, const ExpertActivation* routing,
+                   const ValidationCase& spec, const PredictedModels& models,
+                   const SdRealization& realized);
 
 }  // namespace moelab::validate

@@ -23,8 +23,8 @@ ExecutorConfig WithLayers(ExecutorConfig config, int64_t layers) {
 
 }  // namespace
 
-ExecutorBench::ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers, const ExecutorConfig& draft,
-                             uint64_t seed, int threads, double alpha)
+ExecutorBench::ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers,
+                             const ExecutorConfig& draft, uint64_t seed, int threads, double alpha)
     : pool_(threads > 0 ? threads : DefaultThreadCount()),
       seed_(seed),
       alpha_(alpha),
@@ -68,8 +68,9 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       return run;
     }
     case CaseKind::kBeam: {
-      const BeamResult result = RunBeamSearch(target, SyntheticPrompts(1, spec.prompt, vocab, seed_)[0],
-                                              spec.beam_width, spec.output_tokens);
+      const BeamResult result =
+          RunBeamSearch(target, SyntheticPrompts(1, spec.prompt, vocab, seed_)[0], spec.beam_width,
+                        spec.output_tokens);
       run.value = result.decode_s / static_cast<double>(spec.output_tokens - 1);
       return run;
     }
@@ -98,7 +99,8 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
         if (s.kind != "draft") continue;
         const int64_t sequences = s.tokens / spec.gamma;
         run.sequences_per_round.push_back(sequences);
-        if (sequences == spec.batch) full_batch_draft_steps.push_back(s.seconds / static_cast<double>(spec.gamma));
+        if (sequences == spec.batch)
+          full_batch_draft_steps.push_back(s.seconds / static_cast<double>(spec.gamma));
       }
       run.value = baseline.decode_s / sd.decode_s;
       run.sigma = sd.Sigma(spec.gamma);

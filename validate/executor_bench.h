@@ -36,8 +36,8 @@ class ExecutorBench {
  public:
   // Synthetic weights (seeded) for `target` (and a copy with `held_out_layers` layers when > 0)
   // and the dense `draft`, on `threads` threads (0: all cores).
-  ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers, const ExecutorConfig& draft, uint64_t seed,
-                int threads, double alpha);
+  ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers, const ExecutorConfig& draft,
+                uint64_t seed, int threads, double alpha);
 
   const ExecutorConfig& target_config(bool held_out) const;
   const ExecutorConfig& draft_config() const { return draft_weights_.config; }

@@ -68,8 +68,8 @@ struct Bench {
   const offload::ExpertStore* store = nullptr;
 };
 
-offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
-                                  RoutingTrace* record, double* value) {
+offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c,
+                                  const Recorded& recorded, RoutingTrace* record, double* value) {
   Transformer model(*bench.weights, *bench.pool);
   offload::OffloadOptions options;
   options.policy = c.policy;
@@ -77,7 +77,8 @@ offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c, c
   options.popularity = recorded.calibration.popularity;
   options.history = recorded.calibration.history;
   options.seed = bench.seed;
-  options.record_decisions = true;  // every run alike; the first run's gate signals feed the simulator
+  options.record_decisions =
+      true;  // every run alike; the first run's gate signals feed the simulator
   offload::OffloadRuntime runtime(bench.config, *bench.store, options);
   model.set_expert_provider(&runtime);
   std::unique_ptr<RoutingSource> routing;
@@ -87,24 +88,26 @@ offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c, c
   if (record) {
     decode.record = record;
   } else {
-    routing = MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts, bench.config.top_k,
-                               recorded.file);
+    routing = MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
+                               bench.config.top_k, recorded.file);
     decode.routing = routing.get();
   }
   const DecodeResult result = RunDecode(model, recorded.prompts, decode);
-  *value = c.kind == CaseKind::kOffloadPrefill ? result.prefill_s
-                                                : result.decode_s / static_cast<double>(c.output_tokens - 1);
+  *value = c.kind == CaseKind::kOffloadPrefill
+               ? result.prefill_s
+               : result.decode_s / static_cast<double>(c.output_tokens - 1);
   return runtime.Stats();
 }
 
-double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded, const Profile& profile,
-                double storage_read_bytes_per_s, const std::shared_ptr<const CostSource>& costs, int threads) {
+double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
+                const Profile& profile, double storage_read_bytes_per_s,
+                const std::shared_ptr<const CostSource>& costs, int threads) {
   sim::SimConfig config;
   config.model = SpecFromExecutorConfig(bench.config);
   config.policy = c.policy;
   config.workload.kind = c.kind == CaseKind::kOffloadPrefill ? sim::WorkloadKind::kPrefill
-                         : c.batch > 1                        ? sim::WorkloadKind::kBatch
-                                                              : sim::WorkloadKind::kDecode;
+                         : c.batch > 1                       ? sim::WorkloadKind::kBatch
+                                                             : sim::WorkloadKind::kDecode;
   config.workload.batch = c.batch;
   config.workload.prompt_tokens = c.prompt;
   config.workload.output_tokens = c.output_tokens;
@@ -121,15 +124,18 @@ double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& rec
       policies::ModelMemoryOf(config.model, config.cost.kv_bits, config.workload.KvTokens());
   double dense = 0;
   for (double bytes : memory.dense_layer_bytes) dense += bytes;
-  const double memory_bytes = memory.fixed_bytes + dense +
-                              (static_cast<double>(c.expert_slots) + 0.5) * static_cast<double>(ExpertBytes(config.model));
+  const double memory_bytes =
+      memory.fixed_bytes + dense +
+      (static_cast<double>(c.expert_slots) + 0.5) * static_cast<double>(ExpertBytes(config.model));
   config.hardware = StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s);
   config.accelerator_bytes = memory_bytes;
-  std::unique_ptr<RoutingSource> routing = MakeTraceRouting(recorded.trace, bench.config.num_layers,
-                                                            bench.config.num_experts, bench.config.top_k, recorded.file);
+  std::unique_ptr<RoutingSource> routing =
+      MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
+                       bench.config.top_k, recorded.file);
   const sim::SimResult simulated = sim::SimulateOffload(config, *routing, recorded.calibration);
   if (c.kind == CaseKind::kOffloadPrefill) return simulated.ttft_s;
-  if (!simulated.tpot_s) throw Error("validate offload: the simulator gave no TPOT for " + c.Label() + " (a bug)");
+  if (!simulated.tpot_s)
+    throw Error("validate offload: the simulator gave no TPOT for " + c.Label() + " (a bug)");
   return *simulated.tpot_s;
 }
 
@@ -140,7 +146,9 @@ double Median(std::vector<double> values) { return Quantile(std::move(values), 0
 // only (the checksum and copy are the simulator's link): bytes / wall time.
 double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers) {
   const int fd = ::open(store.data_path().c_str(), O_RDONLY | (store.direct_io() ? O_DIRECT : 0));
-  if (fd < 0) throw Error(store.data_path().string() + ": cannot open for the storage probe: " + std::strerror(errno));
+  if (fd < 0)
+    throw Error(store.data_path().string() +
+                ": cannot open for the storage probe: " + std::strerror(errno));
   const int64_t block = store.key().block_bytes();
   const int64_t blocks = store.key().moe_layers * store.key().experts;
   std::atomic<int64_t> next{0};
@@ -152,7 +160,8 @@ double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers)
       offload::AlignedBuffer buffer(block);
       for (int64_t i = next++; i < blocks && !failed; i = next++) {
         for (int64_t done = 0; done < block;) {
-          const ssize_t got = ::pread(fd, buffer.data() + done, static_cast<size_t>(block - done), i * block + done);
+          const ssize_t got = ::pread(fd, buffer.data() + done, static_cast<size_t>(block - done),
+                                      i * block + done);
           if (got < 0 && errno == EINTR) continue;
           if (got <= 0) {
             failed = true;
@@ -164,9 +173,11 @@ double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers)
     });
   }
   for (std::thread& thread : threads) thread.join();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ::close(fd);
-  if (failed) throw Error(store.data_path().string() + ": the storage probe could not read the store");
+  if (failed)
+    throw Error(store.data_path().string() + ": the storage probe could not read the store");
   return static_cast<double>(blocks * block) / seconds;
 }
 
@@ -217,7 +228,7 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
   int64_t same = 0;
   for (const auto& key : order) {
     std::vector<const CaseResult*> measured = groups[key], predicted = groups[key];
-    const auto by = [](double CaseResult::* field) {
+    const auto by = [](double CaseResult::*field) {
       return [field](const CaseResult* a, const CaseResult* b) {
         return a->*field != b->*field ? a->*field < b->*field : a->spec.policy < b->spec.policy;
       };
@@ -232,19 +243,22 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
       equal = equal && measured[i] == predicted[i];
     }
     same += equal;
-    notes.push_back("offload ranking, " + std::get<0>(key) + ", " + std::to_string(std::get<1>(key)) + " experts: " +
-                    (equal ? "same (" + measured_order + ")"
-                           : "differs (measured " + measured_order + "; predicted " + predicted_order + ")"));
+    notes.push_back(
+        "offload ranking, " + std::get<0>(key) + ", " + std::to_string(std::get<1>(key)) +
+        " experts: " +
+        (equal ? "same (" + measured_order + ")"
+               : "differs (measured " + measured_order + "; predicted " + predicted_order + ")"));
   }
   if (!order.empty()) {
-    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " + std::to_string(order.size()) +
-                    " (workload, expert budget) pairs");
+    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " +
+                    std::to_string(order.size()) + " (workload, expert budget) pairs");
   }
   return notes;
 }
 
-void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target, const Profile& profile,
-                          const LatencyFit& fit, const std::function<void(const std::string&)>& say,
+void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target,
+                          const Profile& profile, const LatencyFit& fit,
+                          const std::function<void(const std::string&)>& say,
                           ValidationResult& result) {
   const std::vector<ValidationCase> cases = OffloadPlan(target);
   ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
@@ -253,20 +267,25 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
   say("offload: preparing the expert store in " + dir.string());
   ModelWeights weights;
   bool built = false;
-  const offload::PreparedStore store = offload::PrepareExpertStore(target, source, dir, [&](offload::ExpertStoreWriter& writer) {
-    const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) { writer.Add(layer, expert, w); };
-    weights = MakeSyntheticWeights(target, request.seed, pool, &add);
-    built = true;
-  });
+  const offload::PreparedStore store =
+      offload::PrepareExpertStore(target, source, dir, [&](offload::ExpertStoreWriter& writer) {
+        const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) {
+          writer.Add(layer, expert, w);
+        };
+        weights = MakeSyntheticWeights(target, request.seed, pool, &add);
+        built = true;
+      });
   if (!built) {
     const ExpertSink skip;
     weights = MakeSyntheticWeights(target, request.seed, pool, &skip);
   }
   if (!store.store->direct_io()) {
-    result.notes.push_back("offload: " + store.store->warning() + " -- the storage tier was not cold");
+    result.notes.push_back("offload: " + store.store->warning() +
+                           " -- the storage tier was not cold");
   }
   const Bench bench{target, request.seed, &pool, &weights, store.store.get()};
-  const auto costs = std::make_shared<FittedProfileCostSource>(fit, SpecFromExecutorConfig(target), "cpu");
+  const auto costs =
+      std::make_shared<FittedProfileCostSource>(fit, SpecFromExecutorConfig(target), "cpu");
   const int threads = static_cast<int>(pool.size());
 
   // The executor's own gate routing per workload, recorded by an on-demand run at the largest
@@ -293,8 +312,8 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
     std::replace(name.begin(), name.end(), '=', '-');
     r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
     SaveRoutingTrace(r.trace, r.file);
-    r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts, target.top_k,
-                                          request.seed, sim::CalibrationOptions{});
+    r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
+                                          target.top_k, request.seed, sim::CalibrationOptions{});
   }
 
   // Rounds: every case once per round, in the same order, the storage probed first.
@@ -302,22 +321,27 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
   std::vector<std::vector<double>> runs(cases.size());
   std::vector<double> probes;
   for (int round = 0; round < repeats; ++round) {
-    probes.push_back(ProbeStorageReadBandwidth(*store.store, offload::OffloadOptions{}.reader_threads));
+    probes.push_back(
+        ProbeStorageReadBandwidth(*store.store, offload::OffloadOptions{}.reader_threads));
     for (size_t i = 0; i < cases.size(); ++i) {
       say("offload round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ": " + cases[i].Label());
       double value = 0;
-      offload::OffloadStats stats = RunExecutor(bench, cases[i], recorded.at(WorkloadLabel(cases[i])), nullptr, &value);
-      if (!signals[i]) signals[i] = std::make_shared<const policies::GateSignals>(std::move(stats.signals));
+      offload::OffloadStats stats =
+          RunExecutor(bench, cases[i], recorded.at(WorkloadLabel(cases[i])), nullptr, &value);
+      if (!signals[i])
+        signals[i] = std::make_shared<const policies::GateSignals>(std::move(stats.signals));
       runs[i].push_back(value);
     }
   }
 
   // The disk serves the executor's concurrent reads faster than the profile's single stream.
   const double storage_read_bytes_per_s = Median(probes);
-  result.notes.push_back("offload: storage probe (O_DIRECT, " + std::to_string(offload::OffloadOptions{}.reader_threads) +
+  result.notes.push_back("offload: storage probe (O_DIRECT, " +
+                         std::to_string(offload::OffloadOptions{}.reader_threads) +
                          " readers, median of " + std::to_string(probes.size()) + " rounds): " +
-                         std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) + " MB/s");
+                         std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
+                         " MB/s");
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < cases.size(); ++i) {
     Recorded replay = recorded.at(WorkloadLabel(cases[i]));
@@ -326,7 +350,8 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
     r.spec = cases[i];
     r.cost_source = costs->name();
     r.routing = "trace:" + replay.file;
-    r.predicted = Simulate(bench, cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
+    r.predicted =
+        Simulate(bench, cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
     r.measured = Median(runs[i]);
     r.measured_min = *std::min_element(runs[i].begin(), runs[i].end());
     r.measured_max = *std::max_element(runs[i].begin(), runs[i].end());

@@ -25,7 +25,8 @@ namespace moelab::validate {
 // source pricing compute.
 
 inline const std::vector<std::string>& OffloadPolicies() {
-  static const std::vector<std::string> policies = {"on-demand", "lru-prefetch", "static-split", "fmoe", "stream-all"};
+  static const std::vector<std::string> policies = {"on-demand", "lru-prefetch", "static-split",
+                                                    "fmoe", "stream-all"};
   return policies;
 }
 
@@ -39,10 +40,11 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offl
 
 // Builds (or reuses) the expert store under request.work_dir / "offload-store", records the
 // routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round (the
-// storage probed before each round), simulates each, and appends one CaseResult per case (cost source "fitted-profile", routing the
-// recorded trace) and the ranking notes to `result`.
-void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target, const Profile& profile,
-                          const LatencyFit& fit, const std::function<void(const std::string&)>& say,
+// storage probed before each round), simulates each, and appends one CaseResult per case (cost
+// source "fitted-profile", routing the recorded trace) and the ranking notes to `result`.
+void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target,
+                          const Profile& profile, const LatencyFit& fit,
+                          const std::function<void(const std::string&)>& say,
                           ValidationResult& result);
 
 }  // namespace moelab::validate

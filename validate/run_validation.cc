@@ -27,14 +27,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
 
 ShapeOverrides Merge(const ShapeOverrides& defaults, const ShapeOverrides& given) {
   ShapeOverrides s = defaults;
-  for (auto [field, value] : {std::pair{&s.layers, given.layers}, {&s.hidden, given.hidden},
-                              {&s.intermediate, given.intermediate}, {&s.dense_intermediate, given.dense_intermediate},
-                              {&s.experts, given.experts}, {&s.top_k, given.top_k}, {&s.heads, given.heads},
-                              {&s.kv_heads, given.kv_heads}, {&s.head_dim, given.head_dim}, {&s.vocab, given.vocab},
+  for (auto [field, value] : {std::pair{&s.layers, given.layers},
+                              {&s.hidden, given.hidden},
+                              {&s.intermediate, given.intermediate},
+                              {&s.dense_intermediate, given.dense_intermediate},
+                              {&s.experts, given.experts},
+                              {&s.top_k, given.top_k},
+                              {&s.heads, given.heads},
+                              {&s.kv_heads, given.kv_heads},
+                              {&s.head_dim, given.head_dim},
+                              {&s.vocab, given.vocab},
                               {&s.shared_experts, given.shared_experts},
                               {&s.shared_intermediate, given.shared_intermediate},
                               {&s.max_positions, given.max_positions}}) {
@@ -46,13 +54,16 @@ ShapeOverrides Merge(const ShapeOverrides& defaults, const ShapeOverrides& given
 // The calibrated roofline of the profiled machine: its measured limits with the efficiencies its
 // samples fit, at the dtype whose peak it measured (bf16 where the CPU has it, else fp32).
 std::shared_ptr<const CostSource> CalibratedSource(const Profile& profile) {
-  const std::string dtype = profile.limits && profile.limits->peak_flops.count("bf16") ? "bf16" : "fp32";
+  const std::string dtype =
+      profile.limits && profile.limits->peak_flops.count("bf16") ? "bf16" : "fp32";
   CostParameters assumed;
   assumed.compute_dtype = dtype;
-  const CostCalibration calibration = CalibrateCosts(profile, RooflineFromLimits(profile, dtype), assumed, FitOptions{});
+  const CostCalibration calibration =
+      CalibrateCosts(profile, RooflineFromLimits(profile, dtype), assumed, FitOptions{});
   const HardwareSpec machine = HardwareFromProfile(profile);
-  return std::make_shared<RooflineCostSource>(ComputeTargetOf(machine, dtype), calibration.params,
-                                              "calibrated-roofline", nlohmann::json{{"cost_calibration", calibration.ToJson()}});
+  return std::make_shared<RooflineCostSource>(
+      ComputeTargetOf(machine, dtype), calibration.params, "calibrated-roofline",
+      nlohmann::json{{"cost_calibration", calibration.ToJson()}});
 }
 
 double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
@@ -61,15 +72,18 @@ double Median(std::vector<double> values) { return Quantile(std::move(values), 0
 
 void ValidationRequest::Validate() const {
   if (repeat < 0) throw Error("--repeat must be >= 1, got " + std::to_string(repeat));
-  if (repeat > 100) throw Error("--repeat " + std::to_string(repeat) + ": at most 100 runs per case");
+  if (repeat > 100)
+    throw Error("--repeat " + std::to_string(repeat) + ": at most 100 runs per case");
   if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha must be in [0, 1)");
   if (threads < 0) throw Error("--threads must be >= 1");
-  if (work_dir.empty()) throw Error("validate needs a folder for its profile, fit and routing trace");
+  if (work_dir.empty())
+    throw Error("validate needs a folder for its profile, fit and routing trace");
 }
 
 const ErrorSummary& ValidationResult::Headline() const {
   for (const ErrorSummary& s : summaries) {
-    if (s.kind == "overall" && s.cost_source == "fitted-profile" && s.routing_assumed == "measured") return s;
+    if (s.kind == "overall" && s.cost_source == "fitted-profile" && s.routing_assumed == "measured")
+      return s;
   }
   if (summaries.empty()) throw Error("validate judged no case");
   return summaries.front();
@@ -80,16 +94,21 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   const Clock::time_point start = Clock::now();
   std::ostream* progress = request.progress;
   const auto say = [&](const std::string& line) {
-    if (progress) *progress << "[validate " << static_cast<int64_t>(Seconds(start)) << " s] " << line << std::endl;
+    if (progress)
+      *progress << "[validate " << static_cast<int64_t>(Seconds(start)) << " s] " << line
+                << std::endl;
   };
   ValidationResult result;
   result.request = request;
   const ShapeOverrides target_shape = Merge(DefaultTargetShape(), request.shape);
   ShapeOverrides draft_shape = Merge(DefaultDraftShape(), request.draft_shape);
-  const ExecutorConfig target = ExecutorConfigFromSpec(presets.LoadModel(request.model), target_shape);
-  if (!target.is_moe()) throw Error("validate predicts a MoE target; '" + target.name + "' is dense");
+  const ExecutorConfig target =
+      ExecutorConfigFromSpec(presets.LoadModel(request.model), target_shape);
+  if (!target.is_moe())
+    throw Error("validate predicts a MoE target; '" + target.name + "' is dense");
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
-  const ExecutorConfig draft = ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  const ExecutorConfig draft =
+      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
   const ValidationPlan plan = DefaultPlan(request.quick, request.kinds, target.num_layers);
   const bool offload = request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
   if (plan.cases.empty() && !offload) throw Error("--cases selects no case");
@@ -103,7 +122,8 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
     profile_json = JsonReader::ParseFile(result.profile_path);
     ValidateProfile(profile_json);
   } else {
-    say(std::string("profiling the executor's operators (") + (request.quick ? "quick" : "full") + " grid)");
+    say(std::string("profiling the executor's operators (") + (request.quick ? "quick" : "full") +
+        " grid)");
     ProfileRequest profile_request;
     profile_request.model = request.model;
     profile_request.shape = target_shape;
@@ -135,39 +155,47 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   if (profile.limits) {
     sources.push_back(CalibratedSource(profile));
   } else {
-    result.notes.push_back("the profile has no measured machine limits: no calibrated-roofline predictions");
+    result.notes.push_back(
+        "the profile has no measured machine limits: no calibrated-roofline predictions");
   }
   for (const auto& source : sources) result.cost_sources.push_back(source->name());
 
   // 2. The executor, its own routing.
-  say("building the executor's models (synthetic weights, seed " + std::to_string(request.seed) + ")");
-  ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads, request.alpha);
+  say("building the executor's models (synthetic weights, seed " + std::to_string(request.seed) +
+      ")");
+  ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads,
+                      request.alpha);
   int64_t max_gamma = 1;
   for (const ValidationCase& c : plan.cases) max_gamma = std::max(max_gamma, c.gamma);
-  say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) + ", decode)");
+  say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) +
+      ", decode)");
   const RoutingTrace trace = bench.RecordRouting(false, max_gamma);
   result.routing_trace_path = (request.work_dir / "routing-trace.json").string();
   SaveRoutingTrace(trace, result.routing_trace_path);
-  const auto routing = SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
+  const auto routing =
+      SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
   result.routing = routing->Describe();
   std::unique_ptr<SampledExpertActivation> held_out_routing;
   PredictedModels models{target_spec, target_spec, SpecFromExecutorConfig(draft)};
   if (plan.held_out_layers > 0) {
     models.held_out = SpecFromExecutorConfig(bench.target_config(true));
-    held_out_routing = SampledExpertActivation::FromTrace(bench.RecordRouting(true, max_gamma),
-                                                          "executor gate of the held-out shape", request.seed);
+    held_out_routing = SampledExpertActivation::FromTrace(
+        bench.RecordRouting(true, max_gamma), "executor gate of the held-out shape", request.seed);
   }
 
   // 3. Rounds: every case once per round, in the same order, limits probed first.
   const int repeats = request.Repeats();
-  const size_t limit_buffer = static_cast<size_t>(std::max<int64_t>(4 * L3CacheBytes(), int64_t{256} << 20));
-  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin up threads
+  const size_t limit_buffer =
+      static_cast<size_t>(std::max<int64_t>(4 * L3CacheBytes(), int64_t{256} << 20));
+  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
+                                                                   // up threads
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
     result.round_limits.push_back(MeasureMachineLimits(bench.pool(), limit_buffer, 1));
     for (size_t i = 0; i < plan.cases.size(); ++i) {
-      say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " + std::to_string(i + 1) +
-          "/" + std::to_string(plan.cases.size()) + ": " + plan.cases[i].Label());
+      say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
+          std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
+          plan.cases[i].Label());
       runs[i].push_back(bench.Run(plan.cases[i]));
     }
   }
@@ -186,10 +214,12 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
       verify_steps.push_back(run.verify_step_s);
     }
     // Acceptance is seeded: every repeat realizes the same rounds.
-    const SdRealization realized{runs[i].front().sequences_per_round, runs[i].front().plain_decode_steps};
+    const SdRealization realized{runs[i].front().sequences_per_round,
+                                 runs[i].front().plain_decode_steps};
     const ExpertActivation* recorded = spec.held_out_shape ? held_out_routing.get() : routing.get();
     for (const auto& source : sources) {
-      for (const ExpertActivation* assumed : {recorded, static_cast<const ExpertActivation*>(nullptr)}) {
+      for (const ExpertActivation* assumed :
+           {recorded, static_cast<const ExpertActivation*>(nullptr)}) {
         const Prediction prediction = Predict(*source, assumed, spec, models, realized);
         CaseResult r;
         r.spec = spec;

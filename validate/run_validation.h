@@ -24,17 +24,17 @@ namespace moelab::validate {
 // recorded routing and with uniform routing) against the median of the runs.
 struct ValidationRequest {
   std::string model = "mixtral-8x7b";
-  ShapeOverrides shape;        // applied to the model (the executor's default shape when unset)
+  ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
   std::string draft = "llama-3.2-1b";
   ShapeOverrides draft_shape;  // draft vocab defaults to the target's
   bool quick = false;
-  std::set<CaseKind> kinds;    // empty: every kind
-  int repeat = 0;              // runs per case; 0: 3 with --quick, else 5
+  std::set<CaseKind> kinds;                      // empty: every kind
+  int repeat = 0;                                // runs per case; 0: 3 with --quick, else 5
   std::optional<std::filesystem::path> profile;  // reuse this profile (moelab.profile/1)
   std::filesystem::path work_dir;                // profile, fit and routing trace are written here
-  double alpha = 0.8;          // SD acceptance rate (fixed-alpha acceptance)
+  double alpha = 0.8;                            // SD acceptance rate (fixed-alpha acceptance)
   uint64_t seed = 1;
-  int threads = 0;             // 0: all cores
+  int threads = 0;  // 0: all cores
   std::ostream* progress = nullptr;
 
   int Repeats() const { return repeat > 0 ? repeat : (quick ? 3 : 5); }
@@ -43,11 +43,11 @@ struct ValidationRequest {
 
 struct ValidationResult {
   ValidationRequest request;
-  nlohmann::json machine;                  // the profile's machine section
+  nlohmann::json machine;                    // the profile's machine section
   std::vector<nlohmann::json> round_limits;  // machine limits probed before each round
   std::string profile_path, fit_path, routing_trace_path;
   bool profile_reused = false;
-  std::string routing;                     // the recorded routing the predictions used
+  std::string routing;  // the recorded routing the predictions used
   std::vector<std::string> cost_sources;
   std::vector<std::string> notes;
   std::vector<CaseResult> cases;

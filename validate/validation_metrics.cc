@@ -26,7 +26,9 @@ double AbsError(double predicted, double measured) {
   return std::fabs(predicted - measured) / measured;
 }
 
-std::string RoutingAssumed(const CaseResult& result) { return result.routing == "uniform" ? "uniform" : "measured"; }
+std::string RoutingAssumed(const CaseResult& result) {
+  return result.routing == "uniform" ? "uniform" : "measured";
+}
 
 std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {
   // (source, routing) groups in order of first appearance; within each, "overall" then kinds.
@@ -49,8 +51,8 @@ std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {
       const auto it = errors.find({source, routing, scope});
       if (it == errors.end()) continue;
       const std::vector<double>& e = it->second;
-      summaries.push_back({scope, source, routing, static_cast<int64_t>(e.size()), Quantile(e, 0.5), Quantile(e, 0.9),
-                           *std::max_element(e.begin(), e.end())});
+      summaries.push_back({scope, source, routing, static_cast<int64_t>(e.size()), Quantile(e, 0.5),
+                           Quantile(e, 0.9), *std::max_element(e.begin(), e.end())});
     }
   }
   return summaries;
@@ -76,9 +78,9 @@ std::vector<BestGammaRow> BestGamma(const std::vector<CaseResult>& results) {
       if (r->predicted > predicted->predicted) predicted = r;
       if (r->measured > measured->measured) measured = r;
     }
-    best.push_back({std::get<3>(key), std::get<2>(key), std::get<0>(key), std::get<1>(key), predicted->spec.gamma,
-                    measured->spec.gamma, predicted->predicted, measured->measured,
-                    1.0 - predicted->measured / measured->measured});
+    best.push_back({std::get<3>(key), std::get<2>(key), std::get<0>(key), std::get<1>(key),
+                    predicted->spec.gamma, measured->spec.gamma, predicted->predicted,
+                    measured->measured, 1.0 - predicted->measured / measured->measured});
   }
   return best;
 }

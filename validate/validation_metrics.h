@@ -23,7 +23,7 @@ struct CaseResult {
   std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
   std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
   double predicted = 0;
-  double measured = 0;      // median over repeats
+  double measured = 0;  // median over repeats
   double measured_min = 0;
   double measured_max = 0;
   int repeats = 0;

@@ -18,26 +18,29 @@ using report::FormatNumber;
 nlohmann::json CaseJson(const CaseResult& r) {
   const ValidationCase& c = r.spec;
   const bool decodes = c.kind != CaseKind::kPrefill && c.kind != CaseKind::kOffloadPrefill;
-  nlohmann::json json = {{"kind", ToString(c.kind)},
-                         {"label", c.Label()},
-                         {"quantity", QuantityOf(c.kind)},
-                         {"shape", c.held_out_shape ? "held-out" : "default"},
-                         {"batch", c.batch},
-                         {"gamma", c.kind == CaseKind::kSd ? nlohmann::json(c.gamma) : nlohmann::json(nullptr)},
-                         {"beam_width", c.kind == CaseKind::kBeam ? nlohmann::json(c.beam_width) : nlohmann::json(nullptr)},
-                         {"prompt", c.prompt},
-                         // cached positions when the first decode step runs (prefill: before the prompt)
-                         {"context", decodes ? c.context + c.prompt : c.context},
-                         {"mean_decode_context", decodes ? nlohmann::json(c.MeanDecodeContext()) : nlohmann::json(nullptr)},
-                         {"output_tokens", c.output_tokens},
-                         {"cost_source", r.cost_source},
-                         {"routing", r.routing},
-                         {"predicted", r.predicted},
-                         {"measured", r.measured},
-                         {"measured_min", r.measured_min},
-                         {"measured_max", r.measured_max},
-                         {"repeats", r.repeats},
-                         {"abs_error", r.abs_error}};
+  nlohmann::json json = {
+      {"kind", ToString(c.kind)},
+      {"label", c.Label()},
+      {"quantity", QuantityOf(c.kind)},
+      {"shape", c.held_out_shape ? "held-out" : "default"},
+      {"batch", c.batch},
+      {"gamma", c.kind == CaseKind::kSd ? nlohmann::json(c.gamma) : nlohmann::json(nullptr)},
+      {"beam_width",
+       c.kind == CaseKind::kBeam ? nlohmann::json(c.beam_width) : nlohmann::json(nullptr)},
+      {"prompt", c.prompt},
+      // cached positions when the first decode step runs (prefill: before the prompt)
+      {"context", decodes ? c.context + c.prompt : c.context},
+      {"mean_decode_context",
+       decodes ? nlohmann::json(c.MeanDecodeContext()) : nlohmann::json(nullptr)},
+      {"output_tokens", c.output_tokens},
+      {"cost_source", r.cost_source},
+      {"routing", r.routing},
+      {"predicted", r.predicted},
+      {"measured", r.measured},
+      {"measured_min", r.measured_min},
+      {"measured_max", r.measured_max},
+      {"repeats", r.repeats},
+      {"abs_error", r.abs_error}};
   if (c.kind == CaseKind::kOffload || c.kind == CaseKind::kOffloadPrefill) {
     json["policy"] = c.policy;
     json["expert_slots"] = c.expert_slots;
@@ -46,9 +49,11 @@ nlohmann::json CaseJson(const CaseResult& r) {
     json["sigma"] = r.sigma;
     json["predicted_target_efficiency"] = r.predicted_target_efficiency;
     json["measured_target_efficiency"] = r.measured_target_efficiency;
-    json["step_s"] = {{"plain", {{"predicted", r.predicted_plain_step_s}, {"measured", r.measured_plain_step_s}}},
-                      {"draft", {{"predicted", r.predicted_draft_step_s}, {"measured", r.measured_draft_step_s}}},
-                      {"verify", {{"predicted", r.predicted_verify_step_s}, {"measured", r.measured_verify_step_s}}}};
+    json["step_s"] = {
+        {"plain", {{"predicted", r.predicted_plain_step_s}, {"measured", r.measured_plain_step_s}}},
+        {"draft", {{"predicted", r.predicted_draft_step_s}, {"measured", r.measured_draft_step_s}}},
+        {"verify",
+         {{"predicted", r.predicted_verify_step_s}, {"measured", r.measured_verify_step_s}}}};
   }
   return json;
 }
@@ -84,7 +89,8 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   json["max_abs_error"] = headline.max_abs_error;
   json["by_kind"] = nlohmann::json::object();
   for (const ErrorSummary& s : result.summaries) {
-    if (s.cost_source == headline.cost_source && s.routing_assumed == headline.routing_assumed && s.kind != "overall") {
+    if (s.cost_source == headline.cost_source && s.routing_assumed == headline.routing_assumed &&
+        s.kind != "overall") {
       json["by_kind"][s.kind] = SummaryJson(s);
     }
   }
@@ -135,24 +141,29 @@ size_t DistinctCases(const ValidationResult& result) {
 std::string ValidationText(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
-  out << "Validation on " << (result.machine.contains("cpu") ? result.machine["cpu"].get<std::string>() : "this machine")
-      << ": " << DistinctCases(result) << " held-out cases x "
-      << result.request.Repeats() << " interleaved runs, routing " << result.routing << "\n";
-  out << "Headline (" << headline.cost_source << ", recorded routing): median " << Percent(headline.median_abs_error)
-      << ", p90 " << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << "\n\n";
+  out << "Validation on "
+      << (result.machine.contains("cpu") ? result.machine["cpu"].get<std::string>()
+                                         : "this machine")
+      << ": " << DistinctCases(result) << " held-out cases x " << result.request.Repeats()
+      << " interleaved runs, routing " << result.routing << "\n";
+  out << "Headline (" << headline.cost_source << ", recorded routing): median "
+      << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
+      << ", max " << Percent(headline.max_abs_error) << "\n\n";
   report::Table table({"kind", "cost source", "routing", "cases", "median", "p90", "max"});
   for (const ErrorSummary& s : result.summaries) {
-    table.AddRow({s.kind, s.cost_source, s.routing_assumed, std::to_string(s.cases), Percent(s.median_abs_error),
-                  Percent(s.p90_abs_error), Percent(s.max_abs_error)});
+    table.AddRow({s.kind, s.cost_source, s.routing_assumed, std::to_string(s.cases),
+                  Percent(s.median_abs_error), Percent(s.p90_abs_error), Percent(s.max_abs_error)});
   }
   out << table.Render();
   if (!result.best_gamma.empty()) {
     out << "\nBest gamma per batch (" << headline.cost_source << ", recorded routing):\n";
     report::Table best({"batch", "shape", "predicted", "measured", "regret"});
     for (const BestGammaRow& b : result.best_gamma) {
-      if (b.cost_source != headline.cost_source || b.routing_assumed != headline.routing_assumed) continue;
-      best.AddRow({std::to_string(b.batch), b.held_out_shape ? "held-out" : "default", std::to_string(b.predicted_gamma),
-                   std::to_string(b.measured_gamma), Percent(b.regret)});
+      if (b.cost_source != headline.cost_source || b.routing_assumed != headline.routing_assumed)
+        continue;
+      best.AddRow({std::to_string(b.batch), b.held_out_shape ? "held-out" : "default",
+                   std::to_string(b.predicted_gamma), std::to_string(b.measured_gamma),
+                   Percent(b.regret)});
     }
     out << best.Render();
   }
@@ -166,38 +177,48 @@ std::string ValidationMarkdown(const ValidationResult& result) {
   const ErrorSummary& headline = result.Headline();
   out << "# moelab validate: predictions against the executor\n\n";
   out << "Machine: " << result.machine.value("cpu", std::string("?")) << ", ISA "
-      << result.machine.value("isa", std::string("?")) << ", " << result.machine.value("threads", 0) << " threads. "
-      << "Command: `" << CommandLine(result) << "`. Wall time " << FormatNumber(result.wall_time_s, 0) << " s.\n\n";
+      << result.machine.value("isa", std::string("?")) << ", " << result.machine.value("threads", 0)
+      << " threads. "
+      << "Command: `" << CommandLine(result) << "`. Wall time "
+      << FormatNumber(result.wall_time_s, 0) << " s.\n\n";
   out << "Each case ran " << result.request.Repeats()
-      << " times, interleaved round by round (the machine's limits probed before each round); measured = the median, "
-         "the spread = min..max. Predictions: each cost source with the executor's recorded gate routing ("
-      << result.routing << ") and with uniform routing. SD predictions replay the run's rounds (its realized acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
+      << " times, interleaved round by round (the machine's limits probed before each round); "
+         "measured = the median, "
+         "the spread = min..max. Predictions: each cost source with the executor's recorded gate "
+         "routing ("
+      << result.routing
+      << ") and with uniform routing. SD predictions replay the run's rounds (its realized "
+         "acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
   out << "**Headline (" << headline.cost_source << ", recorded routing): median abs error "
-      << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error) << ", max "
-      << Percent(headline.max_abs_error) << ".**\n\n";
-  out << "| kind | cost source | routing | cases | median | p90 | max |\n|---|---|---|---|---|---|---|\n";
+      << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
+      << ", max " << Percent(headline.max_abs_error) << ".**\n\n";
+  out << "| kind | cost source | routing | cases | median | p90 | max "
+         "|\n|---|---|---|---|---|---|---|\n";
   for (const ErrorSummary& s : result.summaries) {
-    out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | " << s.cases << " | "
-        << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error) << " | " << Percent(s.max_abs_error)
-        << " |\n";
+    out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | "
+        << s.cases << " | " << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error)
+        << " | " << Percent(s.max_abs_error) << " |\n";
   }
   if (!result.best_gamma.empty()) {
-    out << "\n## Best gamma per batch\n\n| batch | shape | cost source | routing | predicted | measured | regret |\n"
+    out << "\n## Best gamma per batch\n\n| batch | shape | cost source | routing | predicted | "
+           "measured | regret |\n"
            "|---|---|---|---|---|---|---|\n";
     for (const BestGammaRow& b : result.best_gamma) {
-      out << "| " << b.batch << " | " << (b.held_out_shape ? "held-out" : "default") << " | " << b.cost_source << " | "
-          << b.routing_assumed << " | " << b.predicted_gamma << " | " << b.measured_gamma << " | " << Percent(b.regret)
-          << " |\n";
+      out << "| " << b.batch << " | " << (b.held_out_shape ? "held-out" : "default") << " | "
+          << b.cost_source << " | " << b.routing_assumed << " | " << b.predicted_gamma << " | "
+          << b.measured_gamma << " | " << Percent(b.regret) << " |\n";
     }
   }
   out << "\n## Cases (" << headline.cost_source << ", recorded routing)\n\n"
       << "| case | quantity | predicted | measured (min..max) | error |\n|---|---|---|---|---|\n";
   for (const CaseResult& r : result.cases) {
-    if (r.cost_source != headline.cost_source || RoutingAssumed(r) != headline.routing_assumed) continue;
+    if (r.cost_source != headline.cost_source || RoutingAssumed(r) != headline.routing_assumed)
+      continue;
     const int places = r.spec.kind == CaseKind::kSd ? 3 : 5;
-    out << "| " << r.spec.Label() << " | " << QuantityOf(r.spec.kind) << " | " << FormatNumber(r.predicted, places)
-        << " | " << FormatNumber(r.measured, places) << " (" << FormatNumber(r.measured_min, places) << ".."
-        << FormatNumber(r.measured_max, places) << ") | " << Percent(r.abs_error) << " |\n";
+    out << "| " << r.spec.Label() << " | " << QuantityOf(r.spec.kind) << " | "
+        << FormatNumber(r.predicted, places) << " | " << FormatNumber(r.measured, places) << " ("
+        << FormatNumber(r.measured_min, places) << ".." << FormatNumber(r.measured_max, places)
+        << ") | " << Percent(r.abs_error) << " |\n";
   }
   bool sd_header = false;
   for (const CaseResult& r : result.cases) {
@@ -213,7 +234,8 @@ std::string ValidationMarkdown(const ValidationResult& result) {
     const auto pair = [](double predicted_s, double measured_s) {
       return FormatNumber(1e3 * predicted_s, 2) + " / " + FormatNumber(1e3 * measured_s, 2);
     };
-    out << "| " << r.spec.Label() << " | " << pair(r.predicted_plain_step_s, r.measured_plain_step_s) << " | "
+    out << "| " << r.spec.Label() << " | "
+        << pair(r.predicted_plain_step_s, r.measured_plain_step_s) << " | "
         << pair(r.predicted_draft_step_s, r.measured_draft_step_s) << " | "
         << pair(r.predicted_verify_step_s, r.measured_verify_step_s) << " |\n";
   }
@@ -224,39 +246,45 @@ std::string ValidationMarkdown(const ValidationResult& result) {
 namespace {
 
 // Predicted vs measured points of one group of kinds, one data block per kind (gnuplot index).
-std::string ScatterData(const ValidationResult& result, const std::set<CaseKind>& kinds, std::vector<std::string>& titles) {
+std::string ScatterData(const ValidationResult& result, const std::set<CaseKind>& kinds,
+                        std::vector<std::string>& titles) {
   const ErrorSummary& headline = result.Headline();
   std::ostringstream data;
   for (CaseKind kind : kinds) {
     std::ostringstream block;
     int rows = 0;
     for (const CaseResult& r : result.cases) {
-      if (r.spec.kind != kind || r.cost_source != headline.cost_source || RoutingAssumed(r) != headline.routing_assumed) {
+      if (r.spec.kind != kind || r.cost_source != headline.cost_source ||
+          RoutingAssumed(r) != headline.routing_assumed) {
         continue;
       }
-      block << r.measured << " " << r.predicted << " " << r.measured_min << " " << r.measured_max << "\n";
+      block << r.measured << " " << r.predicted << " " << r.measured_min << " " << r.measured_max
+            << "\n";
       ++rows;
     }
     if (rows == 0) continue;
-    data << "# " << ToString(kind) << ": measured predicted measured_min measured_max\n" << block.str() << "\n\n";
+    data << "# " << ToString(kind) << ": measured predicted measured_min measured_max\n"
+         << block.str() << "\n\n";
     titles.push_back(ToString(kind));
   }
   return data.str();
 }
 
-std::string ScatterScript(const std::string& name, const std::string& unit, const std::vector<std::string>& titles,
-                          bool logscale) {
+std::string ScatterScript(const std::string& name, const std::string& unit,
+                          const std::vector<std::string>& titles, bool logscale) {
   std::ostringstream gp;
   for (const char* terminal : {"pngcairo size 900,700", "svg size 900,700"}) {
     const bool png = std::string(terminal).rfind("png", 0) == 0;
-    gp << "set terminal " << terminal << "\nset output '" << name << (png ? ".png" : ".svg") << "'\n";
+    gp << "set terminal " << terminal << "\nset output '" << name << (png ? ".png" : ".svg")
+       << "'\n";
     gp << "set title 'moelab validate: predicted vs measured (" << unit << ")'\n"
        << "set xlabel 'measured (" << unit << ")'\nset ylabel 'predicted (" << unit << ")'\n"
        << "set key left top\nset grid\n"
        << (logscale ? "set logscale xy\n" : "unset logscale\n");
     gp << "plot x title 'y = x' lw 1 lc rgb '#888888'";
     for (size_t i = 0; i < titles.size(); ++i) {
-      gp << ", '" << name << ".dat' index " << i << " using 1:2:3:4 with xerrorbars title '" << titles[i] << "' pt 7";
+      gp << ", '" << name << ".dat' index " << i << " using 1:2:3:4 with xerrorbars title '"
+         << titles[i] << "' pt 7";
     }
     gp << "\n";
   }
@@ -283,34 +311,39 @@ bool WriteValidationFolder(const ValidationResult& result, const std::filesystem
   }
   if (!speedup_titles.empty()) {
     WriteFileAtomically(folder / "predicted-vs-measured-speedup.dat", speedup_data);
-    WriteFileAtomically(folder / "predicted-vs-measured-speedup.gp",
-                        ScatterScript("predicted-vs-measured-speedup", "SD speedup", speedup_titles, false));
+    WriteFileAtomically(
+        folder / "predicted-vs-measured-speedup.gp",
+        ScatterScript("predicted-vs-measured-speedup", "SD speedup", speedup_titles, false));
     scripts.push_back("predicted-vs-measured-speedup.gp");
     // SD speedup vs batch per gamma: the predicted line, the measured median with its spread.
     const ErrorSummary& headline = result.Headline();
     std::map<int64_t, std::ostringstream> by_gamma;
     for (const CaseResult& r : result.cases) {
-      if (r.spec.kind != CaseKind::kSd || r.spec.held_out_shape || r.cost_source != headline.cost_source ||
-          RoutingAssumed(r) != headline.routing_assumed) {
+      if (r.spec.kind != CaseKind::kSd || r.spec.held_out_shape ||
+          r.cost_source != headline.cost_source || RoutingAssumed(r) != headline.routing_assumed) {
         continue;
       }
-      by_gamma[r.spec.gamma] << r.spec.batch << " " << r.predicted << " " << r.measured << " " << r.measured_min << " "
-                             << r.measured_max << "\n";
+      by_gamma[r.spec.gamma] << r.spec.batch << " " << r.predicted << " " << r.measured << " "
+                             << r.measured_min << " " << r.measured_max << "\n";
     }
     std::ostringstream data, gp;
-    for (const auto& [gamma, rows] : by_gamma) data << "# gamma " << gamma << ": batch predicted measured min max\n" << rows.str() << "\n\n";
+    for (const auto& [gamma, rows] : by_gamma)
+      data << "# gamma " << gamma << ": batch predicted measured min max\n" << rows.str() << "\n\n";
     WriteFileAtomically(folder / "sd-speedup-vs-batch.dat", data.str());
     for (const char* terminal : {"pngcairo size 900,700", "svg size 900,700"}) {
       const bool png = std::string(terminal).rfind("png", 0) == 0;
-      gp << "set terminal " << terminal << "\nset output 'sd-speedup-vs-batch" << (png ? ".png" : ".svg") << "'\n"
+      gp << "set terminal " << terminal << "\nset output 'sd-speedup-vs-batch"
+         << (png ? ".png" : ".svg") << "'\n"
          << "set title 'SD speedup vs batch (alpha " << FormatNumber(result.request.alpha, 2)
-         << "): predicted lines, measured points (min..max)'\nset xlabel 'batch'\nset ylabel 'speedup'\n"
+         << "): predicted lines, measured points (min..max)'\nset xlabel 'batch'\nset ylabel "
+            "'speedup'\n"
          << "set logscale x 2\nset grid\nset key right top\nplot ";
       size_t index = 0;
       for (const auto& [gamma, rows] : by_gamma) {
-        gp << (index ? ", " : "") << "'sd-speedup-vs-batch.dat' index " << index << " using 1:2 with lines lc " << index + 1
-           << " title 'gamma " << gamma << " predicted', '' index " << index << " using 1:3:4:5 with yerrorbars lc "
-           << index + 1 << " pt 7 title 'gamma " << gamma << " measured'";
+        gp << (index ? ", " : "") << "'sd-speedup-vs-batch.dat' index " << index
+           << " using 1:2 with lines lc " << index + 1 << " title 'gamma " << gamma
+           << " predicted', '' index " << index << " using 1:3:4:5 with yerrorbars lc " << index + 1
+           << " pt 7 title 'gamma " << gamma << " measured'";
         ++index;
       }
       gp << "\n";
@@ -323,14 +356,18 @@ bool WriteValidationFolder(const ValidationResult& result, const std::filesystem
   if (GnuplotAvailable()) {
     rendered = true;
     for (const std::string& script : scripts) {
-      const std::string command = "cd '" + folder.string() + "' && gnuplot '" + script + "' 2>/dev/null";
+      const std::string command =
+          "cd '" + folder.string() + "' && gnuplot '" + script + "' 2>/dev/null";
       if (std::system(command.c_str()) != 0) {
         rendered = false;
-        markdown += "\nNote: gnuplot failed on " + script + "; the data and script are in this folder.\n";
+        markdown +=
+            "\nNote: gnuplot failed on " + script + "; the data and script are in this folder.\n";
       }
     }
   } else {
-    markdown += "\nNote: gnuplot is not installed: the plots are data + gnuplot scripts here (`gnuplot NAME.gp`).\n";
+    markdown +=
+        "\nNote: gnuplot is not installed: the plots are data + gnuplot scripts here (`gnuplot "
+        "NAME.gp`).\n";
   }
   if (rendered) {
     markdown += "\n## Plots\n\n";

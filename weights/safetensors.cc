@@ -287,8 +287,9 @@ void SafetensorsFile::CheckNoOverlap(const std::string& file) const {
     const TensorInfo& before = *by_offset[i - 1];
     const TensorInfo& after = *by_offset[i];
     if (after.data_begin < before.data_end) {
-      throw Error(TensorWhere(file, after.name) + ": data_offsets [" + std::to_string(after.data_begin) + ", " +
-                  std::to_string(after.data_end) + "] overlap tensor '" + EscapeForMessage(before.name) + "' [" +
+      throw Error(TensorWhere(file, after.name) + ": data_offsets [" +
+                  std::to_string(after.data_begin) + ", " + std::to_string(after.data_end) +
+                  "] overlap tensor '" + EscapeForMessage(before.name) + "' [" +
                   std::to_string(before.data_begin) + ", " + std::to_string(before.data_end) + "]");
     }
   }
@@ -416,27 +417,30 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
     }
     const std::string shard_name = shard.get<std::string>();
     const std::filesystem::path shard_relative(shard_name);
-    // Shards live in the index's folder: an absolute path or ".." would read any file on the machine.
+    // Shards live in the index's folder: an absolute path or ".." would read any file on the
+    // machine.
     const bool climbs = std::any_of(shard_relative.begin(), shard_relative.end(),
                                     [](const std::filesystem::path& part) { return part == ".."; });
     if (shard_relative.is_absolute() || climbs) {
-      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor) + "' to shard '" +
-                  EscapeForMessage(shard_name) + "', which is outside the index's folder");
+      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor) +
+                  "' to shard '" + EscapeForMessage(shard_name) +
+                  "', which is outside the index's folder");
     }
     auto found = shard_of_name.find(shard_name);
     if (found == shard_of_name.end()) {
       const std::filesystem::path shard_path = file_or_folder / shard_name;
       if (!std::filesystem::is_regular_file(shard_path)) {
-        throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) + "' to shard '" +
-                    EscapeForMessage(shard_name, 200) + "', which does not exist (" +
-                    EscapeForMessage(shard_path.string(), 400) + ")");
+        throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) +
+                    "' to shard '" + EscapeForMessage(shard_name, 200) +
+                    "', which does not exist (" + EscapeForMessage(shard_path.string(), 400) + ")");
       }
       model.files_.push_back(SafetensorsFile::Open(shard_path));
       found = shard_of_name.emplace(shard_name, model.files_.size() - 1).first;
     }
     if (!model.files_[found->second].Has(tensor)) {
-      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) + "' to shard '" +
-                  EscapeForMessage(shard_name, 200) + "', which does not contain it");
+      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) +
+                  "' to shard '" + EscapeForMessage(shard_name, 200) +
+                  "', which does not contain it");
     }
     model.file_of_tensor_[tensor] = found->second;
   }

@@ -38,7 +38,9 @@ class AsyncExpertReader {
   bool Done(int64_t id);
 
   int64_t reads() const { return reads_; }
-  double bytes_read() const { return static_cast<double>(reads_) * static_cast<double>(store_.key().block_bytes()); }
+  double bytes_read() const {
+    return static_cast<double>(reads_) * static_cast<double>(store_.key().block_bytes());
+  }
 
  private:
   void Work();
@@ -47,10 +49,10 @@ class AsyncExpertReader {
   const ExpertStore& store_;
   std::mutex mutex_;
   std::condition_variable work_, done_;
-  std::vector<Job> jobs_;              // by id
-  std::vector<char> state_;            // by id: 0 queued, 1 running, 2 done
+  std::vector<Job> jobs_;    // by id
+  std::vector<char> state_;  // by id: 0 queued, 1 running, 2 done
   std::vector<std::exception_ptr> errors_;
-  std::vector<int64_t> queue_;         // queued ids
+  std::vector<int64_t> queue_;  // queued ids
   bool stop_ = false;
   int64_t reads_ = 0;
   std::vector<std::thread> threads_;

@@ -30,7 +30,8 @@ std::string Hex(uint64_t value) {
 std::string Stem(const ExpertStoreKey& key) {
   std::string stem = key.model + "." + key.format;
   for (char& c : stem) {
-    const bool safe = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+    const bool safe =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
     if (!safe) c = '_';
   }
   return stem;
@@ -75,7 +76,9 @@ std::string ExpertName(int64_t layer, int64_t expert) {
 
 }  // namespace
 
-fs::path StoreDataPath(const fs::path& dir, const ExpertStoreKey& key) { return dir / (Stem(key) + ".experts"); }
+fs::path StoreDataPath(const fs::path& dir, const ExpertStoreKey& key) {
+  return dir / (Stem(key) + ".experts");
+}
 fs::path StoreManifestPath(const fs::path& dir, const ExpertStoreKey& key) {
   return dir / (Stem(key) + ".manifest.json");
 }
@@ -98,13 +101,16 @@ ExpertStoreKey ExpertStoreKeyFor(const ExecutorConfig& config, const std::string
 
 fs::path DefaultOffloadDir() {
   if (const char* dir = std::getenv("MOELAB_OFFLOAD_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) return fs::path(cache) / "moelab" / "experts";
-  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "moelab" / "experts";
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
+    return fs::path(cache) / "moelab" / "experts";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return fs::path(home) / ".cache" / "moelab" / "experts";
   return fs::temp_directory_path() / "moelab-experts";
 }
 
 AlignedBuffer::AlignedBuffer(int64_t bytes) : size_(bytes) {
-  const size_t rounded = static_cast<size_t>((bytes + kStoreAlignment - 1) / kStoreAlignment * kStoreAlignment);
+  const size_t rounded =
+      static_cast<size_t>((bytes + kStoreAlignment - 1) / kStoreAlignment * kStoreAlignment);
   void* p = std::aligned_alloc(static_cast<size_t>(kStoreAlignment), rounded);
   if (p == nullptr) throw std::bad_alloc();
   data_.reset(static_cast<std::byte*>(p));
@@ -120,11 +126,16 @@ std::unique_ptr<ExpertStore> ExpertStore::Open(const fs::path& dir, const Expert
   nlohmann::json manifest;
   {
     std::ifstream in(manifest_path);
-    if (!in) throw Error(manifest_path.string() + ": cannot read the expert store manifest: " + Reason(errno));
+    if (!in)
+      throw Error(manifest_path.string() +
+                  ": cannot read the expert store manifest: " + Reason(errno));
     manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }
-  if (manifest.is_discarded() || !manifest.is_object() || manifest.value("schema", "") != kExpertStoreSchema) return nullptr;
-  const std::optional<ExpertStoreKey> stored = manifest.contains("key") ? KeyFromJson(manifest["key"]) : std::nullopt;
+  if (manifest.is_discarded() || !manifest.is_object() ||
+      manifest.value("schema", "") != kExpertStoreSchema)
+    return nullptr;
+  const std::optional<ExpertStoreKey> stored =
+      manifest.contains("key") ? KeyFromJson(manifest["key"]) : std::nullopt;
   if (!stored || !(*stored == key)) return nullptr;
   const int64_t count = ExpertCount(key);
   if (!manifest.contains("experts") || !manifest["experts"].is_array() ||
@@ -147,12 +158,14 @@ std::unique_ptr<ExpertStore> ExpertStore::Open(const fs::path& dir, const Expert
   store->fd_ = ::open(data_path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
   if (store->fd_ < 0 && errno == EINVAL) {
     store->direct_ = false;
-    store->warning_ = "warning: " + dir.string() +
-                      ": the file system refuses O_DIRECT; expert reads go through the page cache, so the "
-                      "storage tier is not cold (hit and miss counts hold, read times and stalls do not)";
+    store->warning_ =
+        "warning: " + dir.string() +
+        ": the file system refuses O_DIRECT; expert reads go through the page cache, so the "
+        "storage tier is not cold (hit and miss counts hold, read times and stalls do not)";
     store->fd_ = ::open(data_path.c_str(), O_RDONLY | O_CLOEXEC);
   }
-  if (store->fd_ < 0) throw Error(data_path.string() + ": cannot open the expert store: " + Reason(errno));
+  if (store->fd_ < 0)
+    throw Error(data_path.string() + ": cannot open the expert store: " + Reason(errno));
   return store;
 }
 
@@ -160,14 +173,15 @@ ExpertStore::~ExpertStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out) const {
+void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
+                       FfnWeights& out) const {
   if (layer < 0 || layer >= key_.moe_layers || expert < 0 || expert >= key_.experts) {
     throw Error(data_path_.string() + ": no " + ExpertName(layer, expert) + " in this store");
   }
   const std::span<std::byte> gate_up = out.gate_up.MutableStorage();
   const std::span<std::byte> down = out.down.MutableStorage();
-  if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes || static_cast<int64_t>(down.size()) != key_.down_bytes ||
-      buffer.size() < key_.block_bytes()) {
+  if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes ||
+      static_cast<int64_t>(down.size()) != key_.down_bytes || buffer.size() < key_.block_bytes()) {
     throw Error(data_path_.string() + ": reading " + ExpertName(layer, expert) +
                 " into a buffer of another shape or format (an offload runtime bug)");
   }
@@ -175,18 +189,22 @@ void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, Ffn
   const int64_t block = key_.block_bytes();
   int64_t done = 0;
   while (done < block) {
-    const ssize_t got = ::pread(fd_, buffer.data() + done, static_cast<size_t>(block - done), index * block + done);
+    const ssize_t got =
+        ::pread(fd_, buffer.data() + done, static_cast<size_t>(block - done), index * block + done);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " + Reason(errno));
+      throw Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " +
+                  Reason(errno));
     }
     if (got == 0) {
-      throw Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) + " ends at byte " +
-                  std::to_string(index * block + done) + " (delete the file to rebuild the store)");
+      throw Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) +
+                  " ends at byte " + std::to_string(index * block + done) +
+                  " (delete the file to rebuild the store)");
     }
     done += got;
   }
-  const std::span<const std::byte> payload(buffer.data(), static_cast<size_t>(key_.payload_bytes()));
+  const std::span<const std::byte> payload(buffer.data(),
+                                           static_cast<size_t>(key_.payload_bytes()));
   if (Checksum64(payload) != checksums_[static_cast<size_t>(index)]) {
     throw Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
                 ": the file is corrupted (delete it to rebuild the store)");
@@ -199,13 +217,19 @@ ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& 
     : dir_(dir), key_(key), block_(key.block_bytes()) {
   std::error_code error;
   fs::create_directories(dir, error);
-  if (error) throw Error("--offload-dir " + dir.string() + ": cannot create the folder: " + error.message());
+  if (error)
+    throw Error("--offload-dir " + dir.string() + ": cannot create the folder: " + error.message());
   // The old manifest goes first: from here until Commit no manifest vouches for the data file.
   fs::remove(StoreManifestPath(dir, key), error);
-  if (error) throw Error("--offload-dir " + dir.string() + ": cannot remove the old manifest: " + error.message());
-  temp_path_ = dir / ("." + StoreDataPath(dir, key).filename().string() + ".tmp-" + std::to_string(::getpid()));
+  if (error)
+    throw Error("--offload-dir " + dir.string() +
+                ": cannot remove the old manifest: " + error.message());
+  temp_path_ = dir / ("." + StoreDataPath(dir, key).filename().string() + ".tmp-" +
+                      std::to_string(::getpid()));
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error("--offload-dir " + dir.string() + ": cannot write the expert store: " + Reason(errno));
+  if (fd_ < 0)
+    throw Error("--offload-dir " + dir.string() +
+                ": cannot write the expert store: " + Reason(errno));
   const int64_t total = ExpertCount(key) * key.block_bytes();
   if (const int status = ::posix_fallocate(fd_, 0, total); status != 0) {
     throw Error("--offload-dir " + dir.string() + ": cannot reserve " + std::to_string(total) +
@@ -224,12 +248,15 @@ ExpertStoreWriter::~ExpertStoreWriter() {
 
 void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& weights) {
   if (layer * key_.experts + expert != next_) {
-    throw Error("expert store: experts must be added in (layer, expert) order; got " + ExpertName(layer, expert));
+    throw Error("expert store: experts must be added in (layer, expert) order; got " +
+                ExpertName(layer, expert));
   }
   const std::span<const std::byte> gate_up = weights.gate_up.Storage();
   const std::span<const std::byte> down = weights.down.Storage();
-  if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes || static_cast<int64_t>(down.size()) != key_.down_bytes) {
-    throw Error("expert store: " + ExpertName(layer, expert) + " has another shape or format than the store");
+  if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes ||
+      static_cast<int64_t>(down.size()) != key_.down_bytes) {
+    throw Error("expert store: " + ExpertName(layer, expert) +
+                " has another shape or format than the store");
   }
   std::memcpy(block_.data(), gate_up.data(), gate_up.size());
   std::memcpy(block_.data() + gate_up.size(), down.data(), down.size());
@@ -237,7 +264,8 @@ void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& wei
   const int64_t block = key_.block_bytes();
   int64_t done = 0;
   while (done < block) {
-    const ssize_t wrote = ::pwrite(fd_, block_.data() + done, static_cast<size_t>(block - done), next_ * block + done);
+    const ssize_t wrote = ::pwrite(fd_, block_.data() + done, static_cast<size_t>(block - done),
+                                   next_ * block + done);
     if (wrote < 0) {
       if (errno == EINTR) continue;
       throw Error(temp_path_.string() + ": writing the expert store: " + Reason(errno));
@@ -249,15 +277,16 @@ void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& wei
 
 void ExpertStoreWriter::Commit() {
   if (next_ != ExpertCount(key_)) {
-    throw Error("expert store: " + std::to_string(next_) + " of " + std::to_string(ExpertCount(key_)) +
-                " experts written before commit");
+    throw Error("expert store: " + std::to_string(next_) + " of " +
+                std::to_string(ExpertCount(key_)) + " experts written before commit");
   }
   if (::fsync(fd_) != 0) throw Error(temp_path_.string() + ": fsync: " + Reason(errno));
   ::close(fd_);
   fd_ = -1;
   const fs::path data_path = StoreDataPath(dir_, key_);
   if (::rename(temp_path_.c_str(), data_path.c_str()) != 0) {
-    throw Error(data_path.string() + ": cannot rename the expert store into place: " + Reason(errno));
+    throw Error(data_path.string() +
+                ": cannot rename the expert store into place: " + Reason(errno));
   }
   temp_path_.clear();
   nlohmann::json manifest = {{"schema", kExpertStoreSchema},

@@ -13,8 +13,8 @@ namespace moelab::offload {
 
 // The slow tier of the offload runtime: every routed expert's weights written once to one file, one
 // 4096-byte-aligned contiguous block per expert (gate_up's stored bytes, then down's, in the
-// kernels' packed layout), with a manifest beside it (schema "moelab.expert_store/1": the key below,
-// block size and per-expert offset, bytes and checksum). Files: DIR/STEM.experts and
+// kernels' packed layout), with a manifest beside it (schema "moelab.expert_store/1": the key
+// below, block size and per-expert offset, bytes and checksum). Files: DIR/STEM.experts and
 // DIR/STEM.manifest.json, STEM = model name and expert format. A store is reused when its
 // manifest's key equals the run's and the data file has the manifest's size; otherwise rebuilt.
 //
@@ -75,7 +75,8 @@ class ExpertStore {
   // The store of `key` in `dir` when its manifest matches and the data file has the manifest's
   // size; nullptr otherwise (missing, another key, another size: the caller rebuilds). Error only
   // for an unreadable file that exists.
-  static std::unique_ptr<ExpertStore> Open(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  static std::unique_ptr<ExpertStore> Open(const std::filesystem::path& dir,
+                                           const ExpertStoreKey& key);
   ~ExpertStore();
   ExpertStore(const ExpertStore&) = delete;
   ExpertStore& operator=(const ExpertStore&) = delete;
@@ -124,6 +125,7 @@ class ExpertStoreWriter {
 
 // DIR/STEM.experts and DIR/STEM.manifest.json for `key`.
 std::filesystem::path StoreDataPath(const std::filesystem::path& dir, const ExpertStoreKey& key);
-std::filesystem::path StoreManifestPath(const std::filesystem::path& dir, const ExpertStoreKey& key);
+std::filesystem::path StoreManifestPath(const std::filesystem::path& dir,
+                                        const ExpertStoreKey& key);
 
 }  // namespace moelab::offload

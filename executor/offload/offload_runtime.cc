@@ -16,16 +16,23 @@ using policies::ExpertDecision;
 using policies::ExpertRef;
 using policies::FetchTarget;
 
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
-std::string Megabytes(double bytes) { return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB"; }
+std::string Megabytes(double bytes) {
+  return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
+}
 
 }  // namespace
 
 void OffloadOptions::Validate() const {
   if (policy.empty()) throw Error("--offload: name an offload policy");
-  if (expert_memory_bytes < 1) throw Error("--expert-memory must be at least 1 byte, got " + std::to_string(expert_memory_bytes));
-  if (reader_threads < 1) throw Error("--offload-readers must be at least 1, got " + std::to_string(reader_threads));
+  if (expert_memory_bytes < 1)
+    throw Error("--expert-memory must be at least 1 byte, got " +
+                std::to_string(expert_memory_bytes));
+  if (reader_threads < 1)
+    throw Error("--offload-readers must be at least 1, got " + std::to_string(reader_threads));
   if (semantic_dim < 1) throw Error("offload: semantic_dim must be at least 1");
 }
 
@@ -55,15 +62,21 @@ nlohmann::json OffloadStats::ToJson() const {
       {"expert_slots", expert_slots},
       {"staging_buffers", staging_buffers},
       {"buffers_allocated", buffers_allocated},
-      {"speculative_recall", speculative_used > 0 ? nlohmann::json(static_cast<double>(speculative_predicted) /
-                                                                   static_cast<double>(speculative_used))
-                                                  : nlohmann::json(nullptr)},
-      {"store", {{"path", store_path}, {"reused", store_reused}, {"build_s", store_build_s}, {"direct_io", direct_io}}}};
+      {"speculative_recall", speculative_used > 0
+                                 ? nlohmann::json(static_cast<double>(speculative_predicted) /
+                                                  static_cast<double>(speculative_used))
+                                 : nlohmann::json(nullptr)},
+      {"store",
+       {{"path", store_path},
+        {"reused", store_reused},
+        {"build_s", store_build_s},
+        {"direct_io", direct_io}}}};
   if (!warning.empty()) json["warning"] = warning;
   return json;
 }
 
-OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store, const OffloadOptions& options)
+OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
+                               const OffloadOptions& options)
     : config_(config),
       store_(store),
       options_(options),
@@ -71,18 +84,23 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
       moe_layers_(config.num_layers - config.first_dense_layers),
       reader_(std::make_unique<AsyncExpertReader>(store, options.reader_threads)) {
   options.Validate();
-  if (!config.is_moe()) throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+  if (!config.is_moe())
+    throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
   if (options.policy == "fiddler") {
-    throw Error("--offload fiddler: Fiddler runs experts on a second compute device (the CPU next to a GPU) "
-                "while the first holds the cache; this executor has only the CPU, so use on-demand, "
-                "lru-prefetch, static-split, fmoe or stream-all");
+    throw Error(
+        "--offload fiddler: Fiddler runs experts on a second compute device (the CPU next to a "
+        "GPU) "
+        "while the first holds the cache; this executor has only the CPU, so use on-demand, "
+        "lru-prefetch, static-split, fmoe or stream-all");
   }
   const int64_t expert_bytes = store.key().payload_bytes();
   const int64_t fit = options.expert_memory_bytes / expert_bytes;
   if (fit < config.top_k) {
-    throw Error("--expert-memory " + std::to_string(options.expert_memory_bytes) + " bytes holds " + std::to_string(fit) +
-                " experts of " + Megabytes(static_cast<double>(expert_bytes)) + ", fewer than one layer's top-" +
-                std::to_string(config.top_k) + " (" + std::to_string(config.top_k * expert_bytes) + " bytes at least)");
+    throw Error("--expert-memory " + std::to_string(options.expert_memory_bytes) + " bytes holds " +
+                std::to_string(fit) + " experts of " +
+                Megabytes(static_cast<double>(expert_bytes)) + ", fewer than one layer's top-" +
+                std::to_string(config.top_k) + " (" + std::to_string(config.top_k * expert_bytes) +
+                " bytes at least)");
   }
   policies::OffloadSetup setup;
   setup.num_layers = config.num_layers;
@@ -102,9 +120,11 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   } catch (const Error& e) {
     // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
     std::string message = e.what();
-    for (const auto& [from, to] : {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
-                                   {"accelerator memory", "expert memory (--expert-memory)"}}) {
-      for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size())) {
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
+          {"accelerator memory", "expert memory (--expert-memory)"}}) {
+      for (size_t at = message.find(from); at != std::string::npos;
+           at = message.find(from, at + to.size())) {
         message.replace(at, from.size(), to);
       }
     }
@@ -113,9 +133,11 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   needs_ = policy_->Needs();
   const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
   if (!policy_->IgnoresMemoryLimit() &&
-      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) > setup.accelerator_bytes) {
-    throw Error("--expert-memory: policy '" + options.policy + "' asks for " + std::to_string(slots) + " cached experts and " +
-                std::to_string(staging) + " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
+          setup.accelerator_bytes) {
+    throw Error("--expert-memory: policy '" + options.policy + "' asks for " +
+                std::to_string(slots) + " cached experts and " + std::to_string(staging) +
+                " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
                 ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
@@ -195,7 +217,8 @@ void OffloadRuntime::Load(ExpertRef ref, int priority_class, double priority, bo
 void OffloadRuntime::Drop(ExpertRef ref) {
   Slot& slot = slots_[Flat(ref.layer, ref.expert)];
   if (slot.buffer == kPending) {
-    const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const PendingLoad& p) { return p.ref == ref; });
+    const auto it = std::find_if(pending_.begin(), pending_.end(),
+                                 [&](const PendingLoad& p) { return p.ref == ref; });
     if (ref.layer == current_layer_ && layer_buffer_[static_cast<size_t>(ref.expert)] == kPending) {
       it->transient = true;  // this layer still computes it: read, run, drop
     } else {
@@ -204,7 +227,8 @@ void OffloadRuntime::Drop(ExpertRef ref) {
     slot = Slot{};
     return;
   }
-  if (slot.buffer < 0) throw Error("offload runtime: dropping an expert that is not in RAM (a runtime bug)");
+  if (slot.buffer < 0)
+    throw Error("offload runtime: dropping an expert that is not in RAM (a runtime bug)");
   if (in_use_[static_cast<size_t>(slot.buffer)]) {
     deferred_free_.push_back(slot.buffer);
   } else {
@@ -221,8 +245,10 @@ void OffloadRuntime::BeginPass(const std::string& kind, int64_t tokens, int64_t 
   info.semantic.assign(static_cast<size_t>(options_.semantic_dim), 0.0f);
   for (int64_t r = 0; r < sequences; ++r) {
     info.requests.push_back(r);
-    const std::vector<float> embedding = policies::SemanticEmbedding(options_.seed, r, options_.semantic_dim);
-    for (size_t i = 0; i < embedding.size(); ++i) info.semantic[i] += embedding[i] / static_cast<float>(sequences);
+    const std::vector<float> embedding =
+        policies::SemanticEmbedding(options_.seed, r, options_.semantic_dim);
+    for (size_t i = 0; i < embedding.size(); ++i)
+      info.semantic[i] += embedding[i] / static_cast<float>(sequences);
   }
   plan_.Clear();
   policy_->BeginIteration(info, plan_);
@@ -238,26 +264,29 @@ void OffloadRuntime::CountSpeculative(const policies::LayerDemand& demand) {
   if (demand.layer > 0 && previous_next_scores_.size() == static_cast<size_t>(experts_)) {
     std::vector<int32_t> order(static_cast<size_t>(experts_));
     for (int32_t e = 0; e < experts_; ++e) order[static_cast<size_t>(e)] = e;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return previous_next_scores_[a] > previous_next_scores_[b]; });
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return previous_next_scores_[a] > previous_next_scores_[b];
+    });
     const size_t used = demand.experts.size();
     for (const policies::ExpertDemand& d : demand.experts) {
-      stats_.speculative_predicted += std::find(order.begin(), order.begin() + used, d.expert) != order.begin() + used;
+      stats_.speculative_predicted +=
+          std::find(order.begin(), order.begin() + used, d.expert) != order.begin() + used;
     }
     stats_.speculative_used += static_cast<int64_t>(used);
   }
   previous_next_scores_.assign(demand.next_layer_scores.begin(), demand.next_layer_scores.end());
 }
 
-void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<int32_t>& run_order) {
+void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand,
+                               std::vector<int32_t>& run_order) {
   const int32_t layer = demand.layer;
   current_layer_ = layer;
   CountSpeculative(demand);
   if (options_.record_decisions && !stats_.signals.gate_probabilities.empty()) {
-    stats_.signals.gate_probabilities.back()[static_cast<size_t>(layer)].assign(demand.gate_probabilities.begin(),
-                                                                               demand.gate_probabilities.end());
-    stats_.signals.next_layer_scores.back()[static_cast<size_t>(layer)].assign(demand.next_layer_scores.begin(),
-                                                                              demand.next_layer_scores.end());
+    stats_.signals.gate_probabilities.back()[static_cast<size_t>(layer)].assign(
+        demand.gate_probabilities.begin(), demand.gate_probabilities.end());
+    stats_.signals.next_layer_scores.back()[static_cast<size_t>(layer)].assign(
+        demand.next_layer_scores.begin(), demand.next_layer_scores.end());
   }
   plan_.Clear();
   policy_->PlanLayer(demand, plan_);
@@ -275,7 +304,8 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<
   for (const policies::ExpertDemand& d : demand.experts) {
     const Slot& slot = slots_[Flat(layer, d.expert)];
     if (slot.buffer >= 0) in_use_[static_cast<size_t>(slot.buffer)] = 1;
-    if (slot.buffer == kPending) throw Error("offload runtime: a read still waits for a buffer at its layer (a runtime bug)");
+    if (slot.buffer == kPending)
+      throw Error("offload runtime: a read still waits for a buffer at its layer (a runtime bug)");
   }
   run_order.clear();
   // Plain hits first, then the rest in the policy's order (as the simulator's engine).
@@ -286,7 +316,8 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<
       if (plain_hit != (round == 0)) continue;
       const ExpertRef ref{layer, decision.expert};
       const policies::PlanChecker::Effects effects = checker_->ApplyDecision(layer, decision);
-      if (options_.record_decisions) policies::RecordDecision(stats_.decisions, pass_, layer, decision, effects);
+      if (options_.record_decisions)
+        policies::RecordDecision(stats_.decisions, pass_, layer, decision, effects);
       ++stats_.activations;
       ++stats_.layer_activations[static_cast<size_t>(layer)];
       // The slot the expert runs from, before an eviction can clear it.
@@ -307,7 +338,8 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<
           break;
         }
         case ExpertAction::kFetch:
-          ++(decision.target == FetchTarget::kCache ? stats_.demand_fetches : stats_.transient_fetches);
+          ++(decision.target == FetchTarget::kCache ? stats_.demand_fetches
+                                                    : stats_.transient_fetches);
           Load(ref, 0, 0, decision.target != FetchTarget::kCache);
           break;
         case ExpertAction::kCpu:
@@ -331,7 +363,8 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand, std::vector<
 void OffloadRuntime::ApplyPrefetches(const policies::LayerPlan& plan) {
   for (const policies::PrefetchRequest& request : plan.prefetches) {
     const policies::PlanChecker::Effects effects = checker_->ApplyPrefetch(request);
-    if (options_.record_decisions) policies::RecordPrefetch(stats_.decisions, pass_, request, effects);
+    if (options_.record_decisions)
+      policies::RecordPrefetch(stats_.decisions, pass_, request, effects);
     if (effects.evicted) {
       if (effects.evicted_unused_prefetch) ++stats_.prefetches_wasted;
       Drop(*effects.evicted);
@@ -346,8 +379,11 @@ const FfnWeights& OffloadRuntime::Acquire(int32_t /*moe_layer*/, int32_t expert)
     // Still waiting for a buffer that only a later computation frees: read into one more buffer
     // (reported in buffers_allocated) rather than deadlock.
     const ExpertRef ref{current_layer_, expert};
-    const auto it = std::find_if(pending_.begin(), pending_.end(), [&](const PendingLoad& p) { return p.ref == ref; });
-    if (it == pending_.end()) throw Error("offload runtime: expert " + std::to_string(expert) + " acquired without a read (a runtime bug)");
+    const auto it = std::find_if(pending_.begin(), pending_.end(),
+                                 [&](const PendingLoad& p) { return p.ref == ref; });
+    if (it == pending_.end())
+      throw Error("offload runtime: expert " + std::to_string(expert) +
+                  " acquired without a read (a runtime bug)");
     const PendingLoad load = *it;
     pending_.erase(it);
     const int32_t buffer = TakeBuffer();
@@ -412,7 +448,8 @@ OffloadStats OffloadRuntime::Stats() const {
   OffloadStats stats = stats_;
   // Reads issued (a prefetch of the last layer may still be landing; it completes regardless).
   stats.reads = reads_issued_ - stats_.initial_reads;
-  stats.bytes_read_storage = static_cast<double>(stats.reads) * static_cast<double>(store_.key().block_bytes());
+  stats.bytes_read_storage =
+      static_cast<double>(stats.reads) * static_cast<double>(store_.key().block_bytes());
   return stats;
 }
 
@@ -434,7 +471,9 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
   }
   prepared.build_s = Since(start);
   prepared.store = ExpertStore::Open(dir, key);
-  if (!prepared.store) throw Error(StoreManifestPath(dir, key).string() + ": the expert store just written does not open");
+  if (!prepared.store)
+    throw Error(StoreManifestPath(dir, key).string() +
+                ": the expert store just written does not open");
   return prepared;
 }
 

@@ -35,9 +35,9 @@ namespace moelab::offload {
 struct OffloadOptions {
   std::string policy = "lru-prefetch";
   policies::PolicyOptions policy_options;
-  int64_t expert_memory_bytes = 0;     // the RAM cache and staging buffers
-  std::filesystem::path offload_dir;   // empty: DefaultOffloadDir()
-  int reader_threads = 2;              // asynchronous reads in flight
+  int64_t expert_memory_bytes = 0;    // the RAM cache and staging buffers
+  std::filesystem::path offload_dir;  // empty: DefaultOffloadDir()
+  int reader_threads = 2;             // asynchronous reads in flight
   // What the policies may know before the first token (OffloadSetup): calibration popularity
   // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes them from
   // --offload-calibration (the routing sim offload calibrates on), none without it.
@@ -61,7 +61,8 @@ struct OffloadStats {
   int64_t expert_bytes = 0;  // stored bytes per expert (the block is padded to 4096)
   int64_t expert_slots = 0, staging_buffers = 0, buffers_allocated = 0;
   int64_t passes = 0;
-  int64_t activations = 0, hits = 0, inflight_hits = 0, demand_fetches = 0, transient_fetches = 0, storage_runs = 0;
+  int64_t activations = 0, hits = 0, inflight_hits = 0, demand_fetches = 0, transient_fetches = 0,
+          storage_runs = 0;
   int64_t prefetches = 0, prefetches_used = 0, prefetches_wasted = 0;
   int64_t reads = 0, initial_reads = 0;
   double bytes_read_storage = 0;  // during the run (initial placement excluded)
@@ -74,7 +75,9 @@ struct OffloadStats {
   // What the gate showed the policy, for replay in the simulator (when record_decisions).
   policies::GateSignals signals;
 
-  double hit_rate() const { return activations > 0 ? static_cast<double>(hits + inflight_hits) / activations : 0; }
+  double hit_rate() const {
+    return activations > 0 ? static_cast<double>(hits + inflight_hits) / activations : 0;
+  }
   nlohmann::json ToJson() const;
 };
 
@@ -83,7 +86,8 @@ class OffloadRuntime : public ExpertProvider {
   // Builds the policy for `config` and `options`, checks the memory, and loads its initial
   // placement from `store` (untimed). Errors name the flag: a cache smaller than one layer's top-k
   // experts, a policy that needs a second compute device, a policy's own refusals.
-  OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store, const OffloadOptions& options);
+  OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
+                 const OffloadOptions& options);
   ~OffloadRuntime() override;
 
   policies::PolicyNeeds Needs() const override { return needs_; }
@@ -99,15 +103,18 @@ class OffloadRuntime : public ExpertProvider {
 
  private:
   struct Slot {
-    int32_t buffer = -1;   // index into buffers_, or -1 when not in RAM
-    int64_t job = -1;      // the read that fills it
+    int32_t buffer = -1;     // index into buffers_, or -1 when not in RAM
+    int64_t job = -1;        // the read that fills it
     bool transient = false;  // dropped after its computation
   };
-  size_t Flat(int64_t layer, int64_t expert) const { return static_cast<size_t>(layer * experts_ + expert); }
+  size_t Flat(int64_t layer, int64_t expert) const {
+    return static_cast<size_t>(layer * experts_ + expert);
+  }
   int32_t TakeBuffer();
   void FreeBuffer(int32_t buffer);
   void Load(policies::ExpertRef ref, int priority_class, double priority, bool transient);
-  void Drop(policies::ExpertRef ref);  // its buffer freed once no computation of this layer needs it
+  void Drop(
+      policies::ExpertRef ref);  // its buffer freed once no computation of this layer needs it
   void ApplyPrefetches(const policies::LayerPlan& plan);
   void CountSpeculative(const policies::LayerDemand& demand);
 
@@ -122,8 +129,8 @@ class OffloadRuntime : public ExpertProvider {
   std::vector<std::unique_ptr<FfnWeights>> buffers_;
   std::vector<int64_t> buffer_job_;  // [buffer]: the last read into it
   std::vector<int32_t> free_buffers_;
-  std::vector<Slot> slots_;          // [flat expert]
-  std::vector<char> in_use_;         // [buffer]: a computation of the current layer needs it
+  std::vector<Slot> slots_;   // [flat expert]
+  std::vector<char> in_use_;  // [buffer]: a computation of the current layer needs it
   std::vector<int32_t> deferred_free_;
   static constexpr int32_t kPending = -2;  // Slot::buffer of a read waiting for a buffer
   struct PendingLoad {

@@ -15,7 +15,11 @@ namespace moelab::policies::impl {
 namespace {
 
 constexpr PolicyOptionSpec kStagingBuffersOption{
-    "staging-buffers", 1, "", 1, OptionMaximum::kNone,
+    "staging-buffers",
+    1,
+    "",
+    1,
+    OptionMaximum::kNone,
     "device staging buffers for copied experts (2 double-buffers)"};
 
 class FiddlerPolicy : public OffloadPolicy {

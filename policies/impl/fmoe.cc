@@ -31,7 +31,11 @@ namespace moelab::policies::impl {
 namespace {
 
 constexpr PolicyOptionSpec kPrefetchDistanceOption{
-    "prefetch-distance", 3, "", 1, OptionMaximum::kNone,
+    "prefetch-distance",
+    3,
+    "",
+    1,
+    OptionMaximum::kNone,
     "MoE layers ahead to prefetch (below the MoE layers)"};
 constexpr size_t kStoreCapacity = 1024;
 constexpr double kRedundant = 0.995;
@@ -68,8 +72,7 @@ class FmoePolicy : public OffloadPolicy {
       : setup_(setup),
         layers_(setup.num_moe_layers),
         experts_(setup.num_experts),
-        distance_(
-            *kPrefetchDistanceOption.Resolve(options, setup)),
+        distance_(*kPrefetchDistanceOption.Resolve(options, setup)),
         cached_(static_cast<size_t>(layers_ * experts_), 0),
         cached_bits_(static_cast<size_t>((layers_ * experts_ + 63) / 64), 0),
         // Every expert counts as stamped until the first pass (as a stamp and pass_ both at -1).
@@ -244,7 +247,8 @@ class FmoePolicy : public OffloadPolicy {
   // dots_[y] += (this pass's row at `layer`) . (map y's row), for every stored map; with
   // scoring_, their trajectory scores too, while the sums are at hand. On AVX-512 CPUs the same
   // code is compiled for 16-lane vectors, four blocks at a time (independent chains the processor
-  // overlaps); elsewhere one block, which SSE2 already splits into four chains. Same bits either way.
+  // overlaps); elsewhere one block, which SSE2 already splits into four chains. Same bits either
+  // way.
   void AccumulateDots(int64_t layer, const float* row) {
     static const bool avx512 = __builtin_cpu_supports("avx512f");
     if (avx512) {
@@ -326,11 +330,13 @@ class FmoePolicy : public OffloadPolicy {
   };
   // dots[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double sum);
   // when scoring, their scores and the running maxima per lane.
-  __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y, const LaneOutputs& out,
-                                                      LaneMaxima& highest) {
+  __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y,
+                                                      const LaneOutputs& out, LaneMaxima& highest) {
     const DoubleHalf half[2] = {
-        __builtin_convertvector(__builtin_shufflevector(dot, dot, 0, 1, 2, 3, 4, 5, 6, 7), DoubleHalf),
-        __builtin_convertvector(__builtin_shufflevector(dot, dot, 8, 9, 10, 11, 12, 13, 14, 15), DoubleHalf)};
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 0, 1, 2, 3, 4, 5, 6, 7),
+                                DoubleHalf),
+        __builtin_convertvector(__builtin_shufflevector(dot, dot, 8, 9, 10, 11, 12, 13, 14, 15),
+                                DoubleHalf)};
     for (size_t h = 0; h < 2; ++h) {
       const size_t at = y + h * kLanes / 2;
       DoubleHalf sum;

@@ -21,14 +21,25 @@
 namespace moelab::policies::impl {
 namespace {
 
-constexpr PolicyOptionSpec kCachePerLayerOption{
-    "cache-per-layer", std::nullopt, "memory / layers, at most E", 1, OptionMaximum::kExpertsPerLayer,
-    "experts cached per MoE layer"};
+constexpr PolicyOptionSpec kCachePerLayerOption{"cache-per-layer",
+                                                std::nullopt,
+                                                "memory / layers, at most E",
+                                                1,
+                                                OptionMaximum::kExpertsPerLayer,
+                                                "experts cached per MoE layer"};
 constexpr PolicyOptionSpec kPrefetchOption{
-    "prefetch", 2, "", 0, OptionMaximum::kNone,
+    "prefetch",
+    2,
+    "",
+    0,
+    OptionMaximum::kNone,
     "next-layer experts speculatively loaded (at most the staging buffers)"};
 constexpr PolicyOptionSpec kStagingBuffersOption{
-    "staging-buffers", 4, "", 0, OptionMaximum::kNone,
+    "staging-buffers",
+    4,
+    "",
+    0,
+    OptionMaximum::kNone,
     "device staging buffers for speculatively loaded experts"};
 
 class LruPrefetchPolicy : public OffloadPolicy {

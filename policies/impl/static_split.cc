@@ -11,7 +11,11 @@ namespace moelab::policies::impl {
 namespace {
 
 constexpr PolicyOptionSpec kGpuLayersOption{
-    "gpu-layers", std::nullopt, "as many as fit", 0, OptionMaximum::kModelLayers,
+    "gpu-layers",
+    std::nullopt,
+    "as many as fit",
+    0,
+    OptionMaximum::kModelLayers,
     "transformer layers (dense part and experts) on the accelerator"};
 
 class StaticSplitPolicy : public OffloadPolicy {

@@ -18,8 +18,8 @@ class StreamAllPolicy : public OffloadPolicy {
   explicit StreamAllPolicy(const OffloadSetup& setup) : setup_(setup) {
     if (setup.ExpertBudgetBytes(setup.num_layers, setup.num_experts) < 0) {
       throw Error("policy 'stream-all': memory (" + GigaBytes(setup.accelerator_bytes) +
-                  ") does not hold one layer's " + std::to_string(setup.num_experts) + " experts of " +
-                  GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                  ") does not hold one layer's " + std::to_string(setup.num_experts) +
+                  " experts of " + GigaBytes(static_cast<double>(setup.expert_bytes)) +
                   " after the non-expert weights; raise the memory");
     }
   }
@@ -43,7 +43,8 @@ class StreamAllPolicy : public OffloadPolicy {
                                     [&](const ExpertDemand& d) { return d.expert == expert; });
       if (used) continue;
       staged_.push_back({demand.layer, expert});
-      plan.prefetches.push_back({{demand.layer, expert}, FetchTarget::kStaged, std::nullopt, 0.0, true});
+      plan.prefetches.push_back(
+          {{demand.layer, expert}, FetchTarget::kStaged, std::nullopt, 0.0, true});
     }
   }
 

@@ -1,5 +1,6 @@
-// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on packed weights, the call the executor
-// makes for every expert and dense FFN, with its weights cycled over enough blocks that they come from DRAM.
+// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on packed weights, the call the
+// executor makes for every expert and dense FFN, with its weights cycled over enough blocks that
+// they come from DRAM.
 #include <algorithm>
 #include <vector>
 
@@ -44,7 +45,8 @@ class FfnBench : public OperatorBench {
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
       for (auto _ : state) {
-        ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(), pool_, scratch_);
+        ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(), pool_,
+                  scratch_);
         benchmark::DoNotOptimize(out_.data());
         benchmark::ClobberMemory();
         next_ = (next_ + 1) % blocks_;

@@ -28,7 +28,8 @@ class MatmulBench : public OperatorBench {
                   label + " weights and activations");
     std::vector<Bf16> rows(static_cast<size_t>(k_ * n_));
     FillWeights(rows.data(), static_cast<int64_t>(rows.size()));
-    for (int64_t b = 0; b < blocks_; ++b) weights_.push_back(PackedBf16Matrix::Pack(rows.data(), n_, k_));
+    for (int64_t b = 0; b < blocks_; ++b)
+      weights_.push_back(PackedBf16Matrix::Pack(rows.data(), n_, k_));
     x_.resize(static_cast<size_t>(max_tokens * k_));
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);

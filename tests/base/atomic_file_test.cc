@@ -27,7 +27,9 @@ std::string Slurp(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(AtomicFile, ReplacesARegularFileWhole) {
   const auto dir = testing::MakeTempDir("atomic");
@@ -46,7 +48,8 @@ TEST(AtomicFile, DevNullStaysACharacterDevice) {
 
 TEST(AtomicFile, DevFullFailsWithTheSystemReason) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
-  const std::string error = ErrorOf([] { WriteFileAtomically("/dev/full", std::string(100000, 'x')); });
+  const std::string error =
+      ErrorOf([] { WriteFileAtomically("/dev/full", std::string(100000, 'x')); });
   EXPECT_TRUE(Contains(error, "/dev/full: write failed: No space left on device")) << error;
   EXPECT_FALSE(Contains(error, "Success")) << error;
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
@@ -67,7 +70,8 @@ TEST(AtomicFile, AFifoIsWrittenInPlaceNotReplaced) {
 
 TEST(AtomicFile, AFolderIsRefused) {
   const auto dir = testing::MakeTempDir("atomic-dir");
-  EXPECT_TRUE(Contains(ErrorOf([&] { WriteFileAtomically(dir, std::string("x")); }), "it is a folder"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([&] { WriteFileAtomically(dir, std::string("x")); }), "it is a folder"));
   EXPECT_TRUE(std::filesystem::is_directory(dir));
   std::filesystem::remove_all(dir);
 }
@@ -85,7 +89,12 @@ TEST(AtomicFile, ALinkKeepsPointingAtTheReplacedFile) {
 TEST(AtomicFile, AnExceptionWhileWritingLeavesTheOldFile) {
   const auto dir = testing::MakeTempDir("atomic-throw");
   WriteFileAtomically(dir / "out", std::string("old"));
-  ErrorOf([&] { WriteFileAtomically(dir / "out", [](std::ostream& out) { out << "partial"; throw Error("boom"); }); });
+  ErrorOf([&] {
+    WriteFileAtomically(dir / "out", [](std::ostream& out) {
+      out << "partial";
+      throw Error("boom");
+    });
+  });
   EXPECT_EQ(Slurp(dir / "out"), "old");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
   std::filesystem::remove_all(dir);
@@ -96,10 +105,12 @@ TEST(AtomicFile, AFullDiskGivesAClearErrorAndNoPartialFile) {
   const auto dir = testing::MakeTempDir("atomic-full");
   if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0) {
     std::filesystem::remove_all(dir);
-    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN): full-disk test skipped";
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN): full-disk "
+                    "test skipped";
   }
   WriteFileAtomically(dir / "out.json", std::string("old\n"));
-  const std::string error = ErrorOf([&] { WriteFileAtomically(dir / "out.json", std::string(1 << 20, 'x')); });
+  const std::string error =
+      ErrorOf([&] { WriteFileAtomically(dir / "out.json", std::string(1 << 20, 'x')); });
   EXPECT_TRUE(Contains(error, "No space left on device")) << error;
   EXPECT_EQ(Slurp(dir / "out.json"), "old\n");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);  // no temporary left
@@ -111,7 +122,9 @@ TEST(AtomicFile, TwoOutputsNamingOneFileAreRefused) {
   const auto dir = testing::MakeTempDir("atomic-distinct");
   const std::string a = (dir / "a.json").string();
   const std::string same = (dir / "." / "a.json").string();
-  EXPECT_TRUE(Contains(ErrorOf([&] { RequireDistinctOutputs({{"--out", a}, {"--trace-out", same}}); }),
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                         RequireDistinctOutputs({{"--out", a}, {"--trace-out", same}});
+                       }),
                        "--out and --trace-out name the same file"));
   RequireDistinctOutputs({{"--out", a}, {"--trace-out", (dir / "b.json").string()}, {"--x", ""}});
   RequireDistinctOutputs({{"--out", "/dev/null"}, {"--trace-out", "/dev/null"}});

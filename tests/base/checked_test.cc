@@ -17,9 +17,13 @@ TEST(Checked, ProductsAndSumsThatFitAreExact) {
 
 TEST(Checked, OverflowIsAnErrorNamingTheQuantity) {
   const std::string error = testing::ErrorOf([] { CheckedMul(INT64_MAX, 2, "total parameters"); });
-  EXPECT_NE(error.find("total parameters: 9223372036854775807 x 2 overflows"), std::string::npos) << error;
-  EXPECT_NE(testing::ErrorOf([] { CheckedAdd(INT64_MAX, 1, "weight bytes"); }).find("weight bytes"), std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { CheckedProduct("layers", int64_t{1} << 40, int64_t{1} << 30); }).find("layers"),
+  EXPECT_NE(error.find("total parameters: 9223372036854775807 x 2 overflows"), std::string::npos)
+      << error;
+  EXPECT_NE(testing::ErrorOf([] { CheckedAdd(INT64_MAX, 1, "weight bytes"); }).find("weight bytes"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] {
+              CheckedProduct("layers", int64_t{1} << 40, int64_t{1} << 30);
+            }).find("layers"),
             std::string::npos);
 }
 

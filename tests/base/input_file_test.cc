@@ -17,32 +17,39 @@ namespace {
 
 using testing::ErrorOf;
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(InputFile, AFifoIsRefusedWithoutBlocking) {
   const auto dir = testing::MakeTempDir("input-fifo");
   ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
-  const std::string error = ErrorOf([&] { ReadInputFile(dir / "pipe", 1000, "measurements file"); });
-  EXPECT_TRUE(Contains(error, "measurements file must be a regular file, but this is a FIFO")) << error;
+  const std::string error =
+      ErrorOf([&] { ReadInputFile(dir / "pipe", 1000, "measurements file"); });
+  EXPECT_TRUE(Contains(error, "measurements file must be a regular file, but this is a FIFO"))
+      << error;
   std::filesystem::remove_all(dir);
 }
 
 TEST(InputFile, ADeviceAndAFolderAreRefused) {
-  EXPECT_TRUE(Contains(ErrorOf([] { ReadInputFile("/dev/zero", 1000, "profile"); }), "a character device"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { ReadInputFile("/dev/zero", 1000, "profile"); }), "a character device"));
   EXPECT_TRUE(Contains(ErrorOf([] { ReadInputFile("/tmp", 1000, "profile"); }), "a folder"));
 }
 
 TEST(InputFile, TheSizeCapIsStated) {
   const auto dir = testing::MakeTempDir("input-cap");
   WriteFileAtomically(dir / "big.csv", std::string(2000, 'x'));
-  const std::string error = ErrorOf([&] { ReadInputFile(dir / "big.csv", 1000, "measurements file"); });
+  const std::string error =
+      ErrorOf([&] { ReadInputFile(dir / "big.csv", 1000, "measurements file"); });
   EXPECT_TRUE(Contains(error, "2000 bytes, above the limit of 1000 bytes")) << error;
   EXPECT_EQ(ReadInputFile(dir / "big.csv", 2000, "measurements file").size(), 2000u);
   std::filesystem::remove_all(dir);
 }
 
 TEST(InputFile, AMissingFileNamesTheSystemReason) {
-  const std::string error = ErrorOf([] { ReadInputFile("/nonexistent/x.json", 1000, "JSON file"); });
+  const std::string error =
+      ErrorOf([] { ReadInputFile("/nonexistent/x.json", 1000, "JSON file"); });
   EXPECT_TRUE(Contains(error, "No such file or directory")) << error;
 }
 
@@ -51,7 +58,7 @@ TEST(InputFile, OutputsOverInputsAreRefusedOnceTheGuardIsOn) {
   WriteFileAtomically(dir / "in.json", std::string("{}"));
   ReadInputFile(dir / "in.json", 1000, "JSON file");
   WriteFileAtomically(dir / "in.json", std::string("{}"));  // guard off: libraries may rewrite
-  ReadInputFile(dir / "in.json", 1000, "JSON file");          // the new file is an input again
+  ReadInputFile(dir / "in.json", 1000, "JSON file");        // the new file is an input again
   RefuseOutputsOverInputs();
   std::filesystem::create_symlink(dir / "in.json", dir / "alias.json");
   EXPECT_TRUE(Contains(ErrorOf([&] { WriteFileAtomically(dir / "alias.json", std::string("x")); }),

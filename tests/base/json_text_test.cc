@@ -14,7 +14,9 @@ namespace {
 
 using testing::ErrorOf;
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(JsonText, HundredThousandNestedBracketsAreRefusedWithoutACrash) {
   const std::string deep(100000, '[');
@@ -27,8 +29,10 @@ TEST(JsonText, HundredThousandNestedBracketsAreRefusedWithoutACrash) {
 }
 
 TEST(JsonText, ANumberBeyondADoubleNamesItsField) {
-  const std::string error = ErrorOf([] { ParseJsonText(R"({"model": {"layers": [1, 2, 1e400]}})", "c.json"); });
-  EXPECT_TRUE(Contains(error, "c.json: field 'model.layers[2]': number 1e400 is beyond the range of a double"))
+  const std::string error =
+      ErrorOf([] { ParseJsonText(R"({"model": {"layers": [1, 2, 1e400]}})", "c.json"); });
+  EXPECT_TRUE(Contains(
+      error, "c.json: field 'model.layers[2]': number 1e400 is beyond the range of a double"))
       << error;
   EXPECT_TRUE(Contains(ErrorOf([] { ParseJsonText("[" + std::string(400, '9') + "]", "d.json"); }),
                        "d.json: field '[0]'"));
@@ -42,7 +46,8 @@ TEST(JsonText, ParserMessagesAreEscaped) {
 }
 
 TEST(JsonText, FieldValuesInMessagesAreEscapedAndCapped) {
-  const nlohmann::json json = ParseJsonText("{\"name\": 5, \"kind\": \"\\u001b[2J" + std::string(500, 'x') + "\"}", "f.json");
+  const nlohmann::json json = ParseJsonText(
+      "{\"name\": 5, \"kind\": \"\\u001b[2J" + std::string(500, 'x') + "\"}", "f.json");
   const JsonReader reader(json, "f.json");
   const std::string error = ErrorOf([&] { reader.Int("kind", 0); });
   EXPECT_FALSE(Contains(error, "\x1b")) << error;
@@ -50,11 +55,13 @@ TEST(JsonText, FieldValuesInMessagesAreEscapedAndCapped) {
   EXPECT_EQ(EscapeForMessage("a\x1b[0m\n\xff"), "a\\x1b[0m\\n\\xff");
   EXPECT_EQ(EscapeForMessage(std::string(100, 'y'), 10), "yyyyyyyyyy...");
   EXPECT_EQ(DescribeJsonValue(nlohmann::json::array({1, 2})), "[1,2]");
-  EXPECT_EQ(DescribeJsonValue(nlohmann::json(std::vector<int>(1000, 1))), "an array of 1000 values");
+  EXPECT_EQ(DescribeJsonValue(nlohmann::json(std::vector<int>(1000, 1))),
+            "an array of 1000 values");
 }
 
 TEST(JsonText, AFileIsReadThroughTheBoundedReader) {
-  EXPECT_TRUE(Contains(ErrorOf([] { JsonReader::ParseFile("/dev/zero"); }), "must be a regular file"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { JsonReader::ParseFile("/dev/zero"); }), "must be a regular file"));
 }
 
 }  // namespace

@@ -42,20 +42,24 @@ TEST(Cli, ModelShowAcceptsAHuggingFaceConfigPath) {
 TEST(Cli, ModelShowScalesAModelAndWritesItsSpec) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-spec");
   const std::string spec = (dir / "scaled.json").string();
-  const CliRun r = RunMoelab("model show --model mixtral-8x7b --layers 2 --hidden 256 --intermediate 512 --heads 4 "
-                             "--kv-heads 2 --head-dim 64 --vocab 1000 --json --spec-out " + spec);
+  const CliRun r = RunMoelab(
+      "model show --model mixtral-8x7b --layers 2 --hidden 256 --intermediate 512 --heads 4 "
+      "--kv-heads 2 --head-dim 64 --vocab 1000 --json --spec-out " +
+      spec);
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json scaled = nlohmann::json::parse(r.out);
   EXPECT_EQ(scaled["spec"]["num_layers"], 2);
   EXPECT_EQ(scaled["spec"]["moe"]["num_experts"], 8);  // not overridden: the preset's
   // 2 layers x (attention 256 x (256 + 2 x 128 + 256) + router 8 x 256 + 8 experts x 3 x 256 x 512)
   // + embeddings and LM head 2 x 1000 x 256 + norms (2 per layer + final) x 256
-  const int64_t expected = 2 * (256 * (256 + 2 * 128 + 256) + 8 * 256 + 8 * 3 * 256 * 512) + 2 * 1000 * 256 + 5 * 256;
+  const int64_t expected =
+      2 * (256 * (256 + 2 * 128 + 256) + 8 * 256 + 8 * 3 * 256 * 512) + 2 * 1000 * 256 + 5 * 256;
   EXPECT_EQ(scaled["total_params"].get<int64_t>(), expected);
   const CliRun reloaded = RunMoelab("model show --json --model " + spec);
   ASSERT_EQ(reloaded.status, 0) << reloaded.err;
   EXPECT_EQ(nlohmann::json::parse(reloaded.out)["total_params"], scaled["total_params"]);
-  const CliRun bad = RunMoelab("model show --model mixtral-8x7b --layers 0 --spec-out " + (dir / "bad.json").string());
+  const CliRun bad = RunMoelab("model show --model mixtral-8x7b --layers 0 --spec-out " +
+                               (dir / "bad.json").string());
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("--layers"), std::string::npos) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
@@ -63,8 +67,9 @@ TEST(Cli, ModelShowScalesAModelAndWritesItsSpec) {
 }
 
 TEST(Cli, PlanSdJsonHasRowsAndBestGamma) {
-  const CliRun r = RunMoelab("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
-                          "--batch 1,4,16 --gamma 1-4 --json");
+  const CliRun r = RunMoelab(
+      "plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
+      "--batch 1,4,16 --gamma 1-4 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_EQ(json["rows"].size(), 12u);
@@ -122,22 +127,22 @@ TEST_P(CliBadInput, ClearErrorNonZeroExitNoOutputFile) {
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, CliBadInput,
-    ::testing::Values(
-        BadInput{"plan sd --model mixtral-8x8b", "did you mean 'mixtral-8x7b'"},
-        BadInput{"plan sd --hardware h100-sxn", "did you mean 'h100-sxm'"},
-        BadInput{"plan sd --alpha 1.0", "--alpha 1.0: expected a number in [0, 1)"},
-        BadInput{"plan sd --alpha -0.2", "expected a number in [0, 1)"},
-        BadInput{"plan sd --alpha abc", "--alpha 'abc': expected a finite number"},
-        BadInput{"plan sd --gamma 0", "0 is below 1"},
-        BadInput{"plan sd --batch -4", "--batch '-4'"},
-        BadInput{"plan sd --batch 1,,2", "empty item"},
-        BadInput{"plan sd --hardware a100-80gb-sxm", "per device"},
-        BadInput{"plan sd --hardware pcie4-x16", "not something that computes"},
-        BadInput{"plan sd --memory-efficiency 0", "memory_efficiency"},
-        BadInput{"plan sd --verify all", "expected \"gamma+1\" or \"gamma\""},
-        BadInput{"plan sd --no-such-option 3", "unrecognised option"},
-        BadInput{"model show --model /nonexistent/model.json", "model file not found"},
-        BadInput{"model show --model qwen3-30b", "did you mean 'qwen3-30b-a3b'"}));
+    ::testing::Values(BadInput{"plan sd --model mixtral-8x8b", "did you mean 'mixtral-8x7b'"},
+                      BadInput{"plan sd --hardware h100-sxn", "did you mean 'h100-sxm'"},
+                      BadInput{"plan sd --alpha 1.0", "--alpha 1.0: expected a number in [0, 1)"},
+                      BadInput{"plan sd --alpha -0.2", "expected a number in [0, 1)"},
+                      BadInput{"plan sd --alpha abc", "--alpha 'abc': expected a finite number"},
+                      BadInput{"plan sd --gamma 0", "0 is below 1"},
+                      BadInput{"plan sd --batch -4", "--batch '-4'"},
+                      BadInput{"plan sd --batch 1,,2", "empty item"},
+                      BadInput{"plan sd --hardware a100-80gb-sxm", "per device"},
+                      BadInput{"plan sd --hardware pcie4-x16", "not something that computes"},
+                      BadInput{"plan sd --memory-efficiency 0", "memory_efficiency"},
+                      BadInput{"plan sd --verify all", "expected \"gamma+1\" or \"gamma\""},
+                      BadInput{"plan sd --no-such-option 3", "unrecognised option"},
+                      BadInput{"model show --model /nonexistent/model.json",
+                               "model file not found"},
+                      BadInput{"model show --model qwen3-30b", "did you mean 'qwen3-30b-a3b'"}));
 
 TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-model");
@@ -147,7 +152,8 @@ TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("broken.json: malformed JSON"), std::string::npos) << r.err;
 
-  nlohmann::json spec = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  nlohmann::json spec =
+      nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
   spec["moe"]["top_k"] = 12;
   const std::filesystem::path impossible = dir / "impossible.json";
   std::ofstream(impossible) << spec.dump();
@@ -165,12 +171,15 @@ TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
 }
 
 const char* kSmallShape =
-    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 --head-dim 16 "
-    "--vocab 101 --draft-layers 1 --draft-hidden 32 --draft-dense-intermediate 64 --draft-heads 2 --draft-kv-heads 1 "
+    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 "
+    "--vocab 101 --draft-layers 1 --draft-hidden 32 --draft-dense-intermediate 64 --draft-heads 2 "
+    "--draft-kv-heads 1 "
     "--draft-head-dim 16 --threads 2";
 
 TEST(Cli, RunDecodeReportsTheInterfaceFields) {
-  const CliRun r = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  const CliRun r = RunMoelab(std::string("run ") + kSmallShape +
+                             " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   for (const char* field : {"ttft_s", "tpot_s", "tokens_per_s", "weight_bytes_per_token"}) {
@@ -179,7 +188,8 @@ TEST(Cli, RunDecodeReportsTheInterfaceFields) {
   }
   EXPECT_EQ(json["outputs"].size(), 2u);
   EXPECT_EQ(json["outputs"][0].size(), 5u);
-  // One prefill and four decode steps, each with [layer][expert] token counts summing to K per token.
+  // One prefill and four decode steps, each with [layer][expert] token counts summing to K per
+  // token.
   ASSERT_EQ(json["expert_token_counts"].size(), 5u);
   int64_t routed = 0;
   for (const auto& layer : json["expert_token_counts"][1]) {
@@ -187,13 +197,16 @@ TEST(Cli, RunDecodeReportsTheInterfaceFields) {
   }
   EXPECT_EQ(routed, 2 /*layers*/ * 2 /*tokens*/ * 2 /*top-k*/);
   // Same seed, same tokens.
-  const CliRun again = RunMoelab(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
+  const CliRun again =
+      RunMoelab(std::string("run ") + kSmallShape +
+                " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3 --json");
   EXPECT_EQ(nlohmann::json::parse(again.out)["outputs"], json["outputs"]);
 }
 
 TEST(Cli, RunSpeculativeReportsSdStatistics) {
-  const CliRun r = RunMoelab(std::string("run ") + kSmallShape +
-                                " --workload sd --batch 2 --prompt 4 --tokens 12 --gamma 3 --alpha 0.7 --json");
+  const CliRun r =
+      RunMoelab(std::string("run ") + kSmallShape +
+                " --workload sd --batch 2 --prompt 4 --tokens 12 --gamma 3 --alpha 0.7 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   for (const char* field : {"speedup", "sigma", "target_efficiency"}) {
@@ -206,13 +219,16 @@ TEST(Cli, RunSpeculativeReportsSdStatistics) {
 
 TEST(Cli, RunPrefillAndBeamAndTraceOut) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-run");
-  CliRun r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --routing uniform --json --trace-out " +
-                          (dir / "trace.json").string());
+  CliRun r = RunMoelab(std::string("run ") + kSmallShape +
+                       " --workload prefill --prompt 16 --routing uniform --json --trace-out " +
+                       (dir / "trace.json").string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(nlohmann::json::parse(r.out)["tpot_s"].is_null());
   EXPECT_EQ(nlohmann::json::parse(Slurp(dir / "trace.json"))["schema"], "moelab.routing_trace/1");
   // Replaying the recorded trace routes the same way.
-  r = RunMoelab(std::string("run ") + kSmallShape + " --workload prefill --prompt 16 --json --routing trace:" + (dir / "trace.json").string());
+  r = RunMoelab(
+      std::string("run ") + kSmallShape +
+      " --workload prefill --prompt 16 --json --routing trace:" + (dir / "trace.json").string());
   ASSERT_EQ(r.status, 0) << r.err;
   r = RunMoelab(std::string("run ") + kSmallShape + " --workload beam --beam 3 --tokens 4 --json");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -222,37 +238,46 @@ TEST(Cli, RunPrefillAndBeamAndTraceOut) {
 
 INSTANTIATE_TEST_SUITE_P(
     RunErrors, CliBadInput,
-    ::testing::Values(BadInput{"run --workload stream", "unknown workload 'stream'"},
-                      BadInput{"run --batch 0", "--batch must be at least 1"},
-                      BadInput{"run --layers 0", "--layers must be at least 1"},
-                      BadInput{"run --experts 8 --top-k 9", "top_k: must be between 1 and experts (8), got 9"},
-                      BadInput{"run --workload sd --alpha 1", "alpha must be in [0, 1)"},
-                      BadInput{"run --workload sd --acceptance greedy --alpha 0.5", "--alpha applies to --acceptance alpha only"},
-                      BadInput{"run --offload-calibration trace:x.json", "--offload-calibration applies with --offload POLICY only"},
-                      BadInput{"run --offload fmoe --expert-memory 1GB --offload-calibration trace:/nonexistent/trace.json",
-                               "/nonexistent/trace.json"},
-                      BadInput{"run --model deepseek-v2", "multi-head latent attention"},
-                      BadInput{"run --routing trace:/nonexistent/trace.json", "/nonexistent/trace.json"},
-                      BadInput{"run --workload beam --batch 2", "--batch must be 1"},
-                      BadInput{"run --weights /nonexistent/model.safetensors", "/nonexistent/model.safetensors"},
-                      BadInput{"run --layers 32 --hidden 4096 --intermediate 14336", "GB of weights but this machine has"},
-                      BadInput{"run --tokens 5000 --layers 1 --hidden 64 --intermediate 64 --heads 4 --kv-heads 2 --head-dim 16 --vocab 50",
-                               "max_positions"}));
+    ::testing::Values(
+        BadInput{"run --workload stream", "unknown workload 'stream'"},
+        BadInput{"run --batch 0", "--batch must be at least 1"},
+        BadInput{"run --layers 0", "--layers must be at least 1"},
+        BadInput{"run --experts 8 --top-k 9", "top_k: must be between 1 and experts (8), got 9"},
+        BadInput{"run --workload sd --alpha 1", "alpha must be in [0, 1)"},
+        BadInput{"run --workload sd --acceptance greedy --alpha 0.5",
+                 "--alpha applies to --acceptance alpha only"},
+        BadInput{"run --offload-calibration trace:x.json",
+                 "--offload-calibration applies with --offload POLICY only"},
+        BadInput{"run --offload fmoe --expert-memory 1GB --offload-calibration "
+                 "trace:/nonexistent/trace.json",
+                 "/nonexistent/trace.json"},
+        BadInput{"run --model deepseek-v2", "multi-head latent attention"},
+        BadInput{"run --routing trace:/nonexistent/trace.json", "/nonexistent/trace.json"},
+        BadInput{"run --workload beam --batch 2", "--batch must be 1"},
+        BadInput{"run --weights /nonexistent/model.safetensors", "/nonexistent/model.safetensors"},
+        BadInput{"run --layers 32 --hidden 4096 --intermediate 14336",
+                 "GB of weights but this machine has"},
+        BadInput{"run --tokens 5000 --layers 1 --hidden 64 --intermediate 64 --heads 4 --kv-heads "
+                 "2 --head-dim 16 --vocab 50",
+                 "max_positions"}));
 
 TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
-  const CliRun r = RunMoelab("sim sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.6,0.8 "
-                                "--batch 1,16 --gamma 1-3 --json");
+  const CliRun r = RunMoelab(
+      "sim sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.6,0.8 "
+      "--batch 1,16 --gamma 1-3 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_EQ(json["rows"].size(), 2u * 2u * 3u);
   for (const auto& row : json["rows"]) {
-    for (const char* field : {"batch", "gamma", "speedup", "target_efficiency", "alpha", "sigma"}) EXPECT_TRUE(row.contains(field)) << field;
+    for (const char* field : {"batch", "gamma", "speedup", "target_efficiency", "alpha", "sigma"})
+      EXPECT_TRUE(row.contains(field)) << field;
   }
   EXPECT_EQ(json["best_gamma"].size(), 4u);
   EXPECT_EQ(json["cost_source"], "analytic-roofline");
   // The same point through plan sd gives the same speedup.
-  const CliRun plan = RunMoelab("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.8 "
-                                   "--batch 16 --gamma 2 --json");
+  const CliRun plan = RunMoelab(
+      "plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --alpha 0.8 "
+      "--batch 16 --gamma 2 --json");
   ASSERT_EQ(plan.status, 0) << plan.err;
   const double planned = nlohmann::json::parse(plan.out)["rows"][0]["speedup"].get<double>();
   bool found = false;
@@ -266,7 +291,8 @@ TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
 }
 
 TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
-  const CliRun r = RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 0.02 --devices 1,2 --json");
+  const CliRun r =
+      RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 0.02 --devices 1,2 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_TRUE(json["smallest"].is_string());
@@ -286,19 +312,25 @@ TEST(Cli, PlanHardwareFindsTheSmallestThatMeetsTheTarget) {
       EXPECT_FALSE(row["meets"].get<bool>());
     }
   }
-  EXPECT_TRUE(nlohmann::json::parse(RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 1e-9 --json").out)["smallest"].is_null());
+  EXPECT_TRUE(
+      nlohmann::json::parse(
+          RunMoelab("plan hardware --model mixtral-8x7b --tpot-max 1e-9 --json").out)["smallest"]
+          .is_null());
 }
 
 TEST(Cli, PlanOffloadTabulatesPoliciesAcrossMemory) {
-  const CliRun r = RunMoelab("plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 16,48 "
-                                "--policies on-demand,fiddler --tokens 8 --json");
+  const CliRun r = RunMoelab(
+      "plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 16,48 "
+      "--policies on-demand,fiddler --tokens 8 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   ASSERT_EQ(json["rows"].size(), 4u);
   // More accelerator memory never makes Fiddler slower on the same routing.
   double fiddler_16 = 0, fiddler_48 = 0;
   for (const auto& row : json["rows"]) {
-    if (row["policy"] == "fiddler") (row["memory_bytes"].get<double>() < 20e9 ? fiddler_16 : fiddler_48) = row["tpot_s"].get<double>();
+    if (row["policy"] == "fiddler")
+      (row["memory_bytes"].get<double>() < 20e9 ? fiddler_16 : fiddler_48) =
+          row["tpot_s"].get<double>();
   }
   EXPECT_GT(fiddler_16, 0);
   EXPECT_LE(fiddler_48, fiddler_16);
@@ -306,14 +338,15 @@ TEST(Cli, PlanOffloadTabulatesPoliciesAcrossMemory) {
 
 INSTANTIATE_TEST_SUITE_P(
     SimPlanErrors, CliBadInput,
-    ::testing::Values(BadInput{"sim sd --alpha 1.2", "--alpha value 1.2000: expected a number in [0, 1)"},
-                      BadInput{"sim sd --sigma 0", "--sigma value 0.0000: expected a number in (0, 1]"},
-                      BadInput{"sim sd --alpha 0.5 --sigma 0.5", "give --alpha or --sigma, not both"},
-                      BadInput{"sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step"},
-                      BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
-                      BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
-                      BadInput{"plan offload --policies lru,fiddler", "lru"},
-                      BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"}));
+    ::testing::Values(
+        BadInput{"sim sd --alpha 1.2", "--alpha value 1.2000: expected a number in [0, 1)"},
+        BadInput{"sim sd --sigma 0", "--sigma value 0.0000: expected a number in (0, 1]"},
+        BadInput{"sim sd --alpha 0.5 --sigma 0.5", "give --alpha or --sigma, not both"},
+        BadInput{"sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step"},
+        BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
+        BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
+        BadInput{"plan offload --policies lru,fiddler", "lru"},
+        BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"}));
 
 TEST(Cli, UnknownCommandIsAnError) {
   const CliRun r = RunMoelab("frobnicate");

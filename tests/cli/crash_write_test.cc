@@ -48,7 +48,8 @@ pid_t Start(const std::string& args) {
 }
 
 // Runs `args` (which writes `out`) once undisturbed, then `kills` times killed at a random moment.
-void CheckKilledWrites(const std::string& name, const std::string& args, const std::filesystem::path& out, int kills) {
+void CheckKilledWrites(const std::string& name, const std::string& args,
+                       const std::filesystem::path& out, int kills) {
   const std::string old_text = "{\"old\": true}\n";
   std::ofstream(out) << old_text;
   const auto start = std::chrono::steady_clock::now();
@@ -73,7 +74,8 @@ void CheckKilledWrites(const std::string& name, const std::string& args, const s
       continue;
     }
     nlohmann::json parsed;
-    ASSERT_NO_THROW(parsed = nlohmann::json::parse(text)) << name << ": a partial file after kill " << i;
+    ASSERT_NO_THROW(parsed = nlohmann::json::parse(text))
+        << name << ": a partial file after kill " << i;
     EXPECT_EQ(parsed.size(), complete.size()) << name << ": kill " << i;
     ++saw_new;
   }
@@ -85,26 +87,34 @@ void CheckKilledWrites(const std::string& name, const std::string& args, const s
 TEST(CrashWrite, KilledWritersLeaveTheOldOrTheNewWholeFile) {
   const auto dir = testing::MakeTempDir("crash-write");
   const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
-  CheckKilledWrites("fit_latency", "fit latency --profile " + profile + " --out " + (dir / "fit.json").string(),
+  CheckKilledWrites("fit_latency",
+                    "fit latency --profile " + profile + " --out " + (dir / "fit.json").string(),
                     dir / "fit.json", 12);
-  CheckKilledWrites("model_spec", "model show --model mixtral-8x7b --layers 2 --spec-out " + (dir / "spec.json").string(),
-                    dir / "spec.json", 12);
+  CheckKilledWrites(
+      "model_spec",
+      "model show --model mixtral-8x7b --layers 2 --spec-out " + (dir / "spec.json").string(),
+      dir / "spec.json", 12);
   CheckKilledWrites("sim_offload",
-                    "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy lru-prefetch --prompt 64 --tokens 64 "
-                    "--out " + (dir / "sim.json").string(),
+                    "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy lru-prefetch "
+                    "--prompt 64 --tokens 64 "
+                    "--out " +
+                        (dir / "sim.json").string(),
                     dir / "sim.json", 12);
   std::filesystem::remove_all(dir);
 }
 
-// The offload runtime's expert store has its own writer (temporary data file, fsync, rename, then the
-// manifest atomically; the old manifest removed first). Killed at seeded random moments while it
-// builds the store, the next undisturbed run either reuses a whole store or rebuilds it, and decodes
-// exactly the tokens of an undisturbed first run: no manifest ever vouches for partial data.
+// The offload runtime's expert store has its own writer (temporary data file, fsync, rename, then
+// the manifest atomically; the old manifest removed first). Killed at seeded random moments while
+// it builds the store, the next undisturbed run either reuses a whole store or rebuilds it, and
+// decodes exactly the tokens of an undisturbed first run: no manifest ever vouches for partial
+// data.
 TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
   const auto dir = testing::MakeTempDir("crash-store");
   const std::string args =
-      "run --layers 4 --hidden 256 --intermediate 512 --experts 8 --top-k 2 --heads 4 --kv-heads 2 --head-dim 64 "
-      "--vocab 101 --seed 1 --prompt 4 --tokens 4 --threads 1 --offload on-demand --expert-memory 4MB --json --offload-dir " +
+      "run --layers 4 --hidden 256 --intermediate 512 --experts 8 --top-k 2 --heads 4 --kv-heads 2 "
+      "--head-dim 64 "
+      "--vocab 101 --seed 1 --prompt 4 --tokens 4 --threads 1 --offload on-demand --expert-memory "
+      "4MB --json --offload-dir " +
       (dir / "store").string();
   const auto start = std::chrono::steady_clock::now();
   const testing::CliRun reference = testing::RunMoelab(args);
@@ -124,7 +134,8 @@ TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
     int status = 0;
     waitpid(pid, &status, 0);
     const testing::CliRun after = testing::RunMoelab(args);
-    ASSERT_EQ(after.status, 0) << "kill " << i << " after " << delay.count() << " us: " << after.err;
+    ASSERT_EQ(after.status, 0) << "kill " << i << " after " << delay.count()
+                               << " us: " << after.err;
     const nlohmann::json got = nlohmann::json::parse(after.out);
     EXPECT_EQ(got["outputs"], expected["outputs"]) << "kill " << i;
     (got["offload"]["store"]["reused"].get<bool>() ? reused : rebuilt) += 1;
@@ -134,17 +145,19 @@ TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
   std::filesystem::remove_all(dir);
 }
 
-// A full disk: an 8 KiB tmpfs holding the old file. The command fails with the system's reason, exit
-// status 1, and the old file stays whole.
+// A full disk: an 8 KiB tmpfs holding the old file. The command fails with the system's reason,
+// exit status 1, and the old file stays whole.
 TEST(CrashWrite, AFullDiskGivesAClearErrorAndKeepsTheOldFile) {
   const auto dir = testing::MakeTempDir("full-disk");
   if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=8k") != 0) {
     std::filesystem::remove_all(dir);
-    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN): full-disk test skipped";
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN): full-disk "
+                    "test skipped";
   }
   std::ofstream(dir / "fit.json") << "old\n";
   const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
-  const testing::CliRun r = testing::RunMoelab("fit latency --profile " + profile + " --out " + (dir / "fit.json").string());
+  const testing::CliRun r = testing::RunMoelab("fit latency --profile " + profile + " --out " +
+                                               (dir / "fit.json").string());
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
   EXPECT_EQ(Slurp(dir / "fit.json"), "old\n");

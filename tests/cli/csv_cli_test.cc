@@ -66,7 +66,8 @@ nlohmann::json AtPath(const nlohmann::json& object, const std::string& dotted) {
 }
 
 // Every cell equals the JSON's value at its column's path (numbers to the last bit).
-void ExpectCsvCarriesJson(const std::vector<std::vector<std::string>>& csv, const std::vector<nlohmann::json>& objects) {
+void ExpectCsvCarriesJson(const std::vector<std::vector<std::string>>& csv,
+                          const std::vector<nlohmann::json>& objects) {
   ASSERT_FALSE(csv.empty());
   ASSERT_EQ(csv.size() - 1, objects.size());
   const std::vector<std::string>& header = csv[0];
@@ -111,8 +112,10 @@ size_t Column(const std::vector<std::string>& header, const std::string& key) {
 TEST(CsvCli, DevicesOneRowPerGpu) {
   const Both r = RunBoth("devices");
   ASSERT_FALSE(r.csv.empty());
-  EXPECT_EQ(r.csv[0], (std::vector<std::string>{"index", "name", "memory_bytes", "sm_count", "compute_capability"}));
-  ExpectCsvCarriesJson(r.csv, std::vector<nlohmann::json>(r.json["gpus"].begin(), r.json["gpus"].end()));
+  EXPECT_EQ(r.csv[0], (std::vector<std::string>{"index", "name", "memory_bytes", "sm_count",
+                                                "compute_capability"}));
+  ExpectCsvCarriesJson(r.csv,
+                       std::vector<nlohmann::json>(r.json["gpus"].begin(), r.json["gpus"].end()));
 }
 
 TEST(CsvCli, HardwareListOneRowPerPreset) {
@@ -120,9 +123,11 @@ TEST(CsvCli, HardwareListOneRowPerPreset) {
   ASSERT_GT(r.csv.size(), 5u);
   const size_t name = Column(r.csv[0], "name"), kind = Column(r.csv[0], "kind");
   bool found = false;
-  for (const auto& row : r.csv) found = found || (row[name] == "a100-80gb-sxm" && row[kind] == "accelerator");
+  for (const auto& row : r.csv)
+    found = found || (row[name] == "a100-80gb-sxm" && row[kind] == "accelerator");
   EXPECT_TRUE(found);
-  ExpectCsvCarriesJson(r.csv, std::vector<nlohmann::json>(r.json["hardware"].begin(), r.json["hardware"].end()));
+  ExpectCsvCarriesJson(
+      r.csv, std::vector<nlohmann::json>(r.json["hardware"].begin(), r.json["hardware"].end()));
 }
 
 TEST(CsvCli, HardwareShowOneRowOfTheSpec) {
@@ -135,7 +140,8 @@ TEST(CsvCli, HardwareShowOneRowOfTheSpec) {
 TEST(CsvCli, ModelListAndShow) {
   const Both list = RunBoth("model list");
   ASSERT_GT(list.csv.size(), 3u);
-  ExpectCsvCarriesJson(list.csv, std::vector<nlohmann::json>(list.json["models"].begin(), list.json["models"].end()));
+  ExpectCsvCarriesJson(list.csv, std::vector<nlohmann::json>(list.json["models"].begin(),
+                                                             list.json["models"].end()));
   const Both show = RunBoth("model show --model mixtral-8x7b");
   ASSERT_EQ(show.csv.size(), 2u);
   EXPECT_EQ(show.csv[1][Column(show.csv[0], "t_thres")], "11");
@@ -151,10 +157,13 @@ TEST(CsvCli, FitLatencyOneRowPerCurveAndCalibrateOneRow) {
   ASSERT_EQ(csv.status, 0) << csv.err;
   const nlohmann::json written = nlohmann::json::parse(testing::Slurp(fit));
   const auto rows = ParseCsv(csv.out);
-  EXPECT_EQ(rows[1][Column(rows[0], "operator")], written["operators"][0]["operator"].get<std::string>());
+  EXPECT_EQ(rows[1][Column(rows[0], "operator")],
+            written["operators"][0]["operator"].get<std::string>());
   Column(rows[0], "forms.linear.params.b");
-  ExpectCsvCarriesJson(rows, std::vector<nlohmann::json>(written["operators"].begin(), written["operators"].end()));
-  const CliRun both = RunMoelab("fit latency --profile " + profile + " --out " + (dir / "never.json").string() + " --csv --json");
+  ExpectCsvCarriesJson(
+      rows, std::vector<nlohmann::json>(written["operators"].begin(), written["operators"].end()));
+  const CliRun both = RunMoelab("fit latency --profile " + profile + " --out " +
+                                (dir / "never.json").string() + " --csv --json");
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "never.json"));
@@ -167,11 +176,13 @@ TEST(CsvCli, FitLatencyOneRowPerCurveAndCalibrateOneRow) {
 }
 
 const char* kSmallShape =
-    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 --head-dim 16 "
+    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 "
     "--vocab 101 --threads 2";
 
 TEST(CsvCli, RunSummaryAsOneRow) {
-  const Both r = RunBoth(std::string("run ") + kSmallShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3");
+  const Both r = RunBoth(std::string("run ") + kSmallShape +
+                         " --workload decode --batch 2 --prompt 6 --tokens 5 --seed 3");
   ASSERT_EQ(r.csv.size(), 2u);
   EXPECT_EQ(r.csv[1][Column(r.csv[0], "batch")], "2");
   EXPECT_EQ(r.csv[1][Column(r.csv[0], "workload")], "decode");
@@ -181,7 +192,9 @@ TEST(CsvCli, RunSummaryAsOneRow) {
 }
 
 TEST(CsvCli, SimOffloadResultAsOneRow) {
-  const Both r = RunBoth("sim offload --model mixtral-8x7b --hardware rtx-3090 --policy fiddler --prompt 8 --tokens 4 --seed 1");
+  const Both r = RunBoth(
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy fiddler --prompt 8 --tokens 4 "
+      "--seed 1");
   ASSERT_EQ(r.csv.size(), 2u);
   EXPECT_EQ(r.csv[1][Column(r.csv[0], "policy")], "fiddler");
   Column(r.csv[0], "ttft_s");

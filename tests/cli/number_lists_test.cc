@@ -12,35 +12,49 @@ TEST(NumberLists, IntegerListsRangesAndGeometricRanges) {
   EXPECT_EQ(ParseIntList("1-4", "gamma", 1), (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(ParseIntList("1-64:x4", "batch", 1), (std::vector<int64_t>{1, 4, 16, 64}));
   EXPECT_EQ(ParseIntList("1,3-4", "batch", 0), (std::vector<int64_t>{1, 3, 4}));
-  EXPECT_NE(testing::ErrorOf([] { ParseIntList("0,2", "batch", 1); }).find("--batch '0,2': 0 is below 1"),
+  EXPECT_NE(
+      testing::ErrorOf([] { ParseIntList("0,2", "batch", 1); }).find("--batch '0,2': 0 is below 1"),
+      std::string::npos);
+  EXPECT_NE(
+      testing::ErrorOf([] { ParseIntList("4-2", "batch", 1); }).find("range end below its start"),
+      std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] { ParseIntList("1-8:x1", "batch", 1); }).find("at least 2"),
             std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseIntList("4-2", "batch", 1); }).find("range end below its start"),
+  EXPECT_NE(testing::ErrorOf([] { ParseIntList("1,,2", "batch", 1); }).find("empty item"),
             std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseIntList("1-8:x1", "batch", 1); }).find("at least 2"), std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseIntList("1,,2", "batch", 1); }).find("empty item"), std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseIntList("a", "batch", 1); }).find("'a' is not an integer"), std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] { ParseIntList("a", "batch", 1); }).find("'a' is not an integer"),
+            std::string::npos);
 }
 
 TEST(NumberLists, NumbersAndNumberLists) {
   EXPECT_EQ(ParseNumber("0.25", "alpha"), 0.25);
-  EXPECT_NE(testing::ErrorOf([] { ParseNumber("abc", "alpha"); }).find("--alpha 'abc': expected a finite number"),
+  EXPECT_NE(testing::ErrorOf([] {
+              ParseNumber("abc", "alpha");
+            }).find("--alpha 'abc': expected a finite number"),
             std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseNumber("1x", "alpha"); }).find("expected a finite number"), std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseNumber("inf", "alpha"); }).find("expected a finite number"), std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] { ParseNumber("1x", "alpha"); }).find("expected a finite number"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] { ParseNumber("inf", "alpha"); }).find("expected a finite number"),
+            std::string::npos);
   EXPECT_EQ(ParseNumberList("0.6,0.8", "alpha"), (std::vector<double>{0.6, 0.8}));
   const std::vector<double> stepped = ParseNumberList("0.5:0.9:0.1", "alpha");
   ASSERT_EQ(stepped.size(), 5u);  // stop included within rounding
   EXPECT_DOUBLE_EQ(stepped.back(), 0.9);
-  EXPECT_NE(testing::ErrorOf([] { ParseNumberList("0.9:0.5:0.1", "alpha"); }).find("start:stop:step"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::ErrorOf([] { ParseNumberList("0.9:0.5:0.1", "alpha"); }).find("start:stop:step"),
+      std::string::npos);
 }
 
 // Found by fuzz/int_list_fuzz.cc: a step count beyond int64 was cast from double (undefined; on x86
 // it became negative and the list came back empty, exit 0).
 TEST(NumberLists, HugeStepCountsAreRefused) {
-  EXPECT_NE(testing::ErrorOf([] { ParseNumberList(".5:1e300:1e-300", "alpha"); }).find("more than 100000 values"),
+  EXPECT_NE(testing::ErrorOf([] {
+              ParseNumberList(".5:1e300:1e-300", "alpha");
+            }).find("more than 100000 values"),
             std::string::npos);
-  EXPECT_NE(testing::ErrorOf([] { ParseNumberList("-1e308:1e308:1", "alpha"); }).find("more than 100000 values"),
+  EXPECT_NE(testing::ErrorOf([] {
+              ParseNumberList("-1e308:1e308:1", "alpha");
+            }).find("more than 100000 values"),
             std::string::npos);
 }
 

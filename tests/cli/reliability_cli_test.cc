@@ -22,19 +22,24 @@ using testing::CliRun;
 using testing::RunMoelab;
 using testing::Slurp;
 
-bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 const char* kPlanSd =
-    "plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 --batch 1,4 --gamma 1-2";
+    "plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --alpha 0.8 "
+    "--batch 1,4 --gamma 1-2";
 const char* kSmallRun =
-    "run --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 --head-dim 16 "
+    "run --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 "
     "--vocab 101 --seed 1";
 
 // A refusal: exit status 1 and one message containing `expected`, nothing on stdout.
 void ExpectRefused(const std::string& args, const std::string& expected) {
   const CliRun r = RunMoelab(args);
   EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
-  EXPECT_TRUE(Contains(r.err, expected)) << args << "\nexpected: " << expected << "\ngot: " << r.err;
+  EXPECT_TRUE(Contains(r.err, expected))
+      << args << "\nexpected: " << expected << "\ngot: " << r.err;
   EXPECT_FALSE(Contains(r.err, "internal error")) << r.err;
 }
 
@@ -64,7 +69,8 @@ TEST_F(ReliabilityCli, OutOntoAFifoWritesThroughItInsteadOfReplacingIt) {
 TEST_F(ReliabilityCli, OutOntoDevNullKeepsTheDeviceAndDevFullFails) {
   EXPECT_EQ(RunMoelab(std::string(kPlanSd) + " --out /dev/null").status, 0);
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
-  ExpectRefused(std::string(kPlanSd) + " --out /dev/full", "/dev/full: write failed: No space left on device");
+  ExpectRefused(std::string(kPlanSd) + " --out /dev/full",
+                "/dev/full: write failed: No space left on device");
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
 }
 
@@ -72,12 +78,15 @@ TEST_F(ReliabilityCli, OutNamingAnInputOrAnotherOutputIsRefused) {
   const std::string spec = (dir_ / "spec.json").string();
   ASSERT_EQ(RunMoelab("model show --model mixtral-8x7b --layers 2 --spec-out " + spec).status, 0);
   const std::string before = Slurp(spec);
-  ExpectRefused("model show --model " + spec + " --layers 3 --spec-out " + spec, "is an input of the same command");
+  ExpectRefused("model show --model " + spec + " --layers 3 --spec-out " + spec,
+                "is an input of the same command");
   EXPECT_EQ(Slurp(spec), before);
   const std::string out = (dir_ / "sim.json").string();
-  ExpectRefused("sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --prompt 8 --tokens 4 --out " + out +
-                    " --trace-out " + (dir_ / "." / "sim.json").string(),
-                "--out and --trace-out name the same file");
+  ExpectRefused(
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --prompt 8 --tokens "
+      "4 --out " +
+          out + " --trace-out " + (dir_ / "." / "sim.json").string(),
+      "--out and --trace-out name the same file");
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
@@ -85,44 +94,57 @@ TEST_F(ReliabilityCli, DeeplyNestedJsonIsRefusedWithoutACrash) {
   const std::string deep = Write("deep.json", std::string(100000, '['));
   ExpectRefused("model show --model " + deep, "deep.json: JSON nested deeper than 256 levels");
   ExpectRefused("hw show --hardware " + deep, "nested deeper");
-  const std::string deep_object = Write("deep2.json", "{\"schema\": " + std::string(100000, '[') + "}");
-  ExpectRefused("fit predict --fit " + deep_object + " --batch 1 --gamma 1 --K 1 --E 2 --sigma 0.5", "nested deeper");
-  ExpectRefused("fit latency --profile " + deep + " --out " + (dir_ / "fit.json").string(), "nested deeper");
-  const std::string sim = "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --routing ";
+  const std::string deep_object =
+      Write("deep2.json", "{\"schema\": " + std::string(100000, '[') + "}");
+  ExpectRefused("fit predict --fit " + deep_object + " --batch 1 --gamma 1 --K 1 --E 2 --sigma 0.5",
+                "nested deeper");
+  ExpectRefused("fit latency --profile " + deep + " --out " + (dir_ / "fit.json").string(),
+                "nested deeper");
+  const std::string sim =
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --routing ";
   ExpectRefused(sim + "popularity:" + deep, "nested deeper");
   ExpectRefused(sim + "trace:" + deep, "nested deeper");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "fit.json"));
 }
 
 TEST_F(ReliabilityCli, NumberOverflowNamesFileAndField) {
-  nlohmann::json model = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  nlohmann::json model =
+      nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
   std::string text = model.dump();
   const std::string key = "\"hidden_size\":";
   const size_t at = text.find(key);
   ASSERT_NE(at, std::string::npos);
   text.replace(at + key.size(), text.find_first_of(",}", at) - at - key.size(), "1e400");
   const std::string file = Write("big.json", text);
-  ExpectRefused("model show --model " + file, "big.json: field 'hidden_size': number 1e400 is beyond the range");
+  ExpectRefused("model show --model " + file,
+                "big.json: field 'hidden_size': number 1e400 is beyond the range");
 }
 
 TEST_F(ReliabilityCli, ParameterAndMemoryOverflowAreErrorsNotNegativeNumbers) {
-  ExpectRefused("model show --model mixtral-8x7b --layers 9223372036854775807", "overflow a 64-bit integer");
-  ExpectRefused("sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --accelerator-memory 1e30GB",
-                "above the largest size accepted, 1 EiB");
+  ExpectRefused("model show --model mixtral-8x7b --layers 9223372036854775807",
+                "overflow a 64-bit integer");
+  ExpectRefused(
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --accelerator-memory "
+      "1e30GB",
+      "above the largest size accepted, 1 EiB");
 }
 
 TEST_F(ReliabilityCli, SimulationSizesAreBoundedBeforeAnyWork) {
   const std::string sim = "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident ";
-  ExpectRefused(sim + "--workload beam --beam 1000000000", "--beam 1000000000 is above the limit of 1024");
+  ExpectRefused(sim + "--workload beam --beam 1000000000",
+                "--beam 1000000000 is above the limit of 1024");
   ExpectRefused(sim + "--prompt 100000000", "--prompt 100000000 is above the limit of 1048576");
   ExpectRefused(sim + "--tokens 100000000", "--tokens 100000000 is above the limit");
-  ExpectRefused(sim + "--workload batch --batch 1000000000", "--batch 1000000000 is above the limit of 65536");
+  ExpectRefused(sim + "--workload batch --batch 1000000000",
+                "--batch 1000000000 is above the limit of 65536");
   ExpectRefused(sim + "--prompt 40000 --tokens 4", "exceed model 'mixtral-8x7b''s 32768 positions");
 }
 
 TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
-  ExpectRefused(std::string(kSmallRun) + " --batch 1000000000 --prompt 6 --tokens 4", "GB this machine has available");
-  ExpectRefused(std::string(kSmallRun) + " --threads 100000", "--threads 100000 is above the limit of 1024");
+  ExpectRefused(std::string(kSmallRun) + " --batch 1000000000 --prompt 6 --tokens 4",
+                "GB this machine has available");
+  ExpectRefused(std::string(kSmallRun) + " --threads 100000",
+                "--threads 100000 is above the limit of 1024");
   // The default shape has 1.6 GB of weights; the refusal must come before they are built.
   const auto start = std::chrono::steady_clock::now();
   ExpectRefused("run --tokens 5000 --threads 1", "max_positions 4096");
@@ -134,32 +156,41 @@ TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
 // memory check (--heads 2^62 gave q_width 0 and a segfault, --experts 9e18 bad_alloc), and the
 // weight estimate looped once per layer (--layers 9e18 never finished).
 TEST_F(ReliabilityCli, UnallocatableRunShapesAreRefusedBeforeAnyAllocation) {
-  const auto run = [](const std::string& layers, const std::string& heads, const std::string& head_dim,
-                      const std::string& experts, const std::string& intermediate) {
-    return "run --hidden 64 --top-k 2 --kv-heads 2 --vocab 101 --seed 1 --prompt 2 --tokens 1 --threads 1 --layers " +
-           layers + " --heads " + heads + " --head-dim " + head_dim + " --experts " + experts + " --intermediate " +
-           intermediate;
+  const auto run = [](const std::string& layers, const std::string& heads,
+                      const std::string& head_dim, const std::string& experts,
+                      const std::string& intermediate) {
+    return "run --hidden 64 --top-k 2 --kv-heads 2 --vocab 101 --seed 1 --prompt 2 --tokens 1 "
+           "--threads 1 --layers " +
+           layers + " --heads " + heads + " --head-dim " + head_dim + " --experts " + experts +
+           " --intermediate " + intermediate;
   };
   const std::string huge = "9000000000000000000";
   const auto start = std::chrono::steady_clock::now();
-  ExpectRefused(run("2", "4", "16", huge, "96"), "experts x hidden x intermediate: 9000000000000000000 x 64 overflows a 64-bit integer");
-  ExpectRefused(run("2", "4", huge, "4", "96"), "heads x head_dim: 4 x 9000000000000000000 overflows");
-  ExpectRefused(run("2", "4611686018427387904", "16", "4", "96"), "heads x head_dim: 4611686018427387904 x 16 overflows");
-  ExpectRefused(run("2", "4", "16", "4", huge), "experts x hidden x intermediate: 256 x 9000000000000000000 overflows");
+  ExpectRefused(
+      run("2", "4", "16", huge, "96"),
+      "experts x hidden x intermediate: 9000000000000000000 x 64 overflows a 64-bit integer");
+  ExpectRefused(run("2", "4", huge, "4", "96"),
+                "heads x head_dim: 4 x 9000000000000000000 overflows");
+  ExpectRefused(run("2", "4611686018427387904", "16", "4", "96"),
+                "heads x head_dim: 4611686018427387904 x 16 overflows");
+  ExpectRefused(run("2", "4", "16", "4", huge),
+                "experts x hidden x intermediate: 256 x 9000000000000000000 overflows");
   ExpectRefused(run(huge, "4", "16", "4", "96"), "GB of weights but this machine has");
-  ExpectRefused(run("2", "4", "16", "4", "96") + " --max-positions " + huge,
-                "max_positions: must be 2..1048576 (the rotary table and attention scores are sized by it)");
+  ExpectRefused(
+      run("2", "4", "16", "4", "96") + " --max-positions " + huge,
+      "max_positions: must be 2..1048576 (the rotary table and attention scores are sized by it)");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
-// `fit sd` on a huge CSV is refused from its size before any byte is read (a 1 GB file took 7.3 GB);
-// a sparse file makes the size without the disk.
+// `fit sd` on a huge CSV is refused from its size before any byte is read (a 1 GB file took 7.3
+// GB); a sparse file makes the size without the disk.
 TEST_F(ReliabilityCli, AnOversizedMeasurementFileIsRefusedFromItsSize) {
   const auto big = dir_ / "big.csv";
   std::ofstream(big) << "batch,gamma,K,E,sigma,speedup\n";
   std::filesystem::resize_file(big, (std::uintmax_t{1} << 30));
   ExpectRefused("fit sd --measurements " + big.string() +
-                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " + (dir_ / "fit.json").string(),
+                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " +
+                    (dir_ / "fit.json").string(),
                 "measurements file is 1073741824 bytes, above the limit of 67108864 bytes");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "fit.json"));
 }
@@ -168,31 +199,38 @@ TEST_F(ReliabilityCli, AFifoGivenWhereAFileIsNeededIsRefusedWithoutBlocking) {
   const auto fifo = dir_ / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // `timeout` turns a hang into exit 124, which fails the status check instead of the suite.
-  ExpectRefused(std::string(kSmallRun) + " --prompt 4 --tokens 2 --weights " + fifo.string(), "not a regular file");
+  ExpectRefused(std::string(kSmallRun) + " --prompt 4 --tokens 2 --weights " + fifo.string(),
+                "not a regular file");
   ExpectRefused("fit sd --measurements " + fifo.string() +
-                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " + (dir_ / "fit.json").string(),
+                    " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm --out " +
+                    (dir_ / "fit.json").string(),
                 "must be a regular file, but this is a FIFO");
 }
 
 TEST_F(ReliabilityCli, SilentAcceptancesAreRefused) {
   ExpectRefused(std::string(kPlanSd) + " --dtype xyz", "unknown compute data type 'xyz'");
-  const std::string no_type = Write("config.json", R"({"hidden_size": 64, "num_hidden_layers": 2})");
+  const std::string no_type =
+      Write("config.json", R"({"hidden_size": 64, "num_hidden_layers": 2})");
   ExpectRefused("model show --model " + no_type, "missing field 'model_type'");
   // A one-sample profile: no curve can be fitted, so no fit file is written.
-  nlohmann::json profile = nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
+  nlohmann::json profile =
+      nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
   profile["samples"] = nlohmann::json::array({profile["samples"][0]});
   const std::string one = Write("one.json", profile.dump());
   const std::string fit = (dir_ / "fit.json").string();
-  ExpectRefused("fit latency --profile " + one + " --out " + fit, "no operator curve could be fitted");
+  ExpectRefused("fit latency --profile " + one + " --out " + fit,
+                "no operator curve could be fitted");
   EXPECT_FALSE(std::filesystem::exists(fit));
 }
 
 TEST_F(ReliabilityCli, FitLatencyNeverWritesAFitItsLoaderRefuses) {
   // expert_ffn times near the top of a double: squared residuals overflow, the RMSE is not finite.
   // Those forms are left out (with a note); the other operators' curves are written, all finite.
-  nlohmann::json profile = nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
+  nlohmann::json profile =
+      nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
   for (auto& sample : profile["samples"]) {
-    if (sample["operator"] == "expert_ffn") sample["median_s"] = sample["median_s"].get<double>() * 1e305;
+    if (sample["operator"] == "expert_ffn")
+      sample["median_s"] = sample["median_s"].get<double>() * 1e305;
   }
   const std::string huge = Write("huge.json", profile.dump());
   const std::string fit = (dir_ / "fit.json").string();
@@ -203,15 +241,18 @@ TEST_F(ReliabilityCli, FitLatencyNeverWritesAFitItsLoaderRefuses) {
   for (const auto& curve : written["operators"]) {
     EXPECT_NE(curve["operator"], "expert_ffn");
     for (const auto& [form, values] : curve["forms"].items()) {
-      EXPECT_TRUE(values["rmse"].is_number()) << curve["operator"] << " " << form << ": " << values["rmse"];
+      EXPECT_TRUE(values["rmse"].is_number())
+          << curve["operator"] << " " << form << ": " << values["rmse"];
       EXPECT_TRUE(values["mape"].is_number()) << curve["operator"] << " " << form;
     }
   }
   // Everything non-finite: nothing to write, a clear refusal instead.
   for (auto& sample : profile["samples"]) {
-    if (sample["operator"] != "expert_ffn") sample["median_s"] = sample["median_s"].get<double>() * 1e305;
+    if (sample["operator"] != "expert_ffn")
+      sample["median_s"] = sample["median_s"].get<double>() * 1e305;
   }
-  ExpectRefused("fit latency --profile " + Write("huger.json", profile.dump()) + " --out " + (dir_ / "none.json").string(),
+  ExpectRefused("fit latency --profile " + Write("huger.json", profile.dump()) + " --out " +
+                    (dir_ / "none.json").string(),
                 "no operator curve could be fitted");
   EXPECT_FALSE(std::filesystem::exists(dir_ / "none.json"));
 }

@@ -15,12 +15,14 @@ namespace {
 using testing::CliRun;
 using testing::RunMoelab;
 
-constexpr char kTinyShape[] = " --layers 4 --hidden 128 --intermediate 256 --heads 2 --kv-heads 1 --vocab 512";
+constexpr char kTinyShape[] =
+    " --layers 4 --hidden 128 --intermediate 256 --heads 2 --kv-heads 1 --vocab 512";
 
 TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate");
-  const CliRun r = RunMoelab(std::string("validate --quick --quiet --cases decode,sd,beam --repeat 1 --json --out ") +
-                             dir.string() + kTinyShape);
+  const CliRun r = RunMoelab(
+      std::string("validate --quick --quiet --cases decode,sd,beam --repeat 1 --json --out ") +
+      dir.string() + kTinyShape);
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["schema"], "moelab.validation/1");
@@ -30,8 +32,9 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   ASSERT_TRUE(json["cases"].is_array());
   bool kinds[3] = {false, false, false};
   for (const nlohmann::json& c : json["cases"]) {
-    for (const char* key : {"kind", "batch", "gamma", "prompt", "context", "cost_source", "routing", "predicted",
-                            "measured", "measured_min", "measured_max", "repeats", "abs_error"}) {
+    for (const char* key :
+         {"kind", "batch", "gamma", "prompt", "context", "cost_source", "routing", "predicted",
+          "measured", "measured_min", "measured_max", "repeats", "abs_error"}) {
       EXPECT_TRUE(c.contains(key)) << key;
     }
     EXPECT_EQ(c["repeats"], 1);
@@ -47,14 +50,17 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_TRUE(json["by_kind"].contains("sd"));
   EXPECT_EQ(json["limits_per_round"].size(), 1u);
   EXPECT_TRUE(json["provenance"].contains("git_commit"));
-  for (const char* file : {"validation.json", "report.md", "profile.json", "fit.json", "routing-trace.json",
-                           "predicted-vs-measured-time.dat", "predicted-vs-measured-time.gp",
-                           "sd-speedup-vs-batch.dat", "sd-speedup-vs-batch.gp"}) {
+  for (const char* file :
+       {"validation.json", "report.md", "profile.json", "fit.json", "routing-trace.json",
+        "predicted-vs-measured-time.dat", "predicted-vs-measured-time.gp",
+        "sd-speedup-vs-batch.dat", "sd-speedup-vs-batch.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
   }
   // The recorded routing is a valid trace the planners accept.
-  const CliRun plan = RunMoelab("sim sd --model mixtral-8x7b --draft llama-3.2-1b --hardware 2xa100-80gb-sxm --batch 1,4 "
-                                "--gamma 2 --alpha 0.8 --json --routing trace:" + (dir / "routing-trace.json").string());
+  const CliRun plan = RunMoelab(
+      "sim sd --model mixtral-8x7b --draft llama-3.2-1b --hardware 2xa100-80gb-sxm --batch 1,4 "
+      "--gamma 2 --alpha 0.8 --json --routing trace:" +
+      (dir / "routing-trace.json").string());
   EXPECT_EQ(plan.status, 0) << plan.err;
   std::filesystem::remove_all(dir);
 }
@@ -68,25 +74,30 @@ TEST(ValidateCli, RefusesUnknownCaseKinds) {
 TEST(RoutingAwareCli, SimSdTakesTheExecutorsTraceAndKeepsItsRows) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-routing");
   const std::string trace = (dir / "trace.json").string();
-  const CliRun run = RunMoelab(std::string("run --workload sd --gamma 3 --batch 2 --prompt 8 --tokens 9 --trace-out ") +
-                               trace + kTinyShape);
+  const CliRun run = RunMoelab(
+      std::string("run --workload sd --gamma 3 --batch 2 --prompt 8 --tokens 9 --trace-out ") +
+      trace + kTinyShape);
   ASSERT_EQ(run.status, 0) << run.err;
-  const std::string base = "sim sd --model mixtral-8x7b --draft llama-3.2-1b --hardware 2xa100-80gb-sxm --batch 1,8 "
-                           "--gamma 1,3 --alpha 0.8 --json";
+  const std::string base =
+      "sim sd --model mixtral-8x7b --draft llama-3.2-1b --hardware 2xa100-80gb-sxm --batch 1,8 "
+      "--gamma 1,3 --alpha 0.8 --json";
   const CliRun traced = RunMoelab(base + " --routing trace:" + trace);
   const CliRun uniform = RunMoelab(base);
   ASSERT_EQ(traced.status, 0) << traced.err;
   ASSERT_EQ(uniform.status, 0) << uniform.err;
-  const nlohmann::json t = nlohmann::json::parse(traced.out), u = nlohmann::json::parse(uniform.out);
+  const nlohmann::json t = nlohmann::json::parse(traced.out),
+                       u = nlohmann::json::parse(uniform.out);
   EXPECT_EQ(t["routing"], "trace:" + trace);
   EXPECT_EQ(u["routing"], "uniform");
   ASSERT_EQ(t["rows"].size(), u["rows"].size());
   for (size_t i = 0; i < t["rows"].size(); ++i) {
-    for (const char* key : {"batch", "gamma", "speedup", "target_step_s", "verify_s", "draft_step_s"}) {
+    for (const char* key :
+         {"batch", "gamma", "speedup", "target_step_s", "verify_s", "draft_step_s"}) {
       EXPECT_TRUE(t["rows"][i].contains(key)) << key;
     }
     // A trace can only share experts between tokens, never activate more than uniform routing.
-    EXPECT_LE(t["rows"][i]["verify_s"].get<double>(), u["rows"][i]["verify_s"].get<double>() * 1.02);
+    EXPECT_LE(t["rows"][i]["verify_s"].get<double>(),
+              u["rows"][i]["verify_s"].get<double>() * 1.02);
   }
   const CliRun gate = RunMoelab(base + " --routing gate");
   EXPECT_NE(gate.status, 0);

@@ -116,11 +116,12 @@ TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
   // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
   const double rounds = static_cast<double>(sd.accepted_per_round.size());
   EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0);
-  EXPECT_THROW(RunSpeculative(m.target, m.draft, prompts, [] {
-                 SpeculativeOptions bad;
-                 bad.alpha = 1.0;
-                 return bad;
-               }()),
+  EXPECT_THROW(RunSpeculative(m.target, m.draft, prompts,
+                              [] {
+                                SpeculativeOptions bad;
+                                bad.alpha = 1.0;
+                                return bad;
+                              }()),
                Error);
 }
 

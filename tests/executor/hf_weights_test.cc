@@ -34,16 +34,18 @@ TEST_P(HuggingFaceWeights, SavedFileLoadsBackToTheSameModel) {
   const ModelWeights original = MakeSyntheticWeights(GetParam(), 17, pool);
   const auto dir = testing::MakeTempDir("hf-weights");
   SaveHuggingFaceWeights(original, dir / "model.safetensors");
-  const ModelWeights loaded = LoadHuggingFaceWeights(GetParam(), dir);  // a folder with model.safetensors
+  const ModelWeights loaded =
+      LoadHuggingFaceWeights(GetParam(), dir);  // a folder with model.safetensors
   EXPECT_EQ(Logits(original, pool), Logits(loaded, pool));
   EXPECT_DOUBLE_EQ(original.TotalBytes(), loaded.TotalBytes());
-  EXPECT_DOUBLE_EQ(WeightBytesFor(GetParam()), original.TotalBytes());  // the pre-allocation estimate is exact
+  EXPECT_DOUBLE_EQ(WeightBytesFor(GetParam()),
+                   original.TotalBytes());  // the pre-allocation estimate is exact
   std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HuggingFaceWeights,
-                         ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
-                                           testing::TinyLlama()),
+                         ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(),
+                                           testing::TinyQwen3Moe(), testing::TinyLlama()),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            for (char& ch : name) {
@@ -55,12 +57,15 @@ INSTANTIATE_TEST_SUITE_P(Families, HuggingFaceWeights,
 TEST(HuggingFaceWeightsErrors, UseTheFamiliesTensorNames) {
   ThreadPool pool(1);
   const auto dir = testing::MakeTempDir("hf-names");
-  SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyMixtral(), 1, pool), dir / "m.safetensors");
+  SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyMixtral(), 1, pool),
+                         dir / "m.safetensors");
   const SafetensorsFile file = SafetensorsFile::Open(dir / "m.safetensors");
   EXPECT_TRUE(file.Has("model.layers.1.block_sparse_moe.experts.5.w2.weight"));
   EXPECT_TRUE(file.Has("model.layers.0.block_sparse_moe.gate.weight"));
-  EXPECT_EQ(file.Info("model.layers.0.block_sparse_moe.experts.0.w1.weight").shape, (std::vector<int64_t>{40, 48}));
-  SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyQwenMoe(), 1, pool), dir / "q.safetensors");
+  EXPECT_EQ(file.Info("model.layers.0.block_sparse_moe.experts.0.w1.weight").shape,
+            (std::vector<int64_t>{40, 48}));
+  SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyQwenMoe(), 1, pool),
+                         dir / "q.safetensors");
   const SafetensorsFile qwen = SafetensorsFile::Open(dir / "q.safetensors");
   EXPECT_TRUE(qwen.Has("model.layers.2.mlp.shared_expert_gate.weight"));
   EXPECT_TRUE(qwen.Has("model.layers.0.mlp.down_proj.weight"));  // the dense first layer
@@ -77,14 +82,17 @@ TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
   ExecutorConfig wider = testing::TinyMixtral();
   wider.expert_intermediate_size = 44;
   std::string message = ErrorOf([&] { LoadHuggingFaceWeights(wider, file); });
-  EXPECT_NE(message.find("model.safetensors: tensor 'model.layers.0.block_sparse_moe.experts.0.w1.weight': expected shape [44, 48], file has [40, 48]"),
+  EXPECT_NE(message.find(
+                "model.safetensors: tensor 'model.layers.0.block_sparse_moe.experts.0.w1.weight': "
+                "expected shape [44, 48], file has [40, 48]"),
             std::string::npos)
       << message;
 
   ExecutorConfig more_experts = testing::TinyMixtral();
   more_experts.num_experts = 7;
   message = ErrorOf([&] { LoadHuggingFaceWeights(more_experts, file); });
-  EXPECT_NE(message.find("tensor 'model.layers.0.block_sparse_moe.gate.weight'"), std::string::npos) << message;
+  EXPECT_NE(message.find("tensor 'model.layers.0.block_sparse_moe.gate.weight'"), std::string::npos)
+      << message;
 
   // A file written without one expert's down projection.
   {
@@ -103,8 +111,10 @@ TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
     }
     partial.Write(dir / "partial.safetensors");
   }
-  message = ErrorOf([&] { LoadHuggingFaceWeights(testing::TinyMixtral(), dir / "partial.safetensors"); });
-  EXPECT_NE(message.find("tensor 'model.layers.1.block_sparse_moe.experts.3.w2.weight' not found"), std::string::npos)
+  message =
+      ErrorOf([&] { LoadHuggingFaceWeights(testing::TinyMixtral(), dir / "partial.safetensors"); });
+  EXPECT_NE(message.find("tensor 'model.layers.1.block_sparse_moe.experts.3.w2.weight' not found"),
+            std::string::npos)
       << message;
 
   // Truncated: the file is cut in the middle of its data.
@@ -115,7 +125,9 @@ TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
 
   ExecutorConfig unsupported = testing::TinyMixtral();
   unsupported.family = "dbrx";
-  EXPECT_NE(ErrorOf([&] { LoadHuggingFaceWeights(unsupported, file); }).find("no safetensors tensor names for family 'dbrx'"),
+  EXPECT_NE(ErrorOf([&] {
+              LoadHuggingFaceWeights(unsupported, file);
+            }).find("no safetensors tensor names for family 'dbrx'"),
             std::string::npos);
   std::filesystem::remove_all(dir);
 }

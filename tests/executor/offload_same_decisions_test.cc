@@ -38,10 +38,13 @@ ExecutorConfig Model() {
 
 // SimConfig::routing is a --routing value (a string or its parsed RoutingSpec): only reported here.
 [[maybe_unused]] void SetRouting(std::string& field, const std::string& text) { field = text; }
-[[maybe_unused]] void SetRouting(RoutingSpec& field, const std::string& text) { field = ParseRoutingSpec(text); }
+[[maybe_unused]] void SetRouting(RoutingSpec& field, const std::string& text) {
+  field = ParseRoutingSpec(text);
+}
 
 struct Fixture {
-  Fixture(int64_t batch) : pool(2), config(Model()), dir(testing::MakeTempDir("moelab-same-decisions")) {
+  Fixture(int64_t batch)
+      : pool(2), config(Model()), dir(testing::MakeTempDir("moelab-same-decisions")) {
     const ModelWeights in_ram = MakeSyntheticWeights(config, kSeed, pool);
     Transformer model(in_ram, pool);
     trace.num_layers = config.num_layers;
@@ -55,19 +58,24 @@ struct Fixture {
     RunDecode(model, prompts, decode);
     trace_file = (dir / "trace.json").string();
     SaveRoutingTrace(trace, trace_file);
-    calibration = sim::CalibrateRouting("trace:" + trace_file, config.num_layers, config.num_experts, config.top_k,
-                                        kSeed, sim::CalibrationOptions{});
+    calibration =
+        sim::CalibrateRouting("trace:" + trace_file, config.num_layers, config.num_experts,
+                              config.top_k, kSeed, sim::CalibrationOptions{});
     bool built = false;
-    store = offload::PrepareExpertStore(config, "synthetic seed 13", dir, [&](offload::ExpertStoreWriter& writer) {
-      const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) { writer.Add(l, e, w); };
-      weights = MakeSyntheticWeights(config, kSeed, pool, &add);
-      built = true;
-    });
+    store = offload::PrepareExpertStore(
+        config, "synthetic seed 13", dir, [&](offload::ExpertStoreWriter& writer) {
+          const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) {
+            writer.Add(l, e, w);
+          };
+          weights = MakeSyntheticWeights(config, kSeed, pool, &add);
+          built = true;
+        });
     EXPECT_TRUE(built);
   }
   ~Fixture() { fs::remove_all(dir); }
 
-  offload::OffloadStats Executor(const std::string& policy, const policies::PolicyOptions& options, int64_t slots) {
+  offload::OffloadStats Executor(const std::string& policy, const policies::PolicyOptions& options,
+                                 int64_t slots) {
     Transformer model(weights, pool);
     offload::OffloadOptions offload;
     offload.policy = policy;
@@ -88,8 +96,8 @@ struct Fixture {
     return runtime.Stats();
   }
 
-  sim::SimResult Simulator(const std::string& policy, const policies::PolicyOptions& options, int64_t slots,
-                           const policies::GateSignals& signals) {
+  sim::SimResult Simulator(const std::string& policy, const policies::PolicyOptions& options,
+                           int64_t slots, const policies::GateSignals& signals) {
     static const PresetStore presets(testing::PresetDir());
     sim::SimConfig sim;
     sim.model = SpecFromExecutorConfig(config);
@@ -108,8 +116,9 @@ struct Fixture {
         policies::ModelMemoryOf(sim.model, sim.cost.kv_bits, sim.workload.KvTokens());
     double dense = 0;
     for (double bytes : memory.dense_layer_bytes) dense += bytes;
-    sim.accelerator_bytes = memory.fixed_bytes + dense + (static_cast<double>(slots) + 0.5) *
-                                                             static_cast<double>(ExpertBytes(sim.model));
+    sim.accelerator_bytes =
+        memory.fixed_bytes + dense +
+        (static_cast<double>(slots) + 0.5) * static_cast<double>(ExpertBytes(sim.model));
     sim.gate_signals = std::make_shared<policies::GateSignals>(signals);
     sim.record_decisions = true;
     std::unique_ptr<RoutingSource> routing =
@@ -134,7 +143,9 @@ struct Case {
   std::optional<int64_t> cache_per_layer, prefetch, staging_buffers, gpu_layers;
 };
 
-void PrintTo(const Case& c, std::ostream* out) { *out << c.policy << " with " << c.slots << " experts of memory"; }
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.policy << " with " << c.slots << " experts of memory";
+}
 
 class SameDecisions : public ::testing::TestWithParam<Case> {};
 
@@ -148,14 +159,17 @@ TEST_P(SameDecisions, SimulatorAndExecutorAgreeDecisionByDecision) {
     options.staging_buffers = test.staging_buffers;
     options.gpu_layers = test.gpu_layers;
     const offload::OffloadStats executor = fixture.Executor(test.policy, options, test.slots);
-    const sim::SimResult simulator = fixture.Simulator(test.policy, options, test.slots, executor.signals);
+    const sim::SimResult simulator =
+        fixture.Simulator(test.policy, options, test.slots, executor.signals);
     ASSERT_FALSE(executor.decisions.empty());
     const size_t common = std::min(executor.decisions.size(), simulator.decisions.size());
     for (size_t i = 0; i < common; ++i) {
-      ASSERT_EQ(policies::ToString(executor.decisions[i]), policies::ToString(simulator.decisions[i]))
+      ASSERT_EQ(policies::ToString(executor.decisions[i]),
+                policies::ToString(simulator.decisions[i]))
           << test.policy << " batch " << batch << ": first difference at decision " << i;
     }
-    EXPECT_EQ(executor.decisions.size(), simulator.decisions.size()) << test.policy << " batch " << batch;
+    EXPECT_EQ(executor.decisions.size(), simulator.decisions.size())
+        << test.policy << " batch " << batch;
     EXPECT_EQ(executor.prefetches, simulator.prefetches);
     EXPECT_EQ(executor.prefetches_used, simulator.prefetches_used);
     EXPECT_EQ(executor.prefetches_wasted, simulator.prefetches_wasted);
@@ -163,18 +177,20 @@ TEST_P(SameDecisions, SimulatorAndExecutorAgreeDecisionByDecision) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Policies, SameDecisions,
-    ::testing::Values(Case{"on-demand", 7}, Case{"on-demand", 13}, Case{"lru-prefetch", 14, 3, 2, 2},
-                      Case{"lru-prefetch", 12, 2, 1, 4}, Case{"static-split", 16, {}, {}, {}, 2},
-                      Case{"fmoe", 10}, Case{"stream-all", 8}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      std::string name = info.param.policy + "_" + std::to_string(info.param.slots);
-      for (char& c : name) {
-        if (c == '-') c = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Policies, SameDecisions,
+                         ::testing::Values(Case{"on-demand", 7}, Case{"on-demand", 13},
+                                           Case{"lru-prefetch", 14, 3, 2, 2},
+                                           Case{"lru-prefetch", 12, 2, 1, 4},
+                                           Case{"static-split", 16, {}, {}, {}, 2},
+                                           Case{"fmoe", 10}, Case{"stream-all", 8}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           std::string name =
+                               info.param.policy + "_" + std::to_string(info.param.slots);
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 // The check can fail: lru-prefetch shown the simulator's co-occurrence stand-in instead of the
 // executor's real speculative gate prefetches other experts.
@@ -185,7 +201,8 @@ TEST(SameDecisions, DiffersWhenTheSimulatorUsesItsOwnSpeculativeGate) {
   options.prefetch = 2;
   options.staging_buffers = 2;
   const offload::OffloadStats executor = fixture.Executor("lru-prefetch", options, 12);
-  const sim::SimResult simulator = fixture.Simulator("lru-prefetch", options, 12, policies::GateSignals{});
+  const sim::SimResult simulator =
+      fixture.Simulator("lru-prefetch", options, 12, policies::GateSignals{});
   EXPECT_GT(executor.prefetches, 0);
   EXPECT_NE(executor.decisions, simulator.decisions);
 }

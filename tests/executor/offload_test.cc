@@ -18,8 +18,9 @@ namespace fs = std::filesystem;
 // A fresh folder per test under the system temp dir (a real file system on this machine).
 struct TempDir {
   TempDir() {
-    path = fs::temp_directory_path() / ("moelab-offload-test-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    path = fs::temp_directory_path() /
+           ("moelab-offload-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -40,7 +41,9 @@ struct Offloaded {
     const std::string source = "synthetic seed " + std::to_string(seed);
     bool built = false;
     store = PrepareExpertStore(config, source, dir, [&](ExpertStoreWriter& writer) {
-      const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) { writer.Add(l, e, w); };
+      const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) {
+        writer.Add(l, e, w);
+      };
       weights = MakeSyntheticWeights(config, seed, pool, &add);
       built = true;
     });
@@ -79,8 +82,10 @@ TEST(ExpertStore, HoldsTheSameExpertsAndIsReusedWhenTheKeyMatches) {
     for (int64_t layer = 0; layer < 2; ++layer) {
       for (int64_t e = 0; e < c.num_experts; ++e) {
         first.store.store->Read(layer, e, buffer, expert);
-        EXPECT_TRUE(SameBytes(expert.gate_up, in_ram.layers[layer + 1].experts[e].gate_up)) << layer << " " << e;
-        EXPECT_TRUE(SameBytes(expert.down, in_ram.layers[layer + 1].experts[e].down)) << layer << " " << e;
+        EXPECT_TRUE(SameBytes(expert.gate_up, in_ram.layers[layer + 1].experts[e].gate_up))
+            << layer << " " << e;
+        EXPECT_TRUE(SameBytes(expert.down, in_ram.layers[layer + 1].experts[e].down))
+            << layer << " " << e;
       }
     }
     EXPECT_EQ(first.store.store->key().block_bytes() % kStoreAlignment, 0);
@@ -103,13 +108,16 @@ TEST(ExpertStore, CorruptionAndTruncationAreNeverTrusted) {
     file.seekp(block * 5 + 17);
     file.put('\x5a');
   }
-  std::unique_ptr<ExpertStore> store = ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3"));
+  std::unique_ptr<ExpertStore> store =
+      ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3"));
   ASSERT_TRUE(store);
   FfnWeights expert;
   expert.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
   AlignedBuffer buffer(block);
   store->Read(0, 4, buffer, expert);  // untouched blocks read fine
-  EXPECT_NE(ErrorOf([&] { store->Read(0, 5, buffer, expert); }).find("checksum mismatch for MoE layer 0 expert 5"),
+  EXPECT_NE(ErrorOf([&] {
+              store->Read(0, 5, buffer, expert);
+            }).find("checksum mismatch for MoE layer 0 expert 5"),
             std::string::npos);
   store.reset();
   fs::resize_file(data, static_cast<uintmax_t>(block * 3));
@@ -145,7 +153,9 @@ TEST(ExpertStore, UnwritableFolderIsAClearError) {
   fs::create_directories(dir.path);
   std::ofstream(dir.path / "file") << "x";
   const fs::path bad = dir.path / "file" / "store";
-  EXPECT_NE(ErrorOf([&] { Offloaded(c, 3, bad); }).find("--offload-dir " + bad.string() + ": cannot create the folder"),
+  EXPECT_NE(ErrorOf([&] {
+              Offloaded(c, 3, bad);
+            }).find("--offload-dir " + bad.string() + ": cannot create the folder"),
             std::string::npos);
 }
 
@@ -163,7 +173,8 @@ DecodeRun Decode(Offloaded& model, const OffloadOptions* options, int64_t batch)
   }
   DecodeOptions decode;
   decode.output_tokens = 12;
-  const DecodeResult result = RunDecode(transformer, SyntheticPrompts(batch, 6, model.config.vocab_size, 2), decode);
+  const DecodeResult result =
+      RunDecode(transformer, SyntheticPrompts(batch, 6, model.config.vocab_size, 2), decode);
   return {result.outputs, runtime ? runtime->Stats() : OffloadStats{}};
 }
 
@@ -179,14 +190,16 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
   for (int64_t batch : {1, 3}) {
     DecodeOptions decode;
     decode.output_tokens = 12;
-    const auto expected = RunDecode(reference, SyntheticPrompts(batch, 6, c.vocab_size, 2), decode).outputs;
+    const auto expected =
+        RunDecode(reference, SyntheticPrompts(batch, 6, c.vocab_size, 2), decode).outputs;
     struct Case {
       std::string policy;
       int64_t experts_in_memory;
       policies::PolicyOptions options;
     };
-    std::vector<Case> cases = {{"on-demand", 3, {}}, {"on-demand", 12, {}}, {"lru-prefetch", 8, {}},
-                               {"static-split", 9, {}}, {"fmoe", 6, {}}, {"stream-all", 8, {}}};
+    std::vector<Case> cases = {{"on-demand", 3, {}},    {"on-demand", 12, {}},
+                               {"lru-prefetch", 8, {}}, {"static-split", 9, {}},
+                               {"fmoe", 6, {}},         {"stream-all", 8, {}}};
     cases[2].options.staging_buffers = 2;
     cases[2].options.cache_per_layer = 3;
     cases[4].options.prefetch_distance = 1;
@@ -200,13 +213,16 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
       EXPECT_EQ(run.outputs, expected) << test.policy << " batch " << batch;
       const OffloadStats& s = run.stats;
       EXPECT_EQ(s.passes, 12);
-      EXPECT_EQ(s.activations, s.hits + s.inflight_hits + s.demand_fetches + s.transient_fetches + s.storage_runs);
+      EXPECT_EQ(s.activations,
+                s.hits + s.inflight_hits + s.demand_fetches + s.transient_fetches + s.storage_runs);
       EXPECT_GT(s.activations, 0);
-      EXPECT_EQ(s.reads, s.demand_fetches + s.transient_fetches + s.storage_runs + s.prefetches) << test.policy;
+      EXPECT_EQ(s.reads, s.demand_fetches + s.transient_fetches + s.storage_runs + s.prefetches)
+          << test.policy;
       EXPECT_LE(s.hits + s.inflight_hits, s.activations);
       // The RAM budget holds except for transient buffers: static-split's streamed layers, and a
       // layer that needs more experts than the cache holds (at most one layer's experts more).
-      EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers + c.num_experts) << test.policy;
+      EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers + c.num_experts)
+          << test.policy;
       if (test.experts_in_memory >= c.num_experts && test.policy != "static-split") {
         EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers) << test.policy;
       }
@@ -232,15 +248,20 @@ TEST(OffloadRuntime, RefusesWhatItCannotRun) {
   OffloadOptions options;
   options.policy = "fiddler";
   options.expert_memory_bytes = 20 * expert_bytes;
-  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("second compute device"),
+  EXPECT_NE(ErrorOf([&] {
+              OffloadRuntime(c, *model.store.store, options);
+            }).find("second compute device"),
             std::string::npos);
   options.policy = "on-demand";
   options.expert_memory_bytes = expert_bytes + expert_bytes / 2;
-  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("fewer than one layer's top-2"),
+  EXPECT_NE(ErrorOf([&] {
+              OffloadRuntime(c, *model.store.store, options);
+            }).find("fewer than one layer's top-2"),
             std::string::npos);
   options.policy = "no-such-policy";
   options.expert_memory_bytes = 20 * expert_bytes;
-  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("valid policies"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("valid policies"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -30,8 +30,10 @@ Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
   return MatVecOf(w, x, [&](int64_t r, int64_t c) { return Bf16ToFloat(w.At(r, c)); });
 }
 Vector MatVec(const WeightMatrix& w, const Vector& x) {
-  if (w.format() == WeightFormat::kBf16) return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
-  // Quantized weights multiply activations quantized per block of 32 (kernels/quantized_activations.h).
+  if (w.format() == WeightFormat::kBf16)
+    return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
+  // Quantized weights multiply activations quantized per block of 32
+  // (kernels/quantized_activations.h).
   const std::vector<float> x_float(x.begin(), x.end());
   QuantizedActivations xq;
   ResizeQuantizedActivations(1, w.cols(), xq);
@@ -56,7 +58,9 @@ void Rope(double* v, int64_t head_dim, int64_t position, double theta) {
   const int64_t half = head_dim / 2;
   for (int64_t i = 0; i < half; ++i) {
     // Same float angle table as the kernels (cos/sin of a double angle, stored as float).
-    const double angle = static_cast<double>(position) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
+    const double angle =
+        static_cast<double>(position) *
+        std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(head_dim));
     const double c = static_cast<float>(std::cos(angle));
     const double s = static_cast<float>(std::sin(angle));
     const double a = v[i], b = v[i + half];
@@ -77,7 +81,8 @@ Vector Ffn(const FfnWeights& f, const Vector& x) {
 
 }  // namespace
 
-std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
+std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w,
+                                                 const std::vector<int32_t>& tokens) {
   const ExecutorConfig& c = w.config;
   const int64_t d = c.hidden_size, hd = c.head_dim, n = static_cast<int64_t>(tokens.size());
   std::vector<Vector> h(n, Vector(d));
@@ -108,14 +113,17 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
           std::copy(part.begin(), part.end(), k[t].begin() + head * hd);
         }
       }
-      for (int64_t head = 0; head < c.num_heads; ++head) Rope(q[t].data() + head * hd, hd, t, c.rope_theta);
-      for (int64_t head = 0; head < c.num_kv_heads; ++head) Rope(k[t].data() + head * hd, hd, t, c.rope_theta);
+      for (int64_t head = 0; head < c.num_heads; ++head)
+        Rope(q[t].data() + head * hd, hd, t, c.rope_theta);
+      for (int64_t head = 0; head < c.num_kv_heads; ++head)
+        Rope(k[t].data() + head * hd, hd, t, c.rope_theta);
     }
     for (int64_t t = 0; t < n; ++t) {
       Vector attended(c.q_width(), 0.0);
       for (int64_t head = 0; head < c.num_heads; ++head) {
         const int64_t kv = head / (c.num_heads / c.num_kv_heads);
-        const int64_t first = c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
+        const int64_t first =
+            c.sliding_window > 0 ? std::max<int64_t>(0, t - c.sliding_window + 1) : 0;
         Vector scores;
         for (int64_t p = first; p <= t; ++p) {
           double dot = 0;
@@ -126,7 +134,8 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
         double sum = 0;
         for (double& s : scores) sum += s = std::exp(s - max_score);
         for (int64_t p = first; p <= t; ++p) {
-          for (int64_t i = 0; i < hd; ++i) attended[head * hd + i] += scores[p - first] / sum * v[p][kv * hd + i];
+          for (int64_t i = 0; i < hd; ++i)
+            attended[head * hd + i] += scores[p - first] / sum * v[p][kv * hd + i];
         }
       }
       const Vector out = MatVec(lw.output, attended);
@@ -143,7 +152,8 @@ std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w, const st
         for (double& value : p) value /= sum;
         std::vector<int64_t> order(c.num_experts);
         std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int64_t a, int64_t b) { return p[a] > p[b]; });
         double chosen_sum = 0;
         for (int64_t j = 0; j < c.top_k; ++j) chosen_sum += p[order[j]];
         for (int64_t j = 0; j < c.top_k; ++j) {

@@ -11,7 +11,8 @@
 namespace moelab {
 namespace {
 
-std::vector<float> ForwardAll(Transformer& model, KvCache& cache, const std::vector<int32_t>& tokens,
+std::vector<float> ForwardAll(Transformer& model, KvCache& cache,
+                              const std::vector<int32_t>& tokens,
                               LogitRows rows = LogitRows::kAll) {
   std::vector<SequenceInput> batch = {{&cache, tokens}};
   std::vector<float> logits;
@@ -38,7 +39,8 @@ TEST_P(EveryTinyModel, ForwardMatchesPlainReference) {
     }
   }
   // Only accumulation order and bf16 rounding of slightly different inputs separate the two.
-  EXPECT_LT(worst, 5e-3 * scale) << "max |logit difference| " << worst << " at logit scale " << scale;
+  EXPECT_LT(worst, 5e-3 * scale) << "max |logit difference| " << worst << " at logit scale "
+                                 << scale;
   EXPECT_GT(scale, 0.1);
 }
 
@@ -56,7 +58,8 @@ TEST_P(EveryTinyModel, IncrementalDecodeEqualsFullRecomputation) {
     incremental.insert(incremental.end(), step.begin(), step.end());
   }
   ASSERT_EQ(full.size(), incremental.size());
-  for (size_t i = 0; i < full.size(); ++i) ASSERT_EQ(full[i], incremental[i]) << "logit " << i;  // bit for bit
+  for (size_t i = 0; i < full.size(); ++i)
+    ASSERT_EQ(full[i], incremental[i]) << "logit " << i;  // bit for bit
 }
 
 TEST_P(EveryTinyModel, SequencesDoNotAffectEachOther) {
@@ -87,18 +90,20 @@ TEST_P(EveryTinyModel, TruncatedCacheRecomputesTheSame) {
   EXPECT_THROW(cache.Truncate(10), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, EveryTinyModel,
-                         ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
-                                           testing::TinyLlama(),
-                                           testing::Quantized(testing::TinyMixtral(), WeightFormat::kQ4_0, WeightFormat::kQ8_0),
-                                           testing::Quantized(testing::TinyQwenMoe(), WeightFormat::kQ8_0, WeightFormat::kQ4_0)),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, EveryTinyModel,
+    ::testing::Values(
+        testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
+        testing::TinyLlama(),
+        testing::Quantized(testing::TinyMixtral(), WeightFormat::kQ4_0, WeightFormat::kQ8_0),
+        testing::Quantized(testing::TinyQwenMoe(), WeightFormat::kQ8_0, WeightFormat::kQ4_0)),
+    [](const auto& info) {
+      std::string name = info.param.name;
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
 
 TEST(Transformer, RecordsAndReplaysRouting) {
   ThreadPool pool(2);

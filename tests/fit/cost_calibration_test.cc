@@ -28,7 +28,8 @@ nlohmann::json NoisyProfile(const PlantedRoofline& truth, double relative_noise,
 TEST(CostCalibration, RecoversPlantedParametersExactlyWithoutNoise) {
   const PlantedRoofline truth;
   const Profile profile = ProfileFromJson(SyntheticProfile(truth), "synthetic.json");
-  const CostCalibration c = CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
+  const CostCalibration c =
+      CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
   EXPECT_NEAR(c.params.compute_efficiency, truth.compute_efficiency, 1e-4);
   EXPECT_NEAR(c.params.memory_efficiency, truth.memory_efficiency, 1e-4);
   EXPECT_NEAR(c.params.kernel_launch_s, truth.kernel_launch_s, 1e-8);
@@ -43,7 +44,8 @@ TEST(CostCalibration, RecoversPlantedParametersExactlyWithoutNoise) {
 TEST(CostCalibration, RecoversPlantedParametersUnderNoiseWithinTheirStandardErrors) {
   const PlantedRoofline truth;
   const Profile profile = ProfileFromJson(NoisyProfile(truth, 0.05, 7), "noisy.json");
-  const CostCalibration c = CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
+  const CostCalibration c =
+      CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
   EXPECT_NEAR(c.params.compute_efficiency, truth.compute_efficiency, 0.05);
   EXPECT_NEAR(c.params.memory_efficiency, truth.memory_efficiency, 0.05);
   ASSERT_TRUE(c.std_errors[0] && c.std_errors[1]);
@@ -59,7 +61,8 @@ TEST(CostCalibration, ThePresetRooflineScalesTheHostPeakToTheProfiledThreads) {
   EXPECT_DOUBLE_EQ(cpu.peak_flops, epyc.host->peak_flops.at("bf16") * 2.0 / 96.0);
   EXPECT_DOUBLE_EQ(cpu.bandwidth_bytes_per_s, epyc.host->dram_bandwidth_bytes_per_s);
   const HardwareSpec gpu = store.LoadHardware("a100-80gb-sxm");
-  EXPECT_DOUBLE_EQ(RooflineFromHardware(gpu, "gpu", "bf16", 2).peak_flops, gpu.accelerator->peak_flops.at("bf16"));
+  EXPECT_DOUBLE_EQ(RooflineFromHardware(gpu, "gpu", "bf16", 2).peak_flops,
+                   gpu.accelerator->peak_flops.at("bf16"));
   EXPECT_THROW(RooflineFromHardware(epyc, "gpu", "bf16", 2), Error);  // a host preset has no GPU
 }
 
@@ -70,7 +73,8 @@ TEST(CostCalibration, TheProfiledMachineIsAHostWithItsMeasuredLimits) {
   EXPECT_FALSE(machine.has_accelerator());
   EXPECT_EQ(machine.host->cores, 2);
   EXPECT_DOUBLE_EQ(machine.host->peak_flops.at("bf16"), PlantedRoofline{}.peak_flops);
-  EXPECT_DOUBLE_EQ(machine.host->dram_bandwidth_bytes_per_s, PlantedRoofline{}.bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(machine.host->dram_bandwidth_bytes_per_s,
+                   PlantedRoofline{}.bandwidth_bytes_per_s);
   EXPECT_DOUBLE_EQ(machine.host->dram_bytes, 24e9);
 }
 
@@ -85,17 +89,22 @@ std::string ErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16
 TEST(CostCalibration, RefusesProfilesThatCannotCalibrate) {
   nlohmann::json no_limits = SyntheticProfile(PlantedRoofline{});
   no_limits["machine"].erase("limits");
-  EXPECT_NE(ErrorOf(no_limits).find("bad.json: no field 'machine.limits'"), std::string::npos) << ErrorOf(no_limits);
+  EXPECT_NE(ErrorOf(no_limits).find("bad.json: no field 'machine.limits'"), std::string::npos)
+      << ErrorOf(no_limits);
 
-  EXPECT_NE(ErrorOf(SyntheticProfile(PlantedRoofline{}), "fp8").find("has no 'fp8' peak"), std::string::npos);
+  EXPECT_NE(ErrorOf(SyntheticProfile(PlantedRoofline{}), "fp8").find("has no 'fp8' peak"),
+            std::string::npos);
 
   nlohmann::json no_flops = SyntheticProfile(PlantedRoofline{});
   no_flops["samples"][4].erase("flops");
-  EXPECT_NE(ErrorOf(no_flops).find("samples[4] has no 'flops' or 'bytes'"), std::string::npos) << ErrorOf(no_flops);
+  EXPECT_NE(ErrorOf(no_flops).find("samples[4] has no 'flops' or 'bytes'"), std::string::npos)
+      << ErrorOf(no_flops);
 
   nlohmann::json few = SyntheticProfile(PlantedRoofline{});
   few["samples"] = nlohmann::json::array({few["samples"][0], few["samples"][1], few["samples"][2]});
-  EXPECT_NE(ErrorOf(few).find("3 samples of expert_ffn, router, lm_head or dense_ffn on device 'cpu'"), std::string::npos)
+  EXPECT_NE(
+      ErrorOf(few).find("3 samples of expert_ffn, router, lm_head or dense_ffn on device 'cpu'"),
+      std::string::npos)
       << ErrorOf(few);
 
   nlohmann::json negative = SyntheticProfile(PlantedRoofline{});

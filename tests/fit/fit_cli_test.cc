@@ -28,8 +28,8 @@ class FitCliTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   CliRun Run(const std::string& args) {
-    const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" + (dir_ / "stdout").string() +
-                                " 2>" + (dir_ / "stderr").string();
+    const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" +
+                                (dir_ / "stdout").string() + " 2>" + (dir_ / "stderr").string();
     const int raw = std::system(command.c_str());
     CliRun result;
     result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -39,7 +39,8 @@ class FitCliTest : public ::testing::Test {
   }
 
   // The planted grid of tests/fit/sd_fit_test.cc as CSV, optionally with a replaced line.
-  std::string WriteMeasurements(const std::string& name, size_t rows = 1000, const std::string& replace_row_5 = "",
+  std::string WriteMeasurements(const std::string& name, size_t rows = 1000,
+                                const std::string& replace_row_5 = "",
                                 const std::string& header = "batch,gamma,K,E,sigma,speedup") {
     std::vector<SdMeasurement> probe(1);
     probe[0].point = {256, 4, 8, 64, 0.5};
@@ -55,14 +56,16 @@ class FitCliTest : public ::testing::Test {
         continue;
       }
       const SdMeasurement& m = points[i];
-      out << m.point.batch << "," << m.point.gamma << "," << m.point.top_k << "," << m.point.num_experts << ","
-          << std::setprecision(17) << m.point.sigma << "," << m.speedup << "\n";
+      out << m.point.batch << "," << m.point.gamma << "," << m.point.top_k << ","
+          << m.point.num_experts << "," << std::setprecision(17) << m.point.sigma << ","
+          << m.speedup << "\n";
     }
     return (dir_ / name).string();
   }
 
   std::string SdArgs(const std::string& csv) {
-    return "fit sd --measurements " + csv + " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm";
+    return "fit sd --measurements " + csv +
+           " --model qwen2-57b-a14b --draft qwen2-0.5b --hardware 2xa100-80gb-sxm";
   }
 
   std::filesystem::path dir_;
@@ -73,7 +76,8 @@ TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
   const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  for (const char* text : {"bias", "reject_k", "gauge", "rmse", "mape", "R2", "5-fold CV rmse", "wrote"}) {
+  for (const char* text :
+       {"bias", "reject_k", "gauge", "rmse", "mape", "R2", "5-fold CV rmse", "wrote"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
   }
   const nlohmann::json json = nlohmann::json::parse(Slurp(out));
@@ -89,7 +93,8 @@ TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
   EXPECT_NE(json["provenance"]["command"].get<std::string>().find("fit sd"), std::string::npos);
 
   // predict: a plain number, and the same number in JSON, equal to the library's prediction.
-  const std::string predict = "fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7";
+  const std::string predict =
+      "fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7";
   const CliRun plain = Run(predict);
   ASSERT_EQ(plain.status, 0) << plain.err;
   const double printed = std::stod(plain.out);
@@ -100,7 +105,8 @@ TEST_F(FitCliTest, SdFitWritesTheFitAndPrintsATable) {
   const double expected = PredictSpeedup(LoadSdFit(out), {24, 3, 6, 64, 0.7});
   EXPECT_DOUBLE_EQ(speedup, expected);
   EXPECT_NEAR(printed, expected, 1e-5 * expected);
-  const CliRun bad_sigma = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 1.5");
+  const CliRun bad_sigma =
+      Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 1.5");
   EXPECT_EQ(bad_sigma.status, 1);
   EXPECT_NE(bad_sigma.err.find("sigma"), std::string::npos);
 }
@@ -129,10 +135,12 @@ TEST_F(FitCliTest, SdFitAndPredictCsv) {
   EXPECT_EQ(cell("denominator"), "algorithm1");
   EXPECT_EQ(std::stoll(cell("n")), fit["n"].get<int64_t>());
 
-  const CliRun predict = Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7 --csv");
+  const CliRun predict =
+      Run("fit predict --fit " + out + " --batch 24 --gamma 3 --K 6 --E 64 --sigma 0.7 --csv");
   ASSERT_EQ(predict.status, 0) << predict.err;
   const std::string predict_header = predict.out.substr(0, predict.out.find('\n'));
-  EXPECT_EQ(predict_header.rfind("E,K,batch,denominator,fit,gamma,provenance.", 0), 0u) << predict_header;
+  EXPECT_EQ(predict_header.rfind("E,K,batch,denominator,fit,gamma,provenance.", 0), 0u)
+      << predict_header;
   EXPECT_EQ(predict_header.substr(predict_header.size() - 14), ",sigma,speedup") << predict_header;
   const double speedup = std::stod(predict.out.substr(predict.out.rfind(',') + 1));
   EXPECT_EQ(speedup, PredictSpeedup(LoadSdFit(out), {24, 3, 6, 64, 0.7}));
@@ -141,7 +149,7 @@ TEST_F(FitCliTest, SdFitAndPredictCsv) {
 TEST_F(FitCliTest, SdFitJsonAndEquation4) {
   const std::string out = (dir_ / "fit.json").string();
   const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out +
-                          " --denominator equation4 --starts 3 --seed 5 --json");
+                       " --denominator equation4 --starts 3 --seed 5 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json printed = nlohmann::json::parse(r.out);
   EXPECT_EQ(printed["denominator"], "equation4");
@@ -158,7 +166,8 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
   };
   const std::vector<Case> cases = {
       {WriteMeasurements("nan.csv", 1000, "4,2,1,64,0.8,nan"), "nan.csv:7: field 'speedup'"},
-      {WriteMeasurements("negative.csv", 1000, "4,2,1,64,0.8,-1.5"), "negative.csv:7: field 'speedup'"},
+      {WriteMeasurements("negative.csv", 1000, "4,2,1,64,0.8,-1.5"),
+       "negative.csv:7: field 'speedup'"},
       {WriteMeasurements("zero.csv", 1000, "4,2,1,64,0.8,0"), "finite number > 0"},
       {WriteMeasurements("sigma.csv", 1000, "4,2,1,64,1.3,1.2"), "field 'sigma'"},
       {WriteMeasurements("few.csv", 9), "9 measurement(s), but the MoESD model has 10 parameters"},
@@ -177,9 +186,11 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
   // One batch size.
   std::ofstream one(dir_ / "one.csv");
   one << "batch,gamma,K,E,sigma,speedup\n";
-  for (int i = 0; i < 12; ++i) one << "8," << (i % 2 ? 2 : 4) << "," << 1 + i % 4 << ",64,0.7," << 1.2 + 0.01 * i << "\n";
+  for (int i = 0; i < 12; ++i)
+    one << "8," << (i % 2 ? 2 : 4) << "," << 1 + i % 4 << ",64,0.7," << 1.2 + 0.01 * i << "\n";
   one.close();
-  const CliRun r = Run(SdArgs((dir_ / "one.csv").string()) + " --out " + (dir_ / "never.json").string());
+  const CliRun r =
+      Run(SdArgs((dir_ / "one.csv").string()) + " --out " + (dir_ / "never.json").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("every measurement is at batch 8"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "never.json"));
@@ -187,7 +198,8 @@ TEST_F(FitCliTest, SdFitRefusesBadDataWithoutWritingAFit) {
 
 TEST_F(FitCliTest, SdFitRefusesASolveThatDoesNotConverge) {
   const std::string out = (dir_ / "never.json").string();
-  const CliRun r = Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out + " --max-iterations 1");
+  const CliRun r =
+      Run(SdArgs(WriteMeasurements("m.csv")) + " --out " + out + " --max-iterations 1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("NO_CONVERGENCE"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
@@ -201,7 +213,8 @@ TEST_F(FitCliTest, PredictRefusesANonFiniteSpeedup) {
   nlohmann::json fit = nlohmann::json::parse(Slurp(out));
   fit["params"]["k3"] = 1e308;
   std::ofstream(dir_ / "huge.json") << fit.dump();
-  const CliRun r = Run("fit predict --fit " + (dir_ / "huge.json").string() + " --batch 256 --gamma 4 --K 8 --E 64 --sigma 0.5");
+  const CliRun r = Run("fit predict --fit " + (dir_ / "huge.json").string() +
+                       " --batch 256 --gamma 4 --K 8 --E 64 --sigma 0.5");
   EXPECT_EQ(r.status, 1) << r.out;
   EXPECT_NE(r.err.find("non-finite speedup"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
@@ -210,13 +223,22 @@ TEST_F(FitCliTest, PredictRefusesANonFiniteSpeedup) {
 TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
   nlohmann::json samples = nlohmann::json::array();
   for (int64_t t : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-    samples.push_back({{"operator", "expert_ffn"}, {"device", "cpu"}, {"shape", {{"hidden", 64}}}, {"tokens", t},
+    samples.push_back({{"operator", "expert_ffn"},
+                       {"device", "cpu"},
+                       {"shape", {{"hidden", 64}}},
+                       {"tokens", t},
                        {"median_s", 1e-4 + 1e-6 * static_cast<double>(t) * (1 + 0.01 * (t % 3))}});
   }
-  samples.push_back({{"operator", "lm_head"}, {"device", "cpu"}, {"shape", {{"vocab", 10}}}, {"tokens", 1}, {"median_s", 1e-3}});
-  std::ofstream(dir_ / "profile.json") << nlohmann::json{{"schema", "moelab.profile/1"}, {"samples", samples}}.dump();
+  samples.push_back({{"operator", "lm_head"},
+                     {"device", "cpu"},
+                     {"shape", {{"vocab", 10}}},
+                     {"tokens", 1},
+                     {"median_s", 1e-3}});
+  std::ofstream(dir_ / "profile.json")
+      << nlohmann::json{{"schema", "moelab.profile/1"}, {"samples", samples}}.dump();
   const std::string out = (dir_ / "latency.json").string();
-  const CliRun r = Run("fit latency --profile " + (dir_ / "profile.json").string() + " --out " + out);
+  const CliRun r =
+      Run("fit latency --profile " + (dir_ / "profile.json").string() + " --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* text : {"expert_ffn", "roofline", "linear", "constant", "skipped: lm_head"}) {
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
@@ -225,11 +247,13 @@ TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
   EXPECT_EQ(fit.operators.size(), 1u);
   EXPECT_EQ(fit.skipped.size(), 1u);
 
-  const CliRun predict = Run("fit predict --fit " + out + " --batch 1 --gamma 1 --K 1 --E 8 --sigma 0.5");
+  const CliRun predict =
+      Run("fit predict --fit " + out + " --batch 1 --gamma 1 --K 1 --E 8 --sigma 0.5");
   EXPECT_EQ(predict.status, 1);
   EXPECT_NE(predict.err.find("a latency fit"), std::string::npos) << predict.err;
 
-  const CliRun missing = Run("fit latency --profile " + (dir_ / "none.json").string() + " --out " + out + "2");
+  const CliRun missing =
+      Run("fit latency --profile " + (dir_ / "none.json").string() + " --out " + out + "2");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.err.find("profile file not found"), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(out + "2"));

@@ -18,22 +18,34 @@ SdFit MakeSdFit() {
   const auto points = testing::SdGrid(testing::PlantedSdParams(scales), scales.ridge_point_tokens,
                                       SdDenominator::kAlgorithm1, {1, 2, 8}, {2, 4},
                                       testing::PowersOfTwo(128), 0.01, 3);
-  return FitSd(points, testing::QwenScales(points), SdDenominator::kAlgorithm1, FitOptions{}, "grid");
+  return FitSd(points, testing::QwenScales(points), SdDenominator::kAlgorithm1, FitOptions{},
+               "grid");
 }
 
 LatencyFit MakeLatencyFit() {
   nlohmann::json samples = nlohmann::json::array();
   for (int64_t t : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-    samples.push_back({{"operator", "expert_ffn"}, {"device", "cpu"}, {"shape", {{"hidden", 64}}},
-                       {"tokens", t}, {"median_s", 1e-4 + 1e-6 * static_cast<double>(t) * (1 + 0.01 * (t % 3))}});
+    samples.push_back({{"operator", "expert_ffn"},
+                       {"device", "cpu"},
+                       {"shape", {{"hidden", 64}}},
+                       {"tokens", t},
+                       {"median_s", 1e-4 + 1e-6 * static_cast<double>(t) * (1 + 0.01 * (t % 3))}});
   }
   for (double bytes : {1e6, 2e6, 4e6}) {
-    samples.push_back({{"operator", "memcpy_host"}, {"device", "cpu"}, {"shape", {{"bytes", bytes}}},
-                       {"tokens", 1}, {"median_s", 1e-6 + bytes / 1e10}});
+    samples.push_back({{"operator", "memcpy_host"},
+                       {"device", "cpu"},
+                       {"shape", {{"bytes", bytes}}},
+                       {"tokens", 1},
+                       {"median_s", 1e-6 + bytes / 1e10}});
   }
-  samples.push_back({{"operator", "lm_head"}, {"device", "cpu"}, {"shape", nlohmann::json::object()},
-                     {"tokens", 1}, {"median_s", 1e-3}});
-  return FitLatency(ProfileFromJson({{"schema", "moelab.profile/1"}, {"samples", samples}}, "p.json"), FitOptions{});
+  samples.push_back({{"operator", "lm_head"},
+                     {"device", "cpu"},
+                     {"shape", nlohmann::json::object()},
+                     {"tokens", 1},
+                     {"median_s", 1e-3}});
+  return FitLatency(
+      ProfileFromJson({{"schema", "moelab.profile/1"}, {"samples", samples}}, "p.json"),
+      FitOptions{});
 }
 
 TEST(FitJson, SdRoundTripKeepsEverythingPredictionsNeed) {
@@ -45,9 +57,10 @@ TEST(FitJson, SdRoundTripKeepsEverythingPredictionsNeed) {
     EXPECT_TRUE(json["params"].contains(name)) << name;
     EXPECT_TRUE(json["std_errors"].contains(name)) << name;
   }
-  EXPECT_TRUE(json["std_errors"]["bias"].is_null());   // the gauge
+  EXPECT_TRUE(json["std_errors"]["bias"].is_null());     // the gauge
   EXPECT_TRUE(json["bounds"]["k1"]["upper"].is_null());  // no upper bound
-  for (const char* field : {"rmse", "mape", "r2", "loo_rmse", "n", "denominator", "ridge_point_tokens", "model", "draft", "hardware"}) {
+  for (const char* field : {"rmse", "mape", "r2", "loo_rmse", "n", "denominator",
+                            "ridge_point_tokens", "model", "draft", "hardware"}) {
     EXPECT_TRUE(json.contains(field)) << field;
   }
   // Through text, as a file would.
@@ -157,8 +170,9 @@ TEST(FitJson, LatencyLoaderValidates) {
   j = good;
   j["operators"][0]["forms"]["linear"]["params"]["q"] = 1;
   EXPECT_NE(error(j).find("params.q"), std::string::npos) << error(j);
-  for (const nlohmann::json& knots : {nlohmann::json::array({{1, 1e-3}}), nlohmann::json::array({{2, 1e-3}, {1, 2e-3}}),
-                                      nlohmann::json::array({{1, 1e-3}, {2, -1e-3}}), nlohmann::json::array({{1, 1e-3}, {2}})}) {
+  for (const nlohmann::json& knots :
+       {nlohmann::json::array({{1, 1e-3}}), nlohmann::json::array({{2, 1e-3}, {1, 2e-3}}),
+        nlohmann::json::array({{1, 1e-3}, {2, -1e-3}}), nlohmann::json::array({{1, 1e-3}, {2}})}) {
     j = good;
     j["operators"][0]["forms"]["interpolated"]["params"]["knots"] = knots;
     EXPECT_NE(error(j).find("params.knots"), std::string::npos) << knots.dump() << ": " << error(j);

@@ -17,9 +17,9 @@ const std::vector<int64_t> kTokens = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 1
 
 nlohmann::json Sample(const std::string& op, const std::string& device, nlohmann::json shape,
                       int64_t tokens, double median_s) {
-  return {{"operator", op}, {"device", device}, {"shape", shape}, {"tokens", tokens},
-          {"repetitions", 5}, {"median_s", median_s}, {"min_s", median_s * 0.98},
-          {"max_s", median_s * 1.02}, {"stddev_s", median_s * 0.01}};
+  return {{"operator", op},           {"device", device},         {"shape", shape},
+          {"tokens", tokens},         {"repetitions", 5},         {"median_s", median_s},
+          {"min_s", median_s * 0.98}, {"max_s", median_s * 1.02}, {"stddev_s", median_s * 0.01}};
 }
 
 nlohmann::json ProfileJson(const nlohmann::json& samples) {
@@ -36,7 +36,8 @@ void AddCurve(nlohmann::json& samples, const std::string& op, const nlohmann::js
   testing::Noise noise(seed);
   for (int repeat = 0; repeat < 2; ++repeat) {
     for (int64_t t : kTokens) {
-      samples.push_back(Sample(op, "cpu", shape, t, noise.Multiplicative(f(static_cast<double>(t)), 0.01)));
+      samples.push_back(
+          Sample(op, "cpu", shape, t, noise.Multiplicative(f(static_cast<double>(t)), 0.01)));
     }
   }
 }
@@ -58,8 +59,9 @@ TEST(LatencyFit, RecoversPlantedRoofline) {
   const std::vector<double> planted = {2e-4, 5e-6, 96, 1.03};
   nlohmann::json samples = nlohmann::json::array();
   const nlohmann::json shape = {{"hidden", 1024}, {"intermediate", 3584}};
-  AddCurve(samples, "expert_ffn", shape,
-           [&](double t) { return EvaluateLatencyForm(LatencyForm::kRoofline, planted, t); }, 3);
+  AddCurve(
+      samples, "expert_ffn", shape,
+      [&](double t) { return EvaluateLatencyForm(LatencyForm::kRoofline, planted, t); }, 3);
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   ASSERT_EQ(fit.operators.size(), 1u);
   const OperatorCurve& curve = fit.operators[0];
@@ -75,7 +77,8 @@ TEST(LatencyFit, RecoversPlantedRoofline) {
   EXPECT_GT(*roofline.r2, 0.999);
   // The straight line misses the knee: its held-out error is far worse.
   EXPECT_GT(*curve.Form(LatencyForm::kLinear)->loo_rmse_s, 3 * *roofline.loo_rmse_s);
-  EXPECT_NEAR(curve.Predict(300) / EvaluateLatencyForm(LatencyForm::kRoofline, planted, 300), 1.0, 0.02);
+  EXPECT_NEAR(curve.Predict(300) / EvaluateLatencyForm(LatencyForm::kRoofline, planted, 300), 1.0,
+              0.02);
 }
 
 // A kernel regime change (a 40 % jump from 5 to 6 tokens, as the AVX2 expert FFN's tiles make) on
@@ -83,9 +86,12 @@ TEST(LatencyFit, RecoversPlantedRoofline) {
 // leave-one-out, is exact at the knots and linear between them, and extends the last segment.
 TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
   nlohmann::json samples = nlohmann::json::array();
-  const auto staircase = [](double t) { return t <= 5 ? 7e-4 + 1e-4 * t : 1.6e-3 + 1.6e-4 * (t - 6); };
+  const auto staircase = [](double t) {
+    return t <= 5 ? 7e-4 + 1e-4 * t : 1.6e-3 + 1.6e-4 * (t - 6);
+  };
   for (int64_t t : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64}) {
-    samples.push_back(Sample("expert_ffn", "cpu", {{"hidden", 1024}}, t, staircase(static_cast<double>(t))));
+    samples.push_back(
+        Sample("expert_ffn", "cpu", {{"hidden", 1024}}, t, staircase(static_cast<double>(t))));
   }
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   const OperatorCurve& curve = fit.operators.at(0);
@@ -96,8 +102,8 @@ TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
   EXPECT_NEAR(curve.Predict(5), staircase(5), 1e-15);
   EXPECT_NEAR(curve.Predict(6), staircase(6), 1e-15);
   EXPECT_NEAR(curve.Predict(10), staircase(9) + (staircase(12) - staircase(9)) / 3, 1e-15);
-  EXPECT_NEAR(curve.Predict(0.5), staircase(1), 1e-15);       // never below the smallest profiled pass
-  EXPECT_NEAR(curve.Predict(100), staircase(100), 1e-15);     // the last segment continued
+  EXPECT_NEAR(curve.Predict(0.5), staircase(1), 1e-15);    // never below the smallest profiled pass
+  EXPECT_NEAR(curve.Predict(100), staircase(100), 1e-15);  // the last segment continued
   EXPECT_EQ(interpolated.rmse_s, 0);
 }
 
@@ -105,21 +111,24 @@ TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
 TEST(LatencyFit, RecoversPlantedLinear) {
   const std::vector<double> planted = {1e-3, 2e-5};
   nlohmann::json samples = nlohmann::json::array();
-  AddCurve(samples, "expert_ffn", {{"hidden", 4096}},
-           [&](double t) { return planted[0] + planted[1] * t; }, 5);
+  AddCurve(
+      samples, "expert_ffn", {{"hidden", 4096}},
+      [&](double t) { return planted[0] + planted[1] * t; }, 5);
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   ASSERT_EQ(fit.operators.size(), 1u);
   const OperatorCurve& curve = fit.operators[0];
   ExpectWithinThreeSe(*curve.Form(LatencyForm::kLinear), planted);
   // The roofline can imitate a line (s -> 1); the constant cannot.
   EXPECT_NE(curve.best, LatencyForm::kConstant);
-  EXPECT_GT(*curve.Form(LatencyForm::kConstant)->loo_rmse_s, 10 * *curve.Form(LatencyForm::kLinear)->loo_rmse_s);
+  EXPECT_GT(*curve.Form(LatencyForm::kConstant)->loo_rmse_s,
+            10 * *curve.Form(LatencyForm::kLinear)->loo_rmse_s);
 }
 
 // gpu_lat: flat in tokens. The constant is recovered and is the best form.
 TEST(LatencyFit, RecoversPlantedConstant) {
   nlohmann::json samples = nlohmann::json::array();
-  AddCurve(samples, "router", {{"hidden", 1024}, {"experts", 8}}, [](double) { return 5e-5; }, 9);
+  AddCurve(
+      samples, "router", {{"hidden", 1024}, {"experts", 8}}, [](double) { return 5e-5; }, 9);
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   const OperatorCurve& curve = fit.operators.at(0);
   const LatencyFormFit& constant = *curve.Form(LatencyForm::kConstant);
@@ -134,26 +143,32 @@ TEST(LatencyFit, TransfersAgainstBytesAndSkippedGroups) {
   testing::Noise noise(13);
   const double a = 1e-5, b = 1.0 / 20e9;  // 10 us + 20 GB/s
   for (double bytes : {1e6, 4e6, 16e6, 64e6, 256e6}) {
-    samples.push_back(Sample("h2d_pinned", "cuda:0", {{"bytes", bytes}}, 1, noise.Multiplicative(a + b * bytes, 0.01)));
+    samples.push_back(Sample("h2d_pinned", "cuda:0", {{"bytes", bytes}}, 1,
+                             noise.Multiplicative(a + b * bytes, 0.01)));
   }
   // Only two sizes: skipped.
-  for (double bytes : {1e6, 2e6}) samples.push_back(Sample("storage_read", "nvme", {{"bytes", bytes}}, 1, 1e-3 * bytes / 1e6));
+  for (double bytes : {1e6, 2e6})
+    samples.push_back(Sample("storage_read", "nvme", {{"bytes", bytes}}, 1, 1e-3 * bytes / 1e6));
   // Two token counts and no bytes: skipped.
   for (int64_t t : {1, 2}) samples.push_back(Sample("lm_head", "cpu", {{"vocab", 32000}}, t, 1e-3));
   // A decode attention group with batch as tokens, fitted normally.
-  AddCurve(samples, "attention_decode", {{"context", 512}}, [](double t) { return 1e-4 + 2e-6 * t; }, 17);
+  AddCurve(
+      samples, "attention_decode", {{"context", 512}}, [](double t) { return 1e-4 + 2e-6 * t; },
+      17);
 
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   ASSERT_EQ(fit.operators.size(), 2u);
   ASSERT_EQ(fit.skipped.size(), 2u);
-  const OperatorCurve& copy = FindOperatorCurve(fit, "h2d_pinned", "cuda:0", {{"bytes", 1}, {"tokens", 1}});
+  const OperatorCurve& copy =
+      FindOperatorCurve(fit, "h2d_pinned", "cuda:0", {{"bytes", 1}, {"tokens", 1}});
   EXPECT_EQ(copy.variable, "bytes");
   EXPECT_EQ(copy.tokens, 1);
   EXPECT_EQ(copy.n, 5);
   EXPECT_EQ(copy.Form(LatencyForm::kRoofline), nullptr);
   ExpectWithinThreeSe(*copy.Form(LatencyForm::kLinear), {a, b});
   EXPECT_EQ(copy.best, LatencyForm::kLinear);
-  EXPECT_NEAR(PredictLatency(fit, "h2d_pinned", "cuda:0", {{"bytes", 0}}, 100e6) / (a + b * 100e6), 1.0, 0.03);
+  EXPECT_NEAR(PredictLatency(fit, "h2d_pinned", "cuda:0", {{"bytes", 0}}, 100e6) / (a + b * 100e6),
+              1.0, 0.03);
 
   bool saw_storage = false, saw_lm_head = false;
   for (const SkippedGroup& s : fit.skipped) {
@@ -167,26 +182,34 @@ TEST(LatencyFit, TransfersAgainstBytesAndSkippedGroups) {
     }
   }
   EXPECT_TRUE(saw_storage && saw_lm_head);
-  EXPECT_EQ(FindOperatorCurve(fit, "attention_decode", "cpu", {{"context", 512}, {"tokens", 8}}).variable, "tokens");
+  EXPECT_EQ(
+      FindOperatorCurve(fit, "attention_decode", "cpu", {{"context", 512}, {"tokens", 8}}).variable,
+      "tokens");
 }
 
 TEST(LatencyFit, FewPointsFitSimplerFormsWithNotes) {
   nlohmann::json samples = nlohmann::json::array();
-  for (int64_t t : {1, 8, 64}) samples.push_back(Sample("dense_ffn", "cpu", {{"hidden", 512}}, t, 1e-4 * (1 + 0.01 * t)));
+  for (int64_t t : {1, 8, 64})
+    samples.push_back(Sample("dense_ffn", "cpu", {{"hidden", 512}}, t, 1e-4 * (1 + 0.01 * t)));
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   const OperatorCurve& curve = fit.operators.at(0);
   EXPECT_EQ(curve.Form(LatencyForm::kRoofline), nullptr);
   ASSERT_NE(curve.Form(LatencyForm::kLinear), nullptr);
-  EXPECT_EQ(curve.Form(LatencyForm::kInterpolated), nullptr);  // three points of a curve: too sparse
+  EXPECT_EQ(curve.Form(LatencyForm::kInterpolated),
+            nullptr);  // three points of a curve: too sparse
   ASSERT_EQ(curve.notes.size(), 2u);
-  EXPECT_NE(curve.notes[0].find("interpolated not fitted: 3 distinct token counts (needs 5)"), std::string::npos)
+  EXPECT_NE(curve.notes[0].find("interpolated not fitted: 3 distinct token counts (needs 5)"),
+            std::string::npos)
       << curve.notes[0];
-  EXPECT_NE(curve.notes[1].find("roofline not fitted: 3 points for 4 parameters"), std::string::npos) << curve.notes[1];
+  EXPECT_NE(curve.notes[1].find("roofline not fitted: 3 points for 4 parameters"),
+            std::string::npos)
+      << curve.notes[1];
 }
 
 TEST(LatencyPredict, UnknownOperatorListsWhatWasFitted) {
   nlohmann::json samples = nlohmann::json::array();
-  AddCurve(samples, "router", {{"hidden", 1024}}, [](double) { return 5e-5; }, 9);
+  AddCurve(
+      samples, "router", {{"hidden", 1024}}, [](double) { return 5e-5; }, 9);
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
   EXPECT_THROW(PredictLatency(fit, "attention_decode", "cpu", {}, 4), Error);
   try {
@@ -208,8 +231,13 @@ std::string ProfileError(const nlohmann::json& json) {
 
 TEST(LatencyProfile, RefusesBadProfiles) {
   const nlohmann::json good = Sample("router", "cpu", {{"hidden", 8}}, 4, 1e-5);
-  EXPECT_NE(ProfileError({{"schema", "moelab.profile/2"}, {"samples", nlohmann::json::array({good})}}).find("'schema'"), std::string::npos);
-  EXPECT_NE(ProfileError({{"schema", "moelab.profile/1"}, {"samples", nlohmann::json::array()}}).find("empty"), std::string::npos);
+  EXPECT_NE(
+      ProfileError({{"schema", "moelab.profile/2"}, {"samples", nlohmann::json::array({good})}})
+          .find("'schema'"),
+      std::string::npos);
+  EXPECT_NE(ProfileError({{"schema", "moelab.profile/1"}, {"samples", nlohmann::json::array()}})
+                .find("empty"),
+            std::string::npos);
   for (double bad : {0.0, -1e-5}) {
     nlohmann::json sample = good;
     sample["median_s"] = bad;
@@ -218,10 +246,13 @@ TEST(LatencyProfile, RefusesBadProfiles) {
   }
   nlohmann::json no_operator = good;
   no_operator.erase("operator");
-  EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({no_operator}))).find("samples[0].operator"), std::string::npos);
+  EXPECT_NE(
+      ProfileError(ProfileJson(nlohmann::json::array({no_operator}))).find("samples[0].operator"),
+      std::string::npos);
   nlohmann::json string_time = good;
   string_time["median_s"] = "fast";
-  EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({string_time}))).find("median_s"), std::string::npos);
+  EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({string_time}))).find("median_s"),
+            std::string::npos);
   try {
     LoadProfile(testing::MakeTempDir("profile") / "absent.json");
     FAIL();

@@ -66,9 +66,12 @@ LeastSquaresModel MakeModel(std::vector<ParameterSpec> parameters, std::vector<R
   model.parameters = std::move(parameters);
   model.measured = measured;
   model.make_cost = [rows, measured](int row, const std::vector<double>& scale) {
-    return MakeScaledRowCost<kParams>(rows[static_cast<size_t>(row)], measured[static_cast<size_t>(row)], 1.0, scale);
+    return MakeScaledRowCost<kParams>(rows[static_cast<size_t>(row)],
+                                      measured[static_cast<size_t>(row)], 1.0, scale);
   };
-  model.predict = [rows](const std::vector<double>& p, int row) { return rows[static_cast<size_t>(row)](p.data()); };
+  model.predict = [rows](const std::vector<double>& p, int row) {
+    return rows[static_cast<size_t>(row)](p.data());
+  };
   model.make_start = [centre](int index, StartSampler& sampler) {
     std::vector<double> start = centre;
     if (index > 0) {
@@ -101,7 +104,8 @@ TEST(LeastSquares, RecoversPlantedExponentialWithinThreeStandardErrors) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(fit.std_errors[static_cast<size_t>(i)].has_value());
     EXPECT_GT(*fit.std_errors[static_cast<size_t>(i)], 0);
-    EXPECT_LE(std::fabs(fit.params[static_cast<size_t>(i)] - planted[i]), 3 * *fit.std_errors[static_cast<size_t>(i)]);
+    EXPECT_LE(std::fabs(fit.params[static_cast<size_t>(i)] - planted[i]),
+              3 * *fit.std_errors[static_cast<size_t>(i)]);
   }
   // The residual variance estimate 2 cost / (n - p) recovers the planted noise (sd 0.02).
   EXPECT_NEAR(std::sqrt(2 * fit.final_cost / (51 - 2)), 0.02, 0.005);
@@ -135,8 +139,8 @@ TEST(LeastSquares, RankDeficientGivesNullStdErrorsWithAFlag) {
 }
 
 TEST(LeastSquares, NoDegreesOfFreedomGivesNullStdErrors) {
-  const LeastSquaresModel model =
-      MakeModel<2>({{"a", -kInf, kInf}, {"b", -kInf, kInf}}, std::vector<LineRow>{{1}, {2}}, {3, 5}, {1, 1});
+  const LeastSquaresModel model = MakeModel<2>({{"a", -kInf, kInf}, {"b", -kInf, kInf}},
+                                               std::vector<LineRow>{{1}, {2}}, {3, 5}, {1, 1});
   const LeastSquaresFit fit = SolveLeastSquares(model, FitOptions{});
   EXPECT_NEAR(fit.params[0], 1, 1e-6);
   EXPECT_NEAR(fit.params[1], 2, 1e-6);
@@ -205,7 +209,8 @@ TEST(LeastSquares, RobustLossDownWeightsAnOutlier) {
     y.push_back(1.0 + 0.5 * i + 0.01 * noise.Normal());
   }
   y[10] += 5;  // one wild point
-  const LeastSquaresModel model = MakeModel<2>({{"a", -kInf, kInf}, {"b", -kInf, kInf}}, rows, y, {1, 1});
+  const LeastSquaresModel model =
+      MakeModel<2>({{"a", -kInf, kInf}, {"b", -kInf, kInf}}, rows, y, {1, 1});
   const LeastSquaresFit plain = SolveLeastSquares(model, FitOptions{});
   for (const char* loss : {"huber", "cauchy"}) {
     FitOptions options;
@@ -220,7 +225,8 @@ TEST(LeastSquares, RobustLossDownWeightsAnOutlier) {
 // Leave-one-out by hand for a constant fitted to {1, 2, 3, 6}: the held-out point is predicted by
 // the mean of the other three: errors 8/3, 4/3, 0, -4, so LOO RMSE = sqrt((64/9 + 16/9 + 16) / 4).
 TEST(LeastSquares, LeaveOneOutMatchesHandComputation) {
-  const LeastSquaresModel model = MakeModel<1>({{"c", -kInf, kInf}}, std::vector<ConstantRow>(4), {1, 2, 3, 6}, {1});
+  const LeastSquaresModel model =
+      MakeModel<1>({{"c", -kInf, kInf}}, std::vector<ConstantRow>(4), {1, 2, 3, 6}, {1});
   const LeastSquaresFit fit = SolveLeastSquares(model, FitOptions{});
   EXPECT_NEAR(fit.params[0], 3.0, 1e-3);
   const std::optional<double> loo = CrossValidatedRmse(model, FitOptions{}, fit);

@@ -39,7 +39,8 @@ LatencyFit SyntheticFit() {
   add("lm_head", {{"hidden", 64}}, LmHead);
   add("dense_ffn", {{"hidden", 32}}, DenseFfn);
   add("attention_decode", {{"context", 1024}}, Attention);
-  add("attention_decode", {{"context", 128}}, [](double b) { return 10.0 * Attention(b); });  // never nearest
+  add("attention_decode", {{"context", 128}},
+      [](double b) { return 10.0 * Attention(b); });  // never nearest
   FitOptions options;
   return FitLatency(profile, options);
 }
@@ -85,17 +86,21 @@ TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
       const double n = static_cast<double>(batch * positions);
       const double activated = ExpectedActivatedExperts(n, 8, 2);
       const double expected =
-          4 * (AttentionAt(1000, n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) + LmHead(n);
-      EXPECT_NEAR(costs.TargetStep(batch, positions), expected, 0.01 * expected) << batch << " x " << positions;
+          4 * (AttentionAt(1000, n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) +
+          LmHead(n);
+      EXPECT_NEAR(costs.TargetStep(batch, positions), expected, 0.01 * expected)
+          << batch << " x " << positions;
     }
     const double b = static_cast<double>(batch);
     // The draft's attention: the target's split into projection weights (bf16: 2 x (64 x (64 + 2 x
     // 32) + 64 x 64) bytes) and cached keys/values (b x 1001 positions x 2 x 32 wide x 4 bytes),
     // each scaled by the draft's own (32 x (32 + 2 x 16) + 32 x 32 weights; 16 wide).
     const double projection = 2.0 * (64 * (64 + 64) + 64 * 64), kv = b * 1001 * 2 * 32 * 4;
-    const double scale = projection / (projection + kv) * (32.0 * (32 + 32) + 32 * 32) / (64.0 * (64 + 64) + 64 * 64) +
+    const double scale = projection / (projection + kv) * (32.0 * (32 + 32) + 32 * 32) /
+                             (64.0 * (64 + 64) + 64 * 64) +
                          kv / (projection + kv) * 0.5;
-    const double draft_expected = 2 * (DenseFfn(b) + scale * AttentionAt(1000, b)) + 0.5 * LmHead(b);  // hidden 32/64
+    const double draft_expected =
+        2 * (DenseFfn(b) + scale * AttentionAt(1000, b)) + 0.5 * LmHead(b);  // hidden 32/64
     EXPECT_NEAR(costs.DraftStep(batch), draft_expected, 0.01 * draft_expected);
   }
   // A verify pass of more tokens activates more experts: target efficiency below 1.
@@ -110,7 +115,8 @@ TEST(FittedProfileCostSource, DecodeAttentionIsLinearInContextBetweenProfiledCon
   };
   EXPECT_NEAR(attention(1024), Attention(1), 1e-3 * Attention(1));
   EXPECT_NEAR(attention(576), 0.5 * (Attention(1) + 10 * Attention(1)), 1e-3 * Attention(1));
-  EXPECT_NEAR(attention(64), 10 * Attention(1), 1e-2 * Attention(1));  // below the grid: the smallest's curve
+  EXPECT_NEAR(attention(64), 10 * Attention(1),
+              1e-2 * Attention(1));      // below the grid: the smallest's curve
   EXPECT_THROW(attention(4000), Error);  // extrapolating the falling line past zero: refused
 }
 

@@ -33,8 +33,8 @@ Planted MakePlanted(SdDenominator denominator, uint64_t seed = 7) {
   std::vector<SdMeasurement> probe(1);
   probe[0].point = {256, 4, 8, 64, 0.5};  // B_max and gamma_max fix T_rej before the data exist
   p.truth = PlantedSdParams(QwenScales(probe));
-  p.points = SdGrid(p.truth, QwenScales(probe).ridge_point_tokens, denominator, {1, 2, 4, 8}, {2, 4},
-                    PowersOfTwo(256), 0.01, seed);
+  p.points = SdGrid(p.truth, QwenScales(probe).ridge_point_tokens, denominator, {1, 2, 4, 8},
+                    {2, 4}, PowersOfTwo(256), 0.01, seed);
   p.scales = QwenScales(p.points);
   return p;
 }
@@ -84,7 +84,8 @@ void ExpectRecovered(const SdFit& fit, const Planted& planted) {
     }
     const double error = time ? *fit.std_errors[k] / bias : *fit.std_errors[k];
     EXPECT_LE(std::fabs(fitted - expected), 3.0 * error)
-        << MoesdParams::kNames[k] << ": fitted " << fitted << ", planted " << expected << ", se " << error;
+        << MoesdParams::kNames[k] << ": fitted " << fitted << ", planted " << expected << ", se "
+        << error;
   }
   const double ratio = fit.params.values[3] / fit.params.values[1];
   const double true_ratio = truth.values[3] / truth.values[1];
@@ -92,9 +93,11 @@ void ExpectRecovered(const SdFit& fit, const Planted& planted) {
 
   std::vector<SdPoint> check;
   for (const SdMeasurement& m : planted.points) check.push_back(m.point);
-  for (int64_t batch : {3, 12, 48, 100, 200}) check.push_back({batch, 3, 6, 64, testing::SigmaFor(3)});
+  for (int64_t batch : {3, 12, 48, 100, 200})
+    check.push_back({batch, 3, 6, 64, testing::SigmaFor(3)});
   for (const SdPoint& point : check) {
-    const double noiseless = MoesdSpeedup(truth, point, planted.scales.ridge_point_tokens, fit.denominator);
+    const double noiseless =
+        MoesdSpeedup(truth, point, planted.scales.ridge_point_tokens, fit.denominator);
     EXPECT_NEAR(PredictSpeedup(fit, point) / noiseless, 1.0, 0.03)
         << "batch " << point.batch << " gamma " << point.gamma << " K " << point.top_k;
   }
@@ -109,21 +112,25 @@ void ExpectRecovered(const SdFit& fit, const Planted& planted) {
 
 TEST(SdFit, RecoversPlantedParametersAlgorithm1) {
   const Planted planted = MakePlanted(SdDenominator::kAlgorithm1);
-  const SdFit fit = FitSd(planted.points, planted.scales, SdDenominator::kAlgorithm1, FitOptions{}, "grid");
+  const SdFit fit =
+      FitSd(planted.points, planted.scales, SdDenominator::kAlgorithm1, FitOptions{}, "grid");
   EXPECT_EQ(fit.denominator, SdDenominator::kAlgorithm1);
   ExpectRecovered(fit, planted);
 }
 
 TEST(SdFit, RecoversPlantedParametersEquation4) {
   const Planted planted = MakePlanted(SdDenominator::kEquation4);
-  const SdFit fit = FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
+  const SdFit fit =
+      FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
   ExpectRecovered(fit, planted);
 }
 
 TEST(SdFit, SameSeedSameFitAndEveryStartInsideTheBounds) {
   const Planted planted = MakePlanted(SdDenominator::kEquation4);
-  const SdFit a = FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
-  const SdFit b = FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
+  const SdFit a =
+      FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
+  const SdFit b =
+      FitSd(planted.points, planted.scales, SdDenominator::kEquation4, FitOptions{}, "grid");
   EXPECT_EQ(a.params.values, b.params.values);
   EXPECT_EQ(a.final_cost, b.final_cost);
   for (int i = 0; i < MoesdParams::kCount; ++i) {
@@ -149,7 +156,8 @@ TEST(SdBounds, FollowFromTheSpecs) {
   EXPECT_DOUBLE_EQ(s.t_dense_s, (w.total - moe_layers * 64 * w.expert) / bandwidth);
   EXPECT_DOUBLE_EQ(s.t_expert_s, moe_layers * w.expert / bandwidth);
   EXPECT_DOUBLE_EQ(s.t_draft_s, CountWeightBytes(draft).total / bandwidth);
-  EXPECT_DOUBLE_EQ(s.t_reject_max_s, 12.0 * static_cast<double>(target.vocab_size) * 64 * 4 / bandwidth);
+  EXPECT_DOUBLE_EQ(s.t_reject_max_s,
+                   12.0 * static_cast<double>(target.vocab_size) * 64 * 4 / bandwidth);
   EXPECT_NEAR(s.ridge_point_tokens, 312e12 / 2.039e12, 2.0);  // A100 bf16 peak / HBM bandwidth
   // Qwen2-57B-A14B: ~15 GB of non-expert weights over 2 x 2 TB/s: a few milliseconds.
   EXPECT_GT(s.t_dense_s, 2e-3);
@@ -170,10 +178,12 @@ TEST(SdBounds, FollowFromTheSpecs) {
   EXPECT_EQ(overridden.t_reject_source, "--max-reject-s");
   EXPECT_THROW(ComputeSdFitScales(target, draft, hardware, points, -1.0), Error);
   // A dense target has no routed expert to bound k2 with.
-  EXPECT_THROW(ComputeSdFitScales(store.LoadModel("opt-30b"), draft, hardware, points, std::nullopt), Error);
+  EXPECT_THROW(
+      ComputeSdFitScales(store.LoadModel("opt-30b"), draft, hardware, points, std::nullopt), Error);
 }
 
-std::string FitError(const std::vector<SdMeasurement>& points, const FitOptions& options = FitOptions{}) {
+std::string FitError(const std::vector<SdMeasurement>& points,
+                     const FitOptions& options = FitOptions{}) {
   try {
     FitSd(points, QwenScales(points), SdDenominator::kAlgorithm1, options, "runs.csv");
   } catch (const Error& e) {
@@ -228,7 +238,8 @@ TEST(SdPredict, MatchesTheModelAndRefusesBadPoints) {
   fit.scales = planted.scales;
   const SdPoint point{32, 4, 8, 64, 0.7};
   EXPECT_DOUBLE_EQ(PredictSpeedup(fit, point),
-                   MoesdSpeedup(planted.truth, point, planted.scales.ridge_point_tokens, SdDenominator::kEquation4));
+                   MoesdSpeedup(planted.truth, point, planted.scales.ridge_point_tokens,
+                                SdDenominator::kEquation4));
   EXPECT_THROW(PredictSpeedup(fit, {32, 4, 80, 64, 0.7}), Error);  // K > E
   EXPECT_THROW(PredictSpeedup(fit, {32, 4, 8, 64, 1.5}), Error);   // sigma > 1
   EXPECT_THROW(PredictSpeedup(fit, {0, 4, 8, 64, 0.5}), Error);    // batch 0

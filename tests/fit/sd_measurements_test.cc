@@ -38,7 +38,8 @@ class SdMeasurementsTest : public ::testing::Test {
 constexpr const char* kHeader = "batch,gamma,K,E,sigma,speedup\n";
 
 TEST_F(SdMeasurementsTest, ReadsCsv) {
-  const auto points = LoadSdMeasurements(Write("m.csv", std::string(kHeader) + "1,4,8,64,0.67,1.31\r\n\n16,2,2,64,0.8,2.5\n"));
+  const auto points = LoadSdMeasurements(
+      Write("m.csv", std::string(kHeader) + "1,4,8,64,0.67,1.31\r\n\n16,2,2,64,0.8,2.5\n"));
   ASSERT_EQ(points.size(), 2u);
   EXPECT_EQ(points[0].point.batch, 1);
   EXPECT_EQ(points[0].point.gamma, 4);
@@ -62,7 +63,9 @@ TEST_F(SdMeasurementsTest, ReadsJsonArraysAndExecutorReports) {
   EXPECT_EQ(single[0].point.num_experts, 8);
   EXPECT_DOUBLE_EQ(single[0].speedup, 1.4);
   const auto mixed = LoadSdMeasurements(
-      Write("a.json", "[" + report + R"(, {"batch": 2, "gamma": 4, "K": 1, "E": 64, "sigma": 0.5, "speedup": 0.9}])"));
+      Write("a.json",
+            "[" + report +
+                R"(, {"batch": 2, "gamma": 4, "K": 1, "E": 64, "sigma": 0.5, "speedup": 0.9}])"));
   ASSERT_EQ(mixed.size(), 2u);
   EXPECT_EQ(mixed[1].point.num_experts, 64);
   EXPECT_NE(mixed[1].origin.find("[1]"), std::string::npos);
@@ -75,8 +78,10 @@ TEST_F(SdMeasurementsTest, RefusesNanNegativeAndZeroSpeedups) {
     EXPECT_NE(message.find("'speedup'"), std::string::npos) << message;
     EXPECT_NE(message.find("finite number > 0"), std::string::npos) << message;
   }
-  EXPECT_NE(LoadError(R"([{"batch": 1, "gamma": 4, "K": 8, "E": 64, "sigma": 0.5, "speedup": -2}])", "m.json")
-                .find("speedup"), std::string::npos);
+  EXPECT_NE(LoadError(R"([{"batch": 1, "gamma": 4, "K": 8, "E": 64, "sigma": 0.5, "speedup": -2}])",
+                      "m.json")
+                .find("speedup"),
+            std::string::npos);
 }
 
 TEST_F(SdMeasurementsTest, RefusesSigmaOutsideZeroOne) {
@@ -88,10 +93,14 @@ TEST_F(SdMeasurementsTest, RefusesSigmaOutsideZeroOne) {
 }
 
 TEST_F(SdMeasurementsTest, RefusesImpossiblePoints) {
-  EXPECT_NE(LoadError(std::string(kHeader) + "1,4,80,64,0.5,1.2\n").find("exceeds E"), std::string::npos);
-  EXPECT_NE(LoadError(std::string(kHeader) + "0,4,8,64,0.5,1.2\n").find("'batch'"), std::string::npos);
-  EXPECT_NE(LoadError(std::string(kHeader) + "2.5,4,8,64,0.5,1.2\n").find("whole number"), std::string::npos);
-  EXPECT_NE(LoadError(std::string(kHeader) + "1,four,8,64,0.5,1.2\n").find("'gamma'"), std::string::npos);
+  EXPECT_NE(LoadError(std::string(kHeader) + "1,4,80,64,0.5,1.2\n").find("exceeds E"),
+            std::string::npos);
+  EXPECT_NE(LoadError(std::string(kHeader) + "0,4,8,64,0.5,1.2\n").find("'batch'"),
+            std::string::npos);
+  EXPECT_NE(LoadError(std::string(kHeader) + "2.5,4,8,64,0.5,1.2\n").find("whole number"),
+            std::string::npos);
+  EXPECT_NE(LoadError(std::string(kHeader) + "1,four,8,64,0.5,1.2\n").find("'gamma'"),
+            std::string::npos);
   const std::string fields = LoadError(std::string(kHeader) + "1,4,8,64,0.5\n");
   EXPECT_NE(fields.find("expected 6 comma-separated fields"), std::string::npos) << fields;
 }
@@ -99,7 +108,8 @@ TEST_F(SdMeasurementsTest, RefusesImpossiblePoints) {
 TEST_F(SdMeasurementsTest, MalformedHeaderNamesTheExpectedHeader) {
   const std::string message = LoadError("batch,gamma,k,E,sigma,speedup\n1,4,8,64,0.5,1.2\n");
   EXPECT_NE(message.find("m.csv:1"), std::string::npos) << message;
-  EXPECT_NE(message.find("expected exactly 'batch,gamma,K,E,sigma,speedup'"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected exactly 'batch,gamma,K,E,sigma,speedup'"), std::string::npos)
+      << message;
   EXPECT_NE(LoadError("").find("batch,gamma,K,E,sigma,speedup"), std::string::npos);
 }
 
@@ -108,15 +118,19 @@ TEST_F(SdMeasurementsTest, MissingFileAndMalformedJson) {
     LoadSdMeasurements(dir_ / "absent.csv");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("absent.csv: measurements file not found"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("absent.csv: measurements file not found"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_NE(LoadError("[{\"batch\": 1,", "bad.json").find("malformed JSON"), std::string::npos);
-  EXPECT_NE(LoadError(R"([{"batch": 1, "gamma": 4, "K": 8, "E": 64, "sigma": 0.5}])", "m.json").find("missing required field '[0].speedup'"),
+  EXPECT_NE(LoadError(R"([{"batch": 1, "gamma": 4, "K": 8, "E": 64, "sigma": 0.5}])", "m.json")
+                .find("missing required field '[0].speedup'"),
             std::string::npos);
 }
 
 TEST_F(SdMeasurementsTest, RefusesReportsOfOtherWorkloads) {
-  const std::string message = LoadError(R"({"schema": "moelab.run/1", "workload": "decode", "batch": 1})", "r.json");
+  const std::string message =
+      LoadError(R"({"schema": "moelab.run/1", "workload": "decode", "batch": 1})", "r.json");
   EXPECT_NE(message.find("'workload'"), std::string::npos) << message;
   EXPECT_NE(message.find("\"sd\""), std::string::npos) << message;
 }

@@ -14,7 +14,8 @@ TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   ASSERT_TRUE(hw.has_accelerator());
   EXPECT_EQ(hw.kind, HardwareKind::kAccelerator);
   EXPECT_DOUBLE_EQ(hw.accelerator->memory_bytes, 3e9);
-  EXPECT_DOUBLE_EQ(hw.accelerator->memory_bandwidth_bytes_per_s, profile.limits->dram_read_bytes_per_s);
+  EXPECT_DOUBLE_EQ(hw.accelerator->memory_bandwidth_bytes_per_s,
+                   profile.limits->dram_read_bytes_per_s);
   EXPECT_DOUBLE_EQ(hw.accelerator->peak_flops.at("bf16"), hw.host->peak_flops.at("bf16"));
   double largest_bytes = 0, largest_s = 0, smallest_bytes = 1e30, smallest_s = 0;
   for (const ProfileSample& s : profile.samples) {
@@ -24,22 +25,29 @@ TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   }
   ASSERT_GT(largest_bytes, smallest_bytes);
   const double bandwidth = largest_bytes / largest_s;
-  EXPECT_DOUBLE_EQ(hw.host_link->host_to_device_bandwidth_bytes_per_s, profile.limits->dram_read_bytes_per_s / 3);
+  EXPECT_DOUBLE_EQ(hw.host_link->host_to_device_bandwidth_bytes_per_s,
+                   profile.limits->dram_read_bytes_per_s / 3);
   EXPECT_DOUBLE_EQ(hw.host_link->latency_s, std::max(0.0, smallest_s - smallest_bytes / bandwidth));
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, bandwidth);
   // No second memory tier: experts outside the cache are on storage.
   EXPECT_EQ(hw.host->dram_bytes, 0);
   // A probe at the executor's reader concurrency replaces the single-stream bandwidth.
-  EXPECT_DOUBLE_EQ(StorageTierHardwareFromProfile(profile, 3e9, 1.5e9).host->storage_read_bandwidth_bytes_per_s, 1.5e9);
+  EXPECT_DOUBLE_EQ(
+      StorageTierHardwareFromProfile(profile, 3e9, 1.5e9).host->storage_read_bandwidth_bytes_per_s,
+      1.5e9);
 }
 
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {
   Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
   std::erase_if(profile.samples, [](const ProfileSample& s) { return s.op == "storage_read"; });
-  EXPECT_NE(testing::ErrorOf([&] { StorageTierHardwareFromProfile(profile, 3e9); }).find("no storage_read samples"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              StorageTierHardwareFromProfile(profile, 3e9);
+            }).find("no storage_read samples"),
             std::string::npos);
-  EXPECT_NE(testing::ErrorOf([&] { StorageTierHardwareFromProfile(LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json"), 0); })
-                .find("--memory must be a positive size"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              StorageTierHardwareFromProfile(
+                  LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json"), 0);
+            }).find("--memory must be a positive size"),
             std::string::npos);
 }
 

@@ -27,7 +27,9 @@ class Noise {
     return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
   }
   // value * (1 + relative * N(0, 1))
-  double Multiplicative(double value, double relative) { return value * (1.0 + relative * Normal()); }
+  double Multiplicative(double value, double relative) {
+    return value * (1.0 + relative * Normal());
+  }
 
  private:
   std::mt19937_64 engine_;
@@ -46,10 +48,16 @@ inline MoesdParams PlantedSdParams(const SdFitScales& s) {
   const double lambda = 0.6;
   const double growth = std::exp(2.5 / (lambda * s.ridge_point_tokens));
   MoesdParams p;
-  p.values = {1.5 * s.t_dense_s,        0.03 * s.t_dense_s, 1.5 * s.t_expert_s,
-              0.2 * s.t_dense_s,        2.0 * s.t_draft_s,  0.05 * s.t_draft_s,
-              0.2 * s.t_reject_max_s,   0.002 * s.t_reject_max_s,
-              lambda,                   growth};
+  p.values = {1.5 * s.t_dense_s,
+              0.03 * s.t_dense_s,
+              1.5 * s.t_expert_s,
+              0.2 * s.t_dense_s,
+              2.0 * s.t_draft_s,
+              0.05 * s.t_draft_s,
+              0.2 * s.t_reject_max_s,
+              0.002 * s.t_reject_max_s,
+              lambda,
+              growth};
   return p;
 }
 
@@ -59,7 +67,8 @@ inline double SigmaFor(int64_t gamma) { return AcceptedLengthFraction(0.8, gamma
 // Evenly spread grid: K in `top_ks`, E = 64, gamma in `gammas`, batch in `batches`, in that
 // nesting order (K outermost). Speedups carry `relative_noise` multiplicative noise.
 inline std::vector<SdMeasurement> SdGrid(const MoesdParams& truth, double ridge_point_tokens,
-                                         SdDenominator denominator, const std::vector<int64_t>& top_ks,
+                                         SdDenominator denominator,
+                                         const std::vector<int64_t>& top_ks,
                                          const std::vector<int64_t>& gammas,
                                          const std::vector<int64_t>& batches, double relative_noise,
                                          uint64_t seed) {
@@ -70,8 +79,8 @@ inline std::vector<SdMeasurement> SdGrid(const MoesdParams& truth, double ridge_
       for (int64_t batch : batches) {
         SdMeasurement m;
         m.point = {batch, gamma, k, 64, SigmaFor(gamma)};
-        m.speedup = noise.Multiplicative(MoesdSpeedup(truth, m.point, ridge_point_tokens, denominator),
-                                         relative_noise);
+        m.speedup = noise.Multiplicative(
+            MoesdSpeedup(truth, m.point, ridge_point_tokens, denominator), relative_noise);
         m.origin = "synthetic";
         points.push_back(m);
       }

@@ -20,7 +20,8 @@ TEST(RmsNorm, MatchesDefinition) {
   for (int r = 0; r < 2; ++r) {
     double ms = 0;
     for (int i = 0; i < 3; ++i) ms += x[r * 3 + i] * x[r * 3 + i] / 3.0;
-    for (int i = 0; i < 3; ++i) EXPECT_NEAR(out[r * 3 + i], x[r * 3 + i] / std::sqrt(ms + 1e-6) * weight[i], 1e-6);
+    for (int i = 0; i < 3; ++i)
+      EXPECT_NEAR(out[r * 3 + i], x[r * 3 + i] / std::sqrt(ms + 1e-6) * weight[i], 1e-6);
   }
 }
 
@@ -76,8 +77,8 @@ TEST(Attention, MatchesReferenceWithWindow) {
   for (int64_t first : {0, 5}) {
     std::vector<float> scores(positions), out(head_dim);
     // Head group 1: offset head_dim into each position.
-    AttendOneHead(q.data(), keys.data() + head_dim, values.data() + head_dim, kv_heads * head_dim, head_dim,
-                  first, positions - 1, scale, scores.data(), out.data());
+    AttendOneHead(q.data(), keys.data() + head_dim, values.data() + head_dim, kv_heads * head_dim,
+                  head_dim, first, positions - 1, scale, scores.data(), out.data());
     std::vector<double> weights;
     double max_logit = -1e300;
     for (int64_t p = first; p < positions; ++p) {

@@ -93,11 +93,13 @@ TEST_P(MatmulDeterminismTest, TokenResultIndependentOfBatchAndThreads) {
   for (int64_t i : {0, 5, 17, 40, 99, 137}) {
     std::vector<float> alone(n);
     MatmulBf16(p.x.data() + i * k, 1, k, p.w.data(), n, alone.data(), n, one);
-    EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + i * n, n * sizeof(float))) << "token " << i;
+    EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + i * n, n * sizeof(float)))
+        << "token " << i;
     std::vector<float> few(3 * n);
     if (i + 3 <= m) {
       MatmulBf16(p.x.data() + i * k, 3, k, p.w.data(), n, few.data(), n, three);
-      EXPECT_EQ(0, std::memcmp(few.data(), batched.data() + i * n, 3 * n * sizeof(float))) << "token " << i;
+      EXPECT_EQ(0, std::memcmp(few.data(), batched.data() + i * n, 3 * n * sizeof(float)))
+          << "token " << i;
     }
   }
 }
@@ -115,9 +117,11 @@ TEST_P(MatmulTest, WritesIntoStridedOutput) {
 INSTANTIATE_TEST_SUITE_P(EveryIsa, MatmulTest, ::testing::ValuesIn(AllIsas()),
                          [](const auto& info) { return ToString(info.param); });
 INSTANTIATE_TEST_SUITE_P(EveryIsa, MatmulDeterminismTest,
-                         ::testing::Combine(::testing::ValuesIn(AllIsas()), ::testing::Values(int64_t{777}, int64_t{3000})),
+                         ::testing::Combine(::testing::ValuesIn(AllIsas()),
+                                            ::testing::Values(int64_t{777}, int64_t{3000})),
                          [](const auto& info) {
-                           return ToString(std::get<0>(info.param)) + "_k" + std::to_string(std::get<1>(info.param));
+                           return ToString(std::get<0>(info.param)) + "_k" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
 TEST(Bf16, RoundsToNearestEven) {

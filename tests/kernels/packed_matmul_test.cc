@@ -23,16 +23,19 @@ using testing::RandomWeights;
 TEST(PackedBf16Matrix, PackAndAccessorRoundTrip) {
   for (int64_t rows : {1, 15, 16, 17, 40}) {
     for (int64_t cols : {1, 2, 7, 33}) {
-      const std::vector<Bf16> w = RandomWeights(rows * cols, static_cast<uint32_t>(rows * 100 + cols));
+      const std::vector<Bf16> w =
+          RandomWeights(rows * cols, static_cast<uint32_t>(rows * 100 + cols));
       const PackedBf16Matrix packed = PackedBf16Matrix::Pack(w.data(), rows, cols);
       EXPECT_EQ(packed.rows(), rows);
       EXPECT_EQ(packed.cols(), cols);
       EXPECT_EQ(packed.elements(), rows * cols);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(packed.data()) % 64, 0u);
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(packed.At(r, c), w[r * cols + c]) << rows << "x" << cols;
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(packed.At(r, c), w[r * cols + c]) << rows << "x" << cols;
       }
-      // Layout: group g, pair p is one 32-element vector, lane r holds row 16g + r's pair; padding zero.
+      // Layout: group g, pair p is one 32-element vector, lane r holds row 16g + r's pair; padding
+      // zero.
       for (int64_t g = 0; g < packed.groups(); ++g) {
         for (int64_t p = 0; p < packed.pairs(); ++p) {
           for (int64_t lane = 0; lane < 16; ++lane) {
@@ -78,13 +81,15 @@ TEST_P(PackedMatmulTest, EqualsRowMajorBitForBit) {
         std::vector<float> row_major(m * ldy, -7.0f), from_packed(m * ldy, -7.0f);
         MatmulBf16(x.data(), m, k, w.data(), n, row_major.data(), ldy, pool);
         MatmulBf16(x.data(), m, packed, from_packed.data(), ldy, pool);
-        ASSERT_EQ(0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
+        ASSERT_EQ(
+            0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
             << ToString(GetParam()) << " m=" << m << " k=" << k << " n=" << n;
         std::vector<Bf16> x_bf16(x.size());
         ConvertToBf16(x.data(), m * k, x_bf16.data());
         std::fill(from_packed.begin(), from_packed.end(), -7.0f);
         MatmulBf16Bf16(x_bf16.data(), m, packed, from_packed.data(), ldy, pool);
-        ASSERT_EQ(0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
+        ASSERT_EQ(
+            0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
             << "bf16 input " << ToString(GetParam()) << " m=" << m << " k=" << k << " n=" << n;
       }
     }
@@ -102,7 +107,8 @@ TEST_P(PackedMatmulTest, EqualsRowMajorAcrossTasks) {
     std::vector<float> row_major(m * n), from_packed(m * n);
     MatmulBf16(x.data(), m, k, w.data(), n, row_major.data(), n, pool);
     MatmulBf16(x.data(), m, packed, from_packed.data(), n, pool);
-    ASSERT_EQ(0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
+    ASSERT_EQ(0,
+              std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
         << ToString(GetParam()) << " m=" << m;
   }
 }
@@ -121,7 +127,8 @@ TEST_P(PackedMatmulTest, ExpertFfnEqualsRowMajor) {
     std::vector<float> row_major(tokens * hidden), from_packed(tokens * hidden);
     ExpertFfn(x.data(), tokens, hidden, width, gate_up, down, row_major.data(), pool, scratch);
     ExpertFfn(x.data(), tokens, packed_gate_up, packed_down, from_packed.data(), pool, scratch);
-    ASSERT_EQ(0, std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
+    ASSERT_EQ(0,
+              std::memcmp(row_major.data(), from_packed.data(), row_major.size() * sizeof(float)))
         << ToString(GetParam()) << " tokens=" << tokens;
   }
 }
@@ -131,7 +138,8 @@ TEST_P(PackedMatmulTest, ExpertFfnEqualsRowMajor) {
 // (k = 1031: 516 pairs, 3 blocks of up to 256) and odd shapes alike.
 TEST_P(PackedMatmulTest, FmaPathEqualsScalarBitForBit) {
   if (GetParam() == Isa::kScalar || GetParam() == Isa::kAvx512Bf16) {
-    GTEST_SKIP() << ToString(GetParam()) << " multiplies pairs with its own instruction (not the fp32-FMA family)";
+    GTEST_SKIP() << ToString(GetParam())
+                 << " multiplies pairs with its own instruction (not the fp32-FMA family)";
   }
   ThreadPool pool(2);
   uint32_t seed = 40;

@@ -29,7 +29,8 @@ TEST(Fp16, ConvertsExactlyAndRoundsToNearestEven) {
   EXPECT_EQ(FloatToFp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie to even
   EXPECT_EQ(FloatToFp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie to even (up)
   EXPECT_EQ(FloatToFp16(std::ldexp(1.0f, -24)), 0x0001);             // smallest subnormal
-  for (uint32_t h = 0; h < 0x7c00; ++h) ASSERT_EQ(FloatToFp16(Fp16ToFloat(static_cast<Fp16>(h))), h) << h;
+  for (uint32_t h = 0; h < 0x7c00; ++h)
+    ASSERT_EQ(FloatToFp16(Fp16ToFloat(static_cast<Fp16>(h))), h) << h;
 }
 
 // Per element |w - d q| <= d / 2 (q8_0; q4_0 where w / d <= 7.5), and <= d where q4_0 clamps the
@@ -47,14 +48,17 @@ TEST(QuantizedMatrix, RoundTripErrorWithinHalfAStep) {
           const double error = std::fabs(q.At(r, c) - original);
           const bool clamped = format == QuantFormat::kQ4_0 && original / d > 7.5;
           // q4_0's d carries the sign that maps the largest magnitude to -8.
-          ASSERT_LE(error, (clamped ? 1.0 : 0.5) * std::fabs(d) * (1 + 1e-6) + 1e-30) << ToString(format) << " " << r << "," << c;
+          ASSERT_LE(error, (clamped ? 1.0 : 0.5) * std::fabs(d) * (1 + 1e-6) + 1e-30)
+              << ToString(format) << " " << r << "," << c;
           squared += error * error;
           steps += d * d;
         }
       }
       // Rounding error is ~uniform over a step: RMS ~ d / sqrt(12) = 0.29 d.
       EXPECT_LT(std::sqrt(squared / steps), 0.35) << ToString(format);
-      EXPECT_NEAR(q.StoredBytes(), rows * ((cols + 31) / 32 * 32) * (format == QuantFormat::kQ8_0 ? 8.5 : 4.5) / 8, 1e-9);
+      EXPECT_NEAR(q.StoredBytes(),
+                  rows * ((cols + 31) / 32 * 32) * (format == QuantFormat::kQ8_0 ? 8.5 : 4.5) / 8,
+                  1e-9);
     }
   }
 }
@@ -91,7 +95,8 @@ TEST(WeightFormat, FromBitsAcceptsSixteenEightFourOnly) {
     FAIL() << "3 bits accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--attention-bits 3"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("16 (bf16), 8 (q8_0) or 4 (q4_0)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("16 (bf16), 8 (q8_0) or 4 (q4_0)"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -103,8 +108,10 @@ class QuantizedMatmulTest : public ::testing::TestWithParam<std::tuple<Isa, Quan
 };
 
 TEST(QuantizedActivations, RoundToNearestEvenIsNearbyint) {
-  for (float v = -300.0f; v <= 300.0f; v += 0.125f) ASSERT_EQ(RoundToNearestEven(v), std::nearbyint(v)) << v;
-  for (float v : {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.49999997f, 4194303.5f, -4194303.5f, 1e30f, -1e30f}) {
+  for (float v = -300.0f; v <= 300.0f; v += 0.125f)
+    ASSERT_EQ(RoundToNearestEven(v), std::nearbyint(v)) << v;
+  for (float v :
+       {0.5f, 1.5f, 2.5f, -0.5f, -2.5f, 0.49999997f, 4194303.5f, -4194303.5f, 1e30f, -1e30f}) {
     EXPECT_EQ(RoundToNearestEven(v), std::nearbyint(v)) << v;
   }
 }
@@ -114,10 +121,10 @@ TEST(QuantizedActivations, RoundToNearestEvenIsNearbyint) {
 TEST(QuantizedActivations, WithinHalfAStepAndSameBitsOnEveryIsa) {
   const int64_t m = 5, k = 200;
   std::vector<float> x = RandomActivations(m * k, 4);
-  for (int64_t c = 32; c < 64; ++c) x[c] = 0.0f;                                  // token 0, block 1: zero
-  for (int64_t c = 64; c < 96; ++c) x[c] = std::ldexp(x[c], -135);                // subnormal scale
-  x[k + 40] = INFINITY;                                                            // token 1, block 1
-  x[2 * k + 199] = NAN;                                                            // token 2, the tail block
+  for (int64_t c = 32; c < 64; ++c) x[c] = 0.0f;                    // token 0, block 1: zero
+  for (int64_t c = 64; c < 96; ++c) x[c] = std::ldexp(x[c], -135);  // subnormal scale
+  x[k + 40] = INFINITY;                                             // token 1, block 1
+  x[2 * k + 199] = NAN;                                             // token 2, the tail block
   ThreadPool pool(2);
   QuantizedActivations scalar;
   ResizeQuantizedActivations(m, k, scalar);
@@ -126,7 +133,8 @@ TEST(QuantizedActivations, WithinHalfAStepAndSameBitsOnEveryIsa) {
     for (int64_t c = 0; c < k; ++c) {
       const float d = scalar.token_scales(t)[c / 32];
       if (!std::isfinite(d)) continue;
-      ASSERT_LE(std::fabs(scalar.Value(t, c) - x[t * k + c]), 0.5 * d * (1 + 1e-6) + 1e-44) << t << "," << c;
+      ASSERT_LE(std::fabs(scalar.Value(t, c) - x[t * k + c]), 0.5 * d * (1 + 1e-6) + 1e-44)
+          << t << "," << c;
     }
     for (int64_t b = 0; b < scalar.blocks; ++b) {
       int32_t sum = 0;
@@ -143,7 +151,9 @@ TEST(QuantizedActivations, WithinHalfAStepAndSameBitsOnEveryIsa) {
     QuantizeActivations(x.data(), m, k, active, pool);
     EXPECT_EQ(active.quants, scalar.quants) << ToString(isa);
     EXPECT_EQ(active.sums, scalar.sums) << ToString(isa);
-    EXPECT_EQ(0, std::memcmp(active.scales.data(), scalar.scales.data(), scalar.scales.size() * sizeof(float))) << ToString(isa);
+    EXPECT_EQ(0, std::memcmp(active.scales.data(), scalar.scales.data(),
+                             scalar.scales.size() * sizeof(float)))
+        << ToString(isa);
   }
   SetActiveIsa(SupportedIsas().back());
 }
@@ -176,10 +186,13 @@ TEST_P(QuantizedMatmulTest, MatchesFloat64ReferenceOnOddShapes) {
               exact += double{x[i * k + c]} * double{q.At(j, c)};
               rounding += std::fabs(double{q.At(j, c)}) * 0.5 * double{xq.token_scales(i)[c / 32]};
             }
-            const double tolerance = (static_cast<double>(k) / 32.0 + 4.0) * 6.0e-8 * magnitude + 1e-30;
+            const double tolerance =
+                (static_cast<double>(k) / 32.0 + 4.0) * 6.0e-8 * magnitude + 1e-30;
             ASSERT_NEAR(y[i * n + j], sum, tolerance)
-                << ToString(std::get<0>(GetParam())) << " " << ToString(format()) << " m=" << m << " k=" << k << " n=" << n;
-            ASSERT_NEAR(y[i * n + j], exact, rounding * (1 + 1e-6) + tolerance) << "m=" << m << " k=" << k << " n=" << n;
+                << ToString(std::get<0>(GetParam())) << " " << ToString(format()) << " m=" << m
+                << " k=" << k << " n=" << n;
+            ASSERT_NEAR(y[i * n + j], exact, rounding * (1 + 1e-6) + tolerance)
+                << "m=" << m << " k=" << k << " n=" << n;
           }
         }
       }
@@ -222,13 +235,18 @@ TEST_P(QuantizedMatmulTest, TokenResultIndependentOfBatchThreadsAndIsa) {
   SetActiveIsa(Isa::kScalar);
   std::vector<float> scalar(m * n);
   MatmulQuantized(x.data(), m, q, scalar.data(), n, two);
-  EXPECT_EQ(0, std::memcmp(scalar.data(), batched.data(), batched.size() * sizeof(float))) << "differs from scalar";
+  EXPECT_EQ(0, std::memcmp(scalar.data(), batched.data(), batched.size() * sizeof(float)))
+      << "differs from scalar";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryIsa, QuantizedMatmulTest,
-    ::testing::Combine(::testing::ValuesIn(AllIsas()), ::testing::Values(QuantFormat::kQ8_0, QuantFormat::kQ4_0)),
-    [](const auto& info) { return ToString(std::get<0>(info.param)) + "_" + ToString(std::get<1>(info.param)); });
+INSTANTIATE_TEST_SUITE_P(EveryIsa, QuantizedMatmulTest,
+                         ::testing::Combine(::testing::ValuesIn(AllIsas()),
+                                            ::testing::Values(QuantFormat::kQ8_0,
+                                                              QuantFormat::kQ4_0)),
+                         [](const auto& info) {
+                           return ToString(std::get<0>(info.param)) + "_" +
+                                  ToString(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace moelab

@@ -21,7 +21,9 @@ TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
         runs[static_cast<size_t>(task)].fetch_add(1);
         if (thread < 0 || thread >= threads) bad_thread.fetch_add(1);
       });
-      for (int64_t task = 0; task < tasks; ++task) ASSERT_EQ(runs[static_cast<size_t>(task)].load(), 1) << threads << " threads, task " << task;
+      for (int64_t task = 0; task < tasks; ++task)
+        ASSERT_EQ(runs[static_cast<size_t>(task)].load(), 1)
+            << threads << " threads, task " << task;
       EXPECT_EQ(bad_thread.load(), 0);
     }
   }
@@ -33,7 +35,8 @@ TEST(ThreadPool, ManyShortRunsBackToBack) {
     const int64_t tasks = 2 + run % 15;
     std::vector<std::atomic<int>> runs(static_cast<size_t>(tasks));
     pool.Run(tasks, [&](int64_t task, int) { runs[static_cast<size_t>(task)].fetch_add(1); });
-    for (int64_t task = 0; task < tasks; ++task) ASSERT_EQ(runs[static_cast<size_t>(task)].load(), 1) << "run " << run << " task " << task;
+    for (int64_t task = 0; task < tasks; ++task)
+      ASSERT_EQ(runs[static_cast<size_t>(task)].load(), 1) << "run " << run << " task " << task;
   }
 }
 

@@ -20,12 +20,14 @@ TEST_F(ForwardCostTest, SingleTokenDecodeIsBoundByActiveWeightBytes) {
   const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
   const HardwareSpec gpu = store_.LoadHardware("h100-sxm");
   const ForwardCost cost = EstimateForwardCost(model, gpu, {1, 1, 0, true}, params_);
-  const double bandwidth = gpu.accelerator->memory_bandwidth_bytes_per_s * params_.memory_efficiency;
+  const double bandwidth =
+      gpu.accelerator->memory_bandwidth_bytes_per_s * params_.memory_efficiency;
   const WeightBytes w = CountWeightBytes(model);
   // One token reads K experts per layer.
   EXPECT_NEAR(cost.activated_experts_per_layer, 2.0, 1e-12);
   const double expert_time = cost.OperatorTime("routed_experts");
-  EXPECT_NEAR(expert_time, 32 * (params_.kernel_launch_s + 2 * w.expert / bandwidth), 0.02 * expert_time);
+  EXPECT_NEAR(expert_time, 32 * (params_.kernel_launch_s + 2 * w.expert / bandwidth),
+              0.02 * expert_time);
   const double active_bytes = static_cast<double>(CountParameters(model).active) * 2.0;
   EXPECT_GT(cost.time_s, active_bytes / bandwidth * 0.95);
   EXPECT_LT(cost.time_s, active_bytes / bandwidth * 1.5);
@@ -40,8 +42,8 @@ TEST_F(ForwardCostTest, LongPrefillIsComputeBound) {
   for (const OperatorCost& op : cost.operators) {
     if (op.name == "routed_experts") expert_flops = op.flops;
   }
-  EXPECT_NEAR(cost.OperatorTime("routed_experts"), expert_flops / peak + 32 * params_.kernel_launch_s,
-              1e-9);
+  EXPECT_NEAR(cost.OperatorTime("routed_experts"),
+              expert_flops / peak + 32 * params_.kernel_launch_s, 1e-9);
   EXPECT_NEAR(cost.activated_experts_per_layer, 8.0, 1e-6);
 }
 
@@ -62,8 +64,10 @@ TEST_F(ForwardCostTest, TimeGrowsWithBatchTokensAndContext) {
 
 TEST_F(ForwardCostTest, TensorParallelSplitsWorkAndAddsCommunication) {
   const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
-  const ForwardCost one = EstimateForwardCost(model, store_.LoadHardware("h100-sxm"), {4, 1, 256, true}, params_);
-  const ForwardCost two = EstimateForwardCost(model, store_.LoadHardware("2xh100-sxm"), {4, 1, 256, true}, params_);
+  const ForwardCost one =
+      EstimateForwardCost(model, store_.LoadHardware("h100-sxm"), {4, 1, 256, true}, params_);
+  const ForwardCost two =
+      EstimateForwardCost(model, store_.LoadHardware("2xh100-sxm"), {4, 1, 256, true}, params_);
   EXPECT_EQ(one.OperatorTime("communication"), 0.0);
   EXPECT_GT(two.OperatorTime("communication"), 0.0);
   EXPECT_LT(two.time_s, one.time_s);
@@ -72,7 +76,8 @@ TEST_F(ForwardCostTest, TensorParallelSplitsWorkAndAddsCommunication) {
 
 TEST_F(ForwardCostTest, DenseModelHasNoExpertsAndHostsCompute) {
   const MoeModelSpec dense = store_.LoadModel("llama-3.2-1b");
-  const ForwardCost cost = EstimateForwardCost(dense, store_.LoadHardware("epyc-7763"), {1, 1, 0, true}, params_);
+  const ForwardCost cost =
+      EstimateForwardCost(dense, store_.LoadHardware("epyc-7763"), {1, 1, 0, true}, params_);
   EXPECT_EQ(cost.OperatorTime("routed_experts"), 0.0);
   EXPECT_GT(cost.OperatorTime("dense_ffn"), 0.0);
   EXPECT_EQ(cost.device, "AMD EPYC 7763");
@@ -82,9 +87,11 @@ TEST_F(ForwardCostTest, DenseModelHasNoExpertsAndHostsCompute) {
 TEST_F(ForwardCostTest, SlidingWindowCapsAttentionWork) {
   MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
   const HardwareSpec gpu = store_.LoadHardware("h100-sxm");
-  const double full = EstimateForwardCost(model, gpu, {8, 1, 32000, true}, params_).OperatorTime("attention_core");
+  const double full =
+      EstimateForwardCost(model, gpu, {8, 1, 32000, true}, params_).OperatorTime("attention_core");
   model.attention.sliding_window = 4096;
-  const double windowed = EstimateForwardCost(model, gpu, {8, 1, 32000, true}, params_).OperatorTime("attention_core");
+  const double windowed =
+      EstimateForwardCost(model, gpu, {8, 1, 32000, true}, params_).OperatorTime("attention_core");
   EXPECT_LT(windowed, full * 0.2);
 }
 
@@ -95,7 +102,9 @@ TEST_F(ForwardCostTest, RefusesBadShapesAndNonComputingHardware) {
   EXPECT_THROW(EstimateForwardCost(model, gpu, {-3, 1, 0, true}, params_), Error);
   EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 0, 0, true}, params_), Error);
   EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, -1, true}, params_), Error);
-  EXPECT_THROW(EstimateForwardCost(model, store_.LoadHardware("pcie4-x16"), {1, 1, 0, true}, params_), Error);
+  EXPECT_THROW(
+      EstimateForwardCost(model, store_.LoadHardware("pcie4-x16"), {1, 1, 0, true}, params_),
+      Error);
   CostParameters bad = params_;
   bad.compute_efficiency = 1.5;
   EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, 0, true}, bad), Error);
@@ -104,9 +113,11 @@ TEST_F(ForwardCostTest, RefusesBadShapesAndNonComputingHardware) {
 TEST_F(ForwardCostTest, MemoryFootprintSaysWhetherWeightsFit) {
   const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
   EXPECT_FALSE(EstimateMemory(model, store_.LoadHardware("rtx-4090"), 0, params_).fits());
-  EXPECT_FALSE(EstimateMemory(model, store_.LoadHardware("h100-sxm"), 0, params_).fits());  // 93 GB > 80 GiB
+  EXPECT_FALSE(
+      EstimateMemory(model, store_.LoadHardware("h100-sxm"), 0, params_).fits());  // 93 GB > 80 GiB
   EXPECT_TRUE(EstimateMemory(model, store_.LoadHardware("h200"), 0, params_).fits());
-  const MemoryFootprint two = EstimateMemory(model, store_.LoadHardware("2xh100-sxm"), 1e5, params_);
+  const MemoryFootprint two =
+      EstimateMemory(model, store_.LoadHardware("2xh100-sxm"), 1e5, params_);
   EXPECT_NEAR(two.kv_bytes_per_device, 1e5 * KvCacheBytesPerToken(model) / 2.0, 1.0);
 }
 

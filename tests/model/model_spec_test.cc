@@ -32,12 +32,14 @@ TEST(ModelSpec, RoundTripsThroughJson) {
 TEST(ModelSpec, ImpossibleValuesAreRefusedNamingTheField) {
   nlohmann::json json = Mixtral();
   json["moe"]["top_k"] = 9;
-  EXPECT_NE(ErrorOf(json).find("m.json: field 'moe.top_k': must be between 1 and moe.num_experts (8), got 9"),
+  EXPECT_NE(ErrorOf(json).find(
+                "m.json: field 'moe.top_k': must be between 1 and moe.num_experts (8), got 9"),
             std::string::npos)
       << ErrorOf(json);
   json = Mixtral();
   json["num_layers"] = 0;
-  EXPECT_NE(ErrorOf(json).find("field 'num_layers': expected an integer >= 1, got 0"), std::string::npos)
+  EXPECT_NE(ErrorOf(json).find("field 'num_layers': expected an integer >= 1, got 0"),
+            std::string::npos)
       << ErrorOf(json);
   json = Mixtral();
   json["hidden_size"] = 4096.5;
@@ -47,7 +49,8 @@ TEST(ModelSpec, ImpossibleValuesAreRefusedNamingTheField) {
   EXPECT_NE(ErrorOf(json).find("attention.num_kv_heads"), std::string::npos);
   json = Mixtral();
   json["norm"] = "batchnorm";
-  EXPECT_NE(ErrorOf(json).find("field 'norm': expected one of \"rmsnorm\""), std::string::npos) << ErrorOf(json);
+  EXPECT_NE(ErrorOf(json).find("field 'norm': expected one of \"rmsnorm\""), std::string::npos)
+      << ErrorOf(json);
   json = Mixtral();
   json["bits"]["experts"] = -4;
   EXPECT_NE(ErrorOf(json).find("bits.experts"), std::string::npos);
@@ -70,7 +73,8 @@ TEST(ModelSpec, MalformedFileNamesTheFile) {
     PresetStore(testing::PresetDir()).LoadModel(file.string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("broken.json: malformed JSON"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("broken.json: malformed JSON"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(PresetStore(testing::PresetDir()).LoadModel((dir / "absent.json").string()), Error);
 }

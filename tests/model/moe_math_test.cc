@@ -33,7 +33,8 @@ TEST(ExpectedActivatedExperts, RefusesImpossibleGates) {
 
 TEST(TokensPerActivatedExpert, EqualsTKOverN) {
   for (double t : {1.0, 2.0, 7.0, 64.0, 1000.0}) {
-    EXPECT_NEAR(TokensPerActivatedExpert(t, 2.0 / 8.0), t * 2.0 / ExpectedActivatedExperts(t, 8, 2), 1e-9);
+    EXPECT_NEAR(TokensPerActivatedExpert(t, 2.0 / 8.0), t * 2.0 / ExpectedActivatedExperts(t, 8, 2),
+                1e-9);
   }
   EXPECT_NEAR(TokensPerActivatedExpert(1, 0.125), 1.0, 1e-12);
 }
@@ -70,7 +71,7 @@ TEST(FullActivationThreshold, PublishedModels) {
 TEST(AcceptedLengthFraction, LimitsAndClosedForm) {
   for (int64_t gamma : {1, 2, 4, 8}) {
     const double n = static_cast<double>(gamma + 1);
-    EXPECT_DOUBLE_EQ(AcceptedLengthFraction(0.0, gamma), 1.0 / n);    // nothing accepted
+    EXPECT_DOUBLE_EQ(AcceptedLengthFraction(0.0, gamma), 1.0 / n);      // nothing accepted
     EXPECT_NEAR(AcceptedLengthFraction(1.0 - 1e-9, gamma), 1.0, 1e-6);  // alpha -> 1
     double sum = 0;
     for (int i = 0; i <= gamma; ++i) sum += std::pow(0.7, i);

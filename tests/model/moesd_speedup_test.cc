@@ -22,7 +22,8 @@ TEST(MoesdSpeedup, MatchesHandComputationForBothDenominators) {
   const double n_ar = ExpectedActivatedExperts(8, 8, 2);
   const double n_sd = ExpectedActivatedExperts(24, 8, 2);
   const double ar = 0.020 + 0.001 * g.Value(8) + 0.0002 * n_ar + 0.0005 * g.Value(8 * 2 / n_ar);
-  const double verify = 0.020 + 0.001 * g.Value(24) + 0.0002 * n_sd + 0.0005 * g.Value(24 * 2 / n_sd);
+  const double verify =
+      0.020 + 0.001 * g.Value(24) + 0.0002 * n_sd + 0.0005 * g.Value(24 * 2 / n_sd);
   const double draft = 0.004 + 0.0001 * g.Value(8);
   const double reject = 0.0005 + 0.00001 * 8;
   EXPECT_NEAR(MoesdSpeedup(p, point, ridge, SdDenominator::kAlgorithm1),

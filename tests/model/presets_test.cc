@@ -50,7 +50,8 @@ TEST_P(EveryModelPreset, TotalParametersWithinTwoPercentOfPublished) {
 }
 
 TEST_P(EveryModelPreset, HuggingFaceConfigImportsToThePreset) {
-  const std::filesystem::path config = testing::TestDataDir() / "hf_configs" / (GetParam() + ".json");
+  const std::filesystem::path config =
+      testing::TestDataDir() / "hf_configs" / (GetParam() + ".json");
   ASSERT_TRUE(std::filesystem::exists(config)) << config;
   const MoeModelSpec preset = Store().LoadModel(GetParam());
   const MoeModelSpec imported = Store().LoadModel(config.string());  // detected as HF by model_type
@@ -100,10 +101,26 @@ TEST(ModelPresets, UnknownNameSuggestsNearest) {
 
 TEST(HardwarePresets, RequiredSlugsLoadWithPositiveNumbers) {
   const PresetStore store = Store();
-  for (const char* name :
-       {"t4", "rtx-3060", "rtx-3080-mobile", "rtx-3090", "rtx-4090", "quadro-rtx-6000", "rtx-a6000",
-        "rtx-6000-ada", "l4", "l40", "l40s", "a100-40gb-sxm", "a100-40gb-pcie", "a100-80gb-sxm",
-        "a100-80gb-pcie", "a800-80gb", "h100-sxm", "h100-pcie", "h800", "h200"}) {
+  for (const char* name : {"t4",
+                           "rtx-3060",
+                           "rtx-3080-mobile",
+                           "rtx-3090",
+                           "rtx-4090",
+                           "quadro-rtx-6000",
+                           "rtx-a6000",
+                           "rtx-6000-ada",
+                           "l4",
+                           "l40",
+                           "l40s",
+                           "a100-40gb-sxm",
+                           "a100-40gb-pcie",
+                           "a100-80gb-sxm",
+                           "a100-80gb-pcie",
+                           "a800-80gb",
+                           "h100-sxm",
+                           "h100-pcie",
+                           "h800",
+                           "h200"}) {
     const HardwareSpec spec = store.LoadHardware(name);
     ASSERT_TRUE(spec.has_accelerator()) << name;
     EXPECT_GT(spec.accelerator->memory_bytes, 4e9) << name;
@@ -158,13 +175,15 @@ TEST(HuggingFaceImport, RefusesUnknownModelTypeListingSupportedOnes) {
 }
 
 TEST(HuggingFaceImport, MissingFieldIsNamed) {
-  nlohmann::json config = JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
+  nlohmann::json config =
+      JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
   config.erase("num_local_experts");
   try {
     ImportHuggingFaceConfig(config, "x/config.json");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("missing required field 'num_local_experts'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("missing required field 'num_local_experts'"),
+              std::string::npos)
         << e.what();
   }
   config = JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");

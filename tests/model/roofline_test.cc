@@ -29,9 +29,11 @@ TEST(Roofline, HostPeakScalesWithThreadsUpToAllCores) {
   const PresetStore store(testing::PresetDir());
   const HardwareSpec hardware = store.LoadHardware("rtx-3090");
   const double all = HostTargetOf(hardware, hardware.host->cores, "bf16").peak_flops;
-  EXPECT_DOUBLE_EQ(HostTargetOf(hardware, 1, "bf16").peak_flops, all / static_cast<double>(hardware.host->cores));
+  EXPECT_DOUBLE_EQ(HostTargetOf(hardware, 1, "bf16").peak_flops,
+                   all / static_cast<double>(hardware.host->cores));
   EXPECT_DOUBLE_EQ(HostTargetOf(hardware, 10 * hardware.host->cores, "bf16").peak_flops, all);
-  EXPECT_DOUBLE_EQ(HostTargetOf(hardware, 1, "bf16").bandwidth_bytes_per_s, hardware.host->dram_bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(HostTargetOf(hardware, 1, "bf16").bandwidth_bytes_per_s,
+                   hardware.host->dram_bandwidth_bytes_per_s);
 }
 
 // One routed expert priced directly equals the routed_experts operator of a model whose MoE layers
@@ -45,8 +47,10 @@ TEST(Roofline, OneExpertIsTheRoutedExpertsOperatorOfAOneExpertModel) {
   one_expert.moe->top_k = 1;
   const auto source = RooflineCostSource::ForHardware(hardware, CostParameters{});
   for (int64_t tokens : {1, 32, 4096}) {
-    const ForwardCost cost = EstimateForwardCost(one_expert, hardware, {tokens, 1, 0, true}, CostParameters{});
-    const double per_layer = cost.OperatorTime(Operator::kRoutedExperts) / static_cast<double>(model.num_moe_layers());
+    const ForwardCost cost =
+        EstimateForwardCost(one_expert, hardware, {tokens, 1, 0, true}, CostParameters{});
+    const double per_layer =
+        cost.OperatorTime(Operator::kRoutedExperts) / static_cast<double>(model.num_moe_layers());
     EXPECT_NEAR(source->ExpertSeconds(model, tokens), per_layer, 1e-12 * per_layer) << tokens;
   }
 }

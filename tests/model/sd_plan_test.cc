@@ -31,9 +31,10 @@ std::vector<int64_t> ParseBatches() {
 }
 
 size_t PeakIndex(const SdPlan& plan) {
-  return static_cast<size_t>(std::max_element(plan.best_gamma.begin(), plan.best_gamma.end(),
-                                              [](const auto& a, const auto& b) { return a.speedup < b.speedup; }) -
-                             plan.best_gamma.begin());
+  return static_cast<size_t>(
+      std::max_element(plan.best_gamma.begin(), plan.best_gamma.end(),
+                       [](const auto& a, const auto& b) { return a.speedup < b.speedup; }) -
+      plan.best_gamma.begin());
 }
 
 TEST(SdPlan, MoeSpeedupRisesThenFallsWithBatch) {
@@ -92,7 +93,8 @@ TEST(SdPlan, FixedSigmaAndCostSourceAgreeWithAlpha) {
   by_sigma.sigma = AcceptedLengthFraction(0.7, 3);
   const SdPlan a = PlanSpeculativeDecoding(costs, by_alpha);
   const SdPlan b = PlanSpeculativeDecoding(costs, by_sigma);
-  for (size_t i = 0; i < a.rows.size(); ++i) EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup, 1e-12);
+  for (size_t i = 0; i < a.rows.size(); ++i)
+    EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup, 1e-12);
   EXPECT_TRUE(std::isnan(b.rows[0].alpha));
   by_sigma.sigma = 1.5;
   EXPECT_THROW(by_sigma.Validate(), Error);

@@ -1,5 +1,6 @@
 // The cost-source chooser (plan/cost_source_options.h): every prediction takes every source the
-// same way, and the offload simulator's CPU operations are the fitted curves when a fit prices them.
+// same way, and the offload simulator's CPU operations are the fitted curves when a fit prices
+// them.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -31,14 +32,17 @@ std::string ProfileFile() { return (testing::TestDataDir() / "profiles/quick-cpu
 const OperatorCurve& CurveOf(const LatencyFit& fit, const std::string& op, int64_t context = -1) {
   for (const OperatorCurve& curve : fit.operators) {
     if (curve.op != op || curve.variable != "tokens") continue;
-    if (context >= 0 && (!curve.shape.contains("context") || curve.shape["context"].get<int64_t>() != context)) continue;
+    if (context >= 0 &&
+        (!curve.shape.contains("context") || curve.shape["context"].get<int64_t>() != context))
+      continue;
     return curve;
   }
   throw Error("test fit lacks " + op);
 }
 
 // Mixtral on an RTX 3090 priced by `options` (an offload simulation's devices).
-sim::SimConfig OffloadConfig(CostSourceOptions options, std::vector<CostCalibration>* made = nullptr) {
+sim::SimConfig OffloadConfig(CostSourceOptions options,
+                             std::vector<CostCalibration>* made = nullptr) {
   sim::SimConfig config;
   config.model = Store().LoadModel("mixtral-8x7b");
   config.hardware = Store().LoadHardware("rtx-3090");
@@ -63,8 +67,8 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
   EXPECT_EQ(config.accelerator_costs, nullptr);  // the fit has no GPU curves
   EXPECT_EQ(config.model.hidden_size, 1024);     // the executor's shape, which the profile measured
 
-  sim::CostModel cost(config.model, config.hardware, config.cost, config.cost, 2, config.accelerator_costs,
-                      config.host_costs);
+  sim::CostModel cost(config.model, config.hardware, config.cost, config.cost, 2,
+                      config.accelerator_costs, config.host_costs);
   for (int64_t tokens : {1, 7, 64}) {
     const double expected = CurveOf(fit, "expert_ffn").Predict(static_cast<double>(tokens));
     EXPECT_NEAR(cost.ExpertSeconds(policies::Device::kCpu, tokens), expected, 1e-12 * expected);
@@ -72,7 +76,8 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
   for (int64_t batch : {1, 4}) {
     const ForwardShape shape{batch, 1, 1024, true};
     const double n = static_cast<double>(batch);
-    const double layer = CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n);
+    const double layer =
+        CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n);
     const sim::CostModel::DenseCost& dense = cost.Dense(policies::Device::kCpu, shape);
     ASSERT_EQ(dense.layer_s.size(), 8u);
     for (double layer_s : dense.layer_s) EXPECT_NEAR(layer_s, layer, 1e-12 * layer);
@@ -98,7 +103,8 @@ TEST(CostSources, OneSourcePerRequestAndClearRefusals) {
   CostSourceOptions both;
   both.fitted_profile = FitFile();
   both.hardware = "rtx-3090";
-  EXPECT_NE(ErrorOf([&] { both.Validate(); }).find("give --hardware or --profile, not both"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { both.Validate(); }).find("give --hardware or --profile, not both"),
+            std::string::npos);
   CostSourceOptions efficiencies;
   efficiencies.calibrate_profile = ProfileFile();
   efficiencies.explicit_efficiency = "memory-efficiency";
@@ -106,7 +112,8 @@ TEST(CostSources, OneSourcePerRequestAndClearRefusals) {
             "give --memory-efficiency or --calibrate, not both (the calibration fits it)");
   CostSourceOptions profiled;
   profiled.profiled_hardware = "epyc-9654";
-  EXPECT_EQ(ErrorOf([&] { profiled.Validate(); }), "--profiled-hardware needs --calibrate PROFILE.json");
+  EXPECT_EQ(ErrorOf([&] { profiled.Validate(); }),
+            "--profiled-hardware needs --calibrate PROFILE.json");
 }
 
 // The same SD sweep from the three sources: each names itself; the fitted one's target step is
@@ -136,10 +143,11 @@ TEST(CostSources, SdSweepTakesEverySource) {
   double routed = 0;
   const double binomial[] = {0, 4, 6, 4, 1};
   for (int t = 1; t <= 4; ++t) {
-    routed += 8 * binomial[t] * std::pow(0.25, t) * std::pow(0.75, 4 - t) * CurveOf(fit, "expert_ffn").Predict(t);
+    routed += 8 * binomial[t] * std::pow(0.25, t) * std::pow(0.75, 4 - t) *
+              CurveOf(fit, "expert_ffn").Predict(t);
   }
-  const double expected = 8 * (CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n) +
-                               routed) +
+  const double expected = 8 * (CurveOf(fit, "attention_decode", 1024).Predict(n) +
+                               CurveOf(fit, "router").Predict(n) + routed) +
                           CurveOf(fit, "lm_head").Predict(n);
   EXPECT_NEAR(fitted.levels[0].plan.rows[1].target_step_s, expected, 1e-12 * expected);
 }

@@ -18,7 +18,9 @@
 namespace moelab {
 namespace {
 
-bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(ResultText, ModelAndHardwareDescriptions) {
   const PresetStore store = PresetStore::Default();
@@ -43,19 +45,25 @@ TEST(ResultText, ModelAndHardwareDescriptions) {
 TEST(ResultText, SdMeasurementFilesCombineWithTheirOrigin) {
   const std::filesystem::path dir = testing::MakeTempDir("measurement-files");
   for (const char* name : {"a.csv", "b.csv"}) {
-    std::ofstream(dir / name) << "batch,gamma,K,E,sigma,speedup\n1,2,2,8,0.5,1.3\n4,2,2,8,0.5,1.1\n";
+    std::ofstream(dir / name)
+        << "batch,gamma,K,E,sigma,speedup\n1,2,2,8,0.5,1.3\n4,2,2,8,0.5,1.1\n";
   }
-  const SdMeasurementSet set = LoadSdMeasurementFiles({(dir / "a.csv").string(), (dir / "b.csv").string()});
+  const SdMeasurementSet set =
+      LoadSdMeasurementFiles({(dir / "a.csv").string(), (dir / "b.csv").string()});
   EXPECT_EQ(set.measurements.size(), 4u);
   EXPECT_EQ(set.origin, (dir / "a.csv").string() + " + " + (dir / "b.csv").string());
-  EXPECT_NE(testing::ErrorOf([&] { LoadSdMeasurementFiles({(dir / "none.csv").string()}); }).find("none.csv"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              LoadSdMeasurementFiles({(dir / "none.csv").string()});
+            }).find("none.csv"),
             std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
 TEST(ResultText, CalibrationRooflineAndText) {
   const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
-  EXPECT_NE(testing::ErrorOf([&] { ProfiledRoofline(profile, std::nullopt, "gpu", "bf16"); }).find("--device gpu needs --hardware"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              ProfiledRoofline(profile, std::nullopt, "gpu", "bf16");
+            }).find("--device gpu needs --hardware"),
             std::string::npos);
   const RooflineDevice limits = ProfiledRoofline(profile, std::nullopt, "cpu", "bf16");
   EXPECT_EQ(limits.peak_flops, RooflineFromLimits(profile, "bf16").peak_flops);
@@ -69,12 +77,20 @@ TEST(ResultText, CalibrationRooflineAndText) {
 
 TEST(ResultText, RunReportText) {
   const nlohmann::json report = {
-      {"workload", "decode"}, {"model", {{"name", "tiny"}, {"weight_bytes", 2000.0}, {"weights_source", "synthetic"}}},
-      {"batch", 2}, {"prompt_tokens", 6}, {"output_tokens", 5}, {"machine", {{"isa", "avx2"}, {"threads", 2}}},
-      {"ttft_s", 0.002}, {"tpot_s", nullptr}, {"tokens_per_s", 12.5}, {"weight_bytes_per_token", 1024.0},
+      {"workload", "decode"},
+      {"model", {{"name", "tiny"}, {"weight_bytes", 2000.0}, {"weights_source", "synthetic"}}},
+      {"batch", 2},
+      {"prompt_tokens", 6},
+      {"output_tokens", 5},
+      {"machine", {{"isa", "avx2"}, {"threads", 2}}},
+      {"ttft_s", 0.002},
+      {"tpot_s", nullptr},
+      {"tokens_per_s", 12.5},
+      {"weight_bytes_per_token", 1024.0},
       {"operator_times_s", {{"attention", 0.001}}}};
   const std::string text = RunReportText(report);
-  EXPECT_TRUE(Has(text, "moelab run: decode on tiny (2.00 KB of weights, synthetic), batch 2")) << text;
+  EXPECT_TRUE(Has(text, "moelab run: decode on tiny (2.00 KB of weights, synthetic), batch 2"))
+      << text;
   EXPECT_TRUE(Has(text, "time in attention")) << text;
   EXPECT_TRUE(Has(text, "12.50")) << text;
 }

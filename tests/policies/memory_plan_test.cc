@@ -78,7 +78,8 @@ TEST(MemoryPlan, LeastPopularExpertsGoToStorageWhenHostRamIsShort) {
 }
 
 TEST(ModelMemory, DenseLayersCarryTheirKvCache) {
-  const MoeModelSpec model = PresetStore(testing::PresetDir()).LoadModel("deepseek-v2-lite");  // one leading dense layer
+  const MoeModelSpec model =
+      PresetStore(testing::PresetDir()).LoadModel("deepseek-v2-lite");  // one leading dense layer
   const WeightBytes weights = CountWeightBytes(model);
   const int64_t kv_tokens = 100;
   const ModelMemory memory = ModelMemoryOf(model, 16, kv_tokens);
@@ -88,7 +89,8 @@ TEST(ModelMemory, DenseLayersCarryTheirKvCache) {
   EXPECT_DOUBLE_EQ(memory.kv_bytes_per_layer, kv_per_layer);
   EXPECT_DOUBLE_EQ(memory.kv_bytes, kv_per_layer * static_cast<double>(model.num_layers));
   EXPECT_DOUBLE_EQ(memory.fixed_bytes, weights.embeddings + weights.lm_head);
-  EXPECT_DOUBLE_EQ(memory.dense_layer_bytes[0], weights.attention + weights.dense_ffn + kv_per_layer);
+  EXPECT_DOUBLE_EQ(memory.dense_layer_bytes[0],
+                   weights.attention + weights.dense_ffn + kv_per_layer);
   EXPECT_DOUBLE_EQ(memory.dense_layer_bytes[1],
                    weights.attention + weights.router + weights.shared_experts + kv_per_layer);
 }

@@ -19,7 +19,8 @@ PlanChecker Checker(int64_t slots = 2, int64_t staging = 1) {
   return checker;
 }
 
-ExpertDecision Decision(int32_t expert, ExpertAction action, FetchTarget target = FetchTarget::kCache,
+ExpertDecision Decision(int32_t expert, ExpertAction action,
+                        FetchTarget target = FetchTarget::kCache,
                         std::optional<ExpertRef> evict = std::nullopt, bool promote = false) {
   ExpertDecision decision;
   decision.expert = expert;
@@ -47,8 +48,8 @@ TEST(PlanChecker, AppliesAValidLayer) {
   PlanChecker checker = Checker();
   checker.EndInitialPlacement();
   EXPECT_FALSE(checker.ApplyDecision(0, Decision(0, ExpertAction::kResident)).evicted);
-  const PlanChecker::Effects fetch =
-      checker.ApplyDecision(0, Decision(2, ExpertAction::kFetch, FetchTarget::kCache, ExpertRef{0, 1}));
+  const PlanChecker::Effects fetch = checker.ApplyDecision(
+      0, Decision(2, ExpertAction::kFetch, FetchTarget::kCache, ExpertRef{0, 1}));
   ASSERT_TRUE(fetch.evicted);
   EXPECT_EQ(*fetch.evicted, (ExpertRef{0, 1}));
   EXPECT_EQ(Where(checker, {0, 1}), ExpertLocation::kAbsent);
@@ -89,8 +90,8 @@ TEST(PlanChecker, ReportsEveryViolationAsAPolicyBug) {
                   }),
                   "promotes expert 0 of MoE layer 0, which is not staged");
   EXPECT_CONTAINS(bug([] {
-                    Checker().ApplyDecision(
-                        0, Decision(0, ExpertAction::kResident, FetchTarget::kCache, ExpertRef{0, 1}));
+                    Checker().ApplyDecision(0, Decision(0, ExpertAction::kResident,
+                                                        FetchTarget::kCache, ExpertRef{0, 1}));
                   }),
                   "evicts without a fetch or promotion");
   EXPECT_CONTAINS(bug([] {
@@ -107,9 +108,11 @@ TEST(PlanChecker, ReportsEveryViolationAsAPolicyBug) {
                   "fetches expert 0 of MoE layer 0, which is already on the accelerator");
   EXPECT_CONTAINS(bug([] { Checker().ApplyDecision(0, Decision(2, ExpertAction::kFetch)); }),
                   "fills more than its 2 expert slots");
-  EXPECT_CONTAINS(
-      bug([] { Checker().ApplyDecision(0, Decision(2, ExpertAction::kFetch, FetchTarget::kStaged)); }),
-      "fetches into a staged buffer on demand");
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyDecision(
+                        0, Decision(2, ExpertAction::kFetch, FetchTarget::kStaged));
+                  }),
+                  "fetches into a staged buffer on demand");
   EXPECT_CONTAINS(bug([] {
                     Checker().ApplyDecision(0, Decision(2, ExpertAction::kFetch,
                                                         FetchTarget::kTransient, ExpertRef{0, 0}));
@@ -125,20 +128,34 @@ TEST(PlanChecker, ReportsEveryViolationAsAPolicyBug) {
                         0, Decision(2, ExpertAction::kCpu, FetchTarget::kCache, ExpertRef{0, 0}));
                   }),
                   "evicts or promotes for a CPU run");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyPrefetch(Prefetch({2, 0}, FetchTarget::kCache)); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyPrefetch(Prefetch({2, 0}, FetchTarget::kCache));
+                  }),
                   "prefetches an expert outside the model");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyPrefetch(Prefetch({0, 1}, FetchTarget::kStaged)); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyPrefetch(Prefetch({0, 1}, FetchTarget::kStaged));
+                  }),
                   "prefetches expert 1 of MoE layer 0, which is already there");
   EXPECT_CONTAINS(
-      bug([] { Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kStaged, ExpertRef{0, 0})); }),
+      bug([] {
+        Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kStaged, ExpertRef{0, 0}));
+      }),
       "evicts for a staged prefetch (staged experts do not evict)");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kTransient)); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kTransient));
+                  }),
                   "prefetches into a transient buffer");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kCache)); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kCache));
+                  }),
                   "fills more than its 2 expert slots");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyDiscard({0, 0}); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyDiscard({0, 0});
+                  }),
                   "discards expert 0 of MoE layer 0, which is not staged");
-  EXPECT_CONTAINS(bug([] { Checker().ApplyDiscard({0, 9}); }),
+  EXPECT_CONTAINS(bug([] {
+                    Checker().ApplyDiscard({0, 9});
+                  }),
                   "discards an expert outside the model");
 }
 
@@ -150,18 +167,22 @@ TEST(PlanChecker, MoreStagedCopiesThanBuffersWaitRatherThanFail) {
   checker.ApplyPrefetch(Prefetch({1, 0}, FetchTarget::kStaged));
   checker.ApplyPrefetch(Prefetch({1, 1}, FetchTarget::kStaged));
   EXPECT_TRUE(checker.ApplyDiscard({1, 0}));  // never used: wasted
-  checker.ApplyDecision(1, Decision(1, ExpertAction::kResident, FetchTarget::kCache,
-                                    ExpertRef{0, 0}, true));
+  checker.ApplyDecision(
+      1, Decision(1, ExpertAction::kResident, FetchTarget::kCache, ExpertRef{0, 0}, true));
   EXPECT_EQ(Where(checker, {1, 1}), ExpertLocation::kCache);
   EXPECT_EQ(checker.residency().cached(), 2);
 }
 
 TEST(PlanChecker, InitialPlacementAndPlanShape) {
   PlanChecker checker("p", 2, 4, 1, 0);
-  EXPECT_CONTAINS(ErrorOf([&] { checker.PlaceInitial({0, 4}); }),
+  EXPECT_CONTAINS(ErrorOf([&] {
+                    checker.PlaceInitial({0, 4});
+                  }),
                   "initial placement names an expert outside the model");
   checker.PlaceInitial({0, 0});
-  EXPECT_CONTAINS(ErrorOf([&] { checker.PlaceInitial({0, 0}); }),
+  EXPECT_CONTAINS(ErrorOf([&] {
+                    checker.PlaceInitial({0, 0});
+                  }),
                   "initial placement names expert 0 of MoE layer 0 twice");
   checker.PlaceInitial({0, 1});
   EXPECT_CONTAINS(ErrorOf([&] { checker.EndInitialPlacement(); }),

@@ -92,8 +92,9 @@ TEST(PolicyRegistry, RefusesTheFirstUndeclaredOptionInFieldOrder) {
   PolicyOptions options;
   options.prefetch_distance = 2;
   options.cache_per_layer = 2;
-  EXPECT_CONTAINS(ErrorOf([&] { MakeOffloadPolicy("static-split", options, TinySetup(2, 8, 2, 8)); }),
-                  "--cache-per-layer: policy 'static-split' does not take it; it takes --gpu-layers");
+  EXPECT_CONTAINS(
+      ErrorOf([&] { MakeOffloadPolicy("static-split", options, TinySetup(2, 8, 2, 8)); }),
+      "--cache-per-layer: policy 'static-split' does not take it; it takes --gpu-layers");
 }
 
 }  // namespace

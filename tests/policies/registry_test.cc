@@ -25,15 +25,19 @@ TEST(PolicyRegistry, RegistersTheSevenPoliciesInOrder) {
 TEST(PolicyRegistry, UnknownNameListsTheValidOnes) {
   const std::string message = ErrorOf([] { MakeOffloadPolicy("lru", {}, TinySetup(2, 8, 2, 8)); });
   EXPECT_CONTAINS(message, "--policy: unknown offload policy 'lru'");
-  EXPECT_CONTAINS(message, "resident, on-demand, static-split, lru-prefetch, fiddler, fmoe, stream-all");
+  EXPECT_CONTAINS(message,
+                  "resident, on-demand, static-split, lru-prefetch, fiddler, fmoe, stream-all");
 }
 
 TEST(PolicyRegistry, NameAndHelpListsFollowRegistrationOrder) {
   const PolicyRegistry& registry = DefaultPolicyRegistry();
   EXPECT_EQ(registry.NameList().rfind("resident, on-demand, ", 0), 0u) << registry.NameList();
   const std::string help = registry.HelpList();
-  EXPECT_EQ(static_cast<size_t>(std::count(help.begin(), help.end(), '\n')), registry.Names().size());
-  EXPECT_NE(help.find("  fiddler       " + registry.Find("fiddler").summary + "\n"), std::string::npos) << help;
+  EXPECT_EQ(static_cast<size_t>(std::count(help.begin(), help.end(), '\n')),
+            registry.Names().size());
+  EXPECT_NE(help.find("  fiddler       " + registry.Find("fiddler").summary + "\n"),
+            std::string::npos)
+      << help;
 }
 
 TEST(PolicyRegistry, RefusesOptionsThePolicyDoesNotTake) {

@@ -22,8 +22,8 @@ TEST(ProfileCli, HelpListsTheOptions) {
   const CliRun r = RunMoelab("profile --help");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* option :
-       {"--model", "--quick", "--out", "--threads", "--json", "--csv", "--quiet", "--hidden", "--experts",
-        "--top-k", "--kv-heads", "--head-dim", "--vocab"}) {
+       {"--model", "--quick", "--out", "--threads", "--json", "--csv", "--quiet", "--hidden",
+        "--experts", "--top-k", "--kv-heads", "--head-dim", "--vocab"}) {
     EXPECT_NE(r.out.find(option), std::string::npos) << option;
   }
 }

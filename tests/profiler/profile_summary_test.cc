@@ -9,7 +9,8 @@ namespace moelab {
 namespace {
 
 TEST(ProfileSummary, OneLinePerOperatorAndDevice) {
-  const nlohmann::json profile = JsonReader::ParseFile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  const nlohmann::json profile =
+      JsonReader::ParseFile(testing::TestDataDir() / "profiles/quick-cpu.json");
   const std::string text = ProfileSummaryText(profile, "p.json");
   EXPECT_EQ(text.rfind("moelab profile: ", 0), 0u) << text;
   EXPECT_NE(text.find("expert_ffn cpu"), std::string::npos) << text;

@@ -10,7 +10,8 @@ namespace {
 RowSet Sample() {
   RowSet rows({{"name", "name"},
                {"count", "n"},
-               {"time_s", "time", [](const Cell& c) { return std::to_string(std::get<double>(c) * 1e3) + " ms"; }},
+               {"time_s", "time",
+                [](const Cell& c) { return std::to_string(std::get<double>(c) * 1e3) + " ms"; }},
                {"ok", "ok"},
                {"hidden", "hidden", nullptr, false}});
   rows.Add({std::string("a,\"b\""), int64_t{3}, 0.25, true, Cell{}});

@@ -15,8 +15,8 @@ namespace moelab {
 namespace {
 
 // A trace of `sequences` decode streams of `steps` tokens from `source`, one step per position.
-RoutingTrace DecodeTrace(RoutingSource& source, int64_t layers, int64_t experts, int64_t top_k, int64_t sequences,
-                         int64_t steps) {
+RoutingTrace DecodeTrace(RoutingSource& source, int64_t layers, int64_t experts, int64_t top_k,
+                         int64_t sequences, int64_t steps) {
   RoutingTrace trace;
   trace.num_layers = layers;
   trace.num_experts = experts;
@@ -44,7 +44,8 @@ TEST(ExpertActivation, UniformIsTheClosedForm) {
   }
   const auto from_spec = MakeExpertActivation(ParseRoutingSpec("uniform"), 4, 8, 2, 1);
   EXPECT_EQ(from_spec->Describe(), "uniform");
-  EXPECT_DOUBLE_EQ(from_spec->DistinctExperts(4, 3, PassKind::kVerify), ExpectedActivatedExperts(12, 8, 2));
+  EXPECT_DOUBLE_EQ(from_spec->DistinctExperts(4, 3, PassKind::kVerify),
+                   ExpectedActivatedExperts(12, 8, 2));
 }
 
 TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
@@ -62,7 +63,8 @@ TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
 }
 
 // The tokens-per-expert spread: sums to the distinct experts and to the pass's tokens x K.
-void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed_tokens, double tolerance) {
+void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed_tokens,
+                          double tolerance) {
   double experts = 0, tokens = 0;
   for (size_t i = 0; i < load.experts.size(); ++i) {
     experts += load.experts[i];
@@ -74,16 +76,19 @@ void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed
 
 TEST(ExpertActivation, UniformLoadIsBinomial) {
   const UniformExpertActivation uniform(8, 2);
-  const ExpertLoad small = uniform.Load(2, 1, PassKind::kDecode);  // 2 tokens: 8 (2 (1/4)(3/4), 1/16)
+  const ExpertLoad small =
+      uniform.Load(2, 1, PassKind::kDecode);  // 2 tokens: 8 (2 (1/4)(3/4), 1/16)
   ASSERT_EQ(small.first_tokens, 1);
   ASSERT_EQ(small.experts.size(), 2u);
   EXPECT_NEAR(small.experts[0], 8 * 2 * 0.25 * 0.75, 1e-12);
   EXPECT_NEAR(small.experts[1], 8 * 0.25 * 0.25, 1e-12);
   for (int64_t tokens : {1, 7, 60, 4096}) {
-    ExpectConsistentLoad(uniform.Load(tokens, 1, PassKind::kPrefill), ExpectedActivatedExperts(static_cast<double>(tokens), 8, 2),
+    ExpectConsistentLoad(uniform.Load(tokens, 1, PassKind::kPrefill),
+                         ExpectedActivatedExperts(static_cast<double>(tokens), 8, 2),
                          2.0 * static_cast<double>(tokens), 1e-9);
   }
-  EXPECT_GT(uniform.Load(4096, 1, PassKind::kPrefill).first_tokens, 600);  // mean 1024, 12 sd = 333: tails left out
+  EXPECT_GT(uniform.Load(4096, 1, PassKind::kPrefill).first_tokens,
+            600);  // mean 1024, 12 sd = 333: tails left out
   const UniformExpertActivation dense(4, 4);
   const ExpertLoad all = dense.Load(3, 2, PassKind::kVerify);
   EXPECT_EQ(all.first_tokens, 6);
@@ -92,17 +97,21 @@ TEST(ExpertActivation, UniformLoadIsBinomial) {
 
 TEST(ExpertActivation, SampledLoadMatchesItsDistinctExpertsAndTheBinomialOnUniformRouting) {
   const auto uniform = MakeUniformRouting(4, 8, 2, 7);
-  const auto sampled = SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 4, 8, 2, 8, 64), "uniform trace", 3);
+  const auto sampled =
+      SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 4, 8, 2, 8, 64), "uniform trace", 3);
   const UniformExpertActivation closed(8, 2);
   for (int64_t batch : {1, 4, 8}) {
     const ExpertLoad load = sampled->Load(batch, 3, PassKind::kDecode);
-    ExpectConsistentLoad(load, sampled->DistinctExperts(batch, 3, PassKind::kDecode), 2.0 * 3 * batch, 1e-9);
+    ExpectConsistentLoad(load, sampled->DistinctExperts(batch, 3, PassKind::kDecode),
+                         2.0 * 3 * batch, 1e-9);
     const ExpertLoad expected = closed.Load(batch, 3, PassKind::kDecode);
     for (size_t i = 0; i < expected.experts.size(); ++i) {
       const int64_t t = expected.first_tokens + static_cast<int64_t>(i);
       const size_t at = static_cast<size_t>(t - load.first_tokens);
-      const double got = t >= load.first_tokens && at < load.experts.size() ? load.experts[at] : 0.0;
-      EXPECT_NEAR(got, expected.experts[i], 0.3) << "batch " << batch << ", experts with " << t << " tokens";
+      const double got =
+          t >= load.first_tokens && at < load.experts.size() ? load.experts[at] : 0.0;
+      EXPECT_NEAR(got, expected.experts[i], 0.3)
+          << "batch " << batch << ", experts with " << t << " tokens";
     }
   }
 }
@@ -134,7 +143,8 @@ TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
   EXPECT_EQ(sampled->segments(PassKind::kVerify), 64);
   // One sequence of five tokens: exactly its first token's K experts.
   EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 5, PassKind::kVerify), 2.0);
-  EXPECT_LT(sampled->DistinctExperts(4, 5, PassKind::kVerify), ExpectedActivatedExperts(20, 8, 2) - 1.0);
+  EXPECT_LT(sampled->DistinctExperts(4, 5, PassKind::kVerify),
+            ExpectedActivatedExperts(20, 8, 2) - 1.0);
   // The cost sources see it: fewer experts, fewer routed-expert bytes than uniform.
   MoeSpec moe;
   moe.num_experts = 8;
@@ -147,7 +157,8 @@ TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
 
 TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
   const auto uniform = MakeUniformRouting(2, 16, 1, 5);
-  RoutingTrace trace = DecodeTrace(*uniform, 2, 16, 1, 4, 1);  // four one-token segments... joined per step
+  RoutingTrace trace =
+      DecodeTrace(*uniform, 2, 16, 1, 4, 1);  // four one-token segments... joined per step
   trace.steps[0].kind = "verify";
   trace.steps[0].sequence_tokens = {1, 1, 1, 1};
   const auto sampled = SampledExpertActivation::FromTrace(trace, "short", 1);
@@ -158,7 +169,8 @@ TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
 
 TEST(ExpertActivation, RefusesAGateOfAnotherShape) {
   const auto uniform = MakeUniformRouting(2, 8, 2, 5);
-  const auto sampled = SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 2, 8, 2, 2, 4), "eight", 1);
+  const auto sampled =
+      SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 2, 8, 2, 2, 4), "eight", 1);
   MoeSpec moe;
   moe.num_experts = 16;
   moe.top_k = 2;
@@ -171,7 +183,8 @@ TEST(ExpertActivation, SameSeedSameEstimate) {
   const RoutingTrace trace = DecodeTrace(*source, 3, 8, 2, 4, 16);
   const auto a = SampledExpertActivation::FromTrace(trace, "a", 42);
   const auto b = SampledExpertActivation::FromTrace(trace, "b", 42);
-  EXPECT_DOUBLE_EQ(a->DistinctExperts(3, 2, PassKind::kDecode), b->DistinctExperts(3, 2, PassKind::kDecode));
+  EXPECT_DOUBLE_EQ(a->DistinctExperts(3, 2, PassKind::kDecode),
+                   b->DistinctExperts(3, 2, PassKind::kDecode));
 }
 
 TEST(RoutingTrace, SequenceTokensRoundTripAndAreChecked) {

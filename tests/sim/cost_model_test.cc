@@ -27,17 +27,19 @@ double ExpertRoofline(const MoeModelSpec& model, double peak_flops, double bandw
 
 // Mixtral-8x7B's experts on an RTX 3090 and its 16-core host, each device priced by its own
 // parameters.
-void ExpectExpertRooflineOnEachDevice(const CostParameters& accelerator_params, const CostParameters& host_params) {
+void ExpectExpertRooflineOnEachDevice(const CostParameters& accelerator_params,
+                                      const CostParameters& host_params) {
   const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
   CostModel cost(model, hardware, accelerator_params, host_params, 16);
   for (int64_t tokens : {1, 64, 1000}) {
-    const double gpu =
-        ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
-                       hardware.accelerator->memory_bandwidth_bytes_per_s, tokens, accelerator_params);
+    const double gpu = ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
+                                      hardware.accelerator->memory_bandwidth_bytes_per_s, tokens,
+                                      accelerator_params);
     EXPECT_NEAR(cost.ExpertSeconds(Device::kAccelerator, tokens), gpu, 1e-12 * gpu) << tokens;
-    const double cpu = ExpertRoofline(model, hardware.host->peak_flops.at("bf16"),
-                                      hardware.host->dram_bandwidth_bytes_per_s, tokens, host_params);
+    const double cpu =
+        ExpertRoofline(model, hardware.host->peak_flops.at("bf16"),
+                       hardware.host->dram_bandwidth_bytes_per_s, tokens, host_params);
     EXPECT_NEAR(cost.ExpertSeconds(Device::kCpu, tokens), cpu, 1e-12 * cpu) << tokens;
   }
 }

@@ -27,7 +27,8 @@
 namespace moelab::testing {
 
 inline std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); !from.empty() && at != std::string::npos; at = text.find(from, at + to.size())) {
+  for (size_t at = text.find(from); !from.empty() && at != std::string::npos;
+       at = text.find(from, at + to.size())) {
     text.replace(at, from.size(), to);
   }
   return text;
@@ -42,7 +43,8 @@ inline std::vector<std::pair<std::string, std::string>> GoldenPlaceholders() {
 inline void NormalizeGolden(nlohmann::json& json) {
   if (json.is_string()) {
     std::string text = json.get<std::string>();
-    for (const auto& [placeholder, path] : GoldenPlaceholders()) text = ReplaceAll(text, path, placeholder);
+    for (const auto& [placeholder, path] : GoldenPlaceholders())
+      text = ReplaceAll(text, path, placeholder);
     json = text;
   } else if (json.is_structured()) {
     for (auto& item : json) NormalizeGolden(item);
@@ -55,7 +57,8 @@ inline std::string JsonKind(const nlohmann::json& value) {
   return value.type_name();
 }
 
-inline void CompareGolden(const nlohmann::json& expected, const nlohmann::json& actual, const std::string& path) {
+inline void CompareGolden(const nlohmann::json& expected, const nlohmann::json& actual,
+                          const std::string& path) {
   ASSERT_EQ(JsonKind(expected), JsonKind(actual)) << path;
   if (expected.is_object()) {
     for (const auto& [key, value] : expected.items()) {
@@ -63,14 +66,17 @@ inline void CompareGolden(const nlohmann::json& expected, const nlohmann::json& 
       CompareGolden(value, actual[key], path + "." + key);
     }
     for (const auto& [key, value] : actual.items()) {
-      EXPECT_TRUE(expected.contains(key)) << path << "." << key << " is new (update the golden file?)";
+      EXPECT_TRUE(expected.contains(key))
+          << path << "." << key << " is new (update the golden file?)";
     }
   } else if (expected.is_array()) {
     ASSERT_EQ(expected.size(), actual.size()) << path;
-    for (size_t i = 0; i < expected.size(); ++i) CompareGolden(expected[i], actual[i], path + "[" + std::to_string(i) + "]");
+    for (size_t i = 0; i < expected.size(); ++i)
+      CompareGolden(expected[i], actual[i], path + "[" + std::to_string(i) + "]");
   } else if (expected.is_number_float()) {
     const double a = expected.get<double>(), b = actual.get<double>();
-    EXPECT_LE(std::fabs(a - b), 1e-9 * std::max(std::fabs(a), std::fabs(b)) + 1e-15) << path << ": " << a << " vs " << b;
+    EXPECT_LE(std::fabs(a - b), 1e-9 * std::max(std::fabs(a), std::fabs(b)) + 1e-15)
+        << path << ": " << a << " vs " << b;
   } else {
     EXPECT_EQ(expected, actual) << path;
   }
@@ -87,19 +93,23 @@ inline int RunGoldenFolder(const std::filesystem::path& root) {
   int ran = 0;
   for (const std::filesystem::path& dir : cases) {
     std::string command = Slurp(dir / "command.txt");
-    while (!command.empty() && (command.back() == '\n' || command.back() == ' ')) command.pop_back();
-    if (command.find("${SHARED_DATA}") != std::string::npos && !std::filesystem::exists(SharedDataDir())) {
+    while (!command.empty() && (command.back() == '\n' || command.back() == ' '))
+      command.pop_back();
+    if (command.find("${SHARED_DATA}") != std::string::npos &&
+        !std::filesystem::exists(SharedDataDir())) {
       std::cout << "skipping " << dir.filename() << ": no " << SharedDataDir() << "\n";
       continue;
     }
-    for (const auto& [placeholder, path] : GoldenPlaceholders()) command = ReplaceAll(command, placeholder, path);
+    for (const auto& [placeholder, path] : GoldenPlaceholders())
+      command = ReplaceAll(command, placeholder, path);
     ++ran;
     SCOPED_TRACE(dir.filename().string());
     const CliRun run = RunMoelab(command + " --json");
     EXPECT_EQ(run.status, 0) << run.err;
     if (run.status != 0) continue;
     nlohmann::json actual = nlohmann::json::parse(run.out);
-    actual.erase("provenance");  // command line, host, time and build: the only fields that may differ
+    actual.erase(
+        "provenance");  // command line, host, time and build: the only fields that may differ
     NormalizeGolden(actual);
     const std::filesystem::path expected_file = dir / "expected.json";
     if (update) {

@@ -12,8 +12,9 @@ std::filesystem::path PresetDir() { return MOELAB_PRESET_DIR; }
 
 std::filesystem::path MakeTempDir(const std::string& prefix) {
   static std::atomic<int> counter{0};
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    (prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      (prefix + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

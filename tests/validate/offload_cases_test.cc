@@ -28,7 +28,9 @@ ExecutorConfig Model() {
 
 TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
   EXPECT_EQ(CaseKindFromString("offload"), CaseKind::kOffload);
-  EXPECT_NE(testing::ErrorOf([] { CaseKindFromString("offload-prefill"); }).find("decode, prefill, sd, beam or offload"),
+  EXPECT_NE(testing::ErrorOf([] {
+              CaseKindFromString("offload-prefill");
+            }).find("decode, prefill, sd, beam or offload"),
             std::string::npos);
   const std::vector<ValidationCase> cases = OffloadPlan(Model());
   ASSERT_EQ(cases.size(), 5u * 3u * 3u);
@@ -51,7 +53,8 @@ TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
     }
   }
   EXPECT_EQ(budgets, (std::set<int64_t>{8, 16, 24}));  // a quarter, half, three quarters of 32
-  EXPECT_EQ(policies, (std::set<std::string>{"on-demand", "lru-prefetch", "static-split", "fmoe", "stream-all"}));
+  EXPECT_EQ(policies, (std::set<std::string>{"on-demand", "lru-prefetch", "static-split", "fmoe",
+                                             "stream-all"}));
   EXPECT_EQ(decode_1, 15);
   EXPECT_EQ(decode_4, 15);
   EXPECT_EQ(prefill, 15);
@@ -59,7 +62,8 @@ TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
 
   ExecutorConfig small = Model();
   small.num_layers = 1;  // 8 experts: no three budgets above one layer's
-  EXPECT_NE(testing::ErrorOf([&] { OffloadPlan(small); }).find("too few for three expert budgets"), std::string::npos);
+  EXPECT_NE(testing::ErrorOf([&] { OffloadPlan(small); }).find("too few for three expert budgets"),
+            std::string::npos);
 }
 
 CaseResult Result(const std::string& policy, int64_t slots, double predicted, double measured) {
@@ -73,11 +77,13 @@ CaseResult Result(const std::string& policy, int64_t slots, double predicted, do
 }
 
 TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
-  const std::vector<std::string> notes = OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20),
-                                                              Result("a", 16, 2, 10), Result("b", 16, 1, 20)});
+  const std::vector<std::string> notes =
+      OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10),
+                           Result("b", 16, 1, 20)});
   ASSERT_EQ(notes.size(), 3u);
   EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
-  EXPECT_EQ(notes[1], "offload ranking, decode B=1, 16 experts: differs (measured a < b; predicted b < a)");
+  EXPECT_EQ(notes[1],
+            "offload ranking, decode B=1, 16 experts: differs (measured a < b; predicted b < a)");
   EXPECT_EQ(notes[2], "offload ranking: the same at 1 of 2 (workload, expert budget) pairs");
 }
 
@@ -90,7 +96,8 @@ TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
   request.repeat = 1;
   request.threads = 2;
   ValidationResult result;
-  RunOffloadValidation(request, Model(), profile, fit, [](const std::string&) {}, result);
+  RunOffloadValidation(
+      request, Model(), profile, fit, [](const std::string&) {}, result);
   ASSERT_EQ(result.cases.size(), 45u);
   for (const CaseResult& r : result.cases) {
     EXPECT_TRUE(std::isfinite(r.predicted) && r.predicted > 0) << r.spec.Label();

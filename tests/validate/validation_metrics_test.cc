@@ -10,7 +10,8 @@
 namespace moelab::validate {
 namespace {
 
-CaseResult Sd(int64_t batch, int64_t gamma, double predicted, double measured, const std::string& routing = "trace:t") {
+CaseResult Sd(int64_t batch, int64_t gamma, double predicted, double measured,
+              const std::string& routing = "trace:t") {
   CaseResult r;
   r.spec.kind = CaseKind::kSd;
   r.spec.batch = batch;
@@ -80,8 +81,9 @@ TEST(ValidationMetrics, SummariesPerKindAndRouting) {
 TEST(ValidationMetrics, BestGammaRegret) {
   // Batch 2: predicted best gamma 3 (1.9), measured best gamma 2 (1.8); at gamma 3 the executor
   // measured 1.5, so regret = 1 - 1.5 / 1.8.
-  const std::vector<CaseResult> results = {Sd(2, 1, 1.2, 1.3), Sd(2, 2, 1.6, 1.8), Sd(2, 3, 1.9, 1.5),
-                                           Sd(4, 1, 1.1, 1.2), Sd(4, 2, 1.0, 1.1)};
+  const std::vector<CaseResult> results = {Sd(2, 1, 1.2, 1.3), Sd(2, 2, 1.6, 1.8),
+                                           Sd(2, 3, 1.9, 1.5), Sd(4, 1, 1.1, 1.2),
+                                           Sd(4, 2, 1.0, 1.1)};
   const std::vector<BestGammaRow> best = BestGamma(results);
   ASSERT_EQ(best.size(), 2u);
   EXPECT_EQ(best[0].batch, 2);

@@ -428,7 +428,8 @@ TEST(SafetensorsModel, RefusesShardsOutsideTheFolder) {
                                    std::string("sub/../../x.safetensors")}) {
     WriteText(index, R"({"weight_map": {"lm_head.weight": ")" + shard + R"("}})");
     const std::string error = ErrorOf([&] { SafetensorsModel::Open(dir); });
-    EXPECT_TRUE(Contains(error, "to shard '" + shard + "', which is outside the index's folder")) << error;
+    EXPECT_TRUE(Contains(error, "to shard '" + shard + "', which is outside the index's folder"))
+        << error;
   }
   WriteText(index, R"({"weight_map": {"lm\u001b[2J": "model-00002-of-00002.safetensors"}})");
   const std::string error = ErrorOf([&] { SafetensorsModel::Open(dir); });
@@ -536,7 +537,8 @@ TEST(SafetensorsErrors, OverlappingOffsetsAreRefused) {
            R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
            R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
            12);
-  EXPECT_EQ(OpenError(file), file.string() + ": tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
+  EXPECT_EQ(OpenError(file),
+            file.string() + ": tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
   // Adjacent tensors and empty tensors are fine.
   WriteRaw(file,
            R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},)"
