@@ -113,7 +113,6 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
   }
   const int64_t pieces = (tokens_per_sequence + piece_tokens - 1) / piece_tokens;
   const size_t layer_words = static_cast<size_t>(num_layers_ * words_);
-  std::vector<uint64_t> union_bits(layer_words);
   std::vector<int64_t> tokens_of(static_cast<size_t>(num_layers_ * num_experts_));
   std::vector<double> experts_with(static_cast<size_t>(batch * tokens_per_sequence) + 1);
   double total = 0;
@@ -121,7 +120,6 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
                                                 static_cast<uint64_t>(tokens_per_sequence) * 131u +
                                                 static_cast<uint64_t>(kind)));
   for (int sample = 0; sample < kSamples; ++sample) {
-    std::fill(union_bits.begin(), union_bits.end(), 0);
     std::fill(tokens_of.begin(), tokens_of.end(), 0);
     uint64_t state = Mix64(key_hash + static_cast<uint64_t>(sample) * kSplitMix64Golden);
     for (int64_t sequence = 0; sequence < batch; ++sequence) {
@@ -138,7 +136,6 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
           const uint64_t* bits =
               segment.experts.data() + static_cast<size_t>(offset + t) * layer_words;
           for (size_t w = 0; w < layer_words; ++w) {
-            union_bits[w] |= bits[w];
             for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
               const int64_t layer = static_cast<int64_t>(w) / words_;
               const int64_t expert =
@@ -149,12 +146,13 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
         }
       }
     }
-    int64_t distinct = 0;
-    for (uint64_t word : union_bits) distinct += std::popcount(word);
-    total += static_cast<double>(distinct) / static_cast<double>(num_layers_);
+    int64_t distinct = 0;  // (layer, expert) pairs that got a token
     for (int64_t count : tokens_of) {
-      if (count > 0) experts_with[static_cast<size_t>(count)] += 1.0;
+      if (count == 0) continue;
+      ++distinct;
+      experts_with[static_cast<size_t>(count)] += 1.0;
     }
+    total += static_cast<double>(distinct) / static_cast<double>(num_layers_);
   }
   Estimate estimate;
   estimate.distinct = total / kSamples;
