@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "base/input_file.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 std::string Reason(int error) { return std::strerror(error); }
@@ -208,4 +208,4 @@ void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace moelab {
+namespace moelab::base {
 
 // Writes `path` so that it is either the old file or the whole new one, never a mix:
 // - a regular file (or a path that does not exist yet): `write` fills a hidden temporary in the
@@ -31,4 +31,4 @@ void WriteFileAtomically(const std::filesystem::path& path, const std::string& t
 // anything is written: `outputs` pairs an option name with its path; empty paths are skipped.
 void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
-}  // namespace moelab
+}  // namespace moelab::base

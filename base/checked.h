@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::base {
 
 // Counts and byte sizes are int64; a product or sum that does not fit is an error naming the
 // quantity (e.g. "total parameters"), never a wrapped negative number.
@@ -39,9 +39,9 @@ int64_t CheckedProduct(std::string_view what, int64_t first, Factors... rest) {
   return result;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base
 
-namespace moelab {
+namespace moelab::base {
 
 // An int64 count whose +, - and * throw moelab::Error on overflow, for formulas with many terms
 // (parameter counts, byte sizes). The caller that knows the quantity catches nothing: the message
@@ -68,4 +68,4 @@ class CheckedCount {
   int64_t value_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::base

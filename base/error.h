@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace moelab {
+namespace moelab::base {
 
 // The one exception type the libraries throw for bad input or impossible requests. The message is
 // complete and user-facing: which file, which field, what was expected. Library code never exits;
@@ -13,4 +13,4 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace moelab {
+namespace moelab::base {
 
 // SplitMix64's finalizer (Stafford's Mix13): a bijection on 64 bits whose output bits each depend
 // on every input bit. The one counter-based hash behind every seeded choice (synthetic weights,
@@ -18,4 +18,4 @@ constexpr uint64_t Mix64(uint64_t x) {
 // One SplitMix64 step from state `x`: Mix64(x + golden ratio).
 constexpr uint64_t SplitMix64(uint64_t x) { return Mix64(x + kSplitMix64Golden); }
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -13,7 +13,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 std::mutex& InputsMutex() {
@@ -121,4 +121,4 @@ bool IsGuardedInput(const std::filesystem::path& file) {
   return GuardOn() && Inputs().count({status.st_dev, status.st_ino}) > 0;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

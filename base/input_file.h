@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace moelab {
+namespace moelab::base {
 
 // Size caps for files read whole into memory. A parsed JSON document takes roughly 10-20x its text
 // in memory (every number becomes a 16-byte node plus container overhead), so 256 MiB of JSON is
@@ -32,4 +32,4 @@ void RefuseOutputsOverInputs();
 void NoteInputFile(const std::filesystem::path& file);
 bool IsGuardedInput(const std::filesystem::path& file);
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -12,7 +12,7 @@
 #include "base/input_file.h"
 #include "base/message_text.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 std::string Describe(const nlohmann::json& value) { return DescribeJsonValue(value); }
@@ -208,4 +208,4 @@ double JsonReader::Number(std::string_view key, double exclusive_minimum, bool a
   return Has(key) ? Number(key, exclusive_minimum, allow_equal) : fallback;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

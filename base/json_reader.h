@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace moelab {
+namespace moelab::base {
 
 // No moelab file nests more than a handful of levels; the bound keeps recursion (parsing, dumping,
 // destroying) far from the stack's limit whatever the input.
@@ -62,4 +62,4 @@ class JsonReader {
   std::string path_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-namespace moelab {
+namespace moelab::base {
 
 std::string EscapeForMessage(std::string_view bytes, size_t max_chars) {
   std::string text;
@@ -45,4 +45,4 @@ std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars) {
   return EscapeForMessage(text.substr(0, max_chars - 3), max_chars - 3) + "...";
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace moelab {
+namespace moelab::base {
 
 // Input bytes as they may appear in a user-facing message: printable ASCII kept, everything else
 // (control bytes, escape sequences, non-ASCII) written as \n, \t, \r or \xNN, and the result capped
@@ -18,4 +18,4 @@ std::string EscapeForMessage(std::string_view bytes, size_t max_chars = 80);
 // large containers summarised by their size. Never recurses more than the parser's depth limit.
 std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars = 60);
 
-}  // namespace moelab
+}  // namespace moelab::base

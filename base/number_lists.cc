@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/message_text.h"
 
-namespace moelab {
+namespace moelab::base {
 
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
                                   int64_t minimum) {
@@ -99,4 +99,4 @@ std::vector<double> ParseNumberList(const std::string& text, const std::string& 
   return values;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

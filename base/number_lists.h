@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::base {
 
 // Option values as numbers and lists, the one grammar every command's lists use. Errors name the
 // option ("--batch '0,2': ...") and what was expected.
@@ -19,4 +19,4 @@ double ParseNumber(const std::string& text, const std::string& option);
 // "0.6,0.7,0.8" or "0.5:0.9:0.1" (start:stop:step, stop included within rounding).
 std::vector<double> ParseNumberList(const std::string& text, const std::string& option);
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <string>
 
-namespace moelab {
+namespace moelab::base {
 
 double MemAvailableBytes() {
   std::ifstream meminfo("/proc/meminfo");
@@ -16,4 +16,4 @@ double MemAvailableBytes() {
   return 0;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

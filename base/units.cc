@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "base/message_text.h"
 
-namespace moelab {
+namespace moelab::base {
 
 double ParseBytes(const std::string& text, const std::string& what) {
   size_t used = 0;
@@ -52,4 +52,4 @@ double ParseBytes(const std::string& text, const std::string& what) {
   return value * scale;
 }
 
-}  // namespace moelab
+}  // namespace moelab::base

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace moelab {
+namespace moelab::base {
 
 // A byte size as users write it: "24GB", "24 GB", "16GiB", "512MB", "25769803776" (bytes);
 // decimal (KB, MB, GB, TB, or K, M, G, T) and binary (KiB ... TiB) units, case-insensitive.
@@ -14,4 +14,4 @@ double ParseBytes(const std::string& text, const std::string& what);
 
 inline constexpr double kMaxBytes = 1152921504606846976.0;  // 2^60
 
-}  // namespace moelab
+}  // namespace moelab::base

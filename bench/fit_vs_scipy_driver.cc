@@ -35,18 +35,18 @@ std::map<std::string, std::string> ParseArgs(int argc, char** argv) {
   std::map<std::string, std::string> args = {{"denominator", "algorithm1"}, {"repeat", "50"}};
   for (int i = 1; i < argc; ++i) {
     const std::string key = argv[i];
-    if (key.rfind("--", 0) != 0) throw moelab::Error("unexpected argument: " + key);
+    if (key.rfind("--", 0) != 0) throw moelab::base::Error("unexpected argument: " + key);
     const std::string name(key, 2);
     if (name == "bounds-only") {
       args.insert_or_assign(name, std::string(1, '1'));
     } else if (i + 1 < argc) {
       args.insert_or_assign(name, std::string(argv[++i]));
     } else {
-      throw moelab::Error("option '" + key + "' needs a value");
+      throw moelab::base::Error("option '" + key + "' needs a value");
     }
   }
   for (const char* required : {"measurements", "model", "draft", "hardware"}) {
-    if (!args.count(required)) throw moelab::Error(std::string("missing --") + required);
+    if (!args.count(required)) throw moelab::base::Error(std::string("missing --") + required);
   }
   return args;
 }
@@ -63,26 +63,27 @@ double Median(std::vector<double> values) {
 
 int Main(int argc, char** argv) {
   const auto args = ParseArgs(argc, argv);
-  const moelab::PresetStore store = moelab::PresetStore::Default();
-  const auto measurements = moelab::LoadSdMeasurements(args.at("measurements"));
-  moelab::ValidateSdMeasurementSet(measurements, args.at("measurements"));
-  const moelab::SdFitScales scales = moelab::ComputeSdFitScales(
+  const moelab::model::PresetStore store = moelab::model::PresetStore::Default();
+  const auto measurements = moelab::fit::LoadSdMeasurements(args.at("measurements"));
+  moelab::fit::ValidateSdMeasurementSet(measurements, args.at("measurements"));
+  const moelab::fit::SdFitScales scales = moelab::fit::ComputeSdFitScales(
       store.LoadModel(args.at("model")), store.LoadModel(args.at("draft")),
       store.LoadHardware(args.at("hardware")), measurements, std::nullopt);
-  const moelab::SdDenominator denominator = moelab::SdDenominatorFromString(args.at("denominator"));
-  const moelab::LeastSquaresModel model =
-      moelab::MakeSdLeastSquaresModel(measurements, scales, denominator, args.at("measurements"));
-  const moelab::FitOptions options;
-  moelab::StartSampler sampler(options.seed);
+  const moelab::model::SdDenominator denominator =
+      moelab::model::SdDenominatorFromString(args.at("denominator"));
+  const moelab::fit::LeastSquaresModel model = moelab::fit::MakeSdLeastSquaresModel(
+      measurements, scales, denominator, args.at("measurements"));
+  const moelab::fit::FitOptions options;
+  moelab::fit::StartSampler sampler(options.seed);
   std::vector<double> centre = model.make_start(0, sampler);
   for (size_t i = 0; i < centre.size(); ++i) {
     centre[i] = std::clamp(centre[i], model.parameters[i].lower, model.parameters[i].upper);
   }
-  const std::vector<double> scale = moelab::SolverScale(model, centre);
+  const std::vector<double> scale = moelab::fit::SolverScale(model, centre);
 
   nlohmann::json out;
   out["ridge_point_tokens"] = scales.ridge_point_tokens;
-  out["denominator"] = moelab::ToString(denominator);
+  out["denominator"] = moelab::model::ToString(denominator);
   out["scales"] = {{"t_dense_s", scales.t_dense_s},
                    {"t_expert_s", scales.t_expert_s},
                    {"t_draft_s", scales.t_draft_s},
@@ -91,7 +92,7 @@ int Main(int argc, char** argv) {
   out["names"] = nlohmann::json::array();
   out["lower"] = nlohmann::json::array();
   out["upper"] = nlohmann::json::array();
-  for (const moelab::ParameterSpec& p : model.parameters) {
+  for (const moelab::fit::ParameterSpec& p : model.parameters) {
     out["names"].push_back(p.name);
     out["lower"].push_back(Finite(p.lower));
     out["upper"].push_back(Finite(p.upper));
@@ -109,7 +110,7 @@ int Main(int argc, char** argv) {
     std::string label;
     double function, parameter, gradient;
   };
-  const ceres::Solver::Options library = moelab::MakeSolverOptions(options);
+  const ceres::Solver::Options library = moelab::fit::MakeSolverOptions(options);
   const std::vector<Tolerances> variants = {
       {"ceres-library-tolerances", library.function_tolerance, library.parameter_tolerance,
        library.gradient_tolerance},
@@ -121,10 +122,10 @@ int Main(int argc, char** argv) {
     solver.parameter_tolerance = t.parameter;
     solver.gradient_tolerance = t.gradient;
     std::vector<double> seconds;
-    moelab::LeastSquaresFit fit;
+    moelab::fit::LeastSquaresFit fit;
     for (int r = 0; r < repeat; ++r) {
       const auto begin = Clock::now();
-      fit = moelab::SolveFromStart(model, options, centre, scale, {}, &solver);
+      fit = moelab::fit::SolveFromStart(model, options, centre, scale, {}, &solver);
       seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
     }
     out["runs"].push_back(
@@ -141,10 +142,10 @@ int Main(int argc, char** argv) {
   }
   // For context: the whole `moelab fit sd` computation (8 starts, covariance, cross-validation).
   std::vector<double> seconds;
-  moelab::SdFit full;
+  moelab::fit::SdFit full;
   for (int r = 0; r < std::max(1, repeat / 10); ++r) {
     const auto begin = Clock::now();
-    full = moelab::FitSd(measurements, scales, denominator, options, args.at("measurements"));
+    full = moelab::fit::FitSd(measurements, scales, denominator, options, args.at("measurements"));
     seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
   out["full_fit"] = {{"median_s", Median(seconds)},
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
   moelab::report::SetCommandLine(argc, argv);
   try {
     return Main(argc, argv);
-  } catch (const moelab::Error& e) {
+  } catch (const moelab::base::Error& e) {
     std::cerr << "moelab_fit_bench: error: " << e.what() << "\n";
     return 1;
   }

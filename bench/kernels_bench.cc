@@ -28,8 +28,8 @@
 namespace moelab::bench {
 namespace {
 
-ThreadPool& Pool() {
-  static ThreadPool pool(DefaultThreadCount());
+kernels::ThreadPool& Pool() {
+  static kernels::ThreadPool pool(kernels::DefaultThreadCount());
   return pool;
 }
 
@@ -38,13 +38,13 @@ void DramRead(benchmark::State& state) {
   std::unique_ptr<char, decltype(&std::free)> buffer(
       static_cast<char*>(std::aligned_alloc(64, kBytes)), &std::free);
   std::memset(buffer.get(), 1, kBytes);
-  ThreadPool& pool = Pool();
+  kernels::ThreadPool& pool = Pool();
   const int threads = pool.size();
   std::vector<float> sinks(static_cast<size_t>(threads));
   for (auto _ : state) {
     pool.Run(threads, [&](int64_t task, int) {
       const size_t chunk = kBytes / static_cast<size_t>(threads);
-      sinks[task] = ReadStream(buffer.get() + static_cast<size_t>(task) * chunk, chunk);
+      sinks[task] = profiler::ReadStream(buffer.get() + static_cast<size_t>(task) * chunk, chunk);
     });
     benchmark::DoNotOptimize(sinks.data());
   }
@@ -54,7 +54,7 @@ void DramRead(benchmark::State& state) {
 
 // Every pool thread runs loop(4M iterations) on registers; counter "flops".
 void PeakBench(benchmark::State& state, float (*loop)(int64_t), double flops_per_iteration) {
-  ThreadPool& pool = Pool();
+  kernels::ThreadPool& pool = Pool();
   const int threads = pool.size();
   constexpr int64_t kIterations = 4'000'000;
   std::vector<float> sinks(static_cast<size_t>(threads));
@@ -69,19 +69,19 @@ void PeakBench(benchmark::State& state, float (*loop)(int64_t), double flops_per
 }
 
 void Bf16Peak(benchmark::State& state) {
-  if (ActiveIsa() != Isa::kAvx512Bf16) {
+  if (kernels::ActiveIsa() != kernels::Isa::kAvx512Bf16) {
     state.SkipWithError("needs AVX512-BF16");
     return;
   }
-  PeakBench(state, Bf16DotLoop, kBf16DotLoopFlopsPerIteration);
+  PeakBench(state, profiler::Bf16DotLoop, profiler::kBf16DotLoopFlopsPerIteration);
 }
 
 void Fp32Peak(benchmark::State& state) {
-  if (ActiveIsa() == Isa::kScalar) {
+  if (kernels::ActiveIsa() == kernels::Isa::kScalar) {
     state.SkipWithError("needs AVX2+FMA");
     return;
   }
-  PeakBench(state, Fp32FmaLoop, kFp32FmaLoopFlopsPerIteration);
+  PeakBench(state, profiler::Fp32FmaLoop, profiler::kFp32FmaLoopFlopsPerIteration);
 }
 
 constexpr int64_t kHidden = 1024;
@@ -91,22 +91,23 @@ constexpr int64_t kExperts = 32;
 // The experts as the executor holds them: gate|up and down in one format (kernels/weight_matrix.h;
 // quantized formats quantize the same bf16 values).
 struct Expert {
-  WeightMatrix gate_up, down;
+  kernels::WeightMatrix gate_up, down;
   double StoredBytes() const { return gate_up.StoredBytes() + down.StoredBytes(); }
 };
 
-const std::vector<Expert>& ExpertWeights(WeightFormat format) {
-  static std::map<WeightFormat, std::vector<Expert>> cache;
+const std::vector<Expert>& ExpertWeights(kernels::WeightFormat format) {
+  static std::map<kernels::WeightFormat, std::vector<Expert>> cache;
   std::vector<Expert>& experts = cache[format];
   if (!experts.empty()) return experts;
-  std::vector<Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
+  std::vector<kernels::Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
   for (int64_t e = 0; e < kExperts; ++e) {
     for (size_t i = 0; i < w.size(); ++i) {
-      w[i] = FloatToBf16(
+      w[i] = kernels::FloatToBf16(
           static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) *
           0.01f);
     }
-    Expert expert{WeightMatrix(format, 2 * kWidth, kHidden), WeightMatrix(format, kHidden, kWidth)};
+    Expert expert{kernels::WeightMatrix(format, 2 * kWidth, kHidden),
+                  kernels::WeightMatrix(format, kHidden, kWidth)};
     expert.gate_up.PackRows(0, 2 * kWidth, w.data());
     expert.down.PackRows(0, kHidden, w.data() + 2 * kWidth * kHidden);
     experts.push_back(std::move(expert));
@@ -117,42 +118,47 @@ const std::vector<Expert>& ExpertWeights(WeightFormat format) {
 // Args: tokens, weight bits (16 bf16, 8 q8_0, 4 q4_0).
 void ExpertFfnBench(benchmark::State& state) {
   const int64_t tokens = state.range(0);
-  const WeightFormat format = WeightFormatFromBits(static_cast<int>(state.range(1)), "bits");
+  const kernels::WeightFormat format =
+      kernels::WeightFormatFromBits(static_cast<int>(state.range(1)), "bits");
   const std::vector<Expert>& experts = ExpertWeights(format);
   std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
-  ExpertFfnScratch scratch;
+  kernels::ExpertFfnScratch scratch;
   int64_t expert = 0;
   for (auto _ : state) {
     const Expert& weights = experts[static_cast<size_t>(expert)];
-    ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(), scratch);
+    kernels::ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(),
+                       scratch);
     benchmark::DoNotOptimize(out.data());
     expert = (expert + 1) % kExperts;
   }
   const double iterations = static_cast<double>(state.iterations());
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(iterations * experts[0].StoredBytes(), benchmark::Counter::kIsRate);
-  state.counters["flops"] = benchmark::Counter(iterations * ExpertFfnFlops(tokens, kHidden, kWidth),
-                                               benchmark::Counter::kIsRate);
+  state.counters["flops"] = benchmark::Counter(
+      iterations * kernels::ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.SetLabel(ToString(format) + " " + ToString(ActiveIsa()));
+  state.SetLabel(ToString(format) + " " + ToString(kernels::ActiveIsa()));
 }
 
 void DecodeStep(benchmark::State& state) {
-  const PresetStore presets = PresetStore::Default();
-  const ExecutorConfig config =
-      ExecutorConfigFromSpec(presets.LoadModel("mixtral-8x7b"), DefaultTargetShape());
-  static const ModelWeights weights = MakeSyntheticWeights(config, 1, Pool());
-  Transformer model(weights, Pool());
-  KvCache cache(config, 4096);
+  const model::PresetStore presets = model::PresetStore::Default();
+  const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
+      presets.LoadModel("mixtral-8x7b"), executor::DefaultTargetShape());
+  static const executor::ModelWeights weights = executor::MakeSyntheticWeights(config, 1, Pool());
+  executor::Transformer model(weights, Pool());
+  executor::KvCache cache(config, 4096);
   std::vector<float> logits;
-  std::vector<SequenceInput> batch = {{&cache, SyntheticPrompts(1, 32, config.vocab_size, 1)[0]}};
-  model.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "prefill"}, logits);
+  std::vector<executor::SequenceInput> batch = {
+      {&cache, executor::SyntheticPrompts(1, 32, config.vocab_size, 1)[0]}};
+  model.Forward(batch, {executor::LogitRows::kLastPerSequence, nullptr, nullptr, "prefill"},
+                logits);
   int32_t token = 1;
   for (auto _ : state) {
     if (cache.length() >= 256) cache.Truncate(32);  // keep the KV cache short: weights dominate
     batch[0].tokens = {token};
-    model.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "decode"}, logits);
-    token = static_cast<int32_t>(ArgMax(logits.data(), config.vocab_size));
+    model.Forward(batch, {executor::LogitRows::kLastPerSequence, nullptr, nullptr, "decode"},
+                  logits);
+    token = static_cast<int32_t>(kernels::ArgMax(logits.data(), config.vocab_size));
   }
   state.counters["weight_bytes_per_token"] = weights.BytesPerToken();
   state.counters["weight_bytes_per_s"] =

@@ -10,22 +10,22 @@ namespace moelab::bench {
 namespace {
 
 void SdSweep100k(benchmark::State& state) {
-  const PresetStore store = PresetStore::Default();
-  const MoeModelSpec target = store.LoadModel("qwen2-57b-a14b");
-  const MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
-  const HardwareSpec hardware = store.LoadHardware("2xa100-80gb-sxm");
-  SdPlanOptions options;
+  const model::PresetStore store = model::PresetStore::Default();
+  const model::MoeModelSpec target = store.LoadModel("qwen2-57b-a14b");
+  const model::MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
+  const model::HardwareSpec hardware = store.LoadHardware("2xa100-80gb-sxm");
+  model::SdPlanOptions options;
   options.batches.clear();
   options.gammas.clear();
   for (int64_t b = 1; b <= 100; ++b) options.batches.push_back(b);
   for (int64_t g = 1; g <= 50; ++g) options.gammas.push_back(g);
   int64_t points = 0;
   for (auto _ : state) {
-    const auto source = RooflineCostSource::ForHardware(hardware, CostParameters{});
-    SdStepCosts costs(*source, target, draft, 1024);
+    const auto source = model::RooflineCostSource::ForHardware(hardware, model::CostParameters{});
+    model::SdStepCosts costs(*source, target, draft, 1024);
     for (int a = 1; a <= 20; ++a) {
       options.alpha = 0.0475 * a;
-      const SdPlan plan = PlanSpeculativeDecoding(costs, options);
+      const model::SdPlan plan = model::PlanSpeculativeDecoding(costs, options);
       points += static_cast<int64_t>(plan.rows.size());
       benchmark::DoNotOptimize(plan.rows.data());
     }

@@ -29,7 +29,7 @@ const char* const kPolicies[] = {"resident",     "on-demand", "static-split",
                                  "lru-prefetch", "fiddler",   "fmoe"};
 
 void SimOffload(benchmark::State& state) {
-  const PresetStore store = PresetStore::Default();
+  const model::PresetStore store = model::PresetStore::Default();
   sim::SimConfig config;
   config.model = store.LoadModel("mixtral-8x7b");
   config.hardware = store.LoadHardware("rtx-3090");
@@ -38,21 +38,21 @@ void SimOffload(benchmark::State& state) {
   config.workload.batch = state.range(1);
   config.workload.prompt_tokens = 32;
   config.workload.output_tokens = 1001;
-  config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
+  config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
   config.seed = 1;
   const sim::RoutingCalibration calibration =
       sim::CalibrateRouting(config.routing, 32, 8, 2, config.seed, config.calibration);
-  std::unique_ptr<RoutingSource> generator =
-      MakeRoutingSource(config.routing, 32, 8, 2, config.seed);
-  std::unique_ptr<RoutingSource> replay;
+  std::unique_ptr<routing::RoutingSource> generator =
+      routing::MakeRoutingSource(config.routing, 32, 8, 2, config.seed);
+  std::unique_ptr<routing::RoutingSource> replay;
   if (state.range(2) == 0) {
-    RoutingTrace trace;
+    routing::RoutingTrace trace;
     trace.num_layers = 32;
     trace.num_experts = 8;
     trace.top_k = 2;
     trace.source = generator->Describe();
     for (const sim::Iteration& pass : sim::BuildIterations(config.workload)) {
-      RoutingStep& step = trace.steps.emplace_back();
+      routing::RoutingStep& step = trace.steps.emplace_back();
       step.kind = pass.kind;
       step.tokens = pass.tokens();
       step.experts.resize(32);
@@ -61,9 +61,9 @@ void SimOffload(benchmark::State& state) {
                          step.experts[layer]);
       }
     }
-    replay = MakeTraceRouting(std::move(trace), 32, 8, 2, "recorded trace");
+    replay = routing::MakeTraceRouting(std::move(trace), 32, 8, 2, "recorded trace");
   }
-  RoutingSource& routing = replay ? *replay : *generator;
+  routing::RoutingSource& routing = replay ? *replay : *generator;
   int64_t expert_events = 0, events = 0;
   for (auto _ : state) {
     const sim::SimResult result = sim::SimulateOffload(config, routing, calibration);

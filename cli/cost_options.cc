@@ -5,7 +5,7 @@
 namespace moelab::cli {
 
 void AddCostSourceOptions(po::options_description& options) {
-  const CostParameters defaults;
+  const model::CostParameters defaults;
   options.add_options()("calibrate", po::value<std::string>(),
                         "profile (moelab profile) whose measured GEMMs fit the roofline's "
                         "efficiencies and launch cost: the calibrated-roofline cost source")(
@@ -36,8 +36,8 @@ void AddPredictionRoutingOptions(po::options_description& options) {
       "seed of the sampled routing estimate");
 }
 
-RoutingSpec PredictionRoutingFrom(const po::variables_map& values) {
-  return ParseRoutingSpec(values["routing"].as<std::string>());
+routing::RoutingSpec PredictionRoutingFrom(const po::variables_map& values) {
+  return routing::ParseRoutingSpec(values["routing"].as<std::string>());
 }
 
 uint64_t PredictionRoutingSeedFrom(const po::variables_map& values) {
@@ -64,11 +64,11 @@ plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
   }
   options.assumed.compute_dtype = values["dtype"].as<std::string>();
   options.assumed.compute_efficiency =
-      ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
+      base::ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
   options.assumed.memory_efficiency =
-      ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
+      base::ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
   options.assumed.kernel_launch_s =
-      ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
+      base::ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
   return options;
 }
 

@@ -15,7 +15,7 @@ void AddCostSourceOptions(po::options_description& options);
 // --routing and --routing-seed of the predictions that price routed experts by the distinct
 // experts a pass activates (plan sd, sim sd, plan hardware): uniform by default.
 void AddPredictionRoutingOptions(po::options_description& options);
-RoutingSpec PredictionRoutingFrom(const po::variables_map& values);
+routing::RoutingSpec PredictionRoutingFrom(const po::variables_map& values);
 uint64_t PredictionRoutingSeedFrom(const po::variables_map& values);
 
 // The typed options; `hardware_option` is the command's hardware flag ("hardware").

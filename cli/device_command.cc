@@ -14,13 +14,13 @@ int Devices(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!ParseOptions("usage: moelab devices [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const GpuInventory inventory = DetectGpus();
+  const device::GpuInventory inventory = device::DetectGpus();
   report::RowSet gpus({{"index", "index"},
                        {"name", "name"},
                        {"memory_bytes", "memory_bytes"},
                        {"sm_count", "sm_count"},
                        {"compute_capability", "compute_capability"}});
-  for (const GpuDevice& d : inventory.devices) {
+  for (const device::GpuDevice& d : inventory.devices) {
     gpus.Add({int64_t{d.index}, d.name, d.memory_bytes, int64_t{d.sm_count},
               std::to_string(d.compute_capability_major) + "." +
                   std::to_string(d.compute_capability_minor)});
@@ -40,7 +40,7 @@ int Devices(const std::vector<std::string>& args) {
     std::cout << inventory.why_none << "\n";
     return 0;
   }
-  for (const GpuDevice& d : inventory.devices) {
+  for (const device::GpuDevice& d : inventory.devices) {
     std::cout << "GPU " << d.index << ": " << d.name << ", " << FormatBytes(d.memory_bytes) << ", "
               << d.sm_count << " SMs, compute capability " << d.compute_capability_major << "."
               << d.compute_capability_minor << "\n";

@@ -18,7 +18,7 @@ namespace moelab::cli {
 namespace {
 
 void AddFitOptions(po::options_description& options) {
-  const FitOptions defaults;
+  const fit::FitOptions defaults;
   options.add_options()("loss", po::value<std::string>()->default_value(defaults.loss),
                         "robust loss: none | huber | cauchy")(
       "loss-scale", po::value<std::string>()->default_value(FormatNumber(defaults.loss_scale, 2)),
@@ -34,10 +34,10 @@ void AddFitOptions(po::options_description& options) {
       "write the fit (moelab.fit/1) to this file, atomically");
 }
 
-FitOptions FitOptionsFrom(const po::variables_map& values) {
-  FitOptions options;
+fit::FitOptions FitOptionsFrom(const po::variables_map& values) {
+  fit::FitOptions options;
   options.loss = values["loss"].as<std::string>();
-  options.loss_scale = ParseNumber(values["loss-scale"].as<std::string>(), "loss-scale");
+  options.loss_scale = base::ParseNumber(values["loss-scale"].as<std::string>(), "loss-scale");
   options.starts = values["starts"].as<int>();
   options.seed = values["seed"].as<uint64_t>();
   options.max_iterations = values["max-iterations"].as<int>();
@@ -77,10 +77,11 @@ int FitLatencyCommand(const std::vector<std::string>& args) {
                     options, args, values)) {
     return 0;
   }
-  const FitOptions fit_options = FitOptionsFrom(values);
-  const LatencyFit fit = FitLatency(LoadProfile(values["profile"].as<std::string>()), fit_options);
-  Emit(LatencyFitToJson(fit), values, CurveRows,
-       LatencyFitText(fit, values["out"].as<std::string>()));
+  const fit::FitOptions fit_options = FitOptionsFrom(values);
+  const fit::LatencyFit fit =
+      fit::FitLatency(fit::LoadProfile(values["profile"].as<std::string>()), fit_options);
+  Emit(fit::LatencyFitToJson(fit), values, CurveRows,
+       fit::LatencyFitText(fit, values["out"].as<std::string>()));
   return 0;
 }
 
@@ -109,19 +110,20 @@ int FitSdCommand(const std::vector<std::string>& args) {
                     options, args, values)) {
     return 0;
   }
-  SdFitRequest request;
+  fit::SdFitRequest request;
   request.options = FitOptionsFrom(values);
-  request.denominator = SdDenominatorFromString(values["denominator"].as<std::string>());
+  request.denominator = model::SdDenominatorFromString(values["denominator"].as<std::string>());
   if (values.count("max-reject-s"))
-    request.max_reject_s = ParseNumber(values["max-reject-s"].as<std::string>(), "max-reject-s");
+    request.max_reject_s =
+        base::ParseNumber(values["max-reject-s"].as<std::string>(), "max-reject-s");
   request.measurement_files = values["measurements"].as<std::vector<std::string>>();
   request.model = values["model"].as<std::string>();
   request.draft = values["draft"].as<std::string>();
   request.hardware = values["hardware"].as<std::string>();
-  const auto [fit, origin] = RunSdFit(request, PresetStore::Default());
-  nlohmann::json json = SdFitToJson(fit);
+  const auto [fit, origin] = fit::RunSdFit(request, model::PresetStore::Default());
+  nlohmann::json json = fit::SdFitToJson(fit);
   json["measurements"] = values["measurements"].as<std::vector<std::string>>();
-  Emit(json, values, SdFitRow, SdFitText(fit, origin, values["out"].as<std::string>()));
+  Emit(json, values, SdFitRow, fit::SdFitText(fit, origin, values["out"].as<std::string>()));
   return 0;
 }
 
@@ -144,11 +146,11 @@ int FitPredictCommand(const std::vector<std::string>& args) {
   }
   const OutputRequest output = OutputRequestFrom(values);
   const std::string path = values["fit"].as<std::string>();
-  const SdFit fit = LoadSdFit(path);
-  const SdPoint point{values["batch"].as<int64_t>(), values["gamma"].as<int64_t>(),
-                      values["K"].as<int64_t>(), values["E"].as<int64_t>(),
-                      ParseNumber(values["sigma"].as<std::string>(), "sigma")};
-  const double speedup = PredictSpeedup(fit, point);
+  const fit::SdFit fit = fit::LoadSdFit(path);
+  const model::SdPoint point{values["batch"].as<int64_t>(), values["gamma"].as<int64_t>(),
+                             values["K"].as<int64_t>(), values["E"].as<int64_t>(),
+                             base::ParseNumber(values["sigma"].as<std::string>(), "sigma")};
+  const double speedup = fit::PredictSpeedup(fit, point);
   if (output.format != Format::kTable) {
     EmitJsonOrCsv(output, {{"schema", "moelab.fit_predict/1"},
                            {"fit", path},
@@ -187,17 +189,18 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  const Profile profile = LoadProfile(values["profile"].as<std::string>());
-  std::optional<HardwareSpec> hardware;
+  const fit::Profile profile = fit::LoadProfile(values["profile"].as<std::string>());
+  std::optional<model::HardwareSpec> hardware;
   if (values.count("hardware"))
-    hardware = PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
-  CostParameters assumed;
+    hardware = model::PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
+  model::CostParameters assumed;
   assumed.compute_dtype = values["dtype"].as<std::string>();
-  const RooflineDevice roofline = ProfiledRoofline(
+  const fit::RooflineDevice roofline = fit::ProfiledRoofline(
       profile, hardware, values["device"].as<std::string>(), assumed.compute_dtype);
-  const CostCalibration calibration = CalibrateCosts(profile, roofline, assumed, FitOptions{});
+  const fit::CostCalibration calibration =
+      fit::CalibrateCosts(profile, roofline, assumed, fit::FitOptions{});
   if (output.format == Format::kTable) {
-    std::cout << CalibrationText(calibration);
+    std::cout << fit::CalibrationText(calibration);
     return 0;
   }
   nlohmann::json json = calibration.ToJson();

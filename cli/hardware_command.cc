@@ -16,7 +16,7 @@ int HardwareList(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!ParseOptions("usage: moelab hw list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const PresetListing listing = ListHardwarePresets(PresetStore::Default());
+  const model::PresetListing listing = model::ListHardwarePresets(model::PresetStore::Default());
   if (output.format == Format::kTable) {
     std::cout << listing.text;
   } else {
@@ -38,12 +38,12 @@ int HardwareShow(const std::vector<std::string>& args) {
                     &positional))
     return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const HardwareSpec spec =
-      PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
+  const model::HardwareSpec spec =
+      model::PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
   if (output.format == Format::kTable) {
-    std::cout << HardwareText(spec);
+    std::cout << model::HardwareText(spec);
   } else {
-    EmitJsonOrCsv(output, HardwareSpecToJson(spec));
+    EmitJsonOrCsv(output, model::HardwareSpecToJson(spec));
   }
   return 0;
 }
@@ -67,13 +67,13 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  const HardwareSpec spec =
-      StorageTierHardwareFromProfile(LoadProfile(values["profile"].as<std::string>()),
-                                     ParseBytes(values["memory"].as<std::string>(), "--memory"));
+  const model::HardwareSpec spec = fit::StorageTierHardwareFromProfile(
+      fit::LoadProfile(values["profile"].as<std::string>()),
+      base::ParseBytes(values["memory"].as<std::string>(), "--memory"));
   if (output.format == Format::kTable) {
-    std::cout << HardwareText(spec);
+    std::cout << model::HardwareText(spec);
   } else {
-    EmitJsonOrCsv(output, HardwareSpecToJson(spec));
+    EmitJsonOrCsv(output, model::HardwareSpecToJson(spec));
   }
   return 0;
 }

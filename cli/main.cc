@@ -25,7 +25,7 @@ void PrintUsage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   moelab::cli::SetCommandLine(argc, argv);
-  moelab::RefuseOutputsOverInputs();  // --out naming a file the command reads is refused
+  moelab::base::RefuseOutputsOverInputs();  // --out naming a file the command reads is refused
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     PrintUsage(args.empty() ? std::cerr : std::cout);
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   try {
     return chosen->run(std::vector<std::string>(
         args.begin() + static_cast<long>(chosen->words.size()), args.end()));
-  } catch (const moelab::Error& e) {
+  } catch (const moelab::base::Error& e) {
     std::cerr << "moelab: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {

@@ -22,7 +22,7 @@ int ModelShow(const std::vector<std::string>& args) {
       "spec-out", po::value<std::string>()->default_value(""),
       "write the (scaled) model as a moelab.model/1 file, atomically: a --model for every other "
       "command");
-  AddShapeOptions(options, "", ShapeOverrides{});
+  AddShapeOptions(options, "", executor::ShapeOverrides{});
   AddOutputOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab model show --model NAME|PATH [shape overrides] [--spec-out "
@@ -30,15 +30,16 @@ int ModelShow(const std::vector<std::string>& args) {
                     options, args, values))
     return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const double tau = ParseNumber(values["tau"].as<std::string>(), "tau");
-  MoeModelSpec spec = PresetStore::Default().LoadModel(values["model"].as<std::string>());
-  spec = ScaledSpec(spec, ShapeFrom(values, "", ShapeOverrides{}));
+  const double tau = base::ParseNumber(values["tau"].as<std::string>(), "tau");
+  model::MoeModelSpec spec =
+      model::PresetStore::Default().LoadModel(values["model"].as<std::string>());
+  spec = executor::ScaledSpec(spec, ShapeFrom(values, "", executor::ShapeOverrides{}));
   if (const std::string spec_out = values["spec-out"].as<std::string>(); !spec_out.empty()) {
-    WriteFileAtomically(spec_out, ModelSpecToJson(spec).dump(2) + "\n");
+    base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
   }
-  nlohmann::json description = DescribeModel(spec, tau);
+  nlohmann::json description = model::DescribeModel(spec, tau);
   if (output.format == Format::kTable) {
-    std::cout << ModelText(spec, description);
+    std::cout << model::ModelText(spec, description);
     return 0;
   }
   description["schema"] = "moelab.model_show/1";
@@ -53,7 +54,7 @@ int ModelList(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!ParseOptions("usage: moelab model list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
-  const PresetListing listing = ListModelPresets(PresetStore::Default());
+  const model::PresetListing listing = model::ListModelPresets(model::PresetStore::Default());
   if (output.format == Format::kTable) {
     std::cout << listing.text;
   } else {

@@ -26,7 +26,7 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
     }
     po::notify(values);
   } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see --help)");
+    throw base::Error(std::string(e.what()) + " (see --help)");
   }
   return true;
 }

@@ -15,7 +15,7 @@ OutputRequest OutputRequestFrom(const po::variables_map& values) {
   OutputRequest request;
   request.out = values["out"].as<std::string>();
   const bool json = values["json"].as<bool>(), csv = values["csv"].as<bool>();
-  if (json && csv) throw Error("give --json or --csv, not both");
+  if (json && csv) throw base::Error("give --json or --csv, not both");
   request.format = csv                              ? Format::kCsv
                    : (json || !request.out.empty()) ? Format::kJson
                                                     : Format::kTable;

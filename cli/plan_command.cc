@@ -51,16 +51,17 @@ int PlanSd(const std::vector<std::string>& args) {
   request.cost = CostSourceOptionsFrom(values);
   request.routing = PredictionRoutingFrom(values);
   request.routing_seed = PredictionRoutingSeedFrom(values);
-  const double alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
+  const double alpha = base::ParseNumber(values["alpha"].as<std::string>(), "alpha");
   if (!(alpha >= 0 && alpha < 1))
-    throw Error("--alpha " + values["alpha"].as<std::string>() + ": expected a number in [0, 1)");
+    throw base::Error("--alpha " + values["alpha"].as<std::string>() +
+                      ": expected a number in [0, 1)");
   request.levels = {alpha};
-  request.plan.batches = ParseIntList(values["batch"].as<std::string>(), "batch", 1);
-  request.plan.gammas = ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
+  request.plan.batches = base::ParseIntList(values["batch"].as<std::string>(), "batch", 1);
+  request.plan.gammas = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
   request.plan.context_length = values["context"].as<int64_t>();
-  request.plan.verify = VerifyPositionsFromString(values["verify"].as<std::string>());
+  request.plan.verify = model::VerifyPositionsFromString(values["verify"].as<std::string>());
   const OutputRequest output = OutputRequestFrom(values);
-  const plan::SdSweepResult result = plan::RunSdSweep(request, PresetStore::Default());
+  const plan::SdSweepResult result = plan::RunSdSweep(request, model::PresetStore::Default());
   report::Emit(plan::RenderSdPlan(result, output.format), output.out);
   return 0;
 }
@@ -92,16 +93,17 @@ int PlanHardware(const std::vector<std::string>& args) {
   request.prompt = values["prompt"].as<int64_t>();
   request.context = values["context"].as<int64_t>();
   if (values.count("tpot-max"))
-    request.tpot_max_s = ParseNumber(values["tpot-max"].as<std::string>(), "tpot-max");
+    request.tpot_max_s = base::ParseNumber(values["tpot-max"].as<std::string>(), "tpot-max");
   if (values.count("ttft-max"))
-    request.ttft_max_s = ParseNumber(values["ttft-max"].as<std::string>(), "ttft-max");
-  request.device_counts = ParseIntList(values["devices"].as<std::string>(), "devices", 1);
+    request.ttft_max_s = base::ParseNumber(values["ttft-max"].as<std::string>(), "ttft-max");
+  request.device_counts = base::ParseIntList(values["devices"].as<std::string>(), "devices", 1);
   request.cost = CostSourceOptionsFrom(values);
   request.routing = PredictionRoutingFrom(values);
   request.routing_seed = PredictionRoutingSeedFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
-  report::Emit(plan::Render(plan::SearchHardware(request, PresetStore::Default()), output.format),
-               output.out);
+  report::Emit(
+      plan::Render(plan::SearchHardware(request, model::PresetStore::Default()), output.format),
+      output.out);
   return 0;
 }
 

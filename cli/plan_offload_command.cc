@@ -42,13 +42,13 @@ int PlanOffload(const std::vector<std::string>& args) {
     return 0;
   }
   plan::OffloadSweepRequest request;
-  for (double gb : ParseNumberList(values["memory"].as<std::string>(), "memory")) {
-    if (!(gb > 0)) throw Error("--memory values must be > 0 GB, got " + FormatNumber(gb, 3));
+  for (double gb : base::ParseNumberList(values["memory"].as<std::string>(), "memory")) {
+    if (!(gb > 0)) throw base::Error("--memory values must be > 0 GB, got " + FormatNumber(gb, 3));
     request.memory_bytes.push_back(gb * 1e9);
   }
   std::stringstream list(values["policies"].as<std::string>());
   for (std::string name; std::getline(list, name, ',');) request.policies.push_back(name);
-  const PresetStore store = PresetStore::Default();
+  const model::PresetStore store = model::PresetStore::Default();
   request.cost = CostSourceOptionsFrom(values);
   // The simulator needs the accelerator and its host even when a fitted profile prices them.
   request.cost.hardware_given = false;
@@ -60,7 +60,7 @@ int PlanOffload(const std::vector<std::string>& args) {
   base.workload.prompt_tokens = values["prompt"].as<int64_t>();
   base.workload.output_tokens = values["tokens"].as<int64_t>();
   base.workload.batch = values["batch"].as<int64_t>();
-  base.routing = ParseRoutingSpec(values["routing"].as<std::string>());
+  base.routing = routing::ParseRoutingSpec(values["routing"].as<std::string>());
   base.seed = values["seed"].as<uint64_t>();
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::Render(plan::SweepOffload(request, store), output.format), output.out);

@@ -25,7 +25,7 @@ int Profile(const std::vector<std::string>& args) {
   // clang-format on
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
-  AddShapeOptions(shape, "", DefaultTargetShape());
+  AddShapeOptions(shape, "", executor::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] --out "
@@ -34,29 +34,29 @@ int Profile(const std::vector<std::string>& args) {
                     options, args, values)) {
     return 0;
   }
-  if (!values.count("out")) throw Error("--out is required: the profile JSON file to write");
+  if (!values.count("out")) throw base::Error("--out is required: the profile JSON file to write");
   const std::string out = values["out"].as<std::string>();
-  RequireOutputFolder(out);
+  profiler::RequireOutputFolder(out);
   if (values["json"].as<bool>() && values["csv"].as<bool>())
-    throw Error("give --json or --csv, not both");
+    throw base::Error("give --json or --csv, not both");
 
-  ProfileRequest request;
+  profiler::ProfileRequest request;
   request.model = values["model"].as<std::string>();
-  request.shape = ShapeFrom(values, "", DefaultTargetShape());
+  request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
   request.quick = values["quick"].as<bool>();
   request.threads = values["threads"].as<int>();
   if (!values["quiet"].as<bool>()) request.progress = &std::cerr;
   request.Validate();
 
-  nlohmann::json profile = RunProfile(request, PresetStore::Default());
+  nlohmann::json profile = profiler::RunProfile(request, model::PresetStore::Default());
   profile["provenance"] = Provenance();
-  WriteProfile(profile, out);
+  profiler::WriteProfile(profile, out);
   if (values["json"].as<bool>()) {
     EmitJson(profile, "");
   } else if (values["csv"].as<bool>()) {
     std::cout << report::JsonArrayRows(profile["samples"]).ToCsv();
   } else {
-    std::cout << ProfileSummaryText(profile, out);
+    std::cout << profiler::ProfileSummaryText(profile, out);
   }
   return 0;
 }

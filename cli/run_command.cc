@@ -17,7 +17,7 @@ namespace {
 
 int Run(const std::vector<std::string>& args) {
   po::options_description options("moelab run");
-  const RunRequest defaults;
+  const executor::RunRequest defaults;
   options.add_options()("model", po::value<std::string>()->default_value(defaults.model),
                         "target model preset or path (shape overrides below apply)")(
       "weights", po::value<std::string>()->default_value(""),
@@ -75,9 +75,9 @@ int Run(const std::vector<std::string>& args) {
   AddOutputOptions(options);
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
-  AddShapeOptions(shape, "", DefaultTargetShape());
+  AddShapeOptions(shape, "", executor::DefaultTargetShape());
   po::options_description draft_shape("draft shape");
-  AddShapeOptions(draft_shape, "draft-", DefaultDraftShape());
+  AddShapeOptions(draft_shape, "draft-", executor::DefaultDraftShape());
   options.add(shape).add(draft_shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab run --model M [shape overrides] --workload "
@@ -88,42 +88,44 @@ int Run(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  RunRequest request;
+  executor::RunRequest request;
   request.model = values["model"].as<std::string>();
   request.weights = values["weights"].as<std::string>();
   request.expert_bits = values["expert-bits"].as<int>();
   request.attention_bits = values["attention-bits"].as<int>();
   // A preset is scaled to this machine by default; real weights keep the preset's shape.
-  request.shape =
-      ShapeFrom(values, "", request.weights.empty() ? DefaultTargetShape() : ShapeOverrides{});
+  request.shape = ShapeFrom(
+      values, "",
+      request.weights.empty() ? executor::DefaultTargetShape() : executor::ShapeOverrides{});
   request.draft = values["draft"].as<std::string>();
   request.draft_weights = values["draft-weights"].as<std::string>();
   request.draft_shape = ShapeFrom(
-      values, "draft-", request.draft_weights.empty() ? DefaultDraftShape() : ShapeOverrides{});
-  request.workload = WorkloadFromString(values["workload"].as<std::string>());
+      values, "draft-",
+      request.draft_weights.empty() ? executor::DefaultDraftShape() : executor::ShapeOverrides{});
+  request.workload = executor::WorkloadFromString(values["workload"].as<std::string>());
   request.batch = values["batch"].as<int64_t>();
   request.prompt_tokens = values["prompt"].as<int64_t>();
   request.output_tokens = values["tokens"].as<int64_t>();
   request.beam_width = values["beam"].as<int64_t>();
   request.gamma = values["gamma"].as<int64_t>();
-  request.acceptance = AcceptanceFromString(values["acceptance"].as<std::string>());
-  request.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
-  request.temperature = ParseNumber(values["temperature"].as<std::string>(), "temperature");
-  request.routing = ParseRoutingSpec(values["routing"].as<std::string>());
+  request.acceptance = executor::AcceptanceFromString(values["acceptance"].as<std::string>());
+  request.alpha = base::ParseNumber(values["alpha"].as<std::string>(), "alpha");
+  request.temperature = base::ParseNumber(values["temperature"].as<std::string>(), "temperature");
+  request.routing = routing::ParseRoutingSpec(values["routing"].as<std::string>());
   request.seed = values["seed"].as<uint64_t>();
   request.threads = values["threads"].as<int>();
   request.trace_out = values["trace-out"].as<std::string>();
-  RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", request.trace_out}});
-  if (!values["alpha"].defaulted() && request.acceptance != Acceptance::kFixedAlpha) {
-    throw Error("--alpha applies to --acceptance alpha only");
+  base::RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", request.trace_out}});
+  if (!values["alpha"].defaulted() && request.acceptance != executor::Acceptance::kFixedAlpha) {
+    throw base::Error("--alpha applies to --acceptance alpha only");
   }
   if (values.count("offload")) {
-    offload::OffloadOptions offload;
+    executor::offload::OffloadOptions offload;
     offload.policy = values["offload"].as<std::string>();
     if (!values.count("expert-memory"))
-      throw Error("--offload needs --expert-memory BYTES (the RAM expert cache)");
+      throw base::Error("--offload needs --expert-memory BYTES (the RAM expert cache)");
     offload.expert_memory_bytes = static_cast<int64_t>(
-        ParseBytes(values["expert-memory"].as<std::string>(), "--expert-memory"));
+        base::ParseBytes(values["expert-memory"].as<std::string>(), "--expert-memory"));
     if (values.count("offload-dir")) offload.offload_dir = values["offload-dir"].as<std::string>();
     offload.reader_threads = values["offload-readers"].as<int>();
     for (const policies::PolicyOptionFlag& flag : policy_flags) {
@@ -131,8 +133,8 @@ int Run(const std::vector<std::string>& args) {
         offload.policy_options.*flag.member = values[flag.name].as<int64_t>();
     }
     if (values.count("offload-calibration")) {
-      const ExecutorConfig config =
-          ExecutorConfigFromSpec(PresetStore::Default().LoadModel(request.model), request.shape);
+      const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
+          model::PresetStore::Default().LoadModel(request.model), request.shape);
       sim::RoutingCalibration calibration = sim::CalibrateRouting(
           values["offload-calibration"].as<std::string>(), config.num_layers, config.num_experts,
           config.top_k, request.seed, sim::CalibrationOptions{});
@@ -143,20 +145,20 @@ int Run(const std::vector<std::string>& args) {
   } else {
     for (const char* flag : {"expert-memory", "offload-dir", "offload-calibration"}) {
       if (values.count(flag))
-        throw Error(std::string("--") + flag + " applies with --offload POLICY only");
+        throw base::Error(std::string("--") + flag + " applies with --offload POLICY only");
     }
     for (const policies::PolicyOptionFlag& flag : policy_flags) {
       if (values.count(flag.name))
-        throw Error("--" + flag.name +
-                    " is a policy option: it applies with --offload POLICY only");
+        throw base::Error("--" + flag.name +
+                          " is a policy option: it applies with --offload POLICY only");
     }
   }
   request.Validate();
 
-  nlohmann::json report = RunWorkload(request, PresetStore::Default());
+  nlohmann::json report = executor::RunWorkload(request, model::PresetStore::Default());
   report["provenance"] = Provenance();
   if (output.format == Format::kTable) {
-    std::cout << RunReportText(report);
+    std::cout << executor::RunReportText(report);
   } else {
     EmitJsonOrCsv(output, report);  // CSV: the report's summary (its scalars) as one row
   }

@@ -5,7 +5,7 @@
 namespace moelab::cli {
 
 void AddShapeOptions(po::options_description& options, const std::string& prefix,
-                     const ShapeOverrides& defaults) {
+                     const executor::ShapeOverrides& defaults) {
   auto add = [&](const char* name, const std::optional<int64_t>& value, const char* what) {
     const std::string full = prefix + name;
     const std::string help =
@@ -30,13 +30,14 @@ void AddShapeOptions(po::options_description& options, const std::string& prefix
   add("max-positions", defaults.max_positions, "KV cache and rotary table length");
 }
 
-ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
-                         ShapeOverrides shape) {
+executor::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
+                                   executor::ShapeOverrides shape) {
   auto take = [&](const char* name, std::optional<int64_t>& field) {
     const std::string full = prefix + name;
     if (values.count(full)) {
       const int64_t value = values[full].as<int64_t>();
-      if (value < 1) throw Error("--" + full + " must be at least 1, got " + std::to_string(value));
+      if (value < 1)
+        throw base::Error("--" + full + " must be at least 1, got " + std::to_string(value));
       field = value;
     }
   };

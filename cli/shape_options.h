@@ -12,10 +12,10 @@ namespace moelab::cli {
 // --vocab, --shared-experts, --shared-intermediate, --max-positions), each prefixed with `prefix`
 // ("draft-" for a draft model). Help shows `defaults`.
 void AddShapeOptions(po::options_description& options, const std::string& prefix,
-                     const ShapeOverrides& defaults);
+                     const executor::ShapeOverrides& defaults);
 
 // `shape` with every given option applied; a value below 1 is an error naming the option.
-ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
-                         ShapeOverrides shape);
+executor::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
+                                   executor::ShapeOverrides shape);
 
 }  // namespace moelab::cli

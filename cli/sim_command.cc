@@ -90,7 +90,7 @@ int SimOffload(const std::vector<std::string>& args) {
       std::string message = std::string("--") + required + " is required";
       if (std::string(required) == "policy")
         message += "; valid policies: " + policies::DefaultPolicyRegistry().NameList();
-      throw Error(message + " (see --help)");
+      throw base::Error(message + " (see --help)");
     }
   }
   const OutputRequest output = OutputRequestFrom(values);
@@ -111,55 +111,56 @@ int SimOffload(const std::vector<std::string>& args) {
   workload.batch = values["batch"].as<int64_t>();
   if (values.count("beam")) {
     if (workload.kind != sim::WorkloadKind::kBeam)
-      throw Error("--beam applies to --workload beam only");
+      throw base::Error("--beam applies to --workload beam only");
     workload.beam_width = values["beam"].as<int64_t>();
   }
   if (values.count("gamma") || values.count("alpha")) {
     if (workload.kind != sim::WorkloadKind::kVerify)
-      throw Error("--gamma and --alpha apply to --workload verify only");
+      throw base::Error("--gamma and --alpha apply to --workload verify only");
     if (values.count("gamma")) workload.gamma = values["gamma"].as<int64_t>();
     if (values.count("alpha"))
-      workload.alpha = ParseNumber(values["alpha"].as<std::string>(), "alpha");
+      workload.alpha = base::ParseNumber(values["alpha"].as<std::string>(), "alpha");
   }
   workload.Validate();
 
   plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
   cost_options.Validate();
-  config.routing = ParseRoutingSpec(values["routing"].as<std::string>());
+  config.routing = routing::ParseRoutingSpec(values["routing"].as<std::string>());
   config.seed = values["seed"].as<uint64_t>();
   if (values.count("speculative-recall")) {
     const std::string recall = values["speculative-recall"].as<std::string>();
     config.speculative_recall =
-        recall == "cooccurrence" ? std::nullopt
-                                 : std::optional<double>(ParseNumber(recall, "speculative-recall"));
+        recall == "cooccurrence"
+            ? std::nullopt
+            : std::optional<double>(base::ParseNumber(recall, "speculative-recall"));
   }
   config.cpu_threads = values["cpu-threads"].as<int64_t>();
-  if (config.cpu_threads < 0) throw Error("--cpu-threads must be >= 0 (0: all cores)");
+  if (config.cpu_threads < 0) throw base::Error("--cpu-threads must be >= 0 (0: all cores)");
   if (values.count("accelerator-memory")) {
     config.accelerator_bytes =
-        ParseBytes(values["accelerator-memory"].as<std::string>(), "--accelerator-memory");
+        base::ParseBytes(values["accelerator-memory"].as<std::string>(), "--accelerator-memory");
   }
   const std::string trace_out = values["trace-out"].as<std::string>();
   config.record_timeline = !trace_out.empty();
-  RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});
+  base::RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});
 
-  const PresetStore store = PresetStore::Default();
+  const model::PresetStore store = model::PresetStore::Default();
   config.model = store.LoadModel(values["model"].as<std::string>());
   config.hardware = store.LoadHardware(values["hardware"].as<std::string>());
   auto bits = [&](const char* option, double& field) {
     if (!values.count(option)) return;
-    const double value = ParseNumber(values[option].as<std::string>(), option);
+    const double value = base::ParseNumber(values[option].as<std::string>(), option);
     if (!(value > 0 && value <= 32)) {
-      throw Error(std::string("--") + option + " " + values[option].as<std::string>() +
-                  ": expected bits in (0, 32]");
+      throw base::Error(std::string("--") + option + " " + values[option].as<std::string>() +
+                        ": expected bits in (0, 32]");
     }
     field = value;
   };
   bits("expert-bits", config.model.bits.experts);
   bits("attention-bits", config.model.bits.attention);
   const plan::OffloadRunResult run = plan::RunOffload(config, cost_options, store);
-  if (!trace_out.empty()) WriteFileAtomically(trace_out, run.result.TimelineJson());
+  if (!trace_out.empty()) base::WriteFileAtomically(trace_out, run.result.TimelineJson());
   report::Emit(plan::Render(run, output.format), output.out);
   return 0;
 }

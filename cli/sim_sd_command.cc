@@ -44,22 +44,23 @@ int SimSd(const std::vector<std::string>& args) {
   plan::SdSweepRequest request;
   request.model = values["model"].as<std::string>();
   request.draft = values["draft"].as<std::string>();
-  request.plan.batches = ParseIntList(values["batch"].as<std::string>(), "batch", 1);
-  request.plan.gammas = ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
+  request.plan.batches = base::ParseIntList(values["batch"].as<std::string>(), "batch", 1);
+  request.plan.gammas = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 1);
   request.plan.context_length = values["context"].as<int64_t>();
-  request.plan.verify = VerifyPositionsFromString(values["verify"].as<std::string>());
+  request.plan.verify = model::VerifyPositionsFromString(values["verify"].as<std::string>());
   request.by_sigma = values.count("sigma") > 0;
   if (request.by_sigma && !values["alpha"].defaulted())
-    throw Error("give --alpha or --sigma, not both");
-  request.levels = ParseNumberList(values[request.by_sigma ? "sigma" : "alpha"].as<std::string>(),
-                                   request.by_sigma ? "sigma" : "alpha");
+    throw base::Error("give --alpha or --sigma, not both");
+  request.levels =
+      base::ParseNumberList(values[request.by_sigma ? "sigma" : "alpha"].as<std::string>(),
+                            request.by_sigma ? "sigma" : "alpha");
   if (values.count("sd-fit")) request.sd_fit = values["sd-fit"].as<std::string>();
   request.cost = CostSourceOptionsFrom(values);
   request.routing = PredictionRoutingFrom(values);
   request.routing_seed = PredictionRoutingSeedFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(
-      plan::RenderSdSweep(plan::RunSdSweep(request, PresetStore::Default()), output.format),
+      plan::RenderSdSweep(plan::RunSdSweep(request, model::PresetStore::Default()), output.format),
       output.out);
   return 0;
 }

@@ -38,7 +38,7 @@ int Validate(const std::vector<std::string>& args) {
   // clang-format on
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
-  AddShapeOptions(shape, "", DefaultTargetShape());
+  AddShapeOptions(shape, "", executor::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] "
@@ -48,12 +48,12 @@ int Validate(const std::vector<std::string>& args) {
     return 0;
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())
-    throw Error("give --json or --csv, not both");
+    throw base::Error("give --json or --csv, not both");
   validate::ValidationRequest request;
   request.model = values["model"].as<std::string>();
-  request.shape = ShapeFrom(values, "", DefaultTargetShape());
+  request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
   request.draft = values["draft"].as<std::string>();
-  request.draft_shape = DefaultDraftShape();
+  request.draft_shape = executor::DefaultDraftShape();
   request.quick = values["quick"].as<bool>();
   if (values.count("cases")) {
     std::stringstream list(values["cases"].as<std::string>());
@@ -72,7 +72,7 @@ int Validate(const std::vector<std::string>& args) {
                                 ("moelab-validate-" + std::to_string(getpid()));
   if (keep && std::filesystem::exists(request.work_dir) &&
       !std::filesystem::is_directory(request.work_dir)) {
-    throw Error("--out " + request.work_dir.string() + ": not a folder");
+    throw base::Error("--out " + request.work_dir.string() + ": not a folder");
   }
   request.Validate();
 
@@ -85,7 +85,7 @@ int Validate(const std::vector<std::string>& args) {
   } scratch{keep ? std::filesystem::path() : request.work_dir};
 
   const validate::ValidationResult result =
-      validate::RunValidation(request, PresetStore::Default());
+      validate::RunValidation(request, model::PresetStore::Default());
   if (keep) validate::WriteValidationFolder(result, request.work_dir);
   if (values["json"].as<bool>()) {
     std::cout << validate::ValidationToJson(result).dump(2) << "\n";

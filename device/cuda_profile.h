@@ -12,7 +12,7 @@
 // CUDA build goes through a check macro that throws GpuError naming the call, the error and the
 // source line.
 
-namespace moelab {
+namespace moelab::device {
 
 // A CUDA or cuBLAS failure (or no CUDA at all). Not a moelab::Error: device/ depends on nothing of
 // ours; the profiler turns it into a note or a failed sample.
@@ -68,4 +68,4 @@ std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_
                                         const std::vector<uint16_t>& gate_up,
                                         const std::vector<uint16_t>& down);
 
-}  // namespace moelab
+}  // namespace moelab::device

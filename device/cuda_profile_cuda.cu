@@ -12,7 +12,7 @@
 
 #include "device/cuda_profile.h"
 
-namespace moelab {
+namespace moelab::device {
 namespace {
 
 [[noreturn]] void ThrowGpuError(const char* call, const std::string& what, const char* file,
@@ -22,25 +22,27 @@ namespace {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::device
 
-#define MOELAB_CUDA_CHECK(call)                                                               \
+#define MOELAB_CUDA_CHECK(call)                                                            \
+  do {                                                                                     \
+    const cudaError_t moelab_status_ = (call);                                             \
+    if (moelab_status_ != cudaSuccess) {                                                   \
+      ::moelab::device::ThrowGpuError(#call, cudaGetErrorString(moelab_status_), __FILE__, \
+                                      __LINE__);                                           \
+    }                                                                                      \
+  } while (0)
+
+#define MOELAB_CUBLAS_CHECK(call)                                                             \
   do {                                                                                        \
-    const cudaError_t moelab_status_ = (call);                                                \
-    if (moelab_status_ != cudaSuccess) {                                                      \
-      ::moelab::ThrowGpuError(#call, cudaGetErrorString(moelab_status_), __FILE__, __LINE__); \
+    const cublasStatus_t moelab_status_ = (call);                                             \
+    if (moelab_status_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      ::moelab::device::ThrowGpuError(#call, cublasGetStatusString(moelab_status_), __FILE__, \
+                                      __LINE__);                                              \
     }                                                                                         \
   } while (0)
 
-#define MOELAB_CUBLAS_CHECK(call)                                                                \
-  do {                                                                                           \
-    const cublasStatus_t moelab_status_ = (call);                                                \
-    if (moelab_status_ != CUBLAS_STATUS_SUCCESS) {                                               \
-      ::moelab::ThrowGpuError(#call, cublasGetStatusString(moelab_status_), __FILE__, __LINE__); \
-    }                                                                                            \
-  } while (0)
-
-namespace moelab {
+namespace moelab::device {
 namespace {
 
 using Bf16 = __nv_bfloat16;
@@ -339,4 +341,4 @@ std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_
   return result;
 }
 
-}  // namespace moelab
+}  // namespace moelab::device

@@ -1,7 +1,7 @@
 // The GPU profiling interface of a build without CUDA: every session refuses, saying why.
 #include "device/cuda_profile.h"
 
-namespace moelab {
+namespace moelab::device {
 namespace {
 
 [[noreturn]] void NoCuda() {
@@ -29,4 +29,4 @@ std::vector<float> GpuExpertFfnForCheck(int, int64_t, int64_t, int64_t, const st
   NoCuda();
 }
 
-}  // namespace moelab
+}  // namespace moelab::device

@@ -7,7 +7,7 @@
 // The CUDA boundary: public headers carry no CUDA types, so every other library builds without
 // the toolkit. Built from gpu_devices_cuda.cu when MOELAB_WITH_CUDA, else gpu_devices_none.cc.
 
-namespace moelab {
+namespace moelab::device {
 
 struct GpuDevice {
   int index = 0;
@@ -34,4 +34,4 @@ GpuInventory DetectGpus();
 // true when they are right. Only meaningful with a device; false otherwise with `error` set.
 bool RunGpuSmokeKernel(int index, int count, std::string* error);
 
-}  // namespace moelab
+}  // namespace moelab::device

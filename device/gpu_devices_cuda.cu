@@ -4,7 +4,7 @@
 
 #include "device/gpu_devices.h"
 
-namespace moelab {
+namespace moelab::device {
 namespace {
 
 std::string VersionString(int version) {
@@ -74,4 +74,4 @@ bool RunGpuSmokeKernel(int index, int count, std::string* error) {
   return true;
 }
 
-}  // namespace moelab
+}  // namespace moelab::device

@@ -1,6 +1,6 @@
 #include "device/gpu_devices.h"
 
-namespace moelab {
+namespace moelab::device {
 
 GpuInventory DetectGpus() {
   GpuInventory inventory;
@@ -13,4 +13,4 @@ bool RunGpuSmokeKernel(int /*index*/, int /*count*/, std::string* error) {
   return false;
 }
 
-}  // namespace moelab
+}  // namespace moelab::device

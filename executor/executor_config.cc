@@ -3,11 +3,11 @@
 #include "base/checked.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 void Require(bool ok, const std::string& model, const std::string& field, const std::string& what) {
-  if (!ok) throw Error("model '" + model + "': " + field + ": " + what);
+  if (!ok) throw base::Error("model '" + model + "': " + field + ": " + what);
 }
 
 }  // namespace
@@ -40,33 +40,34 @@ void ExecutorConfig::Validate() const {
   if (!is_moe() || first_dense_layers > 0) {
     Require(dense_intermediate_size >= 1, name, "dense_intermediate",
             "must be at least 1 for dense layers");
-    CheckedProduct(model + ": hidden x dense_intermediate", hidden_size, dense_intermediate_size,
-                   3);
+    base::CheckedProduct(model + ": hidden x dense_intermediate", hidden_size,
+                         dense_intermediate_size, 3);
   }
-  const int64_t q = CheckedProduct(model + ": heads x head_dim", num_heads, head_dim);
-  const int64_t kv = CheckedProduct(model + ": kv_heads x head_dim", num_kv_heads, head_dim);
-  CheckedProduct(model + ": attention weights per layer",
-                 CheckedAdd(q, CheckedMul(2, kv, model), model), hidden_size, 2);
-  CheckedProduct(model + ": vocab x hidden", vocab_size, hidden_size, 2);
+  const int64_t q = base::CheckedProduct(model + ": heads x head_dim", num_heads, head_dim);
+  const int64_t kv = base::CheckedProduct(model + ": kv_heads x head_dim", num_kv_heads, head_dim);
+  base::CheckedProduct(model + ": attention weights per layer",
+                       base::CheckedAdd(q, base::CheckedMul(2, kv, model), model), hidden_size, 2);
+  base::CheckedProduct(model + ": vocab x hidden", vocab_size, hidden_size, 2);
   if (is_moe()) {
-    CheckedProduct(model + ": experts x hidden x intermediate", num_experts, hidden_size,
-                   expert_intermediate_size, 3);
-    CheckedProduct(model + ": shared experts x hidden x shared_intermediate", num_shared_experts,
-                   hidden_size, shared_expert_intermediate_size, 3);
+    base::CheckedProduct(model + ": experts x hidden x intermediate", num_experts, hidden_size,
+                         expert_intermediate_size, 3);
+    base::CheckedProduct(model + ": shared experts x hidden x shared_intermediate",
+                         num_shared_experts, hidden_size, shared_expert_intermediate_size, 3);
   }
 }
 
-ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverrides& o) {
+ExecutorConfig ExecutorConfigFromSpec(const model::MoeModelSpec& spec, const ShapeOverrides& o) {
   const std::string& n = spec.name;
-  const AttentionSpec& a = spec.attention;
-  Require(a.kind == AttentionKind::kGroupedQuery, n, "attention",
+  const model::AttentionSpec& a = spec.attention;
+  Require(a.kind == model::AttentionKind::kGroupedQuery, n, "attention",
           "the executor implements grouped-query attention, not multi-head latent attention");
-  Require(spec.norm == NormKind::kRmsNorm, n, "norm", "the executor implements RMSNorm only");
-  Require(spec.activation == Activation::kSwiGlu && !spec.ffn_bias, n, "ffn",
+  Require(spec.norm == model::NormKind::kRmsNorm, n, "norm",
+          "the executor implements RMSNorm only");
+  Require(spec.activation == model::Activation::kSwiGlu && !spec.ffn_bias, n, "ffn",
           "the executor implements bias-free SwiGLU FFNs only");
   Require(!a.attention_sinks && !a.sliding_window_alternate, n, "attention",
           "attention sinks and alternating windows are not implemented");
-  Require(a.qk_norm != QkNorm::kFull, n, "attention.qk_norm",
+  Require(a.qk_norm != model::QkNorm::kFull, n, "attention.qk_norm",
           "full-width q/k norms are not implemented");
   Require(a.out_bias == false, n, "attention.out_bias",
           "output-projection biases are not implemented");
@@ -88,7 +89,7 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
   c.num_kv_heads = o.kv_heads.value_or(a.num_kv_heads);
   c.head_dim = o.head_dim.value_or(a.head_dim);
   c.qkv_bias = a.qkv_bias;
-  c.qk_norm = a.qk_norm == QkNorm::kPerHead;
+  c.qk_norm = a.qk_norm == model::QkNorm::kPerHead;
   c.sliding_window = a.sliding_window;
   if (spec.moe) {
     c.num_experts = o.experts.value_or(spec.moe->num_experts);
@@ -103,7 +104,7 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
     c.dense_intermediate_size = o.dense_intermediate.value_or(spec.dense_intermediate_size);
   } else {
     if (o.experts || o.top_k)
-      throw Error("model '" + n + "' is dense: --experts and --top-k do not apply");
+      throw base::Error("model '" + n + "' is dense: --experts and --top-k do not apply");
     c.dense_intermediate_size =
         o.dense_intermediate.value_or(o.intermediate.value_or(spec.dense_intermediate_size));
   }
@@ -112,8 +113,8 @@ ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverr
   return c;
 }
 
-MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
-  MoeModelSpec spec;
+model::MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
+  model::MoeModelSpec spec;
   spec.name = c.name;
   spec.display_name = c.name;
   spec.family = c.family;
@@ -126,11 +127,11 @@ MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
   spec.attention.num_kv_heads = c.num_kv_heads;
   spec.attention.head_dim = c.head_dim;
   spec.attention.qkv_bias = c.qkv_bias;
-  spec.attention.qk_norm = c.qk_norm ? QkNorm::kPerHead : QkNorm::kNone;
+  spec.attention.qk_norm = c.qk_norm ? model::QkNorm::kPerHead : model::QkNorm::kNone;
   spec.attention.sliding_window = c.sliding_window;
   spec.dense_intermediate_size = c.dense_intermediate_size;
   if (c.is_moe()) {
-    MoeSpec moe;
+    model::MoeSpec moe;
     moe.num_experts = c.num_experts;
     moe.top_k = c.top_k;
     moe.expert_intermediate_size = c.expert_intermediate_size;
@@ -143,17 +144,17 @@ MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& c) {
   }
   // Stored bits per weight including block scales (8.5 for q8_0, 4.5 for q4_0), so the planner,
   // the simulator and the profile count the bytes this executor streams.
-  spec.bits.experts = StoredBitsPerWeight(c.expert_format);
-  spec.bits.attention = StoredBitsPerWeight(c.attention_format);
-  ValidateModelSpec(spec, "executor shape of '" + c.name + "'");
+  spec.bits.experts = kernels::StoredBitsPerWeight(c.expert_format);
+  spec.bits.attention = kernels::StoredBitsPerWeight(c.attention_format);
+  model::ValidateModelSpec(spec, "executor shape of '" + c.name + "'");
   return spec;
 }
 
-MoeModelSpec ScaledSpec(const MoeModelSpec& spec, const ShapeOverrides& o) {
+model::MoeModelSpec ScaledSpec(const model::MoeModelSpec& spec, const ShapeOverrides& o) {
   const bool any = o.layers || o.hidden || o.intermediate || o.dense_intermediate || o.experts ||
                    o.top_k || o.heads || o.kv_heads || o.head_dim || o.vocab || o.shared_experts ||
                    o.shared_intermediate || o.max_positions;
   return any ? SpecFromExecutorConfig(ExecutorConfigFromSpec(spec, o)) : spec;
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -7,7 +7,7 @@
 #include "kernels/weight_matrix.h"
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // The rotary table and every thread's attention scores are sized by max_positions before a token
 // runs (--max-positions 9e18 ended in "internal error"); 2^20 is above every preset's context
@@ -46,8 +46,8 @@ struct ExecutorConfig {
   int64_t max_positions = 4096;  // rotary table and KV cache limit, at most kMaxExecutorPositions
   // Storage of routed experts and of attention (q|k|v, o): bf16, q8_0 or q4_0 (`--expert-bits`,
   // `--attention-bits`). Router, shared/dense FFNs, embeddings and LM head stay bf16.
-  WeightFormat expert_format = WeightFormat::kBf16;
-  WeightFormat attention_format = WeightFormat::kBf16;
+  kernels::WeightFormat expert_format = kernels::WeightFormat::kBf16;
+  kernels::WeightFormat attention_format = kernels::WeightFormat::kBf16;
 
   bool is_moe() const { return num_experts > 0; }
   bool IsMoeLayer(int64_t layer) const { return is_moe() && layer >= first_dense_layers; }
@@ -66,14 +66,15 @@ struct ShapeOverrides {
 // Builds the executor's shape from a model spec, applying overrides. Architectures the executor
 // does not implement (MLA, LayerNorm, ReLU/GELU FFNs, FFN biases, attention sinks, alternating
 // windows) are refused by name.
-ExecutorConfig ExecutorConfigFromSpec(const MoeModelSpec& spec, const ShapeOverrides& overrides);
+ExecutorConfig ExecutorConfigFromSpec(const model::MoeModelSpec& spec,
+                                      const ShapeOverrides& overrides);
 
 // The spec the executor's shape corresponds to (for the analytic model and weight byte counts).
-MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& config);
+model::MoeModelSpec SpecFromExecutorConfig(const ExecutorConfig& config);
 
 // `spec` scaled by `overrides` through the executor's shape, so it is exactly what `moelab run`
 // with the same overrides executes (architectures it cannot run are refused by name); `spec`
 // itself when no override is set.
-MoeModelSpec ScaledSpec(const MoeModelSpec& spec, const ShapeOverrides& overrides);
+model::MoeModelSpec ScaledSpec(const model::MoeModelSpec& spec, const ShapeOverrides& overrides);
 
-}  // namespace moelab
+}  // namespace moelab::executor

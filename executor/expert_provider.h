@@ -7,7 +7,7 @@
 #include "executor/weights.h"
 #include "policies/offload_policy.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // Where a forward pass gets its routed experts' weights when they do not all live in RAM (the
 // offload runtime, executor/offload/). The transformer tells it each MoE layer's routing, then
@@ -27,4 +27,4 @@ class ExpertProvider {
   virtual void EndPass() = 0;
 };
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -20,7 +20,8 @@ double Since(Clock::time_point start) {
 
 // One random stream per sequence, from (seed, purpose, sequence).
 std::mt19937_64 StreamFor(uint64_t seed, uint64_t purpose, uint64_t sequence) {
-  return std::mt19937_64(SplitMix64(seed ^ SplitMix64(purpose ^ SplitMix64(sequence))));
+  return std::mt19937_64(
+      base::SplitMix64(seed ^ base::SplitMix64(purpose ^ base::SplitMix64(sequence))));
 }
 
 double Uniform(std::mt19937_64& rng) {
@@ -54,17 +55,18 @@ int32_t Sample(const std::vector<double>& p, std::mt19937_64& rng) {
 int64_t CacheCapacity(const Transformer& model, int64_t prompt, int64_t extra) {
   const int64_t needed = prompt + extra;
   if (needed > model.config().max_positions) {
-    throw Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " +
-                std::to_string(needed) + " positions, more than model '" + model.config().name +
-                "' allows (max_positions " + std::to_string(model.config().max_positions) + ")");
+    throw base::Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " +
+                      std::to_string(needed) + " positions, more than model '" +
+                      model.config().name + "' allows (max_positions " +
+                      std::to_string(model.config().max_positions) + ")");
   }
   return needed;
 }
 
 void CheckPrompts(const std::vector<TokenIds>& prompts) {
-  if (prompts.empty()) throw Error("no prompts: batch must be at least 1");
+  if (prompts.empty()) throw base::Error("no prompts: batch must be at least 1");
   for (const TokenIds& p : prompts) {
-    if (p.empty()) throw Error("every prompt needs at least one token");
+    if (p.empty()) throw base::Error("every prompt needs at least one token");
   }
 }
 
@@ -72,8 +74,9 @@ void CheckPrompts(const std::vector<TokenIds>& prompts) {
 
 std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vocab,
                                        uint64_t seed) {
-  if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
-  if (length < 1) throw Error("prompt length must be at least 1, got " + std::to_string(length));
+  if (batch < 1) throw base::Error("batch must be at least 1, got " + std::to_string(batch));
+  if (length < 1)
+    throw base::Error("prompt length must be at least 1, got " + std::to_string(length));
   std::vector<TokenIds> prompts(static_cast<size_t>(batch));
   for (int64_t s = 0; s < batch; ++s) {
     std::mt19937_64 rng = StreamFor(seed, 0x70726f6d7074ull, static_cast<uint64_t>(s));
@@ -84,21 +87,22 @@ std::vector<TokenIds> SyntheticPrompts(int64_t batch, int64_t length, int64_t vo
 }
 
 int32_t PickToken(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng) {
-  if (temperature <= 0) return static_cast<int32_t>(ArgMax(logits, vocab));
+  if (temperature <= 0) return static_cast<int32_t>(kernels::ArgMax(logits, vocab));
   return Sample(Distribution(logits, vocab, temperature), rng);
 }
 
 DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
                        const DecodeOptions& options) {
   CheckPrompts(prompts);
-  if (options.output_tokens < 0) throw Error("output tokens must be >= 0");
+  if (options.output_tokens < 0) throw base::Error("output tokens must be >= 0");
   const int64_t vocab = model.config().vocab_size;
   const int64_t batch = static_cast<int64_t>(prompts.size());
   size_t longest = 0;
   for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
   std::vector<KvCache> caches;
   caches.reserve(prompts.size());
-  if (options.synthetic_context < 0) throw Error("a synthetic context must be >= 0 positions");
+  if (options.synthetic_context < 0)
+    throw base::Error("a synthetic context must be >= 0 positions");
   for (size_t s = 0; s < prompts.size(); ++s) {
     caches.emplace_back(
         model.config(),
@@ -145,10 +149,11 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
 }
 
 BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
-                         int64_t output_tokens, RoutingSource* routing, RoutingTrace* record) {
+                         int64_t output_tokens, routing::RoutingSource* routing,
+                         routing::RoutingTrace* record) {
   CheckPrompts({prompt});
-  if (width < 1) throw Error("beam width must be at least 1, got " + std::to_string(width));
-  if (output_tokens < 1) throw Error("beam search needs at least 1 output token");
+  if (width < 1) throw base::Error("beam width must be at least 1, got " + std::to_string(width));
+  if (output_tokens < 1) throw base::Error("beam search needs at least 1 output token");
   const int64_t vocab = model.config().vocab_size;
   const int64_t capacity = CacheCapacity(model, static_cast<int64_t>(prompt.size()), output_tokens);
   BeamResult result;
@@ -160,7 +165,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
   Clock::time_point start = Clock::now();
   model.Forward(inputs, forward, logits);
   std::vector<float> log_probabilities(static_cast<size_t>(vocab));
-  LogSoftmax(logits.data(), vocab, log_probabilities.data());
+  kernels::LogSoftmax(logits.data(), vocab, log_probabilities.data());
 
   struct Candidate {
     double score;
@@ -197,7 +202,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
     model.Forward(inputs, forward, logits);
     candidates.clear();
     for (int64_t b = 0; b < alive; ++b) {
-      LogSoftmax(logits.data() + b * vocab, vocab, log_probabilities.data());
+      kernels::LogSoftmax(logits.data() + b * vocab, vocab, log_probabilities.data());
       for (int64_t t = 0; t < vocab; ++t) {
         candidates.push_back(
             {beams[b].log_probability + log_probabilities[t], b, static_cast<int32_t>(t)});
@@ -242,15 +247,15 @@ Acceptance AcceptanceFromString(const std::string& name) {
   if (name == "greedy") return Acceptance::kGreedy;
   if (name == "sampling") return Acceptance::kRejectionSampling;
   if (name == "alpha") return Acceptance::kFixedAlpha;
-  throw Error("unknown acceptance '" + name + "': expected greedy, sampling or alpha");
+  throw base::Error("unknown acceptance '" + name + "': expected greedy, sampling or alpha");
 }
 
 void SpeculativeOptions::Validate() const {
-  if (gamma < 1) throw Error("gamma must be at least 1, got " + std::to_string(gamma));
+  if (gamma < 1) throw base::Error("gamma must be at least 1, got " + std::to_string(gamma));
   if (!(alpha >= 0 && alpha < 1))
-    throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
-  if (!(temperature > 0)) throw Error("temperature must be > 0 for rejection sampling");
-  if (output_tokens < 1) throw Error("output tokens must be at least 1");
+    throw base::Error("alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(temperature > 0)) throw base::Error("temperature must be > 0 for rejection sampling");
+  if (output_tokens < 1) throw base::Error("output tokens must be at least 1");
 }
 
 double SpeculativeResult::Sigma(int64_t gamma) const {
@@ -266,9 +271,10 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   options.Validate();
   CheckPrompts(prompts);
   if (draft.config().vocab_size != target.config().vocab_size) {
-    throw Error("draft '" + draft.config().name + "' has vocabulary " +
-                std::to_string(draft.config().vocab_size) + " but target '" + target.config().name +
-                "' has " + std::to_string(target.config().vocab_size) + "; they must match");
+    throw base::Error("draft '" + draft.config().name + "' has vocabulary " +
+                      std::to_string(draft.config().vocab_size) + " but target '" +
+                      target.config().name + "' has " + std::to_string(target.config().vocab_size) +
+                      "; they must match");
   }
   const int64_t vocab = target.config().vocab_size;
   const int64_t batch = static_cast<int64_t>(prompts.size());
@@ -280,7 +286,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   std::vector<KvCache> target_caches, draft_caches;
   target_caches.reserve(prompts.size());
   draft_caches.reserve(prompts.size());
-  if (options.synthetic_context < 0) throw Error("a synthetic context must be >= 0 positions");
+  if (options.synthetic_context < 0)
+    throw base::Error("a synthetic context must be >= 0 positions");
   const int64_t cached = static_cast<int64_t>(longest) + options.synthetic_context;
   for (int64_t s = 0; s < batch; ++s) {
     target_caches.emplace_back(target.config(), CacheCapacity(target, cached, extra));
@@ -351,7 +358,7 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
           draft_distributions[s].push_back(Distribution(row, vocab, options.temperature));
           drafted[s].push_back(Sample(draft_distributions[s].back(), rngs[s]));
         } else {
-          drafted[s].push_back(static_cast<int32_t>(ArgMax(row, vocab)));
+          drafted[s].push_back(static_cast<int32_t>(kernels::ArgMax(row, vocab)));
         }
       }
     }
@@ -380,11 +387,11 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
         const int32_t proposal = drafted[s][accepted];
         int32_t correction = -1;
         if (options.acceptance == Acceptance::kGreedy) {
-          const int32_t best = static_cast<int32_t>(ArgMax(row, vocab));
+          const int32_t best = static_cast<int32_t>(kernels::ArgMax(row, vocab));
           if (proposal != best) correction = best;
         } else if (options.acceptance == Acceptance::kFixedAlpha) {
           if (!(Uniform(rngs[s]) < options.alpha))
-            correction = static_cast<int32_t>(ArgMax(row, vocab));
+            correction = static_cast<int32_t>(kernels::ArgMax(row, vocab));
         } else {
           const std::vector<double> p = Distribution(row, vocab, options.temperature);
           const std::vector<double>& q = draft_distributions[s][accepted];
@@ -438,4 +445,4 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   return result;
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

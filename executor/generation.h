@@ -7,7 +7,7 @@
 
 #include "executor/transformer.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // The workloads the executor runs end to end: prefill, batched decode, beam search and
 // speculative decoding. Times are wall-clock seconds of the forward passes (and, for SD, the
@@ -34,8 +34,8 @@ struct DecodeOptions {
   int64_t synthetic_context = 0;
   double temperature = 0;  // 0: greedy
   uint64_t seed = 1;
-  RoutingSource* routing = nullptr;
-  RoutingTrace* record = nullptr;
+  routing::RoutingSource* routing = nullptr;
+  routing::RoutingTrace* record = nullptr;
 };
 
 struct DecodeResult {
@@ -66,8 +66,8 @@ struct BeamResult {
 // (beam, token) continuation by its total log-probability and keeps the `width` best (ties: lower
 // beam, then lower token), copying the parent's KV cache into each kept beam.
 BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
-                         int64_t output_tokens, RoutingSource* routing = nullptr,
-                         RoutingTrace* record = nullptr);
+                         int64_t output_tokens, routing::RoutingSource* routing = nullptr,
+                         routing::RoutingTrace* record = nullptr);
 
 // How a drafted token is accepted.
 //  kGreedy: when it equals the target's argmax (output = the target's greedy decode).
@@ -88,8 +88,8 @@ struct SpeculativeOptions {
   double temperature = 1.0;  // kRejectionSampling only
   int64_t output_tokens = 16;
   uint64_t seed = 1;
-  RoutingSource* routing = nullptr;
-  RoutingTrace* record = nullptr;
+  routing::RoutingSource* routing = nullptr;
+  routing::RoutingTrace* record = nullptr;
 
   void Validate() const;
 };
@@ -113,4 +113,4 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
                                  const std::vector<TokenIds>& prompts,
                                  const SpeculativeOptions& options);
 
-}  // namespace moelab
+}  // namespace moelab::executor

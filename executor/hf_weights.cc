@@ -6,7 +6,7 @@
 #include "base/error.h"
 #include "weights/safetensors.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 enum class Layout { kMixtral, kQwenMoe, kDense };
@@ -15,11 +15,12 @@ Layout LayoutOf(const ExecutorConfig& c) {
   if (c.family == "mixtral") return Layout::kMixtral;
   if (c.family == "qwen2_moe" || c.family == "qwen3_moe") return Layout::kQwenMoe;
   if (c.family == "llama" || c.family == "qwen2") {
-    if (c.is_moe()) throw Error("family '" + c.family + "' is dense but the shape has experts");
+    if (c.is_moe())
+      throw base::Error("family '" + c.family + "' is dense but the shape has experts");
     return Layout::kDense;
   }
-  throw Error("no safetensors tensor names for family '" + c.family +
-              "' (supported: mixtral, qwen2_moe, qwen3_moe, llama, qwen2)");
+  throw base::Error("no safetensors tensor names for family '" + c.family +
+                    "' (supported: mixtral, qwen2_moe, qwen3_moe, llama, qwen2)");
 }
 
 // Visits every tensor: (name, shape, and where it lives: rows [row_begin, row_begin + shape[0]) of
@@ -28,10 +29,11 @@ Layout LayoutOf(const ExecutorConfig& c) {
 struct TensorRef {
   std::string name;
   std::vector<int64_t> shape;
-  PackedBf16Matrix* packed = nullptr;  // router, shared gate, LM head (bf16)
-  WeightMatrix* weight = nullptr;  // attention and FFNs, in the config's format (quantized at load)
+  kernels::PackedBf16Matrix* packed = nullptr;  // router, shared gate, LM head (bf16)
+  kernels::WeightMatrix* weight =
+      nullptr;  // attention and FFNs, in the config's format (quantized at load)
   int64_t row_begin = 0;
-  Bf16* bf16 = nullptr;
+  kernels::Bf16* bf16 = nullptr;
   float* f32 = nullptr;
 };
 
@@ -42,7 +44,7 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
   std::vector<TensorRef> refs;
   auto matrix = [&](std::string name, int64_t rows, auto& m, int64_t row_begin) {
     TensorRef ref{std::move(name), {rows, m.cols()}};
-    if constexpr (std::is_same_v<std::decay_t<decltype(m)>, WeightMatrix>) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(m)>, kernels::WeightMatrix>) {
       ref.weight = &m;
     } else {
       ref.packed = &m;
@@ -125,7 +127,7 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
     }
     if (lw.shared.width > 0) {
       if (layout != Layout::kQwenMoe || c.num_shared_experts != 1) {
-        throw Error(
+        throw base::Error(
             "safetensors names for shared experts exist for Qwen-MoE's single shared expert only");
       }
       ffn(p + "mlp.shared_expert.", lw.shared, "gate_proj", "up_proj", "down_proj");
@@ -141,11 +143,12 @@ std::vector<TensorRef> Tensors(ModelWeights& w) {
 ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config,
                                     const std::filesystem::path& file_or_folder) {
   LayoutOf(config);  // refuses an unsupported family before any I/O
-  const SafetensorsModel model = SafetensorsModel::Open(file_or_folder);  // checks every header
+  const weights::SafetensorsModel model =
+      weights::SafetensorsModel::Open(file_or_folder);  // checks every header
   ModelWeights w = AllocateWeights(config);
   w.source = file_or_folder.string();
   std::vector<TensorRef> tensors = Tensors(w);
-  std::vector<Bf16> rows;  // one matrix, row-major as the file holds it, before packing
+  std::vector<kernels::Bf16> rows;  // one matrix, row-major as the file holds it, before packing
   for (TensorRef& ref : tensors) {
     if (ref.f32 != nullptr) {
       model.ReadF32(ref.name, ref.shape, ref.f32);
@@ -169,11 +172,11 @@ ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config,
 void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::path& file) {
   // Tensors() serves loading too, so it hands out mutable pointers; saving only reads them.
   ModelWeights& w = const_cast<ModelWeights&>(weights);
-  SafetensorsWriter writer;
-  std::vector<Bf16> rows;  // Add copies, so one buffer serves every packed matrix
+  weights::SafetensorsWriter writer;
+  std::vector<kernels::Bf16> rows;  // Add copies, so one buffer serves every packed matrix
   for (const TensorRef& ref : Tensors(w)) {
     if (ref.f32 != nullptr) {
-      writer.Add(ref.name, TensorDtype::kF32, ref.shape, ref.f32);
+      writer.Add(ref.name, weights::TensorDtype::kF32, ref.shape, ref.f32);
     } else if (ref.packed != nullptr || ref.weight != nullptr) {
       rows.resize(static_cast<size_t>(ref.shape[0] * ref.shape[1]));
       if (ref.packed != nullptr) {
@@ -181,9 +184,9 @@ void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::
       } else {
         ref.weight->UnpackRows(ref.row_begin, ref.shape[0], rows.data());
       }
-      writer.Add(ref.name, TensorDtype::kBf16, ref.shape, rows.data());
+      writer.Add(ref.name, weights::TensorDtype::kBf16, ref.shape, rows.data());
     } else {
-      writer.Add(ref.name, TensorDtype::kBf16, ref.shape, ref.bf16);
+      writer.Add(ref.name, weights::TensorDtype::kBf16, ref.shape, ref.bf16);
     }
   }
   writer.SetMetadata("format", "pt");
@@ -191,4 +194,4 @@ void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::
   writer.Write(file);
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -4,7 +4,7 @@
 
 #include "executor/weights.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // Hugging Face safetensors weights with the families' own tensor names:
 //   mixtral            model.layers.L.block_sparse_moe.{gate, experts.E.w1 (gate), w3 (up), w2
@@ -21,4 +21,4 @@ ModelWeights LoadHuggingFaceWeights(const ExecutorConfig& config,
 // Writes weights under the same names (bf16 matrices, fp32 norms and biases), atomically.
 void SaveHuggingFaceWeights(const ModelWeights& weights, const std::filesystem::path& file);
 
-}  // namespace moelab
+}  // namespace moelab::executor

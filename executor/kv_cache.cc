@@ -6,13 +6,13 @@
 #include "base/error.h"
 #include "base/hash.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 KvCache::KvCache(const ExecutorConfig& config, int64_t capacity)
     : layers_(config.num_layers), capacity_(capacity), kv_width_(config.kv_width()) {
   if (capacity < 1 || capacity > config.max_positions) {
-    throw Error("KV cache capacity must be 1.." + std::to_string(config.max_positions) +
-                " positions (the model's max_positions), got " + std::to_string(capacity));
+    throw base::Error("KV cache capacity must be 1.." + std::to_string(config.max_positions) +
+                      " positions (the model's max_positions), got " + std::to_string(capacity));
   }
   keys_.assign(static_cast<size_t>(layers_ * capacity_ * kv_width_), 0.0f);
   values_.assign(keys_.size(), 0.0f);
@@ -20,24 +20,24 @@ KvCache::KvCache(const ExecutorConfig& config, int64_t capacity)
 
 void KvCache::Truncate(int64_t new_length) {
   if (new_length < 0 || new_length > length_) {
-    throw Error("KV cache truncate to " + std::to_string(new_length) + " outside [0, " +
-                std::to_string(length_) + "]");
+    throw base::Error("KV cache truncate to " + std::to_string(new_length) + " outside [0, " +
+                      std::to_string(length_) + "]");
   }
   length_ = new_length;
 }
 
 void KvCache::Append(int64_t count) {
   if (length_ + count > capacity_) {
-    throw Error("KV cache overflow: " + std::to_string(length_ + count) + " positions, capacity " +
-                std::to_string(capacity_) +
-                " (raise --max-positions or shorten the prompt/output)");
+    throw base::Error("KV cache overflow: " + std::to_string(length_ + count) +
+                      " positions, capacity " + std::to_string(capacity_) +
+                      " (raise --max-positions or shorten the prompt/output)");
   }
   length_ += count;
 }
 
 void KvCache::CopyFrom(const KvCache& other) {
   if (other.layers_ != layers_ || other.kv_width_ != kv_width_ || other.length_ > capacity_) {
-    throw Error("KV cache copy between caches of different shapes");
+    throw base::Error("KV cache copy between caches of different shapes");
   }
   for (int64_t l = 0; l < layers_; ++l) {
     const size_t offset = static_cast<size_t>(l * capacity_ * kv_width_);
@@ -50,7 +50,7 @@ void KvCache::CopyFrom(const KvCache& other) {
 }
 
 void KvCache::FillSynthetic(int64_t length, uint64_t seed) {
-  if (length_ != 0) throw Error("a synthetic context fills an empty KV cache");
+  if (length_ != 0) throw base::Error("a synthetic context fills an empty KV cache");
   Append(length);  // refuses more than the capacity
   const auto value = [](uint64_t hash) {
     return static_cast<float>(static_cast<double>(hash >> 11) * 0x1.0p-52 - 1.0);  // [-1, 1)
@@ -58,12 +58,12 @@ void KvCache::FillSynthetic(int64_t length, uint64_t seed) {
   for (int64_t l = 0; l < layers_; ++l) {
     const size_t offset = static_cast<size_t>(l * capacity_ * kv_width_);
     const size_t count = static_cast<size_t>(length * kv_width_);
-    const uint64_t base = Mix64(seed ^ Mix64(static_cast<uint64_t>(l) + 1));
+    const uint64_t base = base::Mix64(seed ^ base::Mix64(static_cast<uint64_t>(l) + 1));
     for (size_t i = 0; i < count; ++i) {
-      keys_[offset + i] = value(SplitMix64(base + 2 * i));
-      values_[offset + i] = value(SplitMix64(base + 2 * i + 1));
+      keys_[offset + i] = value(base::SplitMix64(base + 2 * i));
+      values_[offset + i] = value(base::SplitMix64(base + 2 * i + 1));
     }
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

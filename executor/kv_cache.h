@@ -5,7 +5,7 @@
 
 #include "executor/executor_config.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // One sequence's keys and values for every layer, fp32, [layer][position][kv_heads * head_dim].
 // Speculative decoding rolls back rejected positions with Truncate; beam search copies a parent's
@@ -36,4 +36,4 @@ class KvCache {
   std::vector<float> values_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::executor

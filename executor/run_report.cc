@@ -4,7 +4,7 @@
 
 #include "report/format.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 using report::FormatBytes;
 using report::FormatNumber;
@@ -48,4 +48,4 @@ std::string RunReportText(const nlohmann::json& r) {
   return text.str();
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

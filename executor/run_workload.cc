@@ -12,7 +12,7 @@
 #include "model/moe_math.h"
 #include "routing/routing_source.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 // What the run will hold, checked before any weight is built: positions within the model's
@@ -22,11 +22,11 @@ void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
   const int64_t extra = request.workload == Workload::kSpeculative ? request.gamma + 1 : 0;
   const int64_t positions = request.prompt_tokens + request.output_tokens + extra;
   if (positions > c.max_positions) {
-    throw Error("--prompt " + std::to_string(request.prompt_tokens) + " plus --tokens " +
-                std::to_string(request.output_tokens) + (extra > 0 ? " plus gamma + 1" : "") +
-                " need " + std::to_string(positions) + " positions, more than model '" + c.name +
-                "' allows (max_positions " + std::to_string(c.max_positions) +
-                "; raise --max-positions)");
+    throw base::Error("--prompt " + std::to_string(request.prompt_tokens) + " plus --tokens " +
+                      std::to_string(request.output_tokens) + (extra > 0 ? " plus gamma + 1" : "") +
+                      " need " + std::to_string(positions) + " positions, more than model '" +
+                      c.name + "' allows (max_positions " + std::to_string(c.max_positions) +
+                      "; raise --max-positions)");
   }
   const int64_t sequences =
       request.workload == Workload::kBeam ? request.beam_width : request.batch;
@@ -34,18 +34,18 @@ void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
                           static_cast<double>(c.num_layers) * static_cast<double>(c.kv_width()) *
                           2.0 * sizeof(float);
   const double weight_bytes = WeightBytesFor(c);
-  const double available = MemAvailableBytes();
+  const double available = base::MemAvailableBytes();
   // Weights alone too large: AllocateWeights says so (before allocating) in its own words.
   if (available > 0 && weight_bytes <= 0.9 * available &&
       kv_bytes + weight_bytes > 0.9 * available) {
-    throw Error(std::to_string(sequences) +
-                (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
-                std::to_string(positions) + " positions need " +
-                std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) + " GB of KV cache (plus " +
-                std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
-                " GB of weights), more than the " +
-                std::to_string(static_cast<int64_t>(available / 1e9)) +
-                " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
+    throw base::Error(
+        std::to_string(sequences) +
+        (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
+        std::to_string(positions) + " positions need " +
+        std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) + " GB of KV cache (plus " +
+        std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
+        " GB of weights), more than the " + std::to_string(static_cast<int64_t>(available / 1e9)) +
+        " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
   }
 }
 
@@ -88,7 +88,7 @@ nlohmann::json OperatorJson(const OperatorTimes& t) {
 }
 
 ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, uint64_t seed,
-                         ThreadPool& pool) {
+                         kernels::ThreadPool& pool) {
   if (path.empty()) return MakeSyntheticWeights(config, seed, pool);
   return LoadHuggingFaceWeights(config, path);
 }
@@ -96,12 +96,12 @@ ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, 
 // The target's weights without its routed experts, which go to (or already are in) the expert
 // store under the offload folder.
 ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest& request,
-                                  ThreadPool& pool, offload::PreparedStore& store) {
+                                  kernels::ThreadPool& pool, offload::PreparedStore& store) {
   const std::filesystem::path dir = request.offload->offload_dir.empty()
                                         ? offload::DefaultOffloadDir()
                                         : request.offload->offload_dir;
   if (!config.is_moe())
-    throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+    throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
   ModelWeights weights;
   if (request.weights.empty()) {
     const ExpertSink skip;
@@ -164,31 +164,32 @@ Workload WorkloadFromString(const std::string& name) {
   if (name == "decode") return Workload::kDecode;
   if (name == "beam") return Workload::kBeam;
   if (name == "sd") return Workload::kSpeculative;
-  throw Error("unknown workload '" + name + "': expected prefill, decode, beam or sd");
+  throw base::Error("unknown workload '" + name + "': expected prefill, decode, beam or sd");
 }
 
 void RunRequest::Validate() const {
-  if (batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(batch));
-  WeightFormatFromBits(expert_bits,
-                       "--expert-bits");  // refuses widths the executor has no kernels for
-  WeightFormatFromBits(attention_bits, "--attention-bits");
+  if (batch < 1) throw base::Error("--batch must be at least 1, got " + std::to_string(batch));
+  kernels::WeightFormatFromBits(expert_bits,
+                                "--expert-bits");  // refuses widths the executor has no kernels for
+  kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
   if (prompt_tokens < 1)
-    throw Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
+    throw base::Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
   if (output_tokens < 1)
-    throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
+    throw base::Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
   if (workload == Workload::kBeam) {
-    if (beam_width < 1) throw Error("--beam must be at least 1, got " + std::to_string(beam_width));
+    if (beam_width < 1)
+      throw base::Error("--beam must be at least 1, got " + std::to_string(beam_width));
     if (batch != 1)
-      throw Error(
+      throw base::Error(
           "--workload beam searches one prompt: --batch must be 1 (use --beam for the width)");
   }
-  if (gamma < 1) throw Error("--gamma must be at least 1, got " + std::to_string(gamma));
+  if (gamma < 1) throw base::Error("--gamma must be at least 1, got " + std::to_string(gamma));
   if (!(alpha >= 0 && alpha < 1))
-    throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
-  if (!(temperature >= 0)) throw Error("--temperature must be >= 0");
-  if (threads < 0) throw Error("--threads must be >= 1");
+    throw base::Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
+  if (!(temperature >= 0)) throw base::Error("--temperature must be >= 0");
+  if (threads < 0) throw base::Error("--threads must be >= 1");
   if (threads > kMaxThreads) {
-    throw Error(
+    throw base::Error(
         "--threads " + std::to_string(threads) + " is above the limit of " +
         std::to_string(kMaxThreads) + " (the pool starts one OS thread each; this machine has " +
         std::to_string(std::thread::hardware_concurrency()) + " hardware threads; docs/limits.md)");
@@ -219,14 +220,15 @@ ShapeOverrides DefaultDraftShape() {
   return s;
 }
 
-nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets) {
+nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& presets) {
   request.Validate();
   ExecutorConfig target_config =
       ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   CheckRunFits(request, target_config);
-  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
-  target_config.expert_format = WeightFormatFromBits(request.expert_bits, "--expert-bits");
-  target_config.attention_format = WeightFormatFromBits(request.attention_bits, "--attention-bits");
+  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
+  target_config.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
+  target_config.attention_format =
+      kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   offload::PreparedStore store;
   const ModelWeights target_weights =
       request.offload ? LoadOffloadedWeights(target_config, request, pool, store)
@@ -240,32 +242,34 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     target.set_expert_provider(runtime.get());
   }
 
-  std::unique_ptr<RoutingSource> routing;
-  RoutingTrace trace;
+  std::unique_ptr<routing::RoutingSource> routing;
+  routing::RoutingTrace trace;
   if (target_config.is_moe()) {
     const int64_t moe_layers = target_config.num_layers - target_config.first_dense_layers;
-    routing = MakeRoutingSource(request.routing, moe_layers, target_config.num_experts,
-                                target_config.top_k, request.seed);
+    routing = routing::MakeRoutingSource(request.routing, moe_layers, target_config.num_experts,
+                                         target_config.top_k, request.seed);
     trace.num_layers = moe_layers;
     trace.num_experts = target_config.num_experts;
     trace.top_k = target_config.top_k;
     trace.source = "moelab run: model " + target_config.name + ", routing " +
                    (routing ? routing->Describe() : std::string("model gate")) + ", seed " +
                    std::to_string(request.seed);
-  } else if (request.routing.kind != RoutingSpec::Kind::kGate) {
-    throw Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
+  } else if (request.routing.kind != routing::RoutingSpec::Kind::kGate) {
+    throw base::Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
   } else if (!request.trace_out.empty()) {
-    throw Error("--trace-out records expert routing; model '" + target_config.name + "' is dense");
+    throw base::Error("--trace-out records expert routing; model '" + target_config.name +
+                      "' is dense");
   }
-  RoutingTrace* record = target_config.is_moe() ? &trace : nullptr;
+  routing::RoutingTrace* record = target_config.is_moe() ? &trace : nullptr;
 
   const std::vector<TokenIds> prompts = SyntheticPrompts(request.batch, request.prompt_tokens,
                                                          target_config.vocab_size, request.seed);
   nlohmann::json report;
   report["schema"] = "moelab.run/1";
   report["workload"] = ToString(request.workload);
-  report["machine"] = {
-      {"cpu", CpuModelName()}, {"isa", ToString(ActiveIsa())}, {"threads", pool.size()}};
+  report["machine"] = {{"cpu", kernels::CpuModelName()},
+                       {"isa", ToString(kernels::ActiveIsa())},
+                       {"threads", pool.size()}};
   report["model"] = ShapeJson(target_config, target_weights);
   report["batch"] = request.batch;
   report["prompt_tokens"] = request.prompt_tokens;
@@ -399,7 +403,7 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
           {"draft_operator_times_s", OperatorJson(draft.times())}};
       if (request.acceptance == Acceptance::kFixedAlpha) {
         sd_json["alpha"] = request.alpha;
-        sd_json["sigma_expected"] = AcceptedLengthFraction(request.alpha, request.gamma);
+        sd_json["sigma_expected"] = model::AcceptedLengthFraction(request.alpha, request.gamma);
       }
       report["sd"] = sd_json;
       break;
@@ -417,9 +421,9 @@ nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets
     for (size_t step = 0; step < trace.steps.size(); ++step)
       counts.push_back(trace.ExpertCounts(step));
     report["expert_token_counts"] = counts;
-    if (!request.trace_out.empty()) SaveRoutingTrace(trace, request.trace_out);
+    if (!request.trace_out.empty()) routing::SaveRoutingTrace(trace, request.trace_out);
   }
   return report;
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

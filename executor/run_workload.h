@@ -12,7 +12,7 @@
 #include "model/preset_store.h"
 #include "routing/routing_spec.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 enum class Workload { kPrefill, kDecode, kBeam, kSpeculative };
 std::string ToString(Workload workload);
@@ -41,7 +41,8 @@ struct RunRequest {
   Acceptance acceptance = Acceptance::kFixedAlpha;
   double alpha = 0.8;
   double temperature = 0;  // decode sampling; 0 greedy (rejection sampling uses 1 when 0)
-  RoutingSpec routing = ParseRoutingSpec("gate");  // --routing, parsed once by the caller
+  routing::RoutingSpec routing =
+      routing::ParseRoutingSpec("gate");  // --routing, parsed once by the caller
   uint64_t seed = 1;
   int threads = 0;        // 0: DefaultThreadCount()
   std::string trace_out;  // routing trace file, written atomically when set
@@ -61,6 +62,6 @@ ShapeOverrides DefaultTargetShape();
 ShapeOverrides DefaultDraftShape();
 
 // Runs the workload and returns the report ("moelab.run/1", docs/executor.md).
-nlohmann::json RunWorkload(const RunRequest& request, const PresetStore& presets);
+nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& presets);
 
-}  // namespace moelab
+}  // namespace moelab::executor

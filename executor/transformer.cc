@@ -9,7 +9,7 @@
 #include "kernels/matmul.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -42,7 +42,7 @@ void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices
   }
 }
 
-Transformer::Transformer(const ModelWeights& weights, ThreadPool& pool)
+Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
     : weights_(weights),
       pool_(pool),
       rope_(weights.config.head_dim, weights.config.max_positions, weights.config.rope_theta) {
@@ -58,10 +58,10 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   int64_t tokens = 0;
   for (const SequenceInput& s : batch) {
     if (s.cache == nullptr || s.tokens.empty())
-      throw Error("forward pass: every sequence needs a cache and at least one token");
+      throw base::Error("forward pass: every sequence needs a cache and at least one token");
     if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
-      throw Error("forward pass: sequence would exceed its KV cache capacity (" +
-                  std::to_string(s.cache->capacity()) + " positions)");
+      throw base::Error("forward pass: sequence would exceed its KV cache capacity (" +
+                        std::to_string(s.cache->capacity()) + " positions)");
     }
     tokens += static_cast<int64_t>(s.tokens.size());
   }
@@ -74,17 +74,17 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
       const int32_t token = s.tokens[i];
       if (token < 0 || token >= c.vocab_size) {
-        throw Error("token id " + std::to_string(token) + " outside the vocabulary [0, " +
-                    std::to_string(c.vocab_size) + ")");
+        throw base::Error("token id " + std::to_string(token) + " outside the vocabulary [0, " +
+                          std::to_string(c.vocab_size) + ")");
       }
       positions_[row] = s.cache->length() + static_cast<int64_t>(i);
-      const Bf16* embedding = weights_.embedding.data() + static_cast<int64_t>(token) * d;
-      for (int64_t j = 0; j < d; ++j) hidden_[row * d + j] = Bf16ToFloat(embedding[j]);
+      const kernels::Bf16* embedding = weights_.embedding.data() + static_cast<int64_t>(token) * d;
+      for (int64_t j = 0; j < d; ++j) hidden_[row * d + j] = kernels::Bf16ToFloat(embedding[j]);
     }
   }
   times_.other_s += Since(start);
 
-  RoutingStep step;
+  routing::RoutingStep step;
   step.kind = options.step_kind;
   step.tokens = tokens;
   active_provider_ = options.experts ? options.experts : provider_;
@@ -98,7 +98,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     Attention(layer, batch, tokens);
     start = Clock::now();
     const LayerWeights& lw = weights_.layers[layer];
-    RmsNorm(hidden_.data(), tokens, d, lw.ffn_norm.data(), c.rms_norm_eps, normed_.data());
+    kernels::RmsNorm(hidden_.data(), tokens, d, lw.ffn_norm.data(), c.rms_norm_eps, normed_.data());
     times_.other_s += Since(start);
     if (c.IsMoeLayer(layer)) {
       MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
@@ -128,11 +128,12 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   }
   const int64_t logit_rows = static_cast<int64_t>(rows.size());
   for (int64_t r = 0; r < logit_rows; ++r) {
-    RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps,
-            normed_.data() + r * d);
+    kernels::RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps,
+                     normed_.data() + r * d);
   }
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
-  MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size, pool_);
+  kernels::MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size,
+                      pool_);
   times_.lm_head_s += Since(start);
   if (options.record) options.record->steps.push_back(std::move(step));
   if (active_provider_) active_provider_->EndPass();
@@ -146,12 +147,13 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   const int64_t hd = c.head_dim;
   const int64_t qkv_width = c.q_width() + 2 * c.kv_width();
   Clock::time_point start = Clock::now();
-  RmsNorm(hidden_.data(), tokens, d, lw.attention_norm.data(), c.rms_norm_eps, normed_.data());
+  kernels::RmsNorm(hidden_.data(), tokens, d, lw.attention_norm.data(), c.rms_norm_eps,
+                   normed_.data());
   times_.other_s += Since(start);
 
   start = Clock::now();
   qkv_.resize(static_cast<size_t>(tokens * qkv_width));
-  Matmul(normed_.data(), tokens, lw.qkv, qkv_.data(), qkv_width, pool_);
+  kernels::Matmul(normed_.data(), tokens, lw.qkv, qkv_.data(), qkv_width, pool_);
   // Bias, q/k norms, rotary embedding, then the new keys and values into each cache.
   int64_t row = 0;
   for (SequenceInput& s : batch) {
@@ -165,8 +167,8 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
         for (int64_t j = 0; j < qkv_width; ++j) q[j] += lw.qkv_bias[j];
       }
       if (!lw.q_norm.empty()) {
-        RmsNorm(q, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps, q);
-        RmsNorm(k, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps, k);
+        kernels::RmsNorm(q, c.num_heads, hd, lw.q_norm.data(), c.rms_norm_eps, q);
+        kernels::RmsNorm(k, c.num_kv_heads, hd, lw.k_norm.data(), c.rms_norm_eps, k);
       }
       rope_.Apply(q, c.num_heads, positions_[row]);
       rope_.Apply(k, c.num_kv_heads, positions_[row]);
@@ -200,13 +202,14 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
       const int64_t position = token_cache[t].second;
       const int64_t first =
           c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
-      AttendOneHead(qkv_.data() + t * qkv_width + head * hd, cache->keys(layer) + kv_head * hd,
-                    cache->values(layer) + kv_head * hd, c.kv_width(), hd, first, position, scale,
-                    scores_[thread].data(), attention_out_.data() + t * c.q_width() + head * hd);
+      kernels::AttendOneHead(qkv_.data() + t * qkv_width + head * hd,
+                             cache->keys(layer) + kv_head * hd, cache->values(layer) + kv_head * hd,
+                             c.kv_width(), hd, first, position, scale, scores_[thread].data(),
+                             attention_out_.data() + t * c.q_width() + head * hd);
     }
   });
   projected_.resize(static_cast<size_t>(tokens * d));
-  Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
+  kernels::Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
   times_.attention_s += Since(start);
   start = Clock::now();
   for (int64_t i = 0; i < tokens * d; ++i) hidden_[i] += projected_[i];
@@ -214,11 +217,11 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
 }
 
 void Transformer::Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out) {
-  ExpertFfn(x, tokens, ffn.gate_up, ffn.down, out, pool_, ffn_scratch_);
+  kernels::ExpertFfn(x, tokens, ffn.gate_up, ffn.down, out, pool_, ffn_scratch_);
 }
 
 void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
-                           RoutingStep* record) {
+                           routing::RoutingStep* record) {
   const ExecutorConfig& c = config();
   const LayerWeights& lw = weights_.layers[layer];
   const int64_t d = c.hidden_size;
@@ -228,14 +231,14 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
 
   Clock::time_point start = Clock::now();
   router_logits_.resize(static_cast<size_t>(tokens * experts));
-  MatmulBf16(normed_.data(), tokens, lw.router, router_logits_.data(), experts, pool_);
+  kernels::MatmulBf16(normed_.data(), tokens, lw.router, router_logits_.data(), experts, pool_);
   token_experts_.resize(static_cast<size_t>(tokens));
   token_weights_.resize(static_cast<size_t>(tokens));
   std::vector<std::vector<int32_t>> forced;
   if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
   for (int64_t t = 0; t < tokens; ++t) {
     float* probabilities = router_logits_.data() + t * experts;
-    Softmax(probabilities, experts);
+    kernels::Softmax(probabilities, experts);
     std::vector<int32_t>& chosen = token_experts_[t];
     chosen.resize(static_cast<size_t>(k));
     if (options.routing) {
@@ -289,24 +292,25 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
       Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
     }
     for (int64_t i = 0; i < count; ++i)
-      Axpy(assigned[i].second, out.data() + i * d, d, ffn_out_.data() + assigned[i].first * d);
+      kernels::Axpy(assigned[i].second, out.data() + i * d, d,
+                    ffn_out_.data() + assigned[i].first * d);
   }
   if (lw.shared.width > 0) {
     expert_out_.resize(static_cast<size_t>(tokens * d));
     Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
     std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
     if (!lw.shared_gate.empty()) {
-      MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
+      kernels::MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
       for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
     }
     for (int64_t t = 0; t < tokens; ++t)
-      Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+      kernels::Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
   }
   times_.experts_s += Since(start);
 }
 
 void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider,
-                                  RoutingStep* /*record*/) {
+                                  routing::RoutingStep* /*record*/) {
   const ExecutorConfig& c = config();
   const int64_t d = c.hidden_size;
   const int64_t experts = c.num_experts;
@@ -335,12 +339,12 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   next_scores_.clear();
   if (needs.next_layer_scores && layer + 1 < c.num_layers) {
     next_logits_.resize(static_cast<size_t>(tokens * experts));
-    MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router, next_logits_.data(),
-               experts, pool_);
+    kernels::MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router,
+                        next_logits_.data(), experts, pool_);
     next_scores_.assign(static_cast<size_t>(experts), 0.0f);
     for (int64_t t = 0; t < tokens; ++t) {
       float* p = next_logits_.data() + t * experts;
-      Softmax(p, experts);
+      kernels::Softmax(p, experts);
       for (int64_t e = 0; e < experts; ++e) next_scores_[e] += p[e];
     }
   }
@@ -376,4 +380,4 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   times_.experts_s += Since(start);
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -13,7 +13,7 @@
 #include "routing/routing_source.h"
 #include "routing/routing_trace.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // New tokens of one sequence for a forward pass: they take positions cache->length() onwards.
 struct SequenceInput {
@@ -36,8 +36,8 @@ enum class LogitRows { kAll, kLastPerSequence };
 
 struct ForwardOptions {
   LogitRows logits = LogitRows::kAll;
-  RoutingSource* routing = nullptr;  // forced routing; nullptr: the model's own gate
-  RoutingTrace* record = nullptr;    // when set, this pass's routing is appended as a step
+  routing::RoutingSource* routing = nullptr;  // forced routing; nullptr: the model's own gate
+  routing::RoutingTrace* record = nullptr;    // when set, this pass's routing is appended as a step
   std::string step_kind = "decode";
   // Routed experts' weights come from here (the offload runtime) instead of ModelWeights; it may
   // ask for the gate's mean probabilities and the speculative gate (layer l+1's router applied to
@@ -52,7 +52,7 @@ struct ForwardOptions {
 // speculative verification and plain decoding agree bit for bit.
 class Transformer {
  public:
-  Transformer(const ModelWeights& weights, ThreadPool& pool);
+  Transformer(const ModelWeights& weights, kernels::ThreadPool& pool);
 
   const ExecutorConfig& config() const { return weights_.config; }
   const ModelWeights& weights() const { return weights_; }
@@ -71,16 +71,17 @@ class Transformer {
 
  private:
   void Attention(int64_t layer, std::vector<SequenceInput>& batch, int64_t tokens);
-  void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options, RoutingStep* record);
+  void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
+                routing::RoutingStep* record);
   void Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out);
   // The routed experts through options.experts (the offload runtime); outputs added in expert
   // order per token, as without it, so results are bit-identical.
   void ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider& provider,
-                       RoutingStep* record);
+                       routing::RoutingStep* record);
 
   const ModelWeights& weights_;
-  ThreadPool& pool_;
-  RopeTable rope_;
+  kernels::ThreadPool& pool_;
+  kernels::RopeTable rope_;
   OperatorTimes times_;
   int64_t passes_ = 0;
   ExpertProvider* provider_ = nullptr;
@@ -97,10 +98,10 @@ class Transformer {
   std::vector<std::vector<float>> scores_;  // per thread
   std::vector<std::vector<int32_t>> token_experts_;
   std::vector<std::vector<float>> token_weights_;
-  ExpertFfnScratch ffn_scratch_;
+  kernels::ExpertFfnScratch ffn_scratch_;
 };
 
 // Top-K of a router's probabilities: the K largest (lower index first on ties), in rank order.
 void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices);
 
-}  // namespace moelab
+}  // namespace moelab::executor

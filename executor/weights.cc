@@ -9,22 +9,22 @@
 #include "base/hash.h"
 #include "base/system_memory.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 // Uniform in [-1, 1) from (seed, tensor, index).
 inline float HashUniform(uint64_t seed, uint64_t tensor, uint64_t index) {
-  const uint64_t bits = SplitMix64(seed ^ SplitMix64(tensor ^ SplitMix64(index)));
+  const uint64_t bits = base::SplitMix64(seed ^ base::SplitMix64(tensor ^ base::SplitMix64(index)));
   return static_cast<float>(static_cast<double>(bits >> 40) * (2.0 / 16777216.0) - 1.0);
 }
 
 class SyntheticFiller {
  public:
-  SyntheticFiller(uint64_t seed, ThreadPool& pool) : seed_(seed), pool_(pool) {}
+  SyntheticFiller(uint64_t seed, kernels::ThreadPool& pool) : seed_(seed), pool_(pool) {}
 
   // Fills row-major bf16 values with standard deviation `stddev`.
-  void Fill(std::vector<Bf16>& values, double stddev) {
-    Bf16* data = values.data();
+  void Fill(std::vector<kernels::Bf16>& values, double stddev) {
+    kernels::Bf16* data = values.data();
     const int64_t count = static_cast<int64_t>(values.size());
     const uint64_t tensor = next_tensor_++;
     const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
@@ -33,7 +33,8 @@ class SyntheticFiller {
     pool_.Run(chunks, [&](int64_t chunk, int) {
       const int64_t end = std::min(count, (chunk + 1) * kChunk);
       for (int64_t i = chunk * kChunk; i < end; ++i) {
-        data[i] = FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(i)));
+        data[i] =
+            kernels::FloatToBf16(amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(i)));
       }
     });
   }
@@ -45,16 +46,16 @@ class SyntheticFiller {
     const uint64_t tensor = next_tensor_++;
     const float amplitude = static_cast<float>(stddev * std::sqrt(3.0));
     const int64_t cols = m.cols();
-    const int64_t task_rows = PackedBf16Matrix::kGroupRows *
+    const int64_t task_rows = kernels::PackedBf16Matrix::kGroupRows *
                               std::max<int64_t>(1, (int64_t{1} << 12) / std::max<int64_t>(1, cols));
     const int64_t tasks = (m.rows() + task_rows - 1) / task_rows;
     pool_.Run(tasks, [&](int64_t task, int) {
       const int64_t begin = task * task_rows, end = std::min(m.rows(), (task + 1) * task_rows);
-      thread_local std::vector<Bf16> rows;
+      thread_local std::vector<kernels::Bf16> rows;
       rows.resize(static_cast<size_t>((end - begin) * cols));
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t c = 0; c < cols; ++c) {
-          rows[(r - begin) * cols + c] = FloatToBf16(
+          rows[(r - begin) * cols + c] = kernels::FloatToBf16(
               amplitude * HashUniform(seed_, tensor, static_cast<uint64_t>(r * cols + c)));
         }
       }
@@ -73,7 +74,7 @@ class SyntheticFiller {
 
  private:
   uint64_t seed_;
-  ThreadPool& pool_;
+  kernels::ThreadPool& pool_;
   uint64_t next_tensor_ = 1;
 };
 
@@ -85,11 +86,11 @@ void FillFfn(SyntheticFiller& filler, FfnWeights& ffn, double down_scale) {
 
 }  // namespace
 
-void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width, WeightFormat format) {
+void FfnWeights::Allocate(int64_t hidden_size, int64_t ffn_width, kernels::WeightFormat format) {
   hidden = hidden_size;
   width = ffn_width;
-  gate_up = WeightMatrix(format, 2 * ffn_width, hidden_size);
-  down = WeightMatrix(format, hidden_size, ffn_width);
+  gate_up = kernels::WeightMatrix(format, 2 * ffn_width, hidden_size);
+  down = kernels::WeightMatrix(format, hidden_size, ffn_width);
 }
 
 double WeightBytesFor(const ExecutorConfig& c) {
@@ -104,8 +105,8 @@ double WeightBytesFor(const ExecutorConfig& c) {
   const double moe_layers =
       c.is_moe() ? static_cast<double>(c.num_layers - c.first_dense_layers) : 0.0;
   // Matrices in bf16-equivalent elements: a quantized matrix counts its stored bits / 16.
-  const double attention_scale = StoredBitsPerWeight(c.attention_format) / 16.0;
-  const double expert_scale = StoredBitsPerWeight(c.expert_format) / 16.0;
+  const double attention_scale = kernels::StoredBitsPerWeight(c.attention_format) / 16.0;
+  const double expert_scale = kernels::StoredBitsPerWeight(c.expert_format) / 16.0;
   double matrices = static_cast<double>(c.vocab_size) * d * (c.tied_embeddings ? 1 : 2);
   double vectors = d;
   matrices += layers * (attention_scale * ((q + 2 * kv) * d + d * q));
@@ -128,19 +129,19 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
   ExecutorConfig counted = c;
   if (!with_experts) counted.expert_intermediate_size = 0;
   const double needed = WeightBytesFor(counted);
-  const double available = MemAvailableBytes();
+  const double available = base::MemAvailableBytes();
   if (available > 0 && needed > 0.9 * available) {
-    throw Error("model '" + c.name + "' needs " +
-                std::to_string(static_cast<int64_t>(needed / 1e9)) +
-                " GB of weights but this machine has " +
-                std::to_string(static_cast<int64_t>(available / 1e9)) +
-                " GB available; scale it with --layers/--hidden/--intermediate/--experts");
+    throw base::Error("model '" + c.name + "' needs " +
+                      std::to_string(static_cast<int64_t>(needed / 1e9)) +
+                      " GB of weights but this machine has " +
+                      std::to_string(static_cast<int64_t>(available / 1e9)) +
+                      " GB available; scale it with --layers/--hidden/--intermediate/--experts");
   }
   ModelWeights w;
   w.config = c;
   const int64_t d = c.hidden_size;
   w.embedding.assign(static_cast<size_t>(c.vocab_size * d), 0);
-  w.lm_head = PackedBf16Matrix(c.vocab_size, d);
+  w.lm_head = kernels::PackedBf16Matrix(c.vocab_size, d);
   w.final_norm.assign(static_cast<size_t>(d), 1.0f);
   w.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -148,25 +149,25 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
     layer.attention_norm.assign(d, 1.0f);
     layer.ffn_norm.assign(d, 1.0f);
     const int64_t qkv_rows = c.q_width() + 2 * c.kv_width();
-    layer.qkv = WeightMatrix(c.attention_format, qkv_rows, d);
+    layer.qkv = kernels::WeightMatrix(c.attention_format, qkv_rows, d);
     if (c.qkv_bias) layer.qkv_bias.assign(qkv_rows, 0.0f);
     if (c.qk_norm) {
       layer.q_norm.assign(c.head_dim, 1.0f);
       layer.k_norm.assign(c.head_dim, 1.0f);
     }
-    layer.output = WeightMatrix(c.attention_format, d, c.q_width());
+    layer.output = kernels::WeightMatrix(c.attention_format, d, c.q_width());
     if (c.IsMoeLayer(l)) {
-      layer.router = PackedBf16Matrix(c.num_experts, d);
+      layer.router = kernels::PackedBf16Matrix(c.num_experts, d);
       if (with_experts) layer.experts.resize(c.num_experts);
       for (FfnWeights& expert : layer.experts)
         expert.Allocate(d, c.expert_intermediate_size, c.expert_format);
       if (c.num_shared_experts > 0) {
         layer.shared.Allocate(d, c.num_shared_experts * c.shared_expert_intermediate_size,
-                              WeightFormat::kBf16);
-        if (c.shared_expert_gate) layer.shared_gate = PackedBf16Matrix(1, d);
+                              kernels::WeightFormat::kBf16);
+        if (c.shared_expert_gate) layer.shared_gate = kernels::PackedBf16Matrix(1, d);
       }
     } else {
-      layer.dense.Allocate(d, c.dense_intermediate_size, WeightFormat::kBf16);
+      layer.dense.Allocate(d, c.dense_intermediate_size, kernels::WeightFormat::kBf16);
     }
   }
   return w;
@@ -174,15 +175,16 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
 
 void TieLmHead(ModelWeights& w) {
   if (w.config.tied_embeddings)
-    w.lm_head =
-        PackedBf16Matrix::Pack(w.embedding.data(), w.config.vocab_size, w.config.hidden_size);
+    w.lm_head = kernels::PackedBf16Matrix::Pack(w.embedding.data(), w.config.vocab_size,
+                                                w.config.hidden_size);
 }
 
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool) {
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed,
+                                  kernels::ThreadPool& pool) {
   return MakeSyntheticWeights(c, seed, pool, nullptr);
 }
 
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, ThreadPool& pool,
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& c, uint64_t seed, kernels::ThreadPool& pool,
                                   const ExpertSink* sink) {
   ModelWeights w = AllocateWeights(c, sink == nullptr);
   FfnWeights scratch;
@@ -263,4 +265,4 @@ double ModelWeights::BytesPerToken() const {
   return bytes;
 }
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -11,7 +11,7 @@
 #include "kernels/thread_pool.h"
 #include "kernels/weight_matrix.h"
 
-namespace moelab {
+namespace moelab::executor {
 
 // Every matmul weight is packed once at load time in the layout its kernel streams: routed experts
 // and attention in the config's format (WeightMatrix: bf16 PackedBf16Matrix, q8_0 or q4_0), the
@@ -24,10 +24,10 @@ namespace moelab {
 struct FfnWeights {
   int64_t hidden = 0;
   int64_t width = 0;
-  WeightMatrix gate_up;
-  WeightMatrix down;
+  kernels::WeightMatrix gate_up;
+  kernels::WeightMatrix down;
 
-  void Allocate(int64_t hidden_size, int64_t ffn_width, WeightFormat format);
+  void Allocate(int64_t hidden_size, int64_t ffn_width, kernels::WeightFormat format);
   int64_t elements() const { return gate_up.elements() + down.elements(); }
   double StoredBytes() const { return gate_up.StoredBytes() + down.StoredBytes(); }
 };
@@ -35,23 +35,23 @@ struct FfnWeights {
 struct LayerWeights {
   std::vector<float> attention_norm;  // [hidden]
   std::vector<float> ffn_norm;        // [hidden]
-  WeightMatrix qkv;             // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
+  kernels::WeightMatrix qkv;    // [(heads + 2 kv_heads) head_dim][hidden]: q rows, k rows, v rows
   std::vector<float> qkv_bias;  // empty, or [(heads + 2 kv_heads) head_dim]
-  std::vector<float> q_norm, k_norm;  // empty, or [head_dim]
-  WeightMatrix output;                // [hidden][heads head_dim]
-  PackedBf16Matrix router;            // [experts][hidden]; empty in dense layers
-  std::vector<FfnWeights> experts;    // routed experts
-  FfnWeights shared;                  // width 0 when the model has none
-  PackedBf16Matrix shared_gate;       // empty, or [1][hidden]
-  FfnWeights dense;                   // dense layers only
+  std::vector<float> q_norm, k_norm;      // empty, or [head_dim]
+  kernels::WeightMatrix output;           // [hidden][heads head_dim]
+  kernels::PackedBf16Matrix router;       // [experts][hidden]; empty in dense layers
+  std::vector<FfnWeights> experts;        // routed experts
+  FfnWeights shared;                      // width 0 when the model has none
+  kernels::PackedBf16Matrix shared_gate;  // empty, or [1][hidden]
+  FfnWeights dense;                       // dense layers only
 };
 
 struct ModelWeights {
   ExecutorConfig config;
-  std::vector<Bf16> embedding;  // [vocab][hidden], row-major: the lookup reads one row
+  std::vector<kernels::Bf16> embedding;  // [vocab][hidden], row-major: the lookup reads one row
   // [vocab][hidden]; with tied embeddings a packed copy of the embedding (TieLmHead), not counted
   // in the weight bytes (the model has one such matrix).
-  PackedBf16Matrix lm_head;
+  kernels::PackedBf16Matrix lm_head;
   std::vector<float> final_norm;
   std::vector<LayerWeights> layers;
   std::string source;  // "synthetic seed N" or the safetensors path
@@ -80,7 +80,8 @@ ModelWeights AllocateWeights(const ExecutorConfig& config, bool with_experts);
 // for projections (output and down projections further by 1/sqrt(2 layers) so the residual
 // stream stays O(1)), unit norms, unit-variance embeddings. Deterministic per seed, whatever the
 // thread count (each element's value is a hash of seed, tensor and index).
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool);
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed,
+                                  kernels::ThreadPool& pool);
 
 // The same weights with the routed experts offloaded (the offload runtime's expert store): each
 // expert is handed to `*sink` in (MoE layer, expert) order instead of being kept, or skipped when
@@ -88,7 +89,7 @@ ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, T
 // check counts the rest only. `sink == nullptr`: the plain call above.
 using ExpertSink =
     std::function<void(int64_t moe_layer, int64_t expert, const FfnWeights& weights)>;
-ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed, ThreadPool& pool,
-                                  const ExpertSink* sink);
+ModelWeights MakeSyntheticWeights(const ExecutorConfig& config, uint64_t seed,
+                                  kernels::ThreadPool& pool, const ExpertSink* sink);
 
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "model/roofline.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 constexpr int kMinimumPoints = 4;
@@ -22,7 +22,8 @@ struct RooflineCallRow {
 
   template <typename T>
   T operator()(const T* params) const {
-    return RooflineSeconds<T>(compute_s_at_peak, memory_s_at_peak, params[0], params[1], params[2]);
+    return model::RooflineSeconds<T>(compute_s_at_peak, memory_s_at_peak, params[0], params[1],
+                                     params[2]);
   }
 };
 
@@ -39,16 +40,17 @@ const std::vector<std::string>& CalibratedOperatorNames() {
   return names;
 }
 
-RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::string& device,
+RooflineDevice RooflineFromHardware(const model::HardwareSpec& hardware, const std::string& device,
                                     const std::string& compute_dtype, int64_t threads) {
   RooflineDevice roofline;
   roofline.device = device;
   const std::string who = "hardware '" + hardware.name + "'";
   if (device == "cpu") {
     if (!hardware.host)
-      throw Error(who + " names no host CPU (field 'host'): it cannot describe a CPU profile");
-    const HostSpec& host = *hardware.host;
-    const RooflineTarget target = HostTargetOf(hardware, threads, compute_dtype);
+      throw base::Error(who +
+                        " names no host CPU (field 'host'): it cannot describe a CPU profile");
+    const model::HostSpec& host = *hardware.host;
+    const model::RooflineTarget target = model::HostTargetOf(hardware, threads, compute_dtype);
     roofline.peak_flops = target.peak_flops;
     roofline.compute_dtype = target.dtype_used;
     roofline.bandwidth_bytes_per_s = target.bandwidth_bytes_per_s;
@@ -56,17 +58,18 @@ RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::str
                       std::to_string(threads) + " of " + std::to_string(host.cores) + " cores";
   } else if (device == "gpu") {
     if (!hardware.accelerator)
-      throw Error(who + " has no accelerator: it cannot describe a GPU profile");
-    const AcceleratorSpec& accelerator = *hardware.accelerator;
+      throw base::Error(who + " has no accelerator: it cannot describe a GPU profile");
+    const model::AcceleratorSpec& accelerator = *hardware.accelerator;
     roofline.peak_flops =
-        PeakFlopsFor(accelerator.peak_flops, compute_dtype, &roofline.compute_dtype);
+        model::PeakFlopsFor(accelerator.peak_flops, compute_dtype, &roofline.compute_dtype);
     roofline.bandwidth_bytes_per_s = accelerator.memory_bandwidth_bytes_per_s;
     roofline.source = who + " accelerator " + accelerator.display_name;
   } else {
-    throw Error("profile device '" + device + "': expected cpu or gpu");
+    throw base::Error("profile device '" + device + "': expected cpu or gpu");
   }
   if (!(roofline.peak_flops > 0) || !(roofline.bandwidth_bytes_per_s > 0))
-    throw Error(who + ": the " + device + " needs a positive peak FLOP/s and memory bandwidth");
+    throw base::Error(who + ": the " + device +
+                      " needs a positive peak FLOP/s and memory bandwidth");
   return roofline;
 }
 
@@ -74,7 +77,7 @@ namespace {
 
 void RequireLimits(const Profile& profile) {
   if (!profile.limits) {
-    throw Error(
+    throw base::Error(
         profile.origin +
         ": no field 'machine.limits' (profiles written before the profiler measured "
         "the machine's limits lack it): name the profiled machine's hardware preset instead");
@@ -89,9 +92,9 @@ int64_t ProfiledThreads(const Profile& profile) {
   return threads.is_number_integer() ? threads.get<int64_t>() : 1;
 }
 
-HardwareSpec HardwareFromProfile(const Profile& profile) {
+model::HardwareSpec HardwareFromProfile(const Profile& profile) {
   RequireLimits(profile);
-  HostSpec host;
+  model::HostSpec host;
   host.name = "profile:" + profile.origin;
   host.cpu_name = profile.machine.value("cpu", std::string("CPU")) + " (" +
                   std::to_string(profile.limits->threads) + " threads, as profiled)";
@@ -106,21 +109,22 @@ HardwareSpec HardwareFromProfile(const Profile& profile) {
       host.storage_read_bandwidth_bytes_per_s = s.bytes / s.median_s;
     }
   }
-  HardwareSpec hardware;
+  model::HardwareSpec hardware;
   hardware.name = host.name;
   hardware.display_name = host.cpu_name;
-  hardware.kind = HardwareKind::kHost;
+  hardware.kind = model::HardwareKind::kHost;
   hardware.host = host;
   hardware.sources = {"measured by moelab profile: " + profile.origin};
   return hardware;
 }
 
-RooflineDevice ProfiledRoofline(const Profile& profile, const std::optional<HardwareSpec>& hardware,
+RooflineDevice ProfiledRoofline(const Profile& profile,
+                                const std::optional<model::HardwareSpec>& hardware,
                                 const std::string& device, const std::string& compute_dtype) {
   if (hardware)
     return RooflineFromHardware(*hardware, device, compute_dtype, ProfiledThreads(profile));
   if (device != "cpu")
-    throw Error("--device gpu needs --hardware: the profile measures no GPU limits");
+    throw base::Error("--device gpu needs --hardware: the profile measures no GPU limits");
   return RooflineFromLimits(profile, compute_dtype);
 }
 
@@ -128,9 +132,10 @@ RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& com
   RequireLimits(profile);
   const auto peak = profile.limits->peak_flops.find(compute_dtype);
   if (peak == profile.limits->peak_flops.end()) {
-    throw Error(profile.origin + ": field 'machine.limits.peak_flops' has no '" + compute_dtype +
-                "' peak (the CPU lacks the instructions to measure it): name the profiled "
-                "machine's hardware preset instead");
+    throw base::Error(profile.origin + ": field 'machine.limits.peak_flops' has no '" +
+                      compute_dtype +
+                      "' peak (the CPU lacks the instructions to measure it): name the profiled "
+                      "machine's hardware preset instead");
   }
   RooflineDevice roofline;
   roofline.device = "cpu";
@@ -143,7 +148,7 @@ RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& com
 }
 
 CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roofline,
-                               const CostParameters& assumed, const FitOptions& options) {
+                               const model::CostParameters& assumed, const FitOptions& options) {
   assumed.Validate();
   options.Validate();
   const std::vector<std::string>& names = CalibratedOperatorNames();
@@ -154,19 +159,20 @@ CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roo
     if (s.device != roofline.device || std::find(names.begin(), names.end(), s.op) == names.end())
       continue;
     if (s.flops < 0 || s.bytes < 0) {
-      throw Error(profile.origin + ": samples[" + std::to_string(s.index) +
-                  "] has no 'flops' or 'bytes'; the calibration needs both (profile again with "
-                  "moelab profile)");
+      throw base::Error(
+          profile.origin + ": samples[" + std::to_string(s.index) +
+          "] has no 'flops' or 'bytes'; the calibration needs both (profile again with "
+          "moelab profile)");
     }
     rows.push_back({s.flops / roofline.peak_flops, s.bytes / roofline.bandwidth_bytes_per_s});
     measured.push_back(s.median_s);
     row_ops.push_back(s.op);
   }
   if (static_cast<int>(rows.size()) < kMinimumPoints) {
-    throw Error(profile.origin + ": " + std::to_string(rows.size()) +
-                " samples of expert_ffn, router, lm_head or " + "dense_ffn on device '" +
-                roofline.device + "'; the calibration needs at least " +
-                std::to_string(kMinimumPoints));
+    throw base::Error(profile.origin + ": " + std::to_string(rows.size()) +
+                      " samples of expert_ffn, router, lm_head or " + "dense_ffn on device '" +
+                      roofline.device + "'; the calibration needs at least " +
+                      std::to_string(kMinimumPoints));
   }
 
   LeastSquaresModel model;
@@ -295,4 +301,4 @@ std::string CostCalibration::Summary() const {
   return text;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -12,7 +12,7 @@
 #include "model/forward_cost.h"
 #include "model/hardware_spec.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // "A preset calibrated by a profile": the analytic roofline (model/forward_cost.h) with its
 // efficiency parameters fitted to a measured profile instead of assumed.
@@ -40,14 +40,14 @@ struct RooflineDevice {
 // The host (device "cpu", peak scaled to the profile's `threads` of the host's cores, as the
 // offload simulator scales its CPU) or the accelerator (device "gpu") of `hardware`. Errors name
 // the missing part.
-RooflineDevice RooflineFromHardware(const HardwareSpec& hardware, const std::string& device,
+RooflineDevice RooflineFromHardware(const model::HardwareSpec& hardware, const std::string& device,
                                     const std::string& compute_dtype, int64_t threads);
 
 // The profiled machine as a host hardware spec: cores = the threads the profile ran, peak FLOP/s
 // and DRAM bandwidth from machine.limits, memory from machine.memory_bytes, storage read bandwidth
 // from the largest storage_read sample (0 when none). Named "profile:<file>". Error when the
 // profile has no machine.limits.
-HardwareSpec HardwareFromProfile(const Profile& profile);
+model::HardwareSpec HardwareFromProfile(const Profile& profile);
 
 // The threads the profile ran its CPU operators on (machine.threads; 1 when absent).
 int64_t ProfiledThreads(const Profile& profile);
@@ -59,7 +59,8 @@ RooflineDevice RooflineFromLimits(const Profile& profile, const std::string& com
 // What `moelab fit calibrate` judges a profile's `device` samples against: `hardware`'s device
 // when given, else (CPU samples only) the limits the profile measured. Error for GPU samples
 // without hardware.
-RooflineDevice ProfiledRoofline(const Profile& profile, const std::optional<HardwareSpec>& hardware,
+RooflineDevice ProfiledRoofline(const Profile& profile,
+                                const std::optional<model::HardwareSpec>& hardware,
                                 const std::string& device, const std::string& compute_dtype);
 
 struct CalibratedOperator {
@@ -72,7 +73,7 @@ struct CalibratedOperator {
 struct CostCalibration {
   std::string profile;  // file
   RooflineDevice roofline;
-  CostParameters params;  // compute_efficiency, memory_efficiency, kernel_launch_s fitted
+  model::CostParameters params;  // compute_efficiency, memory_efficiency, kernel_launch_s fitted
   std::vector<std::optional<double>> std_errors;  // the three, in that order
   std::vector<bool> at_bound;
   int64_t points = 0;
@@ -92,6 +93,6 @@ const std::vector<std::string>& CalibratedOperatorNames();
 // `roofline.device`. Throws moelab::Error naming the profile: fewer than 4 usable samples,
 // samples without flops/bytes, no start converging.
 CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roofline,
-                               const CostParameters& assumed, const FitOptions& options);
+                               const model::CostParameters& assumed, const FitOptions& options);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/json_reader.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 constexpr double kBoundTolerance = 1e-9;
@@ -20,7 +20,7 @@ nlohmann::json Finite(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
 }
 
-std::optional<double> ReadOptional(const JsonReader& reader, const std::string& key) {
+std::optional<double> ReadOptional(const base::JsonReader& reader, const std::string& key) {
   if (!reader.Has(key)) return std::nullopt;
   const nlohmann::json& value = reader.json()[key];
   if (!value.is_number() || !std::isfinite(value.get<double>())) {
@@ -30,13 +30,13 @@ std::optional<double> ReadOptional(const JsonReader& reader, const std::string& 
 }
 
 // Any finite number (JsonReader::Number needs a minimum).
-double ReadFinite(const JsonReader& reader, const std::string& key) {
+double ReadFinite(const base::JsonReader& reader, const std::string& key) {
   return reader.Number(key, -std::numeric_limits<double>::max(), true);
 }
 
-JsonReader CheckHeader(const nlohmann::json& json, const std::string& origin,
-                       const std::string& kind) {
-  const JsonReader reader(json, origin);
+base::JsonReader CheckHeader(const nlohmann::json& json, const std::string& origin,
+                             const std::string& kind) {
+  const base::JsonReader reader(json, origin);
   if (reader.String("schema") != kFitSchema)
     reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
   const std::string found = reader.String("kind");
@@ -52,7 +52,7 @@ nlohmann::json StringArray(const std::vector<std::string>& values) {
   return array;
 }
 
-std::vector<std::string> ReadStringArray(const JsonReader& reader, const std::string& key) {
+std::vector<std::string> ReadStringArray(const base::JsonReader& reader, const std::string& key) {
   std::vector<std::string> values;
   if (!reader.Has(key)) return values;
   const nlohmann::json& array = reader.json()[key];
@@ -89,7 +89,7 @@ nlohmann::json FormToJson(const LatencyFormFit& fit) {
 }
 
 // params.knots: [[x, seconds], ...], x strictly increasing, seconds finite and >= 0, two or more.
-std::vector<double> ReadKnots(const JsonReader& params) {
+std::vector<double> ReadKnots(const base::JsonReader& params) {
   const char* expected =
       "an array of two or more [x, seconds] pairs, x strictly increasing, seconds >= 0";
   if (!params.Has("knots") || !params.json()["knots"].is_array()) params.Fail("knots", expected);
@@ -111,11 +111,11 @@ std::vector<double> ReadKnots(const JsonReader& params) {
   return flat;
 }
 
-LatencyFormFit FormFromJson(const JsonReader& reader, LatencyForm form) {
+LatencyFormFit FormFromJson(const base::JsonReader& reader, LatencyForm form) {
   LatencyFormFit fit;
   fit.form = form;
-  const JsonReader params = reader.Object("params");
-  const std::optional<JsonReader> errors = reader.OptionalObject("std_errors");
+  const base::JsonReader params = reader.Object("params");
+  const std::optional<base::JsonReader> errors = reader.OptionalObject("std_errors");
   if (form == LatencyForm::kInterpolated) fit.params = ReadKnots(params);
   for (const std::string& name : LatencyFormParameterNames(form)) {
     fit.params.push_back(ReadFinite(params, name));
@@ -140,7 +140,7 @@ LatencyFormFit FormFromJson(const JsonReader& reader, LatencyForm form) {
 }  // namespace
 
 std::string FitKind(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader(json, origin);
+  const base::JsonReader reader(json, origin);
   if (reader.String("schema") != kFitSchema)
     reader.Fail("schema", std::string("\"") + kFitSchema + "\"");
   const std::string kind = reader.String("kind");
@@ -153,8 +153,8 @@ nlohmann::json SdFitToJson(const SdFit& fit) {
   nlohmann::json errors = nlohmann::json::object();
   nlohmann::json bounds = nlohmann::json::object();
   nlohmann::json initial = nlohmann::json::object();
-  for (size_t i = 0; i < MoesdParams::kNames.size(); ++i) {
-    const std::string name = MoesdParams::kNames[i];
+  for (size_t i = 0; i < model::MoesdParams::kNames.size(); ++i) {
+    const std::string name = model::MoesdParams::kNames[i];
     params[name] = fit.params.values[i];
     errors[name] = Optional(fit.std_errors[i]);
     bounds[name] = {{"lower", Finite(fit.bounds.lower[i])}, {"upper", Finite(fit.bounds.upper[i])}};
@@ -210,16 +210,16 @@ nlohmann::json SdFitToJson(const SdFit& fit) {
 }
 
 SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader = CheckHeader(json, origin, "sd");
+  const base::JsonReader reader = CheckHeader(json, origin, "sd");
   SdFit fit;
-  const JsonReader params = reader.Object("params");
-  const std::optional<JsonReader> errors = reader.OptionalObject("std_errors");
-  const JsonReader bounds = reader.Object("bounds");
-  for (size_t i = 0; i < MoesdParams::kNames.size(); ++i) {
-    const std::string name = MoesdParams::kNames[i];
+  const base::JsonReader params = reader.Object("params");
+  const std::optional<base::JsonReader> errors = reader.OptionalObject("std_errors");
+  const base::JsonReader bounds = reader.Object("bounds");
+  for (size_t i = 0; i < model::MoesdParams::kNames.size(); ++i) {
+    const std::string name = model::MoesdParams::kNames[i];
     fit.params.values[i] = ReadFinite(params, name);
     if (errors) fit.std_errors[i] = ReadOptional(*errors, name);
-    const JsonReader bound = bounds.Object(name);
+    const base::JsonReader bound = bounds.Object(name);
     fit.bounds.lower[i] = ReadFinite(bound, "lower");
     fit.bounds.upper[i] =
         bound.Has("upper") ? ReadFinite(bound, "upper") : std::numeric_limits<double>::infinity();
@@ -240,8 +240,8 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
   fit.loo_rmse = ReadOptional(reader, "loo_rmse");
   fit.n = reader.Int("n", 1);
   try {
-    fit.denominator = SdDenominatorFromString(reader.String("denominator"));
-  } catch (const Error&) {
+    fit.denominator = model::SdDenominatorFromString(reader.String("denominator"));
+  } catch (const base::Error&) {
     reader.Fail("denominator", "\"algorithm1\" or \"equation4\"");
   }
   SdFitScales& s = fit.scales;
@@ -249,7 +249,7 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
   s.model = reader.String("model");
   s.draft = reader.String("draft");
   s.hardware = reader.String("hardware");
-  if (const std::optional<JsonReader> scales = reader.OptionalObject("scales")) {
+  if (const std::optional<base::JsonReader> scales = reader.OptionalObject("scales")) {
     s.bandwidth_bytes_per_s = scales->Number("bandwidth_bytes_per_s", 0.0);
     s.devices = scales->Int("devices", 1);
     s.t_dense_s = scales->Number("t_dense_s", 0.0);
@@ -259,13 +259,13 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
     s.t_reject_source = scales->String("t_reject_source", "");
     s.max_batch = scales->Int("max_batch", 1, 1);
   }
-  if (const std::optional<JsonReader> covariance = reader.OptionalObject("covariance")) {
+  if (const std::optional<base::JsonReader> covariance = reader.OptionalObject("covariance")) {
     fit.covariance_status = covariance->String("status");
     fit.covariance_note = covariance->String("note", "");
     fit.gauge_fixed = ReadStringArray(*covariance, "gauge_fixed");
   }
   fit.at_bound = ReadStringArray(reader, "at_bound");
-  if (const std::optional<JsonReader> solver = reader.OptionalObject("solver")) {
+  if (const std::optional<base::JsonReader> solver = reader.OptionalObject("solver")) {
     fit.final_cost = solver->Number("final_cost", 0.0, true);
     fit.iterations = static_cast<int>(solver->Int("iterations", 0));
     fit.best_start = static_cast<int>(solver->Int("best_start", 0, 0));
@@ -276,9 +276,9 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
     fit.options.loss_scale = solver->Number("loss_scale", 0.0);
     fit.options.max_iterations = static_cast<int>(solver->Int("max_iterations", 1));
     fit.termination_message = solver->String("termination", "");
-    if (const std::optional<JsonReader> initial = solver->OptionalObject("initial_params")) {
-      for (size_t i = 0; i < MoesdParams::kNames.size(); ++i) {
-        fit.initial_params.values[i] = ReadFinite(*initial, MoesdParams::kNames[i]);
+    if (const std::optional<base::JsonReader> initial = solver->OptionalObject("initial_params")) {
+      for (size_t i = 0; i < model::MoesdParams::kNames.size(); ++i) {
+        fit.initial_params.values[i] = ReadFinite(*initial, model::MoesdParams::kNames[i]);
       }
     }
   }
@@ -286,10 +286,11 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
 }
 
 SdFit LoadSdFit(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) throw Error(file.string() + ": fit file not found");
-  const nlohmann::json document = JsonReader::ParseFile(file);
+  if (!std::filesystem::exists(file)) throw base::Error(file.string() + ": fit file not found");
+  const nlohmann::json document = base::JsonReader::ParseFile(file);
   if (FitKind(document, file.string()) != "sd") {
-    throw Error(file.string() + ": a latency fit; expected an sd fit (written by `moelab fit sd`)");
+    throw base::Error(file.string() +
+                      ": a latency fit; expected an sd fit (written by `moelab fit sd`)");
   }
   return SdFitFromJson(document, file.string());
 }
@@ -342,7 +343,7 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
 }
 
 LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader = CheckHeader(json, origin, "latency");
+  const base::JsonReader reader = CheckHeader(json, origin, "latency");
   LatencyFit fit;
   fit.profile = reader.String("profile", "");
   if (const auto machine = reader.OptionalObject("machine")) fit.machine = machine->json();
@@ -351,7 +352,8 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
     reader.Fail("operators", "an array of operator curves");
   }
   for (size_t i = 0; i < json["operators"].size(); ++i) {
-    const JsonReader entry(json["operators"][i], origin, "operators[" + std::to_string(i) + "]");
+    const base::JsonReader entry(json["operators"][i], origin,
+                                 "operators[" + std::to_string(i) + "]");
     OperatorCurve curve;
     curve.op = entry.String("operator");
     curve.device = entry.String("device");
@@ -364,12 +366,12 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
     curve.n = entry.Int("n", 1);
     curve.x_min = ReadFinite(entry, "x_min");
     curve.x_max = ReadFinite(entry, "x_max");
-    const JsonReader forms = entry.Object("forms");
+    const base::JsonReader forms = entry.Object("forms");
     for (const auto& [name, value] : forms.json().items()) {
       LatencyForm form;
       try {
         form = LatencyFormFromString(name);
-      } catch (const Error&) {
+      } catch (const base::Error&) {
         forms.Fail(name, "a form named interpolated, roofline, linear or constant");
       }
       curve.forms.push_back(FormFromJson(forms.Object(name), form));
@@ -379,7 +381,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
               [](const LatencyFormFit& a, const LatencyFormFit& b) { return a.form < b.form; });
     try {
       curve.best = LatencyFormFromString(entry.String("best"));
-    } catch (const Error&) {
+    } catch (const base::Error&) {
       entry.Fail("best", "one of the fitted forms");
     }
     if (curve.Form(curve.best) == nullptr) entry.Fail("best", "one of the fitted forms");
@@ -389,7 +391,8 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
   if (json.contains("skipped")) {
     if (!json["skipped"].is_array()) reader.Fail("skipped", "an array");
     for (size_t i = 0; i < json["skipped"].size(); ++i) {
-      const JsonReader entry(json["skipped"][i], origin, "skipped[" + std::to_string(i) + "]");
+      const base::JsonReader entry(json["skipped"][i], origin,
+                                   "skipped[" + std::to_string(i) + "]");
       fit.skipped.push_back({entry.String("operator"), entry.String("device"),
                              entry.Object("shape").json(), entry.String("reason")});
     }
@@ -405,8 +408,8 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
 }
 
 LatencyFit LoadLatencyFit(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) throw Error(file.string() + ": fit file not found");
-  return LatencyFitFromJson(JsonReader::ParseFile(file), file.string());
+  if (!std::filesystem::exists(file)) throw base::Error(file.string() + ": fit file not found");
+  return LatencyFitFromJson(base::JsonReader::ParseFile(file), file.string());
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

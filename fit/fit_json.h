@@ -8,7 +8,7 @@
 #include "fit/latency_fit.h"
 #include "fit/sd_fit.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // Fit files, schema "moelab.fit/1" (field by field in fit/README.md), kind "sd" or "latency".
 // The writers produce everything but "provenance" (the CLI adds it); the loaders validate what
@@ -28,4 +28,4 @@ LatencyFit LoadLatencyFit(const std::filesystem::path& file);
 // The "kind" of a moelab.fit/1 document ("sd" or "latency"), after checking its schema.
 std::string FitKind(const nlohmann::json& json, const std::string& origin);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moelab {
+namespace moelab::fit {
 
 // Options shared by every fit in fit/ (latency curves and the MoESD speedup model).
 //
@@ -26,4 +26,4 @@ struct FitOptions {
   void Validate() const;
 };
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -8,7 +8,7 @@
 
 #include "report/format.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 using report::FormatNumber;
@@ -84,8 +84,8 @@ std::string SdFitText(const SdFit& fit, const std::string& origin, const std::st
        << " converged), seed " << fit.options.seed << ", loss " << fit.options.loss
        << ", final cost " << Sig(fit.final_cost) << "\n\n";
   Table table({"parameter", "value", "std error", "lower", "upper", "note"});
-  for (size_t i = 0; i < MoesdParams::kNames.size(); ++i) {
-    const std::string name = MoesdParams::kNames[i];
+  for (size_t i = 0; i < model::MoesdParams::kNames.size(); ++i) {
+    const std::string name = model::MoesdParams::kNames[i];
     std::string note;
     if (std::find(fit.gauge_fixed.begin(), fit.gauge_fixed.end(), name) != fit.gauge_fixed.end())
       note = "gauge";
@@ -142,4 +142,4 @@ std::string CalibrationText(const CostCalibration& calibration) {
   return text.str();
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -6,7 +6,7 @@
 #include "fit/latency_fit.h"
 #include "fit/sd_fit.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // How fit results print themselves as text (`moelab fit latency | sd | calibrate`); their JSON is
 // fit_json.h's and CostCalibration::ToJson, and their CSV rows come from that JSON
@@ -16,4 +16,4 @@ std::string LatencyFitText(const LatencyFit& fit, const std::string& out);
 std::string SdFitText(const SdFit& fit, const std::string& origin, const std::string& out);
 std::string CalibrationText(const CostCalibration& calibration);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -11,7 +11,7 @@
 #include "base/message_text.h"
 #include "model/moesd_speedup.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 constexpr int kMinDistinctX = 3;
@@ -25,7 +25,7 @@ struct RooflineRow {
   double x;
   template <typename T>
   T operator()(const T* p) const {
-    return p[0] + p[1] * RooflineG(T(x), p[2], p[3]);
+    return p[0] + p[1] * model::RooflineG(T(x), p[2], p[3]);
   }
 };
 
@@ -160,7 +160,7 @@ LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
         }
         const double growth = std::clamp(std::exp(q / std::max(transition, 1.0)), 1.0, 2.0);
         std::vector<double> g(xs.size());
-        for (size_t i = 0; i < xs.size(); ++i) g[i] = RooflineG(xs[i], transition, growth);
+        for (size_t i = 0; i < xs.size(); ++i) g[i] = model::RooflineG(xs[i], transition, growth);
         const auto [bias, k] = NonNegativeLine(g, ys);
         return std::vector<double>{bias, k, transition, growth};
       };
@@ -190,7 +190,7 @@ LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
       break;
     }
     case LatencyForm::kInterpolated:
-      throw Error("the interpolated form is not a least-squares model");
+      throw base::Error("the interpolated form is not a least-squares model");
     case LatencyForm::kConstant: {
       model.parameters = {{"c", 0, inf}};
       model.make_cost = [ys](int row, const std::vector<double>& scale) {
@@ -259,7 +259,7 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     LeastSquaresFit solution;
     try {
       solution = SolveLeastSquares(model, options);
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       curve.notes.push_back(ToString(form) + " not fitted: " + e.what());
       continue;
     }
@@ -341,8 +341,8 @@ LatencyForm LatencyFormFromString(const std::string& name) {
   if (name == "roofline") return LatencyForm::kRoofline;
   if (name == "linear") return LatencyForm::kLinear;
   if (name == "constant") return LatencyForm::kConstant;
-  throw Error("unknown latency form '" + name +
-              "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
+  throw base::Error("unknown latency form '" + name +
+                    "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
 }
 
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
@@ -366,15 +366,15 @@ const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
 double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, double x) {
   if (form == LatencyForm::kInterpolated) {
     if (params.size() < 4 || params.size() % 2 != 0) {
-      throw Error("interpolated latency form needs at least two (x, seconds) knots, got " +
-                  std::to_string(params.size()) + " numbers");
+      throw base::Error("interpolated latency form needs at least two (x, seconds) knots, got " +
+                        std::to_string(params.size()) + " numbers");
     }
     return Interpolate(params, x);
   }
   if (params.size() != LatencyFormParameterNames(form).size()) {
-    throw Error(ToString(form) + " latency form needs " +
-                std::to_string(LatencyFormParameterNames(form).size()) + " parameters, got " +
-                std::to_string(params.size()));
+    throw base::Error(ToString(form) + " latency form needs " +
+                      std::to_string(LatencyFormParameterNames(form).size()) + " parameters, got " +
+                      std::to_string(params.size()));
   }
   switch (form) {
     case LatencyForm::kRoofline:
@@ -399,8 +399,8 @@ const LatencyFormFit* OperatorCurve::Form(LatencyForm form) const {
 const LatencyFormFit& OperatorCurve::Best() const {
   const LatencyFormFit* fit = Form(best);
   if (fit == nullptr) {
-    throw Error("latency curve of " + op + " on " + device + ": best form '" + ToString(best) +
-                "' was not fitted");
+    throw base::Error("latency curve of " + op + " on " + device + ": best form '" +
+                      ToString(best) + "' was not fitted");
   }
   return *fit;
 }
@@ -474,14 +474,14 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
     std::string reasons;
     for (const SkippedGroup& s : result.skipped) {
       if (reasons.size() < 300)
-        reasons += "; " + s.op + " on " + s.device + ": " + EscapeForMessage(s.reason, 200);
+        reasons += "; " + s.op + " on " + s.device + ": " + base::EscapeForMessage(s.reason, 200);
     }
-    throw Error(profile.origin + ": no operator curve could be fitted from " +
-                std::to_string(profile.samples.size()) + " sample(s) (each curve needs " +
-                std::to_string(kMinDistinctX) + " or more distinct token counts or byte sizes)" +
-                reasons);
+    throw base::Error(profile.origin + ": no operator curve could be fitted from " +
+                      std::to_string(profile.samples.size()) + " sample(s) (each curve needs " +
+                      std::to_string(kMinDistinctX) +
+                      " or more distinct token counts or byte sizes)" + reasons);
   }
   return result;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -10,7 +10,7 @@
 #include "fit/fit_options.h"
 #include "fit/latency_profile.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // Per-operator latency curves fitted to a profile (fit/latency_profile.h).
 //
@@ -106,4 +106,4 @@ struct LatencyFit {
 // Fits every group of `profile` (groups in order of first appearance; deterministic).
 LatencyFit FitLatency(const Profile& profile, const FitOptions& options);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -3,10 +3,10 @@
 #include "base/error.h"
 #include "base/json_reader.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader(json, origin);
+  const base::JsonReader reader(json, origin);
   if (reader.String("schema") != kProfileSchema) {
     reader.Fail("schema", std::string("\"") + kProfileSchema + "\"");
   }
@@ -18,7 +18,7 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
       MachineLimits measured;
       measured.dram_read_bytes_per_s = limits->Number("dram_read_bytes_per_s", 0.0);
       measured.threads = limits->Int("threads", 1);
-      const JsonReader peaks = limits->Object("peak_flops");
+      const base::JsonReader peaks = limits->Object("peak_flops");
       for (const auto& [dtype, value] : peaks.json().items())
         measured.peak_flops[dtype] = peaks.Number(dtype, 0.0);
       profile.limits = measured;
@@ -29,10 +29,10 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     reader.Fail("samples", "an array of samples");
   }
   const nlohmann::json& samples = json["samples"];
-  if (samples.empty()) throw Error(origin + ": field 'samples' is empty: nothing to fit");
+  if (samples.empty()) throw base::Error(origin + ": field 'samples' is empty: nothing to fit");
   for (size_t i = 0; i < samples.size(); ++i) {
     const std::string path = "samples[" + std::to_string(i) + "]";
-    const JsonReader sample(samples[i], origin, path);
+    const base::JsonReader sample(samples[i], origin, path);
     ProfileSample s;
     s.index = static_cast<int>(i);
     s.op = sample.String("operator");
@@ -49,8 +49,8 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
 }
 
 Profile LoadProfile(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) throw Error(file.string() + ": profile file not found");
-  return ProfileFromJson(JsonReader::ParseFile(file), file.string());
+  if (!std::filesystem::exists(file)) throw base::Error(file.string() + ": profile file not found");
+  return ProfileFromJson(base::JsonReader::ParseFile(file), file.string());
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

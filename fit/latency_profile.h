@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace moelab {
+namespace moelab::fit {
 
 // A profile of operator latencies, schema "moelab.profile/1" (written by profiler/):
 //   {"schema": "moelab.profile/1", "machine": {...}, "model": {...},
@@ -55,4 +55,4 @@ inline constexpr const char* kProfileSchema = "moelab.profile/1";
 Profile LoadProfile(const std::filesystem::path& file);
 Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -10,7 +10,7 @@
 #include "fit/metrics.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 // Convergence tolerances of every solve: Ceres' defaults. Tighter ones were measured to do
@@ -47,22 +47,24 @@ std::vector<int> AllRows(const LeastSquaresModel& model) {
 }
 
 void CheckModel(const LeastSquaresModel& model) {
-  if (model.parameters.empty()) throw Error(model.description + ": the model has no parameters");
-  if (model.measured.empty()) throw Error(model.description + ": no measurements to fit");
+  if (model.parameters.empty())
+    throw base::Error(model.description + ": the model has no parameters");
+  if (model.measured.empty()) throw base::Error(model.description + ": no measurements to fit");
   if (!model.make_cost || !model.predict || !model.make_start) {
-    throw Error(model.description + ": incomplete least-squares model (internal)");
+    throw base::Error(model.description + ": incomplete least-squares model (internal)");
   }
   for (int index : model.gauge_fixed) {
     if (index < 0 || index >= model.num_parameters()) {
-      throw Error(model.description + ": gauge parameter index out of range (internal)");
+      throw base::Error(model.description + ": gauge parameter index out of range (internal)");
     }
   }
 }
 
 std::vector<double> ClipToBounds(const LeastSquaresModel& model, std::vector<double> point) {
   if (static_cast<int>(point.size()) != model.num_parameters()) {
-    throw Error(model.description + ": start point has " + std::to_string(point.size()) +
-                " values for " + std::to_string(model.num_parameters()) + " parameters (internal)");
+    throw base::Error(model.description + ": start point has " + std::to_string(point.size()) +
+                      " values for " + std::to_string(model.num_parameters()) +
+                      " parameters (internal)");
   }
   for (size_t i = 0; i < point.size(); ++i) {
     point[i] = std::clamp(point[i], model.parameters[i].lower, model.parameters[i].upper);
@@ -123,7 +125,7 @@ double StartSampler::Uniform(double low, double high) {
 }
 
 double StartSampler::LogUniform(double low, double high) {
-  if (!(low > 0 && high >= low)) throw Error("LogUniform needs 0 < low <= high (internal)");
+  if (!(low > 0 && high >= low)) throw base::Error("LogUniform needs 0 < low <= high (internal)");
   return std::exp(Uniform(std::log(low), std::log(high)));
 }
 
@@ -259,7 +261,7 @@ LeastSquaresFit SolveLeastSquares(const LeastSquaresModel& model, const FitOptio
             << " start(s) (max " << options.max_iterations << " iterations); Ceres: "
             << (best_unconverged ? best_unconverged->termination_message
                                  : std::string("no result"));
-    throw Error(message.str());
+    throw base::Error(message.str());
   }
   best->starts_converged = converged;
   ComputeStandardErrors(model, options, *best);
@@ -286,7 +288,7 @@ void ComputeStandardErrors(const LeastSquaresModel& model, const FitOptions& opt
   BuildProblem(model, options, scale, AllRows(model), x.data(), problem, false);
   if (!model.gauge_fixed.empty()) {
     if (static_cast<int>(model.gauge_fixed.size()) >= p) {
-      throw Error(model.description + ": every parameter is gauge-fixed (internal)");
+      throw base::Error(model.description + ": every parameter is gauge-fixed (internal)");
     }
     problem.SetManifold(x.data(), new ceres::SubsetManifold(p, model.gauge_fixed));
   }
@@ -372,4 +374,4 @@ std::optional<double> CrossValidatedRmse(const LeastSquaresModel& model, const F
   return rmse;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -12,7 +12,7 @@
 
 #include "fit/fit_options.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // Multi-start bounded nonlinear least squares over Ceres, shared by every fit in fit/.
 //
@@ -164,4 +164,4 @@ ceres::CostFunction* MakeScaledRowCost(RowModel row, double measured, double wei
       new ScaledRowResidual<kParams, RowModel>(std::move(row), measured, weight, scale));
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

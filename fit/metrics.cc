@@ -5,23 +5,24 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 FitMetrics ComputeMetrics(const std::vector<double>& measured,
                           const std::vector<double>& predicted) {
   if (measured.empty() || measured.size() != predicted.size()) {
-    throw Error("fit metrics need as many predictions as measurements (got " +
-                std::to_string(predicted.size()) + " and " + std::to_string(measured.size()) +
-                ") and at least one");
+    throw base::Error("fit metrics need as many predictions as measurements (got " +
+                      std::to_string(predicted.size()) + " and " + std::to_string(measured.size()) +
+                      ") and at least one");
   }
   const double n = static_cast<double>(measured.size());
   double mean = 0;
   for (size_t i = 0; i < measured.size(); ++i) {
     if (!std::isfinite(measured[i]) || !std::isfinite(predicted[i])) {
-      throw Error("fit metrics: point " + std::to_string(i) + " is not finite");
+      throw base::Error("fit metrics: point " + std::to_string(i) + " is not finite");
     }
     if (measured[i] == 0) {
-      throw Error("fit metrics: measurement " + std::to_string(i) + " is zero (MAPE undefined)");
+      throw base::Error("fit metrics: measurement " + std::to_string(i) +
+                        " is zero (MAPE undefined)");
     }
     mean += measured[i];
   }
@@ -43,11 +44,12 @@ FitMetrics ComputeMetrics(const std::vector<double>& measured,
 }
 
 std::vector<std::vector<int>> CrossValidationFolds(int n) {
-  if (n < 2) throw Error("cross-validation needs at least 2 points, got " + std::to_string(n));
+  if (n < 2)
+    throw base::Error("cross-validation needs at least 2 points, got " + std::to_string(n));
   const int folds = n <= kLeaveOneOutMaxPoints ? n : kCrossValidationFolds;
   std::vector<std::vector<int>> result(static_cast<size_t>(folds));
   for (int i = 0; i < n; ++i) result[static_cast<size_t>(i % folds)].push_back(i);
   return result;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -3,7 +3,7 @@
 #include <optional>
 #include <vector>
 
-namespace moelab {
+namespace moelab::fit {
 
 // Goodness-of-fit metrics of predictions against measurements (same units as the measurements).
 //   rmse = sqrt(mean((predicted - measured)^2))
@@ -29,4 +29,4 @@ inline constexpr int kLeaveOneOutMaxPoints = 60;
 inline constexpr int kCrossValidationFolds = 5;
 std::vector<std::vector<int>> CrossValidationFolds(int n);
 
-}  // namespace moelab
+}  // namespace moelab::fit

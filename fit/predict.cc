@@ -4,25 +4,26 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::fit {
 
-double PredictSpeedup(const SdFit& fit, const SdPoint& point) {
+double PredictSpeedup(const SdFit& fit, const model::SdPoint& point) {
   if (point.batch < 1 || point.gamma < 1 || point.top_k < 1 || point.num_experts < 1) {
-    throw Error("sd prediction: batch, gamma, K and E must be >= 1");
+    throw base::Error("sd prediction: batch, gamma, K and E must be >= 1");
   }
   if (point.top_k > point.num_experts) {
-    throw Error("sd prediction: K = " + std::to_string(point.top_k) +
-                " exceeds E = " + std::to_string(point.num_experts));
+    throw base::Error("sd prediction: K = " + std::to_string(point.top_k) +
+                      " exceeds E = " + std::to_string(point.num_experts));
   }
   if (!(std::isfinite(point.sigma) && point.sigma > 0 && point.sigma <= 1)) {
-    throw Error("sd prediction: sigma must be in (0, 1], got " + std::to_string(point.sigma));
+    throw base::Error("sd prediction: sigma must be in (0, 1], got " + std::to_string(point.sigma));
   }
-  const double speedup = MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);
+  const double speedup =
+      model::MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);
   if (!std::isfinite(speedup)) {
-    throw Error("sd prediction at batch " + std::to_string(point.batch) + ", gamma " +
-                std::to_string(point.gamma) +
-                ": the fit's model gives a non-finite speedup there (the " +
-                "point is outside what the fitted parameters can describe)");
+    throw base::Error("sd prediction at batch " + std::to_string(point.batch) + ", gamma " +
+                      std::to_string(point.gamma) +
+                      ": the fit's model gives a non-finite speedup there (the " +
+                      "point is outside what the fitted parameters can describe)");
   }
   return speedup;
 }
@@ -38,20 +39,20 @@ const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string&
     if (curve.device == device && curve.shape == key) return curve;
     known += (known.empty() ? "" : ", ") + curve.device + " " + curve.shape.dump();
   }
-  throw Error("no fitted latency curve for operator '" + op + "' on '" + device + "' with shape " +
-              shape.dump() +
-              (known.empty() ? ": the fit has no curve for that operator"
-                             : "; fitted for that operator: " + known));
+  throw base::Error("no fitted latency curve for operator '" + op + "' on '" + device +
+                    "' with shape " + shape.dump() +
+                    (known.empty() ? ": the fit has no curve for that operator"
+                                   : "; fitted for that operator: " + known));
 }
 
 double PredictLatency(const LatencyFit& fit, const std::string& op, const std::string& device,
                       const nlohmann::json& shape, double x) {
   const double seconds = FindOperatorCurve(fit, op, device, shape).Predict(x);
   if (!std::isfinite(seconds)) {
-    throw Error("latency prediction for operator '" + op + "' on '" + device + "' at " +
-                std::to_string(x) + ": the fitted curve gives a non-finite time there");
+    throw base::Error("latency prediction for operator '" + op + "' on '" + device + "' at " +
+                      std::to_string(x) + ": the fitted curve gives a non-finite time there");
   }
   return seconds;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

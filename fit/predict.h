@@ -8,13 +8,13 @@
 #include "fit/sd_fit.h"
 #include "model/moesd_speedup.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // Predictions from fitted models (what sim/ and `moelab fit predict` call).
 
 // The fitted MoESD model's speedup at `point` (same ridge point and denominator as the fit).
 // Refuses (moelab::Error) an invalid point: batch, gamma, K, E >= 1, K <= E, sigma in (0, 1].
-double PredictSpeedup(const SdFit& fit, const SdPoint& point);
+double PredictSpeedup(const SdFit& fit, const model::SdPoint& point);
 
 // The latency curve for (op, device, shape). `shape` may include "tokens" (and "bytes" for a
 // curve against bytes); they are ignored for the match, as in FitLatency's grouping. Throws
@@ -26,4 +26,4 @@ const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string&
 double PredictLatency(const LatencyFit& fit, const std::string& op, const std::string& device,
                       const nlohmann::json& shape, double x);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -9,7 +9,7 @@
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 bool FittedProfileCostSource::HasDevice(const LatencyFit& fit, const std::string& device) {
   for (const OperatorCurve& curve : fit.operators) {
@@ -18,18 +18,20 @@ bool FittedProfileCostSource::HasDevice(const LatencyFit& fit, const std::string
   return false;
 }
 
-FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target,
+FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
+                                                 model::MoeModelSpec profiled_target,
                                                  std::string device)
     : fit_(std::move(fit)), target_(std::move(profiled_target)), device_(std::move(device)) {
   if (!target_.moe)
-    throw Error("a fitted-profile cost source needs the profiled MoE model; '" + target_.name +
-                "' is dense");
-  if (target_.attention.kind != AttentionKind::kGroupedQuery) {
-    throw Error(
+    throw base::Error("a fitted-profile cost source needs the profiled MoE model; '" +
+                      target_.name + "' is dense");
+  if (target_.attention.kind != model::AttentionKind::kGroupedQuery) {
+    throw base::Error(
         "the fitted-profile cost source covers grouped-query attention models (the executor's)");
   }
   if (!HasDevice(fit_, device_))
-    throw Error(fit_.profile + ": the fit has no curves measured on device '" + device_ + "'");
+    throw base::Error(fit_.profile + ": the fit has no curves measured on device '" + device_ +
+                      "'");
   DecodeAttentionCurves();  // present, or a clear error
   for (const char* op : {"expert_ffn", "router", "lm_head", "dense_ffn"}) Curve(op);
   device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string()
@@ -41,8 +43,8 @@ const OperatorCurve& FittedProfileCostSource::Curve(const std::string& op) const
   for (const OperatorCurve& curve : fit_.operators) {
     if (curve.op == op && curve.variable == "tokens" && curve.device == device_) return curve;
   }
-  throw Error(fit_.profile + ": the fit has no '" + op +
-              "' curve over tokens (profile the model with `moelab profile`)");
+  throw base::Error(fit_.profile + ": the fit has no '" + op +
+                    "' curve over tokens (profile the model with `moelab profile`)");
 }
 
 const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) const {
@@ -60,7 +62,7 @@ std::vector<const OperatorCurve*> FittedProfileCostSource::DecodeAttentionCurves
       curves.push_back(&curve);
     }
   }
-  if (curves.empty()) throw Error(fit_.profile + ": the fit has no attention_decode curve");
+  if (curves.empty()) throw base::Error(fit_.profile + ": the fit has no attention_decode curve");
   std::sort(curves.begin(), curves.end(), [](const OperatorCurve* a, const OperatorCurve* b) {
     return a->shape["context"].get<int64_t>() < b->shape["context"].get<int64_t>();
   });
@@ -87,16 +89,16 @@ double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double r
   const double t0 = lo.Predict(rows), t1 = hi.Predict(rows);
   const double interpolated = t0 + (t1 - t0) * (static_cast<double>(context) - c0) / (c1 - c0);
   if (!(interpolated > 0)) {
-    throw Error(fit_.profile + ": the attention_decode curves at contexts " +
-                std::to_string(static_cast<int64_t>(c0)) + " and " +
-                std::to_string(static_cast<int64_t>(c1)) +
-                " extrapolate to a non-positive time at context " + std::to_string(context) +
-                " (a noisy profile: re-profile, or profile this context)");
+    throw base::Error(fit_.profile + ": the attention_decode curves at contexts " +
+                      std::to_string(static_cast<int64_t>(c0)) + " and " +
+                      std::to_string(static_cast<int64_t>(c1)) +
+                      " extrapolate to a non-positive time at context " + std::to_string(context) +
+                      " (a noisy profile: re-profile, or profile this context)");
   }
   return interpolated;
 }
 
-double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) const {
+double FittedProfileCostSource::AttentionSeconds(const model::ForwardShape& shape) const {
   const double batch = static_cast<double>(shape.batch);
   const double prompt = static_cast<double>(shape.tokens_per_sequence);
   if (shape.context_length == 0 && shape.tokens_per_sequence > 1) {
@@ -104,24 +106,24 @@ double FittedProfileCostSource::AttentionSeconds(const ForwardShape& shape) cons
       if (curve.op == "attention_prefill" && curve.device == device_)
         return batch * curve.Predict(prompt);
     }
-    throw Error(fit_.profile +
-                ": the fit has no attention_prefill curve, needed for a prefill pass");
+    throw base::Error(fit_.profile +
+                      ": the fit has no attention_prefill curve, needed for a prefill pass");
   }
   return DecodeAttentionSeconds(shape.context_length, batch * prompt);
 }
 
-double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model,
-                                               const ForwardShape& shape) const {
+double FittedProfileCostSource::AttentionScale(const model::MoeModelSpec& model,
+                                               const model::ForwardShape& shape) const {
   // The profiled attention reads two things: the q|k|v and o projections' weights (once per pass)
   // and every sequence's cached keys and values. Another model's attention is the profiled time
   // split in those bytes' proportion, each part scaled by the model's own bytes over the target's.
-  const auto projection_params = [](const MoeModelSpec& m) {
+  const auto projection_params = [](const model::MoeModelSpec& m) {
     const double h = static_cast<double>(m.hidden_size);
     const double q = static_cast<double>(m.attention.num_heads * m.attention.head_dim);
     const double kv = static_cast<double>(m.attention.num_kv_heads * m.attention.head_dim);
     return h * (q + 2.0 * kv) + q * h;
   };
-  const auto kv_bytes = [&](const MoeModelSpec& m) {
+  const auto kv_bytes = [&](const model::MoeModelSpec& m) {
     const double positions =
         static_cast<double>(shape.context_length) + static_cast<double>(shape.tokens_per_sequence);
     return static_cast<double>(shape.batch) * positions * 2.0 *
@@ -134,34 +136,34 @@ double FittedProfileCostSource::AttentionScale(const MoeModelSpec& model,
          (1.0 - projection_share) * kv_bytes(model) / target_kv;
 }
 
-ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model,
-                                             const ForwardShape& shape) const {
+model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& model,
+                                                    const model::ForwardShape& shape) const {
   shape.Validate();
   const double n = static_cast<double>(shape.batch * shape.tokens_per_sequence);
   const double logit_tokens = shape.logits_for_all_positions ? n : static_cast<double>(shape.batch);
   const double layers = static_cast<double>(model.num_layers);
-  ForwardCost cost;
+  model::ForwardCost cost;
   if (model.moe) {
     if (model.hidden_size != target_.hidden_size ||
         model.moe->num_experts != target_.moe->num_experts ||
         model.moe->top_k != target_.moe->top_k ||
         model.moe->expert_intermediate_size != target_.moe->expert_intermediate_size) {
-      throw Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " +
-                  std::to_string(target_.hidden_size) + ", " +
-                  std::to_string(target_.moe->num_experts) + " experts, top-" +
-                  std::to_string(target_.moe->top_k) + "); it cannot price '" + model.name +
-                  "', whose layers differ");
+      throw base::Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " +
+                        std::to_string(target_.hidden_size) + ", " +
+                        std::to_string(target_.moe->num_experts) + " experts, top-" +
+                        std::to_string(target_.moe->top_k) + "); it cannot price '" + model.name +
+                        "', whose layers differ");
     }
-    const MoeSpec& moe = *model.moe;
+    const model::MoeSpec& moe = *model.moe;
     const double moe_layers = static_cast<double>(model.num_moe_layers());
     const double dense_layers = static_cast<double>(model.num_dense_layers());
-    const double activated = ActivatedExpertsPerLayer(moe, shape);
+    const double activated = model::ActivatedExpertsPerLayer(moe, shape);
     const double per_expert = n * static_cast<double>(moe.top_k) / activated;
-    cost.Add(Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
-    cost.Add(Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));
+    cost.Add(model::Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
+    cost.Add(model::Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));
     // Over the pass's tokens-per-expert spread: the curve changes regime between tile sizes, so
     // pricing every expert at the mean load would miss (Jensen).
-    const ExpertLoad load = ExpertLoadPerLayer(moe, shape);
+    const model::ExpertLoad load = model::ExpertLoadPerLayer(moe, shape);
     const OperatorCurve& expert_ffn = Curve("expert_ffn");
     double routed_s = 0;
     for (size_t i = 0; i < load.experts.size(); ++i) {
@@ -171,24 +173,24 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model,
             expert_ffn.Predict(static_cast<double>(load.first_tokens + static_cast<int64_t>(i)));
       }
     }
-    cost.Add(Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
+    cost.Add(model::Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
     if (dense_layers > 0)
-      cost.Add(Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
-    cost.Add(Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
+      cost.Add(model::Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
+    cost.Add(model::Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
     cost.activated_experts_per_layer = activated;
     cost.tokens_per_activated_expert = per_expert;
   } else {
     if (model.vocab_size != target_.vocab_size) {
-      throw Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" +
-                  target_.name + "' (" + std::to_string(target_.vocab_size) + "); '" + model.name +
-                  "' has " + std::to_string(model.vocab_size));
+      throw base::Error(fit_.profile + ": the LM head was profiled with the vocabulary of '" +
+                        target_.name + "' (" + std::to_string(target_.vocab_size) + "); '" +
+                        model.name + "' has " + std::to_string(model.vocab_size));
     }
     const double hidden_ratio =
         static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
-    cost.Add(Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
-    cost.Add(Operator::kAttention, 0, 0,
+    cost.Add(model::Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
+    cost.Add(model::Operator::kAttention, 0, 0,
              layers * AttentionScale(model, shape) * AttentionSeconds(shape));
-    cost.Add(Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
+    cost.Add(model::Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
   }
   cost.Total();
   cost.device = device_name_;
@@ -196,24 +198,27 @@ ForwardCost FittedProfileCostSource::Forward(const MoeModelSpec& model,
   return cost;
 }
 
-double FittedProfileCostSource::ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const {
-  if (!model.moe) throw Error("model '" + model.name + "' is dense: it has no routed experts");
+double FittedProfileCostSource::ExpertSeconds(const model::MoeModelSpec& model,
+                                              int64_t tokens) const {
+  if (!model.moe)
+    throw base::Error("model '" + model.name + "' is dense: it has no routed experts");
   if (tokens < 1)
-    throw Error("an expert runs for at least one token, got " + std::to_string(tokens));
+    throw base::Error("an expert runs for at least one token, got " + std::to_string(tokens));
   return Curve("expert_ffn").Predict(static_cast<double>(tokens));
 }
 
-double FittedProfileCostSource::RejectSeconds(const MoeModelSpec&, int64_t, int64_t) const {
+double FittedProfileCostSource::RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const {
   // Acceptance is a few passes over the vocabulary per verified position, not profiled; taken as
   // zero (small next to a forward pass; docs/model.md section 8).
   return 0.0;
 }
 
-MemoryFootprint FittedProfileCostSource::Memory(const MoeModelSpec& model, double kv_tokens) const {
-  MemoryFootprint footprint;
-  footprint.weight_bytes_per_device = CountWeightBytes(model).total;
+model::MemoryFootprint FittedProfileCostSource::Memory(const model::MoeModelSpec& model,
+                                                       double kv_tokens) const {
+  model::MemoryFootprint footprint;
+  footprint.weight_bytes_per_device = model::CountWeightBytes(model).total;
   footprint.kv_bytes_per_device =
-      kv_tokens * static_cast<double>(KvCacheBytesPerToken(model, 32));  // fp32 KV
+      kv_tokens * static_cast<double>(model::KvCacheBytesPerToken(model, 32));  // fp32 KV
   footprint.capacity_bytes_per_device =
       fit_.machine.contains("memory_bytes") && fit_.machine["memory_bytes"].is_number()
           ? fit_.machine["memory_bytes"].get<double>()
@@ -228,4 +233,4 @@ nlohmann::json FittedProfileCostSource::Describe() const {
           {"profiled_device", device_}};
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -8,7 +8,7 @@
 #include "model/cost_source.h"
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // The "fitted-profile" cost source: operator times from the latency curves `moelab fit latency`
 // fitted to a measured profile. It predicts the profiled machine's `device` ("cpu" or "gpu") for
@@ -27,19 +27,22 @@ namespace moelab {
 // and the LM head scaled by its hidden size over the target's. Norms, residual adds and the
 // embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
 // acceptance step is taken as zero.
-class FittedProfileCostSource : public CostSource {
+class FittedProfileCostSource : public model::CostSource {
  public:
   // `profiled_target`: the MoE model the profile measured. Errors (naming the fit's file): a dense
   // or non-GQA target, a missing curve, no curve on `device`.
-  FittedProfileCostSource(LatencyFit fit, MoeModelSpec profiled_target, std::string device = "cpu");
+  FittedProfileCostSource(LatencyFit fit, model::MoeModelSpec profiled_target,
+                          std::string device = "cpu");
 
   std::string name() const override { return "fitted-profile"; }
   std::string device() const override { return device_name_; }
   std::string compute_dtype() const override { return "bf16"; }
-  ForwardCost Forward(const MoeModelSpec& model, const ForwardShape& shape) const override;
-  double ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const override;
-  double RejectSeconds(const MoeModelSpec& target, int64_t batch, int64_t gamma) const override;
-  MemoryFootprint Memory(const MoeModelSpec& model, double kv_tokens) const override;
+  model::ForwardCost Forward(const model::MoeModelSpec& model,
+                             const model::ForwardShape& shape) const override;
+  double ExpertSeconds(const model::MoeModelSpec& model, int64_t tokens) const override;
+  double RejectSeconds(const model::MoeModelSpec& target, int64_t batch,
+                       int64_t gamma) const override;
+  model::MemoryFootprint Memory(const model::MoeModelSpec& model, double kv_tokens) const override;
   nlohmann::json Describe() const override;
 
   // A curve over bytes (memcpy_host, storage_read) when the fit has one, else nullptr.
@@ -52,14 +55,15 @@ class FittedProfileCostSource : public CostSource {
   const OperatorCurve& Curve(const std::string& op) const;          // over tokens, on device_
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // by profiled context
   double DecodeAttentionSeconds(int64_t context, double rows) const;
-  double AttentionSeconds(const ForwardShape& shape) const;  // one layer of the profiled target
+  double AttentionSeconds(
+      const model::ForwardShape& shape) const;  // one layer of the profiled target
   // Another model's attention over the profiled target's, at `shape` (1 for the target).
-  double AttentionScale(const MoeModelSpec& model, const ForwardShape& shape) const;
+  double AttentionScale(const model::MoeModelSpec& model, const model::ForwardShape& shape) const;
 
   LatencyFit fit_;
-  MoeModelSpec target_;
+  model::MoeModelSpec target_;
   std::string device_;
   std::string device_name_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::fit

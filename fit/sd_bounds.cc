@@ -9,7 +9,7 @@
 #include "model/forward_cost.h"
 #include "model/parameter_count.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 struct Bandwidth {
@@ -17,7 +17,7 @@ struct Bandwidth {
   int64_t devices = 1;
 };
 
-Bandwidth BandwidthOf(const HardwareSpec& hardware) {
+Bandwidth BandwidthOf(const model::HardwareSpec& hardware) {
   Bandwidth bandwidth;
   if (hardware.has_accelerator()) {
     bandwidth.devices = hardware.accelerator_count;
@@ -26,29 +26,30 @@ Bandwidth BandwidthOf(const HardwareSpec& hardware) {
   } else if (hardware.host) {
     bandwidth.bytes_per_s = hardware.host->dram_bandwidth_bytes_per_s;
   } else {
-    throw Error("hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
-                ", not something that computes; the sd fit needs an accelerator, node or host");
+    throw base::Error(
+        "hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
+        ", not something that computes; the sd fit needs an accelerator, node or host");
   }
   if (!(bandwidth.bytes_per_s > 0)) {
-    throw Error("hardware '" + hardware.name +
-                "' has no memory bandwidth: the sd fit's bounds need it");
+    throw base::Error("hardware '" + hardware.name +
+                      "' has no memory bandwidth: the sd fit's bounds need it");
   }
   return bandwidth;
 }
 
 }  // namespace
 
-SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& draft,
-                               const HardwareSpec& hardware,
+SdFitScales ComputeSdFitScales(const model::MoeModelSpec& target, const model::MoeModelSpec& draft,
+                               const model::HardwareSpec& hardware,
                                const std::vector<SdMeasurement>& measurements,
                                std::optional<double> max_reject_s) {
   if (!target.is_moe()) {
-    throw Error("target model '" + target.name +
-                "' is dense: the MoESD fit bounds k2 by the load time of a routed expert");
+    throw base::Error("target model '" + target.name +
+                      "' is dense: the MoESD fit bounds k2 by the load time of a routed expert");
   }
   const Bandwidth bandwidth = BandwidthOf(hardware);
-  const WeightBytes target_bytes = CountWeightBytes(target);
-  const WeightBytes draft_bytes = CountWeightBytes(draft);
+  const model::WeightBytes target_bytes = model::CountWeightBytes(target);
+  const model::WeightBytes draft_bytes = model::CountWeightBytes(draft);
   const double moe_layers = static_cast<double>(target.num_moe_layers());
   const double routed_bytes =
       moe_layers * static_cast<double>(target.moe->num_experts) * target_bytes.expert;
@@ -62,7 +63,8 @@ SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& d
   scales.t_dense_s = (target_bytes.total - routed_bytes) / bandwidth.bytes_per_s;
   scales.t_expert_s = moe_layers * target_bytes.expert / bandwidth.bytes_per_s;
   scales.t_draft_s = draft_bytes.total / bandwidth.bytes_per_s;
-  scales.ridge_point_tokens = RidgePointTokens(hardware, CostParameters{}, target.bits.experts);
+  scales.ridge_point_tokens =
+      model::RidgePointTokens(hardware, model::CostParameters{}, target.bits.experts);
 
   int64_t max_gamma = 1;
   for (const SdMeasurement& m : measurements) {
@@ -71,7 +73,7 @@ SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& d
   }
   if (max_reject_s) {
     if (!(std::isfinite(*max_reject_s) && *max_reject_s > 0)) {
-      throw Error("--max-reject-s must be a finite number > 0");
+      throw base::Error("--max-reject-s must be a finite number > 0");
     }
     scales.t_reject_max_s = *max_reject_s;
     scales.t_reject_source = "--max-reject-s";
@@ -87,9 +89,9 @@ SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& d
   for (double t :
        {scales.t_dense_s, scales.t_expert_s, scales.t_draft_s, scales.ridge_point_tokens}) {
     if (!(std::isfinite(t) && t > 0)) {
-      throw Error("the sd fit's bounds are degenerate for target '" + target.name + "', draft '" +
-                  draft.name + "' on '" + hardware.name +
-                  "' (a load time or the ridge point is not > 0)");
+      throw base::Error("the sd fit's bounds are degenerate for target '" + target.name +
+                        "', draft '" + draft.name + "' on '" + hardware.name +
+                        "' (a load time or the ridge point is not > 0)");
     }
   }
   return scales;
@@ -112,4 +114,4 @@ SdBounds ComputeSdBounds(const SdFitScales& s) {
   return b;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -10,7 +10,7 @@
 #include "model/model_spec.h"
 #include "model/moesd_speedup.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // The physical time scales that bound the MoESD fit (formulas.md section 1, "Fit"), computed from
 // the target model, the draft model and the hardware through model/. "Theoretical minimum" load
@@ -51,8 +51,8 @@ struct SdFitScales {
 
 // Refuses (moelab::Error) a dense target (no routed experts: the k2 bound is empty), hardware
 // with no memory bandwidth, and a non-positive max_reject_s.
-SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& draft,
-                               const HardwareSpec& hardware,
+SdFitScales ComputeSdFitScales(const model::MoeModelSpec& target, const model::MoeModelSpec& draft,
+                               const model::HardwareSpec& hardware,
                                const std::vector<SdMeasurement>& measurements,
                                std::optional<double> max_reject_s);
 
@@ -61,10 +61,10 @@ SdFitScales ComputeSdFitScales(const MoeModelSpec& target, const MoeModelSpec& d
 //   draft_bias [t_draft, 5 t_draft], draft_k >= 0, reject_bias and reject_k [0, T_rej],
 //   lambda [0.2, 1], s [1, 2].
 struct SdBounds {
-  std::array<double, MoesdParams::kCount> lower{};
-  std::array<double, MoesdParams::kCount> upper{};
+  std::array<double, model::MoesdParams::kCount> lower{};
+  std::array<double, model::MoesdParams::kCount> upper{};
 };
 
 SdBounds ComputeSdBounds(const SdFitScales& scales);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -8,7 +8,7 @@
 #include "fit/metrics.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 constexpr int kBias = 0, kK1 = 1, kK2 = 2, kK3 = 3, kDraftBias = 4, kDraftK = 5, kRejectBias = 6,
@@ -16,13 +16,13 @@ constexpr int kBias = 0, kK1 = 1, kK2 = 2, kK3 = 3, kDraftBias = 4, kDraftK = 5,
 
 // One measurement's predicted speedup, differentiable by Ceres.
 struct SdRow {
-  SdPoint point;
+  model::SdPoint point;
   double ridge_point_tokens;
-  SdDenominator denominator;
+  model::SdDenominator denominator;
 
   template <typename T>
   T operator()(const T* params) const {
-    return EvaluateMoesd<T>(params, point, ridge_point_tokens, denominator).speedup;
+    return model::EvaluateMoesd<T>(params, point, ridge_point_tokens, denominator).speedup;
   }
 };
 
@@ -34,7 +34,7 @@ struct SdRow {
 // per sequence at B_max).
 std::vector<double> SdStart(const SdFitScales& s, const SdBounds& b, int index,
                             StartSampler& sampler) {
-  std::vector<double> p(MoesdParams::kCount);
+  std::vector<double> p(model::MoesdParams::kCount);
   double q = 2.0;
   double slope_fraction = 0.1;
   double target_slope_fraction = 0.1;
@@ -67,13 +67,14 @@ std::vector<double> SdStart(const SdFitScales& s, const SdBounds& b, int index,
 }  // namespace
 
 LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& measurements,
-                                          const SdFitScales& scales, SdDenominator denominator,
+                                          const SdFitScales& scales,
+                                          model::SdDenominator denominator,
                                           const std::string& origin) {
   const SdBounds bounds = ComputeSdBounds(scales);
   LeastSquaresModel model;
   model.description = "sd fit of " + origin;
-  for (int i = 0; i < MoesdParams::kCount; ++i) {
-    model.parameters.push_back({MoesdParams::kNames[static_cast<size_t>(i)],
+  for (int i = 0; i < model::MoesdParams::kCount; ++i) {
+    model.parameters.push_back({model::MoesdParams::kNames[static_cast<size_t>(i)],
                                 bounds.lower[static_cast<size_t>(i)],
                                 bounds.upper[static_cast<size_t>(i)]});
   }
@@ -83,8 +84,8 @@ LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& meas
     rows.push_back({m.point, scales.ridge_point_tokens, denominator});
   }
   model.make_cost = [rows, measured = model.measured](int row, const std::vector<double>& scale) {
-    return MakeScaledRowCost<MoesdParams::kCount>(rows[static_cast<size_t>(row)],
-                                                  measured[static_cast<size_t>(row)], 1.0, scale);
+    return MakeScaledRowCost<model::MoesdParams::kCount>(
+        rows[static_cast<size_t>(row)], measured[static_cast<size_t>(row)], 1.0, scale);
   };
   model.predict = [rows](const std::vector<double>& params, int row) {
     return rows[static_cast<size_t>(row)](params.data());
@@ -98,14 +99,15 @@ LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& meas
   std::set<int64_t> gammas;
   for (const SdMeasurement& m : measurements) gammas.insert(m.point.gamma);
   model.gauge_fixed = {kBias};
-  if (denominator == SdDenominator::kAlgorithm1 || gammas.size() < 2) {
+  if (denominator == model::SdDenominator::kAlgorithm1 || gammas.size() < 2) {
     model.gauge_fixed.push_back(kRejectBias);
   }
   return model;
 }
 
 SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& scales,
-            SdDenominator denominator, const FitOptions& options, const std::string& origin) {
+            model::SdDenominator denominator, const FitOptions& options,
+            const std::string& origin) {
   options.Validate();
   ValidateSdMeasurementSet(measurements, origin);
   const LeastSquaresModel model =
@@ -118,15 +120,15 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
   fit.bounds = ComputeSdBounds(scales);
   fit.options = options;
   fit.n = static_cast<int64_t>(measurements.size());
-  for (int i = 0; i < MoesdParams::kCount; ++i) {
+  for (int i = 0; i < model::MoesdParams::kCount; ++i) {
     const size_t k = static_cast<size_t>(i);
     fit.params.values[k] = solution.params[k];
     fit.initial_params.values[k] = solution.initial_params[k];
     fit.std_errors[k] = solution.std_errors[k];
-    if (solution.at_bound[k]) fit.at_bound.push_back(MoesdParams::kNames[k]);
+    if (solution.at_bound[k]) fit.at_bound.push_back(model::MoesdParams::kNames[k]);
   }
   for (int index : model.gauge_fixed)
-    fit.gauge_fixed.push_back(MoesdParams::kNames[static_cast<size_t>(index)]);
+    fit.gauge_fixed.push_back(model::MoesdParams::kNames[static_cast<size_t>(index)]);
   fit.covariance_status = ToString(solution.covariance);
   fit.covariance_note = solution.covariance_note;
   fit.final_cost = solution.final_cost;
@@ -143,12 +145,12 @@ SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& s
   return fit;
 }
 
-SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store) {
+SdFitRun RunSdFit(const SdFitRequest& request, const model::PresetStore& store) {
   request.options.Validate();
   SdMeasurementSet set = LoadSdMeasurementFiles(request.measurement_files);
-  const MoeModelSpec target = store.LoadModel(request.model);
-  const MoeModelSpec draft = store.LoadModel(request.draft);
-  const HardwareSpec hardware = store.LoadHardware(request.hardware);
+  const model::MoeModelSpec target = store.LoadModel(request.model);
+  const model::MoeModelSpec draft = store.LoadModel(request.draft);
+  const model::HardwareSpec hardware = store.LoadHardware(request.hardware);
   ValidateSdMeasurementSet(set.measurements, set.origin);
   const SdFitScales scales =
       ComputeSdFitScales(target, draft, hardware, set.measurements, request.max_reject_s);
@@ -156,4 +158,4 @@ SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store) {
           set.origin};
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -11,7 +11,7 @@
 #include "model/moesd_speedup.h"
 #include "model/preset_store.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 struct LeastSquaresModel;  // fit/least_squares.h (Ceres); only the benchmark driver needs it
 
@@ -33,8 +33,8 @@ struct LeastSquaresModel;  // fit/least_squares.h (Ceres); only the benchmark dr
 // parameter's std error is that of its ratio to bias, times bias, and draft_bias's is that of
 // draft_bias + reject_bias. fit/README.md has the derivation.
 struct SdFit {
-  MoesdParams params;
-  std::array<std::optional<double>, MoesdParams::kCount> std_errors{};
+  model::MoesdParams params;
+  std::array<std::optional<double>, model::MoesdParams::kCount> std_errors{};
   std::string covariance_status = "not_computed";  // ok | rank_deficient | no_degrees_of_freedom
   std::string covariance_note;
   std::vector<std::string> gauge_fixed;  // parameter names held fixed for the std errors
@@ -46,13 +46,13 @@ struct SdFit {
   std::optional<double> loo_rmse;  // speedup units; leave-one-out for n <= 60, else 5-fold
   int64_t n = 0;
 
-  SdDenominator denominator = SdDenominator::kAlgorithm1;
+  model::SdDenominator denominator = model::SdDenominator::kAlgorithm1;
   SdFitScales scales;  // model, draft, hardware, time scales and the ridge point
   SdBounds bounds;
 
   // How the solve went.
-  MoesdParams initial_params;  // start of the kept solve
-  double final_cost = 0;       // 1/2 sum of squared (robustified) residuals
+  model::MoesdParams initial_params;  // start of the kept solve
+  double final_cost = 0;              // 1/2 sum of squared (robustified) residuals
   int iterations = 0;
   int best_start = 0;
   int starts_converged = 0;
@@ -66,12 +66,13 @@ struct SdFit {
 // solve) what ValidateSdMeasurementSet refuses, and afterwards a solve that converges from no
 // start (with Ceres' termination message).
 SdFit FitSd(const std::vector<SdMeasurement>& measurements, const SdFitScales& scales,
-            SdDenominator denominator, const FitOptions& options, const std::string& origin);
+            model::SdDenominator denominator, const FitOptions& options, const std::string& origin);
 
 // The least-squares problem FitSd solves (same residuals, bounds, starts and scaling), for the
 // benchmark against scipy. Start 0 (the centre) is documented in fit/README.md.
 LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& measurements,
-                                          const SdFitScales& scales, SdDenominator denominator,
+                                          const SdFitScales& scales,
+                                          model::SdDenominator denominator,
                                           const std::string& origin);
 
 // `moelab fit sd`: the measurement files (combined, LoadSdMeasurementFiles), the target, draft and
@@ -79,7 +80,7 @@ LeastSquaresModel MakeSdLeastSquaresModel(const std::vector<SdMeasurement>& meas
 struct SdFitRequest {
   std::vector<std::string> measurement_files;
   std::string model, draft, hardware;
-  SdDenominator denominator = SdDenominator::kAlgorithm1;
+  model::SdDenominator denominator = model::SdDenominator::kAlgorithm1;
   std::optional<double> max_reject_s;  // T_rej; default derived from the hardware (sd_bounds.h)
   FitOptions options;
 };
@@ -87,6 +88,6 @@ struct SdFitRun {
   SdFit fit;
   std::string origin;  // the files, "a.csv + b.csv"
 };
-SdFitRun RunSdFit(const SdFitRequest& request, const PresetStore& store);
+SdFitRun RunSdFit(const SdFitRequest& request, const model::PresetStore& store);
 
-}  // namespace moelab
+}  // namespace moelab::fit

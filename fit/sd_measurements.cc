@@ -13,7 +13,7 @@
 #include "base/json_reader.h"
 #include "base/message_text.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 std::string Trim(const std::string& text) {
@@ -34,8 +34,8 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 
 [[noreturn]] void FailField(const std::string& where, const std::string& field,
                             const std::string& expected, const std::string& got) {
-  throw Error(where + ": field '" + field + "': expected " + expected + ", got '" +
-              EscapeForMessage(got) + "'");
+  throw base::Error(where + ": field '" + field + "': expected " + expected + ", got '" +
+                    base::EscapeForMessage(got) + "'");
 }
 
 double ParseCsvNumber(const std::string& text, const std::string& where, const std::string& field) {
@@ -48,8 +48,9 @@ double ParseCsvNumber(const std::string& text, const std::string& where, const s
 // Checks one point's values; `where` names it.
 void CheckPoint(const SdMeasurement& m, const std::string& where) {
   if (m.point.top_k > m.point.num_experts) {
-    throw Error(where + ": K = " + std::to_string(m.point.top_k) + " exceeds E = " +
-                std::to_string(m.point.num_experts) + " (experts per token cannot exceed experts)");
+    throw base::Error(where + ": K = " + std::to_string(m.point.top_k) +
+                      " exceeds E = " + std::to_string(m.point.num_experts) +
+                      " (experts per token cannot exceed experts)");
   }
   if (!(std::isfinite(m.point.sigma) && m.point.sigma > 0 && m.point.sigma <= 1)) {
     std::ostringstream got;
@@ -85,16 +86,16 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
     const std::string where = file + ":" + std::to_string(line_number);
     if (!have_header) {
       if (line != kSdMeasurementsCsvHeader) {
-        throw Error(where + ": unexpected CSV header '" + EscapeForMessage(line) +
-                    "': expected exactly '" + kSdMeasurementsCsvHeader + "'");
+        throw base::Error(where + ": unexpected CSV header '" + base::EscapeForMessage(line) +
+                          "': expected exactly '" + kSdMeasurementsCsvHeader + "'");
       }
       have_header = true;
       continue;
     }
     const std::vector<std::string> fields = SplitCsv(line);
     if (fields.size() != 6) {
-      throw Error(where + ": expected 6 comma-separated fields (" + kSdMeasurementsCsvHeader +
-                  "), got " + std::to_string(fields.size()));
+      throw base::Error(where + ": expected 6 comma-separated fields (" + kSdMeasurementsCsvHeader +
+                        "), got " + std::to_string(fields.size()));
     }
     static const char* kNames[6] = {"batch", "gamma", "K", "E", "sigma", "speedup"};
     double values[6];
@@ -112,15 +113,15 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
     result.push_back(m);
   }
   if (!have_header) {
-    throw Error(file + ": empty measurements file: expected the CSV header '" +
-                std::string(kSdMeasurementsCsvHeader) + "' and rows, or JSON");
+    throw base::Error(file + ": empty measurements file: expected the CSV header '" +
+                      std::string(kSdMeasurementsCsvHeader) + "' and rows, or JSON");
   }
   return result;
 }
 
 SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file,
                              const std::string& path) {
-  const JsonReader reader(json, file, path);
+  const base::JsonReader reader(json, file, path);
   SdMeasurement m;
   m.origin = file + (path.empty() ? "" : " " + path);
   if (reader.Has("schema")) {
@@ -132,8 +133,8 @@ SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file
     if (workload != "sd") {
       reader.Fail("workload", "\"sd\" (a report of `moelab run --workload sd`)");
     }
-    const JsonReader sd = reader.Object("sd");
-    const JsonReader model = reader.Object("model");
+    const base::JsonReader sd = reader.Object("sd");
+    const base::JsonReader model = reader.Object("model");
     m.point.batch = reader.Int("batch", 1);
     m.point.gamma = sd.Int("gamma", 1);
     m.point.top_k = model.Int("top_k", 1);
@@ -153,7 +154,7 @@ SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file
 }
 
 std::vector<SdMeasurement> ParseJson(const std::string& text, const std::string& file) {
-  const nlohmann::json json = ParseJsonText(text, file);
+  const nlohmann::json json = base::ParseJsonText(text, file);
   std::vector<SdMeasurement> result;
   if (json.is_array()) {
     for (size_t i = 0; i < json.size(); ++i) {
@@ -172,8 +173,8 @@ std::vector<SdMeasurement> ParseJson(const std::string& text, const std::string&
 
 std::vector<SdMeasurement> LoadSdMeasurements(const std::filesystem::path& file) {
   const std::string name = file.string();
-  if (!std::filesystem::exists(file)) throw Error(name + ": measurements file not found");
-  const std::string text = ReadInputFile(file, kMaxCsvFileBytes, "measurements file");
+  if (!std::filesystem::exists(file)) throw base::Error(name + ": measurements file not found");
+  const std::string text = base::ReadInputFile(file, base::kMaxCsvFileBytes, "measurements file");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '[' || text[first] == '{')) {
     return ParseJson(text, name);
@@ -183,18 +184,19 @@ std::vector<SdMeasurement> LoadSdMeasurements(const std::filesystem::path& file)
 
 void ValidateSdMeasurementSet(const std::vector<SdMeasurement>& measurements,
                               const std::string& origin) {
-  const size_t needed = static_cast<size_t>(MoesdParams::kCount);
+  const size_t needed = static_cast<size_t>(model::MoesdParams::kCount);
   if (measurements.size() < needed) {
-    throw Error(origin + ": " + std::to_string(measurements.size()) +
-                " measurement(s), but the MoESD model has " + std::to_string(needed) +
-                " parameters: at least " + std::to_string(needed) +
-                " are needed (evenly spread over batch sizes, as the paper recommends)");
+    throw base::Error(origin + ": " + std::to_string(measurements.size()) +
+                      " measurement(s), but the MoESD model has " + std::to_string(needed) +
+                      " parameters: at least " + std::to_string(needed) +
+                      " are needed (evenly spread over batch sizes, as the paper recommends)");
   }
   std::set<int64_t> batches;
   for (const SdMeasurement& m : measurements) batches.insert(m.point.batch);
   if (batches.size() < 2) {
-    throw Error(origin + ": every measurement is at batch " + std::to_string(*batches.begin()) +
-                ": the fit needs at least two batch sizes (spread them from small to large)");
+    throw base::Error(origin + ": every measurement is at batch " +
+                      std::to_string(*batches.begin()) +
+                      ": the fit needs at least two batch sizes (spread them from small to large)");
   }
 }
 
@@ -208,4 +210,4 @@ SdMeasurementSet LoadSdMeasurementFiles(const std::vector<std::string>& files) {
   return set;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -6,13 +6,13 @@
 
 #include "model/moesd_speedup.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // Measured speculative-decoding speedups, the input of the MoESD fit (formulas.md section 1).
 struct SdMeasurement {
-  SdPoint point;       // batch, gamma, K (top_k), E (num_experts), sigma
-  double speedup = 0;  // measured T_AR / T_SD
-  std::string origin;  // "file:line" or "file[index]", for messages
+  model::SdPoint point;  // batch, gamma, K (top_k), E (num_experts), sigma
+  double speedup = 0;    // measured T_AR / T_SD
+  std::string origin;    // "file:line" or "file[index]", for messages
 };
 
 // The exact CSV header accepted.
@@ -46,4 +46,4 @@ struct SdMeasurementSet {
 };
 SdMeasurementSet LoadSdMeasurementFiles(const std::vector<std::string>& files);
 
-}  // namespace moelab
+}  // namespace moelab::fit

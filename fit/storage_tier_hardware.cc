@@ -6,16 +6,17 @@
 #include "base/error.h"
 #include "fit/cost_calibration.h"
 
-namespace moelab {
+namespace moelab::fit {
 
-HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
-                                            double storage_read_bytes_per_s) {
+model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
+                                                   double storage_read_bytes_per_s) {
   if (!(memory_bytes > 0 && std::isfinite(memory_bytes)))
-    throw Error("--memory must be a positive size");
+    throw base::Error("--memory must be a positive size");
   if (!(storage_read_bytes_per_s >= 0 && std::isfinite(storage_read_bytes_per_s))) {
-    throw Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
+    throw base::Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
   }
-  HardwareSpec hardware = HardwareFromProfile(profile);  // the host; Error without machine.limits
+  model::HardwareSpec hardware =
+      HardwareFromProfile(profile);  // the host; Error without machine.limits
   const ProfileSample* largest = nullptr;
   const ProfileSample* smallest = nullptr;
   for (const ProfileSample& s : profile.samples) {
@@ -24,9 +25,9 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
     if (!smallest || s.bytes < smallest->bytes) smallest = &s;
   }
   if (!largest) {
-    throw Error(profile.origin +
-                ": no storage_read samples: profile with the storage_read operator "
-                "(moelab profile) to measure the storage tier");
+    throw base::Error(profile.origin +
+                      ": no storage_read samples: profile with the storage_read operator "
+                      "(moelab profile) to measure the storage tier");
   }
   const double bandwidth = largest->bytes / largest->median_s;
   // No second memory tier: every byte of RAM the run may use is the compute device's memory
@@ -40,14 +41,15 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   // per-read latency of storage is charged here too.
   const double dram = hardware.host->dram_bandwidth_bytes_per_s;
   if (!(dram > 0))
-    throw Error(profile.origin + ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
-  LinkSpec link;
+    throw base::Error(profile.origin +
+                      ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
+  model::LinkSpec link;
   link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
   link.host_to_device_bandwidth_bytes_per_s = dram / 3;
   link.device_to_host_bandwidth_bytes_per_s = dram / 3;  // nothing is written back
   link.latency_s = std::max(0.0, smallest->median_s - smallest->bytes / bandwidth);
 
-  AcceleratorSpec cpu;
+  model::AcceleratorSpec cpu;
   cpu.display_name = hardware.host->cpu_name + " as the compute device";
   cpu.peak_flops = hardware.host->peak_flops;
   if (!cpu.peak_flops.count("bf16") && cpu.peak_flops.count("fp32"))
@@ -57,7 +59,7 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
 
   hardware.name = "storage-tier:" + profile.origin;
   hardware.display_name = cpu.display_name + ", experts on storage, no second memory tier";
-  hardware.kind = HardwareKind::kAccelerator;
+  hardware.kind = model::HardwareKind::kAccelerator;
   hardware.accelerator = cpu;
   hardware.accelerator_count = 1;
   hardware.host_link = link;
@@ -67,4 +69,4 @@ HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memor
   return hardware;
 }
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -3,7 +3,7 @@
 #include "fit/latency_profile.h"
 #include "model/hardware_spec.h"
 
-namespace moelab {
+namespace moelab::fit {
 
 // The profiled machine as the offload simulator's hardware when the executor offloads experts to
 // storage (executor/offload/): the compute device (the simulator's "accelerator") is the profiled
@@ -20,7 +20,7 @@ namespace moelab {
 // profile's single-stream read bandwidth with one measured at the executor's reader concurrency
 // (validate's storage probe: the disk serves concurrent reads faster than one stream); the latency
 // stays the profile's.
-HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
-                                            double storage_read_bytes_per_s = 0);
+model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
+                                                   double storage_read_bytes_per_s = 0);
 
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -4,10 +4,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::ParseJsonThen(data, size, [](const nlohmann::json& json) {
-    if (moelab::FitKind(json, "fit.json") == "sd") {
-      moelab::SdFitFromJson(json, "fit.json");
+    if (moelab::fit::FitKind(json, "fit.json") == "sd") {
+      moelab::fit::SdFitFromJson(json, "fit.json");
     } else {
-      moelab::LatencyFitFromJson(json, "fit.json");
+      moelab::fit::LatencyFitFromJson(json, "fit.json");
     }
   });
   return 0;

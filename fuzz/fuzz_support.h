@@ -49,14 +49,14 @@ template <typename Parse>
 void Refuses(Parse parse) {
   try {
     parse();
-  } catch (const Error&) {
+  } catch (const base::Error&) {
   }
 }
 
 // JSON targets: the bytes through the project's one JSON parser, then `from_json` on the document.
 template <typename FromJson>
 void ParseJsonThen(const uint8_t* data, size_t size, FromJson from_json) {
-  Refuses([&] { from_json(ParseJsonText(Text(data, size), "fuzz.json")); });
+  Refuses([&] { from_json(base::ParseJsonText(Text(data, size), "fuzz.json")); });
 }
 
 }  // namespace moelab::fuzz

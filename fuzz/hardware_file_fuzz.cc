@@ -4,7 +4,7 @@
 #include "model/preset_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const moelab::PresetStore store(MOELAB_PRESET_DIR);
+  static const moelab::model::PresetStore store(MOELAB_PRESET_DIR);
   const auto file = moelab::fuzz::WriteInput(data, size, "hw.json");
   moelab::fuzz::Refuses([&] { store.LoadHardware(file.string()); });
   return 0;

@@ -5,7 +5,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::ParseJsonThen(data, size, [](const nlohmann::json& json) {
-    moelab::CountParameters(moelab::ImportHuggingFaceConfig(json, "config.json"));
+    moelab::model::CountParameters(moelab::model::ImportHuggingFaceConfig(json, "config.json"));
   });
   return 0;
 }

@@ -9,13 +9,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::Refuses([&] {
     switch (data[0] % 3) {
       case 0:
-        moelab::ParseIntList(text, "batch", data[0] % 2);
+        moelab::base::ParseIntList(text, "batch", data[0] % 2);
         break;
       case 1:
-        moelab::ParseNumberList(text, "alpha");
+        moelab::base::ParseNumberList(text, "alpha");
         break;
       default:
-        moelab::ParseNumber(text, "alpha");
+        moelab::base::ParseNumber(text, "alpha");
         break;
     }
   });

@@ -6,10 +6,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::ParseJsonThen(data, size, [](const nlohmann::json& json) {
-    const moelab::MoeModelSpec spec = moelab::ModelSpecFromJson(json, "model.json");
-    moelab::CountParameters(spec);
-    moelab::CountWeightBytes(spec);
-    if (spec.moe) moelab::ExpertBytes(spec);
+    const moelab::model::MoeModelSpec spec = moelab::model::ModelSpecFromJson(json, "model.json");
+    moelab::model::CountParameters(spec);
+    moelab::model::CountWeightBytes(spec);
+    if (spec.moe) moelab::model::ExpertBytes(spec);
   });
   return 0;
 }

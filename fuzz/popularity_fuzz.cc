@@ -8,9 +8,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file =
       moelab::fuzz::WriteInput(data, size, json ? "popularity.json" : "popularity.csv");
   moelab::fuzz::Refuses([&] {
-    const moelab::PopularityTable table = moelab::LoadPopularityTable(file.string());
-    const auto placement = moelab::PlaceByPopularity(table, 4);
-    moelab::ExpectedHitRate(table, placement);
+    const moelab::model::PopularityTable table = moelab::model::LoadPopularityTable(file.string());
+    const auto placement = moelab::model::PlaceByPopularity(table, 4);
+    moelab::model::ExpectedHitRate(table, placement);
   });
   return 0;
 }

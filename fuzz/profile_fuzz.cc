@@ -6,9 +6,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::ParseJsonThen(data, size, [](const nlohmann::json& json) {
-    const moelab::Profile profile = moelab::ProfileFromJson(json, "profile.json");
+    const moelab::fit::Profile profile = moelab::fit::ProfileFromJson(json, "profile.json");
     // Fitting is the expensive part; keep executions fast on large inputs.
-    if (profile.samples.size() <= 64) moelab::FitLatency(profile, moelab::FitOptions{});
+    if (profile.samples.size() <= 64) moelab::fit::FitLatency(profile, moelab::fit::FitOptions{});
   });
   return 0;
 }

@@ -4,9 +4,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   moelab::fuzz::ParseJsonThen(data, size, [](const nlohmann::json& json) {
-    const moelab::RoutingTrace trace = moelab::RoutingTraceFromJson(json, "trace.json");
+    const moelab::routing::RoutingTrace trace =
+        moelab::routing::RoutingTraceFromJson(json, "trace.json");
     for (size_t step = 0; step < trace.steps.size(); ++step) trace.ExpertCounts(step);
-    moelab::RoutingTraceToText(trace);
+    moelab::routing::RoutingTraceToText(trace);
   });
   return 0;
 }

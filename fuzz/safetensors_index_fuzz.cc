@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::filesystem::path folder = [] {
     const auto path = moelab::fuzz::WorkDir() / "sharded";
     std::filesystem::create_directories(path);
-    moelab::SafetensorsWriter writer;
+    moelab::weights::SafetensorsWriter writer;
     const std::vector<float> values = {1, 2, 3, 4};
     writer.AddBf16FromFloat("a", {2, 2}, values.data());
     writer.AddBf16FromFloat("b", {4}, values.data());
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::ofstream(folder / "model.safetensors.index.json", std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   moelab::fuzz::Refuses([&] {
-    const moelab::SafetensorsModel model = moelab::SafetensorsModel::Open(folder);
+    const moelab::weights::SafetensorsModel model = moelab::weights::SafetensorsModel::Open(folder);
     for (const std::string& name : model.Names()) model.Info(name);
   });
   return 0;

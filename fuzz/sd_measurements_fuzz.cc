@@ -5,8 +5,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto file = moelab::fuzz::WriteInput(data, size, "measurements.csv");
   moelab::fuzz::Refuses([&] {
-    const auto measurements = moelab::LoadSdMeasurements(file);
-    moelab::ValidateSdMeasurementSet(measurements, file.string());
+    const auto measurements = moelab::fit::LoadSdMeasurements(file);
+    moelab::fit::ValidateSdMeasurementSet(measurements, file.string());
   });
   return 0;
 }

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-namespace moelab {
+namespace moelab::kernels {
 
 void AttendOneHead(const float* q, const float* keys, const float* values, int64_t kv_stride,
                    int64_t head_dim, int64_t first_visible, int64_t last_visible, float scale,
@@ -29,4 +29,4 @@ void AttendOneHead(const float* q, const float* keys, const float* values, int64
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

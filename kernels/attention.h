@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // Attention of one query head against a sequence's KV cache.
 // q: head_dim values (already rotated); keys/values: fp32, position p of this head's KV group at
@@ -12,4 +12,4 @@ void AttendOneHead(const float* q, const float* keys, const float* values, int64
                    int64_t head_dim, int64_t first_visible, int64_t last_visible, float scale,
                    float* scores, float* out);
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // bfloat16 stored as its 16 raw bits: the upper half of an IEEE float.
 using Bf16 = uint16_t;
@@ -26,4 +26,4 @@ inline Bf16 FloatToBf16(float value) {
   return static_cast<Bf16>((bits + rounding) >> 16);
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

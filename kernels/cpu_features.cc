@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 std::atomic<int>& ActiveSlot() {
@@ -57,7 +57,7 @@ std::vector<Isa> SupportedIsas() {
 
 void SetActiveIsa(Isa isa) {
   if (!IsSupported(isa))
-    throw Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
+    throw base::Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");
   ActiveSlot().store(static_cast<int>(isa));
 }
 
@@ -75,7 +75,8 @@ Isa ActiveIsa() {
       }
     }
     if (!known)
-      throw Error("MOELAB_ISA='" + requested + "': expected scalar, avx2, avx512f or avx512bf16");
+      throw base::Error("MOELAB_ISA='" + requested +
+                        "': expected scalar, avx2, avx512f or avx512bf16");
   }
   SetActiveIsa(chosen);
   return chosen;
@@ -93,4 +94,4 @@ std::string CpuModelName() {
   return "unknown";
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // Instruction sets the kernels have paths for, chosen at run time.
 // avx512f: AVX-512F without BF16 (Skylake-X, Ice Lake class), the fp32-FMA family at 16 rows per
@@ -30,4 +30,4 @@ void SetActiveIsa(Isa isa);
 // CPU model name and flags, for provenance.
 std::string CpuModelName();
 
-}  // namespace moelab
+}  // namespace moelab::kernels

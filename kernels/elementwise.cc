@@ -8,7 +8,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
              float* out) {
@@ -96,7 +96,7 @@ int64_t ArgMax(const float* values, int64_t count) {
 RopeTable::RopeTable(int64_t head_dim, int64_t max_positions, double theta)
     : head_dim_(head_dim), max_positions_(max_positions) {
   if (head_dim <= 0 || head_dim % 2 != 0) {
-    throw Error("rotary embedding needs an even head_dim, got " + std::to_string(head_dim));
+    throw base::Error("rotary embedding needs an even head_dim, got " + std::to_string(head_dim));
   }
   const int64_t half = head_dim / 2;
   cos_.resize(static_cast<size_t>(max_positions * half));
@@ -114,8 +114,8 @@ RopeTable::RopeTable(int64_t head_dim, int64_t max_positions, double theta)
 
 void RopeTable::Apply(float* vectors, int64_t heads, int64_t position) const {
   if (position < 0 || position >= max_positions_) {
-    throw Error("position " + std::to_string(position) + " is outside the rotary table (max " +
-                std::to_string(max_positions_) + ")");
+    throw base::Error("position " + std::to_string(position) +
+                      " is outside the rotary table (max " + std::to_string(max_positions_) + ")");
   }
   const int64_t half = head_dim_ / 2;
   const float* c = cos_.data() + position * half;
@@ -131,4 +131,4 @@ void RopeTable::Apply(float* vectors, int64_t heads, int64_t position) const {
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // Row-wise RMSNorm: out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight. In place allowed.
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out);
@@ -38,4 +38,4 @@ class RopeTable {
   std::vector<float> sin_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::kernels

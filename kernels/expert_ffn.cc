@@ -3,7 +3,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 // gate_up(x, y) and down(x, y): the two matmuls on whichever weight layout; the activation between.
@@ -61,4 +61,4 @@ void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up,
       [&](const float* in) { Matmul(in, tokens, down, out, down.rows(), pool); });
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

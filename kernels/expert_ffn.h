@@ -8,7 +8,7 @@
 #include "kernels/thread_pool.h"
 #include "kernels/weight_matrix.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 // One SwiGLU expert (or dense FFN) on `tokens` tokens:
 //   out[t] = W_down (silu(W_gate x[t]) * (W_up x[t]))
@@ -43,4 +43,4 @@ inline double ExpertFfnFlops(int64_t tokens, int64_t hidden, int64_t intermediat
          static_cast<double>(intermediate);
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

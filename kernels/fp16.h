@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // IEEE binary16 stored as its raw bits: the block scales of the quantized formats (as llama.cpp's
 // Q8_0 / Q4_0 store them). Portable conversions; the AVX2 kernels use F16C's vcvtph2ps, which
@@ -53,4 +53,4 @@ inline Fp16 FloatToFp16(float value) {
   return static_cast<Fp16>(sign | h);
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

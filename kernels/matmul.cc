@@ -7,8 +7,8 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
 
-namespace moelab {
-namespace kernels_internal {
+namespace moelab::kernels {
+namespace internal {
 
 int64_t RowsPerTask(int64_t n, int threads) {
   // Enough tasks to balance threads, each whole 16-row groups, 32 to 256 rows.
@@ -17,20 +17,20 @@ int64_t RowsPerTask(int64_t n, int threads) {
   return std::clamp<int64_t>((rows + 15) / 16 * 16, 32, 256);
 }
 
-}  // namespace kernels_internal
+}  // namespace internal
 
 namespace {
 
-using kernels_internal::MatmulPackedRowsFn;
+using internal::MatmulPackedRowsFn;
 
 // The fp32-FMA kernel on packed weights for this ISA, or null (AVX512-BF16 and scalar have their
 // own).
 MatmulPackedRowsFn FmaPackedRowsFunction(Isa isa) {
   switch (isa) {
     case Isa::kAvx2:
-      return kernels_internal::MatmulPackedRowsAvx2;
+      return internal::MatmulPackedRowsAvx2;
     case Isa::kAvx512F:
-      return kernels_internal::MatmulPackedRowsAvx512F;
+      return internal::MatmulPackedRowsAvx512F;
     default:
       return nullptr;
   }
@@ -69,7 +69,7 @@ void ParallelRows(int64_t m, int64_t k, int64_t n, ThreadPool& pool, const Rows&
     rows(0, n);
     return;
   }
-  const int64_t rows_per_task = kernels_internal::RowsPerTask(n, pool.size());
+  const int64_t rows_per_task = internal::RowsPerTask(n, pool.size());
   const int64_t tasks = (n + rows_per_task - 1) / rows_per_task;
   pool.Run(tasks, [&](int64_t task, int /*thread*/) {
     const int64_t begin = task * rows_per_task;
@@ -80,11 +80,11 @@ void ParallelRows(int64_t m, int64_t k, int64_t n, ThreadPool& pool, const Rows&
 // x (fp32 or bf16) packed for the AVX512-BF16 batch kernel, 16-token blocks spread over the pool.
 template <typename Element>
 const int32_t* PackTokenPairs(const Element* x, int64_t m, int64_t k, ThreadPool& pool) {
-  int32_t* out = Scratch().Pairs(kernels_internal::TokenPairsCount(m, k));
-  const int64_t block_dwords = kernels_internal::TokenPairsCount(16, k);
+  int32_t* out = Scratch().Pairs(internal::TokenPairsCount(m, k));
+  const int64_t block_dwords = internal::TokenPairsCount(16, k);
   const auto pack = [&](int64_t block, int /*thread*/) {
-    kernels_internal::PackTokenPairsAvx512(
-        x + block * 16 * k, std::min<int64_t>(16, m - block * 16), k, out + block * block_dwords);
+    internal::PackTokenPairsAvx512(x + block * 16 * k, std::min<int64_t>(16, m - block * 16), k,
+                                   out + block * block_dwords);
   };
   const int64_t blocks = (m + 15) / 16;
   if (m * k < (int64_t{1} << 16)) {
@@ -98,7 +98,7 @@ const int32_t* PackTokenPairs(const Element* x, int64_t m, int64_t k, ThreadPool
 void MatmulAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k, const Bf16* w,
                       int64_t n, float* y, int64_t ldy, ThreadPool& pool) {
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
-    kernels_internal::MatmulRowsAvx512Bf16(x, x_pairs, m, k, w, begin, end, y, ldy);
+    internal::MatmulRowsAvx512Bf16(x, x_pairs, m, k, w, begin, end, y, ldy);
   });
 }
 
@@ -113,7 +113,7 @@ void MatmulPackedScalar(const Bf16* x, int64_t m, const PackedBf16Matrix& w, flo
     for (int64_t j = begin; j < end; j += group_rows) {
       const int64_t count = std::min(group_rows, end - j);
       w.UnpackRows(j, count, rows.data());
-      kernels_internal::MatmulRowsScalar(x, m, k, rows.data(), 0, count, y + j, ldy);
+      internal::MatmulRowsScalar(x, m, k, rows.data(), 0, count, y + j, ldy);
     }
   });
 }
@@ -134,7 +134,7 @@ const float* RoundedActivations(const float* x, int64_t count) {
     for (int64_t i = 0; i < count; ++i)
       out[static_cast<size_t>(i)] = Bf16ToFloat(FloatToBf16(x[i]));
   } else {
-    kernels_internal::RoundToBf16FloatsAvx2(x, count, out.data());
+    internal::RoundToBf16FloatsAvx2(x, count, out.data());
   }
   return out.data();
 }
@@ -148,8 +148,7 @@ const float* RoundedActivations(const Bf16* x, int64_t count) {
 void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m,
                             const PackedBf16Matrix& w, float* y, int64_t ldy, ThreadPool& pool) {
   ParallelRows(m, w.cols(), w.rows(), pool, [&](int64_t begin, int64_t end) {
-    kernels_internal::MatmulPackedRowsAvx512Bf16(x, x_pairs, m, w.cols(), w.data(), begin, end, y,
-                                                 ldy);
+    internal::MatmulPackedRowsAvx512Bf16(x, x_pairs, m, w.cols(), w.data(), begin, end, y, ldy);
   });
 }
 
@@ -157,7 +156,7 @@ void MatmulPackedAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m,
 
 void ConvertToBf16(const float* in, int64_t count, Bf16* out) {
   if (ActiveIsa() == Isa::kAvx512Bf16) {
-    kernels_internal::ConvertToBf16Avx512(in, count, out);
+    internal::ConvertToBf16Avx512(in, count, out);
     return;
   }
   for (int64_t i = 0; i < count; ++i) out[i] = FloatToBf16(in[i]);
@@ -168,8 +167,7 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
   if (m <= 0 || n <= 0) return;
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
-    const int32_t* x_pairs =
-        m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
+    const int32_t* x_pairs = m > internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
     MatmulAvx512Bf16(x, x_pairs, m, k, w, n, y, ldy, pool);
     return;
   }
@@ -181,7 +179,7 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
     return;
   }
   ParallelRows(m, k, n, pool, [&](int64_t begin, int64_t end) {
-    kernels_internal::MatmulRowsScalar(x, m, k, w, begin, end, y, ldy);
+    internal::MatmulRowsScalar(x, m, k, w, begin, end, y, ldy);
   });
 }
 
@@ -189,7 +187,7 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
                 int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+  if (isa == Isa::kAvx512Bf16 && m > internal::kDecodeTokens) {
     // The batch kernel reads tokens pair-major: round and pack in one pass.
     MatmulAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, k, w, n, y, ldy, pool);
     return;
@@ -211,7 +209,7 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* 
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
     const int32_t* x_pairs =
-        m > kernels_internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
+        m > internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
     MatmulPackedAvx512Bf16(x, x_pairs, m, w, y, ldy, pool);
     return;
   }
@@ -227,7 +225,7 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   if (m <= 0 || w.rows() <= 0) return;
   const int64_t k = w.cols();
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx512Bf16 && m > kernels_internal::kDecodeTokens) {
+  if (isa == Isa::kAvx512Bf16 && m > internal::kDecodeTokens) {
     MatmulPackedAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, w, y, ldy, pool);
     return;
   }
@@ -244,9 +242,8 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
 void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,
                          ThreadPool& pool) {
   ResizeQuantizedActivations(m, k, out);
-  const auto quantize = ActiveIsa() == Isa::kScalar
-                            ? QuantizeActivationTokensScalar
-                            : kernels_internal::QuantizeActivationTokensAvx2;
+  const auto quantize = ActiveIsa() == Isa::kScalar ? QuantizeActivationTokensScalar
+                                                    : internal::QuantizeActivationTokensAvx2;
   constexpr int64_t kTokensPerTask = 16;
   if (m * k < (int64_t{1} << 16)) {
     quantize(x, k, 0, m, out);
@@ -262,10 +259,10 @@ void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float*
   if (m <= 0 || w.rows() <= 0) return;
   QuantizedActivations& xq = Scratch().x_quantized;
   QuantizeActivations(x, m, w.cols(), xq, pool);
-  const auto rows_fn = ActiveIsa() == Isa::kScalar ? kernels_internal::MatmulQuantizedRowsScalar
-                                                   : kernels_internal::MatmulQuantizedRowsAvx2;
+  const auto rows_fn = ActiveIsa() == Isa::kScalar ? internal::MatmulQuantizedRowsScalar
+                                                   : internal::MatmulQuantizedRowsAvx2;
   ParallelRows(m, w.cols(), w.rows(), pool,
                [&](int64_t begin, int64_t end) { rows_fn(xq, w, begin, end, y, ldy); });
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -8,7 +8,7 @@
 #include "kernels/quantized_matrix.h"
 #include "kernels/thread_pool.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 // y[i][j] = sum_k bf16(x[i][k]) * w[j][k]   for i < m tokens, j < n outputs.
 // x: m x k fp32 activations (rounded to bf16 for the products, as llama.cpp's vec_dot does);
@@ -46,4 +46,4 @@ void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivati
 // Rounds fp32 values to bf16 (nearest even).
 void ConvertToBf16(const float* in, int64_t count, Bf16* out);
 
-}  // namespace moelab
+}  // namespace moelab::kernels

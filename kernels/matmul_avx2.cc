@@ -6,7 +6,7 @@
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_row_lanes.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 namespace {
 
 struct Avx2Lanes {
@@ -83,4 +83,4 @@ void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out) {
   for (; i < count; ++i) out[i] = Bf16ToFloat(FloatToBf16(in[i]));
 }
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

@@ -25,7 +25,7 @@
 
 #include "kernels/matmul_internal.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 namespace {
 
 constexpr int64_t kLanes = 16;
@@ -448,4 +448,4 @@ void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m
       m, [&](auto tokens) { DecodePackedRows<tokens()>(x, k, wp, n_begin, n_end, y, ldy); });
 }
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

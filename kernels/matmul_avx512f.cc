@@ -7,7 +7,7 @@
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_row_lanes.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 namespace {
 
 struct Avx512Lanes {
@@ -52,4 +52,4 @@ void MatmulPackedRowsAvx512F(const float* x, int64_t m, int64_t k, const Bf16* w
   row_lanes::PackedRows<Avx512Lanes>(x, m, k, wp, n_begin, n_end, y, ldy);
 }
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

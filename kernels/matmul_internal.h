@@ -9,7 +9,7 @@
 #include "kernels/quantized_activations.h"
 #include "kernels/quantized_matrix.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 
 // Computes y rows [0, m) x columns [n_begin, n_end) of y = x w^T; x: m x k bf16, row-major.
 void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
@@ -63,4 +63,4 @@ int64_t RowsPerTask(int64_t n, int threads);
 // Round to nearest even with vcvtne2ps2bf16 (same as FloatToBf16 for normal and zero values).
 void ConvertToBf16Avx512(const float* in, int64_t count, Bf16* out);
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

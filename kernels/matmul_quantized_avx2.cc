@@ -18,7 +18,7 @@
 #include "kernels/quantized_activations.h"
 #include "kernels/quantized_matrix.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 
 void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, int64_t t_end,
                                   QuantizedActivations& out) {
@@ -302,4 +302,4 @@ void MatmulQuantizedRowsAvx2(const QuantizedActivations& x, const QuantizedMatri
   }
 }
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

@@ -26,7 +26,7 @@
 
 #include "kernels/bf16.h"
 
-namespace moelab::kernels_internal::row_lanes {
+namespace moelab::kernels::internal::row_lanes {
 
 constexpr int64_t kGroupRows = 16;                 // PackedBf16Matrix::kGroupRows
 constexpr int64_t kPairElements = 2 * kGroupRows;  // bf16 elements per group and pair
@@ -203,4 +203,4 @@ void PackedRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_
   }
 }
 
-}  // namespace moelab::kernels_internal::row_lanes
+}  // namespace moelab::kernels::internal::row_lanes

@@ -3,7 +3,7 @@
 
 #include "kernels/matmul_internal.h"
 
-namespace moelab::kernels_internal {
+namespace moelab::kernels::internal {
 
 void MatmulRowsScalar(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t n_begin,
                       int64_t n_end, float* y, int64_t ldy) {
@@ -36,4 +36,4 @@ void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMat
   }
 }
 
-}  // namespace moelab::kernels_internal
+}  // namespace moelab::kernels::internal

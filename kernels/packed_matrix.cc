@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace moelab {
+namespace moelab::kernels {
 
 PackedBf16Matrix::PackedBf16Matrix(int64_t rows, int64_t cols)
     : rows_(rows),
@@ -37,4 +37,4 @@ void PackedBf16Matrix::UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) c
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -7,7 +7,7 @@
 
 #include "kernels/bf16.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 // A bf16 weight matrix [rows][cols] (a Linear layer's [out][in]) in the VNNI pair layout the
 // AVX512-BF16 decode kernel reads without transposing: rows are taken 16 at a time (a group), and
@@ -81,4 +81,4 @@ class PackedBf16Matrix {
   std::vector<Bf16, AlignedAllocator<Bf16>> storage_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace moelab {
+namespace moelab::kernels {
 
 void ResizeQuantizedActivations(int64_t m, int64_t k, QuantizedActivations& out) {
   out.tokens = m;
@@ -48,4 +48,4 @@ void QuantizeActivationTokensScalar(const float* x, int64_t k, int64_t t_begin, 
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // Activations quantized for the integer dot product on block-quantized weights (llama.cpp's q8_0
 // activations, as its vec_dot_q4_0_q8_0 / q8_0_q8_0 use, with an fp32 scale): per token, every run
@@ -47,4 +47,4 @@ void ResizeQuantizedActivations(int64_t m, int64_t k, QuantizedActivations& out)
 void QuantizeActivationTokensScalar(const float* x, int64_t k, int64_t t_begin, int64_t t_end,
                                     QuantizedActivations& out);
 
-}  // namespace moelab
+}  // namespace moelab::kernels

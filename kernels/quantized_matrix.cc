@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "kernels/quantized_activations.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 std::string ToString(QuantFormat format) { return format == QuantFormat::kQ8_0 ? "q8_0" : "q4_0"; }
 
@@ -42,8 +42,8 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
       float largest = 0;  // the element of largest magnitude, with its sign
       for (float v : w) {
         if (!std::isfinite(v))
-          throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
-                      " has a non-finite weight");
+          throw base::Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
+                            " has a non-finite weight");
         if (std::fabs(v) > std::fabs(largest)) largest = v;
       }
       const float wanted =
@@ -51,9 +51,9 @@ void QuantizedMatrix::QuantizeRows(int64_t row_begin, int64_t count, const Bf16*
       const Fp16 scale_bits = FloatToFp16(wanted);
       const float d = Fp16ToFloat(scale_bits);
       if (!std::isfinite(d)) {
-        throw Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
-                    " block " + std::to_string(b) + " needs a scale of " + std::to_string(wanted) +
-                    ", beyond fp16's 65504");
+        throw base::Error("quantizing to " + ToString(format_) + ": row " + std::to_string(row) +
+                          " block " + std::to_string(b) + " needs a scale of " +
+                          std::to_string(wanted) + ", beyond fp16's 65504");
       }
       uint8_t* record = storage_.data() + (g * blocks() + b) * record_bytes();
       std::memcpy(record + 2 * lane, &scale_bits, sizeof(scale_bits));
@@ -94,4 +94,4 @@ float QuantizedMatrix::At(int64_t row, int64_t col) const {
   return Scale(row, col / kQuantBlock) * static_cast<float>(Quant(row, col));
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -7,7 +7,7 @@
 #include "kernels/bf16.h"
 #include "kernels/fp16.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 // Block-quantized weight formats (llama.cpp's Q8_0 / Q4_0 arithmetic): every run of 32 elements of
 // a row along k shares one fp16 scale d.
@@ -78,4 +78,4 @@ class QuantizedMatrix {
   std::vector<uint8_t> storage_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::kernels

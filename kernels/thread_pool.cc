@@ -12,10 +12,11 @@
 #define MOELAB_CPU_RELAX() ((void)0)
 #endif
 
-namespace moelab {
+namespace moelab::kernels {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads < 1) throw Error("thread count must be at least 1, got " + std::to_string(threads));
+  if (threads < 1)
+    throw base::Error("thread count must be at least 1, got " + std::to_string(threads));
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -83,7 +84,8 @@ void ThreadPool::Run(int64_t tasks, const std::function<void(int64_t, int)>& fn)
     return;
   }
   if (tasks >= (int64_t{1} << 32))
-    throw Error("thread pool: " + std::to_string(tasks) + " tasks in one call (at most 2^32 - 1)");
+    throw base::Error("thread pool: " + std::to_string(tasks) +
+                      " tasks in one call (at most 2^32 - 1)");
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -109,7 +111,8 @@ int DefaultThreadCount() {
     char* end = nullptr;
     const long value = std::strtol(env, &end, 10);
     if (*end != '\0' || value < 1 || value > 1024) {
-      throw Error(std::string("MOELAB_THREADS='") + env + "': expected an integer from 1 to 1024");
+      throw base::Error(std::string("MOELAB_THREADS='") + env +
+                        "': expected an integer from 1 to 1024");
     }
     return static_cast<int>(value);
   }
@@ -117,4 +120,4 @@ int DefaultThreadCount() {
   return hardware == 0 ? 1 : static_cast<int>(hardware);
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-namespace moelab {
+namespace moelab::kernels {
 
 // A persistent pool: threads are created once and reused by every parallel operation (no thread
 // creation per op). The calling thread works too, so a pool of size 1 runs inline.
@@ -50,4 +50,4 @@ class ThreadPool {
 // Default thread count: MOELAB_THREADS when set, else the hardware concurrency.
 int DefaultThreadCount();
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -3,7 +3,7 @@
 #include "base/error.h"
 #include "kernels/matmul.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 QuantFormat QuantFormatOf(WeightFormat format) {
@@ -25,8 +25,8 @@ WeightFormat WeightFormatFromBits(int bits, const std::string& flag) {
     case 4:
       return WeightFormat::kQ4_0;
     default:
-      throw Error(flag + " " + std::to_string(bits) +
-                  ": the executor stores weights as 16 (bf16), 8 (q8_0) or 4 (q4_0) bits");
+      throw base::Error(flag + " " + std::to_string(bits) +
+                        ": the executor stores weights as 16 (bf16), 8 (q8_0) or 4 (q4_0) bits");
   }
 }
 
@@ -85,4 +85,4 @@ void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t 
   }
 }
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -9,7 +9,7 @@
 #include "kernels/quantized_matrix.h"
 #include "kernels/thread_pool.h"
 
-namespace moelab {
+namespace moelab::kernels {
 
 // How the executor stores a matmul weight: bf16 (PackedBf16Matrix) or block-quantized
 // (QuantizedMatrix). `moelab run --expert-bits 16|8|4` picks bf16, q8_0 or q4_0.
@@ -77,4 +77,4 @@ class WeightMatrix {
 void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,
             ThreadPool& pool);
 
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "model/parameter_count.h"
 
-namespace moelab {
+namespace moelab::model {
 
 RooflineCostSource::RooflineCostSource(RooflineTarget target, CostParameters params,
                                        std::string name, nlohmann::json details)
@@ -31,9 +31,10 @@ ForwardCost RooflineCostSource::Forward(const MoeModelSpec& model,
 }
 
 double RooflineCostSource::ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const {
-  if (!model.moe) throw Error("model '" + model.name + "' is dense: it has no routed experts");
+  if (!model.moe)
+    throw base::Error("model '" + model.name + "' is dense: it has no routed experts");
   if (tokens < 1)
-    throw Error("an expert runs for at least one token, got " + std::to_string(tokens));
+    throw base::Error("an expert runs for at least one token, got " + std::to_string(tokens));
   // One expert's weights are read once whatever its tokens; each token's hidden state goes in and
   // its output comes out (formulas.md, the routed_experts operator with one expert).
   const double t = static_cast<double>(tokens);
@@ -69,4 +70,4 @@ nlohmann::json RooflineCostSource::Describe() const {
   return json;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -11,7 +11,7 @@
 #include "model/model_spec.h"
 #include "model/roofline.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // Where a prediction takes its operator times from: one compute device (an accelerator node, a
 // host CPU on some threads, a profiled machine) priced by one source. Every prediction -- the SD
@@ -77,4 +77,4 @@ class RooflineCostSource : public CostSource {
   nlohmann::json details_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -4,7 +4,7 @@
 #include "model/parameter_count.h"
 #include "report/format.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 using report::FormatBytes;
@@ -190,4 +190,4 @@ PresetListing ListHardwarePresets(const PresetStore& store) {
   return listing;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

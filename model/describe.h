@@ -8,7 +8,7 @@
 #include "model/model_spec.h"
 #include "model/preset_store.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // What `moelab model show|list` and `moelab hw show|list` report: each as JSON (the CSV rows are
 // that JSON's, report/json_rows.h) and as text.
@@ -29,4 +29,4 @@ PresetListing ListModelPresets(
     const PresetStore& store);  // name, display_name, total/active params, file
 PresetListing ListHardwarePresets(const PresetStore& store);  // name, kind, display_name, file
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moelab {
+namespace moelab::model {
 
 // EPS-MoE's pipeline and kernel-choice formulas (formulas.md section 5).
 
@@ -35,4 +35,4 @@ inline constexpr int64_t kDefaultGemmCrossoverTokens = 2896;
 ExpertGemmKind ChooseExpertGemm(int64_t tokens,
                                 int64_t crossover_tokens = kDefaultGemmCrossoverTokens);
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -7,7 +7,7 @@
 #include "model/forward_cost.h"
 #include "model/moe_math.h"
 
-namespace moelab {
+namespace moelab::model {
 
 std::string ToString(PassKind kind) {
   switch (kind) {
@@ -29,8 +29,8 @@ PassKind PassKindOf(const ForwardShape& shape) {
 UniformExpertActivation::UniformExpertActivation(int64_t num_experts, int64_t top_k)
     : num_experts_(num_experts), top_k_(top_k) {
   if (top_k < 1 || top_k > num_experts) {
-    throw Error("uniform routing needs 1 <= top_k <= experts, got top_k " + std::to_string(top_k) +
-                " of " + std::to_string(num_experts) + " experts");
+    throw base::Error("uniform routing needs 1 <= top_k <= experts, got top_k " +
+                      std::to_string(top_k) + " of " + std::to_string(num_experts) + " experts");
   }
 }
 
@@ -43,8 +43,8 @@ double UniformExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_pe
 ExpertLoad UniformExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence,
                                          PassKind) const {
   if (batch < 1 || tokens_per_sequence < 1) {
-    throw Error("a pass has at least one sequence of one token, got " + std::to_string(batch) +
-                " x " + std::to_string(tokens_per_sequence));
+    throw base::Error("a pass has at least one sequence of one token, got " +
+                      std::to_string(batch) + " x " + std::to_string(tokens_per_sequence));
   }
   const double tokens = static_cast<double>(batch) * static_cast<double>(tokens_per_sequence);
   const double p = static_cast<double>(top_k_) / static_cast<double>(num_experts_);
@@ -71,10 +71,11 @@ namespace {
 
 const ExpertActivation& CheckedActivation(const MoeSpec& moe, const ExpertActivation& activation) {
   if (activation.num_experts() != moe.num_experts || activation.top_k() != moe.top_k) {
-    throw Error("routing " + activation.Describe() + " was recorded on a gate of " +
-                std::to_string(activation.num_experts()) + " experts, top-" +
-                std::to_string(activation.top_k()) + "; the model has " +
-                std::to_string(moe.num_experts) + " experts, top-" + std::to_string(moe.top_k));
+    throw base::Error("routing " + activation.Describe() + " was recorded on a gate of " +
+                      std::to_string(activation.num_experts()) + " experts, top-" +
+                      std::to_string(activation.top_k()) + "; the model has " +
+                      std::to_string(moe.num_experts) + " experts, top-" +
+                      std::to_string(moe.top_k));
   }
   return activation;
 }
@@ -103,4 +104,4 @@ std::string DescribeActivation(const ExpertActivation* activation) {
   return activation ? activation->Describe() : "uniform";
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -6,7 +6,7 @@
 
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 struct ForwardShape;
 
@@ -75,4 +75,4 @@ ExpertLoad ExpertLoadPerLayer(const MoeSpec& moe, const ForwardShape& shape);
 // The activation a report names: shape's, or "uniform".
 std::string DescribeActivation(const ExpertActivation* activation);
 
-}  // namespace moelab
+}  // namespace moelab::model

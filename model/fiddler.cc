@@ -9,7 +9,7 @@
 #include "base/input_file.h"
 #include "base/json_reader.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 std::vector<std::pair<double, ExpertId>> Ranked(const PopularityTable& popularity) {
@@ -37,7 +37,8 @@ bool ById(const ExpertId& a, const ExpertId& b) {
 
 std::vector<ExpertId> Take(std::vector<std::pair<double, ExpertId>> ranked, int64_t capacity,
                            bool most_popular) {
-  if (capacity < 0) throw Error("placement capacity must be >= 0, got " + std::to_string(capacity));
+  if (capacity < 0)
+    throw base::Error("placement capacity must be >= 0, got " + std::to_string(capacity));
   std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& a, const auto& b) {
     if (a.first != b.first) return most_popular ? a.first > b.first : a.first < b.first;
     return ById(a.second, b.second);
@@ -49,17 +50,17 @@ std::vector<ExpertId> Take(std::vector<std::pair<double, ExpertId>> ranked, int6
 }
 
 void CheckTable(const PopularityTable& table, const std::string& origin) {
-  if (table.empty()) throw Error(origin + ": popularity table has no layers");
+  if (table.empty()) throw base::Error(origin + ": popularity table has no layers");
   for (size_t layer = 0; layer < table.size(); ++layer) {
     if (table[layer].size() != table[0].size() || table[layer].empty()) {
-      throw Error(origin + ": layer " + std::to_string(layer) + " has " +
-                  std::to_string(table[layer].size()) + " experts, expected " +
-                  std::to_string(table[0].size()) + " like layer 0");
+      throw base::Error(origin + ": layer " + std::to_string(layer) + " has " +
+                        std::to_string(table[layer].size()) + " experts, expected " +
+                        std::to_string(table[0].size()) + " like layer 0");
     }
     for (double count : table[layer]) {
       if (!(count >= 0) || !std::isfinite(count)) {
-        throw Error(origin + ": layer " + std::to_string(layer) +
-                    ": popularity counts must be finite and >= 0");
+        throw base::Error(origin + ": layer " + std::to_string(layer) +
+                          ": popularity counts must be finite and >= 0");
       }
     }
   }
@@ -69,7 +70,7 @@ void CheckTable(const PopularityTable& table, const std::string& origin) {
 
 void FiddlerLatencyModel::Validate() const {
   if (!(cpu_base_s >= 0 && cpu_per_token_s >= 0 && gpu_s >= 0 && transfer_s >= 0)) {
-    throw Error(
+    throw base::Error(
         "Fiddler latency model: every latency must be >= 0 (cpu_base_s, cpu_per_token_s, gpu_s, "
         "transfer_s)");
   }
@@ -91,7 +92,7 @@ std::string ToString(ExpertExecution execution) {
 
 ExpertExecution FiddlerDecide(const FiddlerLatencyModel& model, int64_t tokens, bool on_gpu) {
   if (tokens < 0)
-    throw Error("tokens routed to an expert must be >= 0, got " + std::to_string(tokens));
+    throw base::Error("tokens routed to an expert must be >= 0, got " + std::to_string(tokens));
   if (tokens == 0) return ExpertExecution::kSkip;
   if (on_gpu) return ExpertExecution::kGpuResident;
   if (model.CpuLatency(tokens) > model.GpuLatency(tokens) + model.transfer_s) {
@@ -133,13 +134,13 @@ std::vector<ExpertId> PlaceLeastPopular(const PopularityTable& popularity, int64
 
 double ExpectedHitRate(const PopularityTable& popularity, const std::vector<ExpertId>& placement) {
   const double total = Total(popularity);
-  if (total <= 0) throw Error("popularity table has no activations");
+  if (total <= 0) throw base::Error("popularity table has no activations");
   double placed = 0;
   for (const ExpertId& id : placement) {
     if (id.layer < 0 || id.layer >= static_cast<int64_t>(popularity.size()) || id.expert < 0 ||
         id.expert >= static_cast<int64_t>(popularity[id.layer].size())) {
-      throw Error("placement names expert (" + std::to_string(id.layer) + ", " +
-                  std::to_string(id.expert) + ") outside the popularity table");
+      throw base::Error("placement names expert (" + std::to_string(id.layer) + ", " +
+                        std::to_string(id.expert) + ") outside the popularity table");
     }
     placed += popularity[id.layer][id.expert];
   }
@@ -149,7 +150,7 @@ double ExpectedHitRate(const PopularityTable& popularity, const std::vector<Expe
 double RandomPlacementHitRate(const PopularityTable& popularity, int64_t capacity) {
   size_t experts = 0;
   for (const auto& layer : popularity) experts += layer.size();
-  if (experts == 0) throw Error("popularity table has no experts");
+  if (experts == 0) throw base::Error("popularity table has no experts");
   return std::min(
       1.0, static_cast<double>(std::max<int64_t>(capacity, 0)) / static_cast<double>(experts));
 }
@@ -157,8 +158,8 @@ double RandomPlacementHitRate(const PopularityTable& popularity, int64_t capacit
 PopularityTable LoadPopularityTable(const std::string& path) {
   PopularityTable table;
   if (path.ends_with(".json")) {
-    const nlohmann::json json = JsonReader::ParseFile(path);
-    const JsonReader reader(json, path);
+    const nlohmann::json json = base::JsonReader::ParseFile(path);
+    const base::JsonReader reader(json, path);
     if (!reader.Has("expert_popularity") || !json["expert_popularity"].is_array()) {
       reader.Fail("expert_popularity", "an array of per-layer arrays of counts");
     }
@@ -173,8 +174,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
       table.push_back(std::move(counts));
     }
   } else {
-    if (!std::filesystem::exists(path)) throw Error(path + ": cannot open popularity table");
-    std::istringstream in(ReadInputFile(path, kMaxCsvFileBytes, "popularity table"));
+    if (!std::filesystem::exists(path)) throw base::Error(path + ": cannot open popularity table");
+    std::istringstream in(base::ReadInputFile(path, base::kMaxCsvFileBytes, "popularity table"));
     std::string line;
     int64_t line_number = 0;
     while (std::getline(in, line)) {
@@ -182,15 +183,15 @@ PopularityTable LoadPopularityTable(const std::string& path) {
       if (line.empty()) continue;
       if (line_number == 1) {
         if (!line.starts_with("layer,"))
-          throw Error(path + ": line 1: expected a header \"layer,e0,e1,...\"");
+          throw base::Error(path + ": line 1: expected a header \"layer,e0,e1,...\"");
         continue;
       }
       std::stringstream row(line);
       std::string cell;
       std::getline(row, cell, ',');
       if (cell != std::to_string(table.size())) {
-        throw Error(path + ": line " + std::to_string(line_number) + ": expected layer " +
-                    std::to_string(table.size()) + ", got '" + cell + "'");
+        throw base::Error(path + ": line " + std::to_string(line_number) + ": expected layer " +
+                          std::to_string(table.size()) + ", got '" + cell + "'");
       }
       std::vector<double> counts;
       while (std::getline(row, cell, ',')) {
@@ -199,8 +200,8 @@ PopularityTable LoadPopularityTable(const std::string& path) {
           counts.push_back(std::stod(cell, &used));
           if (used != cell.size()) throw std::invalid_argument(cell);
         } catch (const std::exception&) {
-          throw Error(path + ": line " + std::to_string(line_number) + ": '" + cell +
-                      "' is not a number");
+          throw base::Error(path + ": line " + std::to_string(line_number) + ": '" + cell +
+                            "' is not a number");
         }
       }
       table.push_back(std::move(counts));
@@ -210,4 +211,4 @@ PopularityTable LoadPopularityTable(const std::string& path) {
   return table;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

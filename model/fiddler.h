@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::model {
 
 // Fiddler's latency model and per-expert decision (formulas.md section 2).
 
@@ -63,4 +63,4 @@ double RandomPlacementHitRate(const PopularityTable& popularity, int64_t capacit
 // header "layer,e0,e1,..." (one row per layer, in order). Errors name the file and line/field.
 PopularityTable LoadPopularityTable(const std::string& path);
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -7,7 +7,7 @@
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 // Adds operators' roofline times on one target to a ForwardCost.
@@ -58,13 +58,13 @@ AttentionSpan SpanOf(const ForwardShape& shape, int64_t window) {
 }  // namespace
 
 void ForwardShape::Validate() const {
-  if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
+  if (batch < 1) throw base::Error("batch must be at least 1, got " + std::to_string(batch));
   if (tokens_per_sequence < 1) {
-    throw Error("tokens per sequence must be at least 1, got " +
-                std::to_string(tokens_per_sequence));
+    throw base::Error("tokens per sequence must be at least 1, got " +
+                      std::to_string(tokens_per_sequence));
   }
   if (context_length < 0)
-    throw Error("context length must be >= 0, got " + std::to_string(context_length));
+    throw base::Error("context length must be >= 0, got " + std::to_string(context_length));
 }
 
 double ForwardCost::OperatorTime(Operator op) const {
@@ -223,4 +223,4 @@ double RidgePointTokens(const HardwareSpec& hardware, const CostParameters& para
   return target.peak_flops / target.bandwidth_bytes_per_s * (weight_bits / 8.0) / 2.0;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

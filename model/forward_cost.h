@@ -9,7 +9,7 @@
 #include "model/model_spec.h"
 #include "model/roofline.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // Analytic cost of one forward pass, T(model, hardware, batch, tokens_per_sequence,
 // context_length), from the roofline of each operator (model/roofline.h, docs/model.md).
@@ -86,4 +86,4 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
 double RidgePointTokens(const HardwareSpec& hardware, const CostParameters& params,
                         double weight_bits);
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -7,10 +7,10 @@
 #include "base/message_text.h"
 #include "base/units.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
-PeakFlops ParsePeakFlops(const JsonReader& reader) {
+PeakFlops ParsePeakFlops(const base::JsonReader& reader) {
   PeakFlops peak;
   for (const auto& [dtype, value] : reader.json().items()) {
     peak[dtype] = reader.Number(dtype, 0.0);
@@ -26,9 +26,9 @@ nlohmann::json PeakToJson(const PeakFlops& peak) {
 }
 
 // A memory size, at most kMaxBytes so that every byte count derived from it fits int64.
-double MemoryBytes(const JsonReader& reader, std::string_view key, bool allow_zero = false) {
+double MemoryBytes(const base::JsonReader& reader, std::string_view key, bool allow_zero = false) {
   const double bytes = reader.Number(key, 0.0, allow_zero);
-  if (bytes > kMaxBytes) reader.Fail(key, "a size in bytes of at most 2^60 (1 EiB)");
+  if (bytes > base::kMaxBytes) reader.Fail(key, "a size in bytes of at most 2^60 (1 EiB)");
   return bytes;
 }
 
@@ -50,7 +50,7 @@ std::string ToString(HardwareKind kind) {
 
 AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::string& origin,
                                         const std::string& path) {
-  const JsonReader reader(json, origin, path);
+  const base::JsonReader reader(json, origin, path);
   AcceleratorSpec spec;
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
   spec.memory_bytes = MemoryBytes(reader, "memory_bytes");
@@ -61,7 +61,7 @@ AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::s
 
 HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
                           const std::string& path) {
-  const JsonReader reader(json, origin, path);
+  const base::JsonReader reader(json, origin, path);
   HostSpec spec;
   spec.cpu_name = reader.String("cpu_name");
   spec.cores = reader.Int("cores", 1);
@@ -76,7 +76,7 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
 
 LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
                           const std::string& path) {
-  const JsonReader reader(json, origin, path);
+  const base::JsonReader reader(json, origin, path);
   LinkSpec spec;
   spec.host_to_device_bandwidth_bytes_per_s =
       reader.Number("host_to_device_bandwidth_bytes_per_s", 0.0);
@@ -88,7 +88,7 @@ LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
 
 InterconnectSpec InterconnectSpecFromJson(const nlohmann::json& json, const std::string& origin,
                                           const std::string& path) {
-  const JsonReader reader(json, origin, path);
+  const base::JsonReader reader(json, origin, path);
   InterconnectSpec spec;
   spec.kind = reader.String("kind");
   spec.bandwidth_bytes_per_s = reader.Number("bandwidth_bytes_per_s", 0.0);
@@ -144,10 +144,11 @@ double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string
   static const std::set<std::string> kKnownDtypes = {"fp64", "fp32", "tf32", "bf16", "fp16",
                                                      "fp8",  "int8", "fp4",  "int4"};
   if (!kKnownDtypes.count(dtype) && !peak.count(dtype)) {
-    throw Error("unknown compute data type '" + EscapeForMessage(dtype) +
-                "': expected fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4 or int4 (or a type the "
-                "hardware's "
-                "peak_flops lists)");
+    throw base::Error(
+        "unknown compute data type '" + base::EscapeForMessage(dtype) +
+        "': expected fp64, fp32, tf32, bf16, fp16, fp8, int8, fp4 or int4 (or a type the "
+        "hardware's "
+        "peak_flops lists)");
   }
   for (const std::string& candidate :
        {dtype, std::string("bf16"), std::string("fp16"), std::string("fp32")}) {
@@ -157,7 +158,7 @@ double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string
       return it->second;
     }
   }
-  throw Error("no peak FLOP/s for data type '" + dtype + "' nor for bf16, fp16 or fp32");
+  throw base::Error("no peak FLOP/s for data type '" + dtype + "' nor for bf16, fp16 or fp32");
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace moelab {
+namespace moelab::model {
 
 // Hardware as the cost models see it, schema "moelab.hardware/1" (docs/schemas.md). A preset is
 // one of four kinds: an accelerator (with its usual host and host link), a host CPU alone, a link,
@@ -83,4 +83,4 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec);
 // lacks that type, the fallback order is bf16 -> fp16 -> fp32 and `used_dtype` says which.
 double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string* used_dtype);
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -7,13 +7,13 @@
 #include "base/error.h"
 #include "base/json_reader.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
-using Importer = std::function<void(const JsonReader&, MoeModelSpec&)>;
+using Importer = std::function<void(const base::JsonReader&, MoeModelSpec&)>;
 
 // Fields every family shares (Llama naming); DBRX and OPT override what they name differently.
-void ImportCommon(const JsonReader& c, MoeModelSpec& spec) {
+void ImportCommon(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.num_layers = c.Int("num_hidden_layers", 1);
   spec.hidden_size = c.Int("hidden_size", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
@@ -37,7 +37,7 @@ void ImportCommon(const JsonReader& c, MoeModelSpec& spec) {
     a.sliding_window = window;
 }
 
-void ImportQuantization(const JsonReader& c, MoeModelSpec& spec) {
+void ImportQuantization(const base::JsonReader& c, MoeModelSpec& spec) {
   auto quantization = c.OptionalObject("quantization_config");
   if (!quantization) return;
   const std::string method = quantization->String("quant_method");
@@ -57,7 +57,7 @@ MoeSpec& Moe(MoeModelSpec& spec) {
   return *spec.moe;
 }
 
-void ImportMixtral(const JsonReader& c, MoeModelSpec& spec) {
+void ImportMixtral(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Int("num_local_experts", 1);
@@ -66,7 +66,7 @@ void ImportMixtral(const JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = true;
 }
 
-void RequireEveryLayerSparse(const JsonReader& c) {
+void RequireEveryLayerSparse(const base::JsonReader& c) {
   if (c.Int("decoder_sparse_step", 1, 1) != 1) {
     c.Fail("decoder_sparse_step",
            "1 (MoE in every layer; interleaved dense layers are not modelled)");
@@ -76,7 +76,7 @@ void RequireEveryLayerSparse(const JsonReader& c) {
   }
 }
 
-void ImportQwen2Moe(const JsonReader& c, MoeModelSpec& spec) {
+void ImportQwen2Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qkv_bias = true;  // Qwen2 attention always has q/k/v biases, no output bias
   spec.attention.out_bias = false;
@@ -91,7 +91,7 @@ void ImportQwen2Moe(const JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
 }
 
-void ImportQwen3Moe(const JsonReader& c, MoeModelSpec& spec) {
+void ImportQwen3Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qk_norm = QkNorm::kPerHead;
   RequireEveryLayerSparse(c);
@@ -102,7 +102,7 @@ void ImportQwen3Moe(const JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
 }
 
-void ImportDeepSeek(const JsonReader& c, MoeModelSpec& spec) {
+void ImportDeepSeek(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   AttentionSpec& a = spec.attention;
   a = AttentionSpec{};
@@ -130,7 +130,7 @@ void ImportDeepSeek(const JsonReader& c, MoeModelSpec& spec) {
   ImportQuantization(c, spec);
 }
 
-void ImportOlmoe(const JsonReader& c, MoeModelSpec& spec) {
+void ImportOlmoe(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qk_norm = QkNorm::kFull;
   MoeSpec& moe = Moe(spec);
@@ -140,7 +140,7 @@ void ImportOlmoe(const JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
 }
 
-void ImportPhiMoe(const JsonReader& c, MoeModelSpec& spec) {
+void ImportPhiMoe(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportMixtral(c, spec);
   spec.norm = NormKind::kLayerNorm;
   // SparseMixer routing weighs the chosen experts by masked softmaxes, not a renormalized top-K.
@@ -149,7 +149,7 @@ void ImportPhiMoe(const JsonReader& c, MoeModelSpec& spec) {
   spec.lm_head_bias = c.Bool("lm_head_bias", false);
 }
 
-void ImportDbrx(const JsonReader& c, MoeModelSpec& spec) {
+void ImportDbrx(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.num_layers = c.Int("n_layers", 1);
   spec.hidden_size = c.Int("d_model", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
@@ -161,7 +161,7 @@ void ImportDbrx(const JsonReader& c, MoeModelSpec& spec) {
   a.num_heads = c.Int("n_heads", 1);
   a.num_kv_heads = c.Object("attn_config").Int("kv_n_heads", 1);
   a.head_dim = spec.hidden_size / a.num_heads;
-  const JsonReader ffn = c.Object("ffn_config");
+  const base::JsonReader ffn = c.Object("ffn_config");
   MoeSpec& moe = Moe(spec);
   moe.num_experts = ffn.Int("moe_num_experts", 1);
   moe.top_k = ffn.Int("moe_top_k", 1);
@@ -169,7 +169,7 @@ void ImportDbrx(const JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = ffn.Number("moe_normalize_expert_weights", 0.0, true, 1.0) > 0;
 }
 
-void ImportGptOss(const JsonReader& c, MoeModelSpec& spec) {
+void ImportGptOss(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qkv_bias = spec.attention.out_bias = c.Bool("attention_bias", true);
   spec.attention.attention_sinks = true;
@@ -192,20 +192,20 @@ void ImportGptOss(const JsonReader& c, MoeModelSpec& spec) {
   ImportQuantization(c, spec);
 }
 
-void ImportLlama(const JsonReader& c, MoeModelSpec& spec) {
+void ImportLlama(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.ffn_bias = c.Bool("mlp_bias", false);
   spec.dense_intermediate_size = c.Int("intermediate_size", 1);
 }
 
-void ImportQwen2(const JsonReader& c, MoeModelSpec& spec) {
+void ImportQwen2(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qkv_bias = true;
   spec.attention.out_bias = false;
   spec.dense_intermediate_size = c.Int("intermediate_size", 1);
 }
 
-void ImportOpt(const JsonReader& c, MoeModelSpec& spec) {
+void ImportOpt(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.num_layers = c.Int("num_hidden_layers", 1);
   spec.hidden_size = c.Int("hidden_size", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
@@ -263,7 +263,7 @@ std::vector<std::string> SupportedHuggingFaceModelTypes() {
 }
 
 MoeModelSpec ImportHuggingFaceConfig(const nlohmann::json& config, const std::string& origin) {
-  const JsonReader reader(config, origin);
+  const base::JsonReader reader(config, origin);
   const std::string model_type = reader.String("model_type");
   const auto it = Importers().find(model_type);
   if (it == Importers().end()) {
@@ -284,4 +284,4 @@ MoeModelSpec ImportHuggingFaceConfig(const nlohmann::json& config, const std::st
   return spec;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

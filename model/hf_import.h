@@ -7,7 +7,7 @@
 
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // Builds a MoeModelSpec from a Hugging Face config.json. Supported model_type values (one
 // importer each, registered in hf_import.cc): mixtral, qwen2_moe, qwen3_moe, deepseek_v2,
@@ -23,4 +23,4 @@ MoeModelSpec ImportHuggingFaceConfig(const nlohmann::json& config, const std::st
 
 std::vector<std::string> SupportedHuggingFaceModelTypes();
 
-}  // namespace moelab
+}  // namespace moelab::model

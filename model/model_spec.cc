@@ -6,13 +6,13 @@
 #include "base/error.h"
 #include "base/json_reader.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 constexpr const char* kModelSchema = "moelab.model/1";
 
 template <typename Enum, size_t N>
-Enum ParseEnum(const JsonReader& reader, std::string_view key,
+Enum ParseEnum(const base::JsonReader& reader, std::string_view key,
                const std::array<std::pair<const char*, Enum>, N>& choices,
                std::optional<Enum> fallback = std::nullopt) {
   if (!reader.Has(key) && fallback) return *fallback;
@@ -45,7 +45,7 @@ std::string EnumName(Enum value, const std::array<std::pair<const char*, Enum>, 
   return "?";
 }
 
-AttentionSpec ParseAttention(const JsonReader& reader) {
+AttentionSpec ParseAttention(const base::JsonReader& reader) {
   AttentionSpec attention;
   attention.kind = ParseEnum(reader, "kind", kAttentionKinds);
   attention.num_heads = reader.Int("num_heads", 1);
@@ -75,7 +75,7 @@ AttentionSpec ParseAttention(const JsonReader& reader) {
   return attention;
 }
 
-MoeSpec ParseMoe(const JsonReader& reader) {
+MoeSpec ParseMoe(const base::JsonReader& reader) {
   MoeSpec moe;
   moe.num_experts = reader.Int("num_experts", 1);
   moe.top_k = reader.Int("top_k", 1);
@@ -90,7 +90,7 @@ MoeSpec ParseMoe(const JsonReader& reader) {
   return moe;
 }
 
-WeightBits ParseBits(const JsonReader& reader) {
+WeightBits ParseBits(const base::JsonReader& reader) {
   // Each part defaults to 16 bits (bf16/fp16 storage), stated in docs/schemas.md.
   WeightBits bits;
   bits.attention = reader.Number("attention", 0.0, false, 16);
@@ -104,7 +104,7 @@ WeightBits ParseBits(const JsonReader& reader) {
 
 void Require(bool condition, const std::string& origin, const std::string& field,
              const std::string& message) {
-  if (!condition) throw Error(origin + ": field '" + field + "': " + message);
+  if (!condition) throw base::Error(origin + ": field '" + field + "': " + message);
 }
 
 }  // namespace
@@ -115,7 +115,7 @@ double MoeModelSpec::sparsity() const {
 }
 
 MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader(json, origin);
+  const base::JsonReader reader(json, origin);
   const std::string schema = reader.String("schema");
   if (schema != kModelSchema) reader.Fail("schema", std::string("\"") + kModelSchema + "\"");
   MoeModelSpec spec;
@@ -132,7 +132,7 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
   spec.norm = ParseEnum(reader, "norm", kNorms);
   spec.final_norm = reader.Bool("final_norm", true);
   spec.attention = ParseAttention(reader.Object("attention"));
-  const JsonReader ffn = reader.Object("ffn");
+  const base::JsonReader ffn = reader.Object("ffn");
   spec.activation = ParseEnum(ffn, "activation", kActivations);
   spec.ffn_bias = ffn.Bool("bias", false);
   spec.dense_intermediate_size = reader.Int("dense_intermediate_size", 0, 0);
@@ -261,4 +261,4 @@ std::string ToString(NormKind kind) { return EnumName(kind, kNorms); }
 std::string ToString(QkNorm kind) { return EnumName(kind, kQkNorms); }
 std::string ToString(Activation kind) { return EnumName(kind, kActivations); }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace moelab {
+namespace moelab::model {
 
 // The architecture of a decoder-only (MoE or dense) language model: everything the cost model,
 // the parameter count and the executor need, in the field's own terms. Schema "moelab.model/1"
@@ -117,4 +117,4 @@ std::string ToString(NormKind kind);
 std::string ToString(QkNorm kind);
 std::string ToString(Activation kind);
 
-}  // namespace moelab
+}  // namespace moelab::model

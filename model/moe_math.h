@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-namespace moelab {
+namespace moelab::model {
 
 // The MoESD quantities (formulas.md section 1). Arguments are validated; impossible values
 // (K > E, alpha outside [0, 1), gamma < 1, negative tokens) throw moelab::Error.
@@ -43,4 +43,4 @@ struct RooflineCurve {
   double Slope(double tokens) const;
 };
 
-}  // namespace moelab
+}  // namespace moelab::model

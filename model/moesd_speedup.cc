@@ -2,7 +2,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::model {
 
 std::string ToString(SdDenominator denominator) {
   return denominator == SdDenominator::kAlgorithm1 ? "algorithm1" : "equation4";
@@ -11,7 +11,8 @@ std::string ToString(SdDenominator denominator) {
 SdDenominator SdDenominatorFromString(const std::string& name) {
   if (name == "algorithm1") return SdDenominator::kAlgorithm1;
   if (name == "equation4") return SdDenominator::kEquation4;
-  throw Error("unknown SD denominator '" + name + "': expected \"algorithm1\" or \"equation4\"");
+  throw base::Error("unknown SD denominator '" + name +
+                    "': expected \"algorithm1\" or \"equation4\"");
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace moelab {
+namespace moelab::model {
 
 // The MoESD speedup model (formulas.md section 1, the paper's Algorithm 1), templated on the
 // scalar so Ceres can differentiate it (fit/) and plain doubles can evaluate it (sim/, plan).
@@ -103,4 +103,4 @@ inline double MoesdSpeedup(const MoesdParams& params, const SdPoint& point,
       .speedup;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -6,12 +6,12 @@
 #include "base/checked.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 // Every count below is exact int64 arithmetic; a model whose counts overflow (e.g. --layers
 // 9223372036854775807) is refused by CountParameters instead of printing a negative count.
-using Count = CheckedCount;
+using Count = base::CheckedCount;
 
 Count FfnParams(const MoeModelSpec& spec, int64_t intermediate) {
   const Count h = spec.hidden_size;
@@ -110,19 +110,20 @@ ParameterCounts CountUnchecked(const MoeModelSpec& spec) {
 ParameterCounts CountParameters(const MoeModelSpec& spec) {
   try {
     return CountUnchecked(spec);
-  } catch (const Error& e) {
-    throw Error("model '" + spec.name + "': its parameter counts overflow a 64-bit integer (" +
-                e.what() + "): the dimensions (layers " + std::to_string(spec.num_layers) +
-                ", hidden " + std::to_string(spec.hidden_size) + ", vocab " +
-                std::to_string(spec.vocab_size) + ", ...) are too large");
+  } catch (const base::Error& e) {
+    throw base::Error("model '" + spec.name +
+                      "': its parameter counts overflow a 64-bit integer (" + e.what() +
+                      "): the dimensions (layers " + std::to_string(spec.num_layers) + ", hidden " +
+                      std::to_string(spec.hidden_size) + ", vocab " +
+                      std::to_string(spec.vocab_size) + ", ...) are too large");
   }
 }
 
 int64_t ExpertBytes(const MoeModelSpec& spec) {
   const double bytes = std::ceil(Bytes(CountParameters(spec).params_per_expert, spec.bits.experts));
   if (!(bytes < 9.2e18)) {
-    throw Error("model '" + spec.name +
-                "': one expert's weights would take more than 9.2e18 bytes");
+    throw base::Error("model '" + spec.name +
+                      "': one expert's weights would take more than 9.2e18 bytes");
   }
   return static_cast<int64_t>(bytes);
 }
@@ -151,12 +152,12 @@ int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits) {
   const AttentionSpec& a = spec.attention;
   const int64_t elements_per_layer =
       a.kind == AttentionKind::kMultiHeadLatent
-          ? CheckedAdd(a.kv_lora_rank, a.qk_rope_head_dim, "KV cache elements per layer")
-          : CheckedProduct("KV cache elements per layer", 2, a.num_kv_heads, a.head_dim);
+          ? base::CheckedAdd(a.kv_lora_rank, a.qk_rope_head_dim, "KV cache elements per layer")
+          : base::CheckedProduct("KV cache elements per layer", 2, a.num_kv_heads, a.head_dim);
   return static_cast<int64_t>(
-      std::ceil(static_cast<double>(CheckedMul(elements_per_layer, spec.num_layers,
-                                               "KV cache elements per token")) *
+      std::ceil(static_cast<double>(base::CheckedMul(elements_per_layer, spec.num_layers,
+                                                     "KV cache elements per token")) *
                 kv_bits / 8.0));
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

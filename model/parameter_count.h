@@ -4,7 +4,7 @@
 
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // Parameter counts of a model, per part, from its architecture alone.
 //
@@ -64,4 +64,4 @@ WeightBytes CountWeightBytes(const MoeModelSpec& spec);
 // the compressed latent plus the rotary key (DeepSeek's inference layout).
 int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits = 16);
 
-}  // namespace moelab
+}  // namespace moelab::model

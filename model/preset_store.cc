@@ -12,7 +12,7 @@
 #error "MOELAB_PRESET_DIR must be defined by the build"
 #endif
 
-namespace moelab {
+namespace moelab::model {
 namespace fs = std::filesystem;
 namespace {
 
@@ -42,7 +42,7 @@ std::vector<fs::path> JsonFilesIn(const fs::path& folder) {
 }
 
 std::string ReadDisplayName(const fs::path& file) {
-  const nlohmann::json json = JsonReader::ParseFile(file);
+  const nlohmann::json json = base::JsonReader::ParseFile(file);
   if (json.is_object() && json.contains("display_name") && json["display_name"].is_string()) {
     return json["display_name"].get<std::string>();
   }
@@ -117,24 +117,26 @@ MoeModelSpec PresetStore::LoadModel(const std::string& name_or_path) const {
   fs::path file;
   if (LooksLikePath(name_or_path)) {
     file = name_or_path;
-    if (!fs::is_regular_file(file)) throw Error(name_or_path + ": model file not found");
+    if (!fs::is_regular_file(file)) throw base::Error(name_or_path + ": model file not found");
   } else {
     file = root_ / "models" / (name_or_path + ".json");
     if (!fs::is_regular_file(file)) {
       std::vector<std::string> known;
       for (const PresetEntry& entry : ListModels()) known.push_back(entry.name);
-      throw Error(UnknownNameMessage("model preset", name_or_path, known, "'moelab model list'"));
+      throw base::Error(
+          UnknownNameMessage("model preset", name_or_path, known, "'moelab model list'"));
     }
   }
-  const nlohmann::json json = JsonReader::ParseFile(file);
+  const nlohmann::json json = base::JsonReader::ParseFile(file);
   if (json.is_object() && json.contains("model_type") && !json.contains("schema")) {
     return ImportHuggingFaceConfig(json, file.string());
   }
   if (json.is_object() && !json.contains("schema") && !json.contains("model_type")) {
     // Neither kind of model file: say what each needs instead of blaming only the missing schema.
-    throw Error(file.string() +
-                ": neither a Hugging Face config (missing field 'model_type', e.g. \"mixtral\") "
-                "nor a moelab model file (missing field 'schema': \"moelab.model/1\")");
+    throw base::Error(
+        file.string() +
+        ": neither a Hugging Face config (missing field 'model_type', e.g. \"mixtral\") "
+        "nor a moelab model file (missing field 'schema': \"moelab.model/1\")");
   }
   MoeModelSpec spec = ModelSpecFromJson(json, file.string());
   return spec;
@@ -148,12 +150,13 @@ fs::path PresetStore::FindHardwareFile(const std::string& name, const std::strin
   for (const fs::path& candidate : JsonFilesIn(root_ / "hardware" / folder)) {
     known.push_back(candidate.stem().string());
   }
-  throw Error(UnknownNameMessage(kind_label + " preset", name, known, "'moelab hw list'"));
+  throw base::Error(UnknownNameMessage(kind_label + " preset", name, known, "'moelab hw list'"));
 }
 
 HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
   if (LooksLikePath(name_or_path)) {
-    if (!fs::is_regular_file(name_or_path)) throw Error(name_or_path + ": hardware file not found");
+    if (!fs::is_regular_file(name_or_path))
+      throw base::Error(name_or_path + ": hardware file not found");
     return HardwareFromFile(name_or_path);
   }
   for (const HardwareFolder& folder : kHardwareFolders) {
@@ -168,7 +171,7 @@ HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
     if (fs::is_regular_file(file)) {
       const int64_t count = std::stoll(match[1].str());
       if (count < 1 || count > 1024) {
-        throw Error("hardware '" + name_or_path + "': accelerator count must be 1..1024");
+        throw base::Error("hardware '" + name_or_path + "': accelerator count must be 1..1024");
       }
       const HardwareSpec base = HardwareFromFile(file);
       // An NVLink bridge joins a pair of cards; beyond two, peers talk over PCIe.
@@ -182,11 +185,11 @@ HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
   }
   std::vector<std::string> known;
   for (const PresetEntry& entry : ListHardware()) known.push_back(entry.name);
-  throw Error(UnknownNameMessage("hardware preset", name_or_path, known, "'moelab hw list'"));
+  throw base::Error(UnknownNameMessage("hardware preset", name_or_path, known, "'moelab hw list'"));
 }
 
 HardwareSpec PresetStore::HardwareFromFile(const fs::path& file) const {
-  return HardwareFromJson(JsonReader::ParseFile(file), file.string());
+  return HardwareFromJson(base::JsonReader::ParseFile(file), file.string());
 }
 
 HardwareSpec PresetStore::ComposeNode(const std::string& name, const std::string& display_name,
@@ -201,25 +204,25 @@ HardwareSpec PresetStore::ComposeNode(const std::string& name, const std::string
   node.accelerator_count = count;
   if (interconnect == "pcie") {
     if (!node.host_link)
-      throw Error(origin + ": interconnect \"pcie\" needs the accelerator's host_link");
+      throw base::Error(origin + ": interconnect \"pcie\" needs the accelerator's host_link");
     // Peer traffic without NVLink crosses the host's PCIe root: one link's bandwidth per GPU.
     node.interconnect = InterconnectSpec{
         "pcie", node.host_link->host_to_device_bandwidth_bytes_per_s, node.host_link->latency_s};
   } else if (interconnect == "nvlink") {
     if (!node.interconnect) {
-      throw Error(origin + ": field 'interconnect': \"nvlink\" but accelerator '" + accelerator +
-                  "' has no NVLink; use \"pcie\"");
+      throw base::Error(origin + ": field 'interconnect': \"nvlink\" but accelerator '" +
+                        accelerator + "' has no NVLink; use \"pcie\"");
     }
   } else {
-    throw Error(origin + ": field 'interconnect': expected \"nvlink\" or \"pcie\", got \"" +
-                interconnect + "\"");
+    throw base::Error(origin + ": field 'interconnect': expected \"nvlink\" or \"pcie\", got \"" +
+                      interconnect + "\"");
   }
   return node;
 }
 
 HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
                                            const std::string& origin) const {
-  const JsonReader reader(json, origin);
+  const base::JsonReader reader(json, origin);
   const std::string schema = reader.String("schema");
   if (schema != kHardwareSchema) reader.Fail("schema", std::string("\"") + kHardwareSchema + "\"");
   const std::string kind = reader.String("kind");
@@ -241,8 +244,8 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     const nlohmann::json& value = json[std::string(key)];
     if (value.is_string()) {
       const fs::path file = FindHardwareFile(value.get<std::string>(), folder, kind_label);
-      const nlohmann::json referenced = JsonReader::ParseFile(file);
-      const JsonReader referenced_reader(referenced, file.string());
+      const nlohmann::json referenced = base::JsonReader::ParseFile(file);
+      const base::JsonReader referenced_reader(referenced, file.string());
       return {referenced_reader.Object(inline_key).json(), file.string()};
     }
     if (!value.is_object())
@@ -300,4 +303,4 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
   return spec;
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

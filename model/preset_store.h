@@ -7,7 +7,7 @@
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 struct PresetEntry {
   std::string name;
@@ -59,4 +59,4 @@ std::string UnknownNameMessage(const std::string& what, const std::string& name,
                                const std::vector<std::string>& known,
                                const std::string& how_to_list);
 
-}  // namespace moelab
+}  // namespace moelab::model

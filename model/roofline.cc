@@ -4,7 +4,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::model {
 
 const char* OperatorName(Operator op) {
   switch (op) {
@@ -53,16 +53,17 @@ OperatorScope ScopeOf(Operator op) {
 void CostParameters::Validate() const {
   auto fraction = [](double value, const char* name) {
     if (!(value > 0 && value <= 1)) {
-      throw Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " +
-                  std::to_string(value));
+      throw base::Error(std::string("cost parameter '") + name + "' must be in (0, 1], got " +
+                        std::to_string(value));
     }
   };
   fraction(compute_efficiency, "compute_efficiency");
   fraction(memory_efficiency, "memory_efficiency");
-  if (!(kernel_launch_s >= 0)) throw Error("cost parameter 'kernel_launch_s' must be >= 0");
-  if (!(kv_bits > 0 && kv_bits <= 32)) throw Error("cost parameter 'kv_bits' must be in (0, 32]");
+  if (!(kernel_launch_s >= 0)) throw base::Error("cost parameter 'kernel_launch_s' must be >= 0");
+  if (!(kv_bits > 0 && kv_bits <= 32))
+    throw base::Error("cost parameter 'kv_bits' must be in (0, 32]");
   if (!(activation_bits > 0 && activation_bits <= 32)) {
-    throw Error("cost parameter 'activation_bits' must be in (0, 32]");
+    throw base::Error("cost parameter 'activation_bits' must be in (0, 32]");
   }
 }
 
@@ -77,8 +78,8 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
     target.devices = hardware.accelerator_count;
     if (target.devices > 1) {
       if (!hardware.interconnect) {
-        throw Error("hardware '" + hardware.name + "' has " + std::to_string(target.devices) +
-                    " accelerators but no interconnect");
+        throw base::Error("hardware '" + hardware.name + "' has " + std::to_string(target.devices) +
+                          " accelerators but no interconnect");
       }
       target.interconnect_bytes_per_s = hardware.interconnect->bandwidth_bytes_per_s;
       target.interconnect_latency_s = hardware.interconnect->latency_s;
@@ -90,8 +91,8 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
     target.bandwidth_bytes_per_s = h.dram_bandwidth_bytes_per_s;
     target.memory_bytes = h.dram_bytes;
   } else {
-    throw Error("hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
-                ", not something that computes; choose an accelerator, node or host preset");
+    throw base::Error("hardware '" + hardware.name + "' is a " + ToString(hardware.kind) +
+                      ", not something that computes; choose an accelerator, node or host preset");
   }
   return target;
 }
@@ -99,7 +100,7 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
 RooflineTarget HostTargetOf(const HardwareSpec& hardware, int64_t threads,
                             const std::string& compute_dtype) {
   if (!hardware.host) {
-    throw Error("hardware '" + hardware.name + "' names no host CPU (field 'host')");
+    throw base::Error("hardware '" + hardware.name + "' names no host CPU (field 'host')");
   }
   const HostSpec& host = *hardware.host;
   RooflineTarget target;
@@ -120,4 +121,4 @@ double RooflineSeconds(const RooflineTarget& target, const CostParameters& param
       params.compute_efficiency, params.memory_efficiency, params.kernel_launch_s, launches);
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -5,7 +5,7 @@
 
 #include "model/hardware_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // The one operator-level roofline every analytic and calibrated prediction is priced with
 // (docs/model.md):
@@ -87,4 +87,4 @@ T RooflineSeconds(double compute_s_at_peak, double memory_s_at_peak, const T& co
 double RooflineSeconds(const RooflineTarget& target, const CostParameters& params, double flops,
                        double bytes, double launches = 1.0);
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "model/moe_math.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 std::string Gigabytes(double bytes) {
@@ -26,25 +26,25 @@ std::string ToString(VerifyPositions positions) {
 VerifyPositions VerifyPositionsFromString(const std::string& name) {
   if (name == "gamma+1") return VerifyPositions::kGammaPlusOne;
   if (name == "gamma") return VerifyPositions::kGamma;
-  throw Error("unknown verify positions '" + name + "': expected \"gamma+1\" or \"gamma\"");
+  throw base::Error("unknown verify positions '" + name + "': expected \"gamma+1\" or \"gamma\"");
 }
 
 void SdPlanOptions::Validate() const {
-  if (batches.empty()) throw Error("batch list is empty");
-  if (gammas.empty()) throw Error("gamma list is empty");
+  if (batches.empty()) throw base::Error("batch list is empty");
+  if (gammas.empty()) throw base::Error("gamma list is empty");
   for (int64_t batch : batches) {
-    if (batch < 1) throw Error("batch must be at least 1, got " + std::to_string(batch));
+    if (batch < 1) throw base::Error("batch must be at least 1, got " + std::to_string(batch));
   }
   for (int64_t gamma : gammas) {
-    if (gamma < 1) throw Error("gamma must be at least 1, got " + std::to_string(gamma));
+    if (gamma < 1) throw base::Error("gamma must be at least 1, got " + std::to_string(gamma));
   }
   if (!(alpha >= 0 && alpha < 1)) {
-    throw Error("alpha must be in [0, 1), got " + std::to_string(alpha));
+    throw base::Error("alpha must be in [0, 1), got " + std::to_string(alpha));
   }
   if (context_length < 0)
-    throw Error("context length must be >= 0, got " + std::to_string(context_length));
+    throw base::Error("context length must be >= 0, got " + std::to_string(context_length));
   if (sigma && !(*sigma > 0 && *sigma <= 1)) {
-    throw Error("sigma must be in (0, 1], got " + std::to_string(*sigma));
+    throw base::Error("sigma must be in (0, 1], got " + std::to_string(*sigma));
   }
 }
 
@@ -53,7 +53,7 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
                          const std::string& hardware_name)
     : source_(source), target_(target), draft_(draft), context_length_(context_length) {
   if (context_length < 0)
-    throw Error("context length must be >= 0, got " + std::to_string(context_length));
+    throw base::Error("context length must be >= 0, got " + std::to_string(context_length));
   const MemoryFootprint target_weights = source.Memory(target, 0);
   const MemoryFootprint draft_weights = source.Memory(draft, 0);
   weights_per_device_ =
@@ -61,11 +61,11 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
   capacity_per_device_ = target_weights.capacity_bytes_per_device;
   if (weights_per_device_ > capacity_per_device_) {
     const std::string who = hardware_name.empty() ? source.device() : hardware_name;
-    throw Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
-                Gigabytes(weights_per_device_) + " per device but '" + who + "' has " +
-                Gigabytes(capacity_per_device_) +
-                " per device; choose a node with more devices (e.g. 2x" + who +
-                ", 4x...) or a quantized model");
+    throw base::Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
+                      Gigabytes(weights_per_device_) + " per device but '" + who + "' has " +
+                      Gigabytes(capacity_per_device_) +
+                      " per device; choose a node with more devices (e.g. 2x" + who +
+                      ", 4x...) or a quantized model");
   }
 }
 
@@ -158,4 +158,4 @@ SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& d
   return PlanSpeculativeDecoding(costs, options);
 }
 
-}  // namespace moelab
+}  // namespace moelab::model

@@ -11,7 +11,7 @@
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
 
-namespace moelab {
+namespace moelab::model {
 
 // Speculative-decoding plan from the analytic cost model (formulas.md section 1):
 //   speedup = sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, v) + T_reject)
@@ -107,4 +107,4 @@ SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& d
                                const HardwareSpec& hardware, const CostParameters& params,
                                const SdPlanOptions& options);
 
-}  // namespace moelab
+}  // namespace moelab::model

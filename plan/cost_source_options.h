@@ -30,7 +30,7 @@ struct CostSourceOptions {
   std::optional<std::string> calibrate_profile;  // --calibrate
   std::optional<std::string> profiled_hardware;  // --profiled-hardware
   std::optional<std::string> fitted_profile;     // --profile (a latency fit)
-  CostParameters assumed;                        // the analytic parameters
+  model::CostParameters assumed;                 // the analytic parameters
   std::string explicit_efficiency;  // the first of --compute-efficiency etc. the user gave, or ""
 
   // Errors naming the options: --profile with --hardware or --calibrate, --profiled-hardware
@@ -41,50 +41,51 @@ struct CostSourceOptions {
 // The sources a command's options choose, with the files they need loaded once.
 class CostSources {
  public:
-  CostSources(CostSourceOptions options, const PresetStore& store);
+  CostSources(CostSourceOptions options, const model::PresetStore& store);
 
   const CostSourceOptions& options() const { return options_; }
   bool calibrated() const { return options_.calibrate_profile.has_value(); }
   bool fitted() const { return options_.fitted_profile.has_value(); }
 
   // The --calibrate profile (loaded on first use); error without --calibrate.
-  const Profile& CalibrationProfile();
+  const fit::Profile& CalibrationProfile();
   bool CalibrationProfileHas(const std::string& device);
   // The calibration of the profile's `device` samples ("cpu" or "gpu"); `predicted` is the
   // hardware being predicted (the roofline the samples are judged against when neither
   // --profiled-hardware nor measured limits say otherwise).
-  CostCalibration Calibrate(const std::string& device, const HardwareSpec& predicted);
+  fit::CostCalibration Calibrate(const std::string& device, const model::HardwareSpec& predicted);
 
   // The --profile fit (loaded on first use); error without --profile.
-  const LatencyFit& Fit();
+  const fit::LatencyFit& Fit();
 
   // The source pricing what `hardware` computes with (its accelerators, else its host): analytic
   // or calibrated roofline. Calibrations made are appended to calibrations().
-  std::shared_ptr<const CostSource> ForHardware(const HardwareSpec& hardware);
+  std::shared_ptr<const model::CostSource> ForHardware(const model::HardwareSpec& hardware);
 
   // With --profile: the fitted source for the profiled target shape `profiled_target` (the
   // executor's shape of the model; checked against the fit's recorded shape).
-  std::shared_ptr<const CostSource> Fitted(const MoeModelSpec& profiled_target,
-                                           const std::string& device = "cpu");
+  std::shared_ptr<const model::CostSource> Fitted(const model::MoeModelSpec& profiled_target,
+                                                  const std::string& device = "cpu");
 
-  const std::vector<CostCalibration>& calibrations() const { return calibrations_; }
+  const std::vector<fit::CostCalibration>& calibrations() const { return calibrations_; }
   // The cost_source a report names for a roofline: "calibrated-roofline" or "analytic-roofline".
   static std::string RooflineName(bool calibrated);
 
  private:
   CostSourceOptions options_;
-  const PresetStore& store_;
-  std::unique_ptr<Profile> profile_;
-  std::unique_ptr<LatencyFit> fit_;
-  std::vector<CostCalibration> calibrations_;
+  const model::PresetStore& store_;
+  std::unique_ptr<fit::Profile> profile_;
+  std::unique_ptr<fit::LatencyFit> fit_;
+  std::vector<fit::CostCalibration> calibrations_;
 };
 
 // The device whose operators `hardware` computes with: "gpu" with an accelerator, else "cpu".
-std::string ComputeDeviceOf(const HardwareSpec& hardware);
+std::string ComputeDeviceOf(const model::HardwareSpec& hardware);
 
 // The executor's shapes of a target and its draft (`moelab profile`/`moelab run` defaults): what a
 // fitted profile measured. The draft shares the target's vocabulary.
-MoeModelSpec ExecutorTargetShape(const MoeModelSpec& target);
-MoeModelSpec ExecutorDraftShape(const MoeModelSpec& draft, const MoeModelSpec& executor_target);
+model::MoeModelSpec ExecutorTargetShape(const model::MoeModelSpec& target);
+model::MoeModelSpec ExecutorDraftShape(const model::MoeModelSpec& draft,
+                                       const model::MoeModelSpec& executor_target);
 
 }  // namespace moelab::plan

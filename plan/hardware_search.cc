@@ -11,32 +11,32 @@
 namespace moelab::plan {
 
 void HardwareSearchRequest::Validate() const {
-  if (!tpot_max_s && !ttft_max_s) throw Error("give --tpot-max and/or --ttft-max");
+  if (!tpot_max_s && !ttft_max_s) throw base::Error("give --tpot-max and/or --ttft-max");
   if ((tpot_max_s && !(*tpot_max_s > 0)) || (ttft_max_s && !(*ttft_max_s > 0))) {
-    throw Error("--tpot-max and --ttft-max must be > 0 seconds");
+    throw base::Error("--tpot-max and --ttft-max must be > 0 seconds");
   }
   if (batch < 1 || prompt < 1 || context < 0)
-    throw Error("--batch and --prompt must be >= 1, --context >= 0");
-  if (device_counts.empty()) throw Error("--devices list is empty");
+    throw base::Error("--batch and --prompt must be >= 1, --context >= 0");
+  if (device_counts.empty()) throw base::Error("--devices list is empty");
   if (cost.fitted_profile)
-    throw Error("plan hardware compares presets: give --calibrate, not --profile");
+    throw base::Error("plan hardware compares presets: give --calibrate, not --profile");
   cost.Validate();
 }
 
 HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
-                                    const PresetStore& store) {
+                                    const model::PresetStore& store) {
   request.Validate();
   HardwareSearchResult result;
   result.request = request;
   result.model = store.LoadModel(request.model);
-  const MoeModelSpec& model = result.model;
-  const std::shared_ptr<const ExpertActivation> routing =
+  const model::MoeModelSpec& model = result.model;
+  const std::shared_ptr<const model::ExpertActivation> routing =
       TargetRouting(request.routing, model, request.routing_seed);
-  result.routing = DescribeActivation(routing.get());
+  result.routing = model::DescribeActivation(routing.get());
   const double tpot_max = request.tpot_max_s.value_or(INFINITY);
   const double ttft_max = request.ttft_max_s.value_or(INFINITY);
 
-  auto evaluate = [&](const std::string& name, const CostSource& source, int64_t count,
+  auto evaluate = [&](const std::string& name, const model::CostSource& source, int64_t count,
                       double memory_bytes) {
     const double kv_tokens = static_cast<double>(request.batch) *
                              static_cast<double>(std::max(request.context, request.prompt) + 1);
@@ -53,20 +53,20 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
   };
 
   CostSources sources(request.cost, store);
-  CostParameters accelerator_params = request.cost.assumed;
+  model::CostParameters accelerator_params = request.cost.assumed;
   result.cost_source = CostSources::RooflineName(false);
   if (sources.calibrated()) {
-    const Profile& profile = sources.CalibrationProfile();
-    const std::optional<HardwareSpec> profiled =
+    const fit::Profile& profile = sources.CalibrationProfile();
+    const std::optional<model::HardwareSpec> profiled =
         request.cost.profiled_hardware
             ? std::optional(store.LoadHardware(*request.cost.profiled_hardware))
             : std::nullopt;
     bool used = false;
     if (sources.CalibrationProfileHas("gpu")) {
       if (!profiled || !profiled->has_accelerator()) {
-        throw Error(profile.origin +
-                    " has GPU samples: name the accelerator they were measured on with "
-                    "--profiled-hardware");
+        throw base::Error(profile.origin +
+                          " has GPU samples: name the accelerator they were measured on with "
+                          "--profiled-hardware");
       }
       result.calibrations.push_back(sources.Calibrate("gpu", *profiled));
       accelerator_params = result.calibrations.back().params;
@@ -75,28 +75,30 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
     }
     if (sources.CalibrationProfileHas("cpu") &&
         (profile.limits || (profiled && !profiled->has_accelerator()))) {
-      const HardwareSpec machine =
-          profiled && !profiled->has_accelerator() ? *profiled : HardwareFromProfile(profile);
+      const model::HardwareSpec machine =
+          profiled && !profiled->has_accelerator() ? *profiled : fit::HardwareFromProfile(profile);
       result.calibrations.push_back(sources.Calibrate("cpu", machine));
-      const RooflineCostSource source(ComputeTargetOf(machine, request.cost.assumed.compute_dtype),
-                                      result.calibrations.back().params,
-                                      CostSources::RooflineName(true));
+      const model::RooflineCostSource source(
+          model::ComputeTargetOf(machine, request.cost.assumed.compute_dtype),
+          result.calibrations.back().params, CostSources::RooflineName(true));
       evaluate(machine.name, source, 0, machine.host->dram_bytes);
       used = true;
     }
     if (!used) {
-      throw Error(profile.origin +
-                  ": nothing to calibrate: no GPU samples, and its CPU samples have no measured "
-                  "limits (machine.limits) or host --profiled-hardware to judge them against");
+      throw base::Error(
+          profile.origin +
+          ": nothing to calibrate: no GPU samples, and its CPU samples have no measured "
+          "limits (machine.limits) or host --profiled-hardware to judge them against");
     }
   }
-  for (const PresetEntry& entry : store.ListHardware()) {
+  for (const model::PresetEntry& entry : store.ListHardware()) {
     if (entry.kind != "accelerator") continue;
     for (int64_t count : request.device_counts) {
       const std::string name = count == 1 ? entry.name : std::to_string(count) + "x" + entry.name;
-      const HardwareSpec hardware = store.LoadHardware(name);
-      const RooflineCostSource source(ComputeTargetOf(hardware, accelerator_params.compute_dtype),
-                                      accelerator_params, result.cost_source);
+      const model::HardwareSpec hardware = store.LoadHardware(name);
+      const model::RooflineCostSource source(
+          model::ComputeTargetOf(hardware, accelerator_params.compute_dtype), accelerator_params,
+          result.cost_source);
       evaluate(name, source, count,
                hardware.accelerator->memory_bytes * static_cast<double>(count));
     }

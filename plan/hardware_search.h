@@ -26,8 +26,8 @@ struct HardwareSearchRequest {
   int64_t context = 1024;  // TPOT
   std::optional<double> tpot_max_s, ttft_max_s;
   std::vector<int64_t> device_counts{1, 2, 4, 8};
-  CostSourceOptions cost;  // --hardware is not used: every preset is a candidate
-  RoutingSpec routing;     // how the model's tokens route (distinct experts per pass)
+  CostSourceOptions cost;        // --hardware is not used: every preset is a candidate
+  routing::RoutingSpec routing;  // how the model's tokens route (distinct experts per pass)
   uint64_t routing_seed = 1;
 
   void Validate() const;  // Error naming the option
@@ -44,15 +44,16 @@ struct HardwareCandidate {
 };
 
 struct HardwareSearchResult {
-  MoeModelSpec model;
+  model::MoeModelSpec model;
   HardwareSearchRequest request;
   std::string cost_source;  // the accelerators'
   std::string routing = "uniform";
   std::vector<HardwareCandidate> candidates;  // smallest first
   std::optional<std::string> smallest;        // the first that meets the targets
-  std::vector<CostCalibration> calibrations;
+  std::vector<fit::CostCalibration> calibrations;
 };
 
-HardwareSearchResult SearchHardware(const HardwareSearchRequest& request, const PresetStore& store);
+HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
+                                    const model::PresetStore& store);
 
 }  // namespace moelab::plan

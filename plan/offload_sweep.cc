@@ -8,8 +8,8 @@
 
 namespace moelab::plan {
 
-std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config) {
-  std::vector<CostCalibration> made;
+std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config) {
+  std::vector<fit::CostCalibration> made;
   if (sources.calibrated()) {
     if (sources.CalibrationProfileHas("cpu")) {
       made.push_back(sources.Calibrate("cpu", config.hardware));
@@ -20,20 +20,20 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
       config.cost = made.back().params;
     }
     if (made.empty())
-      throw Error(sources.CalibrationProfile().origin +
-                  ": no cpu or gpu samples to calibrate with");
+      throw base::Error(sources.CalibrationProfile().origin +
+                        ": no cpu or gpu samples to calibrate with");
     config.cost_source = CostSources::RooflineName(true);
   } else if (sources.fitted()) {
-    const LatencyFit& fit = sources.Fit();
+    const fit::LatencyFit& fit = sources.Fit();
     // The curves price the layer shapes the profile measured: simulate the executor's shape.
     config.model = ExecutorTargetShape(config.model);
-    const MoeModelSpec& profiled = config.model;
-    const bool cpu = FittedProfileCostSource::HasDevice(fit, "cpu");
-    const bool gpu = FittedProfileCostSource::HasDevice(fit, "gpu");
+    const model::MoeModelSpec& profiled = config.model;
+    const bool cpu = fit::FittedProfileCostSource::HasDevice(fit, "cpu");
+    const bool gpu = fit::FittedProfileCostSource::HasDevice(fit, "gpu");
     if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
     if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
     if (!cpu && !gpu)
-      throw Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
+      throw base::Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
     config.cost_source = cpu && gpu ? "fitted-profile"
                          : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
                                     : "fitted-profile (accelerator) + analytic-roofline (host)";
@@ -42,10 +42,10 @@ std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConf
 }
 
 void OffloadSweepRequest::Validate() const {
-  if (memory_bytes.empty()) throw Error("--memory list is empty");
+  if (memory_bytes.empty()) throw base::Error("--memory list is empty");
   for (double bytes : memory_bytes) {
     if (!(bytes > 0))
-      throw Error("--memory values must be > 0 GB, got " + std::to_string(bytes / 1e9));
+      throw base::Error("--memory values must be > 0 GB, got " + std::to_string(bytes / 1e9));
   }
   for (const std::string& name : policies)
     policies::DefaultPolicyRegistry().Find(name);  // lists the valid ones
@@ -53,7 +53,8 @@ void OffloadSweepRequest::Validate() const {
   base.Validate();
 }
 
-OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const PresetStore& store) {
+OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
+                                const model::PresetStore& store) {
   request.Validate();
   OffloadSweepResult result;
   result.base = request.base;
@@ -70,7 +71,7 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
       OffloadSweepCell cell{bytes, name, std::nullopt, ""};
       try {
         cell.result = sim::SimulateOffload(config);
-      } catch (const Error& e) {
+      } catch (const base::Error& e) {
         // A configuration the policy cannot run at this size (e.g. too little memory for its
         // cache).
         cell.error = e.what();
@@ -82,10 +83,10 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const Preset
 }
 
 OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
-                            const PresetStore& store) {
+                            const model::PresetStore& store) {
   config.cost = cost.assumed;
   CostSources sources(cost, store);
-  std::vector<CostCalibration> calibrations = ApplyCostSources(sources, config);
+  std::vector<fit::CostCalibration> calibrations = ApplyCostSources(sources, config);
   sim::SimResult result = sim::SimulateOffload(config);
   return {std::move(config), std::move(result), std::move(calibrations)};
 }

@@ -17,7 +17,7 @@ namespace moelab::plan {
 // any, the accelerator), the other device keeps its analytic roofline. Sets config.cost_source
 // ("calibrated-roofline", "fitted-profile", or "fitted-profile (host) + analytic-roofline
 // (accelerator)" when the sources differ). Returns the calibrations made.
-std::vector<CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config);
+std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config);
 
 // `moelab plan offload`: each policy's TPOT (TTFT, hit rate) across accelerator memory sizes.
 struct OffloadSweepRequest {
@@ -41,19 +41,20 @@ struct OffloadSweepResult {
   std::vector<std::string> policies;
   std::vector<double> memory_bytes;
   std::vector<OffloadSweepCell> cells;  // memory-major, policies in order
-  std::vector<CostCalibration> calibrations;
+  std::vector<fit::CostCalibration> calibrations;
 };
 
-OffloadSweepResult SweepOffload(const OffloadSweepRequest& request, const PresetStore& store);
+OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
+                                const model::PresetStore& store);
 
 // `moelab sim offload`: one simulation of `config` (model, hardware, policy, workload, ...) with
 // its devices priced from `cost` (ApplyCostSources).
 struct OffloadRunResult {
   sim::SimConfig config;  // with the cost sources applied
   sim::SimResult result;
-  std::vector<CostCalibration> calibrations;
+  std::vector<fit::CostCalibration> calibrations;
 };
 OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
-                            const PresetStore& store);
+                            const model::PresetStore& store);
 
 }  // namespace moelab::plan

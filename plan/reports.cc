@@ -53,7 +53,7 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
     if (result.sd_fit) columns.push_back({"moesd_speedup", "MoESD", Fixed(3), false});
   }
   RowSet rows(columns);
-  for (const SdPlanRow& r : level.plan.rows) {
+  for (const model::SdPlanRow& r : level.plan.rows) {
     std::vector<Cell> cells = {
         r.batch,    r.gamma,        r.sigma,    r.speedup,     r.target_efficiency, r.target_step_s,
         r.verify_s, r.draft_step_s, r.reject_s, r.draft_share, r.verify_share,      r.fits_memory};
@@ -83,11 +83,11 @@ std::string CalibrationLine(const SdSweepResult& result) {
 
 std::string RenderSdPlan(const SdSweepResult& result, Format format) {
   const SdSweepLevel& level = result.levels.front();
-  const SdPlan& plan = level.plan;
+  const model::SdPlan& plan = level.plan;
   const RowSet rows = SdRows(result, level, false);
   if (format == Format::kCsv) return rows.ToCsv();
   RowSet best({{"batch", "batch"}, {"gamma", "gamma"}, {"speedup", "speedup", Fixed(3)}});
-  for (const SdBestGamma& b : plan.best_gamma) best.Add({b.batch, b.gamma, b.speedup});
+  for (const model::SdBestGamma& b : plan.best_gamma) best.Add({b.batch, b.gamma, b.speedup});
   if (format == Format::kJson) {
     nlohmann::json json = {{"schema", "moelab.plan_sd/1"},
                            {"model", result.target.name},
@@ -152,12 +152,12 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
     }
     const std::string level_csv = level_rows.ToCsv();
     csv += csv.empty() ? level_csv : level_csv.substr(level_csv.find('\n') + 1);
-    for (const SdBestGamma& b : level.plan.best_gamma) {
+    for (const model::SdBestGamma& b : level.plan.best_gamma) {
       best.push_back({{"batch", b.batch},
                       {"gamma", b.gamma},
                       {"speedup", b.speedup},
                       {level_key, level.level}});
-      for (const SdPlanRow& r : level.plan.rows) {
+      for (const model::SdPlanRow& r : level.plan.rows) {
         if (r.batch == b.batch && r.gamma == b.gamma) {
           table.Add({level.level, b.batch, b.gamma, b.speedup, r.target_efficiency, r.draft_share,
                      r.verify_share});
@@ -174,7 +174,7 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
     pays.push_back(range);
   }
   if (format == Format::kCsv) return csv;
-  const CostSource& source = *result.source;
+  const model::CostSource& source = *result.source;
   if (format == Format::kJson) {
     nlohmann::json json = {{"schema", "moelab.sim_sd/1"},
                            {"model", result.target.name},
@@ -183,7 +183,7 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
                            {"context_length", result.plan.context_length},
                            {"verify_positions", ToString(result.plan.verify)},
                            {"cost_source", source.name()},
-                           {"routing", DescribeActivation(result.target_routing.get())},
+                           {"routing", model::DescribeActivation(result.target_routing.get())},
                            {"device", source.device()},
                            {"compute_dtype", source.compute_dtype()},
                            {"rows", rows},
@@ -196,7 +196,7 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
   std::ostringstream out;
   out << "SD sweep: target " << result.target.name << ", draft " << result.draft.name << " on "
       << result.display_name << " (cost source " << source.name() << ", routing "
-      << DescribeActivation(result.target_routing.get()) << "), context "
+      << model::DescribeActivation(result.target_routing.get()) << "), context "
       << result.plan.context_length << "\n\n"
       << table.ToTable();
   for (const auto& range : pays) {
@@ -244,7 +244,7 @@ std::string Render(const HardwareSearchResult& result, Format format) {
         {"ttft_max_s", r.ttft_max_s ? nlohmann::json(*r.ttft_max_s) : nlohmann::json(nullptr)},
         {"rows", rows.ToJson()},
         {"smallest", result.smallest ? nlohmann::json(*result.smallest) : nlohmann::json(nullptr)}};
-    for (const CostCalibration& calibration : result.calibrations)
+    for (const fit::CostCalibration& calibration : result.calibrations)
       json["cost_calibrations"].push_back(calibration.ToJson());
     return Json(json);
   }
@@ -256,7 +256,7 @@ std::string Render(const HardwareSearchResult& result, Format format) {
       << (result.smallest ? "Smallest that meets the targets: " + *result.smallest
                           : std::string("No listed hardware meets the targets."))
       << "\n";
-  for (const CostCalibration& calibration : result.calibrations)
+  for (const fit::CostCalibration& calibration : result.calibrations)
     out << "Calibration: " << calibration.Summary() << "\n";
   return out.str();
 }
@@ -297,7 +297,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
                            {"routing", base.routing.text},
                            {"cost_source", base.cost_source},
                            {"rows", json_rows}};
-    for (const CostCalibration& calibration : result.calibrations)
+    for (const fit::CostCalibration& calibration : result.calibrations)
       json["cost_calibrations"].push_back(calibration.ToJson());
     return Json(json);
   }
@@ -328,14 +328,14 @@ std::string Render(const OffloadSweepResult& result, Format format) {
          "size), cost source "
       << base.cost_source << "\n\n"
       << table.Render();
-  for (const CostCalibration& calibration : result.calibrations)
+  for (const fit::CostCalibration& calibration : result.calibrations)
     out << "Calibration: " << calibration.Summary() << "\n";
   return out.str();
 }
 
 namespace {
 
-nlohmann::json CostParametersJson(const CostParameters& cost) {
+nlohmann::json CostParametersJson(const model::CostParameters& cost) {
   return {{"compute_dtype", cost.compute_dtype},
           {"compute_efficiency", cost.compute_efficiency},
           {"memory_efficiency", cost.memory_efficiency},
@@ -375,7 +375,7 @@ std::string SimSummaryText(const sim::SimResult& r) {
 std::string Render(const OffloadRunResult& run, Format format) {
   if (format == Format::kTable) {
     std::string text = SimSummaryText(run.result);
-    for (const CostCalibration& calibration : run.calibrations)
+    for (const fit::CostCalibration& calibration : run.calibrations)
       text += "calibration: " + calibration.Summary() + "\n";
     return text;
   }
@@ -385,7 +385,7 @@ std::string Render(const OffloadRunResult& run, Format format) {
   json["attention_bits"] = config.model.bits.attention;
   json["cost_parameters"] = CostParametersJson(config.cost);
   if (config.host_cost) json["host_cost_parameters"] = CostParametersJson(*config.host_cost);
-  for (const CostCalibration& calibration : run.calibrations)
+  for (const fit::CostCalibration& calibration : run.calibrations)
     json["cost_calibrations"].push_back(calibration.ToJson());
   json["provenance"] = report::Provenance();
   return format == Format::kCsv ? report::JsonRow(json).ToCsv() : json.dump(2) + "\n";

@@ -18,38 +18,39 @@ std::string FormatLevel(double value) {
 
 }  // namespace
 
-std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing,
-                                                      const MoeModelSpec& target, uint64_t seed) {
-  if (routing.kind == RoutingSpec::Kind::kUniform) return nullptr;
+std::shared_ptr<const model::ExpertActivation> TargetRouting(const routing::RoutingSpec& routing,
+                                                             const model::MoeModelSpec& target,
+                                                             uint64_t seed) {
+  if (routing.kind == routing::RoutingSpec::Kind::kUniform) return nullptr;
   if (!target.moe) {
-    throw Error("--routing " + routing.text + ": the target '" + target.name +
-                "' is dense (it routes no experts)");
+    throw base::Error("--routing " + routing.text + ": the target '" + target.name +
+                      "' is dense (it routes no experts)");
   }
-  return MakeExpertActivation(routing, target.num_moe_layers(), target.moe->num_experts,
-                              target.moe->top_k, seed);
+  return routing::MakeExpertActivation(routing, target.num_moe_layers(), target.moe->num_experts,
+                                       target.moe->top_k, seed);
 }
 
 void SdSweepRequest::Validate() const {
   if (levels.empty())
-    throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
+    throw base::Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " list is empty");
   for (double level : levels) {
     if (by_sigma ? !(level > 0 && level <= 1) : !(level >= 0 && level < 1)) {
-      throw Error(std::string("--") + (by_sigma ? "sigma" : "alpha") + " value " +
-                  FormatLevel(level) +
-                  (by_sigma ? ": expected a number in (0, 1]" : ": expected a number in [0, 1)"));
+      throw base::Error(
+          std::string("--") + (by_sigma ? "sigma" : "alpha") + " value " + FormatLevel(level) +
+          (by_sigma ? ": expected a number in (0, 1]" : ": expected a number in [0, 1)"));
     }
   }
   plan.Validate();
   cost.Validate();
 }
 
-std::optional<double> SdSweepResult::MoesdSpeedup(const SdPlanRow& row) const {
+std::optional<double> SdSweepResult::MoesdSpeedup(const model::SdPlanRow& row) const {
   if (!sd_fit || !target.moe) return std::nullopt;
-  return PredictSpeedup(*sd_fit, SdPoint{row.batch, row.gamma, target.moe->top_k,
-                                         target.moe->num_experts, row.sigma});
+  return fit::PredictSpeedup(*sd_fit, model::SdPoint{row.batch, row.gamma, target.moe->top_k,
+                                                     target.moe->num_experts, row.sigma});
 }
 
-SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store) {
+SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore& store) {
   request.Validate();
   SdSweepResult result;
   result.by_sigma = request.by_sigma;
@@ -64,28 +65,28 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store
     result.hardware = "profile:" + *request.cost.fitted_profile;
     result.display_name = result.hardware;
   } else {
-    const HardwareSpec hardware = store.LoadHardware(request.cost.hardware);
+    const model::HardwareSpec hardware = store.LoadHardware(request.cost.hardware);
     result.source = sources.ForHardware(hardware);
     result.hardware = hardware.name;
     result.display_name = hardware.display_name;
     if (!sources.calibrations().empty()) result.calibration = sources.calibrations().front();
   }
   if (request.sd_fit) {
-    result.sd_fit = LoadSdFit(*request.sd_fit);
+    result.sd_fit = fit::LoadSdFit(*request.sd_fit);
     result.sd_fit_path = *request.sd_fit;
   }
   result.target_routing = TargetRouting(request.routing, result.target, request.routing_seed);
-  SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length,
-                    result.hardware);
+  model::SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length,
+                           result.hardware);
   costs.RouteTargetBy(result.target_routing.get());
   for (double level : request.levels) {
-    SdPlanOptions options = request.plan;
+    model::SdPlanOptions options = request.plan;
     if (request.by_sigma) {
       options.sigma = level;
     } else {
       options.alpha = level;
     }
-    result.levels.push_back({level, PlanSpeculativeDecoding(costs, options)});
+    result.levels.push_back({level, model::PlanSpeculativeDecoding(costs, options)});
   }
   return result;
 }

@@ -25,13 +25,13 @@ struct SdSweepRequest {
   std::string model;  // target preset or path
   std::string draft;
   CostSourceOptions cost;
-  SdPlanOptions plan;          // batches, gammas, context, verify (alpha/sigma set per level)
+  model::SdPlanOptions plan;   // batches, gammas, context, verify (alpha/sigma set per level)
   std::vector<double> levels;  // alphas in [0, 1), or sigmas in (0, 1] when by_sigma
   bool by_sigma = false;
   std::optional<std::string> sd_fit;  // a fitted MoESD model whose speedup is reported per row
   // How the target's tokens route, for the distinct experts each pass reads (uniform: N(t));
   // `routing_seed` seeds the synthetic sources.
-  RoutingSpec routing;
+  routing::RoutingSpec routing;
   uint64_t routing_seed = 1;
 
   void Validate() const;  // Error naming the option
@@ -39,31 +39,32 @@ struct SdSweepRequest {
 
 struct SdSweepLevel {
   double level = 0;
-  SdPlan plan;
+  model::SdPlan plan;
 };
 
 struct SdSweepResult {
-  MoeModelSpec target, draft;  // with --profile, the executor shapes the profile measured
-  std::string hardware;        // the preset, or "profile:FIT.json"
+  model::MoeModelSpec target, draft;  // with --profile, the executor shapes the profile measured
+  std::string hardware;               // the preset, or "profile:FIT.json"
   std::string display_name;
   bool by_sigma = false;
-  SdPlanOptions plan;
-  std::shared_ptr<const CostSource> source;
-  std::shared_ptr<const ExpertActivation> target_routing;  // nullptr: uniform
-  std::optional<CostCalibration> calibration;
-  std::optional<SdFit> sd_fit;
+  model::SdPlanOptions plan;
+  std::shared_ptr<const model::CostSource> source;
+  std::shared_ptr<const model::ExpertActivation> target_routing;  // nullptr: uniform
+  std::optional<fit::CostCalibration> calibration;
+  std::optional<fit::SdFit> sd_fit;
   std::string sd_fit_path;
   std::vector<SdSweepLevel> levels;
 
   // The MoESD fit's speedup for a row (nullopt without --sd-fit or for a dense target).
-  std::optional<double> MoesdSpeedup(const SdPlanRow& row) const;
+  std::optional<double> MoesdSpeedup(const model::SdPlanRow& row) const;
 };
 
 // The routing a prediction prices `target`'s passes with: nullptr for uniform (the closed form),
 // else the sampled activation (routing/expert_activation_sampler.h). Error for a dense target.
-std::shared_ptr<const ExpertActivation> TargetRouting(const RoutingSpec& routing,
-                                                      const MoeModelSpec& target, uint64_t seed);
+std::shared_ptr<const model::ExpertActivation> TargetRouting(const routing::RoutingSpec& routing,
+                                                             const model::MoeModelSpec& target,
+                                                             uint64_t seed);
 
-SdSweepResult RunSdSweep(const SdSweepRequest& request, const PresetStore& store);
+SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore& store);
 
 }  // namespace moelab::plan

@@ -7,11 +7,12 @@
 
 namespace moelab::policies {
 
-ModelMemory ModelMemoryOf(const MoeModelSpec& model, double kv_bits, int64_t kv_tokens) {
-  const WeightBytes weights = CountWeightBytes(model);
+ModelMemory ModelMemoryOf(const model::MoeModelSpec& model, double kv_bits, int64_t kv_tokens) {
+  const model::WeightBytes weights = model::CountWeightBytes(model);
   const int64_t first_dense = model.moe ? model.moe->first_dense_layers : model.num_layers;
-  const double kv_per_token_layer = static_cast<double>(KvCacheBytesPerToken(model, kv_bits)) /
-                                    static_cast<double>(model.num_layers);
+  const double kv_per_token_layer =
+      static_cast<double>(model::KvCacheBytesPerToken(model, kv_bits)) /
+      static_cast<double>(model.num_layers);
   ModelMemory memory;
   memory.kv_bytes_per_layer = kv_per_token_layer * static_cast<double>(kv_tokens);
   memory.kv_bytes = memory.kv_bytes_per_layer * static_cast<double>(model.num_layers);
@@ -36,7 +37,7 @@ PolicyMemoryDemand MemoryDemandOf(const OffloadPolicy& policy, int64_t num_layer
 }
 
 MemoryPlan PlanMemory(const OffloadSetup& setup, const PolicyMemoryDemand& demand,
-                      double host_dram_bytes, const PopularityTable& popularity) {
+                      double host_dram_bytes, const model::PopularityTable& popularity) {
   MemoryPlan plan;
   plan.accelerator_bytes = setup.accelerator_bytes;
   plan.fixed_bytes = setup.fixed_bytes;
@@ -65,7 +66,7 @@ MemoryPlan PlanMemory(const OffloadSetup& setup, const PolicyMemoryDemand& deman
       host_bytes > 0 ? static_cast<int64_t>(std::floor(host_bytes / expert_bytes)) : 0;
   if (!demand.ignores_memory_limit) {
     plan.experts_on_storage = std::max<int64_t>(0, plan.experts_total - host_experts);
-    plan.on_storage = PlaceLeastPopular(popularity, plan.experts_on_storage);
+    plan.on_storage = model::PlaceLeastPopular(popularity, plan.experts_on_storage);
   }
   return plan;
 }

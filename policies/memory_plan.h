@@ -22,7 +22,7 @@ struct ModelMemory {
   double kv_bytes_per_layer = 0;          // the KV share of each dense_layer_bytes entry
   double kv_bytes = 0;                    // every layer's KV cache
 };
-ModelMemory ModelMemoryOf(const MoeModelSpec& model, double kv_bits, int64_t kv_tokens);
+ModelMemory ModelMemoryOf(const model::MoeModelSpec& model, double kv_bits, int64_t kv_tokens);
 
 // The policy's side of the plan: where each layer's dense part runs, the expert slots it works
 // with, the staging buffers it reserves, and whether it is the ideal that ignores the limit.
@@ -51,11 +51,11 @@ struct MemoryPlan {
   // fixed weights when any layer runs there); the least popular rest live on storage. Empty (and
   // 0) for a policy that ignores the memory limit: its experts are all on the accelerator.
   int64_t experts_on_storage = 0;
-  std::vector<ExpertId> on_storage;  // PlaceLeastPopular order
+  std::vector<model::ExpertId> on_storage;  // PlaceLeastPopular order
 };
 
 // `popularity` ranks experts for storage ([moe layer][expert] calibration counts).
 MemoryPlan PlanMemory(const OffloadSetup& setup, const PolicyMemoryDemand& demand,
-                      double host_dram_bytes, const PopularityTable& popularity);
+                      double host_dram_bytes, const model::PopularityTable& popularity);
 
 }  // namespace moelab::policies

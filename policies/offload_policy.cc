@@ -54,7 +54,7 @@ int64_t OffloadSetup::ExpertSlots(int64_t dense_layers_on_accelerator,
 
 void OffloadSetup::Validate() const {
   auto fail = [](const std::string& field, const std::string& what) {
-    throw Error("offload setup: field '" + field + "': " + what);
+    throw base::Error("offload setup: field '" + field + "': " + what);
   };
   if (num_layers < 1) fail("num_layers", "must be >= 1");
   if (first_dense_layers < 0 || first_dense_layers >= num_layers) {

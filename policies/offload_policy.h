@@ -88,11 +88,11 @@ struct OffloadSetup {
 
   // Fiddler's latency model (cpu_lat(s), gpu_lat, trans_lat): measured by the executor, from the
   // roofline in the simulator.
-  FiddlerLatencyModel latency;
+  model::FiddlerLatencyModel latency;
 
   // Calibration: expert popularity [moe layer][expert] (token counts on calibration data; never
   // the run's own routing unless the engine says so) and past requests' expert maps for fMoE.
-  PopularityTable popularity;
+  model::PopularityTable popularity;
   struct ExpertMap {
     int64_t request = 0;               // which past request it came from
     std::vector<float> semantic;       // the request's prompt embedding (any fixed dimension)

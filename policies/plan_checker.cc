@@ -15,7 +15,7 @@ PlanChecker::PlanChecker(std::string policy_name, int64_t moe_layers, int64_t ex
       staging_balance_(staging_buffers) {}
 
 void PlanChecker::Bug(const std::string& what) const {
-  throw Error("policy '" + policy_ + "': " + what + " (a policy bug)");
+  throw base::Error("policy '" + policy_ + "': " + what + " (a policy bug)");
 }
 
 std::string PlanChecker::Name(ExpertRef ref) const {

@@ -14,7 +14,8 @@ const PolicyOptionField* FindPolicyOptionField(std::string_view name) {
 
 std::optional<int64_t> PolicyOptionSpec::Given(const PolicyOptions& options) const {
   const PolicyOptionField* field = FindPolicyOptionField(name);
-  if (!field) throw Error("policy option '" + std::string(name) + "' is not a PolicyOptions field");
+  if (!field)
+    throw base::Error("policy option '" + std::string(name) + "' is not a PolicyOptions field");
   return options.*(field->member);
 }
 
@@ -27,8 +28,8 @@ std::optional<int64_t> PolicyOptionSpec::Resolve(const PolicyOptions& options,
   switch (maximum) {
     case OptionMaximum::kNone:
       if (*value < minimum) {
-        throw Error(option + " must be at least " + std::to_string(minimum) + ", got " +
-                    std::to_string(*value));
+        throw base::Error(option + " must be at least " + std::to_string(minimum) + ", got " +
+                          std::to_string(*value));
       }
       break;
     case OptionMaximum::kExpertsPerLayer:
@@ -36,10 +37,10 @@ std::optional<int64_t> PolicyOptionSpec::Resolve(const PolicyOptions& options,
       const bool experts = maximum == OptionMaximum::kExpertsPerLayer;
       const int64_t most = experts ? setup.num_experts : setup.num_layers;
       if (*value < minimum || *value > most) {
-        throw Error(option + " must be in [" + std::to_string(minimum) + ", " +
-                    std::to_string(most) + "] (" +
-                    (experts ? "experts per layer" : "the model's layers") + "), got " +
-                    std::to_string(*value));
+        throw base::Error(option + " must be in [" + std::to_string(minimum) + ", " +
+                          std::to_string(most) + "] (" +
+                          (experts ? "experts per layer" : "the model's layers") + "), got " +
+                          std::to_string(*value));
       }
       break;
     }

@@ -30,16 +30,17 @@ const PolicyOptionSpec* FindOption(const PolicyInfo& info, std::string_view name
 void PolicyRegistry::Add(PolicyInfo info) {
   for (const PolicyInfo& existing : policies_) {
     if (existing.name == info.name)
-      throw Error("offload policy '" + info.name + "' registered twice");
+      throw base::Error("offload policy '" + info.name + "' registered twice");
   }
   for (size_t i = 0; i < info.options.size(); ++i) {
     const std::string option(info.options[i].name);
     if (!FindPolicyOptionField(option)) {
-      throw Error("offload policy '" + info.name + "': option --" + option +
-                  " is not a PolicyOptions field");
+      throw base::Error("offload policy '" + info.name + "': option --" + option +
+                        " is not a PolicyOptions field");
     }
     if (FindOption(info, option) != &info.options[i])
-      throw Error("offload policy '" + info.name + "': option --" + option + " declared twice");
+      throw base::Error("offload policy '" + info.name + "': option --" + option +
+                        " declared twice");
   }
   policies_.push_back(std::move(info));
 }
@@ -50,7 +51,7 @@ const PolicyInfo& PolicyRegistry::Find(const std::string& name) const {
   }
   std::string valid;
   for (const PolicyInfo& info : policies_) valid += (valid.empty() ? "" : ", ") + info.name;
-  throw Error("--policy: unknown offload policy '" + name + "'; valid policies: " + valid);
+  throw base::Error("--policy: unknown offload policy '" + name + "'; valid policies: " + valid);
 }
 
 std::vector<std::string> PolicyRegistry::Names() const {
@@ -137,8 +138,8 @@ std::unique_ptr<OffloadPolicy> MakeOffloadPolicy(const std::string& name,
   const PolicyInfo& info = DefaultPolicyRegistry().Find(name);
   for (const PolicyOptionField& field : kPolicyOptionFields) {
     if ((options.*field.member).has_value() && !FindOption(info, field.name)) {
-      throw Error("--" + std::string(field.name) + ": policy '" + name +
-                  "' does not take it; it takes " + JoinOptions(info.options));
+      throw base::Error("--" + std::string(field.name) + ": policy '" + name +
+                        "' does not take it; it takes " + JoinOptions(info.options));
     }
   }
   setup.Validate();

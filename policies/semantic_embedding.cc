@@ -11,9 +11,10 @@ constexpr uint64_t kSemanticSalt = 0x73656d616e746963ULL;  // "semantic"
 
 std::vector<float> SemanticEmbedding(uint64_t seed, int64_t request, int64_t dimension) {
   std::vector<float> embedding(static_cast<size_t>(dimension));
-  uint64_t state = SplitMix64(SplitMix64(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
+  uint64_t state =
+      base::SplitMix64(base::SplitMix64(seed ^ kSemanticSalt) ^ static_cast<uint64_t>(request));
   for (float& value : embedding) {
-    state = SplitMix64(state);
+    state = base::SplitMix64(state);
     value = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-52 - 1.0);
   }
   return embedding;

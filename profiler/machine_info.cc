@@ -16,7 +16,7 @@
 #define MOELAB_BENCHMARK_VERSION "unknown"
 #endif
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 std::string ReadLine(const std::string& path) {
@@ -77,7 +77,7 @@ double PhysicalMemoryBytes() {
 }
 
 double AvailableMemoryBytes() {
-  const double available = MemAvailableBytes();
+  const double available = base::MemAvailableBytes();
   return available > 0 ? available : PhysicalMemoryBytes();
 }
 
@@ -124,7 +124,7 @@ double LoadAverage1m() {
   return getloadavg(load, 1) == 1 ? load[0] : -1.0;
 }
 
-nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gpus) {
+nlohmann::json MachineJson(int threads, int64_t l3_bytes, const device::GpuInventory& gpus) {
   nlohmann::json libraries = {
       {"google_benchmark", MOELAB_BENCHMARK_VERSION},
       {"compiler", CompilerVersion()},
@@ -133,12 +133,12 @@ nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gp
                             std::to_string(NLOHMANN_JSON_VERSION_PATCH)}};
   if (gpus.cuda_compiled) {
     libraries["cuda_runtime"] = gpus.runtime_version;
-    const std::string cublas = CublasVersion();
+    const std::string cublas = device::CublasVersion();
     if (!cublas.empty()) libraries["cublas"] = cublas;
   }
   nlohmann::json gpu = nullptr;
   if (!gpus.devices.empty()) {
-    const GpuDevice& d = gpus.devices.front();
+    const device::GpuDevice& d = gpus.devices.front();
     gpu = {{"name", d.name},
            {"driver", gpus.driver_version},
            {"cuda_runtime", gpus.runtime_version},
@@ -147,16 +147,16 @@ nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gp
                                       std::to_string(d.compute_capability_minor)},
            {"count", gpus.devices.size()}};
   }
-  return {{"cpu", CpuModelName()},
+  return {{"cpu", kernels::CpuModelName()},
           {"flags", KernelCpuFlags()},
           {"cores", PhysicalCores()},
           {"logical_cpus", std::max(1u, std::thread::hardware_concurrency())},
           {"threads", threads},
           {"memory_bytes", PhysicalMemoryBytes()},
           {"l3_bytes", l3_bytes},
-          {"isa", ToString(ActiveIsa())},
+          {"isa", ToString(kernels::ActiveIsa())},
           {"gpu", gpu},
           {"libraries", libraries}};
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

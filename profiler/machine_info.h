@@ -7,7 +7,7 @@
 
 #include "device/gpu_devices.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 // What a profile records about the machine it ran on (the "machine" object of moelab.profile/1).
 
@@ -28,6 +28,6 @@ double LoadAverage1m();
 
 // {"cpu", "flags", "cores", "logical_cpus", "threads", "memory_bytes", "l3_bytes", "isa", "gpu",
 //  "libraries"}; "gpu" is null without a usable GPU, else the first device.
-nlohmann::json MachineJson(int threads, int64_t l3_bytes, const GpuInventory& gpus);
+nlohmann::json MachineJson(int threads, int64_t l3_bytes, const device::GpuInventory& gpus);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -10,20 +10,20 @@
 #include "kernels/cpu_features.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 float ReadStreamAvx512(const char* data, size_t bytes);
 float ReadStreamAvx2(const char* data, size_t bytes);
 
 namespace {
 bool HasAvx2Fma() {
-  const std::vector<Isa> isas = SupportedIsas();
-  return std::find(isas.begin(), isas.end(), Isa::kAvx2) != isas.end();
+  const std::vector<kernels::Isa> isas = kernels::SupportedIsas();
+  return std::find(isas.begin(), isas.end(), kernels::Isa::kAvx2) != isas.end();
 }
 }  // namespace
 
 float ReadStream(const char* data, size_t bytes) {
-  if (ActiveIsa() == Isa::kAvx512Bf16) return ReadStreamAvx512(data, bytes);
+  if (kernels::ActiveIsa() == kernels::Isa::kAvx512Bf16) return ReadStreamAvx512(data, bytes);
   if (HasAvx2Fma()) return ReadStreamAvx2(data, bytes);
   float a[8] = {};
   const float* values = reinterpret_cast<const float*>(data);
@@ -40,7 +40,7 @@ namespace {
 
 // Best wall time of `repetitions` runs of `body` on every pool thread at once.
 template <typename Body>
-double BestSeconds(ThreadPool& pool, int repetitions, Body body) {
+double BestSeconds(kernels::ThreadPool& pool, int repetitions, Body body) {
   double best = 0;
   for (int r = 0; r < repetitions; ++r) {
     const auto start = std::chrono::steady_clock::now();
@@ -54,17 +54,19 @@ double BestSeconds(ThreadPool& pool, int repetitions, Body body) {
 
 }  // namespace
 
-nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int repetitions) {
-  if (repetitions < 1) throw Error("machine limits: repetitions must be >= 1");
+nlohmann::json MeasureMachineLimits(kernels::ThreadPool& pool, size_t buffer_bytes,
+                                    int repetitions) {
+  if (repetitions < 1) throw base::Error("machine limits: repetitions must be >= 1");
   const size_t threads = static_cast<size_t>(pool.size());
   const size_t chunk = buffer_bytes / threads / 256 * 256;
   if (chunk == 0)
-    throw Error("machine limits: buffer of " + std::to_string(buffer_bytes) +
-                " bytes is too small");
+    throw base::Error("machine limits: buffer of " + std::to_string(buffer_bytes) +
+                      " bytes is too small");
   std::unique_ptr<char, decltype(&std::free)> buffer(
       static_cast<char*>(std::aligned_alloc(64, chunk * threads)), &std::free);
   if (!buffer)
-    throw Error("machine limits: cannot allocate " + std::to_string(chunk * threads) + " bytes");
+    throw base::Error("machine limits: cannot allocate " + std::to_string(chunk * threads) +
+                      " bytes");
   std::memset(buffer.get(), 1, chunk * threads);
   std::vector<float> sinks(threads);
   const double read_s = BestSeconds(pool, repetitions, [&](int64_t task, int) {
@@ -85,7 +87,7 @@ nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int r
     return static_cast<double>(threads) * static_cast<double>(iterations) * flops_per_iteration /
            seconds;
   };
-  if (ActiveIsa() == Isa::kAvx512Bf16) {
+  if (kernels::ActiveIsa() == kernels::Isa::kAvx512Bf16) {
     limits["peak_flops"]["bf16"] = peak(Bf16DotLoop, 2'000'000, kBf16DotLoopFlopsPerIteration);
     method += "; every thread runs 12 independent vdpbf16ps chains on registers";
   } else {
@@ -100,4 +102,4 @@ nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int r
   return limits;
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

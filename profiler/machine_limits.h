@@ -7,7 +7,7 @@
 
 #include "kernels/thread_pool.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 // Probes of this machine's own limits: the denominators of every "% of DRAM bandwidth" and
 // "% of peak" figure (bench/) and of a profile's calibration of the analytic roofline (fit/).
@@ -33,6 +33,7 @@ inline constexpr double kFp32FmaLoopFlopsPerIteration = 12.0 * 16.0;
 // `repetitions` timed passes of every pool thread streaming its share of a `buffer_bytes` buffer
 // (>= 2 x L3 so it comes from DRAM), and of every thread running Bf16DotLoop / Fp32FmaLoop. Best,
 // not median: a limit is what the machine can do.
-nlohmann::json MeasureMachineLimits(ThreadPool& pool, size_t buffer_bytes, int repetitions);
+nlohmann::json MeasureMachineLimits(kernels::ThreadPool& pool, size_t buffer_bytes,
+                                    int repetitions);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

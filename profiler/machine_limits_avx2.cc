@@ -3,7 +3,7 @@
 
 #include "profiler/machine_limits.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 float ReadStreamAvx2(const char* data, size_t bytes) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -40,4 +40,4 @@ float Fp32FmaLoop(int64_t iterations) {
   return lanes[0];
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -3,7 +3,7 @@
 
 #include "profiler/machine_limits.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 float ReadStreamAvx512(const char* data, size_t bytes) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -39,4 +39,4 @@ float Bf16DotLoop(int64_t iterations) {
   return lanes[0];
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

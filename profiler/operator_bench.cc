@@ -5,56 +5,57 @@
 #include "profiler/impl/benches.h"
 #include "profiler/machine_info.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 void RequireMemory(double bytes, const std::string& what) {
   const double available = AvailableMemoryBytes();
   if (bytes > 0.8 * available) {
-    throw Error(what + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
-                " bytes but only " + std::to_string(static_cast<int64_t>(available)) +
-                " are available (80% may be used)");
+    throw base::Error(what + " needs " + std::to_string(static_cast<int64_t>(bytes)) +
+                      " bytes but only " + std::to_string(static_cast<int64_t>(available)) +
+                      " are available (80% may be used)");
   }
 }
 
 std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& points,
                                                  const BenchEnvironment& env) {
-  if (points.empty()) throw Error("operator bench: no points");
+  if (points.empty()) throw base::Error("operator bench: no points");
   const GridPoint& first = points.front();
   for (const GridPoint& p : points) {
     if (p.family != first.family || p.device != first.device) {
-      throw Error("operator bench: points of " + first.Label() + " and " + p.Label() + " mixed");
+      throw base::Error("operator bench: points of " + first.Label() + " and " + p.Label() +
+                        " mixed");
     }
   }
-  if (first.device != "cpu") return profiler_impl::MakeGpuBench(points, env);
+  if (first.device != "cpu") return impl::MakeGpuBench(points, env);
   switch (first.family) {
     case OperatorFamily::kExpertFfn:
     case OperatorFamily::kDenseFfn:
-      return profiler_impl::MakeFfnBench(points, env);
+      return impl::MakeFfnBench(points, env);
     case OperatorFamily::kRouter:
     case OperatorFamily::kLmHead:
-      return profiler_impl::MakeMatmulBench(points, env);
+      return impl::MakeMatmulBench(points, env);
     case OperatorFamily::kAttentionDecode:
     case OperatorFamily::kAttentionPrefill:
-      return profiler_impl::MakeAttentionBench(points, env);
+      return impl::MakeAttentionBench(points, env);
     case OperatorFamily::kMemcpyHost:
-      return profiler_impl::MakeHostCopyBench(points, env);
+      return impl::MakeHostCopyBench(points, env);
     case OperatorFamily::kStorageRead:
-      return profiler_impl::MakeStorageReadBench(points, env);
+      return impl::MakeStorageReadBench(points, env);
     case OperatorFamily::kMemcpyH2dPinned:
     case OperatorFamily::kMemcpyH2dPageable:
     case OperatorFamily::kMemcpyD2hPinned:
     case OperatorFamily::kMemcpyD2hPageable:
       break;
   }
-  throw Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" +
-              first.device + "'");
+  throw base::Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" +
+                    first.device + "'");
 }
 
-namespace profiler_impl {
+namespace impl {
 
 void FillWeights(uint16_t* values, int64_t count) {
-  Bf16 pattern[17];
-  for (int j = 0; j < 17; ++j) pattern[j] = FloatToBf16(static_cast<float>(j - 8) * 0.01f);
+  kernels::Bf16 pattern[17];
+  for (int j = 0; j < 17; ++j) pattern[j] = kernels::FloatToBf16(static_cast<float>(j - 8) * 0.01f);
   for (int64_t i = 0; i < count; ++i) values[i] = pattern[i % 17];
 }
 
@@ -66,5 +67,5 @@ std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_
          " bytes), so every call reads them from DRAM";
 }
 
-}  // namespace profiler_impl
-}  // namespace moelab
+}  // namespace impl
+}  // namespace moelab::profiler

@@ -16,13 +16,13 @@
 // The extension point of the profiler: one OperatorBench per operator family and device, the
 // variants in profiler/impl/ (one per file), chosen by MakeOperatorBench.
 
-namespace moelab {
+namespace moelab::profiler {
 
 // What every bench may use. Pointers are non-owning and outlive the bench.
 struct BenchEnvironment {
-  const ExecutorConfig* target = nullptr;
-  const ExecutorConfig* draft = nullptr;
-  ThreadPool* pool = nullptr;
+  const executor::ExecutorConfig* target = nullptr;
+  const executor::ExecutorConfig* draft = nullptr;
+  kernels::ThreadPool* pool = nullptr;
   int64_t l3_bytes = 0;  // the last-level cache the weight-cycling rule works against
   const GridSpec* spec = nullptr;
   std::filesystem::path storage_dir;  // where storage_read writes its temporary file
@@ -73,4 +73,4 @@ void RunGuarded(benchmark::State& state, Body&& body) {
 // kernel reports available.
 void RequireMemory(double bytes, const std::string& what);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -7,7 +7,7 @@
 #include "kernels/expert_ffn.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 constexpr int64_t kMaxTokens = 4096;
@@ -15,7 +15,8 @@ constexpr int64_t kIoAlignmentBytes = 4096;
 
 void RequirePositive(const std::vector<int64_t>& values, const std::string& field) {
   for (int64_t v : values) {
-    if (v < 1) throw Error("profile grid: " + field + " must be >= 1, got " + std::to_string(v));
+    if (v < 1)
+      throw base::Error("profile grid: " + field + " must be >= 1, got " + std::to_string(v));
   }
 }
 
@@ -34,14 +35,14 @@ int64_t Visible(int64_t position, int64_t sliding_window) {
   return sliding_window > 0 ? std::min(position + 1, sliding_window) : position + 1;
 }
 
-double AttentionWeightBytes(const ExecutorConfig& c) {
+double AttentionWeightBytes(const executor::ExecutorConfig& c) {
   const double qkv =
       static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width());
   const double out = static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
   return 2.0 * (qkv + out);
 }
 
-double ProjectionFlopsPerToken(const ExecutorConfig& c) {
+double ProjectionFlopsPerToken(const executor::ExecutorConfig& c) {
   return AttentionWeightBytes(c);
 }  // 2 x (bytes / 2)
 
@@ -152,14 +153,14 @@ void GridSpec::Validate() const {
   RequirePositive(transfer_fixed_bytes, "transfer_fixed_bytes");
   RequirePositive(transfer_expert_divisors, "transfer_expert_divisors");
   if (ridge_points != 0 && ridge_points != 3 && ridge_points != 9) {
-    throw Error("profile grid: ridge_points must be 0, 3 or 9, got " +
-                std::to_string(ridge_points));
+    throw base::Error("profile grid: ridge_points must be 0, 3 or 9, got " +
+                      std::to_string(ridge_points));
   }
-  if (storage_file_blocks < 1) throw Error("profile grid: storage_file_blocks must be >= 1");
+  if (storage_file_blocks < 1) throw base::Error("profile grid: storage_file_blocks must be >= 1");
   if (repetitions < 1)
-    throw Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
+    throw base::Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
   if (!(min_time_s > 0 && std::isfinite(min_time_s)))
-    throw Error("profile grid: min_time_s must be > 0");
+    throw base::Error("profile grid: min_time_s must be > 0");
 }
 
 std::vector<int64_t> RidgeTokens(double ridge_tokens, int count,
@@ -167,9 +168,9 @@ std::vector<int64_t> RidgeTokens(double ridge_tokens, int count,
   std::vector<double> factors;
   if (count == 3) factors = {0.75, 1.0, 1.5};
   if (count == 9) factors = {0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0};
-  if (count != 0 && factors.empty()) throw Error("ridge points: count must be 0, 3 or 9");
+  if (count != 0 && factors.empty()) throw base::Error("ridge points: count must be 0, 3 or 9");
   if (!(ridge_tokens > 0) || !std::isfinite(ridge_tokens))
-    throw Error("ridge points: the ridge must be a positive number of tokens");
+    throw base::Error("ridge points: the ridge must be a positive number of tokens");
   std::vector<int64_t> used = taken;
   std::vector<int64_t> points;
   for (double f : factors) {
@@ -187,7 +188,7 @@ double EstimateRidgeTokens(const std::vector<std::pair<int64_t, double>>& tokens
   std::vector<std::pair<int64_t, double>> samples = tokens_seconds;
   std::sort(samples.begin(), samples.end());
   if (samples.size() < 2 || samples.front().first == samples.back().first) {
-    throw Error("ridge estimate: needs expert_ffn samples at two or more token counts");
+    throw base::Error("ridge estimate: needs expert_ffn samples at two or more token counts");
   }
   double floor_s = std::numeric_limits<double>::infinity();
   for (const auto& [tokens, seconds] : samples) {
@@ -198,7 +199,7 @@ double EstimateRidgeTokens(const std::vector<std::pair<int64_t, double>>& tokens
     slope_s = std::min(slope_s, samples[i].second / static_cast<double>(samples[i].first));
   }
   if (!(floor_s > 0) || !(slope_s > 0))
-    throw Error("ridge estimate: expert_ffn times must be positive");
+    throw base::Error("ridge estimate: expert_ffn times must be positive");
   return std::clamp(floor_s / slope_s, 1.0, static_cast<double>(kMaxTokens));
 }
 
@@ -212,16 +213,18 @@ std::vector<int64_t> TransferBytes(const GridSpec& spec, int64_t expert_bytes) {
 }
 
 int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes) {
-  if (block_bytes < 1) throw Error("cycling blocks: block size must be >= 1 byte");
+  if (block_bytes < 1) throw base::Error("cycling blocks: block size must be >= 1 byte");
   return std::max<int64_t>(0, 2 * cache_bytes) / block_bytes + 1;
 }
 
-int64_t ExpertBytes(const ExecutorConfig& c) {
-  return static_cast<int64_t>(ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size));
+int64_t ExpertBytes(const executor::ExecutorConfig& c) {
+  return static_cast<int64_t>(
+      kernels::ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size));
 }
 
-std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const ExecutorConfig& draft,
-                                       const GridSpec& spec, int gpu_index) {
+std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
+                                       const executor::ExecutorConfig& draft, const GridSpec& spec,
+                                       int gpu_index) {
   spec.Validate();
   std::vector<GridPoint> points;
   auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context,
@@ -250,7 +253,7 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
   }
   // Transfers move expert-sized blocks (a dense target's FFN when it has no experts).
   const int64_t block = target.is_moe() ? ExpertBytes(target)
-                                        : static_cast<int64_t>(ExpertFfnWeightBytes(
+                                        : static_cast<int64_t>(kernels::ExpertFfnWeightBytes(
                                               target.hidden_size, target.dense_intermediate_size));
   const std::vector<int64_t> sizes = TransferBytes(spec, block);
   for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
@@ -269,16 +272,17 @@ std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const Execu
   return points;
 }
 
-PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const ExecutorConfig& draft) {
+PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
+                 const executor::ExecutorConfig& draft) {
   const double t = static_cast<double>(p.tokens);
-  const ExecutorConfig& c = target;
+  const executor::ExecutorConfig& c = target;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:
-      return {ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size),
-              ExpertFfnFlops(p.tokens, c.hidden_size, c.expert_intermediate_size)};
+      return {kernels::ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size),
+              kernels::ExpertFfnFlops(p.tokens, c.hidden_size, c.expert_intermediate_size)};
     case OperatorFamily::kDenseFfn:
-      return {ExpertFfnWeightBytes(draft.hidden_size, draft.dense_intermediate_size),
-              ExpertFfnFlops(p.tokens, draft.hidden_size, draft.dense_intermediate_size)};
+      return {kernels::ExpertFfnWeightBytes(draft.hidden_size, draft.dense_intermediate_size),
+              kernels::ExpertFfnFlops(p.tokens, draft.hidden_size, draft.dense_intermediate_size)};
     case OperatorFamily::kRouter: {
       const double weights =
           static_cast<double>(c.hidden_size) * static_cast<double>(c.num_experts);
@@ -317,9 +321,9 @@ PointWork WorkOf(const GridPoint& p, const ExecutorConfig& target, const Executo
   return {};
 }
 
-nlohmann::json ShapeOf(const GridPoint& p, const ExecutorConfig& target,
-                       const ExecutorConfig& draft) {
-  const ExecutorConfig& c = target;
+nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& target,
+                       const executor::ExecutorConfig& draft) {
+  const executor::ExecutorConfig& c = target;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:
       return {{"hidden", c.hidden_size}, {"intermediate", c.expert_intermediate_size}};
@@ -350,4 +354,4 @@ nlohmann::json ShapeOf(const GridPoint& p, const ExecutorConfig& target,
   return nlohmann::json::object();
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

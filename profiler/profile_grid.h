@@ -7,7 +7,7 @@
 
 #include "executor/executor_config.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 // The operators a profile measures. Each is one family of samples in "moelab.profile/1"
 // (profiler/README.md); ToString gives the name written in the file.
@@ -98,8 +98,9 @@ int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes);
 // Every point of a profile except the ridge points, in file order. GPU points (transfers and
 // expert_ffn on "cuda:<gpu_index>") only when gpu_index >= 0. Contexts and prefill tokens above
 // target.max_positions are dropped (the model cannot hold them).
-std::vector<GridPoint> MakeProfileGrid(const ExecutorConfig& target, const ExecutorConfig& draft,
-                                       const GridSpec& spec, int gpu_index);
+std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
+                                       const executor::ExecutorConfig& draft, const GridSpec& spec,
+                                       int gpu_index);
 
 // What one call at `point` does: bytes of the operands it must read (weights, KV cache, the
 // block for transfers) and floating-point operations (multiply-add = 2).
@@ -107,13 +108,14 @@ struct PointWork {
   double bytes = 0;
   double flops = 0;
 };
-PointWork WorkOf(const GridPoint& point, const ExecutorConfig& target, const ExecutorConfig& draft);
+PointWork WorkOf(const GridPoint& point, const executor::ExecutorConfig& target,
+                 const executor::ExecutorConfig& draft);
 
 // The "shape" object of a sample: the dimensions the operator ran at.
-nlohmann::json ShapeOf(const GridPoint& point, const ExecutorConfig& target,
-                       const ExecutorConfig& draft);
+nlohmann::json ShapeOf(const GridPoint& point, const executor::ExecutorConfig& target,
+                       const executor::ExecutorConfig& draft);
 
 // Bytes of one expert (gate, up and down, bf16) of `config`.
-int64_t ExpertBytes(const ExecutorConfig& config);
+int64_t ExpertBytes(const executor::ExecutorConfig& config);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

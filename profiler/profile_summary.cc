@@ -7,7 +7,7 @@
 
 #include "report/format.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 using report::FormatBytes;
 using report::FormatSeconds;
@@ -69,4 +69,4 @@ std::string ProfileSummaryText(const nlohmann::json& profile, const std::string&
   return text.str();
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -20,7 +20,7 @@
 #include "profiler/operator_bench.h"
 #include "profiler/run_collector.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 constexpr const char* kSchema = "moelab.profile/1";
@@ -55,7 +55,7 @@ std::string ShortSeconds(double s) {
   return text;
 }
 
-nlohmann::json ShapeJson(const ExecutorConfig& c) {
+nlohmann::json ShapeJson(const executor::ExecutorConfig& c) {
   nlohmann::json shape = {
       {"layers", c.num_layers},          {"hidden", c.hidden_size}, {"heads", c.num_heads},
       {"kv_heads", c.num_kv_heads},      {"head_dim", c.head_dim},  {"vocab", c.vocab_size},
@@ -87,8 +87,8 @@ struct Measured {
 // Runs groups of points through Google Benchmark and turns their timings into samples.
 class ProfileRunner {
  public:
-  ProfileRunner(const GridSpec& spec, const ExecutorConfig& target, const ExecutorConfig& draft,
-                std::ostream* progress, int total)
+  ProfileRunner(const GridSpec& spec, const executor::ExecutorConfig& target,
+                const executor::ExecutorConfig& draft, std::ostream* progress, int total)
       : spec_(spec),
         target_(target),
         draft_(draft),
@@ -179,8 +179,8 @@ class ProfileRunner {
   }
 
   const GridSpec& spec_;
-  const ExecutorConfig& target_;
-  const ExecutorConfig& draft_;
+  const executor::ExecutorConfig& target_;
+  const executor::ExecutorConfig& draft_;
   std::ostream* progress_;
   int total_;
   int done_ = 0;
@@ -194,30 +194,30 @@ class ProfileRunner {
 }  // namespace
 
 void ProfileRequest::Validate() const {
-  if (model.empty()) throw Error("profile: --model must name a preset or a file");
+  if (model.empty()) throw base::Error("profile: --model must name a preset or a file");
   if (threads < 0)
-    throw Error("profile: --threads must be >= 1 (or 0 for the default), got " +
-                std::to_string(threads));
+    throw base::Error("profile: --threads must be >= 1 (or 0 for the default), got " +
+                      std::to_string(threads));
   if (grid) grid->Validate();
 }
 
-nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& presets) {
+nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets) {
   const auto start = std::chrono::steady_clock::now();
   const double load_at_start = LoadAverage1m();
   request.Validate();
   const GridSpec spec =
       request.grid ? *request.grid : (request.quick ? GridSpec::Quick() : GridSpec::Full());
   spec.Validate();
-  const ExecutorConfig target =
-      ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
-  ShapeOverrides draft_shape = request.draft_shape;
+  const executor::ExecutorConfig target =
+      executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  executor::ShapeOverrides draft_shape = request.draft_shape;
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
-  const ExecutorConfig draft =
-      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  const executor::ExecutorConfig draft =
+      executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
 
   std::lock_guard<std::mutex> lock(ProfileMutex());
   InitializeBenchmarkOnce();
-  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
+  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   std::vector<std::string> notes;
   int64_t l3_bytes = L3CacheBytes();
   if (l3_bytes <= 0) {
@@ -225,7 +225,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& pres
     notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
                     std::to_string(l3_bytes) + " bytes assumed");
   }
-  const GpuInventory gpus = DetectGpus();
+  const device::GpuInventory gpus = device::DetectGpus();
   const int gpu_index = request.use_gpu && !gpus.devices.empty() ? gpus.devices.front().index : -1;
   if (gpus.devices.empty()) {
     notes.push_back("GPU operators not measured: " + gpus.why_none);
@@ -297,7 +297,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& pres
                                  std::to_string(ridge_points.size()) + " points added around it");
         std::vector<Measured> more = runner.Run(*bench, ridge_points);
         group_measured.insert(group_measured.end(), more.begin(), more.end());
-      } catch (const Error& e) {
+      } catch (const base::Error& e) {
         runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
       }
     }
@@ -358,7 +358,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& pres
 
 void ValidateProfile(const nlohmann::json& p) {
   auto require = [](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) throw Error("profile: " + field + ": " + what);
+    if (!ok) throw base::Error("profile: " + field + ": " + what);
   };
   auto number = [&](const nlohmann::json& object, const std::string& key,
                     const std::string& where) {
@@ -448,21 +448,21 @@ void ValidateProfile(const nlohmann::json& p) {
 }
 
 void RequireOutputFolder(const std::filesystem::path& out) {
-  if (out.empty()) throw Error("profile: --out is required (the profile JSON file to write)");
+  if (out.empty()) throw base::Error("profile: --out is required (the profile JSON file to write)");
   std::error_code error;
   if (std::filesystem::is_directory(out, error))
-    throw Error("--out " + out.string() + ": is a folder, expected a file name");
+    throw base::Error("--out " + out.string() + ": is a folder, expected a file name");
   const std::filesystem::path folder =
       out.parent_path().empty() ? std::filesystem::path(".") : out.parent_path();
   if (!std::filesystem::is_directory(folder, error)) {
-    throw Error("--out " + out.string() + ": folder " + folder.string() + " does not exist");
+    throw base::Error("--out " + out.string() + ": folder " + folder.string() + " does not exist");
   }
 }
 
 void WriteProfile(const nlohmann::json& profile, const std::filesystem::path& out) {
   ValidateProfile(profile);
   RequireOutputFolder(out);
-  WriteFileAtomically(out, profile.dump(2) + "\n");
+  base::WriteFileAtomically(out, profile.dump(2) + "\n");
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

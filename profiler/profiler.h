@@ -12,15 +12,16 @@
 #include "model/preset_store.h"
 #include "profiler/profile_grid.h"
 
-namespace moelab {
+namespace moelab::profiler {
 
 // What to profile: the model being planned (a preset or file plus shape overrides, as `moelab
 // run` takes them) and its draft (for dense_ffn), how hard, and where.
 struct ProfileRequest {
   std::string model = "mixtral-8x7b";
-  ShapeOverrides shape = DefaultTargetShape();
+  executor::ShapeOverrides shape = executor::DefaultTargetShape();
   std::string draft = "llama-3.2-1b";
-  ShapeOverrides draft_shape = DefaultDraftShape();  // an unset vocab takes the target's
+  executor::ShapeOverrides draft_shape =
+      executor::DefaultDraftShape();  // an unset vocab takes the target's
   bool quick = false;
   std::optional<GridSpec> grid;       // unset: GridSpec::Quick() when quick, else GridSpec::Full()
   int threads = 0;                    // thread pool size; 0: DefaultThreadCount()
@@ -39,7 +40,7 @@ struct ProfileRequest {
 // moelab::Error before anything runs; a family that cannot be prepared (memory, files, GPU) is
 // skipped with a note; a point that fails is left out with a note. Uses Google Benchmark's global
 // registry: one profile at a time per process (serialized by a lock).
-nlohmann::json RunProfile(const ProfileRequest& request, const PresetStore& presets);
+nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets);
 
 // Throws moelab::Error naming the first field of `profile` that does not follow moelab.profile/1.
 void ValidateProfile(const nlohmann::json& profile);
@@ -52,4 +53,4 @@ void RequireOutputFolder(const std::filesystem::path& out);
 // file behind.
 void WriteProfile(const nlohmann::json& profile, const std::filesystem::path& out);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-namespace moelab {
+namespace moelab::profiler {
 
 double Median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
@@ -102,4 +102,4 @@ Timing CollectingReporter::Get(const std::string& name) const {
   return timing;
 }
 
-}  // namespace moelab
+}  // namespace moelab::profiler

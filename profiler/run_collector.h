@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::profiler {
 
 // The timing of one benchmark (one grid point) over its repetitions, in seconds per iteration.
 // median/mean/stddev are Google Benchmark's aggregates when it computed them (2+ repetitions),
@@ -66,4 +66,4 @@ double Median(std::vector<double> values);
 double Mean(const std::vector<double>& values);
 double SampleStddev(const std::vector<double>& values);
 
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -40,7 +40,7 @@ RowSet JsonRows(const std::vector<nlohmann::json>& objects) {
   std::map<std::string, size_t> index;
   for (const nlohmann::json& object : objects) {
     if (!object.is_object())
-      throw Error("JSON rows: expected objects, got " + std::string(object.type_name()));
+      throw base::Error("JSON rows: expected objects, got " + std::string(object.type_name()));
     rows.emplace_back();
     Flatten(object, "", rows.back());
     for (const auto& [path, cell] : rows.back()) {
@@ -58,7 +58,7 @@ RowSet JsonRows(const std::vector<nlohmann::json>& objects) {
 
 RowSet JsonArrayRows(const nlohmann::json& array) {
   if (!array.is_array())
-    throw Error("JSON rows: expected an array, got " + std::string(array.type_name()));
+    throw base::Error("JSON rows: expected an array, got " + std::string(array.type_name()));
   return JsonRows(std::vector<nlohmann::json>(array.begin(), array.end()));
 }
 

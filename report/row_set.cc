@@ -56,8 +56,8 @@ RowSet::RowSet(std::vector<Column> columns) : columns_(std::move(columns)) {
 
 void RowSet::Add(std::vector<Cell> cells) {
   if (cells.size() != columns_.size()) {
-    throw Error("row of " + std::to_string(cells.size()) + " cells for " +
-                std::to_string(columns_.size()) + " columns");
+    throw base::Error("row of " + std::to_string(cells.size()) + " cells for " +
+                      std::to_string(columns_.size()) + " columns");
   }
   rows_.push_back(std::move(cells));
 }
@@ -105,7 +105,7 @@ void Emit(const std::string& text, const std::string& out) {
   if (out.empty()) {
     std::cout << text;
   } else {
-    WriteFileAtomically(out, text);
+    base::WriteFileAtomically(out, text);
   }
 }
 

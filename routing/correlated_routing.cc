@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 // Salts keep this generator's streams unrelated to uniform/popularity routing of the same seed.
@@ -23,26 +23,28 @@ constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more 
                                   // locality 1 would chain every token back to the first one
 
 // The per-(salt, seed) start of TupleHash, computed once per source.
-uint64_t SaltedSeed(uint64_t salt, uint64_t seed) { return SplitMix64(salt ^ SplitMix64(seed)); }
+uint64_t SaltedSeed(uint64_t salt, uint64_t seed) {
+  return base::SplitMix64(salt ^ base::SplitMix64(seed));
+}
 
 uint64_t TupleHashFrom(uint64_t salted, int64_t step, int64_t layer, int64_t token) {
-  uint64_t h = SplitMix64(salted ^ static_cast<uint64_t>(step));
-  h = SplitMix64(h ^ static_cast<uint64_t>(layer));
-  return SplitMix64(h ^ static_cast<uint64_t>(token));
+  uint64_t h = base::SplitMix64(salted ^ static_cast<uint64_t>(step));
+  h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
+  return base::SplitMix64(h ^ static_cast<uint64_t>(token));
 }
 
 // TupleHashFrom's (step, layer) part: TupleHashFrom(salted, step, layer, token) =
 // SplitMix64(TuplePrefix(salted, step, layer) ^ token).
 uint64_t TuplePrefix(uint64_t salted, int64_t step, int64_t layer) {
-  return SplitMix64(SplitMix64(salted ^ static_cast<uint64_t>(step)) ^
-                    static_cast<uint64_t>(layer));
+  return base::SplitMix64(base::SplitMix64(salted ^ static_cast<uint64_t>(step)) ^
+                          static_cast<uint64_t>(layer));
 }
 
 uint64_t TupleHash(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
-  uint64_t h = SplitMix64(salt ^ SplitMix64(seed));
-  h = SplitMix64(h ^ static_cast<uint64_t>(step));
-  h = SplitMix64(h ^ static_cast<uint64_t>(layer));
-  return SplitMix64(h ^ static_cast<uint64_t>(token));
+  uint64_t h = base::SplitMix64(salt ^ base::SplitMix64(seed));
+  h = base::SplitMix64(h ^ static_cast<uint64_t>(step));
+  h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
+  return base::SplitMix64(h ^ static_cast<uint64_t>(token));
 }
 
 // A probability as a 53-bit integer threshold, so decisions are integer comparisons and identical
@@ -78,8 +80,8 @@ class Stream {
  public:
   explicit Stream(uint64_t state) : state_(state) {}
   uint64_t Next() {
-    state_ += kSplitMix64Golden;
-    return Mix64(state_);
+    state_ += base::kSplitMix64Golden;
+    return base::Mix64(state_);
   }
   // Exactly uniform in [0, n), n >= 1.
   uint64_t Below(uint64_t n) {
@@ -130,15 +132,16 @@ class CorrelatedRouting : public RoutingSource {
         layer_threshold_(Threshold(options.layer_correlation)) {
     options.Validate();
     if (num_layers < 1) {
-      throw Error("correlated routing: num_layers must be >= 1, got " + std::to_string(num_layers));
+      throw base::Error("correlated routing: num_layers must be >= 1, got " +
+                        std::to_string(num_layers));
     }
     if (num_experts < 1 || num_experts > std::numeric_limits<int32_t>::max()) {
-      throw Error("correlated routing: num_experts must be in [1, 2147483647], got " +
-                  std::to_string(num_experts));
+      throw base::Error("correlated routing: num_experts must be in [1, 2147483647], got " +
+                        std::to_string(num_experts));
     }
     if (top_k < 1 || top_k > num_experts || top_k > kMaxTopK) {
-      throw Error("correlated routing: top_k must be in [1, min(num_experts = " +
-                  std::to_string(num_experts) + ", 64)], got " + std::to_string(top_k));
+      throw base::Error("correlated routing: top_k must be in [1, min(num_experts = " +
+                        std::to_string(num_experts) + ", 64)], got " + std::to_string(top_k));
     }
     BuildWeights(options.popularity);
     BuildLayerMaps();
@@ -157,13 +160,15 @@ class CorrelatedRouting : public RoutingSource {
 
   void Route(int64_t step, int64_t layer, int64_t tokens,
              std::vector<std::vector<int32_t>>& out) override {
-    if (step < 0) throw Error("correlated routing: step must be >= 0, got " + std::to_string(step));
+    if (step < 0)
+      throw base::Error("correlated routing: step must be >= 0, got " + std::to_string(step));
     if (layer < 0 || layer >= num_layers_) {
-      throw Error("correlated routing: layer " + std::to_string(layer) +
-                  " is out of range, the model has " + std::to_string(num_layers_) + " MoE layers");
+      throw base::Error("correlated routing: layer " + std::to_string(layer) +
+                        " is out of range, the model has " + std::to_string(num_layers_) +
+                        " MoE layers");
     }
     if (tokens < 0) {
-      throw Error("correlated routing: tokens must be >= 0, got " + std::to_string(tokens));
+      throw base::Error("correlated routing: tokens must be >= 0, got " + std::to_string(tokens));
     }
     // The memo is one caller's at a time; a concurrent call walks the chains without it (same
     // result, only slower), so Route stays safe to call from several threads.
@@ -196,20 +201,20 @@ class CorrelatedRouting : public RoutingSource {
       bool drawn = false;
       const auto own_fresh = [&]() -> const int32_t* {
         if (!drawn) {
-          FreshDrawFrom(SplitMix64(fresh_prefix ^ static_cast<uint64_t>(token)), layer, top_k_,
-                        fresh);
+          FreshDrawFrom(base::SplitMix64(fresh_prefix ^ static_cast<uint64_t>(token)), layer,
+                        top_k_, fresh);
           drawn = true;
         }
         return fresh;
       };
-      const uint64_t base = SplitMix64(choice_prefix ^ static_cast<uint64_t>(token));
+      const uint64_t base = base::SplitMix64(choice_prefix ^ static_cast<uint64_t>(token));
       const bool has_previous = step > 0 || token > 0;
       for (int64_t k = 0; k < top_k_; ++k) {
         // One hop of SlotValue's chain; the node it lands on is usually known (the memo, or the
         // previous prompt position of this very call), else its chain is walked.
-        const uint64_t rank_offset = kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
+        const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
         int32_t value;
-        if (has_previous && (Mix64(base + rank_offset) >> 11) < locality_threshold_) {
+        if (has_previous && (base::Mix64(base + rank_offset) >> 11) < locality_threshold_) {
           if (step == 0) {
             value = node[k - top_k_];  // token - 1 of this step, routed just before
           } else if (previous_step && token < previous_step->tokens) {
@@ -217,8 +222,8 @@ class CorrelatedRouting : public RoutingSource {
           } else {
             value = SlotValue(step - 1, layer, token, k);
           }
-        } else if (layer > 0 &&
-                   (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
+        } else if (layer > 0 && (base::Mix64(base + rank_offset + base::kSplitMix64Golden) >> 11) <
+                                    layer_threshold_) {
           const int32_t below = previous_layer && token < previous_layer->tokens
                                     ? previous_layer->slots[static_cast<size_t>(token * top_k_ + k)]
                                     : SlotValue(step, layer - 1, token, k);
@@ -256,7 +261,7 @@ class CorrelatedRouting : public RoutingSource {
   }
 
  private:
-  void BuildWeights(const PopularityTable& table) {
+  void BuildWeights(const model::PopularityTable& table) {
     weights_.assign(static_cast<size_t>(num_layers_), {});
     totals_.assign(static_cast<size_t>(num_layers_), 0);
     if (uniform_) {
@@ -270,10 +275,10 @@ class CorrelatedRouting : public RoutingSource {
         std::any_of(table.begin(), table.end(), [&](const auto& row) {
           return row.size() != static_cast<size_t>(num_experts_);
         })) {
-      throw Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
-                  " layers x " + std::to_string(table.empty() ? 0 : table[0].size()) +
-                  " experts, but the model has " + std::to_string(num_layers_) + " MoE layers x " +
-                  std::to_string(num_experts_) + " experts");
+      throw base::Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
+                        " layers x " + std::to_string(table.empty() ? 0 : table[0].size()) +
+                        " experts, but the model has " + std::to_string(num_layers_) +
+                        " MoE layers x " + std::to_string(num_experts_) + " experts");
     }
     FixedPointPopularity fixed = ToFixedPointPopularity(table, num_experts_, top_k_, origin_);
     weights_ = std::move(fixed.weights);
@@ -374,12 +379,12 @@ class CorrelatedRouting : public RoutingSource {
   // slot k of that node's own fresh draw. Route calls this only for nodes its memo lacks.
   int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
     const int64_t top_layer = layer;
-    const uint64_t rank_offset = kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
+    const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
     int32_t value = 0;
     for (;;) {
       const uint64_t base = TupleHashFrom(choice_seed_, step, layer, token);
       const bool has_previous = step > 0 || token > 0;
-      if (has_previous && (Mix64(base + rank_offset) >> 11) < locality_threshold_) {
+      if (has_previous && (base::Mix64(base + rank_offset) >> 11) < locality_threshold_) {
         if (step > 0) {
           --step;
         } else {
@@ -387,7 +392,8 @@ class CorrelatedRouting : public RoutingSource {
         }
         continue;
       }
-      if (layer > 0 && (Mix64(base + rank_offset + kSplitMix64Golden) >> 11) < layer_threshold_) {
+      if (layer > 0 &&
+          (base::Mix64(base + rank_offset + base::kSplitMix64Golden) >> 11) < layer_threshold_) {
         --layer;
         continue;
       }
@@ -430,12 +436,12 @@ class CorrelatedRouting : public RoutingSource {
 
 void CorrelatedRoutingOptions::Validate() const {
   if (!(locality >= 0 && locality <= kMaxLocality)) {
-    throw Error("correlated routing: 'locality' must be in [0, 0.99], got " +
-                FormatProbability(locality));
+    throw base::Error("correlated routing: 'locality' must be in [0, 0.99], got " +
+                      FormatProbability(locality));
   }
   if (!(layer_correlation >= 0 && layer_correlation <= 1)) {
-    throw Error("correlated routing: 'layer' must be in [0, 1], got " +
-                FormatProbability(layer_correlation));
+    throw base::Error("correlated routing: 'layer' must be in [0, 1], got " +
+                      FormatProbability(layer_correlation));
   }
 }
 
@@ -450,7 +456,7 @@ CorrelatedRoutingOptions CorrelatedOptionsOf(const RoutingSpec& spec) {
   options.locality = spec.locality;
   options.layer_correlation = spec.layer_correlation;
   if (!spec.popularity_file.empty()) {
-    options.popularity = LoadPopularityTable(spec.popularity_file);
+    options.popularity = model::LoadPopularityTable(spec.popularity_file);
     options.popularity_origin = spec.popularity_file;
   }
   options.Validate();
@@ -461,4 +467,4 @@ CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text) 
   return CorrelatedOptionsOf(ParseRoutingSpec("correlated:" + text));
 }
 
-}  // namespace moelab
+}  // namespace moelab::routing

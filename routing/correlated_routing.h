@@ -8,7 +8,7 @@
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
 
-namespace moelab {
+namespace moelab::routing {
 
 // Seeded synthetic routing with the two correlations expert offloading lives on
 // (routing/README.md, "Correlated routing"):
@@ -39,10 +39,10 @@ namespace moelab {
 // routing step by step and layer by layer (as the simulator and the executor do) follows one link
 // per slot instead of a whole chain; any other order walks the chains and gets the same result.
 struct CorrelatedRoutingOptions {
-  double locality = 0;            // [0, 0.99]: per-slot probability of reusing the previous token's
-  double layer_correlation = 0;   // [0, 1]: per-slot probability of following the previous layer
-  PopularityTable popularity;     // [layer][expert] counts for fresh draws; empty = uniform
-  std::string popularity_origin;  // names the table in errors and Describe()
+  double locality = 0;           // [0, 0.99]: per-slot probability of reusing the previous token's
+  double layer_correlation = 0;  // [0, 1]: per-slot probability of following the previous layer
+  model::PopularityTable popularity;  // [layer][expert] counts for fresh draws; empty = uniform
+  std::string popularity_origin;      // names the table in errors and Describe()
 
   // Error naming the option ("locality", "layer") when out of range.
   void Validate() const;
@@ -64,4 +64,4 @@ CorrelatedRoutingOptions CorrelatedOptionsOf(const RoutingSpec& spec);
 // that is not a number in range.
 CorrelatedRoutingOptions ParseCorrelatedRoutingOptions(const std::string& text);
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -7,15 +7,15 @@
 #include "base/error.h"
 #include "base/hash.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 int64_t WordsFor(int64_t num_experts) { return (num_experts + 63) / 64; }
 
-PassKind KindOfStep(const std::string& kind) {
-  if (kind == "prefill") return PassKind::kPrefill;
-  if (kind == "verify") return PassKind::kVerify;
-  return PassKind::kDecode;
+model::PassKind KindOfStep(const std::string& kind) {
+  if (kind == "prefill") return model::PassKind::kPrefill;
+  if (kind == "verify") return model::PassKind::kVerify;
+  return model::PassKind::kDecode;
 }
 
 // Appends token `token` of a step ([layer][token][k]) to `segment`'s bit sets.
@@ -43,54 +43,57 @@ SampledExpertActivation::SampledExpertActivation(std::string description, int64_
       segments_(std::move(segments)),
       seed_(seed) {
   if (num_layers < 1 || top_k < 1 || top_k > num_experts) {
-    throw Error(description_ + ": needs >= 1 layer and 1 <= top_k <= experts");
+    throw base::Error(description_ + ": needs >= 1 layer and 1 <= top_k <= experts");
   }
   for (const Segment& segment : segments_) {
     if (segment.tokens < 1 ||
         segment.experts.size() != static_cast<size_t>(segment.tokens * num_layers_ * words_)) {
-      throw Error(description_ +
-                  ": a routed segment's bit sets do not match its tokens and layers");
+      throw base::Error(description_ +
+                        ": a routed segment's bit sets do not match its tokens and layers");
     }
     pools_[segment.kind].push_back(&segment);
   }
   if (segments_.empty())
-    throw Error(description_ + ": no routed tokens to measure expert activation on");
+    throw base::Error(description_ + ": no routed tokens to measure expert activation on");
 }
 
-int64_t SampledExpertActivation::segments(PassKind kind) const {
+int64_t SampledExpertActivation::segments(model::PassKind kind) const {
   const auto it = pools_.find(kind);
   return it == pools_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }
 
 const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivation::Pool(
-    PassKind kind) const {
-  static const std::map<PassKind, std::vector<PassKind>> kPreference = {
-      {PassKind::kDecode, {PassKind::kDecode, PassKind::kVerify, PassKind::kPrefill}},
-      {PassKind::kVerify, {PassKind::kVerify, PassKind::kDecode, PassKind::kPrefill}},
-      {PassKind::kPrefill, {PassKind::kPrefill, PassKind::kVerify, PassKind::kDecode}}};
-  for (PassKind candidate : kPreference.at(kind)) {
+    model::PassKind kind) const {
+  static const std::map<model::PassKind, std::vector<model::PassKind>> kPreference = {
+      {model::PassKind::kDecode,
+       {model::PassKind::kDecode, model::PassKind::kVerify, model::PassKind::kPrefill}},
+      {model::PassKind::kVerify,
+       {model::PassKind::kVerify, model::PassKind::kDecode, model::PassKind::kPrefill}},
+      {model::PassKind::kPrefill,
+       {model::PassKind::kPrefill, model::PassKind::kVerify, model::PassKind::kDecode}}};
+  for (model::PassKind candidate : kPreference.at(kind)) {
     const auto it = pools_.find(candidate);
     if (it != pools_.end() && !it->second.empty()) return it->second;
   }
-  throw Error(description_ +
-              ": no routed tokens");  // unreachable: the constructor refuses an empty set
+  throw base::Error(description_ +
+                    ": no routed tokens");  // unreachable: the constructor refuses an empty set
 }
 
 double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_per_sequence,
-                                                PassKind kind) const {
+                                                model::PassKind kind) const {
   return Estimated(batch, tokens_per_sequence, kind).distinct;
 }
 
-ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence,
-                                         PassKind kind) const {
+model::ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence,
+                                                model::PassKind kind) const {
   return Estimated(batch, tokens_per_sequence, kind).load;
 }
 
 const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
-    int64_t batch, int64_t tokens_per_sequence, PassKind kind) const {
+    int64_t batch, int64_t tokens_per_sequence, model::PassKind kind) const {
   if (batch < 1 || tokens_per_sequence < 1) {
-    throw Error("a pass has at least one sequence of one token, got " + std::to_string(batch) +
-                " x " + std::to_string(tokens_per_sequence));
+    throw base::Error("a pass has at least one sequence of one token, got " +
+                      std::to_string(batch) + " x " + std::to_string(tokens_per_sequence));
   }
   const auto key = std::make_tuple(batch, tokens_per_sequence, kind);
   {
@@ -116,19 +119,21 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
   std::vector<int64_t> tokens_of(static_cast<size_t>(num_layers_ * num_experts_));
   std::vector<double> experts_with(static_cast<size_t>(batch * tokens_per_sequence) + 1);
   double total = 0;
-  const uint64_t key_hash = Mix64(seed_ ^ Mix64(static_cast<uint64_t>(batch) * 1000003u +
-                                                static_cast<uint64_t>(tokens_per_sequence) * 131u +
-                                                static_cast<uint64_t>(kind)));
+  const uint64_t key_hash =
+      base::Mix64(seed_ ^ base::Mix64(static_cast<uint64_t>(batch) * 1000003u +
+                                      static_cast<uint64_t>(tokens_per_sequence) * 131u +
+                                      static_cast<uint64_t>(kind)));
   for (int sample = 0; sample < kSamples; ++sample) {
     std::fill(tokens_of.begin(), tokens_of.end(), 0);
-    uint64_t state = Mix64(key_hash + static_cast<uint64_t>(sample) * kSplitMix64Golden);
+    uint64_t state =
+        base::Mix64(key_hash + static_cast<uint64_t>(sample) * base::kSplitMix64Golden);
     for (int64_t sequence = 0; sequence < batch; ++sequence) {
       int64_t remaining = tokens_per_sequence;
       for (int64_t piece = 0; piece < pieces; ++piece) {
-        state = SplitMix64(state);
+        state = base::SplitMix64(state);
         const Segment& segment = *long_enough[state % long_enough.size()];
         const int64_t take = std::min(remaining, piece_tokens);
-        state = SplitMix64(state);
+        state = base::SplitMix64(state);
         const int64_t offset =
             static_cast<int64_t>(state % static_cast<uint64_t>(segment.tokens - take + 1));
         remaining -= take;
@@ -174,16 +179,16 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(
   std::vector<size_t> open_streams;  // the segments the current run of decode steps appends to
   for (const RoutingStep& step : trace.steps) {
     if (step.tokens == 0) continue;
-    const PassKind kind = KindOfStep(step.kind);
+    const model::PassKind kind = KindOfStep(step.kind);
     std::vector<int64_t> sequences = step.sequence_tokens;
     if (sequences.empty()) {
-      sequences.assign(kind == PassKind::kDecode ? static_cast<size_t>(step.tokens) : 1,
-                       kind == PassKind::kDecode ? 1 : step.tokens);
+      sequences.assign(kind == model::PassKind::kDecode ? static_cast<size_t>(step.tokens) : 1,
+                       kind == model::PassKind::kDecode ? 1 : step.tokens);
     }
     const bool one_token_each =
         std::all_of(sequences.begin(), sequences.end(), [](int64_t n) { return n == 1; });
-    const bool continues =
-        kind == PassKind::kDecode && one_token_each && open_streams.size() == sequences.size();
+    const bool continues = kind == model::PassKind::kDecode && one_token_each &&
+                           open_streams.size() == sequences.size();
     if (!continues) open_streams.clear();
     size_t token = 0;
     for (size_t s = 0; s < sequences.size(); ++s) {
@@ -193,13 +198,13 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromTrace(
       } else {
         index = segments.size();
         segments.push_back(Segment{kind, 0, {}});
-        if (kind == PassKind::kDecode && one_token_each) open_streams.push_back(index);
+        if (kind == model::PassKind::kDecode && one_token_each) open_streams.push_back(index);
       }
       for (int64_t t = 0; t < sequences[s]; ++t)
         AppendToken(step.experts, token++, words, segments[index]);
     }
   }
-  if (segments.empty()) throw Error(origin + ": the routing trace has no routed tokens");
+  if (segments.empty()) throw base::Error(origin + ": the routing trace has no routed tokens");
   return std::make_unique<SampledExpertActivation>("trace:" + origin, trace.num_layers,
                                                    trace.num_experts, trace.top_k,
                                                    std::move(segments), seed);
@@ -209,9 +214,10 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromSource(
     RoutingSource& source, const std::string& description, int64_t num_layers, int64_t num_experts,
     int64_t top_k, uint64_t seed, int64_t sequences, int64_t positions) {
   if (sequences < 1 || positions < 1)
-    throw Error("a sampled activation needs >= 1 sequence and position");
+    throw base::Error("a sampled activation needs >= 1 sequence and position");
   const int64_t words = WordsFor(num_experts);
-  std::vector<Segment> segments(static_cast<size_t>(sequences), Segment{PassKind::kDecode, 0, {}});
+  std::vector<Segment> segments(static_cast<size_t>(sequences),
+                                Segment{model::PassKind::kDecode, 0, {}});
   std::vector<std::vector<std::vector<int32_t>>> step(static_cast<size_t>(num_layers));
   for (int64_t position = 0; position < positions; ++position) {
     for (int64_t layer = 0; layer < num_layers; ++layer)
@@ -223,24 +229,25 @@ std::unique_ptr<SampledExpertActivation> SampledExpertActivation::FromSource(
                                                    std::move(segments), seed);
 }
 
-std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers,
-                                                       int64_t num_experts, int64_t top_k,
-                                                       uint64_t seed) {
+std::unique_ptr<model::ExpertActivation> MakeExpertActivation(const RoutingSpec& spec,
+                                                              int64_t num_layers,
+                                                              int64_t num_experts, int64_t top_k,
+                                                              uint64_t seed) {
   switch (spec.kind) {
     case RoutingSpec::Kind::kGate:
-      throw Error(
+      throw base::Error(
           "--routing gate: a prediction has no gate to run; record the executor's routing with "
           "`moelab run "
           "--trace-out FILE` and pass --routing trace:FILE (or uniform, popularity:FILE, "
           "correlated:...)");
     case RoutingSpec::Kind::kUniform:
-      return std::make_unique<UniformExpertActivation>(num_experts, top_k);
+      return std::make_unique<model::UniformExpertActivation>(num_experts, top_k);
     case RoutingSpec::Kind::kTrace: {
       const RoutingTrace trace = LoadRoutingTrace(spec.file);
       if (trace.num_experts != num_experts || trace.top_k != top_k) {
-        throw Error(spec.file + ": the trace routes " + std::to_string(trace.num_experts) +
-                    " experts, top-" + std::to_string(trace.top_k) + "; the model has " +
-                    std::to_string(num_experts) + " experts, top-" + std::to_string(top_k));
+        throw base::Error(spec.file + ": the trace routes " + std::to_string(trace.num_experts) +
+                          " experts, top-" + std::to_string(trace.top_k) + "; the model has " +
+                          std::to_string(num_experts) + " experts, top-" + std::to_string(top_k));
       }
       return SampledExpertActivation::FromTrace(trace, spec.file, seed);
     }
@@ -252,7 +259,7 @@ std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, 
                                                  seed);
     }
   }
-  throw Error("unknown routing kind");
+  throw base::Error("unknown routing kind");
 }
 
-}  // namespace moelab
+}  // namespace moelab::routing

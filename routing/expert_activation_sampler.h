@@ -13,7 +13,7 @@
 #include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
 
-namespace moelab {
+namespace moelab::routing {
 
 // Distinct experts per pass measured on recorded or generated routing instead of the uniform
 // formula. The routing is held as segments: runs of consecutive tokens of one sequence, each
@@ -28,12 +28,12 @@ namespace moelab {
 // Which segments a kind draws from: its own, else the nearest there are (verify <-> decode, then
 // prefill). When no segment is L tokens long, a sequence's L tokens are made of several
 // segments (fewer shared experts than a real run would show: an upper estimate).
-class SampledExpertActivation : public ExpertActivation {
+class SampledExpertActivation : public model::ExpertActivation {
  public:
   static constexpr int kSamples = 256;
 
   struct Segment {
-    PassKind kind = PassKind::kDecode;
+    model::PassKind kind = model::PassKind::kDecode;
     int64_t tokens = 0;
     std::vector<uint64_t> experts;  // [token][layer][word]: bit e set when the token routes to e
   };
@@ -60,27 +60,29 @@ class SampledExpertActivation : public ExpertActivation {
   std::string Describe() const override { return description_; }
   int64_t num_experts() const override { return num_experts_; }
   int64_t top_k() const override { return top_k_; }
-  double DistinctExperts(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
+  double DistinctExperts(int64_t batch, int64_t tokens_per_sequence,
+                         model::PassKind kind) const override;
   // Each draw's tokens counted per (layer, expert); the spread averaged over layers and draws.
-  ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const override;
+  model::ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence,
+                         model::PassKind kind) const override;
 
-  int64_t segments(PassKind kind) const;  // how many segments of this kind are held
+  int64_t segments(model::PassKind kind) const;  // how many segments of this kind are held
 
  private:
   struct Estimate {
     double distinct = 0;
-    ExpertLoad load;
+    model::ExpertLoad load;
   };
-  const std::vector<const Segment*>& Pool(PassKind kind) const;
-  const Estimate& Estimated(int64_t batch, int64_t tokens_per_sequence, PassKind kind) const;
+  const std::vector<const Segment*>& Pool(model::PassKind kind) const;
+  const Estimate& Estimated(int64_t batch, int64_t tokens_per_sequence, model::PassKind kind) const;
 
   std::string description_;
   int64_t num_layers_, num_experts_, top_k_, words_;
   std::vector<Segment> segments_;
-  std::map<PassKind, std::vector<const Segment*>> pools_;
+  std::map<model::PassKind, std::vector<const Segment*>> pools_;
   uint64_t seed_;
   mutable std::mutex mutex_;
-  mutable std::map<std::tuple<int64_t, int64_t, PassKind>, Estimate> memo_;
+  mutable std::map<std::tuple<int64_t, int64_t, model::PassKind>, Estimate> memo_;
 };
 
 // The activation a --routing value describes for a model of `num_layers` MoE layers, E experts,
@@ -88,8 +90,9 @@ class SampledExpertActivation : public ExpertActivation {
 // model's; its layer count may differ); popularity:FILE and correlated... -> sampled from the
 // synthetic source. Error for "gate" (a prediction has no gate to run: record one with `moelab
 // run --trace-out` and pass trace:FILE).
-std::unique_ptr<ExpertActivation> MakeExpertActivation(const RoutingSpec& spec, int64_t num_layers,
-                                                       int64_t num_experts, int64_t top_k,
-                                                       uint64_t seed);
+std::unique_ptr<model::ExpertActivation> MakeExpertActivation(const RoutingSpec& spec,
+                                                              int64_t num_layers,
+                                                              int64_t num_experts, int64_t top_k,
+                                                              uint64_t seed);
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -9,7 +9,7 @@
 #include "base/hash.h"
 #include "routing/correlated_routing.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 // Salts keep the uniform and popularity streams of one seed unrelated.
@@ -21,15 +21,15 @@ constexpr uint64_t kPopularitySalt = 0x706f70756c617200;  // "popular"
 class TokenRandom {
  public:
   TokenRandom(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
-    uint64_t h = SplitMix64(salt ^ SplitMix64(seed));
-    h = SplitMix64(h ^ static_cast<uint64_t>(step));
-    h = SplitMix64(h ^ static_cast<uint64_t>(layer));
-    state_ = SplitMix64(h ^ static_cast<uint64_t>(token));
+    uint64_t h = base::SplitMix64(salt ^ base::SplitMix64(seed));
+    h = base::SplitMix64(h ^ static_cast<uint64_t>(step));
+    h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
+    state_ = base::SplitMix64(h ^ static_cast<uint64_t>(token));
   }
 
   uint64_t Next() {
-    state_ += kSplitMix64Golden;
-    return Mix64(state_);
+    state_ += base::kSplitMix64Golden;
+    return base::Mix64(state_);
   }
 
   // Exactly uniform in [0, n) for n >= 1: rejects the 2^64 mod n lowest values.
@@ -47,25 +47,26 @@ class TokenRandom {
 
 void CheckModel(const std::string& who, int64_t num_layers, int64_t num_experts, int64_t top_k) {
   if (num_layers < 1)
-    throw Error(who + ": num_layers must be >= 1, got " + std::to_string(num_layers));
+    throw base::Error(who + ": num_layers must be >= 1, got " + std::to_string(num_layers));
   if (num_experts < 1 || num_experts > std::numeric_limits<int32_t>::max()) {
-    throw Error(who + ": num_experts must be in [1, 2147483647], got " +
-                std::to_string(num_experts));
+    throw base::Error(who + ": num_experts must be in [1, 2147483647], got " +
+                      std::to_string(num_experts));
   }
   if (top_k < 1 || top_k > num_experts) {
-    throw Error(who + ": top_k must be in [1, num_experts = " + std::to_string(num_experts) +
-                "], got " + std::to_string(top_k));
+    throw base::Error(who + ": top_k must be in [1, num_experts = " + std::to_string(num_experts) +
+                      "], got " + std::to_string(top_k));
   }
 }
 
 void CheckRequest(const std::string& who, int64_t num_layers, int64_t step, int64_t layer,
                   int64_t tokens) {
-  if (step < 0) throw Error(who + ": step must be >= 0, got " + std::to_string(step));
+  if (step < 0) throw base::Error(who + ": step must be >= 0, got " + std::to_string(step));
   if (layer < 0 || layer >= num_layers) {
-    throw Error(who + ": layer " + std::to_string(layer) + " is out of range, the model has " +
-                std::to_string(num_layers) + " MoE layers");
+    throw base::Error(who + ": layer " + std::to_string(layer) +
+                      " is out of range, the model has " + std::to_string(num_layers) +
+                      " MoE layers");
   }
-  if (tokens < 0) throw Error(who + ": tokens must be >= 0, got " + std::to_string(tokens));
+  if (tokens < 0) throw base::Error(who + ": tokens must be >= 0, got " + std::to_string(tokens));
 }
 
 std::string ModelShape(int64_t num_layers, int64_t num_experts, int64_t top_k) {
@@ -130,7 +131,7 @@ class UniformRouting : public RoutingSource {
 
 class PopularityRouting : public RoutingSource {
  public:
-  PopularityRouting(const PopularityTable& table, int64_t num_layers, int64_t num_experts,
+  PopularityRouting(const model::PopularityTable& table, int64_t num_layers, int64_t num_experts,
                     int64_t top_k, uint64_t seed, std::string origin)
       : num_layers_(num_layers),
         num_experts_(num_experts),
@@ -147,10 +148,10 @@ class PopularityRouting : public RoutingSource {
       for (const auto& row : table) {
         if (row.size() != table_experts) experts = "a varying number of";
       }
-      throw Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
-                  " layers x " + experts + " experts, but the model has " +
-                  std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
-                  " experts");
+      throw base::Error(origin_ + ": the popularity table has " + std::to_string(table.size()) +
+                        " layers x " + experts + " experts, but the model has " +
+                        std::to_string(num_layers) + " MoE layers x " +
+                        std::to_string(num_experts) + " experts");
     }
     FixedPointPopularity fixed = ToFixedPointPopularity(table, num_experts, top_k, origin_);
     weights_ = std::move(fixed.weights);
@@ -211,9 +212,9 @@ class TraceRouting : public RoutingSource {
     trace_.Validate(origin_);
     if (trace_.num_layers != num_layers || trace_.num_experts != num_experts ||
         trace_.top_k != top_k) {
-      throw Error(origin_ + ": the trace has " +
-                  ModelShape(trace_.num_layers, trace_.num_experts, trace_.top_k) +
-                  ", but the model has " + ModelShape(num_layers, num_experts, top_k));
+      throw base::Error(origin_ + ": the trace has " +
+                        ModelShape(trace_.num_layers, trace_.num_experts, trace_.top_k) +
+                        ", but the model has " + ModelShape(num_layers, num_experts, top_k));
     }
   }
 
@@ -226,16 +227,16 @@ class TraceRouting : public RoutingSource {
              std::vector<std::vector<int32_t>>& out) override {
     CheckRequest(origin_, trace_.num_layers, step, layer, tokens);
     if (step >= static_cast<int64_t>(trace_.steps.size())) {
-      throw Error(origin_ + ": asked for step " + std::to_string(step) +
-                  ", but the trace has only " + std::to_string(trace_.steps.size()) +
-                  " steps (0.." + std::to_string(static_cast<int64_t>(trace_.steps.size()) - 1) +
-                  ")");
+      throw base::Error(origin_ + ": asked for step " + std::to_string(step) +
+                        ", but the trace has only " + std::to_string(trace_.steps.size()) +
+                        " steps (0.." +
+                        std::to_string(static_cast<int64_t>(trace_.steps.size()) - 1) + ")");
     }
     const RoutingStep& routed = trace_.steps[static_cast<size_t>(step)];
     if (tokens != routed.tokens) {
-      throw Error(origin_ + ": asked for " + std::to_string(tokens) + " tokens at step " +
-                  std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
-                  std::to_string(routed.tokens) + " tokens");
+      throw base::Error(origin_ + ": asked for " + std::to_string(tokens) + " tokens at step " +
+                        std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
+                        std::to_string(routed.tokens) + " tokens");
     }
     out = routed.experts[static_cast<size_t>(layer)];
   }
@@ -252,7 +253,7 @@ std::unique_ptr<RoutingSource> MakeUniformRouting(int64_t num_layers, int64_t nu
   return std::make_unique<UniformRouting>(num_layers, num_experts, top_k, seed);
 }
 
-std::unique_ptr<RoutingSource> MakePopularityRouting(const PopularityTable& table,
+std::unique_ptr<RoutingSource> MakePopularityRouting(const model::PopularityTable& table,
                                                      int64_t num_layers, int64_t num_experts,
                                                      int64_t top_k, uint64_t seed,
                                                      const std::string& origin) {
@@ -265,8 +266,9 @@ std::unique_ptr<RoutingSource> MakeTraceRouting(RoutingTrace trace, int64_t num_
   return std::make_unique<TraceRouting>(std::move(trace), num_layers, num_experts, top_k, origin);
 }
 
-FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts,
-                                            int64_t top_k, const std::string& origin) {
+FixedPointPopularity ToFixedPointPopularity(const model::PopularityTable& table,
+                                            int64_t num_experts, int64_t top_k,
+                                            const std::string& origin) {
   int bits = 0;
   while ((int64_t{1} << bits) < num_experts) ++bits;
   const int scale_bits = std::min(52, 62 - bits);  // a layer's total stays below 2^62
@@ -279,16 +281,17 @@ FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_
     for (size_t expert = 0; expert < table[layer].size(); ++expert) {
       const double count = table[layer][expert];
       if (!std::isfinite(count) || count < 0) {
-        throw Error(origin + ": layer " + std::to_string(layer) + " expert " +
-                    std::to_string(expert) + ": popularity counts must be finite and >= 0");
+        throw base::Error(origin + ": layer " + std::to_string(layer) + " expert " +
+                          std::to_string(expert) + ": popularity counts must be finite and >= 0");
       }
       largest = std::max(largest, count);
       if (count > 0) ++nonzero;
     }
     if (nonzero < top_k) {
-      throw Error(origin + ": layer " + std::to_string(layer) + " has " + std::to_string(nonzero) +
-                  " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) +
-                  " (each token needs " + std::to_string(top_k) + " distinct experts)");
+      throw base::Error(
+          origin + ": layer " + std::to_string(layer) + " has " + std::to_string(nonzero) +
+          " experts with nonzero counts, fewer than top_k = " + std::to_string(top_k) +
+          " (each token needs " + std::to_string(top_k) + " distinct experts)");
     }
     for (double count : table[layer]) {
       uint64_t weight = 0;
@@ -312,8 +315,8 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const RoutingSpec& spec, int64_
     case RoutingSpec::Kind::kUniform:
       return MakeUniformRouting(num_layers, num_experts, top_k, seed);
     case RoutingSpec::Kind::kPopularity:
-      return MakePopularityRouting(LoadPopularityTable(spec.file), num_layers, num_experts, top_k,
-                                   seed, spec.file);
+      return MakePopularityRouting(model::LoadPopularityTable(spec.file), num_layers, num_experts,
+                                   top_k, seed, spec.file);
     case RoutingSpec::Kind::kCorrelated:
       return MakeCorrelatedRouting(CorrelatedOptionsOf(spec), num_layers, num_experts, top_k, seed);
     case RoutingSpec::Kind::kTrace:
@@ -329,4 +332,4 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_
   return MakeRoutingSource(ParseRoutingSpec(spec), num_layers, num_experts, top_k, seed);
 }
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -9,7 +9,7 @@
 #include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
 
-namespace moelab {
+namespace moelab::routing {
 
 // Where routing decisions come from when they are not the model's own gate. The executor and the
 // simulator both call Route, so given the same source they run the very same expert routing.
@@ -47,7 +47,7 @@ std::unique_ptr<RoutingSource> MakeUniformRouting(int64_t num_layers, int64_t nu
 // model (naming both), or if a layer has fewer than K experts with nonzero counts; `origin` names
 // the table in errors and in Describe().
 std::unique_ptr<RoutingSource> MakePopularityRouting(
-    const PopularityTable& table, int64_t num_layers, int64_t num_experts, int64_t top_k,
+    const model::PopularityTable& table, int64_t num_layers, int64_t num_experts, int64_t top_k,
     uint64_t seed, const std::string& origin = "popularity table");
 
 // Replays a recorded trace step by step. Error (naming the trace: `origin`, or its `source` when
@@ -65,8 +65,9 @@ struct FixedPointPopularity {
   std::vector<std::vector<uint64_t>> weights;  // [layer][expert]
   std::vector<uint64_t> totals;                // [layer]
 };
-FixedPointPopularity ToFixedPointPopularity(const PopularityTable& table, int64_t num_experts,
-                                            int64_t top_k, const std::string& origin);
+FixedPointPopularity ToFixedPointPopularity(const model::PopularityTable& table,
+                                            int64_t num_experts, int64_t top_k,
+                                            const std::string& origin);
 
 // The source a parsed --routing value names (routing/routing_spec.h): nullptr for "gate" (the
 // model's own router); loads the popularity table or the trace (errors name the file). `seed`
@@ -77,4 +78,4 @@ std::unique_ptr<RoutingSource> MakeRoutingSource(const RoutingSpec& spec, int64_
 std::unique_ptr<RoutingSource> MakeRoutingSource(const std::string& spec, int64_t num_layers,
                                                  int64_t num_experts, int64_t top_k, uint64_t seed);
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "routing/correlated_routing.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 const char* const kValidForms =
@@ -35,16 +35,16 @@ void ParseCorrelated(const std::string& options, RoutingSpec& spec) {
     if (item.empty()) continue;
     const size_t equals = item.find('=');
     if (equals == std::string::npos)
-      throw Error(where + "'" + item + "' is not key=value; " + kValidKeys);
+      throw base::Error(where + "'" + item + "' is not key=value; " + kValidKeys);
     const std::string key = item.substr(0, equals);
     const std::string value = item.substr(equals + 1);
     if (key == "popularity") {
-      if (value.empty()) throw Error(where + "'popularity' needs a FILE");
+      if (value.empty()) throw base::Error(where + "'popularity' needs a FILE");
       spec.popularity_file = value;
       continue;
     }
     if (key != "locality" && key != "layer")
-      throw Error(where + "unknown key '" + key + "'; " + kValidKeys);
+      throw base::Error(where + "unknown key '" + key + "'; " + kValidKeys);
     double number = 0;
     size_t used = 0;
     try {
@@ -53,7 +53,8 @@ void ParseCorrelated(const std::string& options, RoutingSpec& spec) {
       used = 0;
     }
     if (used == 0 || used != value.size() || !std::isfinite(number)) {
-      throw Error(where + "'" + key + "' value '" + value + "' is not a number; " + kValidKeys);
+      throw base::Error(where + "'" + key + "' value '" + value + "' is not a number; " +
+                        kValidKeys);
     }
     (key == "locality" ? spec.locality : spec.layer_correlation) = number;
   }
@@ -71,7 +72,8 @@ RoutingSpec ParseRoutingSpec(const std::string& text) {
   const auto file_after = [&](const std::string& prefix) {
     std::string file = text.substr(prefix.size());
     if (file.empty())
-      throw Error("routing '" + text + "': missing FILE after '" + prefix + "'; " + kValidForms);
+      throw base::Error("routing '" + text + "': missing FILE after '" + prefix + "'; " +
+                        kValidForms);
     return file;
   };
   if (text == "gate") {
@@ -92,9 +94,9 @@ RoutingSpec ParseRoutingSpec(const std::string& text) {
     spec.kind = RoutingSpec::Kind::kTrace;
     spec.file = text;
   } else {
-    throw Error("routing '" + text + "' is not understood; " + kValidForms);
+    throw base::Error("routing '" + text + "' is not understood; " + kValidForms);
   }
   return spec;
 }
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -2,7 +2,7 @@
 
 #include <string>
 
-namespace moelab {
+namespace moelab::routing {
 
 // A --routing value parsed once into what it names, so every user (MakeRoutingSource, the
 // simulator's calibration, the CLI) reads the same fields instead of re-parsing the text.
@@ -31,4 +31,4 @@ struct RoutingSpec {
 // the key (unknown key, missing '=', not a number, out of range, popularity without FILE).
 RoutingSpec ParseRoutingSpec(const std::string& text);
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -10,7 +10,7 @@
 #include "base/json_reader.h"
 #include "base/message_text.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 // Expert indices are int32; 2^20 bounds the per-step count tables a hostile file can demand.
@@ -18,12 +18,12 @@ constexpr int64_t kMaxExperts = int64_t{1} << 20;
 
 [[noreturn]] void FailField(const std::string& origin, const std::string& field,
                             const std::string& what) {
-  throw Error(origin + ": field '" + field + "': " + what);
+  throw base::Error(origin + ": field '" + field + "': " + what);
 }
 
 std::string StepField(size_t step) { return "steps[" + std::to_string(step) + "]"; }
 
-std::string Brief(const nlohmann::json& value) { return DescribeJsonValue(value, 40); }
+std::string Brief(const nlohmann::json& value) { return base::DescribeJsonValue(value, 40); }
 
 std::string ListExperts(const std::vector<int32_t>& experts) {
   std::string text = "[";
@@ -52,10 +52,10 @@ void ValidateHeader(const RoutingTrace& trace, const std::string& origin) {
 }
 
 // The array at `key`, or an Error that names the field (missing or not an array).
-const nlohmann::json& ArrayField(const JsonReader& reader, const std::string& key,
+const nlohmann::json& ArrayField(const base::JsonReader& reader, const std::string& key,
                                  const std::string& expected) {
   if (!reader.json().contains(key)) {
-    throw Error(reader.origin() + ": missing required field '" + reader.FieldName(key) + "'");
+    throw base::Error(reader.origin() + ": missing required field '" + reader.FieldName(key) + "'");
   }
   const nlohmann::json& value = reader.json()[key];
   if (!value.is_array()) reader.Fail(key, expected);
@@ -164,7 +164,7 @@ std::string JsonString(const std::string& value, const std::string& what) {
   try {
     return nlohmann::json(value).dump();
   } catch (const nlohmann::json::exception&) {
-    throw Error("routing trace: " + what + " is not valid UTF-8");
+    throw base::Error("routing trace: " + what + " is not valid UTF-8");
   }
 }
 
@@ -174,8 +174,8 @@ std::string TraceName(const RoutingTrace& trace) { return "routing trace '" + tr
 
 std::vector<std::vector<int64_t>> RoutingTrace::ExpertCounts(size_t step) const {
   if (step >= steps.size()) {
-    throw Error(TraceName(*this) + ": step " + std::to_string(step) +
-                " is out of range, the trace has " + std::to_string(steps.size()) + " steps");
+    throw base::Error(TraceName(*this) + ": step " + std::to_string(step) +
+                      " is out of range, the trace has " + std::to_string(steps.size()) + " steps");
   }
   ValidateHeader(*this, TraceName(*this));
   const RoutingStep& routed = steps[step];
@@ -286,7 +286,7 @@ nlohmann::json RoutingTraceToJson(const RoutingTrace& trace) {
 }
 
 RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string& origin) {
-  const JsonReader reader(json, origin);
+  const base::JsonReader reader(json, origin);
   const std::string schema = reader.String("schema");
   if (schema != kRoutingTraceSchema) {
     reader.Fail("schema", std::string("\"") + kRoutingTraceSchema + "\"");
@@ -301,7 +301,7 @@ RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string&
   const nlohmann::json& steps = ArrayField(reader, "steps", "an array of steps");
   trace.steps.reserve(steps.size());
   for (size_t step = 0; step < steps.size(); ++step) {
-    const JsonReader step_reader(steps[step], origin, StepField(step));
+    const base::JsonReader step_reader(steps[step], origin, StepField(step));
     RoutingStep& routed = trace.steps.emplace_back();
     routed.kind = step_reader.String("kind");
     routed.tokens = step_reader.Int("tokens", 0);
@@ -332,7 +332,7 @@ RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string&
 }
 
 RoutingTrace LoadRoutingTrace(const std::string& path) {
-  return RoutingTraceFromJson(JsonReader::ParseFile(path), path);
+  return RoutingTraceFromJson(base::JsonReader::ParseFile(path), path);
 }
 
 std::string RoutingTraceToText(const RoutingTrace& trace) {
@@ -394,7 +394,7 @@ std::string RoutingTraceToText(const RoutingTrace& trace) {
 
 void SaveRoutingTrace(const RoutingTrace& trace, const std::string& path) {
   // Validate and render before touching the file system: an invalid trace writes nothing.
-  WriteFileAtomically(path, RoutingTraceToText(trace));
+  base::WriteFileAtomically(path, RoutingTraceToText(trace));
 }
 
-}  // namespace moelab
+}  // namespace moelab::routing

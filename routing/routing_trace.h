@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::routing {
 
 // The routing trace, schema "moelab.routing_trace/1": which experts every token of every step was
 // routed to, at every MoE layer. The executor records one from its gate; the simulator replays it
@@ -65,4 +65,4 @@ void SaveRoutingTrace(const RoutingTrace& trace, const std::string& path);
 // The bytes SaveRoutingTrace writes (validated first).
 std::string RoutingTraceToText(const RoutingTrace& trace);
 
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -15,22 +15,24 @@ constexpr uint64_t kCalibrationSalt = 0x63616c6962726174ULL;  // "calibrat"
 }  // namespace
 
 void CalibrationOptions::Validate() const {
-  if (tokens < 1) throw Error("calibration: field 'tokens' must be >= 1");
-  if (tokens_per_request < 1) throw Error("calibration: field 'tokens_per_request' must be >= 1");
-  if (semantic_dim < 1) throw Error("calibration: field 'semantic_dim' must be >= 1");
+  if (tokens < 1) throw base::Error("calibration: field 'tokens' must be >= 1");
+  if (tokens_per_request < 1)
+    throw base::Error("calibration: field 'tokens_per_request' must be >= 1");
+  if (semantic_dim < 1) throw base::Error("calibration: field 'semantic_dim' must be >= 1");
   if (!(gate_residual_mass >= 0 && gate_residual_mass < 1)) {
-    throw Error("calibration: field 'gate_residual_mass' must be in [0, 1)");
+    throw base::Error("calibration: field 'gate_residual_mass' must be in [0, 1)");
   }
-  if (max_history < 0) throw Error("calibration: field 'max_history' must be >= 0");
+  if (max_history < 0) throw base::Error("calibration: field 'max_history' must be >= 0");
 }
 
 RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options) {
-  return CalibrateRouting(ParseRoutingSpec(spec), num_layers, num_experts, top_k, seed, options);
+  return CalibrateRouting(routing::ParseRoutingSpec(spec), num_layers, num_experts, top_k, seed,
+                          options);
 }
 
-RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
+RoutingCalibration CalibrateRouting(const routing::RoutingSpec& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options) {
   options.Validate();
@@ -38,12 +40,12 @@ RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
   // routes[token][layer] = the token's K experts.
   std::vector<std::vector<std::vector<int32_t>>> routes;
   RoutingCalibration calibration;
-  if (spec.kind == RoutingSpec::Kind::kTrace) {
+  if (spec.kind == routing::RoutingSpec::Kind::kTrace) {
     const std::string& trace_file = spec.file;
-    const RoutingTrace trace = LoadRoutingTrace(trace_file);
+    const routing::RoutingTrace trace = routing::LoadRoutingTrace(trace_file);
     // Checks the shape against the model with the same message the replay would give.
-    MakeTraceRouting(trace, num_layers, num_experts, top_k, trace_file);
-    for (const RoutingStep& step : trace.steps) {
+    routing::MakeTraceRouting(trace, num_layers, num_experts, top_k, trace_file);
+    for (const routing::RoutingStep& step : trace.steps) {
       for (int64_t token = 0;
            token < step.tokens && static_cast<int64_t>(routes.size()) < options.tokens; ++token) {
         std::vector<std::vector<int32_t>> per_layer(layers);
@@ -55,11 +57,11 @@ RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
     calibration.in_sample = true;
     calibration.source = "in-sample: the replayed trace " + trace_file;
   } else {
-    const uint64_t calibration_seed = SplitMix64(seed ^ kCalibrationSalt);
-    std::unique_ptr<RoutingSource> source =
-        MakeRoutingSource(spec, num_layers, num_experts, top_k, calibration_seed);
+    const uint64_t calibration_seed = base::SplitMix64(seed ^ kCalibrationSalt);
+    std::unique_ptr<routing::RoutingSource> source =
+        routing::MakeRoutingSource(spec, num_layers, num_experts, top_k, calibration_seed);
     if (!source)
-      throw Error(
+      throw base::Error(
           "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "
           "correlated:... or trace:FILE");
     routes.assign(static_cast<size_t>(options.tokens), std::vector<std::vector<int32_t>>(layers));
@@ -113,8 +115,8 @@ RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
   for (size_t token = 0; token < history; ++token) {
     policies::OffloadSetup::ExpertMap map;
     map.request = static_cast<int64_t>(token) / options.tokens_per_request;
-    map.semantic =
-        SemanticEmbedding(SplitMix64(seed ^ kCalibrationSalt), map.request, options.semantic_dim);
+    map.semantic = SemanticEmbedding(base::SplitMix64(seed ^ kCalibrationSalt), map.request,
+                                     options.semantic_dim);
     for (size_t layer = 0; layer < layers; ++layer) {
       std::fill(counts.begin(), counts.end(), 0);
       for (int32_t e : routes[token][layer]) ++counts[static_cast<size_t>(e)];

@@ -34,7 +34,7 @@ struct RoutingCalibration {
   std::string source;      // what was sampled
   bool in_sample = false;  // true for a replayed trace
   int64_t tokens = 0;
-  PopularityTable popularity;  // [layer][expert]: tokens routed (Fiddler's popularity)
+  model::PopularityTable popularity;  // [layer][expert]: tokens routed (Fiddler's popularity)
   // [layer][e * E + e2]: P(expert e2 is used at layer+1 | expert e is used at layer), smoothed
   // towards layer+1's popularity by one pseudo-count; layers 0..L-2. The speculative gate.
   std::vector<std::vector<float>> transition;
@@ -43,7 +43,7 @@ struct RoutingCalibration {
 
 // Samples the routing `spec` names with a seed derived from `seed`; a trace is read directly
 // (in-sample). Errors are those of MakeRoutingSource / LoadRoutingTrace; "gate" is refused.
-RoutingCalibration CalibrateRouting(const RoutingSpec& spec, int64_t num_layers,
+RoutingCalibration CalibrateRouting(const routing::RoutingSpec& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options);
 // The same from a --routing value (ParseRoutingSpec).

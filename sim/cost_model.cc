@@ -16,10 +16,11 @@ int DeviceIndex(policies::Device device) {
 
 }  // namespace
 
-CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
-                     const CostParameters& params, const CostParameters& host_params,
-                     int64_t cpu_threads, std::shared_ptr<const CostSource> accelerator_source,
-                     std::shared_ptr<const CostSource> host_source)
+CostModel::CostModel(const model::MoeModelSpec& model, const model::HardwareSpec& hardware,
+                     const model::CostParameters& params, const model::CostParameters& host_params,
+                     int64_t cpu_threads,
+                     std::shared_ptr<const model::CostSource> accelerator_source,
+                     std::shared_ptr<const model::CostSource> host_source)
     : model_(model),
       accelerator_source_(std::move(accelerator_source)),
       host_source_(std::move(host_source)) {
@@ -27,34 +28,36 @@ CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
   host_params.Validate();
   const std::string who = "hardware '" + hardware.name + "'";
   if (!model.is_moe())
-    throw Error("model '" + model.name + "' is dense: it has no experts to offload");
+    throw base::Error("model '" + model.name + "' is dense: it has no experts to offload");
   if (!hardware.has_accelerator()) {
-    throw Error(who +
-                " has no accelerator; sim offload needs an accelerator preset (e.g. rtx-3090)");
+    throw base::Error(
+        who + " has no accelerator; sim offload needs an accelerator preset (e.g. rtx-3090)");
   }
   if (hardware.accelerator_count != 1) {
-    throw Error(who + " is a node of " + std::to_string(hardware.accelerator_count) +
-                " accelerators; sim offload models one accelerator and its host (pick the "
-                "accelerator preset, e.g. '" +
-                hardware.name.substr(hardware.name.find('x') + 1) + "')");
+    throw base::Error(who + " is a node of " + std::to_string(hardware.accelerator_count) +
+                      " accelerators; sim offload models one accelerator and its host (pick the "
+                      "accelerator preset, e.g. '" +
+                      hardware.name.substr(hardware.name.find('x') + 1) + "')");
   }
   if (!hardware.host)
-    throw Error(who + " names no host CPU (field 'host'), needed for CPU experts and host memory");
+    throw base::Error(who +
+                      " names no host CPU (field 'host'), needed for CPU experts and host memory");
   if (!hardware.host_link)
-    throw Error(who + " names no host link (field 'host_link'), needed for transfers");
+    throw base::Error(who + " names no host link (field 'host_link'), needed for transfers");
   if (!(hardware.host->storage_read_bandwidth_bytes_per_s > 0)) {
-    throw Error(who + ": host '" + hardware.host->name +
-                "' has no storage_read_bandwidth_bytes_per_s");
+    throw base::Error(who + ": host '" + hardware.host->name +
+                      "' has no storage_read_bandwidth_bytes_per_s");
   }
   if (!(hardware.host_link->host_to_device_bandwidth_bytes_per_s > 0) ||
       !(hardware.host_link->device_to_host_bandwidth_bytes_per_s > 0)) {
-    throw Error(who + ": host link '" + hardware.host_link->name + "' needs positive bandwidths");
+    throw base::Error(who + ": host link '" + hardware.host_link->name +
+                      "' needs positive bandwidths");
   }
   if (cpu_threads < 1)
-    throw Error("--cpu-threads must be at least 1, got " + std::to_string(cpu_threads));
+    throw base::Error("--cpu-threads must be at least 1, got " + std::to_string(cpu_threads));
 
-  HardwareSpec accelerator = hardware;  // the node's accelerator alone
-  accelerator.kind = HardwareKind::kAccelerator;
+  model::HardwareSpec accelerator = hardware;  // the node's accelerator alone
+  accelerator.kind = model::HardwareKind::kAccelerator;
   accelerator.accelerator_count = 1;
   accelerator.interconnect.reset();
   accelerator_name_ = hardware.accelerator->display_name.empty()
@@ -63,21 +66,21 @@ CostModel::CostModel(const MoeModelSpec& model, const HardwareSpec& hardware,
   cpu_threads_ = cpu_threads;
   cpu_name_ = hardware.host->cpu_name;
   if (!accelerator_source_)
-    accelerator_source_ = RooflineCostSource::ForHardware(accelerator, params);
+    accelerator_source_ = model::RooflineCostSource::ForHardware(accelerator, params);
   if (!host_source_) {
-    host_source_ = std::make_shared<RooflineCostSource>(
-        HostTargetOf(hardware, cpu_threads, host_params.compute_dtype), host_params);
+    host_source_ = std::make_shared<model::RooflineCostSource>(
+        model::HostTargetOf(hardware, cpu_threads, host_params.compute_dtype), host_params);
   }
   link_ = *hardware.host_link;
   storage_bytes_per_s_ = hardware.host->storage_read_bandwidth_bytes_per_s;
   std::string used;
-  PeakFlopsFor(hardware.accelerator->peak_flops, params.compute_dtype, &used);
+  model::PeakFlopsFor(hardware.accelerator->peak_flops, params.compute_dtype, &used);
   compute_dtype_ = used;
 }
 
 Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
   if (tokens < 1)
-    throw Error("sim: an expert runs for at least one token, got " + std::to_string(tokens));
+    throw base::Error("sim: an expert runs for at least one token, got " + std::to_string(tokens));
   std::vector<Seconds>& cache = expert_s_[DeviceIndex(device)];
   if (static_cast<int64_t>(cache.size()) <= tokens)
     cache.resize(static_cast<size_t>(tokens) + 1, -1.0);
@@ -86,23 +89,25 @@ Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
   return slot;
 }
 
-const CostModel::DenseCost& CostModel::Dense(policies::Device device, const ForwardShape& shape) {
+const CostModel::DenseCost& CostModel::Dense(policies::Device device,
+                                             const model::ForwardShape& shape) {
   const auto key = std::make_tuple(DeviceIndex(device), shape.batch, shape.tokens_per_sequence,
                                    shape.context_length, shape.logits_for_all_positions);
   auto found = dense_.find(key);
   if (found != dense_.end()) return found->second;
-  const ForwardCost cost = Source(device).Forward(model_, shape);
+  const model::ForwardCost cost = Source(device).Forward(model_, shape);
   // Each operator's time spread evenly over the layers it covers.
   const double layers_in[] = {static_cast<double>(model_.num_layers),
                               static_cast<double>(model_.num_moe_layers()),
                               static_cast<double>(model_.num_dense_layers())};
   double per_layer[3] = {0, 0, 0};  // [every layer, MoE layers, dense layers]
-  for (const OperatorCost& op : cost.operators) {
-    const OperatorScope scope = ScopeOf(op.op);
-    if (op.op == Operator::kRoutedExperts || scope == OperatorScope::kOncePerPass) continue;
-    const int index = scope == OperatorScope::kEveryLayer  ? 0
-                      : scope == OperatorScope::kMoeLayers ? 1
-                                                           : 2;
+  for (const model::OperatorCost& op : cost.operators) {
+    const model::OperatorScope scope = model::ScopeOf(op.op);
+    if (op.op == model::Operator::kRoutedExperts || scope == model::OperatorScope::kOncePerPass)
+      continue;
+    const int index = scope == model::OperatorScope::kEveryLayer  ? 0
+                      : scope == model::OperatorScope::kMoeLayers ? 1
+                                                                  : 2;
     if (layers_in[index] > 0) per_layer[index] += op.time_s / layers_in[index];
   }
   DenseCost dense;
@@ -110,8 +115,8 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device, const Forw
     const bool moe = layer >= model_.moe->first_dense_layers;
     dense.layer_s.push_back(per_layer[0] + (moe ? per_layer[1] : per_layer[2]));
   }
-  dense.embedding_s = cost.OperatorTime(Operator::kEmbedding);
-  dense.lm_head_s = cost.OperatorTime(Operator::kLmHead);
+  dense.embedding_s = cost.OperatorTime(model::Operator::kEmbedding);
+  dense.lm_head_s = cost.OperatorTime(model::Operator::kLmHead);
   return dense_.emplace(key, std::move(dense)).first->second;
 }
 
@@ -125,8 +130,8 @@ Seconds CostModel::DeviceToHostSeconds(double bytes) const {
 
 Seconds CostModel::StorageReadSeconds(double bytes) const { return bytes / storage_bytes_per_s_; }
 
-FiddlerLatencyModel CostModel::FiddlerLatency(int64_t expert_bytes) {
-  FiddlerLatencyModel latency;
+model::FiddlerLatencyModel CostModel::FiddlerLatency(int64_t expert_bytes) {
+  model::FiddlerLatencyModel latency;
   const Seconds cpu_one = ExpertSeconds(policies::Device::kCpu, 1);
   const Seconds cpu_many = ExpertSeconds(policies::Device::kCpu, kFiddlerSecantTokens);
   latency.cpu_per_token_s =

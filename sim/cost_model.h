@@ -36,10 +36,11 @@ class CostModel {
   // accelerator's operators use `params`. They differ when a profile calibrated one device only.
   // `accelerator_source` / `host_source`, when given, replace the rooflines built from `params` /
   // `host_params`.
-  CostModel(const MoeModelSpec& model, const HardwareSpec& hardware, const CostParameters& params,
-            const CostParameters& host_params, int64_t cpu_threads,
-            std::shared_ptr<const CostSource> accelerator_source = nullptr,
-            std::shared_ptr<const CostSource> host_source = nullptr);
+  CostModel(const model::MoeModelSpec& model, const model::HardwareSpec& hardware,
+            const model::CostParameters& params, const model::CostParameters& host_params,
+            int64_t cpu_threads,
+            std::shared_ptr<const model::CostSource> accelerator_source = nullptr,
+            std::shared_ptr<const model::CostSource> host_source = nullptr);
 
   Seconds ExpertSeconds(policies::Device device, int64_t tokens);
 
@@ -48,7 +49,7 @@ class CostModel {
     Seconds embedding_s = 0;
     Seconds lm_head_s = 0;
   };
-  const DenseCost& Dense(policies::Device device, const ForwardShape& shape);
+  const DenseCost& Dense(policies::Device device, const model::ForwardShape& shape);
 
   Seconds HostToDeviceSeconds(double bytes) const;
   Seconds DeviceToHostSeconds(double bytes) const;
@@ -58,9 +59,9 @@ class CostModel {
   // one token; trans_lat = one expert host -> device; cpu_lat(s) = the secant of the CPU's
   // roofline time through s = 1 and s = 128 (what a start-up calibration at two batch sizes
   // measures; exact at s = 1, and the CPU's compute-bound slope beyond its ridge point).
-  FiddlerLatencyModel FiddlerLatency(int64_t expert_bytes);
+  model::FiddlerLatencyModel FiddlerLatency(int64_t expert_bytes);
 
-  const CostSource& Source(policies::Device device) const {
+  const model::CostSource& Source(policies::Device device) const {
     return device == policies::Device::kAccelerator ? *accelerator_source_ : *host_source_;
   }
   const std::string& accelerator_name() const { return accelerator_name_; }
@@ -69,10 +70,10 @@ class CostModel {
   int64_t cpu_threads() const { return cpu_threads_; }
 
  private:
-  MoeModelSpec model_;
-  std::shared_ptr<const CostSource> accelerator_source_;
-  std::shared_ptr<const CostSource> host_source_;
-  LinkSpec link_;
+  model::MoeModelSpec model_;
+  std::shared_ptr<const model::CostSource> accelerator_source_;
+  std::shared_ptr<const model::CostSource> host_source_;
+  model::LinkSpec link_;
   double storage_bytes_per_s_ = 0;
   int64_t cpu_threads_ = 0;
   std::string accelerator_name_, cpu_name_, compute_dtype_;

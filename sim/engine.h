@@ -36,8 +36,8 @@ enum OpKind : uint8_t {
 
 class Engine : public OpListener {
  public:
-  Engine(const SimConfig& config, RoutingSource& routing, const RoutingCalibration& calibration,
-         SimResult& result);
+  Engine(const SimConfig& config, routing::RoutingSource& routing,
+         const RoutingCalibration& calibration, SimResult& result);
 
   void Run();
   void OnOpDone(OpHandle handle, const Op& op) override;
@@ -97,7 +97,7 @@ class Engine : public OpListener {
   void Finish();
 
   const SimConfig& config_;
-  RoutingSource& routing_;
+  routing::RoutingSource& routing_;
   const RoutingCalibration& calibration_;
   SimResult& result_;
   CostModel cost_;
@@ -119,7 +119,7 @@ class Engine : public OpListener {
   // The current pass.
   int64_t pass_ = 0;
   int64_t tokens_ = 0;
-  ForwardShape shape_;
+  model::ForwardShape shape_;
   const CostModel::DenseCost* dense_[2] = {nullptr, nullptr};
   std::vector<OpHandle> outputs_;
   OpHandle last_compute_;

@@ -13,7 +13,7 @@ namespace moelab::sim {
 using policies::Device;
 using policies::ExpertRef;
 
-Engine::Engine(const SimConfig& config, RoutingSource& routing,
+Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
                const RoutingCalibration& calibration, SimResult& result)
     : config_(config),
       routing_(routing),
@@ -25,25 +25,25 @@ Engine::Engine(const SimConfig& config, RoutingSource& routing,
             config.accelerator_costs, config.host_costs),
       graph_(this),
       staging_(graph_) {
-  const MoeModelSpec& model = config.model;
+  const model::MoeModelSpec& model = config.model;
   layers_ = model.num_layers;
   first_dense_ = model.moe->first_dense_layers;
   moe_layers_ = model.num_moe_layers();
   experts_ = model.moe->num_experts;
   top_k_ = model.moe->top_k;
-  expert_bytes_ = ExpertBytes(model);
+  expert_bytes_ = model::ExpertBytes(model);
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);
   if (config.speculative_recall &&
       !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
-    throw Error("--speculative-recall must be in [0, 1], got " +
-                std::to_string(*config.speculative_recall));
+    throw base::Error("--speculative-recall must be in [0, 1], got " +
+                      std::to_string(*config.speculative_recall));
   }
   if (calibration.popularity.size() != static_cast<size_t>(moe_layers_)) {
-    throw Error("sim: the routing calibration has " +
-                std::to_string(calibration.popularity.size()) + " layers, the model " +
-                std::to_string(moe_layers_) + " MoE layers");
+    throw base::Error("sim: the routing calibration has " +
+                      std::to_string(calibration.popularity.size()) + " layers, the model " +
+                      std::to_string(moe_layers_) + " MoE layers");
   }
   SetUp();
 }
@@ -88,7 +88,7 @@ void Engine::SetUp() {
   staging_.Reset(plan.staging_buffers);
 
   expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});
-  for (const ExpertId& id : plan.on_storage)
+  for (const model::ExpertId& id : plan.on_storage)
     expert_ops_[Flat(id.layer, id.expert)].on_storage = true;
 
   for (const ExpertRef& ref : policy_->InitialPlacement()) {

@@ -28,8 +28,8 @@ class EventQueue {
   void Push(Seconds time_s, int64_t id) {
     if (!(time_s >= now_s_) || !std::isfinite(time_s)) {
       assert(false && "event scheduled in the past");
-      throw Error("sim: event at " + std::to_string(time_s) +
-                  " s scheduled before the current time " + std::to_string(now_s_) + " s");
+      throw base::Error("sim: event at " + std::to_string(time_s) +
+                        " s scheduled before the current time " + std::to_string(now_s_) + " s");
     }
     heap_.push_back({time_s, next_sequence_++, id});
     SiftUp(heap_.size() - 1);

@@ -53,10 +53,10 @@ void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t 
   constexpr uint64_t kRecallSalt = 0x7265636173706563ULL;  // "recaspec"
   const float top = out.empty() ? 0.0f : *std::max_element(out.begin(), out.end());
   for (const policies::ExpertDemand& d : next_demand) {
-    const uint64_t draw =
-        Mix64(SplitMix64(seed ^ kRecallSalt) ^
-              SplitMix64(static_cast<uint64_t>(pass) * 1000003u + static_cast<uint64_t>(layer)) ^
-              static_cast<uint64_t>(d.expert) * kSplitMix64Golden);
+    const uint64_t draw = base::Mix64(
+        base::SplitMix64(seed ^ kRecallSalt) ^
+        base::SplitMix64(static_cast<uint64_t>(pass) * 1000003u + static_cast<uint64_t>(layer)) ^
+        static_cast<uint64_t>(d.expert) * base::kSplitMix64Golden);
     const double uniform = static_cast<double>(draw >> 11) * 0x1.0p-53;
     if (uniform < recall)
       out[static_cast<size_t>(d.expert)] = top + 1.0f + static_cast<float>(d.tokens);

@@ -11,27 +11,28 @@
 namespace moelab::sim {
 
 void SimConfig::Validate() const {
-  ValidateModelSpec(model, model.name);
+  model::ValidateModelSpec(model, model.name);
   if (!model.is_moe())
-    throw Error("--model " + model.name + ": a dense model has no experts to offload");
+    throw base::Error("--model " + model.name + ": a dense model has no experts to offload");
   cost.Validate();
   workload.Validate();
   calibration.Validate();
   if (accelerator_bytes && !(*accelerator_bytes > 0 && std::isfinite(*accelerator_bytes))) {
-    throw Error("--accelerator-memory must be a positive size");
+    throw base::Error("--accelerator-memory must be a positive size");
   }
   if (cpu_threads < 0)
-    throw Error("--cpu-threads must be >= 0 (0: all cores), got " + std::to_string(cpu_threads));
+    throw base::Error("--cpu-threads must be >= 0 (0: all cores), got " +
+                      std::to_string(cpu_threads));
   if (model.max_position_embeddings > 0 &&
       workload.prompt_tokens + workload.output_tokens > model.max_position_embeddings) {
-    throw Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +
-                std::to_string(workload.output_tokens) + " exceed model '" + model.name + "''s " +
-                std::to_string(model.max_position_embeddings) +
-                " positions (max_position_embeddings)");
+    throw base::Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +
+                      std::to_string(workload.output_tokens) + " exceed model '" + model.name +
+                      "''s " + std::to_string(model.max_position_embeddings) +
+                      " positions (max_position_embeddings)");
   }
 }
 
-SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,
+SimResult SimulateOffload(const SimConfig& config, routing::RoutingSource& routing,
                           const RoutingCalibration& calibration) {
   config.Validate();
   SimResult result;
@@ -50,12 +51,12 @@ SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,
 
 SimResult SimulateOffload(const SimConfig& config) {
   config.Validate();
-  const MoeModelSpec& model = config.model;
-  const RoutingSpec& routing_spec = config.routing;
-  std::unique_ptr<RoutingSource> routing = MakeRoutingSource(
+  const model::MoeModelSpec& model = config.model;
+  const routing::RoutingSpec& routing_spec = config.routing;
+  std::unique_ptr<routing::RoutingSource> routing = routing::MakeRoutingSource(
       routing_spec, model.num_moe_layers(), model.moe->num_experts, model.moe->top_k, config.seed);
   if (!routing) {
-    throw Error(
+    throw base::Error(
         "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "
         "correlated:... or trace:FILE");
   }

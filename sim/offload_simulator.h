@@ -38,18 +38,18 @@ namespace moelab::sim {
 // is on the other device. Layer t+1 starts when every expert of layer t is done. Prefetches run
 // on the copy engine behind demand copies. Passes run back to back.
 struct SimConfig {
-  MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
-  HardwareSpec hardware;
-  CostParameters cost;
-  std::optional<CostParameters> host_cost;        // the CPU's operators; unset: `cost`
-  std::string cost_source = "analytic-roofline";  // echoed in the report
+  model::MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
+  model::HardwareSpec hardware;
+  model::CostParameters cost;
+  std::optional<model::CostParameters> host_cost;  // the CPU's operators; unset: `cost`
+  std::string cost_source = "analytic-roofline";   // echoed in the report
   // When set, what prices the accelerator's / the host's operators instead of the rooflines of
   // `cost` / `host_cost` (a fitted profile, say: plan/cost_source_options.h chooses).
-  std::shared_ptr<const CostSource> accelerator_costs, host_costs;
+  std::shared_ptr<const model::CostSource> accelerator_costs, host_costs;
   std::string policy = "resident";
   policies::PolicyOptions policy_options;
   Workload workload;
-  RoutingSpec routing;  // --routing, parsed once (ParseRoutingSpec) by the caller
+  routing::RoutingSpec routing;  // --routing, parsed once (ParseRoutingSpec) by the caller
   uint64_t seed = 0;
   std::optional<double> accelerator_bytes;  // overrides the accelerator's memory
   int64_t cpu_threads = 0;                  // 0: all the host's cores
@@ -115,7 +115,7 @@ struct SimResult {
   double accelerator_bytes = 0, fixed_bytes = 0, dense_bytes_on_accelerator = 0, kv_bytes = 0;
   int64_t expert_slots = 0, staging_buffers = 0, experts_total = 0, experts_on_storage = 0;
   bool fits_accelerator = true;  // false only for 'resident' on a model larger than the memory
-  FiddlerLatencyModel latency;
+  model::FiddlerLatencyModel latency;
 
   policies::PolicyStats policy_stats;
   std::vector<policies::DecisionEvent> decisions;  // when SimConfig::record_decisions
@@ -145,7 +145,7 @@ SimResult SimulateOffload(const SimConfig& config);
 
 // The same with a routing source and calibration supplied by the caller (tests, benchmarks):
 // `routing` must route config.model's MoE layers; config.routing is only reported.
-SimResult SimulateOffload(const SimConfig& config, RoutingSource& routing,
+SimResult SimulateOffload(const SimConfig& config, routing::RoutingSource& routing,
                           const RoutingCalibration& calibration);
 
 }  // namespace moelab::sim

@@ -26,7 +26,7 @@ std::string ResourceName(Resource resource) {
 
 OpHandle OpGraph::NewOp(Resource resource, Seconds duration_s, uint8_t kind) {
   if (!(duration_s >= 0))
-    throw Error("sim: op duration must be >= 0, got " + std::to_string(duration_s));
+    throw base::Error("sim: op duration must be >= 0, got " + std::to_string(duration_s));
   int32_t index;
   if (!free_ops_.empty()) {
     index = free_ops_.back();
@@ -154,8 +154,8 @@ void OpGraph::Run() {
     if (events_.empty() || events_.next_time_s() > events_.now_s()) Dispatch();
   }
   if (live_ops_ != 0) {
-    throw Error("sim: " + std::to_string(live_ops_) +
-                " ops never ran (a dependency cycle or a held staging buffer): engine bug");
+    throw base::Error("sim: " + std::to_string(live_ops_) +
+                      " ops never ran (a dependency cycle or a held staging buffer): engine bug");
   }
 }
 

@@ -28,32 +28,33 @@ WorkloadKind WorkloadKindFromString(const std::string& name) {
                             WorkloadKind::kBatch, WorkloadKind::kVerify}) {
     if (ToString(kind) == name) return kind;
   }
-  throw Error("--workload: unknown workload '" + name +
-              "'; valid: decode, prefill, beam, batch, verify");
+  throw base::Error("--workload: unknown workload '" + name +
+                    "'; valid: decode, prefill, beam, batch, verify");
 }
 
 void Workload::Validate() const {
   if (prompt_tokens < 1)
-    throw Error("--prompt must be at least 1, got " + std::to_string(prompt_tokens));
+    throw base::Error("--prompt must be at least 1, got " + std::to_string(prompt_tokens));
   if (output_tokens < 1)
-    throw Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
-  if (batch < 1) throw Error("--batch must be at least 1, got " + std::to_string(batch));
+    throw base::Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
+  if (batch < 1) throw base::Error("--batch must be at least 1, got " + std::to_string(batch));
   if ((kind == WorkloadKind::kDecode || kind == WorkloadKind::kBeam) && batch != 1) {
-    throw Error("--batch " + std::to_string(batch) + ": --workload " + ToString(kind) +
-                " serves one request; use --workload batch for several");
+    throw base::Error("--batch " + std::to_string(batch) + ": --workload " + ToString(kind) +
+                      " serves one request; use --workload batch for several");
   }
   if (kind == WorkloadKind::kBeam && beam_width < 1) {
-    throw Error("--beam must be at least 1, got " + std::to_string(beam_width));
+    throw base::Error("--beam must be at least 1, got " + std::to_string(beam_width));
   }
   if (kind == WorkloadKind::kVerify) {
-    if (gamma < 1) throw Error("--gamma must be at least 1, got " + std::to_string(gamma));
+    if (gamma < 1) throw base::Error("--gamma must be at least 1, got " + std::to_string(gamma));
     if (!(alpha >= 0 && alpha < 1))
-      throw Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
+      throw base::Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
   }
   const auto at_most = [](const char* option, int64_t value, int64_t limit, const char* why) {
     if (value > limit) {
-      throw Error(std::string(option) + " " + std::to_string(value) + " is above the limit of " +
-                  std::to_string(limit) + " (" + why + "; docs/limits.md)");
+      throw base::Error(std::string(option) + " " + std::to_string(value) +
+                        " is above the limit of " + std::to_string(limit) + " (" + why +
+                        "; docs/limits.md)");
     }
   };
   at_most("--prompt", prompt_tokens, kMaxSequencePositions,
@@ -96,7 +97,7 @@ std::vector<Iteration> BuildIterations(const Workload& workload) {
 
   const int64_t later = workload.output_tokens - 1;
   if (workload.kind == WorkloadKind::kVerify) {
-    const double sigma = AcceptedLengthFraction(workload.alpha, workload.gamma);
+    const double sigma = model::AcceptedLengthFraction(workload.alpha, workload.gamma);
     const double per_round = sigma * static_cast<double>(workload.gamma + 1);
     const int64_t rounds =
         later > 0 ? static_cast<int64_t>(std::ceil(static_cast<double>(later) / per_round - 1e-9))

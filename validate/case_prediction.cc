@@ -7,10 +7,10 @@
 
 namespace moelab::validate {
 
-Prediction Predict(const CostSource& source, const ExpertActivation* routing,
+Prediction Predict(const model::CostSource& source, const model::ExpertActivation* routing,
                    const ValidationCase& spec, const PredictedModels& models,
                    const SdRealization& realized) {
-  const MoeModelSpec& target = spec.held_out_shape ? models.held_out : models.target;
+  const model::MoeModelSpec& target = spec.held_out_shape ? models.held_out : models.target;
   Prediction prediction;
   switch (spec.kind) {
     case CaseKind::kDecode:
@@ -28,15 +28,16 @@ Prediction Predict(const CostSource& source, const ExpertActivation* routing,
       return prediction;
     case CaseKind::kSd: {
       if (realized.sequences_per_round.empty() || realized.plain_decode_steps <= 0) {
-        throw Error("an SD prediction needs the run's rounds and its plain decode's step count");
+        throw base::Error(
+            "an SD prediction needs the run's rounds and its plain decode's step count");
       }
-      SdStepCosts costs(source, target, models.draft, spec.MeanDecodeContext());
+      model::SdStepCosts costs(source, target, models.draft, spec.MeanDecodeContext());
       costs.RouteTargetBy(routing);
       double sd_s = 0;
       for (int64_t sequences : realized.sequences_per_round) {
         if (sequences <= 0 || sequences > spec.batch) {
-          throw Error("an SD round carried " + std::to_string(sequences) +
-                      " sequences; expected 1.." + std::to_string(spec.batch));
+          throw base::Error("an SD round carried " + std::to_string(sequences) +
+                            " sequences; expected 1.." + std::to_string(spec.batch));
         }
         sd_s += static_cast<double>(spec.gamma) * costs.DraftStep(sequences) +
                 costs.TargetStep(sequences, spec.gamma + 1) + costs.Reject(sequences, spec.gamma);
@@ -53,7 +54,7 @@ Prediction Predict(const CostSource& source, const ExpertActivation* routing,
     case CaseKind::kOffloadPrefill:
       break;  // validate/offload_cases.h predicts them with the simulator
   }
-  throw Error(ToString(spec.kind) + " cases are not predicted from a cost source alone");
+  throw base::Error(ToString(spec.kind) + " cases are not predicted from a cost source alone");
 }
 
 }  // namespace moelab::validate

@@ -12,9 +12,9 @@ namespace moelab::validate {
 
 // The models a validation predicts: the executor's target, its held-out shape, the draft.
 struct PredictedModels {
-  MoeModelSpec target;
-  MoeModelSpec held_out;  // unused when the plan has no held-out case
-  MoeModelSpec draft;
+  model::MoeModelSpec target;
+  model::MoeModelSpec held_out;  // unused when the plan has no held-out case
+  model::MoeModelSpec draft;
 };
 
 struct Prediction {
@@ -43,7 +43,7 @@ struct SdRealization {
 //           (gamma T_D(n_r, 1) + T_T(n_r, gamma + 1) + T_reject(n_r)), n_r the sequences round r
 //           carried: formulas.md section 1's sigma (gamma + 1) T_T / T_round, with the realized
 //           rounds instead of the expected sigma, and the batch shrinking as sequences finish.
-Prediction Predict(const CostSource& source, const ExpertActivation* routing,
+Prediction Predict(const model::CostSource& source, const model::ExpertActivation* routing,
                    const ValidationCase& spec, const PredictedModels& models,
                    const SdRealization& realized);
 

@@ -14,7 +14,7 @@ double Mean(const std::vector<double>& values) {
   return values.empty() ? 0 : sum / static_cast<double>(values.size());
 }
 
-ExecutorConfig WithLayers(ExecutorConfig config, int64_t layers) {
+executor::ExecutorConfig WithLayers(executor::ExecutorConfig config, int64_t layers) {
   config.num_layers = layers;
   config.name += " (" + std::to_string(layers) + " layers)";
   config.Validate();
@@ -23,79 +23,82 @@ ExecutorConfig WithLayers(ExecutorConfig config, int64_t layers) {
 
 }  // namespace
 
-ExecutorBench::ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers,
-                             const ExecutorConfig& draft, uint64_t seed, int threads, double alpha)
-    : pool_(threads > 0 ? threads : DefaultThreadCount()),
+ExecutorBench::ExecutorBench(const executor::ExecutorConfig& target, int64_t held_out_layers,
+                             const executor::ExecutorConfig& draft, uint64_t seed, int threads,
+                             double alpha)
+    : pool_(threads > 0 ? threads : kernels::DefaultThreadCount()),
       seed_(seed),
       alpha_(alpha),
-      target_weights_(MakeSyntheticWeights(target, seed, pool_)),
-      draft_weights_(MakeSyntheticWeights(draft, seed + 1, pool_)) {
+      target_weights_(executor::MakeSyntheticWeights(target, seed, pool_)),
+      draft_weights_(executor::MakeSyntheticWeights(draft, seed + 1, pool_)) {
   if (held_out_layers > 0) {
-    held_out_weights_ = std::make_unique<ModelWeights>(
-        MakeSyntheticWeights(WithLayers(target, held_out_layers), seed + 2, pool_));
-    held_out_ = std::make_unique<Transformer>(*held_out_weights_, pool_);
+    held_out_weights_ = std::make_unique<executor::ModelWeights>(
+        executor::MakeSyntheticWeights(WithLayers(target, held_out_layers), seed + 2, pool_));
+    held_out_ = std::make_unique<executor::Transformer>(*held_out_weights_, pool_);
   }
-  target_ = std::make_unique<Transformer>(target_weights_, pool_);
-  draft_ = std::make_unique<Transformer>(draft_weights_, pool_);
+  target_ = std::make_unique<executor::Transformer>(target_weights_, pool_);
+  draft_ = std::make_unique<executor::Transformer>(draft_weights_, pool_);
 }
 
-const ExecutorConfig& ExecutorBench::target_config(bool held_out) const {
-  if (held_out && !held_out_weights_) throw Error("no held-out shape was loaded");
+const executor::ExecutorConfig& ExecutorBench::target_config(bool held_out) const {
+  if (held_out && !held_out_weights_) throw base::Error("no held-out shape was loaded");
   return held_out ? held_out_weights_->config : target_weights_.config;
 }
 
-Transformer& ExecutorBench::Target(bool held_out) {
-  if (held_out && !held_out_) throw Error("no held-out shape was loaded");
+executor::Transformer& ExecutorBench::Target(bool held_out) {
+  if (held_out && !held_out_) throw base::Error("no held-out shape was loaded");
   return held_out ? *held_out_ : *target_;
 }
 
 CaseRun ExecutorBench::Run(const ValidationCase& spec) {
-  Transformer& target = Target(spec.held_out_shape);
+  executor::Transformer& target = Target(spec.held_out_shape);
   const int64_t vocab = target.config().vocab_size;
   CaseRun run;
   switch (spec.kind) {
     case CaseKind::kPrefill:
     case CaseKind::kDecode: {
-      DecodeOptions options;
+      executor::DecodeOptions options;
       options.output_tokens = spec.kind == CaseKind::kPrefill ? 0 : spec.output_tokens;
       options.synthetic_context = spec.context;
       options.seed = seed_;
-      const DecodeResult result =
-          RunDecode(target, SyntheticPrompts(spec.batch, spec.prompt, vocab, seed_), options);
+      const executor::DecodeResult result = executor::RunDecode(
+          target, executor::SyntheticPrompts(spec.batch, spec.prompt, vocab, seed_), options);
       run.value = spec.kind == CaseKind::kPrefill
                       ? result.prefill_s
                       : result.decode_s / static_cast<double>(spec.output_tokens - 1);
       return run;
     }
     case CaseKind::kBeam: {
-      const BeamResult result =
-          RunBeamSearch(target, SyntheticPrompts(1, spec.prompt, vocab, seed_)[0], spec.beam_width,
-                        spec.output_tokens);
+      const executor::BeamResult result = executor::RunBeamSearch(
+          target, executor::SyntheticPrompts(1, spec.prompt, vocab, seed_)[0], spec.beam_width,
+          spec.output_tokens);
       run.value = result.decode_s / static_cast<double>(spec.output_tokens - 1);
       return run;
     }
     case CaseKind::kSd: {
-      const std::vector<TokenIds> prompts = SyntheticPrompts(spec.batch, spec.prompt, vocab, seed_);
+      const std::vector<executor::TokenIds> prompts =
+          executor::SyntheticPrompts(spec.batch, spec.prompt, vocab, seed_);
       // The plain decode of the same requests right before: the speedup's reference.
-      DecodeOptions plain;
+      executor::DecodeOptions plain;
       plain.output_tokens = spec.output_tokens;
       plain.synthetic_context = spec.context;
       plain.seed = seed_;
-      const DecodeResult baseline = RunDecode(target, prompts, plain);
-      SpeculativeOptions options;
+      const executor::DecodeResult baseline = executor::RunDecode(target, prompts, plain);
+      executor::SpeculativeOptions options;
       options.gamma = spec.gamma;
-      options.acceptance = Acceptance::kFixedAlpha;
+      options.acceptance = executor::Acceptance::kFixedAlpha;
       options.alpha = alpha_;
       options.output_tokens = spec.output_tokens;
       options.synthetic_context = spec.context;
       options.seed = seed_;
-      const SpeculativeResult sd = RunSpeculative(target, *draft_, prompts, options);
+      const executor::SpeculativeResult sd =
+          executor::RunSpeculative(target, *draft_, prompts, options);
       std::vector<double> decode_steps;
-      for (const StepTime& s : baseline.steps) {
+      for (const executor::StepTime& s : baseline.steps) {
         if (s.kind == "decode") decode_steps.push_back(s.seconds);
       }
       std::vector<double> full_batch_draft_steps;
-      for (const StepTime& s : sd.steps) {
+      for (const executor::StepTime& s : sd.steps) {
         if (s.kind != "draft") continue;
         const int64_t sequences = s.tokens / spec.gamma;
         run.sequences_per_round.push_back(sequences);
@@ -115,31 +118,32 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
     case CaseKind::kOffloadPrefill:
       break;  // validate/offload_cases.h runs them on the offload runtime
   }
-  throw Error(ToString(spec.kind) + " cases do not run on the in-memory executor bench");
+  throw base::Error(ToString(spec.kind) + " cases do not run on the in-memory executor bench");
 }
 
-RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma) {
-  Transformer& target = Target(held_out);
-  const ExecutorConfig& c = target.config();
-  RoutingTrace trace;
+routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma) {
+  executor::Transformer& target = Target(held_out);
+  const executor::ExecutorConfig& c = target.config();
+  routing::RoutingTrace trace;
   trace.num_layers = c.num_layers - c.first_dense_layers;
   trace.num_experts = c.num_experts;
   trace.top_k = c.top_k;
   trace.source = "moelab validate: executor gate of " + c.name + ", seed " + std::to_string(seed_);
-  const std::vector<TokenIds> prompts = SyntheticPrompts(2, 24, c.vocab_size, seed_ + 17);
-  SpeculativeOptions sd;
+  const std::vector<executor::TokenIds> prompts =
+      executor::SyntheticPrompts(2, 24, c.vocab_size, seed_ + 17);
+  executor::SpeculativeOptions sd;
   sd.gamma = std::max<int64_t>(gamma, 1);
-  sd.acceptance = Acceptance::kFixedAlpha;
+  sd.acceptance = executor::Acceptance::kFixedAlpha;
   sd.alpha = alpha_;
   sd.output_tokens = 25;
   sd.seed = seed_ + 17;
   sd.record = &trace;
-  RunSpeculative(target, *draft_, prompts, sd);
-  DecodeOptions decode;
+  executor::RunSpeculative(target, *draft_, prompts, sd);
+  executor::DecodeOptions decode;
   decode.output_tokens = 17;
   decode.seed = seed_ + 17;
   decode.record = &trace;
-  RunDecode(target, prompts, decode);
+  executor::RunDecode(target, prompts, decode);
   return trace;
 }
 

@@ -36,30 +36,30 @@ class ExecutorBench {
  public:
   // Synthetic weights (seeded) for `target` (and a copy with `held_out_layers` layers when > 0)
   // and the dense `draft`, on `threads` threads (0: all cores).
-  ExecutorBench(const ExecutorConfig& target, int64_t held_out_layers, const ExecutorConfig& draft,
-                uint64_t seed, int threads, double alpha);
+  ExecutorBench(const executor::ExecutorConfig& target, int64_t held_out_layers,
+                const executor::ExecutorConfig& draft, uint64_t seed, int threads, double alpha);
 
-  const ExecutorConfig& target_config(bool held_out) const;
-  const ExecutorConfig& draft_config() const { return draft_weights_.config; }
+  const executor::ExecutorConfig& target_config(bool held_out) const;
+  const executor::ExecutorConfig& draft_config() const { return draft_weights_.config; }
   int threads() const { return pool_.size(); }
-  ThreadPool& pool() { return pool_; }
+  kernels::ThreadPool& pool() { return pool_; }
 
   CaseRun Run(const ValidationCase& spec);
 
   // The target's own gate routing over a short SD run at `gamma` and a plain decode, both at
   // batch 2: what predictions with the executor's routing use (SampledExpertActivation).
-  RoutingTrace RecordRouting(bool held_out, int64_t gamma);
+  routing::RoutingTrace RecordRouting(bool held_out, int64_t gamma);
 
  private:
-  Transformer& Target(bool held_out);
+  executor::Transformer& Target(bool held_out);
 
-  ThreadPool pool_;
+  kernels::ThreadPool pool_;
   uint64_t seed_;
   double alpha_;
-  ModelWeights target_weights_;
-  std::unique_ptr<ModelWeights> held_out_weights_;
-  ModelWeights draft_weights_;
-  std::unique_ptr<Transformer> target_, held_out_, draft_;
+  executor::ModelWeights target_weights_;
+  std::unique_ptr<executor::ModelWeights> held_out_weights_;
+  executor::ModelWeights draft_weights_;
+  std::unique_ptr<executor::Transformer> target_, held_out_, draft_;
 };
 
 }  // namespace moelab::validate

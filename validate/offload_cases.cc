@@ -53,25 +53,26 @@ std::string WorkloadLabel(const ValidationCase& c) {
 // What both engines replay for one workload: the executor's gate routing, the calibration the
 // policies start from, and the prompts.
 struct Recorded {
-  RoutingTrace trace;
+  routing::RoutingTrace trace;
   std::string file;
   sim::RoutingCalibration calibration;
-  std::vector<TokenIds> prompts;
+  std::vector<executor::TokenIds> prompts;
   std::shared_ptr<const policies::GateSignals> signals;  // [case]: filled by the first run
 };
 
 struct Bench {
-  ExecutorConfig config;
+  executor::ExecutorConfig config;
   uint64_t seed = 1;
-  ThreadPool* pool = nullptr;
-  const ModelWeights* weights = nullptr;
-  const offload::ExpertStore* store = nullptr;
+  kernels::ThreadPool* pool = nullptr;
+  const executor::ModelWeights* weights = nullptr;
+  const executor::offload::ExpertStore* store = nullptr;
 };
 
-offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c,
-                                  const Recorded& recorded, RoutingTrace* record, double* value) {
-  Transformer model(*bench.weights, *bench.pool);
-  offload::OffloadOptions options;
+executor::offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c,
+                                            const Recorded& recorded, routing::RoutingTrace* record,
+                                            double* value) {
+  executor::Transformer model(*bench.weights, *bench.pool);
+  executor::offload::OffloadOptions options;
   options.policy = c.policy;
   options.expert_memory_bytes = c.expert_slots * bench.store->key().payload_bytes();
   options.popularity = recorded.calibration.popularity;
@@ -79,20 +80,21 @@ offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c,
   options.seed = bench.seed;
   options.record_decisions =
       true;  // every run alike; the first run's gate signals feed the simulator
-  offload::OffloadRuntime runtime(bench.config, *bench.store, options);
+  executor::offload::OffloadRuntime runtime(bench.config, *bench.store, options);
   model.set_expert_provider(&runtime);
-  std::unique_ptr<RoutingSource> routing;
-  DecodeOptions decode;
+  std::unique_ptr<routing::RoutingSource> routing;
+  executor::DecodeOptions decode;
   decode.output_tokens = c.output_tokens;
   decode.seed = bench.seed;
   if (record) {
     decode.record = record;
   } else {
-    routing = MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
-                               bench.config.top_k, recorded.file);
+    routing =
+        routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
+                                  bench.config.top_k, recorded.file);
     decode.routing = routing.get();
   }
-  const DecodeResult result = RunDecode(model, recorded.prompts, decode);
+  const executor::DecodeResult result = executor::RunDecode(model, recorded.prompts, decode);
   *value = c.kind == CaseKind::kOffloadPrefill
                ? result.prefill_s
                : result.decode_s / static_cast<double>(c.output_tokens - 1);
@@ -100,10 +102,10 @@ offload::OffloadStats RunExecutor(const Bench& bench, const ValidationCase& c,
 }
 
 double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
-                const Profile& profile, double storage_read_bytes_per_s,
-                const std::shared_ptr<const CostSource>& costs, int threads) {
+                const fit::Profile& profile, double storage_read_bytes_per_s,
+                const std::shared_ptr<const model::CostSource>& costs, int threads) {
   sim::SimConfig config;
-  config.model = SpecFromExecutorConfig(bench.config);
+  config.model = executor::SpecFromExecutorConfig(bench.config);
   config.policy = c.policy;
   config.workload.kind = c.kind == CaseKind::kOffloadPrefill ? sim::WorkloadKind::kPrefill
                          : c.batch > 1                       ? sim::WorkloadKind::kBatch
@@ -111,7 +113,7 @@ double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& rec
   config.workload.batch = c.batch;
   config.workload.prompt_tokens = c.prompt;
   config.workload.output_tokens = c.output_tokens;
-  config.routing = ParseRoutingSpec("trace:" + recorded.file);
+  config.routing = routing::ParseRoutingSpec("trace:" + recorded.file);
   config.seed = bench.seed;
   config.cpu_threads = threads;
   config.accelerator_costs = costs;
@@ -124,18 +126,19 @@ double Simulate(const Bench& bench, const ValidationCase& c, const Recorded& rec
       policies::ModelMemoryOf(config.model, config.cost.kv_bits, config.workload.KvTokens());
   double dense = 0;
   for (double bytes : memory.dense_layer_bytes) dense += bytes;
-  const double memory_bytes =
-      memory.fixed_bytes + dense +
-      (static_cast<double>(c.expert_slots) + 0.5) * static_cast<double>(ExpertBytes(config.model));
-  config.hardware = StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s);
+  const double memory_bytes = memory.fixed_bytes + dense +
+                              (static_cast<double>(c.expert_slots) + 0.5) *
+                                  static_cast<double>(model::ExpertBytes(config.model));
+  config.hardware =
+      fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s);
   config.accelerator_bytes = memory_bytes;
-  std::unique_ptr<RoutingSource> routing =
-      MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
-                       bench.config.top_k, recorded.file);
+  std::unique_ptr<routing::RoutingSource> routing =
+      routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
+                                bench.config.top_k, recorded.file);
   const sim::SimResult simulated = sim::SimulateOffload(config, *routing, recorded.calibration);
   if (c.kind == CaseKind::kOffloadPrefill) return simulated.ttft_s;
   if (!simulated.tpot_s)
-    throw Error("validate offload: the simulator gave no TPOT for " + c.Label() + " (a bug)");
+    throw base::Error("validate offload: the simulator gave no TPOT for " + c.Label() + " (a bug)");
   return *simulated.tpot_s;
 }
 
@@ -144,11 +147,11 @@ double Median(std::vector<double> values) { return Quantile(std::move(values), 0
 // The storage probe: every expert block of the store read once with O_DIRECT (as the store reads,
 // buffered when it fell back) on `readers` threads, as the executor's reader issues them; pread
 // only (the checksum and copy are the simulator's link): bytes / wall time.
-double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers) {
+double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store, int readers) {
   const int fd = ::open(store.data_path().c_str(), O_RDONLY | (store.direct_io() ? O_DIRECT : 0));
   if (fd < 0)
-    throw Error(store.data_path().string() +
-                ": cannot open for the storage probe: " + std::strerror(errno));
+    throw base::Error(store.data_path().string() +
+                      ": cannot open for the storage probe: " + std::strerror(errno));
   const int64_t block = store.key().block_bytes();
   const int64_t blocks = store.key().moe_layers * store.key().experts;
   std::atomic<int64_t> next{0};
@@ -157,7 +160,7 @@ double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers)
   std::vector<std::thread> threads;
   for (int t = 0; t < readers; ++t) {
     threads.emplace_back([&] {
-      offload::AlignedBuffer buffer(block);
+      executor::offload::AlignedBuffer buffer(block);
       for (int64_t i = next++; i < blocks && !failed; i = next++) {
         for (int64_t done = 0; done < block;) {
           const ssize_t got = ::pread(fd, buffer.data() + done, static_cast<size_t>(block - done),
@@ -177,13 +180,13 @@ double ProbeStorageReadBandwidth(const offload::ExpertStore& store, int readers)
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ::close(fd);
   if (failed)
-    throw Error(store.data_path().string() + ": the storage probe could not read the store");
+    throw base::Error(store.data_path().string() + ": the storage probe could not read the store");
   return static_cast<double>(blocks * block) / seconds;
 }
 
 }  // namespace
 
-std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target) {
+std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target) {
   const int64_t total = (target.num_layers - target.first_dense_layers) * target.num_experts;
   // A quarter, half and three quarters of the routed experts; at least one layer's experts
   // (stream-all reads a whole layer into staging buffers, every policy needs top-k).
@@ -193,9 +196,9 @@ std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target) {
     if (budgets.empty() || slots > budgets.back()) budgets.push_back(slots);
   }
   if (budgets.size() < 3) {
-    throw Error("--cases offload: model '" + target.name + "' has " + std::to_string(total) +
-                " routed experts, too few for three expert budgets above one layer's " +
-                std::to_string(target.num_experts) + " (use more layers or experts)");
+    throw base::Error("--cases offload: model '" + target.name + "' has " + std::to_string(total) +
+                      " routed experts, too few for three expert budgets above one layer's " +
+                      std::to_string(target.num_experts) + " (use more layers or experts)");
   }
   std::vector<ValidationCase> cases;
   for (const Workload& w : kWorkloads) {
@@ -256,36 +259,37 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
   return notes;
 }
 
-void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target,
-                          const Profile& profile, const LatencyFit& fit,
+void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
+                          const fit::Profile& profile, const fit::LatencyFit& fit,
                           const std::function<void(const std::string&)>& say,
                           ValidationResult& result) {
   const std::vector<ValidationCase> cases = OffloadPlan(target);
-  ThreadPool pool(request.threads > 0 ? request.threads : DefaultThreadCount());
+  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   const std::filesystem::path dir = request.work_dir / "offload-store";
   const std::string source = "synthetic seed " + std::to_string(request.seed);
   say("offload: preparing the expert store in " + dir.string());
-  ModelWeights weights;
+  executor::ModelWeights weights;
   bool built = false;
-  const offload::PreparedStore store =
-      offload::PrepareExpertStore(target, source, dir, [&](offload::ExpertStoreWriter& writer) {
-        const ExpertSink add = [&](int64_t layer, int64_t expert, const FfnWeights& w) {
+  const executor::offload::PreparedStore store = executor::offload::PrepareExpertStore(
+      target, source, dir, [&](executor::offload::ExpertStoreWriter& writer) {
+        const executor::ExpertSink add = [&](int64_t layer, int64_t expert,
+                                             const executor::FfnWeights& w) {
           writer.Add(layer, expert, w);
         };
-        weights = MakeSyntheticWeights(target, request.seed, pool, &add);
+        weights = executor::MakeSyntheticWeights(target, request.seed, pool, &add);
         built = true;
       });
   if (!built) {
-    const ExpertSink skip;
-    weights = MakeSyntheticWeights(target, request.seed, pool, &skip);
+    const executor::ExpertSink skip;
+    weights = executor::MakeSyntheticWeights(target, request.seed, pool, &skip);
   }
   if (!store.store->direct_io()) {
     result.notes.push_back("offload: " + store.store->warning() +
                            " -- the storage tier was not cold");
   }
   const Bench bench{target, request.seed, &pool, &weights, store.store.get()};
-  const auto costs =
-      std::make_shared<FittedProfileCostSource>(fit, SpecFromExecutorConfig(target), "cpu");
+  const auto costs = std::make_shared<fit::FittedProfileCostSource>(
+      fit, executor::SpecFromExecutorConfig(target), "cpu");
   const int threads = static_cast<int>(pool.size());
 
   // The executor's own gate routing per workload, recorded by an on-demand run at the largest
@@ -297,7 +301,7 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
     if (recorded.count(key)) continue;
     say("offload: recording the executor's gate routing, " + key);
     Recorded& r = recorded[key];
-    r.prompts = SyntheticPrompts(c.batch, c.prompt, target.vocab_size, request.seed);
+    r.prompts = executor::SyntheticPrompts(c.batch, c.prompt, target.vocab_size, request.seed);
     r.trace.num_layers = target.num_layers;
     r.trace.num_experts = target.num_experts;
     r.trace.top_k = target.top_k;
@@ -311,7 +315,7 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
     std::replace(name.begin(), name.end(), ' ', '-');
     std::replace(name.begin(), name.end(), '=', '-');
     r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
-    SaveRoutingTrace(r.trace, r.file);
+    routing::SaveRoutingTrace(r.trace, r.file);
     r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
                                           target.top_k, request.seed, sim::CalibrationOptions{});
   }
@@ -321,13 +325,13 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
   std::vector<std::vector<double>> runs(cases.size());
   std::vector<double> probes;
   for (int round = 0; round < repeats; ++round) {
-    probes.push_back(
-        ProbeStorageReadBandwidth(*store.store, offload::OffloadOptions{}.reader_threads));
+    probes.push_back(ProbeStorageReadBandwidth(*store.store,
+                                               executor::offload::OffloadOptions{}.reader_threads));
     for (size_t i = 0; i < cases.size(); ++i) {
       say("offload round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ": " + cases[i].Label());
       double value = 0;
-      offload::OffloadStats stats =
+      executor::offload::OffloadStats stats =
           RunExecutor(bench, cases[i], recorded.at(WorkloadLabel(cases[i])), nullptr, &value);
       if (!signals[i])
         signals[i] = std::make_shared<const policies::GateSignals>(std::move(stats.signals));
@@ -338,7 +342,7 @@ void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig
   // The disk serves the executor's concurrent reads faster than the profile's single stream.
   const double storage_read_bytes_per_s = Median(probes);
   result.notes.push_back("offload: storage probe (O_DIRECT, " +
-                         std::to_string(offload::OffloadOptions{}.reader_threads) +
+                         std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
                          " readers, median of " + std::to_string(probes.size()) + " rounds): " +
                          std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
                          " MB/s");

@@ -32,7 +32,7 @@ inline const std::vector<std::string>& OffloadPolicies() {
 
 // The cases for `target` (kind kOffload for decode TPOT, kOffloadPrefill for prefill TTFT), in
 // run order. Error when the model has too few routed experts for three distinct budgets.
-std::vector<ValidationCase> OffloadPlan(const ExecutorConfig& target);
+std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 
 // For each (budget, workload): whether ordering the policies by predicted time gives the measured
 // order (ties in either broken by policy name). One line each, for ValidationResult::notes.
@@ -42,8 +42,8 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offl
 // routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round (the
 // storage probed before each round), simulates each, and appends one CaseResult per case (cost
 // source "fitted-profile", routing the recorded trace) and the ranking notes to `result`.
-void RunOffloadValidation(const ValidationRequest& request, const ExecutorConfig& target,
-                          const Profile& profile, const LatencyFit& fit,
+void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
+                          const fit::Profile& profile, const fit::LatencyFit& fit,
                           const std::function<void(const std::string&)>& say,
                           ValidationResult& result);
 

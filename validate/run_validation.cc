@@ -31,8 +31,9 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-ShapeOverrides Merge(const ShapeOverrides& defaults, const ShapeOverrides& given) {
-  ShapeOverrides s = defaults;
+executor::ShapeOverrides Merge(const executor::ShapeOverrides& defaults,
+                               const executor::ShapeOverrides& given) {
+  executor::ShapeOverrides s = defaults;
   for (auto [field, value] : {std::pair{&s.layers, given.layers},
                               {&s.hidden, given.hidden},
                               {&s.intermediate, given.intermediate},
@@ -53,16 +54,16 @@ ShapeOverrides Merge(const ShapeOverrides& defaults, const ShapeOverrides& given
 
 // The calibrated roofline of the profiled machine: its measured limits with the efficiencies its
 // samples fit, at the dtype whose peak it measured (bf16 where the CPU has it, else fp32).
-std::shared_ptr<const CostSource> CalibratedSource(const Profile& profile) {
+std::shared_ptr<const model::CostSource> CalibratedSource(const fit::Profile& profile) {
   const std::string dtype =
       profile.limits && profile.limits->peak_flops.count("bf16") ? "bf16" : "fp32";
-  CostParameters assumed;
+  model::CostParameters assumed;
   assumed.compute_dtype = dtype;
-  const CostCalibration calibration =
-      CalibrateCosts(profile, RooflineFromLimits(profile, dtype), assumed, FitOptions{});
-  const HardwareSpec machine = HardwareFromProfile(profile);
-  return std::make_shared<RooflineCostSource>(
-      ComputeTargetOf(machine, dtype), calibration.params, "calibrated-roofline",
+  const fit::CostCalibration calibration = fit::CalibrateCosts(
+      profile, fit::RooflineFromLimits(profile, dtype), assumed, fit::FitOptions{});
+  const model::HardwareSpec machine = fit::HardwareFromProfile(profile);
+  return std::make_shared<model::RooflineCostSource>(
+      model::ComputeTargetOf(machine, dtype), calibration.params, "calibrated-roofline",
       nlohmann::json{{"cost_calibration", calibration.ToJson()}});
 }
 
@@ -71,13 +72,13 @@ double Median(std::vector<double> values) { return Quantile(std::move(values), 0
 }  // namespace
 
 void ValidationRequest::Validate() const {
-  if (repeat < 0) throw Error("--repeat must be >= 1, got " + std::to_string(repeat));
+  if (repeat < 0) throw base::Error("--repeat must be >= 1, got " + std::to_string(repeat));
   if (repeat > 100)
-    throw Error("--repeat " + std::to_string(repeat) + ": at most 100 runs per case");
-  if (!(alpha >= 0 && alpha < 1)) throw Error("--alpha must be in [0, 1)");
-  if (threads < 0) throw Error("--threads must be >= 1");
+    throw base::Error("--repeat " + std::to_string(repeat) + ": at most 100 runs per case");
+  if (!(alpha >= 0 && alpha < 1)) throw base::Error("--alpha must be in [0, 1)");
+  if (threads < 0) throw base::Error("--threads must be >= 1");
   if (work_dir.empty())
-    throw Error("validate needs a folder for its profile, fit and routing trace");
+    throw base::Error("validate needs a folder for its profile, fit and routing trace");
 }
 
 const ErrorSummary& ValidationResult::Headline() const {
@@ -85,11 +86,12 @@ const ErrorSummary& ValidationResult::Headline() const {
     if (s.kind == "overall" && s.cost_source == "fitted-profile" && s.routing_assumed == "measured")
       return s;
   }
-  if (summaries.empty()) throw Error("validate judged no case");
+  if (summaries.empty()) throw base::Error("validate judged no case");
   return summaries.front();
 }
 
-ValidationResult RunValidation(const ValidationRequest& request, const PresetStore& presets) {
+ValidationResult RunValidation(const ValidationRequest& request,
+                               const model::PresetStore& presets) {
   request.Validate();
   const Clock::time_point start = Clock::now();
   std::ostream* progress = request.progress;
@@ -100,18 +102,19 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   };
   ValidationResult result;
   result.request = request;
-  const ShapeOverrides target_shape = Merge(DefaultTargetShape(), request.shape);
-  ShapeOverrides draft_shape = Merge(DefaultDraftShape(), request.draft_shape);
-  const ExecutorConfig target =
-      ExecutorConfigFromSpec(presets.LoadModel(request.model), target_shape);
+  const executor::ShapeOverrides target_shape =
+      Merge(executor::DefaultTargetShape(), request.shape);
+  executor::ShapeOverrides draft_shape = Merge(executor::DefaultDraftShape(), request.draft_shape);
+  const executor::ExecutorConfig target =
+      executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), target_shape);
   if (!target.is_moe())
-    throw Error("validate predicts a MoE target; '" + target.name + "' is dense");
+    throw base::Error("validate predicts a MoE target; '" + target.name + "' is dense");
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
-  const ExecutorConfig draft =
-      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  const executor::ExecutorConfig draft =
+      executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
   const ValidationPlan plan = DefaultPlan(request.quick, request.kinds, target.num_layers);
   const bool offload = request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
-  if (plan.cases.empty() && !offload) throw Error("--cases selects no case");
+  if (plan.cases.empty() && !offload) throw base::Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
   // 1. Profile and fit.
@@ -119,12 +122,12 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   if (request.profile) {
     result.profile_path = request.profile->string();
     result.profile_reused = true;
-    profile_json = JsonReader::ParseFile(result.profile_path);
-    ValidateProfile(profile_json);
+    profile_json = base::JsonReader::ParseFile(result.profile_path);
+    profiler::ValidateProfile(profile_json);
   } else {
     say(std::string("profiling the executor's operators (") + (request.quick ? "quick" : "full") +
         " grid)");
-    ProfileRequest profile_request;
+    profiler::ProfileRequest profile_request;
     profile_request.model = request.model;
     profile_request.shape = target_shape;
     profile_request.draft = request.draft;
@@ -134,24 +137,24 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;
     profile_request.storage_dir = request.work_dir;
-    profile_json = RunProfile(profile_request, presets);
+    profile_json = profiler::RunProfile(profile_request, presets);
     profile_json["provenance"] = report::Provenance();
     result.profile_path = (request.work_dir / "profile.json").string();
-    WriteProfile(profile_json, result.profile_path);
+    profiler::WriteProfile(profile_json, result.profile_path);
   }
-  const Profile profile = ProfileFromJson(profile_json, result.profile_path);
+  const fit::Profile profile = fit::ProfileFromJson(profile_json, result.profile_path);
   result.machine = profile_json["machine"];
   say("fitting latency curves and the calibrated roofline");
-  const LatencyFit fit = [&] {
-    LatencyFit f = FitLatency(profile, FitOptions{});
+  const fit::LatencyFit fit = [&] {
+    fit::LatencyFit f = fit::FitLatency(profile, fit::FitOptions{});
     f.profile = result.profile_path;
     return f;
   }();
   result.fit_path = (request.work_dir / "fit.json").string();
-  WriteFileAtomically(result.fit_path, LatencyFitToJson(fit).dump(2) + "\n");
-  const MoeModelSpec target_spec = SpecFromExecutorConfig(target);
-  std::vector<std::shared_ptr<const CostSource>> sources = {
-      std::make_shared<FittedProfileCostSource>(fit, target_spec, "cpu")};
+  base::WriteFileAtomically(result.fit_path, fit::LatencyFitToJson(fit).dump(2) + "\n");
+  const model::MoeModelSpec target_spec = executor::SpecFromExecutorConfig(target);
+  std::vector<std::shared_ptr<const model::CostSource>> sources = {
+      std::make_shared<fit::FittedProfileCostSource>(fit, target_spec, "cpu")};
   if (profile.limits) {
     sources.push_back(CalibratedSource(profile));
   } else {
@@ -169,29 +172,29 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
   for (const ValidationCase& c : plan.cases) max_gamma = std::max(max_gamma, c.gamma);
   say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) +
       ", decode)");
-  const RoutingTrace trace = bench.RecordRouting(false, max_gamma);
+  const routing::RoutingTrace trace = bench.RecordRouting(false, max_gamma);
   result.routing_trace_path = (request.work_dir / "routing-trace.json").string();
-  SaveRoutingTrace(trace, result.routing_trace_path);
+  routing::SaveRoutingTrace(trace, result.routing_trace_path);
   const auto routing =
-      SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
+      routing::SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
   result.routing = routing->Describe();
-  std::unique_ptr<SampledExpertActivation> held_out_routing;
-  PredictedModels models{target_spec, target_spec, SpecFromExecutorConfig(draft)};
+  std::unique_ptr<routing::SampledExpertActivation> held_out_routing;
+  PredictedModels models{target_spec, target_spec, executor::SpecFromExecutorConfig(draft)};
   if (plan.held_out_layers > 0) {
-    models.held_out = SpecFromExecutorConfig(bench.target_config(true));
-    held_out_routing = SampledExpertActivation::FromTrace(
+    models.held_out = executor::SpecFromExecutorConfig(bench.target_config(true));
+    held_out_routing = routing::SampledExpertActivation::FromTrace(
         bench.RecordRouting(true, max_gamma), "executor gate of the held-out shape", request.seed);
   }
 
   // 3. Rounds: every case once per round, in the same order, limits probed first.
   const int repeats = request.Repeats();
   const size_t limit_buffer =
-      static_cast<size_t>(std::max<int64_t>(4 * L3CacheBytes(), int64_t{256} << 20));
+      static_cast<size_t>(std::max<int64_t>(4 * profiler::L3CacheBytes(), int64_t{256} << 20));
   bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
                                                                    // up threads
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
-    result.round_limits.push_back(MeasureMachineLimits(bench.pool(), limit_buffer, 1));
+    result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
     for (size_t i = 0; i < plan.cases.size(); ++i) {
       say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
@@ -216,15 +219,16 @@ ValidationResult RunValidation(const ValidationRequest& request, const PresetSto
     // Acceptance is seeded: every repeat realizes the same rounds.
     const SdRealization realized{runs[i].front().sequences_per_round,
                                  runs[i].front().plain_decode_steps};
-    const ExpertActivation* recorded = spec.held_out_shape ? held_out_routing.get() : routing.get();
+    const model::ExpertActivation* recorded =
+        spec.held_out_shape ? held_out_routing.get() : routing.get();
     for (const auto& source : sources) {
-      for (const ExpertActivation* assumed :
-           {recorded, static_cast<const ExpertActivation*>(nullptr)}) {
+      for (const model::ExpertActivation* assumed :
+           {recorded, static_cast<const model::ExpertActivation*>(nullptr)}) {
         const Prediction prediction = Predict(*source, assumed, spec, models, realized);
         CaseResult r;
         r.spec = spec;
         r.cost_source = source->name();
-        r.routing = DescribeActivation(assumed);
+        r.routing = model::DescribeActivation(assumed);
         r.predicted = prediction.value;
         r.measured = measured;
         r.measured_min = *std::min_element(values.begin(), values.end());

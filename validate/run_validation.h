@@ -24,9 +24,9 @@ namespace moelab::validate {
 // recorded routing and with uniform routing) against the median of the runs.
 struct ValidationRequest {
   std::string model = "mixtral-8x7b";
-  ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
+  executor::ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
   std::string draft = "llama-3.2-1b";
-  ShapeOverrides draft_shape;  // draft vocab defaults to the target's
+  executor::ShapeOverrides draft_shape;  // draft vocab defaults to the target's
   bool quick = false;
   std::set<CaseKind> kinds;                      // empty: every kind
   int repeat = 0;                                // runs per case; 0: 3 with --quick, else 5
@@ -59,6 +59,6 @@ struct ValidationResult {
   const ErrorSummary& Headline() const;
 };
 
-ValidationResult RunValidation(const ValidationRequest& request, const PresetStore& presets);
+ValidationResult RunValidation(const ValidationRequest& request, const model::PresetStore& presets);
 
 }  // namespace moelab::validate

@@ -27,8 +27,8 @@ CaseKind CaseKindFromString(const std::string& name) {
                         CaseKind::kOffload}) {
     if (ToString(kind) == name) return kind;
   }
-  throw Error("--cases: unknown case kind '" + name +
-              "' (expected decode, prefill, sd, beam or offload)");
+  throw base::Error("--cases: unknown case kind '" + name +
+                    "' (expected decode, prefill, sd, beam or offload)");
 }
 
 std::string QuantityOf(CaseKind kind) {

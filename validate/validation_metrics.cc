@@ -10,8 +10,8 @@
 namespace moelab::validate {
 
 double Quantile(std::vector<double> values, double q) {
-  if (values.empty()) throw Error("a quantile of no values");
-  if (!(q >= 0 && q <= 1)) throw Error("a quantile must be in [0, 1]");
+  if (values.empty()) throw base::Error("a quantile of no values");
+  if (!(q >= 0 && q <= 1)) throw base::Error("a quantile must be in [0, 1]");
   std::sort(values.begin(), values.end());
   const double position = q * static_cast<double>(values.size() - 1);
   const size_t below = static_cast<size_t>(std::floor(position));
@@ -21,7 +21,7 @@ double Quantile(std::vector<double> values, double q) {
 
 double AbsError(double predicted, double measured) {
   if (!std::isfinite(predicted) || !std::isfinite(measured) || !(measured > 0)) {
-    throw Error("a relative error needs a finite prediction and a positive measurement");
+    throw base::Error("a relative error needs a finite prediction and a positive measurement");
   }
   return std::fabs(predicted - measured) / measured;
 }

@@ -297,21 +297,22 @@ bool GnuplotAvailable() { return std::system("command -v gnuplot >/dev/null 2>&1
 
 bool WriteValidationFolder(const ValidationResult& result, const std::filesystem::path& folder) {
   std::filesystem::create_directories(folder);
-  WriteFileAtomically(folder / "validation.json", ValidationToJson(result).dump(2) + "\n");
+  base::WriteFileAtomically(folder / "validation.json", ValidationToJson(result).dump(2) + "\n");
   std::vector<std::string> time_titles, speedup_titles;
   const std::string time_data =
       ScatterData(result, {CaseKind::kDecode, CaseKind::kPrefill, CaseKind::kBeam}, time_titles);
   const std::string speedup_data = ScatterData(result, {CaseKind::kSd}, speedup_titles);
   std::vector<std::string> scripts;
   if (!time_titles.empty()) {
-    WriteFileAtomically(folder / "predicted-vs-measured-time.dat", time_data);
-    WriteFileAtomically(folder / "predicted-vs-measured-time.gp",
-                        ScatterScript("predicted-vs-measured-time", "seconds", time_titles, true));
+    base::WriteFileAtomically(folder / "predicted-vs-measured-time.dat", time_data);
+    base::WriteFileAtomically(
+        folder / "predicted-vs-measured-time.gp",
+        ScatterScript("predicted-vs-measured-time", "seconds", time_titles, true));
     scripts.push_back("predicted-vs-measured-time.gp");
   }
   if (!speedup_titles.empty()) {
-    WriteFileAtomically(folder / "predicted-vs-measured-speedup.dat", speedup_data);
-    WriteFileAtomically(
+    base::WriteFileAtomically(folder / "predicted-vs-measured-speedup.dat", speedup_data);
+    base::WriteFileAtomically(
         folder / "predicted-vs-measured-speedup.gp",
         ScatterScript("predicted-vs-measured-speedup", "SD speedup", speedup_titles, false));
     scripts.push_back("predicted-vs-measured-speedup.gp");
@@ -329,7 +330,7 @@ bool WriteValidationFolder(const ValidationResult& result, const std::filesystem
     std::ostringstream data, gp;
     for (const auto& [gamma, rows] : by_gamma)
       data << "# gamma " << gamma << ": batch predicted measured min max\n" << rows.str() << "\n\n";
-    WriteFileAtomically(folder / "sd-speedup-vs-batch.dat", data.str());
+    base::WriteFileAtomically(folder / "sd-speedup-vs-batch.dat", data.str());
     for (const char* terminal : {"pngcairo size 900,700", "svg size 900,700"}) {
       const bool png = std::string(terminal).rfind("png", 0) == 0;
       gp << "set terminal " << terminal << "\nset output 'sd-speedup-vs-batch"
@@ -348,7 +349,7 @@ bool WriteValidationFolder(const ValidationResult& result, const std::filesystem
       }
       gp << "\n";
     }
-    WriteFileAtomically(folder / "sd-speedup-vs-batch.gp", gp.str());
+    base::WriteFileAtomically(folder / "sd-speedup-vs-batch.gp", gp.str());
     scripts.push_back("sd-speedup-vs-batch.gp");
   }
   bool rendered = false;
@@ -376,7 +377,7 @@ bool WriteValidationFolder(const ValidationResult& result, const std::filesystem
       markdown += "![" + name + "](" + name + ".svg)\n\n";
     }
   }
-  WriteFileAtomically(folder / "report.md", markdown);
+  base::WriteFileAtomically(folder / "report.md", markdown);
   return rendered;
 }
 

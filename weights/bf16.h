@@ -7,7 +7,7 @@
 // bf16 <-> float live with the kernels (kernels/bf16.h); this adds IEEE fp16 for F16 tensors.
 #include "kernels/bf16.h"
 
-namespace moelab {
+namespace moelab::weights {
 
 inline float HalfToFloat(uint16_t value) {
   const uint32_t sign = static_cast<uint32_t>(value & 0x8000u) << 16;
@@ -23,4 +23,4 @@ inline float HalfToFloat(uint16_t value) {
   return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-}  // namespace moelab
+}  // namespace moelab::weights

@@ -22,7 +22,7 @@
 #include "base/message_text.h"
 #include "weights/bf16.h"
 
-namespace moelab {
+namespace moelab::weights {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -32,10 +32,10 @@ constexpr uint64_t kHeaderLengthBytes = 8;
 constexpr const char* kMetadataKey = "__metadata__";
 constexpr const char* kSupportedDtypes = "BF16, F16, F32";
 
-std::string Describe(const nlohmann::json& value) { return DescribeJsonValue(value); }
+std::string Describe(const nlohmann::json& value) { return base::DescribeJsonValue(value); }
 
 std::string TensorWhere(const std::string& file, const std::string& name) {
-  return file + ": tensor '" + EscapeForMessage(name, 200) + "'";
+  return file + ": tensor '" + base::EscapeForMessage(name, 200) + "'";
 }
 
 bool ParseDtype(const std::string& text, TensorDtype* dtype) {
@@ -58,16 +58,16 @@ uint64_t CheckedSizeBytes(const std::vector<int64_t>& shape, TensorDtype dtype,
   int64_t elements = 1;
   for (const int64_t dim : shape) {
     if (dim < 0) {
-      throw Error(where + ": negative dimension " + std::to_string(dim) + " in shape " +
-                  FormatShape(shape));
+      throw base::Error(where + ": negative dimension " + std::to_string(dim) + " in shape " +
+                        FormatShape(shape));
     }
     if (__builtin_mul_overflow(elements, dim, &elements)) {
-      throw Error(where + ": shape " + FormatShape(shape) + " has too many elements");
+      throw base::Error(where + ": shape " + FormatShape(shape) + " has too many elements");
     }
   }
   int64_t size_bytes = 0;
   if (__builtin_mul_overflow(elements, DtypeSizeBytes(dtype), &size_bytes)) {
-    throw Error(where + ": shape " + FormatShape(shape) + " has too many elements");
+    throw base::Error(where + ": shape " + FormatShape(shape) + " has too many elements");
   }
   return static_cast<uint64_t>(size_bytes);
 }
@@ -122,30 +122,31 @@ SafetensorsFile SafetensorsFile::Open(const std::filesystem::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int error = errno;
-    throw Error(name + ": cannot open safetensors file: " + std::strerror(error));
+    throw base::Error(name + ": cannot open safetensors file: " + std::strerror(error));
   }
-  NoteInputFile(file);
+  base::NoteInputFile(file);
   struct stat status {};
   if (::fstat(fd, &status) != 0) {
     const int error = errno;
     ::close(fd);
-    throw Error(name + ": cannot stat safetensors file: " + std::strerror(error));
+    throw base::Error(name + ": cannot stat safetensors file: " + std::strerror(error));
   }
   if (!S_ISREG(status.st_mode)) {
     ::close(fd);
-    throw Error(name + ": not a regular file");
+    throw base::Error(name + ": not a regular file");
   }
   result.file_size_bytes_ = static_cast<uint64_t>(status.st_size);
   if (result.file_size_bytes_ < kHeaderLengthBytes) {
     ::close(fd);
-    throw Error(name + ": not a safetensors file: " + std::to_string(result.file_size_bytes_) +
-                " bytes, shorter than the 8-byte header length");
+    throw base::Error(name +
+                      ": not a safetensors file: " + std::to_string(result.file_size_bytes_) +
+                      " bytes, shorter than the 8-byte header length");
   }
   void* mapping = ::mmap(nullptr, result.file_size_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_error = errno;
   ::close(fd);
   if (mapping == MAP_FAILED) {
-    throw Error(name + ": cannot memory-map safetensors file: " + std::strerror(map_error));
+    throw base::Error(name + ": cannot memory-map safetensors file: " + std::strerror(map_error));
   }
   result.mapping_ = mapping;  // unmapped by the destructor if the header is refused
   result.ParseHeader();
@@ -186,30 +187,31 @@ void SafetensorsFile::ParseHeader() {
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];
   if (header_bytes > file_size_bytes_ - kHeaderLengthBytes) {
-    throw Error(file + ": header length " + std::to_string(header_bytes) +
-                " bytes exceeds the rest of the file (" +
-                std::to_string(file_size_bytes_ - kHeaderLengthBytes) +
-                " bytes): truncated or not a safetensors file");
+    throw base::Error(file + ": header length " + std::to_string(header_bytes) +
+                      " bytes exceeds the rest of the file (" +
+                      std::to_string(file_size_bytes_ - kHeaderLengthBytes) +
+                      " bytes): truncated or not a safetensors file");
   }
   data_section_begin_ = kHeaderLengthBytes + header_bytes;
   const uint64_t data_section_bytes = file_size_bytes_ - data_section_begin_;
 
-  const nlohmann::json header = ParseJsonText(
+  const nlohmann::json header = base::ParseJsonText(
       std::string_view(reinterpret_cast<const char*>(bytes) + kHeaderLengthBytes, header_bytes),
       file, "safetensors header JSON");
   if (!header.is_object()) {
-    throw Error(file + ": safetensors header must be a JSON object, got " + Describe(header));
+    throw base::Error(file + ": safetensors header must be a JSON object, got " + Describe(header));
   }
 
   for (const auto& [name, entry] : header.items()) {
     if (name == kMetadataKey) {
       if (!entry.is_object()) {
-        throw Error(file + ": '__metadata__' must be an object of strings, got " + Describe(entry));
+        throw base::Error(file + ": '__metadata__' must be an object of strings, got " +
+                          Describe(entry));
       }
       for (const auto& [key, value] : entry.items()) {
         if (!value.is_string()) {
-          throw Error(file + ": '__metadata__' entry '" + key + "' must be a string, got " +
-                      Describe(value));
+          throw base::Error(file + ": '__metadata__' entry '" + key + "' must be a string, got " +
+                            Describe(value));
         }
         metadata_[key] = value.get<std::string>();
       }
@@ -217,31 +219,32 @@ void SafetensorsFile::ParseHeader() {
     }
     const std::string where = TensorWhere(file, name);
     if (!entry.is_object()) {
-      throw Error(where + ": expected an object with dtype, shape and data_offsets, got " +
-                  Describe(entry));
+      throw base::Error(where + ": expected an object with dtype, shape and data_offsets, got " +
+                        Describe(entry));
     }
     for (const char* key : {"dtype", "shape", "data_offsets"}) {
-      if (!entry.contains(key)) throw Error(where + ": missing '" + key + "'");
+      if (!entry.contains(key)) throw base::Error(where + ": missing '" + key + "'");
     }
 
     TensorInfo info;
     info.name = name;
     const nlohmann::json& dtype = entry["dtype"];
     if (!dtype.is_string())
-      throw Error(where + ": 'dtype' must be a string, got " + Describe(dtype));
+      throw base::Error(where + ": 'dtype' must be a string, got " + Describe(dtype));
     if (!ParseDtype(dtype.get<std::string>(), &info.dtype)) {
-      throw Error(where + ": unsupported dtype '" + EscapeForMessage(dtype.get<std::string>()) +
-                  "' (supported: " + kSupportedDtypes + ")");
+      throw base::Error(where + ": unsupported dtype '" +
+                        base::EscapeForMessage(dtype.get<std::string>()) +
+                        "' (supported: " + kSupportedDtypes + ")");
     }
 
     const nlohmann::json& shape = entry["shape"];
     if (!shape.is_array()) {
-      throw Error(where + ": 'shape' must be an array of integers, got " + Describe(shape));
+      throw base::Error(where + ": 'shape' must be an array of integers, got " + Describe(shape));
     }
     for (const nlohmann::json& dim : shape) {
       if (!dim.is_number_integer() ||
           (dim.is_number_unsigned() && dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-        throw Error(where + ": 'shape' must be an array of integers, got " + Describe(shape));
+        throw base::Error(where + ": 'shape' must be an array of integers, got " + Describe(shape));
       }
       info.shape.push_back(dim.get<int64_t>());
     }
@@ -250,25 +253,27 @@ void SafetensorsFile::ParseHeader() {
     const nlohmann::json& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
         !offsets[1].is_number_unsigned()) {
-      throw Error(where + ": 'data_offsets' must be [begin, end] with 0 <= begin <= end, got " +
-                  Describe(offsets));
+      throw base::Error(where +
+                        ": 'data_offsets' must be [begin, end] with 0 <= begin <= end, got " +
+                        Describe(offsets));
     }
     info.data_begin = offsets[0].get<uint64_t>();
     info.data_end = offsets[1].get<uint64_t>();
     if (info.data_begin > info.data_end) {
-      throw Error(where + ": 'data_offsets' must be [begin, end] with 0 <= begin <= end, got " +
-                  Describe(offsets));
+      throw base::Error(where +
+                        ": 'data_offsets' must be [begin, end] with 0 <= begin <= end, got " +
+                        Describe(offsets));
     }
     if (info.data_end > data_section_bytes) {
-      throw Error(where + ": data_offsets " + Describe(offsets) +
-                  " extend past the end of the file (data section is " +
-                  std::to_string(data_section_bytes) + " bytes)");
+      throw base::Error(where + ": data_offsets " + Describe(offsets) +
+                        " extend past the end of the file (data section is " +
+                        std::to_string(data_section_bytes) + " bytes)");
     }
     if (info.data_end - info.data_begin != expected_bytes) {
-      throw Error(where + ": data_offsets " + Describe(offsets) + " span " +
-                  std::to_string(info.data_end - info.data_begin) + " bytes, but shape " +
-                  FormatShape(info.shape) + " of " + ToString(info.dtype) + " needs " +
-                  std::to_string(expected_bytes) + " bytes");
+      throw base::Error(where + ": data_offsets " + Describe(offsets) + " span " +
+                        std::to_string(info.data_end - info.data_begin) + " bytes, but shape " +
+                        FormatShape(info.shape) + " of " + ToString(info.dtype) + " needs " +
+                        std::to_string(expected_bytes) + " bytes");
     }
     tensors_.emplace(name, std::move(info));
   }
@@ -287,10 +292,11 @@ void SafetensorsFile::CheckNoOverlap(const std::string& file) const {
     const TensorInfo& before = *by_offset[i - 1];
     const TensorInfo& after = *by_offset[i];
     if (after.data_begin < before.data_end) {
-      throw Error(TensorWhere(file, after.name) + ": data_offsets [" +
-                  std::to_string(after.data_begin) + ", " + std::to_string(after.data_end) +
-                  "] overlap tensor '" + EscapeForMessage(before.name) + "' [" +
-                  std::to_string(before.data_begin) + ", " + std::to_string(before.data_end) + "]");
+      throw base::Error(TensorWhere(file, after.name) + ": data_offsets [" +
+                        std::to_string(after.data_begin) + ", " + std::to_string(after.data_end) +
+                        "] overlap tensor '" + base::EscapeForMessage(before.name) + "' [" +
+                        std::to_string(before.data_begin) + ", " + std::to_string(before.data_end) +
+                        "]");
     }
   }
 }
@@ -299,7 +305,7 @@ bool SafetensorsFile::Has(const std::string& name) const { return tensors_.conta
 
 const TensorInfo& SafetensorsFile::Info(const std::string& name) const {
   const auto found = tensors_.find(name);
-  if (found == tensors_.end()) throw Error(TensorWhere(path_.string(), name) + " not found");
+  if (found == tensors_.end()) throw base::Error(TensorWhere(path_.string(), name) + " not found");
   return found->second;
 }
 
@@ -314,8 +320,8 @@ const TensorInfo& SafetensorsFile::CheckedInfo(const std::string& name,
                                                const std::vector<int64_t>& expected_shape) const {
   const TensorInfo& info = Info(name);
   if (info.shape != expected_shape) {
-    throw Error(TensorWhere(path_.string(), name) + ": expected shape " +
-                FormatShape(expected_shape) + ", file has " + FormatShape(info.shape));
+    throw base::Error(TensorWhere(path_.string(), name) + ": expected shape " +
+                      FormatShape(expected_shape) + ", file has " + FormatShape(info.shape));
   }
   return info;
 }
@@ -338,14 +344,14 @@ void SafetensorsFile::ReadBf16(const std::string& name, const std::vector<int64_
       for (size_t i = 0; i < count; ++i) {
         uint16_t half = 0;
         std::memcpy(&half, data + i * sizeof(half), sizeof(half));
-        out[i] = FloatToBf16(HalfToFloat(half));
+        out[i] = kernels::FloatToBf16(HalfToFloat(half));
       }
       return;
     case TensorDtype::kF32:
       for (size_t i = 0; i < count; ++i) {
         float value = 0;
         std::memcpy(&value, data + i * sizeof(value), sizeof(value));
-        out[i] = FloatToBf16(value);
+        out[i] = kernels::FloatToBf16(value);
       }
       return;
   }
@@ -362,7 +368,7 @@ void SafetensorsFile::ReadF32(const std::string& name, const std::vector<int64_t
       for (size_t i = 0; i < count; ++i) {
         uint16_t bf16 = 0;
         std::memcpy(&bf16, data + i * sizeof(bf16), sizeof(bf16));
-        out[i] = Bf16ToFloat(bf16);
+        out[i] = kernels::Bf16ToFloat(bf16);
       }
       return;
     case TensorDtype::kF16:
@@ -386,7 +392,7 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(file_or_folder, error);
   if (!std::filesystem::exists(status)) {
-    throw Error(file_or_folder.string() + ": no such safetensors file or folder");
+    throw base::Error(file_or_folder.string() + ": no such safetensors file or folder");
   }
   std::filesystem::path single_file = file_or_folder;
   if (std::filesystem::is_directory(status)) {
@@ -395,8 +401,8 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
     if (std::filesystem::exists(index)) {
       model.index_file_ = index;
     } else if (!std::filesystem::exists(single_file)) {
-      throw Error(file_or_folder.string() +
-                  ": no model.safetensors or model.safetensors.index.json in this folder");
+      throw base::Error(file_or_folder.string() +
+                        ": no model.safetensors or model.safetensors.index.json in this folder");
     }
   }
 
@@ -407,9 +413,9 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
   }
 
   const std::string index_name = model.index_file_.string();
-  const nlohmann::json index_json = JsonReader::ParseFile(model.index_file_);
-  const JsonReader weight_map = JsonReader(index_json, index_name).Object("weight_map");
-  if (weight_map.json().empty()) throw Error(index_name + ": field 'weight_map' is empty");
+  const nlohmann::json index_json = base::JsonReader::ParseFile(model.index_file_);
+  const base::JsonReader weight_map = base::JsonReader(index_json, index_name).Object("weight_map");
+  if (weight_map.json().empty()) throw base::Error(index_name + ": field 'weight_map' is empty");
   std::map<std::string, size_t> shard_of_name;
   for (const auto& [tensor, shard] : weight_map.json().items()) {
     if (!shard.is_string() || shard.get<std::string>().empty()) {
@@ -422,25 +428,26 @@ SafetensorsModel SafetensorsModel::Open(const std::filesystem::path& file_or_fol
     const bool climbs = std::any_of(shard_relative.begin(), shard_relative.end(),
                                     [](const std::filesystem::path& part) { return part == ".."; });
     if (shard_relative.is_absolute() || climbs) {
-      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor) +
-                  "' to shard '" + EscapeForMessage(shard_name) +
-                  "', which is outside the index's folder");
+      throw base::Error(index_name + ": weight_map maps tensor '" + base::EscapeForMessage(tensor) +
+                        "' to shard '" + base::EscapeForMessage(shard_name) +
+                        "', which is outside the index's folder");
     }
     auto found = shard_of_name.find(shard_name);
     if (found == shard_of_name.end()) {
       const std::filesystem::path shard_path = file_or_folder / shard_name;
       if (!std::filesystem::is_regular_file(shard_path)) {
-        throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) +
-                    "' to shard '" + EscapeForMessage(shard_name, 200) +
-                    "', which does not exist (" + EscapeForMessage(shard_path.string(), 400) + ")");
+        throw base::Error(index_name + ": weight_map maps tensor '" +
+                          base::EscapeForMessage(tensor, 200) + "' to shard '" +
+                          base::EscapeForMessage(shard_name, 200) + "', which does not exist (" +
+                          base::EscapeForMessage(shard_path.string(), 400) + ")");
       }
       model.files_.push_back(SafetensorsFile::Open(shard_path));
       found = shard_of_name.emplace(shard_name, model.files_.size() - 1).first;
     }
     if (!model.files_[found->second].Has(tensor)) {
-      throw Error(index_name + ": weight_map maps tensor '" + EscapeForMessage(tensor, 200) +
-                  "' to shard '" + EscapeForMessage(shard_name, 200) +
-                  "', which does not contain it");
+      throw base::Error(index_name + ": weight_map maps tensor '" +
+                        base::EscapeForMessage(tensor, 200) + "' to shard '" +
+                        base::EscapeForMessage(shard_name, 200) + "', which does not contain it");
     }
     model.file_of_tensor_[tensor] = found->second;
   }
@@ -452,7 +459,7 @@ const SafetensorsFile& SafetensorsModel::FileOf(const std::string& name) const {
   if (found == file_of_tensor_.end()) {
     const std::string where =
         index_file_.empty() ? files_.front().path().string() : index_file_.string();
-    throw Error(TensorWhere(where, name) + " not found");
+    throw base::Error(TensorWhere(where, name) + " not found");
   }
   return files_[found->second];
 }
@@ -485,11 +492,11 @@ void SafetensorsModel::ReadF32(const std::string& name, const std::vector<int64_
 void SafetensorsWriter::Add(const std::string& name, TensorDtype dtype, std::vector<int64_t> shape,
                             const void* data) {
   const std::string where = "SafetensorsWriter: tensor '" + name + "'";
-  if (name.empty()) throw Error("SafetensorsWriter: empty tensor name");
-  if (name == kMetadataKey) throw Error(where + ": the name is reserved for metadata");
-  if (tensors_.contains(name)) throw Error(where + ": added twice");
+  if (name.empty()) throw base::Error("SafetensorsWriter: empty tensor name");
+  if (name == kMetadataKey) throw base::Error(where + ": the name is reserved for metadata");
+  if (tensors_.contains(name)) throw base::Error(where + ": added twice");
   const uint64_t size_bytes = CheckedSizeBytes(shape, dtype, where);
-  if (size_bytes > 0 && data == nullptr) throw Error(where + ": no data");
+  if (size_bytes > 0 && data == nullptr) throw base::Error(where + ": no data");
   Entry entry{dtype, std::move(shape), std::vector<std::byte>(size_bytes)};
   if (size_bytes > 0) std::memcpy(entry.bytes.data(), data, size_bytes);
   tensors_.emplace(name, std::move(entry));
@@ -501,10 +508,10 @@ void SafetensorsWriter::AddBf16FromFloat(const std::string& name, std::vector<in
       CheckedSizeBytes(shape, TensorDtype::kBf16, "SafetensorsWriter: tensor '" + name + "'");
   const size_t count = size_bytes / sizeof(uint16_t);
   if (count > 0 && values == nullptr) {
-    throw Error("SafetensorsWriter: tensor '" + name + "': no data");
+    throw base::Error("SafetensorsWriter: tensor '" + name + "': no data");
   }
   std::vector<uint16_t> converted(count);
-  for (size_t i = 0; i < count; ++i) converted[i] = FloatToBf16(values[i]);
+  for (size_t i = 0; i < count; ++i) converted[i] = kernels::FloatToBf16(values[i]);
   Add(name, TensorDtype::kBf16, std::move(shape), converted.data());
 }
 
@@ -531,7 +538,7 @@ void SafetensorsWriter::Write(const std::filesystem::path& file) const {
         static_cast<unsigned char>(static_cast<uint64_t>(header_text.size()) >> (8 * i));
   }
 
-  WriteFileAtomically(file, [&](std::ostream& out) {
+  base::WriteFileAtomically(file, [&](std::ostream& out) {
     out.write(reinterpret_cast<const char*>(length_bytes), sizeof(length_bytes));
     out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
     for (const auto& [name, entry] : tensors_) {
@@ -541,4 +548,4 @@ void SafetensorsWriter::Write(const std::filesystem::path& file) const {
   });
 }
 
-}  // namespace moelab
+}  // namespace moelab::weights

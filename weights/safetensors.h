@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace moelab {
+namespace moelab::weights {
 
 // Reading (and, for tests and tools, writing) Hugging Face safetensors weight files
 // (https://github.com/huggingface/safetensors): an 8-byte little-endian header length N, N bytes of
@@ -139,4 +139,4 @@ class SafetensorsWriter {
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace moelab
+}  // namespace moelab::weights

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 
 AsyncExpertReader::AsyncExpertReader(const ExpertStore& store, int threads) : store_(store) {
   for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
@@ -90,4 +90,4 @@ void AsyncExpertReader::Work() {
   }
 }
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -9,7 +9,7 @@
 
 #include "executor/offload/expert_store.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 
 // Reads experts from the store on a few threads of their own (blocked in the kernel most of the
 // time, so they do not compete with the compute threads), in the simulator's order: demand reads
@@ -58,4 +58,4 @@ class AsyncExpertReader {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -4,7 +4,7 @@
 
 #include "base/hash.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 namespace {
 
 constexpr uint64_t kPrime1 = 0x9e3779b185ebca87ULL;
@@ -31,10 +31,11 @@ uint64_t Checksum64(std::span<const std::byte> bytes) {
   for (; left >= 32; left -= 32, p += 32) {
     for (int i = 0; i < 4; ++i) lanes[i] = Round(lanes[i], Load(p + 8 * i));
   }
-  uint64_t hash = Mix64(lanes[0] ^ Mix64(lanes[1] ^ Mix64(lanes[2] ^ Mix64(lanes[3]))));
-  for (; left >= 8; left -= 8, p += 8) hash = Mix64(hash ^ Load(p));
-  for (; left > 0; --left, ++p) hash = Mix64(hash ^ static_cast<uint64_t>(*p));
-  return Mix64(hash ^ bytes.size());
+  uint64_t hash =
+      base::Mix64(lanes[0] ^ base::Mix64(lanes[1] ^ base::Mix64(lanes[2] ^ base::Mix64(lanes[3]))));
+  for (; left >= 8; left -= 8, p += 8) hash = base::Mix64(hash ^ Load(p));
+  for (; left > 0; --left, ++p) hash = base::Mix64(hash ^ static_cast<uint64_t>(*p));
+  return base::Mix64(hash ^ bytes.size());
 }
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

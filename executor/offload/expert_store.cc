@@ -15,7 +15,7 @@
 #include "base/error.h"
 #include "executor/offload/checksum.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 namespace fs = std::filesystem;
 namespace {
 
@@ -127,8 +127,8 @@ std::unique_ptr<ExpertStore> ExpertStore::Open(const fs::path& dir, const Expert
   {
     std::ifstream in(manifest_path);
     if (!in)
-      throw Error(manifest_path.string() +
-                  ": cannot read the expert store manifest: " + Reason(errno));
+      throw base::Error(manifest_path.string() +
+                        ": cannot read the expert store manifest: " + Reason(errno));
     manifest = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }
   if (manifest.is_discarded() || !manifest.is_object() ||
@@ -165,7 +165,7 @@ std::unique_ptr<ExpertStore> ExpertStore::Open(const fs::path& dir, const Expert
     store->fd_ = ::open(data_path.c_str(), O_RDONLY | O_CLOEXEC);
   }
   if (store->fd_ < 0)
-    throw Error(data_path.string() + ": cannot open the expert store: " + Reason(errno));
+    throw base::Error(data_path.string() + ": cannot open the expert store: " + Reason(errno));
   return store;
 }
 
@@ -176,14 +176,14 @@ ExpertStore::~ExpertStore() {
 void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
                        FfnWeights& out) const {
   if (layer < 0 || layer >= key_.moe_layers || expert < 0 || expert >= key_.experts) {
-    throw Error(data_path_.string() + ": no " + ExpertName(layer, expert) + " in this store");
+    throw base::Error(data_path_.string() + ": no " + ExpertName(layer, expert) + " in this store");
   }
   const std::span<std::byte> gate_up = out.gate_up.MutableStorage();
   const std::span<std::byte> down = out.down.MutableStorage();
   if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes ||
       static_cast<int64_t>(down.size()) != key_.down_bytes || buffer.size() < key_.block_bytes()) {
-    throw Error(data_path_.string() + ": reading " + ExpertName(layer, expert) +
-                " into a buffer of another shape or format (an offload runtime bug)");
+    throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) +
+                      " into a buffer of another shape or format (an offload runtime bug)");
   }
   const int64_t index = layer * key_.experts + expert;
   const int64_t block = key_.block_bytes();
@@ -193,21 +193,21 @@ void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
         ::pread(fd_, buffer.data() + done, static_cast<size_t>(block - done), index * block + done);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " +
-                  Reason(errno));
+      throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " +
+                        Reason(errno));
     }
     if (got == 0) {
-      throw Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) +
-                  " ends at byte " + std::to_string(index * block + done) +
-                  " (delete the file to rebuild the store)");
+      throw base::Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) +
+                        " ends at byte " + std::to_string(index * block + done) +
+                        " (delete the file to rebuild the store)");
     }
     done += got;
   }
   const std::span<const std::byte> payload(buffer.data(),
                                            static_cast<size_t>(key_.payload_bytes()));
   if (Checksum64(payload) != checksums_[static_cast<size_t>(index)]) {
-    throw Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
-                ": the file is corrupted (delete it to rebuild the store)");
+    throw base::Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
+                      ": the file is corrupted (delete it to rebuild the store)");
   }
   std::memcpy(gate_up.data(), payload.data(), gate_up.size());
   std::memcpy(down.data(), payload.data() + gate_up.size(), down.size());
@@ -218,22 +218,23 @@ ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& 
   std::error_code error;
   fs::create_directories(dir, error);
   if (error)
-    throw Error("--offload-dir " + dir.string() + ": cannot create the folder: " + error.message());
+    throw base::Error("--offload-dir " + dir.string() +
+                      ": cannot create the folder: " + error.message());
   // The old manifest goes first: from here until Commit no manifest vouches for the data file.
   fs::remove(StoreManifestPath(dir, key), error);
   if (error)
-    throw Error("--offload-dir " + dir.string() +
-                ": cannot remove the old manifest: " + error.message());
+    throw base::Error("--offload-dir " + dir.string() +
+                      ": cannot remove the old manifest: " + error.message());
   temp_path_ = dir / ("." + StoreDataPath(dir, key).filename().string() + ".tmp-" +
                       std::to_string(::getpid()));
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw Error("--offload-dir " + dir.string() +
-                ": cannot write the expert store: " + Reason(errno));
+    throw base::Error("--offload-dir " + dir.string() +
+                      ": cannot write the expert store: " + Reason(errno));
   const int64_t total = ExpertCount(key) * key.block_bytes();
   if (const int status = ::posix_fallocate(fd_, 0, total); status != 0) {
-    throw Error("--offload-dir " + dir.string() + ": cannot reserve " + std::to_string(total) +
-                " bytes for the expert store: " + Reason(status));
+    throw base::Error("--offload-dir " + dir.string() + ": cannot reserve " +
+                      std::to_string(total) + " bytes for the expert store: " + Reason(status));
   }
   std::memset(block_.data(), 0, static_cast<size_t>(block_.size()));
 }
@@ -248,15 +249,15 @@ ExpertStoreWriter::~ExpertStoreWriter() {
 
 void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& weights) {
   if (layer * key_.experts + expert != next_) {
-    throw Error("expert store: experts must be added in (layer, expert) order; got " +
-                ExpertName(layer, expert));
+    throw base::Error("expert store: experts must be added in (layer, expert) order; got " +
+                      ExpertName(layer, expert));
   }
   const std::span<const std::byte> gate_up = weights.gate_up.Storage();
   const std::span<const std::byte> down = weights.down.Storage();
   if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes ||
       static_cast<int64_t>(down.size()) != key_.down_bytes) {
-    throw Error("expert store: " + ExpertName(layer, expert) +
-                " has another shape or format than the store");
+    throw base::Error("expert store: " + ExpertName(layer, expert) +
+                      " has another shape or format than the store");
   }
   std::memcpy(block_.data(), gate_up.data(), gate_up.size());
   std::memcpy(block_.data() + gate_up.size(), down.data(), down.size());
@@ -268,7 +269,7 @@ void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& wei
                                    next_ * block + done);
     if (wrote < 0) {
       if (errno == EINTR) continue;
-      throw Error(temp_path_.string() + ": writing the expert store: " + Reason(errno));
+      throw base::Error(temp_path_.string() + ": writing the expert store: " + Reason(errno));
     }
     done += wrote;
   }
@@ -277,16 +278,16 @@ void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& wei
 
 void ExpertStoreWriter::Commit() {
   if (next_ != ExpertCount(key_)) {
-    throw Error("expert store: " + std::to_string(next_) + " of " +
-                std::to_string(ExpertCount(key_)) + " experts written before commit");
+    throw base::Error("expert store: " + std::to_string(next_) + " of " +
+                      std::to_string(ExpertCount(key_)) + " experts written before commit");
   }
-  if (::fsync(fd_) != 0) throw Error(temp_path_.string() + ": fsync: " + Reason(errno));
+  if (::fsync(fd_) != 0) throw base::Error(temp_path_.string() + ": fsync: " + Reason(errno));
   ::close(fd_);
   fd_ = -1;
   const fs::path data_path = StoreDataPath(dir_, key_);
   if (::rename(temp_path_.c_str(), data_path.c_str()) != 0) {
-    throw Error(data_path.string() +
-                ": cannot rename the expert store into place: " + Reason(errno));
+    throw base::Error(data_path.string() +
+                      ": cannot rename the expert store into place: " + Reason(errno));
   }
   temp_path_.clear();
   nlohmann::json manifest = {{"schema", kExpertStoreSchema},
@@ -302,7 +303,7 @@ void ExpertStoreWriter::Commit() {
                        {"checksum", Hex(checksums_[static_cast<size_t>(index)])}});
   }
   manifest["experts"] = experts;
-  WriteFileAtomically(StoreManifestPath(dir_, key_), manifest.dump(1) + "\n");
+  base::WriteFileAtomically(StoreManifestPath(dir_, key_), manifest.dump(1) + "\n");
 }
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -9,7 +9,7 @@
 
 #include "executor/weights.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 
 // The slow tier of the offload runtime: every routed expert's weights written once to one file, one
 // 4096-byte-aligned contiguous block per expert (gate_up's stored bytes, then down's, in the
@@ -128,4 +128,4 @@ std::filesystem::path StoreDataPath(const std::filesystem::path& dir, const Expe
 std::filesystem::path StoreManifestPath(const std::filesystem::path& dir,
                                         const ExpertStoreKey& key);
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -7,7 +7,7 @@
 #include "policies/registry.h"
 #include "policies/semantic_embedding.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -27,13 +27,14 @@ std::string Megabytes(double bytes) {
 }  // namespace
 
 void OffloadOptions::Validate() const {
-  if (policy.empty()) throw Error("--offload: name an offload policy");
+  if (policy.empty()) throw base::Error("--offload: name an offload policy");
   if (expert_memory_bytes < 1)
-    throw Error("--expert-memory must be at least 1 byte, got " +
-                std::to_string(expert_memory_bytes));
+    throw base::Error("--expert-memory must be at least 1 byte, got " +
+                      std::to_string(expert_memory_bytes));
   if (reader_threads < 1)
-    throw Error("--offload-readers must be at least 1, got " + std::to_string(reader_threads));
-  if (semantic_dim < 1) throw Error("offload: semantic_dim must be at least 1");
+    throw base::Error("--offload-readers must be at least 1, got " +
+                      std::to_string(reader_threads));
+  if (semantic_dim < 1) throw base::Error("offload: semantic_dim must be at least 1");
 }
 
 nlohmann::json OffloadStats::ToJson() const {
@@ -85,9 +86,9 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
       reader_(std::make_unique<AsyncExpertReader>(store, options.reader_threads)) {
   options.Validate();
   if (!config.is_moe())
-    throw Error("--offload moves routed experts; model '" + config.name + "' is dense");
+    throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
   if (options.policy == "fiddler") {
-    throw Error(
+    throw base::Error(
         "--offload fiddler: Fiddler runs experts on a second compute device (the CPU next to a "
         "GPU) "
         "while the first holds the cache; this executor has only the CPU, so use on-demand, "
@@ -96,11 +97,11 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   const int64_t expert_bytes = store.key().payload_bytes();
   const int64_t fit = options.expert_memory_bytes / expert_bytes;
   if (fit < config.top_k) {
-    throw Error("--expert-memory " + std::to_string(options.expert_memory_bytes) + " bytes holds " +
-                std::to_string(fit) + " experts of " +
-                Megabytes(static_cast<double>(expert_bytes)) + ", fewer than one layer's top-" +
-                std::to_string(config.top_k) + " (" + std::to_string(config.top_k * expert_bytes) +
-                " bytes at least)");
+    throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
+                      " bytes holds " + std::to_string(fit) + " experts of " +
+                      Megabytes(static_cast<double>(expert_bytes)) +
+                      ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
+                      std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
   policies::OffloadSetup setup;
   setup.num_layers = config.num_layers;
@@ -117,7 +118,7 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   setup.seed = options.seed;
   try {
     policy_ = policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
     std::string message = e.what();
     for (const auto& [from, to] :
@@ -128,17 +129,17 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
         message.replace(at, from.size(), to);
       }
     }
-    throw Error(message);
+    throw base::Error(message);
   }
   needs_ = policy_->Needs();
   const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
   if (!policy_->IgnoresMemoryLimit() &&
       static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
           setup.accelerator_bytes) {
-    throw Error("--expert-memory: policy '" + options.policy + "' asks for " +
-                std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
-                ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
+    throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
+                      std::to_string(slots) + " cached experts and " + std::to_string(staging) +
+                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
   stats_.policy = policy_->Name();
@@ -228,7 +229,7 @@ void OffloadRuntime::Drop(ExpertRef ref) {
     return;
   }
   if (slot.buffer < 0)
-    throw Error("offload runtime: dropping an expert that is not in RAM (a runtime bug)");
+    throw base::Error("offload runtime: dropping an expert that is not in RAM (a runtime bug)");
   if (in_use_[static_cast<size_t>(slot.buffer)]) {
     deferred_free_.push_back(slot.buffer);
   } else {
@@ -305,7 +306,8 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand,
     const Slot& slot = slots_[Flat(layer, d.expert)];
     if (slot.buffer >= 0) in_use_[static_cast<size_t>(slot.buffer)] = 1;
     if (slot.buffer == kPending)
-      throw Error("offload runtime: a read still waits for a buffer at its layer (a runtime bug)");
+      throw base::Error(
+          "offload runtime: a read still waits for a buffer at its layer (a runtime bug)");
   }
   run_order.clear();
   // Plain hits first, then the rest in the policy's order (as the simulator's engine).
@@ -382,8 +384,8 @@ const FfnWeights& OffloadRuntime::Acquire(int32_t /*moe_layer*/, int32_t expert)
     const auto it = std::find_if(pending_.begin(), pending_.end(),
                                  [&](const PendingLoad& p) { return p.ref == ref; });
     if (it == pending_.end())
-      throw Error("offload runtime: expert " + std::to_string(expert) +
-                  " acquired without a read (a runtime bug)");
+      throw base::Error("offload runtime: expert " + std::to_string(expert) +
+                        " acquired without a read (a runtime bug)");
     const PendingLoad load = *it;
     pending_.erase(it);
     const int32_t buffer = TakeBuffer();
@@ -472,9 +474,9 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
   prepared.build_s = Since(start);
   prepared.store = ExpertStore::Open(dir, key);
   if (!prepared.store)
-    throw Error(StoreManifestPath(dir, key).string() +
-                ": the expert store just written does not open");
+    throw base::Error(StoreManifestPath(dir, key).string() +
+                      ": the expert store just written does not open");
   return prepared;
 }
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -17,7 +17,7 @@
 #include "policies/offload_policy.h"
 #include "policies/plan_checker.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 
 // The executor's offload runtime on a CPU-only machine: routed experts live in the expert store
 // (storage, the slow tier) and a RAM expert cache of `expert_memory_bytes` (the fast tier) holds
@@ -41,7 +41,7 @@ struct OffloadOptions {
   // What the policies may know before the first token (OffloadSetup): calibration popularity
   // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes them from
   // --offload-calibration (the routing sim offload calibrates on), none without it.
-  PopularityTable popularity;
+  model::PopularityTable popularity;
   std::vector<policies::OffloadSetup::ExpertMap> history;
   int64_t semantic_dim = 16;  // fMoE's seeded per-request embeddings
   uint64_t seed = 0;
@@ -162,4 +162,4 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
                                  const std::filesystem::path& dir,
                                  const std::function<void(ExpertStoreWriter&)>& write_experts);
 
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -27,10 +27,10 @@ inline double Popularity(const OffloadSetup& setup, int64_t layer, int64_t exper
 }
 
 // The popularity table, or a flat one (ties then fall back to layer, expert order).
-inline PopularityTable PopularityOrFlat(const OffloadSetup& setup) {
+inline model::PopularityTable PopularityOrFlat(const OffloadSetup& setup) {
   if (!setup.popularity.empty()) return setup.popularity;
-  return PopularityTable(static_cast<size_t>(setup.num_moe_layers),
-                         std::vector<double>(static_cast<size_t>(setup.num_experts), 1.0));
+  return model::PopularityTable(static_cast<size_t>(setup.num_moe_layers),
+                                std::vector<double>(static_cast<size_t>(setup.num_experts), 1.0));
 }
 
 // A decision with no fetch target, eviction or promotion.

@@ -30,7 +30,7 @@ class FiddlerPolicy : public OffloadPolicy {
         on_accelerator_(static_cast<size_t>(setup.num_moe_layers * setup.num_experts), 0) {
     const double budget = setup.ExpertBudgetBytes(setup.num_layers, staging_);
     if (budget < 0) {
-      throw Error(
+      throw base::Error(
           "policy 'fiddler': the non-expert weights, KV cache and " + std::to_string(staging_) +
           " staging buffer(s) need " + GigaBytes(setup.accelerator_bytes - budget) +
           " of accelerator memory, the accelerator has " + GigaBytes(setup.accelerator_bytes));
@@ -41,15 +41,16 @@ class FiddlerPolicy : public OffloadPolicy {
 
   std::string Name() const override { return "fiddler"; }
   std::vector<std::pair<std::string, double>> ResolvedOptions() const override {
-    return {{"staging_buffers", static_cast<double>(staging_)},
-            {"crossover_tokens", static_cast<double>(FiddlerCrossoverTokens(setup_.latency))}};
+    return {
+        {"staging_buffers", static_cast<double>(staging_)},
+        {"crossover_tokens", static_cast<double>(model::FiddlerCrossoverTokens(setup_.latency))}};
   }
   int64_t StagingBuffersUsed() const override { return staging_; }
   int64_t ExpertSlots() const override { return slots_; }
 
   std::vector<ExpertRef> InitialPlacement() override {
     std::vector<ExpertRef> placed;
-    for (const ExpertId& id : PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
+    for (const model::ExpertId& id : model::PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
       on_accelerator_[static_cast<size_t>(FlatIndex(setup_, id.layer, id.expert))] = 1;
       placed.push_back({static_cast<int32_t>(id.layer), static_cast<int32_t>(id.expert)});
     }
@@ -61,15 +62,15 @@ class FiddlerPolicy : public OffloadPolicy {
       const bool placed =
           on_accelerator_[static_cast<size_t>(FlatIndex(setup_, demand.layer, d.expert))];
       ExpertDecision decision = Decide(d.expert, ExpertAction::kResident);
-      switch (FiddlerDecide(setup_.latency, d.tokens, placed)) {
-        case ExpertExecution::kSkip:  // tokens >= 1 for every demanded expert
-        case ExpertExecution::kGpuResident:
+      switch (model::FiddlerDecide(setup_.latency, d.tokens, placed)) {
+        case model::ExpertExecution::kSkip:  // tokens >= 1 for every demanded expert
+        case model::ExpertExecution::kGpuResident:
           break;
-        case ExpertExecution::kCopyWeightsThenGpu:
+        case model::ExpertExecution::kCopyWeightsThenGpu:
           decision.action = ExpertAction::kFetch;
           decision.target = FetchTarget::kTransient;
           break;
-        case ExpertExecution::kCpu:
+        case model::ExpertExecution::kCpu:
           decision.action = ExpertAction::kCpu;
           break;
       }

@@ -80,15 +80,15 @@ class FmoePolicy : public OffloadPolicy {
         freq_(static_cast<size_t>(layers_ * experts_), 1.0),
         current_(static_cast<size_t>(layers_ * experts_), 0.0f) {
     if (distance_ >= layers_ && layers_ > 1) {
-      throw Error("--prefetch-distance " + std::to_string(distance_) + " must be below the " +
-                  std::to_string(layers_) + " MoE layers");
+      throw base::Error("--prefetch-distance " + std::to_string(distance_) + " must be below the " +
+                        std::to_string(layers_) + " MoE layers");
     }
     slots_ = std::min(setup.ExpertSlots(setup.num_layers, 0), layers_ * experts_);
     if (slots_ < 1) {
-      throw Error("policy 'fmoe': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
-                  ") leaves no room for a single expert of " +
-                  GigaBytes(static_cast<double>(setup.expert_bytes)) +
-                  " after the non-expert weights and KV cache; raise --accelerator-memory");
+      throw base::Error("policy 'fmoe': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
+                        ") leaves no room for a single expert of " +
+                        GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                        " after the non-expert weights and KV cache; raise --accelerator-memory");
     }
     for (const OffloadSetup::ExpertMap& map : setup.history) {
       if (store_.size() >= kStoreCapacity) break;
@@ -105,7 +105,7 @@ class FmoePolicy : public OffloadPolicy {
 
   std::vector<ExpertRef> InitialPlacement() override {
     std::vector<ExpertRef> placed;
-    for (const ExpertId& id : PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
+    for (const model::ExpertId& id : model::PlaceByPopularity(PopularityOrFlat(setup_), slots_)) {
       Cache(FlatIndex(setup_, id.layer, id.expert));
       placed.push_back({static_cast<int32_t>(id.layer), static_cast<int32_t>(id.expert)});
     }

@@ -50,37 +50,37 @@ class LruPrefetchPolicy : public OffloadPolicy {
         staging_(*kStagingBuffersOption.Resolve(options, setup)) {
     const int64_t experts = setup.num_experts;
     if (prefetch_ > experts) {
-      throw Error("--prefetch " + std::to_string(prefetch_) + " exceeds the " +
-                  std::to_string(experts) + " experts of a layer");
+      throw base::Error("--prefetch " + std::to_string(prefetch_) + " exceeds the " +
+                        std::to_string(experts) + " experts of a layer");
     }
     if (prefetch_ > staging_) {
-      throw Error("--prefetch " + std::to_string(prefetch_) +
-                  " needs as many staging buffers, but " + "--staging-buffers is " +
-                  std::to_string(staging_));
+      throw base::Error("--prefetch " + std::to_string(prefetch_) +
+                        " needs as many staging buffers, but " + "--staging-buffers is " +
+                        std::to_string(staging_));
     }
     const int64_t slots = setup.ExpertSlots(setup.num_layers, staging_);
     const int64_t per_layer = std::min(experts, slots / setup.num_moe_layers);
     if (const std::optional<int64_t> k = kCachePerLayerOption.Resolve(options, setup)) {
       k_ = *k;
       if (k_ > per_layer) {
-        throw Error("--cache-per-layer " + std::to_string(k_) + ": " +
-                    std::to_string(k_ * setup.num_moe_layers) + " cached experts of " +
-                    GigaBytes(static_cast<double>(setup.expert_bytes)) + " plus " +
-                    std::to_string(staging_) +
-                    " staging buffers do not fit in accelerator memory (" +
-                    GigaBytes(setup.accelerator_bytes) + "); at most " + std::to_string(per_layer) +
-                    " per layer fit");
+        throw base::Error("--cache-per-layer " + std::to_string(k_) + ": " +
+                          std::to_string(k_ * setup.num_moe_layers) + " cached experts of " +
+                          GigaBytes(static_cast<double>(setup.expert_bytes)) + " plus " +
+                          std::to_string(staging_) +
+                          " staging buffers do not fit in accelerator memory (" +
+                          GigaBytes(setup.accelerator_bytes) + "); at most " +
+                          std::to_string(per_layer) + " per layer fit");
       }
     } else {
       k_ = per_layer;
       if (k_ < 1) {
-        throw Error("policy 'lru-prefetch': accelerator memory (" +
-                    GigaBytes(setup.accelerator_bytes) + ") does not hold one expert per layer (" +
-                    std::to_string(setup.num_moe_layers) + " x " +
-                    GigaBytes(static_cast<double>(setup.expert_bytes)) + ") plus " +
-                    std::to_string(staging_) +
-                    " staging buffers after the non-expert weights; "
-                    "raise --accelerator-memory or lower --staging-buffers");
+        throw base::Error(
+            "policy 'lru-prefetch': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
+            ") does not hold one expert per layer (" + std::to_string(setup.num_moe_layers) +
+            " x " + GigaBytes(static_cast<double>(setup.expert_bytes)) + ") plus " +
+            std::to_string(staging_) +
+            " staging buffers after the non-expert weights; "
+            "raise --accelerator-memory or lower --staging-buffers");
       }
     }
     for (int64_t layer = 0; layer < setup.num_moe_layers; ++layer) {

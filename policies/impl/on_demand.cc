@@ -19,10 +19,11 @@ class OnDemandPolicy : public OffloadPolicy {
         slots_(setup.ExpertSlots(setup.num_layers, 0)),
         lru_(setup.num_moe_layers * setup.num_experts) {
     if (slots_ < 1) {
-      throw Error("policy 'on-demand': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
-                  ") leaves no room for a single expert of " +
-                  GigaBytes(static_cast<double>(setup.expert_bytes)) +
-                  " after the non-expert weights and KV cache; raise --accelerator-memory");
+      throw base::Error("policy 'on-demand': accelerator memory (" +
+                        GigaBytes(setup.accelerator_bytes) +
+                        ") leaves no room for a single expert of " +
+                        GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                        " after the non-expert weights and KV cache; raise --accelerator-memory");
     }
     slots_ = std::min(slots_, setup.num_moe_layers * setup.num_experts);
   }
@@ -32,7 +33,8 @@ class OnDemandPolicy : public OffloadPolicy {
   int64_t ExpertSlots() const override { return slots_; }
 
   std::vector<ExpertRef> InitialPlacement() override {
-    std::vector<ExpertId> placed = PlaceByPopularity(PopularityOrFlat(setup_), slots_);
+    std::vector<model::ExpertId> placed =
+        model::PlaceByPopularity(PopularityOrFlat(setup_), slots_);
     std::vector<ExpertRef> refs;
     // Least popular first into the LRU list, so the most popular end up most recent.
     for (auto it = placed.rbegin(); it != placed.rend(); ++it) {

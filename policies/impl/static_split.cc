@@ -25,13 +25,13 @@ class StaticSplitPolicy : public OffloadPolicy {
     if (const std::optional<int64_t> layers = kGpuLayersOption.Resolve(options, setup)) {
       gpu_layers_ = *layers;
       if (!Fits(gpu_layers_)) {
-        throw Error("--gpu-layers " + std::to_string(gpu_layers_) + ": layers 0-" +
-                    std::to_string(gpu_layers_ - 1) + " need " +
-                    GigaBytes(NeededBytes(gpu_layers_)) +
-                    " of accelerator memory (dense parts, experts, KV cache, embeddings, LM head), "
-                    "the accelerator has " +
-                    GigaBytes(setup.accelerator_bytes) + "; at most " + std::to_string(most) +
-                    " layers fit");
+        throw base::Error(
+            "--gpu-layers " + std::to_string(gpu_layers_) + ": layers 0-" +
+            std::to_string(gpu_layers_ - 1) + " need " + GigaBytes(NeededBytes(gpu_layers_)) +
+            " of accelerator memory (dense parts, experts, KV cache, embeddings, LM head), "
+            "the accelerator has " +
+            GigaBytes(setup.accelerator_bytes) + "; at most " + std::to_string(most) +
+            " layers fit");
       }
     } else {
       gpu_layers_ = most;

@@ -17,10 +17,10 @@ class StreamAllPolicy : public OffloadPolicy {
  public:
   explicit StreamAllPolicy(const OffloadSetup& setup) : setup_(setup) {
     if (setup.ExpertBudgetBytes(setup.num_layers, setup.num_experts) < 0) {
-      throw Error("policy 'stream-all': memory (" + GigaBytes(setup.accelerator_bytes) +
-                  ") does not hold one layer's " + std::to_string(setup.num_experts) +
-                  " experts of " + GigaBytes(static_cast<double>(setup.expert_bytes)) +
-                  " after the non-expert weights; raise the memory");
+      throw base::Error("policy 'stream-all': memory (" + GigaBytes(setup.accelerator_bytes) +
+                        ") does not hold one layer's " + std::to_string(setup.num_experts) +
+                        " experts of " + GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                        " after the non-expert weights; raise the memory");
     }
   }
 

@@ -21,13 +21,14 @@
 #include "profiler/impl/benches.h"
 #include "profiler/machine_info.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 constexpr int64_t kMaxHarnessLayers = 64;
 
-ExecutorConfig HarnessConfig(const ExecutorConfig& target, int64_t layers, int64_t max_positions) {
-  ExecutorConfig h = target;
+executor::ExecutorConfig HarnessConfig(const executor::ExecutorConfig& target, int64_t layers,
+                                       int64_t max_positions) {
+  executor::ExecutorConfig h = target;
   h.name = target.name + " attention harness";
   h.num_layers = layers;
   h.vocab_size = 2;
@@ -45,13 +46,13 @@ ExecutorConfig HarnessConfig(const ExecutorConfig& target, int64_t layers, int64
   return h;
 }
 
-double AttentionWeightBytesPerLayer(const ExecutorConfig& c) {
+double AttentionWeightBytesPerLayer(const executor::ExecutorConfig& c) {
   return 2.0 * static_cast<double>(c.hidden_size) *
              static_cast<double>(c.q_width() + 2 * c.kv_width()) +
          2.0 * static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
 }
 
-void SetLength(KvCache& cache, int64_t length) {
+void SetLength(executor::KvCache& cache, int64_t length) {
   if (cache.length() > length) {
     cache.Truncate(length);
   } else if (cache.length() < length) {
@@ -63,7 +64,7 @@ class AttentionBench : public OperatorBench {
  public:
   AttentionBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
       : pool_(*env.pool), decode_(points.front().family == OperatorFamily::kAttentionDecode) {
-    const ExecutorConfig& target = *env.target;
+    const executor::ExecutorConfig& target = *env.target;
     int64_t max_context = 1;
     int64_t max_batch = 1;
     int64_t max_tokens = 1;
@@ -83,12 +84,13 @@ class AttentionBench : public OperatorBench {
       const double budget = std::min(4.0 * (1 << 30), 0.25 * AvailableMemoryBytes());
       const int64_t by_memory = std::max<int64_t>(1, static_cast<int64_t>(budget / kv_per_layer));
       layers_ = std::min(cycling, by_memory);
-      const ExecutorConfig config = HarnessConfig(target, layers_, max_context + 1);
-      RequireMemory(kv_per_layer * static_cast<double>(layers_) + WeightBytesFor(config),
+      const executor::ExecutorConfig config = HarnessConfig(target, layers_, max_context + 1);
+      RequireMemory(kv_per_layer * static_cast<double>(layers_) + executor::WeightBytesFor(config),
                     label + " KV caches and weights");
-      weights_ = std::make_unique<ModelWeights>(MakeSyntheticWeights(config, env.seed, pool_));
+      weights_ = std::make_unique<executor::ModelWeights>(
+          executor::MakeSyntheticWeights(config, env.seed, pool_));
       for (int64_t b = 0; b < max_batch; ++b)
-        caches_.push_back(std::make_unique<KvCache>(config, max_context + 1));
+        caches_.push_back(std::make_unique<executor::KvCache>(config, max_context + 1));
       notes_.push_back(label + ": the executor's Transformer attention over " +
                        std::to_string(layers_) + " layers of the target's attention shape (" +
                        std::to_string(static_cast<int64_t>(layer_weight_bytes)) +
@@ -101,21 +103,22 @@ class AttentionBench : public OperatorBench {
       }
     } else {
       layers_ = 1;
-      const ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
+      const executor::ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
       const int64_t flush_bytes = std::max<int64_t>(2 * env.l3_bytes, 1 << 20);
       RequireMemory(
-          static_cast<double>(flush_bytes) + WeightBytesFor(config) +
+          static_cast<double>(flush_bytes) + executor::WeightBytesFor(config) +
               static_cast<double>(max_tokens) * static_cast<double>(target.kv_width()) * 8.0,
           label + " KV cache, weights and cache-flush buffer");
-      weights_ = std::make_unique<ModelWeights>(MakeSyntheticWeights(config, env.seed, pool_));
-      caches_.push_back(std::make_unique<KvCache>(config, max_tokens));
+      weights_ = std::make_unique<executor::ModelWeights>(
+          executor::MakeSyntheticWeights(config, env.seed, pool_));
+      caches_.push_back(std::make_unique<executor::KvCache>(config, max_tokens));
       flush_.assign(static_cast<size_t>(flush_bytes / 8), 1);
       notes_.push_back(
           label + ": the executor's Transformer attention, one layer; " +
           std::to_string(flush_bytes) +
           " bytes (2 x L3) read before each pass, untimed, so the weights come from DRAM");
     }
-    model_ = std::make_unique<Transformer>(*weights_, pool_);
+    model_ = std::make_unique<executor::Transformer>(*weights_, pool_);
   }
 
   bool manual_time() const override { return true; }
@@ -127,14 +130,14 @@ class AttentionBench : public OperatorBench {
 
  private:
   void Decode(benchmark::State& state, const GridPoint& point) {
-    std::vector<SequenceInput> batch(static_cast<size_t>(point.tokens));
+    std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
     for (int64_t b = 0; b < point.tokens; ++b) {
       SetLength(*caches_[b], point.context);
       batch[b].cache = caches_[b].get();
       batch[b].tokens = {1};
     }
-    ForwardOptions options;
-    options.logits = LogitRows::kLastPerSequence;
+    executor::ForwardOptions options;
+    options.logits = executor::LogitRows::kLastPerSequence;
     for (auto _ : state) {
       const double before = model_->times().attention_s;
       model_->Forward(batch, options, logits_);
@@ -144,11 +147,11 @@ class AttentionBench : public OperatorBench {
   }
 
   void Prefill(benchmark::State& state, const GridPoint& point) {
-    std::vector<SequenceInput> batch(1);
+    std::vector<executor::SequenceInput> batch(1);
     batch[0].cache = caches_[0].get();
     batch[0].tokens.assign(static_cast<size_t>(point.tokens), 1);
-    ForwardOptions options;
-    options.logits = LogitRows::kLastPerSequence;
+    executor::ForwardOptions options;
+    options.logits = executor::LogitRows::kLastPerSequence;
     options.step_kind = "prefill";
     for (auto _ : state) {
       caches_[0]->Truncate(0);
@@ -172,12 +175,12 @@ class AttentionBench : public OperatorBench {
     benchmark::DoNotOptimize(sums.data());
   }
 
-  ThreadPool& pool_;
+  kernels::ThreadPool& pool_;
   bool decode_;
   int64_t layers_ = 1;
-  std::unique_ptr<ModelWeights> weights_;  // before model_: the Transformer refers to it
-  std::unique_ptr<Transformer> model_;
-  std::vector<std::unique_ptr<KvCache>> caches_;
+  std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
+  std::unique_ptr<executor::Transformer> model_;
+  std::vector<std::unique_ptr<executor::KvCache>> caches_;
   std::vector<int64_t> flush_;
   std::vector<float> logits_;
 };
@@ -189,4 +192,4 @@ std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& 
   return std::make_unique<AttentionBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

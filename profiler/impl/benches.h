@@ -8,7 +8,7 @@
 
 #include "profiler/operator_bench.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 
 // expert_ffn (the target's expert shape) and dense_ffn (the draft's dense FFN) on the CPU.
 std::unique_ptr<OperatorBench> MakeFfnBench(const std::vector<GridPoint>& points,
@@ -38,4 +38,4 @@ void FillWeights(uint16_t* values, int64_t count);
 std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_bytes,
                         int64_t l3_bytes);
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

@@ -7,14 +7,14 @@
 #include "kernels/expert_ffn.h"
 #include "profiler/impl/benches.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 class FfnBench : public OperatorBench {
  public:
   FfnBench(const std::vector<GridPoint>& points, const BenchEnvironment& env) : pool_(*env.pool) {
     const bool expert = points.front().family == OperatorFamily::kExpertFfn;
-    const ExecutorConfig& config = expert ? *env.target : *env.draft;
+    const executor::ExecutorConfig& config = expert ? *env.target : *env.draft;
     hidden_ = config.hidden_size;
     width_ = expert ? config.expert_intermediate_size : config.dense_intermediate_size;
     int64_t max_tokens = 1;
@@ -27,11 +27,12 @@ class FfnBench : public OperatorBench {
                       8.0 * static_cast<double>(max_tokens * hidden_) +
                       12.0 * static_cast<double>(max_tokens * width_),
                   label + " weights and activations");
-    std::vector<Bf16> rows(static_cast<size_t>(block_elements));
+    std::vector<kernels::Bf16> rows(static_cast<size_t>(block_elements));
     FillWeights(rows.data(), block_elements);
     for (int64_t b = 0; b < blocks_; ++b) {
-      gate_up_.push_back(PackedBf16Matrix::Pack(rows.data(), 2 * width_, hidden_));
-      down_.push_back(PackedBf16Matrix::Pack(rows.data() + 2 * width_ * hidden_, hidden_, width_));
+      gate_up_.push_back(kernels::PackedBf16Matrix::Pack(rows.data(), 2 * width_, hidden_));
+      down_.push_back(
+          kernels::PackedBf16Matrix::Pack(rows.data() + 2 * width_ * hidden_, hidden_, width_));
     }
     x_.resize(static_cast<size_t>(max_tokens * hidden_));
     for (size_t i = 0; i < x_.size(); ++i)
@@ -45,8 +46,8 @@ class FfnBench : public OperatorBench {
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
       for (auto _ : state) {
-        ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(), pool_,
-                  scratch_);
+        kernels::ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(),
+                           pool_, scratch_);
         benchmark::DoNotOptimize(out_.data());
         benchmark::ClobberMemory();
         next_ = (next_ + 1) % blocks_;
@@ -55,14 +56,14 @@ class FfnBench : public OperatorBench {
   }
 
  private:
-  ThreadPool& pool_;
+  kernels::ThreadPool& pool_;
   int64_t hidden_ = 0;
   int64_t width_ = 0;
   int64_t blocks_ = 1;
   int64_t next_ = 0;
-  std::vector<PackedBf16Matrix> gate_up_, down_;
+  std::vector<kernels::PackedBf16Matrix> gate_up_, down_;
   std::vector<float> x_, out_;
-  ExpertFfnScratch scratch_;
+  kernels::ExpertFfnScratch scratch_;
 };
 
 }  // namespace
@@ -72,4 +73,4 @@ std::unique_ptr<OperatorBench> MakeFfnBench(const std::vector<GridPoint>& points
   return std::make_unique<FfnBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

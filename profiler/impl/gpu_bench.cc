@@ -8,12 +8,12 @@
 #include "base/error.h"
 #include "profiler/impl/benches.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 int DeviceIndex(const std::string& device) {
   if (device.rfind("cuda:", 0) != 0)
-    throw Error("GPU bench: device '" + device + "' is not cuda:<index>");
+    throw base::Error("GPU bench: device '" + device + "' is not cuda:<index>");
   return std::stoi(device.substr(5));
 }
 
@@ -24,10 +24,10 @@ class GpuBench : public OperatorBench {
     const GridPoint& first = points.front();
     const int device = DeviceIndex(first.device);
     if (family_ == OperatorFamily::kExpertFfn) {
-      const ExecutorConfig& c = *env.target;
+      const executor::ExecutorConfig& c = *env.target;
       int64_t max_tokens = 1;
       for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
-      session_ = std::make_unique<GpuProfileSession>(device, kGpuAlignment);
+      session_ = std::make_unique<device::GpuProfileSession>(device, kGpuAlignment);
       const int64_t block_bytes = ExpertBytes(c);
       const int64_t wanted = CyclingBlocks(block_bytes, session_->l2_bytes());
       const int64_t blocks =
@@ -46,7 +46,7 @@ class GpuBench : public OperatorBench {
     }
     int64_t max_bytes = 1;
     for (const GridPoint& p : points) max_bytes = std::max(max_bytes, p.bytes);
-    session_ = std::make_unique<GpuProfileSession>(device, max_bytes);
+    session_ = std::make_unique<device::GpuProfileSession>(device, max_bytes);
     notes_.push_back(ToString(family_) + " " + first.device +
                      ": cudaMemcpyAsync + cudaStreamSynchronize, host wall time");
   }
@@ -75,12 +75,12 @@ class GpuBench : public OperatorBench {
       case OperatorFamily::kMemcpyD2hPageable:
         return session_->CopyDeviceToHost(point.bytes, false);
       default:
-        throw Error("GPU bench: " + ToString(family_) + " has no GPU implementation");
+        throw base::Error("GPU bench: " + ToString(family_) + " has no GPU implementation");
     }
   }
 
   OperatorFamily family_;
-  std::unique_ptr<GpuProfileSession> session_;
+  std::unique_ptr<device::GpuProfileSession> session_;
 };
 
 }  // namespace
@@ -89,9 +89,9 @@ std::unique_ptr<OperatorBench> MakeGpuBench(const std::vector<GridPoint>& points
                                             const BenchEnvironment& env) {
   const OperatorFamily family = points.front().family;
   if (family != OperatorFamily::kExpertFfn && !IsGpuOnly(family)) {
-    throw Error("GPU bench: " + ToString(family) + " has no GPU implementation");
+    throw base::Error("GPU bench: " + ToString(family) + " has no GPU implementation");
   }
   return std::make_unique<GpuBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "profiler/impl/benches.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 struct FreeDeleter {
@@ -18,7 +18,8 @@ using AlignedBuffer = std::unique_ptr<unsigned char, FreeDeleter>;
 
 AlignedBuffer AllocateAligned(int64_t bytes) {
   void* p = std::aligned_alloc(4096, static_cast<size_t>((bytes + 4095) / 4096 * 4096));
-  if (p == nullptr) throw Error("memcpy_host: cannot allocate " + std::to_string(bytes) + " bytes");
+  if (p == nullptr)
+    throw base::Error("memcpy_host: cannot allocate " + std::to_string(bytes) + " bytes");
   return AlignedBuffer(static_cast<unsigned char*>(p));
 }
 
@@ -67,4 +68,4 @@ std::unique_ptr<OperatorBench> MakeHostCopyBench(const std::vector<GridPoint>& p
   return std::make_unique<HostCopyBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

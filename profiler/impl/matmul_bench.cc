@@ -7,14 +7,14 @@
 #include "kernels/matmul.h"
 #include "profiler/impl/benches.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 class MatmulBench : public OperatorBench {
  public:
   MatmulBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
       : pool_(*env.pool) {
-    const ExecutorConfig& c = *env.target;
+    const executor::ExecutorConfig& c = *env.target;
     const bool router = points.front().family == OperatorFamily::kRouter;
     k_ = c.hidden_size;
     n_ = router ? c.num_experts : c.vocab_size;
@@ -26,10 +26,10 @@ class MatmulBench : public OperatorBench {
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
                       4.0 * static_cast<double>(max_tokens * (k_ + n_)),
                   label + " weights and activations");
-    std::vector<Bf16> rows(static_cast<size_t>(k_ * n_));
+    std::vector<kernels::Bf16> rows(static_cast<size_t>(k_ * n_));
     FillWeights(rows.data(), static_cast<int64_t>(rows.size()));
     for (int64_t b = 0; b < blocks_; ++b)
-      weights_.push_back(PackedBf16Matrix::Pack(rows.data(), n_, k_));
+      weights_.push_back(kernels::PackedBf16Matrix::Pack(rows.data(), n_, k_));
     x_.resize(static_cast<size_t>(max_tokens * k_));
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
@@ -42,7 +42,7 @@ class MatmulBench : public OperatorBench {
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
       for (auto _ : state) {
-        MatmulBf16(x_.data(), point.tokens, weights_[next_], y_.data(), n_, pool_);
+        kernels::MatmulBf16(x_.data(), point.tokens, weights_[next_], y_.data(), n_, pool_);
         benchmark::DoNotOptimize(y_.data());
         benchmark::ClobberMemory();
         next_ = (next_ + 1) % blocks_;
@@ -51,12 +51,12 @@ class MatmulBench : public OperatorBench {
   }
 
  private:
-  ThreadPool& pool_;
+  kernels::ThreadPool& pool_;
   int64_t k_ = 0;
   int64_t n_ = 0;
   int64_t blocks_ = 1;
   int64_t next_ = 0;
-  std::vector<PackedBf16Matrix> weights_;
+  std::vector<kernels::PackedBf16Matrix> weights_;
   std::vector<float> x_, y_;
 };
 
@@ -67,4 +67,4 @@ std::unique_ptr<OperatorBench> MakeMatmulBench(const std::vector<GridPoint>& poi
   return std::make_unique<MatmulBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "profiler/impl/benches.h"
 
-namespace moelab::profiler_impl {
+namespace moelab::profiler::impl {
 namespace {
 
 constexpr int64_t kAlignment = 4096;
@@ -95,7 +95,7 @@ std::string FilesystemName(const std::filesystem::path& dir, bool* in_memory) {
 void WriteScratchFile(const std::filesystem::path& path, int64_t bytes) {
   Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (fd.get() < 0)
-    throw Error("storage_read: cannot create " + path.string() + ": " + ErrnoText());
+    throw base::Error("storage_read: cannot create " + path.string() + ": " + ErrnoText());
   std::vector<uint64_t> chunk(static_cast<size_t>(kWriteChunkBytes / 8));
   uint64_t state = 0x9E3779B97F4A7C15ull;
   for (int64_t written = 0; written < bytes;) {
@@ -110,7 +110,7 @@ void WriteScratchFile(const std::filesystem::path& path, int64_t bytes) {
       if (w <= 0) {
         const std::string why = w < 0 ? ErrnoText() : "no progress";
         unlink(path.c_str());
-        throw Error("storage_read: cannot write " + path.string() + ": " + why);
+        throw base::Error("storage_read: cannot write " + path.string() + ": " + why);
       }
       done += w;
     }
@@ -119,7 +119,7 @@ void WriteScratchFile(const std::filesystem::path& path, int64_t bytes) {
   if (fsync(fd.get()) != 0) {
     const std::string why = ErrnoText();
     unlink(path.c_str());
-    throw Error("storage_read: cannot sync " + path.string() + ": " + why);
+    throw base::Error("storage_read: cannot sync " + path.string() + ": " + why);
   }
   posix_fadvise(fd.get(), 0, static_cast<off_t>(bytes), POSIX_FADV_DONTNEED);
 }
@@ -130,8 +130,8 @@ class StorageReadBench : public OperatorBench {
     int64_t max_bytes = kAlignment;
     for (const GridPoint& p : points) {
       if (p.bytes % kAlignment != 0) {
-        throw Error("storage_read: block sizes must be multiples of 4096 bytes, got " +
-                    std::to_string(p.bytes));
+        throw base::Error("storage_read: block sizes must be multiples of 4096 bytes, got " +
+                          std::to_string(p.bytes));
       }
       max_bytes = std::max(max_bytes, p.bytes);
     }
@@ -141,13 +141,13 @@ class StorageReadBench : public OperatorBench {
         env.storage_dir.empty() ? std::filesystem::temp_directory_path() : env.storage_dir;
     std::error_code error;
     if (!std::filesystem::is_directory(dir, error)) {
-      throw Error("storage_read: the storage folder " + dir.string() +
-                  " does not exist or is not a folder");
+      throw base::Error("storage_read: the storage folder " + dir.string() +
+                        " does not exist or is not a folder");
     }
     RequireMemory(static_cast<double>(max_bytes), "storage_read buffer");
     void* buffer = std::aligned_alloc(kAlignment, static_cast<size_t>(max_bytes));
     if (buffer == nullptr)
-      throw Error("storage_read: cannot allocate " + std::to_string(max_bytes) + " bytes");
+      throw base::Error("storage_read: cannot allocate " + std::to_string(max_bytes) + " bytes");
     buffer_.reset(static_cast<unsigned char*>(buffer));
 
     static std::atomic<int> counter{0};
@@ -171,7 +171,8 @@ class StorageReadBench : public OperatorBench {
     const int open_errno = errno;
     unlink(path.c_str());  // the open descriptor keeps the data until it is closed
     if (fd_.get() < 0)
-      throw Error("storage_read: cannot open " + path.string() + ": " + std::strerror(open_errno));
+      throw base::Error("storage_read: cannot open " + path.string() + ": " +
+                        std::strerror(open_errno));
 
     bool in_memory = false;
     const std::string fs = FilesystemName(dir, &in_memory);
@@ -209,8 +210,8 @@ class StorageReadBench : public OperatorBench {
           const ssize_t r = pread(fd_.get(), buffer_.get() + done,
                                   static_cast<size_t>(point.bytes - done), offset + done);
           if (r <= 0)
-            throw Error("storage_read: pread failed: " +
-                        (r < 0 ? ErrnoText() : std::string("end of file")));
+            throw base::Error("storage_read: pread failed: " +
+                              (r < 0 ? ErrnoText() : std::string("end of file")));
           done += r;
         }
         const auto end = std::chrono::steady_clock::now();
@@ -239,4 +240,4 @@ std::unique_ptr<OperatorBench> MakeStorageReadBench(const std::vector<GridPoint>
   return std::make_unique<StorageReadBench>(points, env);
 }
 
-}  // namespace moelab::profiler_impl
+}  // namespace moelab::profiler::impl

@@ -17,7 +17,7 @@
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 using testing::ErrorOf;
@@ -132,4 +132,4 @@ TEST(AtomicFile, TwoOutputsNamingOneFileAreRefused) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::base

@@ -6,7 +6,7 @@
 
 #include "tests/support/error_of.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 TEST(Checked, ProductsAndSumsThatFitAreExact) {
@@ -28,4 +28,4 @@ TEST(Checked, OverflowIsAnErrorNamingTheQuantity) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::base

@@ -12,7 +12,7 @@
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 using testing::ErrorOf;
@@ -68,4 +68,4 @@ TEST(InputFile, OutputsOverInputsAreRefusedOnceTheGuardIsOn) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::base

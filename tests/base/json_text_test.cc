@@ -9,7 +9,7 @@
 #include "base/message_text.h"
 #include "tests/support/error_of.h"
 
-namespace moelab {
+namespace moelab::base {
 namespace {
 
 using testing::ErrorOf;
@@ -65,4 +65,4 @@ TEST(JsonText, AFileIsReadThroughTheBoundedReader) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::base

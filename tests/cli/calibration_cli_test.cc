@@ -12,7 +12,7 @@
 #include "tests/support/synthetic_profile.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::CliRun;
@@ -192,4 +192,4 @@ TEST_F(CalibrationCliTest, MisuseIsRefused) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

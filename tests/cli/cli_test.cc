@@ -12,7 +12,7 @@
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::CliRun;
@@ -355,4 +355,4 @@ TEST(Cli, UnknownCommandIsAnError) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

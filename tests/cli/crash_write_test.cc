@@ -24,7 +24,7 @@
 
 extern char** environ;
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::Slurp;
@@ -167,4 +167,4 @@ TEST(CrashWrite, AFullDiskGivesAClearErrorAndKeepsTheOldFile) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

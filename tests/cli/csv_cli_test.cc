@@ -11,7 +11,7 @@
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::CliRun;
@@ -202,4 +202,4 @@ TEST(CsvCli, SimOffloadResultAsOneRow) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

@@ -5,7 +5,7 @@
 
 #include "tests/support/golden.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 TEST(PlannerGolden, EveryCaseMatchesItsExpectedJson) {
@@ -13,4 +13,4 @@ TEST(PlannerGolden, EveryCaseMatchesItsExpectedJson) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

@@ -15,7 +15,7 @@
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::CliRun;
@@ -266,4 +266,4 @@ TEST_F(ReliabilityCli, ControlBytesFromInputNeverReachTheTerminal) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

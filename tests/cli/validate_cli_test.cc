@@ -9,7 +9,7 @@
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::cli {
 namespace {
 
 using testing::CliRun;
@@ -106,4 +106,4 @@ TEST(RoutingAwareCli, SimSdTakesTheExecutorsTraceAndKeepsItsRows) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::cli

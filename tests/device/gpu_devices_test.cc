@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace moelab {
+namespace moelab::device {
 namespace {
 
 TEST(GpuDevices, DetectionNeverFailsAndExplainsAbsence) {
@@ -24,4 +24,4 @@ TEST(GpuDevices, SmokeKernelWritesExpectedValues) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::device

@@ -10,7 +10,7 @@
 #include "model/moe_math.h"
 #include "tests/executor/tiny_models.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 struct Models {
@@ -20,7 +20,7 @@ struct Models {
         draft_weights(MakeSyntheticWeights(testing::TinyLlama(vocab), seed + 1, pool)),
         target(target_weights, pool),
         draft(draft_weights, pool) {}
-  ThreadPool pool;
+  kernels::ThreadPool pool;
   ModelWeights target_weights, draft_weights;
   Transformer target, draft;
 };
@@ -70,13 +70,13 @@ TEST(Speculative, RejectionSamplingPreservesTheTargetDistribution) {
     std::vector<float> logits;
     m.target.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "test"}, logits);
     std::vector<float> p0 = logits;
-    Softmax(p0.data(), 8);
+    kernels::Softmax(p0.data(), 8);
     for (int32_t t0 = 0; t0 < 8; ++t0) {
       KvCache branch(m.target.config(), 16);
       branch.CopyFrom(cache);
       std::vector<SequenceInput> next = {{&branch, {t0}}};
       m.target.Forward(next, {LogitRows::kLastPerSequence, nullptr, nullptr, "test"}, logits);
-      Softmax(logits.data(), 8);
+      kernels::Softmax(logits.data(), 8);
       for (int t1 = 0; t1 < 8; ++t1) exact[t1] += p0[t0] * logits[t1];
     }
   }
@@ -112,7 +112,7 @@ TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
   options.alpha = 0.6;
   options.output_tokens = 100;
   const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, options);
-  const double expected = AcceptedLengthFraction(0.6, 4);
+  const double expected = model::AcceptedLengthFraction(0.6, 4);
   // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
   const double rounds = static_cast<double>(sd.accepted_per_round.size());
   EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0);
@@ -122,15 +122,15 @@ TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
                                 bad.alpha = 1.0;
                                 return bad;
                               }()),
-               Error);
+               base::Error);
 }
 
 TEST(Speculative, VocabularyMismatchIsRefused) {
-  ThreadPool pool(1);
+  kernels::ThreadPool pool(1);
   const ModelWeights target = MakeSyntheticWeights(testing::TinyMixtral(37), 1, pool);
   const ModelWeights draft = MakeSyntheticWeights(testing::TinyLlama(40), 1, pool);
   Transformer t(target, pool), d(draft, pool);
-  EXPECT_THROW(RunSpeculative(t, d, {{1, 2}}, SpeculativeOptions{}), Error);
+  EXPECT_THROW(RunSpeculative(t, d, {{1, 2}}, SpeculativeOptions{}), base::Error);
 }
 
 // With width >= V^(L-1) beam search is exhaustive: it must return exactly the top-scoring
@@ -154,7 +154,7 @@ TEST(BeamSearch, ReturnsTheBestSequencesOfAnExhaustiveSearch) {
         double score = 0;
         std::vector<float> log_p(4);
         for (int i = 0; i < 3; ++i) {
-          LogSoftmax(logits.data() + (prompt.size() - 1 + i) * 4, 4, log_p.data());
+          kernels::LogSoftmax(logits.data() + (prompt.size() - 1 + i) * 4, 4, log_p.data());
           score += log_p[continuation[i]];
         }
         all.push_back({score, continuation});
@@ -187,4 +187,4 @@ TEST(Decode, SameSeedSameTokensAndSampledDiffersFromGreedy) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::executor

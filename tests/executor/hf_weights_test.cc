@@ -13,12 +13,12 @@
 #include "weights/safetensors.h"
 #include "tests/support/error_of.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 using testing::ErrorOf;
 
-std::vector<float> Logits(const ModelWeights& weights, ThreadPool& pool) {
+std::vector<float> Logits(const ModelWeights& weights, kernels::ThreadPool& pool) {
   Transformer model(weights, pool);
   KvCache cache(weights.config, 16);
   std::vector<SequenceInput> batch = {{&cache, {1, 4, 9, 16}}};
@@ -30,7 +30,7 @@ std::vector<float> Logits(const ModelWeights& weights, ThreadPool& pool) {
 class HuggingFaceWeights : public ::testing::TestWithParam<ExecutorConfig> {};
 
 TEST_P(HuggingFaceWeights, SavedFileLoadsBackToTheSameModel) {
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights original = MakeSyntheticWeights(GetParam(), 17, pool);
   const auto dir = testing::MakeTempDir("hf-weights");
   SaveHuggingFaceWeights(original, dir / "model.safetensors");
@@ -55,18 +55,18 @@ INSTANTIATE_TEST_SUITE_P(Families, HuggingFaceWeights,
                          });
 
 TEST(HuggingFaceWeightsErrors, UseTheFamiliesTensorNames) {
-  ThreadPool pool(1);
+  kernels::ThreadPool pool(1);
   const auto dir = testing::MakeTempDir("hf-names");
   SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyMixtral(), 1, pool),
                          dir / "m.safetensors");
-  const SafetensorsFile file = SafetensorsFile::Open(dir / "m.safetensors");
+  const weights::SafetensorsFile file = weights::SafetensorsFile::Open(dir / "m.safetensors");
   EXPECT_TRUE(file.Has("model.layers.1.block_sparse_moe.experts.5.w2.weight"));
   EXPECT_TRUE(file.Has("model.layers.0.block_sparse_moe.gate.weight"));
   EXPECT_EQ(file.Info("model.layers.0.block_sparse_moe.experts.0.w1.weight").shape,
             (std::vector<int64_t>{40, 48}));
   SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyQwenMoe(), 1, pool),
                          dir / "q.safetensors");
-  const SafetensorsFile qwen = SafetensorsFile::Open(dir / "q.safetensors");
+  const weights::SafetensorsFile qwen = weights::SafetensorsFile::Open(dir / "q.safetensors");
   EXPECT_TRUE(qwen.Has("model.layers.2.mlp.shared_expert_gate.weight"));
   EXPECT_TRUE(qwen.Has("model.layers.0.mlp.down_proj.weight"));  // the dense first layer
   EXPECT_TRUE(qwen.Has("model.layers.1.self_attn.q_proj.bias"));
@@ -74,7 +74,7 @@ TEST(HuggingFaceWeightsErrors, UseTheFamiliesTensorNames) {
 }
 
 TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
-  ThreadPool pool(1);
+  kernels::ThreadPool pool(1);
   const auto dir = testing::MakeTempDir("hf-bad");
   const auto file = dir / "model.safetensors";
   SaveHuggingFaceWeights(MakeSyntheticWeights(testing::TinyMixtral(), 1, pool), file);
@@ -96,15 +96,15 @@ TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
 
   // A file written without one expert's down projection.
   {
-    const SafetensorsFile full = SafetensorsFile::Open(file);
-    SafetensorsWriter partial;
+    const weights::SafetensorsFile full = weights::SafetensorsFile::Open(file);
+    weights::SafetensorsWriter partial;
     for (const std::string& name : full.Names()) {
       if (name == "model.layers.1.block_sparse_moe.experts.3.w2.weight") continue;
-      const TensorInfo& info = full.Info(name);
+      const weights::TensorInfo& info = full.Info(name);
       std::vector<float> values(static_cast<size_t>(info.element_count()));
       full.ReadF32(name, info.shape, values.data());
-      if (info.dtype == TensorDtype::kF32) {
-        partial.Add(name, TensorDtype::kF32, info.shape, values.data());
+      if (info.dtype == weights::TensorDtype::kF32) {
+        partial.Add(name, weights::TensorDtype::kF32, info.shape, values.data());
       } else {
         partial.AddBf16FromFloat(name, info.shape, values.data());
       }
@@ -133,4 +133,4 @@ TEST(HuggingFaceWeightsErrors, MismatchedMissingAndCorruptFilesNameTheTensor) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::executor

@@ -21,7 +21,7 @@
 #include "tests/executor/tiny_models.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 namespace fs = std::filesystem;
 
@@ -38,8 +38,8 @@ ExecutorConfig Model() {
 
 // SimConfig::routing is a --routing value (a string or its parsed RoutingSpec): only reported here.
 [[maybe_unused]] void SetRouting(std::string& field, const std::string& text) { field = text; }
-[[maybe_unused]] void SetRouting(RoutingSpec& field, const std::string& text) {
-  field = ParseRoutingSpec(text);
+[[maybe_unused]] void SetRouting(routing::RoutingSpec& field, const std::string& text) {
+  field = routing::ParseRoutingSpec(text);
 }
 
 struct Fixture {
@@ -57,7 +57,7 @@ struct Fixture {
     prompts = SyntheticPrompts(batch, kPrompt, config.vocab_size, kSeed);
     RunDecode(model, prompts, decode);
     trace_file = (dir / "trace.json").string();
-    SaveRoutingTrace(trace, trace_file);
+    routing::SaveRoutingTrace(trace, trace_file);
     calibration =
         sim::CalibrateRouting("trace:" + trace_file, config.num_layers, config.num_experts,
                               config.top_k, kSeed, sim::CalibrationOptions{});
@@ -87,8 +87,8 @@ struct Fixture {
     offload.record_decisions = true;
     offload::OffloadRuntime runtime(config, *store.store, offload);
     model.set_expert_provider(&runtime);
-    std::unique_ptr<RoutingSource> routing =
-        MakeTraceRouting(trace, config.num_layers, config.num_experts, config.top_k, trace_file);
+    std::unique_ptr<routing::RoutingSource> routing = routing::MakeTraceRouting(
+        trace, config.num_layers, config.num_experts, config.top_k, trace_file);
     DecodeOptions decode;
     decode.output_tokens = kOutput;
     decode.routing = routing.get();
@@ -98,7 +98,7 @@ struct Fixture {
 
   sim::SimResult Simulator(const std::string& policy, const policies::PolicyOptions& options,
                            int64_t slots, const policies::GateSignals& signals) {
-    static const PresetStore presets(testing::PresetDir());
+    static const model::PresetStore presets(testing::PresetDir());
     sim::SimConfig sim;
     sim.model = SpecFromExecutorConfig(config);
     sim.hardware = presets.LoadHardware("rtx-3090");
@@ -108,7 +108,7 @@ struct Fixture {
     if (sim.workload.batch > 1) sim.workload.kind = sim::WorkloadKind::kBatch;
     sim.workload.prompt_tokens = kPrompt;
     sim.workload.output_tokens = kOutput;
-    sim.routing = ParseRoutingSpec("trace:" + trace_file);
+    sim.routing = routing::ParseRoutingSpec("trace:" + trace_file);
     sim.seed = kSeed;
     // The same number of expert slots as the executor's budget: the model's non-expert bytes plus
     // `slots` experts (and half of one, so rounding cannot take a slot away).
@@ -118,18 +118,18 @@ struct Fixture {
     for (double bytes : memory.dense_layer_bytes) dense += bytes;
     sim.accelerator_bytes =
         memory.fixed_bytes + dense +
-        (static_cast<double>(slots) + 0.5) * static_cast<double>(ExpertBytes(sim.model));
+        (static_cast<double>(slots) + 0.5) * static_cast<double>(model::ExpertBytes(sim.model));
     sim.gate_signals = std::make_shared<policies::GateSignals>(signals);
     sim.record_decisions = true;
-    std::unique_ptr<RoutingSource> routing =
-        MakeTraceRouting(trace, config.num_layers, config.num_experts, config.top_k, trace_file);
+    std::unique_ptr<routing::RoutingSource> routing = routing::MakeTraceRouting(
+        trace, config.num_layers, config.num_experts, config.top_k, trace_file);
     return sim::SimulateOffload(sim, *routing, calibration);
   }
 
-  ThreadPool pool;
+  kernels::ThreadPool pool;
   ExecutorConfig config;
   fs::path dir;
-  RoutingTrace trace;
+  routing::RoutingTrace trace;
   std::string trace_file;
   std::vector<TokenIds> prompts;
   sim::RoutingCalibration calibration;
@@ -208,4 +208,4 @@ TEST(SameDecisions, DiffersWhenTheSimulatorUsesItsOwnSpeculativeGate) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::executor

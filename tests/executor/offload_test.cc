@@ -11,7 +11,7 @@
 #include "executor/offload/offload_runtime.h"
 #include "tests/executor/tiny_models.h"
 
-namespace moelab::offload {
+namespace moelab::executor::offload {
 namespace {
 namespace fs = std::filesystem;
 
@@ -30,7 +30,7 @@ struct TempDir {
 std::string ErrorOf(const std::function<void()>& f) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     return e.what();
   }
   return "";
@@ -52,23 +52,24 @@ struct Offloaded {
       weights = MakeSyntheticWeights(config, seed, pool, &skip);
     }
   }
-  ThreadPool pool;
+  kernels::ThreadPool pool;
   ExecutorConfig config;
   ModelWeights weights;
   PreparedStore store;
 };
 
-bool SameBytes(const WeightMatrix& a, const WeightMatrix& b) {
+bool SameBytes(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
   const auto x = a.Storage(), y = b.Storage();
   return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
 }
 
 TEST(ExpertStore, HoldsTheSameExpertsAndIsReusedWhenTheKeyMatches) {
   TempDir dir;
-  for (WeightFormat format : {WeightFormat::kBf16, WeightFormat::kQ4_0}) {
+  for (kernels::WeightFormat format :
+       {kernels::WeightFormat::kBf16, kernels::WeightFormat::kQ4_0}) {
     ExecutorConfig c = testing::TinyQwenMoe();
     c.expert_format = format;
-    ThreadPool pool(2);
+    kernels::ThreadPool pool(2);
     const ModelWeights in_ram = MakeSyntheticWeights(c, 7, pool);
     Offloaded first(c, 7, dir.path);
     EXPECT_FALSE(first.store.reused);
@@ -182,7 +183,7 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
   TempDir dir;
   ExecutorConfig c = testing::TinyQwenMoe();
   c.num_experts = 8;
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights in_ram = MakeSyntheticWeights(c, 11, pool);
   Transformer reference(in_ram, pool);
   Offloaded model(c, 11, dir.path);
@@ -265,4 +266,4 @@ TEST(OffloadRuntime, RefusesWhatItCannotRun) {
 }
 
 }  // namespace
-}  // namespace moelab::offload
+}  // namespace moelab::executor::offload

@@ -11,7 +11,9 @@ namespace {
 
 using Vector = std::vector<double>;
 
-double RoundBf16(double v) { return Bf16ToFloat(FloatToBf16(static_cast<float>(v))); }
+double RoundBf16(double v) {
+  return kernels::Bf16ToFloat(kernels::FloatToBf16(static_cast<float>(v)));
+}
 
 // y = W x for W [rows][cols] bf16, x rounded to bf16 like the kernels.
 // W x with W's stored values (bf16, or the exact dequantized values of a quantized format).
@@ -26,18 +28,18 @@ Vector MatVecOf(const Matrix& w, const Vector& x, Element element) {
   }
   return y;
 }
-Vector MatVec(const PackedBf16Matrix& w, const Vector& x) {
-  return MatVecOf(w, x, [&](int64_t r, int64_t c) { return Bf16ToFloat(w.At(r, c)); });
+Vector MatVec(const kernels::PackedBf16Matrix& w, const Vector& x) {
+  return MatVecOf(w, x, [&](int64_t r, int64_t c) { return kernels::Bf16ToFloat(w.At(r, c)); });
 }
-Vector MatVec(const WeightMatrix& w, const Vector& x) {
-  if (w.format() == WeightFormat::kBf16)
+Vector MatVec(const kernels::WeightMatrix& w, const Vector& x) {
+  if (w.format() == kernels::WeightFormat::kBf16)
     return MatVecOf(w, x, [&](int64_t r, int64_t c) { return w.At(r, c); });
   // Quantized weights multiply activations quantized per block of 32
   // (kernels/quantized_activations.h).
   const std::vector<float> x_float(x.begin(), x.end());
-  QuantizedActivations xq;
-  ResizeQuantizedActivations(1, w.cols(), xq);
-  QuantizeActivationTokensScalar(x_float.data(), w.cols(), 0, 1, xq);
+  kernels::QuantizedActivations xq;
+  kernels::ResizeQuantizedActivations(1, w.cols(), xq);
+  kernels::QuantizeActivationTokensScalar(x_float.data(), w.cols(), 0, 1, xq);
   Vector y(w.rows(), 0.0);
   for (int64_t r = 0; r < w.rows(); ++r) {
     for (int64_t c = 0; c < w.cols(); ++c) y[r] += double{w.At(r, c)} * double{xq.Value(0, c)};
@@ -69,7 +71,7 @@ void Rope(double* v, int64_t head_dim, int64_t position, double theta) {
   }
 }
 
-Vector Ffn(const FfnWeights& f, const Vector& x) {
+Vector Ffn(const executor::FfnWeights& f, const Vector& x) {
   const Vector gate_up = MatVec(f.gate_up, x);
   Vector hidden(f.width);
   for (int64_t i = 0; i < f.width; ++i) {
@@ -81,16 +83,16 @@ Vector Ffn(const FfnWeights& f, const Vector& x) {
 
 }  // namespace
 
-std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& w,
+std::vector<std::vector<double>> ReferenceLogits(const executor::ModelWeights& w,
                                                  const std::vector<int32_t>& tokens) {
-  const ExecutorConfig& c = w.config;
+  const executor::ExecutorConfig& c = w.config;
   const int64_t d = c.hidden_size, hd = c.head_dim, n = static_cast<int64_t>(tokens.size());
   std::vector<Vector> h(n, Vector(d));
   for (int64_t t = 0; t < n; ++t) {
-    for (int64_t i = 0; i < d; ++i) h[t][i] = Bf16ToFloat(w.embedding[tokens[t] * d + i]);
+    for (int64_t i = 0; i < d; ++i) h[t][i] = kernels::Bf16ToFloat(w.embedding[tokens[t] * d + i]);
   }
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& lw = w.layers[l];
+    const executor::LayerWeights& lw = w.layers[l];
     std::vector<Vector> q(n), k(n), v(n);
     for (int64_t t = 0; t < n; ++t) {
       const Vector x = RmsNorm(h[t], lw.attention_norm, c.rms_norm_eps);

@@ -10,7 +10,7 @@ namespace moelab::testing {
 // at a time, full recomputation, no KV cache, no threads), for checking the executor. It rounds
 // every matmul input to bf16 as the executor's kernels do, so the two differ only by rounding of
 // the accumulation order. Returns logits [tokens][vocab] for the whole sequence.
-std::vector<std::vector<double>> ReferenceLogits(const ModelWeights& weights,
+std::vector<std::vector<double>> ReferenceLogits(const executor::ModelWeights& weights,
                                                  const std::vector<int32_t>& tokens);
 
 }  // namespace moelab::testing

@@ -7,8 +7,8 @@ namespace moelab::testing {
 // Tiny shapes that exercise every feature: Mixtral-style (renormalized top-K), Qwen-MoE-style
 // (shared expert with a sigmoid gate, q/k/v biases, no renormalization, a dense first layer),
 // Qwen3-style (per-head q/k norms) and a dense Llama-style draft.
-inline ExecutorConfig TinyMixtral(int64_t vocab = 37) {
-  ExecutorConfig c;
+inline executor::ExecutorConfig TinyMixtral(int64_t vocab = 37) {
+  executor::ExecutorConfig c;
   c.name = "tiny-mixtral";
   c.family = "mixtral";
   c.num_layers = 2;
@@ -25,8 +25,8 @@ inline ExecutorConfig TinyMixtral(int64_t vocab = 37) {
   return c;
 }
 
-inline ExecutorConfig TinyQwenMoe(int64_t vocab = 37) {
-  ExecutorConfig c = TinyMixtral(vocab);
+inline executor::ExecutorConfig TinyQwenMoe(int64_t vocab = 37) {
+  executor::ExecutorConfig c = TinyMixtral(vocab);
   c.name = "tiny-qwen-moe";
   c.family = "qwen2_moe";
   c.num_layers = 3;
@@ -41,8 +41,8 @@ inline ExecutorConfig TinyQwenMoe(int64_t vocab = 37) {
   return c;
 }
 
-inline ExecutorConfig TinyQwen3Moe(int64_t vocab = 37) {
-  ExecutorConfig c = TinyMixtral(vocab);
+inline executor::ExecutorConfig TinyQwen3Moe(int64_t vocab = 37) {
+  executor::ExecutorConfig c = TinyMixtral(vocab);
   c.name = "tiny-qwen3-moe";
   c.family = "qwen3_moe";
   c.qk_norm = true;
@@ -50,8 +50,8 @@ inline ExecutorConfig TinyQwen3Moe(int64_t vocab = 37) {
   return c;
 }
 
-inline ExecutorConfig TinyLlama(int64_t vocab = 37) {
-  ExecutorConfig c;
+inline executor::ExecutorConfig TinyLlama(int64_t vocab = 37) {
+  executor::ExecutorConfig c;
   c.name = "tiny-llama";
   c.family = "llama";
   c.num_layers = 2;
@@ -68,7 +68,8 @@ inline ExecutorConfig TinyLlama(int64_t vocab = 37) {
 }
 
 // The same shapes with block-quantized experts and attention (kernels/quantized_matrix.h).
-inline ExecutorConfig Quantized(ExecutorConfig c, WeightFormat experts, WeightFormat attention) {
+inline executor::ExecutorConfig Quantized(executor::ExecutorConfig c, kernels::WeightFormat experts,
+                                          kernels::WeightFormat attention) {
   c.name += "-" + ToString(experts) + "-experts-" + ToString(attention) + "-attention";
   c.expert_format = experts;
   c.attention_format = attention;

@@ -8,7 +8,7 @@
 #include "tests/executor/reference_model.h"
 #include "tests/executor/tiny_models.h"
 
-namespace moelab {
+namespace moelab::executor {
 namespace {
 
 std::vector<float> ForwardAll(Transformer& model, KvCache& cache,
@@ -23,7 +23,7 @@ std::vector<float> ForwardAll(Transformer& model, KvCache& cache,
 class EveryTinyModel : public ::testing::TestWithParam<ExecutorConfig> {};
 
 TEST_P(EveryTinyModel, ForwardMatchesPlainReference) {
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights weights = MakeSyntheticWeights(GetParam(), 11, pool);
   Transformer model(weights, pool);
   const std::vector<int32_t> tokens = {3, 17, 0, 29, 8, 8, 36, 1, 22, 5, 14};
@@ -45,7 +45,7 @@ TEST_P(EveryTinyModel, ForwardMatchesPlainReference) {
 }
 
 TEST_P(EveryTinyModel, IncrementalDecodeEqualsFullRecomputation) {
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights weights = MakeSyntheticWeights(GetParam(), 5, pool);
   Transformer model(weights, pool);
   const std::vector<int32_t> tokens = {1, 2, 3, 30, 4, 5, 6, 7, 9, 10};
@@ -63,7 +63,7 @@ TEST_P(EveryTinyModel, IncrementalDecodeEqualsFullRecomputation) {
 }
 
 TEST_P(EveryTinyModel, SequencesDoNotAffectEachOther) {
-  ThreadPool pool(3);
+  kernels::ThreadPool pool(3);
   const ModelWeights weights = MakeSyntheticWeights(GetParam(), 8, pool);
   Transformer model(weights, pool);
   const std::vector<int32_t> a = {4, 5, 6}, b = {7, 8, 9, 10, 11};
@@ -77,7 +77,7 @@ TEST_P(EveryTinyModel, SequencesDoNotAffectEachOther) {
 }
 
 TEST_P(EveryTinyModel, TruncatedCacheRecomputesTheSame) {
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights weights = MakeSyntheticWeights(GetParam(), 9, pool);
   Transformer model(weights, pool);
   KvCache cache(weights.config, 32);
@@ -87,16 +87,17 @@ TEST_P(EveryTinyModel, TruncatedCacheRecomputesTheSame) {
   ForwardAll(model, cache, {9, 9, 9});  // a rejected continuation
   cache.Truncate(3);
   EXPECT_EQ(first, ForwardAll(model, cache, {4, 5}));
-  EXPECT_THROW(cache.Truncate(10), Error);
+  EXPECT_THROW(cache.Truncate(10), base::Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Tiny, EveryTinyModel,
-    ::testing::Values(
-        testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
-        testing::TinyLlama(),
-        testing::Quantized(testing::TinyMixtral(), WeightFormat::kQ4_0, WeightFormat::kQ8_0),
-        testing::Quantized(testing::TinyQwenMoe(), WeightFormat::kQ8_0, WeightFormat::kQ4_0)),
+    ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
+                      testing::TinyLlama(),
+                      testing::Quantized(testing::TinyMixtral(), kernels::WeightFormat::kQ4_0,
+                                         kernels::WeightFormat::kQ8_0),
+                      testing::Quantized(testing::TinyQwenMoe(), kernels::WeightFormat::kQ8_0,
+                                         kernels::WeightFormat::kQ4_0)),
     [](const auto& info) {
       std::string name = info.param.name;
       for (char& ch : name) {
@@ -106,10 +107,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(Transformer, RecordsAndReplaysRouting) {
-  ThreadPool pool(2);
+  kernels::ThreadPool pool(2);
   const ModelWeights weights = MakeSyntheticWeights(testing::TinyMixtral(), 3, pool);
   Transformer model(weights, pool);
-  RoutingTrace recorded;
+  routing::RoutingTrace recorded;
   recorded.num_layers = 2;
   recorded.num_experts = 6;
   recorded.top_k = 2;
@@ -123,8 +124,8 @@ TEST(Transformer, RecordsAndReplaysRouting) {
 
   // A fresh model forced to the recorded routing makes the same decisions and the same logits.
   Transformer replay(weights, pool);
-  auto source = MakeTraceRouting(recorded, 2, 6, 2);
-  RoutingTrace again = recorded;
+  auto source = routing::MakeTraceRouting(recorded, 2, 6, 2);
+  routing::RoutingTrace again = recorded;
   again.steps.clear();
   KvCache cache2(weights.config, 32);
   std::vector<SequenceInput> batch2 = {{&cache2, {1, 2, 3, 4}}};
@@ -134,10 +135,10 @@ TEST(Transformer, RecordsAndReplaysRouting) {
   EXPECT_EQ(logits, logits2);
 
   // Uniform routing changes the decisions.
-  auto uniform = MakeUniformRouting(2, 6, 2, 77);
+  auto uniform = routing::MakeUniformRouting(2, 6, 2, 77);
   KvCache cache3(weights.config, 32);
   std::vector<SequenceInput> batch3 = {{&cache3, {1, 2, 3, 4}}};
-  RoutingTrace forced = recorded;
+  routing::RoutingTrace forced = recorded;
   forced.steps.clear();
   Transformer forced_model(weights, pool);
   forced_model.Forward(batch3, {LogitRows::kAll, uniform.get(), &forced, "prefill"}, logits2);
@@ -145,13 +146,14 @@ TEST(Transformer, RecordsAndReplaysRouting) {
 }
 
 TEST(Transformer, RefusesTokensOutsideTheVocabulary) {
-  ThreadPool pool(1);
+  kernels::ThreadPool pool(1);
   const ModelWeights weights = MakeSyntheticWeights(testing::TinyLlama(), 3, pool);
   Transformer model(weights, pool);
   KvCache cache(weights.config, 8);
-  EXPECT_THROW(ForwardAll(model, cache, {37}), Error);
-  EXPECT_THROW(ForwardAll(model, cache, {1, 2, 3, 4, 5, 6, 7, 8, 9}), Error);  // over capacity
+  EXPECT_THROW(ForwardAll(model, cache, {37}), base::Error);
+  EXPECT_THROW(ForwardAll(model, cache, {1, 2, 3, 4, 5, 6, 7, 8, 9}),
+               base::Error);  // over capacity
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::executor

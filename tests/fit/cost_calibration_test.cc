@@ -14,7 +14,7 @@
 #include "tests/support/test_paths.h"
 #include "tests/support/error_of.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 using testing::PlantedRoofline;
@@ -28,8 +28,8 @@ nlohmann::json NoisyProfile(const PlantedRoofline& truth, double relative_noise,
 TEST(CostCalibration, RecoversPlantedParametersExactlyWithoutNoise) {
   const PlantedRoofline truth;
   const Profile profile = ProfileFromJson(SyntheticProfile(truth), "synthetic.json");
-  const CostCalibration c =
-      CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
+  const CostCalibration c = CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"),
+                                           model::CostParameters{}, FitOptions{});
   EXPECT_NEAR(c.params.compute_efficiency, truth.compute_efficiency, 1e-4);
   EXPECT_NEAR(c.params.memory_efficiency, truth.memory_efficiency, 1e-4);
   EXPECT_NEAR(c.params.kernel_launch_s, truth.kernel_launch_s, 1e-8);
@@ -44,8 +44,8 @@ TEST(CostCalibration, RecoversPlantedParametersExactlyWithoutNoise) {
 TEST(CostCalibration, RecoversPlantedParametersUnderNoiseWithinTheirStandardErrors) {
   const PlantedRoofline truth;
   const Profile profile = ProfileFromJson(NoisyProfile(truth, 0.05, 7), "noisy.json");
-  const CostCalibration c =
-      CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"), CostParameters{}, FitOptions{});
+  const CostCalibration c = CalibrateCosts(profile, RooflineFromLimits(profile, "bf16"),
+                                           model::CostParameters{}, FitOptions{});
   EXPECT_NEAR(c.params.compute_efficiency, truth.compute_efficiency, 0.05);
   EXPECT_NEAR(c.params.memory_efficiency, truth.memory_efficiency, 0.05);
   ASSERT_TRUE(c.std_errors[0] && c.std_errors[1]);
@@ -55,20 +55,21 @@ TEST(CostCalibration, RecoversPlantedParametersUnderNoiseWithinTheirStandardErro
 }
 
 TEST(CostCalibration, ThePresetRooflineScalesTheHostPeakToTheProfiledThreads) {
-  const PresetStore store(testing::PresetDir());
-  const HardwareSpec epyc = store.LoadHardware("epyc-9654");
+  const model::PresetStore store(testing::PresetDir());
+  const model::HardwareSpec epyc = store.LoadHardware("epyc-9654");
   const RooflineDevice cpu = RooflineFromHardware(epyc, "cpu", "bf16", 2);
   EXPECT_DOUBLE_EQ(cpu.peak_flops, epyc.host->peak_flops.at("bf16") * 2.0 / 96.0);
   EXPECT_DOUBLE_EQ(cpu.bandwidth_bytes_per_s, epyc.host->dram_bandwidth_bytes_per_s);
-  const HardwareSpec gpu = store.LoadHardware("a100-80gb-sxm");
+  const model::HardwareSpec gpu = store.LoadHardware("a100-80gb-sxm");
   EXPECT_DOUBLE_EQ(RooflineFromHardware(gpu, "gpu", "bf16", 2).peak_flops,
                    gpu.accelerator->peak_flops.at("bf16"));
-  EXPECT_THROW(RooflineFromHardware(epyc, "gpu", "bf16", 2), Error);  // a host preset has no GPU
+  EXPECT_THROW(RooflineFromHardware(epyc, "gpu", "bf16", 2),
+               base::Error);  // a host preset has no GPU
 }
 
 TEST(CostCalibration, TheProfiledMachineIsAHostWithItsMeasuredLimits) {
   const Profile profile = ProfileFromJson(SyntheticProfile(PlantedRoofline{}), "synthetic.json");
-  const HardwareSpec machine = HardwareFromProfile(profile);
+  const model::HardwareSpec machine = HardwareFromProfile(profile);
   EXPECT_EQ(machine.name, "profile:synthetic.json");
   EXPECT_FALSE(machine.has_accelerator());
   EXPECT_EQ(machine.host->cores, 2);
@@ -82,7 +83,8 @@ TEST(CostCalibration, TheProfiledMachineIsAHostWithItsMeasuredLimits) {
 std::string ErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16") {
   return testing::ErrorOf([&] {
     const Profile profile = ProfileFromJson(json, "bad.json");
-    CalibrateCosts(profile, RooflineFromLimits(profile, dtype), CostParameters{}, FitOptions{});
+    CalibrateCosts(profile, RooflineFromLimits(profile, dtype), model::CostParameters{},
+                   FitOptions{});
   });
 }
 
@@ -113,4 +115,4 @@ TEST(CostCalibration, RefusesProfilesThatCannotCalibrate) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -16,7 +16,7 @@
 #include "tests/fit/synthetic.h"
 #include "tests/support/cli_runner.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 using testing::CliRun;
@@ -46,7 +46,7 @@ class FitCliTest : public ::testing::Test {
     probe[0].point = {256, 4, 8, 64, 0.5};
     const SdFitScales scales = testing::QwenScales(probe);
     const auto points = testing::SdGrid(testing::PlantedSdParams(scales), scales.ridge_point_tokens,
-                                        SdDenominator::kAlgorithm1, {1, 2, 4, 8}, {2, 4},
+                                        model::SdDenominator::kAlgorithm1, {1, 2, 4, 8}, {2, 4},
                                         testing::PowersOfTwo(256), 0.01, 7);
     std::ofstream out(dir_ / name);
     out << header << "\n";
@@ -260,4 +260,4 @@ TEST_F(FitCliTest, LatencyFitAndPredictRefusesIt) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

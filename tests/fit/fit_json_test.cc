@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "tests/fit/synthetic.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 SdFit MakeSdFit() {
@@ -16,9 +16,9 @@ SdFit MakeSdFit() {
   probe[0].point = {256, 4, 8, 64, 0.5};
   const SdFitScales scales = testing::QwenScales(probe);
   const auto points = testing::SdGrid(testing::PlantedSdParams(scales), scales.ridge_point_tokens,
-                                      SdDenominator::kAlgorithm1, {1, 2, 8}, {2, 4},
+                                      model::SdDenominator::kAlgorithm1, {1, 2, 8}, {2, 4},
                                       testing::PowersOfTwo(128), 0.01, 3);
-  return FitSd(points, testing::QwenScales(points), SdDenominator::kAlgorithm1, FitOptions{},
+  return FitSd(points, testing::QwenScales(points), model::SdDenominator::kAlgorithm1, FitOptions{},
                "grid");
 }
 
@@ -53,7 +53,7 @@ TEST(FitJson, SdRoundTripKeepsEverythingPredictionsNeed) {
   const nlohmann::json json = SdFitToJson(fit);
   EXPECT_EQ(json["schema"], "moelab.fit/1");
   EXPECT_EQ(json["kind"], "sd");
-  for (const char* name : MoesdParams::kNames) {
+  for (const char* name : model::MoesdParams::kNames) {
     EXPECT_TRUE(json["params"].contains(name)) << name;
     EXPECT_TRUE(json["std_errors"].contains(name)) << name;
   }
@@ -79,7 +79,7 @@ TEST(FitJson, SdRoundTripKeepsEverythingPredictionsNeed) {
   EXPECT_EQ(loaded.gauge_fixed, fit.gauge_fixed);
   EXPECT_EQ(loaded.options.seed, fit.options.seed);
   EXPECT_EQ(SdFitToJson(loaded), json);
-  const SdPoint point{24, 3, 4, 64, 0.7};
+  const model::SdPoint point{24, 3, 4, 64, 0.7};
   EXPECT_EQ(PredictSpeedup(loaded, point), PredictSpeedup(fit, point));
 }
 
@@ -115,7 +115,7 @@ TEST(FitJson, LatencyRoundTrip) {
 std::string SdLoadError(nlohmann::json json) {
   try {
     SdFitFromJson(json, "fit.json");
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     return e.what();
   }
   return "";
@@ -152,7 +152,7 @@ TEST(FitJson, LatencyLoaderValidates) {
   const auto error = [](const nlohmann::json& j) {
     try {
       LatencyFitFromJson(j, "fit.json");
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       return std::string(e.what());
     }
     return std::string();
@@ -180,7 +180,7 @@ TEST(FitJson, LatencyLoaderValidates) {
   j = good;
   j["operators"][0]["variable"] = "seconds";
   EXPECT_NE(error(j).find("variable"), std::string::npos);
-  EXPECT_THROW(SdFitFromJson(good, "fit.json"), Error);  // a latency fit is not an sd fit
+  EXPECT_THROW(SdFitFromJson(good, "fit.json"), base::Error);  // a latency fit is not an sd fit
   EXPECT_EQ(FitKind(good, "fit.json"), "latency");
 }
 
@@ -189,15 +189,15 @@ TEST(FitJson, FileLoaders) {
   std::ofstream(dir / "sd.json") << SdFitToJson(MakeSdFit()).dump(2);
   EXPECT_EQ(LoadSdFit(dir / "sd.json").n, 3 * 2 * 8);
   std::ofstream(dir / "bad.json") << "{\"schema\": ";
-  EXPECT_THROW(LoadSdFit(dir / "bad.json"), Error);
+  EXPECT_THROW(LoadSdFit(dir / "bad.json"), base::Error);
   try {
     LoadLatencyFit(dir / "absent.json");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("absent.json: fit file not found"), std::string::npos);
   }
   std::filesystem::remove_all(dir);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

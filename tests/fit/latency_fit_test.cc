@@ -10,7 +10,7 @@
 #include "model/moesd_speedup.h"
 #include "tests/fit/synthetic.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 const std::vector<int64_t> kTokens = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512};
@@ -211,11 +211,11 @@ TEST(LatencyPredict, UnknownOperatorListsWhatWasFitted) {
   AddCurve(
       samples, "router", {{"hidden", 1024}}, [](double) { return 5e-5; }, 9);
   const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
-  EXPECT_THROW(PredictLatency(fit, "attention_decode", "cpu", {}, 4), Error);
+  EXPECT_THROW(PredictLatency(fit, "attention_decode", "cpu", {}, 4), base::Error);
   try {
     PredictLatency(fit, "router", "cpu", {{"hidden", 2048}}, 4);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("{\"hidden\":1024}"), std::string::npos) << e.what();
   }
 }
@@ -223,7 +223,7 @@ TEST(LatencyPredict, UnknownOperatorListsWhatWasFitted) {
 std::string ProfileError(const nlohmann::json& json) {
   try {
     ProfileFromJson(json, "p.json");
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     return e.what();
   }
   return "";
@@ -256,10 +256,10 @@ TEST(LatencyProfile, RefusesBadProfiles) {
   try {
     LoadProfile(testing::MakeTempDir("profile") / "absent.json");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("profile file not found"), std::string::npos);
   }
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

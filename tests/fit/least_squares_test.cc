@@ -10,7 +10,7 @@
 // Solves stop at Ceres' default function tolerance (relative cost change 1e-6), i.e. within about
 // 1e-3 sqrt(n - p) standard errors of the exact optimum: exact answers are checked to 1e-3.
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -176,7 +176,7 @@ TEST(LeastSquares, NonConvergenceIsRefusedWithCeresMessage) {
   try {
     SolveLeastSquares(model, options);
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("test fit"), std::string::npos) << message;
     EXPECT_NE(message.find("did not converge"), std::string::npos) << message;
@@ -238,22 +238,22 @@ TEST(FitOptions, ValidateNamesTheField) {
   FitOptions options;
   EXPECT_NO_THROW(options.Validate());
   options.loss = "l1";
-  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
   options = FitOptions{};
   options.starts = 0;
-  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
   options = FitOptions{};
   options.loss_scale = 0;
-  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
   options = FitOptions{};
   options.max_iterations = 0;
   try {
     options.Validate();
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("max_iterations"), std::string::npos);
   }
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

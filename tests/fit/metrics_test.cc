@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 // Hand computation: errors 0.1, -0.2, 0.4 on measurements 1, 2, 4.
@@ -33,10 +33,10 @@ TEST(FitMetrics, PerfectPredictionAndNoSpread) {
 }
 
 TEST(FitMetrics, RefusesBadInput) {
-  EXPECT_THROW(ComputeMetrics({}, {}), Error);
-  EXPECT_THROW(ComputeMetrics({1, 2}, {1}), Error);
-  EXPECT_THROW(ComputeMetrics({1, NAN}, {1, 2}), Error);
-  EXPECT_THROW(ComputeMetrics({0, 1}, {1, 1}), Error);  // MAPE undefined
+  EXPECT_THROW(ComputeMetrics({}, {}), base::Error);
+  EXPECT_THROW(ComputeMetrics({1, 2}, {1}), base::Error);
+  EXPECT_THROW(ComputeMetrics({1, NAN}, {1, 2}), base::Error);
+  EXPECT_THROW(ComputeMetrics({0, 1}, {1, 1}), base::Error);  // MAPE undefined
 }
 
 TEST(CrossValidationFolds, LeaveOneOutUpToSixtyThenFiveFold) {
@@ -49,8 +49,8 @@ TEST(CrossValidationFolds, LeaveOneOutUpToSixtyThenFiveFold) {
   EXPECT_EQ(five[0].size(), 13u);  // 0, 5, ..., 60
   EXPECT_EQ(five[1].front(), 1);
   EXPECT_EQ(five[4].back(), 59);
-  EXPECT_THROW(CrossValidationFolds(1), Error);
+  EXPECT_THROW(CrossValidationFolds(1), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -10,7 +10,7 @@
 #include "model/moe_math.h"
 #include "model/sd_plan.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 // Linear operator times a + b x, so the fitted curves reproduce them closely.
@@ -45,27 +45,27 @@ LatencyFit SyntheticFit() {
   return FitLatency(profile, options);
 }
 
-MoeModelSpec Target() {
-  MoeModelSpec spec;
+model::MoeModelSpec Target() {
+  model::MoeModelSpec spec;
   spec.name = "target";
   spec.num_layers = 4;
   spec.hidden_size = 64;
   spec.vocab_size = 100;
-  spec.attention = {AttentionKind::kGroupedQuery, 4, 2, 16};
-  spec.moe = MoeSpec{};
+  spec.attention = {model::AttentionKind::kGroupedQuery, 4, 2, 16};
+  spec.moe = model::MoeSpec{};
   spec.moe->num_experts = 8;
   spec.moe->top_k = 2;
   spec.moe->expert_intermediate_size = 128;
   return spec;
 }
 
-MoeModelSpec Draft() {
-  MoeModelSpec spec;
+model::MoeModelSpec Draft() {
+  model::MoeModelSpec spec;
   spec.name = "draft";
   spec.num_layers = 2;
   spec.hidden_size = 32;
   spec.vocab_size = 100;
-  spec.attention = {AttentionKind::kGroupedQuery, 2, 1, 16};
+  spec.attention = {model::AttentionKind::kGroupedQuery, 2, 1, 16};
   spec.dense_intermediate_size = 64;
   return spec;
 }
@@ -78,13 +78,13 @@ double AttentionAt(double context, double rows) {
 }
 
 TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
-  const MoeModelSpec target = Target(), draft = Draft();
+  const model::MoeModelSpec target = Target(), draft = Draft();
   const FittedProfileCostSource source(SyntheticFit(), target);
-  SdStepCosts costs(source, target, draft, 1000);
+  model::SdStepCosts costs(source, target, draft, 1000);
   for (int64_t batch : {1, 4}) {
     for (int64_t positions : {1, 5}) {
       const double n = static_cast<double>(batch * positions);
-      const double activated = ExpectedActivatedExperts(n, 8, 2);
+      const double activated = model::ExpectedActivatedExperts(n, 8, 2);
       const double expected =
           4 * (AttentionAt(1000, n) + Router(n) + activated * ExpertFfn(n * 2 / activated)) +
           LmHead(n);
@@ -108,35 +108,36 @@ TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
 }
 
 TEST(FittedProfileCostSource, DecodeAttentionIsLinearInContextBetweenProfiledContexts) {
-  const MoeModelSpec target = Target();
+  const model::MoeModelSpec target = Target();
   const FittedProfileCostSource source(SyntheticFit(), target);
   const auto attention = [&](int64_t context) {
-    return source.Forward(target, {1, 1, context, true}).OperatorTime(Operator::kAttention) / 4.0;
+    return source.Forward(target, {1, 1, context, true}).OperatorTime(model::Operator::kAttention) /
+           4.0;
   };
   EXPECT_NEAR(attention(1024), Attention(1), 1e-3 * Attention(1));
   EXPECT_NEAR(attention(576), 0.5 * (Attention(1) + 10 * Attention(1)), 1e-3 * Attention(1));
   EXPECT_NEAR(attention(64), 10 * Attention(1),
-              1e-2 * Attention(1));      // below the grid: the smallest's curve
-  EXPECT_THROW(attention(4000), Error);  // extrapolating the falling line past zero: refused
+              1e-2 * Attention(1));            // below the grid: the smallest's curve
+  EXPECT_THROW(attention(4000), base::Error);  // extrapolating the falling line past zero: refused
 }
 
 TEST(FittedProfileCostSource, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) {
-  const MoeModelSpec target = Target(), draft = Draft();
+  const model::MoeModelSpec target = Target(), draft = Draft();
   LatencyFit fit = SyntheticFit();
   LatencyFit no_router = fit;
   std::erase_if(no_router.operators, [](const OperatorCurve& c) { return c.op == "router"; });
   try {
     FittedProfileCostSource source(no_router, target);
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no 'router' curve"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(FittedProfileCostSource(fit, draft), Error);
-  MoeModelSpec other_vocab = draft;
+  EXPECT_THROW(FittedProfileCostSource(fit, draft), base::Error);
+  model::MoeModelSpec other_vocab = draft;
   other_vocab.vocab_size = 50;
   const FittedProfileCostSource source(fit, target);
-  EXPECT_THROW(source.Forward(other_vocab, {1, 1, 1000, true}), Error);
+  EXPECT_THROW(source.Forward(other_vocab, {1, 1, 1000, true}), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 class SdMeasurementsTest : public ::testing::Test {
@@ -26,7 +26,7 @@ class SdMeasurementsTest : public ::testing::Test {
     const std::filesystem::path path = Write(name, text);
     try {
       LoadSdMeasurements(path);
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       return e.what();
     }
     return "";
@@ -117,7 +117,7 @@ TEST_F(SdMeasurementsTest, MissingFileAndMalformedJson) {
   try {
     LoadSdMeasurements(dir_ / "absent.csv");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("absent.csv: measurements file not found"),
               std::string::npos)
         << e.what();
@@ -138,17 +138,17 @@ TEST_F(SdMeasurementsTest, RefusesReportsOfOtherWorkloads) {
 TEST(SdMeasurementSet, NeedsTenPointsAndTwoBatchSizes) {
   std::vector<SdMeasurement> points(10);
   for (size_t i = 0; i < points.size(); ++i) points[i].point.batch = 4;
-  EXPECT_THROW(ValidateSdMeasurementSet(points, "x"), Error);
+  EXPECT_THROW(ValidateSdMeasurementSet(points, "x"), base::Error);
   points[3].point.batch = 8;
   EXPECT_NO_THROW(ValidateSdMeasurementSet(points, "x"));
   points.pop_back();
   try {
     ValidateSdMeasurementSet(points, "x.csv");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("x.csv: 9 measurement(s)"), std::string::npos) << e.what();
   }
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

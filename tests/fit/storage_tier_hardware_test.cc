@@ -5,14 +5,14 @@
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::fit {
 namespace {
 
 TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
-  const HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9);
+  const model::HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9);
   ASSERT_TRUE(hw.has_accelerator());
-  EXPECT_EQ(hw.kind, HardwareKind::kAccelerator);
+  EXPECT_EQ(hw.kind, model::HardwareKind::kAccelerator);
   EXPECT_DOUBLE_EQ(hw.accelerator->memory_bytes, 3e9);
   EXPECT_DOUBLE_EQ(hw.accelerator->memory_bandwidth_bytes_per_s,
                    profile.limits->dram_read_bytes_per_s);
@@ -52,4 +52,4 @@ TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::fit

@@ -36,18 +36,18 @@ class Noise {
 };
 
 // The paper's setting: Qwen2-57B-A14B with a Qwen2-0.5B draft on two A100-80GB SXM.
-inline SdFitScales QwenScales(const std::vector<SdMeasurement>& measurements) {
-  const PresetStore store(PresetDir());
-  return ComputeSdFitScales(store.LoadModel("qwen2-57b-a14b"), store.LoadModel("qwen2-0.5b"),
-                            store.LoadHardware("2xa100-80gb-sxm"), measurements, std::nullopt);
+inline fit::SdFitScales QwenScales(const std::vector<fit::SdMeasurement>& measurements) {
+  const model::PresetStore store(PresetDir());
+  return fit::ComputeSdFitScales(store.LoadModel("qwen2-57b-a14b"), store.LoadModel("qwen2-0.5b"),
+                                 store.LoadHardware("2xa100-80gb-sxm"), measurements, std::nullopt);
 }
 
 // Planted parameters inside the bounds, sized from the physical scales so the curve has the
 // paper's shape (rise then fall with batch): lambda 0.6, a knee G(P) = e^2.5.
-inline MoesdParams PlantedSdParams(const SdFitScales& s) {
+inline model::MoesdParams PlantedSdParams(const fit::SdFitScales& s) {
   const double lambda = 0.6;
   const double growth = std::exp(2.5 / (lambda * s.ridge_point_tokens));
-  MoesdParams p;
+  model::MoesdParams p;
   p.values = {1.5 * s.t_dense_s,
               0.03 * s.t_dense_s,
               1.5 * s.t_expert_s,
@@ -62,25 +62,23 @@ inline MoesdParams PlantedSdParams(const SdFitScales& s) {
 }
 
 // sigma from a per-token acceptance rate alpha = 0.8 (formulas.md section 1).
-inline double SigmaFor(int64_t gamma) { return AcceptedLengthFraction(0.8, gamma); }
+inline double SigmaFor(int64_t gamma) { return model::AcceptedLengthFraction(0.8, gamma); }
 
 // Evenly spread grid: K in `top_ks`, E = 64, gamma in `gammas`, batch in `batches`, in that
 // nesting order (K outermost). Speedups carry `relative_noise` multiplicative noise.
-inline std::vector<SdMeasurement> SdGrid(const MoesdParams& truth, double ridge_point_tokens,
-                                         SdDenominator denominator,
-                                         const std::vector<int64_t>& top_ks,
-                                         const std::vector<int64_t>& gammas,
-                                         const std::vector<int64_t>& batches, double relative_noise,
-                                         uint64_t seed) {
+inline std::vector<fit::SdMeasurement> SdGrid(
+    const model::MoesdParams& truth, double ridge_point_tokens, model::SdDenominator denominator,
+    const std::vector<int64_t>& top_ks, const std::vector<int64_t>& gammas,
+    const std::vector<int64_t>& batches, double relative_noise, uint64_t seed) {
   Noise noise(seed);
-  std::vector<SdMeasurement> points;
+  std::vector<fit::SdMeasurement> points;
   for (int64_t k : top_ks) {
     for (int64_t gamma : gammas) {
       for (int64_t batch : batches) {
-        SdMeasurement m;
+        fit::SdMeasurement m;
         m.point = {batch, gamma, k, 64, SigmaFor(gamma)};
         m.speedup = noise.Multiplicative(
-            MoesdSpeedup(truth, m.point, ridge_point_tokens, denominator), relative_noise);
+            model::MoesdSpeedup(truth, m.point, ridge_point_tokens, denominator), relative_noise);
         m.origin = "synthetic";
         points.push_back(m);
       }

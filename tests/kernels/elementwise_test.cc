@@ -9,7 +9,7 @@
 #include "kernels/attention.h"
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 TEST(RmsNorm, MatchesDefinition) {
@@ -61,8 +61,8 @@ TEST(Rope, RotatesPairsAndPreservesNorm) {
   // Pair (0, 4) rotates by angle 17 * theta^0 = 17 rad.
   EXPECT_NEAR(v[0], original[0] * std::cos(17.0) - original[4] * std::sin(17.0), 1e-5);
   EXPECT_NEAR(v[4], original[4] * std::cos(17.0) + original[0] * std::sin(17.0), 1e-5);
-  EXPECT_THROW(table.Apply(v.data(), 1, 64), Error);
-  EXPECT_THROW(RopeTable(7, 4, 10000.0), Error);
+  EXPECT_THROW(table.Apply(v.data(), 1, 64), base::Error);
+  EXPECT_THROW(RopeTable(7, 4, 10000.0), base::Error);
 }
 
 TEST(Attention, MatchesReferenceWithWindow) {
@@ -100,9 +100,9 @@ TEST(Attention, MatchesReferenceWithWindow) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 TEST(SiluMul, MatchesDefinitionAcrossTheRange) {
@@ -122,4 +122,4 @@ TEST(SiluMul, MatchesDefinitionAcrossTheRange) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels

@@ -11,7 +11,7 @@
 #include "kernels/cpu_features.h"
 #include "tests/kernels/random_inputs.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 struct Problem {
@@ -134,4 +134,4 @@ TEST(Bf16, RoundsToNearestEven) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels

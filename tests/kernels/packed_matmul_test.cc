@@ -14,7 +14,7 @@
 #include "kernels/matmul.h"
 #include "kernels/packed_matrix.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 using testing::RandomActivations;
@@ -165,4 +165,4 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, PackedMatmulTest, ::testing::ValuesIn(AllIsas
                          [](const auto& info) { return ToString(info.param); });
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels

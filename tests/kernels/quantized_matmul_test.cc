@@ -16,7 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/weight_matrix.h"
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 using testing::RandomActivations;
@@ -81,9 +81,9 @@ TEST(QuantizedMatrix, RefusesWeightsItCannotQuantize) {
   std::vector<Bf16> w(32, FloatToBf16(1.0f));
   w[3] = FloatToBf16(1.0e30f);  // scale 1e30 / 127: beyond fp16
   QuantizedMatrix q(QuantFormat::kQ8_0, 1, 32);
-  EXPECT_THROW(q.QuantizeRows(0, 1, w.data()), Error);
+  EXPECT_THROW(q.QuantizeRows(0, 1, w.data()), base::Error);
   w[3] = FloatToBf16(NAN);
-  EXPECT_THROW(q.QuantizeRows(0, 1, w.data()), Error);
+  EXPECT_THROW(q.QuantizeRows(0, 1, w.data()), base::Error);
 }
 
 TEST(WeightFormat, FromBitsAcceptsSixteenEightFourOnly) {
@@ -93,7 +93,7 @@ TEST(WeightFormat, FromBitsAcceptsSixteenEightFourOnly) {
   try {
     WeightFormatFromBits(3, "--attention-bits");
     FAIL() << "3 bits accepted";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--attention-bits 3"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("16 (bf16), 8 (q8_0) or 4 (q4_0)"), std::string::npos)
         << e.what();
@@ -249,4 +249,4 @@ INSTANTIATE_TEST_SUITE_P(EveryIsa, QuantizedMatmulTest,
                          });
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels

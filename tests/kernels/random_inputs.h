@@ -13,11 +13,12 @@
 namespace moelab::testing {
 
 // bf16 weights ~ N(0, stddev).
-inline std::vector<Bf16> RandomWeights(int64_t count, uint32_t seed, float stddev = 0.05f) {
+inline std::vector<kernels::Bf16> RandomWeights(int64_t count, uint32_t seed,
+                                                float stddev = 0.05f) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, stddev);
-  std::vector<Bf16> w(static_cast<size_t>(count));
-  for (Bf16& v : w) v = FloatToBf16(normal(rng));
+  std::vector<kernels::Bf16> w(static_cast<size_t>(count));
+  for (kernels::Bf16& v : w) v = kernels::FloatToBf16(normal(rng));
   return w;
 }
 
@@ -32,9 +33,10 @@ inline std::vector<float> RandomActivations(int64_t count, uint32_t seed) {
 
 // From a fixture's SetUp: makes `isa` the active path, or skips the test on a CPU without it (the
 // suites are instantiated over every ISA, so each path's tests run wherever it can).
-inline void UseIsaOrSkip(Isa isa) {
-  if (!IsSupported(isa)) GTEST_SKIP() << "this CPU cannot run the " << ToString(isa) << " path";
-  SetActiveIsa(isa);
+inline void UseIsaOrSkip(kernels::Isa isa) {
+  if (!kernels::IsSupported(isa))
+    GTEST_SKIP() << "this CPU cannot run the " << ToString(isa) << " path";
+  kernels::SetActiveIsa(isa);
 }
 
 }  // namespace moelab::testing

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace moelab {
+namespace moelab::kernels {
 namespace {
 
 TEST(ThreadPool, EveryTaskRunsExactlyOnce) {
@@ -41,4 +41,4 @@ TEST(ThreadPool, ManyShortRunsBackToBack) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::kernels

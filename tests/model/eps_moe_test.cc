@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 TEST(ExpertPipeline, OptimumIsSqrtOfShorterPhaseOverOverhead) {
@@ -20,9 +20,9 @@ TEST(ExpertPipeline, OptimumIsSqrtOfShorterPhaseOverOverhead) {
 }
 
 TEST(ExpertPipeline, RefusesBadInputs) {
-  EXPECT_THROW((ExpertPipelineModel{0.004, 0.01, 0.0, 0.0}.OptimalPipelines()), Error);
-  EXPECT_THROW((ExpertPipelineModel{-0.004, 0.01, 0.001, 0.0}.Time(1)), Error);
-  EXPECT_THROW((ExpertPipelineModel{0.004, 0.01, 0.001, 0.0}.Time(0)), Error);
+  EXPECT_THROW((ExpertPipelineModel{0.004, 0.01, 0.0, 0.0}.OptimalPipelines()), base::Error);
+  EXPECT_THROW((ExpertPipelineModel{-0.004, 0.01, 0.001, 0.0}.Time(1)), base::Error);
+  EXPECT_THROW((ExpertPipelineModel{0.004, 0.01, 0.001, 0.0}.Time(0)), base::Error);
 }
 
 TEST(ExpertGemm, GroupGemmForSmallLoadsDenseForLarge) {
@@ -30,8 +30,8 @@ TEST(ExpertGemm, GroupGemmForSmallLoadsDenseForLarge) {
   EXPECT_EQ(ChooseExpertGemm(2047), ExpertGemmKind::kGroupGemm);
   EXPECT_EQ(ChooseExpertGemm(4096), ExpertGemmKind::kDenseGemm);
   EXPECT_EQ(ChooseExpertGemm(100, 64), ExpertGemmKind::kDenseGemm);
-  EXPECT_THROW(ChooseExpertGemm(-1), Error);
+  EXPECT_THROW(ChooseExpertGemm(-1), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 // Mixtral-like: copying an expert costs 3x the GPU compute (Fiddler's microbenchmarks: 2-5x).
@@ -21,7 +21,7 @@ TEST(FiddlerDecide, FollowsAlgorithm1) {
   // cpu(1) = 0.003 > 0.002 = gpu + transfer? yes -> copy.
   EXPECT_EQ(FiddlerDecide({0.001, 0.0005, 0.0005, 0.0015}, 1, false), ExpertExecution::kCpu);
   EXPECT_EQ(FiddlerDecide(kModel, 1, false), ExpertExecution::kCopyWeightsThenGpu);
-  EXPECT_THROW(FiddlerDecide(kModel, -1, false), Error);
+  EXPECT_THROW(FiddlerDecide(kModel, -1, false), base::Error);
 }
 
 TEST(FiddlerDecide, CrossoverSeparatesCpuFromCopy) {
@@ -33,7 +33,7 @@ TEST(FiddlerDecide, CrossoverSeparatesCpuFromCopy) {
   EXPECT_DOUBLE_EQ(FiddlerExpertLatency(model, crossover, false), 0.0035);
   EXPECT_DOUBLE_EQ(FiddlerExpertLatency(model, 2, false), 0.0002 + 0.0008);
   EXPECT_EQ(FiddlerCrossoverTokens({0.001, 0.0, 0.0005, 0.003}), -1);
-  EXPECT_THROW(FiddlerCrossoverTokens({-0.001, 0.001, 0.0005, 0.003}), Error);
+  EXPECT_THROW(FiddlerCrossoverTokens({-0.001, 0.001, 0.0005, 0.003}), base::Error);
 }
 
 TEST(Placement, MostPopularFirstDeterministicTies) {
@@ -47,7 +47,7 @@ TEST(Placement, MostPopularFirstDeterministicTies) {
   EXPECT_NEAR(ExpectedHitRate(table, PlaceLeastPopular(table, 2)), 1.0 / 21.0, 1e-12);
   EXPECT_EQ(PlaceByPopularity(table, 100).size(), 6u);
   EXPECT_DOUBLE_EQ(ExpectedHitRate(table, PlaceByPopularity(table, 100)), 1.0);
-  EXPECT_THROW(ExpectedHitRate(table, {{2, 0}}), Error);
+  EXPECT_THROW(ExpectedHitRate(table, {{2, 0}}), base::Error);
 }
 
 TEST(Placement, RealMixtralPopularityBoundsRandomPlacement) {
@@ -79,7 +79,7 @@ TEST(Placement, LoadErrorsNameTheFile) {
   try {
     LoadPopularityTable(bad.string());
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("bad.csv: line 3"), std::string::npos) << e.what();
   }
   const std::filesystem::path ragged = dir / "ragged.csv";
@@ -87,8 +87,8 @@ TEST(Placement, LoadErrorsNameTheFile) {
     std::ofstream out(ragged);
     out << "layer,e0,e1\n0,1,2\n1,3\n";
   }
-  EXPECT_THROW(LoadPopularityTable(ragged.string()), Error);
+  EXPECT_THROW(LoadPopularityTable(ragged.string()), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

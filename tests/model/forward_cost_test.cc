@@ -7,7 +7,7 @@
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 class ForwardCostTest : public ::testing::Test {
@@ -98,16 +98,16 @@ TEST_F(ForwardCostTest, SlidingWindowCapsAttentionWork) {
 TEST_F(ForwardCostTest, RefusesBadShapesAndNonComputingHardware) {
   const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
   const HardwareSpec gpu = store_.LoadHardware("h100-sxm");
-  EXPECT_THROW(EstimateForwardCost(model, gpu, {0, 1, 0, true}, params_), Error);
-  EXPECT_THROW(EstimateForwardCost(model, gpu, {-3, 1, 0, true}, params_), Error);
-  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 0, 0, true}, params_), Error);
-  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, -1, true}, params_), Error);
+  EXPECT_THROW(EstimateForwardCost(model, gpu, {0, 1, 0, true}, params_), base::Error);
+  EXPECT_THROW(EstimateForwardCost(model, gpu, {-3, 1, 0, true}, params_), base::Error);
+  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 0, 0, true}, params_), base::Error);
+  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, -1, true}, params_), base::Error);
   EXPECT_THROW(
       EstimateForwardCost(model, store_.LoadHardware("pcie4-x16"), {1, 1, 0, true}, params_),
-      Error);
+      base::Error);
   CostParameters bad = params_;
   bad.compute_efficiency = 1.5;
-  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, 0, true}, bad), Error);
+  EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, 0, true}, bad), base::Error);
 }
 
 TEST_F(ForwardCostTest, MemoryFootprintSaysWhetherWeightsFit) {
@@ -122,4 +122,4 @@ TEST_F(ForwardCostTest, MemoryFootprintSaysWhetherWeightsFit) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

@@ -11,11 +11,11 @@
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 nlohmann::json Mixtral() {
-  return JsonReader::ParseFile(testing::PresetDir() / "models/mixtral-8x7b.json");
+  return base::JsonReader::ParseFile(testing::PresetDir() / "models/mixtral-8x7b.json");
 }
 
 // The error ModelSpecFromJson gives for `json` (read as "m.json").
@@ -72,18 +72,20 @@ TEST(ModelSpec, MalformedFileNamesTheFile) {
   try {
     PresetStore(testing::PresetDir()).LoadModel(file.string());
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: malformed JSON"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(PresetStore(testing::PresetDir()).LoadModel((dir / "absent.json").string()), Error);
+  EXPECT_THROW(PresetStore(testing::PresetDir()).LoadModel((dir / "absent.json").string()),
+               base::Error);
 }
 
 TEST(ModelSpec, DenseModelNeedsFfnWidth) {
-  nlohmann::json json = JsonReader::ParseFile(testing::PresetDir() / "models/llama-3.2-1b.json");
+  nlohmann::json json =
+      base::JsonReader::ParseFile(testing::PresetDir() / "models/llama-3.2-1b.json");
   json["dense_intermediate_size"] = 0;
   EXPECT_NE(ErrorOf(json).find("dense_intermediate_size"), std::string::npos);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

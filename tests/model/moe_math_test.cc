@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 TEST(ExpectedActivatedExperts, MatchesClosedFormAndLimits) {
@@ -25,10 +25,10 @@ TEST(ExpectedActivatedExperts, MatchesClosedFormAndLimits) {
 }
 
 TEST(ExpectedActivatedExperts, RefusesImpossibleGates) {
-  EXPECT_THROW(ExpectedActivatedExperts(4, 8, 9), Error);   // K > E
-  EXPECT_THROW(ExpectedActivatedExperts(4, 8, 0), Error);   // K = 0
-  EXPECT_THROW(ExpectedActivatedExperts(-1, 8, 2), Error);  // negative tokens
-  EXPECT_THROW(ExpectedActivatedExperts(NAN, 8, 2), Error);
+  EXPECT_THROW(ExpectedActivatedExperts(4, 8, 9), base::Error);   // K > E
+  EXPECT_THROW(ExpectedActivatedExperts(4, 8, 0), base::Error);   // K = 0
+  EXPECT_THROW(ExpectedActivatedExperts(-1, 8, 2), base::Error);  // negative tokens
+  EXPECT_THROW(ExpectedActivatedExperts(NAN, 8, 2), base::Error);
 }
 
 TEST(TokensPerActivatedExpert, EqualsTKOverN) {
@@ -64,8 +64,8 @@ TEST(FullActivationThreshold, PublishedModels) {
   EXPECT_EQ(FullActivationThreshold(1.0, 0.95), 1);  // dense
   // An exact power: rho = 0.5, tau = 0.75 -> log(0.25)/log(0.5) = 2 exactly.
   EXPECT_EQ(FullActivationThreshold(0.5, 0.75), 2);
-  EXPECT_THROW(FullActivationThreshold(0.25, 1.0), Error);
-  EXPECT_THROW(FullActivationThreshold(0.0, 0.95), Error);
+  EXPECT_THROW(FullActivationThreshold(0.25, 1.0), base::Error);
+  EXPECT_THROW(FullActivationThreshold(0.0, 0.95), base::Error);
 }
 
 TEST(AcceptedLengthFraction, LimitsAndClosedForm) {
@@ -84,9 +84,9 @@ TEST(AcceptedLengthFraction, LimitsAndClosedForm) {
 }
 
 TEST(AcceptedLengthFraction, RefusesOutOfRange) {
-  EXPECT_THROW(AcceptedLengthFraction(1.0, 4), Error);
-  EXPECT_THROW(AcceptedLengthFraction(-0.1, 4), Error);
-  EXPECT_THROW(AcceptedLengthFraction(0.5, 0), Error);
+  EXPECT_THROW(AcceptedLengthFraction(1.0, 4), base::Error);
+  EXPECT_THROW(AcceptedLengthFraction(-0.1, 4), base::Error);
+  EXPECT_THROW(AcceptedLengthFraction(0.5, 0), base::Error);
 }
 
 TEST(RooflineCurve, ContinuousInValueAndSlopeAtTransition) {
@@ -109,4 +109,4 @@ TEST(RooflineCurve, ContinuousInValueAndSlopeAtTransition) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

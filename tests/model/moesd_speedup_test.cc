@@ -5,7 +5,7 @@
 #include "base/error.h"
 #include "model/moe_math.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 MoesdParams Example() {
@@ -44,8 +44,8 @@ TEST(SdDenominator, ParsesNames) {
   EXPECT_EQ(SdDenominatorFromString("algorithm1"), SdDenominator::kAlgorithm1);
   EXPECT_EQ(SdDenominatorFromString("equation4"), SdDenominator::kEquation4);
   EXPECT_EQ(ToString(SdDenominator::kEquation4), "equation4");
-  EXPECT_THROW(SdDenominatorFromString("eq4"), Error);
+  EXPECT_THROW(SdDenominatorFromString("eq4"), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

@@ -11,7 +11,7 @@
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 PresetStore Store() { return PresetStore(testing::PresetDir()); }
@@ -92,7 +92,7 @@ TEST(ModelPresets, UnknownNameSuggestsNearest) {
   try {
     Store().LoadModel("mixtral-8x8b");
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("unknown model preset 'mixtral-8x8b'"), std::string::npos) << message;
     EXPECT_NE(message.find("did you mean 'mixtral-8x7b'"), std::string::npos) << message;
@@ -153,11 +153,11 @@ TEST(HardwarePresets, NodesComposeAccelerators) {
   EXPECT_EQ(three.accelerator_count, 3);
   const HardwareSpec four_3090 = store.LoadHardware("4xrtx-3090");
   EXPECT_EQ(four_3090.interconnect->kind, "pcie");
-  EXPECT_THROW(store.LoadHardware("0xh100-sxm"), Error);
+  EXPECT_THROW(store.LoadHardware("0xh100-sxm"), base::Error);
   try {
     store.LoadHardware("h100-sxn");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'h100-sxm'"), std::string::npos) << e.what();
   }
 }
@@ -167,7 +167,7 @@ TEST(HuggingFaceImport, RefusesUnknownModelTypeListingSupportedOnes) {
   try {
     ImportHuggingFaceConfig(config, "my/config.json");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("my/config.json: field 'model_type'"), std::string::npos) << message;
     EXPECT_NE(message.find("\"mixtral\""), std::string::npos) << message;
@@ -176,20 +176,20 @@ TEST(HuggingFaceImport, RefusesUnknownModelTypeListingSupportedOnes) {
 
 TEST(HuggingFaceImport, MissingFieldIsNamed) {
   nlohmann::json config =
-      JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
+      base::JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
   config.erase("num_local_experts");
   try {
     ImportHuggingFaceConfig(config, "x/config.json");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("missing required field 'num_local_experts'"),
               std::string::npos)
         << e.what();
   }
-  config = JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
+  config = base::JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
   config["num_experts_per_tok"] = 9;  // K > E
-  EXPECT_THROW(ImportHuggingFaceConfig(config, "x/config.json"), Error);
+  EXPECT_THROW(ImportHuggingFaceConfig(config, "x/config.json"), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

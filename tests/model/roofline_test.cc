@@ -7,7 +7,7 @@
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 TEST(Roofline, IsLaunchesPlusTheSlowerOfComputeAndMemory) {
@@ -56,4 +56,4 @@ TEST(Roofline, OneExpertIsTheRoutedExpertsOperatorOfAOneExpertModel) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

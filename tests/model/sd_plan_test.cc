@@ -10,7 +10,7 @@
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::model {
 namespace {
 
 SdPlan Plan(const std::string& target, const std::string& draft, const std::string& hardware,
@@ -97,7 +97,7 @@ TEST(SdPlan, FixedSigmaAndCostSourceAgreeWithAlpha) {
     EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup, 1e-12);
   EXPECT_TRUE(std::isnan(b.rows[0].alpha));
   by_sigma.sigma = 1.5;
-  EXPECT_THROW(by_sigma.Validate(), Error);
+  EXPECT_THROW(by_sigma.Validate(), base::Error);
 }
 
 TEST(SdPlan, RowsAreConsistent) {
@@ -128,7 +128,7 @@ TEST(SdPlan, RefusesModelsThatDoNotFit) {
   try {
     Plan("qwen2-57b-a14b", "qwen2-0.5b", "a100-80gb-sxm");
     FAIL();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("GB per device"), std::string::npos) << message;
     EXPECT_NE(message.find("2xa100-80gb-sxm"), std::string::npos) << message;
@@ -138,15 +138,15 @@ TEST(SdPlan, RefusesModelsThatDoNotFit) {
 TEST(SdPlan, RefusesBadOptions) {
   SdPlanOptions options;
   options.alpha = 1.0;
-  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
   options.alpha = 0.5;
   options.gammas = {0};
-  EXPECT_THROW(options.Validate(), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
   options.gammas = {1};
   options.batches = {-2};
-  EXPECT_THROW(options.Validate(), Error);
-  EXPECT_THROW(VerifyPositionsFromString("gamma+2"), Error);
+  EXPECT_THROW(options.Validate(), base::Error);
+  EXPECT_THROW(VerifyPositionsFromString("gamma+2"), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::model

@@ -21,34 +21,35 @@ namespace {
 
 using testing::ErrorOf;
 
-const PresetStore& Store() {
-  static const PresetStore store(testing::PresetDir());
+const model::PresetStore& Store() {
+  static const model::PresetStore store(testing::PresetDir());
   return store;
 }
 
 std::string FitFile() { return (testing::TestDataDir() / "fits/latency-quick-cpu.json").string(); }
 std::string ProfileFile() { return (testing::TestDataDir() / "profiles/quick-cpu.json").string(); }
 
-const OperatorCurve& CurveOf(const LatencyFit& fit, const std::string& op, int64_t context = -1) {
-  for (const OperatorCurve& curve : fit.operators) {
+const fit::OperatorCurve& CurveOf(const fit::LatencyFit& fit, const std::string& op,
+                                  int64_t context = -1) {
+  for (const fit::OperatorCurve& curve : fit.operators) {
     if (curve.op != op || curve.variable != "tokens") continue;
     if (context >= 0 &&
         (!curve.shape.contains("context") || curve.shape["context"].get<int64_t>() != context))
       continue;
     return curve;
   }
-  throw Error("test fit lacks " + op);
+  throw base::Error("test fit lacks " + op);
 }
 
 // Mixtral on an RTX 3090 priced by `options` (an offload simulation's devices).
 sim::SimConfig OffloadConfig(CostSourceOptions options,
-                             std::vector<CostCalibration>* made = nullptr) {
+                             std::vector<fit::CostCalibration>* made = nullptr) {
   sim::SimConfig config;
   config.model = Store().LoadModel("mixtral-8x7b");
   config.hardware = Store().LoadHardware("rtx-3090");
   options.hardware_given = false;
   CostSources sources(options, Store());
-  const std::vector<CostCalibration> calibrations = ApplyCostSources(sources, config);
+  const std::vector<fit::CostCalibration> calibrations = ApplyCostSources(sources, config);
   if (made != nullptr) *made = calibrations;
   return config;
 }
@@ -56,10 +57,10 @@ sim::SimConfig OffloadConfig(CostSourceOptions options,
 // sim offload --profile: the CPU's expert, dense-layer and LM-head times are the fitted curves,
 // computed here by hand from the fit file.
 TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
-  const LatencyFit fit = LoadLatencyFit(FitFile());
+  const fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
   CostSourceOptions options;
   options.fitted_profile = FitFile();
-  std::vector<CostCalibration> made;
+  std::vector<fit::CostCalibration> made;
   const sim::SimConfig config = OffloadConfig(options, &made);
   EXPECT_TRUE(made.empty());
   EXPECT_EQ(config.cost_source, "fitted-profile (host) + analytic-roofline (accelerator)");
@@ -74,7 +75,7 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
     EXPECT_NEAR(cost.ExpertSeconds(policies::Device::kCpu, tokens), expected, 1e-12 * expected);
   }
   for (int64_t batch : {1, 4}) {
-    const ForwardShape shape{batch, 1, 1024, true};
+    const model::ForwardShape shape{batch, 1, 1024, true};
     const double n = static_cast<double>(batch);
     const double layer =
         CurveOf(fit, "attention_decode", 1024).Predict(n) + CurveOf(fit, "router").Predict(n);
@@ -91,7 +92,7 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
 TEST(CostSources, CalibrationPricesTheHostAndNamesTheSource) {
   CostSourceOptions options;
   options.calibrate_profile = ProfileFile();
-  std::vector<CostCalibration> made;
+  std::vector<fit::CostCalibration> made;
   const sim::SimConfig config = OffloadConfig(options, &made);
   ASSERT_EQ(made.size(), 1u);  // CPU samples only
   ASSERT_TRUE(config.host_cost.has_value());
@@ -137,7 +138,7 @@ TEST(CostSources, SdSweepTakesEverySource) {
   request.cost.fitted_profile = FitFile();
   const SdSweepResult fitted = RunSdSweep(request, Store());
   EXPECT_EQ(fitted.source->name(), "fitted-profile");
-  const LatencyFit fit = LoadLatencyFit(FitFile());
+  const fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
   const double n = 4;
   // Each of the 8 experts gets Binomial(4 tokens, 2/8) of them: priced token count by token count.
   double routed = 0;

@@ -15,7 +15,7 @@
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::plan {
 namespace {
 
 bool Has(const std::string& text, const std::string& part) {
@@ -23,22 +23,22 @@ bool Has(const std::string& text, const std::string& part) {
 }
 
 TEST(ResultText, ModelAndHardwareDescriptions) {
-  const PresetStore store = PresetStore::Default();
-  const MoeModelSpec mixtral = store.LoadModel("mixtral-8x7b");
-  const nlohmann::json description = DescribeModel(mixtral, 0.95);
+  const model::PresetStore store = model::PresetStore::Default();
+  const model::MoeModelSpec mixtral = store.LoadModel("mixtral-8x7b");
+  const nlohmann::json description = model::DescribeModel(mixtral, 0.95);
   EXPECT_EQ(description["t_thres"].get<int64_t>(), 11);
   EXPECT_EQ(description["expert_bytes"].get<int64_t>(), 3LL * 4096 * 14336 * 2);
-  const std::string text = ModelText(mixtral, description);
+  const std::string text = model::ModelText(mixtral, description);
   EXPECT_TRUE(Has(text, "T_thres (tau 0.95)")) << text;
   EXPECT_TRUE(Has(text, "experts (E, K)")) << text;
 
-  const PresetListing models = ListModelPresets(store);
+  const model::PresetListing models = model::ListModelPresets(store);
   ASSERT_EQ(models.presets.size(), store.ListModels().size());
   EXPECT_TRUE(Has(models.text, "mixtral-8x7b"));
-  const PresetListing hardware = ListHardwarePresets(store);
+  const model::PresetListing hardware = model::ListHardwarePresets(store);
   ASSERT_EQ(hardware.presets.size(), store.ListHardware().size());
   EXPECT_TRUE(Has(hardware.text, "Any accelerator composes into a node"));
-  const std::string a100 = HardwareText(store.LoadHardware("a100-80gb-sxm"));
+  const std::string a100 = model::HardwareText(store.LoadHardware("a100-80gb-sxm"));
   EXPECT_TRUE(Has(a100, "memory (each)")) << a100;
 }
 
@@ -48,28 +48,29 @@ TEST(ResultText, SdMeasurementFilesCombineWithTheirOrigin) {
     std::ofstream(dir / name)
         << "batch,gamma,K,E,sigma,speedup\n1,2,2,8,0.5,1.3\n4,2,2,8,0.5,1.1\n";
   }
-  const SdMeasurementSet set =
-      LoadSdMeasurementFiles({(dir / "a.csv").string(), (dir / "b.csv").string()});
+  const fit::SdMeasurementSet set =
+      fit::LoadSdMeasurementFiles({(dir / "a.csv").string(), (dir / "b.csv").string()});
   EXPECT_EQ(set.measurements.size(), 4u);
   EXPECT_EQ(set.origin, (dir / "a.csv").string() + " + " + (dir / "b.csv").string());
   EXPECT_NE(testing::ErrorOf([&] {
-              LoadSdMeasurementFiles({(dir / "none.csv").string()});
+              fit::LoadSdMeasurementFiles({(dir / "none.csv").string()});
             }).find("none.csv"),
             std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
 TEST(ResultText, CalibrationRooflineAndText) {
-  const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  const fit::Profile profile = fit::LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
   EXPECT_NE(testing::ErrorOf([&] {
-              ProfiledRoofline(profile, std::nullopt, "gpu", "bf16");
+              fit::ProfiledRoofline(profile, std::nullopt, "gpu", "bf16");
             }).find("--device gpu needs --hardware"),
             std::string::npos);
-  const RooflineDevice limits = ProfiledRoofline(profile, std::nullopt, "cpu", "bf16");
-  EXPECT_EQ(limits.peak_flops, RooflineFromLimits(profile, "bf16").peak_flops);
-  CostParameters assumed;
-  const CostCalibration calibration = CalibrateCosts(profile, limits, assumed, FitOptions{});
-  const std::string text = CalibrationText(calibration);
+  const fit::RooflineDevice limits = fit::ProfiledRoofline(profile, std::nullopt, "cpu", "bf16");
+  EXPECT_EQ(limits.peak_flops, fit::RooflineFromLimits(profile, "bf16").peak_flops);
+  model::CostParameters assumed;
+  const fit::CostCalibration calibration =
+      fit::CalibrateCosts(profile, limits, assumed, fit::FitOptions{});
+  const std::string text = fit::CalibrationText(calibration);
   EXPECT_TRUE(Has(text, "Roofline calibration of ")) << text;
   EXPECT_TRUE(Has(text, "compute_efficiency")) << text;
   EXPECT_TRUE(Has(text, "MAPE calibrated %")) << text;
@@ -88,7 +89,7 @@ TEST(ResultText, RunReportText) {
       {"tokens_per_s", 12.5},
       {"weight_bytes_per_token", 1024.0},
       {"operator_times_s", {{"attention", 0.001}}}};
-  const std::string text = RunReportText(report);
+  const std::string text = executor::RunReportText(report);
   EXPECT_TRUE(Has(text, "moelab run: decode on tiny (2.00 KB of weights, synthetic), batch 2"))
       << text;
   EXPECT_TRUE(Has(text, "time in attention")) << text;
@@ -96,7 +97,7 @@ TEST(ResultText, RunReportText) {
 }
 
 TEST(ResultText, OffloadRunPricesAndPrintsItself) {
-  const PresetStore store = PresetStore::Default();
+  const model::PresetStore store = model::PresetStore::Default();
   sim::SimConfig config;
   config.model = store.LoadModel("mixtral-8x7b");
   config.hardware = store.LoadHardware("rtx-3090");
@@ -120,4 +121,4 @@ TEST(ResultText, OffloadRunPricesAndPrintsItself) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::plan

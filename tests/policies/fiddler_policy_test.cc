@@ -42,9 +42,9 @@ TEST(FiddlerPolicy, FollowsAlgorithmOnePerExpert) {
   EXPECT_FALSE(plan.decisions[1].evict.has_value());  // the placement never changes
   EXPECT_EQ(plan.decisions[2].action, ExpertAction::kResident);
   for (int64_t tokens : {1, 9, 10, 11, 100}) {
-    const ExpertExecution expected = FiddlerDecide(setup.latency, tokens, false);
+    const model::ExpertExecution expected = model::FiddlerDecide(setup.latency, tokens, false);
     const ExpertAction got = Plan(*policy, {0, {{0, tokens}}}).decisions[0].action;
-    EXPECT_EQ(got == ExpertAction::kFetch, expected == ExpertExecution::kCopyWeightsThenGpu)
+    EXPECT_EQ(got == ExpertAction::kFetch, expected == model::ExpertExecution::kCopyWeightsThenGpu)
         << tokens;
   }
 }

@@ -59,9 +59,10 @@ TEST(FmoePolicy, SemanticMatchPrefetchesTheFirstLayersOfTheMatchedMap) {
 }
 
 // Popularity that makes the initial placement skip the given layers.
-PopularityTable SkipLayers(int64_t layers, int64_t experts, const std::set<int64_t>& skipped) {
-  PopularityTable table(static_cast<size_t>(layers),
-                        std::vector<double>(static_cast<size_t>(experts), 1.0));
+model::PopularityTable SkipLayers(int64_t layers, int64_t experts,
+                                  const std::set<int64_t>& skipped) {
+  model::PopularityTable table(static_cast<size_t>(layers),
+                               std::vector<double>(static_cast<size_t>(experts), 1.0));
   for (int64_t layer : skipped)
     table[static_cast<size_t>(layer)].assign(static_cast<size_t>(experts), 0.0);
   return table;

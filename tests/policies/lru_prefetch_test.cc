@@ -101,7 +101,7 @@ TEST(LruPrefetchPolicy, HitRateOnUniformRoutingIsKOverE) {
       auto policy = MakeOffloadPolicy("lru-prefetch", Options(k, 0, 0),
                                       TinySetup(layers, experts, top_k, k * layers, 0));
       policy->InitialPlacement();
-      auto routing = MakeUniformRouting(layers, experts, top_k, 42);
+      auto routing = routing::MakeUniformRouting(layers, experts, top_k, 42);
       std::vector<std::vector<int32_t>> routed;
       int64_t hits = 0, requests = 0;
       for (int64_t step = 0; step < 20000; ++step) {

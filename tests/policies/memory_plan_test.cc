@@ -57,15 +57,15 @@ TEST(MemoryPlan, OneSlotTooManyDoesNotFit) {
 
 TEST(MemoryPlan, LeastPopularExpertsGoToStorageWhenHostRamIsShort) {
   OffloadSetup setup = SetupWithDense();
-  PopularityTable popularity(4, std::vector<double>(8, 10.0));
+  model::PopularityTable popularity(4, std::vector<double>(8, 10.0));
   popularity[3][5] = 1;  // the least popular expert
   popularity[2][0] = 2;  // the next
   // Host: 2000 bytes of CPU dense parts + 500 fixed bytes (a CPU layer needs them) + 30 experts.
   const MemoryPlan plan = PlanMemory(setup, Demand(2, 6, 1), 2500 + 30 * 1000, popularity);
   EXPECT_EQ(plan.experts_on_storage, 2);
   ASSERT_EQ(plan.on_storage.size(), 2u);
-  EXPECT_EQ(plan.on_storage[0], (ExpertId{3, 5}));
-  EXPECT_EQ(plan.on_storage[1], (ExpertId{2, 0}));
+  EXPECT_EQ(plan.on_storage[0], (model::ExpertId{3, 5}));
+  EXPECT_EQ(plan.on_storage[1], (model::ExpertId{2, 0}));
   // Every dense part on the accelerator: the fixed bytes need no host copy.
   EXPECT_EQ(PlanMemory(setup, Demand(4, 4, 1), 30 * 1000, popularity).experts_on_storage, 2);
   // The ideal (resident) keeps nothing on storage.
@@ -78,13 +78,13 @@ TEST(MemoryPlan, LeastPopularExpertsGoToStorageWhenHostRamIsShort) {
 }
 
 TEST(ModelMemory, DenseLayersCarryTheirKvCache) {
-  const MoeModelSpec model =
-      PresetStore(testing::PresetDir()).LoadModel("deepseek-v2-lite");  // one leading dense layer
-  const WeightBytes weights = CountWeightBytes(model);
+  const model::MoeModelSpec model = model::PresetStore(testing::PresetDir())
+                                        .LoadModel("deepseek-v2-lite");  // one leading dense layer
+  const model::WeightBytes weights = model::CountWeightBytes(model);
   const int64_t kv_tokens = 100;
   const ModelMemory memory = ModelMemoryOf(model, 16, kv_tokens);
   ASSERT_EQ(memory.dense_layer_bytes.size(), static_cast<size_t>(model.num_layers));
-  const double kv_per_layer = static_cast<double>(KvCacheBytesPerToken(model, 16)) /
+  const double kv_per_layer = static_cast<double>(model::KvCacheBytesPerToken(model, 16)) /
                               static_cast<double>(model.num_layers) * kv_tokens;
   EXPECT_DOUBLE_EQ(memory.kv_bytes_per_layer, kv_per_layer);
   EXPECT_DOUBLE_EQ(memory.kv_bytes, kv_per_layer * static_cast<double>(model.num_layers));

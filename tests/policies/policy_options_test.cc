@@ -18,7 +18,7 @@ const PolicyOptionSpec& OptionOf(const std::string& policy, std::string_view nam
   for (const PolicyOptionSpec& option : DefaultPolicyRegistry().Find(policy).options) {
     if (option.name == name) return option;
   }
-  throw Error("no option " + std::string(name) + " in " + policy);
+  throw base::Error("no option " + std::string(name) + " in " + policy);
 }
 
 TEST(PolicyOptionSpec, EachPolicyDeclaresItsDefaultsAndBounds) {

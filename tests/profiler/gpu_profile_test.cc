@@ -12,54 +12,54 @@
 #include "profiler/profiler.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 TEST(GpuProfile, WithoutAGpuASessionRefusesWithAReason) {
-  const GpuInventory inventory = DetectGpus();
+  const device::GpuInventory inventory = device::DetectGpus();
   if (!inventory.devices.empty())
     GTEST_SKIP() << "this machine has a GPU (" << inventory.devices[0].name << ")";
   try {
-    GpuProfileSession session(0, 4096);
+    device::GpuProfileSession session(0, 4096);
     FAIL() << "a session without a GPU must throw";
-  } catch (const GpuError& e) {
+  } catch (const device::GpuError& e) {
     EXPECT_FALSE(std::string(e.what()).empty());
   }
 }
 
 TEST(GpuProfile, CopiesAreTimed) {
-  const GpuInventory inventory = DetectGpus();
+  const device::GpuInventory inventory = device::DetectGpus();
   if (inventory.devices.empty()) GTEST_SKIP() << "needs a GPU: " << inventory.why_none;
-  GpuProfileSession session(inventory.devices[0].index, 1 << 20);
+  device::GpuProfileSession session(inventory.devices[0].index, 1 << 20);
   for (bool pinned : {true, false}) {
     EXPECT_GT(session.CopyHostToDevice(1 << 20, pinned), 0.0);
     EXPECT_GT(session.CopyDeviceToHost(4096, pinned), 0.0);
   }
-  EXPECT_THROW(session.CopyHostToDevice(2 << 20, true), GpuError);
+  EXPECT_THROW(session.CopyHostToDevice(2 << 20, true), device::GpuError);
   EXPECT_GT(session.l2_bytes(), 0);
 }
 
 TEST(GpuProfile, CublasExpertFfnMatchesTheCpuKernel) {
-  const GpuInventory inventory = DetectGpus();
+  const device::GpuInventory inventory = device::DetectGpus();
   if (inventory.devices.empty()) GTEST_SKIP() << "needs a GPU: " << inventory.why_none;
   const int64_t tokens = 5, hidden = 64, width = 96;
-  std::vector<Bf16> gate_up(static_cast<size_t>(2 * width * hidden)),
+  std::vector<kernels::Bf16> gate_up(static_cast<size_t>(2 * width * hidden)),
       down(static_cast<size_t>(hidden * width));
   for (size_t i = 0; i < gate_up.size(); ++i)
-    gate_up[i] = FloatToBf16(0.05f * std::sin(0.37f * static_cast<float>(i)));
+    gate_up[i] = kernels::FloatToBf16(0.05f * std::sin(0.37f * static_cast<float>(i)));
   for (size_t i = 0; i < down.size(); ++i)
-    down[i] = FloatToBf16(0.05f * std::cos(0.23f * static_cast<float>(i)));
+    down[i] = kernels::FloatToBf16(0.05f * std::cos(0.23f * static_cast<float>(i)));
   std::vector<float> x(static_cast<size_t>(tokens * hidden));
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.11f * static_cast<float>(i));
-  std::vector<Bf16> block(gate_up);
+  std::vector<kernels::Bf16> block(gate_up);
   block.insert(block.end(), down.begin(), down.end());
   std::vector<float> cpu(x.size());
-  ThreadPool pool(1);
-  ExpertFfnScratch scratch;
-  ExpertFfn(x.data(), tokens, hidden, width, block.data(), block.data() + gate_up.size(),
-            cpu.data(), pool, scratch);
-  const std::vector<float> gpu =
-      GpuExpertFfnForCheck(inventory.devices[0].index, tokens, hidden, width, x, gate_up, down);
+  kernels::ThreadPool pool(1);
+  kernels::ExpertFfnScratch scratch;
+  kernels::ExpertFfn(x.data(), tokens, hidden, width, block.data(), block.data() + gate_up.size(),
+                     cpu.data(), pool, scratch);
+  const std::vector<float> gpu = device::GpuExpertFfnForCheck(inventory.devices[0].index, tokens,
+                                                              hidden, width, x, gate_up, down);
   ASSERT_EQ(gpu.size(), cpu.size());
   float scale = 0;
   for (float v : cpu) scale = std::max(scale, std::fabs(v));
@@ -70,10 +70,10 @@ TEST(GpuProfile, CublasExpertFfnMatchesTheCpuKernel) {
 }
 
 TEST(GpuProfile, ProfileHasGpuSamples) {
-  const GpuInventory inventory = DetectGpus();
+  const device::GpuInventory inventory = device::DetectGpus();
   if (inventory.devices.empty()) GTEST_SKIP() << "needs a GPU: " << inventory.why_none;
   ProfileRequest request;
-  request.shape = ShapeOverrides{};
+  request.shape = executor::ShapeOverrides{};
   request.shape.layers = 2;
   request.shape.hidden = 256;
   request.shape.intermediate = 512;
@@ -86,7 +86,7 @@ TEST(GpuProfile, ProfileHasGpuSamples) {
   grid.repetitions = 2;
   grid.min_time_s = 0.005;
   request.grid = grid;
-  const nlohmann::json profile = RunProfile(request, PresetStore(testing::PresetDir()));
+  const nlohmann::json profile = RunProfile(request, model::PresetStore(testing::PresetDir()));
   ASSERT_NO_THROW(ValidateProfile(profile));
   EXPECT_TRUE(profile["machine"]["gpu"].is_object());
   std::set<std::string> gpu_operators;
@@ -100,4 +100,4 @@ TEST(GpuProfile, ProfileHasGpuSamples) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -11,7 +11,7 @@
 #include "tests/support/cli_runner.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 using testing::CliRun;
@@ -65,4 +65,4 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"profile --quick --json --csv --out OUT", "give --json or --csv, not both"}));
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -13,18 +13,20 @@
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
-ExecutorConfig DefaultTarget() {
-  return ExecutorConfigFromSpec(PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"),
-                                DefaultTargetShape());
+executor::ExecutorConfig DefaultTarget() {
+  return executor::ExecutorConfigFromSpec(
+      model::PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"),
+      executor::DefaultTargetShape());
 }
 
-ExecutorConfig DefaultDraft(int64_t vocab) {
-  ShapeOverrides shape = DefaultDraftShape();
+executor::ExecutorConfig DefaultDraft(int64_t vocab) {
+  executor::ShapeOverrides shape = executor::DefaultDraftShape();
   shape.vocab = vocab;
-  return ExecutorConfigFromSpec(PresetStore(testing::PresetDir()).LoadModel("llama-3.2-1b"), shape);
+  return executor::ExecutorConfigFromSpec(
+      model::PresetStore(testing::PresetDir()).LoadModel("llama-3.2-1b"), shape);
 }
 
 bool Contains(const std::vector<int64_t>& values, int64_t v) {
@@ -71,26 +73,26 @@ TEST(GridSpec, QuickIsASmallerCheaperSubsetWithTheBends) {
 TEST(GridSpec, ValidateNamesTheField) {
   GridSpec s = GridSpec::Quick();
   s.repetitions = 0;
-  EXPECT_THROW(s.Validate(), Error);
+  EXPECT_THROW(s.Validate(), base::Error);
   s = GridSpec::Quick();
   s.expert_tokens.push_back(0);
   try {
     s.Validate();
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("expert_tokens"), std::string::npos) << e.what();
   }
   s = GridSpec::Quick();
   s.ridge_points = 2;
-  EXPECT_THROW(s.Validate(), Error);
+  EXPECT_THROW(s.Validate(), base::Error);
   s = GridSpec::Quick();
   s.min_time_s = 0;
-  EXPECT_THROW(s.Validate(), Error);
+  EXPECT_THROW(s.Validate(), base::Error);
 }
 
 TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
-  const ExecutorConfig target = DefaultTarget();
-  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   const std::vector<GridPoint> points = MakeProfileGrid(target, draft, GridSpec::Quick(), -1);
   const std::map<std::string, int> counts = CountByFamily(points);
   EXPECT_EQ(counts.at("expert_ffn cpu"), 15);
@@ -113,8 +115,8 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
 }
 
 TEST(ProfileGrid, SizesComeFromTheModelShape) {
-  const ExecutorConfig target = DefaultTarget();
-  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   EXPECT_EQ(target.hidden_size, 1024);
   EXPECT_EQ(target.expert_intermediate_size, 3584);
   const int64_t expert_bytes = 3 * 1024 * 3584 * 2;
@@ -152,15 +154,15 @@ TEST(ProfileGrid, SizesComeFromTheModelShape) {
 }
 
 TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) {
-  ExecutorConfig target = DefaultTarget();
+  executor::ExecutorConfig target = DefaultTarget();
   target.max_positions = 1000;
-  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
   EXPECT_EQ(counts["attention_prefill cpu"], 2);  // 64 and 256
 
-  const ExecutorConfig dense = DefaultDraft(32000);
+  const executor::ExecutorConfig dense = DefaultDraft(32000);
   counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
   EXPECT_EQ(counts.count("router cpu"), 0u);
@@ -168,8 +170,8 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
 }
 
 TEST(ProfileGrid, GpuPointsOnlyWithAGpu) {
-  const ExecutorConfig target = DefaultTarget();
-  const ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   const std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), 0));
   EXPECT_EQ(counts.at("expert_ffn cuda:0"), 15);
@@ -198,7 +200,7 @@ TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
   EXPECT_EQ(RidgeTokens(4096.0, 3, {4096}).size(), 3u);
   EXPECT_EQ(RidgeTokens(20.0, 3, taken), three);  // deterministic
   EXPECT_TRUE(RidgeTokens(20.0, 0, taken).empty());
-  EXPECT_THROW(RidgeTokens(20.0, 4, taken), Error);
+  EXPECT_THROW(RidgeTokens(20.0, 4, taken), base::Error);
 }
 
 TEST(EstimateRidgeTokens, RecoversAPlantedRoofline) {
@@ -209,8 +211,8 @@ TEST(EstimateRidgeTokens, RecoversAPlantedRoofline) {
   for (int64_t t : GridSpec::Quick().expert_tokens)
     samples.push_back({t, std::max(1e-3, 50e-6 * t) * noise(random)});
   EXPECT_NEAR(EstimateRidgeTokens(samples), 20.0, 2.0);
-  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}}), Error);
-  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}, {4, 2e-3}}), Error);
+  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}}), base::Error);
+  EXPECT_THROW(EstimateRidgeTokens({{4, 1e-3}, {4, 2e-3}}), base::Error);
   // Never compute-bound in range: the ridge is clamped to the grid.
   EXPECT_LE(EstimateRidgeTokens({{1, 1.0}, {4096, 1e-3}}), 4096.0);
 }
@@ -222,8 +224,8 @@ TEST(CyclingBlocks, CycleExceedsTwiceTheCache) {
   for (int64_t block : {int64_t{2048}, int64_t{196608}, int64_t{4718592}, int64_t{65536000}}) {
     EXPECT_GT(CyclingBlocks(block, l3) * block, 2 * l3) << block;
   }
-  EXPECT_THROW(CyclingBlocks(0, l3), Error);
+  EXPECT_THROW(CyclingBlocks(0, l3), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -5,12 +5,12 @@
 #include "base/json_reader.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 TEST(ProfileSummary, OneLinePerOperatorAndDevice) {
   const nlohmann::json profile =
-      JsonReader::ParseFile(testing::TestDataDir() / "profiles/quick-cpu.json");
+      base::JsonReader::ParseFile(testing::TestDataDir() / "profiles/quick-cpu.json");
   const std::string text = ProfileSummaryText(profile, "p.json");
   EXPECT_EQ(text.rfind("moelab profile: ", 0), 0u) << text;
   EXPECT_NE(text.find("expert_ffn cpu"), std::string::npos) << text;
@@ -19,4 +19,4 @@ TEST(ProfileSummary, OneLinePerOperatorAndDevice) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

@@ -13,16 +13,16 @@
 #include "base/error.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
-PresetStore Presets() { return PresetStore(testing::PresetDir()); }
+model::PresetStore Presets() { return model::PresetStore(testing::PresetDir()); }
 
 // Mixtral's architecture at a tiny size, with a tiny dense draft.
 ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   ProfileRequest r;
   r.model = "mixtral-8x7b";
-  r.shape = ShapeOverrides{};
+  r.shape = executor::ShapeOverrides{};
   r.shape.layers = 2;
   r.shape.hidden = 64;
   r.shape.intermediate = 128;
@@ -33,7 +33,7 @@ ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   r.shape.head_dim = 16;
   r.shape.vocab = 256;
   r.shape.max_positions = 256;
-  r.draft_shape = ShapeOverrides{};
+  r.draft_shape = executor::ShapeOverrides{};
   r.draft_shape.layers = 1;
   r.draft_shape.hidden = 64;
   r.draft_shape.dense_intermediate = 96;
@@ -199,34 +199,34 @@ TEST_F(ProfilerTest, BadInputIsRefusedBeforeAnythingRuns) {
   try {
     RunProfile(request, Presets());
     FAIL() << "expected an error";
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'mixtral-8x7b'"), std::string::npos)
         << e.what();
   }
   request = TinyRequest(dir_);
   request.shape.hidden = 0;
-  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  EXPECT_THROW(RunProfile(request, Presets()), base::Error);
   request = TinyRequest(dir_);
   request.shape.kv_heads = 3;  // does not divide 4 heads
-  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  EXPECT_THROW(RunProfile(request, Presets()), base::Error);
   request = TinyRequest(dir_);
   request.threads = -1;
-  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  EXPECT_THROW(RunProfile(request, Presets()), base::Error);
   request = TinyRequest(dir_);
   request.grid->repetitions = 0;
-  EXPECT_THROW(RunProfile(request, Presets()), Error);
+  EXPECT_THROW(RunProfile(request, Presets()), base::Error);
 }
 
 TEST_F(ProfilerTest, OutputInAMissingFolderIsRefusedAndLeavesNoFile) {
   const std::filesystem::path out = dir_ / "no-such-folder" / "profile.json";
-  EXPECT_THROW(RequireOutputFolder(out), Error);
-  EXPECT_THROW(RequireOutputFolder(dir_), Error);  // a folder, not a file
-  EXPECT_THROW(RequireOutputFolder(""), Error);
+  EXPECT_THROW(RequireOutputFolder(out), base::Error);
+  EXPECT_THROW(RequireOutputFolder(dir_), base::Error);  // a folder, not a file
+  EXPECT_THROW(RequireOutputFolder(""), base::Error);
   EXPECT_NO_THROW(RequireOutputFolder(dir_ / "profile.json"));
   ProfileRequest request = TinyRequest(dir_);
   request.grid = StorageOnly();
   const nlohmann::json profile = RunProfile(request, Presets());
-  EXPECT_THROW(WriteProfile(profile, out), Error);
+  EXPECT_THROW(WriteProfile(profile, out), base::Error);
   EXPECT_FALSE(std::filesystem::exists(out.parent_path()));
 }
 
@@ -234,7 +234,7 @@ TEST(ValidateProfile, NamesTheFirstBadField) {
   auto message = [](const nlohmann::json& p) {
     try {
       ValidateProfile(p);
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       return std::string(e.what());
     }
     return std::string("valid");
@@ -284,4 +284,4 @@ TEST(ValidateProfile, NamesTheFirstBadField) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

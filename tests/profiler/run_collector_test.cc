@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace moelab {
+namespace moelab::profiler {
 namespace {
 
 using BenchmarkRun = benchmark::BenchmarkReporter::Run;
@@ -156,4 +156,4 @@ TEST(CollectingReporter, CollectsARealGoogleBenchmarkRun) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::profiler

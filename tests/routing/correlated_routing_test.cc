@@ -12,7 +12,7 @@
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 using testing::ErrorOf;
@@ -122,7 +122,7 @@ TEST(CorrelatedRouting, KeepsTheMixtralPopularityProfile) {
       testing::SharedDataDir() / "routing/mixtral-8x7b/fiddler_mixtral_popularity_aggregated.csv";
   if (!std::filesystem::exists(table_file)) GTEST_SKIP() << "no " << table_file;
   CorrelatedRoutingOptions options;
-  options.popularity = LoadPopularityTable(table_file.string());
+  options.popularity = model::LoadPopularityTable(table_file.string());
   options.locality = 0.5;
   options.layer_correlation = 0.5;
   auto source = MakeCorrelatedRouting(options, 32, 8, 2, 3);
@@ -168,4 +168,4 @@ TEST(CorrelatedRouting, ParsedFromTheRoutingSpec) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -11,7 +11,7 @@
 #include "routing/expert_activation_sampler.h"
 #include "routing/routing_source.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 // A trace of `sequences` decode streams of `steps` tokens from `source`, one step per position.
@@ -35,17 +35,18 @@ RoutingTrace DecodeTrace(RoutingSource& source, int64_t layers, int64_t experts,
 }
 
 TEST(ExpertActivation, UniformIsTheClosedForm) {
-  const UniformExpertActivation uniform(8, 2);
+  const model::UniformExpertActivation uniform(8, 2);
   for (int64_t batch : {1, 3, 16}) {
     for (int64_t positions : {1, 5}) {
-      EXPECT_DOUBLE_EQ(uniform.DistinctExperts(batch, positions, PassKind::kVerify),
-                       ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2));
+      EXPECT_DOUBLE_EQ(
+          uniform.DistinctExperts(batch, positions, model::PassKind::kVerify),
+          model::ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2));
     }
   }
   const auto from_spec = MakeExpertActivation(ParseRoutingSpec("uniform"), 4, 8, 2, 1);
   EXPECT_EQ(from_spec->Describe(), "uniform");
-  EXPECT_DOUBLE_EQ(from_spec->DistinctExperts(4, 3, PassKind::kVerify),
-                   ExpectedActivatedExperts(12, 8, 2));
+  EXPECT_DOUBLE_EQ(from_spec->DistinctExperts(4, 3, model::PassKind::kVerify),
+                   model::ExpectedActivatedExperts(12, 8, 2));
 }
 
 TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
@@ -54,16 +55,18 @@ TEST(ExpertActivation, UniformTraceRecoversTheClosedFormWithinSamplingError) {
   const auto sampled = SampledExpertActivation::FromTrace(trace, "uniform trace", 3);
   for (int64_t batch : {1, 2, 4, 8}) {
     for (int64_t positions : {1, 3, 5}) {
-      const double closed = ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2);
+      const double closed =
+          model::ExpectedActivatedExperts(static_cast<double>(batch * positions), 8, 2);
       // 256 draws x 4 layers of a count bounded by 8: the mean's standard error is below 0.1.
-      EXPECT_NEAR(sampled->DistinctExperts(batch, positions, PassKind::kDecode), closed, 0.25)
+      EXPECT_NEAR(sampled->DistinctExperts(batch, positions, model::PassKind::kDecode), closed,
+                  0.25)
           << "batch " << batch << " positions " << positions;
     }
   }
 }
 
 // The tokens-per-expert spread: sums to the distinct experts and to the pass's tokens x K.
-void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed_tokens,
+void ExpectConsistentLoad(const model::ExpertLoad& load, double distinct, double routed_tokens,
                           double tolerance) {
   double experts = 0, tokens = 0;
   for (size_t i = 0; i < load.experts.size(); ++i) {
@@ -75,22 +78,22 @@ void ExpectConsistentLoad(const ExpertLoad& load, double distinct, double routed
 }
 
 TEST(ExpertActivation, UniformLoadIsBinomial) {
-  const UniformExpertActivation uniform(8, 2);
-  const ExpertLoad small =
-      uniform.Load(2, 1, PassKind::kDecode);  // 2 tokens: 8 (2 (1/4)(3/4), 1/16)
+  const model::UniformExpertActivation uniform(8, 2);
+  const model::ExpertLoad small =
+      uniform.Load(2, 1, model::PassKind::kDecode);  // 2 tokens: 8 (2 (1/4)(3/4), 1/16)
   ASSERT_EQ(small.first_tokens, 1);
   ASSERT_EQ(small.experts.size(), 2u);
   EXPECT_NEAR(small.experts[0], 8 * 2 * 0.25 * 0.75, 1e-12);
   EXPECT_NEAR(small.experts[1], 8 * 0.25 * 0.25, 1e-12);
   for (int64_t tokens : {1, 7, 60, 4096}) {
-    ExpectConsistentLoad(uniform.Load(tokens, 1, PassKind::kPrefill),
-                         ExpectedActivatedExperts(static_cast<double>(tokens), 8, 2),
+    ExpectConsistentLoad(uniform.Load(tokens, 1, model::PassKind::kPrefill),
+                         model::ExpectedActivatedExperts(static_cast<double>(tokens), 8, 2),
                          2.0 * static_cast<double>(tokens), 1e-9);
   }
-  EXPECT_GT(uniform.Load(4096, 1, PassKind::kPrefill).first_tokens,
+  EXPECT_GT(uniform.Load(4096, 1, model::PassKind::kPrefill).first_tokens,
             600);  // mean 1024, 12 sd = 333: tails left out
-  const UniformExpertActivation dense(4, 4);
-  const ExpertLoad all = dense.Load(3, 2, PassKind::kVerify);
+  const model::UniformExpertActivation dense(4, 4);
+  const model::ExpertLoad all = dense.Load(3, 2, model::PassKind::kVerify);
   EXPECT_EQ(all.first_tokens, 6);
   EXPECT_EQ(all.experts, std::vector<double>{4.0});
 }
@@ -99,12 +102,12 @@ TEST(ExpertActivation, SampledLoadMatchesItsDistinctExpertsAndTheBinomialOnUnifo
   const auto uniform = MakeUniformRouting(4, 8, 2, 7);
   const auto sampled =
       SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 4, 8, 2, 8, 64), "uniform trace", 3);
-  const UniformExpertActivation closed(8, 2);
+  const model::UniformExpertActivation closed(8, 2);
   for (int64_t batch : {1, 4, 8}) {
-    const ExpertLoad load = sampled->Load(batch, 3, PassKind::kDecode);
-    ExpectConsistentLoad(load, sampled->DistinctExperts(batch, 3, PassKind::kDecode),
+    const model::ExpertLoad load = sampled->Load(batch, 3, model::PassKind::kDecode);
+    ExpectConsistentLoad(load, sampled->DistinctExperts(batch, 3, model::PassKind::kDecode),
                          2.0 * 3 * batch, 1e-9);
-    const ExpertLoad expected = closed.Load(batch, 3, PassKind::kDecode);
+    const model::ExpertLoad expected = closed.Load(batch, 3, model::PassKind::kDecode);
     for (size_t i = 0; i < expected.experts.size(); ++i) {
       const int64_t t = expected.first_tokens + static_cast<int64_t>(i);
       const size_t at = static_cast<size_t>(t - load.first_tokens);
@@ -140,19 +143,20 @@ TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
     trace.steps.push_back(std::move(step));
   }
   const auto sampled = SampledExpertActivation::FromTrace(trace, "repeated", 1);
-  EXPECT_EQ(sampled->segments(PassKind::kVerify), 64);
+  EXPECT_EQ(sampled->segments(model::PassKind::kVerify), 64);
   // One sequence of five tokens: exactly its first token's K experts.
-  EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 5, PassKind::kVerify), 2.0);
-  EXPECT_LT(sampled->DistinctExperts(4, 5, PassKind::kVerify),
-            ExpectedActivatedExperts(20, 8, 2) - 1.0);
+  EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 5, model::PassKind::kVerify), 2.0);
+  EXPECT_LT(sampled->DistinctExperts(4, 5, model::PassKind::kVerify),
+            model::ExpectedActivatedExperts(20, 8, 2) - 1.0);
   // The cost sources see it: fewer experts, fewer routed-expert bytes than uniform.
-  MoeSpec moe;
+  model::MoeSpec moe;
   moe.num_experts = 8;
   moe.top_k = 2;
-  ForwardShape shape{1, 5, 100, true, sampled.get()};
-  EXPECT_DOUBLE_EQ(ActivatedExpertsPerLayer(moe, shape), 2.0);
+  model::ForwardShape shape{1, 5, 100, true, sampled.get()};
+  EXPECT_DOUBLE_EQ(model::ActivatedExpertsPerLayer(moe, shape), 2.0);
   shape.activation = nullptr;
-  EXPECT_NEAR(ActivatedExpertsPerLayer(moe, shape), ExpectedActivatedExperts(5, 8, 2), 1e-12);
+  EXPECT_NEAR(model::ActivatedExpertsPerLayer(moe, shape), model::ExpectedActivatedExperts(5, 8, 2),
+              1e-12);
 }
 
 TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
@@ -162,7 +166,7 @@ TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
   trace.steps[0].kind = "verify";
   trace.steps[0].sequence_tokens = {1, 1, 1, 1};
   const auto sampled = SampledExpertActivation::FromTrace(trace, "short", 1);
-  const double three = sampled->DistinctExperts(1, 3, PassKind::kVerify);
+  const double three = sampled->DistinctExperts(1, 3, model::PassKind::kVerify);
   EXPECT_GE(three, 1.0);
   EXPECT_LE(three, 3.0);
 }
@@ -171,11 +175,13 @@ TEST(ExpertActivation, RefusesAGateOfAnotherShape) {
   const auto uniform = MakeUniformRouting(2, 8, 2, 5);
   const auto sampled =
       SampledExpertActivation::FromTrace(DecodeTrace(*uniform, 2, 8, 2, 2, 4), "eight", 1);
-  MoeSpec moe;
+  model::MoeSpec moe;
   moe.num_experts = 16;
   moe.top_k = 2;
-  EXPECT_THROW(ActivatedExpertsPerLayer(moe, ForwardShape{1, 1, 0, true, sampled.get()}), Error);
-  EXPECT_THROW(MakeExpertActivation(ParseRoutingSpec("gate"), 2, 8, 2, 1), Error);
+  EXPECT_THROW(
+      model::ActivatedExpertsPerLayer(moe, model::ForwardShape{1, 1, 0, true, sampled.get()}),
+      base::Error);
+  EXPECT_THROW(MakeExpertActivation(ParseRoutingSpec("gate"), 2, 8, 2, 1), base::Error);
 }
 
 TEST(ExpertActivation, SameSeedSameEstimate) {
@@ -183,8 +189,8 @@ TEST(ExpertActivation, SameSeedSameEstimate) {
   const RoutingTrace trace = DecodeTrace(*source, 3, 8, 2, 4, 16);
   const auto a = SampledExpertActivation::FromTrace(trace, "a", 42);
   const auto b = SampledExpertActivation::FromTrace(trace, "b", 42);
-  EXPECT_DOUBLE_EQ(a->DistinctExperts(3, 2, PassKind::kDecode),
-                   b->DistinctExperts(3, 2, PassKind::kDecode));
+  EXPECT_DOUBLE_EQ(a->DistinctExperts(3, 2, model::PassKind::kDecode),
+                   b->DistinctExperts(3, 2, model::PassKind::kDecode));
 }
 
 TEST(RoutingTrace, SequenceTokensRoundTripAndAreChecked) {
@@ -193,8 +199,8 @@ TEST(RoutingTrace, SequenceTokensRoundTripAndAreChecked) {
   EXPECT_EQ(RoutingTraceFromJson(RoutingTraceToJson(trace), "t"), trace);
   EXPECT_EQ(RoutingTraceFromJson(nlohmann::json::parse(RoutingTraceToText(trace)), "t"), trace);
   trace.steps[0].sequence_tokens = {1, 2};
-  EXPECT_THROW(trace.Validate("t"), Error);
+  EXPECT_THROW(trace.Validate("t"), base::Error);
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::routing

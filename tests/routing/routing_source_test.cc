@@ -18,7 +18,7 @@
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 using testing::ErrorOf;
@@ -165,7 +165,7 @@ TEST(UniformRouting, RejectsBadModelAndRequests) {
 TEST(PopularityRouting, TracksRealMixtralTable) {
   const std::filesystem::path csv = SharedFile(kMixtralCsv);
   if (!std::filesystem::exists(csv)) GTEST_SKIP() << "shared routing data not present: " << csv;
-  const PopularityTable table = LoadPopularityTable(csv.string());
+  const model::PopularityTable table = model::LoadPopularityTable(csv.string());
   auto source = MakePopularityRouting(table, 32, 8, 2, 1, csv.string());
   const int64_t tokens = 200000, per_step = 5000, top_k = 2;
   // Layer 6 is the table's most skewed for this sampler, layer 1 has the rarest expert.
@@ -200,7 +200,8 @@ TEST(PopularityRouting, TracksRealMixtralTable) {
 }
 
 TEST(PopularityRouting, DeterministicAndIndependentOfCallOrder) {
-  const PopularityTable table = {{1, 2, 3, 4, 5, 6}, {6, 0, 4, 3, 2, 1}, {1, 1, 1, 1, 1, 100}};
+  const model::PopularityTable table = {
+      {1, 2, 3, 4, 5, 6}, {6, 0, 4, 3, 2, 1}, {1, 1, 1, 1, 1, 100}};
   auto a = MakePopularityRouting(table, 3, 6, 3, 5);
   auto b = MakePopularityRouting(table, 3, 6, 3, 5);
   auto c = MakePopularityRouting(table, 3, 6, 3, 6);
@@ -234,14 +235,14 @@ TEST(PopularityRouting, ZeroCountsNeverChosenAndProportionalDraws) {
 }
 
 TEST(PopularityRouting, RejectsMismatchedTables) {
-  const PopularityTable table(32, std::vector<double>(8, 1.0));
+  const model::PopularityTable table(32, std::vector<double>(8, 1.0));
   const std::string shape = ErrorOf([&] { MakePopularityRouting(table, 24, 64, 6, 1, "pop.csv"); });
   EXPECT_CONTAINS(shape, "pop.csv");
   EXPECT_CONTAINS(shape, "32 layers x 8 experts");
   EXPECT_CONTAINS(shape, "24 MoE layers x 64 experts");
   EXPECT_CONTAINS(ErrorOf([&] { MakePopularityRouting(table, 32, 7, 2, 1); }),
                   "32 layers x 8 experts");
-  const PopularityTable sparse = {{1, 0, 0, 0}, {1, 1, 0, 0}};
+  const model::PopularityTable sparse = {{1, 0, 0, 0}, {1, 1, 0, 0}};
   EXPECT_CONTAINS(ErrorOf([&] { MakePopularityRouting(sparse, 2, 4, 2, 1, "pop.csv"); }),
                   "pop.csv: layer 0 has 1 experts with nonzero counts, fewer than top_k = 2");
   EXPECT_NO_THROW(MakePopularityRouting(sparse, 2, 4, 1, 1));
@@ -265,7 +266,7 @@ TEST(RoutingReproducibility, GoldenValues) {
 }
 
 TEST(RoutingReproducibility, SameOutputWhateverTheThreadCount) {
-  const PopularityTable table = {
+  const model::PopularityTable table = {
       {5, 1, 1, 2, 8, 3, 0, 4}, {1, 1, 1, 1, 1, 1, 1, 1}, {9, 8, 7, 6, 5, 4, 3, 2}};
   const std::vector<std::function<std::unique_ptr<RoutingSource>()>> makers = {
       [] { return MakeUniformRouting(3, 8, 3, 17); },
@@ -411,7 +412,7 @@ TEST(MakeRoutingSource, PopularityFromCsvAndJson) {
   }
   auto from_csv = MakeRoutingSource("popularity:" + csv.string(), 32, 8, 2, 3);
   ASSERT_NE(from_csv, nullptr);
-  auto direct = MakePopularityRouting(LoadPopularityTable(csv.string()), 32, 8, 2, 3);
+  auto direct = MakePopularityRouting(model::LoadPopularityTable(csv.string()), 32, 8, 2, 3);
   EXPECT_EQ(RouteOnce(*from_csv, 0, 4, 100), RouteOnce(*direct, 0, 4, 100));
   EXPECT_CONTAINS(from_csv->Describe(), csv.string());
   auto from_json = MakeRoutingSource("popularity:" + json.string(), 32, 8, 2, 3);
@@ -447,4 +448,4 @@ TEST(MakeRoutingSource, UnknownFormsListTheValidOnes) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::routing

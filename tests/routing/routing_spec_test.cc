@@ -9,7 +9,7 @@
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 using testing::ErrorOf;
@@ -88,4 +88,4 @@ TEST(ParseRoutingSpec, EveryError) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::routing

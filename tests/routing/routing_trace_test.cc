@@ -11,7 +11,7 @@
 #include "tests/routing/routing_test_util.h"
 #include "tests/support/test_paths.h"
 
-namespace moelab {
+namespace moelab::routing {
 namespace {
 
 using testing::ErrorOf;
@@ -305,4 +305,4 @@ TEST(LoadRoutingTrace, MissingAndMalformedFilesNameTheFile) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::routing

@@ -15,11 +15,11 @@ using policies::Device;
 using testing::Presets;
 
 // The roofline of one expert, written out (docs/model.md section 6).
-double ExpertRoofline(const MoeModelSpec& model, double peak_flops, double bandwidth, double tokens,
-                      const CostParameters& p) {
-  const double params = static_cast<double>(CountParameters(model).params_per_expert);
+double ExpertRoofline(const model::MoeModelSpec& model, double peak_flops, double bandwidth,
+                      double tokens, const model::CostParameters& p) {
+  const double params = static_cast<double>(model::CountParameters(model).params_per_expert);
   const double bytes =
-      static_cast<double>(ExpertBytes(model)) +
+      static_cast<double>(model::ExpertBytes(model)) +
       tokens * static_cast<double>(model.hidden_size) * 2.0 * p.activation_bits / 8.0;
   return p.kernel_launch_s + std::max(2.0 * tokens * params / (peak_flops * p.compute_efficiency),
                                       bytes / (bandwidth * p.memory_efficiency));
@@ -27,10 +27,10 @@ double ExpertRoofline(const MoeModelSpec& model, double peak_flops, double bandw
 
 // Mixtral-8x7B's experts on an RTX 3090 and its 16-core host, each device priced by its own
 // parameters.
-void ExpectExpertRooflineOnEachDevice(const CostParameters& accelerator_params,
-                                      const CostParameters& host_params) {
-  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
-  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+void ExpectExpertRooflineOnEachDevice(const model::CostParameters& accelerator_params,
+                                      const model::CostParameters& host_params) {
+  const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
   CostModel cost(model, hardware, accelerator_params, host_params, 16);
   for (int64_t tokens : {1, 64, 1000}) {
     const double gpu = ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
@@ -45,47 +45,48 @@ void ExpectExpertRooflineOnEachDevice(const CostParameters& accelerator_params,
 }
 
 TEST(CostModel, ExpertTimesAreTheRooflineOnEachDevice) {
-  ExpectExpertRooflineOnEachDevice(CostParameters{}, CostParameters{});
+  ExpectExpertRooflineOnEachDevice(model::CostParameters{}, model::CostParameters{});
 }
 
 TEST(CostModel, HostParametersPriceOnlyTheCpu) {
-  CostParameters host_params;  // what a calibration by a CPU profile changes
+  model::CostParameters host_params;  // what a calibration by a CPU profile changes
   host_params.memory_efficiency = 0.4;
   host_params.compute_efficiency = 0.3;
   host_params.kernel_launch_s = 2e-5;
-  ExpectExpertRooflineOnEachDevice(CostParameters{}, host_params);
+  ExpectExpertRooflineOnEachDevice(model::CostParameters{}, host_params);
 }
 
 TEST(CostModel, FewerCpuThreadsSlowOnlyTheComputeBoundRegime) {
-  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
-  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");  // host: 16 cores
+  const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");  // host: 16 cores
   CostModel all(model, hardware, {}, {}, 16), half(model, hardware, {}, {}, 8);
   EXPECT_DOUBLE_EQ(all.ExpertSeconds(Device::kCpu, 1),
                    half.ExpertSeconds(Device::kCpu, 1));  // memory-bound
-  const double launch = CostParameters{}.kernel_launch_s;
+  const double launch = model::CostParameters{}.kernel_launch_s;
   EXPECT_NEAR(half.ExpertSeconds(Device::kCpu, 4096) - launch,
               2 * (all.ExpertSeconds(Device::kCpu, 4096) - launch), 1e-9);
 }
 
 TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
-  const MoeModelSpec model = Presets().LoadModel("deepseek-v2-lite");  // a leading dense layer, MLA
-  HardwareSpec hardware = Presets().LoadHardware("a100-80gb-sxm");
+  const model::MoeModelSpec model =
+      Presets().LoadModel("deepseek-v2-lite");  // a leading dense layer, MLA
+  model::HardwareSpec hardware = Presets().LoadHardware("a100-80gb-sxm");
   CostModel cost(model, hardware, {}, {}, 8);
-  ForwardShape shape;
+  model::ForwardShape shape;
   shape.batch = 4;
   shape.context_length = 300;
   const CostModel::DenseCost& dense = cost.Dense(Device::kAccelerator, shape);
   double sum = dense.embedding_s + dense.lm_head_s;
   for (double layer_s : dense.layer_s) sum += layer_s;
-  const ForwardCost forward = EstimateForwardCost(model, hardware, shape, {});
+  const model::ForwardCost forward = model::EstimateForwardCost(model, hardware, shape, {});
   EXPECT_NEAR(sum, forward.time_s - forward.OperatorTime("routed_experts"), 1e-12);
   EXPECT_GT(dense.layer_s[0], dense.layer_s[1]);  // the dense FFN layer is heavier
 }
 
 TEST(CostModel, TransfersAreBandwidthPlusLatency) {
-  const HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+  const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
   CostModel cost(Presets().LoadModel("mixtral-8x7b"), hardware, {}, {}, 16);
-  const LinkSpec& link = *hardware.host_link;
+  const model::LinkSpec& link = *hardware.host_link;
   EXPECT_DOUBLE_EQ(cost.HostToDeviceSeconds(1e9),
                    1e9 / link.host_to_device_bandwidth_bytes_per_s + link.latency_s);
   EXPECT_DOUBLE_EQ(cost.DeviceToHostSeconds(1e6),
@@ -95,24 +96,24 @@ TEST(CostModel, TransfersAreBandwidthPlusLatency) {
 }
 
 TEST(CostModel, FiddlerLatencyModelIsExactAtOneToken) {
-  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   CostModel cost(model, Presets().LoadHardware("rtx-3090"), {}, {}, 16);
-  const FiddlerLatencyModel latency = cost.FiddlerLatency(ExpertBytes(model));
+  const model::FiddlerLatencyModel latency = cost.FiddlerLatency(model::ExpertBytes(model));
   EXPECT_NEAR(latency.CpuLatency(1), cost.ExpertSeconds(Device::kCpu, 1), 1e-15);
   EXPECT_NEAR(latency.CpuLatency(128), cost.ExpertSeconds(Device::kCpu, 128), 1e-12);
   EXPECT_DOUBLE_EQ(latency.gpu_s, cost.ExpertSeconds(Device::kAccelerator, 1));
   EXPECT_DOUBLE_EQ(latency.transfer_s,
-                   cost.HostToDeviceSeconds(static_cast<double>(ExpertBytes(model))));
+                   cost.HostToDeviceSeconds(static_cast<double>(model::ExpertBytes(model))));
   // Mixtral on an RTX 3090 host: copying (14 ms) beats the CPU only for large token counts.
-  EXPECT_GT(FiddlerCrossoverTokens(latency), 64);
+  EXPECT_GT(model::FiddlerCrossoverTokens(latency), 64);
 }
 
 TEST(CostModel, RefusesHardwareItCannotSimulate) {
-  const MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   auto message = [&](const std::string& hardware) {
     try {
       CostModel(model, Presets().LoadHardware(hardware), {}, {}, 4);
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -126,7 +127,7 @@ TEST(CostModel, RefusesHardwareItCannotSimulate) {
   EXPECT_NE(message("pcie4-x16").find("has no accelerator"), std::string::npos);
   EXPECT_THROW(
       CostModel(Presets().LoadModel("llama-3.2-1b"), Presets().LoadHardware("rtx-3090"), {}, {}, 4),
-      Error);
+      base::Error);
 }
 
 }  // namespace

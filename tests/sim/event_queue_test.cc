@@ -52,9 +52,9 @@ TEST(EventQueue, TimeNeverGoesBackwards) {
   EventQueue queue;
   queue.Push(2.0, 0);
   queue.Pop();
-  EXPECT_THROW(queue.Push(1.999, 1), Error);
-  EXPECT_THROW(queue.Push(std::nan(""), 1), Error);
-  EXPECT_THROW(queue.Push(std::numeric_limits<double>::infinity(), 1), Error);
+  EXPECT_THROW(queue.Push(1.999, 1), base::Error);
+  EXPECT_THROW(queue.Push(std::nan(""), 1), base::Error);
+  EXPECT_THROW(queue.Push(std::numeric_limits<double>::infinity(), 1), base::Error);
   EXPECT_EQ(queue.now_s(), 2.0);
 }
 #endif

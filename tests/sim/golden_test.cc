@@ -4,7 +4,7 @@
 
 #include "tests/support/golden.h"
 
-namespace moelab {
+namespace moelab::sim {
 namespace {
 
 TEST(SimGolden, EveryCaseMatchesItsExpectedJson) {
@@ -12,4 +12,4 @@ TEST(SimGolden, EveryCaseMatchesItsExpectedJson) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::sim

@@ -69,7 +69,7 @@ TEST(OffloadSimulator, ResidentIsNeverSlowerThanAnyPolicy) {
         for (const char* routing : {"uniform", "correlated:locality=0.3,layer=0.5"}) {
           SimConfig config = SimConfigFor(model, hardware, "resident");
           config.workload = workload;
-          config.routing = ParseRoutingSpec(routing);
+          config.routing = routing::ParseRoutingSpec(routing);
           if (std::string(model) == "mixtral-8x7b")
             config.model.bits.experts = 4;  // quantized transfers
           const SimResult ideal = SimulateOffload(config);
@@ -78,7 +78,7 @@ TEST(OffloadSimulator, ResidentIsNeverSlowerThanAnyPolicy) {
             SimResult result;
             try {
               result = SimulateOffload(config);
-            } catch (const Error&) {
+            } catch (const base::Error&) {
               // A policy that cannot run in this memory (e.g. lru-prefetch without one expert per
               // layer) is not a counterexample.
               ++skipped;
@@ -134,7 +134,7 @@ TEST(OffloadSimulator, MoreAcceleratorMemoryIsNeverSlower) {
             continue;
           SimConfig config = SimConfigFor("mixtral-8x7b", hardware, policy);
           config.workload = workload;
-          config.routing = ParseRoutingSpec(routing);
+          config.routing = routing::ParseRoutingSpec(routing);
           config.model.bits.experts = 4;  // 88 MB experts: 14 to 256 slots across the sweep
           double previous_total = 0, previous_ttft = 0, previous_tpot = 0;
           bool first = true;
@@ -143,7 +143,7 @@ TEST(OffloadSimulator, MoreAcceleratorMemoryIsNeverSlower) {
             SimResult result;
             try {
               result = SimulateOffload(config);
-            } catch (const Error&) {
+            } catch (const base::Error&) {
               EXPECT_TRUE(first) << "a larger memory failed after a smaller one ran: "
                                  << Describe(config);
               continue;
@@ -190,10 +190,10 @@ TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
     for (const Workload& workload : SmallWorkloads()) {
       SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
       config.workload = workload;
-      config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.7");
+      config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.7");
       const SimResult r = SimulateOffload(config);
-      const double expert_bytes = static_cast<double>(ExpertBytes(config.model));
-      EXPECT_EQ(r.expert_bytes, ExpertBytes(config.model));
+      const double expert_bytes = static_cast<double>(model::ExpertBytes(config.model));
+      EXPECT_EQ(r.expert_bytes, model::ExpertBytes(config.model));
       EXPECT_EQ(
           r.bytes_h2d_expert_weights,
           static_cast<double>(r.demand_fetches + r.transient_fetches + r.prefetches) * expert_bytes)
@@ -221,7 +221,7 @@ TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
 TEST(OffloadSimulator, SameSeedSameBytesOtherSeedOtherRouting) {
   for (const std::string& policy : kPolicies) {
     SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
-    config.routing = ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
+    config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
     config.record_timeline = true;
     const SimResult a = SimulateOffload(config), b = SimulateOffload(config);
     EXPECT_EQ(a.ToJson().dump(), b.ToJson().dump()) << policy;
@@ -267,10 +267,10 @@ TEST(OffloadSimulator, ResidentDecodeStepMatchesTheAnalyticForwardCost) {
     config.workload.prompt_tokens = 100;
     config.workload.output_tokens = 2;  // one decode step at context 100
     const SimResult r = SimulateOffload(config);
-    ForwardShape shape;
+    model::ForwardShape shape;
     shape.context_length = 100;
     const double analytic =
-        EstimateForwardCost(config.model, config.hardware, shape, config.cost).time_s;
+        model::EstimateForwardCost(config.model, config.hardware, shape, config.cost).time_s;
     const double extra_launches =
         static_cast<double>(config.model.num_moe_layers() * (config.model.moe->top_k - 1)) *
         config.cost.kernel_launch_s;
@@ -323,7 +323,7 @@ TEST(OffloadSimulator, ErrorsNameTheOption) {
   auto message = [](SimConfig config) {
     try {
       SimulateOffload(config);
-    } catch (const Error& e) {
+    } catch (const base::Error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
@@ -336,7 +336,7 @@ TEST(OffloadSimulator, ErrorsNameTheOption) {
   EXPECT_NE(message(config).find("leaves no room for a single expert"), std::string::npos)
       << message(config);
   config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
-  config.routing = ParseRoutingSpec("gate");
+  config.routing = routing::ParseRoutingSpec("gate");
   EXPECT_NE(message(config).find("--routing gate"), std::string::npos);
   config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
   config.accelerator_bytes = -1;
@@ -353,7 +353,7 @@ TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
     config.model.bits.experts = 2.5;
     config.model.bits.attention = 4;
     config.accelerator_bytes = 12e9;
-    config.routing = ParseRoutingSpec(routing);
+    config.routing = routing::ParseRoutingSpec(routing);
     config.workload.output_tokens = 64;
     const SimResult r = SimulateOffload(config);
     return static_cast<double>(r.prefetches_used) /

@@ -112,7 +112,7 @@ TEST(OpGraph, ACycleIsReported) {
   graph.AddDependency(b, a);
   graph.Commit(a);
   graph.Commit(b);
-  EXPECT_THROW(graph.Run(), Error);
+  EXPECT_THROW(graph.Run(), base::Error);
 }
 
 }  // namespace

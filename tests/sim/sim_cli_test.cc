@@ -9,7 +9,7 @@
 
 #include "tests/support/cli_runner.h"
 
-namespace moelab {
+namespace moelab::sim {
 namespace {
 
 using testing::RunMoelab;
@@ -249,4 +249,4 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{Base("resident") + " --no-such-option 1", "unrecognised option"}));
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::sim

@@ -8,8 +8,8 @@
 
 namespace moelab::testing {
 
-inline const PresetStore& Presets() {
-  static const PresetStore store(PresetDir());
+inline const model::PresetStore& Presets() {
+  static const model::PresetStore store(PresetDir());
   return store;
 }
 

@@ -50,7 +50,7 @@ TEST(Workload, VerifyPassesCoverTheTokensAtSigmaGammaPlusOnePerRound) {
   w.alpha = 0.6;
   w.output_tokens = 41;
   const std::vector<Iteration> passes = BuildIterations(w);
-  const double per_round = AcceptedLengthFraction(0.6, 3) * 4;
+  const double per_round = model::AcceptedLengthFraction(0.6, 3) * 4;
   EXPECT_EQ(static_cast<int64_t>(passes.size()) - 1,
             static_cast<int64_t>(std::ceil(40 / per_round)));
   EXPECT_EQ(passes[1].tokens_per_sequence, 4);
@@ -60,22 +60,22 @@ TEST(Workload, VerifyPassesCoverTheTokensAtSigmaGammaPlusOnePerRound) {
 TEST(Workload, ErrorsNameTheOption) {
   Workload w;
   w.batch = 2;
-  EXPECT_THROW(w.Validate(), Error);
+  EXPECT_THROW(w.Validate(), base::Error);
   try {
     w.Validate();
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("--batch 2: --workload decode serves one request"),
               std::string::npos);
   }
   try {
     WorkloadKindFromString("stream");
-  } catch (const Error& e) {
+  } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("valid: decode, prefill, beam, batch, verify"),
               std::string::npos);
   }
   w = {};
   w.prompt_tokens = 0;
-  EXPECT_THROW(w.Validate(), Error);
+  EXPECT_THROW(w.Validate(), base::Error);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ template <typename Action>
 std::string ErrorOf(Action action) {
   try {
     action();
-  } catch (const Error& error) {
+  } catch (const base::Error& error) {
     return error.what();
   }
   ADD_FAILURE() << "expected a moelab::Error";

@@ -17,8 +17,8 @@
 namespace moelab::validate {
 namespace {
 
-ExecutorConfig Model() {
-  ExecutorConfig c = testing::TinyMixtral();
+executor::ExecutorConfig Model() {
+  executor::ExecutorConfig c = testing::TinyMixtral();
   c.name = "tiny-mixtral-offload-validate";
   c.num_layers = 4;
   c.num_experts = 8;
@@ -60,7 +60,7 @@ TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
   EXPECT_EQ(prefill, 15);
   EXPECT_EQ(cases.front().Label(), "offload on-demand 8 experts B=1");
 
-  ExecutorConfig small = Model();
+  executor::ExecutorConfig small = Model();
   small.num_layers = 1;  // 8 experts: no three budgets above one layer's
   EXPECT_NE(testing::ErrorOf([&] { OffloadPlan(small); }).find("too few for three expert budgets"),
             std::string::npos);
@@ -89,8 +89,8 @@ TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
 
 TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
   const std::filesystem::path dir = testing::MakeTempDir("moelab-validate-offload");
-  const Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
-  const LatencyFit fit = FitLatency(profile, FitOptions{});
+  const fit::Profile profile = fit::LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  const fit::LatencyFit fit = fit::FitLatency(profile, fit::FitOptions{});
   ValidationRequest request;
   request.work_dir = dir;
   request.repeat = 1;

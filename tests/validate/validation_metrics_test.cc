@@ -41,15 +41,15 @@ TEST(ValidationMetrics, QuantileInterpolatesBetweenOrderStatistics) {
   // p90 of 1..10: position 0.9 x 9 = 8.1 -> 9 + 0.1 x (10 - 9).
   EXPECT_DOUBLE_EQ(Quantile({10, 9, 8, 7, 6, 5, 4, 3, 2, 1}, 0.9), 9.1);
   EXPECT_DOUBLE_EQ(Quantile({5}, 0.9), 5.0);
-  EXPECT_THROW(Quantile({}, 0.5), Error);
-  EXPECT_THROW(Quantile({1}, 1.5), Error);
+  EXPECT_THROW(Quantile({}, 0.5), base::Error);
+  EXPECT_THROW(Quantile({1}, 1.5), base::Error);
 }
 
 TEST(ValidationMetrics, AbsErrorIsRelativeToTheMeasurement) {
   EXPECT_DOUBLE_EQ(AbsError(1.1, 1.0), 0.10000000000000009);
   EXPECT_DOUBLE_EQ(AbsError(0.5, 1.0), 0.5);
-  EXPECT_THROW(AbsError(1.0, 0.0), Error);
-  EXPECT_THROW(AbsError(NAN, 1.0), Error);
+  EXPECT_THROW(AbsError(1.0, 0.0), base::Error);
+  EXPECT_THROW(AbsError(NAN, 1.0), base::Error);
 }
 
 TEST(ValidationMetrics, SummariesPerKindAndRouting) {
@@ -113,7 +113,7 @@ TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
   }
   EXPECT_GT(held_out, 0);
   EXPECT_EQ(DefaultPlan(true, {CaseKind::kBeam}, 8).cases.size(), 3u);
-  EXPECT_THROW(CaseKindFromString("offlode"), Error);
+  EXPECT_THROW(CaseKindFromString("offlode"), base::Error);
 }
 
 }  // namespace

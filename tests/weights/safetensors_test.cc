@@ -17,7 +17,7 @@
 #include "weights/bf16.h"
 #include "tests/support/error_of.h"
 
-namespace moelab {
+namespace moelab::weights {
 namespace {
 
 namespace fs = std::filesystem;
@@ -59,7 +59,7 @@ std::string OpenError(const fs::path& file) {
   return ErrorOf([&] { SafetensorsFile::Open(file); });
 }
 
-uint16_t Bits(float value) { return FloatToBf16(value); }
+uint16_t Bits(float value) { return kernels::FloatToBf16(value); }
 float FromBits(uint32_t bits) { return std::bit_cast<float>(bits); }
 
 // ----- bf16 / fp16 conversions -----
@@ -90,8 +90,8 @@ TEST(Bf16, InfinityNanAndMaxFinite) {
   EXPECT_EQ(Bits(inf), 0x7f80);
   EXPECT_EQ(Bits(-inf), 0xff80);
   // The largest bf16 (0x7f7f) is exact; anything at or past half an ulp above it is infinity.
-  EXPECT_EQ(Bits(Bf16ToFloat(0x7f7f)), 0x7f7f);
-  EXPECT_FLOAT_EQ(Bf16ToFloat(0x7f7f), 3.38953139e38f);
+  EXPECT_EQ(Bits(kernels::Bf16ToFloat(0x7f7f)), 0x7f7f);
+  EXPECT_FLOAT_EQ(kernels::Bf16ToFloat(0x7f7f), 3.38953139e38f);
   EXPECT_EQ(Bits(FromBits(0x7f7f7fffu)), 0x7f7f);
   EXPECT_EQ(Bits(FromBits(0x7f7f8000u)), 0x7f80);
   EXPECT_EQ(Bits(std::numeric_limits<float>::max()), 0x7f80);
@@ -101,7 +101,7 @@ TEST(Bf16, InfinityNanAndMaxFinite) {
   for (const uint32_t nan_bits :
        {0x7fc00000u, 0x7f800001u, 0x7f80ffffu, 0xffc00000u, 0xff800001u}) {
     const uint16_t bf16 = Bits(FromBits(nan_bits));
-    EXPECT_TRUE(std::isnan(Bf16ToFloat(bf16))) << std::hex << nan_bits << " -> " << bf16;
+    EXPECT_TRUE(std::isnan(kernels::Bf16ToFloat(bf16))) << std::hex << nan_bits << " -> " << bf16;
     EXPECT_EQ(bf16 & 0x8000, (nan_bits >> 16) & 0x8000);
   }
 }
@@ -109,9 +109,9 @@ TEST(Bf16, InfinityNanAndMaxFinite) {
 TEST(Bf16, EveryNonNanBf16RoundTripsThroughFloat) {
   for (uint32_t bits = 0; bits <= 0xffff; ++bits) {
     const uint16_t bf16 = static_cast<uint16_t>(bits);
-    const float value = Bf16ToFloat(bf16);
+    const float value = kernels::Bf16ToFloat(bf16);
     if (std::isnan(value)) continue;
-    ASSERT_EQ(FloatToBf16(value), bf16) << std::hex << bits;
+    ASSERT_EQ(kernels::FloatToBf16(value), bf16) << std::hex << bits;
     ASSERT_EQ(std::bit_cast<uint32_t>(value), bits << 16);
   }
 }
@@ -216,7 +216,8 @@ TEST(Safetensors, WritesAndReadsBf16F16F32WithOddShapes) {
   }
   std::vector<uint16_t> f32_as_bf16(15);
   st.ReadBf16("model.layers.0.mlp.gate.weight", {3, 5}, f32_as_bf16.data());
-  for (size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(f32_as_bf16[i], FloatToBf16(f32[i])) << i;
+  for (size_t i = 0; i < f32.size(); ++i)
+    EXPECT_EQ(f32_as_bf16[i], kernels::FloatToBf16(f32[i])) << i;
   EXPECT_EQ(f32_as_bf16[1], 0x3f80);  // tie to even
   EXPECT_EQ(f32_as_bf16[2], 0x3f82);  // tie to even
   EXPECT_EQ(f32_as_bf16[8], 0x3f81);  // above the tie
@@ -230,7 +231,7 @@ TEST(Safetensors, WritesAndReadsBf16F16F32WithOddShapes) {
   std::vector<uint16_t> f16_as_bf16(7);
   st.ReadBf16("half", {7, 1}, f16_as_bf16.data());
   for (size_t i = 0; i < f16.size(); ++i) {
-    EXPECT_EQ(f16_as_bf16[i], FloatToBf16(f16_values[i])) << i;
+    EXPECT_EQ(f16_as_bf16[i], kernels::FloatToBf16(f16_values[i])) << i;
   }
   EXPECT_EQ(f16_as_bf16[0], 0x3f80);
   EXPECT_EQ(f16_as_bf16[3], 0x4780);  // 65504 rounds up to 65536 in bf16
@@ -248,7 +249,7 @@ TEST(Safetensors, WritesAndReadsBf16F16F32WithOddShapes) {
   std::vector<uint16_t> converted(5);
   st.ReadBf16("converted", {5}, converted.data());
   for (size_t i = 0; i < from_floats.size(); ++i) {
-    EXPECT_EQ(converted[i], FloatToBf16(from_floats[i])) << i;
+    EXPECT_EQ(converted[i], kernels::FloatToBf16(from_floats[i])) << i;
   }
 
   float scalar_back = 0;
@@ -256,7 +257,7 @@ TEST(Safetensors, WritesAndReadsBf16F16F32WithOddShapes) {
   EXPECT_EQ(scalar_back, 42.5f);
   uint16_t scalar_bf16 = 0;
   st.ReadBf16("scalar", {}, &scalar_bf16);
-  EXPECT_EQ(scalar_bf16, FloatToBf16(42.5f));
+  EXPECT_EQ(scalar_bf16, kernels::FloatToBf16(42.5f));
   st.ReadF32("empty", {0, 5}, nullptr);  // nothing to copy
 }
 
@@ -355,7 +356,7 @@ TEST(SafetensorsModel, ReadsAShardedFolderThroughItsIndex) {
   EXPECT_EQ(back, (std::vector<float>{1, 2, 3, 4}));
   std::vector<uint16_t> gate(2);
   model.ReadBf16("model.layers.1.mlp.gate.weight", {1, 2}, gate.data());
-  EXPECT_EQ(gate, (std::vector<uint16_t>{FloatToBf16(5), FloatToBf16(6)}));
+  EXPECT_EQ(gate, (std::vector<uint16_t>{kernels::FloatToBf16(5), kernels::FloatToBf16(6)}));
   EXPECT_EQ(model.Info("model.layers.0.mlp.gate.weight").dtype, TensorDtype::kBf16);
 
   const std::string index = (dir / "model.safetensors.index.json").string();
@@ -740,4 +741,4 @@ TEST(SafetensorsWriter, DtypeNamesAndSizes) {
 }
 
 }  // namespace
-}  // namespace moelab
+}  // namespace moelab::weights
