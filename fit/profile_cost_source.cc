@@ -6,10 +6,16 @@
 #include <utility>
 
 #include "base/error.h"
+#include "model/expert_activation.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
 
 namespace moelab::fit {
+namespace {
+
+constexpr const char* kVerifyOp = "attention_verify";
+
+}  // namespace
 
 bool FittedProfileCostSource::HasDevice(const LatencyFit& fit, const std::string& device) {
   for (const OperatorCurve& curve : fit.operators) {
@@ -54,42 +60,62 @@ const OperatorCurve* FittedProfileCostSource::BytesCurve(const std::string& op) 
   return nullptr;
 }
 
-std::vector<const OperatorCurve*> FittedProfileCostSource::DecodeAttentionCurves() const {
+std::vector<const OperatorCurve*> FittedProfileCostSource::ContextCurves(const std::string& op,
+                                                                         int64_t queries) const {
   std::vector<const OperatorCurve*> curves;
   for (const OperatorCurve& curve : fit_.operators) {
-    if (curve.op == "attention_decode" && curve.device == device_ &&
-        curve.shape.contains("context")) {
-      curves.push_back(&curve);
-    }
+    if (curve.op != op || curve.device != device_ || !curve.shape.contains("context")) continue;
+    if (op == kVerifyOp && (!curve.shape.contains("queries_per_sequence") ||
+                            curve.shape["queries_per_sequence"] != queries))
+      continue;
+    curves.push_back(&curve);
   }
-  if (curves.empty()) throw base::Error(fit_.profile + ": the fit has no attention_decode curve");
   std::sort(curves.begin(), curves.end(), [](const OperatorCurve* a, const OperatorCurve* b) {
     return a->shape["context"].get<int64_t>() < b->shape["context"].get<int64_t>();
   });
   return curves;
 }
 
-double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double rows) const {
-  // Decode attention reads every cached position, so at a fixed row count its time is affine in
-  // the context: interpolate between the two profiled contexts around it, extrapolate beyond the
+std::vector<const OperatorCurve*> FittedProfileCostSource::DecodeAttentionCurves() const {
+  std::vector<const OperatorCurve*> curves = ContextCurves("attention_decode", 1);
+  if (curves.empty()) throw base::Error(fit_.profile + ": the fit has no attention_decode curve");
+  return curves;
+}
+
+std::vector<int64_t> FittedProfileCostSource::VerifyQueries() const {
+  std::vector<int64_t> queries;
+  for (const OperatorCurve& curve : fit_.operators) {
+    if (curve.op == kVerifyOp && curve.device == device_ && curve.shape.contains("context") &&
+        curve.shape.contains("queries_per_sequence") &&
+        curve.shape["queries_per_sequence"].is_number_integer())
+      queries.push_back(curve.shape["queries_per_sequence"].get<int64_t>());
+  }
+  std::sort(queries.begin(), queries.end());
+  queries.erase(std::unique(queries.begin(), queries.end()), queries.end());
+  return queries;
+}
+
+double FittedProfileCostSource::ContextInterpolatedSeconds(
+    const std::vector<const OperatorCurve*>& curves, int64_t context, double x) const {
+  // Attention over a cache reads every cached position, so at a fixed x its time is affine in the
+  // context: interpolate between the two profiled contexts around it, extrapolate beyond the
   // largest along the last two. Below the smallest profiled context its curve is used as is
   // (extrapolating the noisy slope down can cross zero; the context-dependent part is smallest
   // there).
-  const std::vector<const OperatorCurve*> curves = DecodeAttentionCurves();
   const auto context_of = [](const OperatorCurve* curve) {
     return curve->shape["context"].get<int64_t>();
   };
   if (curves.size() == 1 || context <= context_of(curves.front()))
-    return curves.front()->Predict(rows);
+    return curves.front()->Predict(x);
   size_t upper = 1;
   while (upper + 1 < curves.size() && context_of(curves[upper]) < context) ++upper;
   const OperatorCurve& lo = *curves[upper - 1];
   const OperatorCurve& hi = *curves[upper];
   const double c0 = static_cast<double>(context_of(&lo)), c1 = static_cast<double>(context_of(&hi));
-  const double t0 = lo.Predict(rows), t1 = hi.Predict(rows);
+  const double t0 = lo.Predict(x), t1 = hi.Predict(x);
   const double interpolated = t0 + (t1 - t0) * (static_cast<double>(context) - c0) / (c1 - c0);
   if (!(interpolated > 0)) {
-    throw base::Error(fit_.profile + ": the attention_decode curves at contexts " +
+    throw base::Error(fit_.profile + ": the " + lo.op + " curves at contexts " +
                       std::to_string(static_cast<int64_t>(c0)) + " and " +
                       std::to_string(static_cast<int64_t>(c1)) +
                       " extrapolate to a non-positive time at context " + std::to_string(context) +
@@ -98,10 +124,38 @@ double FittedProfileCostSource::DecodeAttentionSeconds(int64_t context, double r
   return interpolated;
 }
 
+double FittedProfileCostSource::VerifyAttentionSeconds(const std::vector<int64_t>& profiled,
+                                                       int64_t queries, int64_t context,
+                                                       double batch) const {
+  // Knots along the queries per sequence: q = 1 is decode attention at x = batch (one query per
+  // sequence), then every profiled verify q. Between knots the time is interpolated linearly (the
+  // projection rows and the per-query score work both grow with q); above the largest it
+  // continues the last segment.
+  std::vector<int64_t> knots = {1};
+  knots.insert(knots.end(), profiled.begin(), profiled.end());
+  const auto at = [&](int64_t q) {
+    return q == 1 ? ContextInterpolatedSeconds(DecodeAttentionCurves(), context, batch)
+                  : ContextInterpolatedSeconds(ContextCurves(kVerifyOp, q), context, batch);
+  };
+  size_t upper = 1;
+  while (upper + 1 < knots.size() && knots[upper] < queries) ++upper;
+  const double q0 = static_cast<double>(knots[upper - 1]), q1 = static_cast<double>(knots[upper]);
+  const double t0 = at(knots[upper - 1]), t1 = at(knots[upper]);
+  const double seconds = t0 + (t1 - t0) * (static_cast<double>(queries) - q0) / (q1 - q0);
+  if (!(seconds > 0)) {
+    throw base::Error(fit_.profile + ": the attention curves at " +
+                      std::to_string(knots[upper - 1]) + " and " + std::to_string(knots[upper]) +
+                      " queries per sequence extrapolate to a non-positive time at " +
+                      std::to_string(queries) + " (a noisy profile: re-profile)");
+  }
+  return seconds;
+}
+
 double FittedProfileCostSource::AttentionSeconds(const model::ForwardShape& shape) const {
   const double batch = static_cast<double>(shape.batch);
   const double prompt = static_cast<double>(shape.tokens_per_sequence);
-  if (shape.context_length == 0 && shape.tokens_per_sequence > 1) {
+  const model::PassKind kind = model::PassKindOf(shape);
+  if (kind == model::PassKind::kPrefill) {
     for (const OperatorCurve& curve : fit_.operators) {
       if (curve.op == "attention_prefill" && curve.device == device_)
         return batch * curve.Predict(prompt);
@@ -109,7 +163,16 @@ double FittedProfileCostSource::AttentionSeconds(const model::ForwardShape& shap
     throw base::Error(fit_.profile +
                       ": the fit has no attention_prefill curve, needed for a prefill pass");
   }
-  return DecodeAttentionSeconds(shape.context_length, batch * prompt);
+  if (kind == model::PassKind::kVerify) {
+    const std::vector<int64_t> profiled = VerifyQueries();
+    if (!profiled.empty()) {
+      return VerifyAttentionSeconds(profiled, shape.tokens_per_sequence, shape.context_length,
+                                    batch);
+    }
+    // A fit without attention_verify (profiles before it): each verify position priced as one
+    // more decode sequence over about the same context.
+  }
+  return ContextInterpolatedSeconds(DecodeAttentionCurves(), shape.context_length, batch * prompt);
 }
 
 double FittedProfileCostSource::AttentionScale(const model::MoeModelSpec& model,

@@ -14,11 +14,17 @@ namespace moelab::fit {
 // fitted to a measured profile. It predicts the profiled machine's `device` ("cpu" or "gpu") for
 // the profiled layer shapes (the executor's), so `moelab run` can check it. Per layer, with n =
 // batch x tokens per sequence:
-//   attention: decode (context > 0, or one token per sequence): the attention_decode curves at
-//              x = n, interpolated linearly in context between the profiled contexts around the
-//              pass's, extrapolated above the largest, the smallest's below it (verify positions
-//              count as extra sequences: each attends to about the same context); prefill (empty
-//              cache, several tokens): batch x the attention_prefill curve at the prompt length;
+//   attention: decode (one token per sequence): the attention_decode curves at x = n,
+//              interpolated linearly in context between the profiled contexts around the pass's,
+//              extrapolated above the largest, the smallest's below it; verify (q > 1 tokens per
+//              sequence over a non-empty cache): the attention_verify curves at x = batch, each
+//              profiled q's curves interpolated in context as decode's, then linearly in q between
+//              the profiled q around the pass's (q = 1 is decode at x = batch), continuing the
+//              last segment above the largest; a fit without attention_verify curves (profiles
+//              made before them) prices verify as decode at x = n (each position an extra
+//              sequence over about the same context, which over-prices it: the positions of one
+//              sequence share its cache); prefill (empty cache, several tokens): batch x the
+//              attention_prefill curve at the prompt length;
 //   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
 //              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
 // plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
@@ -52,9 +58,16 @@ class FittedProfileCostSource : public model::CostSource {
   static bool HasDevice(const LatencyFit& fit, const std::string& device);
 
  private:
-  const OperatorCurve& Curve(const std::string& op) const;          // over tokens, on device_
-  std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // by profiled context
-  double DecodeAttentionSeconds(int64_t context, double rows) const;
+  const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
+  // `op`'s curves on device_ by profiled context (attention_verify: those of `queries`).
+  std::vector<const OperatorCurve*> ContextCurves(const std::string& op, int64_t queries) const;
+  std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // non-empty, or throws
+  std::vector<int64_t> VerifyQueries()
+      const;  // profiled queries per sequence, sorted; may be empty
+  double ContextInterpolatedSeconds(const std::vector<const OperatorCurve*>& curves,
+                                    int64_t context, double x) const;
+  double VerifyAttentionSeconds(const std::vector<int64_t>& profiled, int64_t queries,
+                                int64_t context, double batch) const;
   double AttentionSeconds(
       const model::ForwardShape& shape) const;  // one layer of the profiled target
   // Another model's attention over the profiled target's, at `shape` (1 for the target).

@@ -36,6 +36,7 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
       return impl::MakeMatmulBench(points, env);
     case OperatorFamily::kAttentionDecode:
     case OperatorFamily::kAttentionPrefill:
+    case OperatorFamily::kAttentionVerify:
       return impl::MakeAttentionBench(points, env);
     case OperatorFamily::kMemcpyHost:
       return impl::MakeHostCopyBench(points, env);

@@ -56,6 +56,8 @@ std::string ToString(OperatorFamily family) {
       return "attention_decode";
     case OperatorFamily::kAttentionPrefill:
       return "attention_prefill";
+    case OperatorFamily::kAttentionVerify:
+      return "attention_verify";
     case OperatorFamily::kRouter:
       return "router";
     case OperatorFamily::kLmHead:
@@ -79,13 +81,19 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {
-      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
-      OperatorFamily::kAttentionPrefill, OperatorFamily::kRouter,
-      OperatorFamily::kLmHead,           OperatorFamily::kDenseFfn,
-      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
-      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
-      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
+                                                       OperatorFamily::kAttentionDecode,
+                                                       OperatorFamily::kAttentionPrefill,
+                                                       OperatorFamily::kAttentionVerify,
+                                                       OperatorFamily::kRouter,
+                                                       OperatorFamily::kLmHead,
+                                                       OperatorFamily::kDenseFfn,
+                                                       OperatorFamily::kMemcpyHost,
+                                                       OperatorFamily::kStorageRead,
+                                                       OperatorFamily::kMemcpyH2dPinned,
+                                                       OperatorFamily::kMemcpyH2dPageable,
+                                                       OperatorFamily::kMemcpyD2hPinned,
+                                                       OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
@@ -105,6 +113,10 @@ std::string GridPoint::Label() const {
   if (family == OperatorFamily::kAttentionDecode) {
     return label + " context=" + std::to_string(context) + " batch=" + std::to_string(tokens);
   }
+  if (family == OperatorFamily::kAttentionVerify) {
+    return label + " context=" + std::to_string(context) +
+           " queries=" + std::to_string(queries_per_sequence) + " batch=" + std::to_string(tokens);
+  }
   if (IsTransfer(family)) return label + " bytes=" + std::to_string(bytes);
   return label + " tokens=" + std::to_string(tokens);
 }
@@ -117,6 +129,10 @@ GridSpec GridSpec::Quick() {
   s.decode_contexts = {128, 1024, 4096};
   s.decode_batches = {1, 4, 32};
   s.prefill_tokens = {64, 256, 1024};
+  // gamma 1, 2, 4; contexts around the SD contexts of `validate --quick` (~250 positions).
+  s.verify_queries = {2, 3, 5};
+  s.verify_contexts = {128, 512};
+  s.verify_batches = {1, 4, 16};
   s.transfer_fixed_bytes = {65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {1};
   s.storage_file_blocks = 2;
@@ -136,6 +152,9 @@ GridSpec GridSpec::Full() {
   s.decode_contexts = {128, 256, 512, 1024, 2048, 4096};
   s.decode_batches = {1, 2, 4, 8, 16, 32};
   s.prefill_tokens = {64, 128, 256, 512, 1024, 2048};
+  s.verify_queries = {2, 3, 5, 9};  // gamma 1, 2, 4, 8
+  s.verify_contexts = {128, 512, 2048};
+  s.verify_batches = {1, 4, 16};
   s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {16, 4, 1};
   s.storage_file_blocks = 4;
@@ -150,6 +169,16 @@ void GridSpec::Validate() const {
   RequirePositive(decode_contexts, "decode_contexts");
   RequirePositive(decode_batches, "decode_batches");
   RequirePositive(prefill_tokens, "prefill_tokens");
+  RequirePositive(verify_contexts, "verify_contexts");
+  RequirePositive(verify_batches, "verify_batches");
+  for (int64_t q : verify_queries) {
+    if (q < 2) {
+      throw base::Error(
+          "profile grid: verify_queries must be >= 2 (one query per sequence is "
+          "attention_decode), got " +
+          std::to_string(q));
+    }
+  }
   RequirePositive(transfer_fixed_bytes, "transfer_fixed_bytes");
   RequirePositive(transfer_expert_divisors, "transfer_expert_divisors");
   if (ridge_points != 0 && ridge_points != 3 && ridge_points != 9) {
@@ -244,6 +273,15 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   for (int64_t t : SortedUnique(spec.prefill_tokens)) {
     if (t <= target.max_positions) add(OperatorFamily::kAttentionPrefill, "cpu", t, 0, 0);
   }
+  for (int64_t queries : SortedUnique(spec.verify_queries)) {
+    for (int64_t context : SortedUnique(spec.verify_contexts)) {
+      if (context + queries > target.max_positions) continue;
+      for (int64_t batch : SortedUnique(spec.verify_batches)) {
+        points.push_back(
+            GridPoint{OperatorFamily::kAttentionVerify, "cpu", batch, context, 0, queries});
+      }
+    }
+  }
   if (target.is_moe()) {
     for (int64_t t : matmul_tokens) add(OperatorFamily::kRouter, "cpu", t, 0, 0);
   }
@@ -292,13 +330,22 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
       const double weights = static_cast<double>(c.hidden_size) * static_cast<double>(c.vocab_size);
       return {2.0 * weights, 2.0 * t * weights};
     }
-    case OperatorFamily::kAttentionDecode: {
-      const double visible = static_cast<double>(Visible(p.context, c.sliding_window));
+    case OperatorFamily::kAttentionDecode:
+    case OperatorFamily::kAttentionVerify: {
+      // A sequence's queries share its cache: the K/V rows the last query sees are read once per
+      // sequence (decode is the one-query case).
+      const int64_t queries =
+          p.family == OperatorFamily::kAttentionVerify ? p.queries_per_sequence : 1;
+      double visible_sum = 0;
+      for (int64_t i = 0; i < queries; ++i)
+        visible_sum += static_cast<double>(Visible(p.context + i, c.sliding_window));
+      const double read = static_cast<double>(Visible(p.context + queries - 1, c.sliding_window));
       const double kv_row_bytes =
           2.0 * 4.0 * static_cast<double>(c.kv_width());  // keys + values, fp32
-      const double per_head = 4.0 * static_cast<double>(c.head_dim) * visible;  // q.k and p.v
-      return {AttentionWeightBytes(c) + t * visible * kv_row_bytes,
-              t * ProjectionFlopsPerToken(c) + t * static_cast<double>(c.num_heads) * per_head};
+      const double per_head_position = 4.0 * static_cast<double>(c.head_dim);  // q.k and p.v
+      return {AttentionWeightBytes(c) + t * read * kv_row_bytes,
+              t * static_cast<double>(queries) * ProjectionFlopsPerToken(c) +
+                  t * static_cast<double>(c.num_heads) * per_head_position * visible_sum};
     }
     case OperatorFamily::kAttentionPrefill: {
       double visible_sum = 0;
@@ -334,13 +381,16 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
     case OperatorFamily::kLmHead:
       return {{"hidden", c.hidden_size}, {"vocab", c.vocab_size}};
     case OperatorFamily::kAttentionDecode:
-    case OperatorFamily::kAttentionPrefill: {
+    case OperatorFamily::kAttentionPrefill:
+    case OperatorFamily::kAttentionVerify: {
       nlohmann::json shape = {{"hidden", c.hidden_size},
                               {"heads", c.num_heads},
                               {"kv_heads", c.num_kv_heads},
                               {"head_dim", c.head_dim}};
       if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
-      if (p.family == OperatorFamily::kAttentionDecode) shape["context"] = p.context;
+      if (p.family != OperatorFamily::kAttentionPrefill) shape["context"] = p.context;
+      if (p.family == OperatorFamily::kAttentionVerify)
+        shape["queries_per_sequence"] = p.queries_per_sequence;
       return shape;
     }
     case OperatorFamily::kMemcpyHost:

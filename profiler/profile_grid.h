@@ -15,6 +15,7 @@ enum class OperatorFamily {
   kExpertFfn,          // kernels/expert_ffn.h on the model's expert shape
   kAttentionDecode,    // the executor's attention, one new token per sequence
   kAttentionPrefill,   // the executor's attention, a prompt into an empty cache
+  kAttentionVerify,    // the executor's attention, gamma + 1 new tokens per sequence (SD verify)
   kRouter,             // MatmulBf16 hidden x experts
   kLmHead,             // MatmulBf16 hidden x vocab
   kDenseFfn,           // kernels/expert_ffn.h on the draft model's dense FFN shape
@@ -33,17 +34,20 @@ bool IsGpuOnly(OperatorFamily family);
 bool IsTransfer(OperatorFamily family);
 
 // One measurement to make. `tokens` is the x-axis a fit uses: tokens per expert (expert_ffn),
-// sequences in the batch (attention_decode, with `context` positions already cached), prompt
-// tokens (attention_prefill), token rows (router, lm_head, dense_ffn); 1 for transfers, whose
-// size is `bytes`.
+// sequences in the batch (attention_decode and attention_verify, with `context` positions already
+// cached; verify runs `queries_per_sequence` new tokens per sequence), prompt tokens
+// (attention_prefill), token rows (router, lm_head, dense_ffn); 1 for transfers, whose size is
+// `bytes`.
 struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;
   std::string device = "cpu";  // "cpu" or "cuda:<index>"
   int64_t tokens = 1;
-  int64_t context = 0;  // attention_decode only
-  int64_t bytes = 0;    // transfers only
+  int64_t context = 0;               // attention_decode and attention_verify only
+  int64_t bytes = 0;                 // transfers only
+  int64_t queries_per_sequence = 1;  // attention_verify only: new tokens per sequence
 
-  // "expert_ffn cpu tokens=64", "attention_decode cpu context=1024 batch=8", ...
+  // "expert_ffn cpu tokens=64", "attention_decode cpu context=1024 batch=8",
+  // "attention_verify cpu context=128 queries=3 batch=4", ...
   std::string Label() const;
 };
 
@@ -60,6 +64,10 @@ struct GridSpec {
   std::vector<int64_t> decode_contexts;
   std::vector<int64_t> decode_batches;
   std::vector<int64_t> prefill_tokens;
+  // attention_verify: every (queries per sequence, context, batch); queries >= 2 (gamma + 1).
+  std::vector<int64_t> verify_queries;
+  std::vector<int64_t> verify_contexts;
+  std::vector<int64_t> verify_batches;
   // Transfer sizes: these fixed sizes plus the model's expert bytes divided by each divisor,
   // rounded up to 4 KiB (O_DIRECT alignment).
   std::vector<int64_t> transfer_fixed_bytes;
@@ -68,8 +76,8 @@ struct GridSpec {
   int repetitions = 3;
   double min_time_s = 0.05;  // Google Benchmark minimum time per repetition
 
-  // --quick: 3 repetitions of >= 50 ms, coarse lists (57 points for the default model, about
-  // 25 s on 2 cores; 3 transfer sizes, the fewest a bytes fit takes).
+  // --quick: 3 repetitions of >= 50 ms, coarse lists (75 points for the default model, about
+  // 35 s on 2 cores; 3 transfer sizes, the fewest a bytes fit takes).
   static GridSpec Quick();
   // The full profile: 5 repetitions of >= 200 ms, every power of two and half-octave point.
   static GridSpec Full();

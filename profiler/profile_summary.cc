@@ -37,7 +37,7 @@ std::string ProfileSummaryText(const nlohmann::json& profile, const std::string&
   };
   struct Row {
     int points = 0;
-    Range tokens, context, bytes, median;
+    Range tokens, context, queries, bytes, median;
   };
   std::vector<std::string> order;
   std::map<std::string, Row> rows;
@@ -48,6 +48,8 @@ std::string ProfileSummaryText(const nlohmann::json& profile, const std::string&
     ++r.points;
     r.tokens.Add(s["tokens"].get<double>());
     if (s["shape"].contains("context")) r.context.Add(s["shape"]["context"].get<double>());
+    if (s["shape"].contains("queries_per_sequence"))
+      r.queries.Add(s["shape"]["queries_per_sequence"].get<double>());
     if (s["shape"].contains("bytes")) r.bytes.Add(s["shape"]["bytes"].get<double>());
     r.median.Add(s["median_s"].get<double>());
   }
@@ -57,6 +59,7 @@ std::string ProfileSummaryText(const nlohmann::json& profile, const std::string&
     std::string axis = "tokens " + r.tokens.Text(false);
     if (r.context.set)
       axis = "batch " + r.tokens.Text(false) + ", context " + r.context.Text(false);
+    if (r.queries.set) axis += ", queries " + r.queries.Text(false);
     if (r.bytes.set) axis = r.bytes.Text(true);
     table.AddRow({key, std::to_string(r.points), axis, FormatSeconds(r.median.low),
                   FormatSeconds(r.median.high)});

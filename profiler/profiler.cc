@@ -306,8 +306,8 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
 
   std::stable_sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) {
     const auto key = [](const GridPoint& p) {
-      return std::make_tuple(p.device != "cpu", p.device, FamilyRank(p.family), p.context, p.bytes,
-                             p.tokens);
+      return std::make_tuple(p.device != "cpu", p.device, FamilyRank(p.family),
+                             p.queries_per_sequence, p.context, p.bytes, p.tokens);
     };
     return key(a.point) < key(b.point);
   });
@@ -440,9 +440,17 @@ void ValidateProfile(const nlohmann::json& p) {
                   s["shape"]["bytes"].get<double>() == s["bytes"].get<double>(),
               where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
     }
-    if (family == OperatorFamily::kAttentionDecode) {
+    if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify) {
       require(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
-              where + "shape.context", "attention_decode needs the context length");
+              where + "shape.context",
+              s["operator"].get<std::string>() + " needs the context length");
+    }
+    if (family == OperatorFamily::kAttentionVerify) {
+      require(s["shape"].contains("queries_per_sequence") &&
+                  s["shape"]["queries_per_sequence"].is_number_integer() &&
+                  s["shape"]["queries_per_sequence"].get<int64_t>() >= 2,
+              where + "shape.queries_per_sequence",
+              "attention_verify needs the new tokens per sequence, an integer >= 2");
     }
   }
 }

@@ -1,14 +1,18 @@
-// attention_decode and attention_prefill, measured through the executor's own Transformer so the
-// code is exactly what `moelab run` executes: QKV projection, q/k norms and biases when the model
-// has them, rotary embedding, the KV cache write, AttendOneHead per (token, head) on the thread
-// pool, the output projection. The harness is the target's attention shape in a dense model whose
-// FFN (width 1) and vocabulary (2) are negligible; the time is the Transformer's own attention_s
-// (manual timing), so the embedding, norms, FFN and LM head of the harness are not counted.
+// attention_decode, attention_verify and attention_prefill, measured through the executor's own
+// Transformer so the code is exactly what `moelab run` executes: QKV projection, q/k norms and
+// biases when the model has them, rotary embedding, the KV cache write, AttendOneHead per (token,
+// head) on the thread pool, the output projection. The harness is the target's attention shape in a
+// dense model whose FFN (width 1) and vocabulary (2) are negligible; the time is the Transformer's
+// own attention_s (manual timing), so the embedding, norms, FFN and LM head of the harness are not
+// counted.
 //
 // decode: L identical layers, L = CyclingBlocks(attention weight bytes, L3) capped at 64 and by a
 // KV budget, so each layer's weights and KV cache come from DRAM as in a real decode step; caches
 // are filled to `context` positions directly (their contents do not change the work), one token
 // per sequence is decoded, the caches are cut back, and the sample is attention_s / L.
+// verify: as decode, with `queries_per_sequence` new tokens per sequence (an SD verify pass): the
+// executor runs one (token, head) task per query, each over its own sequence's cache, so a
+// sequence's queries read the same K/V rows, mostly from cache after the first.
 // prefill: one layer, one sequence of `tokens` prompt tokens into an empty cache; before each pass
 // (untimed) a buffer of 2x L3 is read so the weights come from DRAM.
 #include <algorithm>
@@ -63,34 +67,36 @@ void SetLength(executor::KvCache& cache, int64_t length) {
 class AttentionBench : public OperatorBench {
  public:
   AttentionBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
-      : pool_(*env.pool), decode_(points.front().family == OperatorFamily::kAttentionDecode) {
+      : pool_(*env.pool), cached_(points.front().family != OperatorFamily::kAttentionPrefill) {
     const executor::ExecutorConfig& target = *env.target;
     int64_t max_context = 1;
     int64_t max_batch = 1;
     int64_t max_tokens = 1;
+    int64_t max_queries = 1;
     for (const GridPoint& p : points) {
       max_context = std::max(max_context, p.context);
       max_batch = std::max(max_batch, p.tokens);
       max_tokens = std::max(max_tokens, p.tokens);
+      max_queries = std::max(max_queries, p.queries_per_sequence);
     }
+    const int64_t positions = max_context + max_queries;
     const double layer_weight_bytes = AttentionWeightBytesPerLayer(target);
     const std::string label = ToString(points.front().family) + " cpu";
-    if (decode_) {
-      const double kv_per_layer = static_cast<double>(max_batch) *
-                                  static_cast<double>(max_context + 1) *
+    if (cached_) {
+      const double kv_per_layer = static_cast<double>(max_batch) * static_cast<double>(positions) *
                                   static_cast<double>(target.kv_width()) * 8.0;
       const int64_t cycling = std::min(
           kMaxHarnessLayers, CyclingBlocks(static_cast<int64_t>(layer_weight_bytes), env.l3_bytes));
       const double budget = std::min(4.0 * (1 << 30), 0.25 * AvailableMemoryBytes());
       const int64_t by_memory = std::max<int64_t>(1, static_cast<int64_t>(budget / kv_per_layer));
       layers_ = std::min(cycling, by_memory);
-      const executor::ExecutorConfig config = HarnessConfig(target, layers_, max_context + 1);
+      const executor::ExecutorConfig config = HarnessConfig(target, layers_, positions);
       RequireMemory(kv_per_layer * static_cast<double>(layers_) + executor::WeightBytesFor(config),
                     label + " KV caches and weights");
       weights_ = std::make_unique<executor::ModelWeights>(
           executor::MakeSyntheticWeights(config, env.seed, pool_));
       for (int64_t b = 0; b < max_batch; ++b)
-        caches_.push_back(std::make_unique<executor::KvCache>(config, max_context + 1));
+        caches_.push_back(std::make_unique<executor::KvCache>(config, positions));
       notes_.push_back(label + ": the executor's Transformer attention over " +
                        std::to_string(layers_) + " layers of the target's attention shape (" +
                        std::to_string(static_cast<int64_t>(layer_weight_bytes)) +
@@ -125,16 +131,17 @@ class AttentionBench : public OperatorBench {
   double time_scale() const override { return 1.0 / static_cast<double>(layers_); }
 
   void Run(benchmark::State& state, const GridPoint& point) override {
-    RunGuarded(state, [&] { decode_ ? Decode(state, point) : Prefill(state, point); });
+    RunGuarded(state, [&] { cached_ ? Decode(state, point) : Prefill(state, point); });
   }
 
  private:
+  // attention_decode and attention_verify: `queries_per_sequence` tokens per cached sequence.
   void Decode(benchmark::State& state, const GridPoint& point) {
     std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
     for (int64_t b = 0; b < point.tokens; ++b) {
       SetLength(*caches_[b], point.context);
       batch[b].cache = caches_[b].get();
-      batch[b].tokens = {1};
+      batch[b].tokens.assign(static_cast<size_t>(point.queries_per_sequence), 1);
     }
     executor::ForwardOptions options;
     options.logits = executor::LogitRows::kLastPerSequence;
@@ -176,7 +183,7 @@ class AttentionBench : public OperatorBench {
   }
 
   kernels::ThreadPool& pool_;
-  bool decode_;
+  bool cached_;  // decode or verify (sequences over a filled cache), not prefill
   int64_t layers_ = 1;
   std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
   std::unique_ptr<executor::Transformer> model_;

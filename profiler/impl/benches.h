@@ -16,7 +16,7 @@ std::unique_ptr<OperatorBench> MakeFfnBench(const std::vector<GridPoint>& points
 // router and lm_head.
 std::unique_ptr<OperatorBench> MakeMatmulBench(const std::vector<GridPoint>& points,
                                                const BenchEnvironment& env);
-// attention_decode and attention_prefill through the executor's Transformer.
+// attention_decode, attention_verify and attention_prefill through the executor's Transformer.
 std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& points,
                                                   const BenchEnvironment& env);
 // memcpy_host.

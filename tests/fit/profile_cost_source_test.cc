@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fit/fit_json.h"
 #include "fit/fit_options.h"
 #include "fit/latency_fit.h"
 #include "base/error.h"
@@ -20,7 +21,13 @@ double LmHead(double t) { return 5e-4 + 1e-6 * t; }
 double DenseFfn(double t) { return 2e-4 + 1e-6 * t; }
 double Attention(double b) { return 1e-4 + 2e-5 * b; }
 
-LatencyFit SyntheticFit() {
+// Verify attention of `batch` sequences of q queries each: cheaper than q x batch decode
+// sequences (the queries share their sequence's cache); at context 128 half the 1024 time.
+double Verify(double queries, double batch) { return 1e-4 + 6e-6 * queries * batch; }
+
+// `verify_queries`: the queries per sequence to plant attention_verify samples for (none: a fit
+// of a profile made before attention_verify).
+LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {}) {
   Profile profile;
   profile.origin = "synthetic.json";
   auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
@@ -41,6 +48,20 @@ LatencyFit SyntheticFit() {
   add("attention_decode", {{"context", 1024}}, Attention);
   add("attention_decode", {{"context", 128}},
       [](double b) { return 10.0 * Attention(b); });  // never nearest
+  for (int64_t q : verify_queries) {
+    for (int64_t context : {128, 1024}) {
+      for (int64_t b : {1, 2, 4, 8, 16}) {
+        ProfileSample sample;
+        sample.op = "attention_verify";
+        sample.device = "cpu";
+        sample.shape = {{"context", context}, {"queries_per_sequence", q}};
+        sample.tokens = b;
+        sample.median_s =
+            (context == 128 ? 0.5 : 1.0) * Verify(static_cast<double>(q), static_cast<double>(b));
+        profile.samples.push_back(sample);
+      }
+    }
+  }
   FitOptions options;
   return FitLatency(profile, options);
 }
@@ -137,6 +158,45 @@ TEST(FittedProfileCostSource, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) 
   other_vocab.vocab_size = 50;
   const FittedProfileCostSource source(fit, target);
   EXPECT_THROW(source.Forward(other_vocab, {1, 1, 1000, true}), base::Error);
+}
+
+TEST(FittedProfileCostSource, VerifyPassesUseTheVerifyCurvesWhenTheFitHasThem) {
+  const model::MoeModelSpec target = Target();
+  // Through the fit file, as `moelab fit latency` writes it and the cost sources read it.
+  const LatencyFit fit =
+      LatencyFitFromJson(LatencyFitToJson(SyntheticFit({3, 5})), "synthetic-fit.json");
+  const FittedProfileCostSource source(fit, target);
+  const FittedProfileCostSource old(SyntheticFit(), target);
+  const auto attention = [](const FittedProfileCostSource& s, int64_t batch, int64_t queries,
+                            int64_t context) {
+    return s.Forward(Target(), {batch, queries, context, true})
+               .OperatorTime(model::Operator::kAttention) /
+           4.0;
+  };
+  for (int64_t batch : {1, 3, 4}) {
+    const double b = static_cast<double>(batch);
+    // At a profiled q and context; q = 4 between the profiled 3 and 5; q = 9 continues the 3..5
+    // line; context 576 halfway between 128 and 1024.
+    EXPECT_NEAR(attention(source, batch, 5, 1024), Verify(5, b), 1e-3 * Verify(5, b)) << batch;
+    EXPECT_NEAR(attention(source, batch, 4, 1024), Verify(4, b), 1e-3 * Verify(4, b)) << batch;
+    EXPECT_NEAR(attention(source, batch, 9, 1024), Verify(9, b), 1e-3 * Verify(9, b)) << batch;
+    EXPECT_NEAR(attention(source, batch, 3, 576), 0.75 * Verify(3, b), 1e-3 * Verify(3, b));
+    // Below the smallest profiled q: between decode at x = batch (q = 1) and q = 3.
+    const double q2 = 0.5 * (Attention(b) + Verify(3, b));
+    EXPECT_NEAR(attention(source, batch, 2, 1024), q2, 1e-3 * q2) << batch;
+    // Without verify curves: q x batch decode rows, as before attention_verify existed.
+    EXPECT_NEAR(attention(old, batch, 5, 1024), Attention(5 * b), 1e-3 * Attention(5 * b));
+    EXPECT_LT(attention(source, batch, 5, 1024), attention(old, batch, 5, 1024));
+    // Decode passes are priced as before; a prefill (empty cache) never takes the verify curves
+    // (this fit has no attention_prefill curve to price it).
+    EXPECT_DOUBLE_EQ(attention(source, batch, 1, 1000), attention(old, batch, 1, 1000));
+    EXPECT_THROW(attention(source, batch, 5, 0), base::Error);
+  }
+  // The SD step it feeds: the target's verify step is cheaper, its draft step unchanged.
+  model::SdStepCosts with(source, target, Draft(), 1000), without(old, target, Draft(), 1000);
+  EXPECT_LT(with.TargetStep(4, 5), without.TargetStep(4, 5));
+  EXPECT_DOUBLE_EQ(with.TargetStep(4, 1), without.TargetStep(4, 1));
+  EXPECT_DOUBLE_EQ(with.DraftStep(4), without.DraftStep(4));
 }
 
 }  // namespace

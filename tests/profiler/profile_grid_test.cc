@@ -98,12 +98,13 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("expert_ffn cpu"), 15);
   EXPECT_EQ(counts.at("attention_decode cpu"), 9);
   EXPECT_EQ(counts.at("attention_prefill cpu"), 3);
+  EXPECT_EQ(counts.at("attention_verify cpu"), 18);  // 3 queries x 2 contexts x 3 batches
   EXPECT_EQ(counts.at("router cpu"), 7);
   EXPECT_EQ(counts.at("lm_head cpu"), 7);
   EXPECT_EQ(counts.at("dense_ffn cpu"), 7);
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);  // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
-  EXPECT_EQ(points.size(), 54u);  // + 3 ridge points at run time = 57
+  EXPECT_EQ(points.size(), 72u);  // + 3 ridge points at run time = 75
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);
@@ -153,6 +154,41 @@ TEST(ProfileGrid, SizesComeFromTheModelShape) {
   EXPECT_EQ(expert.Label(), "expert_ffn cpu tokens=16");
 }
 
+TEST(ProfileGrid, VerifyPointsReadEachSequencesCacheOnce) {
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const GridPoint verify{OperatorFamily::kAttentionVerify, "cpu", 4, 1024, 0, 3};
+  const nlohmann::json shape = ShapeOf(verify, target, draft);
+  EXPECT_EQ(shape["context"], 1024);
+  EXPECT_EQ(shape["queries_per_sequence"], 3);
+  EXPECT_EQ(shape["heads"], 16);
+  EXPECT_EQ(verify.Label(), "attention_verify cpu context=1024 queries=3 batch=4");
+  // Weights once, and each of the 4 sequences' K/V up to the last query (1024 + 3 positions) once:
+  // not 3 x 4 decode reads.
+  const double weights = 2.0 * (1024.0 * 1536.0 + 1024.0 * 1024.0);
+  EXPECT_DOUBLE_EQ(WorkOf(verify, target, draft).bytes, weights + 4.0 * 1027 * 256 * 8);
+  // 12 projected rows; scores over 1025 + 1026 + 1027 positions per head of each sequence.
+  EXPECT_DOUBLE_EQ(WorkOf(verify, target, draft).flops,
+                   12.0 * weights + 4.0 * 16 * 4 * 64 * (1025.0 + 1026.0 + 1027.0));
+  // One query per sequence is exactly decode's work.
+  const GridPoint one{OperatorFamily::kAttentionVerify, "cpu", 4, 1024, 0, 1};
+  const GridPoint decode{OperatorFamily::kAttentionDecode, "cpu", 4, 1024, 0};
+  EXPECT_DOUBLE_EQ(WorkOf(one, target, draft).bytes, WorkOf(decode, target, draft).bytes);
+  EXPECT_DOUBLE_EQ(WorkOf(one, target, draft).flops, WorkOf(decode, target, draft).flops);
+
+  GridSpec spec = GridSpec::Quick();
+  spec.verify_queries = {1, 3};
+  EXPECT_THROW(spec.Validate(), base::Error);  // one query per sequence is attention_decode
+  spec.verify_queries = {3};
+  spec.verify_batches = {0};
+  EXPECT_THROW(spec.Validate(), base::Error);
+  spec = GridSpec::Quick();
+  spec.verify_queries.clear();
+  EXPECT_EQ(CountByFamily(MakeProfileGrid(target, draft, spec, -1)).count("attention_verify cpu"),
+            0u);
+  EXPECT_EQ(GridSpec::Full().verify_queries, (std::vector<int64_t>{2, 3, 5, 9}));
+}
+
 TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) {
   executor::ExecutorConfig target = DefaultTarget();
   target.max_positions = 1000;
@@ -161,6 +197,10 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
   EXPECT_EQ(counts["attention_prefill cpu"], 2);  // 64 and 256
+  EXPECT_EQ(counts["attention_verify cpu"], 18);  // contexts 128 and 512 + 5 queries fit in 1000
+  target.max_positions = 516;
+  counts = CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+  EXPECT_EQ(counts["attention_verify cpu"], 15);  // 512 + 5 positions do not fit
 
   const executor::ExecutorConfig dense = DefaultDraft(32000);
   counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), -1));

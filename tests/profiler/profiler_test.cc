@@ -168,6 +168,46 @@ TEST_F(ProfilerTest, BufferedStorageReadsWhenODirectIsNotAvailableSayWhy) {
   EXPECT_TRUE(HasNote(profile, "buffered pread")) << profile["notes"].dump(1);
 }
 
+TEST_F(ProfilerTest, VerifyAttentionRunsSeveralQueriesPerSequenceOverTheCache) {
+  ProfileRequest request = TinyRequest(dir_);
+  GridSpec grid;
+  grid.verify_queries = {2, 5};
+  grid.verify_contexts = {16, 64};
+  grid.verify_batches = {1, 3};
+  grid.repetitions = 2;
+  grid.min_time_s = 0.001;
+  request.grid = grid;
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  const auto by = ByOperator(profile);
+  ASSERT_EQ(by.size(), 1u);
+  const std::vector<nlohmann::json>& samples = by.at("attention_verify");
+  ASSERT_EQ(samples.size(), 8u);
+  // Written by queries, then context, then batch.
+  EXPECT_EQ(samples.front()["shape"]["queries_per_sequence"], 2);
+  EXPECT_EQ(samples.front()["shape"]["context"], 16);
+  EXPECT_EQ(samples.front()["tokens"], 1);
+  EXPECT_EQ(samples.back()["shape"]["queries_per_sequence"], 5);
+  EXPECT_EQ(samples.back()["shape"]["context"], 64);
+  EXPECT_EQ(samples.back()["tokens"], 3);
+  // 3 sequences' K/V (32 wide, fp32) up to position 64 + 5 read once, plus the projections.
+  const double weights = 2.0 * (64.0 * (64 + 2 * 32) + 64.0 * 64);
+  EXPECT_EQ(samples.back()["bytes"].get<double>(), weights + 3.0 * 69 * 32 * 8);
+  for (const auto& s : samples) EXPECT_GT(s["median_s"].get<double>(), 0.0);
+  EXPECT_TRUE(HasNote(profile, "attention_verify cpu: the executor's Transformer attention"));
+
+  nlohmann::json bad = profile;
+  bad["samples"][0]["shape"].erase("queries_per_sequence");
+  try {
+    ValidateProfile(bad);
+    FAIL();
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("samples[0].shape.queries_per_sequence"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(ProfilerTest, StorageOnAMemoryFilesystemIsNoted) {
   const std::filesystem::path shm = "/dev/shm";
   if (!std::filesystem::is_directory(shm)) GTEST_SKIP() << "no /dev/shm on this machine";
