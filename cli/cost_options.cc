@@ -27,21 +27,13 @@ void AddCostSourceOptions(po::options_description& options) {
       "fixed seconds per operator launch");
 }
 
-void AddPredictionRoutingOptions(po::options_description& options) {
-  options.add_options()("routing", po::value<std::string>()->default_value("uniform"),
-                        "how the target's tokens route, for the distinct experts a pass reads: "
-                        "uniform (closed form), trace:FILE (moelab run --trace-out), "
-                        "popularity:FILE or correlated[:locality=P,layer=P,popularity=FILE]")(
-      "routing-seed", po::value<uint64_t>()->default_value(1),
-      "seed of the sampled routing estimate");
-}
-
-routing::RoutingSpec PredictionRoutingFrom(const po::variables_map& values) {
-  return routing::ParseRoutingSpec(values["routing"].as<std::string>());
-}
-
-uint64_t PredictionRoutingSeedFrom(const po::variables_map& values) {
-  return values["routing-seed"].as<uint64_t>();
+void AddPredictionRoutingOptions(po::options_description& options, routing::RoutingSpec& spec,
+                                 uint64_t& seed) {
+  // clang-format off
+  options.add_options()
+      ("routing", ParsedInto(&spec, "uniform", routing::ParseRoutingSpec), "how the target's tokens route, for the distinct experts a pass reads: uniform (closed form), trace:FILE (moelab run --trace-out), popularity:FILE or correlated[:locality=P,layer=P,popularity=FILE]")
+      ("routing-seed", Into(&seed), "seed of the sampled routing estimate");
+  // clang-format on
 }
 
 plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {

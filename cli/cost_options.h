@@ -13,10 +13,10 @@ namespace moelab::cli {
 void AddCostSourceOptions(po::options_description& options);
 
 // --routing and --routing-seed of the predictions that price routed experts by the distinct
-// experts a pass activates (plan sd, sim sd, plan hardware): uniform by default.
-void AddPredictionRoutingOptions(po::options_description& options);
-routing::RoutingSpec PredictionRoutingFrom(const po::variables_map& values);
-uint64_t PredictionRoutingSeedFrom(const po::variables_map& values);
+// experts a pass activates (plan sd, sim sd, plan hardware), bound to `spec` (default uniform) and
+// `seed` (its value is the default).
+void AddPredictionRoutingOptions(po::options_description& options, routing::RoutingSpec& spec,
+                                 uint64_t& seed);
 
 // The typed options; `hardware_option` is the command's hardware flag ("hardware").
 plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values);

@@ -17,32 +17,20 @@
 namespace moelab::cli {
 namespace {
 
-void AddFitOptions(po::options_description& options) {
-  const fit::FitOptions defaults;
-  options.add_options()("loss", po::value<std::string>()->default_value(defaults.loss),
-                        "robust loss: none | huber | cauchy")(
-      "loss-scale", po::value<std::string>()->default_value(FormatNumber(defaults.loss_scale, 2)),
-      "residual size where a robust loss starts to down-weight (relative error for latency, "
-      "speedup for sd)")("starts", po::value<int>()->default_value(defaults.starts),
-                         "solver starts (start 0 is the centre; others drawn from --seed)")(
-      "seed", po::value<uint64_t>()->default_value(defaults.seed), "seed for the starts")(
-      "max-iterations", po::value<int>()->default_value(defaults.max_iterations),
-      "iteration cap per solve")("json", po::bool_switch(),
-                                 "print the fit JSON instead of the table")(
-      "csv", po::bool_switch(), "print the fit's CSV rows instead of the table")(
-      "out", po::value<std::string>()->required(),
-      "write the fit (moelab.fit/1) to this file, atomically");
-}
-
-fit::FitOptions FitOptionsFrom(const po::variables_map& values) {
-  fit::FitOptions options;
-  options.loss = values["loss"].as<std::string>();
-  options.loss_scale = base::ParseNumber(values["loss-scale"].as<std::string>(), "loss-scale");
-  options.starts = values["starts"].as<int>();
-  options.seed = values["seed"].as<uint64_t>();
-  options.max_iterations = values["max-iterations"].as<int>();
-  options.Validate();
-  return options;
+// The solver options every fit takes, bound to `fit` (its values are the defaults), and the
+// outputs: --out (required), --json, --csv.
+void AddFitOptions(po::options_description& options, fit::FitOptions& fit) {
+  // clang-format off
+  options.add_options()
+      ("loss", Into(&fit.loss), "robust loss: none | huber | cauchy")
+      ("loss-scale", NumberInto(&fit.loss_scale, "loss-scale"), "residual size where a robust loss starts to down-weight (relative error for latency, speedup for sd)")
+      ("starts", Into(&fit.starts), "solver starts (start 0 is the centre; others drawn from --seed)")
+      ("seed", Into(&fit.seed), "seed for the starts")
+      ("max-iterations", Into(&fit.max_iterations), "iteration cap per solve")
+      ("json", po::bool_switch(), "print the fit JSON instead of the table")
+      ("csv", po::bool_switch(), "print the fit's CSV rows instead of the table")
+      ("out", po::value<std::string>()->required(), "write the fit (moelab.fit/1) to this file, atomically");
+  // clang-format on
 }
 
 // Writes --out, then prints the JSON (--json), its CSV rows (--csv) or the text.
@@ -66,77 +54,66 @@ report::RowSet CurveRows(const nlohmann::json& json) {
 }
 
 int FitLatencyCommand(const std::vector<std::string>& args) {
+  fit::FitOptions fit_options;
+  std::string profile;
   po::options_description options("moelab fit latency");
-  options.add_options()("profile", po::value<std::string>()->required(),
+  options.add_options()("profile", po::value<std::string>(&profile)->required(),
                         "profile file (moelab.profile/1)");
-  AddFitOptions(options);
+  AddFitOptions(options, fit_options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab fit latency --profile PROFILE.json --out FIT.json [--loss "
-                    "none|huber|cauchy] "
-                    "[--starts N] [--seed S] [--json|--csv]",
+                    "none|huber|cauchy] [--starts N] [--seed S] [--json|--csv]",
                     options, args, values)) {
     return 0;
   }
-  const fit::FitOptions fit_options = FitOptionsFrom(values);
-  const fit::LatencyFit fit =
-      fit::FitLatency(fit::LoadProfile(values["profile"].as<std::string>()), fit_options);
+  fit_options.Validate();
+  const fit::LatencyFit fit = fit::FitLatency(fit::LoadProfile(profile), fit_options);
   Emit(fit::LatencyFitToJson(fit), values, CurveRows,
        fit::LatencyFitText(fit, values["out"].as<std::string>()));
   return 0;
 }
 
 int FitSdCommand(const std::vector<std::string>& args) {
+  fit::SdFitRequest request;
   po::options_description options("moelab fit sd");
-  options.add_options()("measurements", po::value<std::vector<std::string>>()->required(),
-                        "measured speedups: CSV (batch,gamma,K,E,sigma,speedup), a JSON array, or "
-                        "`moelab run --workload sd` reports; repeat to combine files")(
-      "model", po::value<std::string>()->required(),
-      "target model preset or path (bounds bias and k2)")(
-      "draft", po::value<std::string>()->required(),
-      "draft model preset or path (bounds draft_bias)")(
-      "hardware", po::value<std::string>()->required(),
-      "hardware preset or path the measurements ran on")(
-      "denominator", po::value<std::string>()->default_value("algorithm1"),
-      "algorithm1 (the paper's Algorithm 1) | equation4")(
-      "max-reject-s", po::value<std::string>(),
-      "upper bound T_rej of reject_bias and reject_k, seconds (default: derived from the hardware, "
-      "fit/README.md)");
-  AddFitOptions(options);
+  // clang-format off
+  options.add_options()
+      ("measurements", po::value(&request.measurement_files)->required(), "measured speedups: CSV (batch,gamma,K,E,sigma,speedup), a JSON array, or `moelab run --workload sd` reports; repeat to combine files")
+      ("model", po::value(&request.model)->required(), "target model preset or path (bounds bias and k2)")
+      ("draft", po::value(&request.draft)->required(), "draft model preset or path (bounds draft_bias)")
+      ("hardware", po::value(&request.hardware)->required(), "hardware preset or path the measurements ran on")
+      ("denominator", ParsedInto(&request.denominator, "algorithm1", model::SdDenominatorFromString), "algorithm1 (the paper's Algorithm 1) | equation4")
+      ("max-reject-s", NumberInto(&request.max_reject_s, "max-reject-s"), "upper bound T_rej of reject_bias and reject_k, seconds (default: derived from the hardware, fit/README.md)");
+  // clang-format on
+  AddFitOptions(options, request.options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab fit sd --measurements FILE.csv --model M --draft D --hardware H "
-                    "--out FIT.json "
-                    "[--denominator algorithm1|equation4] [--loss none|huber|cauchy] [--starts N] "
-                    "[--seed S] [--json|--csv]",
+                    "--out FIT.json [--denominator algorithm1|equation4] [--loss "
+                    "none|huber|cauchy] [--starts N] [--seed S] [--json|--csv]",
                     options, args, values)) {
     return 0;
   }
-  fit::SdFitRequest request;
-  request.options = FitOptionsFrom(values);
-  request.denominator = model::SdDenominatorFromString(values["denominator"].as<std::string>());
-  if (values.count("max-reject-s"))
-    request.max_reject_s =
-        base::ParseNumber(values["max-reject-s"].as<std::string>(), "max-reject-s");
-  request.measurement_files = values["measurements"].as<std::vector<std::string>>();
-  request.model = values["model"].as<std::string>();
-  request.draft = values["draft"].as<std::string>();
-  request.hardware = values["hardware"].as<std::string>();
+  request.options.Validate();
   const auto [fit, origin] = fit::RunSdFit(request, model::PresetStore::Default());
   nlohmann::json json = fit::SdFitToJson(fit);
-  json["measurements"] = values["measurements"].as<std::vector<std::string>>();
+  json["measurements"] = request.measurement_files;
   Emit(json, values, SdFitRow, fit::SdFitText(fit, origin, values["out"].as<std::string>()));
   return 0;
 }
 
 int FitPredictCommand(const std::vector<std::string>& args) {
+  std::string path;
+  model::SdPoint point;
   po::options_description options("moelab fit predict");
-  options.add_options()("fit", po::value<std::string>()->required(),
-                        "an sd fit written by `moelab fit sd`")(
-      "batch", po::value<int64_t>()->required(), "batch size B")(
-      "gamma", po::value<int64_t>()->required(), "draft tokens per round")(
-      "K", po::value<int64_t>()->required(), "experts per token (top-k)")(
-      "E", po::value<int64_t>()->required(), "routed experts per layer")(
-      "sigma", po::value<std::string>()->required(),
-      "accepted fraction of gamma + 1 tokens, (0, 1]");
+  // clang-format off
+  options.add_options()
+      ("fit", po::value(&path)->required(), "an sd fit written by `moelab fit sd`")
+      ("batch", po::value(&point.batch)->required(), "batch size B")
+      ("gamma", po::value(&point.gamma)->required(), "draft tokens per round")
+      ("K", po::value(&point.top_k)->required(), "experts per token (top-k)")
+      ("E", po::value(&point.num_experts)->required(), "routed experts per layer")
+      ("sigma", po::value<std::string>()->required()->notifier([&point](const std::string& text) { point.sigma = base::ParseNumber(text, "sigma"); }), "accepted fraction of gamma + 1 tokens, (0, 1]");
+  // clang-format on
   AddOutputOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab fit predict --fit FIT.json --batch B --gamma G --K K --E E "
@@ -145,25 +122,12 @@ int FitPredictCommand(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  const std::string path = values["fit"].as<std::string>();
-  const fit::SdFit fit = fit::LoadSdFit(path);
-  const model::SdPoint point{values["batch"].as<int64_t>(), values["gamma"].as<int64_t>(),
-                             values["K"].as<int64_t>(), values["E"].as<int64_t>(),
-                             base::ParseNumber(values["sigma"].as<std::string>(), "sigma")};
-  const double speedup = fit::PredictSpeedup(fit, point);
+  nlohmann::json json = fit::SpeedupPredictionJson(path, fit::LoadSdFit(path), point);
   if (output.format != Format::kTable) {
-    EmitJsonOrCsv(output, {{"schema", "moelab.fit_predict/1"},
-                           {"fit", path},
-                           {"batch", point.batch},
-                           {"gamma", point.gamma},
-                           {"K", point.top_k},
-                           {"E", point.num_experts},
-                           {"sigma", point.sigma},
-                           {"denominator", ToString(fit.denominator)},
-                           {"speedup", speedup},
-                           {"provenance", Provenance()}});
+    json["provenance"] = Provenance();
+    EmitJsonOrCsv(output, json);
   } else {
-    std::cout << std::setprecision(6) << speedup << "\n";
+    std::cout << std::setprecision(6) << json["speedup"].get<double>() << "\n";
   }
   return 0;
 }
@@ -172,15 +136,17 @@ int FitPredictCommand(const std::vector<std::string>& args) {
 
 // The calibration the --calibrate option of plan/sim computes on the fly, shown on its own.
 int FitCalibrateCommand(const std::vector<std::string>& args) {
+  std::string profile, device = "cpu";
+  std::optional<std::string> hardware;
+  model::CostParameters assumed;
   po::options_description options("moelab fit calibrate");
-  options.add_options()("profile", po::value<std::string>()->required(),
-                        "profile file (moelab.profile/1)")(
-      "hardware", po::value<std::string>(),
-      "hardware preset or file the profile was measured on (default: the limits the profile "
-      "measured)")("device", po::value<std::string>()->default_value("cpu"),
-                   "which samples: cpu | gpu")("dtype",
-                                               po::value<std::string>()->default_value("bf16"),
-                                               "data type whose peak FLOP/s is the roofline's");
+  // clang-format off
+  options.add_options()
+      ("profile", po::value(&profile)->required(), "profile file (moelab.profile/1)")
+      ("hardware", ParsedIntoOptional(&hardware, [](const std::string& name) { return name; }), "hardware preset or file the profile was measured on (default: the limits the profile measured)")
+      ("device", Into(&device), "which samples: cpu | gpu")
+      ("dtype", Into(&assumed.compute_dtype), "data type whose peak FLOP/s is the roofline's");
+  // clang-format on
   AddOutputOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab fit calibrate --profile PROFILE.json [--hardware H] [--device "
@@ -189,16 +155,12 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
-  const fit::Profile profile = fit::LoadProfile(values["profile"].as<std::string>());
-  std::optional<model::HardwareSpec> hardware;
-  if (values.count("hardware"))
-    hardware = model::PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
-  model::CostParameters assumed;
-  assumed.compute_dtype = values["dtype"].as<std::string>();
-  const fit::RooflineDevice roofline = fit::ProfiledRoofline(
-      profile, hardware, values["device"].as<std::string>(), assumed.compute_dtype);
-  const fit::CostCalibration calibration =
-      fit::CalibrateCosts(profile, roofline, assumed, fit::FitOptions{});
+  const fit::Profile measured = fit::LoadProfile(profile);
+  std::optional<model::HardwareSpec> spec;
+  if (hardware) spec = model::PresetStore::Default().LoadHardware(*hardware);
+  const fit::CostCalibration calibration = fit::CalibrateCosts(
+      measured, fit::ProfiledRoofline(measured, spec, device, assumed.compute_dtype), assumed,
+      fit::FitOptions{});
   if (output.format == Format::kTable) {
     std::cout << fit::CalibrationText(calibration);
     return 0;

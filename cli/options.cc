@@ -31,4 +31,33 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
   return true;
 }
 
+std::string ShortestText(double value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+  return std::string(text, end);
+}
+
+po::typed_value<std::string>* NumberInto(double* field, const std::string& name) {
+  return ParsedInto(field, ShortestText(*field),
+                    [name](const std::string& text) { return base::ParseNumber(text, name); });
+}
+
+po::typed_value<std::string>* NumberInto(std::optional<double>* field, const std::string& name) {
+  return ParsedIntoOptional(
+      field, [name](const std::string& text) { return base::ParseNumber(text, name); });
+}
+
+std::vector<std::string> SplitNameList(const std::string& text, const std::string& name) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    names.push_back(text.substr(start, comma - start));
+    if (names.back().empty())
+      throw base::Error("--" + name + " " + text + ": empty item in the comma-separated list");
+    start = comma + 1;
+  }
+  return names;
+}
+
 }  // namespace moelab::cli

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <charconv>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,5 +19,38 @@ namespace po = boost::program_options;
 bool ParseOptions(const std::string& usage, const po::options_description& options,
                   const std::vector<std::string>& args, po::variables_map& values,
                   const po::positional_options_description* positional = nullptr);
+
+// Options bound to the typed request they fill: po::notify (in ParseOptions) stores each value, so
+// an option is declared once, next to its field, and the field's initial value is the default.
+template <typename T>
+po::typed_value<T>* Into(T* field) {
+  return po::value<T>(field)->default_value(*field);
+}
+
+// An option given as text and parsed into `*field` by `parse` (strict parsers that name the option
+// in their errors); `shown_default` is what --help prints and what `parse` sees when not given.
+template <typename T, typename Parse>
+po::typed_value<std::string>* ParsedInto(T* field, const std::string& shown_default, Parse parse) {
+  return po::value<std::string>()
+      ->default_value(shown_default)
+      ->notifier([field, parse](const std::string& text) { *field = parse(text); });
+}
+
+// As ParsedInto, for an optional field: set only when the option is given.
+template <typename T, typename Parse>
+po::typed_value<std::string>* ParsedIntoOptional(std::optional<T>* field, Parse parse) {
+  return po::value<std::string>()->notifier(
+      [field, parse](const std::string& text) { *field = parse(text); });
+}
+
+// The shortest text that reads back as `value` ("0.8", "4e-06"): the shown default of a number.
+std::string ShortestText(double value);
+
+// A number (base::ParseNumber, errors name --`name`) into `*field`, default: its value.
+po::typed_value<std::string>* NumberInto(double* field, const std::string& name);
+po::typed_value<std::string>* NumberInto(std::optional<double>* field, const std::string& name);
+
+// A comma-separated list of names, empty items refused.
+std::vector<std::string> SplitNameList(const std::string& text, const std::string& name);
 
 }  // namespace moelab::cli

@@ -12,16 +12,19 @@ namespace moelab::cli {
 namespace {
 
 int Profile(const std::vector<std::string>& args) {
+  profiler::ProfileRequest request;
+  std::string out;
+  bool quiet = false;
   po::options_description options("moelab profile");
   // clang-format off
   options.add_options()
-      ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "model preset or path (shape overrides below apply)")
-      ("quick", po::bool_switch(), "coarse grid, 3 repetitions of >= 50 ms (under 2 minutes on 2 cores)")
-      ("out", po::value<std::string>(), "write the profile (moelab.profile/1) here, atomically (required)")
-      ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
+      ("model", Into(&request.model), "model preset or path (shape overrides below apply)")
+      ("quick", po::bool_switch(&request.quick), "coarse grid, 3 repetitions of >= 50 ms (under 2 minutes on 2 cores)")
+      ("out", po::value(&out), "write the profile (moelab.profile/1) here, atomically (required)")
+      ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("json", po::bool_switch(), "also print the profile JSON on stdout")
       ("csv", po::bool_switch(), "print the profile's samples as CSV rows (one per sample) instead of the summary")
-      ("quiet", po::bool_switch(), "no progress lines on stderr");
+      ("quiet", po::bool_switch(&quiet), "no progress lines on stderr");
   // clang-format on
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
@@ -29,23 +32,16 @@ int Profile(const std::vector<std::string>& args) {
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] --out "
-                    "PROFILE.json [--threads N] "
-                    "[--json|--csv] [--quiet]",
+                    "PROFILE.json [--threads N] [--json|--csv] [--quiet]",
                     options, args, values)) {
     return 0;
   }
-  if (!values.count("out")) throw base::Error("--out is required: the profile JSON file to write");
-  const std::string out = values["out"].as<std::string>();
+  if (out.empty()) throw base::Error("--out is required: the profile JSON file to write");
   profiler::RequireOutputFolder(out);
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
-
-  profiler::ProfileRequest request;
-  request.model = values["model"].as<std::string>();
   request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
-  request.quick = values["quick"].as<bool>();
-  request.threads = values["threads"].as<int>();
-  if (!values["quiet"].as<bool>()) request.progress = &std::cerr;
+  if (!quiet) request.progress = &std::cerr;
   request.Validate();
 
   nlohmann::json profile = profiler::RunProfile(request, model::PresetStore::Default());

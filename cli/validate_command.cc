@@ -3,7 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
-#include <sstream>
+#include <set>
 
 #include "base/error.h"
 #include "cli/command.h"
@@ -19,55 +19,50 @@ namespace moelab::cli {
 namespace {
 
 int Validate(const std::vector<std::string>& args) {
+  validate::ValidationRequest request;
+  std::string out;
+  bool quiet = false;
+  const auto case_kinds = [](const std::string& text) {
+    std::set<validate::CaseKind> kinds;
+    for (const std::string& kind : SplitNameList(text, "cases"))
+      kinds.insert(validate::CaseKindFromString(kind));
+    return kinds;
+  };
   po::options_description options("moelab validate");
   // clang-format off
   options.add_options()
-      ("model", po::value<std::string>()->default_value("mixtral-8x7b"), "target model preset or path (shape overrides below apply)")
-      ("draft", po::value<std::string>()->default_value("llama-3.2-1b"), "draft model preset or path (SD cases)")
-      ("quick", po::bool_switch(), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
-      ("cases", po::value<std::string>(), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
-      ("repeat", po::value<int>()->default_value(0), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
-      ("profile", po::value<std::string>(), "reuse this profile (moelab profile --out) instead of profiling")
-      ("alpha", po::value<double>()->default_value(0.8), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
-      ("seed", po::value<uint64_t>()->default_value(1), "seed of weights, prompts and acceptance")
-      ("threads", po::value<int>()->default_value(0), "threads (default: MOELAB_THREADS or all cores)")
-      ("out", po::value<std::string>(), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
+      ("model", Into(&request.model), "target model preset or path (shape overrides below apply)")
+      ("draft", Into(&request.draft), "draft model preset or path (SD cases)")
+      ("quick", po::bool_switch(&request.quick), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
+      ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
+      ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
+      ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
+      ("alpha", Into(&request.alpha), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
+      ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
+      ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("out", po::value(&out), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
       ("json", po::bool_switch(), "print the moelab.validation/1 JSON")
       ("csv", po::bool_switch(), "print the cases as CSV rows")
-      ("quiet", po::bool_switch(), "no progress lines on stderr");
+      ("quiet", po::bool_switch(&quiet), "no progress lines on stderr");
   // clang-format on
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
   AddShapeOptions(shape, "", executor::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] "
-                    "[--cases LIST] "
-                    "[--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
-                    options, args, values)) {
+  if (!ParseOptions(
+          "usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] [--cases "
+          "LIST] [--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
+          options, args, values)) {
     return 0;
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
-  validate::ValidationRequest request;
-  request.model = values["model"].as<std::string>();
   request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
-  request.draft = values["draft"].as<std::string>();
   request.draft_shape = executor::DefaultDraftShape();
-  request.quick = values["quick"].as<bool>();
-  if (values.count("cases")) {
-    std::stringstream list(values["cases"].as<std::string>());
-    for (std::string kind; std::getline(list, kind, ',');)
-      request.kinds.insert(validate::CaseKindFromString(kind));
-  }
-  request.repeat = values["repeat"].as<int>();
-  if (values.count("profile")) request.profile = values["profile"].as<std::string>();
-  request.alpha = values["alpha"].as<double>();
-  request.seed = values["seed"].as<uint64_t>();
-  request.threads = values["threads"].as<int>();
-  if (!values["quiet"].as<bool>()) request.progress = &std::cerr;
-  const bool keep = values.count("out") > 0;
-  request.work_dir = keep ? std::filesystem::path(values["out"].as<std::string>())
+  if (!quiet) request.progress = &std::cerr;
+  const bool keep = !out.empty();
+  request.work_dir = keep ? std::filesystem::path(out)
                           : std::filesystem::temp_directory_path() /
                                 ("moelab-validate-" + std::to_string(getpid()));
   if (keep && std::filesystem::exists(request.work_dir) &&

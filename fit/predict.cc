@@ -55,4 +55,17 @@ double PredictLatency(const LatencyFit& fit, const std::string& op, const std::s
   return seconds;
 }
 
+nlohmann::json SpeedupPredictionJson(const std::string& fit_path, const SdFit& fit,
+                                     const model::SdPoint& point) {
+  return {{"schema", "moelab.fit_predict/1"},
+          {"fit", fit_path},
+          {"batch", point.batch},
+          {"gamma", point.gamma},
+          {"K", point.top_k},
+          {"E", point.num_experts},
+          {"sigma", point.sigma},
+          {"denominator", ToString(fit.denominator)},
+          {"speedup", PredictSpeedup(fit, point)}};
+}
+
 }  // namespace moelab::fit

@@ -16,6 +16,11 @@ namespace moelab::fit {
 // Refuses (moelab::Error) an invalid point: batch, gamma, K, E >= 1, K <= E, sigma in (0, 1].
 double PredictSpeedup(const SdFit& fit, const model::SdPoint& point);
 
+// `moelab fit predict`'s result ("moelab.fit_predict/1"): the point, the fit's denominator and
+// the speedup PredictSpeedup gives there.
+nlohmann::json SpeedupPredictionJson(const std::string& fit_path, const SdFit& fit,
+                                     const model::SdPoint& point);
+
 // The latency curve for (op, device, shape). `shape` may include "tokens" (and "bytes" for a
 // curve against bytes); they are ignored for the match, as in FitLatency's grouping. Throws
 // moelab::Error listing the fitted curves of that operator when there is no match.
