@@ -17,17 +17,25 @@ struct Command {
 // Every command, registered in one place (commands.cc).
 const std::vector<Command>& AllCommands();
 
-// Per-family registration functions, called only by AllCommands().
-void RegisterModelCommands(std::vector<Command>& commands);
-void RegisterHardwareCommands(std::vector<Command>& commands);
-void RegisterPlanCommands(std::vector<Command>& commands);
-void RegisterDeviceCommands(std::vector<Command>& commands);
-void RegisterRunCommands(std::vector<Command>& commands);
-void RegisterProfileCommands(std::vector<Command>& commands);
-void RegisterFitCommands(std::vector<Command>& commands);
-void RegisterSimSdCommands(std::vector<Command>& commands);
-void RegisterSimOffloadCommands(std::vector<Command>& commands);
-void RegisterPlanOffloadCommands(std::vector<Command>& commands);
-void RegisterValidateCommands(std::vector<Command>& commands);
+// The commands, each defined in its family's file (model_command.cc, ...): `args` are the
+// arguments after the command's words.
+int ModelShow(const std::vector<std::string>& args);
+int ModelList(const std::vector<std::string>& args);
+int HardwareList(const std::vector<std::string>& args);
+int HardwareShow(const std::vector<std::string>& args);
+int HardwareFromProfile(const std::vector<std::string>& args);
+int PlanSd(const std::vector<std::string>& args);
+int PlanHardware(const std::vector<std::string>& args);
+int Run(const std::vector<std::string>& args);
+int Profile(const std::vector<std::string>& args);
+int FitCalibrateCommand(const std::vector<std::string>& args);
+int FitLatencyCommand(const std::vector<std::string>& args);
+int FitSdCommand(const std::vector<std::string>& args);
+int FitPredictCommand(const std::vector<std::string>& args);
+int SimSd(const std::vector<std::string>& args);
+int SimOffload(const std::vector<std::string>& args);
+int PlanOffload(const std::vector<std::string>& args);
+int Validate(const std::vector<std::string>& args);
+int Devices(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

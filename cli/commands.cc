@@ -3,21 +3,28 @@
 namespace moelab::cli {
 
 const std::vector<Command>& AllCommands() {
-  static const std::vector<Command> commands = [] {
-    std::vector<Command> list;
-    RegisterModelCommands(list);
-    RegisterHardwareCommands(list);
-    RegisterPlanCommands(list);
-    RegisterRunCommands(list);
-    RegisterProfileCommands(list);
-    RegisterFitCommands(list);
-    RegisterSimSdCommands(list);
-    RegisterSimOffloadCommands(list);
-    RegisterPlanOffloadCommands(list);
-    RegisterValidateCommands(list);
-    RegisterDeviceCommands(list);
-    return list;
-  }();
+  // clang-format off
+  static const std::vector<Command> commands{
+      {{"model", "show"}, "a model's spec and derived quantities", ModelShow},
+      {{"model", "list"}, "the model presets", ModelList},
+      {{"hw", "list"}, "the hardware presets", HardwareList},
+      {{"hw", "show"}, "one hardware preset or file", HardwareShow},
+      {{"hw", "from-profile"}, "this machine for sim offload: the CPU computes, experts on storage", HardwareFromProfile},
+      {{"plan", "sd"}, "speculative-decoding speedup per batch and gamma (analytic)", PlanSd},
+      {{"plan", "hardware"}, "the smallest listed hardware that meets a TPOT/TTFT target", PlanHardware},
+      {{"run"}, "run a workload on the reference CPU executor and measure it", Run},
+      {{"profile"}, "measure this machine's operator speeds for a model (moelab.profile/1)", Profile},
+      {{"fit", "calibrate"}, "fit the analytic roofline's efficiencies to a profile (the calibrated-roofline cost source)", FitCalibrateCommand},
+      {{"fit", "latency"}, "fit per-operator latency curves to a profile (roofline, linear, constant)", FitLatencyCommand},
+      {{"fit", "sd"}, "fit the MoESD speedup model to measured SD speedups", FitSdCommand},
+      {{"fit", "predict"}, "speedup predicted by an sd fit", FitPredictCommand},
+      {{"sim", "sd"}, "speculative-decoding sweep over batch x gamma x alpha", SimSd},
+      {{"sim", "offload"}, "discrete-event simulation of expert offloading policies (TTFT, TPOT, hit rate, timeline)", SimOffload},
+      {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
+      {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},
+      {{"devices"}, "the GPUs this machine has (CUDA builds)", Devices},
+  };
+  // clang-format on
   return commands;
 }
 

@@ -1,12 +1,9 @@
-#include <iostream>
-
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "device/gpu_devices.h"
 
 namespace moelab::cli {
-namespace {
 
 int Devices(const std::vector<std::string>& args) {
   po::options_description options("moelab devices");
@@ -25,33 +22,22 @@ int Devices(const std::vector<std::string>& args) {
               std::to_string(d.compute_capability_major) + "." +
                   std::to_string(d.compute_capability_minor)});
   }
-  if (output.format != Format::kTable) {
-    EmitJsonOrCsv(output,
-                  {{"schema", "moelab.devices/1"},
-                   {"cuda_compiled", inventory.cuda_compiled},
-                   {"cuda_runtime", inventory.runtime_version},
-                   {"cuda_driver", inventory.driver_version},
-                   {"gpus", gpus.ToJson()},
-                   {"why_none", inventory.why_none}},
-                  gpus);
-    return 0;
-  }
-  if (inventory.devices.empty()) {
-    std::cout << inventory.why_none << "\n";
-    return 0;
-  }
+  std::string text = inventory.devices.empty() ? inventory.why_none + "\n" : "";
   for (const device::GpuDevice& d : inventory.devices) {
-    std::cout << "GPU " << d.index << ": " << d.name << ", " << FormatBytes(d.memory_bytes) << ", "
-              << d.sm_count << " SMs, compute capability " << d.compute_capability_major << "."
-              << d.compute_capability_minor << "\n";
+    text += "GPU " + std::to_string(d.index) + ": " + d.name + ", " + FormatBytes(d.memory_bytes) +
+            ", " + std::to_string(d.sm_count) + " SMs, compute capability " +
+            std::to_string(d.compute_capability_major) + "." +
+            std::to_string(d.compute_capability_minor) + "\n";
   }
+  EmitResult(output,
+             {{"schema", "moelab.devices/1"},
+              {"cuda_compiled", inventory.cuda_compiled},
+              {"cuda_runtime", inventory.runtime_version},
+              {"cuda_driver", inventory.driver_version},
+              {"gpus", gpus.ToJson()},
+              {"why_none", inventory.why_none}},
+             text, gpus);
   return 0;
-}
-
-}  // namespace
-
-void RegisterDeviceCommands(std::vector<Command>& commands) {
-  commands.push_back({{"devices"}, "the GPUs this machine has (CUDA builds)", Devices});
 }
 
 }  // namespace moelab::cli

@@ -2,6 +2,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "cli/command.h"
 #include "cli/options.h"
@@ -52,6 +53,8 @@ report::RowSet SdFitRow(const nlohmann::json& json) { return report::JsonRow(jso
 report::RowSet CurveRows(const nlohmann::json& json) {
   return report::JsonArrayRows(json["operators"]);
 }
+
+}  // namespace
 
 int FitLatencyCommand(const std::vector<std::string>& args) {
   fit::FitOptions fit_options;
@@ -123,16 +126,12 @@ int FitPredictCommand(const std::vector<std::string>& args) {
   }
   const OutputRequest output = OutputRequestFrom(values);
   nlohmann::json json = fit::SpeedupPredictionJson(path, fit::LoadSdFit(path), point);
-  if (output.format != Format::kTable) {
-    json["provenance"] = Provenance();
-    EmitJsonOrCsv(output, json);
-  } else {
-    std::cout << std::setprecision(6) << json["speedup"].get<double>() << "\n";
-  }
+  std::ostringstream speedup;
+  speedup << std::setprecision(6) << json["speedup"].get<double>() << "\n";
+  json["provenance"] = Provenance();
+  EmitResult(output, json, speedup.str());
   return 0;
 }
-
-}  // namespace
 
 // The calibration the --calibrate option of plan/sim computes on the fly, shown on its own.
 int FitCalibrateCommand(const std::vector<std::string>& args) {
@@ -161,28 +160,11 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
   const fit::CostCalibration calibration = fit::CalibrateCosts(
       measured, fit::ProfiledRoofline(measured, spec, device, assumed.compute_dtype), assumed,
       fit::FitOptions{});
-  if (output.format == Format::kTable) {
-    std::cout << fit::CalibrationText(calibration);
-    return 0;
-  }
   nlohmann::json json = calibration.ToJson();
   json["schema"] = "moelab.cost_calibration/1";
   json["provenance"] = Provenance();
-  EmitJsonOrCsv(output, json);
+  EmitResult(output, json, fit::CalibrationText(calibration));
   return 0;
-}
-
-void RegisterFitCommands(std::vector<Command>& commands) {
-  commands.push_back({{"fit", "calibrate"},
-                      "fit the analytic roofline's efficiencies to a profile (the "
-                      "calibrated-roofline cost source)",
-                      FitCalibrateCommand});
-  commands.push_back({{"fit", "latency"},
-                      "fit per-operator latency curves to a profile (roofline, linear, constant)",
-                      FitLatencyCommand});
-  commands.push_back(
-      {{"fit", "sd"}, "fit the MoESD speedup model to measured SD speedups", FitSdCommand});
-  commands.push_back({{"fit", "predict"}, "speedup predicted by an sd fit", FitPredictCommand});
 }
 
 }  // namespace moelab::cli

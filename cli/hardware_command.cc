@@ -1,5 +1,3 @@
-#include <iostream>
-
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -8,7 +6,6 @@
 #include "model/describe.h"
 
 namespace moelab::cli {
-namespace {
 
 int HardwareList(const std::vector<std::string>& args) {
   po::options_description options("moelab hw list");
@@ -17,12 +14,8 @@ int HardwareList(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab hw list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const model::PresetListing listing = model::ListHardwarePresets(model::PresetStore::Default());
-  if (output.format == Format::kTable) {
-    std::cout << listing.text;
-  } else {
-    EmitJsonOrCsv(output, {{"schema", "moelab.hardware_list/1"}, {"hardware", listing.presets}},
-                  report::JsonArrayRows(listing.presets));
-  }
+  EmitResult(output, {{"schema", "moelab.hardware_list/1"}, {"hardware", listing.presets}},
+             listing.text, report::JsonArrayRows(listing.presets));
   return 0;
 }
 
@@ -40,11 +33,7 @@ int HardwareShow(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   const model::HardwareSpec spec =
       model::PresetStore::Default().LoadHardware(values["hardware"].as<std::string>());
-  if (output.format == Format::kTable) {
-    std::cout << model::HardwareText(spec);
-  } else {
-    EmitJsonOrCsv(output, model::HardwareSpecToJson(spec));
-  }
+  EmitResult(output, model::HardwareSpecToJson(spec), model::HardwareText(spec));
   return 0;
 }
 
@@ -70,22 +59,8 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
   const model::HardwareSpec spec = fit::StorageTierHardwareFromProfile(
       fit::LoadProfile(values["profile"].as<std::string>()),
       base::ParseBytes(values["memory"].as<std::string>(), "--memory"));
-  if (output.format == Format::kTable) {
-    std::cout << model::HardwareText(spec);
-  } else {
-    EmitJsonOrCsv(output, model::HardwareSpecToJson(spec));
-  }
+  EmitResult(output, model::HardwareSpecToJson(spec), model::HardwareText(spec));
   return 0;
-}
-
-}  // namespace
-
-void RegisterHardwareCommands(std::vector<Command>& commands) {
-  commands.push_back({{"hw", "list"}, "the hardware presets", HardwareList});
-  commands.push_back({{"hw", "show"}, "one hardware preset or file", HardwareShow});
-  commands.push_back({{"hw", "from-profile"},
-                      "this machine for sim offload: the CPU computes, experts on storage",
-                      HardwareFromProfile});
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,3 @@
-#include <iostream>
-
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -10,7 +8,6 @@
 #include "model/preset_store.h"
 
 namespace moelab::cli {
-namespace {
 
 int ModelShow(const std::vector<std::string>& args) {
   po::options_description options("moelab model show");
@@ -38,13 +35,10 @@ int ModelShow(const std::vector<std::string>& args) {
     base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
   }
   nlohmann::json description = model::DescribeModel(spec, tau);
-  if (output.format == Format::kTable) {
-    std::cout << model::ModelText(spec, description);
-    return 0;
-  }
+  const std::string text = model::ModelText(spec, description);
   description["schema"] = "moelab.model_show/1";
   description["provenance"] = Provenance();
-  EmitJsonOrCsv(output, description);
+  EmitResult(output, description, text);
   return 0;
 }
 
@@ -55,20 +49,9 @@ int ModelList(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab model list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const model::PresetListing listing = model::ListModelPresets(model::PresetStore::Default());
-  if (output.format == Format::kTable) {
-    std::cout << listing.text;
-  } else {
-    EmitJsonOrCsv(output, {{"schema", "moelab.model_list/1"}, {"models", listing.presets}},
-                  report::JsonArrayRows(listing.presets));
-  }
+  EmitResult(output, {{"schema", "moelab.model_list/1"}, {"models", listing.presets}}, listing.text,
+             report::JsonArrayRows(listing.presets));
   return 0;
-}
-
-}  // namespace
-
-void RegisterModelCommands(std::vector<Command>& commands) {
-  commands.push_back({{"model", "show"}, "a model's spec and derived quantities", ModelShow});
-  commands.push_back({{"model", "list"}, "the model presets", ModelList});
 }
 
 }  // namespace moelab::cli

@@ -22,14 +22,17 @@ OutputRequest OutputRequestFrom(const po::variables_map& values) {
   return request;
 }
 
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json) {
-  EmitJsonOrCsv(request, json,
-                request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
+void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text) {
+  EmitResult(request, json, text,
+             request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
 }
 
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json,
-                   const report::RowSet& rows) {
-  report::Emit(request.format == Format::kCsv ? rows.ToCsv() : json.dump(2) + "\n", request.out);
+void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text,
+                const report::RowSet& rows) {
+  const std::string printed = request.format == Format::kCsv    ? rows.ToCsv()
+                              : request.format == Format::kJson ? json.dump(2) + "\n"
+                                                                : text;
+  report::Emit(printed, request.out);
 }
 
 }  // namespace moelab::cli

@@ -35,10 +35,11 @@ struct OutputRequest {
 void AddOutputOptions(po::options_description& options);
 OutputRequest OutputRequestFrom(const po::variables_map& values);
 
-// Prints `json` (or writes it to --out), or with --csv `rows` (default: the JSON's scalar leaves as
-// one row, report/json_rows.h), so the CSV carries the JSON's numbers.
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json);
-void EmitJsonOrCsv(const OutputRequest& request, const nlohmann::json& json,
-                   const report::RowSet& rows);
+// Prints `text` (the table), or `json` (--json; written atomically to --out), or with --csv
+// `rows` (default: the JSON's scalar leaves as one row, report/json_rows.h), so the CSV carries
+// the JSON's numbers.
+void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text);
+void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text,
+                const report::RowSet& rows);
 
 }  // namespace moelab::cli

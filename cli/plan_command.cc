@@ -1,5 +1,4 @@
 // moelab plan sd and moelab plan hardware: parse, run the planner (plan/), print.
-#include <iostream>
 #include <optional>
 
 #include "base/error.h"
@@ -13,7 +12,6 @@
 #include "plan/reports.h"
 
 namespace moelab::cli {
-namespace {
 
 int PlanSd(const std::vector<std::string>& args) {
   plan::SdSweepRequest request;
@@ -72,16 +70,6 @@ int PlanHardware(const std::vector<std::string>& args) {
       plan::Render(plan::SearchHardware(request, model::PresetStore::Default()), output.format),
       output.out);
   return 0;
-}
-
-}  // namespace
-
-void RegisterPlanCommands(std::vector<Command>& commands) {
-  commands.push_back(
-      {{"plan", "sd"}, "speculative-decoding speedup per batch and gamma (analytic)", PlanSd});
-  commands.push_back({{"plan", "hardware"},
-                      "the smallest listed hardware that meets a TPOT/TTFT target",
-                      PlanHardware});
 }
 
 }  // namespace moelab::cli

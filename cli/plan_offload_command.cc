@@ -10,7 +10,6 @@
 #include "plan/reports.h"
 
 namespace moelab::cli {
-namespace {
 
 int PlanOffload(const std::vector<std::string>& args) {
   plan::OffloadSweepRequest request;
@@ -61,14 +60,6 @@ int PlanOffload(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::Render(plan::SweepOffload(request, store), output.format), output.out);
   return 0;
-}
-
-}  // namespace
-
-void RegisterPlanOffloadCommands(std::vector<Command>& commands) {
-  commands.push_back({{"plan", "offload"},
-                      "each offload policy's TPOT across accelerator memory sizes",
-                      PlanOffload});
 }
 
 }  // namespace moelab::cli

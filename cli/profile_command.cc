@@ -9,7 +9,6 @@
 #include "profiler/profiler.h"
 
 namespace moelab::cli {
-namespace {
 
 int Profile(const std::vector<std::string>& args) {
   profiler::ProfileRequest request;
@@ -55,14 +54,6 @@ int Profile(const std::vector<std::string>& args) {
     std::cout << profiler::ProfileSummaryText(profile, out);
   }
   return 0;
-}
-
-}  // namespace
-
-void RegisterProfileCommands(std::vector<Command>& commands) {
-  commands.push_back({{"profile"},
-                      "measure this machine's operator speeds for a model (moelab.profile/1)",
-                      Profile});
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,3 @@
-#include <iostream>
-
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/units.h"
@@ -13,7 +11,6 @@
 #include "sim/calibration.h"
 
 namespace moelab::cli {
-namespace {
 
 int Run(const std::vector<std::string>& args) {
   executor::RunRequest request;
@@ -98,18 +95,8 @@ int Run(const std::vector<std::string>& args) {
 
   nlohmann::json report = executor::RunWorkload(request, model::PresetStore::Default());
   report["provenance"] = Provenance();
-  if (output.format == Format::kTable) {
-    std::cout << executor::RunReportText(report);
-  } else {
-    EmitJsonOrCsv(output, report);  // CSV: the report's summary (its scalars) as one row
-  }
+  EmitResult(output, report, executor::RunReportText(report));  // CSV: the report's scalars
   return 0;
-}
-
-}  // namespace
-
-void RegisterRunCommands(std::vector<Command>& commands) {
-  commands.push_back({{"run"}, "run a workload on the reference CPU executor and measure it", Run});
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,4 @@
 // moelab sim offload: the discrete-event expert-offloading simulator (sim/README.md).
-#include <iostream>
 
 #include "base/atomic_file.h"
 #include "base/error.h"
@@ -24,6 +23,8 @@ double BitsFrom(const std::string& text, const std::string& option) {
     throw base::Error("--" + option + " " + text + ": expected bits in (0, 32]");
   return bits;
 }
+
+}  // namespace
 
 int SimOffload(const std::vector<std::string>& args) {
   sim::SimConfig config;
@@ -105,15 +106,6 @@ int SimOffload(const std::vector<std::string>& args) {
   if (!trace_out.empty()) base::WriteFileAtomically(trace_out, run.result.TimelineJson());
   report::Emit(plan::Render(run, output.format), output.out);
   return 0;
-}
-
-}  // namespace
-
-void RegisterSimOffloadCommands(std::vector<Command>& commands) {
-  commands.push_back(
-      {{"sim", "offload"},
-       "discrete-event simulation of expert offloading policies (TTFT, TPOT, hit rate, timeline)",
-       SimOffload});
 }
 
 }  // namespace moelab::cli

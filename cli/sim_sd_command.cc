@@ -9,7 +9,6 @@
 #include "plan/reports.h"
 
 namespace moelab::cli {
-namespace {
 
 int SimSd(const std::vector<std::string>& args) {
   plan::SdSweepRequest request;
@@ -40,13 +39,6 @@ int SimSd(const std::vector<std::string>& args) {
       plan::RenderSdSweep(plan::RunSdSweep(request, model::PresetStore::Default()), output.format),
       output.out);
   return 0;
-}
-
-}  // namespace
-
-void RegisterSimSdCommands(std::vector<Command>& commands) {
-  commands.push_back(
-      {{"sim", "sd"}, "speculative-decoding sweep over batch x gamma x alpha", SimSd});
 }
 
 }  // namespace moelab::cli

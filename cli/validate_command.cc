@@ -16,7 +16,6 @@
 #include "validate/validation_report.h"
 
 namespace moelab::cli {
-namespace {
 
 int Validate(const std::vector<std::string>& args) {
   validate::ValidationRequest request;
@@ -90,14 +89,6 @@ int Validate(const std::vector<std::string>& args) {
     std::cout << validate::ValidationText(result);
   }
   return 0;
-}
-
-}  // namespace
-
-void RegisterValidateCommands(std::vector<Command>& commands) {
-  commands.push_back({{"validate"},
-                      "profile, fit, predict held-out cases, run them, and report the errors",
-                      Validate});
 }
 
 }  // namespace moelab::cli
