@@ -10,6 +10,7 @@
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
 #include "tests/executor/tiny_models.h"
+#include "tests/support/error_of.h"
 
 namespace moelab::executor::offload {
 namespace {
@@ -26,15 +27,6 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
   fs::path path;
 };
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const base::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Offloaded {
   Offloaded(const ExecutorConfig& c, uint64_t seed, const fs::path& dir) : pool(2), config(c) {
@@ -116,7 +108,7 @@ TEST(ExpertStore, CorruptionAndTruncationAreNeverTrusted) {
   expert.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
   AlignedBuffer buffer(block);
   store->Read(0, 4, buffer, expert);  // untouched blocks read fine
-  EXPECT_NE(ErrorOf([&] {
+  EXPECT_NE(testing::ErrorOf([&] {
               store->Read(0, 5, buffer, expert);
             }).find("checksum mismatch for MoE layer 0 expert 5"),
             std::string::npos);
@@ -154,7 +146,7 @@ TEST(ExpertStore, UnwritableFolderIsAClearError) {
   fs::create_directories(dir.path);
   std::ofstream(dir.path / "file") << "x";
   const fs::path bad = dir.path / "file" / "store";
-  EXPECT_NE(ErrorOf([&] {
+  EXPECT_NE(testing::ErrorOf([&] {
               Offloaded(c, 3, bad);
             }).find("--offload-dir " + bad.string() + ": cannot create the folder"),
             std::string::npos);
@@ -249,19 +241,21 @@ TEST(OffloadRuntime, RefusesWhatItCannotRun) {
   OffloadOptions options;
   options.policy = "fiddler";
   options.expert_memory_bytes = 20 * expert_bytes;
-  EXPECT_NE(ErrorOf([&] {
+  EXPECT_NE(testing::ErrorOf([&] {
               OffloadRuntime(c, *model.store.store, options);
             }).find("second compute device"),
             std::string::npos);
   options.policy = "on-demand";
   options.expert_memory_bytes = expert_bytes + expert_bytes / 2;
-  EXPECT_NE(ErrorOf([&] {
+  EXPECT_NE(testing::ErrorOf([&] {
               OffloadRuntime(c, *model.store.store, options);
             }).find("fewer than one layer's top-2"),
             std::string::npos);
   options.policy = "no-such-policy";
   options.expert_memory_bytes = 20 * expert_bytes;
-  EXPECT_NE(ErrorOf([&] { OffloadRuntime(c, *model.store.store, options); }).find("valid policies"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              OffloadRuntime(c, *model.store.store, options);
+            }).find("valid policies"),
             std::string::npos);
 }
 

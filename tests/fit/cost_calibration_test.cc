@@ -80,7 +80,7 @@ TEST(CostCalibration, TheProfiledMachineIsAHostWithItsMeasuredLimits) {
 }
 
 // The error calibrating the profile `json` (read as "bad.json") against its limits gives.
-std::string ErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16") {
+std::string CalibrationErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16") {
   return testing::ErrorOf([&] {
     const Profile profile = ProfileFromJson(json, "bad.json");
     CalibrateCosts(profile, RooflineFromLimits(profile, dtype), model::CostParameters{},
@@ -91,27 +91,31 @@ std::string ErrorOf(const nlohmann::json& json, const std::string& dtype = "bf16
 TEST(CostCalibration, RefusesProfilesThatCannotCalibrate) {
   nlohmann::json no_limits = SyntheticProfile(PlantedRoofline{});
   no_limits["machine"].erase("limits");
-  EXPECT_NE(ErrorOf(no_limits).find("bad.json: no field 'machine.limits'"), std::string::npos)
-      << ErrorOf(no_limits);
+  EXPECT_NE(CalibrationErrorOf(no_limits).find("bad.json: no field 'machine.limits'"),
+            std::string::npos)
+      << CalibrationErrorOf(no_limits);
 
-  EXPECT_NE(ErrorOf(SyntheticProfile(PlantedRoofline{}), "fp8").find("has no 'fp8' peak"),
-            std::string::npos);
+  EXPECT_NE(
+      CalibrationErrorOf(SyntheticProfile(PlantedRoofline{}), "fp8").find("has no 'fp8' peak"),
+      std::string::npos);
 
   nlohmann::json no_flops = SyntheticProfile(PlantedRoofline{});
   no_flops["samples"][4].erase("flops");
-  EXPECT_NE(ErrorOf(no_flops).find("samples[4] has no 'flops' or 'bytes'"), std::string::npos)
-      << ErrorOf(no_flops);
+  EXPECT_NE(CalibrationErrorOf(no_flops).find("samples[4] has no 'flops' or 'bytes'"),
+            std::string::npos)
+      << CalibrationErrorOf(no_flops);
 
   nlohmann::json few = SyntheticProfile(PlantedRoofline{});
   few["samples"] = nlohmann::json::array({few["samples"][0], few["samples"][1], few["samples"][2]});
-  EXPECT_NE(
-      ErrorOf(few).find("3 samples of expert_ffn, router, lm_head or dense_ffn on device 'cpu'"),
-      std::string::npos)
-      << ErrorOf(few);
+  EXPECT_NE(CalibrationErrorOf(few).find(
+                "3 samples of expert_ffn, router, lm_head or dense_ffn on device 'cpu'"),
+            std::string::npos)
+      << CalibrationErrorOf(few);
 
   nlohmann::json negative = SyntheticProfile(PlantedRoofline{});
   negative["samples"][0]["bytes"] = -1;
-  EXPECT_NE(ErrorOf(negative).find("samples[0]"), std::string::npos) << ErrorOf(negative);
+  EXPECT_NE(CalibrationErrorOf(negative).find("samples[0]"), std::string::npos)
+      << CalibrationErrorOf(negative);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ nlohmann::json Mixtral() {
 }
 
 // The error ModelSpecFromJson gives for `json` (read as "m.json").
-std::string ErrorOf(const nlohmann::json& json) {
+std::string SpecErrorOf(const nlohmann::json& json) {
   return testing::ErrorOf([&] { ModelSpecFromJson(json, "m.json"); });
 }
 
@@ -32,34 +32,34 @@ TEST(ModelSpec, RoundTripsThroughJson) {
 TEST(ModelSpec, ImpossibleValuesAreRefusedNamingTheField) {
   nlohmann::json json = Mixtral();
   json["moe"]["top_k"] = 9;
-  EXPECT_NE(ErrorOf(json).find(
+  EXPECT_NE(SpecErrorOf(json).find(
                 "m.json: field 'moe.top_k': must be between 1 and moe.num_experts (8), got 9"),
             std::string::npos)
-      << ErrorOf(json);
+      << SpecErrorOf(json);
   json = Mixtral();
   json["num_layers"] = 0;
-  EXPECT_NE(ErrorOf(json).find("field 'num_layers': expected an integer >= 1, got 0"),
+  EXPECT_NE(SpecErrorOf(json).find("field 'num_layers': expected an integer >= 1, got 0"),
             std::string::npos)
-      << ErrorOf(json);
+      << SpecErrorOf(json);
   json = Mixtral();
   json["hidden_size"] = 4096.5;
-  EXPECT_NE(ErrorOf(json).find("field 'hidden_size'"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("field 'hidden_size'"), std::string::npos);
   json = Mixtral();
   json["attention"]["num_kv_heads"] = 5;
-  EXPECT_NE(ErrorOf(json).find("attention.num_kv_heads"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("attention.num_kv_heads"), std::string::npos);
   json = Mixtral();
   json["norm"] = "batchnorm";
-  EXPECT_NE(ErrorOf(json).find("field 'norm': expected one of \"rmsnorm\""), std::string::npos)
-      << ErrorOf(json);
+  EXPECT_NE(SpecErrorOf(json).find("field 'norm': expected one of \"rmsnorm\""), std::string::npos)
+      << SpecErrorOf(json);
   json = Mixtral();
   json["bits"]["experts"] = -4;
-  EXPECT_NE(ErrorOf(json).find("bits.experts"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("bits.experts"), std::string::npos);
   json = Mixtral();
   json.erase("hidden_size");
-  EXPECT_NE(ErrorOf(json).find("missing required field 'hidden_size'"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("missing required field 'hidden_size'"), std::string::npos);
   json = Mixtral();
   json["schema"] = "moelab.model/0";
-  EXPECT_NE(ErrorOf(json).find("field 'schema'"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("field 'schema'"), std::string::npos);
 }
 
 TEST(ModelSpec, MalformedFileNamesTheFile) {
@@ -84,7 +84,7 @@ TEST(ModelSpec, DenseModelNeedsFfnWidth) {
   nlohmann::json json =
       base::JsonReader::ParseFile(testing::PresetDir() / "models/llama-3.2-1b.json");
   json["dense_intermediate_size"] = 0;
-  EXPECT_NE(ErrorOf(json).find("dense_intermediate_size"), std::string::npos);
+  EXPECT_NE(SpecErrorOf(json).find("dense_intermediate_size"), std::string::npos);
 }
 
 }  // namespace
