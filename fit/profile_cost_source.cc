@@ -14,6 +14,19 @@ namespace moelab::fit {
 namespace {
 
 constexpr const char* kVerifyOp = "attention_verify";
+constexpr const char* kDraftOp = "draft_decode";
+
+// Whether a draft_decode curve's shape is `model`'s (the pass it measured is this model's).
+bool IsModelOf(const nlohmann::json& shape, const model::MoeModelSpec& model) {
+  const auto is = [&](const char* key, int64_t value) {
+    return shape.contains(key) && shape[key].is_number_integer() &&
+           shape[key].get<int64_t>() == value;
+  };
+  return is("layers", model.num_layers) && is("hidden", model.hidden_size) &&
+         is("intermediate", model.dense_intermediate_size) &&
+         is("heads", model.attention.num_heads) && is("kv_heads", model.attention.num_kv_heads) &&
+         is("head_dim", model.attention.head_dim) && is("vocab", model.vocab_size);
+}
 
 }  // namespace
 
@@ -73,6 +86,14 @@ std::vector<const OperatorCurve*> FittedProfileCostSource::ContextCurves(const s
   std::sort(curves.begin(), curves.end(), [](const OperatorCurve* a, const OperatorCurve* b) {
     return a->shape["context"].get<int64_t>() < b->shape["context"].get<int64_t>();
   });
+  return curves;
+}
+
+std::vector<const OperatorCurve*> FittedProfileCostSource::DraftDecodeCurves(
+    const model::MoeModelSpec& model) const {
+  std::vector<const OperatorCurve*> curves = ContextCurves(kDraftOp, 1);
+  std::erase_if(curves,
+                [&](const OperatorCurve* curve) { return !IsModelOf(curve->shape, model); });
   return curves;
 }
 
@@ -250,10 +271,23 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     }
     const double hidden_ratio =
         static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
-    cost.Add(model::Operator::kDenseFfn, 0, 0, layers * Curve("dense_ffn").Predict(n));
-    cost.Add(model::Operator::kAttention, 0, 0,
-             layers * AttentionScale(model, shape) * AttentionSeconds(shape));
-    cost.Add(model::Operator::kLmHead, 0, 0, hidden_ratio * Curve("lm_head").Predict(logit_tokens));
+    double ffn_s = layers * Curve("dense_ffn").Predict(n);
+    double attention_s = layers * AttentionScale(model, shape) * AttentionSeconds(shape);
+    double lm_head_s = hidden_ratio * Curve("lm_head").Predict(logit_tokens);
+    // The draft's one-token pass measured whole (draft_decode, this model's shape): its time, split
+    // among the operators in the proportions above (the measurement has no breakdown).
+    const std::vector<const OperatorCurve*> measured = DraftDecodeCurves(model);
+    if (!measured.empty() && shape.tokens_per_sequence == 1 && shape.context_length > 0) {
+      const double pass_s = ContextInterpolatedSeconds(measured, shape.context_length,
+                                                       static_cast<double>(shape.batch));
+      const double scale = pass_s / (ffn_s + attention_s + lm_head_s);
+      ffn_s *= scale;
+      attention_s *= scale;
+      lm_head_s *= scale;
+    }
+    cost.Add(model::Operator::kDenseFfn, 0, 0, ffn_s);
+    cost.Add(model::Operator::kAttention, 0, 0, attention_s);
+    cost.Add(model::Operator::kLmHead, 0, 0, lm_head_s);
   }
   cost.Total();
   cost.device = device_name_;

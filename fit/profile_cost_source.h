@@ -27,11 +27,15 @@ namespace moelab::fit {
 //              attention_prefill curve at the prompt length;
 //   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
 //              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
-// plus lm_head once (over the positions that need logits). A dense model (the SD draft) runs
-// dense_ffn per layer, the attention curve scaled by its bytes over the profiled target's (the
-// projection weights and the KV cache each in their share of the target's bytes),
-// and the LM head scaled by its hidden size over the target's. Norms, residual adds and the
-// embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
+// plus lm_head once (over the positions that need logits). A dense model (the SD draft): its
+// one-token pass over a cache is the draft_decode curves of its shape at x = batch, interpolated in
+// context as decode attention, when the profile measured them (the whole pass: norms, residual
+// adds and per-operator dispatch included, which at the draft's size are a third of its time);
+// otherwise, and for passes of several tokens, dense_ffn per layer, the attention curve scaled by
+// its bytes over the profiled target's (the projection weights and the KV cache each in their
+// share of the target's bytes), and the LM head scaled by its hidden size over the target's (the
+// operator breakdown of a measured pass is split in these proportions). Norms, residual adds and
+// the embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
 // acceptance step is taken as zero.
 class FittedProfileCostSource : public model::CostSource {
  public:
@@ -62,6 +66,8 @@ class FittedProfileCostSource : public model::CostSource {
   // `op`'s curves on device_ by profiled context (attention_verify: those of `queries`).
   std::vector<const OperatorCurve*> ContextCurves(const std::string& op, int64_t queries) const;
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // non-empty, or throws
+  // The draft_decode curves measured on `model`'s shape, by context; may be empty.
+  std::vector<const OperatorCurve*> DraftDecodeCurves(const model::MoeModelSpec& model) const;
   std::vector<int64_t> VerifyQueries()
       const;  // profiled queries per sequence, sorted; may be empty
   double ContextInterpolatedSeconds(const std::vector<const OperatorCurve*>& curves,

@@ -38,6 +38,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
     case OperatorFamily::kAttentionPrefill:
     case OperatorFamily::kAttentionVerify:
       return impl::MakeAttentionBench(points, env);
+    case OperatorFamily::kDraftDecode:
+      return impl::MakeDraftBench(points, env);
     case OperatorFamily::kMemcpyHost:
       return impl::MakeHostCopyBench(points, env);
     case OperatorFamily::kStorageRead:
@@ -50,6 +52,21 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
   }
   throw base::Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" +
                     first.device + "'");
+}
+
+CacheEvictor::CacheEvictor(int64_t l3_bytes)
+    : buffer_(static_cast<size_t>(BytesFor(l3_bytes) / 8), 1) {}
+
+void CacheEvictor::EvictCaches(kernels::ThreadPool& pool) const {
+  const int64_t tasks = pool.size();
+  const int64_t words = static_cast<int64_t>(buffer_.size());
+  std::vector<int64_t> sums(static_cast<size_t>(tasks));
+  pool.Run(tasks, [&](int64_t task, int) {
+    int64_t sum = 0;
+    for (int64_t i = task * words / tasks; i < (task + 1) * words / tasks; ++i) sum += buffer_[i];
+    sums[task] = sum;
+  });
+  benchmark::DoNotOptimize(sums.data());
 }
 
 namespace impl {

@@ -2,6 +2,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -72,5 +73,19 @@ void RunGuarded(benchmark::State& state, Body&& body) {
 // Refuses (moelab::Error naming `what` and both sizes) to allocate more than 80% of the memory the
 // kernel reports available.
 void RequireMemory(double bytes, const std::string& what);
+
+// A buffer of 2 x L3 (at least 1 MiB) that EvictCaches reads on every thread of the pool, untimed
+// before a measured pass, so the pass's weights come from DRAM as they do in a real step.
+class CacheEvictor {
+ public:
+  explicit CacheEvictor(int64_t l3_bytes);
+  static int64_t BytesFor(int64_t l3_bytes) {
+    return std::max<int64_t>(2 * l3_bytes, int64_t{1} << 20);
+  }
+  void EvictCaches(kernels::ThreadPool& pool) const;
+
+ private:
+  std::vector<int64_t> buffer_;
+};
 
 }  // namespace moelab::profiler

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "executor/weights.h"
 #include "kernels/expert_ffn.h"
 #include "base/error.h"
 
@@ -64,6 +65,8 @@ std::string ToString(OperatorFamily family) {
       return "lm_head";
     case OperatorFamily::kDenseFfn:
       return "dense_ffn";
+    case OperatorFamily::kDraftDecode:
+      return "draft_decode";
     case OperatorFamily::kMemcpyHost:
       return "memcpy_host";
     case OperatorFamily::kStorageRead:
@@ -81,19 +84,14 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
-                                                       OperatorFamily::kAttentionDecode,
-                                                       OperatorFamily::kAttentionPrefill,
-                                                       OperatorFamily::kAttentionVerify,
-                                                       OperatorFamily::kRouter,
-                                                       OperatorFamily::kLmHead,
-                                                       OperatorFamily::kDenseFfn,
-                                                       OperatorFamily::kMemcpyHost,
-                                                       OperatorFamily::kStorageRead,
-                                                       OperatorFamily::kMemcpyH2dPinned,
-                                                       OperatorFamily::kMemcpyH2dPageable,
-                                                       OperatorFamily::kMemcpyD2hPinned,
-                                                       OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {
+      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
+      OperatorFamily::kAttentionPrefill, OperatorFamily::kAttentionVerify,
+      OperatorFamily::kRouter,           OperatorFamily::kLmHead,
+      OperatorFamily::kDenseFfn,         OperatorFamily::kDraftDecode,
+      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
+      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
+      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
@@ -110,7 +108,7 @@ bool IsTransfer(OperatorFamily family) {
 
 std::string GridPoint::Label() const {
   std::string label = ToString(family) + " " + device;
-  if (family == OperatorFamily::kAttentionDecode) {
+  if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kDraftDecode) {
     return label + " context=" + std::to_string(context) + " batch=" + std::to_string(tokens);
   }
   if (family == OperatorFamily::kAttentionVerify) {
@@ -133,6 +131,8 @@ GridSpec GridSpec::Quick() {
   s.verify_queries = {2, 3, 5};
   s.verify_contexts = {128, 512};
   s.verify_batches = {1, 4, 16};
+  s.draft_contexts = {128, 512};
+  s.draft_batches = {1, 4, 16};
   s.transfer_fixed_bytes = {65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {1};
   s.storage_file_blocks = 2;
@@ -155,6 +155,8 @@ GridSpec GridSpec::Full() {
   s.verify_queries = {2, 3, 5, 9};  // gamma 1, 2, 4, 8
   s.verify_contexts = {128, 512, 2048};
   s.verify_batches = {1, 4, 16};
+  s.draft_contexts = {128, 512, 2048};
+  s.draft_batches = {1, 4, 16};
   s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {16, 4, 1};
   s.storage_file_blocks = 4;
@@ -171,6 +173,8 @@ void GridSpec::Validate() const {
   RequirePositive(prefill_tokens, "prefill_tokens");
   RequirePositive(verify_contexts, "verify_contexts");
   RequirePositive(verify_batches, "verify_batches");
+  RequirePositive(draft_contexts, "draft_contexts");
+  RequirePositive(draft_batches, "draft_batches");
   for (int64_t q : verify_queries) {
     if (q < 2) {
       throw base::Error(
@@ -289,6 +293,13 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   if (draft.dense_intermediate_size > 0) {
     for (int64_t t : matmul_tokens) add(OperatorFamily::kDenseFfn, "cpu", t, 0, 0);
   }
+  if (!draft.is_moe()) {
+    for (int64_t context : SortedUnique(spec.draft_contexts)) {
+      if (context + 1 > draft.max_positions) continue;
+      for (int64_t batch : SortedUnique(spec.draft_batches))
+        add(OperatorFamily::kDraftDecode, "cpu", batch, context, 0);
+    }
+  }
   // Transfers move expert-sized blocks (a dense target's FFN when it has no experts).
   const int64_t block = target.is_moe() ? ExpertBytes(target)
                                         : static_cast<int64_t>(kernels::ExpertFfnWeightBytes(
@@ -347,6 +358,17 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
               t * static_cast<double>(queries) * ProjectionFlopsPerToken(c) +
                   t * static_cast<double>(c.num_heads) * per_head_position * visible_sum};
     }
+    case OperatorFamily::kDraftDecode: {
+      // Every weight once (the embedding row aside), plus each sequence's K/V in every layer.
+      const double visible = static_cast<double>(Visible(p.context, draft.sliding_window));
+      const double kv_bytes = t * visible * 2.0 * 4.0 * static_cast<double>(draft.kv_width()) *
+                              static_cast<double>(draft.num_layers);
+      const double weights = executor::WeightBytesFor(draft);
+      const double attention_flops = t * static_cast<double>(draft.num_layers) *
+                                     static_cast<double>(draft.num_heads) * 4.0 *
+                                     static_cast<double>(draft.head_dim) * visible;
+      return {weights + kv_bytes, t * weights + attention_flops};  // 2 FLOP per 2-byte weight
+    }
     case OperatorFamily::kAttentionPrefill: {
       double visible_sum = 0;
       for (int64_t position = 0; position < p.tokens; ++position) {
@@ -393,6 +415,12 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
         shape["queries_per_sequence"] = p.queries_per_sequence;
       return shape;
     }
+    case OperatorFamily::kDraftDecode:
+      return {{"model", draft.name},         {"layers", draft.num_layers},
+              {"hidden", draft.hidden_size}, {"intermediate", draft.dense_intermediate_size},
+              {"heads", draft.num_heads},    {"kv_heads", draft.num_kv_heads},
+              {"head_dim", draft.head_dim},  {"vocab", draft.vocab_size},
+              {"context", p.context}};
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kMemcpyH2dPinned:

@@ -19,6 +19,7 @@ enum class OperatorFamily {
   kRouter,             // MatmulBf16 hidden x experts
   kLmHead,             // MatmulBf16 hidden x vocab
   kDenseFfn,           // kernels/expert_ffn.h on the draft model's dense FFN shape
+  kDraftDecode,        // the dense draft's whole decode forward through the executor (SD draft)
   kMemcpyHost,         // std::memcpy of a block, host to host
   kStorageRead,        // pread of a block from a file (O_DIRECT when the filesystem allows it)
   kMemcpyH2dPinned,    // cudaMemcpyAsync host (pinned) -> device
@@ -42,7 +43,7 @@ struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;
   std::string device = "cpu";  // "cpu" or "cuda:<index>"
   int64_t tokens = 1;
-  int64_t context = 0;               // attention_decode and attention_verify only
+  int64_t context = 0;               // attention_decode, attention_verify and draft_decode
   int64_t bytes = 0;                 // transfers only
   int64_t queries_per_sequence = 1;  // attention_verify only: new tokens per sequence
 
@@ -68,6 +69,9 @@ struct GridSpec {
   std::vector<int64_t> verify_queries;
   std::vector<int64_t> verify_contexts;
   std::vector<int64_t> verify_batches;
+  // draft_decode: every (context, batch) of the dense draft's one-token forward.
+  std::vector<int64_t> draft_contexts;
+  std::vector<int64_t> draft_batches;
   // Transfer sizes: these fixed sizes plus the model's expert bytes divided by each divisor,
   // rounded up to 4 KiB (O_DIRECT alignment).
   std::vector<int64_t> transfer_fixed_bytes;

@@ -440,7 +440,8 @@ void ValidateProfile(const nlohmann::json& p) {
                   s["shape"]["bytes"].get<double>() == s["bytes"].get<double>(),
               where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
     }
-    if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify) {
+    if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify ||
+        family == OperatorFamily::kDraftDecode) {
       require(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
               where + "shape.context",
               s["operator"].get<std::string>() + " needs the context length");

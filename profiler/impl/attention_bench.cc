@@ -110,15 +110,15 @@ class AttentionBench : public OperatorBench {
     } else {
       layers_ = 1;
       const executor::ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
-      const int64_t flush_bytes = std::max<int64_t>(2 * env.l3_bytes, 1 << 20);
+      const int64_t flush_bytes = CacheEvictor::BytesFor(env.l3_bytes);
       RequireMemory(
           static_cast<double>(flush_bytes) + executor::WeightBytesFor(config) +
               static_cast<double>(max_tokens) * static_cast<double>(target.kv_width()) * 8.0,
           label + " KV cache, weights and cache-flush buffer");
+      evictor_ = std::make_unique<CacheEvictor>(env.l3_bytes);
       weights_ = std::make_unique<executor::ModelWeights>(
           executor::MakeSyntheticWeights(config, env.seed, pool_));
       caches_.push_back(std::make_unique<executor::KvCache>(config, max_tokens));
-      flush_.assign(static_cast<size_t>(flush_bytes / 8), 1);
       notes_.push_back(
           label + ": the executor's Transformer attention, one layer; " +
           std::to_string(flush_bytes) +
@@ -162,24 +162,11 @@ class AttentionBench : public OperatorBench {
     options.step_kind = "prefill";
     for (auto _ : state) {
       caches_[0]->Truncate(0);
-      FlushCaches();
+      evictor_->EvictCaches(pool_);
       const double before = model_->times().attention_s;
       model_->Forward(batch, options, logits_);
       state.SetIterationTime(model_->times().attention_s - before);
     }
-  }
-
-  // Reads the flush buffer on every thread of the pool (evicting the weights from the caches).
-  void FlushCaches() {
-    const int64_t tasks = pool_.size();
-    const int64_t words = static_cast<int64_t>(flush_.size());
-    std::vector<int64_t> sums(static_cast<size_t>(tasks));
-    pool_.Run(tasks, [&](int64_t task, int) {
-      int64_t sum = 0;
-      for (int64_t i = task * words / tasks; i < (task + 1) * words / tasks; ++i) sum += flush_[i];
-      sums[task] = sum;
-    });
-    benchmark::DoNotOptimize(sums.data());
   }
 
   kernels::ThreadPool& pool_;
@@ -188,7 +175,7 @@ class AttentionBench : public OperatorBench {
   std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
   std::unique_ptr<executor::Transformer> model_;
   std::vector<std::unique_ptr<executor::KvCache>> caches_;
-  std::vector<int64_t> flush_;
+  std::unique_ptr<CacheEvictor> evictor_;  // prefill only
   std::vector<float> logits_;
 };
 

@@ -19,6 +19,9 @@ std::unique_ptr<OperatorBench> MakeMatmulBench(const std::vector<GridPoint>& poi
 // attention_decode, attention_verify and attention_prefill through the executor's Transformer.
 std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& points,
                                                   const BenchEnvironment& env);
+// draft_decode: the dense draft's one-token forward through the executor's Transformer.
+std::unique_ptr<OperatorBench> MakeDraftBench(const std::vector<GridPoint>& points,
+                                              const BenchEnvironment& env);
 // memcpy_host.
 std::unique_ptr<OperatorBench> MakeHostCopyBench(const std::vector<GridPoint>& points,
                                                  const BenchEnvironment& env);

@@ -27,7 +27,11 @@ double Verify(double queries, double batch) { return 1e-4 + 6e-6 * queries * bat
 
 // `verify_queries`: the queries per sequence to plant attention_verify samples for (none: a fit
 // of a profile made before attention_verify).
-LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {}) {
+// `draft_shape`: when set, draft_decode samples of that shape (DraftPass at contexts 128 and 1024).
+double DraftPass(double context, double batch) { return 2e-3 + 1e-6 * context + 3e-4 * batch; }
+
+LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
+                        const nlohmann::json& draft_shape = nullptr) {
   Profile profile;
   profile.origin = "synthetic.json";
   auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
@@ -58,6 +62,20 @@ LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {}) {
         sample.tokens = b;
         sample.median_s =
             (context == 128 ? 0.5 : 1.0) * Verify(static_cast<double>(q), static_cast<double>(b));
+        profile.samples.push_back(sample);
+      }
+    }
+  }
+  if (!draft_shape.is_null()) {
+    for (int64_t context : {128, 1024}) {
+      for (int64_t b : {1, 2, 4, 8, 16}) {
+        ProfileSample sample;
+        sample.op = "draft_decode";
+        sample.device = "cpu";
+        sample.shape = draft_shape;
+        sample.shape["context"] = context;
+        sample.tokens = b;
+        sample.median_s = DraftPass(static_cast<double>(context), static_cast<double>(b));
         profile.samples.push_back(sample);
       }
     }
@@ -197,6 +215,39 @@ TEST(FittedProfileCostSource, VerifyPassesUseTheVerifyCurvesWhenTheFitHasThem) {
   EXPECT_LT(with.TargetStep(4, 5), without.TargetStep(4, 5));
   EXPECT_DOUBLE_EQ(with.TargetStep(4, 1), without.TargetStep(4, 1));
   EXPECT_DOUBLE_EQ(with.DraftStep(4), without.DraftStep(4));
+}
+
+TEST(FittedProfileCostSource, TheDraftsMeasuredPassPricesItsOneTokenSteps) {
+  const model::MoeModelSpec target = Target(), draft = Draft();
+  const nlohmann::json shape = {{"model", "draft"},   {"layers", 2}, {"hidden", 32},
+                                {"intermediate", 64}, {"heads", 2},  {"kv_heads", 1},
+                                {"head_dim", 16},     {"vocab", 100}};
+  const FittedProfileCostSource measured(SyntheticFit({}, shape), target);
+  const FittedProfileCostSource composed(SyntheticFit(), target);
+  for (int64_t batch : {1, 3, 8}) {
+    for (int64_t context : {128, 500, 1024}) {
+      const model::ForwardShape pass{batch, 1, context, true};
+      const double expected = DraftPass(static_cast<double>(context), static_cast<double>(batch));
+      const model::ForwardCost cost = measured.Forward(draft, pass);
+      EXPECT_NEAR(cost.time_s, expected, 0.01 * expected) << batch << " at " << context;
+      // The breakdown keeps the composed estimate's proportions.
+      const model::ForwardCost parts = composed.Forward(draft, pass);
+      for (model::Operator op :
+           {model::Operator::kAttention, model::Operator::kDenseFfn, model::Operator::kLmHead}) {
+        EXPECT_NEAR(cost.OperatorTime(op) / cost.time_s, parts.OperatorTime(op) / parts.time_s,
+                    1e-9);
+      }
+    }
+  }
+  // Two tokens per sequence (not what draft_decode measured), another draft shape, and the
+  // target are priced from the per-operator curves as without the draft's samples.
+  const model::ForwardShape two{2, 2, 500, true};
+  EXPECT_DOUBLE_EQ(measured.Forward(draft, two).time_s, composed.Forward(draft, two).time_s);
+  model::MoeModelSpec other = draft;
+  other.num_layers = 3;
+  const model::ForwardShape one{2, 1, 500, true};
+  EXPECT_DOUBLE_EQ(measured.Forward(other, one).time_s, composed.Forward(other, one).time_s);
+  EXPECT_DOUBLE_EQ(measured.Forward(target, one).time_s, composed.Forward(target, one).time_s);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "executor/run_workload.h"
+#include "executor/weights.h"
 #include "base/error.h"
 #include "model/preset_store.h"
 #include "tests/support/test_paths.h"
@@ -102,9 +103,10 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("router cpu"), 7);
   EXPECT_EQ(counts.at("lm_head cpu"), 7);
   EXPECT_EQ(counts.at("dense_ffn cpu"), 7);
-  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);  // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
+  EXPECT_EQ(counts.at("draft_decode cpu"), 6);  // 2 contexts x 3 batches
+  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
-  EXPECT_EQ(points.size(), 72u);  // + 3 ridge points at run time = 75
+  EXPECT_EQ(points.size(), 78u);  // + 3 ridge points at run time = 81
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);
@@ -268,4 +270,30 @@ TEST(CyclingBlocks, CycleExceedsTwiceTheCache) {
 }
 
 }  // namespace
+TEST(ProfileGrid, DraftDecodeIsTheDraftsWholeOneTokenPass) {
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const GridPoint point{OperatorFamily::kDraftDecode, "cpu", 4, 512, 0};
+  EXPECT_EQ(point.Label(), "draft_decode cpu context=512 batch=4");
+  const nlohmann::json shape = ShapeOf(point, target, draft);
+  EXPECT_EQ(shape["layers"], draft.num_layers);
+  EXPECT_EQ(shape["hidden"], draft.hidden_size);
+  EXPECT_EQ(shape["intermediate"], draft.dense_intermediate_size);
+  EXPECT_EQ(shape["vocab"], target.vocab_size);
+  EXPECT_EQ(shape["context"], 512);
+  // Every weight once plus 4 sequences' K/V of 513 visible positions in every layer.
+  const PointWork work = WorkOf(point, target, draft);
+  const double kv = 4.0 * 513 * 2 * 4 * static_cast<double>(draft.kv_width()) *
+                    static_cast<double>(draft.num_layers);
+  EXPECT_DOUBLE_EQ(work.bytes, executor::WeightBytesFor(draft) + kv);
+  // A MoE draft (or none) gets no draft_decode points; a context beyond the draft's positions
+  // none either.
+  GridSpec spec = GridSpec::Quick();
+  spec.draft_contexts = {draft.max_positions};
+  for (const GridPoint& p : MakeProfileGrid(target, draft, spec, -1))
+    EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
+  for (const GridPoint& p : MakeProfileGrid(target, target, GridSpec::Quick(), -1))
+    EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
+}
+
 }  // namespace moelab::profiler

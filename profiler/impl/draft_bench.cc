@@ -1,0 +1,92 @@
+// draft_decode: the dense SD draft's whole one-token forward through the executor's Transformer
+// (embedding, every layer's norms, attention and dense FFN, the final norm and the LM head), the
+// pass the executor runs gamma times per SD round. The draft's operators are small (a few hundred
+// microseconds each), so what the per-operator curves of the target leave out (norms, residual
+// adds, the thread pool's per-operator dispatch, the attention and LM head at the draft's own
+// shape) is a large share of its step; measuring the pass itself keeps them. Before each pass
+// (untimed) a buffer of 2 x L3 is read on every thread, so the draft's weights come from DRAM as
+// they do in an SD round, where the target's pass in between evicts them. Caches are filled to
+// `context` positions directly and cut back after each pass; the sample is the pass's wall time.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "executor/kv_cache.h"
+#include "executor/transformer.h"
+#include "executor/weights.h"
+#include "profiler/impl/benches.h"
+
+namespace moelab::profiler::impl {
+namespace {
+
+class DraftBench : public OperatorBench {
+ public:
+  DraftBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
+      : pool_(*env.pool), evictor_(env.l3_bytes) {
+    const executor::ExecutorConfig& draft = *env.draft;
+    int64_t max_context = 1, max_batch = 1;
+    for (const GridPoint& p : points) {
+      max_context = std::max(max_context, p.context);
+      max_batch = std::max(max_batch, p.tokens);
+    }
+    const int64_t positions = max_context + 1;
+    const double kv_bytes = static_cast<double>(max_batch) * static_cast<double>(positions) *
+                            static_cast<double>(draft.kv_width()) * 8.0 *
+                            static_cast<double>(draft.num_layers);
+    RequireMemory(kv_bytes + executor::WeightBytesFor(draft) +
+                      static_cast<double>(CacheEvictor::BytesFor(env.l3_bytes)),
+                  "draft_decode cpu KV caches, weights and cache-flush buffer");
+    weights_ = std::make_unique<executor::ModelWeights>(
+        executor::MakeSyntheticWeights(draft, env.seed, pool_));
+    for (int64_t b = 0; b < max_batch; ++b)
+      caches_.push_back(std::make_unique<executor::KvCache>(draft, positions));
+    model_ = std::make_unique<executor::Transformer>(*weights_, pool_);
+    notes_.push_back("draft_decode cpu: the whole one-token forward of the draft '" + draft.name +
+                     "' (" + std::to_string(draft.num_layers) + " layers, hidden " +
+                     std::to_string(draft.hidden_size) +
+                     ") through the executor; 2 x L3 read before each pass, untimed");
+  }
+
+  bool manual_time() const override { return true; }
+
+  void Run(benchmark::State& state, const GridPoint& point) override {
+    RunGuarded(state, [&] {
+      std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
+      for (int64_t b = 0; b < point.tokens; ++b) {
+        batch[b].cache = caches_[b].get();
+        batch[b].tokens.assign(1, 1);
+      }
+      executor::ForwardOptions options;
+      options.logits = executor::LogitRows::kLastPerSequence;
+      for (auto _ : state) {
+        for (int64_t b = 0; b < point.tokens; ++b) {
+          caches_[b]->Truncate(0);
+          caches_[b]->Append(point.context);
+        }
+        evictor_.EvictCaches(pool_);
+        const auto start = std::chrono::steady_clock::now();
+        model_->Forward(batch, options, logits_);
+        state.SetIterationTime(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+    });
+  }
+
+ private:
+  kernels::ThreadPool& pool_;
+  CacheEvictor evictor_;
+  std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
+  std::unique_ptr<executor::Transformer> model_;
+  std::vector<std::unique_ptr<executor::KvCache>> caches_;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorBench> MakeDraftBench(const std::vector<GridPoint>& points,
+                                              const BenchEnvironment& env) {
+  return std::make_unique<DraftBench>(points, env);
+}
+
+}  // namespace moelab::profiler::impl
