@@ -126,7 +126,7 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   result.prefill_s = Since(start);
   int64_t prompt_tokens = 0;
   for (const TokenIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
-  result.steps.push_back({"prefill", prompt_tokens, result.prefill_s});
+  result.steps.push_back({"prefill", prompt_tokens, result.prefill_s, prompt_tokens});
   if (options.output_tokens == 0) return result;
   for (int64_t s = 0; s < batch; ++s) {
     result.outputs[s].push_back(
@@ -143,7 +143,7 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
     }
     const double seconds = Since(start);
     result.decode_s += seconds;
-    result.steps.push_back({"decode", batch, seconds});
+    result.steps.push_back({"decode", batch, seconds, batch});
   }
   return result;
 }
@@ -190,7 +190,8 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
     caches.back()->CopyFrom(root);
   }
   result.prefill_s = Since(start);
-  result.steps.push_back({"prefill", static_cast<int64_t>(prompt.size()), result.prefill_s});
+  result.steps.push_back({"prefill", static_cast<int64_t>(prompt.size()), result.prefill_s,
+                          static_cast<int64_t>(prompt.size())});
 
   forward.logits = LogitRows::kAll;
   forward.step_kind = "beam";
@@ -225,7 +226,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
     caches = std::move(next_caches);
     const double seconds = Since(start);
     result.decode_s += seconds;
-    result.steps.push_back({"beam", alive, seconds});
+    result.steps.push_back({"beam", alive, seconds, alive});
   }
   result.beams = std::move(beams);
   return result;
@@ -320,7 +321,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
   for (int64_t s = 0; s < batch; ++s) inputs[s] = {&draft_caches[s], prompts[s]};
   draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"}, logits);
   result.prefill_s = Since(start);
-  result.steps.push_back({"prefill", static_cast<int64_t>(longest) * batch, result.prefill_s});
+  result.steps.push_back({"prefill", static_cast<int64_t>(longest) * batch, result.prefill_s,
+                          static_cast<int64_t>(longest) * batch});
 
   // Tokens emitted but not yet in each model's cache.
   std::vector<TokenIds> draft_pending(prompts.size()), target_pending(prompts.size());
@@ -343,7 +345,11 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
       draft_distributions[s].clear();
     }
     std::vector<int64_t> draft_lengths(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) draft_lengths[i] = draft_caches[active[i]].length();
+    int64_t draft_positions = n * (gamma - 1);
+    for (int64_t i = 0; i < n; ++i) {
+      draft_lengths[i] = draft_caches[active[i]].length();
+      draft_positions += static_cast<int64_t>(draft_pending[active[i]].size());
+    }
     inputs.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < gamma; ++j) {
       for (int64_t i = 0; i < n; ++i) {
@@ -364,7 +370,7 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
     }
     const double draft_seconds = Since(start);
     result.draft_s += draft_seconds;
-    result.steps.push_back({"draft", n * gamma, draft_seconds});
+    result.steps.push_back({"draft", n * gamma, draft_seconds, draft_positions});
 
     // Verify: the last emitted token and the gamma drafts in one target pass.
     start = Clock::now();
@@ -434,7 +440,7 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
     const double verify_seconds = Since(start);
     result.verify_s += verify_seconds;
     if (n == batch) result.full_batch_verify_s.push_back(verify_seconds);
-    result.steps.push_back({"verify", n * (gamma + 1), verify_seconds});
+    result.steps.push_back({"verify", n * (gamma + 1), verify_seconds, n * (gamma + 1)});
     std::vector<int64_t> still;
     for (int64_t s : active) {
       if (static_cast<int64_t>(result.outputs[s].size()) < total) still.push_back(s);

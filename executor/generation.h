@@ -25,6 +25,10 @@ struct StepTime {
   std::string kind;  // "prefill", "decode", "draft", "verify"
   int64_t tokens = 0;
   double seconds = 0;
+  // Positions the passes processed. A draft step's first pass also feeds each sequence's pending
+  // tokens: two (the last draft and the bonus token) after a round that accepted all gamma
+  // drafts, so positions = tokens + those sequences. Other steps: = tokens.
+  int64_t positions = 0;
 };
 
 struct DecodeOptions {

@@ -78,7 +78,10 @@ nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
 nlohmann::json StepsJson(const std::vector<StepTime>& steps) {
   nlohmann::json json = nlohmann::json::array();
   for (const StepTime& s : steps)
-    json.push_back({{"kind", s.kind}, {"tokens", s.tokens}, {"seconds", s.seconds}});
+    json.push_back({{"kind", s.kind},
+                    {"tokens", s.tokens},
+                    {"positions", s.positions},
+                    {"seconds", s.seconds}});
   return json;
 }
 

@@ -1,6 +1,7 @@
 #include "fit/profile_cost_source.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -271,20 +272,30 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     }
     const double hidden_ratio =
         static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
-    double ffn_s = layers * Curve("dense_ffn").Predict(n);
-    double attention_s = layers * AttentionScale(model, shape) * AttentionSeconds(shape);
-    double lm_head_s = hidden_ratio * Curve("lm_head").Predict(logit_tokens);
-    // The draft's one-token pass measured whole (draft_decode, this model's shape): its time, split
-    // among the operators in the proportions above (the measurement has no breakdown).
+    // The draft composed from the target's per-operator curves: FFN, attention, LM head.
+    const auto composed = [&](const model::ForwardShape& pass) {
+      const double rows = static_cast<double>(pass.batch * pass.tokens_per_sequence);
+      const double logit_rows =
+          pass.logits_for_all_positions ? rows : static_cast<double>(pass.batch);
+      return std::array<double, 3>{layers * Curve("dense_ffn").Predict(rows),
+                                   layers * AttentionScale(model, pass) * AttentionSeconds(pass),
+                                   hidden_ratio * Curve("lm_head").Predict(logit_rows)};
+    };
+    std::array<double, 3> parts = composed(shape);
+    // The draft's one-token pass measured whole (draft_decode, this model's shape) carries what
+    // the composition leaves out; a pass of several tokens (the catch-up after a fully accepted
+    // round) keeps the one-token pass's measured / composed ratio. The breakdown is the
+    // composition's (the measurement has none).
     const std::vector<const OperatorCurve*> measured = DraftDecodeCurves(model);
-    if (!measured.empty() && shape.tokens_per_sequence == 1 && shape.context_length > 0) {
-      const double pass_s = ContextInterpolatedSeconds(measured, shape.context_length,
-                                                       static_cast<double>(shape.batch));
-      const double scale = pass_s / (ffn_s + attention_s + lm_head_s);
-      ffn_s *= scale;
-      attention_s *= scale;
-      lm_head_s *= scale;
+    if (!measured.empty() && shape.context_length > 0) {
+      const model::ForwardShape one{shape.batch, 1, shape.context_length, true};
+      const std::array<double, 3> one_parts = composed(one);
+      const double ratio = ContextInterpolatedSeconds(measured, shape.context_length,
+                                                      static_cast<double>(shape.batch)) /
+                           (one_parts[0] + one_parts[1] + one_parts[2]);
+      for (double& part : parts) part *= ratio;
     }
+    const double ffn_s = parts[0], attention_s = parts[1], lm_head_s = parts[2];
     cost.Add(model::Operator::kDenseFfn, 0, 0, ffn_s);
     cost.Add(model::Operator::kAttention, 0, 0, attention_s);
     cost.Add(model::Operator::kLmHead, 0, 0, lm_head_s);

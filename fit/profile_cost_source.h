@@ -31,12 +31,13 @@ namespace moelab::fit {
 // one-token pass over a cache is the draft_decode curves of its shape at x = batch, interpolated in
 // context as decode attention, when the profile measured them (the whole pass: norms, residual
 // adds and per-operator dispatch included, which at the draft's size are a third of its time);
-// otherwise, and for passes of several tokens, dense_ffn per layer, the attention curve scaled by
-// its bytes over the profiled target's (the projection weights and the KV cache each in their
-// share of the target's bytes), and the LM head scaled by its hidden size over the target's (the
-// operator breakdown of a measured pass is split in these proportions). Norms, residual adds and
-// the embedding lookup are not profiled and are left out (a few percent at these shapes); the SD
-// acceptance step is taken as zero.
+// otherwise dense_ffn per layer, the attention curve scaled by its bytes over the profiled
+// target's (the projection weights and the KV cache each in their share of the target's bytes),
+// and the LM head scaled by its hidden size over the target's. With the measured pass, a pass of
+// several tokens (the catch-up after a fully accepted round) is that composition times the
+// one-token pass's measured / composed ratio, and every breakdown is the composition's. Norms,
+// residual adds and the embedding lookup are not profiled and are left out (a few percent at these
+// shapes); the SD acceptance step is taken as zero.
 class FittedProfileCostSource : public model::CostSource {
  public:
   // `profiled_target`: the MoE model the profile measured. Errors (naming the fit's file): a dense

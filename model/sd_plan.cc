@@ -90,6 +90,12 @@ double SdStepCosts::DraftStep(int64_t batch) {
   return it->second;
 }
 
+double SdStepCosts::DraftCatchUpStep(int64_t batch) {
+  auto [it, inserted] = draft_catch_up_steps_.try_emplace(batch, 0.0);
+  if (inserted) it->second = source_.Forward(draft_, {batch, 2, context_length_, false}).time_s;
+  return it->second;
+}
+
 double SdStepCosts::Reject(int64_t batch, int64_t gamma) {
   return source_.RejectSeconds(target_, batch, gamma);
 }

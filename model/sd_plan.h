@@ -84,6 +84,9 @@ class SdStepCosts {
   std::string routing() const { return DescribeActivation(target_activation_); }
   double TargetStep(int64_t batch, int64_t positions);  // T_T(B, s), seconds
   double DraftStep(int64_t batch);                      // T_D(B, 1)
+  // T_D(B, 2), logits for the last position: the first draft pass after a round that accepted
+  // every draft feeds the last draft and the bonus token.
+  double DraftCatchUpStep(int64_t batch);
   double Reject(int64_t batch, int64_t gamma);
   bool Fits(int64_t batch, int64_t gamma);  // weights + KV of both models
 
@@ -97,6 +100,7 @@ class SdStepCosts {
   double capacity_per_device_ = 0;
   std::map<std::pair<int64_t, int64_t>, double> target_steps_;
   std::map<int64_t, double> draft_steps_;
+  std::map<int64_t, double> draft_catch_up_steps_;
 };
 
 // The plan over options.batches x options.gammas from any cost source.

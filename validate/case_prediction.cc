@@ -33,17 +33,45 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
       }
       model::SdStepCosts costs(source, target, models.draft, spec.MeanDecodeContext());
       costs.RouteTargetBy(routing);
-      double sd_s = 0;
-      for (int64_t sequences : realized.sequences_per_round) {
+      const std::vector<int64_t>& catch_up = realized.catch_up_per_round;
+      if (!catch_up.empty() && catch_up.size() != realized.sequences_per_round.size())
+        throw base::Error("an SD realization needs the catch-up count of every round");
+      // The draft's gamma passes of a round, the first feeding `caught_up` of `n` sequences two
+      // tokens: linear between the one- and two-token passes in the share of such sequences.
+      const auto draft_round = [&](int64_t n, int64_t caught_up) {
+        const double one = costs.DraftStep(n);
+        const double share = static_cast<double>(caught_up) / static_cast<double>(n);
+        return static_cast<double>(spec.gamma) * one +
+               (caught_up > 0 ? share * (costs.DraftCatchUpStep(n) - one) : 0.0);
+      };
+      double sd_s = 0, full_batch_draft_s = 0;
+      int64_t full_batch_rounds = 0;
+      for (size_t r = 0; r < realized.sequences_per_round.size(); ++r) {
+        const int64_t sequences = realized.sequences_per_round[r];
+        const int64_t caught_up = catch_up.empty() ? 0 : catch_up[r];
         if (sequences <= 0 || sequences > spec.batch) {
           throw base::Error("an SD round carried " + std::to_string(sequences) +
                             " sequences; expected 1.." + std::to_string(spec.batch));
         }
-        sd_s += static_cast<double>(spec.gamma) * costs.DraftStep(sequences) +
-                costs.TargetStep(sequences, spec.gamma + 1) + costs.Reject(sequences, spec.gamma);
+        if (caught_up < 0 || caught_up > sequences) {
+          throw base::Error("an SD round fed " + std::to_string(caught_up) +
+                            " sequences two draft tokens; expected 0.." +
+                            std::to_string(sequences));
+        }
+        const double draft_s = draft_round(sequences, caught_up);
+        sd_s += draft_s + costs.TargetStep(sequences, spec.gamma + 1) +
+                costs.Reject(sequences, spec.gamma);
+        if (sequences == spec.batch) {
+          full_batch_draft_s += draft_s;
+          ++full_batch_rounds;
+        }
       }
       prediction.plain_step_s = costs.TargetStep(spec.batch, 1);
-      prediction.draft_step_s = costs.DraftStep(spec.batch);
+      // One draft pass at the full batch, as measured: the full-batch rounds' draft time / gamma.
+      prediction.draft_step_s = full_batch_rounds > 0
+                                    ? full_batch_draft_s / static_cast<double>(full_batch_rounds) /
+                                          static_cast<double>(spec.gamma)
+                                    : costs.DraftStep(spec.batch);
       prediction.verify_step_s = costs.TargetStep(spec.batch, spec.gamma + 1);
       prediction.value =
           static_cast<double>(realized.plain_decode_steps) * prediction.plain_step_s / sd_s;

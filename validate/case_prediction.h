@@ -31,7 +31,9 @@ struct Prediction {
 // prediction replays its rounds and is judged on time alone.
 struct SdRealization {
   std::vector<int64_t> sequences_per_round;  // sequences still generating in each round
-  int64_t plain_decode_steps = 0;            // steps of the plain decode the speedup divides
+  // Per round, the sequences whose first draft pass fed two tokens (empty: none did).
+  std::vector<int64_t> catch_up_per_round;
+  int64_t plain_decode_steps = 0;  // steps of the plain decode the speedup divides
 };
 
 // What `source` predicts for `spec` with the target's tokens routed by `routing` (nullptr:
@@ -40,8 +42,10 @@ struct SdRealization {
 //   beam    T(width, 1) at the mean decode context (scoring the width x vocabulary candidates
 //           and copying the kept beams' caches are left out: under 2 % at these shapes);
 //   sd      steps T_T(B, 1) / sum over the run's rounds r of
-//           (gamma T_D(n_r, 1) + T_T(n_r, gamma + 1) + T_reject(n_r)), n_r the sequences round r
-//           carried: formulas.md section 1's sigma (gamma + 1) T_T / T_round, with the realized
+//           (gamma T_D(n_r, 1) + c_r / n_r (T_D(n_r, 2) - T_D(n_r, 1)) + T_T(n_r, gamma + 1) +
+//           T_reject(n_r)), n_r the sequences round r carried, c_r those whose first draft pass
+//           fed two tokens (the last draft and the bonus token after a round that accepted all
+//           gamma): formulas.md section 1's sigma (gamma + 1) T_T / T_round, with the realized
 //           rounds instead of the expected sigma, and the batch shrinking as sequences finish.
 Prediction Predict(const model::CostSource& source, const model::ExpertActivation* routing,
                    const ValidationCase& spec, const PredictedModels& models,

@@ -102,6 +102,7 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
         if (s.kind != "draft") continue;
         const int64_t sequences = s.tokens / spec.gamma;
         run.sequences_per_round.push_back(sequences);
+        run.catch_up_per_round.push_back(s.positions - s.tokens);
         if (sequences == spec.batch)
           full_batch_draft_steps.push_back(s.seconds / static_cast<double>(spec.gamma));
       }

@@ -24,6 +24,9 @@ struct CaseRun {
   // batch, so the last rounds are smaller: what the prediction replays), the plain decode's step
   // count, and the mean full-batch step times (plain decode, one draft forward, one verify pass).
   std::vector<int64_t> sequences_per_round;
+  // sd: per round, the sequences whose first draft pass fed two tokens (the previous round
+  // accepted all gamma drafts, so the last draft and the bonus token were pending).
+  std::vector<int64_t> catch_up_per_round;
   int64_t plain_decode_steps = 0;
   double plain_step_s = 0;
   double draft_step_s = 0;

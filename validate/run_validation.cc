@@ -218,6 +218,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
     }
     // Acceptance is seeded: every repeat realizes the same rounds.
     const SdRealization realized{runs[i].front().sequences_per_round,
+                                 runs[i].front().catch_up_per_round,
                                  runs[i].front().plain_decode_steps};
     const model::ExpertActivation* recorded =
         spec.held_out_shape ? held_out_routing.get() : routing.get();

@@ -239,10 +239,15 @@ TEST(FittedProfileCostSource, TheDraftsMeasuredPassPricesItsOneTokenSteps) {
       }
     }
   }
-  // Two tokens per sequence (not what draft_decode measured), another draft shape, and the
-  // target are priced from the per-operator curves as without the draft's samples.
-  const model::ForwardShape two{2, 2, 500, true};
-  EXPECT_DOUBLE_EQ(measured.Forward(draft, two).time_s, composed.Forward(draft, two).time_s);
+  // Two tokens per sequence (the catch-up pass, not what draft_decode measured): the composition
+  // times the one-token pass's measured / composed ratio.
+  const model::ForwardShape two{2, 2, 500, false}, one_token{2, 1, 500, true};
+  EXPECT_NEAR(measured.Forward(draft, two).time_s,
+              composed.Forward(draft, two).time_s * DraftPass(500, 2) /
+                  composed.Forward(draft, one_token).time_s,
+              1e-3 * DraftPass(500, 2));
+  EXPECT_GT(measured.Forward(draft, two).time_s, measured.Forward(draft, one_token).time_s);
+  // Another draft shape and the target are priced as without the draft's samples.
   model::MoeModelSpec other = draft;
   other.num_layers = 3;
   const model::ForwardShape one{2, 1, 500, true};

@@ -1,0 +1,70 @@
+#include "validate/case_prediction.h"
+
+#include <gtest/gtest.h>
+
+#include "model/cost_source.h"
+#include "model/preset_store.h"
+#include "model/sd_plan.h"
+#include "tests/support/error_of.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab::validate {
+namespace {
+
+struct Fixture {
+  model::PresetStore store{testing::PresetDir()};
+  PredictedModels models{store.LoadModel("mixtral-8x7b"), store.LoadModel("mixtral-8x7b"),
+                         store.LoadModel("qwen2-0.5b")};
+  std::unique_ptr<model::RooflineCostSource> source = model::RooflineCostSource::ForHardware(
+      store.LoadHardware("2xa100-80gb-sxm"), model::CostParameters{});
+  ValidationCase sd;
+  Fixture() {
+    sd.kind = CaseKind::kSd;
+    sd.batch = 2;
+    sd.gamma = 3;
+    sd.prompt = 16;
+    sd.output_tokens = 17;
+  }
+  model::SdStepCosts Costs() const {
+    return model::SdStepCosts(*source, models.target, models.draft, sd.MeanDecodeContext());
+  }
+};
+
+TEST(CasePrediction, SdReplaysTheRoundsAndTheDraftsCatchUpPasses) {
+  Fixture f;
+  model::SdStepCosts costs = f.Costs();
+  const double draft = costs.DraftStep(2), draft_one = costs.DraftStep(1);
+  const double catch_up = costs.DraftCatchUpStep(2);
+  EXPECT_GT(catch_up, draft);  // two positions per sequence cost more than one
+  const double verify = costs.TargetStep(2, 4), verify_one = costs.TargetStep(1, 4);
+  const double reject = costs.Reject(2, 3), reject_one = costs.Reject(1, 3);
+  const double plain = costs.TargetStep(2, 1);
+
+  // Three rounds of 2 sequences then one of 1; no catch-up: gamma one-token draft passes each.
+  const SdRealization plain_rounds{{2, 2, 2, 1}, {}, 10};
+  const double rounds_s =
+      3 * (3 * draft + verify + reject) + (3 * draft_one + verify_one + reject_one);
+  const Prediction p = Predict(*f.source, nullptr, f.sd, f.models, plain_rounds);
+  EXPECT_NEAR(p.value, 10 * plain / rounds_s, 1e-9 * p.value);
+  EXPECT_NEAR(p.draft_step_s, draft, 1e-12);
+
+  // The second round follows one that accepted every draft in both sequences, the third in one.
+  const SdRealization caught_up{{2, 2, 2, 1}, {0, 2, 1, 0}, 10};
+  const double extra = (catch_up - draft) * (2.0 / 2 + 1.0 / 2);
+  const Prediction q = Predict(*f.source, nullptr, f.sd, f.models, caught_up);
+  EXPECT_NEAR(q.value, 10 * plain / (rounds_s + extra), 1e-9 * q.value);
+  EXPECT_NEAR(q.draft_step_s, draft + extra / 3 / 3, 1e-12);  // 3 full-batch rounds of gamma 3
+  EXPECT_LT(q.value, p.value);
+
+  EXPECT_NE(testing::ErrorOf([&] {
+              Predict(*f.source, nullptr, f.sd, f.models, SdRealization{{2, 2}, {3, 0}, 10});
+            }).find("fed 3 sequences two draft tokens; expected 0..2"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([&] {
+              Predict(*f.source, nullptr, f.sd, f.models, SdRealization{{2, 2}, {0}, 10});
+            }).find("catch-up count of every round"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace moelab::validate
