@@ -92,8 +92,8 @@ class SdStepCosts {
 
  private:
   const CostSource& source_;
-  const MoeModelSpec& target_;
-  const MoeModelSpec& draft_;
+  MoeModelSpec target_;  // copies: callers may pass temporaries
+  MoeModelSpec draft_;
   int64_t context_length_;
   const ExpertActivation* target_activation_ = nullptr;
   double weights_per_device_ = 0;
