@@ -337,6 +337,7 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
                    {"loo_rmse", "seconds"},
                    {"mape", "percent"},
                    {"roofline", "bias, k: seconds; P: tokens; s: growth per token"},
+                   {"quadratic", "a: seconds; b: seconds per token; c: seconds per token squared"},
                    {"linear", "a: seconds; b: seconds per token (per byte when variable is bytes)"},
                    {"constant", "c: seconds"}};
   return json;
@@ -372,7 +373,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
       try {
         form = LatencyFormFromString(name);
       } catch (const base::Error&) {
-        forms.Fail(name, "a form named interpolated, roofline, linear or constant");
+        forms.Fail(name, "a form named interpolated, roofline, quadratic, linear or constant");
       }
       curve.forms.push_back(FormFromJson(forms.Object(name), form));
     }

@@ -37,6 +37,19 @@ struct LinearRow {
   }
 };
 
+struct QuadraticRow {
+  double x;
+  template <typename T>
+  T operator()(const T* p) const {
+    return p[0] + p[1] * x + p[2] * x * x;
+  }
+};
+
+// Operators whose work grows with the square of their token count: causal attention over a
+// prompt of x tokens scores x (x + 1) / 2 query-key pairs on top of its projections' a + b x.
+// Their curves get the quadratic form; no other operator's work has such a term.
+bool QuadraticInTokens(const std::string& op) { return op == "attention_prefill"; }
+
 struct ConstantRow {
   template <typename T>
   T operator()(const T* p) const {
@@ -189,6 +202,35 @@ LeastSquaresModel FormModel(LatencyForm form, const Group& group) {
       };
       break;
     }
+    case LatencyForm::kQuadratic: {
+      model.parameters = {{"a", 0, inf}, {"b", 0, inf}, {"c", 0, inf}};
+      model.make_cost = [xs, ys](int row, const std::vector<double>& scale) {
+        const size_t r = static_cast<size_t>(row);
+        return MakeScaledRowCost<3>(QuadraticRow{xs[r]}, ys[r], 1.0 / ys[r], scale);
+      };
+      model.predict = [xs](const std::vector<double>& p, int row) {
+        return QuadraticRow{xs[static_cast<size_t>(row)]}(p.data());
+      };
+      // a and c by relative least squares on x squared, b a small share of the linear slope;
+      // further starts scale each by a log-uniform factor.
+      model.make_start = [xs, ys, y_max, x_max](int index, StartSampler& sampler) {
+        std::vector<double> squares(xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) squares[i] = xs[i] * xs[i];
+        auto [a, c] = NonNegativeLine(squares, ys);
+        double b = 0.1 * NonNegativeLine(xs, ys).second;
+        const double x_scale = std::max(x_max, 1.0);
+        if (a <= 0) a = 0.01 * y_max;
+        if (b <= 0) b = 0.01 * y_max / x_scale;
+        if (c <= 0) c = 0.01 * y_max / (x_scale * x_scale);
+        if (index > 0) {
+          a *= sampler.LogUniform(0.3, 3.0);
+          b *= sampler.LogUniform(0.3, 3.0);
+          c *= sampler.LogUniform(0.3, 3.0);
+        }
+        return std::vector<double>{a, b, c};
+      };
+      break;
+    }
     case LatencyForm::kInterpolated:
       throw base::Error("the interpolated form is not a least-squares model");
     case LatencyForm::kConstant: {
@@ -240,6 +282,8 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
   }
   std::vector<LatencyForm> forms;
   if (group.variable == "tokens") forms.push_back(LatencyForm::kRoofline);
+  if (group.variable == "tokens" && QuadraticInTokens(group.op))
+    forms.push_back(LatencyForm::kQuadratic);
   forms.push_back(LatencyForm::kLinear);
   forms.push_back(LatencyForm::kConstant);
   for (LatencyForm form : forms) {
@@ -328,6 +372,8 @@ std::string ToString(LatencyForm form) {
       return "interpolated";
     case LatencyForm::kRoofline:
       return "roofline";
+    case LatencyForm::kQuadratic:
+      return "quadratic";
     case LatencyForm::kLinear:
       return "linear";
     case LatencyForm::kConstant:
@@ -339,14 +385,17 @@ std::string ToString(LatencyForm form) {
 LatencyForm LatencyFormFromString(const std::string& name) {
   if (name == "interpolated") return LatencyForm::kInterpolated;
   if (name == "roofline") return LatencyForm::kRoofline;
+  if (name == "quadratic") return LatencyForm::kQuadratic;
   if (name == "linear") return LatencyForm::kLinear;
   if (name == "constant") return LatencyForm::kConstant;
   throw base::Error("unknown latency form '" + name +
-                    "': expected \"interpolated\", \"roofline\", \"linear\" or \"constant\"");
+                    "': expected \"interpolated\", \"roofline\", \"quadratic\", \"linear\" or "
+                    "\"constant\"");
 }
 
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
   static const std::vector<std::string> kRoofline = {"bias", "k", "P", "s"};
+  static const std::vector<std::string> kQuadratic = {"a", "b", "c"};
   static const std::vector<std::string> kLinear = {"a", "b"};
   static const std::vector<std::string> kConstant = {"c"};
   static const std::vector<std::string> kKnotsOnly = {};
@@ -355,6 +404,8 @@ const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form) {
       return kKnotsOnly;
     case LatencyForm::kRoofline:
       return kRoofline;
+    case LatencyForm::kQuadratic:
+      return kQuadratic;
     case LatencyForm::kLinear:
       return kLinear;
     case LatencyForm::kConstant:
@@ -379,6 +430,8 @@ double EvaluateLatencyForm(LatencyForm form, const std::vector<double>& params, 
   switch (form) {
     case LatencyForm::kRoofline:
       return RooflineRow{x}(params.data());
+    case LatencyForm::kQuadratic:
+      return QuadraticRow{x}(params.data());
     case LatencyForm::kLinear:
       return LinearRow{x}(params.data());
     case LatencyForm::kConstant:

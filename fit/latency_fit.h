@@ -19,6 +19,8 @@ namespace moelab::fit {
 //   roofline  time(x) = bias + k * G(x; P, s)   G from formulas.md section 1 (model/
 //             moesd_speedup.h RooflineG); bias >= 0 s, k >= 0 s, P in [x_min, x_max] tokens
 //             (the transition point), s in [1, 2]
+//   quadratic time(x) = a + b * x + c * x^2      a, b, c >= 0; only for operators whose work grows
+//             with x squared (prefill attention: x (x + 1) / 2 query-key pairs), x = tokens
 //   linear    time(x) = a + b * x                a >= 0 s, b >= 0 s per token (Fiddler's cpu_lat)
 //   constant  time(x) = c                        c >= 0 s (Fiddler's gpu_lat / trans_lat)
 //   interpolated  piecewise linear through the measured points (x_i, median time at x_i), for
@@ -45,10 +47,13 @@ namespace moelab::fit {
 // `skipped` with the reason; it never fails the fit. A form whose solve does not converge is
 // left out with a note; a group with no fitted form is skipped.
 
-enum class LatencyForm { kInterpolated, kRoofline, kLinear, kConstant };
-std::string ToString(LatencyForm form);  // "interpolated" | "roofline" | "linear" | "constant"
+// In order of parameters, most first (the best-form scan prefers the later of two tied forms).
+enum class LatencyForm { kInterpolated, kRoofline, kQuadratic, kLinear, kConstant };
+// "interpolated" | "roofline" | "quadratic" | "linear" | "constant"
+std::string ToString(LatencyForm form);
 LatencyForm LatencyFormFromString(const std::string& name);  // throws moelab::Error, listing them
-// Parameter names in order: roofline {bias, k, P, s}, linear {a, b}, constant {c}; none for
+// Parameter names in order: roofline {bias, k, P, s}, quadratic {a, b, c}, linear {a, b},
+// constant {c}; none for
 // interpolated, whose params are its knots flattened: x0, seconds0, x1, seconds1, ... (x
 // strictly increasing, at least two knots).
 const std::vector<std::string>& LatencyFormParameterNames(LatencyForm form);
@@ -77,7 +82,7 @@ struct OperatorCurve {
   double x_min = 0;
   double x_max = 0;
   std::vector<LatencyFormFit>
-      forms;  // in the order interpolated, roofline, linear, constant (those fitted)
+      forms;  // in the order interpolated, roofline, quadratic, linear, constant (those fitted)
   LatencyForm best = LatencyForm::kConstant;
   std::vector<std::string> notes;
 

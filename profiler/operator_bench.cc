@@ -54,8 +54,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
                     first.device + "'");
 }
 
-CacheEvictor::CacheEvictor(int64_t l3_bytes)
-    : buffer_(static_cast<size_t>(BytesFor(l3_bytes) / 8), 1) {}
+CacheEvictor::CacheEvictor(int64_t cache_bytes)
+    : buffer_(static_cast<size_t>(BytesFor(cache_bytes) / 8), 1) {}
 
 void CacheEvictor::EvictCaches(kernels::ThreadPool& pool) const {
   const int64_t tasks = pool.size();
@@ -78,10 +78,10 @@ void FillWeights(uint16_t* values, int64_t count) {
 }
 
 std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_bytes,
-                        int64_t l3_bytes) {
+                        int64_t cache_bytes) {
   return label + ": weights cycled over " + std::to_string(blocks) + " blocks of " +
          std::to_string(block_bytes) + " bytes (" + std::to_string(blocks * block_bytes) +
-         " bytes > 2 x L3 of " + std::to_string(l3_bytes) +
+         " bytes > 2 x the cache of " + std::to_string(cache_bytes) +
          " bytes), so every call reads them from DRAM";
 }
 

@@ -24,7 +24,9 @@ struct BenchEnvironment {
   const executor::ExecutorConfig* target = nullptr;
   const executor::ExecutorConfig* draft = nullptr;
   kernels::ThreadPool* pool = nullptr;
-  int64_t l3_bytes = 0;  // the last-level cache the weight-cycling rule works against
+  // The last-level cache the weight-cycling rule and the cache evictor work against
+  // (EffectiveCacheBytes of the reported L3).
+  int64_t cache_bytes = 0;
   const GridSpec* spec = nullptr;
   std::filesystem::path storage_dir;  // where storage_read writes its temporary file
   bool storage_direct_io = true;      // false: buffered reads, as when O_DIRECT is refused
@@ -74,15 +76,16 @@ void RunGuarded(benchmark::State& state, Body&& body) {
 // kernel reports available.
 void RequireMemory(double bytes, const std::string& what);
 
-// A buffer of 2 x L3 (at least 1 MiB) that EvictCaches reads on every thread of the pool, untimed
-// before a measured pass, so the pass's weights come from DRAM as they do in a real step.
+// A buffer of 2 x the cache (at least 1 MiB) that EvictCaches reads on every thread of the pool,
+// untimed before a measured pass, so the pass's weights come from DRAM as they do in a real step.
 class CacheEvictor {
  public:
-  explicit CacheEvictor(int64_t l3_bytes);
-  static int64_t BytesFor(int64_t l3_bytes) {
-    return std::max<int64_t>(2 * l3_bytes, int64_t{1} << 20);
+  explicit CacheEvictor(int64_t cache_bytes);
+  static int64_t BytesFor(int64_t cache_bytes) {
+    return std::max<int64_t>(2 * cache_bytes, int64_t{1} << 20);
   }
   void EvictCaches(kernels::ThreadPool& pool) const;
+  int64_t bytes() const { return static_cast<int64_t>(buffer_.size() * sizeof(int64_t)); }
 
  private:
   std::vector<int64_t> buffer_;

@@ -121,12 +121,19 @@ std::string GridPoint::Label() const {
 
 GridSpec GridSpec::Quick() {
   GridSpec s;
-  s.expert_tokens = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 256, 1024, 4096};
+  // Every token count to 8: the AVX2 kernels' register tiles change at 6 and 7 tokens, and the
+  // SD verify passes' experts and LM heads run at all of them.
+  s.expert_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 256, 1024, 4096};
   s.ridge_points = 3;
-  s.matmul_tokens = {1, 4, 16, 64, 256, 1024, 4096};
+  // Every token count to 8 and two beyond: the AVX2 matmul is memory-bound to 5 tokens and
+  // turns compute-bound at 6 (the LM head: 2.2 ms at 1-5 tokens, 3.4 at 6-7 on this machine),
+  // which 1, 4 and 16 alone interpolate up to 35 % off.
+  s.matmul_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64, 256, 1024, 4096};
   s.decode_contexts = {128, 1024, 4096};
   s.decode_batches = {1, 4, 32};
-  s.prefill_tokens = {64, 256, 1024};
+  // Five prompt lengths: prefill attention grows with the prompt squared, and the quadratic form
+  // needs more points than its three parameters (fit/latency_fit.h).
+  s.prefill_tokens = {64, 128, 256, 512, 1024};
   // gamma 1, 2, 4; contexts around the SD contexts of `validate --quick` (~250 positions).
   s.verify_queries = {2, 3, 5};
   s.verify_contexts = {128, 512};
@@ -146,6 +153,7 @@ GridSpec GridSpec::Full() {
   std::vector<int64_t> tokens;
   for (int64_t t = 1; t <= kMaxTokens; t *= 2) tokens.push_back(t);
   for (int64_t t = 3; t <= kMaxTokens; t *= 2) tokens.push_back(t);
+  for (int64_t t : {5, 7}) tokens.push_back(t);  // every count to 8, as Quick (register tiles)
   s.expert_tokens = SortedUnique(tokens);
   s.ridge_points = 9;
   s.matmul_tokens = s.expert_tokens;
@@ -248,6 +256,10 @@ std::vector<int64_t> TransferBytes(const GridSpec& spec, int64_t expert_bytes) {
 int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes) {
   if (block_bytes < 1) throw base::Error("cycling blocks: block size must be >= 1 byte");
   return std::max<int64_t>(0, 2 * cache_bytes) / block_bytes + 1;
+}
+
+int64_t EffectiveCacheBytes(int64_t reported_l3_bytes) {
+  return std::max(reported_l3_bytes, kMinEffectiveCacheBytes);
 }
 
 int64_t ExpertBytes(const executor::ExecutorConfig& c) {

@@ -225,6 +225,12 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
     notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
                     std::to_string(l3_bytes) + " bytes assumed");
   }
+  const int64_t cache_bytes = EffectiveCacheBytes(l3_bytes);
+  if (cache_bytes > l3_bytes) {
+    notes.push_back("weights cycled and caches flushed against a " + std::to_string(cache_bytes) +
+                    "-byte cache, not the reported L3 of " + std::to_string(l3_bytes) +
+                    " bytes: a virtual machine's host cache can be larger than the L3 it reports");
+  }
   const device::GpuInventory gpus = device::DetectGpus();
   const int gpu_index = request.use_gpu && !gpus.devices.empty() ? gpus.devices.front().index : -1;
   if (gpus.devices.empty()) {
@@ -246,7 +252,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   env.target = &target;
   env.draft = &draft;
   env.pool = &pool;
-  env.l3_bytes = l3_bytes;
+  env.cache_bytes = cache_bytes;
   env.spec = &spec;
   env.storage_dir = request.storage_dir;
   env.storage_direct_io = request.storage_direct_io;

@@ -6,15 +6,18 @@
 // own attention_s (manual timing), so the embedding, norms, FFN and LM head of the harness are not
 // counted.
 //
-// decode: L identical layers, L = CyclingBlocks(attention weight bytes, L3) capped at 64 and by a
-// KV budget, so each layer's weights and KV cache come from DRAM as in a real decode step; caches
-// are filled to `context` positions directly (their contents do not change the work), one token
-// per sequence is decoded, the caches are cut back, and the sample is attention_s / L.
+// decode: L identical layers, L = CyclingBlocks(attention weight bytes, cache) capped at 64 and by
+// a KV budget; caches are filled to `context` positions directly (their contents do not change the
+// work), one token per sequence is decoded, the caches are cut back, and the sample is
+// attention_s / L. Where a point's L layers of weights and KV are less than 2 x the cache (small
+// batches and contexts: the KV budget caps L), a buffer of 2 x the cache is read before each pass,
+// untimed, so each layer's weights and KV cache come from DRAM as in a real decode step, where the
+// layer's experts stream through the cache in between.
 // verify: as decode, with `queries_per_sequence` new tokens per sequence (an SD verify pass): the
 // executor runs one (token, head) task per query, each over its own sequence's cache, so a
 // sequence's queries read the same K/V rows, mostly from cache after the first.
 // prefill: one layer, one sequence of `tokens` prompt tokens into an empty cache; before each pass
-// (untimed) a buffer of 2x L3 is read so the weights come from DRAM.
+// (untimed) a buffer of 2 x the cache is read so the weights come from DRAM.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -80,19 +83,23 @@ class AttentionBench : public OperatorBench {
       max_queries = std::max(max_queries, p.queries_per_sequence);
     }
     const int64_t positions = max_context + max_queries;
-    const double layer_weight_bytes = AttentionWeightBytesPerLayer(target);
+    layer_weight_bytes_ = AttentionWeightBytesPerLayer(target);
+    const double layer_weight_bytes = layer_weight_bytes_;
     const std::string label = ToString(points.front().family) + " cpu";
     if (cached_) {
       const double kv_per_layer = static_cast<double>(max_batch) * static_cast<double>(positions) *
                                   static_cast<double>(target.kv_width()) * 8.0;
-      const int64_t cycling = std::min(
-          kMaxHarnessLayers, CyclingBlocks(static_cast<int64_t>(layer_weight_bytes), env.l3_bytes));
+      const int64_t cycling =
+          std::min(kMaxHarnessLayers,
+                   CyclingBlocks(static_cast<int64_t>(layer_weight_bytes), env.cache_bytes));
       const double budget = std::min(4.0 * (1 << 30), 0.25 * AvailableMemoryBytes());
       const int64_t by_memory = std::max<int64_t>(1, static_cast<int64_t>(budget / kv_per_layer));
       layers_ = std::min(cycling, by_memory);
       const executor::ExecutorConfig config = HarnessConfig(target, layers_, positions);
-      RequireMemory(kv_per_layer * static_cast<double>(layers_) + executor::WeightBytesFor(config),
-                    label + " KV caches and weights");
+      RequireMemory(kv_per_layer * static_cast<double>(layers_) + executor::WeightBytesFor(config) +
+                        static_cast<double>(CacheEvictor::BytesFor(env.cache_bytes)),
+                    label + " KV caches, weights and cache-flush buffer");
+      evictor_ = std::make_unique<CacheEvictor>(env.cache_bytes);
       weights_ = std::make_unique<executor::ModelWeights>(
           executor::MakeSyntheticWeights(config, env.seed, pool_));
       for (int64_t b = 0; b < max_batch; ++b)
@@ -102,27 +109,29 @@ class AttentionBench : public OperatorBench {
                        std::to_string(static_cast<int64_t>(layer_weight_bytes)) +
                        " weight bytes per layer); samples are attention time per layer");
       if (layers_ < cycling) {
-        notes_.push_back(
-            label + ": " + std::to_string(layers_) + " layers instead of " +
-            std::to_string(cycling) +
-            " (KV cache memory budget), so small contexts may read weights from cache");
+        notes_.push_back(label + ": " + std::to_string(layers_) + " layers instead of " +
+                         std::to_string(cycling) +
+                         " (KV cache memory budget); points whose layers' weights and KV caches "
+                         "are under 2 x the cache read " +
+                         std::to_string(CacheEvictor::BytesFor(env.cache_bytes)) +
+                         " bytes before each pass, untimed");
       }
     } else {
       layers_ = 1;
       const executor::ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
-      const int64_t flush_bytes = CacheEvictor::BytesFor(env.l3_bytes);
+      const int64_t flush_bytes = CacheEvictor::BytesFor(env.cache_bytes);
       RequireMemory(
           static_cast<double>(flush_bytes) + executor::WeightBytesFor(config) +
               static_cast<double>(max_tokens) * static_cast<double>(target.kv_width()) * 8.0,
           label + " KV cache, weights and cache-flush buffer");
-      evictor_ = std::make_unique<CacheEvictor>(env.l3_bytes);
+      evictor_ = std::make_unique<CacheEvictor>(env.cache_bytes);
       weights_ = std::make_unique<executor::ModelWeights>(
           executor::MakeSyntheticWeights(config, env.seed, pool_));
       caches_.push_back(std::make_unique<executor::KvCache>(config, max_tokens));
       notes_.push_back(
           label + ": the executor's Transformer attention, one layer; " +
           std::to_string(flush_bytes) +
-          " bytes (2 x L3) read before each pass, untimed, so the weights come from DRAM");
+          " bytes (2 x the cache) read before each pass, untimed, so the weights come from DRAM");
     }
     model_ = std::make_unique<executor::Transformer>(*weights_, pool_);
   }
@@ -145,7 +154,14 @@ class AttentionBench : public OperatorBench {
     }
     executor::ForwardOptions options;
     options.logits = executor::LogitRows::kLastPerSequence;
+    const double kv_bytes_per_layer =
+        static_cast<double>(point.tokens) *
+        static_cast<double>(point.context + point.queries_per_sequence) *
+        static_cast<double>(model_->config().kv_width()) * 8.0;
+    const bool evict = static_cast<double>(layers_) * (layer_weight_bytes_ + kv_bytes_per_layer) <
+                       static_cast<double>(evictor_->bytes());
     for (auto _ : state) {
+      if (evict) evictor_->EvictCaches(pool_);
       const double before = model_->times().attention_s;
       model_->Forward(batch, options, logits_);
       state.SetIterationTime(model_->times().attention_s - before);
@@ -172,10 +188,11 @@ class AttentionBench : public OperatorBench {
   kernels::ThreadPool& pool_;
   bool cached_;  // decode or verify (sequences over a filled cache), not prefill
   int64_t layers_ = 1;
+  double layer_weight_bytes_ = 0;
   std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
   std::unique_ptr<executor::Transformer> model_;
   std::vector<std::unique_ptr<executor::KvCache>> caches_;
-  std::unique_ptr<CacheEvictor> evictor_;  // prefill only
+  std::unique_ptr<CacheEvictor> evictor_;
   std::vector<float> logits_;
 };
 

@@ -36,9 +36,9 @@ std::unique_ptr<OperatorBench> MakeGpuBench(const std::vector<GridPoint>& points
 // ((i mod 17 - 8) / 100): small, varied, exactly representable.
 void FillWeights(uint16_t* values, int64_t count);
 
-// The weight-cycling note: "<label>: weights cycled over N blocks of B bytes (T bytes > 2 x L3 of
-// C bytes), so every call reads them from DRAM".
+// The weight-cycling note: "<label>: weights cycled over N blocks of B bytes (T bytes > 2 x the
+// cache of C bytes), so every call reads them from DRAM".
 std::string CyclingNote(const std::string& label, int64_t blocks, int64_t block_bytes,
-                        int64_t l3_bytes);
+                        int64_t cache_bytes);
 
 }  // namespace moelab::profiler::impl

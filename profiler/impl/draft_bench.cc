@@ -4,9 +4,9 @@
 // microseconds each), so what the per-operator curves of the target leave out (norms, residual
 // adds, the thread pool's per-operator dispatch, the attention and LM head at the draft's own
 // shape) is a large share of its step; measuring the pass itself keeps them. Before each pass
-// (untimed) a buffer of 2 x L3 is read on every thread, so the draft's weights come from DRAM as
-// they do in an SD round, where the target's pass in between evicts them. Caches are filled to
-// `context` positions directly and cut back after each pass; the sample is the pass's wall time.
+// (untimed) a buffer of 2 x the cache is read on every thread, so the draft's weights come from
+// DRAM as they do in an SD round, where the target's pass in between evicts them. Caches are filled
+// to `context` positions directly and cut back after each pass; the sample is the pass's wall time.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -23,7 +23,7 @@ namespace {
 class DraftBench : public OperatorBench {
  public:
   DraftBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
-      : pool_(*env.pool), evictor_(env.l3_bytes) {
+      : pool_(*env.pool), evictor_(env.cache_bytes) {
     const executor::ExecutorConfig& draft = *env.draft;
     int64_t max_context = 1, max_batch = 1;
     for (const GridPoint& p : points) {
@@ -35,7 +35,7 @@ class DraftBench : public OperatorBench {
                             static_cast<double>(draft.kv_width()) * 8.0 *
                             static_cast<double>(draft.num_layers);
     RequireMemory(kv_bytes + executor::WeightBytesFor(draft) +
-                      static_cast<double>(CacheEvictor::BytesFor(env.l3_bytes)),
+                      static_cast<double>(CacheEvictor::BytesFor(env.cache_bytes)),
                   "draft_decode cpu KV caches, weights and cache-flush buffer");
     weights_ = std::make_unique<executor::ModelWeights>(
         executor::MakeSyntheticWeights(draft, env.seed, pool_));
@@ -45,7 +45,7 @@ class DraftBench : public OperatorBench {
     notes_.push_back("draft_decode cpu: the whole one-token forward of the draft '" + draft.name +
                      "' (" + std::to_string(draft.num_layers) + " layers, hidden " +
                      std::to_string(draft.hidden_size) +
-                     ") through the executor; 2 x L3 read before each pass, untimed");
+                     ") through the executor; 2 x the cache read before each pass, untimed");
   }
 
   bool manual_time() const override { return true; }

@@ -21,7 +21,7 @@ class FfnBench : public OperatorBench {
     for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
     const int64_t block_elements = 3 * hidden_ * width_;
     const int64_t block_bytes = 2 * block_elements;
-    blocks_ = CyclingBlocks(block_bytes, env.l3_bytes);
+    blocks_ = CyclingBlocks(block_bytes, env.cache_bytes);
     const std::string label = ToString(points.front().family) + " cpu";
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
                       8.0 * static_cast<double>(max_tokens * hidden_) +
@@ -38,7 +38,7 @@ class FfnBench : public OperatorBench {
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
     out_.resize(x_.size());
-    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.l3_bytes));
+    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.cache_bytes));
   }
 
   bool manual_time() const override { return false; }

@@ -1,5 +1,5 @@
 // memcpy_host: std::memcpy of a block on one thread (as an offloading engine copies one expert),
-// source and destination walking through regions larger than 2x L3 so both come from DRAM.
+// source and destination walking through regions larger than 2 x the cache so both come from DRAM.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -27,7 +27,7 @@ class HostCopyBench : public OperatorBench {
  public:
   HostCopyBench(const std::vector<GridPoint>& points, const BenchEnvironment& env) {
     for (const GridPoint& p : points)
-      region_bytes_ = std::max(region_bytes_, CyclingBlocks(p.bytes, env.l3_bytes) * p.bytes);
+      region_bytes_ = std::max(region_bytes_, CyclingBlocks(p.bytes, env.cache_bytes) * p.bytes);
     RequireMemory(2.0 * static_cast<double>(region_bytes_), "memcpy_host source and destination");
     source_ = AllocateAligned(region_bytes_);
     destination_ = AllocateAligned(region_bytes_);
@@ -36,8 +36,8 @@ class HostCopyBench : public OperatorBench {
     std::memset(destination_.get(), 0, static_cast<size_t>(region_bytes_));
     notes_.push_back(
         "memcpy_host cpu: std::memcpy on one thread; source and destination each walk " +
-        std::to_string(region_bytes_) + " bytes (> 2 x L3 of " + std::to_string(env.l3_bytes) +
-        " bytes), so both are in DRAM");
+        std::to_string(region_bytes_) + " bytes (> 2 x the cache of " +
+        std::to_string(env.cache_bytes) + " bytes), so both are in DRAM");
   }
 
   bool manual_time() const override { return false; }

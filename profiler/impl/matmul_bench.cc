@@ -1,6 +1,6 @@
 // router (hidden x experts) and lm_head (hidden x vocab): kernels/matmul.h MatmulBf16 on packed
 // weights, the calls the executor makes (fp32 activations rounded to bf16 inside), weights cycled
-// past 2x L3.
+// past 2 x the cache.
 #include <algorithm>
 #include <vector>
 
@@ -21,7 +21,7 @@ class MatmulBench : public OperatorBench {
     int64_t max_tokens = 1;
     for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
     const int64_t block_bytes = 2 * k_ * n_;
-    blocks_ = CyclingBlocks(block_bytes, env.l3_bytes);
+    blocks_ = CyclingBlocks(block_bytes, env.cache_bytes);
     const std::string label = ToString(points.front().family) + " cpu";
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
                       4.0 * static_cast<double>(max_tokens * (k_ + n_)),
@@ -34,7 +34,7 @@ class MatmulBench : public OperatorBench {
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
     y_.resize(static_cast<size_t>(max_tokens * n_));
-    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.l3_bytes));
+    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.cache_bytes));
   }
 
   bool manual_time() const override { return false; }

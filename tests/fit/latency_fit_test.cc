@@ -107,6 +107,43 @@ TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
   EXPECT_EQ(interpolated.rmse_s, 0);
 }
 
+// Prefill attention: projections linear in the prompt, scores quadratic. Profiled at the quick
+// grid's five prompt lengths, the quadratic form recovers the planted curve and wins; a straight
+// line through the same points misses between them (the profile's old linear fit was 25 % low at
+// 256 and 400 tokens); the chords of the interpolated form overshoot.
+TEST(LatencyFit, QuadraticFollowsPrefillAttention) {
+  const std::vector<double> planted = {2e-4, 3e-5, 2.5e-7};
+  const auto curve_at = [&](double t) { return planted[0] + planted[1] * t + planted[2] * t * t; };
+  nlohmann::json samples = nlohmann::json::array();
+  testing::Noise noise(11);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (int64_t t : {64, 128, 256, 512, 1024}) {
+      samples.push_back(Sample("attention_prefill", "cpu", {{"hidden", 1024}}, t,
+                               noise.Multiplicative(curve_at(static_cast<double>(t)), 0.01)));
+    }
+  }
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  ASSERT_NE(curve.Form(LatencyForm::kQuadratic), nullptr);
+  EXPECT_EQ(curve.best, LatencyForm::kQuadratic);
+  for (double t : {100.0, 400.0, 700.0})
+    EXPECT_NEAR(curve.Predict(t) / curve_at(t), 1.0, 0.03) << t;
+  EXPECT_LT(
+      EvaluateLatencyForm(LatencyForm::kLinear, curve.Form(LatencyForm::kLinear)->params, 400.0),
+      0.9 * curve_at(400.0));
+  EXPECT_GT(*curve.Form(LatencyForm::kInterpolated)->loo_rmse_s,
+            *curve.Form(LatencyForm::kQuadratic)->loo_rmse_s);
+}
+
+// Only operators whose work grows with the tokens squared get the quadratic form.
+TEST(LatencyFit, QuadraticOnlyForPrefillAttention) {
+  nlohmann::json samples = nlohmann::json::array();
+  AddCurve(
+      samples, "lm_head", {{"hidden", 1024}}, [](double t) { return 1e-3 + 1e-6 * t * t; }, 4);
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  EXPECT_EQ(fit.operators.at(0).Form(LatencyForm::kQuadratic), nullptr);
+}
+
 // Fiddler's cpu_lat(s) = a + b s: recovered within 3 standard errors.
 TEST(LatencyFit, RecoversPlantedLinear) {
   const std::vector<double> planted = {1e-3, 2e-5};

@@ -40,12 +40,13 @@ std::map<std::string, int> CountByFamily(const std::vector<GridPoint>& points) {
   return counts;
 }
 
-TEST(GridSpec, FullHasEveryPowerOfTwoAndTheHalfOctaveBends) {
+TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
   const GridSpec full = GridSpec::Full();
   for (int64_t t = 1; t <= 4096; t *= 2) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
-  for (int64_t t : {3, 6, 12, 24, 48, 96, 3072}) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
+  for (int64_t t : {3, 5, 6, 7, 12, 24, 48, 96, 3072})
+    EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
   EXPECT_TRUE(std::is_sorted(full.expert_tokens.begin(), full.expert_tokens.end()));
-  EXPECT_EQ(full.expert_tokens.size(), 24u);
+  EXPECT_EQ(full.expert_tokens.size(), 26u);
   EXPECT_EQ(full.expert_tokens.front(), 1);
   EXPECT_EQ(full.expert_tokens.back(), 4096);
   EXPECT_EQ(full.ridge_points, 9);
@@ -96,17 +97,17 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   const std::vector<GridPoint> points = MakeProfileGrid(target, draft, GridSpec::Quick(), -1);
   const std::map<std::string, int> counts = CountByFamily(points);
-  EXPECT_EQ(counts.at("expert_ffn cpu"), 15);
+  EXPECT_EQ(counts.at("expert_ffn cpu"), 17);
   EXPECT_EQ(counts.at("attention_decode cpu"), 9);
-  EXPECT_EQ(counts.at("attention_prefill cpu"), 3);
+  EXPECT_EQ(counts.at("attention_prefill cpu"), 5);
   EXPECT_EQ(counts.at("attention_verify cpu"), 18);  // 3 queries x 2 contexts x 3 batches
-  EXPECT_EQ(counts.at("router cpu"), 7);
-  EXPECT_EQ(counts.at("lm_head cpu"), 7);
-  EXPECT_EQ(counts.at("dense_ffn cpu"), 7);
+  EXPECT_EQ(counts.at("router cpu"), 14);
+  EXPECT_EQ(counts.at("lm_head cpu"), 14);
+  EXPECT_EQ(counts.at("dense_ffn cpu"), 14);
   EXPECT_EQ(counts.at("draft_decode cpu"), 6);  // 2 contexts x 3 batches
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
-  EXPECT_EQ(points.size(), 78u);  // + 3 ridge points at run time = 81
+  EXPECT_EQ(points.size(), 103u);  // + 3 ridge points at run time = 106
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);
@@ -198,7 +199,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
-  EXPECT_EQ(counts["attention_prefill cpu"], 2);  // 64 and 256
+  EXPECT_EQ(counts["attention_prefill cpu"], 4);  // 64, 128, 256 and 512
   EXPECT_EQ(counts["attention_verify cpu"], 18);  // contexts 128 and 512 + 5 queries fit in 1000
   target.max_positions = 516;
   counts = CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
@@ -208,7 +209,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
   EXPECT_EQ(counts.count("router cpu"), 0u);
-  EXPECT_EQ(counts["lm_head cpu"], 7);
+  EXPECT_EQ(counts["lm_head cpu"], 14);
 }
 
 TEST(ProfileGrid, GpuPointsOnlyWithAGpu) {
@@ -216,7 +217,7 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpu) {
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   const std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), 0));
-  EXPECT_EQ(counts.at("expert_ffn cuda:0"), 15);
+  EXPECT_EQ(counts.at("expert_ffn cuda:0"), 17);
   for (const char* name : {"memcpy_h2d_pinned cuda:0", "memcpy_h2d_pageable cuda:0",
                            "memcpy_d2h_pinned cuda:0", "memcpy_d2h_pageable cuda:0"}) {
     EXPECT_EQ(counts.at(name), 3) << name;
@@ -267,6 +268,16 @@ TEST(CyclingBlocks, CycleExceedsTwiceTheCache) {
     EXPECT_GT(CyclingBlocks(block, l3) * block, 2 * l3) << block;
   }
   EXPECT_THROW(CyclingBlocks(0, l3), base::Error);
+}
+
+TEST(EffectiveCacheBytes, AtLeastTheFloorElseTheReportedL3) {
+  // A VM's reported 32 MiB L3 is raised to the floor (its host's cache can be larger); a larger
+  // reported cache is kept.
+  EXPECT_EQ(EffectiveCacheBytes(int64_t{32} << 20), kMinEffectiveCacheBytes);
+  EXPECT_EQ(EffectiveCacheBytes(int64_t{1} << 30), int64_t{1} << 30);
+  // The expert FFN bench then cycles one 22 MB expert over more than 512 MiB.
+  EXPECT_GT(CyclingBlocks(22020096, EffectiveCacheBytes(int64_t{32} << 20)) * 22020096,
+            int64_t{512} << 20);
 }
 
 }  // namespace
