@@ -1,5 +1,8 @@
 #include "profiler/operator_bench.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/bf16.h"
 #include "base/error.h"
 #include "profiler/impl/benches.h"
@@ -52,6 +55,12 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
   }
   throw base::Error("operator bench: " + ToString(first.family) + " runs on a GPU only, not on '" +
                     first.device + "'");
+}
+
+int64_t FlushedIterations(double min_time_s, double pass_s) {
+  if (!(pass_s > 0)) return kMaxFlushedIterations;
+  return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(min_time_s / pass_s)), 1,
+                             kMaxFlushedIterations);
 }
 
 CacheEvictor::CacheEvictor(int64_t cache_bytes)

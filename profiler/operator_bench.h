@@ -42,6 +42,10 @@ class OperatorBench {
   virtual bool manual_time() const = 0;
   // Seconds per reported sample = Google Benchmark's seconds per iteration x this.
   virtual double time_scale() const { return 1.0; }
+  // Iterations per repetition for `point`, or 0 to let Google Benchmark grow them to the minimum
+  // time. Benches that flush the caches before every pass fix it (FlushedIterations): a flush
+  // reads 2 x the cache (16 ms here), so growing a 30 us pass to 50 ms would flush for minutes.
+  virtual int64_t Iterations(const GridPoint& /*point*/) { return 0; }
   // Runs the benchmark loop for `point` (one of the points the bench was made for). Never throws:
   // a failure ends the benchmark with State::SkipWithError.
   virtual void Run(benchmark::State& state, const GridPoint& point) = 0;
@@ -75,6 +79,11 @@ void RunGuarded(benchmark::State& state, Body&& body) {
 // Refuses (moelab::Error naming `what` and both sizes) to allocate more than 80% of the memory the
 // kernel reports available.
 void RequireMemory(double bytes, const std::string& what);
+
+// Iterations of a flushed pass that reach `min_time_s` of measured time, from one pass's time,
+// at most kMaxFlushedIterations (each pass is cold and alike, so a few samples are enough).
+constexpr int64_t kMaxFlushedIterations = 10;
+int64_t FlushedIterations(double min_time_s, double pass_s);
 
 // A buffer of 2 x the cache (at least 1 MiB) that EvictCaches reads on every thread of the pool,
 // untimed before a measured pass, so the pass's weights come from DRAM as they do in a real step.

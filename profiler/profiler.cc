@@ -109,7 +109,18 @@ class ProfileRunner {
       labels_[name] = point.Label();
       benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
           name.c_str(), [&bench, point](benchmark::State& state) { bench.Run(state, point); });
-      b->Repetitions(spec_.repetitions)->MinTime(spec_.min_time_s)->Unit(benchmark::kMillisecond);
+      b->Repetitions(spec_.repetitions)->Unit(benchmark::kMillisecond);
+      int64_t iterations = 0;
+      try {
+        iterations = bench.Iterations(point);
+      } catch (const std::exception&) {
+        // The point's own run fails the same way and is left out with a note.
+      }
+      if (iterations > 0) {
+        b->Iterations(iterations);
+      } else {
+        b->MinTime(spec_.min_time_s);
+      }
       if (bench.manual_time()) {
         b->UseManualTime();
       } else {

@@ -361,6 +361,7 @@ void RunOffloadValidation(const ValidationRequest& request, const executor::Exec
     r.measured_max = *std::max_element(runs[i].begin(), runs[i].end());
     r.repeats = static_cast<int>(runs[i].size());
     r.abs_error = AbsError(r.predicted, r.measured);
+    r.predicted_unadjusted = r.predicted;  // read-bound in part: not put at the drifted speed
     offload_results.push_back(r);
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);

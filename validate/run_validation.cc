@@ -20,6 +20,7 @@
 #include "routing/expert_activation_sampler.h"
 #include "validate/case_prediction.h"
 #include "validate/executor_bench.h"
+#include "validate/machine_drift.h"
 #include "validate/offload_cases.h"
 
 namespace moelab::validate {
@@ -117,7 +118,11 @@ ValidationResult RunValidation(const ValidationRequest& request,
   if (plan.cases.empty() && !offload) throw base::Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
-  // 1. Profile and fit.
+  // 1. Profile and fit, the machine's speed anchor timed around the profile.
+  kernels::ThreadPool anchor_pool(request.threads > 0 ? request.threads
+                                                      : kernels::DefaultThreadCount());
+  SpeedAnchor anchor(target, anchor_pool);
+  result.drift.anchor = anchor.Describe();
   nlohmann::json profile_json;
   if (request.profile) {
     result.profile_path = request.profile->string();
@@ -137,7 +142,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;
     profile_request.storage_dir = request.work_dir;
+    result.drift.profile_s.push_back(anchor.MeasureSeconds());
     profile_json = profiler::RunProfile(profile_request, presets);
+    result.drift.profile_s.push_back(anchor.MeasureSeconds());
     profile_json["provenance"] = report::Provenance();
     result.profile_path = (request.work_dir / "profile.json").string();
     profiler::WriteProfile(profile_json, result.profile_path);
@@ -195,6 +202,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
     result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
+    result.drift.rounds_s.push_back(anchor.MeasureSeconds());
     for (size_t i = 0; i < plan.cases.size(); ++i) {
       say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
@@ -203,7 +211,16 @@ ValidationResult RunValidation(const ValidationRequest& request,
     }
   }
 
-  // 4. Predictions against the medians.
+  result.drift.rounds_s.push_back(anchor.MeasureSeconds());
+  result.drift.Compute();
+  if (!result.drift.measured) {
+    result.notes.push_back(
+        "the profile was reused: the machine's drift since it was taken is unknown, predictions "
+        "are not adjusted for it");
+  }
+
+  // 4. Predictions against the medians; predicted times at the machine's speed during the runs.
+  const double drift = result.drift.factor;
   for (size_t i = 0; i < plan.cases.size(); ++i) {
     const ValidationCase& spec = plan.cases[i];
     std::vector<double> values;
@@ -230,7 +247,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
         r.spec = spec;
         r.cost_source = source->name();
         r.routing = model::DescribeActivation(assumed);
-        r.predicted = prediction.value;
+        r.predicted_unadjusted = prediction.value;
+        r.predicted = spec.kind == CaseKind::kSd ? prediction.value : prediction.value * drift;
         r.measured = measured;
         r.measured_min = *std::min_element(values.begin(), values.end());
         r.measured_max = *std::max_element(values.begin(), values.end());
@@ -240,9 +258,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
           r.sigma = runs[i].front().sigma;
           r.predicted_target_efficiency = prediction.target_efficiency;
           r.measured_target_efficiency = Median(efficiencies);
-          r.predicted_plain_step_s = prediction.plain_step_s;
-          r.predicted_draft_step_s = prediction.draft_step_s;
-          r.predicted_verify_step_s = prediction.verify_step_s;
+          r.predicted_plain_step_s = prediction.plain_step_s * drift;
+          r.predicted_draft_step_s = prediction.draft_step_s * drift;
+          r.predicted_verify_step_s = prediction.verify_step_s * drift;
           r.measured_plain_step_s = Median(plain_steps);
           r.measured_draft_step_s = Median(draft_steps);
           r.measured_verify_step_s = Median(verify_steps);
@@ -253,6 +271,12 @@ ValidationResult RunValidation(const ValidationRequest& request,
   }
   if (offload) RunOffloadValidation(request, target, profile, fit, say, result);
   result.summaries = Summarize(result.cases);
+  std::vector<CaseResult> unadjusted = result.cases;
+  for (CaseResult& r : unadjusted) {
+    r.predicted = r.predicted_unadjusted;
+    r.abs_error = AbsError(r.predicted, r.measured);
+  }
+  result.unadjusted_summaries = Summarize(unadjusted);
   result.best_gamma = BestGamma(result.cases);
   result.wall_time_s = Seconds(start);
   say("done");

@@ -12,6 +12,7 @@
 
 #include "executor/executor_config.h"
 #include "model/preset_store.h"
+#include "validate/machine_drift.h"
 #include "validate/validation_case.h"
 #include "validate/validation_metrics.h"
 
@@ -51,7 +52,9 @@ struct ValidationResult {
   std::vector<std::string> cost_sources;
   std::vector<std::string> notes;
   std::vector<CaseResult> cases;
-  std::vector<ErrorSummary> summaries;
+  std::vector<ErrorSummary> summaries;  // of the predictions at the machine's drifted speed
+  std::vector<ErrorSummary> unadjusted_summaries;  // of the predictions as the profile priced them
+  MachineDrift drift;
   std::vector<BestGammaRow> best_gamma;
   double wall_time_s = 0;
 

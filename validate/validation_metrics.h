@@ -23,6 +23,9 @@ struct CaseResult {
   std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
   std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
   double predicted = 0;
+  // As the cost source priced it; `predicted` is this times the machine's drift for times
+  // (validate/machine_drift.h), the same for SD speedups.
+  double predicted_unadjusted = 0;
   double measured = 0;  // median over repeats
   double measured_min = 0;
   double measured_max = 0;

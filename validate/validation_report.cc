@@ -36,6 +36,7 @@ nlohmann::json CaseJson(const CaseResult& r) {
       {"cost_source", r.cost_source},
       {"routing", r.routing},
       {"predicted", r.predicted},
+      {"predicted_unadjusted", r.predicted_unadjusted},
       {"measured", r.measured},
       {"measured_min", r.measured_min},
       {"measured_max", r.measured_max},
@@ -96,6 +97,10 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   }
   json["summaries"] = nlohmann::json::array();
   for (const ErrorSummary& s : result.summaries) json["summaries"].push_back(SummaryJson(s));
+  json["machine_drift"] = result.drift.ToJson();
+  json["unadjusted_summaries"] = nlohmann::json::array();
+  for (const ErrorSummary& s : result.unadjusted_summaries)
+    json["unadjusted_summaries"].push_back(SummaryJson(s));
   json["cases"] = nlohmann::json::array();
   for (const CaseResult& r : result.cases) json["cases"].push_back(CaseJson(r));
   json["best_gamma"] = nlohmann::json::array();
@@ -138,6 +143,31 @@ size_t DistinctCases(const ValidationResult& result) {
 
 }  // namespace
 
+// The machine's drift between the profile and the runs, and the headline without adjusting for it.
+std::string DriftLine(const ValidationResult& result) {
+  const MachineDrift& drift = result.drift;
+  if (!drift.measured)
+    return "Machine drift: not measured (the profile was reused); predictions as priced.";
+  const ErrorSummary* unadjusted = nullptr;
+  const ErrorSummary& headline = result.Headline();
+  for (const ErrorSummary& s : result.unadjusted_summaries) {
+    if (s.kind == headline.kind && s.cost_source == headline.cost_source &&
+        s.routing_assumed == headline.routing_assumed)
+      unadjusted = &s;
+  }
+  std::ostringstream line;
+  line << "Machine drift: the anchor (" << drift.anchor << ") took "
+       << FormatNumber(drift.factor, 3)
+       << "x its time around the profile during the runs; predicted decode, beam and prefill "
+          "times are multiplied by that (SD speedups are ratios of one run's times).";
+  if (unadjusted) {
+    line << " Unadjusted, as the profile priced them: median "
+         << Percent(unadjusted->median_abs_error) << ", p90 " << Percent(unadjusted->p90_abs_error)
+         << ", max " << Percent(unadjusted->max_abs_error) << ".";
+  }
+  return line.str();
+}
+
 std::string ValidationText(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
@@ -148,7 +178,8 @@ std::string ValidationText(const ValidationResult& result) {
       << " interleaved runs, routing " << result.routing << "\n";
   out << "Headline (" << headline.cost_source << ", recorded routing): median "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
-      << ", max " << Percent(headline.max_abs_error) << "\n\n";
+      << ", max " << Percent(headline.max_abs_error) << "\n"
+      << DriftLine(result) << "\n\n";
   report::Table table({"kind", "cost source", "routing", "cases", "median", "p90", "max"});
   for (const ErrorSummary& s : result.summaries) {
     table.AddRow({s.kind, s.cost_source, s.routing_assumed, std::to_string(s.cases),
@@ -191,13 +222,23 @@ std::string ValidationMarkdown(const ValidationResult& result) {
          "acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
   out << "**Headline (" << headline.cost_source << ", recorded routing): median abs error "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
-      << ", max " << Percent(headline.max_abs_error) << ".**\n\n";
+      << ", max " << Percent(headline.max_abs_error) << ".**\n\n"
+      << DriftLine(result) << "\n\n";
   out << "| kind | cost source | routing | cases | median | p90 | max "
          "|\n|---|---|---|---|---|---|---|\n";
-  for (const ErrorSummary& s : result.summaries) {
-    out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | "
-        << s.cases << " | " << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error)
-        << " | " << Percent(s.max_abs_error) << " |\n";
+  const auto summary_rows = [&](const std::vector<ErrorSummary>& summaries) {
+    for (const ErrorSummary& s : summaries) {
+      out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | "
+          << s.cases << " | " << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error)
+          << " | " << Percent(s.max_abs_error) << " |\n";
+    }
+  };
+  summary_rows(result.summaries);
+  if (result.drift.measured) {
+    out << "\nThe same predictions as the profile priced them (no drift adjustment):\n\n"
+        << "| kind | cost source | routing | cases | median | p90 | max "
+           "|\n|---|---|---|---|---|---|---|\n";
+    summary_rows(result.unadjusted_summaries);
   }
   if (!result.best_gamma.empty()) {
     out << "\n## Best gamma per batch\n\n| batch | shape | cost source | routing | predicted | "

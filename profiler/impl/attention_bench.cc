@@ -70,7 +70,9 @@ void SetLength(executor::KvCache& cache, int64_t length) {
 class AttentionBench : public OperatorBench {
  public:
   AttentionBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
-      : pool_(*env.pool), cached_(points.front().family != OperatorFamily::kAttentionPrefill) {
+      : pool_(*env.pool),
+        min_time_s_(env.spec->min_time_s),
+        cached_(points.front().family != OperatorFamily::kAttentionPrefill) {
     const executor::ExecutorConfig& target = *env.target;
     int64_t max_context = 1;
     int64_t max_batch = 1;
@@ -140,52 +142,66 @@ class AttentionBench : public OperatorBench {
   double time_scale() const override { return 1.0 / static_cast<double>(layers_); }
 
   void Run(benchmark::State& state, const GridPoint& point) override {
-    RunGuarded(state, [&] { cached_ ? Decode(state, point) : Prefill(state, point); });
+    RunGuarded(state, [&] {
+      Pass pass(*this, point);
+      for (auto _ : state) state.SetIterationTime(pass.Seconds());
+    });
+  }
+
+  int64_t Iterations(const GridPoint& point) override {
+    Pass pass(*this, point);
+    return pass.flushes() ? FlushedIterations(min_time_s_, pass.Seconds()) : 0;
   }
 
  private:
-  // attention_decode and attention_verify: `queries_per_sequence` tokens per cached sequence.
-  void Decode(benchmark::State& state, const GridPoint& point) {
-    std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
-    for (int64_t b = 0; b < point.tokens; ++b) {
-      SetLength(*caches_[b], point.context);
-      batch[b].cache = caches_[b].get();
-      batch[b].tokens.assign(static_cast<size_t>(point.queries_per_sequence), 1);
+  // One measured pass of `point`, repeatable: decode and verify (`queries_per_sequence` tokens per
+  // cached sequence, the caches cut back after it) or prefill (a prompt into an emptied cache),
+  // the caches flushed before it where the point needs that.
+  class Pass {
+   public:
+    Pass(AttentionBench& bench, const GridPoint& point) : bench_(bench), point_(point) {
+      const int64_t sequences = bench.cached_ ? point.tokens : 1;
+      batch_.resize(static_cast<size_t>(sequences));
+      for (int64_t b = 0; b < sequences; ++b) {
+        if (bench.cached_) SetLength(*bench.caches_[b], point.context);
+        batch_[b].cache = bench.caches_[b].get();
+        batch_[b].tokens.assign(
+            static_cast<size_t>(bench.cached_ ? point.queries_per_sequence : point.tokens), 1);
+      }
+      options_.logits = executor::LogitRows::kLastPerSequence;
+      if (!bench.cached_) options_.step_kind = "prefill";
+      const double kv_bytes_per_layer =
+          static_cast<double>(point.tokens) *
+          static_cast<double>(point.context + point.queries_per_sequence) *
+          static_cast<double>(bench.model_->config().kv_width()) * 8.0;
+      flushes_ = !bench.cached_ || static_cast<double>(bench.layers_) *
+                                           (bench.layer_weight_bytes_ + kv_bytes_per_layer) <
+                                       static_cast<double>(bench.evictor_->bytes());
     }
-    executor::ForwardOptions options;
-    options.logits = executor::LogitRows::kLastPerSequence;
-    const double kv_bytes_per_layer =
-        static_cast<double>(point.tokens) *
-        static_cast<double>(point.context + point.queries_per_sequence) *
-        static_cast<double>(model_->config().kv_width()) * 8.0;
-    const bool evict = static_cast<double>(layers_) * (layer_weight_bytes_ + kv_bytes_per_layer) <
-                       static_cast<double>(evictor_->bytes());
-    for (auto _ : state) {
-      if (evict) evictor_->EvictCaches(pool_);
-      const double before = model_->times().attention_s;
-      model_->Forward(batch, options, logits_);
-      state.SetIterationTime(model_->times().attention_s - before);
-      for (int64_t b = 0; b < point.tokens; ++b) caches_[b]->Truncate(point.context);
+    bool flushes() const { return flushes_; }
+    // The pass's attention time (all harness layers), seconds.
+    double Seconds() {
+      if (!bench_.cached_) bench_.caches_[0]->Truncate(0);
+      if (flushes_) bench_.evictor_->EvictCaches(bench_.pool_);
+      const double before = bench_.model_->times().attention_s;
+      bench_.model_->Forward(batch_, options_, bench_.logits_);
+      const double seconds = bench_.model_->times().attention_s - before;
+      if (bench_.cached_) {
+        for (size_t b = 0; b < batch_.size(); ++b) bench_.caches_[b]->Truncate(point_.context);
+      }
+      return seconds;
     }
-  }
 
-  void Prefill(benchmark::State& state, const GridPoint& point) {
-    std::vector<executor::SequenceInput> batch(1);
-    batch[0].cache = caches_[0].get();
-    batch[0].tokens.assign(static_cast<size_t>(point.tokens), 1);
-    executor::ForwardOptions options;
-    options.logits = executor::LogitRows::kLastPerSequence;
-    options.step_kind = "prefill";
-    for (auto _ : state) {
-      caches_[0]->Truncate(0);
-      evictor_->EvictCaches(pool_);
-      const double before = model_->times().attention_s;
-      model_->Forward(batch, options, logits_);
-      state.SetIterationTime(model_->times().attention_s - before);
-    }
-  }
+   private:
+    AttentionBench& bench_;
+    const GridPoint& point_;
+    std::vector<executor::SequenceInput> batch_;
+    executor::ForwardOptions options_;
+    bool flushes_ = false;
+  };
 
   kernels::ThreadPool& pool_;
+  double min_time_s_ = 0;
   bool cached_;  // decode or verify (sequences over a filled cache), not prefill
   int64_t layers_ = 1;
   double layer_weight_bytes_ = 0;

@@ -23,7 +23,7 @@ namespace {
 class DraftBench : public OperatorBench {
  public:
   DraftBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
-      : pool_(*env.pool), evictor_(env.cache_bytes) {
+      : pool_(*env.pool), min_time_s_(env.spec->min_time_s), evictor_(env.cache_bytes) {
     const executor::ExecutorConfig& draft = *env.draft;
     int64_t max_context = 1, max_batch = 1;
     for (const GridPoint& p : points) {
@@ -52,29 +52,41 @@ class DraftBench : public OperatorBench {
 
   void Run(benchmark::State& state, const GridPoint& point) override {
     RunGuarded(state, [&] {
-      std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
-      for (int64_t b = 0; b < point.tokens; ++b) {
-        batch[b].cache = caches_[b].get();
-        batch[b].tokens.assign(1, 1);
-      }
-      executor::ForwardOptions options;
-      options.logits = executor::LogitRows::kLastPerSequence;
-      for (auto _ : state) {
-        for (int64_t b = 0; b < point.tokens; ++b) {
-          caches_[b]->Truncate(0);
-          caches_[b]->Append(point.context);
-        }
-        evictor_.EvictCaches(pool_);
-        const auto start = std::chrono::steady_clock::now();
-        model_->Forward(batch, options, logits_);
-        state.SetIterationTime(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
+      const std::vector<executor::SequenceInput> batch = Batch(point);
+      for (auto _ : state) state.SetIterationTime(PassSeconds(point, batch));
     });
   }
 
+  int64_t Iterations(const GridPoint& point) override {
+    return FlushedIterations(min_time_s_, PassSeconds(point, Batch(point)));
+  }
+
  private:
+  std::vector<executor::SequenceInput> Batch(const GridPoint& point) {
+    std::vector<executor::SequenceInput> batch(static_cast<size_t>(point.tokens));
+    for (int64_t b = 0; b < point.tokens; ++b) {
+      batch[b].cache = caches_[b].get();
+      batch[b].tokens.assign(1, 1);
+    }
+    return batch;
+  }
+
+  // One flushed pass over caches of `point.context` positions, seconds of wall time.
+  double PassSeconds(const GridPoint& point, std::vector<executor::SequenceInput> batch) {
+    for (int64_t b = 0; b < point.tokens; ++b) {
+      caches_[b]->Truncate(0);
+      caches_[b]->Append(point.context);
+    }
+    executor::ForwardOptions options;
+    options.logits = executor::LogitRows::kLastPerSequence;
+    evictor_.EvictCaches(pool_);
+    const auto start = std::chrono::steady_clock::now();
+    model_->Forward(batch, options, logits_);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   kernels::ThreadPool& pool_;
+  double min_time_s_ = 0;
   CacheEvictor evictor_;
   std::unique_ptr<executor::ModelWeights> weights_;  // before model_: the Transformer refers to it
   std::unique_ptr<executor::Transformer> model_;

@@ -49,6 +49,21 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_FALSE(json["best_gamma"].empty());
   EXPECT_TRUE(json["by_kind"].contains("sd"));
   EXPECT_EQ(json["limits_per_round"].size(), 1u);
+  // The anchor timed before and after the profile, before the round and after it; predicted
+  // times are the unadjusted ones times its factor, SD speedups unchanged.
+  const nlohmann::json& drift = json["machine_drift"];
+  EXPECT_TRUE(drift["measured"].get<bool>());
+  EXPECT_EQ(drift["profile_s"].size(), 2u);
+  EXPECT_EQ(drift["rounds_s"].size(), 2u);
+  const double factor = drift["factor"].get<double>();
+  EXPECT_GT(factor, 0.0);
+  for (const nlohmann::json& c : json["cases"]) {
+    const double unadjusted = c["predicted_unadjusted"].get<double>();
+    EXPECT_DOUBLE_EQ(c["predicted"].get<double>(),
+                     c["kind"] == "sd" ? unadjusted : unadjusted * factor)
+        << c["kind"];
+  }
+  EXPECT_FALSE(json["unadjusted_summaries"].empty());
   EXPECT_TRUE(json["provenance"].contains("git_commit"));
   for (const char* file :
        {"validation.json", "report.md", "profile.json", "fit.json", "routing-trace.json",

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/executor_config.h"
+#include "kernels/expert_ffn.h"
+#include "kernels/packed_matrix.h"
+#include "kernels/thread_pool.h"
+
+namespace moelab::validate {
+
+// How fast the machine runs now against while it was profiled. A shared machine's memory speed
+// drifts by 10-20 % over minutes (other tenants of the host): on this project's 2-core VM, three
+// `validate --quick` runs of one build, each profiling and then running its cases within five
+// minutes, measured the same decode step 15 % slower and 20 % faster than their profiles
+// predicted, while the per-operator model was within 2-3 % in runs whose machine held steady. The
+// anchor re-times one operator the profile measured, the same way, before and after the profile
+// and before and after every round, so the runs' predictions can be put at the machine's speed
+// while they ran.
+//
+// The anchor: the target's expert FFN at one token (kernels/expert_ffn.h, the executor's call)
+// over enough packed copies that they come from DRAM (profiler/profile_grid.h CyclingBlocks of
+// EffectiveCacheBytes): memory-bound, as decode, the cases the drift moves most.
+class SpeedAnchor {
+ public:
+  SpeedAnchor(const executor::ExecutorConfig& target, kernels::ThreadPool& pool);
+
+  // Seconds of one pass over every copy: the median of `passes` passes.
+  double MeasureSeconds(int passes = 7);
+  std::string Describe() const;
+
+ private:
+  kernels::ThreadPool& pool_;
+  int64_t hidden_ = 0;
+  int64_t width_ = 0;
+  std::vector<kernels::PackedBf16Matrix> gate_up_, down_;
+  std::vector<float> x_, out_;
+  kernels::ExpertFfnScratch scratch_;
+};
+
+// The anchor's times around the profile and during the rounds, and the factor the predictions of
+// times are multiplied by: median(round times) / mean(profile times); 1 when the profile was
+// reused (no anchor at its time).
+struct MachineDrift {
+  std::string anchor;
+  std::vector<double> profile_s;  // before and after the profile
+  std::vector<double> rounds_s;   // before every round and after the last
+  double factor = 1.0;
+  bool measured = false;
+
+  void Compute();  // factor from profile_s and rounds_s; Error when a time is not positive
+  nlohmann::json ToJson() const;
+};
+
+}  // namespace moelab::validate
