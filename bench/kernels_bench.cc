@@ -5,8 +5,10 @@
 //                   the AVX2 / AVX-512F paths, which multiply bf16 weights in fp32
 //   ExpertFfn/T/B   the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
 //                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights) stored in
-//                   B bits (16 bf16, 8 q8_0, 4 q4_0), cycling through 32 experts (>= 200 MB) so
-//                   weights come from DRAM as in decode; weight_bytes_per_s counts stored bytes
+//                   B bits (16 bf16, 8 q8_0, 4 q4_0), cycling through enough experts to exceed
+//                   twice the last-level cache (profiler/profile_grid.h: >= 512 MB, more where the
+//                   CPU reports a larger L3) in every format, so weights come from DRAM as in
+//                   decode; weight_bytes_per_s counts stored bytes
 //   DecodeStep      one decode step of the default model at batch 1 through the executor
 // scripts/bench.sh turns the JSON into the ratios in results/.
 #include <benchmark/benchmark.h>
@@ -23,7 +25,9 @@
 #include "kernels/expert_ffn.h"
 #include "kernels/weight_matrix.h"
 #include "model/preset_store.h"
+#include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
+#include "profiler/profile_grid.h"
 
 namespace moelab::bench {
 namespace {
@@ -86,7 +90,6 @@ void Fp32Peak(benchmark::State& state) {
 
 constexpr int64_t kHidden = 1024;
 constexpr int64_t kWidth = 3584;
-constexpr int64_t kExperts = 32;
 
 // The experts as the executor holds them: gate|up and down in one format (kernels/weight_matrix.h;
 // quantized formats quantize the same bf16 values).
@@ -100,7 +103,12 @@ const std::vector<Expert>& ExpertWeights(kernels::WeightFormat format) {
   std::vector<Expert>& experts = cache[format];
   if (!experts.empty()) return experts;
   std::vector<kernels::Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
-  for (int64_t e = 0; e < kExperts; ++e) {
+  // One expert's stored bytes in this format, from a matrix of the same shape (no values needed).
+  const double expert_bytes = kernels::WeightMatrix(format, 2 * kWidth, kHidden).StoredBytes() +
+                              kernels::WeightMatrix(format, kHidden, kWidth).StoredBytes();
+  const int64_t count = profiler::CyclingBlocks(
+      static_cast<int64_t>(expert_bytes), profiler::EffectiveCacheBytes(profiler::L3CacheBytes()));
+  for (int64_t e = 0; e < count; ++e) {
     for (size_t i = 0; i < w.size(); ++i) {
       w[i] = kernels::FloatToBf16(
           static_cast<float>(static_cast<int>((static_cast<size_t>(e) * w.size() + i) % 17) - 8) *
@@ -129,7 +137,7 @@ void ExpertFfnBench(benchmark::State& state) {
     kernels::ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(),
                        scratch);
     benchmark::DoNotOptimize(out.data());
-    expert = (expert + 1) % kExperts;
+    expert = (expert + 1) % static_cast<int64_t>(experts.size());
   }
   const double iterations = static_cast<double>(state.iterations());
   state.counters["weight_bytes_per_s"] =
@@ -137,7 +145,11 @@ void ExpertFfnBench(benchmark::State& state) {
   state.counters["flops"] = benchmark::Counter(
       iterations * kernels::ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.SetLabel(ToString(format) + " " + ToString(kernels::ActiveIsa()));
+  state.counters["experts_cycled"] = static_cast<double>(experts.size());
+  state.SetLabel(ToString(format) + " " + ToString(kernels::ActiveIsa()) +
+                 (format == kernels::WeightFormat::kBf16
+                      ? ""
+                      : " " + ToString(kernels::ActiveQuantizedKernel())));
 }
 
 void DecodeStep(benchmark::State& state) {

@@ -272,6 +272,7 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
   report["workload"] = ToString(request.workload);
   report["machine"] = {{"cpu", kernels::CpuModelName()},
                        {"isa", ToString(kernels::ActiveIsa())},
+                       {"quantized_kernel", ToString(kernels::ActiveQuantizedKernel())},
                        {"threads", pool.size()}};
   report["model"] = ShapeJson(target_config, target_weights);
   report["batch"] = request.batch;

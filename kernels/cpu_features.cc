@@ -55,6 +55,37 @@ std::vector<Isa> SupportedIsas() {
   return isas;
 }
 
+QuantizedKernel ActiveQuantizedKernel() {
+  switch (ActiveIsa()) {
+    case Isa::kScalar:
+      return QuantizedKernel::kScalar;
+    case Isa::kAvx2:
+      return QuantizedKernel::kAvx2;
+    case Isa::kAvx512F:
+    case Isa::kAvx512Bf16:
+      break;
+  }
+#if defined(__x86_64__)
+  static const bool vnni =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  if (vnni) return QuantizedKernel::kAvx512Vnni;
+#endif
+  return QuantizedKernel::kAvx2;
+}
+
+std::string ToString(QuantizedKernel kernel) {
+  switch (kernel) {
+    case QuantizedKernel::kScalar:
+      return "scalar";
+    case QuantizedKernel::kAvx2:
+      return "avx2";
+    case QuantizedKernel::kAvx512Vnni:
+      return "avx512vnni";
+  }
+  return "?";
+}
+
 void SetActiveIsa(Isa isa) {
   if (!IsSupported(isa))
     throw base::Error("instruction set '" + ToString(isa) + "' is not supported by this CPU");

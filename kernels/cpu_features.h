@@ -27,6 +27,13 @@ Isa ActiveIsa();
 // Overrides the active ISA (tests and benchmarks run every path); refuses unsupported ones.
 void SetActiveIsa(Isa isa);
 
+// The integer-dot kernel the quantized formats run on under the active ISA: "scalar", "avx2"
+// (vpmaddubsw), or "avx512vnni" (vpdpbusd; an AVX-512 ISA on a CPU with AVX512-VNNI). Every kernel
+// computes the same exact integer block sums, so the choice changes speed, never bits.
+enum class QuantizedKernel { kScalar, kAvx2, kAvx512Vnni };
+QuantizedKernel ActiveQuantizedKernel();
+std::string ToString(QuantizedKernel kernel);
+
 // CPU model name and flags, for provenance.
 std::string CpuModelName();
 

@@ -259,8 +259,10 @@ void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float*
   if (m <= 0 || w.rows() <= 0) return;
   QuantizedActivations& xq = Scratch().x_quantized;
   QuantizeActivations(x, m, w.cols(), xq, pool);
-  const auto rows_fn = ActiveIsa() == Isa::kScalar ? internal::MatmulQuantizedRowsScalar
-                                                   : internal::MatmulQuantizedRowsAvx2;
+  const QuantizedKernel kernel = ActiveQuantizedKernel();
+  const auto rows_fn = kernel == QuantizedKernel::kScalar ? internal::MatmulQuantizedRowsScalar
+                       : kernel == QuantizedKernel::kAvx2 ? internal::MatmulQuantizedRowsAvx2
+                                                          : internal::MatmulQuantizedRowsVnni;
   ParallelRows(m, w.cols(), w.rows(), pool,
                [&](int64_t begin, int64_t end) { rows_fn(xq, w, begin, end, y, ldy); });
 }

@@ -32,6 +32,8 @@ void MatmulQuantizedRowsScalar(const QuantizedActivations& x, const QuantizedMat
                                int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 void MatmulQuantizedRowsAvx2(const QuantizedActivations& x, const QuantizedMatrix& w,
                              int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatmulQuantizedRowsVnni(const QuantizedActivations& x, const QuantizedMatrix& w,
+                             int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 // Bit-identical to QuantizeActivationTokensScalar.
 void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, int64_t t_end,
                                   QuantizedActivations& out);

@@ -155,6 +155,7 @@ nlohmann::json MachineJson(int threads, int64_t l3_bytes, const device::GpuInven
           {"memory_bytes", PhysicalMemoryBytes()},
           {"l3_bytes", l3_bytes},
           {"isa", ToString(kernels::ActiveIsa())},
+          {"quantized_kernel", ToString(kernels::ActiveQuantizedKernel())},
           {"gpu", gpu},
           {"libraries", libraries}};
 }

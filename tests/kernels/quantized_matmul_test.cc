@@ -1,6 +1,7 @@
 // Block-quantized weights (kernels/quantized_matrix.h): round-trip error bounds per format, the
-// matmul against a float64 reference of the dequantized weights on odd shapes on every ISA, AVX2 ==
-// scalar bit for bit, batch- and thread-invariant tokens, refusals.
+// matmul against a float64 reference of the dequantized weights on odd shapes on every ISA, every
+// integer kernel (AVX2, AVX-512 VNNI) == scalar bit for bit, batch- and thread-invariant tokens,
+// refusals.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -237,6 +238,45 @@ TEST_P(QuantizedMatmulTest, TokenResultIndependentOfBatchThreadsAndIsa) {
   MatmulQuantized(x.data(), m, q, scalar.data(), n, two);
   EXPECT_EQ(0, std::memcmp(scalar.data(), batched.data(), batched.size() * sizeof(float)))
       << "differs from scalar";
+}
+
+// The largest quants in every position, signs mixed: the integer sums reach their bound (q8_0:
+// 32 x 127 x 127 per block; VNNI's biased weight 255 x 127) and must stay exact on every kernel.
+TEST_P(QuantizedMatmulTest, ExtremeQuantsSumExactlyAsScalar) {
+  const int64_t k = 256, n = 64;
+  std::vector<Bf16> w(n * k);
+  std::vector<float> x(8 * k);
+  for (int64_t i = 0; i < n * k; ++i) w[i] = FloatToBf16(((i / 3) % 2 == 0 ? 1.0f : -1.0f));
+  for (int64_t i = 0; i < 8 * k; ++i) x[i] = (i % 5 == 0 ? -1.0f : 1.0f) * 0.5f;
+  for (int64_t j = 0; j < k; j += 32) w[j] = FloatToBf16(-1.0f);  // q4_0's block extreme is -8
+  QuantizedMatrix q(format(), n, k);
+  q.QuantizeRows(0, n, w.data());
+  ThreadPool pool(1);
+  for (int64_t m : {1, 2, 4, 8}) {
+    std::vector<float> y(m * n), scalar(m * n);
+    MatmulQuantized(x.data(), m, q, y.data(), n, pool);
+    const Isa isa = ActiveIsa();
+    SetActiveIsa(Isa::kScalar);
+    MatmulQuantized(x.data(), m, q, scalar.data(), n, pool);
+    SetActiveIsa(isa);
+    ASSERT_EQ(0, std::memcmp(y.data(), scalar.data(), y.size() * sizeof(float)))
+        << ToString(ActiveQuantizedKernel()) << " m=" << m;
+  }
+}
+
+TEST(QuantizedKernelChoice, FollowsTheActiveIsa) {
+  for (Isa isa : SupportedIsas()) {
+    SetActiveIsa(isa);
+    const QuantizedKernel kernel = ActiveQuantizedKernel();
+    if (isa == Isa::kScalar) {
+      EXPECT_EQ(kernel, QuantizedKernel::kScalar);
+    } else if (isa == Isa::kAvx2) {
+      EXPECT_EQ(kernel, QuantizedKernel::kAvx2);
+    } else {
+      EXPECT_NE(kernel, QuantizedKernel::kScalar) << ToString(isa);
+    }
+  }
+  SetActiveIsa(SupportedIsas().back());
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryIsa, QuantizedMatmulTest,
