@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "base/error.h"
+#include "report/format.h"
 
 namespace moelab::cli {
 
@@ -31,14 +32,8 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
   return true;
 }
 
-std::string ShortestText(double value) {
-  char text[32];
-  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
-  return std::string(text, end);
-}
-
 po::typed_value<std::string>* NumberInto(double* field, const std::string& name) {
-  return ParsedInto(field, ShortestText(*field),
+  return ParsedInto(field, report::ShortestText(*field),
                     [name](const std::string& text) { return base::ParseNumber(text, name); });
 }
 

@@ -43,9 +43,6 @@ po::typed_value<std::string>* ParsedIntoOptional(std::optional<T>* field, Parse 
       [field, parse](const std::string& text) { *field = parse(text); });
 }
 
-// The shortest text that reads back as `value` ("0.8", "4e-06"): the shown default of a number.
-std::string ShortestText(double value);
-
 // A number (base::ParseNumber, errors name --`name`) into `*field`, default: its value.
 po::typed_value<std::string>* NumberInto(double* field, const std::string& name);
 po::typed_value<std::string>* NumberInto(std::optional<double>* field, const std::string& name);

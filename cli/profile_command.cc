@@ -21,6 +21,8 @@ int Profile(const std::vector<std::string>& args) {
       ("quick", po::bool_switch(&request.quick), "coarse grid, 3 repetitions of >= 50 ms (under 2 minutes on 2 cores)")
       ("out", po::value(&out), "write the profile (moelab.profile/1) here, atomically (required)")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("expert-bits", Into(&request.expert_bits), "routed expert weights as moelab run stores them: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
+      ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("json", po::bool_switch(), "also print the profile JSON on stdout")
       ("csv", po::bool_switch(), "print the profile's samples as CSV rows (one per sample) instead of the summary")
       ("quiet", po::bool_switch(&quiet), "no progress lines on stderr");
@@ -30,8 +32,9 @@ int Profile(const std::vector<std::string>& args) {
   AddShapeOptions(shape, "", executor::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] --out "
-                    "PROFILE.json [--threads N] [--json|--csv] [--quiet]",
+  if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] "
+                    "[--expert-bits 16|8|4] [--attention-bits 16|8|4] --out PROFILE.json "
+                    "[--threads N] [--json|--csv] [--quiet]",
                     options, args, values)) {
     return 0;
   }

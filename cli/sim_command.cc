@@ -93,6 +93,8 @@ int SimOffload(const std::vector<std::string>& args) {
 
   plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
+  cost_options.expert_bits = expert_bits;
+  cost_options.attention_bits = attention_bits;
   cost_options.Validate();
   config.record_timeline = !trace_out.empty();
   base::RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});

@@ -39,6 +39,8 @@ int Validate(const std::vector<std::string>& args) {
       ("alpha", Into(&request.alpha), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
+      ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("out", po::value(&out), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
       ("json", po::bool_switch(), "print the moelab.validation/1 JSON")
       ("csv", po::bool_switch(), "print the cases as CSV rows")
@@ -49,10 +51,11 @@ int Validate(const std::vector<std::string>& args) {
   AddShapeOptions(shape, "", executor::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
-  if (!ParseOptions(
-          "usage: moelab validate [--model M] [shape overrides] [--draft D] [--quick] [--cases "
-          "LIST] [--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
-          options, args, values)) {
+  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
+                    "[--attention-bits B] "
+                    "[--draft D] [--quick] [--cases "
+                    "LIST] [--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
+                    options, args, values)) {
     return 0;
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())

@@ -4,12 +4,14 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "base/error.h"
 #include "model/expert_activation.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
+#include "report/format.h"
 
 namespace moelab::fit {
 namespace {
@@ -238,6 +240,19 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
                         std::to_string(target_.moe->num_experts) + " experts, top-" +
                         std::to_string(target_.moe->top_k) + "); it cannot price '" + model.name +
                         "', whose layers differ");
+    }
+    // The curves were measured on the profiled target's weight formats; other bits per weight
+    // would be other bytes (plan/cost_source_options.h ProfiledTarget takes the fit's).
+    for (const auto& [part, asked, profiled] :
+         {std::tuple<const char*, double, double>{"expert", model.bits.experts,
+                                                  target_.bits.experts},
+          {"attention", model.bits.attention, target_.bits.attention}}) {
+      if (std::abs(asked - profiled) > 1e-9) {
+        throw base::Error(fit_.profile + ": the profile measured " + part + " weights at " +
+                          report::ShortestText(profiled) + " bits; '" + model.name + "' has " +
+                          report::ShortestText(asked) +
+                          " (moelab profile --expert-bits / --attention-bits)");
+      }
     }
     const model::MoeSpec& moe = *model.moe;
     const double moe_layers = static_cast<double>(model.num_moe_layers());

@@ -1,5 +1,6 @@
 #include "plan/cost_source_options.h"
 
+#include <cmath>
 #include <utility>
 
 #include "base/error.h"
@@ -7,6 +8,7 @@
 #include "fit/fit_json.h"
 #include "fit/fit_options.h"
 #include "fit/profile_cost_source.h"
+#include "report/format.h"
 
 namespace moelab::plan {
 
@@ -81,6 +83,49 @@ std::shared_ptr<const model::CostSource> CostSources::ForHardware(
   return model::RooflineCostSource::ForHardware(
       hardware, calibrations_.back().params, RooflineName(true),
       {{"cost_calibration", calibrations_.back().ToJson()}});
+}
+
+namespace {
+
+// Stored bits per weight the profile measured a part on ("expert" or "attention"); 16 (bf16) for
+// profiles written before the formats were recorded.
+double ProfiledBits(const nlohmann::json& shape, const std::string& part, const std::string& path) {
+  const std::string field = part + "_stored_bits";
+  if (!shape.contains(field)) return 16.0;
+  if (!shape[field].is_number() || !(shape[field].get<double>() > 0))
+    throw base::Error(path + ": field 'model.shape." + field +
+                      "' must be a positive number of bits per weight");
+  return shape[field].get<double>();
+}
+
+std::string FormatOf(const nlohmann::json& shape, const std::string& part) {
+  const std::string field = part + "_format";
+  return shape.contains(field) && shape[field].is_string() ? shape[field].get<std::string>()
+                                                           : std::string("bf16");
+}
+
+}  // namespace
+
+model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model) {
+  const fit::LatencyFit& fit = Fit();
+  const std::string& path = *options_.fitted_profile;
+  const nlohmann::json& shape =
+      fit.model.contains("shape") ? fit.model["shape"] : nlohmann::json::object();
+  model::MoeModelSpec target = ExecutorTargetShape(model);
+  const std::pair<const char*, const std::optional<double>*> parts[] = {
+      {"expert", &options_.expert_bits}, {"attention", &options_.attention_bits}};
+  for (const auto& [part, asked] : parts) {
+    const double profiled = ProfiledBits(shape, part, path);
+    if (*asked && std::abs(**asked - profiled) > 1e-9) {
+      throw base::Error(path + ": the profile measured " + std::string(part) + " weights as " +
+                        FormatOf(shape, part) + " (" + report::ShortestText(profiled) +
+                        " bits per weight), not the " + report::ShortestText(**asked) +
+                        " bits asked for: profile with moelab profile --" + part +
+                        "-bits matching, or leave --" + part + "-bits out");
+    }
+    (std::string(part) == "expert" ? target.bits.experts : target.bits.attention) = profiled;
+  }
+  return target;
 }
 
 std::shared_ptr<const model::CostSource> CostSources::Fitted(

@@ -32,6 +32,10 @@ struct CostSourceOptions {
   std::optional<std::string> fitted_profile;     // --profile (a latency fit)
   model::CostParameters assumed;                 // the analytic parameters
   std::string explicit_efficiency;  // the first of --compute-efficiency etc. the user gave, or ""
+  // Bits per weight the command was asked for explicitly (sim offload --expert-bits and
+  // --attention-bits): with --profile, the fit must have measured those formats.
+  std::optional<double> expert_bits;
+  std::optional<double> attention_bits;
 
   // Errors naming the options: --profile with --hardware or --calibrate, --profiled-hardware
   // without --calibrate, efficiencies given together with --calibrate.
@@ -62,8 +66,15 @@ class CostSources {
   // or calibrated roofline. Calibrations made are appended to calibrations().
   std::shared_ptr<const model::CostSource> ForHardware(const model::HardwareSpec& hardware);
 
-  // With --profile: the fitted source for the profiled target shape `profiled_target` (the
-  // executor's shape of the model; checked against the fit's recorded shape).
+  // With --profile: `model` as the executor ran it for the profile -- the executor's shape of the
+  // model (ExecutorTargetShape) with the weight formats the profile measured (its
+  // model.shape.expert_stored_bits and attention_stored_bits; profiles without them were taken on
+  // bf16 weights), so the fit's curves price the bytes they were measured on. Error when the
+  // options asked for other bits (expert_bits, attention_bits) than the profile measured.
+  model::MoeModelSpec ProfiledTarget(const model::MoeModelSpec& model);
+
+  // With --profile: the fitted source for the profiled target shape `profiled_target`
+  // (ProfiledTarget; checked against the fit's recorded shape and formats).
   std::shared_ptr<const model::CostSource> Fitted(const model::MoeModelSpec& profiled_target,
                                                   const std::string& device = "cpu");
 

@@ -26,7 +26,7 @@ std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::Si
   } else if (sources.fitted()) {
     const fit::LatencyFit& fit = sources.Fit();
     // The curves price the layer shapes the profile measured: simulate the executor's shape.
-    config.model = ExecutorTargetShape(config.model);
+    config.model = sources.ProfiledTarget(config.model);
     const model::MoeModelSpec& profiled = config.model;
     const bool cpu = fit::FittedProfileCostSource::HasDevice(fit, "cpu");
     const bool gpu = fit::FittedProfileCostSource::HasDevice(fit, "gpu");

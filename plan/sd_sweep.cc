@@ -59,7 +59,7 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore
   result.draft = store.LoadModel(request.draft);
   CostSources sources(request.cost, store);
   if (sources.fitted()) {
-    result.target = ExecutorTargetShape(result.target);
+    result.target = sources.ProfiledTarget(result.target);
     result.draft = ExecutorDraftShape(result.draft, result.target);
     result.source = sources.Fitted(result.target);
     result.hardware = "profile:" + *request.cost.fitted_profile;

@@ -6,6 +6,7 @@
 
 #include "executor/weights.h"
 #include "kernels/expert_ffn.h"
+#include "kernels/weight_matrix.h"
 #include "base/error.h"
 
 namespace moelab::profiler {
@@ -36,16 +37,21 @@ int64_t Visible(int64_t position, int64_t sliding_window) {
   return sliding_window > 0 ? std::min(position + 1, sliding_window) : position + 1;
 }
 
-double AttentionWeightBytes(const executor::ExecutorConfig& c) {
+double AttentionWeights(const executor::ExecutorConfig& c) {
   const double qkv =
       static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width());
   const double out = static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
-  return 2.0 * (qkv + out);
+  return qkv + out;
+}
+
+// As stored in the target's attention format (scales included).
+double AttentionWeightBytes(const executor::ExecutorConfig& c) {
+  return AttentionWeights(c) * kernels::StoredBitsPerWeight(c.attention_format) / 8.0;
 }
 
 double ProjectionFlopsPerToken(const executor::ExecutorConfig& c) {
-  return AttentionWeightBytes(c);
-}  // 2 x (bytes / 2)
+  return 2.0 * AttentionWeights(c);
+}  // one multiply and one add per weight
 
 }  // namespace
 
@@ -263,8 +269,10 @@ int64_t EffectiveCacheBytes(int64_t reported_l3_bytes) {
 }
 
 int64_t ExpertBytes(const executor::ExecutorConfig& c) {
+  // In the target's expert format (scales included): the block the offload store reads.
   return static_cast<int64_t>(
-      kernels::ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size));
+      std::ceil(kernels::ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size) *
+                kernels::StoredBitsPerWeight(c.expert_format) / 16.0));
 }
 
 std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
@@ -339,7 +347,7 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
   const executor::ExecutorConfig& c = target;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:
-      return {kernels::ExpertFfnWeightBytes(c.hidden_size, c.expert_intermediate_size),
+      return {static_cast<double>(ExpertBytes(c)),
               kernels::ExpertFfnFlops(p.tokens, c.hidden_size, c.expert_intermediate_size)};
     case OperatorFamily::kDenseFfn:
       return {kernels::ExpertFfnWeightBytes(draft.hidden_size, draft.dense_intermediate_size),

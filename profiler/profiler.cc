@@ -13,6 +13,7 @@
 
 #include "device/gpu_devices.h"
 #include "kernels/thread_pool.h"
+#include "kernels/weight_matrix.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "profiler/machine_info.h"
@@ -71,6 +72,12 @@ nlohmann::json ShapeJson(const executor::ExecutorConfig& c) {
     shape["intermediate"] = c.dense_intermediate_size;
   }
   if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
+  // The weight formats the operators were measured on, and their stored bits per weight (scales
+  // included): what a fit of this profile prices (plan/cost_source_options.h).
+  shape["expert_format"] = ToString(c.expert_format);
+  shape["expert_stored_bits"] = kernels::StoredBitsPerWeight(c.expert_format);
+  shape["attention_format"] = ToString(c.attention_format);
+  shape["attention_stored_bits"] = kernels::StoredBitsPerWeight(c.attention_format);
   return shape;
 }
 
@@ -210,6 +217,8 @@ void ProfileRequest::Validate() const {
     throw base::Error("profile: --threads must be >= 1 (or 0 for the default), got " +
                       std::to_string(threads));
   if (grid) grid->Validate();
+  kernels::WeightFormatFromBits(expert_bits, "--expert-bits");
+  kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
 }
 
 nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets) {
@@ -219,8 +228,11 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   const GridSpec spec =
       request.grid ? *request.grid : (request.quick ? GridSpec::Quick() : GridSpec::Full());
   spec.Validate();
-  const executor::ExecutorConfig target =
+  executor::ExecutorConfig target =
       executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  target.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
+  target.attention_format =
+      kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   executor::ShapeOverrides draft_shape = request.draft_shape;
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
   const executor::ExecutorConfig draft =

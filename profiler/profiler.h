@@ -23,6 +23,11 @@ struct ProfileRequest {
   executor::ShapeOverrides draft_shape =
       executor::DefaultDraftShape();  // an unset vocab takes the target's
   bool quick = false;
+  // The target's weight formats as the executor stores them (moelab run's --expert-bits and
+  // --attention-bits: 16 bf16, 8 q8_0, 4 q4_0): expert_ffn and attention are measured on them and
+  // the profile's model.shape records them, so a fit prices the bytes the executor reads.
+  int expert_bits = 16;
+  int attention_bits = 16;
   std::optional<GridSpec> grid;       // unset: GridSpec::Quick() when quick, else GridSpec::Full()
   int threads = 0;                    // thread pool size; 0: DefaultThreadCount()
   std::filesystem::path storage_dir;  // storage_read's temporary file; empty: the temp folder

@@ -1,6 +1,7 @@
 #include "report/format.h"
 
 #include <algorithm>
+#include <charconv>
 #include <iomanip>
 #include <sstream>
 
@@ -32,6 +33,12 @@ std::string Table::Render() const {
   line(rule);
   for (const auto& row : rows_) line(row);
   return out.str();
+}
+
+std::string ShortestText(double value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+  return std::string(text, end);
 }
 
 std::string FormatNumber(double value, int precision) {

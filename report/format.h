@@ -21,6 +21,8 @@ class Table {
 };
 
 std::string FormatNumber(double value, int precision);
+// The shortest text that reads back as `value` ("0.8", "4.5", "16", "4e-06").
+std::string ShortestText(double value);
 std::string FormatBytes(double bytes);      // "93.4 GB" (decimal units)
 std::string FormatCount(double count);      // "46.70 B", "494.0 M"
 std::string FormatSeconds(double seconds);  // "12.3 ms"

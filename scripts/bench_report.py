@@ -69,14 +69,21 @@ print(f"Command: `scripts/bench.sh {repetitions}`: `moelab_kernels_bench` ({repe
 print(f"Machine: {runs[0]['machine'].get('cpu')}, {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
       "caches " + ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB" for c in ctx.get("caches", [])) +
       f"; load average (1, 5, 15 min) {load_before} before, {load_after} after.")
-print(f"Kernel path: `{isa}` (what `moelab run` reports as `machine.isa`).")
+quantized_kernel = runs[0]["machine"].get("quantized_kernel", "avx2" if isa != "scalar" else "scalar")
+print(f"Kernel path: `{isa}` (what `moelab run` reports as `machine.isa`); quantized formats on the `{quantized_kernel}` "
+      "integer dot product (`machine.quantized_kernel`).")
 print(f"Limits measured in the same run (all threads): DRAM read {spread(field(dram_runs, 'bytes_per_second'), 1e9, 1)} GB/s "
       f"(1 GiB streamed); {peak_name} {spread(field(peak_runs, 'flops'), 1e9, 0)} GFLOP/s.")
 for name, message in sorted(errors.items()):
     print(f"Skipped: `{name}` ({message}).")
 
 print("\n## Expert FFN kernels\n")
-print("Expert shape: hidden 1024, width 3584 (gate|up and down), 32 experts cycled so decode-shaped calls read DRAM; "
+cycled = []
+for bits in (16, 8, 4):
+    bench = find(f"ExpertFfn/1/{bits}/")
+    cycled.append(str(int(bench[0]["experts_cycled"])) if bench and "experts_cycled" in bench[0] else "?")
+print(f"Expert shape: hidden 1024, width 3584 (gate|up and down), {'/'.join(cycled)} experts cycled for bf16/q8_0/q4_0 "
+      "(at least twice the effective last-level cache in every format) so decode-shaped calls read DRAM; "
       "stored bytes count quants and scales (bf16 16, q8_0 8.5, q4_0 4.5 bits per weight). Decode is judged against "
       "the DRAM bound, prefill against the compute peak and, for the quantized formats, against bf16's time.\n")
 print("| format | tokens | time ms | stored bytes/s (G) | FLOP/s (G) | ratio (median) | bar |")

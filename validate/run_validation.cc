@@ -13,6 +13,7 @@
 #include "base/atomic_file.h"
 #include "base/json_reader.h"
 #include "executor/run_workload.h"
+#include "kernels/weight_matrix.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/profiler.h"
@@ -27,6 +28,26 @@ namespace moelab::validate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A reused profile must have measured the formats the executor runs (profiles without the fields
+// were taken on bf16 weights): otherwise the expert and attention curves price other bytes.
+void RequireProfiledFormats(const nlohmann::json& profile, const std::string& path,
+                            const executor::ExecutorConfig& target) {
+  const nlohmann::json& shape = profile["model"]["shape"];
+  const std::pair<const char*, kernels::WeightFormat> parts[] = {
+      {"expert", target.expert_format}, {"attention", target.attention_format}};
+  for (const auto& [part, format] : parts) {
+    const std::string field = std::string(part) + "_format";
+    const std::string profiled = shape.contains(field) && shape[field].is_string()
+                                     ? shape[field].get<std::string>()
+                                     : std::string("bf16");
+    if (profiled != kernels::ToString(format)) {
+      throw base::Error(path + ": field 'model.shape." + field + "' is " + profiled +
+                        " but validate runs " + part + " weights as " + kernels::ToString(format) +
+                        " (--" + part + "-bits): profile with the same formats");
+    }
+  }
+}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -80,6 +101,8 @@ void ValidationRequest::Validate() const {
   if (threads < 0) throw base::Error("--threads must be >= 1");
   if (work_dir.empty())
     throw base::Error("validate needs a folder for its profile, fit and routing trace");
+  kernels::WeightFormatFromBits(expert_bits, "--expert-bits");
+  kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
 }
 
 const ErrorSummary& ValidationResult::Headline() const {
@@ -106,8 +129,11 @@ ValidationResult RunValidation(const ValidationRequest& request,
   const executor::ShapeOverrides target_shape =
       Merge(executor::DefaultTargetShape(), request.shape);
   executor::ShapeOverrides draft_shape = Merge(executor::DefaultDraftShape(), request.draft_shape);
-  const executor::ExecutorConfig target =
+  executor::ExecutorConfig target =
       executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), target_shape);
+  target.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
+  target.attention_format =
+      kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   if (!target.is_moe())
     throw base::Error("validate predicts a MoE target; '" + target.name + "' is dense");
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
@@ -129,6 +155,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
     result.profile_reused = true;
     profile_json = base::JsonReader::ParseFile(result.profile_path);
     profiler::ValidateProfile(profile_json);
+    RequireProfiledFormats(profile_json, result.profile_path, target);
   } else {
     say(std::string("profiling the executor's operators (") + (request.quick ? "quick" : "full") +
         " grid)");
@@ -138,6 +165,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.draft = request.draft;
     profile_request.draft_shape = draft_shape;
     profile_request.quick = request.quick;
+    profile_request.expert_bits = request.expert_bits;
+    profile_request.attention_bits = request.attention_bits;
     profile_request.threads = request.threads;
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;

@@ -34,6 +34,10 @@ struct ValidationRequest {
   std::optional<std::filesystem::path> profile;  // reuse this profile (moelab.profile/1)
   std::filesystem::path work_dir;                // profile, fit and routing trace are written here
   double alpha = 0.8;                            // SD acceptance rate (fixed-alpha acceptance)
+  // The target's weight formats (moelab run's --expert-bits / --attention-bits: 16, 8, 4), in the
+  // profile and in every executor run; a reused --profile must have measured the same.
+  int expert_bits = 16;
+  int attention_bits = 16;
   uint64_t seed = 1;
   int threads = 0;  // 0: all cores
   std::ostream* progress = nullptr;

@@ -71,7 +71,7 @@ nlohmann::json SummaryJson(const ErrorSummary& s) {
 
 std::string Percent(double fraction) { return FormatNumber(100.0 * fraction, 1) + " %"; }
 
-std::string CommandLine(const ValidationResult& result) {
+std::string CommandLine(const ValidationResult& /*result*/) {
   const nlohmann::json provenance = report::Provenance();
   return provenance.contains("command_line") && provenance["command_line"].is_string()
              ? provenance["command_line"].get<std::string>()

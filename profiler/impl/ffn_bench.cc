@@ -1,10 +1,13 @@
-// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on packed weights, the call the
-// executor makes for every expert and dense FFN, with its weights cycled over enough blocks that
-// they come from DRAM.
+// expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on the weights as the executor stores
+// them (experts in the target's expert format: bf16, q8_0 or q4_0; the draft's dense FFN in bf16),
+// the call the executor makes for every expert and dense FFN, with its weights cycled over enough
+// blocks that they come from DRAM.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "kernels/expert_ffn.h"
+#include "kernels/weight_matrix.h"
 #include "profiler/impl/benches.h"
 
 namespace moelab::profiler::impl {
@@ -19,10 +22,14 @@ class FfnBench : public OperatorBench {
     width_ = expert ? config.expert_intermediate_size : config.dense_intermediate_size;
     int64_t max_tokens = 1;
     for (const GridPoint& p : points) max_tokens = std::max(max_tokens, p.tokens);
+    const kernels::WeightFormat format =
+        expert ? config.expert_format : kernels::WeightFormat::kBf16;
     const int64_t block_elements = 3 * hidden_ * width_;
-    const int64_t block_bytes = 2 * block_elements;
+    const int64_t block_bytes = static_cast<int64_t>(std::ceil(
+        static_cast<double>(block_elements) * kernels::StoredBitsPerWeight(format) / 8.0));
     blocks_ = CyclingBlocks(block_bytes, env.cache_bytes);
-    const std::string label = ToString(points.front().family) + " cpu";
+    const std::string label =
+        ToString(points.front().family) + " cpu (" + kernels::ToString(format) + ")";
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
                       8.0 * static_cast<double>(max_tokens * hidden_) +
                       12.0 * static_cast<double>(max_tokens * width_),
@@ -30,9 +37,10 @@ class FfnBench : public OperatorBench {
     std::vector<kernels::Bf16> rows(static_cast<size_t>(block_elements));
     FillWeights(rows.data(), block_elements);
     for (int64_t b = 0; b < blocks_; ++b) {
-      gate_up_.push_back(kernels::PackedBf16Matrix::Pack(rows.data(), 2 * width_, hidden_));
-      down_.push_back(
-          kernels::PackedBf16Matrix::Pack(rows.data() + 2 * width_ * hidden_, hidden_, width_));
+      gate_up_.emplace_back(format, 2 * width_, hidden_);
+      gate_up_.back().PackRows(0, 2 * width_, rows.data());
+      down_.emplace_back(format, hidden_, width_);
+      down_.back().PackRows(0, hidden_, rows.data() + 2 * width_ * hidden_);
     }
     x_.resize(static_cast<size_t>(max_tokens * hidden_));
     for (size_t i = 0; i < x_.size(); ++i)
@@ -61,7 +69,7 @@ class FfnBench : public OperatorBench {
   int64_t width_ = 0;
   int64_t blocks_ = 1;
   int64_t next_ = 0;
-  std::vector<kernels::PackedBf16Matrix> gate_up_, down_;
+  std::vector<kernels::WeightMatrix> gate_up_, down_;
   std::vector<float> x_, out_;
   kernels::ExpertFfnScratch scratch_;
 };

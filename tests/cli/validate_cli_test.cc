@@ -77,6 +77,17 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
       "--gamma 2 --alpha 0.8 --json --routing trace:" +
       (dir / "routing-trace.json").string());
   EXPECT_EQ(plan.status, 0) << plan.err;
+  // The profile measured bf16 experts: reusing it for q4_0 runs would price other bytes.
+  const CliRun reused = RunMoelab(
+      "validate --quick --quiet --cases decode --repeat 1 --json "
+      "--expert-bits 4 --profile " +
+      (dir / "profile.json").string() + " --out " + (dir / "q4").string() + kTinyShape);
+  EXPECT_NE(reused.status, 0);
+  EXPECT_NE(reused.err.find("'model.shape.expert_format' is bf16 but validate runs expert weights "
+                            "as q4_0"),
+            std::string::npos)
+      << reused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "q4" / "validation.json"));
   std::filesystem::remove_all(dir);
 }
 

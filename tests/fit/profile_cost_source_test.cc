@@ -178,6 +178,26 @@ TEST(FittedProfileCostSource, RefusesFitsWithoutTheNeededCurvesAndDenseTargets) 
   EXPECT_THROW(source.Forward(other_vocab, {1, 1, 1000, true}), base::Error);
 }
 
+// The curves price the weight formats the profile measured: a model at other bits per weight
+// (experts or attention) is refused, the same bits are priced.
+TEST(FittedProfileCostSource, RefusesAModelAtOtherBitsThanProfiled) {
+  model::MoeModelSpec quantized = Target();
+  quantized.bits.experts = 4.5;
+  const FittedProfileCostSource source(SyntheticFit(), quantized);
+  EXPECT_GT(source.Forward(quantized, {1, 1, 100, false}).time_s, 0.0);
+  const model::MoeModelSpec bf16 = Target();
+  try {
+    source.Forward(bf16, {1, 1, 100, false});
+    FAIL();
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("measured expert weights at 4.5 bits"), std::string::npos)
+        << e.what();
+  }
+  model::MoeModelSpec attention = quantized;
+  attention.bits.attention = 8.5;
+  EXPECT_THROW(source.Forward(attention, {1, 1, 100, false}), base::Error);
+}
+
 TEST(FittedProfileCostSource, VerifyPassesUseTheVerifyCurvesWhenTheFitHasThem) {
   const model::MoeModelSpec target = Target();
   // Through the fit file, as `moelab fit latency` writes it and the cost sources read it.

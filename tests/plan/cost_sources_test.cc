@@ -2,6 +2,8 @@
 // same way, and the offload simulator's CPU operations are the fitted curves when a fit prices
 // them.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +117,40 @@ TEST(CostSources, OneSourcePerRequestAndClearRefusals) {
   profiled.profiled_hardware = "epyc-9654";
   EXPECT_EQ(ErrorOf([&] { profiled.Validate(); }),
             "--profiled-hardware needs --calibrate PROFILE.json");
+}
+
+// A fit prices the weight formats its profile measured: the executor target takes the fit's
+// stored bits (bf16 when the profile predates the fields), and asking for other bits is refused.
+TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
+  CostSourceOptions options;
+  options.fitted_profile = FitFile();
+  options.hardware_given = false;
+  CostSources old_fit(options, Store());
+  const model::MoeModelSpec mixtral = Store().LoadModel("mixtral-8x7b");
+  EXPECT_EQ(old_fit.ProfiledTarget(mixtral).bits.experts, 16.0);
+
+  fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
+  fit.model["shape"]["expert_format"] = "q4_0";
+  fit.model["shape"]["expert_stored_bits"] = 4.5;
+  const std::filesystem::path dir = testing::MakeTempDir("profiled-target");
+  const std::string quantized = (dir / "fit-q4.json").string();
+  std::ofstream(quantized) << fit::LatencyFitToJson(fit).dump();
+  options.fitted_profile = quantized;
+  CostSources q4(options, Store());
+  const model::MoeModelSpec target = q4.ProfiledTarget(mixtral);
+  EXPECT_EQ(target.bits.experts, 4.5);
+  EXPECT_EQ(target.bits.attention, 16.0);
+
+  options.expert_bits = 16;
+  CostSources asked(options, Store());
+  const std::string error = ErrorOf([&] { asked.ProfiledTarget(mixtral); });
+  EXPECT_NE(error.find("measured expert weights as q4_0 (4.5 bits per weight), not the 16"),
+            std::string::npos)
+      << error;
+  options.expert_bits = 4.5;
+  CostSources same(options, Store());
+  EXPECT_EQ(same.ProfiledTarget(mixtral).bits.experts, 4.5);
+  std::filesystem::remove_all(dir);
 }
 
 // The same SD sweep from the three sources: each names itself; the fitted one's target step is

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +12,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab::profiler {
@@ -154,6 +156,34 @@ GridSpec StorageOnly() {
   grid.repetitions = 2;
   grid.min_time_s = 0.001;
   return grid;
+}
+
+// --expert-bits 4: the experts are measured as q4_0 (the executor's stored bytes), the shape
+// records both formats, and the storage blocks are the quantized expert's size.
+TEST_F(ProfilerTest, QuantizedExpertsAreMeasuredInTheirFormatAndRecorded) {
+  ProfileRequest request = TinyRequest(dir_);
+  request.expert_bits = 4;
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  const nlohmann::json& shape = profile["model"]["shape"];
+  EXPECT_EQ(shape["expert_format"], "q4_0");
+  EXPECT_DOUBLE_EQ(shape["expert_stored_bits"].get<double>(), 4.5);
+  EXPECT_EQ(shape["attention_format"], "bf16");
+  EXPECT_DOUBLE_EQ(shape["attention_stored_bits"].get<double>(), 16.0);
+  EXPECT_EQ(profile["draft"]["shape"]["expert_format"], "bf16");
+  const auto by = ByOperator(profile);
+  ASSERT_TRUE(by.count("expert_ffn"));
+  EXPECT_TRUE(HasNote(profile, "expert_ffn cpu (q4_0)"));
+  // One expert: 3 x 64 x 128 weights at 4.5 bits.
+  bool expert_block = false;
+  for (const nlohmann::json& s : by.at("storage_read"))
+    expert_block |=
+        s["bytes"].get<double>() == std::ceil(3.0 * 64 * 128 * 2 * 4.5 / 16 / 4096) * 4096;
+  EXPECT_TRUE(expert_block);
+
+  request.expert_bits = 5;
+  EXPECT_NE(testing::ErrorOf([&] { RunProfile(request, Presets()); }).find("--expert-bits"),
+            std::string::npos);
 }
 
 TEST_F(ProfilerTest, BufferedStorageReadsWhenODirectIsNotAvailableSayWhy) {
