@@ -3,6 +3,8 @@
 //   Bf16Peak        vdpbf16ps throughput of all threads on registers (FLOP/s)
 //   Fp32Peak        256-bit fp32 FMA throughput of all threads on registers (FLOP/s): the peak of
 //                   the AVX2 / AVX-512F paths, which multiply bf16 weights in fp32
+//   Int8Peak        the quantized kernels' integer dot product (vpdpbusd, or AVX2's vpmaddubsw +
+//                   vpmaddwd) on registers, all threads (ops/s, 2 per byte multiply-add)
 //   ExpertFfn/T/B   the executor's expert FFN (kernels/expert_ffn.h) on T tokens of the default
 //                   model's expert shape (hidden 1024, width 3584: 22 MB of bf16 weights) stored in
 //                   B bits (16 bf16, 8 q8_0, 4 q4_0), cycling through enough experts to exceed
@@ -86,6 +88,23 @@ void Fp32Peak(benchmark::State& state) {
     return;
   }
   PeakBench(state, profiler::Fp32FmaLoop, profiler::kFp32FmaLoopFlopsPerIteration);
+}
+
+// The integer dot product the quantized kernels run (kernels::ActiveQuantizedKernel()): counter
+// "flops" holds operations, two per byte multiply-add, as the quantized ExpertFfn's "flops" do.
+void Int8Peak(benchmark::State& state) {
+  switch (kernels::ActiveQuantizedKernel()) {
+    case kernels::QuantizedKernel::kAvx512Vnni:
+      PeakBench(state, profiler::Int8DotLoopVnni, profiler::kInt8DotLoopOpsPerIteration);
+      break;
+    case kernels::QuantizedKernel::kAvx2:
+      PeakBench(state, profiler::Int8DotLoopAvx2, profiler::kInt8DotLoopOpsPerIteration);
+      break;
+    case kernels::QuantizedKernel::kScalar:
+      state.SkipWithError("needs AVX2 (the scalar quantized kernel has no vector peak)");
+      return;
+  }
+  state.SetLabel(ToString(kernels::ActiveQuantizedKernel()));
 }
 
 constexpr int64_t kHidden = 1024;
@@ -181,6 +200,7 @@ void DecodeStep(benchmark::State& state) {
 BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(Int8Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(ExpertFfnBench)
     ->Name("ExpertFfn")
     ->ArgsProduct({{1, 2, 4, 8, 256, 512, 1024}, {16, 8, 4}})

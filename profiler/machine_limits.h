@@ -28,6 +28,14 @@ inline constexpr double kBf16DotLoopFlopsPerIteration = 12.0 * 64.0;
 float Fp32FmaLoop(int64_t iterations);
 inline constexpr double kFp32FmaLoopFlopsPerIteration = 12.0 * 16.0;
 
+// `iterations` x 12 independent 256-bit int8 dot products (32 byte multiply-adds each, counted as
+// 64 operations like a FLOP pair) on registers, with the quantized kernel's instructions: the
+// integer peak the q8_0 / q4_0 kernels are judged against. Vnni: vpdpbusd (only call when the CPU
+// has AVX512-VNNI and VL); Avx2: vpmaddubsw + vpmaddwd + vpaddd (AVX2).
+float Int8DotLoopVnni(int64_t iterations);
+float Int8DotLoopAvx2(int64_t iterations);
+inline constexpr double kInt8DotLoopOpsPerIteration = 12.0 * 64.0;
+
 // machine.limits of a profile: {"dram_read_bytes_per_s", "peak_flops": {"bf16": ...} (only on
 // CPUs with AVX512-BF16), "fp32": ... (CPUs with AVX2+FMA)}, "threads", "method"}: the best of
 // `repetitions` timed passes of every pool thread streaming its share of a `buffer_bytes` buffer

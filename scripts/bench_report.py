@@ -55,6 +55,8 @@ if peak_runs is None:
 if peak_runs is None:
     raise SystemExit("neither Bf16Peak nor Fp32Peak ran: no compute limit to judge prefill against")
 peak = stats(field(peak_runs, "flops"))[0]
+int8_runs = find("Int8Peak")
+int8_peak = stats(field(int8_runs, "flops"))[0] if int8_runs else None
 
 isa = runs[0]["machine"]["isa"]
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -73,7 +75,9 @@ quantized_kernel = runs[0]["machine"].get("quantized_kernel", "avx2" if isa != "
 print(f"Kernel path: `{isa}` (what `moelab run` reports as `machine.isa`); quantized formats on the `{quantized_kernel}` "
       "integer dot product (`machine.quantized_kernel`).")
 print(f"Limits measured in the same run (all threads): DRAM read {spread(field(dram_runs, 'bytes_per_second'), 1e9, 1)} GB/s "
-      f"(1 GiB streamed); {peak_name} {spread(field(peak_runs, 'flops'), 1e9, 0)} GFLOP/s.")
+      f"(1 GiB streamed); {peak_name} {spread(field(peak_runs, 'flops'), 1e9, 0)} GFLOP/s" +
+      (f"; int8 dot peak of the quantized kernel ({int8_runs[0].get('label', '')}) "
+       f"{spread(field(int8_runs, 'flops'), 1e9, 0)} G ops/s (2 per byte multiply-add)" if int8_runs else "") + ".")
 for name, message in sorted(errors.items()):
     print(f"Skipped: `{name}` ({message}).")
 
@@ -86,8 +90,12 @@ print(f"Expert shape: hidden 1024, width 3584 (gate|up and down), {'/'.join(cycl
       "(at least twice the effective last-level cache in every format) so decode-shaped calls read DRAM; "
       "stored bytes count quants and scales (bf16 16, q8_0 8.5, q4_0 4.5 bits per weight). Decode is judged against "
       "the DRAM bound, prefill against the compute peak and, for the quantized formats, against bf16's time.\n")
-print("| format | tokens | time ms | stored bytes/s (G) | FLOP/s (G) | ratio (median) | bar |")
-print("|---|---|---|---|---|---|---|")
+print("The roofline column judges every row against both limits at once: the bound is max(stored bytes / DRAM "
+      "read, operations / the path's peak) -- the bf16 path's peak for bf16, the int8 dot peak for q8_0 and q4_0 "
+      "-- and the column is bound / time (1.00 = at the roofline). Where a decode row's bound is the compute "
+      "term, the DRAM bar cannot be met on this machine whatever the kernel; the column says how close it is.\n")
+print("| format | tokens | time ms | stored bytes/s (G) | FLOP/s (G) | ratio (median) | bar | roofline (bound term) |")
+print("|---|---|---|---|---|---|---|---|")
 formats = (("bf16", 16), ("q8_0", 8), ("q4_0", 4))
 bf16_prefill = None
 for name, bits in formats:
@@ -99,18 +107,24 @@ for name, bits in formats:
         times = field(bench, "real_time")
         row = f"| {name} | {tokens} | {spread(times, 1, 3)} | {spread(field(bench, 'weight_bytes_per_s'), 1e9, 2)} | " \
               f"{spread(field(bench, 'flops'), 1e9, 0)} | "
+        time = stats(times)[0]
+        path_peak = peak if bits == 16 else int8_peak
+        roofline = "-"
+        if path_peak:
+            seconds_per_call = time / 1e3
+            memory_s = stats(field(bench, "weight_bytes_per_s"))[0] * seconds_per_call / dram
+            compute_s = stats(field(bench, "flops"))[0] * seconds_per_call / path_peak
+            bound = max(memory_s, compute_s)
+            roofline = f"{bound / seconds_per_call:.2f} ({'DRAM' if memory_s >= compute_s else 'compute'})"
         if tokens <= 8:
             ratio = stats(field(bench, "weight_bytes_per_s"))[0] / dram
-            print(row + f"{100 * ratio:.0f} % of DRAM | >= 85 % |")
+            print(row + f"{100 * ratio:.0f} % of DRAM | >= 85 % | {roofline} |")
+        elif bits == 16:
+            bf16_prefill = time
+            print(row + f"{100 * stats(field(bench, 'flops'))[0] / peak:.0f} % of peak | >= 60 % | {roofline} |")
         else:
-            ratio = stats(field(bench, "flops"))[0] / peak
-            time = stats(times)[0]
-            if bits == 16:
-                bf16_prefill = time
-                print(row + f"{100 * ratio:.0f} % of peak | >= 60 % |")
-            else:
-                versus = f"; {time / bf16_prefill:.2f} x bf16's time" if bf16_prefill else ""
-                print(row + f"{100 * ratio:.0f} % of peak{versus} | <= 1.00 x bf16 |")
+            versus = f"{time / bf16_prefill:.2f} x bf16's time" if bf16_prefill else "-"
+            print(row + f"{versus} | <= 1.00 x bf16 | {roofline} |")
 
 step = find("DecodeStep")
 if step is not None:
