@@ -131,11 +131,15 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
       row.draft_step_s = draft_step_s;
       row.verify_s = costs.TargetStep(batch, verify_positions);
       row.reject_s = costs.Reject(batch, gamma);
-      const double round_s =
-          static_cast<double>(gamma) * row.draft_step_s + row.verify_s + row.reject_s;
+      if (!options.sigma && options.verify == VerifyPositions::kGammaPlusOne) {
+        row.catch_up_s = std::pow(options.alpha, static_cast<double>(gamma)) *
+                         (costs.DraftCatchUpStep(batch) - draft_step_s);
+      }
+      const double draft_s = static_cast<double>(gamma) * row.draft_step_s + row.catch_up_s;
+      const double round_s = draft_s + row.verify_s + row.reject_s;
       row.speedup = row.sigma * static_cast<double>(gamma + 1) * row.target_step_s / round_s;
       row.target_efficiency = row.target_step_s / row.verify_s;
-      row.draft_share = static_cast<double>(gamma) * row.draft_step_s / round_s;
+      row.draft_share = draft_s / round_s;
       row.verify_share = row.verify_s / round_s;
       row.fits_memory = costs.Fits(batch, gamma);
       if (row.speedup > best.speedup) best = {batch, gamma, row.speedup};

@@ -14,10 +14,16 @@
 namespace moelab::model {
 
 // Speculative-decoding plan from the analytic cost model (formulas.md section 1):
-//   speedup = sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, v) + T_reject)
+//   speedup = sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, v) + T_reject + T_catch_up)
 //   target efficiency = T_T(B, 1) / T_T(B, v)
 // where v, the positions the target verifies per sequence, is gamma + 1 by default (the last
 // accepted token plus gamma drafts, as the executor runs it) or gamma (the paper's T_T(B, gamma)).
+// T_catch_up = alpha^gamma (T_D(B, 2) - T_D(B, 1)): with gamma + 1 verification, a round that
+// accepted every draft (probability alpha^gamma per sequence) also emits the target's bonus token,
+// so the draft's first pass of the next round feeds two tokens for that sequence (the last draft,
+// which the draft never cached, and the bonus token) -- what the executor does and validate
+// replays. 0 with v = gamma (no bonus token) and when sigma is fixed instead of alpha (a sigma says
+// nothing of how often every draft is accepted).
 
 enum class VerifyPositions { kGammaPlusOne, kGamma };
 std::string ToString(VerifyPositions positions);
@@ -45,7 +51,8 @@ struct SdPlanRow {
   double verify_s = 0;       // T_T(B, v)
   double draft_step_s = 0;   // T_D(B, 1)
   double reject_s = 0;
-  double draft_share = 0;  // of one SD round's time
+  double catch_up_s = 0;   // expected extra draft time per round, T_catch_up above
+  double draft_share = 0;  // of one SD round's time (catch-up included)
   double verify_share = 0;
   bool fits_memory = true;  // weights of both models + KV cache of the batch
 };

@@ -43,6 +43,7 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
       {"verify_s", "verify", SecondsText, false},
       {"draft_step_s", "draft step", SecondsText, false},
       {"reject_s", "reject", SecondsText, false},
+      {"catch_up_s", "catch-up", SecondsText, false},
       {"draft_share", "draft %", Fixed(1, 100)},
       {"verify_share", "verify %", Fixed(1, 100)},
       {"fits_memory", "fits",
@@ -55,8 +56,9 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
   RowSet rows(columns);
   for (const model::SdPlanRow& r : level.plan.rows) {
     std::vector<Cell> cells = {
-        r.batch,    r.gamma,        r.sigma,    r.speedup,     r.target_efficiency, r.target_step_s,
-        r.verify_s, r.draft_step_s, r.reject_s, r.draft_share, r.verify_share,      r.fits_memory};
+        r.batch,         r.gamma,        r.sigma,        r.speedup,  r.target_efficiency,
+        r.target_step_s, r.verify_s,     r.draft_step_s, r.reject_s, r.catch_up_s,
+        r.draft_share,   r.verify_share, r.fits_memory};
     if (sweep) {
       cells.push_back(result.by_sigma ? Cell{} : Cell{level.level});
       if (result.sd_fit) {

@@ -93,18 +93,49 @@ TEST(SdPlan, FixedSigmaAndCostSourceAgreeWithAlpha) {
   by_sigma.sigma = AcceptedLengthFraction(0.7, 3);
   const SdPlan a = PlanSpeculativeDecoding(costs, by_alpha);
   const SdPlan b = PlanSpeculativeDecoding(costs, by_sigma);
-  for (size_t i = 0; i < a.rows.size(); ++i)
-    EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup, 1e-12);
+  for (size_t i = 0; i < a.rows.size(); ++i) {
+    // The same round but for the draft catch-up, which only a per-token alpha prices.
+    EXPECT_EQ(b.rows[i].catch_up_s, 0.0);
+    EXPECT_GT(a.rows[i].catch_up_s, 0.0);
+    const double round = 3 * b.rows[i].draft_step_s + b.rows[i].verify_s + b.rows[i].reject_s;
+    EXPECT_NEAR(a.rows[i].speedup, b.rows[i].speedup * round / (round + a.rows[i].catch_up_s),
+                1e-12);
+  }
   EXPECT_TRUE(std::isnan(b.rows[0].alpha));
   by_sigma.sigma = 1.5;
   EXPECT_THROW(by_sigma.Validate(), base::Error);
+}
+
+// The executor's draft catch-up: alpha^gamma of the rounds accept every draft and the next round's
+// first draft pass feeds two tokens; without the bonus token (--verify gamma) there is none.
+TEST(SdPlan, CatchUpIsAlphaToTheGammaOfTheTwoTokenDraftPass) {
+  const PresetStore store(testing::PresetDir());
+  const MoeModelSpec target = store.LoadModel("mixtral-8x7b");
+  const MoeModelSpec draft = store.LoadModel("qwen2-0.5b");
+  const auto source =
+      RooflineCostSource::ForHardware(store.LoadHardware("2xh100-sxm"), CostParameters{});
+  SdStepCosts costs(*source, target, draft, 1024);
+  SdPlanOptions options;
+  options.alpha = 0.8;
+  options.batches = {1, 16};
+  options.gammas = {1, 4};
+  for (const SdPlanRow& row : PlanSpeculativeDecoding(costs, options).rows) {
+    const double expected = std::pow(0.8, static_cast<double>(row.gamma)) *
+                            (costs.DraftCatchUpStep(row.batch) - costs.DraftStep(row.batch));
+    EXPECT_GT(expected, 0.0);
+    EXPECT_NEAR(row.catch_up_s, expected, 1e-15) << row.batch << " " << row.gamma;
+  }
+  options.verify = VerifyPositions::kGamma;
+  for (const SdPlanRow& row : PlanSpeculativeDecoding(costs, options).rows)
+    EXPECT_EQ(row.catch_up_s, 0.0);
 }
 
 TEST(SdPlan, RowsAreConsistent) {
   const SdPlan plan = Plan("mixtral-8x7b", "qwen2-0.5b", "2xh100-sxm", 0.7);
   ASSERT_EQ(plan.rows.size(), 10u * 8u);
   for (const SdPlanRow& row : plan.rows) {
-    const double round = row.gamma * row.draft_step_s + row.verify_s + row.reject_s;
+    const double round =
+        row.gamma * row.draft_step_s + row.catch_up_s + row.verify_s + row.reject_s;
     EXPECT_NEAR(row.speedup, row.sigma * (row.gamma + 1) * row.target_step_s / round, 1e-12);
     EXPECT_NEAR(row.target_efficiency, row.target_step_s / row.verify_s, 1e-12);
     EXPECT_LE(row.target_efficiency, 1.0);
