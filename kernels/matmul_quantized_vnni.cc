@@ -6,7 +6,7 @@
 // AVX2's and the scalar reference's.
 //   The unsigned operand is the weight: q8_0 takes w + 128 (w xor 0x80, in [1, 255]) and subtracts
 //   128 x sum(x_q) per block; q4_0 takes the nibble q in [0, 15] and subtracts 8 x sum(x_q) (its
-//   -8 offset). Per block and 8 rows, |sum| <= 32 x 255 x 127 < 2^21: no overflow. The activation
+//   -8 offset). Per block and row, |sum| <= 32 x 255 x 127 < 2^20: no overflow. The activation
 //   quant sums come with the quantized activations, so the offsets cost one subtract per block.
 #include <immintrin.h>
 

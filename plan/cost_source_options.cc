@@ -98,6 +98,12 @@ double ProfiledBits(const nlohmann::json& shape, const std::string& part, const 
   return shape[field].get<double>();
 }
 
+// The bits a command line names a format by (moelab run --expert-bits 16|8|4), beside its stored
+// bits (16, 8.5, 4.5: scales included); 0 for a name this build does not know.
+double NominalBits(const std::string& format) {
+  return format == "bf16" ? 16.0 : format == "q8_0" ? 8.0 : format == "q4_0" ? 4.0 : 0.0;
+}
+
 std::string FormatOf(const nlohmann::json& shape, const std::string& part) {
   const std::string field = part + "_format";
   return shape.contains(field) && shape[field].is_string() ? shape[field].get<std::string>()
@@ -116,7 +122,9 @@ model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model
       {"expert", &options_.expert_bits}, {"attention", &options_.attention_bits}};
   for (const auto& [part, asked] : parts) {
     const double profiled = ProfiledBits(shape, part, path);
-    if (*asked && std::abs(**asked - profiled) > 1e-9) {
+    // Either the stored bits (4.5) or the bits the format is asked for by (4) name it.
+    if (*asked && std::abs(**asked - profiled) > 1e-9 &&
+        std::abs(**asked - NominalBits(FormatOf(shape, part))) > 1e-9) {
       throw base::Error(path + ": the profile measured " + std::string(part) + " weights as " +
                         FormatOf(shape, part) + " (" + report::ShortestText(profiled) +
                         " bits per weight), not the " + report::ShortestText(**asked) +

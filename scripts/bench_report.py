@@ -64,7 +64,8 @@ commit = subprocess.run(["git", "-C", root, "rev-parse", "--short=12", "HEAD"], 
 dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
 ctx = data["context"]
 print(f"# CPU kernels and the executor against this machine's limits (ISA `{isa}`)\n")
-print(f"Command: `scripts/bench.sh {repetitions}`: `moelab_kernels_bench` ({repetitions} repetitions of every benchmark, "
+forced = f"MOELAB_ISA={os.environ['MOELAB_ISA']} " if os.environ.get("MOELAB_ISA") else ""
+print(f"Command: `{forced}scripts/bench.sh {repetitions}`: `moelab_kernels_bench` ({repetitions} repetitions of every benchmark, "
       "interleaved in random order) and `moelab run` on the shape below for every expert format "
       f"({repetitions} rounds over formats and workloads). Medians [min-max] over the repetitions. Commit {commit}"
       f"{' (working tree had uncommitted changes)' if dirty else ''}, {ctx.get('date')}.")
@@ -72,6 +73,8 @@ print(f"Machine: {runs[0]['machine'].get('cpu')}, {ctx.get('num_cpus')} CPUs at 
       "caches " + ", ".join(f"L{c['level']} {c['type'].lower()} {c['size'] // 1024} KiB" for c in ctx.get("caches", [])) +
       f"; load average (1, 5, 15 min) {load_before} before, {load_after} after.")
 quantized_kernel = runs[0]["machine"].get("quantized_kernel", "avx2" if isa != "scalar" else "scalar")
+if os.environ.get("MOELAB_ISA"):
+    print(f"The path was forced with `MOELAB_ISA={os.environ['MOELAB_ISA']}` (this CPU's own default may be another).")
 print(f"Kernel path: `{isa}` (what `moelab run` reports as `machine.isa`); quantized formats on the `{quantized_kernel}` "
       "integer dot product (`machine.quantized_kernel`).")
 print(f"Limits measured in the same run (all threads): DRAM read {spread(field(dram_runs, 'bytes_per_second'), 1e9, 1)} GB/s "
@@ -102,7 +105,7 @@ for name, bits in formats:
     for tokens in (1, 2, 4, 8, 256):
         bench = find(f"ExpertFfn/{tokens}/{bits}/")
         if bench is None:
-            print(f"| {name} | {tokens} | missing | | | | |")
+            print(f"| {name} | {tokens} | missing | | | | | |")
             continue
         times = field(bench, "real_time")
         row = f"| {name} | {tokens} | {spread(times, 1, 3)} | {spread(field(bench, 'weight_bytes_per_s'), 1e9, 2)} | " \

@@ -18,13 +18,15 @@ namespace moelab::validate {
 // `validate --quick` runs of one build, each profiling and then running its cases within five
 // minutes, measured the same decode step 15 % slower and 20 % faster than their profiles
 // predicted, while the per-operator model was within 2-3 % in runs whose machine held steady. The
-// anchor re-times one operator the profile measured, the same way, before and after the profile
-// and before and after every round, so the runs' predictions can be put at the machine's speed
-// while they ran.
+// anchor re-times one operator of a bf16 profile (expert_ffn at one token), the same way, before
+// and after the profile and before and after every round, so the runs' predictions can be put at
+// the machine's speed while they ran.
 //
-// The anchor: the target's expert FFN at one token (kernels/expert_ffn.h, the executor's call)
-// over enough packed copies that they come from DRAM (profiler/profile_grid.h CyclingBlocks of
-// EffectiveCacheBytes): memory-bound, as decode, the cases the drift moves most.
+// The anchor: the target's expert FFN shape at one token (kernels/expert_ffn.h, the executor's
+// call) over enough packed bf16 copies that they come from DRAM (profiler/profile_grid.h
+// CyclingBlocks of EffectiveCacheBytes): memory-bound, as decode, the cases the drift moves most.
+// It is bf16 whatever formats validate runs (--expert-bits): a probe of the machine's memory
+// speed, not an operator of a quantized profile, so it does not see compute-bound drift.
 class SpeedAnchor {
  public:
   SpeedAnchor(const executor::ExecutorConfig& target, kernels::ThreadPool& pool);

@@ -73,8 +73,9 @@ std::string Percent(double fraction) { return FormatNumber(100.0 * fraction, 1) 
 
 std::string CommandLine(const ValidationResult& /*result*/) {
   const nlohmann::json provenance = report::Provenance();
-  return provenance.contains("command_line") && provenance["command_line"].is_string()
-             ? provenance["command_line"].get<std::string>()
+  return provenance.contains("command") && provenance["command"].is_string() &&
+                 !provenance["command"].get<std::string>().empty()
+             ? provenance["command"].get<std::string>()
              : std::string("moelab validate");
 }
 

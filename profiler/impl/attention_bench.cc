@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/weight_matrix.h"
 #include "executor/kv_cache.h"
 #include "executor/transformer.h"
 #include "executor/weights.h"
@@ -53,10 +54,13 @@ executor::ExecutorConfig HarnessConfig(const executor::ExecutorConfig& target, i
   return h;
 }
 
+// As stored in the target's attention format (bf16, q8_0 or q4_0, scales included): what the
+// cycling and flushing rules must count.
 double AttentionWeightBytesPerLayer(const executor::ExecutorConfig& c) {
-  return 2.0 * static_cast<double>(c.hidden_size) *
-             static_cast<double>(c.q_width() + 2 * c.kv_width()) +
-         2.0 * static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
+  const double weights =
+      static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width()) +
+      static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
+  return weights * kernels::StoredBitsPerWeight(c.attention_format) / 8.0;
 }
 
 void SetLength(executor::KvCache& cache, int64_t length) {

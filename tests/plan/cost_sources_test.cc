@@ -150,6 +150,9 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   options.expert_bits = 4.5;
   CostSources same(options, Store());
   EXPECT_EQ(same.ProfiledTarget(mixtral).bits.experts, 4.5);
+  options.expert_bits = 4;  // what moelab profile --expert-bits took
+  CostSources named(options, Store());
+  EXPECT_EQ(named.ProfiledTarget(mixtral).bits.experts, 4.5);
   std::filesystem::remove_all(dir);
 }
 
