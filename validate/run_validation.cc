@@ -13,6 +13,7 @@
 #include "base/atomic_file.h"
 #include "base/json_reader.h"
 #include "executor/run_workload.h"
+#include "kernels/cpu_features.h"
 #include "kernels/weight_matrix.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
@@ -29,10 +30,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A reused profile must have measured the formats the executor runs (profiles without the fields
-// were taken on bf16 weights): otherwise the expert and attention curves price other bytes.
+// A reused profile must have measured the code the executor runs: the same kernel path
+// (machine.isa; machine.quantized_kernel where recorded) and the same weight formats (profiles
+// without the fields were taken on bf16 weights). Otherwise its curves price other kernels or
+// other bytes.
 void RequireProfiledFormats(const nlohmann::json& profile, const std::string& path,
                             const executor::ExecutorConfig& target) {
+  const nlohmann::json& machine = profile["machine"];
+  const std::pair<const char*, std::string> paths[] = {
+      {"isa", kernels::ToString(kernels::ActiveIsa())},
+      {"quantized_kernel", kernels::ToString(kernels::ActiveQuantizedKernel())}};
+  for (const auto& [field, running] : paths) {
+    if (!machine.contains(field) || !machine[field].is_string()) continue;
+    if (machine[field].get<std::string>() != running) {
+      throw base::Error(path + ": field 'machine." + field + "' is " +
+                        machine[field].get<std::string>() + " but the kernels run " + running +
+                        " here (MOELAB_ISA): profile on the path validate runs");
+    }
+  }
   const nlohmann::json& shape = profile["model"]["shape"];
   const std::pair<const char*, kernels::WeightFormat> parts[] = {
       {"expert", target.expert_format}, {"attention", target.attention_format}};

@@ -1,5 +1,6 @@
 // moelab validate end to end on a tiny shape (structure, not accuracy), and routing-aware
 // predictions from a trace `moelab run --trace-out` recorded.
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -88,6 +89,16 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
             std::string::npos)
       << reused.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "q4" / "validation.json"));
+  // Nor for runs on another kernel path: its curves timed other code.
+  ::setenv("MOELAB_ISA", "scalar", 1);
+  const CliRun other_path = RunMoelab(
+      "validate --quick --quiet --cases decode --repeat 1 --json "
+      "--profile " +
+      (dir / "profile.json").string() + " --out " + (dir / "scalar").string() + kTinyShape);
+  ::unsetenv("MOELAB_ISA");
+  EXPECT_NE(other_path.status, 0);
+  EXPECT_NE(other_path.err.find("but the kernels run scalar here"), std::string::npos)
+      << other_path.err;
   std::filesystem::remove_all(dir);
 }
 
