@@ -47,7 +47,8 @@ std::vector<Isa> SupportedIsas() {
                     __builtin_cpu_supports("f16c");
   if (avx2) isas.push_back(Isa::kAvx2);
   if (avx2 && __builtin_cpu_supports("avx512f")) isas.push_back(Isa::kAvx512F);
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  // AVX2's set too: without AVX512-VNNI the quantized formats run the AVX2 integer kernel.
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16")) {
     isas.push_back(Isa::kAvx512Bf16);
   }

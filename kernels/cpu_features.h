@@ -15,8 +15,8 @@ std::vector<Isa> AllIsas();
 
 std::string ToString(Isa isa);
 
-// What this CPU supports (AVX2 needs FMA and F16C too; AVX-512F also needs AVX2's set, for the
-// quantized kernels; AVX512-BF16 needs F, BW, VL and BF16).
+// What this CPU supports (AVX2 needs FMA and F16C too; AVX-512F and AVX512-BF16 also need AVX2's
+// set, for the quantized kernels; AVX512-BF16 needs F, BW, VL and BF16).
 std::vector<Isa> SupportedIsas();
 bool IsSupported(Isa isa);
 
