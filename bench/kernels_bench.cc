@@ -122,9 +122,8 @@ const std::vector<Expert>& ExpertWeights(kernels::WeightFormat format) {
   std::vector<Expert>& experts = cache[format];
   if (!experts.empty()) return experts;
   std::vector<kernels::Bf16> w(static_cast<size_t>(3 * kHidden * kWidth));
-  // One expert's stored bytes in this format, from a matrix of the same shape (no values needed).
-  const double expert_bytes = kernels::WeightMatrix(format, 2 * kWidth, kHidden).StoredBytes() +
-                              kernels::WeightMatrix(format, kHidden, kWidth).StoredBytes();
+  const double expert_bytes =
+      static_cast<double>(w.size()) * kernels::StoredBitsPerWeight(format) / 8.0;
   const int64_t count = profiler::CyclingBlocks(
       static_cast<int64_t>(expert_bytes), profiler::EffectiveCacheBytes(profiler::L3CacheBytes()));
   for (int64_t e = 0; e < count; ++e) {

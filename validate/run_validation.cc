@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "base/error.h"
 #include "fit/cost_calibration.h"
@@ -159,11 +160,15 @@ ValidationResult RunValidation(const ValidationRequest& request,
   if (plan.cases.empty() && !offload) throw base::Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
-  // 1. Profile and fit, the machine's speed anchor timed around the profile.
+  // 1. Profile and fit, the machine's speed anchor timed around the profile. A reused profile has
+  // no anchor time to compare with, so none is built (its copies hold 2 x the L3).
   kernels::ThreadPool anchor_pool(request.threads > 0 ? request.threads
                                                       : kernels::DefaultThreadCount());
-  SpeedAnchor anchor(target, anchor_pool);
-  result.drift.anchor = anchor.Describe();
+  std::optional<SpeedAnchor> anchor;
+  if (!request.profile) {
+    anchor.emplace(target, anchor_pool);
+    result.drift.anchor = anchor->Describe();
+  }
   nlohmann::json profile_json;
   if (request.profile) {
     result.profile_path = request.profile->string();
@@ -186,9 +191,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;
     profile_request.storage_dir = request.work_dir;
-    result.drift.profile_s.push_back(anchor.MeasureSeconds());
+    result.drift.profile_s.push_back(anchor->MeasureSeconds());
     profile_json = profiler::RunProfile(profile_request, presets);
-    result.drift.profile_s.push_back(anchor.MeasureSeconds());
+    result.drift.profile_s.push_back(anchor->MeasureSeconds());
     profile_json["provenance"] = report::Provenance();
     result.profile_path = (request.work_dir / "profile.json").string();
     profiler::WriteProfile(profile_json, result.profile_path);
@@ -246,7 +251,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
     result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
-    result.drift.rounds_s.push_back(anchor.MeasureSeconds());
+    if (anchor) result.drift.rounds_s.push_back(anchor->MeasureSeconds());
     for (size_t i = 0; i < plan.cases.size(); ++i) {
       say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
@@ -255,7 +260,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
     }
   }
 
-  result.drift.rounds_s.push_back(anchor.MeasureSeconds());
+  if (anchor) result.drift.rounds_s.push_back(anchor->MeasureSeconds());
   result.drift.Compute();
   if (!result.drift.measured) {
     result.notes.push_back(
