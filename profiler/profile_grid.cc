@@ -44,11 +44,6 @@ double AttentionWeights(const executor::ExecutorConfig& c) {
   return qkv + out;
 }
 
-// As stored in the target's attention format (scales included).
-double AttentionWeightBytes(const executor::ExecutorConfig& c) {
-  return AttentionWeights(c) * kernels::StoredBitsPerWeight(c.attention_format) / 8.0;
-}
-
 double ProjectionFlopsPerToken(const executor::ExecutorConfig& c) {
   return 2.0 * AttentionWeights(c);
 }  // one multiply and one add per weight
@@ -266,6 +261,10 @@ int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes) {
 
 int64_t EffectiveCacheBytes(int64_t reported_l3_bytes) {
   return std::max(reported_l3_bytes, kMinEffectiveCacheBytes);
+}
+
+double AttentionWeightBytes(const executor::ExecutorConfig& c) {
+  return AttentionWeights(c) * kernels::StoredBitsPerWeight(c.attention_format) / 8.0;
 }
 
 int64_t ExpertBytes(const executor::ExecutorConfig& c) {

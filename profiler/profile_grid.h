@@ -135,7 +135,11 @@ PointWork WorkOf(const GridPoint& point, const executor::ExecutorConfig& target,
 nlohmann::json ShapeOf(const GridPoint& point, const executor::ExecutorConfig& target,
                        const executor::ExecutorConfig& draft);
 
-// Bytes of one expert (gate, up and down, bf16) of `config`.
+// Bytes of one expert (gate, up and down) of `config` as stored in its expert format (scales
+// included): the block the offload store reads.
 int64_t ExpertBytes(const executor::ExecutorConfig& config);
+// Bytes of one layer's attention projections (q|k|v and o) as stored in `config`'s attention
+// format (scales included).
+double AttentionWeightBytes(const executor::ExecutorConfig& config);
 
 }  // namespace moelab::profiler

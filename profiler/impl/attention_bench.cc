@@ -22,12 +22,12 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/weight_matrix.h"
 #include "executor/kv_cache.h"
 #include "executor/transformer.h"
 #include "executor/weights.h"
 #include "profiler/impl/benches.h"
 #include "profiler/machine_info.h"
+#include "profiler/profile_grid.h"
 
 namespace moelab::profiler::impl {
 namespace {
@@ -52,15 +52,6 @@ executor::ExecutorConfig HarnessConfig(const executor::ExecutorConfig& target, i
   h.max_positions = max_positions;
   h.Validate();
   return h;
-}
-
-// As stored in the target's attention format (bf16, q8_0 or q4_0, scales included): what the
-// cycling and flushing rules must count.
-double AttentionWeightBytesPerLayer(const executor::ExecutorConfig& c) {
-  const double weights =
-      static_cast<double>(c.hidden_size) * static_cast<double>(c.q_width() + 2 * c.kv_width()) +
-      static_cast<double>(c.q_width()) * static_cast<double>(c.hidden_size);
-  return weights * kernels::StoredBitsPerWeight(c.attention_format) / 8.0;
 }
 
 void SetLength(executor::KvCache& cache, int64_t length) {
@@ -89,7 +80,7 @@ class AttentionBench : public OperatorBench {
       max_queries = std::max(max_queries, p.queries_per_sequence);
     }
     const int64_t positions = max_context + max_queries;
-    layer_weight_bytes_ = AttentionWeightBytesPerLayer(target);
+    layer_weight_bytes_ = AttentionWeightBytes(target);
     const double layer_weight_bytes = layer_weight_bytes_;
     const std::string label = ToString(points.front().family) + " cpu";
     if (cached_) {
