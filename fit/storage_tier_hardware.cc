@@ -37,16 +37,29 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   hardware.host->storage_read_bandwidth_bytes_per_s =
       storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
   // The link carries each read expert from the read buffer into its cache buffer: the reader
-  // checksums the payload and copies it (3 bytes of DRAM traffic per byte), once per read, so the
-  // per-read latency of storage is charged here too.
+  // checksums the payload and copies it, once per read, at the speed the profile's expert_load
+  // samples measured (the largest block: expert-sized), so the per-read latency of storage is
+  // charged here too. Profiles from before expert_load existed get 3 bytes of DRAM traffic per
+  // byte (read, read, write), which this machine's reader measured 2.3x too fast.
+  const ProfileSample* load = nullptr;
+  for (const ProfileSample& s : profile.samples) {
+    if (s.op == "expert_load" && s.bytes > 0 && s.median_s > 0 && (!load || s.bytes > load->bytes))
+      load = &s;
+  }
   const double dram = hardware.host->dram_bandwidth_bytes_per_s;
   if (!(dram > 0))
     throw base::Error(profile.origin +
                       ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
   model::LinkSpec link;
-  link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
-  link.host_to_device_bandwidth_bytes_per_s = dram / 3;
-  link.device_to_host_bandwidth_bytes_per_s = dram / 3;  // nothing is written back
+  double link_bytes_per_s = dram / 3;
+  if (load) {
+    link_bytes_per_s = load->bytes / load->median_s;
+    link.name = "read buffer to expert cache (the reader's checksum and copy, expert_load)";
+  } else {
+    link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
+  }
+  link.host_to_device_bandwidth_bytes_per_s = link_bytes_per_s;
+  link.device_to_host_bandwidth_bytes_per_s = link_bytes_per_s;  // nothing is written back
   link.latency_s = std::max(0.0, smallest->median_s - smallest->bytes / bandwidth);
 
   model::AcceleratorSpec cpu;
@@ -63,9 +76,15 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   hardware.accelerator = cpu;
   hardware.accelerator_count = 1;
   hardware.host_link = link;
+  hardware.compute_device_is_host = true;
   hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
                              std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +
                              std::to_string(static_cast<int64_t>(smallest->bytes)) + " bytes)");
+  hardware.sources.push_back(load ? "storage tier link: expert_load sample of " + profile.origin +
+                                        " (" + std::to_string(static_cast<int64_t>(load->bytes)) +
+                                        " bytes)"
+                                  : "storage tier link: " + profile.origin +
+                                        " has no expert_load samples; DRAM bandwidth / 3 assumed");
   return hardware;
 }
 

@@ -13,13 +13,15 @@ namespace moelab::fit {
 // budget) --; the host is the same CPU (HardwareFromProfile) with no RAM of its own (dram_bytes 0:
 // there is no second memory tier, so every expert outside the cache lives on storage) and the
 // storage read bandwidth of the largest storage_read sample (O_DIRECT at expert-sized blocks); the
-// host link is the reader's checksum and copy from the read buffer into the cache (DRAM read
-// bandwidth / 3) with storage's per-read latency from the smallest sample (its median minus its
+// host link is the reader's checksum and copy from the read buffer into the cache (the largest
+// expert_load sample; DRAM read bandwidth / 3 for a profile without them) with storage's per-read
+// latency from the smallest sample (its median minus its
 // bytes at that bandwidth, at least 0). Error naming the profile when it has no machine limits or
 // no storage_read samples, or memory_bytes is not > 0. `storage_read_bytes_per_s` > 0 replaces the
 // profile's single-stream read bandwidth with one measured at the executor's reader concurrency
 // (validate's storage probe: the disk serves concurrent reads faster than one stream); the latency
-// stays the profile's.
+// stays the profile's. compute_device_is_host is set: the simulator runs static-split's "CPU"
+// experts on the same cores after a read, and charges the link's work to them.
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
                                                    double storage_read_bytes_per_s = 0);
 

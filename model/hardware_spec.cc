@@ -134,6 +134,7 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
                             {"bandwidth_bytes_per_s", spec.interconnect->bandwidth_bytes_per_s},
                             {"latency_s", spec.interconnect->latency_s}};
   }
+  if (spec.compute_device_is_host) json["compute_device_is_host"] = true;
   json["sources"] = spec.sources;
   return json;
 }

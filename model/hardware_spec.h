@@ -60,6 +60,10 @@ struct HardwareSpec {
   std::optional<HostSpec> host;
   std::optional<LinkSpec> host_link;
   std::optional<InterconnectSpec> interconnect;  // between the accelerators of a node
+  // The "accelerator" is the host's own CPU (a storage-tier machine, fit/storage_tier_hardware.h):
+  // an expert the policy runs "on the CPU" runs on the same cores after a read like any fetch, and
+  // the link's work (the reader's checksum and copy) is done by those cores too.
+  bool compute_device_is_host = false;
   std::vector<std::string> sources;
 
   bool has_accelerator() const { return accelerator.has_value() && accelerator_count > 0; }

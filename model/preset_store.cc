@@ -278,6 +278,10 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     spec.accelerator_count = 1;
     if (reader.Has("host")) spec.host = host_from("host");
     if (reader.Has("host_link")) spec.host_link = link_from("host_link");
+    spec.compute_device_is_host = reader.Bool("compute_device_is_host", false);
+    if (spec.compute_device_is_host && !spec.host) {
+      reader.Fail("compute_device_is_host", "false unless the hardware has a \"host\"");
+    }
     if (auto interconnect = reader.OptionalObject("interconnect")) {
       spec.interconnect = InterconnectSpecFromJson(interconnect->json(), origin, "interconnect");
     }

@@ -72,6 +72,8 @@ std::string ToString(OperatorFamily family) {
       return "memcpy_host";
     case OperatorFamily::kStorageRead:
       return "storage_read";
+    case OperatorFamily::kExpertLoad:
+      return "expert_load";
     case OperatorFamily::kMemcpyH2dPinned:
       return "memcpy_h2d_pinned";
     case OperatorFamily::kMemcpyH2dPageable:
@@ -85,14 +87,21 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {
-      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
-      OperatorFamily::kAttentionPrefill, OperatorFamily::kAttentionVerify,
-      OperatorFamily::kRouter,           OperatorFamily::kLmHead,
-      OperatorFamily::kDenseFfn,         OperatorFamily::kDraftDecode,
-      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
-      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
-      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
+                                                       OperatorFamily::kAttentionDecode,
+                                                       OperatorFamily::kAttentionPrefill,
+                                                       OperatorFamily::kAttentionVerify,
+                                                       OperatorFamily::kRouter,
+                                                       OperatorFamily::kLmHead,
+                                                       OperatorFamily::kDenseFfn,
+                                                       OperatorFamily::kDraftDecode,
+                                                       OperatorFamily::kMemcpyHost,
+                                                       OperatorFamily::kStorageRead,
+                                                       OperatorFamily::kExpertLoad,
+                                                       OperatorFamily::kMemcpyH2dPinned,
+                                                       OperatorFamily::kMemcpyH2dPageable,
+                                                       OperatorFamily::kMemcpyD2hPinned,
+                                                       OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
@@ -104,7 +113,7 @@ bool IsGpuOnly(OperatorFamily family) {
 
 bool IsTransfer(OperatorFamily family) {
   return IsGpuOnly(family) || family == OperatorFamily::kMemcpyHost ||
-         family == OperatorFamily::kStorageRead;
+         family == OperatorFamily::kStorageRead || family == OperatorFamily::kExpertLoad;
 }
 
 std::string GridPoint::Label() const {
@@ -326,6 +335,7 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   const std::vector<int64_t> sizes = TransferBytes(spec, block);
   for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
   for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
+  for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
   if (gpu_index >= 0) {
     const std::string gpu = "cuda:" + std::to_string(gpu_index);
     if (target.is_moe()) {
@@ -400,6 +410,7 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
     }
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
+    case OperatorFamily::kExpertLoad:
     case OperatorFamily::kMemcpyH2dPinned:
     case OperatorFamily::kMemcpyH2dPageable:
     case OperatorFamily::kMemcpyD2hPinned:
@@ -442,6 +453,7 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
               {"context", p.context}};
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
+    case OperatorFamily::kExpertLoad:
     case OperatorFamily::kMemcpyH2dPinned:
     case OperatorFamily::kMemcpyH2dPageable:
     case OperatorFamily::kMemcpyD2hPinned:

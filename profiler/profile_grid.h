@@ -22,6 +22,7 @@ enum class OperatorFamily {
   kDraftDecode,        // the dense draft's whole decode forward through the executor (SD draft)
   kMemcpyHost,         // std::memcpy of a block, host to host
   kStorageRead,        // pread of a block from a file (O_DIRECT when the filesystem allows it)
+  kExpertLoad,         // the offload reader's checksum and copy of a read block
   kMemcpyH2dPinned,    // cudaMemcpyAsync host (pinned) -> device
   kMemcpyH2dPageable,  // host (pageable) -> device
   kMemcpyD2hPinned,    // device -> host (pinned)

@@ -58,6 +58,16 @@ OpHandle Engine::Execute(int32_t layer, int64_t tokens, const ExpertDecision& de
     }
     case ExpertAction::kCpu:
       ++result_.cpu_runs;
+      if (config_.hardware.compute_device_is_host) {
+        // The CPU is the compute device: the expert runs there from a buffer it was read into
+        // (the executor's transient read), after the reader's checksum and copy.
+        OpHandle weights_ready;
+        if (ops.on_storage) {
+          const OpHandle none[2];
+          weights_ready = Copy(layer, decision.expert, 0, 0, none, false);
+        }
+        return RunOnAccelerator(layer, decision.expert, tokens, weights_ready, device, nullptr);
+      }
       return RunOnCpu(layer, decision.expert, tokens, device, ops);
   }
   return OpHandle{};
@@ -136,7 +146,7 @@ OpHandle Engine::Copy(int32_t layer, int32_t expert, uint8_t priority_class, dou
                       const OpHandle slot_free[2], bool staging) {
   const double bytes = static_cast<double>(expert_bytes_);
   const OpHandle copy =
-      NewOp(Resource::kHostToDevice, cost_.HostToDeviceSeconds(bytes), kExpertCopy, layer, expert);
+      NewOp(expert_copy_resource_, cost_.HostToDeviceSeconds(bytes), kExpertCopy, layer, expert);
   Op& op = graph_.at(copy);
   op.bytes = bytes;
   op.priority_class = priority_class;

@@ -1,5 +1,6 @@
 // The engine's set-up before the first token: the policy, the memory plan (policies/memory_plan.h)
 // and the initial placement, checked by policies::PlanChecker; and the op-completion dispatch.
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -32,6 +33,11 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
   experts_ = model.moe->num_experts;
   top_k_ = model.moe->top_k;
   expert_bytes_ = model::ExpertBytes(model);
+  const model::HardwareSpec& hardware = config.hardware;
+  if (hardware.compute_device_is_host && hardware.host &&
+      cost_.cpu_threads() >= hardware.host->cores) {
+    expert_copy_resource_ = Resource::kAcceleratorCompute;
+  }
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);
@@ -71,6 +77,10 @@ void Engine::SetUp() {
 
   const policies::PolicyMemoryDemand demand = policies::MemoryDemandOf(*policy_, layers_);
   dense_device_ = demand.dense_device;
+  // One set of cores: a layer the policy places "on the CPU" runs where every other layer does,
+  // and no hidden states cross between devices.
+  if (config_.hardware.compute_device_is_host)
+    std::fill(dense_device_.begin(), dense_device_.end(), policies::Device::kAccelerator);
   const policies::MemoryPlan plan = policies::PlanMemory(
       setup, demand, config_.hardware.host->dram_bytes, calibration_.popularity);
   checker_.emplace(policy_->Name(), moe_layers_, experts_, plan.expert_slots, plan.staging_buffers);

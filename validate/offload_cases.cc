@@ -228,8 +228,20 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
     groups[key].push_back(&r);
   }
   std::vector<std::string> notes;
-  int64_t same = 0;
+  int64_t same = 0, resolved = 0, resolved_same = 0, pairs = 0;
   for (const auto& key : order) {
+    // Pairs of policies whose measured ranges do not overlap: an order the repeats resolve.
+    const std::vector<const CaseResult*>& group = groups[key];
+    for (size_t i = 0; i < group.size(); ++i) {
+      for (size_t j = i + 1; j < group.size(); ++j) {
+        const CaseResult& a = *group[i];
+        const CaseResult& b = *group[j];
+        ++pairs;
+        if (!(a.measured_max < b.measured_min || b.measured_max < a.measured_min)) continue;
+        ++resolved;
+        resolved_same += (a.measured < b.measured) == (a.predicted < b.predicted);
+      }
+    }
     std::vector<const CaseResult*> measured = groups[key], predicted = groups[key];
     const auto by = [](double CaseResult::*field) {
       return [field](const CaseResult* a, const CaseResult* b) {
@@ -255,6 +267,10 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
   if (!order.empty()) {
     notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " +
                     std::to_string(order.size()) + " (workload, expert budget) pairs");
+    notes.push_back("offload policy pairs ordered by the measurement (min-max ranges apart): " +
+                    std::to_string(resolved) + " of " + std::to_string(pairs) +
+                    "; the prediction " + "orders " + std::to_string(resolved_same) +
+                    " of them the same way");
   }
   return notes;
 }

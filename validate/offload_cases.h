@@ -35,7 +35,11 @@ inline const std::vector<std::string>& OffloadPolicies() {
 std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 
 // For each (budget, workload): whether ordering the policies by predicted time gives the measured
-// order (ties in either broken by policy name). One line each, for ValidationResult::notes.
+// order (ties in either broken by policy name). One line each, for ValidationResult::notes, then
+// the count, then the pairs of policies the repeats order (measured min-max ranges apart) and how
+// many of those the prediction orders the same way: at a budget where policies differ by less
+// than the machine's noise the strict ranking is a coin toss, and this says which orders were
+// measured at all.
 std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
 
 // Builds (or reuses) the expert store under request.work_dir / "offload-store", records the

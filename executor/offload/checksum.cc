@@ -38,4 +38,13 @@ uint64_t Checksum64(std::span<const std::byte> bytes) {
   return base::Mix64(hash ^ bytes.size());
 }
 
+bool VerifiedCopy(std::span<const std::byte> payload, uint64_t expected_checksum,
+                  std::span<std::byte> first, std::span<std::byte> second) {
+  if (first.size() + second.size() != payload.size() || Checksum64(payload) != expected_checksum)
+    return false;
+  std::memcpy(first.data(), payload.data(), first.size());
+  std::memcpy(second.data(), payload.data() + first.size(), second.size());
+  return true;
+}
+
 }  // namespace moelab::executor::offload

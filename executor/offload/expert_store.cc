@@ -205,12 +205,10 @@ void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
   }
   const std::span<const std::byte> payload(buffer.data(),
                                            static_cast<size_t>(key_.payload_bytes()));
-  if (Checksum64(payload) != checksums_[static_cast<size_t>(index)]) {
+  if (!VerifiedCopy(payload, checksums_[static_cast<size_t>(index)], gate_up, down)) {
     throw base::Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
                       ": the file is corrupted (delete it to rebuild the store)");
   }
-  std::memcpy(gate_up.data(), payload.data(), gate_up.size());
-  std::memcpy(down.data(), payload.data() + gate_up.size(), down.size());
 }
 
 ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& key)

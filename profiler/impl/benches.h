@@ -28,6 +28,9 @@ std::unique_ptr<OperatorBench> MakeHostCopyBench(const std::vector<GridPoint>& p
 // storage_read.
 std::unique_ptr<OperatorBench> MakeStorageReadBench(const std::vector<GridPoint>& points,
                                                     const BenchEnvironment& env);
+// expert_load: the offload reader's checksum and copy (executor/offload/checksum.h).
+std::unique_ptr<OperatorBench> MakeExpertLoadBench(const std::vector<GridPoint>& points,
+                                                   const BenchEnvironment& env);
 // expert_ffn on a GPU and the host<->device copies (device/cuda_profile.h).
 std::unique_ptr<OperatorBench> MakeGpuBench(const std::vector<GridPoint>& points,
                                             const BenchEnvironment& env);

@@ -29,12 +29,32 @@ TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
                    profile.limits->dram_read_bytes_per_s / 3);
   EXPECT_DOUBLE_EQ(hw.host_link->latency_s, std::max(0.0, smallest_s - smallest_bytes / bandwidth));
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, bandwidth);
-  // No second memory tier: experts outside the cache are on storage.
+  // No second memory tier: experts outside the cache are on storage, and the CPU computes.
   EXPECT_EQ(hw.host->dram_bytes, 0);
+  EXPECT_TRUE(hw.compute_device_is_host);
   // A probe at the executor's reader concurrency replaces the single-stream bandwidth.
   EXPECT_DOUBLE_EQ(
       StorageTierHardwareFromProfile(profile, 3e9, 1.5e9).host->storage_read_bandwidth_bytes_per_s,
       1.5e9);
+}
+
+TEST(StorageTierHardware, TheLinkIsTheReadersMeasuredChecksumAndCopy) {
+  Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  std::erase_if(profile.samples, [](const ProfileSample& s) { return s.op == "expert_load"; });
+  ProfileSample small, large;
+  small.op = large.op = "expert_load";
+  small.device = large.device = "cpu";
+  small.bytes = 1e6;
+  small.median_s = 1e-4;  // 10 GB/s at 1 MB
+  large.bytes = 4e6;
+  large.median_s = 1e-3;  // 4 GB/s at the largest block: the one an expert read uses
+  profile.samples.push_back(small);
+  profile.samples.push_back(large);
+  const model::HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9);
+  EXPECT_DOUBLE_EQ(hw.host_link->host_to_device_bandwidth_bytes_per_s, 4e9);
+  EXPECT_NE(hw.host_link->name.find("expert_load"), std::string::npos);
+  // The hardware file says so, and reads back.
+  EXPECT_EQ(model::HardwareSpecToJson(hw).value("compute_device_is_host", false), true);
 }
 
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -159,6 +160,30 @@ TEST(HardwarePresets, NodesComposeAccelerators) {
     FAIL();
   } catch (const base::Error& e) {
     EXPECT_NE(std::string(e.what()).find("did you mean 'h100-sxm'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HardwarePresets, ComputeDeviceIsHostRoundTripsAndNeedsAHost) {
+  const PresetStore store = Store();
+  HardwareSpec hw = store.LoadHardware("a100-80gb-pcie");
+  ASSERT_TRUE(hw.host.has_value());
+  EXPECT_FALSE(hw.compute_device_is_host);
+  EXPECT_FALSE(HardwareSpecToJson(hw).contains("compute_device_is_host"));
+  hw.compute_device_is_host = true;
+  const std::filesystem::path dir = testing::MakeTempDir("moelab-hardware");
+  const auto load = [&](const nlohmann::json& json) {
+    const std::filesystem::path path = dir / "hw.json";
+    std::ofstream(path) << json.dump();
+    return store.LoadHardware(path.string());
+  };
+  nlohmann::json json = HardwareSpecToJson(hw);
+  EXPECT_TRUE(load(json).compute_device_is_host);
+  json.erase("host");
+  try {
+    load(json);
+    FAIL();
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute_device_is_host"), std::string::npos) << e.what();
   }
 }
 

@@ -107,7 +107,8 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("draft_decode cpu"), 6);  // 2 contexts x 3 batches
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
-  EXPECT_EQ(points.size(), 103u);  // + 3 ridge points at run time = 106
+  EXPECT_EQ(counts.at("expert_load cpu"), 3);
+  EXPECT_EQ(points.size(), 106u);  // + 3 ridge points at run time = 109
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);

@@ -117,6 +117,7 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_EQ(by.at("dense_ffn").size(), 2u);
   EXPECT_EQ(by.at("memcpy_host").size(), 2u);  // 4096 and the expert (3 x 64 x 128 x 2 = 49152)
   EXPECT_EQ(by.at("storage_read").size(), 2u);
+  EXPECT_EQ(by.at("expert_load").size(), 2u);
   EXPECT_EQ(by.at("dense_ffn").front()["shape"]["intermediate"], 96);
   EXPECT_EQ(by.at("memcpy_host").back()["bytes"].get<double>(), 49152.0);
   for (const auto& s : profile["samples"]) {
@@ -131,10 +132,11 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_TRUE(HasNote(profile, "ridge point estimated"));
   EXPECT_TRUE(HasNote(profile, "GPU operators not measured"));
 
-  // One progress line per point: 3 + 3 ridge + 4 + 2 + 2 + 2 + 2 + 2 + 2 = 22.
+  // One progress line per point: 3 + 3 ridge + 4 + 2 + 2 + 2 + 2 + 2 + 2 + 2 = 24.
   const std::string lines = progress.str();
-  EXPECT_NE(lines.find("[1/22] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[22/22] storage_read cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[1/24] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[22/24] storage_read cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[24/24] expert_load cpu"), std::string::npos) << lines;
 
   // Written atomically and read back unchanged; nothing else left in the folder.
   const std::filesystem::path out = dir_ / "profile.json";

@@ -319,6 +319,36 @@ TEST(OffloadSimulator, MemoryTiersAndDevices) {
   EXPECT_FALSE(r.fits_accelerator);
 }
 
+TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
+  // A storage-tier machine (fit/storage_tier_hardware.h): the "accelerator" is the host CPU, no
+  // host RAM for experts. static-split's "CPU" experts are read, checked and run on the same
+  // cores, and with no core to spare for the reader its checksum and copy take compute time.
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "static-split");
+  config.model.num_layers = 4;
+  config.hardware.host->dram_bytes = 0;
+  config.hardware.compute_device_is_host = true;
+  config.hardware.accelerator->memory_bytes = 30e9;
+  config.policy_options.gpu_layers = 2;
+  config.cpu_threads = config.hardware.host->cores;
+  SimResult shared = SimulateOffload(config);
+  EXPECT_GT(shared.cpu_runs, 0);
+  EXPECT_EQ(shared.busy_s[static_cast<int>(Resource::kCpuCompute)], 0);
+  EXPECT_EQ(shared.bytes_d2h_activations + shared.bytes_h2d_activations, 0);
+  EXPECT_DOUBLE_EQ(shared.bytes_h2d_expert_weights, shared.bytes_storage_read);
+  EXPECT_EQ(shared.busy_s[static_cast<int>(Resource::kHostToDevice)], 0);
+  // A spare core: the reader's work runs beside the computation, on the link.
+  config.cpu_threads = config.hardware.host->cores - 1;
+  SimResult spare = SimulateOffload(config);
+  EXPECT_GT(spare.busy_s[static_cast<int>(Resource::kHostToDevice)], 0);
+  const auto busy = [](const SimResult& r, Resource resource) {
+    return r.busy_s[static_cast<int>(resource)];
+  };
+  EXPECT_NEAR(
+      busy(shared, Resource::kAcceleratorCompute) - busy(spare, Resource::kAcceleratorCompute),
+      busy(spare, Resource::kHostToDevice), 1e-9 * busy(shared, Resource::kAcceleratorCompute))
+      << "the copies move from the link to the compute resource, no more, no less";
+}
+
 TEST(OffloadSimulator, ErrorsNameTheOption) {
   auto message = [](SimConfig config) {
     try {

@@ -73,18 +73,26 @@ CaseResult Result(const std::string& policy, int64_t slots, double predicted, do
   r.spec.expert_slots = slots;
   r.predicted = predicted;
   r.measured = measured;
+  r.measured_min = 0.9 * measured;
+  r.measured_max = 1.1 * measured;
   return r;
 }
 
 TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
   const std::vector<std::string> notes =
       OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10),
-                           Result("b", 16, 1, 20)});
-  ASSERT_EQ(notes.size(), 3u);
+                           Result("b", 16, 1, 20), Result("c", 16, 3, 21)});
+  ASSERT_EQ(notes.size(), 4u);
   EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
   EXPECT_EQ(notes[1],
-            "offload ranking, decode B=1, 16 experts: differs (measured a < b; predicted b < a)");
+            "offload ranking, decode B=1, 16 experts: differs (measured a < b < c; predicted b < a "
+            "< c)");
   EXPECT_EQ(notes[2], "offload ranking: the same at 1 of 2 (workload, expert budget) pairs");
+  // a-b apart at both budgets (ordered the same at 8, not at 16), a-c apart and ordered the same,
+  // b-c within each other's spread (18-22 and 18.9-23.1).
+  EXPECT_EQ(notes[3],
+            "offload policy pairs ordered by the measurement (min-max ranges apart): 3 of 4; the "
+            "prediction orders 2 of them the same way");
 }
 
 TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
@@ -106,11 +114,16 @@ TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
     EXPECT_EQ(r.cost_source, "fitted-profile");
     EXPECT_EQ(r.routing.rfind("trace:", 0), 0u);
   }
-  // One ranking line per (workload, budget), then the count (and a note when O_DIRECT fell back).
+  // One ranking line per (workload, budget), the count, the resolved pairs (and a note when
+  // O_DIRECT fell back).
   int64_t rankings = 0;
   for (const std::string& note : result.notes) rankings += note.rfind("offload ranking, ", 0) == 0;
   EXPECT_EQ(rankings, 9);
-  EXPECT_NE(result.notes.back().find("of 9 (workload, expert budget) pairs"), std::string::npos);
+  ASSERT_GE(result.notes.size(), 2u);
+  EXPECT_NE(result.notes[result.notes.size() - 2].find("of 9 (workload, expert budget) pairs"),
+            std::string::npos);
+  EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
+      << result.notes.back();
   EXPECT_TRUE(std::filesystem::exists(dir / "offload-store"));
   std::filesystem::remove_all(dir);
 }
