@@ -167,7 +167,8 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, int64_t k, const Bf16* w, int64_t 
   if (m <= 0 || n <= 0) return;
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
-    const int32_t* x_pairs = m > internal::kDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
+    const int32_t* x_pairs =
+        m > internal::kAvx512Bf16ChunkedDecodeTokens ? PackTokenPairs(x, m, k, pool) : nullptr;
     MatmulAvx512Bf16(x, x_pairs, m, k, w, n, y, ldy, pool);
     return;
   }
@@ -187,7 +188,7 @@ void MatmulBf16(const float* x, int64_t m, int64_t k, const Bf16* w, int64_t n, 
                 int64_t ldy, ThreadPool& pool) {
   if (m <= 0 || n <= 0) return;
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx512Bf16 && m > internal::kDecodeTokens) {
+  if (isa == Isa::kAvx512Bf16 && m > internal::kAvx512Bf16ChunkedDecodeTokens) {
     // The batch kernel reads tokens pair-major: round and pack in one pass.
     MatmulAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, k, w, n, y, ldy, pool);
     return;
@@ -208,8 +209,9 @@ void MatmulBf16Bf16(const Bf16* x, int64_t m, const PackedBf16Matrix& w, float* 
   if (m <= 0 || w.rows() <= 0) return;
   const Isa isa = ActiveIsa();
   if (isa == Isa::kAvx512Bf16) {
-    const int32_t* x_pairs =
-        m > internal::kDecodeTokens ? PackTokenPairs(x, m, w.cols(), pool) : nullptr;
+    const int32_t* x_pairs = m > internal::kAvx512Bf16ChunkedDecodeTokens
+                                 ? PackTokenPairs(x, m, w.cols(), pool)
+                                 : nullptr;
     MatmulPackedAvx512Bf16(x, x_pairs, m, w, y, ldy, pool);
     return;
   }
@@ -225,7 +227,7 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   if (m <= 0 || w.rows() <= 0) return;
   const int64_t k = w.cols();
   const Isa isa = ActiveIsa();
-  if (isa == Isa::kAvx512Bf16 && m > internal::kDecodeTokens) {
+  if (isa == Isa::kAvx512Bf16 && m > internal::kAvx512Bf16ChunkedDecodeTokens) {
     MatmulPackedAvx512Bf16(nullptr, PackTokenPairs(x, m, k, pool), m, w, y, ldy, pool);
     return;
   }

@@ -26,6 +26,7 @@ struct Avx2Lanes {
   static constexpr int kTileTokens = 5;
   static constexpr int kTileVectors = 2;
   static constexpr int64_t kPanelRows = 16;
+  static constexpr int64_t kChunkedDecodeTokens = 16;  // matmul_internal.h: measured
 
   static V Zero() { return _mm256_setzero_ps(); }
   // Even: the pair dwords shifted left by 16. Odd: the dwords read one element later (their low

@@ -426,26 +426,43 @@ void ForDecodeTokens(int64_t m, const Decode& decode) {
   }
 }
 
+// Up to 8 tokens one decode tile over all rows; 9 to kAvx512Bf16ChunkedDecodeTokens chunked
+// (matmul_internal.h). decode(std::integral_constant<int, T>, first_token, row_begin, row_end).
+template <typename Decode>
+void DecodeTokens(int64_t m, int64_t k, int64_t n_begin, int64_t n_end, const Decode& decode) {
+  if (m <= kDecodeTokens) {
+    ForDecodeTokens(m, [&](auto tokens) { decode(tokens, 0, n_begin, n_end); });
+    return;
+  }
+  ForChunkedDecode(m, k, n_begin, n_end, kDecodeTokens,
+                   [&](int64_t t, int64_t chunk, int64_t row, int64_t row_end) {
+                     ForDecodeTokens(chunk, [&](auto tokens) { decode(tokens, t, row, row_end); });
+                   });
+}
+
 }  // namespace
 
 void MatmulRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
                           const Bf16* w, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
-  if (m > kDecodeTokens) {
+  if (m > kAvx512Bf16ChunkedDecodeTokens) {
     PrefillRows(x_pairs, m, k, RowMajorRows{w, k}, n_begin, n_end, y, ldy);
     return;
   }
-  ForDecodeTokens(m, [&](auto tokens) { DecodeRows<tokens()>(x, k, w, n_begin, n_end, y, ldy); });
+  DecodeTokens(m, k, n_begin, n_end, [&](auto tokens, int64_t t, int64_t row, int64_t row_end) {
+    DecodeRows<tokens()>(x + t * k, k, w, row, row_end, y + t * ldy, ldy);
+  });
 }
 
 void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m, int64_t k,
                                 const Bf16* wp, int64_t n_begin, int64_t n_end, float* y,
                                 int64_t ldy) {
-  if (m > kDecodeTokens) {
+  if (m > kAvx512Bf16ChunkedDecodeTokens) {
     PrefillRows(x_pairs, m, k, PackedRows{wp, (k + 1) / 2 * 2 * kLanes}, n_begin, n_end, y, ldy);
     return;
   }
-  ForDecodeTokens(
-      m, [&](auto tokens) { DecodePackedRows<tokens()>(x, k, wp, n_begin, n_end, y, ldy); });
+  DecodeTokens(m, k, n_begin, n_end, [&](auto tokens, int64_t t, int64_t row, int64_t row_end) {
+    DecodePackedRows<tokens()>(x + t * k, k, wp, row, row_end, y + t * ldy, ldy);
+  });
 }
 
 }  // namespace moelab::kernels::internal

@@ -23,6 +23,7 @@ struct Avx512Lanes {
   static constexpr int kTileTokens = 12;
   static constexpr int kTileVectors = 2;
   static constexpr int64_t kPanelRows = 32;
+  static constexpr int64_t kChunkedDecodeTokens = 8;  // none: matmul_internal.h
 
   static V Zero() { return _mm512_setzero_ps(); }
   // Even: the pair dwords shifted left by 16; odd: the dwords read one element later, shifted the

@@ -17,7 +17,8 @@
 // outputs share a vector; k blocks store the accumulators to y and reload them, which is exact).
 //
 // L provides: V (the fp32 vector), kRows (rows per vector), DecodeVectors(tokens) (row vectors in
-// flight in decode), kTileTokens x kTileVectors (the prefill register tile), kPanelRows, Zero(),
+// flight in decode), kChunkedDecodeTokens (up to which more than 8 tokens run as chunked decode,
+// matmul_internal.h), kTileTokens x kTileVectors (the prefill register tile), kPanelRows, Zero(),
 // Even(p), Odd(p) (p: L::kRows pair dwords), Broadcast(const float*), Fma(a, b, c),
 // Load/Store(float*, V, rows) (rows < kRows: masked), Prefetch(const char*).
 
@@ -25,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/matmul_internal.h"
 
 namespace moelab::kernels::internal::row_lanes {
 
@@ -189,6 +191,14 @@ void PackedRows(const float* x, int64_t m, int64_t k, const Bf16* wp, int64_t n_
   const int64_t group_elements = pairs * kPairElements;
   if (m <= kDecodeTokens) {
     DecodeRows<L, 1>(m, x, k, wp, group_elements, n_begin, n_end, y, ldy);
+    return;
+  }
+  if (m <= L::kChunkedDecodeTokens) {  // matmul_internal.h: ForChunkedDecode
+    ForChunkedDecode(m, k, n_begin, n_end, kDecodeTokens,
+                     [&](int64_t t, int64_t tokens, int64_t row, int64_t row_end) {
+                       DecodeRows<L, 1>(tokens, x + t * k, k, wp, group_elements, row, row_end,
+                                        y + t * ldy, ldy);
+                     });
     return;
   }
   // Prefill: panels of L::kPanelRows rows, k blocks of kPrefillBlockPairs whose weights stay in L1

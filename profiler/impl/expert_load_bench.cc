@@ -2,8 +2,8 @@
 // VerifiedCopy: checksum, then copy into the expert's weight buffers), on one thread, as each of
 // the executor's reader threads does it. The source is one reused read buffer, as a reader
 // thread's; the destinations walk a region larger than 2 x the cache, as the expert cache's
-// buffers do. On a CPU-only machine this is the storage tier's "link" (fit/storage_tier_hardware.h),
-// and it runs on the cores the computation uses.
+// buffers do. On a CPU-only machine this is the storage tier's "link"
+// (fit/storage_tier_hardware.h), and it runs on the cores the computation uses.
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -27,8 +27,7 @@ class ExpertLoadBench : public OperatorBench {
     RequireMemory(static_cast<double>(region_bytes_ + largest), "expert_load destinations");
     source_ = executor::offload::AlignedBuffer(largest);
     destination_ = executor::offload::AlignedBuffer(region_bytes_);
-    for (int64_t i = 0; i < largest; ++i)
-      source_.data()[i] = static_cast<std::byte>(i * 31 + 7);
+    for (int64_t i = 0; i < largest; ++i) source_.data()[i] = static_cast<std::byte>(i * 31 + 7);
     std::memset(destination_.data(), 0, static_cast<size_t>(region_bytes_));
     notes_.push_back(
         "expert_load cpu: the offload reader's checksum and copy of a read block on one thread; "

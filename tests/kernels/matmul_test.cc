@@ -101,6 +101,14 @@ TEST_P(MatmulDeterminismTest, TokenResultIndependentOfBatchAndThreads) {
       EXPECT_EQ(0, std::memcmp(few.data(), batched.data() + i * n, 3 * n * sizeof(float)))
           << "token " << i;
     }
+    // 9-24 tokens: chunked decode on some ISAs (kernels/matmul_internal.h), prefill on others.
+    for (int64_t tokens : {12, 17, 24}) {
+      if (i + tokens > m) continue;
+      std::vector<float> chunked(tokens * n);
+      MatmulBf16(p.x.data() + i * k, tokens, k, p.w.data(), n, chunked.data(), n, two);
+      EXPECT_EQ(0, std::memcmp(chunked.data(), batched.data() + i * n, tokens * n * sizeof(float)))
+          << "token " << i << ", " << tokens << " tokens";
+    }
   }
 }
 

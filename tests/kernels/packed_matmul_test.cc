@@ -75,7 +75,7 @@ TEST_P(PackedMatmulTest, EqualsRowMajorBitForBit) {
     for (int64_t n : {1, 5, 17, 70, 300}) {
       const std::vector<Bf16> w = RandomWeights(n * k, seed++);
       const PackedBf16Matrix packed = PackedBf16Matrix::Pack(w.data(), n, k);
-      for (int64_t m = 1; m <= 20; ++m) {
+      for (int64_t m = 1; m <= 26; ++m) {  // to 26: every chunked-decode count and past it
         const std::vector<float> x = RandomActivations(m * k, seed++);
         const int64_t ldy = n + 3;
         std::vector<float> row_major(m * ldy, -7.0f), from_packed(m * ldy, -7.0f);
