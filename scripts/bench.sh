@@ -25,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 "$build_dir/bench/moelab_kernels_bench" \
-  --benchmark_filter='DramRead|Bf16Peak|Fp32Peak|Int8Peak|ExpertFfn/(1|2|4|8|256)/|DecodeStep' \
+  --benchmark_filter='DramRead|Bf16Peak|Fp32Peak|Int8Peak|ExpertFfn/(1|2|4|8|16|256)/|DecodeStep' \
   --benchmark_repetitions="$repetitions" --benchmark_enable_random_interleaving=true \
   --benchmark_format=json --benchmark_out="$work/kernels.json" --benchmark_out_format=json >/dev/null
 
