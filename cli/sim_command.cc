@@ -53,6 +53,7 @@ int SimOffload(const std::vector<std::string>& args) {
       ("routing", ParsedInto(&config.routing, "uniform", routing::ParseRoutingSpec), "uniform | popularity:FILE | correlated:locality=P,layer=P[,popularity=FILE] | trace:FILE")
       ("accelerator-memory", ParsedIntoOptional(&config.accelerator_bytes, [](const std::string& text) { return base::ParseBytes(text, "--accelerator-memory"); }), "accelerator memory for the run: bytes or with a unit (24GB, 16GiB)")
       ("cpu-threads", Into(&config.cpu_threads), "CPU threads for CPU-run experts (0: all the host's cores)")
+      ("layer-overhead-s", NumberInto(&config.layer_overhead_s, "layer-overhead-s"), "seconds per transformer layer and pass the compute stream spends outside the priced kernels (an eager framework's dispatch; 0 for a compiled engine)")
       ("seed", Into(&config.seed), "seed for routing and calibration")
       ("speculative-recall", po::value<std::string>()->notifier([&](const std::string& recall) {
          config.speculative_recall = recall == "cooccurrence" ? std::nullopt : std::optional<double>(base::ParseNumber(recall, "speculative-recall")); }),

@@ -68,7 +68,8 @@ void Engine::ScheduleDense(int64_t layer) {
   const Device previous = layer == 0 ? device : dense_device_[static_cast<size_t>(layer - 1)];
   if (previous != device) MoveHidden(device);
   const OpHandle dense =
-      NewOp(ComputeOf(device), DenseOf(device).layer_s[static_cast<size_t>(layer)], kDense,
+      NewOp(ComputeOf(device),
+            DenseOf(device).layer_s[static_cast<size_t>(layer)] + config_.layer_overhead_s, kDense,
             static_cast<int32_t>(layer), -1);
   for (const OpHandle& before : outputs_) graph_.AddDependency(before, dense);
   graph_.Commit(dense);

@@ -23,6 +23,8 @@ void SimConfig::Validate() const {
   if (cpu_threads < 0)
     throw base::Error("--cpu-threads must be >= 0 (0: all cores), got " +
                       std::to_string(cpu_threads));
+  if (!(layer_overhead_s >= 0 && std::isfinite(layer_overhead_s)))
+    throw base::Error("--layer-overhead-s must be a finite number of seconds >= 0");
   if (model.max_position_embeddings > 0 &&
       workload.prompt_tokens + workload.output_tokens > model.max_position_embeddings) {
     throw base::Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +

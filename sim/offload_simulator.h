@@ -53,6 +53,11 @@ struct SimConfig {
   uint64_t seed = 0;
   std::optional<double> accelerator_bytes;  // overrides the accelerator's memory
   int64_t cpu_threads = 0;                  // 0: all the host's cores
+  // Time the compute stream spends per transformer layer and pass outside the priced kernels:
+  // the framework's dispatch (Python, per-op launches and synchronisation of an eager PyTorch
+  // implementation such as Mixtral-offloading's). 0 (the default) for a compiled engine like
+  // moelab's executor. Copies overlap it, as they overlap compute.
+  double layer_overhead_s = 0;
   bool record_timeline = false;
   CalibrationOptions calibration;
   // Replayed instead of the gate's stand-ins where a pass and layer has them (the executor's
@@ -80,6 +85,7 @@ struct SimResult {
   Workload workload;
   uint64_t seed = 0;
   int64_t cpu_threads = 0;
+  double layer_overhead_s = 0;
 
   // Latency and throughput (executor conventions, docs/executor.md).
   Seconds ttft_s = 0;

@@ -53,6 +53,7 @@ nlohmann::json SimResult::ToJson() const {
   json["accelerator"] = accelerator_name;
   json["cpu"] = cpu_name;
   json["cpu_threads"] = cpu_threads;
+  if (layer_overhead_s > 0) json["layer_overhead_s"] = layer_overhead_s;
   json["policy"] = policy;
   nlohmann::json options = nlohmann::json::object();
   for (const auto& [name, value] : policy_options) options[name] = value;

@@ -38,6 +38,7 @@ void Engine::Finish() {
   r.compute_dtype = cost_.compute_dtype();
   r.cost_source = config_.cost_source;
   r.cpu_threads = cost_.cpu_threads();
+  r.layer_overhead_s = config_.layer_overhead_s;
 }
 
 double SimResult::hit_rate() const {

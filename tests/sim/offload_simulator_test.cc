@@ -349,6 +349,19 @@ TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
       << "the copies move from the link to the compute resource, no more, no less";
 }
 
+TEST(OffloadSimulator, LayerOverheadAddsToEveryLayerOfEveryPass) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "a100-80gb-pcie", "resident");
+  const SimResult base = SimulateOffload(config);
+  config.layer_overhead_s = 1e-3;
+  const SimResult slower = SimulateOffload(config);
+  ASSERT_TRUE(base.tpot_s && slower.tpot_s);
+  // resident: one serial chain of ops per pass, so each layer's overhead adds once.
+  EXPECT_NEAR(*slower.tpot_s - *base.tpot_s, config.model.num_layers * 1e-3, 1e-9);
+  EXPECT_NEAR(slower.ttft_s - base.ttft_s, config.model.num_layers * 1e-3, 1e-9);
+  config.layer_overhead_s = -1e-3;
+  EXPECT_THROW(SimulateOffload(config), base::Error);
+}
+
 TEST(OffloadSimulator, ErrorsNameTheOption) {
   auto message = [](SimConfig config) {
     try {
