@@ -40,7 +40,8 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   // checksums the payload and copies it, once per read, at the speed the profile's expert_load
   // samples measured (the largest block: expert-sized), so the per-read latency of storage is
   // charged here too. Profiles from before expert_load existed get 3 bytes of DRAM traffic per
-  // byte (read, read, write), which this machine's reader measured 2.3x too fast.
+  // byte (read, read, write): 5.5-9.1 GB/s on the Xeon of results/offload-runtime.md, whose reader
+  // measured 4.3-4.8 GB/s.
   const ProfileSample* load = nullptr;
   for (const ProfileSample& s : profile.samples) {
     if (s.op == "expert_load" && s.bytes > 0 && s.median_s > 0 && (!load || s.bytes > load->bytes))
