@@ -37,6 +37,8 @@ int Run(const std::vector<std::string>& args) {
       ("routing", ParsedInto(&request.routing, "gate", routing::ParseRoutingSpec), "gate | uniform | popularity:FILE | trace:FILE")
       ("seed", Into(&request.seed), "seed for weights, prompts, sampling and routing")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("device", Into(&request.device), "where the forward passes run: cpu (default) or gpu (the CUDA backend: bf16 weights on the device, cuBLAS GEMMs; moelab devices lists the GPUs)")
+      ("gpu", Into(&request.gpu_index), "which GPU with --device gpu (index as moelab devices prints it)")
       ("trace-out", Into(&request.trace_out), "write the routing trace (moelab.routing_trace/1) here")
       ("offload", po::value<std::string>(&offload.policy), "offload routed experts to storage with this policy (on-demand, lru-prefetch, static-split, fmoe, stream-all); needs --expert-memory")
       ("expert-memory", po::value<std::string>()->notifier([&](const std::string& text) { offload.expert_memory_bytes = static_cast<int64_t>(base::ParseBytes(text, "--expert-memory")); }), "RAM for the expert cache and staging buffers with --offload (bytes, or with a unit: 512MB, 2GiB)")

@@ -2,9 +2,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "device/gpu_error.h"
 
 // GPU measurements for the profiler: host<->device copies and a cuBLAS bf16 expert FFN. CUDA-free
 // header (like gpu_devices.h): built from cuda_profile_cuda.cu when MOELAB_WITH_CUDA, else from
@@ -13,13 +14,6 @@
 // source line.
 
 namespace moelab::device {
-
-// A CUDA or cuBLAS failure (or no CUDA at all). Not a moelab::Error: device/ depends on nothing of
-// ours; the profiler turns it into a note or a failed sample.
-class GpuError : public std::runtime_error {
- public:
-  explicit GpuError(const std::string& message) : std::runtime_error(message) {}
-};
 
 // cuBLAS version ("13.0.2"), empty without CUDA or when cuBLAS cannot be loaded.
 std::string CublasVersion();

@@ -10,37 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "device/cuda_check.h"
 #include "device/cuda_profile.h"
-
-namespace moelab::device {
-namespace {
-
-[[noreturn]] void ThrowGpuError(const char* call, const std::string& what, const char* file,
-                                int line) {
-  throw GpuError(std::string(call) + " failed: " + what + " (" + file + ":" + std::to_string(line) +
-                 ")");
-}
-
-}  // namespace
-}  // namespace moelab::device
-
-#define MOELAB_CUDA_CHECK(call)                                                            \
-  do {                                                                                     \
-    const cudaError_t moelab_status_ = (call);                                             \
-    if (moelab_status_ != cudaSuccess) {                                                   \
-      ::moelab::device::ThrowGpuError(#call, cudaGetErrorString(moelab_status_), __FILE__, \
-                                      __LINE__);                                           \
-    }                                                                                      \
-  } while (0)
-
-#define MOELAB_CUBLAS_CHECK(call)                                                             \
-  do {                                                                                        \
-    const cublasStatus_t moelab_status_ = (call);                                             \
-    if (moelab_status_ != CUBLAS_STATUS_SUCCESS) {                                            \
-      ::moelab::device::ThrowGpuError(#call, cublasGetStatusString(moelab_status_), __FILE__, \
-                                      __LINE__);                                              \
-    }                                                                                         \
-  } while (0)
 
 namespace moelab::device {
 namespace {

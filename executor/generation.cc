@@ -52,7 +52,7 @@ int32_t Sample(const std::vector<double>& p, std::mt19937_64& rng) {
   return 0;
 }
 
-int64_t CacheCapacity(const Transformer& model, int64_t prompt, int64_t extra) {
+int64_t CacheCapacity(const ForwardModel& model, int64_t prompt, int64_t extra) {
   const int64_t needed = prompt + extra;
   if (needed > model.config().max_positions) {
     throw base::Error("prompt (" + std::to_string(prompt) + ") plus generated tokens need " +
@@ -91,7 +91,7 @@ int32_t PickToken(const float* logits, int64_t vocab, double temperature, std::m
   return Sample(Distribution(logits, vocab, temperature), rng);
 }
 
-DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
+DecodeResult RunDecode(ForwardModel& model, const std::vector<TokenIds>& prompts,
                        const DecodeOptions& options) {
   CheckPrompts(prompts);
   if (options.output_tokens < 0) throw base::Error("output tokens must be >= 0");
@@ -104,10 +104,9 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   if (options.synthetic_context < 0)
     throw base::Error("a synthetic context must be >= 0 positions");
   for (size_t s = 0; s < prompts.size(); ++s) {
-    caches.emplace_back(
-        model.config(),
+    caches.push_back(model.NewCache(
         CacheCapacity(model, static_cast<int64_t>(longest) + options.synthetic_context,
-                      std::max<int64_t>(options.output_tokens, 1)));
+                      std::max<int64_t>(options.output_tokens, 1))));
     if (options.synthetic_context > 0)
       caches.back().FillSynthetic(options.synthetic_context, options.seed + s);
   }
@@ -148,7 +147,7 @@ DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
   return result;
 }
 
-BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
+BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t width,
                          int64_t output_tokens, routing::RoutingSource* routing,
                          routing::RoutingTrace* record) {
   CheckPrompts({prompt});
@@ -157,7 +156,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
   const int64_t vocab = model.config().vocab_size;
   const int64_t capacity = CacheCapacity(model, static_cast<int64_t>(prompt.size()), output_tokens);
   BeamResult result;
-  KvCache root(model.config(), capacity);
+  KvCache root = model.NewCache(capacity);
   std::vector<SequenceInput> inputs = {{&root, prompt}};
   std::vector<float> logits;
   ForwardOptions forward{LogitRows::kAll, routing, record, "prefill"};
@@ -186,7 +185,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
   std::vector<std::unique_ptr<KvCache>> caches;
   for (int64_t b = 0; b < first; ++b) {
     beams.push_back({{candidates[b].token}, candidates[b].score});
-    caches.push_back(std::make_unique<KvCache>(model.config(), capacity));
+    caches.push_back(std::make_unique<KvCache>(model.NewCache(capacity)));
     caches.back()->CopyFrom(root);
   }
   result.prefill_s = Since(start);
@@ -219,7 +218,7 @@ BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t wid
       beam.tokens.push_back(c.token);
       beam.log_probability = c.score;
       next_beams.push_back(std::move(beam));
-      next_caches.push_back(std::make_unique<KvCache>(model.config(), capacity));
+      next_caches.push_back(std::make_unique<KvCache>(model.NewCache(capacity)));
       next_caches.back()->CopyFrom(*caches[c.parent]);
     }
     beams = std::move(next_beams);
@@ -266,7 +265,7 @@ double SpeculativeResult::Sigma(int64_t gamma) const {
   return emitted / static_cast<double>(accepted_per_round.size()) / static_cast<double>(gamma + 1);
 }
 
-SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
+SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
                                  const std::vector<TokenIds>& prompts,
                                  const SpeculativeOptions& options) {
   options.Validate();
@@ -291,8 +290,8 @@ SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
     throw base::Error("a synthetic context must be >= 0 positions");
   const int64_t cached = static_cast<int64_t>(longest) + options.synthetic_context;
   for (int64_t s = 0; s < batch; ++s) {
-    target_caches.emplace_back(target.config(), CacheCapacity(target, cached, extra));
-    draft_caches.emplace_back(draft.config(), CacheCapacity(draft, cached, extra));
+    target_caches.push_back(target.NewCache(CacheCapacity(target, cached, extra)));
+    draft_caches.push_back(draft.NewCache(CacheCapacity(draft, cached, extra)));
     if (options.synthetic_context > 0) {
       target_caches.back().FillSynthetic(options.synthetic_context,
                                          options.seed + static_cast<uint64_t>(s));

@@ -51,7 +51,7 @@ struct DecodeResult {
 
 // Prefill every prompt in one pass (its logits give the first token), then decode one token per
 // sequence per step. output_tokens = 0 runs the prefill only.
-DecodeResult RunDecode(Transformer& model, const std::vector<TokenIds>& prompts,
+DecodeResult RunDecode(ForwardModel& model, const std::vector<TokenIds>& prompts,
                        const DecodeOptions& options);
 
 struct Beam {
@@ -69,7 +69,7 @@ struct BeamResult {
 // Beam search of `width` beams over `output_tokens` tokens from one prompt: each step scores every
 // (beam, token) continuation by its total log-probability and keeps the `width` best (ties: lower
 // beam, then lower token), copying the parent's KV cache into each kept beam.
-BeamResult RunBeamSearch(Transformer& model, const TokenIds& prompt, int64_t width,
+BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t width,
                          int64_t output_tokens, routing::RoutingSource* routing = nullptr,
                          routing::RoutingTrace* record = nullptr);
 
@@ -113,7 +113,7 @@ struct SpeculativeResult {
   double Sigma(int64_t gamma) const;
 };
 
-SpeculativeResult RunSpeculative(Transformer& target, Transformer& draft,
+SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
                                  const std::vector<TokenIds>& prompts,
                                  const SpeculativeOptions& options);
 

@@ -4,6 +4,8 @@
 #include <memory>
 #include <thread>
 
+#include "device/gpu_devices.h"
+#include "executor/gpu/gpu_transformer.h"
 #include "executor/hf_weights.h"
 #include "executor/transformer.h"
 #include "kernels/cpu_features.h"
@@ -190,6 +192,20 @@ void RunRequest::Validate() const {
   if (!(alpha >= 0 && alpha < 1))
     throw base::Error("--alpha must be in [0, 1), got " + std::to_string(alpha));
   if (!(temperature >= 0)) throw base::Error("--temperature must be >= 0");
+  if (device != "cpu" && device != "gpu")
+    throw base::Error("--device must be cpu or gpu, got '" + device + "'");
+  if (device == "gpu") {
+    if (offload) {
+      throw base::Error(
+          "--device gpu --offload: the host -> GPU offload runtime is not built yet; "
+          "offloaded runs use --device cpu (storage -> RAM)");
+    }
+    if (expert_bits != 16 || attention_bits != 16) {
+      throw base::Error(
+          "--device gpu runs bf16 weights: --expert-bits and --attention-bits must "
+          "be 16 (the GPU backend has no quantized kernels yet)");
+    }
+  }
   if (threads < 0) throw base::Error("--threads must be >= 1");
   if (threads > kMaxThreads) {
     throw base::Error(
@@ -228,6 +244,11 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
   ExecutorConfig target_config =
       ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   CheckRunFits(request, target_config);
+  if (request.device == "gpu") {
+    // Before building weights: without a GPU there is nothing to build them for.
+    const std::string why_not = GpuUnavailableReason(request.gpu_index);
+    if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
+  }
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   target_config.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
   target_config.attention_format =
@@ -236,14 +257,22 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
   const ModelWeights target_weights =
       request.offload ? LoadOffloadedWeights(target_config, request, pool, store)
                       : LoadWeights(target_config, request.weights, request.seed, pool);
-  Transformer target(target_weights, pool);
+  const bool on_gpu = request.device == "gpu";
+  std::unique_ptr<ForwardModel> target_model;
   std::unique_ptr<offload::OffloadRuntime> runtime;
-  if (request.offload) {
-    offload::OffloadOptions options = *request.offload;
-    if (options.seed == 0) options.seed = request.seed;
-    runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
-    target.set_expert_provider(runtime.get());
+  if (on_gpu) {
+    target_model = MakeGpuTransformer(target_weights, request.gpu_index);
+  } else {
+    auto cpu_model = std::make_unique<Transformer>(target_weights, pool);
+    if (request.offload) {
+      offload::OffloadOptions options = *request.offload;
+      if (options.seed == 0) options.seed = request.seed;
+      runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
+      cpu_model->set_expert_provider(runtime.get());
+    }
+    target_model = std::move(cpu_model);
   }
+  ForwardModel& target = *target_model;
 
   std::unique_ptr<routing::RoutingSource> routing;
   routing::RoutingTrace trace;
@@ -274,6 +303,19 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
                        {"isa", ToString(kernels::ActiveIsa())},
                        {"quantized_kernel", ToString(kernels::ActiveQuantizedKernel())},
                        {"threads", pool.size()}};
+  report["device"] = target.device();
+  if (on_gpu) {
+    const device::GpuInventory inventory = device::DetectGpus();
+    const device::GpuDevice& gpu = inventory.devices.at(static_cast<size_t>(request.gpu_index));
+    report["machine"]["gpu"] = {
+        {"index", gpu.index},
+        {"name", gpu.name},
+        {"memory_bytes", gpu.memory_bytes},
+        {"compute_capability", std::to_string(gpu.compute_capability_major) + "." +
+                                   std::to_string(gpu.compute_capability_minor)},
+        {"cuda_runtime", inventory.runtime_version},
+        {"driver", inventory.driver_version}};
+  }
   report["model"] = ShapeJson(target_config, target_weights);
   report["batch"] = request.batch;
   report["prompt_tokens"] = request.prompt_tokens;
@@ -358,7 +400,11 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
       }
       const ModelWeights draft_weights =
           LoadWeights(draft_config, request.draft_weights, request.seed + 1, pool);
-      Transformer draft(draft_weights, pool);
+      std::unique_ptr<ForwardModel> draft_model =
+          on_gpu
+              ? MakeGpuTransformer(draft_weights, request.gpu_index)
+              : std::unique_ptr<ForwardModel>(std::make_unique<Transformer>(draft_weights, pool));
+      ForwardModel& draft = *draft_model;
       report["draft"] = ShapeJson(draft_config, draft_weights);
       // The plain decode of the same requests, in the same run, is the speedup's reference.
       DecodeOptions baseline_options = decode_options;

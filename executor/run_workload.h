@@ -50,6 +50,10 @@ struct RunRequest {
   // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
   // the report gains "offload" (OffloadStats::ToJson).
   std::optional<offload::OffloadOptions> offload;
+  // --device cpu|gpu: where the forward passes run (gpu: the CUDA backend, executor/gpu/, on GPU
+  // gpu_index); the report gains "device" and machine.gpu.
+  std::string device = "cpu";
+  int gpu_index = 0;
 
   void Validate() const;
 };

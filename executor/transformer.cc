@@ -29,19 +29,6 @@ OperatorTimes& OperatorTimes::operator+=(const OperatorTimes& o) {
   return *this;
 }
 
-void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices) {
-  for (int64_t slot = 0; slot < k; ++slot) {
-    int32_t best = -1;
-    for (int64_t e = 0; e < count; ++e) {
-      bool taken = false;
-      for (int64_t s = 0; s < slot; ++s) taken |= indices[s] == e;
-      if (!taken && (best < 0 || probabilities[e] > probabilities[best]))
-        best = static_cast<int32_t>(e);
-    }
-    indices[slot] = best;
-  }
-}
-
 Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
     : weights_(weights),
       pool_(pool),
@@ -55,15 +42,10 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
                           std::vector<float>& logits) {
   const ExecutorConfig& c = config();
   const int64_t d = c.hidden_size;
-  int64_t tokens = 0;
+  const int64_t tokens = CheckForwardBatch(c, batch);
   for (const SequenceInput& s : batch) {
-    if (s.cache == nullptr || s.tokens.empty())
-      throw base::Error("forward pass: every sequence needs a cache and at least one token");
-    if (s.cache->length() + static_cast<int64_t>(s.tokens.size()) > s.cache->capacity()) {
-      throw base::Error("forward pass: sequence would exceed its KV cache capacity (" +
-                        std::to_string(s.cache->capacity()) + " positions)");
-    }
-    tokens += static_cast<int64_t>(s.tokens.size());
+    if (s.cache->device_storage())
+      throw base::Error("forward pass: the CPU model was given a device KV cache");
   }
   Clock::time_point start = Clock::now();
   hidden_.resize(static_cast<size_t>(tokens * d));
@@ -73,10 +55,6 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   for (const SequenceInput& s : batch) {
     for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
       const int32_t token = s.tokens[i];
-      if (token < 0 || token >= c.vocab_size) {
-        throw base::Error("token id " + std::to_string(token) + " outside the vocabulary [0, " +
-                          std::to_string(c.vocab_size) + ")");
-      }
       positions_[row] = s.cache->length() + static_cast<int64_t>(i);
       const kernels::Bf16* embedding = weights_.embedding.data() + static_cast<int64_t>(token) * d;
       for (int64_t j = 0; j < d; ++j) hidden_[row * d + j] = kernels::Bf16ToFloat(embedding[j]);
@@ -236,24 +214,10 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   token_weights_.resize(static_cast<size_t>(tokens));
   std::vector<std::vector<int32_t>> forced;
   if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* probabilities = router_logits_.data() + t * experts;
-    kernels::Softmax(probabilities, experts);
-    std::vector<int32_t>& chosen = token_experts_[t];
-    chosen.resize(static_cast<size_t>(k));
-    if (options.routing) {
-      chosen = forced[t];
-    } else {
-      TopK(probabilities, experts, k, chosen.data());
-    }
-    std::vector<float>& weights = token_weights_[t];
-    weights.resize(static_cast<size_t>(k));
-    double sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += weights[j] = probabilities[chosen[j]];
-    if (c.norm_topk_prob) {
-      for (float& w : weights) w = static_cast<float>(w / sum);
-    }
-  }
+  for (int64_t t = 0; t < tokens; ++t)
+    kernels::Softmax(router_logits_.data() + t * experts, experts);
+  ChooseExperts(c, router_logits_.data(), tokens, options.routing ? &forced : nullptr,
+                token_experts_, token_weights_);
   if (record) {
     if (record->experts.empty())
       record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));

@@ -30,6 +30,9 @@ class RopeTable {
   // Rotates `heads` vectors of head_dim at `position` in place.
   void Apply(float* vectors, int64_t heads, int64_t position) const;
   int64_t max_positions() const { return max_positions_; }
+  // [position][head_dim / 2]: what a device backend uploads to rotate exactly as Apply does.
+  const std::vector<float>& cos_table() const { return cos_; }
+  const std::vector<float>& sin_table() const { return sin_; }
 
  private:
   int64_t head_dim_ = 0;

@@ -46,13 +46,7 @@ TEST_P(HuggingFaceWeights, SavedFileLoadsBackToTheSameModel) {
 INSTANTIATE_TEST_SUITE_P(Families, HuggingFaceWeights,
                          ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(),
                                            testing::TinyQwen3Moe(), testing::TinyLlama()),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+                         testing::TinyModelName());
 
 TEST(HuggingFaceWeightsErrors, UseTheFamiliesTensorNames) {
   kernels::ThreadPool pool(1);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include "executor/executor_config.h"
 
 namespace moelab::testing {
@@ -75,5 +77,17 @@ inline executor::ExecutorConfig Quantized(executor::ExecutorConfig c, kernels::W
   c.attention_format = attention;
   return c;
 }
+
+// Names parameterized tests after the tiny model ('-' becomes '_', as gtest requires).
+struct TinyModelName {
+  template <typename Info>
+  std::string operator()(const Info& info) const {
+    std::string name = info.param.name;
+    for (char& ch : name) {
+      if (ch == '-') ch = '_';
+    }
+    return name;
+  }
+};
 
 }  // namespace moelab::testing

@@ -98,13 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          kernels::WeightFormat::kQ8_0),
                       testing::Quantized(testing::TinyQwenMoe(), kernels::WeightFormat::kQ8_0,
                                          kernels::WeightFormat::kQ4_0)),
-    [](const auto& info) {
-      std::string name = info.param.name;
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+    testing::TinyModelName());
 
 TEST(Transformer, RecordsAndReplaysRouting) {
   kernels::ThreadPool pool(2);

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/executor_config.h"
+#include "executor/kv_cache.h"
+#include "routing/routing_source.h"
+#include "routing/routing_trace.h"
+
+namespace moelab::executor {
+
+class ExpertProvider;
+
+// New tokens of one sequence for a forward pass: they take positions cache->length() onwards.
+struct SequenceInput {
+  KvCache* cache = nullptr;
+  std::vector<int32_t> tokens;
+};
+
+// Wall time per operator class, accumulated over forward passes.
+struct OperatorTimes {
+  double attention_s = 0;  // QKV and output projections, rotary, attention over the KV cache
+  double router_s = 0;     // gate matmul, softmax, top-K
+  double experts_s = 0;    // routed experts, shared experts, dense FFNs
+  double lm_head_s = 0;    // final norm and LM head
+  double other_s = 0;      // embedding, norms, residual adds
+  double total() const { return attention_s + router_s + experts_s + lm_head_s + other_s; }
+  OperatorTimes& operator+=(const OperatorTimes& other);
+};
+
+enum class LogitRows { kAll, kLastPerSequence };
+
+struct ForwardOptions {
+  LogitRows logits = LogitRows::kAll;
+  routing::RoutingSource* routing = nullptr;  // forced routing; nullptr: the model's own gate
+  routing::RoutingTrace* record = nullptr;    // when set, this pass's routing is appended as a step
+  std::string step_kind = "decode";
+  // Routed experts' weights come from here (the offload runtime) instead of ModelWeights; it may
+  // ask for the gate's mean probabilities and the speculative gate (layer l+1's router applied to
+  // layer l's normalized hidden state), which `record` then records too.
+  ExpertProvider* experts = nullptr;
+};
+
+// One forward pass of a model on one device: the CPU Transformer (transformer.h) or the GPU
+// backend (executor/gpu/). The workloads (generation.h) run on either unchanged; each device keeps
+// its sequences' keys and values where its attention reads them (NewCache).
+class ForwardModel {
+ public:
+  virtual ~ForwardModel() = default;
+  virtual const ExecutorConfig& config() const = 0;
+  // Appends every sequence's tokens to its cache and writes logits [rows][vocab] to `logits`.
+  // Rows: every new token in batch order (kAll) or the last token of each sequence.
+  virtual void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+                       std::vector<float>& logits) = 0;
+  virtual OperatorTimes& times() = 0;
+  // Forward passes run so far; forced routing uses it as the step index.
+  virtual int64_t passes() const = 0;
+  // An empty KV cache of `capacity` positions in this device's memory.
+  virtual KvCache NewCache(int64_t capacity) const = 0;
+  // "cpu", or "gpu" for the CUDA backend.
+  virtual std::string device() const = 0;
+};
+
+// Checks a pass's sequences (a cache with room, at least one token, ids inside the vocabulary);
+// returns the pass's tokens.
+int64_t CheckForwardBatch(const ExecutorConfig& config, const std::vector<SequenceInput>& batch);
+
+// Top-K of a router's probabilities: the K largest (lower index first on ties), in rank order.
+void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices);
+
+// Each token's experts and their weights from the router's softmax probabilities
+// [tokens][num_experts]: the top-K, or `forced` (a routing source's choice) when given; weights are
+// the chosen probabilities, renormalized to sum 1 when the family does. Both devices route with it.
+void ChooseExperts(const ExecutorConfig& config, const float* probabilities, int64_t tokens,
+                   const std::vector<std::vector<int32_t>>* forced,
+                   std::vector<std::vector<int32_t>>& experts,
+                   std::vector<std::vector<float>>& weights);
+
+}  // namespace moelab::executor

@@ -1,0 +1,683 @@
+// The executor's forward pass on a CUDA GPU (gpu_transformer.h). Compiled by the host compiler
+// against the CUDA runtime and cuBLAS; the kernels are in gpu_kernels.cu.
+#include "executor/gpu/gpu_transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+#include "device/cuda_check.h"
+#include "device/gpu_devices.h"
+#include "executor/gpu/gpu_kernels.h"
+#include "kernels/elementwise.h"
+
+namespace moelab::executor {
+namespace {
+
+int64_t RoundUp(int64_t value, int64_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+
+// Activation rows are this many elements apart: 16-byte aligned for bf16 and fp32 alike.
+int64_t Ld(int64_t width) { return RoundUp(std::max<int64_t>(width, 1), 8); }
+
+// A device allocation of `count` T, zero-filled; Grow keeps it at least `count` long (contents
+// are not kept).
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  explicit DeviceArray(int64_t count) { Grow(count); }
+  ~DeviceArray() {
+    if (data_) cudaFree(data_);
+  }
+  DeviceArray(DeviceArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  void Grow(int64_t count) {
+    if (count <= count_) return;
+    if (data_) MOELAB_CUDA_CHECK(cudaFree(data_));
+    data_ = nullptr;
+    count_ = 0;
+    MOELAB_CUDA_CHECK(cudaMalloc(&data_, static_cast<size_t>(count) * sizeof(T)));
+    MOELAB_CUDA_CHECK(cudaMemset(data_, 0, static_cast<size_t>(count) * sizeof(T)));
+    count_ = count;
+  }
+  void Upload(const T* host, int64_t count) {
+    Grow(count);
+    MOELAB_CUDA_CHECK(
+        cudaMemcpy(data_, host, static_cast<size_t>(count) * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void Upload(const std::vector<T>& host) {
+    Upload(host.data(), static_cast<int64_t>(host.size()));
+  }
+  T* get() const { return data_; }
+  int64_t size() const { return count_; }
+
+ private:
+  T* data_ = nullptr;
+  int64_t count_ = 0;
+};
+
+// A device array filled from the host asynchronously through its own pinned staging buffer (one
+// per array: a staging buffer is rewritten only after the stream passed its previous copy, which
+// the per-layer routing synchronization and the end of each pass guarantee).
+template <typename T>
+class StagedArray {
+ public:
+  StagedArray() = default;
+  ~StagedArray() {
+    if (staging_) cudaFreeHost(staging_);
+  }
+  StagedArray(const StagedArray&) = delete;
+  StagedArray& operator=(const StagedArray&) = delete;
+
+  void UploadAsync(const std::vector<T>& host, cudaStream_t stream) {
+    const int64_t count = static_cast<int64_t>(host.size());
+    if (count == 0) return;
+    device_.Grow(count);
+    if (count > staging_count_) {
+      if (staging_) MOELAB_CUDA_CHECK(cudaFreeHost(staging_));
+      staging_ = nullptr;
+      staging_count_ = 0;
+      MOELAB_CUDA_CHECK(cudaMallocHost(&staging_, static_cast<size_t>(count) * sizeof(T)));
+      staging_count_ = count;
+    }
+    std::memcpy(staging_, host.data(), static_cast<size_t>(count) * sizeof(T));
+    MOELAB_CUDA_CHECK(cudaMemcpyAsync(device_.get(), staging_,
+                                      static_cast<size_t>(count) * sizeof(T),
+                                      cudaMemcpyHostToDevice, stream));
+  }
+  T* get() const { return device_.get(); }
+
+ private:
+  DeviceArray<T> device_;
+  T* staging_ = nullptr;
+  int64_t staging_count_ = 0;
+};
+
+// A matmul weight [rows][cols], row-major bf16 with rows `ld` elements apart (zero padding).
+struct DeviceMatrix {
+  DeviceArray<uint16_t> data;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+};
+
+DeviceMatrix UploadRowMajor(const kernels::Bf16* row_major, int64_t rows, int64_t cols) {
+  DeviceMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  m.ld = Ld(cols);
+  std::vector<uint16_t> padded(static_cast<size_t>(rows * m.ld), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(padded.data() + r * m.ld, row_major + r * cols, static_cast<size_t>(cols) * 2);
+  m.data.Upload(padded);
+  return m;
+}
+
+DeviceMatrix Upload(const kernels::PackedBf16Matrix& packed) {
+  std::vector<kernels::Bf16> row_major(static_cast<size_t>(packed.rows() * packed.cols()));
+  if (!row_major.empty()) packed.UnpackRows(0, packed.rows(), row_major.data());
+  return UploadRowMajor(row_major.data(), packed.rows(), packed.cols());
+}
+
+DeviceMatrix Upload(const kernels::WeightMatrix& matrix, const std::string& what) {
+  if (matrix.format() != kernels::WeightFormat::kBf16) {
+    throw base::Error("--device gpu runs bf16 weights; " + what + " are " +
+                      kernels::ToString(matrix.format()) +
+                      " (the GPU backend has no quantized kernels yet: use --expert-bits 16 "
+                      "--attention-bits 16)");
+  }
+  return Upload(matrix.bf16());
+}
+
+struct DeviceFfn {
+  int64_t width = 0;
+  DeviceMatrix gate_up;
+  DeviceMatrix down;
+};
+
+DeviceFfn Upload(const FfnWeights& ffn, const std::string& what) {
+  DeviceFfn d;
+  d.width = ffn.width;
+  if (ffn.width == 0) return d;
+  d.gate_up = Upload(ffn.gate_up, what);
+  d.down = Upload(ffn.down, what);
+  return d;
+}
+
+DeviceArray<float> UploadVector(const std::vector<float>& host) {
+  DeviceArray<float> d;
+  if (!host.empty()) d.Upload(host);
+  return d;
+}
+
+struct DeviceLayer {
+  DeviceArray<float> attention_norm, ffn_norm, qkv_bias, q_norm, k_norm;
+  DeviceMatrix qkv, output, router, shared_gate;
+  std::vector<DeviceFfn> experts;
+  DeviceFfn shared, dense;
+};
+
+// One sequence's keys and values in device memory, [layer][capacity][kv_width] fp32.
+class GpuKvStorage final : public DeviceKvStorage {
+ public:
+  GpuKvStorage(int device, int64_t layers, int64_t capacity, int64_t kv_width)
+      : device_(device), layers_(layers), capacity_(capacity), kv_width_(kv_width) {
+    MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+    keys_.Grow(layers * capacity * kv_width);
+    values_.Grow(layers * capacity * kv_width);
+  }
+  void CopyPrefixFrom(const DeviceKvStorage& other, int64_t positions) override {
+    const auto* from = dynamic_cast<const GpuKvStorage*>(&other);
+    if (from == nullptr || from->device_ != device_ || from->kv_width_ != kv_width_ ||
+        from->layers_ != layers_ || positions > capacity_ || positions > from->capacity_) {
+      throw base::Error("KV cache copy between GPU caches of different devices or shapes");
+    }
+    if (positions == 0) return;
+    MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+    Copy2D(keys_.get(), from->keys_.get(), from->capacity_, positions, cudaMemcpyDeviceToDevice);
+    Copy2D(values_.get(), from->values_.get(), from->capacity_, positions,
+           cudaMemcpyDeviceToDevice);
+  }
+  void Upload(const std::vector<float>& keys, const std::vector<float>& values,
+              int64_t positions) override {
+    if (static_cast<int64_t>(keys.size()) != layers_ * capacity_ * kv_width_ ||
+        keys.size() != values.size() || positions > capacity_) {
+      throw base::Error("internal error: KV upload of the wrong size");
+    }
+    if (positions == 0) return;
+    MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+    Copy2D(keys_.get(), keys.data(), capacity_, positions, cudaMemcpyHostToDevice);
+    Copy2D(values_.get(), values.data(), capacity_, positions, cudaMemcpyHostToDevice);
+  }
+  float* keys() const { return keys_.get(); }
+  float* values() const { return values_.get(); }
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  // The first `positions` of every layer: one 2-D copy, a layer per row.
+  void Copy2D(float* to, const float* from, int64_t from_capacity, int64_t positions,
+              cudaMemcpyKind kind) const {
+    MOELAB_CUDA_CHECK(cudaMemcpy2D(to, static_cast<size_t>(capacity_ * kv_width_) * sizeof(float),
+                                   from,
+                                   static_cast<size_t>(from_capacity * kv_width_) * sizeof(float),
+                                   static_cast<size_t>(positions * kv_width_) * sizeof(float),
+                                   static_cast<size_t>(layers_), kind));
+  }
+
+  int device_;
+  int64_t layers_, capacity_, kv_width_;
+  DeviceArray<float> keys_, values_;
+};
+
+enum Segment { kAttention, kRouter, kExperts, kLmHead, kOther };
+
+class GpuTransformer final : public ForwardModel {
+ public:
+  GpuTransformer(const ModelWeights& weights, int device)
+      : config_(weights.config), device_(device) {
+    config_.Validate();
+    MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+    CheckFits(weights);
+    MOELAB_CUDA_CHECK(cudaStreamCreate(&stream_));
+    MOELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
+    MOELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    UploadWeights(weights);
+    WarmUp();
+  }
+  ~GpuTransformer() override {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (cublas_) cublasDestroy(cublas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const ExecutorConfig& config() const override { return config_; }
+  OperatorTimes& times() override { return times_; }
+  int64_t passes() const override { return passes_; }
+  std::string device() const override { return "gpu"; }
+  KvCache NewCache(int64_t capacity) const override {
+    return KvCache(
+        config_, capacity,
+        std::make_unique<GpuKvStorage>(device_, config_.num_layers, capacity, config_.kv_width()));
+  }
+
+  void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+               std::vector<float>& logits) override;
+
+ private:
+  void CheckFits(const ModelWeights& weights) const;
+  // One untimed pass of one token: module loading, cuBLAS's kernel choice (every GEMM has the
+  // one row-block shape, so one pass meets them all) and the first allocations stay out of the
+  // first timed pass (TTFT), as a serving engine warms up before its first request.
+  void WarmUp() {
+    KvCache cache = NewCache(1);
+    std::vector<SequenceInput> batch = {{&cache, {0}}};
+    std::vector<float> logits;
+    ForwardOptions options;
+    options.step_kind = "warm-up";
+    Forward(batch, options, logits);
+    times_ = OperatorTimes{};
+    passes_ = 0;
+  }
+  void UploadWeights(const ModelWeights& weights);
+  void Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x, int64_t rows, float* y,
+            int64_t ld_y);
+  void Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out, int64_t ld_out);
+  void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
+                routing::RoutingStep* record);
+  void Mark(Segment segment);
+  void CollectTimes();
+
+  ExecutorConfig config_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  OperatorTimes times_;
+  int64_t passes_ = 0;
+
+  // Weights.
+  DeviceMatrix embedding_;  // [vocab][hidden]; also the LM head when tied
+  DeviceMatrix lm_head_;    // untied only
+  DeviceArray<float> final_norm_, rope_cos_, rope_sin_;
+  std::vector<DeviceLayer> layers_;
+
+  // Per-pass token data: ids, positions, cache pointers and capacities; the rows that get logits.
+  StagedArray<int32_t> token_ids_, positions_, logit_rows_;
+  StagedArray<float*> key_bases_, value_bases_;
+  StagedArray<int64_t> capacities_;
+  // Activations, rows padded to kGpuGemmRows.
+  DeviceArray<float> hidden_, qkv_, projected_, router_probabilities_, ffn_out_, gate_up_,
+      expert_out_, shared_out_, shared_gate_, scores_, logits_;
+  DeviceArray<uint16_t> normed_, attention_out_, gathered_, activation_;
+  // Routing: gather rows, per-token slot ranges and rows, and slot weights.
+  StagedArray<int32_t> routing_indices_;
+  StagedArray<float> slot_weights_;
+
+  // Host scratch.
+  std::vector<float> host_probabilities_;
+  std::vector<std::vector<int32_t>> token_experts_;
+  std::vector<std::vector<float>> token_weights_;
+  gpu::TokenCacheRefs cache_refs_{};
+
+  // Operator timing: an event at each segment boundary, read after the pass.
+  std::vector<cudaEvent_t> events_;
+  std::vector<Segment> event_segments_;
+  size_t events_used_ = 0;
+};
+
+void GpuTransformer::CheckFits(const ModelWeights& weights) const {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  MOELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // Weights as bf16 (fp32 vectors are a rounding error of it), plus an untied-embedding copy.
+  const double needed = weights.TotalBytes() + 256.0 * 1024 * 1024;
+  if (needed > static_cast<double>(free_bytes)) {
+    throw base::Error("model '" + config_.name + "' needs about " + std::to_string(needed / 1e9) +
+                      " GB on GPU " + std::to_string(device_) + ", which has " +
+                      std::to_string(static_cast<double>(free_bytes) / 1e9) + " GB free");
+  }
+}
+
+void GpuTransformer::UploadWeights(const ModelWeights& w) {
+  const ExecutorConfig& c = config_;
+  embedding_ = UploadRowMajor(w.embedding.data(), c.vocab_size, c.hidden_size);
+  if (!c.tied_embeddings) lm_head_ = Upload(w.lm_head);
+  final_norm_ = UploadVector(w.final_norm);
+  const kernels::RopeTable rope(c.head_dim, c.max_positions, c.rope_theta);
+  rope_cos_ = UploadVector(rope.cos_table());
+  rope_sin_ = UploadVector(rope.sin_table());
+  layers_.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    DeviceLayer& d = layers_[l];
+    d.attention_norm = UploadVector(lw.attention_norm);
+    d.ffn_norm = UploadVector(lw.ffn_norm);
+    d.qkv_bias = UploadVector(lw.qkv_bias);
+    d.q_norm = UploadVector(lw.q_norm);
+    d.k_norm = UploadVector(lw.k_norm);
+    d.qkv = Upload(lw.qkv, "attention weights (--attention-bits)");
+    d.output = Upload(lw.output, "attention weights (--attention-bits)");
+    if (c.IsMoeLayer(l)) {
+      d.router = Upload(lw.router);
+      for (const FfnWeights& e : lw.experts)
+        d.experts.push_back(Upload(e, "experts (--expert-bits)"));
+      if (static_cast<int64_t>(d.experts.size()) != c.num_experts)
+        throw base::Error(
+            "--device gpu: the experts are not in RAM (offloaded runs stay on the CPU)");
+      d.shared = Upload(lw.shared, "shared experts");
+      if (!lw.shared_gate.empty()) d.shared_gate = Upload(lw.shared_gate);
+    } else {
+      d.dense = Upload(lw.dense, "dense FFN");
+    }
+  }
+}
+
+void GpuTransformer::Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x, int64_t rows,
+                          float* y, int64_t ld_y) {
+  // y [rows][w.rows] = x [rows][w.cols] . w^T. Row-major y^T is column-major y (w.rows x rows) =
+  // op_T(w as w.cols x w.rows) . (x as w.cols x rows). Always kGpuGemmRows rows at a time (the
+  // buffers are padded): one shape, so one cuBLAS kernel and summation order for every token.
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  for (int64_t r = 0; r < rows; r += kGpuGemmRows) {
+    MOELAB_CUBLAS_CHECK(cublasGemmEx(
+        cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(kGpuGemmRows),
+        static_cast<int>(w.cols), &alpha, w.data.get(), CUDA_R_16BF, static_cast<int>(w.ld),
+        x + r * ld_x, CUDA_R_16BF, static_cast<int>(ld_x), &beta, y + r * ld_y, CUDA_R_32F,
+        static_cast<int>(ld_y), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+void GpuTransformer::Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out,
+                         int64_t ld_out) {
+  const int64_t padded = RoundUp(rows, kGpuGemmRows);
+  const int64_t ld_gate_up = Ld(2 * ffn.width);
+  const int64_t ld_activation = Ld(ffn.width);
+  gate_up_.Grow(padded * ld_gate_up);
+  activation_.Grow(padded * ld_activation);
+  Gemm(ffn.gate_up, x, Ld(config_.hidden_size), padded, gate_up_.get(), ld_gate_up);
+  gpu::SwiGlu(gate_up_.get(), ld_gate_up, padded, ffn.width, activation_.get(), ld_activation,
+              stream_);
+  Gemm(ffn.down, activation_.get(), ld_activation, padded, out, ld_out);
+}
+
+void GpuTransformer::Mark(Segment segment) {
+  if (events_used_ == events_.size()) {
+    cudaEvent_t e = nullptr;
+    MOELAB_CUDA_CHECK(cudaEventCreate(&e));
+    events_.push_back(e);
+    event_segments_.push_back(segment);
+  }
+  event_segments_[events_used_] = segment;
+  MOELAB_CUDA_CHECK(cudaEventRecord(events_[events_used_], stream_));
+  ++events_used_;
+}
+
+void GpuTransformer::CollectTimes() {
+  // Called after the stream synchronized. Each span between two events belongs to the segment the
+  // first one opened (host work between them, e.g. routing, counts where it happened).
+  for (size_t i = 0; i + 1 < events_used_; ++i) {
+    float ms = 0;
+    MOELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+    const double s = ms * 1e-3;
+    switch (event_segments_[i]) {
+      case kAttention:
+        times_.attention_s += s;
+        break;
+      case kRouter:
+        times_.router_s += s;
+        break;
+      case kExperts:
+        times_.experts_s += s;
+        break;
+      case kLmHead:
+        times_.lm_head_s += s;
+        break;
+      case kOther:
+        times_.other_s += s;
+        break;
+    }
+  }
+  events_used_ = 0;
+}
+
+void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+                             std::vector<float>& logits) {
+  const ExecutorConfig& c = config_;
+  const int64_t tokens = CheckForwardBatch(c, batch);
+  if (options.experts)
+    throw base::Error("--device gpu: offloaded experts are not supported on the GPU yet");
+  MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
+  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
+
+  // Token data.
+  std::vector<int32_t> ids, positions;
+  std::vector<float*> key_bases, value_bases;
+  std::vector<int64_t> capacities;
+  int64_t max_visible = 1;
+  for (const SequenceInput& s : batch) {
+    auto* storage = dynamic_cast<GpuKvStorage*>(s.cache->device_storage());
+    if (storage == nullptr)
+      throw base::Error("forward pass: the GPU model needs KV caches from its NewCache");
+    for (size_t i = 0; i < s.tokens.size(); ++i) {
+      const int64_t position = s.cache->length() + static_cast<int64_t>(i);
+      ids.push_back(s.tokens[i]);
+      positions.push_back(static_cast<int32_t>(position));
+      key_bases.push_back(storage->keys());
+      value_bases.push_back(storage->values());
+      capacities.push_back(storage->capacity());
+      const int64_t first =
+          c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
+      max_visible = std::max(max_visible, position - first + 1);
+    }
+  }
+  events_used_ = 0;
+  Mark(kOther);
+  token_ids_.UploadAsync(ids, stream_);
+  positions_.UploadAsync(positions, stream_);
+  key_bases_.UploadAsync(key_bases, stream_);
+  value_bases_.UploadAsync(value_bases, stream_);
+  capacities_.UploadAsync(capacities, stream_);
+  cache_refs_ = {key_bases_.get(), value_bases_.get(), capacities_.get(), positions_.get()};
+
+  const int64_t q_width = c.q_width();
+  const int64_t qkv_width = q_width + 2 * c.kv_width();
+  hidden_.Grow(padded * ld_d);
+  normed_.Grow(padded * ld_d);
+  qkv_.Grow(padded * Ld(qkv_width));
+  attention_out_.Grow(padded * Ld(q_width));
+  projected_.Grow(padded * ld_d);
+  ffn_out_.Grow(padded * ld_d);
+  scores_.Grow(tokens * c.num_heads * max_visible);
+
+  gpu::EmbeddingLookup(embedding_.data.get(), embedding_.ld, d, token_ids_.get(), tokens,
+                       hidden_.get(), ld_d, stream_);
+
+  routing::RoutingStep step;
+  step.kind = options.step_kind;
+  step.tokens = tokens;
+  if (options.record) {
+    for (const SequenceInput& s : batch)
+      step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    DeviceLayer& lw = layers_[layer];
+    gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.attention_norm.get(),
+                       c.rms_norm_eps, normed_.get(), ld_d, stream_);
+    Mark(kAttention);
+    Gemm(lw.qkv, normed_.get(), ld_d, padded, qkv_.get(), Ld(qkv_width));
+    gpu::FinishQkv(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
+                   lw.qkv_bias.get(), lw.q_norm.get(), lw.k_norm.get(), c.rms_norm_eps,
+                   rope_cos_.get(), rope_sin_.get(), cache_refs_, layer, stream_);
+    gpu::Attention(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
+                   c.sliding_window, scale, cache_refs_, layer, max_visible, scores_.get(),
+                   attention_out_.get(), Ld(q_width), stream_);
+    Gemm(lw.output, attention_out_.get(), Ld(q_width), padded, projected_.get(), ld_d);
+    Mark(kOther);
+    gpu::AddScaledRows(projected_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
+    gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.ffn_norm.get(), c.rms_norm_eps,
+                       normed_.get(), ld_d, stream_);
+    if (c.IsMoeLayer(layer)) {
+      MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
+    } else {
+      Mark(kExperts);
+      Ffn(lw.dense, normed_.get(), tokens, ffn_out_.get(), ld_d);
+    }
+    Mark(kOther);
+    gpu::AddScaledRows(ffn_out_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
+  }
+  for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
+
+  Mark(kLmHead);
+  std::vector<int32_t> rows;
+  if (options.logits == LogitRows::kAll) {
+    for (int64_t r = 0; r < tokens; ++r) rows.push_back(static_cast<int32_t>(r));
+  } else {
+    int32_t end = 0;
+    for (const SequenceInput& s : batch) {
+      end += static_cast<int32_t>(s.tokens.size());
+      rows.push_back(end - 1);
+    }
+  }
+  const int64_t logit_rows = static_cast<int64_t>(rows.size());
+  const int64_t logit_padded = RoundUp(logit_rows, kGpuGemmRows);
+  const int64_t ld_vocab = Ld(c.vocab_size);
+  logit_rows_.UploadAsync(rows, stream_);
+  normed_.Grow(logit_padded * ld_d);
+  logits_.Grow(logit_padded * ld_vocab);
+  gpu::RmsNormToBf16(hidden_.get(), ld_d, logit_rows_.get(), logit_rows, d, final_norm_.get(),
+                     c.rms_norm_eps, normed_.get(), ld_d, stream_);
+  Gemm(c.tied_embeddings ? embedding_ : lm_head_, normed_.get(), ld_d, logit_padded, logits_.get(),
+       ld_vocab);
+  logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
+  MOELAB_CUDA_CHECK(
+      cudaMemcpy2DAsync(logits.data(), static_cast<size_t>(c.vocab_size) * 4, logits_.get(),
+                        static_cast<size_t>(ld_vocab) * 4, static_cast<size_t>(c.vocab_size) * 4,
+                        static_cast<size_t>(logit_rows), cudaMemcpyDeviceToHost, stream_));
+  Mark(kOther);
+  MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  CollectTimes();
+  if (options.record) options.record->steps.push_back(std::move(step));
+  ++passes_;
+}
+
+void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
+                              routing::RoutingStep* record) {
+  const ExecutorConfig& c = config_;
+  DeviceLayer& lw = layers_[layer];
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
+  const int64_t experts = c.num_experts;
+  const int64_t ld_experts = Ld(experts);
+  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
+  const int64_t moe_layer = layer - c.first_dense_layers;
+
+  // Router on the device; the probabilities come back so the experts' token lists (which set the
+  // expert GEMMs' shapes) are built on the host, as ggml's mul_mat_id reads its ids.
+  Mark(kRouter);
+  router_probabilities_.Grow(padded * ld_experts);
+  Gemm(lw.router, normed_.get(), ld_d, padded, router_probabilities_.get(), ld_experts);
+  gpu::SoftmaxRows(router_probabilities_.get(), ld_experts, tokens, experts, stream_);
+  host_probabilities_.resize(static_cast<size_t>(tokens * experts));
+  MOELAB_CUDA_CHECK(cudaMemcpy2DAsync(
+      host_probabilities_.data(), static_cast<size_t>(experts) * 4, router_probabilities_.get(),
+      static_cast<size_t>(ld_experts) * 4, static_cast<size_t>(experts) * 4,
+      static_cast<size_t>(tokens), cudaMemcpyDeviceToHost, stream_));
+  MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<std::vector<int32_t>> forced;
+  if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
+  ChooseExperts(c, host_probabilities_.data(), tokens, options.routing ? &forced : nullptr,
+                token_experts_, token_weights_);
+  if (record) {
+    if (record->experts.empty())
+      record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
+    record->experts[moe_layer] = token_experts_;
+  }
+
+  // Each expert's tokens in token order, in a block of rows starting at a multiple of
+  // kGpuGemmRows; per token its slots in expert order (the CPU's order of addition).
+  std::vector<std::vector<std::pair<int32_t, float>>> routed(static_cast<size_t>(experts));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (size_t j = 0; j < token_experts_[t].size(); ++j)
+      routed[token_experts_[t][j]].push_back({static_cast<int32_t>(t), token_weights_[t][j]});
+  }
+  std::vector<int64_t> block_begin(static_cast<size_t>(experts), 0);
+  int64_t gathered_rows = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    block_begin[e] = gathered_rows;
+    gathered_rows += RoundUp(static_cast<int64_t>(routed[e].size()), kGpuGemmRows);
+  }
+  std::vector<int32_t> gather(static_cast<size_t>(gathered_rows), -1);
+  std::vector<std::vector<std::pair<int32_t, float>>> token_slots(static_cast<size_t>(tokens));
+  for (int64_t e = 0; e < experts; ++e) {
+    for (size_t i = 0; i < routed[e].size(); ++i) {
+      const int32_t row = static_cast<int32_t>(block_begin[e] + static_cast<int64_t>(i));
+      gather[row] = routed[e][i].first;
+      token_slots[routed[e][i].first].push_back({row, routed[e][i].second});
+    }
+  }
+  // routing_indices_: [gather rows | slot_begin (tokens + 1) | slot rows].
+  std::vector<int32_t> indices = gather;
+  std::vector<float> weights;
+  const size_t slot_begin_offset = indices.size();
+  int32_t slot = 0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    indices.push_back(slot);
+    slot += static_cast<int32_t>(token_slots[t].size());
+  }
+  indices.push_back(slot);
+  const size_t slot_row_offset = indices.size();
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (const auto& [row, weight] : token_slots[t]) {
+      indices.push_back(row);
+      weights.push_back(weight);
+    }
+  }
+  routing_indices_.UploadAsync(indices, stream_);
+  slot_weights_.UploadAsync(weights, stream_);
+
+  Mark(kExperts);
+  if (gathered_rows > 0) {
+    gathered_.Grow(gathered_rows * ld_d);
+    expert_out_.Grow(gathered_rows * ld_d);
+    gpu::GatherRows(normed_.get(), ld_d, routing_indices_.get(), gathered_rows, d, gathered_.get(),
+                    ld_d, stream_);
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t count = static_cast<int64_t>(routed[e].size());
+      if (count == 0) continue;
+      Ffn(lw.experts[e], gathered_.get() + block_begin[e] * ld_d, count,
+          expert_out_.get() + block_begin[e] * ld_d, ld_d);
+    }
+  }
+  gpu::CombineExperts(expert_out_.get(), ld_d, routing_indices_.get() + slot_begin_offset,
+                      routing_indices_.get() + slot_row_offset, slot_weights_.get(), tokens, d,
+                      ffn_out_.get(), ld_d, stream_);
+  if (lw.shared.width > 0) {
+    shared_out_.Grow(padded * ld_d);
+    Ffn(lw.shared, normed_.get(), tokens, shared_out_.get(), ld_d);
+    const float* gate = nullptr;
+    if (lw.shared_gate.rows > 0) {
+      shared_gate_.Grow(padded * Ld(1));
+      Gemm(lw.shared_gate, normed_.get(), ld_d, padded, shared_gate_.get(), Ld(1));
+      gate = shared_gate_.get();
+    }
+    gpu::AddScaledRows(shared_out_.get(), ld_d, gate, Ld(1), tokens, d, ffn_out_.get(), ld_d,
+                       stream_);
+  }
+}
+
+}  // namespace
+
+std::string GpuUnavailableReason(int device_index) {
+  const device::GpuInventory inventory = device::DetectGpus();
+  if (inventory.devices.empty()) return inventory.why_none;
+  if (device_index < 0 || device_index >= static_cast<int>(inventory.devices.size())) {
+    return "GPU " + std::to_string(device_index) + " does not exist (this machine has " +
+           std::to_string(inventory.devices.size()) + ")";
+  }
+  return "";
+}
+
+std::unique_ptr<ForwardModel> MakeGpuTransformer(const ModelWeights& weights, int device_index) {
+  const std::string why_not = GpuUnavailableReason(device_index);
+  if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
+  return std::make_unique<GpuTransformer>(weights, device_index);
+}
+
+}  // namespace moelab::executor
