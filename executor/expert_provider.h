@@ -27,4 +27,23 @@ class ExpertProvider {
   virtual void EndPass() = 0;
 };
 
+// A layer's demand for its provider: the experts with tokens (ascending) and their token counts.
+inline void ExpertDemandOf(const std::vector<int64_t>& tokens_per_expert,
+                           std::vector<policies::ExpertDemand>& demand) {
+  demand.clear();
+  for (size_t e = 0; e < tokens_per_expert.size(); ++e) {
+    if (tokens_per_expert[e] > 0) demand.push_back({static_cast<int32_t>(e), tokens_per_expert[e]});
+  }
+}
+
+// The gate's mean probabilities over a pass's tokens (probabilities [tokens][experts]).
+inline void GateMeanOf(const float* probabilities, int64_t tokens, int64_t experts,
+                       std::vector<float>& mean) {
+  mean.assign(static_cast<size_t>(experts), 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < experts; ++e)
+      mean[e] += probabilities[t * experts + e] / static_cast<float>(tokens);
+  }
+}
+
 }  // namespace moelab::executor

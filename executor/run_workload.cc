@@ -194,17 +194,10 @@ void RunRequest::Validate() const {
   if (!(temperature >= 0)) throw base::Error("--temperature must be >= 0");
   if (device != "cpu" && device != "gpu")
     throw base::Error("--device must be cpu or gpu, got '" + device + "'");
-  if (device == "gpu") {
-    if (offload) {
-      throw base::Error(
-          "--device gpu --offload: the host -> GPU offload runtime is not built yet; "
-          "offloaded runs use --device cpu (storage -> RAM)");
-    }
-    if (expert_bits != 16 || attention_bits != 16) {
-      throw base::Error(
-          "--device gpu runs bf16 weights: --expert-bits and --attention-bits must "
-          "be 16 (the GPU backend has no quantized kernels yet)");
-    }
+  if (device == "gpu" && (expert_bits != 16 || attention_bits != 16)) {
+    throw base::Error(
+        "--device gpu runs bf16 weights: --expert-bits and --attention-bits must "
+        "be 16 (the GPU backend has no quantized kernels yet)");
   }
   if (threads < 0) throw base::Error("--threads must be >= 1");
   if (threads > kMaxThreads) {
@@ -255,12 +248,20 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
       kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   offload::PreparedStore store;
   const ModelWeights target_weights =
-      request.offload ? LoadOffloadedWeights(target_config, request, pool, store)
-                      : LoadWeights(target_config, request.weights, request.seed, pool);
+      request.offload && request.device != "gpu"
+          ? LoadOffloadedWeights(target_config, request, pool, store)
+          : LoadWeights(target_config, request.weights, request.seed, pool);
   const bool on_gpu = request.device == "gpu";
   std::unique_ptr<ForwardModel> target_model;
   std::unique_ptr<offload::OffloadRuntime> runtime;
-  if (on_gpu) {
+  offload::OffloadRuntime* gpu_runtime = nullptr;  // owned by the GPU model
+  if (on_gpu && request.offload) {
+    // Host -> GPU: the experts stay in RAM (the slow tier), the device caches them.
+    offload::OffloadOptions options = *request.offload;
+    if (options.seed == 0) options.seed = request.seed;
+    target_model =
+        MakeOffloadedGpuTransformer(target_weights, request.gpu_index, options, pool, &gpu_runtime);
+  } else if (on_gpu) {
     target_model = MakeGpuTransformer(target_weights, request.gpu_index);
   } else {
     auto cpu_model = std::make_unique<Transformer>(target_weights, pool);
@@ -323,7 +324,7 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
   report["seed"] = request.seed;
   report["routing"] = routing ? routing->Describe() : "model gate";
   report["weight_bytes_per_token"] = target_weights.BytesPerToken();
-  if (request.offload) {
+  if (request.offload && !on_gpu) {
     // The experts are not in ModelWeights: count them as the in-RAM run does.
     report["model"]["weight_bytes"] = WeightBytesFor(target_config);
     FfnWeights expert;
@@ -460,6 +461,7 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
     }
   }
   report["operator_times_s"] = OperatorJson(target.times());
+  if (gpu_runtime) report["offload"] = gpu_runtime->Stats().ToJson();
   if (runtime) {
     offload::OffloadStats stats = runtime->Stats();
     stats.store_reused = store.reused;

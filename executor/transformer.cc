@@ -286,18 +286,9 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   for (int64_t t = 0; t < tokens; ++t) {
     for (int32_t e : token_experts_[t]) ++counts[static_cast<size_t>(e)];
   }
-  demand_.clear();
-  for (int64_t e = 0; e < experts; ++e) {
-    if (counts[e] > 0) demand_.push_back({static_cast<int32_t>(e), counts[e]});
-  }
+  ExpertDemandOf(counts, demand_);
   gate_mean_.clear();
-  if (needs.gate_probabilities) {
-    gate_mean_.assign(static_cast<size_t>(experts), 0.0f);
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t e = 0; e < experts; ++e)
-        gate_mean_[e] += router_logits_[t * experts + e] / static_cast<float>(tokens);
-    }
-  }
+  if (needs.gate_probabilities) GateMeanOf(router_logits_.data(), tokens, experts, gate_mean_);
   // The speculative gate (Mixtral-offloading): the next layer's router on this layer's normalized
   // hidden state, softmax per token, summed over tokens.
   next_scores_.clear();

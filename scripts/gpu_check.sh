@@ -5,7 +5,9 @@
 # with the device's copy bandwidth probed in the same run (PyTorch, when python3 has it).
 #   MOELAB_BIN_DIR  folder holding moelab and the test binaries (default build/, flat or as built)
 #   OUT_DIR         where the logs and JSON go (default results/gpu-check)
+#   PARTS           tests, timing or both (default "tests timing")
 set -uo pipefail
+parts=${PARTS:-tests timing}
 bin=${MOELAB_BIN_DIR:-build}
 out=${OUT_DIR:-results/gpu-check}
 mkdir -p "$out"
@@ -19,7 +21,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 "$moelab" devices --json > "$out/devices.json" || echo "moelab devices failed"
 
 status=0
-for t in device_gpu_test profiler_gpu_test executor_gpu_test; do
+if [[ $parts == *tests* ]]; then
+for t in device_gpu_test profiler_gpu_test executor_gpu_test executor_offload_same_decisions_test; do
   echo "== $t"
   "$(find_binary $t)" > "$out/$t.log" 2>&1 || status=1
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[==========\]|SKIPPED \] [0-9]" "$out/$t.log"
@@ -30,12 +33,15 @@ done
 if command -v compute-sanitizer > /dev/null; then
   echo "== compute-sanitizer memcheck: executor_gpu_test"
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    "$(find_binary executor_gpu_test)" --gtest_filter='Tiny/*:GpuTransformer.LongPrompt*:GpuTransformer.Beam*' \
+    "$(find_binary executor_gpu_test)" --gtest_filter='Tiny/*:GpuTransformer.LongPrompt*:GpuTransformer.Beam*:GpuOffload.Copied*:GpuOffload.Fiddler*' \
     > "$out/memcheck.log" 2>&1 || { status=1; echo "memcheck failed (exit $?)"; }
   grep -E "ERROR SUMMARY|^\[  PASSED  \]|^\[  FAILED  \]" "$out/memcheck.log"
   grep -m5 -A12 "Invalid\|Misaligned" "$out/memcheck.log"
 fi
 
+fi
+echo "$(date +%T) tests done"
+[[ $parts == *timing* ]] || exit $status
 # Device memory bandwidth: a large device-to-device copy, bytes read + written, median of 20.
 python3 - > "$out/copy_bandwidth.txt" 2>&1 <<'EOF' || true
 import torch
@@ -58,6 +64,7 @@ run() {  # name, then moelab run flags
   timeout 240 "$moelab" run "$@" --json --out "$out/$name.json" 2> "$out/$name.err" ||
     { echo "run $name failed: $(tail -1 "$out/$name.err")"; status=1; }
 }
+echo "$(date +%T) default shape, three rounds"
 for round in 1 2 3; do
   run "decode-b1-r$round" --device gpu --batch 1 --prompt 32 --tokens 64
   run "decode-b4-r$round" --device gpu --batch 4 --prompt 32 --tokens 64
@@ -66,12 +73,26 @@ for round in 1 2 3; do
   run "sd-g4-r$round" --device gpu --workload sd --batch 1 --prompt 32 --tokens 64 --gamma 4 --alpha 0.8
   run "beam-4-r$round" --device gpu --workload beam --beam 4 --prompt 32 --tokens 32
 done
+echo "$(date +%T) offload host -> GPU (default shape: 8 layers x 8 experts of 22 MB; 16 of 64 fit)"
+expert_bytes=$((3 * 1024 * 3584 * 2))
+for policy in on-demand lru-prefetch fiddler stream-all; do
+  run "offload-$policy-b1" --device gpu --offload $policy --expert-memory $((16 * expert_bytes)) --batch 1 --prompt 32 --tokens 32
+done
+run "offload-fiddler-prefill-256" --device gpu --offload fiddler --expert-memory $((16 * expert_bytes)) --workload prefill --prompt 256 --tokens 1
+echo "$(date +%T) SD sweep"
+for batch in 1 4 16; do
+  for gamma in 1 2 4; do
+    run "sd-sweep-b$batch-g$gamma" --device gpu --workload sd --batch $batch --prompt 32 --tokens 48 --gamma $gamma --alpha 0.8
+  done
+done
 run "cpu-decode-b1" --device cpu --batch 1 --prompt 32 --tokens 32
+echo "$(date +%T) wide shape"
 wide=(--layers 8 --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8 --head-dim 128)
 run "wide-decode-b1" --device gpu "${wide[@]}" --batch 1 --prompt 32 --tokens 64
 run "wide-decode-b16" --device gpu "${wide[@]}" --batch 16 --prompt 32 --tokens 32
 run "wide-prefill-512" --device gpu "${wide[@]}" --workload prefill --prompt 512 --tokens 1
 
+echo "$(date +%T) runs done"
 python3 - "$out" <<'EOF' | tee "$out/summary.md"
 import glob, json, os, statistics, sys
 out = sys.argv[1]

@@ -14,4 +14,10 @@ std::unique_ptr<ForwardModel> MakeGpuTransformer(const ModelWeights& /*weights*/
   throw base::Error("--device gpu: " + GpuUnavailableReason(device_index));
 }
 
+std::unique_ptr<ForwardModel> MakeOffloadedGpuTransformer(
+    const ModelWeights& /*weights*/, int device_index, const offload::OffloadOptions& /*options*/,
+    kernels::ThreadPool& /*pool*/, offload::OffloadRuntime** /*runtime*/) {
+  throw base::Error("--device gpu: " + GpuUnavailableReason(device_index));
+}
+
 }  // namespace moelab::executor

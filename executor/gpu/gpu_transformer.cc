@@ -3,6 +3,7 @@
 #include "executor/gpu/gpu_transformer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -12,8 +13,11 @@
 #include "base/error.h"
 #include "device/cuda_check.h"
 #include "device/gpu_devices.h"
+#include "executor/gpu/gpu_expert_tier.h"
 #include "executor/gpu/gpu_kernels.h"
+#include "executor/offload/offload_runtime.h"
 #include "kernels/elementwise.h"
+#include "kernels/expert_ffn.h"
 
 namespace moelab::executor {
 namespace {
@@ -107,12 +111,27 @@ class StagedArray {
   int64_t staging_count_ = 0;
 };
 
-// A matmul weight [rows][cols], row-major bf16 with rows `ld` elements apart (zero padding).
+// A matmul weight [rows][cols] on the device, row-major bf16 with rows `ld` elements apart.
+struct MatrixView {
+  const uint16_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+};
+
+struct FfnView {
+  int64_t width = 0;
+  MatrixView gate_up;
+  MatrixView down;
+};
+
+// A matmul weight the model owns (zero padding past `cols`).
 struct DeviceMatrix {
   DeviceArray<uint16_t> data;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t ld = 0;
+  MatrixView view() const { return {data.get(), rows, cols, ld}; }
 };
 
 DeviceMatrix UploadRowMajor(const kernels::Bf16* row_major, int64_t rows, int64_t cols) {
@@ -147,7 +166,15 @@ struct DeviceFfn {
   int64_t width = 0;
   DeviceMatrix gate_up;
   DeviceMatrix down;
+  FfnView view() const { return {width, gate_up.view(), down.view()}; }
 };
+
+// An expert in one of the offload tier's device buffers (GpuExpertTier's layout).
+FfnView ExpertInBuffer(const uint16_t* buffer, int64_t hidden, int64_t width, int64_t down_offset) {
+  return {width,
+          {buffer, 2 * width, hidden, Ld(hidden)},
+          {buffer + down_offset, hidden, width, Ld(width)}};
+}
 
 DeviceFfn Upload(const FfnWeights& ffn, const std::string& what) {
   DeviceFfn d;
@@ -227,18 +254,46 @@ enum Segment { kAttention, kRouter, kExperts, kLmHead, kOther };
 
 class GpuTransformer final : public ForwardModel {
  public:
-  GpuTransformer(const ModelWeights& weights, int device)
-      : config_(weights.config), device_(device) {
+  // `offload`: routed experts stay in host memory (GpuExpertTier) behind a device expert cache
+  // driven by the offload runtime; `weights` (the CPU kernels' copy of the experts, for experts the
+  // policy runs on the CPU) and `pool` must then outlive the model.
+  GpuTransformer(const ModelWeights& weights, int device, const offload::OffloadOptions* offload,
+                 kernels::ThreadPool* pool)
+      : config_(weights.config), device_(device), offloaded_(offload != nullptr) {
     config_.Validate();
     MOELAB_CUDA_CHECK(cudaSetDevice(device_));
-    CheckFits(weights);
+    CheckFits(weights, offload);
     MOELAB_CUDA_CHECK(cudaStreamCreate(&stream_));
     MOELAB_CUBLAS_CHECK(cublasCreate(&cublas_));
     MOELAB_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     UploadWeights(weights);
-    WarmUp();
+    if (offload) {
+      if (!config_.is_moe())
+        throw base::Error("--offload moves routed experts; model '" + config_.name + "' is dense");
+      host_weights_ = &weights;
+      pool_ = pool;
+      auto tier = std::make_unique<gpu::GpuExpertTier>(weights, device_, stream_);
+      tier_ = tier.get();
+      // One device expert (expert 0 of the first MoE layer) for the warm-up pass and the latency
+      // model; freed before the cache is allocated.
+      warm_expert_.Grow(tier_->expert_bytes() / 2);
+      MOELAB_CUDA_CHECK(cudaMemcpy(warm_expert_.get(), tier_->HostExpert(0, 0),
+                                   static_cast<size_t>(tier_->expert_bytes()),
+                                   cudaMemcpyHostToDevice));
+      WarmUp();
+      offload::OffloadOptions options = *offload;
+      if (!options.fiddler_latency) options.fiddler_latency = MeasureFiddlerLatency(weights);
+      warm_expert_ = DeviceArray<uint16_t>();
+      runtime_ = std::make_unique<offload::OffloadRuntime>(config_, std::move(tier), options);
+    } else {
+      WarmUp();
+    }
   }
   ~GpuTransformer() override {
+    runtime_.reset();  // its tier's copies finish first
+    if (host_rows_) cudaFreeHost(host_rows_);
+    if (host_outputs_) cudaFreeHost(host_outputs_);
+    if (host_rows_ready_) cudaEventDestroy(host_rows_ready_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -256,9 +311,22 @@ class GpuTransformer final : public ForwardModel {
 
   void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
                std::vector<float>& logits) override;
+  offload::OffloadRuntime* runtime() const { return runtime_.get(); }
 
  private:
-  void CheckFits(const ModelWeights& weights) const;
+  void CheckFits(const ModelWeights& weights, const offload::OffloadOptions* offload) const;
+  // Fiddler's Algorithm 1 inputs measured here: one expert's copy host -> device, its GEMMs on
+  // the device at one token, and the CPU kernels at 1 and 16 tokens (median of 5 each).
+  model::FiddlerLatencyModel MeasureFiddlerLatency(const ModelWeights& weights);
+  // The routed experts of a MoE layer through the offload runtime (gathered rows in per-expert
+  // blocks); experts the policy sends to the CPU run there while the device runs the rest.
+  void OffloadedExperts(int64_t layer, int64_t tokens,
+                        const std::vector<std::vector<std::pair<int32_t, float>>>& routed,
+                        const std::vector<int64_t>& block_begin);
+  FfnView WarmExpertView() const {
+    return ExpertInBuffer(warm_expert_.get(), config_.hidden_size, config_.expert_intermediate_size,
+                          tier_->DownOffset());
+  }
   // One untimed pass of one token: module loading, cuBLAS's kernel choice (every GEMM has the
   // one row-block shape, so one pass meets them all) and the first allocations stay out of the
   // first timed pass (TTFT), as a serving engine warms up before its first request.
@@ -273,9 +341,16 @@ class GpuTransformer final : public ForwardModel {
     passes_ = 0;
   }
   void UploadWeights(const ModelWeights& weights);
-  void Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x, int64_t rows, float* y,
+  void Gemm(const MatrixView& w, const uint16_t* x, int64_t ld_x, int64_t rows, float* y,
             int64_t ld_y);
-  void Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out, int64_t ld_out);
+  void Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x, int64_t rows, float* y,
+            int64_t ld_y) {
+    Gemm(w.view(), x, ld_x, rows, y, ld_y);
+  }
+  void Ffn(const FfnView& ffn, const uint16_t* x, int64_t rows, float* out, int64_t ld_out);
+  void Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out, int64_t ld_out) {
+    Ffn(ffn.view(), x, rows, out, ld_out);
+  }
   void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
                 routing::RoutingStep* record);
   void Mark(Segment segment);
@@ -283,6 +358,12 @@ class GpuTransformer final : public ForwardModel {
 
   ExecutorConfig config_;
   int device_;
+  bool offloaded_ = false;
+  const ModelWeights* host_weights_ = nullptr;  // offloaded: the CPU kernels' experts
+  kernels::ThreadPool* pool_ = nullptr;         // offloaded: runs the CPU's experts
+  gpu::GpuExpertTier* tier_ = nullptr;          // owned by runtime_
+  std::unique_ptr<offload::OffloadRuntime> runtime_;
+  DeviceArray<uint16_t> warm_expert_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   OperatorTimes times_;
@@ -307,7 +388,16 @@ class GpuTransformer final : public ForwardModel {
   StagedArray<float> slot_weights_;
 
   // Host scratch.
-  std::vector<float> host_probabilities_;
+  std::vector<float> host_probabilities_, next_probabilities_;
+  std::vector<policies::ExpertDemand> demand_;
+  std::vector<float> gate_mean_, next_scores_;
+  std::vector<int32_t> run_order_;
+  uint16_t* host_rows_ = nullptr;   // pinned: the CPU's experts' input rows
+  float* host_outputs_ = nullptr;   // pinned: their outputs, rows ld(hidden) apart
+  int64_t host_rows_capacity_ = 0;  // rows of both
+  std::vector<float> cpu_in_, cpu_out_;
+  kernels::ExpertFfnScratch cpu_scratch_;
+  cudaEvent_t host_rows_ready_ = nullptr;
   std::vector<std::vector<int32_t>> token_experts_;
   std::vector<std::vector<float>> token_weights_;
   gpu::TokenCacheRefs cache_refs_{};
@@ -318,12 +408,20 @@ class GpuTransformer final : public ForwardModel {
   size_t events_used_ = 0;
 };
 
-void GpuTransformer::CheckFits(const ModelWeights& weights) const {
+void GpuTransformer::CheckFits(const ModelWeights& weights,
+                               const offload::OffloadOptions* offload) const {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   MOELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  // Weights as bf16 (fp32 vectors are a rounding error of it), plus an untied-embedding copy.
-  const double needed = weights.TotalBytes() + 256.0 * 1024 * 1024;
+  // Weights as bf16 (fp32 vectors are a rounding error of it) and room for activations; offloaded,
+  // the routed experts are replaced by the expert memory.
+  double needed = weights.TotalBytes() + 256.0 * 1024 * 1024;
+  if (offload) {
+    for (const LayerWeights& lw : weights.layers) {
+      for (const FfnWeights& e : lw.experts) needed -= e.StoredBytes();
+    }
+    needed += static_cast<double>(offload->expert_memory_bytes);
+  }
   if (needed > static_cast<double>(free_bytes)) {
     throw base::Error("model '" + config_.name + "' needs about " + std::to_string(needed / 1e9) +
                       " GB on GPU " + std::to_string(device_) + ", which has " +
@@ -365,7 +463,7 @@ void GpuTransformer::UploadWeights(const ModelWeights& w) {
   }
 }
 
-void GpuTransformer::Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x, int64_t rows,
+void GpuTransformer::Gemm(const MatrixView& w, const uint16_t* x, int64_t ld_x, int64_t rows,
                           float* y, int64_t ld_y) {
   // y [rows][w.rows] = x [rows][w.cols] . w^T. Row-major y^T is column-major y (w.rows x rows) =
   // op_T(w as w.cols x w.rows) . (x as w.cols x rows). Always kGpuGemmRows rows at a time (the
@@ -375,13 +473,13 @@ void GpuTransformer::Gemm(const DeviceMatrix& w, const uint16_t* x, int64_t ld_x
   for (int64_t r = 0; r < rows; r += kGpuGemmRows) {
     MOELAB_CUBLAS_CHECK(cublasGemmEx(
         cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(kGpuGemmRows),
-        static_cast<int>(w.cols), &alpha, w.data.get(), CUDA_R_16BF, static_cast<int>(w.ld),
-        x + r * ld_x, CUDA_R_16BF, static_cast<int>(ld_x), &beta, y + r * ld_y, CUDA_R_32F,
+        static_cast<int>(w.cols), &alpha, w.data, CUDA_R_16BF, static_cast<int>(w.ld), x + r * ld_x,
+        CUDA_R_16BF, static_cast<int>(ld_x), &beta, y + r * ld_y, CUDA_R_32F,
         static_cast<int>(ld_y), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 }
 
-void GpuTransformer::Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out,
+void GpuTransformer::Ffn(const FfnView& ffn, const uint16_t* x, int64_t rows, float* out,
                          int64_t ld_out) {
   const int64_t padded = RoundUp(rows, kGpuGemmRows);
   const int64_t ld_gate_up = Ld(2 * ffn.width);
@@ -439,7 +537,7 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   const ExecutorConfig& c = config_;
   const int64_t tokens = CheckForwardBatch(c, batch);
   if (options.experts)
-    throw base::Error("--device gpu: offloaded experts are not supported on the GPU yet");
+    throw base::Error("--device gpu: experts come from the model's own offload runtime");
   MOELAB_CUDA_CHECK(cudaSetDevice(device_));
   const int64_t d = c.hidden_size;
   const int64_t ld_d = Ld(d);
@@ -495,6 +593,7 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
     for (const SequenceInput& s : batch)
       step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
   }
+  if (runtime_) runtime_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     DeviceLayer& lw = layers_[layer];
@@ -554,6 +653,7 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   CollectTimes();
   if (options.record) options.record->steps.push_back(std::move(step));
+  if (runtime_) runtime_->EndPass();
   ++passes_;
 }
 
@@ -638,11 +738,16 @@ void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOption
     expert_out_.Grow(gathered_rows * ld_d);
     gpu::GatherRows(normed_.get(), ld_d, routing_indices_.get(), gathered_rows, d, gathered_.get(),
                     ld_d, stream_);
-    for (int64_t e = 0; e < experts; ++e) {
-      const int64_t count = static_cast<int64_t>(routed[e].size());
-      if (count == 0) continue;
-      Ffn(lw.experts[e], gathered_.get() + block_begin[e] * ld_d, count,
-          expert_out_.get() + block_begin[e] * ld_d, ld_d);
+    if (runtime_) {
+      OffloadedExperts(layer, tokens, routed, block_begin);
+    } else {
+      for (int64_t e = 0; e < experts; ++e) {
+        const int64_t count = static_cast<int64_t>(routed[e].size());
+        if (count == 0) continue;
+        Ffn(offloaded_ ? WarmExpertView() : lw.experts[e].view(),
+            gathered_.get() + block_begin[e] * ld_d, count,
+            expert_out_.get() + block_begin[e] * ld_d, ld_d);
+      }
     }
   }
   gpu::CombineExperts(expert_out_.get(), ld_d, routing_indices_.get() + slot_begin_offset,
@@ -662,6 +767,177 @@ void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOption
   }
 }
 
+model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeights& weights) {
+  constexpr int kRepeats = 5;
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  model::FiddlerLatencyModel latency;
+  {
+    DeviceArray<uint16_t> scratch(tier_->expert_bytes() / 2);
+    latency.transfer_s = tier_->MeasureCopySeconds(scratch.get(), kRepeats);
+  }
+  // The device's GEMMs at one token on the warm-up pass's gathered rows (real activations).
+  const int64_t ld_d = Ld(config_.hidden_size);
+  gathered_.Grow(kGpuGemmRows * ld_d);
+  expert_out_.Grow(kGpuGemmRows * ld_d);
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  MOELAB_CUDA_CHECK(cudaEventCreate(&start));
+  MOELAB_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> gpu_seconds;
+  for (int i = 0; i < kRepeats + 1; ++i) {
+    MOELAB_CUDA_CHECK(cudaEventRecord(start, stream_));
+    Ffn(WarmExpertView(), gathered_.get(), 1, expert_out_.get(), ld_d);
+    MOELAB_CUDA_CHECK(cudaEventRecord(stop, stream_));
+    MOELAB_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    MOELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (i > 0) gpu_seconds.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  latency.gpu_s = median(gpu_seconds);
+  // The CPU kernels at 1 and 16 tokens: cpu_lat(s) = base + s * per_token.
+  const FfnWeights& expert =
+      weights.layers[static_cast<size_t>(config_.first_dense_layers)].experts[0];
+  constexpr int64_t kTokens = 16;
+  const int64_t d = config_.hidden_size;
+  std::vector<float> x(static_cast<size_t>(kTokens * d));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
+  std::vector<float> out(x.size());
+  const auto cpu_seconds = [&](int64_t tokens) {
+    std::vector<double> seconds;
+    for (int i = 0; i < kRepeats + 1; ++i) {
+      const auto begin = std::chrono::steady_clock::now();
+      kernels::ExpertFfn(x.data(), tokens, expert.gate_up, expert.down, out.data(), *pool_,
+                         cpu_scratch_);
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      if (i > 0) seconds.push_back(s);
+    }
+    return median(seconds);
+  };
+  const double one = cpu_seconds(1);
+  const double many = cpu_seconds(kTokens);
+  latency.cpu_per_token_s = std::max(0.0, (many - one) / static_cast<double>(kTokens - 1));
+  latency.cpu_base_s = std::max(0.0, one - latency.cpu_per_token_s);
+  latency.Validate();
+  return latency;
+}
+
+void GpuTransformer::OffloadedExperts(
+    int64_t layer, int64_t tokens,
+    const std::vector<std::vector<std::pair<int32_t, float>>>& routed,
+    const std::vector<int64_t>& block_begin) {
+  const ExecutorConfig& c = config_;
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
+  const int64_t experts = c.num_experts;
+  const int64_t ld_experts = Ld(experts);
+  const int32_t moe_layer = static_cast<int32_t>(layer - c.first_dense_layers);
+  const policies::PolicyNeeds needs = runtime_->Needs();
+  std::vector<int64_t> counts(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) counts[e] = static_cast<int64_t>(routed[e].size());
+  ExpertDemandOf(counts, demand_);
+  gate_mean_.clear();
+  if (needs.gate_probabilities) GateMeanOf(host_probabilities_.data(), tokens, experts, gate_mean_);
+  // The speculative gate (Mixtral-offloading): the next layer's router on this layer's normalized
+  // hidden state, softmax per token, summed over tokens -- as the CPU engine computes it.
+  next_scores_.clear();
+  if (needs.next_layer_scores && layer + 1 < c.num_layers) {
+    Mark(kRouter);
+    const int64_t padded = RoundUp(tokens, kGpuGemmRows);
+    Gemm(layers_[layer + 1].router, normed_.get(), ld_d, padded, router_probabilities_.get(),
+         ld_experts);
+    gpu::SoftmaxRows(router_probabilities_.get(), ld_experts, tokens, experts, stream_);
+    next_probabilities_.resize(static_cast<size_t>(tokens * experts));
+    MOELAB_CUDA_CHECK(cudaMemcpy2DAsync(
+        next_probabilities_.data(), static_cast<size_t>(experts) * 4, router_probabilities_.get(),
+        static_cast<size_t>(ld_experts) * 4, static_cast<size_t>(experts) * 4,
+        static_cast<size_t>(tokens), cudaMemcpyDeviceToHost, stream_));
+    MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    next_scores_.assign(static_cast<size_t>(experts), 0.0f);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t e = 0; e < experts; ++e) next_scores_[e] += next_probabilities_[t * experts + e];
+    }
+    Mark(kExperts);
+  }
+  policies::LayerDemand demand;
+  demand.layer = moe_layer;
+  demand.tokens = tokens;
+  demand.experts = demand_;
+  demand.gate_probabilities = gate_mean_;
+  demand.next_layer_scores = next_scores_;
+  runtime_->PlanLayer(demand, run_order_);
+
+  // The CPU's experts' rows go to the host before the device's experts are queued, so the CPU
+  // computes while the device does (Fiddler's overlap).
+  std::vector<int32_t> on_host;
+  int64_t host_rows = 0;
+  for (int32_t e : run_order_) {
+    if (!runtime_->RunsOnHost(e)) continue;
+    on_host.push_back(e);
+    host_rows = std::max(host_rows, block_begin[e] + static_cast<int64_t>(routed[e].size()));
+  }
+  if (!on_host.empty()) {
+    if (host_rows > host_rows_capacity_) {
+      MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (host_rows_) MOELAB_CUDA_CHECK(cudaFreeHost(host_rows_));
+      if (host_outputs_) MOELAB_CUDA_CHECK(cudaFreeHost(host_outputs_));
+      host_rows_ = nullptr;
+      host_outputs_ = nullptr;
+      host_rows_capacity_ = 0;
+      MOELAB_CUDA_CHECK(cudaMallocHost(&host_rows_, static_cast<size_t>(host_rows * ld_d) * 2));
+      MOELAB_CUDA_CHECK(
+          cudaMallocHost(&host_outputs_, static_cast<size_t>(host_rows * ld_d) * sizeof(float)));
+      host_rows_capacity_ = host_rows;
+    }
+    for (int32_t e : on_host) {
+      MOELAB_CUDA_CHECK(cudaMemcpyAsync(
+          host_rows_ + block_begin[e] * ld_d, gathered_.get() + block_begin[e] * ld_d,
+          static_cast<size_t>(static_cast<int64_t>(routed[e].size()) * ld_d) * 2,
+          cudaMemcpyDeviceToHost, stream_));
+    }
+    if (host_rows_ready_ == nullptr)
+      MOELAB_CUDA_CHECK(cudaEventCreateWithFlags(&host_rows_ready_, cudaEventDisableTiming));
+    MOELAB_CUDA_CHECK(cudaEventRecord(host_rows_ready_, stream_));
+  }
+  for (int32_t e : run_order_) {
+    if (runtime_->RunsOnHost(e)) continue;
+    const int32_t buffer = runtime_->AcquireBuffer(moe_layer, e);
+    Ffn(ExpertInBuffer(tier_->DeviceBuffer(buffer), d, c.expert_intermediate_size,
+                       tier_->DownOffset()),
+        gathered_.get() + block_begin[e] * ld_d, static_cast<int64_t>(routed[e].size()),
+        expert_out_.get() + block_begin[e] * ld_d, ld_d);
+    runtime_->Release(moe_layer, e);
+  }
+  if (on_host.empty()) return;
+  MOELAB_CUDA_CHECK(cudaEventSynchronize(host_rows_ready_));
+  const LayerWeights& host_layer = host_weights_->layers[static_cast<size_t>(layer)];
+  for (int32_t e : on_host) {
+    const int64_t count = static_cast<int64_t>(routed[e].size());
+    const int64_t first = block_begin[e];
+    cpu_in_.resize(static_cast<size_t>(count * d));
+    cpu_out_.resize(cpu_in_.size());
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t j = 0; j < d; ++j)
+        cpu_in_[r * d + j] = kernels::Bf16ToFloat(host_rows_[(first + r) * ld_d + j]);
+    }
+    const FfnWeights& w = host_layer.experts[static_cast<size_t>(e)];
+    kernels::ExpertFfn(cpu_in_.data(), count, w.gate_up, w.down, cpu_out_.data(), *pool_,
+                       cpu_scratch_);
+    for (int64_t r = 0; r < count; ++r) {
+      std::memcpy(host_outputs_ + (first + r) * ld_d, cpu_out_.data() + r * d,
+                  static_cast<size_t>(d) * sizeof(float));
+    }
+    MOELAB_CUDA_CHECK(cudaMemcpyAsync(
+        expert_out_.get() + first * ld_d, host_outputs_ + first * ld_d,
+        static_cast<size_t>(count * ld_d) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  }
+}
+
 }  // namespace
 
 std::string GpuUnavailableReason(int device_index) {
@@ -677,7 +953,19 @@ std::string GpuUnavailableReason(int device_index) {
 std::unique_ptr<ForwardModel> MakeGpuTransformer(const ModelWeights& weights, int device_index) {
   const std::string why_not = GpuUnavailableReason(device_index);
   if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
-  return std::make_unique<GpuTransformer>(weights, device_index);
+  return std::make_unique<GpuTransformer>(weights, device_index, nullptr, nullptr);
+}
+
+std::unique_ptr<ForwardModel> MakeOffloadedGpuTransformer(const ModelWeights& weights,
+                                                          int device_index,
+                                                          const offload::OffloadOptions& options,
+                                                          kernels::ThreadPool& pool,
+                                                          offload::OffloadRuntime** runtime) {
+  const std::string why_not = GpuUnavailableReason(device_index);
+  if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
+  auto model = std::make_unique<GpuTransformer>(weights, device_index, &options, &pool);
+  if (runtime) *runtime = model->runtime();
+  return model;
 }
 
 }  // namespace moelab::executor

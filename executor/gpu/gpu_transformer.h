@@ -4,7 +4,9 @@
 #include <string>
 
 #include "executor/forward_model.h"
+#include "executor/offload/offload_runtime.h"
 #include "executor/weights.h"
+#include "kernels/thread_pool.h"
 
 // The executor on a CUDA GPU (CUDA-free header; gpu_transformer.cc in CUDA builds, gpu_none.cc
 // otherwise). The model's bf16 weights are copied to the device once; GEMMs run on cuBLAS
@@ -27,5 +29,18 @@ std::string GpuUnavailableReason(int device_index);
 // free memory; CUDA failures throw device::GpuError naming the call, file and line. `weights` must
 // outlive the model only until this returns (everything is copied).
 std::unique_ptr<ForwardModel> MakeGpuTransformer(const ModelWeights& weights, int device_index);
+
+// The same with the routed experts offloaded host -> GPU: every expert in pinned host memory, a
+// device expert cache and staging buffers of options.expert_memory_bytes, copies on a copy stream
+// of their own overlapping compute, every decision made by the offload runtime's policy objects
+// (the simulator's). Where the policy runs an expert on the CPU (fiddler, static-split), the CPU
+// kernels run it from `weights` on `pool` while the GPU runs the rest; fiddler's latency model
+// (copy, GPU and CPU expert times) is measured at construction. `weights` and `pool` must outlive
+// the model; `*runtime` (when given) receives the runtime, owned by the model, for its stats.
+std::unique_ptr<ForwardModel> MakeOffloadedGpuTransformer(const ModelWeights& weights,
+                                                          int device_index,
+                                                          const offload::OffloadOptions& options,
+                                                          kernels::ThreadPool& pool,
+                                                          offload::OffloadRuntime** runtime);
 
 }  // namespace moelab::executor

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "executor/offload/storage_tier.h"
 #include "policies/registry.h"
 #include "policies/semantic_embedding.h"
 
@@ -73,28 +74,39 @@ nlohmann::json OffloadStats::ToJson() const {
         {"build_s", store_build_s},
         {"direct_io", direct_io}}}};
   if (!warning.empty()) json["warning"] = warning;
+  if (fiddler_latency) {
+    json["fiddler_latency"] = {{"cpu_base_s", fiddler_latency->cpu_base_s},
+                               {"cpu_per_token_s", fiddler_latency->cpu_per_token_s},
+                               {"gpu_s", fiddler_latency->gpu_s},
+                               {"transfer_s", fiddler_latency->transfer_s}};
+  }
   return json;
 }
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
                                const OffloadOptions& options)
+    : OffloadRuntime(config, std::make_unique<StorageTier>(config, store, options.reader_threads),
+                     options) {}
+
+OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<ExpertTier> tier,
+                               const OffloadOptions& options)
     : config_(config),
-      store_(store),
+      tier_(std::move(tier)),
       options_(options),
       experts_(config.num_experts),
-      moe_layers_(config.num_layers - config.first_dense_layers),
-      reader_(std::make_unique<AsyncExpertReader>(store, options.reader_threads)) {
+      moe_layers_(config.num_layers - config.first_dense_layers) {
   options.Validate();
   if (!config.is_moe())
     throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
-  if (options.policy == "fiddler") {
+  if (options.policy == "fiddler" && options.fiddler_latency && tier_->has_host_compute()) {
+    // Fiddler with the CPU next to a GPU: the engine measured its latency model.
+  } else if (options.policy == "fiddler") {
     throw base::Error(
         "--offload fiddler: Fiddler runs experts on a second compute device (the CPU next to a "
-        "GPU) "
-        "while the first holds the cache; this executor has only the CPU, so use on-demand, "
-        "lru-prefetch, static-split, fmoe or stream-all");
+        "GPU) while the first holds the cache; on --device cpu the executor has only the CPU, so "
+        "use --device gpu, or on-demand, lru-prefetch, static-split, fmoe or stream-all");
   }
-  const int64_t expert_bytes = store.key().payload_bytes();
+  const int64_t expert_bytes = tier_->expert_bytes();
   const int64_t fit = options.expert_memory_bytes / expert_bytes;
   if (fit < config.top_k) {
     throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
@@ -116,6 +128,7 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   setup.popularity = options.popularity;
   setup.history = options.history;
   setup.seed = options.seed;
+  if (options.fiddler_latency) setup.latency = *options.fiddler_latency;
   try {
     policy_ = policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
   } catch (const base::Error& e) {
@@ -144,9 +157,10 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
   stats_.policy = policy_->Name();
   stats_.policy_options = policy_->ResolvedOptions();
-  stats_.store_path = store.data_path().string();
-  stats_.direct_io = store.direct_io();
-  stats_.warning = store.warning();
+  stats_.fiddler_latency = options.fiddler_latency;
+  stats_.store_path = tier_->slow_tier_path();
+  stats_.direct_io = tier_->direct_io();
+  stats_.warning = tier_->warning();
   stats_.expert_bytes = expert_bytes;
   stats_.expert_slots = slots;
   stats_.staging_buffers = staging;
@@ -165,12 +179,13 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& 
   }
   checker_->EndInitialPlacement();
   for (const Slot& slot : slots_) {
-    if (slot.job >= 0) reader_->Wait(slot.job);
+    if (slot.job >= 0) tier_->Finish(slot.job);
   }
+  runs_on_host_.assign(static_cast<size_t>(experts_), 0);
 }
 
-// Reads still queued or running write into buffers_: the reader finishes them first.
-OffloadRuntime::~OffloadRuntime() { reader_.reset(); }
+// Copies still queued or running write into the tier's buffers: the tier finishes them first.
+OffloadRuntime::~OffloadRuntime() { tier_.reset(); }
 
 int32_t OffloadRuntime::TakeBuffer() {
   if (!free_buffers_.empty()) {
@@ -180,13 +195,12 @@ int32_t OffloadRuntime::TakeBuffer() {
   }
   // Copies may wait for a staging buffer in the simulator; here one more buffer is allocated and
   // reported (buffers_allocated above expert_slots + staging_buffers).
-  auto weights = std::make_unique<FfnWeights>();
-  weights->Allocate(config_.hidden_size, config_.expert_intermediate_size, config_.expert_format);
-  buffers_.push_back(std::move(weights));
+  const int32_t buffer = tier_->AddBuffer();
   buffer_job_.push_back(-1);
   in_use_.push_back(0);
-  stats_.buffers_allocated = static_cast<int64_t>(buffers_.size());
-  return static_cast<int32_t>(buffers_.size() - 1);
+  buffer_count_ = buffer + 1;
+  stats_.buffers_allocated = buffer_count_;
+  return buffer;
 }
 
 void OffloadRuntime::FreeBuffer(int32_t buffer) { free_buffers_.push_back(buffer); }
@@ -202,14 +216,14 @@ void OffloadRuntime::Load(ExpertRef ref, int priority_class, double priority, bo
     return;
   }
   const int32_t buffer = TakeBuffer();
-  AsyncExpertReader::Job job;
-  job.layer = ref.layer;
-  job.expert = ref.expert;
-  job.destination = buffers_[static_cast<size_t>(buffer)].get();
-  job.priority_class = priority_class;
-  job.priority = priority;
-  job.after = buffer_job_[static_cast<size_t>(buffer)];
-  const int64_t id = reader_->Submit(job);
+  ExpertTier::Copy copy;
+  copy.layer = ref.layer;
+  copy.expert = ref.expert;
+  copy.buffer = buffer;
+  copy.priority_class = priority_class;
+  copy.priority = priority;
+  copy.after = buffer_job_[static_cast<size_t>(buffer)];
+  const int64_t id = tier_->Submit(copy);
   ++reads_issued_;
   buffer_job_[static_cast<size_t>(buffer)] = id;
   slots_[Flat(ref.layer, ref.expert)] = Slot{buffer, id, transient};
@@ -302,6 +316,7 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand,
   // decision of the same layer evicts them (a layer that needs more experts than its cache).
   layer_buffer_.assign(static_cast<size_t>(experts_), -1);
   layer_job_.assign(static_cast<size_t>(experts_), -1);
+  runs_on_host_.assign(static_cast<size_t>(experts_), 0);
   for (const policies::ExpertDemand& d : demand.experts) {
     const Slot& slot = slots_[Flat(layer, d.expert)];
     if (slot.buffer >= 0) in_use_[static_cast<size_t>(slot.buffer)] = 1;
@@ -330,7 +345,7 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand,
       switch (decision.action) {
         case ExpertAction::kResident: {
           const Slot& slot = slots_[Flat(layer, decision.expert)];
-          if (slot.job >= 0 && reader_->Done(slot.job)) {
+          if (slot.job >= 0 && tier_->Done(slot.job)) {
             ++stats_.hits;
           } else {
             ++stats_.inflight_hits;
@@ -346,7 +361,11 @@ void OffloadRuntime::PlanLayer(const policies::LayerDemand& demand,
           break;
         case ExpertAction::kCpu:
           ++stats_.storage_runs;
-          Load(ref, 0, 0, true);
+          if (tier_->has_host_compute()) {
+            runs_on_host_[static_cast<size_t>(decision.expert)] = 1;  // from the host's copy
+          } else {
+            Load(ref, 0, 0, true);
+          }
           break;
       }
       const Slot& slot = slots_[Flat(layer, decision.expert)];
@@ -376,7 +395,17 @@ void OffloadRuntime::ApplyPrefetches(const policies::LayerPlan& plan) {
   }
 }
 
-const FfnWeights& OffloadRuntime::Acquire(int32_t /*moe_layer*/, int32_t expert) {
+const FfnWeights& OffloadRuntime::Acquire(int32_t moe_layer, int32_t expert) {
+  const FfnWeights* weights = tier_->HostWeights(AcquireBuffer(moe_layer, expert));
+  if (weights == nullptr)
+    throw base::Error("offload runtime: this tier's experts live on a device (a runtime bug)");
+  return *weights;
+}
+
+int32_t OffloadRuntime::AcquireBuffer(int32_t /*moe_layer*/, int32_t expert) {
+  if (runs_on_host_[static_cast<size_t>(expert)])
+    throw base::Error("offload runtime: expert " + std::to_string(expert) +
+                      " runs on the host and has no buffer (a runtime bug)");
   if (layer_job_[static_cast<size_t>(expert)] < 0) {
     // Still waiting for a buffer that only a later computation frees: read into one more buffer
     // (reported in buffers_allocated) rather than deadlock.
@@ -400,18 +429,13 @@ const FfnWeights& OffloadRuntime::Acquire(int32_t /*moe_layer*/, int32_t expert)
     layer_job_[static_cast<size_t>(expert)] = slot.job;
     in_use_[static_cast<size_t>(slot.buffer)] = 1;
   }
-  const int64_t job = layer_job_[static_cast<size_t>(expert)];
-  if (!reader_->Done(job)) {
-    const Clock::time_point start = Clock::now();
-    reader_->Wait(job);
-    stats_.stall_s += Since(start);
-  }
-  reader_->Wait(job);  // rethrows a failed read (checksum, I/O)
-  return *buffers_[static_cast<size_t>(layer_buffer_[static_cast<size_t>(expert)])];
+  tier_->Wait(layer_job_[static_cast<size_t>(expert)]);
+  return layer_buffer_[static_cast<size_t>(expert)];
 }
 
 void OffloadRuntime::Release(int32_t moe_layer, int32_t expert) {
   const int32_t buffer = layer_buffer_[static_cast<size_t>(expert)];
+  tier_->Released(buffer);
   in_use_[static_cast<size_t>(buffer)] = 0;
   Slot& slot = slots_[Flat(moe_layer, expert)];
   if (slot.transient && slot.buffer == buffer) {
@@ -441,6 +465,7 @@ void OffloadRuntime::Release(int32_t moe_layer, int32_t expert) {
 }
 
 void OffloadRuntime::EndPass() {
+  tier_->PassEnded();
   policy_->EndIteration();
   ++pass_;
   ++stats_.passes;
@@ -450,8 +475,8 @@ OffloadStats OffloadRuntime::Stats() const {
   OffloadStats stats = stats_;
   // Reads issued (a prefetch of the last layer may still be landing; it completes regardless).
   stats.reads = reads_issued_ - stats_.initial_reads;
-  stats.bytes_read_storage =
-      static_cast<double>(stats.reads) * static_cast<double>(store_.key().block_bytes());
+  stats.bytes_read_storage = static_cast<double>(stats.reads) * tier_->bytes_per_copy();
+  stats.stall_s = tier_->stall_s();
   return stats;
 }
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "executor/expert_provider.h"
-#include "executor/offload/async_reader.h"
 #include "executor/offload/expert_store.h"
+#include "executor/offload/expert_tier.h"
 #include "policies/decision_log.h"
 #include "policies/gate_signals.h"
 #include "policies/offload_policy.h"
@@ -46,6 +46,9 @@ struct OffloadOptions {
   int64_t semantic_dim = 16;  // fMoE's seeded per-request embeddings
   uint64_t seed = 0;
   bool record_decisions = false;  // keep every decision (OffloadStats::decisions)
+  // Fiddler's latency model (cpu_lat(s), gpu_lat, trans_lat), measured by the engine at start-up
+  // where the tier has a second compute device (the GPU backend); fiddler needs it.
+  std::optional<model::FiddlerLatencyModel> fiddler_latency;
 
   void Validate() const;  // Error naming the flag
 };
@@ -72,6 +75,7 @@ struct OffloadStats {
   // top-scored experts predicted from layer l.
   int64_t speculative_used = 0, speculative_predicted = 0;
   std::vector<policies::DecisionEvent> decisions;
+  std::optional<model::FiddlerLatencyModel> fiddler_latency;  // as measured, when fiddler ran
   // What the gate showed the policy, for replay in the simulator (when record_decisions).
   policies::GateSignals signals;
 
@@ -88,6 +92,9 @@ class OffloadRuntime : public ExpertProvider {
   // experts, a policy that needs a second compute device, a policy's own refusals.
   OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
                  const OffloadOptions& options);
+  // Between any two tiers (storage -> RAM above; host -> GPU in executor/gpu/).
+  OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<ExpertTier> tier,
+                 const OffloadOptions& options);
   ~OffloadRuntime() override;
 
   policies::PolicyNeeds Needs() const override { return needs_; }
@@ -96,6 +103,14 @@ class OffloadRuntime : public ExpertProvider {
   const FfnWeights& Acquire(int32_t moe_layer, int32_t expert) override;
   void Release(int32_t moe_layer, int32_t expert) override;
   void EndPass() override;
+
+  // The fast-tier buffer `expert` of the current layer runs from, once its copy is waited for
+  // (Acquire is this plus the tier's host weights).
+  int32_t AcquireBuffer(int32_t moe_layer, int32_t expert);
+  // Whether the current layer's plan runs `expert` on the host compute device from the slow
+  // tier's copy (a kCpu decision where the tier has host compute): it is never acquired.
+  bool RunsOnHost(int32_t expert) const { return runs_on_host_[static_cast<size_t>(expert)] != 0; }
+  ExpertTier& tier() { return *tier_; }
 
   // Counters so far (reads and bytes from the reader).
   OffloadStats Stats() const;
@@ -119,14 +134,13 @@ class OffloadRuntime : public ExpertProvider {
   void CountSpeculative(const policies::LayerDemand& demand);
 
   ExecutorConfig config_;
-  const ExpertStore& store_;
+  std::unique_ptr<ExpertTier> tier_;
   OffloadOptions options_;
   int64_t experts_ = 0, moe_layers_ = 0;
   std::unique_ptr<policies::OffloadPolicy> policy_;
   policies::PolicyNeeds needs_;
   std::optional<policies::PlanChecker> checker_;
-  std::unique_ptr<AsyncExpertReader> reader_;
-  std::vector<std::unique_ptr<FfnWeights>> buffers_;
+  int32_t buffer_count_ = 0;
   std::vector<int64_t> buffer_job_;  // [buffer]: the last read into it
   std::vector<int32_t> free_buffers_;
   std::vector<Slot> slots_;   // [flat expert]
@@ -143,6 +157,7 @@ class OffloadRuntime : public ExpertProvider {
   int32_t current_layer_ = -1;
   std::vector<int32_t> layer_buffer_;  // [expert]: the buffer it runs from in the current layer
   std::vector<int64_t> layer_job_;     // [expert]: the read it waits for
+  std::vector<char> runs_on_host_;     // [expert]: kCpu on the tier's host compute device
   policies::LayerPlan plan_;
   std::vector<float> previous_next_scores_;
   int64_t pass_ = 0;

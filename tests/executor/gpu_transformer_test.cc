@@ -12,6 +12,7 @@
 #include "executor/generation.h"
 #include "executor/run_workload.h"
 #include "executor/transformer.h"
+#include "kernels/elementwise.h"
 #include "tests/executor/reference_model.h"
 #include "tests/executor/tiny_models.h"
 
@@ -195,9 +196,8 @@ TEST(GpuTransformer, QuantizedWeightsAreRefusedByName) {
   }
 }
 
-// `moelab run --device gpu --json` reports every field the CPU run does, plus device and the GPU.
-TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
-  SKIP_WITHOUT_GPU();
+// The default shape cut to 2 layers of hidden 256 (16 experts of 0.8 MB), 8 + 4 tokens.
+RunRequest SmallRunRequest() {
   RunRequest request;
   request.shape = DefaultTargetShape();
   request.shape.layers = 2;
@@ -205,6 +205,13 @@ TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
   request.shape.intermediate = 512;
   request.prompt_tokens = 8;
   request.output_tokens = 4;
+  return request;
+}
+
+// `moelab run --device gpu --json` reports every field the CPU run does, plus device and the GPU.
+TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
+  SKIP_WITHOUT_GPU();
+  RunRequest request = SmallRunRequest();
   const nlohmann::json cpu = RunWorkload(request, model::PresetStore::Default());
   request.device = "gpu";
   const nlohmann::json gpu = RunWorkload(request, model::PresetStore::Default());
@@ -213,6 +220,125 @@ TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
   EXPECT_EQ(cpu["device"], "cpu");
   EXPECT_FALSE(gpu["machine"]["gpu"]["name"].get<std::string>().empty());
   EXPECT_GT(gpu["tokens_per_s"].get<double>(), 0);
+}
+
+// Host -> GPU offloading: a tiny Mixtral of 4 layers x 8 experts, experts in pinned host memory.
+struct OffloadedRun {
+  std::vector<float> logits;  // every pass's, concatenated
+  offload::OffloadStats stats;
+};
+
+ExecutorConfig OffloadModel() {
+  ExecutorConfig c = testing::TinyMixtral();
+  c.num_layers = 4;
+  c.num_experts = 8;
+  return c;
+}
+
+// A prefill of 6 tokens, then 8 decode steps, for two sequences.
+std::vector<float> DecodeLogits(ForwardModel& model) {
+  std::vector<float> all, logits;
+  KvCache a = model.NewCache(32), b = model.NewCache(32);
+  std::vector<SequenceInput> batch = {{&a, {1, 5, 9, 2, 30, 7}}, {&b, {4, 4, 12, 0, 3, 21}}};
+  for (int step = 0; step < 9; ++step) {
+    model.Forward(batch, {LogitRows::kLastPerSequence, nullptr, nullptr, "test"}, logits);
+    all.insert(all.end(), logits.begin(), logits.end());
+    for (size_t s = 0; s < batch.size(); ++s)
+      batch[s].tokens = {static_cast<int32_t>(kernels::ArgMax(logits.data() + s * 37, 37))};
+  }
+  return all;
+}
+
+OffloadedRun RunOffloaded(const ModelWeights& weights, kernels::ThreadPool& pool,
+                          offload::OffloadOptions options) {
+  offload::OffloadRuntime* runtime = nullptr;
+  const auto model = MakeOffloadedGpuTransformer(weights, 0, options, pool, &runtime);
+  OffloadedRun run;
+  run.logits = DecodeLogits(*model);
+  run.stats = runtime->Stats();
+  return run;
+}
+
+offload::OffloadOptions OffloadOptionsFor(const std::string& policy, int64_t experts_of_memory) {
+  offload::OffloadOptions options;
+  options.policy = policy;
+  // The GPU tier's expert: gate_up [80][48] and down [48][40] bf16, no padding at these widths.
+  options.expert_memory_bytes = experts_of_memory * (2 * 40 * 48 + 48 * 40) * 2;
+  options.seed = 3;
+  return options;
+}
+
+// Experts copied to the device run the same GEMMs on the same bytes: every logit is the in-memory
+// GPU model's, bit for bit, whatever the policy keeps or evicts.
+TEST(GpuOffload, CopiedExpertsGiveTheInMemoryLogitsBitForBit) {
+  SKIP_WITHOUT_GPU();
+  kernels::ThreadPool pool(2);
+  const ModelWeights weights = MakeSyntheticWeights(OffloadModel(), 17, pool);
+  const std::vector<float> in_memory = DecodeLogits(*MakeGpuTransformer(weights, 0));
+  struct Case {
+    std::string policy;
+    int64_t experts;
+    std::optional<int64_t> cache_per_layer, prefetch;
+  };
+  for (const Case& c : {Case{"on-demand", 5}, Case{"lru-prefetch", 13, 2, 1}, Case{"stream-all", 9},
+                        Case{"fmoe", 10}}) {
+    offload::OffloadOptions options = OffloadOptionsFor(c.policy, c.experts);
+    options.policy_options.cache_per_layer = c.cache_per_layer;
+    options.policy_options.prefetch = c.prefetch;
+    const OffloadedRun run = RunOffloaded(weights, pool, options);
+    ASSERT_EQ(run.logits.size(), in_memory.size());
+    for (size_t i = 0; i < in_memory.size(); ++i)
+      ASSERT_EQ(run.logits[i], in_memory[i]) << c.policy << " logit " << i;
+    EXPECT_GT(run.stats.reads, 0) << c.policy;  // the cache is smaller than the model's experts
+    EXPECT_EQ(run.stats.storage_runs, 0) << c.policy;
+    EXPECT_GE(run.stats.stall_s, 0) << c.policy;
+  }
+}
+
+// Fiddler with a latency model that makes the CPU win runs every expert not placed on the device
+// with the CPU kernels (results within the CPU/GPU rounding); one that makes copies win copies
+// them (bit for bit). The measured model is reported.
+TEST(GpuOffload, FiddlerRunsExpertsOnTheCpuWhenItsLatencyModelSaysSo) {
+  SKIP_WITHOUT_GPU();
+  kernels::ThreadPool pool(2);
+  const ModelWeights weights = MakeSyntheticWeights(OffloadModel(), 17, pool);
+  const std::vector<float> in_memory = DecodeLogits(*MakeGpuTransformer(weights, 0));
+  offload::OffloadOptions cpu_wins = OffloadOptionsFor("fiddler", 5);
+  cpu_wins.fiddler_latency = model::FiddlerLatencyModel{0, 1e-9, 1e-3, 1e-3};
+  const OffloadedRun on_cpu = RunOffloaded(weights, pool, cpu_wins);
+  EXPECT_GT(on_cpu.stats.storage_runs, 0);
+  EXPECT_EQ(on_cpu.stats.demand_fetches + on_cpu.stats.transient_fetches, 0);
+  EXPECT_LT(
+      RelativeMaxError(on_cpu.logits, std::vector<double>(in_memory.begin(), in_memory.end())),
+      1e-2);
+  offload::OffloadOptions copies_win = OffloadOptionsFor("fiddler", 5);
+  copies_win.fiddler_latency = model::FiddlerLatencyModel{1, 1, 1e-6, 1e-6};
+  const OffloadedRun copied = RunOffloaded(weights, pool, copies_win);
+  EXPECT_EQ(copied.stats.storage_runs, 0);
+  EXPECT_GT(copied.stats.transient_fetches, 0);
+  EXPECT_EQ(copied.logits, in_memory);
+  const OffloadedRun measured = RunOffloaded(weights, pool, OffloadOptionsFor("fiddler", 5));
+  ASSERT_TRUE(measured.stats.fiddler_latency.has_value());
+  EXPECT_GT(measured.stats.fiddler_latency->transfer_s, 0);
+  EXPECT_GT(measured.stats.fiddler_latency->gpu_s, 0);
+  EXPECT_LT(
+      RelativeMaxError(measured.logits, std::vector<double>(in_memory.begin(), in_memory.end())),
+      1e-2);
+}
+
+TEST(GpuOffload, RunReportHasTheOffloadObject) {
+  SKIP_WITHOUT_GPU();
+  RunRequest request = SmallRunRequest();
+  request.device = "gpu";
+  offload::OffloadOptions options;
+  options.policy = "lru-prefetch";
+  options.expert_memory_bytes = 10 * 3 * 256 * 512 * 2;  // 10 of the 16 experts
+  request.offload = options;
+  const nlohmann::json report = RunWorkload(request, model::PresetStore::Default());
+  EXPECT_EQ(report["device"], "gpu");
+  EXPECT_EQ(report["offload"]["policy"], "lru-prefetch");
+  EXPECT_TRUE(report["offload"].contains("hit_rate"));
+  EXPECT_GT(report["offload"]["reads"].get<int64_t>(), 0);
 }
 
 // Runs everywhere: what --device gpu refuses before touching a GPU.
@@ -229,9 +355,6 @@ TEST(GpuRequest, RefusesWhatTheGpuBackendCannotRun) {
     EXPECT_NE(std::string(e.what()).find("--expert-bits"), std::string::npos);
   }
   request.expert_bits = 16;
-  request.offload = offload::OffloadOptions{};
-  EXPECT_THROW(request.Validate(), base::Error);
-  request.offload.reset();
   EXPECT_NO_THROW(request.Validate());
 }
 

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/generation.h"
+#include "executor/gpu/gpu_transformer.h"
 #include "executor/offload/offload_runtime.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"
@@ -74,9 +75,8 @@ struct Fixture {
   }
   ~Fixture() { fs::remove_all(dir); }
 
-  offload::OffloadStats Executor(const std::string& policy, const policies::PolicyOptions& options,
-                                 int64_t slots) {
-    Transformer model(weights, pool);
+  offload::OffloadOptions Options(const std::string& policy, const policies::PolicyOptions& options,
+                                  int64_t slots) const {
     offload::OffloadOptions offload;
     offload.policy = policy;
     offload.policy_options = options;
@@ -85,15 +85,37 @@ struct Fixture {
     offload.history = calibration.history;
     offload.seed = kSeed;
     offload.record_decisions = true;
-    offload::OffloadRuntime runtime(config, *store.store, offload);
-    model.set_expert_provider(&runtime);
+    return offload;
+  }
+
+  void DecodeWithTheTrace(ForwardModel& model) {
     std::unique_ptr<routing::RoutingSource> routing = routing::MakeTraceRouting(
         trace, config.num_layers, config.num_experts, config.top_k, trace_file);
     DecodeOptions decode;
     decode.output_tokens = kOutput;
     decode.routing = routing.get();
     RunDecode(model, prompts, decode);
+  }
+
+  offload::OffloadStats Executor(const std::string& policy, const policies::PolicyOptions& options,
+                                 int64_t slots) {
+    Transformer model(weights, pool);
+    offload::OffloadRuntime runtime(config, *store.store, Options(policy, options, slots));
+    model.set_expert_provider(&runtime);
+    DecodeWithTheTrace(model);
     return runtime.Stats();
+  }
+
+  // The same run on the GPU backend: host -> device tiers, the runtime's decisions carried out
+  // with copies on the device (the experts' bytes are the store's payload: no padding here).
+  offload::OffloadStats GpuExecutor(const std::string& policy,
+                                    const policies::PolicyOptions& options, int64_t slots) {
+    const ModelWeights in_ram = MakeSyntheticWeights(config, kSeed, pool);
+    offload::OffloadRuntime* runtime = nullptr;
+    const std::unique_ptr<ForwardModel> model =
+        MakeOffloadedGpuTransformer(in_ram, 0, Options(policy, options, slots), pool, &runtime);
+    DecodeWithTheTrace(*model);
+    return runtime->Stats();
   }
 
   sim::SimResult Simulator(const std::string& policy, const policies::PolicyOptions& options,
@@ -149,31 +171,57 @@ void PrintTo(const Case& c, std::ostream* out) {
 
 class SameDecisions : public ::testing::TestWithParam<Case> {};
 
+void ExpectSameDecisions(const offload::OffloadStats& executor, const sim::SimResult& simulator,
+                         const std::string& label) {
+  ASSERT_FALSE(executor.decisions.empty());
+  const size_t common = std::min(executor.decisions.size(), simulator.decisions.size());
+  for (size_t i = 0; i < common; ++i) {
+    ASSERT_EQ(policies::ToString(executor.decisions[i]), policies::ToString(simulator.decisions[i]))
+        << label << ": first difference at decision " << i;
+  }
+  EXPECT_EQ(executor.decisions.size(), simulator.decisions.size()) << label;
+  EXPECT_EQ(executor.prefetches, simulator.prefetches) << label;
+  EXPECT_EQ(executor.prefetches_used, simulator.prefetches_used) << label;
+  EXPECT_EQ(executor.prefetches_wasted, simulator.prefetches_wasted) << label;
+  EXPECT_EQ(executor.hits + executor.inflight_hits, simulator.hits + simulator.inflight_hits)
+      << label;
+}
+
+policies::PolicyOptions OptionsOf(const Case& test) {
+  policies::PolicyOptions options;
+  options.cache_per_layer = test.cache_per_layer;
+  options.prefetch = test.prefetch;
+  options.staging_buffers = test.staging_buffers;
+  options.gpu_layers = test.gpu_layers;
+  return options;
+}
+
 TEST_P(SameDecisions, SimulatorAndExecutorAgreeDecisionByDecision) {
   const Case& test = GetParam();
   for (int64_t batch : {1, 3}) {
     Fixture fixture(batch);
-    policies::PolicyOptions options;
-    options.cache_per_layer = test.cache_per_layer;
-    options.prefetch = test.prefetch;
-    options.staging_buffers = test.staging_buffers;
-    options.gpu_layers = test.gpu_layers;
+    const policies::PolicyOptions options = OptionsOf(test);
     const offload::OffloadStats executor = fixture.Executor(test.policy, options, test.slots);
     const sim::SimResult simulator =
         fixture.Simulator(test.policy, options, test.slots, executor.signals);
-    ASSERT_FALSE(executor.decisions.empty());
-    const size_t common = std::min(executor.decisions.size(), simulator.decisions.size());
-    for (size_t i = 0; i < common; ++i) {
-      ASSERT_EQ(policies::ToString(executor.decisions[i]),
-                policies::ToString(simulator.decisions[i]))
-          << test.policy << " batch " << batch << ": first difference at decision " << i;
-    }
-    EXPECT_EQ(executor.decisions.size(), simulator.decisions.size())
-        << test.policy << " batch " << batch;
-    EXPECT_EQ(executor.prefetches, simulator.prefetches);
-    EXPECT_EQ(executor.prefetches_used, simulator.prefetches_used);
-    EXPECT_EQ(executor.prefetches_wasted, simulator.prefetches_wasted);
-    EXPECT_EQ(executor.hits + executor.inflight_hits, simulator.hits + simulator.inflight_hits);
+    ExpectSameDecisions(executor, simulator, test.policy + " batch " + std::to_string(batch));
+  }
+}
+
+// The GPU backend's offload runtime (host -> device) against the simulator, on the same trace
+// with its own gate signals replayed; static-split's CPU layers run on the CPU beside the GPU.
+TEST_P(SameDecisions, SimulatorAndGpuExecutorAgreeDecisionByDecision) {
+  const std::string why_not = GpuUnavailableReason(0);
+  if (!why_not.empty()) GTEST_SKIP() << "needs a GPU: " << why_not;
+  const Case& test = GetParam();
+  for (int64_t batch : {1, 3}) {
+    Fixture fixture(batch);
+    const policies::PolicyOptions options = OptionsOf(test);
+    const offload::OffloadStats executor = fixture.GpuExecutor(test.policy, options, test.slots);
+    const sim::SimResult simulator =
+        fixture.Simulator(test.policy, options, test.slots, executor.signals);
+    ExpectSameDecisions(executor, simulator,
+                        "GPU " + test.policy + " batch " + std::to_string(batch));
   }
 }
 
