@@ -64,7 +64,8 @@ run() {  # name, then moelab run flags
   timeout 240 "$moelab" run "$@" --json --out "$out/$name.json" 2> "$out/$name.err" ||
     { echo "run $name failed: $(tail -1 "$out/$name.err")"; status=1; }
 }
-echo "$(date +%T) default shape, three rounds"
+echo "$(date +%T) default shape and host -> GPU offload, three interleaved rounds"
+expert_bytes=$((3 * 1024 * 3584 * 2))  # 8 layers x 8 experts of 22 MB: 16 of 64 fit in 16 slots
 for round in 1 2 3; do
   run "decode-b1-r$round" --device gpu --batch 1 --prompt 32 --tokens 64
   run "decode-b4-r$round" --device gpu --batch 4 --prompt 32 --tokens 64
@@ -72,13 +73,14 @@ for round in 1 2 3; do
   run "prefill-256-r$round" --device gpu --workload prefill --batch 1 --prompt 256 --tokens 1
   run "sd-g4-r$round" --device gpu --workload sd --batch 1 --prompt 32 --tokens 64 --gamma 4 --alpha 0.8
   run "beam-4-r$round" --device gpu --workload beam --beam 4 --prompt 32 --tokens 32
+  for experts in 16 32; do
+    for policy in on-demand lru-prefetch fiddler stream-all; do
+      [[ $policy == stream-all && $experts == 32 ]] && continue
+      run "offload-$policy-$experts-r$round" --device gpu --offload $policy \
+        --expert-memory $((experts * expert_bytes)) --batch 1 --prompt 32 --tokens 32
+    done
+  done
 done
-echo "$(date +%T) offload host -> GPU (default shape: 8 layers x 8 experts of 22 MB; 16 of 64 fit)"
-expert_bytes=$((3 * 1024 * 3584 * 2))
-for policy in on-demand lru-prefetch fiddler stream-all; do
-  run "offload-$policy-b1" --device gpu --offload $policy --expert-memory $((16 * expert_bytes)) --batch 1 --prompt 32 --tokens 32
-done
-run "offload-fiddler-prefill-256" --device gpu --offload fiddler --expert-memory $((16 * expert_bytes)) --workload prefill --prompt 256 --tokens 1
 echo "$(date +%T) SD sweep"
 for batch in 1 4 16; do
   for gamma in 1 2 4; do
@@ -89,7 +91,6 @@ run "cpu-decode-b1" --device cpu --batch 1 --prompt 32 --tokens 32
 echo "$(date +%T) wide shape"
 wide=(--layers 8 --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8 --head-dim 128)
 run "wide-decode-b1" --device gpu "${wide[@]}" --batch 1 --prompt 32 --tokens 64
-run "wide-decode-b16" --device gpu "${wide[@]}" --batch 16 --prompt 32 --tokens 32
 run "wide-prefill-512" --device gpu "${wide[@]}" --workload prefill --prompt 512 --tokens 1
 
 echo "$(date +%T) runs done"
@@ -104,8 +105,8 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     r = json.load(open(path))
     case = name.rsplit("-r", 1)[0] if name[-3:-1] == "-r" else name
     rows.setdefault(case, []).append(r)
-print("| case | device | runs | TTFT ms (min-max) | TPOT ms (min-max) | tokens/s | decode weight GB/s | SD speedup |")
-print("|---|---|---|---|---|---|---|---|")
+print("| case | device | runs | TTFT ms (min-max) | TPOT ms (min-max) | tokens/s | decode weight GB/s | SD speedup | offload hit rate, copies, CPU runs, stall s |")
+print("|---|---|---|---|---|---|---|---|---|")
 def span(values, scale=1e3):
     values = [v for v in values if v is not None]
     if not values:
@@ -118,6 +119,9 @@ for case, rs in rows.items():
     tps = [r["tokens_per_s"] for r in rs if r.get("tokens_per_s")]
     print(f"| {case} | {rs[0].get('device', 'cpu')} | {len(rs)} | {span([r['ttft_s'] for r in rs])} | "
           f"{span([r['tpot_s'] for r in rs])} | {statistics.median(tps):.1f} | "
-          f"{(statistics.median(bw) / 1e9 if bw else 0):.1f} | {(statistics.median(sd) if sd else 0):.2f} |")
+          f"{(statistics.median(bw) / 1e9 if bw else 0):.1f} | {(statistics.median(sd) if sd else 0):.2f} | "
+          + (f"{rs[0]['offload']['hit_rate']:.3f}, {rs[0]['offload']['reads']}, "
+             f"{rs[0]['offload']['storage_runs']}, {statistics.median(r['offload']['stall_s'] for r in rs):.4f}"
+             if "offload" in rs[0] else "-") + " |")
 EOF
 exit $status

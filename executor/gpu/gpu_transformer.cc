@@ -316,7 +316,8 @@ class GpuTransformer final : public ForwardModel {
  private:
   void CheckFits(const ModelWeights& weights, const offload::OffloadOptions* offload) const;
   // Fiddler's Algorithm 1 inputs measured here: one expert's copy host -> device, its GEMMs on
-  // the device at one token, and the CPU kernels at 1 and 16 tokens (median of 5 each).
+  // the device at one token, and the CPU kernels at 1 and 16 tokens (median of 9 each, each call
+  // on another expert).
   model::FiddlerLatencyModel MeasureFiddlerLatency(const ModelWeights& weights);
   // The routed experts of a MoE layer through the offload runtime (gathered rows in per-expert
   // blocks); experts the policy sends to the CPU run there while the device runs the rest.
@@ -768,15 +769,26 @@ void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOption
 }
 
 model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeights& weights) {
-  constexpr int kRepeats = 5;
+  // Each timed call uses another expert than the one before, so the weights come from memory, as
+  // for an expert the policy has to place, not from a cache the previous call warmed: on the
+  // device 4 experts (more than an H100's 50 MB L2 at Mixtral's 22 MB+), on the CPU every expert
+  // of the model in turn (a single expert stayed in the host's L3 and gave 0.09 ms where a run
+  // measured 0.66 ms once, flipping Algorithm 1's choice; results/gpu-h100/README.md).
+  constexpr int kRepeats = 9;
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
   model::FiddlerLatencyModel latency;
-  {
-    DeviceArray<uint16_t> scratch(tier_->expert_bytes() / 2);
-    latency.transfer_s = tier_->MeasureCopySeconds(scratch.get(), kRepeats);
+  const int64_t expert_elements = tier_->expert_bytes() / 2;
+  const int64_t copies = std::min<int64_t>(4, config_.num_experts);
+  DeviceArray<uint16_t> experts_on_device(copies * expert_elements);
+  latency.transfer_s = tier_->MeasureCopySeconds(experts_on_device.get(), kRepeats);
+  for (int64_t i = 0; i < copies; ++i) {
+    MOELAB_CUDA_CHECK(cudaMemcpy(experts_on_device.get() + i * expert_elements,
+                                 tier_->HostExpert(0, static_cast<int32_t>(i)),
+                                 static_cast<size_t>(tier_->expert_bytes()),
+                                 cudaMemcpyHostToDevice));
   }
   // The device's GEMMs at one token on the warm-up pass's gathered rows (real activations).
   const int64_t ld_d = Ld(config_.hidden_size);
@@ -788,8 +800,11 @@ model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeig
   MOELAB_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> gpu_seconds;
   for (int i = 0; i < kRepeats + 1; ++i) {
+    const FfnView expert =
+        ExpertInBuffer(experts_on_device.get() + (i % copies) * expert_elements,
+                       config_.hidden_size, config_.expert_intermediate_size, tier_->DownOffset());
     MOELAB_CUDA_CHECK(cudaEventRecord(start, stream_));
-    Ffn(WarmExpertView(), gathered_.get(), 1, expert_out_.get(), ld_d);
+    Ffn(expert, gathered_.get(), 1, expert_out_.get(), ld_d);
     MOELAB_CUDA_CHECK(cudaEventRecord(stop, stream_));
     MOELAB_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
@@ -800,16 +815,21 @@ model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeig
   cudaEventDestroy(stop);
   latency.gpu_s = median(gpu_seconds);
   // The CPU kernels at 1 and 16 tokens: cpu_lat(s) = base + s * per_token.
-  const FfnWeights& expert =
-      weights.layers[static_cast<size_t>(config_.first_dense_layers)].experts[0];
+  std::vector<const FfnWeights*> host_experts;
+  for (int64_t l = config_.first_dense_layers; l < config_.num_layers; ++l) {
+    for (const FfnWeights& e : weights.layers[static_cast<size_t>(l)].experts)
+      host_experts.push_back(&e);
+  }
   constexpr int64_t kTokens = 16;
   const int64_t d = config_.hidden_size;
   std::vector<float> x(static_cast<size_t>(kTokens * d));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i));
   std::vector<float> out(x.size());
+  size_t next_expert = 0;
   const auto cpu_seconds = [&](int64_t tokens) {
     std::vector<double> seconds;
     for (int i = 0; i < kRepeats + 1; ++i) {
+      const FfnWeights& expert = *host_experts[next_expert++ % host_experts.size()];
       const auto begin = std::chrono::steady_clock::now();
       kernels::ExpertFfn(x.data(), tokens, expert.gate_up, expert.down, out.data(), *pool_,
                          cpu_scratch_);
