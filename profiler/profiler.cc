@@ -101,42 +101,52 @@ class ProfileRunner {
         draft_(draft),
         progress_(progress),
         total_(total),
-        collector_(
-            [this](const std::string& name, const Timing& timing) { OnDone(name, timing); }) {}
+        collector_() {}
 
-  // Measures `points` (one family, one device) with `bench`; returns the samples made.
+  // Measures `points` (one family, one device) with `bench`; returns the samples made. The
+  // repetitions run as interleaved rounds (every point once, then every point again: A B C A B
+  // C), not back to back per point, so a burst of load on a shared machine lands on one
+  // repetition of several points, which their medians reject, rather than on every repetition
+  // of one point (the executor's measurements in validate are interleaved the same way).
   std::vector<Measured> Run(OperatorBench& bench, const std::vector<GridPoint>& points) {
-    benchmark::ClearRegisteredBenchmarks();
     std::vector<std::string> names;
-    for (const GridPoint& point : points) {
+    std::vector<int64_t> iterations(points.size(), 0);
+    for (size_t i = 0; i < points.size(); ++i) {
       char prefix[16];
       std::snprintf(prefix, sizeof(prefix), "p%04d ", next_index_++);
-      const std::string name = prefix + point.Label();
+      const std::string name = prefix + points[i].Label();
       names.push_back(name);
-      labels_[name] = point.Label();
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-          name.c_str(), [&bench, point](benchmark::State& state) { bench.Run(state, point); });
-      b->Repetitions(spec_.repetitions)->Unit(benchmark::kMillisecond);
-      int64_t iterations = 0;
+      labels_[name] = points[i].Label();
       try {
-        iterations = bench.Iterations(point);
+        iterations[i] = bench.Iterations(points[i]);
       } catch (const std::exception&) {
         // The point's own run fails the same way and is left out with a note.
       }
-      if (iterations > 0) {
-        b->Iterations(iterations);
-      } else {
-        b->MinTime(spec_.min_time_s);
-      }
-      if (bench.manual_time()) {
-        b->UseManualTime();
-      } else {
-        b->UseRealTime();
-      }
     }
     scale_ = bench.time_scale();
-    benchmark::RunSpecifiedBenchmarks(&collector_, ".");
+    for (int round = 0; round < spec_.repetitions; ++round) {
+      benchmark::ClearRegisteredBenchmarks();
+      for (size_t i = 0; i < points.size(); ++i) {
+        const GridPoint point = points[i];
+        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+            names[i].c_str(),
+            [&bench, point](benchmark::State& state) { bench.Run(state, point); });
+        b->Repetitions(1)->Unit(benchmark::kMillisecond);
+        if (iterations[i] > 0) {
+          b->Iterations(iterations[i]);
+        } else {
+          b->MinTime(spec_.min_time_s);
+        }
+        if (bench.manual_time()) {
+          b->UseManualTime();
+        } else {
+          b->UseRealTime();
+        }
+      }
+      benchmark::RunSpecifiedBenchmarks(&collector_, ".");
+    }
     benchmark::ClearRegisteredBenchmarks();
+    for (const std::string& name : names) OnDone(name, collector_.Get(name));
 
     std::vector<Measured> measured;
     const double scale = bench.time_scale();

@@ -11,8 +11,9 @@
 namespace moelab::profiler {
 
 // The timing of one benchmark (one grid point) over its repetitions, in seconds per iteration.
-// median/mean/stddev are Google Benchmark's aggregates when it computed them (2+ repetitions),
-// else computed here from the repetitions; min and max always come from the repetitions.
+// median/mean/stddev are Google Benchmark's aggregates when it computed them (2+ repetitions in one
+// run), else computed here from the repetitions (the profiler's interleaved rounds report one
+// repetition per round); min and max always come from the repetitions.
 struct Timing {
   int repetitions = 0;     // successful repetitions
   int64_t iterations = 0;  // iterations per repetition
