@@ -22,7 +22,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 
 status=0
 if [[ $parts == *tests* ]]; then
-for t in device_gpu_test profiler_gpu_test executor_gpu_test executor_offload_same_decisions_test; do
+for t in device_gpu_test profiler_gpu_test executor_gpu_ops_test executor_gpu_test executor_offload_same_decisions_test; do
   echo "== $t"
   "$(find_binary $t)" > "$out/$t.log" 2>&1 || status=1
   grep -E "^\[  PASSED  \]|^\[  FAILED  \]|^\[==========\]|SKIPPED \] [0-9]" "$out/$t.log"

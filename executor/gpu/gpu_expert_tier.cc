@@ -5,11 +5,10 @@
 
 #include "base/error.h"
 #include "device/cuda_check.h"
+#include "executor/gpu/gpu_memory.h"
 
 namespace moelab::executor::gpu {
 namespace {
-
-int64_t Ld(int64_t width) { return (std::max<int64_t>(width, 1) + 7) / 8 * 8; }
 
 cudaStream_t AsStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 cudaEvent_t AsEvent(void* event) { return static_cast<cudaEvent_t>(event); }

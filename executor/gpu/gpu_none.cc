@@ -1,5 +1,6 @@
 // Builds without CUDA: the GPU backend explains why it is missing.
 #include "base/error.h"
+#include "executor/gpu/gpu_op_check.h"
 #include "executor/gpu/gpu_transformer.h"
 
 namespace moelab::executor {
@@ -21,3 +22,27 @@ std::unique_ptr<ForwardModel> MakeOffloadedGpuTransformer(
 }
 
 }  // namespace moelab::executor
+
+namespace moelab::executor::gpu_check {
+namespace {
+
+[[noreturn]] void Refuse() { throw base::Error("GPU op check: " + GpuUnavailableReason(0)); }
+
+}  // namespace
+
+std::vector<float> Matmul(const std::vector<float>&, int64_t, const kernels::PackedBf16Matrix&) {
+  Refuse();
+}
+std::vector<float> RmsNormToBf16(const std::vector<float>&, int64_t, int64_t,
+                                 const std::vector<float>&, float) {
+  Refuse();
+}
+std::vector<float> Softmax(const std::vector<float>&, int64_t, int64_t) { Refuse(); }
+std::vector<float> SwiGlu(const std::vector<float>&, int64_t, int64_t) { Refuse(); }
+std::vector<float> Attention(const std::vector<float>&, const std::vector<float>&,
+                             const std::vector<float>&, int64_t, int64_t, int64_t, int64_t,
+                             int64_t) {
+  Refuse();
+}
+
+}  // namespace moelab::executor::gpu_check

@@ -13,17 +13,12 @@
 #include "executor/run_workload.h"
 #include "executor/transformer.h"
 #include "kernels/elementwise.h"
+#include "tests/executor/gpu_skip.h"
 #include "tests/executor/reference_model.h"
 #include "tests/executor/tiny_models.h"
 
 namespace moelab::executor {
 namespace {
-
-#define SKIP_WITHOUT_GPU()                                            \
-  do {                                                                \
-    const std::string why_not = GpuUnavailableReason(0);              \
-    if (!why_not.empty()) GTEST_SKIP() << "needs a GPU: " << why_not; \
-  } while (0)
 
 std::vector<float> ForwardAll(ForwardModel& model, KvCache& cache,
                               const std::vector<int32_t>& tokens) {
