@@ -85,6 +85,15 @@ int Run(const std::vector<std::string>& args) {
       offload.popularity = std::move(calibration.popularity);
       offload.history = std::move(calibration.history);
     }
+    if (request.device == "gpu") {
+      for (const char* flag : {"offload-dir", "offload-readers"}) {
+        if (values.count(flag)) {
+          throw base::Error(std::string("--") + flag +
+                            " applies to --device cpu (storage -> RAM); on --device gpu the "
+                            "experts' slow tier is pinned host memory");
+        }
+      }
+    }
     request.offload = offload;
   } else {
     for (const char* flag : {"expert-memory", "offload-dir", "offload-calibration"}) {

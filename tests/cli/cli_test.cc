@@ -251,6 +251,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --offload fmoe --expert-memory 1GB --offload-calibration "
                  "trace:/nonexistent/trace.json",
                  "/nonexistent/trace.json"},
+        BadInput{"run --device tpu", "--device must be cpu or gpu"},
+        BadInput{"run --device gpu --expert-bits 8", "--device gpu runs bf16 weights"},
+        BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-dir /tmp",
+                 "--offload-dir applies to --device cpu"},
         BadInput{"run --model deepseek-v2", "multi-head latent attention"},
         BadInput{"run --routing trace:/nonexistent/trace.json", "/nonexistent/trace.json"},
         BadInput{"run --workload beam --batch 2", "--batch must be 1"},
