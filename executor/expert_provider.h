@@ -46,4 +46,14 @@ inline void GateMeanOf(const float* probabilities, int64_t tokens, int64_t exper
   }
 }
 
+// The speculative gate's scores: the next layer's softmax probabilities [tokens][experts] summed
+// over the pass's tokens.
+inline void NextLayerScoresOf(const float* probabilities, int64_t tokens, int64_t experts,
+                              std::vector<float>& scores) {
+  scores.assign(static_cast<size_t>(experts), 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t e = 0; e < experts; ++e) scores[e] += probabilities[t * experts + e];
+  }
+}
+
 }  // namespace moelab::executor

@@ -1,5 +1,6 @@
 #include "executor/forward_model.h"
 
+#include <numeric>
 #include <string>
 
 #include "base/error.h"
@@ -62,6 +63,49 @@ void ChooseExperts(const ExecutorConfig& config, const float* probabilities, int
     if (config.norm_topk_prob) {
       for (float& value : w) value = static_cast<float>(value / sum);
     }
+  }
+}
+
+routing::RoutingStep NewRoutingStep(const ForwardOptions& options,
+                                    const std::vector<SequenceInput>& batch, int64_t tokens) {
+  routing::RoutingStep step;
+  step.kind = options.step_kind;
+  step.tokens = tokens;
+  if (options.record) {
+    for (const SequenceInput& s : batch)
+      step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
+  }
+  return step;
+}
+
+std::vector<int64_t> LogitRowIndices(const std::vector<SequenceInput>& batch, LogitRows rows,
+                                     int64_t tokens) {
+  std::vector<int64_t> indices;
+  if (rows == LogitRows::kAll) {
+    indices.resize(static_cast<size_t>(tokens));
+    std::iota(indices.begin(), indices.end(), 0);
+    return indices;
+  }
+  int64_t end = 0;
+  for (const SequenceInput& s : batch) {
+    end += static_cast<int64_t>(s.tokens.size());
+    indices.push_back(end - 1);
+  }
+  return indices;
+}
+
+void RouteLayer(const ExecutorConfig& config, const float* probabilities, int64_t tokens,
+                const ForwardOptions& options, int64_t pass, int64_t moe_layer,
+                routing::RoutingStep* record, std::vector<std::vector<int32_t>>& experts,
+                std::vector<std::vector<float>>& weights) {
+  std::vector<std::vector<int32_t>> forced;
+  if (options.routing) options.routing->Route(pass, moe_layer, tokens, forced);
+  ChooseExperts(config, probabilities, tokens, options.routing ? &forced : nullptr, experts,
+                weights);
+  if (record) {
+    if (record->experts.empty())
+      record->experts.resize(static_cast<size_t>(config.num_layers - config.first_dense_layers));
+    record->experts[static_cast<size_t>(moe_layer)] = experts;
   }
 }
 

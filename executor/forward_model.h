@@ -67,6 +67,15 @@ class ForwardModel {
 // returns the pass's tokens.
 int64_t CheckForwardBatch(const ExecutorConfig& config, const std::vector<SequenceInput>& batch);
 
+// The routing trace step a pass starts (its kind, tokens and, when it is recorded, each
+// sequence's token count).
+routing::RoutingStep NewRoutingStep(const ForwardOptions& options,
+                                    const std::vector<SequenceInput>& batch, int64_t tokens);
+
+// The pass's rows that get logits: every token (kAll) or each sequence's last, in batch order.
+std::vector<int64_t> LogitRowIndices(const std::vector<SequenceInput>& batch, LogitRows rows,
+                                     int64_t tokens);
+
 // Top-K of a router's probabilities: the K largest (lower index first on ties), in rank order.
 void TopK(const float* probabilities, int64_t count, int64_t k, int32_t* indices);
 
@@ -77,5 +86,13 @@ void ChooseExperts(const ExecutorConfig& config, const float* probabilities, int
                    const std::vector<std::vector<int32_t>>* forced,
                    std::vector<std::vector<int32_t>>& experts,
                    std::vector<std::vector<float>>& weights);
+
+// A MoE layer's routing from its router's softmax probabilities [tokens][num_experts]: forced by
+// options.routing (pass `pass`) or ChooseExperts' top-K, recorded into `record` when given. Both
+// devices route with it, so they make the same choice on the same probabilities.
+void RouteLayer(const ExecutorConfig& config, const float* probabilities, int64_t tokens,
+                const ForwardOptions& options, int64_t pass, int64_t moe_layer,
+                routing::RoutingStep* record, std::vector<std::vector<int32_t>>& experts,
+                std::vector<std::vector<float>>& weights);
 
 }  // namespace moelab::executor

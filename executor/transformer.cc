@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <numeric>
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -62,16 +61,10 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   }
   times_.other_s += Since(start);
 
-  routing::RoutingStep step;
-  step.kind = options.step_kind;
-  step.tokens = tokens;
+  routing::RoutingStep step = NewRoutingStep(options, batch, tokens);
   active_provider_ = options.experts ? options.experts : provider_;
   if (active_provider_)
     active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
-  if (options.record) {
-    for (const SequenceInput& s : batch)
-      step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
-  }
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     Attention(layer, batch, tokens);
     start = Clock::now();
@@ -93,17 +86,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
 
   start = Clock::now();
-  std::vector<int64_t> rows;
-  if (options.logits == LogitRows::kAll) {
-    rows.resize(static_cast<size_t>(tokens));
-    std::iota(rows.begin(), rows.end(), 0);
-  } else {
-    int64_t end = 0;
-    for (const SequenceInput& s : batch) {
-      end += static_cast<int64_t>(s.tokens.size());
-      rows.push_back(end - 1);
-    }
-  }
+  const std::vector<int64_t> rows = LogitRowIndices(batch, options.logits, tokens);
   const int64_t logit_rows = static_cast<int64_t>(rows.size());
   for (int64_t r = 0; r < logit_rows; ++r) {
     kernels::RmsNorm(hidden_.data() + rows[r] * d, 1, d, weights_.final_norm.data(), c.rms_norm_eps,
@@ -212,17 +195,10 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   kernels::MatmulBf16(normed_.data(), tokens, lw.router, router_logits_.data(), experts, pool_);
   token_experts_.resize(static_cast<size_t>(tokens));
   token_weights_.resize(static_cast<size_t>(tokens));
-  std::vector<std::vector<int32_t>> forced;
-  if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
   for (int64_t t = 0; t < tokens; ++t)
     kernels::Softmax(router_logits_.data() + t * experts, experts);
-  ChooseExperts(c, router_logits_.data(), tokens, options.routing ? &forced : nullptr,
-                token_experts_, token_weights_);
-  if (record) {
-    if (record->experts.empty())
-      record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
-    record->experts[moe_layer] = token_experts_;
-  }
+  RouteLayer(c, router_logits_.data(), tokens, options, passes_, moe_layer, record, token_experts_,
+             token_weights_);
   times_.router_s += Since(start);
 
   start = Clock::now();
@@ -296,12 +272,9 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
     next_logits_.resize(static_cast<size_t>(tokens * experts));
     kernels::MatmulBf16(normed_.data(), tokens, weights_.layers[layer + 1].router,
                         next_logits_.data(), experts, pool_);
-    next_scores_.assign(static_cast<size_t>(experts), 0.0f);
-    for (int64_t t = 0; t < tokens; ++t) {
-      float* p = next_logits_.data() + t * experts;
-      kernels::Softmax(p, experts);
-      for (int64_t e = 0; e < experts; ++e) next_scores_[e] += p[e];
-    }
+    for (int64_t t = 0; t < tokens; ++t)
+      kernels::Softmax(next_logits_.data() + t * experts, experts);
+    NextLayerScoresOf(next_logits_.data(), tokens, experts, next_scores_);
   }
   times_.router_s += Since(start);
 

@@ -77,9 +77,8 @@ struct VnniBlockSums {
 // vpdpbusd does 16 rows x 4 k of a token, half the instructions per multiply-add, and the
 // per-block scale work is halved too. Per lane the arithmetic is the 256-bit tile's (exact int32
 // sums, then fma(d_w * d_x, float(sum), acc) in block order), so the outputs are the same bits.
-// Interleaved A/B on the Xeon (expert FFN 1024 x 3584, 3 rounds, median ms, 256-bit -> these):
-// q8_0 4 tokens 0.764 -> 0.512, 8 tokens 1.238 -> 0.855; q4_0 4 tokens 0.458 -> 0.366, 8 tokens
-// 0.866 -> 0.767.
+// On the Xeon (results/kernels-cpu-avx512bf16.md, scripts/bench.sh 5 at 75955ca against f32d3e7):
+// q8_0 decode at 4 / 8 tokens 60 / 42 -> 85 / 56 % of the DRAM bound, q4_0 41 / 28 -> 57 / 35 %.
 inline __m512i LoadQuantPair(const uint8_t* record0, const uint8_t* record1, int v) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(LoadQuants(record0, v)), LoadQuants(record1, v),
                             1);

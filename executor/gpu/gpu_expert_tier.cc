@@ -156,26 +156,11 @@ void GpuExpertTier::PassEnded() {
 }
 
 double GpuExpertTier::MeasureCopySeconds(uint16_t* device_buffer, int repeats) {
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  MOELAB_CUDA_CHECK(cudaEventCreate(&start));
-  MOELAB_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> seconds;
-  for (int i = 0; i < repeats + 1; ++i) {  // the first copy warms the path up
-    MOELAB_CUDA_CHECK(cudaEventRecord(start, AsStream(copy_stream_)));
-    MOELAB_CUDA_CHECK(cudaMemcpyAsync(device_buffer, HostExpert(0, i % experts_),
-                                      static_cast<size_t>(expert_bytes()), cudaMemcpyHostToDevice,
-                                      AsStream(copy_stream_)));
-    MOELAB_CUDA_CHECK(cudaEventRecord(stop, AsStream(copy_stream_)));
-    MOELAB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    MOELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (i > 0) seconds.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return MedianEventSeconds(AsStream(copy_stream_), repeats, [&](int i) {
+    MOELAB_CUDA_CHECK(cudaMemcpyAsync(
+        device_buffer, HostExpert(0, static_cast<int32_t>(i % experts_)),
+        static_cast<size_t>(expert_bytes()), cudaMemcpyHostToDevice, AsStream(copy_stream_)));
+  });
 }
 
 }  // namespace moelab::executor::gpu

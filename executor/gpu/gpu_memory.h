@@ -92,4 +92,31 @@ inline void GemmRowBlocks(cublasHandle_t cublas, const MatrixView& w, const uint
   }
 }
 
+// Median seconds of `repeats` runs of `op` (which queues work on `stream`), each timed with a
+// pair of events; one untimed run first warms the path up.
+template <typename Op>
+double MedianEventSeconds(cudaStream_t stream, int repeats, Op op) {
+  struct Events {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+    }
+  } events;
+  MOELAB_CUDA_CHECK(cudaEventCreate(&events.start));
+  MOELAB_CUDA_CHECK(cudaEventCreate(&events.stop));
+  std::vector<double> seconds;
+  for (int i = 0; i < repeats + 1; ++i) {
+    MOELAB_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    op(i);
+    MOELAB_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    MOELAB_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    float ms = 0;
+    MOELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    if (i > 0) seconds.push_back(ms * 1e-3);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 }  // namespace moelab::executor::gpu

@@ -522,13 +522,7 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   gpu::EmbeddingLookup(embedding_.data.get(), embedding_.ld, d, token_ids_.get(), tokens,
                        hidden_.get(), ld_d, stream_);
 
-  routing::RoutingStep step;
-  step.kind = options.step_kind;
-  step.tokens = tokens;
-  if (options.record) {
-    for (const SequenceInput& s : batch)
-      step.sequence_tokens.push_back(static_cast<int64_t>(s.tokens.size()));
-  }
+  routing::RoutingStep step = NewRoutingStep(options, batch, tokens);
   if (runtime_) runtime_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -560,16 +554,9 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
 
   Mark(kLmHead);
-  std::vector<int32_t> rows;
-  if (options.logits == LogitRows::kAll) {
-    for (int64_t r = 0; r < tokens; ++r) rows.push_back(static_cast<int32_t>(r));
-  } else {
-    int32_t end = 0;
-    for (const SequenceInput& s : batch) {
-      end += static_cast<int32_t>(s.tokens.size());
-      rows.push_back(end - 1);
-    }
-  }
+  std::vector<int32_t> rows;  // the kernels index rows with int32
+  for (const int64_t r : LogitRowIndices(batch, options.logits, tokens))
+    rows.push_back(static_cast<int32_t>(r));
   const int64_t logit_rows = static_cast<int64_t>(rows.size());
   const int64_t logit_padded = RoundUp(logit_rows, kGpuGemmRows);
   const int64_t ld_vocab = Ld(c.vocab_size);
@@ -616,15 +603,8 @@ void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOption
       static_cast<size_t>(ld_experts) * 4, static_cast<size_t>(experts) * 4,
       static_cast<size_t>(tokens), cudaMemcpyDeviceToHost, stream_));
   MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<std::vector<int32_t>> forced;
-  if (options.routing) options.routing->Route(passes_, moe_layer, tokens, forced);
-  ChooseExperts(c, host_probabilities_.data(), tokens, options.routing ? &forced : nullptr,
-                token_experts_, token_weights_);
-  if (record) {
-    if (record->experts.empty())
-      record->experts.resize(static_cast<size_t>(c.num_layers - c.first_dense_layers));
-    record->experts[moe_layer] = token_experts_;
-  }
+  RouteLayer(c, host_probabilities_.data(), tokens, options, passes_, moe_layer, record,
+             token_experts_, token_weights_);
 
   // Each expert's tokens in token order, in a block of rows starting at a multiple of
   // kGpuGemmRows; per token its slots in expert order (the CPU's order of addition).
@@ -729,26 +709,11 @@ model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeig
   const int64_t ld_d = Ld(config_.hidden_size);
   gathered_.Grow(kGpuGemmRows * ld_d);
   expert_out_.Grow(kGpuGemmRows * ld_d);
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  MOELAB_CUDA_CHECK(cudaEventCreate(&start));
-  MOELAB_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> gpu_seconds;
-  for (int i = 0; i < kRepeats + 1; ++i) {
-    const FfnView expert =
-        ExpertInBuffer(experts_on_device.get() + (i % copies) * expert_elements,
-                       config_.hidden_size, config_.expert_intermediate_size, tier_->DownOffset());
-    MOELAB_CUDA_CHECK(cudaEventRecord(start, stream_));
-    Ffn(expert, gathered_.get(), 1, expert_out_.get(), ld_d);
-    MOELAB_CUDA_CHECK(cudaEventRecord(stop, stream_));
-    MOELAB_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    MOELAB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (i > 0) gpu_seconds.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  latency.gpu_s = median(gpu_seconds);
+  latency.gpu_s = gpu::MedianEventSeconds(stream_, kRepeats, [&](int i) {
+    Ffn(ExpertInBuffer(experts_on_device.get() + (i % copies) * expert_elements,
+                       config_.hidden_size, config_.expert_intermediate_size, tier_->DownOffset()),
+        gathered_.get(), 1, expert_out_.get(), ld_d);
+  });
   // The CPU kernels at 1 and 16 tokens: cpu_lat(s) = base + s * per_token.
   std::vector<const FfnWeights*> host_experts;
   for (int64_t l = config_.first_dense_layers; l < config_.num_layers; ++l) {
@@ -813,10 +778,7 @@ void GpuTransformer::OffloadedExperts(
         static_cast<size_t>(ld_experts) * 4, static_cast<size_t>(experts) * 4,
         static_cast<size_t>(tokens), cudaMemcpyDeviceToHost, stream_));
     MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    next_scores_.assign(static_cast<size_t>(experts), 0.0f);
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t e = 0; e < experts; ++e) next_scores_[e] += next_probabilities_[t * experts + e];
-    }
+    NextLayerScoresOf(next_probabilities_.data(), tokens, experts, next_scores_);
     Mark(kExperts);
   }
   policies::LayerDemand demand;

@@ -198,8 +198,7 @@ int32_t OffloadRuntime::TakeBuffer() {
   const int32_t buffer = tier_->AddBuffer();
   buffer_job_.push_back(-1);
   in_use_.push_back(0);
-  buffer_count_ = buffer + 1;
-  stats_.buffers_allocated = buffer_count_;
+  stats_.buffers_allocated = static_cast<int64_t>(buffer_job_.size());
   return buffer;
 }
 

@@ -140,7 +140,6 @@ class OffloadRuntime : public ExpertProvider {
   std::unique_ptr<policies::OffloadPolicy> policy_;
   policies::PolicyNeeds needs_;
   std::optional<policies::PlanChecker> checker_;
-  int32_t buffer_count_ = 0;
   std::vector<int64_t> buffer_job_;  // [buffer]: the last read into it
   std::vector<int32_t> free_buffers_;
   std::vector<Slot> slots_;   // [flat expert]
