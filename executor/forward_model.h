@@ -28,6 +28,9 @@ struct OperatorTimes {
   double other_s = 0;      // embedding, norms, residual adds
   double total() const { return attention_s + router_s + experts_s + lm_head_s + other_s; }
   OperatorTimes& operator+=(const OperatorTimes& other);
+  // What was spent between two readings of a model's cumulative times (this one the later).
+  OperatorTimes Since(const OperatorTimes& earlier) const;
+  OperatorTimes& operator*=(double factor);
 };
 
 enum class LogitRows { kAll, kLastPerSequence };

@@ -120,9 +120,12 @@ DecodeResult RunDecode(ForwardModel& model, const std::vector<TokenIds>& prompts
   for (size_t s = 0; s < prompts.size(); ++s) inputs[s] = {&caches[s], prompts[s]};
   std::vector<float> logits;
   ForwardOptions forward{LogitRows::kLastPerSequence, options.routing, options.record, "prefill"};
+  const OperatorTimes before_prefill = model.times();
   Clock::time_point start = Clock::now();
   model.Forward(inputs, forward, logits);
   result.prefill_s = Since(start);
+  const OperatorTimes after_prefill = model.times();
+  result.prefill_operators = after_prefill.Since(before_prefill);
   int64_t prompt_tokens = 0;
   for (const TokenIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
   result.steps.push_back({"prefill", prompt_tokens, result.prefill_s, prompt_tokens});
@@ -144,6 +147,7 @@ DecodeResult RunDecode(ForwardModel& model, const std::vector<TokenIds>& prompts
     result.decode_s += seconds;
     result.steps.push_back({"decode", batch, seconds, batch});
   }
+  result.decode_operators = model.times().Since(after_prefill);
   return result;
 }
 

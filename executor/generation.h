@@ -47,6 +47,9 @@ struct DecodeResult {
   std::vector<StepTime> steps;    // the prefill, then one per decode step
   double prefill_s = 0;
   double decode_s = 0;  // all decode steps
+  // The model's operator times spent in the prefill and in all decode steps.
+  OperatorTimes prefill_operators;
+  OperatorTimes decode_operators;
 };
 
 // Prefill every prompt in one pass (its logits give the first token), then decode one token per

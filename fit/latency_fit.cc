@@ -463,6 +463,26 @@ double OperatorCurve::Predict(double x) const {
   return EvaluateLatencyForm(fit.form, fit.params, x);
 }
 
+double OperatorCurve::PredictTokens(int64_t tokens) const {
+  return Predict(static_cast<double>(ComputedTokens(shape, tokens)));
+}
+
+int64_t ComputedTokens(const nlohmann::json& shape, int64_t tokens) {
+  if (!shape.is_object() || !shape.contains("token_tiling")) return tokens;
+  const nlohmann::json& tiling = shape["token_tiling"];
+  const auto field = [&](const char* name, int64_t minimum) {
+    if (!tiling.is_object() || !tiling.contains(name) || !tiling[name].is_number_integer() ||
+        tiling[name].get<int64_t>() < minimum) {
+      throw base::Error("shape.token_tiling." + std::string(name) + ": expected an integer >= " +
+                        std::to_string(minimum) + " (in " + shape.dump() + ")");
+    }
+    return tiling[name].get<int64_t>();
+  };
+  const int64_t exact_up_to = field("exact_up_to", 0), multiple = field("multiple", 1);
+  if (tokens <= exact_up_to) return tokens;
+  return (tokens + multiple - 1) / multiple * multiple;
+}
+
 LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
   options.Validate();
   LatencyFit result;
@@ -479,7 +499,8 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
     const std::string key = s.op + '\x1f' + s.device + '\x1f' + shape.dump();
     auto [it, inserted] = index.emplace(key, groups.size());
     if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}});
-    groups[it->second].x.push_back(static_cast<double>(s.tokens));
+    // Priced as the kernel computes them: a call padded to its tile costs the padded tokens.
+    groups[it->second].x.push_back(static_cast<double>(ComputedTokens(s.shape, s.tokens)));
     groups[it->second].y.push_back(s.median_s);
   }
 

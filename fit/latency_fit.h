@@ -90,7 +90,16 @@ struct OperatorCurve {
   const LatencyFormFit& Best() const;
   // The best form's time at x (tokens or bytes, per `variable`), seconds.
   double Predict(double x) const;
+  // The time of a call of `tokens` tokens (variable == "tokens"): the curve at the tokens the
+  // profiled kernel computes for them (ComputedTokens).
+  double PredictTokens(int64_t tokens) const;
 };
+
+// The tokens a profiled CPU kernel computes for a call of `tokens` tokens: shape.token_tiling
+// {exact_up_to, multiple} (written by the profiler, kernels/weight_matrix.h TokenTiling) rounds
+// calls above exact_up_to up to a multiple; without it, `tokens`. A malformed token_tiling is a
+// moelab::Error naming the field.
+int64_t ComputedTokens(const nlohmann::json& shape, int64_t tokens);
 
 struct SkippedGroup {
   std::string op;

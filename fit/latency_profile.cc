@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "fit/latency_fit.h"
 
 namespace moelab::fit {
 
@@ -38,6 +39,14 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     s.op = sample.String("operator");
     s.device = sample.String("device");
     s.shape = sample.Object("shape").json();
+    if (s.shape.contains("token_tiling")) {
+      try {
+        ComputedTokens(s.shape, 1);
+      } catch (const base::Error&) {
+        sample.Fail("shape.token_tiling",
+                    "{\"exact_up_to\": an integer >= 0, \"multiple\": an integer >= 1}");
+      }
+    }
     s.tokens = sample.Int("tokens", 0);
     s.median_s = sample.Number("median_s", 0.0);
     if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);

@@ -36,7 +36,11 @@ const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string&
     nlohmann::json key = shape;
     key.erase("tokens");
     if (curve.variable == "bytes") key.erase("bytes");
-    if (curve.device == device && curve.shape == key) return curve;
+    // The kernel's token tiling is the profile's to know, not the caller's.
+    nlohmann::json fitted = curve.shape;
+    fitted.erase("token_tiling");
+    key.erase("token_tiling");
+    if (curve.device == device && fitted == key) return curve;
     known += (known.empty() ? "" : ", ") + curve.device + " " + curve.shape.dump();
   }
   throw base::Error("no fitted latency curve for operator '" + op + "' on '" + device +
@@ -47,7 +51,10 @@ const OperatorCurve& FindOperatorCurve(const LatencyFit& fit, const std::string&
 
 double PredictLatency(const LatencyFit& fit, const std::string& op, const std::string& device,
                       const nlohmann::json& shape, double x) {
-  const double seconds = FindOperatorCurve(fit, op, device, shape).Predict(x);
+  const OperatorCurve& curve = FindOperatorCurve(fit, op, device, shape);
+  const double seconds = curve.variable == "tokens" && x == std::floor(x) && x >= 1
+                             ? curve.PredictTokens(static_cast<int64_t>(x))
+                             : curve.Predict(x);
   if (!std::isfinite(seconds)) {
     throw base::Error("latency prediction for operator '" + op + "' on '" + device + "' at " +
                       std::to_string(x) + ": the fitted curve gives a non-finite time there");

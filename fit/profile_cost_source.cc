@@ -226,8 +226,9 @@ double FittedProfileCostSource::AttentionScale(const model::MoeModelSpec& model,
 model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& model,
                                                     const model::ForwardShape& shape) const {
   shape.Validate();
-  const double n = static_cast<double>(shape.batch * shape.tokens_per_sequence);
-  const double logit_tokens = shape.logits_for_all_positions ? n : static_cast<double>(shape.batch);
+  const int64_t tokens = shape.batch * shape.tokens_per_sequence;
+  const double n = static_cast<double>(tokens);
+  const int64_t logit_tokens = shape.logits_for_all_positions ? tokens : shape.batch;
   const double layers = static_cast<double>(model.num_layers);
   model::ForwardCost cost;
   if (model.moe) {
@@ -260,7 +261,7 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     const double activated = model::ActivatedExpertsPerLayer(moe, shape);
     const double per_expert = n * static_cast<double>(moe.top_k) / activated;
     cost.Add(model::Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
-    cost.Add(model::Operator::kRouter, 0, 0, moe_layers * Curve("router").Predict(n));
+    cost.Add(model::Operator::kRouter, 0, 0, moe_layers * Curve("router").PredictTokens(tokens));
     // Over the pass's tokens-per-expert spread: the curve changes regime between tile sizes, so
     // pricing every expert at the mean load would miss (Jensen).
     const model::ExpertLoad load = model::ExpertLoadPerLayer(moe, shape);
@@ -269,14 +270,14 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     for (size_t i = 0; i < load.experts.size(); ++i) {
       if (load.experts[i] > 0) {
         routed_s +=
-            load.experts[i] *
-            expert_ffn.Predict(static_cast<double>(load.first_tokens + static_cast<int64_t>(i)));
+            load.experts[i] * expert_ffn.PredictTokens(load.first_tokens + static_cast<int64_t>(i));
       }
     }
     cost.Add(model::Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
     if (dense_layers > 0)
-      cost.Add(model::Operator::kDenseFfn, 0, 0, dense_layers * Curve("dense_ffn").Predict(n));
-    cost.Add(model::Operator::kLmHead, 0, 0, Curve("lm_head").Predict(logit_tokens));
+      cost.Add(model::Operator::kDenseFfn, 0, 0,
+               dense_layers * Curve("dense_ffn").PredictTokens(tokens));
+    cost.Add(model::Operator::kLmHead, 0, 0, Curve("lm_head").PredictTokens(logit_tokens));
     cost.activated_experts_per_layer = activated;
     cost.tokens_per_activated_expert = per_expert;
   } else {
@@ -289,12 +290,11 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
         static_cast<double>(model.hidden_size) / static_cast<double>(target_.hidden_size);
     // The draft composed from the target's per-operator curves: FFN, attention, LM head.
     const auto composed = [&](const model::ForwardShape& pass) {
-      const double rows = static_cast<double>(pass.batch * pass.tokens_per_sequence);
-      const double logit_rows =
-          pass.logits_for_all_positions ? rows : static_cast<double>(pass.batch);
-      return std::array<double, 3>{layers * Curve("dense_ffn").Predict(rows),
+      const int64_t rows = pass.batch * pass.tokens_per_sequence;
+      const int64_t logit_rows = pass.logits_for_all_positions ? rows : pass.batch;
+      return std::array<double, 3>{layers * Curve("dense_ffn").PredictTokens(rows),
                                    layers * AttentionScale(model, pass) * AttentionSeconds(pass),
-                                   hidden_ratio * Curve("lm_head").Predict(logit_rows)};
+                                   hidden_ratio * Curve("lm_head").PredictTokens(logit_rows)};
     };
     std::array<double, 3> parts = composed(shape);
     // The draft's one-token pass measured whole (draft_decode, this model's shape) carries what
@@ -327,7 +327,7 @@ double FittedProfileCostSource::ExpertSeconds(const model::MoeModelSpec& model,
     throw base::Error("model '" + model.name + "' is dense: it has no routed experts");
   if (tokens < 1)
     throw base::Error("an expert runs for at least one token, got " + std::to_string(tokens));
-  return Curve("expert_ffn").Predict(static_cast<double>(tokens));
+  return Curve("expert_ffn").PredictTokens(tokens);
 }
 
 double FittedProfileCostSource::RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const {

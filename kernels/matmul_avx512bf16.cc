@@ -28,7 +28,7 @@
 namespace moelab::kernels::internal {
 namespace {
 
-constexpr int64_t kLanes = 16;
+constexpr int64_t kLanes = kAvx512Bf16PrefillTokenLanes;
 constexpr int64_t kChunk = 32;        // bf16 elements (16 pairs) per transposed load
 constexpr int64_t kPanelRows = 48;    // weight rows per L2 panel (prefill)
 constexpr int64_t kBlockVectors = 4;  // token vectors per prefill register tile (64 tokens)

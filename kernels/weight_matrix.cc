@@ -1,7 +1,9 @@
 #include "kernels/weight_matrix.h"
 
 #include "base/error.h"
+#include "kernels/cpu_features.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 
 namespace moelab::kernels {
 namespace {
@@ -74,6 +76,17 @@ void WeightMatrix::UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const
     for (int64_t c = 0; c < cols(); ++c)
       dst[r * cols() + c] = FloatToBf16(quantized_.At(row_begin + r, c));
   }
+}
+
+int64_t TokenTiling::ComputedTokens(int64_t tokens) const {
+  if (multiple <= 1 || tokens <= exact_up_to) return tokens;
+  return (tokens + multiple - 1) / multiple * multiple;
+}
+
+TokenTiling MatmulTokenTiling(WeightFormat format) {
+  if (format == WeightFormat::kBf16 && ActiveIsa() == Isa::kAvx512Bf16)
+    return {internal::kAvx512Bf16ChunkedDecodeTokens, internal::kAvx512Bf16PrefillTokenLanes};
+  return {};
 }
 
 void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,

@@ -420,18 +420,38 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
   return {};
 }
 
+namespace {
+
+// A CPU matmul's shape carries its kernel's token tiling where a call computes more rows than it
+// has tokens (kernels/weight_matrix.h): the fit prices tokens as the rows the kernel computes.
+nlohmann::json WithTokenTiling(nlohmann::json shape, const GridPoint& p,
+                               kernels::WeightFormat format) {
+  const kernels::TokenTiling tiling = kernels::MatmulTokenTiling(format);
+  if (p.device == "cpu" && !tiling.exact()) {
+    shape["token_tiling"] = {{"exact_up_to", tiling.exact_up_to}, {"multiple", tiling.multiple}};
+  }
+  return shape;
+}
+
+}  // namespace
+
 nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& target,
                        const executor::ExecutorConfig& draft) {
   const executor::ExecutorConfig& c = target;
+  constexpr kernels::WeightFormat kBf16 = kernels::WeightFormat::kBf16;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:
-      return {{"hidden", c.hidden_size}, {"intermediate", c.expert_intermediate_size}};
+      return WithTokenTiling(
+          {{"hidden", c.hidden_size}, {"intermediate", c.expert_intermediate_size}}, p,
+          c.expert_format);
     case OperatorFamily::kDenseFfn:
-      return {{"hidden", draft.hidden_size}, {"intermediate", draft.dense_intermediate_size}};
+      return WithTokenTiling(
+          {{"hidden", draft.hidden_size}, {"intermediate", draft.dense_intermediate_size}}, p,
+          kBf16);
     case OperatorFamily::kRouter:
-      return {{"hidden", c.hidden_size}, {"experts", c.num_experts}};
+      return WithTokenTiling({{"hidden", c.hidden_size}, {"experts", c.num_experts}}, p, kBf16);
     case OperatorFamily::kLmHead:
-      return {{"hidden", c.hidden_size}, {"vocab", c.vocab_size}};
+      return WithTokenTiling({{"hidden", c.hidden_size}, {"vocab", c.vocab_size}}, p, kBf16);
     case OperatorFamily::kAttentionDecode:
     case OperatorFamily::kAttentionPrefill:
     case OperatorFamily::kAttentionVerify: {

@@ -14,18 +14,18 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
   Prediction prediction;
   switch (spec.kind) {
     case CaseKind::kDecode:
-      prediction.value =
-          source.Forward(target, {spec.batch, 1, spec.MeanDecodeContext(), true, routing}).time_s;
-      return prediction;
     case CaseKind::kPrefill:
-      prediction.value =
-          source.Forward(target, {spec.batch, spec.prompt, spec.context, false, routing}).time_s;
+    case CaseKind::kBeam: {
+      const model::ForwardShape shape =
+          spec.kind == CaseKind::kPrefill
+              ? model::ForwardShape{spec.batch, spec.prompt, spec.context, false, routing}
+              : model::ForwardShape{spec.kind == CaseKind::kBeam ? spec.beam_width : spec.batch, 1,
+                                    spec.MeanDecodeContext(), true, routing};
+      const model::ForwardCost cost = source.Forward(target, shape);
+      prediction.value = cost.time_s;
+      prediction.operators = OperatorSecondsOf(cost);
       return prediction;
-    case CaseKind::kBeam:
-      prediction.value =
-          source.Forward(target, {spec.beam_width, 1, spec.MeanDecodeContext(), true, routing})
-              .time_s;
-      return prediction;
+    }
     case CaseKind::kSd: {
       if (realized.sequences_per_round.empty() || realized.plain_decode_steps <= 0) {
         throw base::Error(

@@ -6,6 +6,7 @@
 #include "model/cost_source.h"
 #include "model/expert_activation.h"
 #include "model/model_spec.h"
+#include "validate/operator_breakdown.h"
 #include "validate/validation_case.h"
 
 namespace moelab::validate {
@@ -18,7 +19,9 @@ struct PredictedModels {
 };
 
 struct Prediction {
-  double value = 0;              // the case's quantity (QuantityOf)
+  double value = 0;  // the case's quantity (QuantityOf)
+  // decode, prefill and beam: the pass's operators in the executor's categories.
+  OperatorSeconds operators;
   double target_efficiency = 0;  // sd: T_T(B, 1) / T_T(B, gamma + 1)
   // sd: the full-batch step times the prediction is made of (compared with the executor's in the
   // report, so a miss names its term).

@@ -63,9 +63,16 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       options.seed = seed_;
       const executor::DecodeResult result = executor::RunDecode(
           target, executor::SyntheticPrompts(spec.batch, spec.prompt, vocab, seed_), options);
-      run.value = spec.kind == CaseKind::kPrefill
-                      ? result.prefill_s
-                      : result.decode_s / static_cast<double>(spec.output_tokens - 1);
+      const double decode_steps = static_cast<double>(spec.output_tokens - 1);
+      for (const executor::StepTime& s : result.steps) {
+        if (s.kind == (spec.kind == CaseKind::kPrefill ? "prefill" : "decode"))
+          run.steps_s.push_back(s.seconds);
+      }
+      run.value =
+          spec.kind == CaseKind::kPrefill ? result.prefill_s : result.decode_s / decode_steps;
+      run.operators = spec.kind == CaseKind::kPrefill
+                          ? OperatorSecondsOf(result.prefill_operators)
+                          : Scaled(OperatorSecondsOf(result.decode_operators), 1.0 / decode_steps);
       return run;
     }
     case CaseKind::kBeam: {
@@ -73,6 +80,9 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
           target, executor::SyntheticPrompts(1, spec.prompt, vocab, seed_)[0], spec.beam_width,
           spec.output_tokens);
       run.value = result.decode_s / static_cast<double>(spec.output_tokens - 1);
+      for (const executor::StepTime& s : result.steps) {
+        if (s.kind == "beam") run.steps_s.push_back(s.seconds);
+      }
       return run;
     }
     case CaseKind::kSd: {
@@ -96,6 +106,10 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       std::vector<double> decode_steps;
       for (const executor::StepTime& s : baseline.steps) {
         if (s.kind == "decode") decode_steps.push_back(s.seconds);
+      }
+      run.baseline_steps_s = decode_steps;
+      for (const executor::StepTime& s : sd.steps) {
+        if (s.kind == "draft" || s.kind == "verify") run.steps_s.push_back(s.seconds);
       }
       std::vector<double> full_batch_draft_steps;
       for (const executor::StepTime& s : sd.steps) {

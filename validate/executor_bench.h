@@ -11,13 +11,22 @@
 #include "kernels/thread_pool.h"
 #include "model/model_spec.h"
 #include "routing/routing_trace.h"
+#include "validate/operator_breakdown.h"
 #include "validate/validation_case.h"
 
 namespace moelab::validate {
 
 // What one run of a case measured.
 struct CaseRun {
-  double value = 0;              // the case's quantity (QuantityOf): seconds, or the SD speedup
+  double value = 0;  // the case's quantity (QuantityOf): seconds, or the SD speedup
+  // decode and prefill: the executor's operator times of what `value` measures (the prefill; one
+  // decode step, the mean over the run's steps); empty otherwise.
+  OperatorSeconds operators;
+  // The timed steps whose sum `value` is made of, in order (prefill: the prefill; decode and beam:
+  // the decode steps; sd: the SD run's draft and verify steps), and for sd the plain decode's
+  // steps. Seeded runs of a case repeat the same steps, so repeats can be compared step by step.
+  std::vector<double> steps_s;
+  std::vector<double> baseline_steps_s;
   double sigma = 0;              // sd: accepted-length fraction the run realized (MoESD's sigma)
   double target_efficiency = 0;  // sd: mean plain decode step / mean full-batch verify pass
   // sd: how many sequences each round carried (sequences that have all their tokens leave the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "base/error.h"
@@ -17,6 +18,21 @@ double Quantile(std::vector<double> values, double q) {
   const size_t below = static_cast<size_t>(std::floor(position));
   const size_t above = std::min(below + 1, values.size() - 1);
   return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
+}
+
+std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& steps_per_run) {
+  if (steps_per_run.empty() || steps_per_run.front().empty()) return std::nullopt;
+  const size_t steps = steps_per_run.front().size();
+  for (const std::vector<double>& run : steps_per_run) {
+    if (run.size() != steps) return std::nullopt;
+  }
+  double sum = 0;
+  std::vector<double> step(steps_per_run.size());
+  for (size_t i = 0; i < steps; ++i) {
+    for (size_t r = 0; r < steps_per_run.size(); ++r) step[r] = steps_per_run[r][i];
+    sum += Quantile(step, 0.5);
+  }
+  return sum;
 }
 
 double AbsError(double predicted, double measured) {

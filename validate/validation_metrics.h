@@ -1,9 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "validate/operator_breakdown.h"
 #include "validate/validation_case.h"
 
 namespace moelab::validate {
@@ -13,6 +15,12 @@ namespace moelab::validate {
 // The q-quantile of `values` (q in [0, 1]) by linear interpolation between order statistics
 // (Hyndman-Fan type 7, numpy's default). Error for an empty list or q outside [0, 1].
 double Quantile(std::vector<double> values, double q);
+
+// The sum over steps of each step's median over repeated runs (steps_per_run[r][i]: step i of run
+// r). A burst of load on a shared machine slows a few steps of one run; the median of each step
+// leaves it out where the median of the runs' totals keeps whichever total it hit least. nullopt
+// when the runs did not take the same number of steps (then only totals compare).
+std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& steps_per_run);
 
 // |predicted - measured| / measured. Error unless measured > 0 and both are finite.
 double AbsError(double predicted, double measured);
@@ -40,6 +48,9 @@ struct CaseResult {
   double predicted_plain_step_s = 0, measured_plain_step_s = 0;
   double predicted_draft_step_s = 0, measured_draft_step_s = 0;
   double predicted_verify_step_s = 0, measured_verify_step_s = 0;
+  // decode and prefill: operator times in the executor's categories (the prediction's times the
+  // drift, the measured medians over repeats); empty for other kinds.
+  OperatorSeconds predicted_operators_s, measured_operators_s;
 };
 
 struct ErrorSummary {

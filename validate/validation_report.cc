@@ -46,6 +46,14 @@ nlohmann::json CaseJson(const CaseResult& r) {
     json["policy"] = c.policy;
     json["expert_slots"] = c.expert_slots;
   }
+  if (!r.measured_operators_s.empty()) {
+    nlohmann::json operators = nlohmann::json::object();
+    for (const auto& [category, measured_s] : r.measured_operators_s) {
+      operators[category] = {{"predicted", r.predicted_operators_s.at(category)},
+                             {"measured", measured_s}};
+    }
+    json["operators_s"] = operators;
+  }
   if (c.kind == CaseKind::kSd) {
     json["sigma"] = r.sigma;
     json["predicted_target_efficiency"] = r.predicted_target_efficiency;
@@ -215,8 +223,10 @@ std::string ValidationMarkdown(const ValidationResult& result) {
       << FormatNumber(result.wall_time_s, 0) << " s.\n\n";
   out << "Each case ran " << result.request.Repeats()
       << " times, interleaved round by round (the machine's limits probed before each round); "
-         "measured = the median, "
-         "the spread = min..max. Predictions: each cost source with the executor's recorded gate "
+         "measured = each timed step's median over the runs, summed (seeded runs take the same "
+         "steps; an SD speedup is the plain decode's sum over the SD run's), which leaves out a "
+         "burst of load that hit a few steps of one run; the spread = the runs' own values, "
+         "min..max. Predictions: each cost source with the executor's recorded gate "
          "routing ("
       << result.routing
       << ") and with uniform routing. SD predictions replay the run's rounds (its realized "
@@ -280,6 +290,30 @@ std::string ValidationMarkdown(const ValidationResult& result) {
         << pair(r.predicted_plain_step_s, r.measured_plain_step_s) << " | "
         << pair(r.predicted_draft_step_s, r.measured_draft_step_s) << " | "
         << pair(r.predicted_verify_step_s, r.measured_verify_step_s) << " |\n";
+  }
+  bool operator_header = false;
+  for (const CaseResult& r : result.cases) {
+    if (r.measured_operators_s.empty() || r.cost_source != headline.cost_source ||
+        RoutingAssumed(r) != headline.routing_assumed) {
+      continue;
+    }
+    if (!operator_header) {
+      out << "\n## Operator times, predicted / measured (ms)\n\nThe executor's own operator "
+             "timers (one prefill, or one decode step as the mean over the run's steps; medians "
+             "over repeats) against the prediction's operators in the same categories.\n\n"
+          << "| case |";
+      for (const auto& [category, unused] : r.measured_operators_s) out << " " << category << " |";
+      out << "\n|---|";
+      for (size_t i = 0; i < r.measured_operators_s.size(); ++i) out << "---|";
+      out << "\n";
+      operator_header = true;
+    }
+    out << "| " << r.spec.Label() << " |";
+    for (const auto& [category, measured_s] : r.measured_operators_s) {
+      out << " " << FormatNumber(1e3 * r.predicted_operators_s.at(category), 2) << " / "
+          << FormatNumber(1e3 * measured_s, 2) << " |";
+    }
+    out << "\n";
   }
   for (const std::string& note : result.notes) out << "\nNote: " << note << "\n";
   return out.str();

@@ -41,6 +41,17 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
     EXPECT_EQ(c["repeats"], 1);
     EXPECT_GT(c["predicted"].get<double>(), 0.0);
     EXPECT_LE(c["measured_min"].get<double>(), c["measured"].get<double>());
+    if (c["kind"] == "decode") {
+      // The executor's operator timers next to the prediction's, in the same categories.
+      ASSERT_TRUE(c.contains("operators_s")) << c.dump();
+      for (const char* category : {"attention", "router", "experts", "lm_head", "other"}) {
+        ASSERT_TRUE(c["operators_s"].contains(category)) << category;
+        EXPECT_GE(c["operators_s"][category]["predicted"].get<double>(), 0.0) << category;
+        EXPECT_GE(c["operators_s"][category]["measured"].get<double>(), 0.0) << category;
+      }
+      EXPECT_GT(c["operators_s"]["experts"]["measured"].get<double>(), 0.0);
+      EXPECT_GT(c["operators_s"]["experts"]["predicted"].get<double>(), 0.0);
+    }
     kinds[0] |= c["kind"] == "decode";
     kinds[1] |= c["kind"] == "sd";
     kinds[2] |= c["kind"] == "beam";

@@ -107,6 +107,48 @@ TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
   EXPECT_EQ(interpolated.rmse_s, 0);
 }
 
+// A kernel that computes tokens in 16-token vectors above 24 tokens (AVX512-BF16 prefill): 53
+// tokens cost what 64 do. The profile's shape.token_tiling makes the fit price the tokens the
+// kernel computes; without it, a curve through the same samples misses the step.
+TEST(LatencyFit, TokenTilingPricesTheTokensTheKernelComputes) {
+  const auto computed = [](int64_t t) { return t <= 24 ? t : (t + 15) / 16 * 16; };
+  const auto seconds = [&](int64_t t) { return 6e-4 + 1.7e-4 * static_cast<double>(computed(t)); };
+  const nlohmann::json tiling = {{"exact_up_to", 24}, {"multiple", 16}};
+  nlohmann::json tiled = nlohmann::json::array(), untiled = nlohmann::json::array();
+  for (int64_t t : {1, 2, 4, 8, 12, 16, 24, 30, 40, 48, 56, 64, 100, 128, 256}) {
+    tiled.push_back(
+        Sample("expert_ffn", "cpu", {{"hidden", 64}, {"token_tiling", tiling}}, t, seconds(t)));
+    untiled.push_back(Sample("expert_ffn", "cpu", {{"hidden", 64}}, t, seconds(t)));
+  }
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(tiled), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  for (int64_t t : {3, 20, 24, 25, 49, 53, 64, 65, 70, 200}) {
+    EXPECT_NEAR(curve.PredictTokens(t) / seconds(t), 1.0, 1e-6) << t << " tokens";
+  }
+  EXPECT_EQ(ComputedTokens(curve.shape, 53), 64);
+  EXPECT_NEAR(PredictLatency(fit, "expert_ffn", "cpu", {{"hidden", 64}}, 53) / seconds(53), 1.0,
+              1e-6);
+  const LatencyFit plain =
+      FitLatency(ProfileFromJson(ProfileJson(untiled), "p.json"), FitOptions{});
+  EXPECT_GT(std::fabs(plain.operators.at(0).PredictTokens(53) / seconds(53) - 1.0), 0.05);
+}
+
+TEST(LatencyProfile, RefusesMalformedTokenTiling) {
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"exact_up_to", 24}}, nlohmann::json{{"exact_up_to", -1}, {"multiple", 16}},
+        nlohmann::json{{"exact_up_to", 24}, {"multiple", 0}}, nlohmann::json("16")}) {
+    const nlohmann::json sample =
+        Sample("expert_ffn", "cpu", {{"hidden", 8}, {"token_tiling", bad}}, 4, 1e-5);
+    try {
+      ProfileFromJson(ProfileJson(nlohmann::json::array({sample})), "p.json");
+      ADD_FAILURE() << bad.dump() << " accepted";
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("samples[0].shape.token_tiling"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // Prefill attention: projections linear in the prompt, scores quadratic. Profiled at the quick
 // grid's five prompt lengths, the quadratic form recovers the planted curve and wins; a straight
 // line through the same points misses between them (the profile's old linear fit was 25 % low at

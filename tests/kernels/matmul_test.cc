@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu_features.h"
+#include "kernels/weight_matrix.h"
 #include "tests/kernels/random_inputs.h"
 
 namespace moelab::kernels {
@@ -119,6 +120,28 @@ TEST_P(MatmulTest, WritesIntoStridedOutput) {
   MatmulBf16(p.x.data(), 3, 64, p.w.data(), 10, y.data(), 16, pool);
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 10; j < 16; ++j) EXPECT_EQ(y[i * 16 + j], -7.0f);  // padding untouched
+  }
+}
+
+// The tiling the cost model prices tokens by (kernels/weight_matrix.h) is the dispatch's: on
+// AVX512-BF16, bf16 calls above the chunked-decode limit run the prefill tile of 16-token vectors;
+// every other path and format computes exactly its tokens.
+TEST_P(MatmulTest, DeclaresTheTokenTilingItDispatches) {
+  const TokenTiling bf16 = MatmulTokenTiling(WeightFormat::kBf16);
+  for (WeightFormat quantized : {WeightFormat::kQ8_0, WeightFormat::kQ4_0}) {
+    EXPECT_TRUE(MatmulTokenTiling(quantized).exact()) << ToString(quantized);
+    EXPECT_EQ(MatmulTokenTiling(quantized).ComputedTokens(53), 53);
+  }
+  if (GetParam() != Isa::kAvx512Bf16) {
+    EXPECT_TRUE(bf16.exact());
+    for (int64_t tokens : {1, 8, 25, 53, 257}) EXPECT_EQ(bf16.ComputedTokens(tokens), tokens);
+    return;
+  }
+  EXPECT_EQ(bf16.exact_up_to, 24);
+  EXPECT_EQ(bf16.multiple, 16);
+  for (const auto& [tokens, computed] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {9, 9}, {24, 24}, {25, 32}, {32, 32}, {33, 48}, {49, 64}, {64, 64}, {65, 80}}) {
+    EXPECT_EQ(bf16.ComputedTokens(tokens), computed) << tokens << " tokens";
   }
 }
 

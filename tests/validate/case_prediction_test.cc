@@ -66,5 +66,34 @@ TEST(CasePrediction, SdReplaysTheRoundsAndTheDraftsCatchUpPasses) {
             std::string::npos);
 }
 
+// A prefill's operators in the executor's categories: the roofline's projections and core are
+// attention, its norms, residual adds and embedding are other, and the categories add up to the
+// predicted time.
+TEST(CasePrediction, PrefillOperatorsInTheExecutorsCategories) {
+  Fixture f;
+  ValidationCase prefill;
+  prefill.kind = CaseKind::kPrefill;
+  prefill.batch = 2;
+  prefill.prompt = 96;
+  const Prediction p = Predict(*f.source, nullptr, prefill, f.models, SdRealization{});
+  const model::ForwardCost cost = f.source->Forward(f.models.target, {2, 96, 0, false});
+  ASSERT_EQ(p.operators.size(), 5u);
+  double sum = 0;
+  for (const auto& [category, seconds] : p.operators) sum += seconds;
+  EXPECT_NEAR(sum, p.value, 1e-12 * p.value);
+  EXPECT_NEAR(p.operators.at("attention"),
+              cost.OperatorTime(model::Operator::kAttentionProjections) +
+                  cost.OperatorTime(model::Operator::kAttentionCore),
+              1e-15);
+  EXPECT_NEAR(p.operators.at("experts"), cost.OperatorTime(model::Operator::kRoutedExperts), 1e-15);
+  EXPECT_NEAR(p.operators.at("other"),
+              cost.OperatorTime(model::Operator::kNormsResidual) +
+                  cost.OperatorTime(model::Operator::kEmbedding) +
+                  cost.OperatorTime(model::Operator::kCommunication),
+              1e-15);
+  EXPECT_GT(p.operators.at("other"), 0);
+  EXPECT_NEAR(p.operators.at("lm_head"), cost.OperatorTime(model::Operator::kLmHead), 1e-15);
+}
+
 }  // namespace
 }  // namespace moelab::validate

@@ -116,5 +116,17 @@ TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
   EXPECT_THROW(CaseKindFromString("offlode"), base::Error);
 }
 
+// Three runs of three steps, each hit by a burst in a different step: every step's median is the
+// quiet time, so the sum is 3 where the median of the totals (7, 6, 5) is 6.
+TEST(ValidationMetrics, SumOfStepMediansLeavesOutBurstsInSingleSteps) {
+  const std::optional<double> sum = SumOfStepMedians({{1, 1, 5}, {1, 4, 1}, {3, 1, 1}});
+  ASSERT_TRUE(sum.has_value());
+  EXPECT_DOUBLE_EQ(*sum, 3.0);
+  EXPECT_DOUBLE_EQ(*SumOfStepMedians({{2, 4}, {4, 6}}), 3.0 + 5.0);  // even count: the midpoint
+  EXPECT_FALSE(SumOfStepMedians({{1, 1}, {1, 1, 1}}).has_value());   // different steps
+  EXPECT_FALSE(SumOfStepMedians({}).has_value());
+  EXPECT_FALSE(SumOfStepMedians({{}, {}}).has_value());
+}
+
 }  // namespace
 }  // namespace moelab::validate
