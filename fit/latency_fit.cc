@@ -80,16 +80,43 @@ std::pair<double, double> NonNegativeLine(const std::vector<double>& g,
   return {a, b};
 }
 
-// Knots of the interpolated form: one per distinct x, at the median of its times.
+// Knots of the interpolated form: one per distinct x, at the median of its times, made
+// non-decreasing in x. A call with more tokens (or bytes) reads the same weights and does more
+// work, so it never takes less time: a median below its left neighbour's is noise (a shared
+// machine slowed the smaller call: 0.96 ms at one token, 0.78 at two in one quick profile), and
+// adjacent violators are pooled into their mean (isotonic regression, pool-adjacent-violators,
+// each knot weighted by its samples).
 std::vector<double> KnotsOf(const std::vector<double>& xs, const std::vector<double>& ys) {
   std::map<double, std::vector<double>> by_x;
   for (size_t i = 0; i < xs.size(); ++i) by_x[xs[i]].push_back(ys[i]);
-  std::vector<double> knots;
+  struct Block {
+    double mean;
+    double weight;
+    size_t knots;
+  };
+  std::vector<Block> blocks;
   for (auto& [x, times] : by_x) {
     std::sort(times.begin(), times.end());
     const size_t n = times.size();
-    knots.push_back(x);
-    knots.push_back(n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]));
+    blocks.push_back({n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]),
+                      static_cast<double>(n), 1});
+    while (blocks.size() >= 2 && blocks[blocks.size() - 2].mean > blocks.back().mean) {
+      const Block last = blocks.back();
+      blocks.pop_back();
+      Block& merged = blocks.back();
+      merged.mean =
+          (merged.mean * merged.weight + last.mean * last.weight) / (merged.weight + last.weight);
+      merged.weight += last.weight;
+      merged.knots += last.knots;
+    }
+  }
+  std::vector<double> knots;
+  auto x = by_x.begin();
+  for (const Block& block : blocks) {
+    for (size_t k = 0; k < block.knots; ++k, ++x) {
+      knots.push_back(x->first);
+      knots.push_back(block.mean);
+    }
   }
   return knots;
 }

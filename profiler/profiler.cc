@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "device/gpu_devices.h"
@@ -103,56 +104,67 @@ class ProfileRunner {
         total_(total),
         collector_() {}
 
-  // Measures `points` (one family, one device) with `bench`; returns the samples made. The
-  // repetitions run as interleaved rounds (every point once, then every point again: A B C A B
-  // C), not back to back per point, so a burst of load on a shared machine lands on one
-  // repetition of several points, which their medians reject, rather than on every repetition
-  // of one point (the executor's measurements in validate are interleaved the same way).
-  std::vector<Measured> Run(OperatorBench& bench, const std::vector<GridPoint>& points) {
+  // One family's points on one device, measured across rounds (Prepare, then RunRound once per
+  // round, then Finish).
+  struct Group {
+    std::vector<GridPoint> points;
     std::vector<std::string> names;
-    std::vector<int64_t> iterations(points.size(), 0);
+    std::vector<int64_t> iterations;
+  };
+
+  // Names `points` and fixes each one's iteration count where the bench sets it (points that
+  // flush caches between passes); Google Benchmark's MinTime picks the others in every round.
+  Group Prepare(OperatorBench& bench, const std::vector<GridPoint>& points) {
+    Group group{points, {}, std::vector<int64_t>(points.size(), 0)};
     for (size_t i = 0; i < points.size(); ++i) {
       char prefix[16];
       std::snprintf(prefix, sizeof(prefix), "p%04d ", next_index_++);
       const std::string name = prefix + points[i].Label();
-      names.push_back(name);
+      group.names.push_back(name);
       labels_[name] = points[i].Label();
       try {
-        iterations[i] = bench.Iterations(points[i]);
+        group.iterations[i] = bench.Iterations(points[i]);
       } catch (const std::exception&) {
         // The point's own run fails the same way and is left out with a note.
       }
     }
-    scale_ = bench.time_scale();
-    for (int round = 0; round < spec_.repetitions; ++round) {
-      benchmark::ClearRegisteredBenchmarks();
-      for (size_t i = 0; i < points.size(); ++i) {
-        const GridPoint point = points[i];
-        benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-            names[i].c_str(),
-            [&bench, point](benchmark::State& state) { bench.Run(state, point); });
-        b->Repetitions(1)->Unit(benchmark::kMillisecond);
-        if (iterations[i] > 0) {
-          b->Iterations(iterations[i]);
-        } else {
-          b->MinTime(spec_.min_time_s);
-        }
-        if (bench.manual_time()) {
-          b->UseManualTime();
-        } else {
-          b->UseRealTime();
-        }
-      }
-      benchmark::RunSpecifiedBenchmarks(&collector_, ".");
-    }
-    benchmark::ClearRegisteredBenchmarks();
-    for (const std::string& name : names) OnDone(name, collector_.Get(name));
+    return group;
+  }
 
+  // One repetition of every point of `group` (one Google Benchmark run of Repetitions(1) each).
+  void RunRound(OperatorBench& bench, const Group& group) {
+    benchmark::ClearRegisteredBenchmarks();
+    for (size_t i = 0; i < group.points.size(); ++i) {
+      const GridPoint point = group.points[i];
+      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
+          group.names[i].c_str(),
+          [&bench, point](benchmark::State& state) { bench.Run(state, point); });
+      b->Repetitions(1)->Unit(benchmark::kMillisecond);
+      if (group.iterations[i] > 0) {
+        b->Iterations(group.iterations[i]);
+      } else {
+        b->MinTime(spec_.min_time_s);
+      }
+      if (bench.manual_time()) {
+        b->UseManualTime();
+      } else {
+        b->UseRealTime();
+      }
+    }
+    benchmark::RunSpecifiedBenchmarks(&collector_, ".");
+    benchmark::ClearRegisteredBenchmarks();
+  }
+
+  // The samples of `group` from all its rounds (`bench`: the group's bench, for its time scale
+  // and annotations).
+  std::vector<Measured> Finish(OperatorBench& bench, const Group& group) {
+    scale_ = bench.time_scale();
+    for (const std::string& name : group.names) OnDone(name, collector_.Get(name));
     std::vector<Measured> measured;
     const double scale = bench.time_scale();
-    for (size_t i = 0; i < points.size(); ++i) {
-      const GridPoint& p = points[i];
-      const Timing t = collector_.Get(names[i]);
+    for (size_t i = 0; i < group.points.size(); ++i) {
+      const GridPoint& p = group.points[i];
+      const Timing t = collector_.Get(group.names[i]);
       if (t.failed) {
         notes_.push_back(p.Label() + ": failed, left out: " + t.error);
         continue;
@@ -178,6 +190,14 @@ class ProfileRunner {
       measured.push_back({p, std::move(sample)});
     }
     return measured;
+  }
+
+  // Prepare, every round back to back on `bench`, Finish: for points measured after the
+  // interleaved rounds (the ridge points, placed from their results).
+  std::vector<Measured> Run(OperatorBench& bench, const std::vector<GridPoint>& points) {
+    const Group group = Prepare(bench, points);
+    for (int round = 0; round < spec_.repetitions; ++round) RunRound(bench, group);
+    return Finish(bench, group);
   }
 
   // A group that could not be prepared: its points count as done for the progress line.
@@ -292,55 +312,86 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   env.seed = request.seed;
 
   ProfileRunner runner(spec, target, draft, request.progress, total);
-  std::vector<Measured> measured;
-  nlohmann::json ridge = nullptr;
+  std::vector<std::vector<GridPoint>> families;
   for (size_t begin = 0; begin < grid.size();) {
     size_t end = begin;
     while (end < grid.size() && grid[end].family == grid[begin].family &&
            grid[end].device == grid[begin].device)
       ++end;
-    const std::vector<GridPoint> group(grid.begin() + static_cast<long>(begin),
-                                       grid.begin() + static_cast<long>(end));
+    families.emplace_back(grid.begin() + static_cast<long>(begin),
+                          grid.begin() + static_cast<long>(end));
     begin = end;
-    std::unique_ptr<OperatorBench> bench;
-    try {
-      bench = MakeOperatorBench(group, env);
-    } catch (const std::exception& e) {
-      runner.Skip(group, e.what());
-      continue;
-    }
-    for (const std::string& note : bench->notes()) runner.notes().push_back(note);
-    std::vector<Measured> group_measured = runner.Run(*bench, group);
-    if (group.front().family == OperatorFamily::kExpertFfn && group.front().device == "cpu" &&
-        spec.ridge_points > 0) {
-      // The ridge point of this machine, from the samples just taken; more points around it.
-      std::vector<std::pair<int64_t, double>> curve;
-      std::vector<int64_t> taken;
-      for (const Measured& m : group_measured) {
-        curve.push_back({m.point.tokens, m.sample["median_s"].get<double>()});
-        taken.push_back(m.point.tokens);
-      }
+  }
+  // Rounds across the whole grid: round r measures every family's points once, then round r + 1
+  // again, so a point's repetitions are spread over the whole profile. A burst of load on a
+  // shared machine lasts seconds to minutes; with rounds inside one family (a few seconds) it had
+  // shifted whole families by 15-30 % between two quick profiles of the same machine. A family's
+  // bench (its weights, caches, files) is built for each round and released after it, so only one
+  // family's memory is held at a time.
+  std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
+  std::vector<bool> skipped(families.size(), false);
+  std::vector<Measured> measured;
+  for (int round = 0; round < spec.repetitions; ++round) {
+    for (size_t f = 0; f < families.size(); ++f) {
+      if (skipped[f]) continue;
+      std::unique_ptr<OperatorBench> bench;
       try {
-        const double r = EstimateRidgeTokens(curve);
-        std::vector<GridPoint> ridge_points;
-        for (int64_t t : RidgeTokens(r, spec.ridge_points, taken)) {
-          ridge_points.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
-        }
-        nlohmann::json tokens = nlohmann::json::array();
-        for (const GridPoint& p : ridge_points) tokens.push_back(p.tokens);
-        ridge = {{"tokens_per_expert", r}, {"points", tokens}};
-        runner.notes().push_back("expert_ffn cpu: ridge point estimated at " +
-                                 std::to_string(std::lround(r)) +
-                                 " tokens per expert (fastest time at <= 8 tokens / time per token "
-                                 "at the largest counts); " +
-                                 std::to_string(ridge_points.size()) + " points added around it");
-        std::vector<Measured> more = runner.Run(*bench, ridge_points);
-        group_measured.insert(group_measured.end(), more.begin(), more.end());
-      } catch (const base::Error& e) {
-        runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
+        bench = MakeOperatorBench(families[f], env);
+      } catch (const std::exception& e) {
+        // Prepared once before, a family that fails later (memory taken meanwhile) is left out
+        // whole: its earlier rounds alone would not be the profile's repetitions.
+        runner.Skip(families[f], round == 0 ? std::string(e.what())
+                                            : "could not be prepared again for round " +
+                                                  std::to_string(round + 1) + ": " + e.what());
+        skipped[f] = true;
+        continue;
+      }
+      if (round == 0) {
+        for (const std::string& note : bench->notes()) runner.notes().push_back(note);
+        prepared[f] = runner.Prepare(*bench, families[f]);
+      }
+      runner.RunRound(*bench, *prepared[f]);
+      if (round + 1 == spec.repetitions) {
+        std::vector<Measured> family_measured = runner.Finish(*bench, *prepared[f]);
+        measured.insert(measured.end(), family_measured.begin(), family_measured.end());
       }
     }
-    measured.insert(measured.end(), group_measured.begin(), group_measured.end());
+  }
+
+  nlohmann::json ridge = nullptr;
+  for (size_t f = 0; f < families.size(); ++f) {
+    const std::vector<GridPoint>& group = families[f];
+    if (skipped[f] || group.front().family != OperatorFamily::kExpertFfn ||
+        group.front().device != "cpu" || spec.ridge_points <= 0)
+      continue;
+    // The ridge point of this machine, from the samples just taken; more points around it.
+    std::vector<std::pair<int64_t, double>> curve;
+    std::vector<int64_t> taken;
+    for (const Measured& m : measured) {
+      if (m.point.family != OperatorFamily::kExpertFfn || m.point.device != "cpu") continue;
+      curve.push_back({m.point.tokens, m.sample["median_s"].get<double>()});
+      taken.push_back(m.point.tokens);
+    }
+    try {
+      const double r = EstimateRidgeTokens(curve);
+      std::vector<GridPoint> ridge_points;
+      for (int64_t t : RidgeTokens(r, spec.ridge_points, taken)) {
+        ridge_points.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
+      }
+      nlohmann::json tokens = nlohmann::json::array();
+      for (const GridPoint& p : ridge_points) tokens.push_back(p.tokens);
+      ridge = {{"tokens_per_expert", r}, {"points", tokens}};
+      runner.notes().push_back("expert_ffn cpu: ridge point estimated at " +
+                               std::to_string(std::lround(r)) +
+                               " tokens per expert (fastest time at <= 8 tokens / time per token "
+                               "at the largest counts); " +
+                               std::to_string(ridge_points.size()) + " points added around it");
+      const std::unique_ptr<OperatorBench> bench = MakeOperatorBench(ridge_points, env);
+      std::vector<Measured> more = runner.Run(*bench, ridge_points);
+      measured.insert(measured.end(), more.begin(), more.end());
+    } catch (const std::exception& e) {
+      runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
+    }
   }
 
   std::stable_sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) {

@@ -149,6 +149,30 @@ TEST(LatencyProfile, RefusesMalformedTokenTiling) {
   }
 }
 
+// A median below its left neighbour's is noise (more tokens never take less time): the
+// interpolated form pools the two into their weighted mean and keeps every other knot.
+TEST(LatencyFit, InterpolatedKnotsNeverDecrease) {
+  nlohmann::json samples = nlohmann::json::array();
+  const auto staircase = [](double t) {
+    return t <= 5 ? 7e-4 + 1e-4 * t : 1.6e-3 + 1.6e-4 * (t - 6);
+  };
+  for (int64_t t : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64}) {
+    const double seconds = t == 1 ? 1.2e-3 : staircase(static_cast<double>(t));  // 1 slowed
+    samples.push_back(Sample("expert_ffn", "cpu", {{"hidden", 1024}}, t, seconds));
+  }
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  ASSERT_NE(curve.Form(LatencyForm::kInterpolated), nullptr);
+  const std::vector<double>& knots = curve.Form(LatencyForm::kInterpolated)->params;
+  ASSERT_EQ(knots.size(), 30u);
+  for (size_t k = 3; k < knots.size(); k += 2) EXPECT_GE(knots[k], knots[k - 2]) << knots[k - 1];
+  // 1.2 ms at 1 token over 0.9 at 2 and 1.0 at 3: the three pooled to their mean; 1.1 at 4 kept.
+  for (size_t k : {1, 3, 5}) EXPECT_NEAR(knots[k], 3.1e-3 / 3, 1e-15) << knots[k - 1];
+  EXPECT_NEAR(knots[7], staircase(4), 1e-15);
+  EXPECT_NEAR(knots[9], staircase(5), 1e-15);
+  EXPECT_NEAR(knots[29], staircase(64), 1e-15);
+}
+
 // Prefill attention: projections linear in the prompt, scores quadratic. Profiled at the quick
 // grid's five prompt lengths, the quadratic form recovers the planted curve and wins; a straight
 // line through the same points misses between them (the profile's old linear fit was 25 % low at
