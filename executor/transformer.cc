@@ -48,7 +48,9 @@ Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
       rope_(weights.config.head_dim, weights.config.max_positions, weights.config.rope_theta) {
   weights.config.Validate();
   scores_.resize(static_cast<size_t>(pool.size()));
-  for (auto& s : scores_) s.resize(static_cast<size_t>(weights.config.max_positions));
+  // One KV head's query heads' scores over every position (kernels::AttendHeadGroup).
+  const int64_t group = weights.config.num_heads / weights.config.num_kv_heads;
+  for (auto& s : scores_) s.resize(static_cast<size_t>(group * weights.config.max_positions));
 }
 
 void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
@@ -151,7 +153,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
       std::copy_n(v, c.kv_width(), values + positions_[row] * c.kv_width());
     }
   }
-  // One task per (token, head): each sees its own sequence's cache up to its own position.
+  // Each query sees its own sequence's cache up to its own position.
   attention_out_.resize(static_cast<size_t>(tokens * c.q_width()));
   std::vector<std::pair<KvCache*, int64_t>> token_cache(static_cast<size_t>(tokens));
   row = 0;
@@ -161,26 +163,27 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t group = c.num_heads / c.num_kv_heads;
-  // Tasks of whole (token, head) groups, few enough that small passes run on the caller alone.
+  // Tasks of whole (token, KV head) groups -- the query heads of a KV head read its cached rows
+  // once -- few enough that small passes run on the caller alone.
   int64_t span = 0;
   for (const auto& [cache, position] : token_cache) span += position + 1;
   const int64_t work = span * c.num_heads * hd;
-  const int64_t heads_total = tokens * c.num_heads;
-  const int64_t tasks = std::clamp<int64_t>(work >> 15, 1, heads_total);
+  const int64_t groups_total = tokens * c.num_kv_heads;
+  const int64_t tasks = std::clamp<int64_t>(work >> 15, 1, groups_total);
   pool_.Run(tasks, [&](int64_t task_index, int thread) {
-    for (int64_t task = task_index * heads_total / tasks;
-         task < (task_index + 1) * heads_total / tasks; ++task) {
-      const int64_t t = task / c.num_heads;
-      const int64_t head = task % c.num_heads;
-      const int64_t kv_head = head / group;
+    for (int64_t task = task_index * groups_total / tasks;
+         task < (task_index + 1) * groups_total / tasks; ++task) {
+      const int64_t t = task / c.num_kv_heads;
+      const int64_t kv_head = task % c.num_kv_heads;
       KvCache* cache = token_cache[t].first;
       const int64_t position = token_cache[t].second;
       const int64_t first =
           c.sliding_window > 0 ? std::max<int64_t>(0, position - c.sliding_window + 1) : 0;
-      kernels::AttendOneHead(qkv_.data() + t * qkv_width + head * hd,
-                             cache->keys(layer) + kv_head * hd, cache->values(layer) + kv_head * hd,
-                             c.kv_width(), hd, first, position, scale, scores_[thread].data(),
-                             attention_out_.data() + t * c.q_width() + head * hd);
+      kernels::AttendHeadGroup(qkv_.data() + t * qkv_width + kv_head * group * hd, group,
+                               cache->keys(layer) + kv_head * hd,
+                               cache->values(layer) + kv_head * hd, c.kv_width(), hd, first,
+                               position, scale, scores_[thread].data(),
+                               attention_out_.data() + t * c.q_width() + kv_head * group * hd);
     }
   });
   projected_.resize(static_cast<size_t>(tokens * d));

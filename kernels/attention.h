@@ -12,4 +12,12 @@ void AttendOneHead(const float* q, const float* keys, const float* values, int64
                    int64_t head_dim, int64_t first_visible, int64_t last_visible, float scale,
                    float* scores, float* out);
 
+// The `heads` query heads that share one KV head (grouped-query attention), q and out heads x
+// head_dim contiguous, scores heads x (last_visible + 1) floats: every key and value row is read
+// once for the group instead of once per head (a sequence's cached rows of a long context do not
+// stay in cache between heads). Each head's output has exactly AttendOneHead's bits.
+void AttendHeadGroup(const float* q, int64_t heads, const float* keys, const float* values,
+                     int64_t kv_stride, int64_t head_dim, int64_t first_visible,
+                     int64_t last_visible, float scale, float* scores, float* out);
+
 }  // namespace moelab::kernels

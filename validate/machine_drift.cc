@@ -45,7 +45,7 @@ double SpeedAnchor::MeasureSeconds(int passes) {
 std::string SpeedAnchor::Describe() const {
   return "expert FFN (hidden " + std::to_string(hidden_) + ", width " + std::to_string(width_) +
          ") at 1 token over " + std::to_string(gate_up_.size()) +
-         " packed copies (from DRAM), median of 7 passes";
+         " packed copies (from DRAM), median of " + std::to_string(kPasses) + " passes";
 }
 
 void MachineDrift::Compute() {

@@ -1,6 +1,7 @@
 #include "kernels/elementwise.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -95,6 +96,40 @@ TEST(Attention, MatchesReferenceWithWindow) {
         expected += weights[p - first] / sum * values[(p * kv_heads + 1) * head_dim + i];
       }
       EXPECT_NEAR(out[i], expected, 1e-5);
+    }
+  }
+}
+
+// The query heads of one KV head attended together read each cached row once; every head's
+// output has AttendOneHead's bits (head_dim 64 and 72 and 7: whole lane blocks, a remainder, a
+// remainder only), within and beyond a 16-head pass, with a sliding window.
+TEST(Attention, HeadGroupHasEachHeadsBits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int64_t head_dim : {64, 72, 7}) {
+    for (int64_t heads : {1, 4, 18}) {
+      const int64_t kv_heads = 3, positions = 41, kv_head = 2;
+      std::vector<float> q(heads * head_dim), keys(positions * kv_heads * head_dim),
+          values(keys.size());
+      for (float& v : q) v = normal(rng);
+      for (float& v : keys) v = normal(rng);
+      for (float& v : values) v = normal(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      for (int64_t first : {0, 9}) {
+        std::vector<float> scores(heads * positions), group_out(heads * head_dim);
+        AttendHeadGroup(q.data(), heads, keys.data() + kv_head * head_dim,
+                        values.data() + kv_head * head_dim, kv_heads * head_dim, head_dim, first,
+                        positions - 1, scale, scores.data(), group_out.data());
+        for (int64_t h = 0; h < heads; ++h) {
+          std::vector<float> one_scores(positions), one_out(head_dim);
+          AttendOneHead(q.data() + h * head_dim, keys.data() + kv_head * head_dim,
+                        values.data() + kv_head * head_dim, kv_heads * head_dim, head_dim, first,
+                        positions - 1, scale, one_scores.data(), one_out.data());
+          EXPECT_EQ(0, std::memcmp(one_out.data(), group_out.data() + h * head_dim,
+                                   head_dim * sizeof(float)))
+              << "head_dim " << head_dim << ", head " << h << " of " << heads;
+        }
+      }
     }
   }
 }
