@@ -1,6 +1,7 @@
 #include "validate/machine_drift.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "base/error.h"
@@ -59,7 +60,12 @@ void MachineDrift::Compute() {
   }
   double profile_mean = 0;
   for (double t : profile_s) profile_mean += t / static_cast<double>(profile_s.size());
-  factor = Quantile(rounds_s, 0.5) / profile_mean;
+  const double rounds_median = Quantile(rounds_s, 0.5);
+  factor = rounds_median / profile_mean;
+  scatter = (*std::max_element(rounds_s.begin(), rounds_s.end()) -
+             *std::min_element(rounds_s.begin(), rounds_s.end())) /
+            rounds_median;
+  applied = std::fabs(factor - 1.0) > scatter;
 }
 
 nlohmann::json MachineDrift::ToJson() const {
@@ -68,6 +74,8 @@ nlohmann::json MachineDrift::ToJson() const {
           {"profile_s", profile_s},
           {"rounds_s", rounds_s},
           {"factor", factor},
+          {"scatter", scatter},
+          {"applied", applied},
           {"applied_to",
            "predicted decode, beam and prefill times (SD speedups are ratios of times taken in "
            "the same run)"}};

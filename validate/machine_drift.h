@@ -49,14 +49,22 @@ class SpeedAnchor {
 };
 
 // The anchor's times around the profile and during the rounds, and the factor the predictions of
-// times are multiplied by: median(round times) / mean(profile times); 1 when the profile was
-// reused (no anchor at its time).
+// times are multiplied by: median(round times) / mean(profile times), applied only when it lies
+// outside the anchor's own scatter across the rounds ((max - min) / median of the round times):
+// a drift inside it cannot be told from the anchor's noise. On this project's Xeon the anchor's
+// round times spread 8-26 % even at 25 passes, and in five of six quick runs a factor within that
+// spread (0.90-1.12) moved the headline median error the wrong way (2.8 % as priced, 6.2 %
+// adjusted); the one run whose profile ran through a burst (factor 0.535, spread 42 %) it helped
+// (52 % -> 30 %). 1 when the profile was reused (no anchor at its time).
 struct MachineDrift {
   std::string anchor;
   std::vector<double> profile_s;  // before and after the profile
   std::vector<double> rounds_s;   // before every round and after the last
-  double factor = 1.0;
+  double factor = 1.0;            // as measured
+  double scatter = 0;             // (max - min) / median of rounds_s
   bool measured = false;
+  bool applied = false;  // |factor - 1| > scatter
+  double applied_factor() const { return applied ? factor : 1.0; }
 
   void Compute();  // factor from profile_s and rounds_s; Error when a time is not positive
   nlohmann::json ToJson() const;

@@ -295,7 +295,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
   }
 
   // 4. Predictions against the medians; predicted times at the machine's speed during the runs.
-  const double drift = result.drift.factor;
+  const double drift = result.drift.applied_factor();
   for (size_t i = 0; i < plan.cases.size(); ++i) {
     const ValidationCase& spec = plan.cases[i];
     std::vector<double> values;

@@ -166,10 +166,16 @@ std::string DriftLine(const ValidationResult& result) {
   }
   std::ostringstream line;
   line << "Machine drift: the anchor (" << drift.anchor << ") took "
-       << FormatNumber(drift.factor, 3)
-       << "x its time around the profile during the runs; predicted decode, beam and prefill "
-          "times are multiplied by that (SD speedups are ratios of one run's times).";
-  if (unadjusted) {
+       << FormatNumber(drift.factor, 3) << "x its time around the profile during the runs, its "
+       << "times across the rounds spreading " << Percent(drift.scatter) << "; ";
+  if (drift.applied) {
+    line << "predicted decode, beam and prefill times are multiplied by that (SD speedups are "
+            "ratios of one run's times).";
+  } else {
+    line << "a drift inside the anchor's own scatter cannot be told from its noise, so "
+            "predictions are as the profile priced them.";
+  }
+  if (unadjusted && drift.applied) {
     line << " Unadjusted, as the profile priced them: median "
          << Percent(unadjusted->median_abs_error) << ", p90 " << Percent(unadjusted->p90_abs_error)
          << ", max " << Percent(unadjusted->max_abs_error) << ".";
@@ -245,7 +251,7 @@ std::string ValidationMarkdown(const ValidationResult& result) {
     }
   };
   summary_rows(result.summaries);
-  if (result.drift.measured) {
+  if (result.drift.applied) {
     out << "\nThe same predictions as the profile priced them (no drift adjustment):\n\n"
         << "| kind | cost source | routing | cases | median | p90 | max "
            "|\n|---|---|---|---|---|---|---|\n";

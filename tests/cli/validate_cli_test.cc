@@ -1,5 +1,6 @@
 // moelab validate end to end on a tiny shape (structure, not accuracy), and routing-aware
 // predictions from a trace `moelab run --trace-out` recorded.
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -67,8 +68,12 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_TRUE(drift["measured"].get<bool>());
   EXPECT_EQ(drift["profile_s"].size(), 2u);
   EXPECT_EQ(drift["rounds_s"].size(), 2u);
-  const double factor = drift["factor"].get<double>();
-  EXPECT_GT(factor, 0.0);
+  EXPECT_GT(drift["factor"].get<double>(), 0.0);
+  EXPECT_GE(drift["scatter"].get<double>(), 0.0);
+  // Applied only outside the anchor's own scatter across the rounds.
+  EXPECT_EQ(drift["applied"].get<bool>(),
+            std::fabs(drift["factor"].get<double>() - 1.0) > drift["scatter"].get<double>());
+  const double factor = drift["applied"].get<bool>() ? drift["factor"].get<double>() : 1.0;
   for (const nlohmann::json& c : json["cases"]) {
     const double unadjusted = c["predicted_unadjusted"].get<double>();
     EXPECT_DOUBLE_EQ(c["predicted"].get<double>(),

@@ -17,6 +17,29 @@ TEST(MachineDrift, FactorIsTheRoundsMedianOverTheProfilesMean) {
   EXPECT_TRUE(drift.measured);
   EXPECT_NEAR(drift.factor, 0.01265 / 0.011, 1e-12);
   EXPECT_EQ(drift.ToJson()["factor"], drift.factor);
+  // The rounds spread (0.03 - 0.0099) / 0.01265 = 159 %: a 15 % drift inside it is not applied.
+  EXPECT_NEAR(drift.scatter, (0.03 - 0.0099) / 0.01265, 1e-12);
+  EXPECT_FALSE(drift.applied);
+  EXPECT_EQ(drift.applied_factor(), 1.0);
+}
+
+// A drift outside the anchor's scatter across the rounds is applied; one inside it is not.
+TEST(MachineDrift, AppliedOnlyOutsideTheAnchorsScatter) {
+  MachineDrift slower;
+  slower.profile_s = {0.010, 0.010};
+  slower.rounds_s = {0.0120, 0.0125, 0.0122, 0.0121};  // +22 %, spread 4 %
+  slower.Compute();
+  EXPECT_TRUE(slower.applied);
+  EXPECT_NEAR(slower.applied_factor(), 0.01215 / 0.010, 1e-12);
+  EXPECT_EQ(slower.ToJson()["applied"], true);
+
+  MachineDrift noisy;
+  noisy.profile_s = {0.0201, 0.0206};                     // the record run's anchor (s)
+  noisy.rounds_s = {0.01846, 0.01813, 0.02036, 0.01647};  // factor 0.90, spread 21 %
+  noisy.Compute();
+  EXPECT_NEAR(noisy.factor, 0.018295 / 0.02035, 1e-9);
+  EXPECT_FALSE(noisy.applied);
+  EXPECT_EQ(noisy.applied_factor(), 1.0);
 }
 
 TEST(MachineDrift, WithoutTheProfilesAnchorNothingIsAdjusted) {
