@@ -497,17 +497,23 @@ double OperatorCurve::PredictTokens(int64_t tokens) const {
 int64_t ComputedTokens(const nlohmann::json& shape, int64_t tokens) {
   if (!shape.is_object() || !shape.contains("token_tiling")) return tokens;
   const nlohmann::json& tiling = shape["token_tiling"];
-  const auto field = [&](const char* name, int64_t minimum) {
+  // A register tile's multiple; bounded so no token count's rounding overflows.
+  const auto field = [&](const char* name, int64_t minimum, int64_t maximum) {
     if (!tiling.is_object() || !tiling.contains(name) || !tiling[name].is_number_integer() ||
-        tiling[name].get<int64_t>() < minimum) {
-      throw base::Error("shape.token_tiling." + std::string(name) + ": expected an integer >= " +
-                        std::to_string(minimum) + " (in " + shape.dump() + ")");
+        tiling[name].get<int64_t>() < minimum || tiling[name].get<int64_t>() > maximum) {
+      throw base::Error("shape.token_tiling." + std::string(name) + ": expected an integer in [" +
+                        std::to_string(minimum) + ", " + std::to_string(maximum) + "] (in " +
+                        shape.dump() + ")");
     }
     return tiling[name].get<int64_t>();
   };
-  const int64_t exact_up_to = field("exact_up_to", 0), multiple = field("multiple", 1);
+  const int64_t exact_up_to = field("exact_up_to", 0, int64_t{1} << 40);
+  const int64_t multiple = field("multiple", 1, int64_t{1} << 16);
   if (tokens <= exact_up_to) return tokens;
-  return (tokens + multiple - 1) / multiple * multiple;
+  int64_t computed = 0;
+  if (__builtin_mul_overflow((tokens - 1) / multiple + 1, multiple, &computed))
+    throw base::Error("token tiling: " + std::to_string(tokens) + " tokens overflow when rounded");
+  return computed;
 }
 
 LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {

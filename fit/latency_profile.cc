@@ -44,7 +44,8 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
         ComputedTokens(s.shape, 1);
       } catch (const base::Error&) {
         sample.Fail("shape.token_tiling",
-                    "{\"exact_up_to\": an integer >= 0, \"multiple\": an integer >= 1}");
+                    "{\"exact_up_to\": an integer in [0, 2^40], \"multiple\": an integer in "
+                    "[1, 65536]}");
       }
     }
     s.tokens = sample.Int("tokens", 0);

@@ -136,7 +136,9 @@ TEST(LatencyFit, TokenTilingPricesTheTokensTheKernelComputes) {
 TEST(LatencyProfile, RefusesMalformedTokenTiling) {
   for (const nlohmann::json& bad :
        {nlohmann::json{{"exact_up_to", 24}}, nlohmann::json{{"exact_up_to", -1}, {"multiple", 16}},
-        nlohmann::json{{"exact_up_to", 24}, {"multiple", 0}}, nlohmann::json("16")}) {
+        nlohmann::json{{"exact_up_to", 24}, {"multiple", 0}},
+        nlohmann::json{{"exact_up_to", 24}, {"multiple", int64_t{1} << 40}},
+        nlohmann::json("16")}) {
     const nlohmann::json sample =
         Sample("expert_ffn", "cpu", {{"hidden", 8}, {"token_tiling", bad}}, 4, 1e-5);
     try {
