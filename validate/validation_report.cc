@@ -231,8 +231,9 @@ std::string ValidationMarkdown(const ValidationResult& result) {
       << " times, interleaved round by round (the machine's limits probed before each round); "
          "measured = each timed step's median over the runs, summed (seeded runs take the same "
          "steps; an SD speedup is the plain decode's sum over the SD run's), which leaves out a "
-         "burst of load that hit a few steps of one run; the spread = the runs' own values, "
-         "min..max. Predictions: each cost source with the executor's recorded gate "
+         "burst of load that hit a few steps of one run (offload cases: the median of the runs); "
+         "the spread = the runs' own values, min..max. Predictions: each cost source with the "
+         "executor's recorded gate "
          "routing ("
       << result.routing
       << ") and with uniform routing. SD predictions replay the run's rounds (its realized "
