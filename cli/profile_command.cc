@@ -18,7 +18,7 @@ int Profile(const std::vector<std::string>& args) {
   // clang-format off
   options.add_options()
       ("model", Into(&request.model), "model preset or path (shape overrides below apply)")
-      ("quick", po::bool_switch(&request.quick), "coarse grid, 3 repetitions of >= 50 ms (under 2 minutes on 2 cores)")
+      ("quick", po::bool_switch(&request.quick), "coarse grid, 3 rounds of >= 50 ms repetitions across it (about 2 minutes on 2 cores)")
       ("out", po::value(&out), "write the profile (moelab.profile/1) here, atomically (required)")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights as moelab run stores them: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
