@@ -30,7 +30,6 @@ struct OperatorTimes {
   OperatorTimes& operator+=(const OperatorTimes& other);
   // What was spent between two readings of a model's cumulative times (this one the later).
   OperatorTimes Since(const OperatorTimes& earlier) const;
-  OperatorTimes& operator*=(double factor);
 };
 
 enum class LogitRows { kAll, kLastPerSequence };

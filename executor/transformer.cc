@@ -33,15 +33,6 @@ OperatorTimes OperatorTimes::Since(const OperatorTimes& earlier) const {
           experts_s - earlier.experts_s, lm_head_s - earlier.lm_head_s, other_s - earlier.other_s};
 }
 
-OperatorTimes& OperatorTimes::operator*=(double factor) {
-  attention_s *= factor;
-  router_s *= factor;
-  experts_s *= factor;
-  lm_head_s *= factor;
-  other_s *= factor;
-  return *this;
-}
-
 Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
     : weights_(weights),
       pool_(pool),

@@ -161,7 +161,6 @@ class ProfileRunner {
     scale_ = bench.time_scale();
     for (const std::string& name : group.names) OnDone(name, collector_.Get(name));
     std::vector<Measured> measured;
-    const double scale = bench.time_scale();
     for (size_t i = 0; i < group.points.size(); ++i) {
       const GridPoint& p = group.points[i];
       const Timing t = collector_.Get(group.names[i]);
@@ -171,18 +170,18 @@ class ProfileRunner {
       }
       const PointWork work = WorkOf(p, target_, draft_);
       nlohmann::json repetition_s = nlohmann::json::array();
-      for (double s : t.repetition_s) repetition_s.push_back(s * scale);
+      for (double s : t.repetition_s) repetition_s.push_back(s * scale_);
       nlohmann::json sample = {{"operator", ToString(p.family)},
                                {"device", p.device},
                                {"shape", ShapeOf(p, target_, draft_)},
                                {"tokens", p.tokens},
                                {"repetitions", t.repetitions},
                                {"iterations", t.iterations},
-                               {"median_s", t.median_s * scale},
-                               {"mean_s", t.mean_s * scale},
-                               {"min_s", t.min_s * scale},
-                               {"max_s", t.max_s * scale},
-                               {"stddev_s", t.stddev_s * scale},
+                               {"median_s", t.median_s * scale_},
+                               {"mean_s", t.mean_s * scale_},
+                               {"min_s", t.min_s * scale_},
+                               {"max_s", t.max_s * scale_},
+                               {"stddev_s", t.stddev_s * scale_},
                                {"repetition_s", repetition_s},
                                {"bytes", std::llround(work.bytes)},
                                {"flops", std::llround(work.flops)}};

@@ -1,8 +1,9 @@
 #include "validate/operator_breakdown.h"
 
-#include <algorithm>
+#include <utility>
 
 #include "model/roofline.h"
+#include "validate/validation_metrics.h"
 
 namespace moelab::validate {
 namespace {
@@ -29,12 +30,6 @@ const char* CategoryOf(model::Operator op) {
   return "other";
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
 }  // namespace
 
 OperatorSeconds OperatorSecondsOf(const executor::OperatorTimes& times) {
@@ -58,7 +53,7 @@ OperatorSeconds MedianOperatorSeconds(const std::vector<OperatorSeconds>& runs) 
   for (const auto& [category, unused] : runs.front()) {
     std::vector<double> values;
     for (const OperatorSeconds& run : runs) values.push_back(run.at(category));
-    medians[category] = Median(values);
+    medians[category] = Quantile(std::move(values), 0.5);
   }
   return medians;
 }
