@@ -68,14 +68,26 @@ int64_t FlushedIterations(double min_time_s, double pass_s) {
 CacheEvictor::CacheEvictor(int64_t cache_bytes)
     : buffer_(static_cast<size_t>(BytesFor(cache_bytes) / 8), 1) {}
 
+namespace {
+
+// Not instrumented by the sanitizers: it reads its own buffer in bounds, and instrumented it took a
+// quarter of a quick profile's time under ASan (the evictor reads 2 x the cache before each pass).
+__attribute__((no_sanitize("address", "undefined"))) int64_t SumOfWords(const int64_t* begin,
+                                                                        const int64_t* end) {
+  int64_t sum = 0;
+  for (const int64_t* word = begin; word < end; ++word) sum += *word;
+  return sum;
+}
+
+}  // namespace
+
 void CacheEvictor::EvictCaches(kernels::ThreadPool& pool) const {
   const int64_t tasks = pool.size();
   const int64_t words = static_cast<int64_t>(buffer_.size());
   std::vector<int64_t> sums(static_cast<size_t>(tasks));
   pool.Run(tasks, [&](int64_t task, int) {
-    int64_t sum = 0;
-    for (int64_t i = task * words / tasks; i < (task + 1) * words / tasks; ++i) sum += buffer_[i];
-    sums[task] = sum;
+    sums[task] = SumOfWords(buffer_.data() + task * words / tasks,
+                            buffer_.data() + (task + 1) * words / tasks);
   });
   benchmark::DoNotOptimize(sums.data());
 }
