@@ -6,6 +6,7 @@
 #include "cli/output.h"
 #include "cli/policy_options.h"
 #include "cli/shape_options.h"
+#include "executor/offload/expert_reader.h"
 #include "executor/run_report.h"
 #include "executor/run_workload.h"
 #include "sim/calibration.h"
@@ -44,6 +45,7 @@ int Run(const std::vector<std::string>& args) {
       ("expert-memory", po::value<std::string>()->notifier([&](const std::string& text) { offload.expert_memory_bytes = static_cast<int64_t>(base::ParseBytes(text, "--expert-memory")); }), "memory for the expert cache and staging buffers with --offload: RAM on --device cpu, GPU memory on --device gpu (bytes, or with a unit: 512MB, 2GiB)")
       ("offload-dir", po::value<std::string>()->notifier([&](const std::string& dir) { offload.offload_dir = dir; }), "folder of the expert store with --offload (default $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)")
       ("offload-readers", Into(&offload.reader_threads), "asynchronous expert reads in flight with --offload")
+      ("offload-reader", po::value<std::string>()->notifier([&](const std::string& kind) { offload.reader = executor::offload::ParseReaderKind(kind); }), "how --offload issues its expert reads: threads (default; a blocking pread per reader thread) or io_uring (one ring of --offload-readers reads; needs liburing and a kernel that allows io_uring)")
       ("offload-calibration", po::value<std::string>(&offload_calibration), "routing the policy calibrates on before the first token with --offload (popularity, fMoE's expert maps), as sim offload calibrates on its --routing (e.g. trace:FILE; default none: flat popularity, no history)");
   // clang-format on
   AddPolicyOptions(options, offload.policy_options);
@@ -86,7 +88,7 @@ int Run(const std::vector<std::string>& args) {
       offload.history = std::move(calibration.history);
     }
     if (request.device == "gpu") {
-      for (const char* flag : {"offload-dir", "offload-readers"}) {
+      for (const char* flag : {"offload-dir", "offload-readers", "offload-reader"}) {
         if (values.count(flag)) {
           throw base::Error(std::string("--") + flag +
                             " applies to --device cpu (storage -> RAM); on --device gpu the "
@@ -96,7 +98,8 @@ int Run(const std::vector<std::string>& args) {
     }
     request.offload = offload;
   } else {
-    for (const char* flag : {"expert-memory", "offload-dir", "offload-calibration"}) {
+    for (const char* flag :
+         {"expert-memory", "offload-dir", "offload-calibration", "offload-reader"}) {
       if (values.count(flag))
         throw base::Error(std::string("--") + flag + " applies with --offload POLICY only");
     }

@@ -17,6 +17,8 @@ packages=(
   clang-14                       # scripts/fuzz.sh: the fuzz targets (fuzz/) build with clang
   libclang-rt-14-dev             # scripts/fuzz.sh: libFuzzer and the sanitizer runtimes
   gnuplot-nox                    # moelab validate --out: renders its plots (PNG, SVG)
+  liburing-dev                   # the offload runtime's io_uring expert reader
+  pkg-config                     # finds liburing
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.

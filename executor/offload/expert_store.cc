@@ -173,42 +173,62 @@ ExpertStore::~ExpertStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
-                       FfnWeights& out) const {
+void ExpertStore::CheckRead(int64_t layer, int64_t expert, const AlignedBuffer& buffer,
+                            const FfnWeights& out) const {
   if (layer < 0 || layer >= key_.moe_layers || expert < 0 || expert >= key_.experts) {
     throw base::Error(data_path_.string() + ": no " + ExpertName(layer, expert) + " in this store");
   }
-  const std::span<std::byte> gate_up = out.gate_up.MutableStorage();
-  const std::span<std::byte> down = out.down.MutableStorage();
-  if (static_cast<int64_t>(gate_up.size()) != key_.gate_up_bytes ||
-      static_cast<int64_t>(down.size()) != key_.down_bytes || buffer.size() < key_.block_bytes()) {
+  if (static_cast<int64_t>(out.gate_up.Storage().size()) != key_.gate_up_bytes ||
+      static_cast<int64_t>(out.down.Storage().size()) != key_.down_bytes ||
+      buffer.size() < key_.block_bytes()) {
     throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) +
                       " into a buffer of another shape or format (an offload runtime bug)");
   }
-  const int64_t index = layer * key_.experts + expert;
+}
+
+int64_t ExpertStore::BlockOffset(int64_t layer, int64_t expert) const {
+  return (layer * key_.experts + expert) * key_.block_bytes();
+}
+
+void ExpertStore::ThrowReadError(int64_t layer, int64_t expert, int error_number) const {
+  throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " +
+                    Reason(error_number));
+}
+
+void ExpertStore::ThrowTruncated(int64_t layer, int64_t expert, int64_t end_byte) const {
+  throw base::Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) +
+                    " ends at byte " + std::to_string(end_byte) +
+                    " (delete the file to rebuild the store)");
+}
+
+void ExpertStore::Unpack(int64_t layer, int64_t expert, const AlignedBuffer& buffer,
+                         FfnWeights& out) const {
+  const std::span<const std::byte> payload(buffer.data(),
+                                           static_cast<size_t>(key_.payload_bytes()));
+  if (!VerifiedCopy(payload, checksums_[static_cast<size_t>(layer * key_.experts + expert)],
+                    out.gate_up.MutableStorage(), out.down.MutableStorage())) {
+    throw base::Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
+                      ": the file is corrupted (delete it to rebuild the store)");
+  }
+}
+
+void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
+                       FfnWeights& out) const {
+  CheckRead(layer, expert, buffer, out);
+  const int64_t offset = BlockOffset(layer, expert);
   const int64_t block = key_.block_bytes();
   int64_t done = 0;
   while (done < block) {
     const ssize_t got =
-        ::pread(fd_, buffer.data() + done, static_cast<size_t>(block - done), index * block + done);
+        ::pread(fd_, buffer.data() + done, static_cast<size_t>(block - done), offset + done);
     if (got < 0) {
       if (errno == EINTR) continue;
-      throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) + ": " +
-                        Reason(errno));
+      ThrowReadError(layer, expert, errno);
     }
-    if (got == 0) {
-      throw base::Error(data_path_.string() + ": truncated: " + ExpertName(layer, expert) +
-                        " ends at byte " + std::to_string(index * block + done) +
-                        " (delete the file to rebuild the store)");
-    }
+    if (got == 0) ThrowTruncated(layer, expert, offset + done);
     done += got;
   }
-  const std::span<const std::byte> payload(buffer.data(),
-                                           static_cast<size_t>(key_.payload_bytes()));
-  if (!VerifiedCopy(payload, checksums_[static_cast<size_t>(index)], gate_up, down)) {
-    throw base::Error(data_path_.string() + ": checksum mismatch for " + ExpertName(layer, expert) +
-                      ": the file is corrupted (delete it to rebuild the store)");
-  }
+  Unpack(layer, expert, buffer, out);
 }
 
 ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& key)

@@ -91,6 +91,17 @@ class ExpertStore {
   // read, an I/O error or a checksum mismatch. Safe to call from several threads.
   void Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out) const;
 
+  // Read's steps, for a reader that issues the I/O itself (io_uring): the checks before a read,
+  // the file and offset of the expert's block, the errors of a failed or short read, and the
+  // checksum and copy once the block is in `buffer`.
+  void CheckRead(int64_t layer, int64_t expert, const AlignedBuffer& buffer,
+                 const FfnWeights& out) const;
+  int data_fd() const { return fd_; }
+  int64_t BlockOffset(int64_t layer, int64_t expert) const;
+  [[noreturn]] void ThrowReadError(int64_t layer, int64_t expert, int error_number) const;
+  [[noreturn]] void ThrowTruncated(int64_t layer, int64_t expert, int64_t end_byte) const;
+  void Unpack(int64_t layer, int64_t expert, const AlignedBuffer& buffer, FfnWeights& out) const;
+
  private:
   ExpertStore() = default;
   ExpertStoreKey key_;

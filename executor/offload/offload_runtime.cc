@@ -73,6 +73,8 @@ nlohmann::json OffloadStats::ToJson() const {
         {"reused", store_reused},
         {"build_s", store_build_s},
         {"direct_io", direct_io}}}};
+  if (!reader.empty())
+    json["store"]["reader"] = {{"kind", reader}, {"reads_in_flight", reads_in_flight}};
   if (!warning.empty()) json["warning"] = warning;
   if (fiddler_latency) {
     json["fiddler_latency"] = {{"cpu_base_s", fiddler_latency->cpu_base_s},
@@ -85,8 +87,13 @@ nlohmann::json OffloadStats::ToJson() const {
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
                                const OffloadOptions& options)
-    : OffloadRuntime(config, std::make_unique<StorageTier>(config, store, options.reader_threads),
-                     options) {}
+    : OffloadRuntime(
+          config,
+          std::make_unique<StorageTier>(config, store, options.reader, options.reader_threads),
+          options) {
+  stats_.reader = ToString(options.reader);
+  stats_.reads_in_flight = options.reader_threads;
+}
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<ExpertTier> tier,
                                const OffloadOptions& options)

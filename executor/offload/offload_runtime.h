@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executor/expert_provider.h"
+#include "executor/offload/expert_reader.h"
 #include "executor/offload/expert_store.h"
 #include "executor/offload/expert_tier.h"
 #include "policies/decision_log.h"
@@ -24,7 +25,7 @@ namespace moelab::executor::offload {
 // what the policy keeps, plus its staging buffers, all inside that budget. Every decision (hit,
 // miss, eviction, prefetch, discard) is made by the same policy objects the simulator uses
 // (policies/registry.h), checked and applied by the same PlanChecker; the runtime carries them out
-// with asynchronous reads (AsyncExpertReader: demand reads before prefetches) while the compute
+// with asynchronous reads (ExpertReader: demand reads before prefetches) while the compute
 // threads run what has landed.
 //
 // The tier boundary is device-neutral: in policy terms the RAM cache is "the accelerator" and
@@ -35,9 +36,10 @@ namespace moelab::executor::offload {
 struct OffloadOptions {
   std::string policy = "lru-prefetch";
   policies::PolicyOptions policy_options;
-  int64_t expert_memory_bytes = 0;    // the RAM cache and staging buffers
-  std::filesystem::path offload_dir;  // empty: DefaultOffloadDir()
-  int reader_threads = 2;             // asynchronous reads in flight
+  int64_t expert_memory_bytes = 0;           // the RAM cache and staging buffers
+  std::filesystem::path offload_dir;         // empty: DefaultOffloadDir()
+  int reader_threads = 2;                    // asynchronous reads in flight (--offload-readers)
+  ReaderKind reader = ReaderKind::kThreads;  // how they are issued (--offload-reader)
   // What the policies may know before the first token (OffloadSetup): calibration popularity
   // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes them from
   // --offload-calibration (the routing sim offload calibrates on), none without it.
@@ -60,6 +62,8 @@ struct OffloadStats {
   bool store_reused = false;
   double store_build_s = 0;
   bool direct_io = true;
+  std::string reader;       // the storage tier's expert reader ("threads", "io_uring"); else empty
+  int reads_in_flight = 0;  // its reads outstanding at most
   std::string warning;
   int64_t expert_bytes = 0;  // stored bytes per expert (the block is padded to 4096)
   int64_t expert_slots = 0, staging_buffers = 0, buffers_allocated = 0;

@@ -4,10 +4,9 @@
 
 namespace moelab::executor::offload {
 
-StorageTier::StorageTier(const ExecutorConfig& config, const ExpertStore& store, int reader_threads)
-    : config_(config),
-      store_(store),
-      reader_(std::make_unique<AsyncExpertReader>(store, reader_threads)) {}
+StorageTier::StorageTier(const ExecutorConfig& config, const ExpertStore& store, ReaderKind reader,
+                         int reads_in_flight)
+    : config_(config), store_(store), reader_(MakeExpertReader(reader, store, reads_in_flight)) {}
 
 StorageTier::~StorageTier() { reader_.reset(); }
 
@@ -19,7 +18,7 @@ int32_t StorageTier::AddBuffer() {
 }
 
 int64_t StorageTier::Submit(const Copy& copy) {
-  AsyncExpertReader::Job job;
+  ExpertReader::Job job;
   job.layer = copy.layer;
   job.expert = copy.expert;
   job.destination = buffers_[static_cast<size_t>(copy.buffer)].get();

@@ -3,17 +3,18 @@
 #include <memory>
 #include <vector>
 
-#include "executor/offload/async_reader.h"
+#include "executor/offload/expert_reader.h"
 #include "executor/offload/expert_store.h"
 #include "executor/offload/expert_tier.h"
 
 namespace moelab::executor::offload {
 
-// The CPU-only machine's tiers: the expert store on storage (O_DIRECT reads on the reader's
-// threads) and RAM buffers in the kernels' layout.
+// The CPU-only machine's tiers: the expert store on storage (O_DIRECT reads by the expert reader,
+// threads or io_uring) and RAM buffers in the kernels' layout.
 class StorageTier final : public ExpertTier {
  public:
-  StorageTier(const ExecutorConfig& config, const ExpertStore& store, int reader_threads);
+  StorageTier(const ExecutorConfig& config, const ExpertStore& store, ReaderKind reader,
+              int reads_in_flight);
   ~StorageTier() override;  // reads still queued finish into their buffers first
 
   int64_t expert_bytes() const override { return store_.key().payload_bytes(); }
@@ -37,7 +38,7 @@ class StorageTier final : public ExpertTier {
   ExecutorConfig config_;
   const ExpertStore& store_;
   std::vector<std::unique_ptr<FfnWeights>> buffers_;
-  std::unique_ptr<AsyncExpertReader> reader_;
+  std::unique_ptr<ExpertReader> reader_;
   double stall_s_ = 0;
 };
 

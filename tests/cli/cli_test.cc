@@ -251,6 +251,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --offload fmoe --expert-memory 1GB --offload-calibration "
                  "trace:/nonexistent/trace.json",
                  "/nonexistent/trace.json"},
+        BadInput{"run --offload-reader io_uring",
+                 "--offload-reader applies with --offload POLICY only"},
+        BadInput{"run --offload on-demand --expert-memory 1GB --offload-reader aio",
+                 "--offload-reader: expected threads or io_uring, got 'aio'"},
         BadInput{"run --device tpu", "--device must be cpu or gpu"},
         BadInput{"run --device gpu --expert-bits 8", "--device gpu runs bf16 weights"},
         BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-dir /tmp",

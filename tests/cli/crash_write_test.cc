@@ -122,6 +122,8 @@ TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
   ASSERT_EQ(reference.status, 0) << reference.err;
   const nlohmann::json expected = nlohmann::json::parse(reference.out);
   ASSERT_FALSE(expected["offload"]["store"]["reused"].get<bool>());
+  EXPECT_EQ(expected["offload"]["store"]["reader"]["kind"], "threads");  // the default reader
+  EXPECT_EQ(expected["offload"]["store"]["reader"]["reads_in_flight"], 2);
   std::mt19937_64 random(13);
   int reused = 0, rebuilt = 0;
   for (int i = 0; i < 6; ++i) {

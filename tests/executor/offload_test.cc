@@ -196,40 +196,48 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
     cases[2].options.staging_buffers = 2;
     cases[2].options.cache_per_layer = 3;
     cases[4].options.prefetch_distance = 1;
-    for (const Case& test : cases) {
-      OffloadOptions options;
-      options.policy = test.policy;
-      options.policy_options = test.options;
-      options.expert_memory_bytes = test.experts_in_memory * expert_bytes;
-      options.seed = 11;
-      const DecodeRun run = Decode(model, &options, batch);
-      EXPECT_EQ(run.outputs, expected) << test.policy << " batch " << batch;
-      const OffloadStats& s = run.stats;
-      EXPECT_EQ(s.passes, 12);
-      EXPECT_EQ(s.activations,
-                s.hits + s.inflight_hits + s.demand_fetches + s.transient_fetches + s.storage_runs);
-      EXPECT_GT(s.activations, 0);
-      EXPECT_EQ(s.reads, s.demand_fetches + s.transient_fetches + s.storage_runs + s.prefetches)
-          << test.policy;
-      EXPECT_LE(s.hits + s.inflight_hits, s.activations);
-      // The RAM budget holds except for transient buffers: static-split's streamed layers, and a
-      // layer that needs more experts than the cache holds (at most one layer's experts more).
-      EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers + c.num_experts)
-          << test.policy;
-      if (test.experts_in_memory >= c.num_experts && test.policy != "static-split") {
-        EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers) << test.policy;
+    // Every reader this build and kernel can run issues the same reads.
+    std::vector<ReaderKind> readers = {ReaderKind::kThreads};
+    if (IoUringAvailable(nullptr)) readers.push_back(ReaderKind::kIoUring);
+    for (const ReaderKind reader : readers)
+      for (const Case& test : cases) {
+        OffloadOptions options;
+        options.policy = test.policy;
+        options.policy_options = test.options;
+        options.expert_memory_bytes = test.experts_in_memory * expert_bytes;
+        options.seed = 11;
+        options.reader = reader;
+        const DecodeRun run = Decode(model, &options, batch);
+        EXPECT_EQ(run.outputs, expected)
+            << test.policy << " batch " << batch << " reader " << ToString(reader);
+        const OffloadStats& s = run.stats;
+        EXPECT_EQ(s.reader, ToString(reader));
+        EXPECT_EQ(s.passes, 12);
+        EXPECT_EQ(s.activations, s.hits + s.inflight_hits + s.demand_fetches + s.transient_fetches +
+                                     s.storage_runs);
+        EXPECT_GT(s.activations, 0);
+        EXPECT_EQ(s.reads, s.demand_fetches + s.transient_fetches + s.storage_runs + s.prefetches)
+            << test.policy;
+        EXPECT_LE(s.hits + s.inflight_hits, s.activations);
+        // The RAM budget holds except for transient buffers: static-split's streamed layers, and a
+        // layer that needs more experts than the cache holds (at most one layer's experts more).
+        EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers + c.num_experts)
+            << test.policy;
+        if (test.experts_in_memory >= c.num_experts && test.policy != "static-split") {
+          EXPECT_LE(s.buffers_allocated, s.expert_slots + s.staging_buffers) << test.policy;
+        }
+        int64_t layer_hits = 0;
+        for (int64_t h : s.layer_hits) layer_hits += h;
+        EXPECT_LE(layer_hits, s.activations);
+        if (test.policy == "stream-all") {
+          EXPECT_EQ(s.hits + s.inflight_hits, 0);
+          EXPECT_EQ(s.reads,
+                    12 * 2 * c.num_experts);  // every expert of both MoE layers, every pass
+        }
+        if (test.policy == "lru-prefetch") {
+          EXPECT_GE(s.speculative_used, 1);
+        }
       }
-      int64_t layer_hits = 0;
-      for (int64_t h : s.layer_hits) layer_hits += h;
-      EXPECT_LE(layer_hits, s.activations);
-      if (test.policy == "stream-all") {
-        EXPECT_EQ(s.hits + s.inflight_hits, 0);
-        EXPECT_EQ(s.reads, 12 * 2 * c.num_experts);  // every expert of both MoE layers, every pass
-      }
-      if (test.policy == "lru-prefetch") {
-        EXPECT_GE(s.speculative_used, 1);
-      }
-    }
   }
 }
 

@@ -1,0 +1,62 @@
+#include "executor/offload/read_queue.h"
+
+namespace moelab::executor::offload {
+
+int64_t ReadQueue::Add(const ExpertReader::Job& job) {
+  const int64_t id = static_cast<int64_t>(jobs_.size());
+  jobs_.push_back(job);
+  state_.push_back(kQueued);
+  errors_.emplace_back();
+  queued_.push_back(id);
+  return id;
+}
+
+bool ReadQueue::Runnable(const ExpertReader::Job& job) const {
+  return job.after < 0 || state_[static_cast<size_t>(job.after)] == kDone;
+}
+
+std::optional<int64_t> ReadQueue::StartNext() {
+  auto best = queued_.end();
+  for (auto it = queued_.begin(); it != queued_.end(); ++it) {
+    const ExpertReader::Job& job = jobs_[static_cast<size_t>(*it)];
+    if (!Runnable(job)) continue;
+    if (best == queued_.end()) {
+      best = it;
+      continue;
+    }
+    const ExpertReader::Job& current = jobs_[static_cast<size_t>(*best)];
+    if (job.priority_class < current.priority_class ||
+        (job.priority_class == current.priority_class && job.priority > current.priority)) {
+      best = it;
+    }
+  }
+  if (best == queued_.end()) return std::nullopt;
+  const int64_t id = *best;
+  queued_.erase(best);
+  state_[static_cast<size_t>(id)] = kRunning;
+  return id;
+}
+
+void ReadQueue::Finish(int64_t id, std::exception_ptr error) {
+  state_[static_cast<size_t>(id)] = kDone;
+  errors_[static_cast<size_t>(id)] = std::move(error);
+  ++finished_;
+}
+
+void QueuedExpertReader::Wait(int64_t id) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return queue_.done(id); });
+  if (queue_.error(id)) std::rethrow_exception(queue_.error(id));
+}
+
+bool QueuedExpertReader::Done(int64_t id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.done(id);
+}
+
+int64_t QueuedExpertReader::reads() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.finished();
+}
+
+}  // namespace moelab::executor::offload

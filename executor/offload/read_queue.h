@@ -1,0 +1,53 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "executor/offload/expert_reader.h"
+
+namespace moelab::executor::offload {
+
+// The bookkeeping both readers share, not thread-safe (the reader holds its mutex around every
+// call): every job submitted, its state, its error, and which queued job runs next.
+class ReadQueue {
+ public:
+  int64_t Add(const ExpertReader::Job& job);
+  // The best runnable queued job (class, then priority, then id; a job whose `after` is not done
+  // waits), marked running; nullopt when none can run now.
+  std::optional<int64_t> StartNext();
+  void Finish(int64_t id, std::exception_ptr error);
+  bool done(int64_t id) const { return state_[static_cast<size_t>(id)] == kDone; }
+  const std::exception_ptr& error(int64_t id) const { return errors_[static_cast<size_t>(id)]; }
+  const ExpertReader::Job& job(int64_t id) const { return jobs_[static_cast<size_t>(id)]; }
+  int64_t finished() const { return finished_; }
+
+ private:
+  enum State : char { kQueued, kRunning, kDone };
+  bool Runnable(const ExpertReader::Job& job) const;
+
+  std::vector<ExpertReader::Job> jobs_;  // by id
+  std::vector<State> state_;             // by id
+  std::vector<std::exception_ptr> errors_;
+  std::vector<int64_t> queued_;  // queued ids
+  int64_t finished_ = 0;
+};
+
+// What both readers do the same way: the queue under one mutex, waiting for a job, the count of
+// reads done. A reader adds how jobs start and finish (under mutex_; notify done_ on Finish).
+class QueuedExpertReader : public ExpertReader {
+ public:
+  void Wait(int64_t id) final;
+  bool Done(int64_t id) final;
+  int64_t reads() const final;
+
+ protected:
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  ReadQueue queue_;
+};
+
+}  // namespace moelab::executor::offload

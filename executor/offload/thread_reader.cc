@@ -1,0 +1,56 @@
+#include "executor/offload/thread_reader.h"
+
+#include <algorithm>
+
+namespace moelab::executor::offload {
+
+ThreadExpertReader::ThreadExpertReader(const ExpertStore& store, int threads) : store_(store) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
+}
+
+ThreadExpertReader::~ThreadExpertReader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+int64_t ThreadExpertReader::Submit(const Job& job) {
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = queue_.Add(job);
+  }
+  work_.notify_one();
+  return id;
+}
+
+void ThreadExpertReader::Work() {
+  AlignedBuffer buffer(store_.key().block_bytes());
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    const std::optional<int64_t> id = queue_.StartNext();
+    if (!id) {
+      // Queued jobs drain before the threads stop (the destructor's promise to the tier).
+      if (stop_) return;
+      work_.wait(lock);
+      continue;
+    }
+    const Job job = queue_.job(*id);
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      store_.Read(job.layer, job.expert, buffer, *job.destination);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    queue_.Finish(*id, error);
+    done_.notify_all();
+    work_.notify_all();  // jobs waiting on this one may run now
+  }
+}
+
+}  // namespace moelab::executor::offload

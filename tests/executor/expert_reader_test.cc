@@ -1,0 +1,187 @@
+// The offload runtime's expert readers (threads, io_uring): the order the shared queue starts jobs
+// in, every expert read back byte for byte whatever the reads in flight, and errors reaching Wait.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "executor/offload/expert_reader.h"
+#include "executor/offload/expert_store.h"
+#include "executor/offload/read_queue.h"
+#include "executor/weights.h"
+#include "tests/executor/tiny_models.h"
+
+namespace moelab::executor::offload {
+namespace {
+namespace fs = std::filesystem;
+
+ExpertReader::Job JobOf(int64_t expert, int priority_class, double priority, int64_t after = -1) {
+  ExpertReader::Job job;
+  job.expert = expert;
+  job.priority_class = priority_class;
+  job.priority = priority;
+  job.after = after;
+  return job;
+}
+
+TEST(ReadQueue, DemandBeforePrefetchThenPriorityThenFirstComeAndWaitsForItsPredecessor) {
+  ReadQueue queue;
+  const int64_t first = queue.Add(JobOf(0, 1, 0));
+  ASSERT_EQ(queue.StartNext(), first);
+  const int64_t after_first = queue.Add(JobOf(1, 0, 9, first));  // waits for `first`
+  const int64_t prefetch_low = queue.Add(JobOf(2, 1, 1));
+  const int64_t prefetch_high = queue.Add(JobOf(3, 1, 5));
+  const int64_t demand_a = queue.Add(JobOf(4, 0, 0));
+  const int64_t demand_b = queue.Add(JobOf(5, 0, 0));
+  EXPECT_EQ(queue.StartNext(), demand_a);
+  EXPECT_EQ(queue.StartNext(), demand_b);  // same class and priority: first come
+  EXPECT_EQ(queue.StartNext(), prefetch_high);
+  EXPECT_EQ(queue.StartNext(), prefetch_low);
+  EXPECT_EQ(queue.StartNext(), std::nullopt);  // `after_first` still waits
+  queue.Finish(first, nullptr);
+  EXPECT_TRUE(queue.done(first));
+  EXPECT_EQ(queue.StartNext(), after_first);
+  EXPECT_EQ(queue.StartNext(), std::nullopt);
+  EXPECT_EQ(queue.finished(), 1);
+}
+
+struct Store {
+  Store() : config(testing::TinyMixtral()), pool(2) {
+    dir = fs::temp_directory_path() / ("moelab-reader-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    weights = MakeSyntheticWeights(config, 5, pool);
+    const ExpertStoreKey key = ExpertStoreKeyFor(config, "synthetic seed 5");
+    {
+      ExpertStoreWriter writer(dir, key);
+      for (size_t l = 0; l < weights.layers.size(); ++l) {
+        for (size_t e = 0; e < weights.layers[l].experts.size(); ++e)
+          writer.Add(moe_layers, static_cast<int64_t>(e), weights.layers[l].experts[e]);
+        if (!weights.layers[l].experts.empty()) {
+          moe_layer_index.push_back(l);
+          ++moe_layers;
+        }
+      }
+      writer.Commit();
+    }
+    store = ExpertStore::Open(dir, key);
+  }
+  ~Store() {
+    store.reset();
+    fs::remove_all(dir);
+  }
+  ExecutorConfig config;
+  kernels::ThreadPool pool;
+  ModelWeights weights;
+  fs::path dir;
+  int64_t moe_layers = 0;
+  std::vector<size_t> moe_layer_index;
+  std::unique_ptr<ExpertStore> store;
+};
+
+std::vector<ReaderKind> ReadersHere() {
+  std::vector<ReaderKind> kinds = {ReaderKind::kThreads};
+  std::string why;
+  if (IoUringAvailable(&why)) {
+    kinds.push_back(ReaderKind::kIoUring);
+  } else {
+    std::cout << "io_uring reader not tested here: " << why << "\n";
+  }
+  return kinds;
+}
+
+bool SameBytes(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
+  const auto x = a.Storage(), y = b.Storage();
+  return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin());
+}
+
+TEST(ExpertReader, ReadsEveryExpertByteForByteWhateverTheReadsInFlight) {
+  Store s;
+  ASSERT_TRUE(s.store);
+  ASSERT_GT(s.moe_layers, 0);
+  for (const ReaderKind kind : ReadersHere()) {
+    for (const int in_flight : {1, 3}) {
+      std::unique_ptr<ExpertReader> reader = MakeExpertReader(kind, *s.store, in_flight);
+      const int64_t experts = s.config.num_experts;
+      std::vector<FfnWeights> out(static_cast<size_t>(s.moe_layers * experts));
+      std::vector<int64_t> ids;
+      for (int64_t l = 0; l < s.moe_layers; ++l) {
+        for (int64_t e = 0; e < experts; ++e) {
+          FfnWeights& w = out[static_cast<size_t>(l * experts + e)];
+          w.Allocate(s.config.hidden_size, s.config.expert_intermediate_size,
+                     s.config.expert_format);
+          ExpertReader::Job job = JobOf(e, static_cast<int>(e % 2), static_cast<double>(l));
+          job.layer = l;
+          job.destination = &w;
+          // Every other job waits for the one before it (the same buffer refilled, in the runtime).
+          if (e % 2 == 1) job.after = ids.back();
+          ids.push_back(reader->Submit(job));
+        }
+      }
+      for (const int64_t id : ids) reader->Wait(id);
+      EXPECT_EQ(reader->reads(), static_cast<int64_t>(ids.size()));
+      for (int64_t l = 0; l < s.moe_layers; ++l) {
+        for (int64_t e = 0; e < experts; ++e) {
+          const FfnWeights& expected = s.weights.layers[s.moe_layer_index[l]].experts[e];
+          const FfnWeights& got = out[static_cast<size_t>(l * experts + e)];
+          EXPECT_TRUE(SameBytes(got.gate_up, expected.gate_up))
+              << ToString(kind) << " layer " << l << " expert " << e;
+          EXPECT_TRUE(SameBytes(got.down, expected.down))
+              << ToString(kind) << " layer " << l << " expert " << e;
+        }
+      }
+    }
+  }
+}
+
+TEST(ExpertReader, ACorruptedBlockFailsItsOwnReadOnly) {
+  Store s;
+  ASSERT_TRUE(s.store);
+  const fs::path data = s.store->data_path();
+  const int64_t block = s.store->key().block_bytes();
+  s.store.reset();
+  {
+    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(block * 2 + 100);
+    file.put('\x33');
+  }
+  s.store = ExpertStore::Open(s.dir, ExpertStoreKeyFor(s.config, "synthetic seed 5"));
+  ASSERT_TRUE(s.store);
+  for (const ReaderKind kind : ReadersHere()) {
+    std::unique_ptr<ExpertReader> reader = MakeExpertReader(kind, *s.store, 2);
+    std::vector<FfnWeights> out(3);
+    std::vector<int64_t> ids;
+    for (int64_t e = 0; e < 3; ++e) {
+      out[e].Allocate(s.config.hidden_size, s.config.expert_intermediate_size,
+                      s.config.expert_format);
+      ExpertReader::Job job = JobOf(e, 0, 0);
+      job.destination = &out[e];
+      ids.push_back(reader->Submit(job));
+    }
+    reader->Wait(ids[0]);
+    reader->Wait(ids[1]);
+    try {
+      reader->Wait(ids[2]);
+      ADD_FAILURE() << ToString(kind) << ": a corrupted block was trusted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch for MoE layer 0 expert 2"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(ExpertReader, NamesTheFlagForAnUnknownKind) {
+  EXPECT_EQ(ParseReaderKind("io_uring"), ReaderKind::kIoUring);
+  EXPECT_EQ(ParseReaderKind("threads"), ReaderKind::kThreads);
+  try {
+    ParseReaderKind("aio");
+    ADD_FAILURE() << "accepted 'aio'";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("--offload-reader"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace moelab::executor::offload
