@@ -139,7 +139,11 @@ GridSpec GridSpec::Quick() {
   // turns compute-bound at 6 (the LM head: 2.2 ms at 1-5 tokens, 3.4 at 6-7 on this machine),
   // which 1, 4 and 16 alone interpolate up to 35 % off.
   s.matmul_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64, 256, 1024, 4096};
-  s.decode_contexts = {128, 1024, 4096};
+  // Contexts at most an octave apart from 1024 up, as in the full grid: between 1024 and 4096
+  // a decode at context 2000 took a third of the 4096 samples' noise, and one quick profile's
+  // 4096 samples ran 35 % faster than a rerun minutes later (59.7 vs 93.8 ms at batch 32), which
+  // priced attention at context 2000 and batch 20 24 % low.
+  s.decode_contexts = {128, 1024, 2048, 4096};
   s.decode_batches = {1, 4, 32};
   // Five prompt lengths: prefill attention grows with the prompt squared, and the quadratic form
   // needs more points than its three parameters (fit/latency_fit.h).

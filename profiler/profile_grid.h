@@ -81,8 +81,9 @@ struct GridSpec {
   int repetitions = 3;
   double min_time_s = 0.05;  // Google Benchmark minimum time per repetition
 
-  // --quick: 3 repetitions of >= 50 ms, coarse lists (75 points for the default model, about
-  // 45 s on 2 cores; 3 transfer sizes, the fewest a bytes fit takes).
+  // --quick: 3 rounds of >= 50 ms repetitions, coarse lists (109 points for the default model
+  // and 3 ridge points, about 2 minutes on 2 cores; 3 transfer sizes, the fewest a bytes fit
+  // takes).
   static GridSpec Quick();
   // The full profile: 5 repetitions of >= 200 ms, every power of two and half-octave point.
   static GridSpec Full();

@@ -49,15 +49,23 @@ std::string RoutingAssumed(const CaseResult& result) {
 std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {
   // (source, routing) groups in order of first appearance; within each, "overall" then kinds.
   std::vector<std::pair<std::string, std::string>> groups;
-  std::map<std::tuple<std::string, std::string, std::string>, std::vector<double>> errors;
+  using Scope = std::tuple<std::string, std::string, std::string>;
+  std::map<Scope, std::vector<double>> errors, spreads;
+  std::map<Scope, int64_t> within;
   std::vector<std::string> kinds;
   for (const CaseResult& r : results) {
     const std::pair<std::string, std::string> group{r.cost_source, RoutingAssumed(r)};
     if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
     const std::string kind = ToString(r.spec.kind);
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
-    errors[{group.first, group.second, kind}].push_back(r.abs_error);
-    errors[{group.first, group.second, "overall"}].push_back(r.abs_error);
+    const double spread = (r.measured_max - r.measured_min) / r.measured;
+    const bool inside = r.predicted >= r.measured_min && r.predicted <= r.measured_max;
+    for (const std::string& scope : {kind, std::string("overall")}) {
+      const Scope key{group.first, group.second, scope};
+      errors[key].push_back(r.abs_error);
+      spreads[key].push_back(spread);
+      within[key] += inside ? 1 : 0;
+    }
   }
   std::vector<ErrorSummary> summaries;
   for (const auto& [source, routing] : groups) {
@@ -67,8 +75,10 @@ std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {
       const auto it = errors.find({source, routing, scope});
       if (it == errors.end()) continue;
       const std::vector<double>& e = it->second;
+      const Scope key{source, routing, scope};
       summaries.push_back({scope, source, routing, static_cast<int64_t>(e.size()), Quantile(e, 0.5),
-                           Quantile(e, 0.9), *std::max_element(e.begin(), e.end())});
+                           Quantile(e, 0.9), *std::max_element(e.begin(), e.end()),
+                           Quantile(spreads[key], 0.5), within[key]});
     }
   }
   return summaries;

@@ -61,6 +61,11 @@ struct ErrorSummary {
   double median_abs_error = 0;
   double p90_abs_error = 0;
   double max_abs_error = 0;
+  // The measurement's own noise beside the error: the median over the cases of the runs' spread
+  // ((max - min) / measured), and how many predictions fall inside their case's min..max. An
+  // error below the spread cannot be told from the machine's run-to-run noise.
+  double median_measured_spread = 0;
+  int64_t predictions_within_spread = 0;
 };
 
 // Per (cost source, routing assumed) and per kind plus "overall", in order of first appearance.

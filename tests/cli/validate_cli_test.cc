@@ -61,6 +61,11 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_TRUE(kinds[0] && kinds[1] && kinds[2]);
   EXPECT_FALSE(json["best_gamma"].empty());
   EXPECT_TRUE(json["by_kind"].contains("sd"));
+  // The runs' own spread beside the error (repeat 1: no spread, so no prediction inside it
+  // unless it equals the single run).
+  EXPECT_DOUBLE_EQ(json["by_kind"]["sd"]["median_measured_spread"].get<double>(), 0.0);
+  EXPECT_LE(json["by_kind"]["sd"]["predictions_within_spread"].get<int64_t>(),
+            json["by_kind"]["sd"]["cases"].get<int64_t>());
   EXPECT_EQ(json["limits_per_round"].size(), 1u);
   // The anchor timed before and after the profile, before the round and after it; predicted
   // times are the unadjusted ones times its factor, SD speedups unchanged.

@@ -78,6 +78,25 @@ TEST(ValidationMetrics, SummariesPerKindAndRouting) {
   EXPECT_DOUBLE_EQ(summaries[3].max_abs_error, 0.0);
 }
 
+TEST(ValidationMetrics, SummariesSetTheRunsOwnSpreadBesideTheError) {
+  const auto ranged = [](CaseResult r, double min, double max) {
+    r.measured_min = min;
+    r.measured_max = max;
+    return r;
+  };
+  const std::vector<CaseResult> results = {
+      ranged(Decode(1.10, 1.00), 0.90, 1.20),  // spread 30 %, prediction inside
+      ranged(Decode(0.80, 1.00), 0.95, 1.05),  // spread 10 %, prediction below the min
+      ranged(Decode(1.05, 1.00), 1.00, 1.05),  // spread 5 %, at the max: inside
+  };
+  const std::vector<ErrorSummary> summaries = Summarize(results);
+  ASSERT_EQ(summaries.size(), 2u);  // overall, decode
+  for (const ErrorSummary& s : summaries) {
+    EXPECT_NEAR(s.median_measured_spread, 0.10, 1e-12) << s.kind;
+    EXPECT_EQ(s.predictions_within_spread, 2) << s.kind;
+  }
+}
+
 TEST(ValidationMetrics, BestGammaRegret) {
   // Batch 2: predicted best gamma 3 (1.9), measured best gamma 2 (1.8); at gamma 3 the executor
   // measured 1.5, so regret = 1 - 1.5 / 1.8.
@@ -103,8 +122,9 @@ TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
   for (const ValidationCase& c : plan.cases) {
     held_out += c.held_out_shape;
     if (c.kind == CaseKind::kDecode) {
-      // GridSpec::Quick profiles decode attention at contexts 128/1024/4096 and batches 1/4/32.
-      for (int64_t grid : {128, 1024, 4096}) EXPECT_NE(c.MeanDecodeContext(), grid);
+      // GridSpec::Quick profiles decode attention at contexts 128/1024/2048/4096 and batches
+      // 1/4/32.
+      for (int64_t grid : {128, 1024, 2048, 4096}) EXPECT_NE(c.MeanDecodeContext(), grid);
       for (int64_t grid : {1, 4, 32}) EXPECT_NE(c.batch, grid);
     }
     if (c.kind == CaseKind::kPrefill) {
