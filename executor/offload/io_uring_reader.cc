@@ -51,10 +51,15 @@ int64_t IoUringExpertReader::Submit(const Job& job) {
 }
 
 void IoUringExpertReader::DispatchLocked() {
-  for (size_t s = 0; s < slots_.size(); ++s) {
-    if (slots_[s].job >= 0) continue;
+  // Until no slot is free or no job can start: a job that fails before its read frees its slot
+  // again and may let the jobs waiting on it start.
+  while (true) {
+    const auto free =
+        std::find_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.job < 0; });
+    if (free == slots_.end()) return;
     const std::optional<int64_t> id = queue_.StartNext();
     if (!id) return;
+    const size_t s = static_cast<size_t>(free - slots_.begin());
     const Job& job = queue_.job(*id);
     slots_[s].job = *id;
     slots_[s].read_bytes = 0;
@@ -126,6 +131,7 @@ void IoUringExpertReader::Complete() {
         }
       }
       in_flight_ = 0;
+      DispatchLocked();  // queued jobs try the ring again, or fail the same way
       continue;
     }
     const size_t slot = static_cast<size_t>(io_uring_cqe_get_data64(cqe));
@@ -162,6 +168,7 @@ void IoUringExpertReader::Complete() {
     lock.lock();
     if (!finished) {
       IssueLocked(slot);
+      DispatchLocked();  // the slot is free again if asking for the rest failed
       continue;
     }
     queue_.Finish(s.job, error);

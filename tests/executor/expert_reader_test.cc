@@ -172,6 +172,42 @@ TEST(ExpertReader, ACorruptedBlockFailsItsOwnReadOnly) {
   }
 }
 
+TEST(ExpertReader, AJobThatFailsBeforeItsReadLetsTheNextOneRun) {
+  Store s;
+  ASSERT_TRUE(s.store);
+  for (const ReaderKind kind : ReadersHere()) {
+    // One read in flight; two jobs wait for the first, so both become runnable at once: the
+    // demand job names a layer the store lacks and fails before any read, the prefetch must
+    // still run in the slot it leaves.
+    std::unique_ptr<ExpertReader> reader = MakeExpertReader(kind, *s.store, 1);
+    std::vector<FfnWeights> out(3);
+    for (FfnWeights& w : out)
+      w.Allocate(s.config.hidden_size, s.config.expert_intermediate_size, s.config.expert_format);
+    ExpertReader::Job first = JobOf(0, 0, 0);
+    first.destination = &out[0];
+    const int64_t first_id = reader->Submit(first);
+    ExpertReader::Job bad = JobOf(1, 0, 0, first_id);
+    bad.layer = 99;
+    bad.destination = &out[1];
+    ExpertReader::Job next = JobOf(2, 1, 0, first_id);
+    next.destination = &out[2];
+    const int64_t bad_id = reader->Submit(bad);
+    const int64_t next_id = reader->Submit(next);
+    reader->Wait(first_id);
+    try {
+      reader->Wait(bad_id);
+      ADD_FAILURE() << ToString(kind) << ": a read of MoE layer 99 succeeded";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("no MoE layer 99 expert 1 in this store"),
+                std::string::npos)
+          << e.what();
+    }
+    reader->Wait(next_id);
+    EXPECT_TRUE(SameBytes(out[2].down, s.weights.layers[s.moe_layer_index[0]].experts[2].down))
+        << ToString(kind);
+  }
+}
+
 TEST(ExpertReader, NamesTheFlagForAnUnknownKind) {
   EXPECT_EQ(ParseReaderKind("io_uring"), ReaderKind::kIoUring);
   EXPECT_EQ(ParseReaderKind("threads"), ReaderKind::kThreads);
