@@ -26,7 +26,7 @@ SpeedAnchor::SpeedAnchor(const executor::ExecutorConfig& target, kernels::Thread
     down_.push_back(
         kernels::PackedBf16Matrix::Pack(rows.data() + 2 * width_ * hidden_, hidden_, width_));
   }
-  x_.assign(static_cast<size_t>(hidden_), 0.01f);
+  x_.assign(static_cast<size_t>(kComputeTokens * hidden_), 0.01f);
   out_.resize(x_.size());
 }
 
@@ -41,6 +41,26 @@ double SpeedAnchor::MeasureSeconds(int passes) {
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   return Quantile(std::move(times), 0.5);
+}
+
+double SpeedAnchor::MeasureComputeSeconds(int passes) {
+  if (passes < 1) throw base::Error("the compute anchor needs at least one pass");
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> times;
+  for (int pass = 0; pass < passes; ++pass) {
+    const size_t b = static_cast<size_t>(pass) % gate_up_.size();
+    const Clock::time_point start = Clock::now();
+    kernels::ExpertFfn(x_.data(), kComputeTokens, gate_up_[b], down_[b], out_.data(), pool_,
+                       scratch_);
+    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return Quantile(std::move(times), 0.5);
+}
+
+std::string SpeedAnchor::DescribeCompute() const {
+  return "expert FFN (hidden " + std::to_string(hidden_) + ", width " + std::to_string(width_) +
+         ") at " + std::to_string(kComputeTokens) + " tokens, median of " +
+         std::to_string(kComputePasses) + " calls";
 }
 
 std::string SpeedAnchor::Describe() const {
@@ -66,19 +86,43 @@ void MachineDrift::Compute() {
              *std::min_element(rounds_s.begin(), rounds_s.end())) /
             rounds_median;
   applied = std::fabs(factor - 1.0) > scatter;
+  compute_measured = !compute_profile_s.empty() && !compute_rounds_s.empty();
+  compute_factor = 1.0;
+  compute_scatter = 0;
+  if (!compute_measured) return;
+  for (const std::vector<double>* times : {&compute_profile_s, &compute_rounds_s}) {
+    for (double t : *times) {
+      if (!(t > 0)) throw base::Error("machine drift: the compute anchor's times must be positive");
+    }
+  }
+  double compute_profile_mean = 0;
+  for (double t : compute_profile_s)
+    compute_profile_mean += t / static_cast<double>(compute_profile_s.size());
+  const double compute_median = Quantile(compute_rounds_s, 0.5);
+  compute_factor = compute_median / compute_profile_mean;
+  compute_scatter = (*std::max_element(compute_rounds_s.begin(), compute_rounds_s.end()) -
+                     *std::min_element(compute_rounds_s.begin(), compute_rounds_s.end())) /
+                    compute_median;
 }
 
 nlohmann::json MachineDrift::ToJson() const {
-  return {{"anchor", anchor},
-          {"measured", measured},
-          {"profile_s", profile_s},
-          {"rounds_s", rounds_s},
-          {"factor", factor},
-          {"scatter", scatter},
-          {"applied", applied},
-          {"applied_to",
-           "predicted decode, beam and prefill times (SD speedups are ratios of times taken in "
-           "the same run)"}};
+  nlohmann::json json = {
+      {"anchor", anchor},
+      {"measured", measured},
+      {"profile_s", profile_s},
+      {"rounds_s", rounds_s},
+      {"factor", factor},
+      {"scatter", scatter},
+      {"applied", applied},
+      {"applied_to",
+       "predicted decode, beam and prefill times (SD speedups are ratios of times taken in "
+       "the same run)"}};
+  if (compute_measured) {
+    json["compute"] = {{"anchor", compute_anchor},     {"profile_s", compute_profile_s},
+                       {"rounds_s", compute_rounds_s}, {"factor", compute_factor},
+                       {"scatter", compute_scatter},   {"applied", false}};
+  }
+  return json;
 }
 
 }  // namespace moelab::validate

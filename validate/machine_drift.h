@@ -39,6 +39,16 @@ class SpeedAnchor {
   static constexpr int kPasses = 25;
   std::string Describe() const;
 
+  // The compute anchor beside it: the same expert FFN at kComputeTokens tokens (compute-bound on
+  // every path here: its weights take a tenth of the call's time even from DRAM), one copy per
+  // pass in turn, the median of `passes` passes. The memory anchor does not see a slowdown of the
+  // cores themselves (another tenant's thread on the host core, a lower clock): in one quick run
+  // every decode case ran 8-26 % slower than predicted while the memory anchor read 0.96.
+  double MeasureComputeSeconds(int passes = kComputePasses);
+  static constexpr int kComputePasses = 9;
+  static constexpr int64_t kComputeTokens = 64;
+  std::string DescribeCompute() const;
+
  private:
   kernels::ThreadPool& pool_;
   int64_t hidden_ = 0;
@@ -65,6 +75,14 @@ struct MachineDrift {
   bool measured = false;
   bool applied = false;  // |factor - 1| > scatter
   double applied_factor() const { return applied ? factor : 1.0; }
+
+  // The compute anchor's times, factor and scatter, the same way. Reported, not applied: which
+  // share of each prediction is compute-bound is not known per case yet.
+  std::string compute_anchor;
+  std::vector<double> compute_profile_s, compute_rounds_s;
+  double compute_factor = 1.0;
+  double compute_scatter = 0;
+  bool compute_measured = false;
 
   void Compute();  // factor from profile_s and rounds_s; Error when a time is not positive
   nlohmann::json ToJson() const;

@@ -170,6 +170,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
   if (!request.profile) {
     anchor.emplace(target, anchor_pool);
     result.drift.anchor = anchor->Describe();
+    result.drift.compute_anchor = anchor->DescribeCompute();
   }
   nlohmann::json profile_json;
   if (request.profile) {
@@ -202,13 +203,16 @@ ValidationResult RunValidation(const ValidationRequest& request,
     double steadiest = std::numeric_limits<double>::infinity();
     for (int attempt = 1; attempt <= kProfileAttempts; ++attempt) {
       const double before_s = anchor->MeasureSeconds();
+      const double compute_before_s = anchor->MeasureComputeSeconds();
       nlohmann::json taken = profiler::RunProfile(profile_request, presets);
       const double after_s = anchor->MeasureSeconds();
+      const double compute_after_s = anchor->MeasureComputeSeconds();
       const double ratio = std::max(before_s, after_s) / std::min(before_s, after_s);
       if (ratio < steadiest) {
         steadiest = ratio;
         profile_json = std::move(taken);
         result.drift.profile_s = {before_s, after_s};
+        result.drift.compute_profile_s = {compute_before_s, compute_after_s};
       }
       if (ratio <= kSteadyRatio) break;
       const std::string what = "the speed anchor took " + report::FormatNumber(1e3 * before_s, 1) +
@@ -277,7 +281,10 @@ ValidationResult RunValidation(const ValidationRequest& request,
   std::vector<std::vector<CaseRun>> runs(plan.cases.size());
   for (int round = 0; round < repeats; ++round) {
     result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
-    if (anchor) result.drift.rounds_s.push_back(anchor->MeasureSeconds());
+    if (anchor) {
+      result.drift.rounds_s.push_back(anchor->MeasureSeconds());
+      result.drift.compute_rounds_s.push_back(anchor->MeasureComputeSeconds());
+    }
     for (size_t i = 0; i < plan.cases.size(); ++i) {
       say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
           std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
@@ -286,7 +293,10 @@ ValidationResult RunValidation(const ValidationRequest& request,
     }
   }
 
-  if (anchor) result.drift.rounds_s.push_back(anchor->MeasureSeconds());
+  if (anchor) {
+    result.drift.rounds_s.push_back(anchor->MeasureSeconds());
+    result.drift.compute_rounds_s.push_back(anchor->MeasureComputeSeconds());
+  }
   result.drift.Compute();
   if (!result.drift.measured) {
     result.notes.push_back(

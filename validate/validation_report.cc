@@ -182,6 +182,13 @@ std::string DriftLine(const ValidationResult& result) {
     line << "a drift inside the anchor's own scatter cannot be told from its noise, so "
             "predictions are as the profile priced them.";
   }
+  if (drift.compute_measured) {
+    line << " The compute anchor (" << drift.compute_anchor << ") took "
+         << FormatNumber(drift.compute_factor, 3) << "x, spreading "
+         << Percent(drift.compute_scatter)
+         << " across the rounds (reported, not applied: a slowdown of the cores that the memory "
+            "anchor does not see).";
+  }
   if (unadjusted && drift.applied) {
     line << " Unadjusted, as the profile priced them: median "
          << Percent(unadjusted->median_abs_error) << ", p90 " << Percent(unadjusted->p90_abs_error)

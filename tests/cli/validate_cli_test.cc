@@ -75,6 +75,12 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_EQ(drift["rounds_s"].size(), 2u);
   EXPECT_GT(drift["factor"].get<double>(), 0.0);
   EXPECT_GE(drift["scatter"].get<double>(), 0.0);
+  // The compute anchor beside it, timed at the same moments, reported only.
+  ASSERT_TRUE(drift.contains("compute")) << drift.dump();
+  EXPECT_EQ(drift["compute"]["profile_s"].size(), 2u);
+  EXPECT_EQ(drift["compute"]["rounds_s"].size(), 2u);
+  EXPECT_GT(drift["compute"]["factor"].get<double>(), 0.0);
+  EXPECT_EQ(drift["compute"]["applied"], false);
   // Applied only outside the anchor's own scatter across the rounds.
   EXPECT_EQ(drift["applied"].get<bool>(),
             std::fabs(drift["factor"].get<double>() - 1.0) > drift["scatter"].get<double>());

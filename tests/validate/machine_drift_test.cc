@@ -42,6 +42,31 @@ TEST(MachineDrift, AppliedOnlyOutsideTheAnchorsScatter) {
   EXPECT_EQ(noisy.applied_factor(), 1.0);
 }
 
+// The compute anchor's drift is computed the same way and reported, never applied.
+TEST(MachineDrift, TheComputeAnchorIsReportedBesideTheMemoryAnchor) {
+  MachineDrift drift;
+  drift.profile_s = {0.010, 0.010};
+  drift.rounds_s = {0.0100, 0.0101, 0.0099};  // steady memory speed
+  drift.compute_profile_s = {0.004, 0.004};
+  drift.compute_rounds_s = {0.0046, 0.0047, 0.0045};  // cores 15 % slower, spread 4.3 %
+  drift.Compute();
+  EXPECT_TRUE(drift.compute_measured);
+  EXPECT_NEAR(drift.compute_factor, 0.0046 / 0.004, 1e-12);
+  EXPECT_NEAR(drift.compute_scatter, (0.0047 - 0.0045) / 0.0046, 1e-12);
+  EXPECT_EQ(drift.applied_factor(), 1.0);  // the memory anchor alone decides what is applied
+  const nlohmann::json json = drift.ToJson();
+  ASSERT_TRUE(json.contains("compute"));
+  EXPECT_DOUBLE_EQ(json["compute"]["factor"].get<double>(), drift.compute_factor);
+  EXPECT_EQ(json["compute"]["applied"], false);
+
+  MachineDrift memory_only;
+  memory_only.profile_s = {0.010, 0.010};
+  memory_only.rounds_s = {0.0100};
+  memory_only.Compute();
+  EXPECT_FALSE(memory_only.compute_measured);
+  EXPECT_FALSE(memory_only.ToJson().contains("compute"));
+}
+
 TEST(MachineDrift, WithoutTheProfilesAnchorNothingIsAdjusted) {
   MachineDrift drift;
   drift.rounds_s = {0.01, 0.02};
