@@ -30,31 +30,57 @@ SpeedAnchor::SpeedAnchor(const executor::ExecutorConfig& target, kernels::Thread
   out_.resize(x_.size());
 }
 
-double SpeedAnchor::MeasureSeconds(int passes) {
-  if (passes < 1) throw base::Error("the speed anchor needs at least one pass");
+namespace {
+
+// The median wall time of `passes` calls of pass(i).
+template <typename Pass>
+double MedianSeconds(int passes, const char* what, Pass pass) {
+  if (passes < 1) throw base::Error(std::string(what) + " needs at least one pass");
   using Clock = std::chrono::steady_clock;
   std::vector<double> times;
-  for (int pass = 0; pass < passes; ++pass) {
+  for (int i = 0; i < passes; ++i) {
     const Clock::time_point start = Clock::now();
-    for (size_t b = 0; b < gate_up_.size(); ++b)
-      kernels::ExpertFfn(x_.data(), 1, gate_up_[b], down_[b], out_.data(), pool_, scratch_);
+    pass(i);
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   return Quantile(std::move(times), 0.5);
 }
 
+// An anchor's drift: median(rounds) / mean(profile) and the rounds' (max - min) / median.
+// Error when a time is not positive.
+struct AnchorDrift {
+  double factor = 1.0;
+  double scatter = 0;
+};
+AnchorDrift DriftOf(const std::vector<double>& profile_s, const std::vector<double>& rounds_s,
+                    const std::string& anchor) {
+  for (const std::vector<double>* times : {&profile_s, &rounds_s}) {
+    for (double t : *times) {
+      if (!(t > 0)) throw base::Error("machine drift: the " + anchor + "'s times must be positive");
+    }
+  }
+  double profile_mean = 0;
+  for (double t : profile_s) profile_mean += t / static_cast<double>(profile_s.size());
+  const double rounds_median = Quantile(rounds_s, 0.5);
+  const auto [min, max] = std::minmax_element(rounds_s.begin(), rounds_s.end());
+  return {rounds_median / profile_mean, (*max - *min) / rounds_median};
+}
+
+}  // namespace
+
+double SpeedAnchor::MeasureSeconds(int passes) {
+  return MedianSeconds(passes, "the speed anchor", [&](int) {
+    for (size_t b = 0; b < gate_up_.size(); ++b)
+      kernels::ExpertFfn(x_.data(), 1, gate_up_[b], down_[b], out_.data(), pool_, scratch_);
+  });
+}
+
 double SpeedAnchor::MeasureComputeSeconds(int passes) {
-  if (passes < 1) throw base::Error("the compute anchor needs at least one pass");
-  using Clock = std::chrono::steady_clock;
-  std::vector<double> times;
-  for (int pass = 0; pass < passes; ++pass) {
+  return MedianSeconds(passes, "the compute anchor", [&](int pass) {
     const size_t b = static_cast<size_t>(pass) % gate_up_.size();
-    const Clock::time_point start = Clock::now();
     kernels::ExpertFfn(x_.data(), kComputeTokens, gate_up_[b], down_[b], out_.data(), pool_,
                        scratch_);
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return Quantile(std::move(times), 0.5);
+  });
 }
 
 std::string SpeedAnchor::DescribeCompute() const {
@@ -73,36 +99,17 @@ void MachineDrift::Compute() {
   measured = !profile_s.empty() && !rounds_s.empty();
   factor = 1.0;
   if (!measured) return;
-  for (const std::vector<double>* times : {&profile_s, &rounds_s}) {
-    for (double t : *times) {
-      if (!(t > 0)) throw base::Error("machine drift: the anchor's times must be positive");
-    }
-  }
-  double profile_mean = 0;
-  for (double t : profile_s) profile_mean += t / static_cast<double>(profile_s.size());
-  const double rounds_median = Quantile(rounds_s, 0.5);
-  factor = rounds_median / profile_mean;
-  scatter = (*std::max_element(rounds_s.begin(), rounds_s.end()) -
-             *std::min_element(rounds_s.begin(), rounds_s.end())) /
-            rounds_median;
+  const AnchorDrift memory = DriftOf(profile_s, rounds_s, "anchor");
+  factor = memory.factor;
+  scatter = memory.scatter;
   applied = std::fabs(factor - 1.0) > scatter;
   compute_measured = !compute_profile_s.empty() && !compute_rounds_s.empty();
   compute_factor = 1.0;
   compute_scatter = 0;
   if (!compute_measured) return;
-  for (const std::vector<double>* times : {&compute_profile_s, &compute_rounds_s}) {
-    for (double t : *times) {
-      if (!(t > 0)) throw base::Error("machine drift: the compute anchor's times must be positive");
-    }
-  }
-  double compute_profile_mean = 0;
-  for (double t : compute_profile_s)
-    compute_profile_mean += t / static_cast<double>(compute_profile_s.size());
-  const double compute_median = Quantile(compute_rounds_s, 0.5);
-  compute_factor = compute_median / compute_profile_mean;
-  compute_scatter = (*std::max_element(compute_rounds_s.begin(), compute_rounds_s.end()) -
-                     *std::min_element(compute_rounds_s.begin(), compute_rounds_s.end())) /
-                    compute_median;
+  const AnchorDrift compute = DriftOf(compute_profile_s, compute_rounds_s, "compute anchor");
+  compute_factor = compute.factor;
+  compute_scatter = compute.scatter;
 }
 
 nlohmann::json MachineDrift::ToJson() const {
