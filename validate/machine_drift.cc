@@ -51,6 +51,7 @@ double MedianSeconds(int passes, const char* what, Pass pass) {
 struct AnchorDrift {
   double factor = 1.0;
   double scatter = 0;
+  bool one_sided = false;  // every round's time on the same side of the profile's mean
 };
 AnchorDrift DriftOf(const std::vector<double>& profile_s, const std::vector<double>& rounds_s,
                     const std::string& anchor) {
@@ -63,7 +64,8 @@ AnchorDrift DriftOf(const std::vector<double>& profile_s, const std::vector<doub
   for (double t : profile_s) profile_mean += t / static_cast<double>(profile_s.size());
   const double rounds_median = Quantile(rounds_s, 0.5);
   const auto [min, max] = std::minmax_element(rounds_s.begin(), rounds_s.end());
-  return {rounds_median / profile_mean, (*max - *min) / rounds_median};
+  return {rounds_median / profile_mean, (*max - *min) / rounds_median,
+          *min > profile_mean || *max < profile_mean};
 }
 
 }  // namespace
@@ -102,7 +104,8 @@ void MachineDrift::Compute() {
   const AnchorDrift memory = DriftOf(profile_s, rounds_s, "anchor");
   factor = memory.factor;
   scatter = memory.scatter;
-  applied = std::fabs(factor - 1.0) > scatter;
+  one_sided = memory.one_sided;
+  applied = one_sided && std::fabs(factor - 1.0) > scatter;
   compute_measured = !compute_profile_s.empty() && !compute_rounds_s.empty();
   compute_factor = 1.0;
   compute_scatter = 0;
@@ -120,6 +123,7 @@ nlohmann::json MachineDrift::ToJson() const {
       {"rounds_s", rounds_s},
       {"factor", factor},
       {"scatter", scatter},
+      {"one_sided", one_sided},
       {"applied", applied},
       {"applied_to",
        "predicted decode, beam and prefill times (SD speedups are ratios of times taken in "

@@ -59,13 +59,19 @@ class SpeedAnchor {
 };
 
 // The anchor's times around the profile and during the rounds, and the factor the predictions of
-// times are multiplied by: median(round times) / mean(profile times), applied only when it lies
-// outside the anchor's own scatter across the rounds ((max - min) / median of the round times):
-// a drift inside it cannot be told from the anchor's noise. On this project's Xeon the anchor's
-// round times spread 8-26 % even at 25 passes, and in five of six quick runs a factor within that
-// spread (0.90-1.12) moved the headline median error the wrong way (2.8 % as priced, 6.2 %
-// adjusted); the one run whose profile ran through a burst (factor 0.535, spread 42 %) it helped
-// (52 % -> 30 %). 1 when the profile was reused (no anchor at its time).
+// times are multiplied by: median(round times) / mean(profile times), applied only when every
+// round's time lies on the same side of the profile's mean (a shift, not scatter around it) and
+// the factor lies outside the anchor's own scatter across the rounds ((max - min) / median of the
+// round times): a drift inside it cannot be told from the anchor's noise. The anchor is a moment's
+// probe (0.5 s) and the noise on a shared host is faster than a round: 12 alternating pairs of
+// the anchor's kernel (1-token expert FFN, `moelab_kernels_bench`) and a batch-2 decode
+// (`moelab run`) on the Xeon spread 55 % and 44 % with a correlation of -0.05; in one quick run
+// rounds 2-3 read the anchor 20 % slow (the first one not) while the cases ran at the profile's
+// speed, and applying it took the headline median from 4.9 % to 11.9 %. On this project's Xeon the
+// anchor's round times spread 8-26 % even at 25 passes, and in five of six quick runs a factor
+// within that spread (0.90-1.12) moved the headline median error the wrong way (2.8 % as
+// priced, 6.2 % adjusted); the one run whose profile ran through a burst (factor 0.535, spread 42
+// %) it helped (52 % -> 30 %). 1 when the profile was reused (no anchor at its time).
 struct MachineDrift {
   std::string anchor;
   std::vector<double> profile_s;  // before and after the profile
@@ -73,7 +79,8 @@ struct MachineDrift {
   double factor = 1.0;            // as measured
   double scatter = 0;             // (max - min) / median of rounds_s
   bool measured = false;
-  bool applied = false;  // |factor - 1| > scatter
+  bool one_sided = false;  // every round's time above, or every one below, the profile's mean
+  bool applied = false;    // one_sided and |factor - 1| > scatter
   double applied_factor() const { return applied ? factor : 1.0; }
 
   // The compute anchor's times, factor and scatter, the same way. Reported, not applied: which

@@ -313,9 +313,14 @@ ValidationResult RunValidation(const ValidationRequest& request,
     // From three repeats on, each step's median over them, summed (the runs' totals where their
     // steps differ; fewer repeats have no median that leaves a run's burst out).
     std::vector<std::vector<double>> steps, baseline_steps;
-    for (const CaseRun& run : runs[i]) {
-      steps.push_back(run.steps_s);
-      baseline_steps.push_back(run.baseline_steps_s);
+    for (const CaseRun& run : runs[i]) steps.push_back(run.steps_s);
+    // An SD speedup's reference: the same plain decode, run before every SD case at this batch
+    // (every gamma), pooled: a burst or a calm spell during one case's baseline no longer moves
+    // that case alone, and the gammas at a batch share one denominator, so the measured best gamma
+    // is the one whose SD run was fastest.
+    for (size_t j = 0; j < plan.cases.size(); ++j) {
+      if (!SameSdBaseline(spec, plan.cases[j])) continue;
+      for (const CaseRun& run : runs[j]) baseline_steps.push_back(run.baseline_steps_s);
     }
     const std::optional<double> steps_sum = SumOfStepMedians(steps);
     const std::optional<double> baseline_sum = SumOfStepMedians(baseline_steps);

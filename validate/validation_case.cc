@@ -31,6 +31,12 @@ CaseKind CaseKindFromString(const std::string& name) {
                     "' (expected decode, prefill, sd, beam or offload)");
 }
 
+bool SameSdBaseline(const ValidationCase& a, const ValidationCase& b) {
+  return a.kind == CaseKind::kSd && b.kind == CaseKind::kSd &&
+         a.held_out_shape == b.held_out_shape && a.batch == b.batch && a.prompt == b.prompt &&
+         a.context == b.context && a.output_tokens == b.output_tokens;
+}
+
 std::string QuantityOf(CaseKind kind) {
   switch (kind) {
     case CaseKind::kPrefill:

@@ -39,6 +39,11 @@ struct ValidationCase {
   std::string Label() const;
 };
 
+// Whether two SD cases' speedup references are the same plain decode: the same model, requests
+// (batch, prompt, seeded tokens), context and tokens, whatever their gammas. Each SD case runs that
+// decode right before its SD run; the speedup divides by all of them pooled.
+bool SameSdBaseline(const ValidationCase& a, const ValidationCase& b);
+
 struct ValidationPlan {
   std::vector<ValidationCase> cases;
   int64_t held_out_layers = 0;  // 0: no held-out shape case

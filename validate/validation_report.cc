@@ -178,6 +178,9 @@ std::string DriftLine(const ValidationResult& result) {
   if (drift.applied) {
     line << "predicted decode, beam and prefill times are multiplied by that (SD speedups are "
             "ratios of one run's times).";
+  } else if (!drift.one_sided) {
+    line << "some rounds read it on the profile's side of its time and some not: scatter, not a "
+            "shift of the machine, so predictions are as the profile priced them.";
   } else {
     line << "a drift inside the anchor's own scatter cannot be told from its noise, so "
             "predictions are as the profile priced them.";
@@ -246,7 +249,8 @@ std::string ValidationMarkdown(const ValidationResult& result) {
   out << "Each case ran " << result.request.Repeats()
       << " times, interleaved round by round (the machine's limits probed before each round); "
          "measured = each timed step's median over the runs, summed (seeded runs take the same "
-         "steps; an SD speedup is the plain decode's sum over the SD run's), which leaves out a "
+         "steps; an SD speedup is the plain decode's sum over the SD run's, that plain decode run "
+         "before every SD case of the batch and pooled over them), which leaves out a "
          "burst of load that hit a few steps of one run (offload cases: the median of the runs); "
          "the spread = the runs' own values, min..max. Predictions: each cost source with the "
          "executor's recorded gate "

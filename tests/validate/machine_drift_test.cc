@@ -42,6 +42,26 @@ TEST(MachineDrift, AppliedOnlyOutsideTheAnchorsScatter) {
   EXPECT_EQ(noisy.applied_factor(), 1.0);
 }
 
+// A factor outside the rounds' scatter is still not applied when a round sits on the profile's
+// side: the other rounds' slowness was not a shift of the machine (the quick run of 2026-11-27
+// 02:13 UTC, in ms: its cases ran at the profile's speed).
+TEST(MachineDrift, NotAppliedWhenARoundSitsOnTheProfilesSide) {
+  MachineDrift drift;
+  drift.profile_s = {0.019980, 0.021550};                     // mean 0.020765
+  drift.rounds_s = {0.020626, 0.025122, 0.025451, 0.024496};  // the first below that mean
+  drift.Compute();
+  EXPECT_NEAR(drift.factor, 0.024809 / 0.020765, 1e-4);  // 1.195
+  EXPECT_LT(drift.scatter, drift.factor - 1.0);          // 19.4 %: outside the scatter
+  EXPECT_FALSE(drift.one_sided);
+  EXPECT_FALSE(drift.applied);
+  EXPECT_EQ(drift.ToJson()["one_sided"], false);
+
+  drift.rounds_s[0] = 0.0213;  // above the mean too: a shift
+  drift.Compute();
+  EXPECT_TRUE(drift.one_sided);
+  EXPECT_TRUE(drift.applied);
+}
+
 // The compute anchor's drift is computed the same way and reported, never applied.
 TEST(MachineDrift, TheComputeAnchorIsReportedBesideTheMemoryAnchor) {
   MachineDrift drift;

@@ -136,6 +136,29 @@ TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
   EXPECT_THROW(CaseKindFromString("offlode"), base::Error);
 }
 
+// The plain decode an SD speedup divides by is the same work at every gamma of a batch, and only
+// there: another batch, the held-out shape or another kind is another reference.
+TEST(ValidationPlan, SdCasesShareTheirBaselineAcrossGammasOfOneBatch) {
+  const ValidationPlan plan = DefaultPlan(true, {CaseKind::kSd}, 8);
+  for (const ValidationCase& a : plan.cases) {
+    int sharing = 0;
+    for (const ValidationCase& b : plan.cases) {
+      const bool same = SameSdBaseline(a, b);
+      EXPECT_EQ(same, a.batch == b.batch && a.held_out_shape == b.held_out_shape)
+          << a.Label() << " / " << b.Label();
+      sharing += same;
+    }
+    EXPECT_EQ(sharing, a.held_out_shape ? 1 : 4) << a.Label();  // quick: gammas 1..4
+  }
+  ValidationCase sd{CaseKind::kSd, false, 2, 24, 200, 17, 3, 0, {}, 0};
+  ValidationCase other_context = sd, decode = sd;
+  other_context.context = 300;
+  decode.kind = CaseKind::kDecode;
+  EXPECT_FALSE(SameSdBaseline(sd, other_context));
+  EXPECT_FALSE(SameSdBaseline(sd, decode));
+  EXPECT_FALSE(SameSdBaseline(decode, decode));
+}
+
 // Three runs of three steps, each hit by a burst in a different step: every step's median is the
 // quiet time, so the sum is 3 where the median of the totals (7, 6, 5) is 6.
 TEST(ValidationMetrics, SumOfStepMediansLeavesOutBurstsInSingleSteps) {
