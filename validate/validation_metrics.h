@@ -51,6 +51,18 @@ struct CaseResult {
   // decode and prefill: operator times in the executor's categories (the prediction's times the
   // drift, the measured medians over repeats); empty for other kinds.
   OperatorSeconds predicted_operators_s, measured_operators_s;
+  // Offload only, over the whole run (prefill and decode passes): expert reads from storage and
+  // where the time went, as the simulator predicted and the runtime measured (the first run's
+  // read count: the runs decide alike; times: medians over the runs).
+  struct OffloadDetail {
+    int64_t predicted_reads = 0, measured_reads = 0;
+    double predicted_total_s = 0, measured_total_s = 0;
+    double predicted_compute_busy_s = 0;  // the compute resource's busy time (reads' copies too)
+    double predicted_storage_busy_s = 0;  // the storage reader's busy time
+    double predicted_link_busy_s = 0;     // checksum and copy into the cache buffer
+    double measured_stall_s = 0;          // compute waiting for reads
+  };
+  std::optional<OffloadDetail> offload;
 };
 
 struct ErrorSummary {

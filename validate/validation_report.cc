@@ -46,6 +46,16 @@ nlohmann::json CaseJson(const CaseResult& r) {
     json["policy"] = c.policy;
     json["expert_slots"] = c.expert_slots;
   }
+  if (r.offload) {
+    const CaseResult::OffloadDetail& o = *r.offload;
+    json["offload_run"] = {
+        {"reads", {{"predicted", o.predicted_reads}, {"measured", o.measured_reads}}},
+        {"total_s", {{"predicted", o.predicted_total_s}, {"measured", o.measured_total_s}}},
+        {"predicted_compute_busy_s", o.predicted_compute_busy_s},
+        {"predicted_storage_busy_s", o.predicted_storage_busy_s},
+        {"predicted_link_busy_s", o.predicted_link_busy_s},
+        {"measured_stall_s", o.measured_stall_s}};
+  }
   if (!r.measured_operators_s.empty()) {
     nlohmann::json operators = nlohmann::json::object();
     for (const auto& [category, measured_s] : r.measured_operators_s) {
@@ -251,7 +261,8 @@ std::string ValidationMarkdown(const ValidationResult& result) {
          "measured = each timed step's median over the runs, summed (seeded runs take the same "
          "steps; an SD speedup is the plain decode's sum over the SD run's, that plain decode run "
          "before every SD case of the batch and pooled over them), which leaves out a "
-         "burst of load that hit a few steps of one run (offload cases: the median of the runs); "
+         "burst of load that hit a few steps of one run (offload prefills: the median of the runs, "
+         "three a round); "
          "the spread = the runs' own values, min..max. Predictions: each cost source with the "
          "executor's recorded gate "
          "routing ("

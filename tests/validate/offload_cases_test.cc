@@ -110,9 +110,18 @@ TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
   for (const CaseResult& r : result.cases) {
     EXPECT_TRUE(std::isfinite(r.predicted) && r.predicted > 0) << r.spec.Label();
     EXPECT_GT(r.measured, 0) << r.spec.Label();
-    EXPECT_EQ(r.repeats, 1);
+    // A prefill is one short step: it runs three times a round.
+    EXPECT_EQ(r.repeats, r.spec.kind == CaseKind::kOffloadPrefill ? 3 : 1) << r.spec.Label();
     EXPECT_EQ(r.cost_source, "fitted-profile");
     EXPECT_EQ(r.routing.rfind("trace:", 0), 0u);
+    // Both engines decide alike, so they read the same experts; the run's time holds the case's.
+    ASSERT_TRUE(r.offload.has_value()) << r.spec.Label();
+    EXPECT_EQ(r.offload->predicted_reads, r.offload->measured_reads) << r.spec.Label();
+    EXPECT_GT(r.offload->measured_reads, 0) << r.spec.Label();
+    EXPECT_GE(r.offload->measured_total_s, r.measured) << r.spec.Label();
+    EXPECT_GE(r.offload->predicted_total_s, r.predicted) << r.spec.Label();
+    EXPECT_GT(r.offload->predicted_storage_busy_s, 0) << r.spec.Label();
+    EXPECT_GE(r.offload->measured_stall_s, 0) << r.spec.Label();
   }
   // One ranking line per (workload, budget), the count, the resolved pairs (and a note when
   // O_DIRECT fell back).
