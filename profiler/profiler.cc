@@ -355,6 +355,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
         measured.insert(measured.end(), family_measured.begin(), family_measured.end());
       }
     }
+    if (request.after_round) request.after_round(round + 1, spec.repetitions);
   }
 
   nlohmann::json ridge = nullptr;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -35,6 +36,10 @@ struct ProfileRequest {
   bool use_gpu = true;                // measure GPU 0 when DetectGpus() finds one
   uint64_t seed = 1;                  // synthetic attention weights
   std::ostream* progress = nullptr;   // "[12/85] expert_ffn cpu tokens=64: median 3.10 ms" lines
+  // Called after each of the grid's rounds (round 1..rounds), before the ridge points and the
+  // limits: a caller's own measurements interleaved with the profile's see the same machine
+  // (validate runs its case rounds here). It must not start another profile.
+  std::function<void(int round, int rounds)> after_round;
 
   void Validate() const;  // throws moelab::Error naming the field
 };

@@ -427,7 +427,6 @@ void RunOffloadValidation(const ValidationRequest& request, const executor::Exec
     detail.measured_stall_s = Median(stalls);
     r.offload = detail;
     r.abs_error = AbsError(r.predicted, r.measured);
-    r.predicted_unadjusted = r.predicted;  // read-bound in part: not put at the drifted speed
     offload_results.push_back(r);
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);

@@ -25,7 +25,6 @@
 #include "routing/expert_activation_sampler.h"
 #include "validate/case_prediction.h"
 #include "validate/executor_bench.h"
-#include "validate/machine_drift.h"
 #include "validate/offload_cases.h"
 
 namespace moelab::validate {
@@ -162,16 +161,56 @@ ValidationResult RunValidation(const ValidationRequest& request,
   if (plan.cases.empty() && !offload) throw base::Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
-  // 1. Profile and fit, the machine's speed anchor timed around the profile. A reused profile has
-  // no anchor time to compare with, so none is built (its copies hold 2 x the L3).
-  kernels::ThreadPool anchor_pool(request.threads > 0 ? request.threads
-                                                      : kernels::DefaultThreadCount());
-  std::optional<SpeedAnchor> anchor;
-  if (!request.profile) {
-    anchor.emplace(target, anchor_pool);
-    result.drift.anchor = anchor->Describe();
-    result.drift.compute_anchor = anchor->DescribeCompute();
+  // 1. The executor, its own routing: built first, so that the case rounds can run between the
+  // profile's rounds.
+  say("building the executor's models (synthetic weights, seed " + std::to_string(request.seed) +
+      ")");
+  ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads,
+                      request.alpha);
+  int64_t max_gamma = 1;
+  for (const ValidationCase& c : plan.cases) max_gamma = std::max(max_gamma, c.gamma);
+  say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) +
+      ", decode)");
+  const routing::RoutingTrace trace = bench.RecordRouting(false, max_gamma);
+  result.routing_trace_path = (request.work_dir / "routing-trace.json").string();
+  routing::SaveRoutingTrace(trace, result.routing_trace_path);
+  const auto routing =
+      routing::SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
+  result.routing = routing->Describe();
+  std::unique_ptr<routing::SampledExpertActivation> held_out_routing;
+  if (plan.held_out_layers > 0) {
+    held_out_routing = routing::SampledExpertActivation::FromTrace(
+        bench.RecordRouting(true, max_gamma), "executor gate of the held-out shape", request.seed);
   }
+  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
+                                                                   // up threads
+
+  // 2. Rounds: every case once per round, in the same order, limits probed first.
+  const int repeats = request.Repeats();
+  const size_t limit_buffer =
+      static_cast<size_t>(std::max<int64_t>(4 * profiler::L3CacheBytes(), int64_t{256} << 20));
+  std::vector<std::vector<CaseRun>> runs(plan.cases.size());
+  int rounds_run = 0;
+  const auto run_rounds = [&](int until) {
+    for (; rounds_run < until; ++rounds_run) {
+      result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
+      for (size_t i = 0; i < plan.cases.size(); ++i) {
+        say("round " + std::to_string(rounds_run + 1) + "/" + std::to_string(repeats) + ", case " +
+            std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
+            plan.cases[i].Label());
+        runs[i].push_back(bench.Run(plan.cases[i]));
+      }
+    }
+  };
+
+  // 3. The profile, its rounds and the case rounds interleaved (P1 C1 P2 C2 ...): a shared
+  // machine's speed moves by 10-20 % over minutes, and a profile taken before the runs priced
+  // them at another speed (a quick run measured every decode case 8-26 % slower than a profile
+  // taken minutes earlier predicted; in another the cases ran 11 % faster). Interleaved, the
+  // profile's medians and the cases' medians are taken over the same stretch of time. A speed
+  // anchor timed around the profile and the rounds tried to correct it afterwards: a moment's
+  // probe, it did not follow the cases (12 alternating pairs of its kernel and a batch-2 decode
+  // correlated at -0.05) and moved predictions the wrong way.
   nlohmann::json profile_json;
   if (request.profile) {
     result.profile_path = request.profile->string();
@@ -179,9 +218,13 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_json = base::JsonReader::ParseFile(result.profile_path);
     profiler::ValidateProfile(profile_json);
     RequireProfiledFormats(profile_json, result.profile_path, target);
+    run_rounds(repeats);
+    result.notes.push_back(
+        "the profile was reused: it was taken at another time than the runs, and the machine's "
+        "speed may have moved since");
   } else {
     say(std::string("profiling the executor's operators (") + (request.quick ? "quick" : "full") +
-        " grid)");
+        " grid), the case rounds between its rounds");
     profiler::ProfileRequest profile_request;
     profile_request.model = request.model;
     profile_request.shape = target_shape;
@@ -194,36 +237,13 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;
     profile_request.storage_dir = request.work_dir;
-    // A shared machine's speed can change mid-profile (another tenant's burst): then the profile
-    // mixes two speeds that no single drift factor undoes (the anchor took 54 then 17 ms around
-    // one such quick profile, and its predictions missed by 30-50 %). The anchor around the
-    // profile tells; such a profile is taken once more, the steadier of the two kept.
-    constexpr double kSteadyRatio = 1.25;
-    constexpr int kProfileAttempts = 2;
-    double steadiest = std::numeric_limits<double>::infinity();
-    for (int attempt = 1; attempt <= kProfileAttempts; ++attempt) {
-      const double before_s = anchor->MeasureSeconds();
-      const double compute_before_s = anchor->MeasureComputeSeconds();
-      nlohmann::json taken = profiler::RunProfile(profile_request, presets);
-      const double after_s = anchor->MeasureSeconds();
-      const double compute_after_s = anchor->MeasureComputeSeconds();
-      const double ratio = std::max(before_s, after_s) / std::min(before_s, after_s);
-      if (ratio < steadiest) {
-        steadiest = ratio;
-        profile_json = std::move(taken);
-        result.drift.profile_s = {before_s, after_s};
-        result.drift.compute_profile_s = {compute_before_s, compute_after_s};
-      }
-      if (ratio <= kSteadyRatio) break;
-      const std::string what = "the speed anchor took " + report::FormatNumber(1e3 * before_s, 1) +
-                               " ms before profile " + std::to_string(attempt) + " and " +
-                               report::FormatNumber(1e3 * after_s, 1) +
-                               " ms after it: the machine's speed changed while it ran";
-      result.notes.push_back(what + (attempt < kProfileAttempts
-                                         ? "; profiled again"
-                                         : "; the steadier of the profiles is used"));
-      if (attempt < kProfileAttempts) say(what + "; profiling again");
-    }
+    // After profile round r of R, the case rounds up to r * repeats / R.
+    profile_request.after_round = [&](int round, int rounds) {
+      run_rounds(round * repeats / rounds);
+    };
+    profile_json = profiler::RunProfile(profile_request, presets);
+    run_rounds(repeats);  // none left unless the grid has no rounds to interleave with
+    result.profile_interleaved = true;
     profile_json["provenance"] = report::Provenance();
     result.profile_path = (request.work_dir / "profile.json").string();
     profiler::WriteProfile(profile_json, result.profile_path);
@@ -248,64 +268,11 @@ ValidationResult RunValidation(const ValidationRequest& request,
         "the profile has no measured machine limits: no calibrated-roofline predictions");
   }
   for (const auto& source : sources) result.cost_sources.push_back(source->name());
-
-  // 2. The executor, its own routing.
-  say("building the executor's models (synthetic weights, seed " + std::to_string(request.seed) +
-      ")");
-  ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads,
-                      request.alpha);
-  int64_t max_gamma = 1;
-  for (const ValidationCase& c : plan.cases) max_gamma = std::max(max_gamma, c.gamma);
-  say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) +
-      ", decode)");
-  const routing::RoutingTrace trace = bench.RecordRouting(false, max_gamma);
-  result.routing_trace_path = (request.work_dir / "routing-trace.json").string();
-  routing::SaveRoutingTrace(trace, result.routing_trace_path);
-  const auto routing =
-      routing::SampledExpertActivation::FromTrace(trace, result.routing_trace_path, request.seed);
-  result.routing = routing->Describe();
-  std::unique_ptr<routing::SampledExpertActivation> held_out_routing;
   PredictedModels models{target_spec, target_spec, executor::SpecFromExecutorConfig(draft)};
-  if (plan.held_out_layers > 0) {
+  if (plan.held_out_layers > 0)
     models.held_out = executor::SpecFromExecutorConfig(bench.target_config(true));
-    held_out_routing = routing::SampledExpertActivation::FromTrace(
-        bench.RecordRouting(true, max_gamma), "executor gate of the held-out shape", request.seed);
-  }
 
-  // 3. Rounds: every case once per round, in the same order, limits probed first.
-  const int repeats = request.Repeats();
-  const size_t limit_buffer =
-      static_cast<size_t>(std::max<int64_t>(4 * profiler::L3CacheBytes(), int64_t{256} << 20));
-  bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
-                                                                   // up threads
-  std::vector<std::vector<CaseRun>> runs(plan.cases.size());
-  for (int round = 0; round < repeats; ++round) {
-    result.round_limits.push_back(profiler::MeasureMachineLimits(bench.pool(), limit_buffer, 1));
-    if (anchor) {
-      result.drift.rounds_s.push_back(anchor->MeasureSeconds());
-      result.drift.compute_rounds_s.push_back(anchor->MeasureComputeSeconds());
-    }
-    for (size_t i = 0; i < plan.cases.size(); ++i) {
-      say("round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
-          std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
-          plan.cases[i].Label());
-      runs[i].push_back(bench.Run(plan.cases[i]));
-    }
-  }
-
-  if (anchor) {
-    result.drift.rounds_s.push_back(anchor->MeasureSeconds());
-    result.drift.compute_rounds_s.push_back(anchor->MeasureComputeSeconds());
-  }
-  result.drift.Compute();
-  if (!result.drift.measured) {
-    result.notes.push_back(
-        "the profile was reused: the machine's drift since it was taken is unknown, predictions "
-        "are not adjusted for it");
-  }
-
-  // 4. Predictions against the medians; predicted times at the machine's speed during the runs.
-  const double drift = result.drift.applied_factor();
+  // 4. Predictions against the medians.
   for (size_t i = 0; i < plan.cases.size(); ++i) {
     const ValidationCase& spec = plan.cases[i];
     std::vector<double> values;
@@ -357,24 +324,23 @@ ValidationResult RunValidation(const ValidationRequest& request,
         r.spec = spec;
         r.cost_source = source->name();
         r.routing = model::DescribeActivation(assumed);
-        r.predicted_unadjusted = prediction.value;
-        r.predicted = spec.kind == CaseKind::kSd ? prediction.value : prediction.value * drift;
+        r.predicted = prediction.value;
         r.measured = measured;
         r.measured_min = *std::min_element(values.begin(), values.end());
         r.measured_max = *std::max_element(values.begin(), values.end());
         r.repeats = static_cast<int>(values.size());
         r.abs_error = AbsError(r.predicted, r.measured);
         if (!measured_operators.empty() && !prediction.operators.empty()) {
-          r.predicted_operators_s = Scaled(prediction.operators, drift);
+          r.predicted_operators_s = prediction.operators;
           r.measured_operators_s = MedianOperatorSeconds(measured_operators);
         }
         if (spec.kind == CaseKind::kSd) {
           r.sigma = runs[i].front().sigma;
           r.predicted_target_efficiency = prediction.target_efficiency;
           r.measured_target_efficiency = Median(efficiencies);
-          r.predicted_plain_step_s = prediction.plain_step_s * drift;
-          r.predicted_draft_step_s = prediction.draft_step_s * drift;
-          r.predicted_verify_step_s = prediction.verify_step_s * drift;
+          r.predicted_plain_step_s = prediction.plain_step_s;
+          r.predicted_draft_step_s = prediction.draft_step_s;
+          r.predicted_verify_step_s = prediction.verify_step_s;
           r.measured_plain_step_s = Median(plain_steps);
           r.measured_draft_step_s = Median(draft_steps);
           r.measured_verify_step_s = Median(verify_steps);
@@ -385,12 +351,6 @@ ValidationResult RunValidation(const ValidationRequest& request,
   }
   if (offload) RunOffloadValidation(request, target, profile, fit, say, result);
   result.summaries = Summarize(result.cases);
-  std::vector<CaseResult> unadjusted = result.cases;
-  for (CaseResult& r : unadjusted) {
-    r.predicted = r.predicted_unadjusted;
-    r.abs_error = AbsError(r.predicted, r.measured);
-  }
-  result.unadjusted_summaries = Summarize(unadjusted);
   result.best_gamma = BestGamma(result.cases);
   result.wall_time_s = Seconds(start);
   say("done");

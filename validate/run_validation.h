@@ -12,17 +12,16 @@
 
 #include "executor/executor_config.h"
 #include "model/preset_store.h"
-#include "validate/machine_drift.h"
 #include "validate/validation_case.h"
 #include "validate/validation_metrics.h"
 
 namespace moelab::validate {
 
-// `moelab validate`: the closed loop on the machine at hand. Profile (or reuse a profile), fit
-// the latency curves and the calibrated roofline, record the executor's own gate routing, then
-// run every held-out case `repeat` times, interleaved round by round (A B C A B C ...) with the
-// machine's limits probed before each round, and judge each cost source's prediction (with the
-// recorded routing and with uniform routing) against the median of the runs.
+// `moelab validate`: the closed loop on the machine at hand. Record the executor's own gate
+// routing, profile (or reuse a profile) with every held-out case run `repeat` times between the
+// profile's rounds, interleaved round by round (A B C A B C ...) with the machine's limits probed
+// before each round, fit the latency curves and the calibrated roofline, and judge each cost
+// source's prediction (with the recorded routing and with uniform routing) against the runs.
 struct ValidationRequest {
   std::string model = "mixtral-8x7b";
   executor::ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
@@ -56,9 +55,9 @@ struct ValidationResult {
   std::vector<std::string> cost_sources;
   std::vector<std::string> notes;
   std::vector<CaseResult> cases;
-  std::vector<ErrorSummary> summaries;  // of the predictions at the machine's drifted speed
-  std::vector<ErrorSummary> unadjusted_summaries;  // of the predictions as the profile priced them
-  MachineDrift drift;
+  std::vector<ErrorSummary> summaries;
+  // The case rounds ran between the profile's rounds (false when --profile reused one).
+  bool profile_interleaved = false;
   std::vector<BestGammaRow> best_gamma;
   double wall_time_s = 0;
 

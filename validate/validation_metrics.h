@@ -31,9 +31,6 @@ struct CaseResult {
   std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
   std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
   double predicted = 0;
-  // As the cost source priced it; `predicted` is this times the machine's drift for times
-  // (validate/machine_drift.h), the same for SD speedups.
-  double predicted_unadjusted = 0;
   double measured = 0;  // median over repeats
   double measured_min = 0;
   double measured_max = 0;
@@ -48,8 +45,8 @@ struct CaseResult {
   double predicted_plain_step_s = 0, measured_plain_step_s = 0;
   double predicted_draft_step_s = 0, measured_draft_step_s = 0;
   double predicted_verify_step_s = 0, measured_verify_step_s = 0;
-  // decode and prefill: operator times in the executor's categories (the prediction's times the
-  // drift, the measured medians over repeats); empty for other kinds.
+  // decode and prefill: operator times in the executor's categories (the prediction's, the
+  // measured medians over repeats); empty for other kinds.
   OperatorSeconds predicted_operators_s, measured_operators_s;
   // Offload only, over the whole run (prefill and decode passes): expert reads from storage and
   // where the time went, as the simulator predicted and the runtime measured (the first run's

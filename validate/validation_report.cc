@@ -36,7 +36,6 @@ nlohmann::json CaseJson(const CaseResult& r) {
       {"cost_source", r.cost_source},
       {"routing", r.routing},
       {"predicted", r.predicted},
-      {"predicted_unadjusted", r.predicted_unadjusted},
       {"measured", r.measured},
       {"measured_min", r.measured_min},
       {"measured_max", r.measured_max},
@@ -123,10 +122,7 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   }
   json["summaries"] = nlohmann::json::array();
   for (const ErrorSummary& s : result.summaries) json["summaries"].push_back(SummaryJson(s));
-  json["machine_drift"] = result.drift.ToJson();
-  json["unadjusted_summaries"] = nlohmann::json::array();
-  for (const ErrorSummary& s : result.unadjusted_summaries)
-    json["unadjusted_summaries"].push_back(SummaryJson(s));
+  json["profile_interleaved"] = result.profile_interleaved;
   json["cases"] = nlohmann::json::array();
   for (const CaseResult& r : result.cases) json["cases"].push_back(CaseJson(r));
   json["best_gamma"] = nlohmann::json::array();
@@ -169,45 +165,14 @@ size_t DistinctCases(const ValidationResult& result) {
 
 }  // namespace
 
-// The machine's drift between the profile and the runs, and the headline without adjusting for it.
-std::string DriftLine(const ValidationResult& result) {
-  const MachineDrift& drift = result.drift;
-  if (!drift.measured)
-    return "Machine drift: not measured (the profile was reused); predictions as priced.";
-  const ErrorSummary* unadjusted = nullptr;
-  const ErrorSummary& headline = result.Headline();
-  for (const ErrorSummary& s : result.unadjusted_summaries) {
-    if (s.kind == headline.kind && s.cost_source == headline.cost_source &&
-        s.routing_assumed == headline.routing_assumed)
-      unadjusted = &s;
+// When the profile was taken against when the cases ran.
+std::string TimingLine(const ValidationResult& result) {
+  if (result.profile_interleaved) {
+    return "Profile and runs: the case rounds ran between the profile's rounds, so the profile's "
+           "medians and the cases' are taken over the same stretch of a shared machine's time.";
   }
-  std::ostringstream line;
-  line << "Machine drift: the anchor (" << drift.anchor << ") took "
-       << FormatNumber(drift.factor, 3) << "x its time around the profile during the runs, its "
-       << "times across the rounds spreading " << Percent(drift.scatter) << "; ";
-  if (drift.applied) {
-    line << "predicted decode, beam and prefill times are multiplied by that (SD speedups are "
-            "ratios of one run's times).";
-  } else if (!drift.one_sided) {
-    line << "some rounds read it on the profile's side of its time and some not: scatter, not a "
-            "shift of the machine, so predictions are as the profile priced them.";
-  } else {
-    line << "a drift inside the anchor's own scatter cannot be told from its noise, so "
-            "predictions are as the profile priced them.";
-  }
-  if (drift.compute_measured) {
-    line << " The compute anchor (" << drift.compute_anchor << ") took "
-         << FormatNumber(drift.compute_factor, 3) << "x, spreading "
-         << Percent(drift.compute_scatter)
-         << " across the rounds (reported, not applied: a slowdown of the cores that the memory "
-            "anchor does not see).";
-  }
-  if (unadjusted && drift.applied) {
-    line << " Unadjusted, as the profile priced them: median "
-         << Percent(unadjusted->median_abs_error) << ", p90 " << Percent(unadjusted->p90_abs_error)
-         << ", max " << Percent(unadjusted->max_abs_error) << ".";
-  }
-  return line.str();
+  return "Profile and runs: the profile was reused (" + result.profile_path +
+         "): taken at another time than the runs, at whatever speed the machine had then.";
 }
 
 std::string ValidationText(const ValidationResult& result) {
@@ -221,7 +186,7 @@ std::string ValidationText(const ValidationResult& result) {
   out << "Headline (" << headline.cost_source << ", recorded routing): median "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
       << ", max " << Percent(headline.max_abs_error) << "\n"
-      << DriftLine(result) << "\n\n";
+      << TimingLine(result) << "\n\n";
   report::Table table({"kind", "cost source", "routing", "cases", "median", "p90", "max",
                        "run spread", "in spread"});
   for (const ErrorSummary& s : result.summaries) {
@@ -272,7 +237,7 @@ std::string ValidationMarkdown(const ValidationResult& result) {
   out << "**Headline (" << headline.cost_source << ", recorded routing): median abs error "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
       << ", max " << Percent(headline.max_abs_error) << ".**\n\n"
-      << DriftLine(result) << "\n\n";
+      << TimingLine(result) << "\n\n";
   out << "Run spread: the median over the cases of (max - min) / measured of the runs; in "
          "spread: predictions inside their case's min..max. An error below the run spread "
          "cannot be told from this machine's run-to-run noise.\n\n";
@@ -280,19 +245,11 @@ std::string ValidationMarkdown(const ValidationResult& result) {
       "| kind | cost source | routing | cases | median | p90 | max | run spread | in spread "
       "|\n|---|---|---|---|---|---|---|---|---|\n";
   out << kSummaryHeader;
-  const auto summary_rows = [&](const std::vector<ErrorSummary>& summaries) {
-    for (const ErrorSummary& s : summaries) {
-      out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | "
-          << s.cases << " | " << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error)
-          << " | " << Percent(s.max_abs_error) << " | " << Percent(s.median_measured_spread)
-          << " | " << WithinSpread(s) << " |\n";
-    }
-  };
-  summary_rows(result.summaries);
-  if (result.drift.applied) {
-    out << "\nThe same predictions as the profile priced them (no drift adjustment):\n\n"
-        << kSummaryHeader;
-    summary_rows(result.unadjusted_summaries);
+  for (const ErrorSummary& s : result.summaries) {
+    out << "| " << s.kind << " | " << s.cost_source << " | " << s.routing_assumed << " | "
+        << s.cases << " | " << Percent(s.median_abs_error) << " | " << Percent(s.p90_abs_error)
+        << " | " << Percent(s.max_abs_error) << " | " << Percent(s.median_measured_spread) << " | "
+        << WithinSpread(s) << " |\n";
   }
   if (!result.best_gamma.empty()) {
     out << "\n## Best gamma per batch\n\n| batch | shape | cost source | routing | predicted | "

@@ -86,8 +86,23 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   std::ostringstream progress;
   ProfileRequest request = TinyRequest(dir_);
   request.progress = &progress;
+  // The caller's hook runs after each of the grid's rounds, while the profile is still going
+  // (validate runs its case rounds there).
+  std::vector<std::pair<int, int>> after_rounds;
+  std::vector<size_t> progress_at;
+  request.after_round = [&](int round, int rounds) {
+    after_rounds.emplace_back(round, rounds);
+    progress_at.push_back(progress.str().size());
+  };
   const nlohmann::json profile = RunProfile(request, Presets());
   ASSERT_NO_THROW(ValidateProfile(profile));
+  ASSERT_EQ(after_rounds, (std::vector<std::pair<int, int>>{{1, 2}, {2, 2}}));
+  // A point's line is printed when its last round is in: none after round 1 of 2, every grid
+  // point's by the second call, the ridge points' only after it.
+  EXPECT_EQ(progress_at[0], 0u);
+  EXPECT_GT(progress_at[1], 0u);
+  EXPECT_NE(progress.str().substr(0, progress_at[1]).find("expert_ffn"), std::string::npos);
+  EXPECT_GT(progress.str().size(), progress_at[1]);
 
   EXPECT_EQ(profile["schema"], "moelab.profile/1");
   EXPECT_EQ(profile["quick"], true);
