@@ -288,48 +288,69 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
   return notes;
 }
 
-void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
-                          const fit::Profile& profile, const fit::LatencyFit& fit,
-                          const std::function<void(const std::string&)>& say,
-                          ValidationResult& result) {
-  const std::vector<ValidationCase> cases = OffloadPlan(target);
-  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
+// Everything the rounds share: the store, the weights, the recorded routing, the runs so far.
+struct OffloadValidation::State {
+  ValidationRequest request;
+  executor::ExecutorConfig target;
+  std::vector<ValidationCase> cases;
+  std::function<void(const std::string&)> say;
+  mutable kernels::ThreadPool pool;  // runs the kernels; Judge only simulates
+  executor::ModelWeights weights;
+  std::unique_ptr<executor::offload::ExpertStore> store;
+  std::map<std::string, Recorded> recorded;
+  std::vector<std::vector<OffloadRun>> runs;
+  std::vector<std::shared_ptr<const policies::GateSignals>> signals;  // [case]: the first run's
+  std::vector<double> probes;  // storage read bandwidth, one per round
+  std::vector<std::string> notes;
+  int rounds = 0;
+
+  State(const ValidationRequest& r, const executor::ExecutorConfig& t,
+        std::function<void(const std::string&)> s)
+      : request(r),
+        target(t),
+        cases(OffloadPlan(t)),
+        say(std::move(s)),
+        pool(r.threads > 0 ? r.threads : kernels::DefaultThreadCount()),
+        runs(cases.size()),
+        signals(cases.size()) {}
+  Bench MakeBench() const { return Bench{target, request.seed, &pool, &weights, store.get()}; }
+};
+
+OffloadValidation::OffloadValidation(const ValidationRequest& request,
+                                     const executor::ExecutorConfig& target,
+                                     std::function<void(const std::string&)> say)
+    : state_(std::make_unique<State>(request, target, std::move(say))) {
+  State& st = *state_;
   const std::filesystem::path dir = request.work_dir / "offload-store";
   const std::string source = "synthetic seed " + std::to_string(request.seed);
-  say("offload: preparing the expert store in " + dir.string());
-  executor::ModelWeights weights;
+  st.say("offload: preparing the expert store in " + dir.string());
   bool built = false;
-  const executor::offload::PreparedStore store = executor::offload::PrepareExpertStore(
-      target, source, dir, [&](executor::offload::ExpertStoreWriter& writer) {
-        const executor::ExpertSink add = [&](int64_t layer, int64_t expert,
-                                             const executor::FfnWeights& w) {
-          writer.Add(layer, expert, w);
-        };
-        weights = executor::MakeSyntheticWeights(target, request.seed, pool, &add);
-        built = true;
-      });
+  st.store = executor::offload::PrepareExpertStore(
+                 target, source, dir,
+                 [&](executor::offload::ExpertStoreWriter& writer) {
+                   const executor::ExpertSink add = [&](int64_t layer, int64_t expert,
+                                                        const executor::FfnWeights& w) {
+                     writer.Add(layer, expert, w);
+                   };
+                   st.weights = executor::MakeSyntheticWeights(target, request.seed, st.pool, &add);
+                   built = true;
+                 })
+                 .store;
   if (!built) {
     const executor::ExpertSink skip;
-    weights = executor::MakeSyntheticWeights(target, request.seed, pool, &skip);
+    st.weights = executor::MakeSyntheticWeights(target, request.seed, st.pool, &skip);
   }
-  if (!store.store->direct_io()) {
-    result.notes.push_back("offload: " + store.store->warning() +
-                           " -- the storage tier was not cold");
-  }
-  const Bench bench{target, request.seed, &pool, &weights, store.store.get()};
-  const auto costs = std::make_shared<fit::FittedProfileCostSource>(
-      fit, executor::SpecFromExecutorConfig(target), "cpu");
-  const int threads = static_cast<int>(pool.size());
+  if (!st.store->direct_io())
+    st.notes.push_back("offload: " + st.store->warning() + " -- the storage tier was not cold");
+  const Bench bench = st.MakeBench();
 
   // The executor's own gate routing per workload, recorded by an on-demand run at the largest
   // budget (the routing does not depend on the policy: offloaded outputs equal in-RAM ones).
-  std::map<std::string, Recorded> recorded;
-  std::vector<std::shared_ptr<const policies::GateSignals>> signals(cases.size());
-  for (const ValidationCase& c : cases) {
+  for (const ValidationCase& c : st.cases) {
     const std::string key = WorkloadLabel(c);
-    if (recorded.count(key)) continue;
-    say("offload: recording the executor's gate routing, " + key);
-    Recorded& r = recorded[key];
+    if (st.recorded.count(key)) continue;
+    st.say("offload: recording the executor's gate routing, " + key);
+    Recorded& r = st.recorded[key];
     r.prompts = executor::SyntheticPrompts(c.batch, c.prompt, target.vocab_size, request.seed);
     r.trace.num_layers = target.num_layers;
     r.trace.num_experts = target.num_experts;
@@ -337,7 +358,7 @@ void RunOffloadValidation(const ValidationRequest& request, const executor::Exec
     r.trace.source = "the executor's gate (validate --cases offload, " + key + ")";
     ValidationCase recording = c;
     recording.policy = "on-demand";
-    recording.expert_slots = cases.back().expert_slots;
+    recording.expert_slots = st.cases.back().expert_slots;
     RunExecutor(bench, recording, r, &r.trace);
     std::string name = key;
     std::replace(name.begin(), name.end(), ' ', '-');
@@ -347,36 +368,52 @@ void RunOffloadValidation(const ValidationRequest& request, const executor::Exec
     r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
                                           target.top_k, request.seed, sim::CalibrationOptions{});
   }
+}
 
-  // Rounds: every case once per round, in the same order, the storage probed first.
-  const int repeats = request.Repeats();
-  std::vector<std::vector<OffloadRun>> runs(cases.size());
-  std::vector<double> probes;
-  for (int round = 0; round < repeats; ++round) {
-    // One pass over the store (a tenth of a second) per round, not per case: the cloud disk's
-    // delivered bandwidth is not stationary (the runs' stream-all decodes got 0.84-1.11 GB/s
-    // across three validations, the probes read 0.95-1.25), and a probe before every case doubled
-    // the bytes read and the runs then got the least of all (0.84-0.95 against a 1.25 probe).
-    probes.push_back(ProbeStorageReadBandwidth(*store.store,
-                                               executor::offload::OffloadOptions{}.reader_threads));
-    for (size_t i = 0; i < cases.size(); ++i) {
-      say("offload round " + std::to_string(round + 1) + "/" + std::to_string(repeats) + ", case " +
-          std::to_string(i + 1) + "/" + std::to_string(cases.size()) + ": " + cases[i].Label());
-      // A prefill is one step of a fifth of a second, so a burst of load decides a whole run;
-      // it runs kPrefillRunsPerRound times a round (at that cost, every decode run is longer).
-      const int times = cases[i].kind == CaseKind::kOffloadPrefill ? kPrefillRunsPerRound : 1;
-      for (int t = 0; t < times; ++t) {
-        OffloadRun run =
-            RunExecutor(bench, cases[i], recorded.at(WorkloadLabel(cases[i])), nullptr);
-        if (!signals[i]) {
-          signals[i] = std::make_shared<const policies::GateSignals>(std::move(run.stats.signals));
-        }
-        run.stats.signals = {};
-        run.stats.decisions.clear();
-        runs[i].push_back(std::move(run));
-      }
+OffloadValidation::~OffloadValidation() = default;
+
+void OffloadValidation::RunRound() {
+  State& st = *state_;
+  const Bench bench = st.MakeBench();
+  ++st.rounds;
+  // One pass over the store (a tenth of a second) per round, not per case: the cloud disk's
+  // delivered bandwidth is not stationary (the runs' stream-all decodes got 0.84-1.11 GB/s
+  // across three validations, the probes read 0.95-1.25), and a probe before every case doubled
+  // the bytes read and the runs then got the least of all (0.84-0.95 against a 1.25 probe).
+  st.probes.push_back(
+      ProbeStorageReadBandwidth(*st.store, executor::offload::OffloadOptions{}.reader_threads));
+  for (size_t i = 0; i < st.cases.size(); ++i) {
+    st.say("offload round " + std::to_string(st.rounds) + ", case " + std::to_string(i + 1) + "/" +
+           std::to_string(st.cases.size()) + ": " + st.cases[i].Label());
+    // A prefill is one step of a fifth of a second, so a burst of load decides a whole run;
+    // it runs kPrefillRunsPerRound times a round (at that cost, every decode run is longer).
+    const int times = st.cases[i].kind == CaseKind::kOffloadPrefill ? kPrefillRunsPerRound : 1;
+    for (int t = 0; t < times; ++t) {
+      OffloadRun run =
+          RunExecutor(bench, st.cases[i], st.recorded.at(WorkloadLabel(st.cases[i])), nullptr);
+      if (!st.signals[i])
+        st.signals[i] = std::make_shared<const policies::GateSignals>(std::move(run.stats.signals));
+      run.stats.signals = {};
+      run.stats.decisions.clear();
+      st.runs[i].push_back(std::move(run));
     }
   }
+}
+
+void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit& fit,
+                              ValidationResult& result) const {
+  const State& st = *state_;
+  if (st.rounds == 0) throw base::Error("validate offload: no round was run (a bug)");
+  for (const std::string& note : st.notes) result.notes.push_back(note);
+  const Bench bench = st.MakeBench();
+  const auto costs = std::make_shared<fit::FittedProfileCostSource>(
+      fit, executor::SpecFromExecutorConfig(st.target), "cpu");
+  const int threads = static_cast<int>(st.pool.size());
+  const std::vector<double>& probes = st.probes;
+  const std::vector<ValidationCase>& cases = st.cases;
+  const std::vector<std::vector<OffloadRun>>& runs = st.runs;
+  const std::map<std::string, Recorded>& recorded = st.recorded;
+  const std::vector<std::shared_ptr<const policies::GateSignals>>& signals = st.signals;
 
   // The disk serves the executor's concurrent reads faster than the profile's single stream.
   const double storage_read_bytes_per_s = Median(probes);
@@ -431,6 +468,15 @@ void RunOffloadValidation(const ValidationRequest& request, const executor::Exec
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);
   result.cases.insert(result.cases.end(), offload_results.begin(), offload_results.end());
+}
+
+void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
+                          const fit::Profile& profile, const fit::LatencyFit& fit,
+                          const std::function<void(const std::string&)>& say,
+                          ValidationResult& result) {
+  OffloadValidation validation(request, target, say);
+  for (int round = 0; round < request.Repeats(); ++round) validation.RunRound();
+  validation.Judge(profile, fit, result);
 }
 
 }  // namespace moelab::validate

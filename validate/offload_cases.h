@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,30 @@ std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 // measured at all.
 std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
 
-// Builds (or reuses) the expert store under request.work_dir / "offload-store", records the
-// routing, runs every case of OffloadPlan request.Repeats() times interleaved round by round (the
-// storage probed before each round), simulates each, and appends one CaseResult per case (cost
-// source "fitted-profile", routing the recorded trace) and the ranking notes to `result`.
+// `--cases offload` in three steps, so that validate runs its rounds between the profile's: the
+// constructor builds (or reuses) the expert store under request.work_dir / "offload-store" and
+// records the routing; RunRound runs every case of OffloadPlan once (a prefill three times), the
+// storage probed first; Judge simulates each case and appends one CaseResult per case (cost
+// source "fitted-profile", routing the recorded trace) and the ranking notes to `result` (Error
+// when no round ran).
+class OffloadValidation {
+ public:
+  OffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
+                    std::function<void(const std::string&)> say);
+  ~OffloadValidation();
+  OffloadValidation(const OffloadValidation&) = delete;
+  OffloadValidation& operator=(const OffloadValidation&) = delete;
+
+  void RunRound();
+  void Judge(const fit::Profile& profile, const fit::LatencyFit& fit,
+             ValidationResult& result) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The three steps with request.Repeats() rounds back to back.
 void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
                           const fit::Profile& profile, const fit::LatencyFit& fit,
                           const std::function<void(const std::string&)>& say,

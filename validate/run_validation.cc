@@ -157,8 +157,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
   const executor::ExecutorConfig draft =
       executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
   const ValidationPlan plan = DefaultPlan(request.quick, request.kinds, target.num_layers);
-  const bool offload = request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
-  if (plan.cases.empty() && !offload) throw base::Error("--cases selects no case");
+  const bool offload_requested =
+      request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
+  if (plan.cases.empty() && !offload_requested) throw base::Error("--cases selects no case");
   std::filesystem::create_directories(request.work_dir);
 
   // 1. The executor, its own routing: built first, so that the case rounds can run between the
@@ -185,6 +186,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
   bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
                                                                    // up threads
 
+  std::optional<OffloadValidation> offload;  // --cases offload: its store, routing and rounds
+  if (offload_requested) offload.emplace(request, target, say);
+
   // 2. Rounds: every case once per round, in the same order, limits probed first.
   const int repeats = request.Repeats();
   const size_t limit_buffer =
@@ -200,6 +204,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
             plan.cases[i].Label());
         runs[i].push_back(bench.Run(plan.cases[i]));
       }
+      if (offload) offload->RunRound();
     }
   };
 
@@ -349,7 +354,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
       }
     }
   }
-  if (offload) RunOffloadValidation(request, target, profile, fit, say, result);
+  if (offload) offload->Judge(profile, fit, result);
   result.summaries = Summarize(result.cases);
   result.best_gamma = BestGamma(result.cases);
   result.wall_time_s = Seconds(start);

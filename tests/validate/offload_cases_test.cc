@@ -95,14 +95,42 @@ TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
             "prediction orders 2 of them the same way");
 }
 
-TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
-  const std::filesystem::path dir = testing::MakeTempDir("moelab-validate-offload");
-  const fit::Profile profile = fit::LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
-  const fit::LatencyFit fit = fit::FitLatency(profile, fit::FitOptions{});
-  ValidationRequest request;
-  request.work_dir = dir;
+// validate runs the offload rounds between the profile's: the steps one at a time, judged once
+// the rounds are in, refused before any.
+// The tiny model's offload cases, priced by a stored quick profile's fit.
+class OffloadValidationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    request_.work_dir = testing::MakeTempDir("moelab-validate-offload");
+    request_.threads = 2;
+  }
+  void TearDown() override { std::filesystem::remove_all(request_.work_dir); }
+
+  const fit::Profile profile_ =
+      fit::LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  const fit::LatencyFit fit_ = fit::FitLatency(profile_, fit::FitOptions{});
+  ValidationRequest request_;
+};
+
+TEST_F(OffloadValidationTest, RoundsRunOneAtATimeAndAreJudgedAfter) {
+  OffloadValidation validation(request_, Model(), [](const std::string&) {});
+  ValidationResult early;
+  EXPECT_THROW(validation.Judge(profile_, fit_, early), base::Error);
+  validation.RunRound();
+  validation.RunRound();
+  ValidationResult result;
+  validation.Judge(profile_, fit_, result);
+  ASSERT_EQ(result.cases.size(), 45u);
+  for (const CaseResult& r : result.cases)
+    EXPECT_EQ(r.repeats, r.spec.kind == CaseKind::kOffloadPrefill ? 6 : 2) << r.spec.Label();
+}
+
+TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
+  const std::filesystem::path dir = request_.work_dir;
+  const fit::Profile& profile = profile_;
+  const fit::LatencyFit& fit = fit_;
+  ValidationRequest request = request_;
   request.repeat = 1;
-  request.threads = 2;
   ValidationResult result;
   RunOffloadValidation(
       request, Model(), profile, fit, [](const std::string&) {}, result);
@@ -134,7 +162,6 @@ TEST(OffloadCases, EveryCaseRunsOnBothEngines) {
   EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
       << result.notes.back();
   EXPECT_TRUE(std::filesystem::exists(dir / "offload-store"));
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
