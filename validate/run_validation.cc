@@ -236,6 +236,13 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.draft = request.draft;
     profile_request.draft_shape = draft_shape;
     profile_request.quick = request.quick;
+    // Five rounds for the quick grid too (moelab profile --quick takes three): a profile sample
+    // prices every case that uses its operator, so one slow median moves a whole group of
+    // predictions together (in two quick runs every decode case at context 2000 came out 10-27 %
+    // over, from attention samples whose three rounds spread up to 3x), and the median of five
+    // leaves out two slow rounds where that of three leaves out one. About 90 s more.
+    profile_request.grid = request.quick ? profiler::GridSpec::Quick() : profiler::GridSpec::Full();
+    profile_request.grid->repetitions = std::max(profile_request.grid->repetitions, 5);
     profile_request.expert_bits = request.expert_bits;
     profile_request.attention_bits = request.attention_bits;
     profile_request.threads = request.threads;
