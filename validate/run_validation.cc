@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <memory>
 #include <optional>
 
@@ -20,7 +19,6 @@
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/profiler.h"
-#include "report/format.h"
 #include "report/provenance.h"
 #include "routing/expert_activation_sampler.h"
 #include "validate/case_prediction.h"
