@@ -108,6 +108,19 @@ double Median(std::vector<double> values) { return Quantile(std::move(values), 0
 
 }  // namespace
 
+int CaseRoundsBy(int profile_round, int profile_rounds, int case_rounds) {
+  if (profile_rounds < 1 || profile_round < 0 || profile_round > profile_rounds || case_rounds < 0)
+    throw base::Error("case rounds by profile round " + std::to_string(profile_round) + " of " +
+                      std::to_string(profile_rounds) + ": out of range (a bug)");
+  int done = 0;
+  // ceil((2k + 1) R / 2N) <= r, in integers.
+  while (done < case_rounds &&
+         ((2 * done + 1) * profile_rounds + 2 * case_rounds - 1) / (2 * case_rounds) <=
+             profile_round)
+    ++done;
+  return done;
+}
+
 void ValidationRequest::Validate() const {
   if (repeat < 0) throw base::Error("--repeat must be >= 1, got " + std::to_string(repeat));
   if (repeat > 100)
@@ -247,9 +260,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.seed = request.seed;
     profile_request.use_gpu = false;
     profile_request.storage_dir = request.work_dir;
-    // After profile round r of R, the case rounds up to r * repeats / R.
     profile_request.after_round = [&](int round, int rounds) {
-      run_rounds(round * repeats / rounds);
+      run_rounds(CaseRoundsBy(round, rounds, repeats));
     };
     profile_json = profiler::RunProfile(profile_request, presets);
     run_rounds(repeats);  // none left unless the grid has no rounds to interleave with

@@ -67,4 +67,10 @@ struct ValidationResult {
 
 ValidationResult RunValidation(const ValidationRequest& request, const model::PresetStore& presets);
 
+// How many of `case_rounds` case rounds have run by the end of profile round `profile_round` (1..
+// `profile_rounds`): case round k (0-based) runs after profile round ceil((k + 1/2) R / N), so
+// the case rounds are spread over the profile and centred in it (3 over 5: after rounds 1, 3 and
+// 5; 1 over 5: after round 3), and all have run by the last.
+int CaseRoundsBy(int profile_round, int profile_rounds, int case_rounds);
+
 }  // namespace moelab::validate

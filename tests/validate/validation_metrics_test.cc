@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "validate/validation_case.h"
+#include "validate/run_validation.h"
 #include "validate/validation_metrics.h"
 
 namespace moelab::validate {
@@ -157,6 +158,23 @@ TEST(ValidationPlan, SdCasesShareTheirBaselineAcrossGammasOfOneBatch) {
   EXPECT_FALSE(SameSdBaseline(sd, other_context));
   EXPECT_FALSE(SameSdBaseline(sd, decode));
   EXPECT_FALSE(SameSdBaseline(decode, decode));
+}
+
+// The case rounds spread over the profile's rounds and centred in them; all run by the last.
+TEST(ValidationPlan, CaseRoundsSpreadOverTheProfilesRounds) {
+  const auto by = [](int rounds, int cases) {
+    std::vector<int> done;
+    for (int r = 1; r <= rounds; ++r) done.push_back(CaseRoundsBy(r, rounds, cases));
+    return done;
+  };
+  EXPECT_EQ(by(3, 3), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(by(5, 3), (std::vector<int>{1, 1, 2, 2, 3}));  // after profile rounds 1, 3 and 5
+  EXPECT_EQ(by(5, 1), (std::vector<int>{0, 0, 1, 1, 1}));  // the middle one
+  EXPECT_EQ(by(3, 5), (std::vector<int>{2, 3, 5}));
+  EXPECT_EQ(by(1, 4), (std::vector<int>{4}));
+  EXPECT_EQ(CaseRoundsBy(0, 5, 3), 0);
+  EXPECT_EQ(CaseRoundsBy(2, 5, 0), 0);
+  EXPECT_THROW(CaseRoundsBy(6, 5, 3), base::Error);
 }
 
 // Three runs of three steps, each hit by a burst in a different step: every step's median is the
