@@ -409,33 +409,29 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   const auto costs = std::make_shared<fit::FittedProfileCostSource>(
       fit, executor::SpecFromExecutorConfig(st.target), "cpu");
   const int threads = static_cast<int>(st.pool.size());
-  const std::vector<double>& probes = st.probes;
-  const std::vector<ValidationCase>& cases = st.cases;
-  const std::vector<std::vector<OffloadRun>>& runs = st.runs;
-  const std::map<std::string, Recorded>& recorded = st.recorded;
-  const std::vector<std::shared_ptr<const policies::GateSignals>>& signals = st.signals;
 
   // The disk serves the executor's concurrent reads faster than the profile's single stream.
-  const double storage_read_bytes_per_s = Median(probes);
+  const double storage_read_bytes_per_s = Median(st.probes);
   result.notes.push_back("offload: storage probe (O_DIRECT, " +
                          std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
-                         " readers, median of " + std::to_string(probes.size()) + " rounds): " +
+                         " readers, median of " + std::to_string(st.probes.size()) + " rounds): " +
                          std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
                          " MB/s");
   std::vector<CaseResult> offload_results;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    Recorded replay = recorded.at(WorkloadLabel(cases[i]));
-    replay.signals = signals[i];
+  for (size_t i = 0; i < st.cases.size(); ++i) {
+    Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));
+    replay.signals = st.signals[i];
     CaseResult r;
-    r.spec = cases[i];
+    r.spec = st.cases[i];
     r.cost_source = costs->name();
     r.routing = "trace:" + replay.file;
     const sim::SimResult simulated =
-        Simulate(bench, cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
-    r.predicted = cases[i].kind == CaseKind::kOffloadPrefill ? simulated.ttft_s : *simulated.tpot_s;
+        Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
+    r.predicted =
+        st.cases[i].kind == CaseKind::kOffloadPrefill ? simulated.ttft_s : *simulated.tpot_s;
     std::vector<double> values, totals, stalls;
     std::vector<std::vector<double>> decode_steps;
-    for (const OffloadRun& run : runs[i]) {
+    for (const OffloadRun& run : st.runs[i]) {
       values.push_back(run.value);
       totals.push_back(run.total_s);
       stalls.push_back(run.stats.stall_s);
@@ -445,15 +441,15 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     // Decode: each step's median over the runs, summed, as the in-memory cases (the runs make
     // the same decisions, so their steps are the same work).
     const std::optional<double> steps_sum = SumOfStepMedians(decode_steps);
-    if (cases[i].kind == CaseKind::kOffload && values.size() >= 3 && steps_sum)
-      r.measured = *steps_sum / static_cast<double>(cases[i].output_tokens - 1);
+    if (st.cases[i].kind == CaseKind::kOffload && values.size() >= 3 && steps_sum)
+      r.measured = *steps_sum / static_cast<double>(st.cases[i].output_tokens - 1);
     r.measured_min = *std::min_element(values.begin(), values.end());
     r.measured_max = *std::max_element(values.begin(), values.end());
     r.repeats = static_cast<int>(values.size());
     CaseResult::OffloadDetail detail;
     detail.predicted_reads = simulated.demand_fetches + simulated.transient_fetches +
                              simulated.prefetches + simulated.cpu_runs;
-    detail.measured_reads = runs[i].front().stats.reads;
+    detail.measured_reads = st.runs[i].front().stats.reads;
     detail.predicted_total_s = simulated.total_s;
     detail.measured_total_s = Median(totals);
     detail.predicted_compute_busy_s =
