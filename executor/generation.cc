@@ -385,7 +385,9 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
       tokens.insert(tokens.end(), drafted[s].begin(), drafted[s].end());
       inputs[i] = {&target_caches[s], tokens};
     }
+    const OperatorTimes before_verify = target.times();
     target.Forward(inputs, {LogitRows::kAll, options.routing, options.record, "verify"}, logits);
+    if (n == batch) result.full_batch_verify_operators += target.times().Since(before_verify);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t s = active[i];
       const float* rows = logits.data() + i * (gamma + 1) * vocab;

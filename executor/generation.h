@@ -111,6 +111,8 @@ struct SpeculativeResult {
   double draft_s = 0;
   double verify_s = 0;
   std::vector<double> full_batch_verify_s;  // verify passes that carried every sequence
+  // The target's operator times summed over those passes (their forward only).
+  OperatorTimes full_batch_verify_operators;
 
   // Tokens emitted per sequence-round over gamma + 1 (MoESD's sigma).
   double Sigma(int64_t gamma) const;

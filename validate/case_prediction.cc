@@ -73,6 +73,8 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
                                           static_cast<double>(spec.gamma)
                                     : costs.DraftStep(spec.batch);
       prediction.verify_step_s = costs.TargetStep(spec.batch, spec.gamma + 1);
+      prediction.operators = OperatorSecondsOf(source.Forward(
+          target, {spec.batch, spec.gamma + 1, spec.MeanDecodeContext(), true, routing}));
       prediction.value =
           static_cast<double>(realized.plain_decode_steps) * prediction.plain_step_s / sd_s;
       prediction.target_efficiency = prediction.plain_step_s / prediction.verify_step_s;

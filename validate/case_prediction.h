@@ -20,7 +20,8 @@ struct PredictedModels {
 
 struct Prediction {
   double value = 0;  // the case's quantity (QuantityOf)
-  // decode, prefill and beam: the pass's operators in the executor's categories.
+  // decode, prefill and beam: the pass's operators in the executor's categories; sd: those of one
+  // full-batch verify pass, T_T(B, gamma + 1).
   OperatorSeconds operators;
   double target_efficiency = 0;  // sd: T_T(B, 1) / T_T(B, gamma + 1)
   // sd: the full-batch step times the prediction is made of (compared with the executor's in the

@@ -126,6 +126,10 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       run.plain_step_s = Mean(decode_steps);
       run.draft_step_s = Mean(full_batch_draft_steps);
       run.verify_step_s = Mean(sd.full_batch_verify_s);
+      if (!sd.full_batch_verify_s.empty()) {
+        run.operators = Scaled(OperatorSecondsOf(sd.full_batch_verify_operators),
+                               1.0 / static_cast<double>(sd.full_batch_verify_s.size()));
+      }
       run.target_efficiency = run.plain_step_s / run.verify_step_s;
       return run;
     }

@@ -20,7 +20,8 @@ namespace moelab::validate {
 struct CaseRun {
   double value = 0;  // the case's quantity (QuantityOf): seconds, or the SD speedup
   // decode and prefill: the executor's operator times of what `value` measures (the prefill; one
-  // decode step, the mean over the run's steps); empty otherwise.
+  // decode step, the mean over the run's steps); sd: of one full-batch verify pass (the mean over
+  // the run's), the step an SD prediction most often misses; empty otherwise.
   OperatorSeconds operators;
   // The timed steps whose sum `value` is made of, in order (prefill: the prefill; decode and beam:
   // the decode steps; sd: the SD run's draft and verify steps), and for sd the plain decode's

@@ -299,8 +299,9 @@ std::string ValidationMarkdown(const ValidationResult& result) {
     }
     if (!operator_header) {
       out << "\n## Operator times, predicted / measured (ms)\n\nThe executor's own operator "
-             "timers (one prefill, or one decode step as the mean over the run's steps; medians "
-             "over repeats) against the prediction's operators in the same categories.\n\n"
+             "timers (one prefill; one decode step as the mean over the run's steps; for an SD "
+             "case one full-batch verify pass, the mean over the run's; medians over repeats) "
+             "against the prediction's operators in the same categories.\n\n"
           << "| case |";
       for (const auto& [category, unused] : r.measured_operators_s) out << " " << category << " |";
       out << "\n|---|";

@@ -25,6 +25,15 @@ struct Models {
   Transformer target, draft;
 };
 
+SpeculativeOptions FixedAlpha(int64_t gamma, double alpha, int64_t output_tokens) {
+  SpeculativeOptions options;
+  options.gamma = gamma;
+  options.acceptance = Acceptance::kFixedAlpha;
+  options.alpha = alpha;
+  options.output_tokens = output_tokens;
+  return options;
+}
+
 TEST(Speculative, GreedyEmitsExactlyTheTargetsGreedyTokens) {
   Models m;
   for (int64_t batch : {1, 3}) {
@@ -106,12 +115,7 @@ TEST(Speculative, RejectionSamplingPreservesTheTargetDistribution) {
 TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
   Models m;
   const auto prompts = SyntheticPrompts(4, 3, 37, 2);
-  SpeculativeOptions options;
-  options.gamma = 4;
-  options.acceptance = Acceptance::kFixedAlpha;
-  options.alpha = 0.6;
-  options.output_tokens = 100;
-  const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, options);
+  const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, FixedAlpha(4, 0.6, 100));
   const double expected = model::AcceptedLengthFraction(0.6, 4);
   // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
   const double rounds = static_cast<double>(sd.accepted_per_round.size());
@@ -123,6 +127,29 @@ TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
                                 return bad;
                               }()),
                base::Error);
+}
+
+// The full-batch verify passes' operator times are their forward passes' own: every category
+// that a MoE pass runs is timed, and together they fit inside those passes' wall times (which add
+// acceptance), not the whole run's target time (which adds the prefill and the smaller passes).
+TEST(Speculative, FullBatchVerifyOperatorsAreThosePassesOwn) {
+  Models m;
+  const auto prompts = SyntheticPrompts(3, 4, 37, 6);
+  const OperatorTimes before = m.target.times();
+  const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, FixedAlpha(3, 0.5, 30));
+  const OperatorTimes whole_run = m.target.times().Since(before);
+  ASSERT_FALSE(sd.full_batch_verify_s.empty());
+  double full_batch_s = 0;
+  for (double s : sd.full_batch_verify_s) full_batch_s += s;
+  const OperatorTimes& verify = sd.full_batch_verify_operators;
+  EXPECT_GT(verify.attention_s, 0);
+  EXPECT_GT(verify.router_s, 0);
+  EXPECT_GT(verify.experts_s, 0);
+  EXPECT_GT(verify.lm_head_s, 0);
+  EXPECT_LE(verify.total(), full_batch_s);
+  // The prefill and the last, smaller rounds are left out.
+  EXPECT_LT(verify.total(), whole_run.total());
+  EXPECT_LT(verify.experts_s, whole_run.experts_s);
 }
 
 TEST(Speculative, VocabularyMismatchIsRefused) {

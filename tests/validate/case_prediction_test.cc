@@ -47,6 +47,11 @@ TEST(CasePrediction, SdReplaysTheRoundsAndTheDraftsCatchUpPasses) {
   const Prediction p = Predict(*f.source, nullptr, f.sd, f.models, plain_rounds);
   EXPECT_NEAR(p.value, 10 * plain / rounds_s, 1e-9 * p.value);
   EXPECT_NEAR(p.draft_step_s, draft, 1e-12);
+  // The operators an SD case reports are one full-batch verify pass's, adding up to it.
+  double verify_operators_s = 0;
+  for (const auto& [category, seconds] : p.operators) verify_operators_s += seconds;
+  EXPECT_NEAR(verify_operators_s, verify, 1e-9 * verify);
+  EXPECT_GT(p.operators.at("experts"), 0);
 
   // The second round follows one that accepted every draft in both sequences, the third in one.
   const SdRealization caught_up{{2, 2, 2, 1}, {0, 2, 1, 0}, 10};
