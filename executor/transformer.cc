@@ -87,7 +87,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
       times_.experts_s += Since(start);
     }
     start = Clock::now();
-    for (size_t i = 0; i < hidden_.size(); ++i) hidden_[i] += ffn_out_[i];
+    kernels::AddTo(ffn_out_.data(), static_cast<int64_t>(hidden_.size()), hidden_.data());
     times_.other_s += Since(start);
   }
   for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
@@ -181,7 +181,7 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   kernels::Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
   times_.attention_s += Since(start);
   start = Clock::now();
-  for (int64_t i = 0; i < tokens * d; ++i) hidden_[i] += projected_[i];
+  kernels::AddTo(projected_.data(), tokens * d, hidden_.data());
   times_.other_s += Since(start);
 }
 

@@ -61,10 +61,15 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
                      : std::string("profiled machine");
 }
 
-const OperatorCurve& FittedProfileCostSource::Curve(const std::string& op) const {
+const OperatorCurve* FittedProfileCostSource::CurveIfProfiled(const std::string& op) const {
   for (const OperatorCurve& curve : fit_.operators) {
-    if (curve.op == op && curve.variable == "tokens" && curve.device == device_) return curve;
+    if (curve.op == op && curve.variable == "tokens" && curve.device == device_) return &curve;
   }
+  return nullptr;
+}
+
+const OperatorCurve& FittedProfileCostSource::Curve(const std::string& op) const {
+  if (const OperatorCurve* curve = CurveIfProfiled(op)) return *curve;
   throw base::Error(fit_.profile + ": the fit has no '" + op +
                     "' curve over tokens (profile the model with `moelab profile`)");
 }
@@ -278,6 +283,10 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
       cost.Add(model::Operator::kDenseFfn, 0, 0,
                dense_layers * Curve("dense_ffn").PredictTokens(tokens));
     cost.Add(model::Operator::kLmHead, 0, 0, Curve("lm_head").PredictTokens(logit_tokens));
+    // The executor's "other": about 1 % of a prefill and half that of a decode step here, but in
+    // every pass, so a prediction without it is low by that much everywhere.
+    if (const OperatorCurve* norms = CurveIfProfiled("norms_residual"))
+      cost.Add(model::Operator::kNormsResidual, 0, 0, layers * norms->PredictTokens(tokens));
     cost.activated_experts_per_layer = activated;
     cost.tokens_per_activated_expert = per_expert;
   } else {

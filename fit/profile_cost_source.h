@@ -27,6 +27,9 @@ namespace moelab::fit {
 //              attention_prefill curve at the prompt length;
 //   router:    router(n);  routed experts: N(n) activated experts (the shape's routing, uniform
 //              by default: formulas.md) x expert_ffn(n K / N(n));  dense layers: dense_ffn(n);
+//   norms and residual adds: norms_residual(n) (two RMSNorms and two residual adds, what the
+//              executor times as "other"), when the profile measured it (older profiles: not
+//              priced);
 // plus lm_head once (over the positions that need logits). A dense model (the SD draft): its
 // one-token pass over a cache is the draft_decode curves of its shape at x = batch, interpolated in
 // context as decode attention, when the profile measured them (the whole pass: norms, residual
@@ -35,9 +38,9 @@ namespace moelab::fit {
 // target's (the projection weights and the KV cache each in their share of the target's bytes),
 // and the LM head scaled by its hidden size over the target's. With the measured pass, a pass of
 // several tokens (the catch-up after a fully accepted round) is that composition times the
-// one-token pass's measured / composed ratio, and every breakdown is the composition's. Norms,
-// residual adds and the embedding lookup are not profiled and are left out (a few percent at these
-// shapes); the SD acceptance step is taken as zero.
+// one-token pass's measured / composed ratio, and every breakdown is the composition's. The
+// embedding lookup (one row copy per token and pass, under 0.1 % here) is left out; the SD
+// acceptance step is taken as zero.
 class FittedProfileCostSource : public model::CostSource {
  public:
   // `profiled_target`: the MoE model the profile measured. Errors (naming the fit's file): a dense
@@ -64,6 +67,7 @@ class FittedProfileCostSource : public model::CostSource {
 
  private:
   const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
+  const OperatorCurve* CurveIfProfiled(const std::string& op) const;  // the same, or nullptr
   // `op`'s curves on device_ by profiled context (attention_verify: those of `queries`).
   std::vector<const OperatorCurve*> ContextCurves(const std::string& op, int64_t queries) const;
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // non-empty, or throws

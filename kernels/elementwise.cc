@@ -64,6 +64,10 @@ void Axpy(float a, const float* x, int64_t count, float* y) {
   for (int64_t i = 0; i < count; ++i) y[i] += a * x[i];
 }
 
+void AddTo(const float* x, int64_t count, float* y) {
+  for (int64_t i = 0; i < count; ++i) y[i] += x[i];
+}
+
 void Softmax(float* values, int64_t count) {
   float max_value = values[0];
   for (int64_t i = 1; i < count; ++i) max_value = std::max(max_value, values[i]);

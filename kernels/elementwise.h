@@ -14,6 +14,9 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* out);
 // y[i] += a * x[i].
 void Axpy(float a, const float* x, int64_t count, float* y);
 
+// y[i] += x[i]: a residual add (the executor's, and what the profiler's norms_residual times).
+void AddTo(const float* x, int64_t count, float* y);
+
 // In-place numerically stable softmax; returns nothing. LogSoftmax writes log-probabilities.
 void Softmax(float* values, int64_t count);
 void LogSoftmax(const float* logits, int64_t count, float* out);

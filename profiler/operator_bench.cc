@@ -43,6 +43,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
       return impl::MakeAttentionBench(points, env);
     case OperatorFamily::kDraftDecode:
       return impl::MakeDraftBench(points, env);
+    case OperatorFamily::kNormsResidual:
+      return impl::MakeNormsResidualBench(points, env);
     case OperatorFamily::kMemcpyHost:
       return impl::MakeHostCopyBench(points, env);
     case OperatorFamily::kStorageRead:

@@ -74,6 +74,8 @@ std::string ToString(OperatorFamily family) {
       return "storage_read";
     case OperatorFamily::kExpertLoad:
       return "expert_load";
+    case OperatorFamily::kNormsResidual:
+      return "norms_residual";
     case OperatorFamily::kMemcpyH2dPinned:
       return "memcpy_h2d_pinned";
     case OperatorFamily::kMemcpyH2dPageable:
@@ -98,6 +100,7 @@ const std::vector<OperatorFamily>& AllOperatorFamilies() {
                                                        OperatorFamily::kMemcpyHost,
                                                        OperatorFamily::kStorageRead,
                                                        OperatorFamily::kExpertLoad,
+                                                       OperatorFamily::kNormsResidual,
                                                        OperatorFamily::kMemcpyH2dPinned,
                                                        OperatorFamily::kMemcpyH2dPageable,
                                                        OperatorFamily::kMemcpyD2hPinned,
@@ -340,6 +343,7 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
   for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
   for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
+  for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
   if (gpu_index >= 0) {
     const std::string gpu = "cuda:" + std::to_string(gpu_index);
     if (target.is_moe()) {
@@ -412,6 +416,11 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
               t * ProjectionFlopsPerToken(c) + 4.0 * static_cast<double>(c.num_heads) *
                                                    static_cast<double>(c.head_dim) * visible_sum};
     }
+    case OperatorFamily::kNormsResidual: {
+      // Two RMSNorms (read and write the rows) and two residual adds (read two, write one), fp32.
+      const double values = t * static_cast<double>(c.hidden_size);
+      return {10.0 * 4.0 * values, 10.0 * values};
+    }
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kExpertLoad:
@@ -475,6 +484,8 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
               {"heads", draft.num_heads},    {"kv_heads", draft.num_kv_heads},
               {"head_dim", draft.head_dim},  {"vocab", draft.vocab_size},
               {"context", p.context}};
+    case OperatorFamily::kNormsResidual:
+      return {{"hidden", c.hidden_size}};
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kExpertLoad:

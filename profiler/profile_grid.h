@@ -23,6 +23,7 @@ enum class OperatorFamily {
   kMemcpyHost,         // std::memcpy of a block, host to host
   kStorageRead,        // pread of a block from a file (O_DIRECT when the filesystem allows it)
   kExpertLoad,         // the offload reader's checksum and copy of a read block
+  kNormsResidual,      // a layer's two RMSNorms and two residual adds (the executor's "other")
   kMemcpyH2dPinned,    // cudaMemcpyAsync host (pinned) -> device
   kMemcpyH2dPageable,  // host (pageable) -> device
   kMemcpyD2hPinned,    // device -> host (pinned)
@@ -38,7 +39,7 @@ bool IsTransfer(OperatorFamily family);
 // One measurement to make. `tokens` is the x-axis a fit uses: tokens per expert (expert_ffn),
 // sequences in the batch (attention_decode and attention_verify, with `context` positions already
 // cached; verify runs `queries_per_sequence` new tokens per sequence), prompt tokens
-// (attention_prefill), token rows (router, lm_head, dense_ffn); 1 for transfers, whose size is
+// (attention_prefill), token rows (router, lm_head, dense_ffn, norms_residual); 1 for transfers, whose size is
 // `bytes`.
 struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;

@@ -22,6 +22,9 @@ std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& 
 // draft_decode: the dense draft's one-token forward through the executor's Transformer.
 std::unique_ptr<OperatorBench> MakeDraftBench(const std::vector<GridPoint>& points,
                                               const BenchEnvironment& env);
+// norms_residual: a layer's RMSNorms and residual adds (executor/transformer.cc).
+std::unique_ptr<OperatorBench> MakeNormsResidualBench(const std::vector<GridPoint>& points,
+                                                      const BenchEnvironment& env);
 // memcpy_host.
 std::unique_ptr<OperatorBench> MakeHostCopyBench(const std::vector<GridPoint>& points,
                                                  const BenchEnvironment& env);

@@ -20,6 +20,7 @@ double Router(double t) { return 1e-5 + 1e-8 * t; }
 double LmHead(double t) { return 5e-4 + 1e-6 * t; }
 double DenseFfn(double t) { return 2e-4 + 1e-6 * t; }
 double Attention(double b) { return 1e-4 + 2e-5 * b; }
+double NormsResidual(double t) { return 2e-6 + 3e-7 * t; }
 
 // Verify attention of `batch` sequences of q queries each: cheaper than q x batch decode
 // sequences (the queries share their sequence's cache); at context 128 half the 1024 time.
@@ -30,8 +31,9 @@ double Verify(double queries, double batch) { return 1e-4 + 6e-6 * queries * bat
 // `draft_shape`: when set, draft_decode samples of that shape (DraftPass at contexts 128 and 1024).
 double DraftPass(double context, double batch) { return 2e-3 + 1e-6 * context + 3e-4 * batch; }
 
+// `norms`: norms_residual samples too (profiles from before it have none).
 LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
-                        const nlohmann::json& draft_shape = nullptr) {
+                        const nlohmann::json& draft_shape = nullptr, bool norms = false) {
   Profile profile;
   profile.origin = "synthetic.json";
   auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
@@ -49,6 +51,7 @@ LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
   add("router", {{"hidden", 64}}, Router);
   add("lm_head", {{"hidden", 64}}, LmHead);
   add("dense_ffn", {{"hidden", 32}}, DenseFfn);
+  if (norms) add("norms_residual", {{"hidden", 64}}, NormsResidual);
   add("attention_decode", {{"context", 1024}}, Attention);
   add("attention_decode", {{"context", 128}},
       [](double b) { return 10.0 * Attention(b); });  // never nearest
@@ -144,6 +147,24 @@ TEST(FittedProfileCostSource, ComposesTheFittedCurvesPerLayer) {
   }
   // A verify pass of more tokens activates more experts: target efficiency below 1.
   EXPECT_LT(costs.TargetStep(1, 1) / costs.TargetStep(1, 5), 1.0);
+}
+
+// With norms_residual profiled, every pass adds it once per layer over all its tokens (the
+// executor's "other"); without it (older profiles) nothing changes.
+TEST(FittedProfileCostSource, PricesNormsAndResidualAddsPerLayerWhenProfiled) {
+  const model::MoeModelSpec target = Target();
+  const FittedProfileCostSource with(SyntheticFit({}, nullptr, true), target);
+  const FittedProfileCostSource without(SyntheticFit(), target);
+  for (const model::ForwardShape& shape :
+       {model::ForwardShape{3, 1, 500, true}, model::ForwardShape{2, 5, 300, true}}) {
+    const double tokens = static_cast<double>(shape.batch * shape.tokens_per_sequence);
+    const model::ForwardCost priced = with.Forward(target, shape);
+    const model::ForwardCost plain = without.Forward(target, shape);
+    const double norms = priced.OperatorTime(model::Operator::kNormsResidual);
+    EXPECT_NEAR(norms, 4 * NormsResidual(tokens), 0.01 * norms) << tokens;
+    EXPECT_EQ(plain.OperatorTime(model::Operator::kNormsResidual), 0.0);
+    EXPECT_NEAR(priced.time_s, plain.time_s + norms, 1e-9 * priced.time_s);
+  }
 }
 
 TEST(FittedProfileCostSource, DecodeAttentionIsLinearInContextBetweenProfiledContexts) {

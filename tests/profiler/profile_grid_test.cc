@@ -109,7 +109,8 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
-  EXPECT_EQ(points.size(), 109u);  // + 3 ridge points at run time = 112
+  EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
+  EXPECT_EQ(points.size(), 123u);                  // + 3 ridge points at run time = 126
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);

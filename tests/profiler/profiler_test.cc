@@ -133,6 +133,8 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_EQ(by.at("memcpy_host").size(), 2u);  // 4096 and the expert (3 x 64 x 128 x 2 = 49152)
   EXPECT_EQ(by.at("storage_read").size(), 2u);
   EXPECT_EQ(by.at("expert_load").size(), 2u);
+  EXPECT_EQ(by.at("norms_residual").size(), 2u);  // the router's and LM head's token rows
+  EXPECT_EQ(by.at("norms_residual").front()["shape"]["hidden"], 64);
   EXPECT_EQ(by.at("dense_ffn").front()["shape"]["intermediate"], 96);
   EXPECT_EQ(by.at("memcpy_host").back()["bytes"].get<double>(), 49152.0);
   for (const auto& s : profile["samples"]) {
@@ -147,13 +149,14 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_TRUE(HasNote(profile, "ridge point estimated"));
   EXPECT_TRUE(HasNote(profile, "GPU operators not measured"));
 
-  // One progress line per point: 3 + 4 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 3 ridge = 24; the ridge
-  // points last, placed from the grid's expert samples once every round of the grid is done.
+  // One progress line per point: 3 + 4 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 3 ridge = 26; the
+  // ridge points last, placed from the grid's expert samples once every round of the grid is done.
   const std::string lines = progress.str();
-  EXPECT_NE(lines.find("[1/24] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[18/24] storage_read cpu"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[21/24] expert_load cpu"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[24/24] expert_ffn cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[1/26] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[18/26] storage_read cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[21/26] expert_load cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[23/26] norms_residual cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[26/26] expert_ffn cpu"), std::string::npos) << lines;
 
   // Written atomically and read back unchanged; nothing else left in the folder.
   const std::filesystem::path out = dir_ / "profile.json";
