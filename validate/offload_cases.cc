@@ -36,7 +36,6 @@ namespace {
 
 // Decode: a short prompt and 8 decode steps; prefill: 256 prompt tokens, TTFT only.
 constexpr int64_t kDecodePrompt = 16, kDecodeOutput = 9, kPrefillPrompt = 256;
-constexpr int kPrefillRunsPerRound = 3;
 
 struct Workload {
   CaseKind kind;
@@ -385,10 +384,7 @@ void OffloadValidation::RunRound() {
   for (size_t i = 0; i < st.cases.size(); ++i) {
     st.say("offload round " + std::to_string(st.rounds) + ", case " + std::to_string(i + 1) + "/" +
            std::to_string(st.cases.size()) + ": " + st.cases[i].Label());
-    // A prefill is one step of a fifth of a second, so a burst of load decides a whole run;
-    // it runs kPrefillRunsPerRound times a round (at that cost, every decode run is longer).
-    const int times = st.cases[i].kind == CaseKind::kOffloadPrefill ? kPrefillRunsPerRound : 1;
-    for (int t = 0; t < times; ++t) {
+    for (int t = 0; t < RunsPerRound(st.cases[i].kind); ++t) {
       OffloadRun run =
           RunExecutor(bench, st.cases[i], st.recorded.at(WorkloadLabel(st.cases[i])), nullptr);
       if (!st.signals[i])

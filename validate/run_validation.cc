@@ -213,7 +213,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
         say("round " + std::to_string(rounds_run + 1) + "/" + std::to_string(repeats) + ", case " +
             std::to_string(i + 1) + "/" + std::to_string(plan.cases.size()) + ": " +
             plan.cases[i].Label());
-        runs[i].push_back(bench.Run(plan.cases[i]));
+        for (int t = 0; t < RunsPerRound(plan.cases[i].kind); ++t)
+          runs[i].push_back(bench.Run(plan.cases[i]));
       }
       if (offload) offload->RunRound();
     }

@@ -80,6 +80,10 @@ std::string ValidationCase::Label() const {
   return label;
 }
 
+int RunsPerRound(CaseKind kind) {
+  return kind == CaseKind::kPrefill || kind == CaseKind::kOffloadPrefill ? 3 : 1;
+}
+
 ValidationPlan DefaultPlan(bool quick, const std::set<CaseKind>& kinds, int64_t target_layers) {
   const auto wanted = [&](CaseKind kind) { return kinds.empty() || kinds.count(kind) > 0; };
   ValidationPlan plan;

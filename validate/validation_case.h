@@ -39,6 +39,11 @@ struct ValidationCase {
   std::string Label() const;
 };
 
+// Runs of a case per round: a prefill (in memory or offloaded) is one step of 0.2-2 s, so a burst
+// of load decides a whole run and there are no steps for a median to leave it out of; it runs
+// three times a round (a quick plan's prefills add about 10 s a round). Every other kind once.
+int RunsPerRound(CaseKind kind);
+
 // Whether two SD cases' speedup references are the same plain decode: the same model, requests
 // (batch, prompt, seeded tokens), context and tokens, whatever their gammas. Each SD case runs that
 // decode right before its SD run; the speedup divides by all of them pooled.

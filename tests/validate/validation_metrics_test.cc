@@ -160,6 +160,15 @@ TEST(ValidationPlan, SdCasesShareTheirBaselineAcrossGammasOfOneBatch) {
   EXPECT_FALSE(SameSdBaseline(decode, decode));
 }
 
+// A prefill is one step, with no other steps for a median to leave a burst out of: it runs three
+// times a round, in memory and offloaded; every other kind once.
+TEST(ValidationPlan, PrefillsRunThreeTimesARound) {
+  EXPECT_EQ(RunsPerRound(CaseKind::kPrefill), 3);
+  EXPECT_EQ(RunsPerRound(CaseKind::kOffloadPrefill), 3);
+  for (CaseKind kind : {CaseKind::kDecode, CaseKind::kSd, CaseKind::kBeam, CaseKind::kOffload})
+    EXPECT_EQ(RunsPerRound(kind), 1) << ToString(kind);
+}
+
 // The case rounds spread over the profile's rounds and centred in them; all run by the last.
 TEST(ValidationPlan, CaseRoundsSpreadOverTheProfilesRounds) {
   const auto by = [](int rounds, int cases) {
