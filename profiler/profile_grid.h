@@ -39,8 +39,8 @@ bool IsTransfer(OperatorFamily family);
 // One measurement to make. `tokens` is the x-axis a fit uses: tokens per expert (expert_ffn),
 // sequences in the batch (attention_decode and attention_verify, with `context` positions already
 // cached; verify runs `queries_per_sequence` new tokens per sequence), prompt tokens
-// (attention_prefill), token rows (router, lm_head, dense_ffn, norms_residual); 1 for transfers, whose size is
-// `bytes`.
+// (attention_prefill), token rows (router, lm_head, dense_ffn, norms_residual); 1 for transfers,
+// whose size is `bytes`.
 struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;
   std::string device = "cpu";  // "cpu" or "cuda:<index>"
