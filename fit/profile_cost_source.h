@@ -66,7 +66,7 @@ class FittedProfileCostSource : public model::CostSource {
   static bool HasDevice(const LatencyFit& fit, const std::string& device);
 
  private:
-  const OperatorCurve& Curve(const std::string& op) const;  // over tokens, on device_
+  const OperatorCurve& Curve(const std::string& op) const;            // over tokens, on device_
   const OperatorCurve* CurveIfProfiled(const std::string& op) const;  // the same, or nullptr
   // `op`'s curves on device_ by profiled context (attention_verify: those of `queries`).
   std::vector<const OperatorCurve*> ContextCurves(const std::string& op, int64_t queries) const;

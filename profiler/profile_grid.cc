@@ -89,22 +89,15 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
-                                                       OperatorFamily::kAttentionDecode,
-                                                       OperatorFamily::kAttentionPrefill,
-                                                       OperatorFamily::kAttentionVerify,
-                                                       OperatorFamily::kRouter,
-                                                       OperatorFamily::kLmHead,
-                                                       OperatorFamily::kDenseFfn,
-                                                       OperatorFamily::kDraftDecode,
-                                                       OperatorFamily::kMemcpyHost,
-                                                       OperatorFamily::kStorageRead,
-                                                       OperatorFamily::kExpertLoad,
-                                                       OperatorFamily::kNormsResidual,
-                                                       OperatorFamily::kMemcpyH2dPinned,
-                                                       OperatorFamily::kMemcpyH2dPageable,
-                                                       OperatorFamily::kMemcpyD2hPinned,
-                                                       OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {
+      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
+      OperatorFamily::kAttentionPrefill, OperatorFamily::kAttentionVerify,
+      OperatorFamily::kRouter,           OperatorFamily::kLmHead,
+      OperatorFamily::kDenseFfn,         OperatorFamily::kDraftDecode,
+      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
+      OperatorFamily::kExpertLoad,       OperatorFamily::kNormsResidual,
+      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
+      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
