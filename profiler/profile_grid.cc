@@ -141,9 +141,11 @@ GridSpec GridSpec::Quick() {
   // priced attention at context 2000 and batch 20 24 % low.
   s.decode_contexts = {128, 1024, 2048, 4096};
   s.decode_batches = {1, 4, 32};
-  // Five prompt lengths: prefill attention grows with the prompt squared, and the quadratic form
-  // needs more points than its three parameters (fit/latency_fit.h).
-  s.prefill_tokens = {64, 128, 256, 512, 1024};
+  // Prefill attention grows with the prompt squared, and the quadratic form needs more points
+  // than its three parameters (fit/latency_fit.h). From 16: with 64 the smallest, the forms could
+  // not tell the projections' linear term from a constant, and a quick validation priced a 48-token
+  // prompt's attention at twice the 2.8 ms a layer it took (a 4 ms "intercept" below the grid).
+  s.prefill_tokens = {16, 32, 64, 128, 256, 512, 1024};
   // gamma 1, 2, 4; contexts around the SD contexts of `validate --quick` (~250 positions).
   s.verify_queries = {2, 3, 5};
   s.verify_contexts = {128, 512};
@@ -169,7 +171,7 @@ GridSpec GridSpec::Full() {
   s.matmul_tokens = s.expert_tokens;
   s.decode_contexts = {128, 256, 512, 1024, 2048, 4096};
   s.decode_batches = {1, 2, 4, 8, 16, 32};
-  s.prefill_tokens = {64, 128, 256, 512, 1024, 2048};
+  s.prefill_tokens = {16, 32, 64, 128, 256, 512, 1024, 2048};
   s.verify_queries = {2, 3, 5, 9};  // gamma 1, 2, 4, 8
   s.verify_contexts = {128, 512, 2048};
   s.verify_batches = {1, 4, 16};

@@ -54,7 +54,7 @@ TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
   EXPECT_EQ(full.repetitions, 5);
   EXPECT_EQ(full.decode_contexts, (std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096}));
   EXPECT_EQ(full.decode_batches, (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
-  EXPECT_EQ(full.prefill_tokens.front(), 64);
+  EXPECT_EQ(full.prefill_tokens.front(), 16);
   EXPECT_EQ(full.prefill_tokens.back(), 2048);
 }
 
@@ -100,7 +100,7 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   const std::map<std::string, int> counts = CountByFamily(points);
   EXPECT_EQ(counts.at("expert_ffn cpu"), 17);
   EXPECT_EQ(counts.at("attention_decode cpu"), 12);  // 4 contexts x 3 batches
-  EXPECT_EQ(counts.at("attention_prefill cpu"), 5);
+  EXPECT_EQ(counts.at("attention_prefill cpu"), 7);  // 16 .. 1024
   EXPECT_EQ(counts.at("attention_verify cpu"), 18);  // 3 queries x 2 contexts x 3 batches
   EXPECT_EQ(counts.at("router cpu"), 14);
   EXPECT_EQ(counts.at("lm_head cpu"), 14);
@@ -110,7 +110,7 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
-  EXPECT_EQ(points.size(), 123u);                  // + 3 ridge points at run time = 126
+  EXPECT_EQ(points.size(), 125u);                  // + 3 ridge points at run time = 128
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);
@@ -215,7 +215,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
   EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
-  EXPECT_EQ(counts["attention_prefill cpu"], 4);  // 64, 128, 256 and 512
+  EXPECT_EQ(counts["attention_prefill cpu"], 6);  // 16 .. 512
   EXPECT_EQ(counts["attention_verify cpu"], 18);  // contexts 128 and 512 + 5 queries fit in 1000
   target.max_positions = 516;
   counts = CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
