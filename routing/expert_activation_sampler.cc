@@ -123,15 +123,27 @@ const SampledExpertActivation::Estimate& SampledExpertActivation::Estimated(
       base::Mix64(seed_ ^ base::Mix64(static_cast<uint64_t>(batch) * 1000003u +
                                       static_cast<uint64_t>(tokens_per_sequence) * 131u +
                                       static_cast<uint64_t>(kind)));
+  // Every piece of the pass a different segment while the pool has enough (a partial
+  // Fisher-Yates shuffle of the pool), else drawn with replacement.
+  const bool distinct_draws = static_cast<int64_t>(long_enough.size()) >= batch * pieces;
+  std::vector<size_t> order(long_enough.size());
   for (int sample = 0; sample < kSamples; ++sample) {
     std::fill(tokens_of.begin(), tokens_of.end(), 0);
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    size_t drawn = 0;
     uint64_t state =
         base::Mix64(key_hash + static_cast<uint64_t>(sample) * base::kSplitMix64Golden);
     for (int64_t sequence = 0; sequence < batch; ++sequence) {
       int64_t remaining = tokens_per_sequence;
       for (int64_t piece = 0; piece < pieces; ++piece) {
         state = base::SplitMix64(state);
-        const Segment& segment = *long_enough[state % long_enough.size()];
+        size_t pick = state % long_enough.size();
+        if (distinct_draws) {
+          pick = drawn + state % (long_enough.size() - drawn);
+          std::swap(order[drawn], order[pick]);
+          pick = order[drawn++];
+        }
+        const Segment& segment = *long_enough[pick];
         const int64_t take = std::min(remaining, piece_tokens);
         state = base::SplitMix64(state);
         const int64_t offset =

@@ -19,9 +19,10 @@ namespace moelab::routing {
 // formula. The routing is held as segments: runs of consecutive tokens of one sequence, each
 // token's K experts per MoE layer as a bit set, labelled with the kind of pass they came from.
 // A pass of B sequences x L tokens is estimated by drawing B segments of the pass's kind (of at
-// least L tokens, at a random offset) and counting the union of their experts per layer, averaged
-// over layers and over kSamples seeded draws. Tokens of different sequences are thus taken as
-// independent (and, for the tokens-per-expert spread, each token counted on the experts it routes
+// least L tokens, at a random offset; B different segments when the pool has B, since a batch is B
+// different sequences: a segment drawn twice would share all its experts with itself) and
+// counting the union of their experts per layer, averaged over layers and over kSamples seeded
+// draws. Tokens of different sequences are thus taken as independent (and, for the tokens-per-expert spread, each token counted on the experts it routes
 // to), while the tokens of one sequence keep whatever they share (drafts that route alike,
 // temporal locality) and every layer keeps its popularity skew.
 //

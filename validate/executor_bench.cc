@@ -140,7 +140,10 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
   throw base::Error(ToString(spec.kind) + " cases do not run on the in-memory executor bench");
 }
 
-routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma) {
+routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
+                                                   int64_t sequences) {
+  if (sequences < 1)
+    throw base::Error("recording routing needs >= 1 sequence, got " + std::to_string(sequences));
   executor::Transformer& target = Target(held_out);
   const executor::ExecutorConfig& c = target.config();
   routing::RoutingTrace trace;
@@ -149,7 +152,7 @@ routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma)
   trace.top_k = c.top_k;
   trace.source = "moelab validate: executor gate of " + c.name + ", seed " + std::to_string(seed_);
   const std::vector<executor::TokenIds> prompts =
-      executor::SyntheticPrompts(2, 24, c.vocab_size, seed_ + 17);
+      executor::SyntheticPrompts(sequences, 24, c.vocab_size, seed_ + 17);
   executor::SpeculativeOptions sd;
   sd.gamma = std::max<int64_t>(gamma, 1);
   sd.acceptance = executor::Acceptance::kFixedAlpha;

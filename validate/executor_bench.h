@@ -59,9 +59,10 @@ class ExecutorBench {
 
   CaseRun Run(const ValidationCase& spec);
 
-  // The target's own gate routing over a short SD run at `gamma` and a plain decode, both at
-  // batch 2: what predictions with the executor's routing use (SampledExpertActivation).
-  routing::RoutingTrace RecordRouting(bool held_out, int64_t gamma);
+  // The target's own gate routing over a short SD run at `gamma` and a plain decode, both of
+  // `sequences` different prompts: what predictions with the executor's routing use
+  // (SampledExpertActivation draws a pass's sequences from the recorded ones).
+  routing::RoutingTrace RecordRouting(bool held_out, int64_t gamma, int64_t sequences);
 
  private:
   executor::Transformer& Target(bool held_out);

@@ -179,11 +179,18 @@ ValidationResult RunValidation(const ValidationRequest& request,
       ")");
   ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads,
                       request.alpha);
-  int64_t max_gamma = 1;
-  for (const ValidationCase& c : plan.cases) max_gamma = std::max(max_gamma, c.gamma);
-  say("recording the executor's gate routing (SD at gamma " + std::to_string(max_gamma) +
-      ", decode)");
-  const routing::RoutingTrace trace = bench.RecordRouting(false, max_gamma);
+  int64_t max_gamma = 1, max_batch = 2;
+  for (const ValidationCase& c : plan.cases) {
+    max_gamma = std::max(max_gamma, c.gamma);
+    max_batch = std::max(max_batch, c.batch);
+  }
+  // As many sequences as the largest batch predicted: a pass of B sequences draws B different
+  // recorded ones. Recorded at batch 2, a batch-3 verify pass drew from two sequences' segments
+  // and was priced at 4.5 distinct experts per layer where the runs activated 4.7-4.9 (each
+  // sequence keeps returning to its own experts round after round).
+  say("recording the executor's gate routing (" + std::to_string(max_batch) +
+      " sequences: SD at gamma " + std::to_string(max_gamma) + ", decode)");
+  const routing::RoutingTrace trace = bench.RecordRouting(false, max_gamma, max_batch);
   result.routing_trace_path = (request.work_dir / "routing-trace.json").string();
   routing::SaveRoutingTrace(trace, result.routing_trace_path);
   const auto routing =
@@ -192,7 +199,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
   std::unique_ptr<routing::SampledExpertActivation> held_out_routing;
   if (plan.held_out_layers > 0) {
     held_out_routing = routing::SampledExpertActivation::FromTrace(
-        bench.RecordRouting(true, max_gamma), "executor gate of the held-out shape", request.seed);
+        bench.RecordRouting(true, max_gamma, max_batch), "executor gate of the held-out shape",
+        request.seed);
   }
   bench.Run({CaseKind::kDecode, false, 1, 8, 0, 3, 0, 0, {}, 0});  // warm-up: page in weights, spin
                                                                    // up threads

@@ -159,6 +159,30 @@ TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
               1e-12);
 }
 
+// A batch is B different sequences: three recorded verify segments that each keep to their own
+// pair of experts activate all six when a pass draws all three (drawn with replacement, a segment
+// would often come twice: 5.33 distinct on average), and a pass of more sequences than the pool
+// holds still draws (with replacement).
+TEST(ExpertActivation, APassDrawsDifferentSegmentsWhileThePoolHasEnough) {
+  RoutingTrace trace;
+  trace.num_layers = 1;
+  trace.num_experts = 8;
+  trace.top_k = 2;
+  trace.source = "test";
+  RoutingStep step;
+  step.kind = "verify";
+  step.tokens = 6;
+  step.sequence_tokens = {2, 2, 2};
+  step.experts = {{{0, 1}, {1, 0}, {2, 3}, {3, 2}, {4, 5}, {5, 4}}};
+  trace.steps.push_back(step);
+  const auto sampled = SampledExpertActivation::FromTrace(trace, "three sequences", 5);
+  EXPECT_DOUBLE_EQ(sampled->DistinctExperts(3, 2, model::PassKind::kVerify), 6.0);
+  EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 2, model::PassKind::kVerify), 2.0);
+  const double four = sampled->DistinctExperts(4, 1, model::PassKind::kVerify);
+  EXPECT_GT(four, 2.0);
+  EXPECT_LE(four, 6.0);
+}
+
 TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
   const auto uniform = MakeUniformRouting(2, 16, 1, 5);
   RoutingTrace trace =
