@@ -22,9 +22,10 @@ namespace moelab::routing {
 // least L tokens, at a random offset; B different segments when the pool has B, since a batch is B
 // different sequences: a segment drawn twice would share all its experts with itself) and
 // counting the union of their experts per layer, averaged over layers and over kSamples seeded
-// draws. Tokens of different sequences are thus taken as independent (and, for the tokens-per-expert spread, each token counted on the experts it routes
-// to), while the tokens of one sequence keep whatever they share (drafts that route alike,
-// temporal locality) and every layer keeps its popularity skew.
+// draws. Tokens of different sequences are thus taken as independent (and, for the
+// tokens-per-expert spread, each token counted on the experts it routes to), while the tokens of
+// one sequence keep whatever they share (drafts that route alike, temporal locality) and every
+// layer keeps its popularity skew.
 //
 // Which segments a kind draws from: its own, else the nearest there are (verify <-> decode, then
 // prefill). When no segment is L tokens long, a sequence's L tokens are made of several

@@ -34,6 +34,16 @@ RoutingTrace DecodeTrace(RoutingSource& source, int64_t layers, int64_t experts,
   return trace;
 }
 
+// An empty trace of `layers` layers, 8 experts, top-2.
+RoutingTrace EmptyTrace(int64_t layers, const char* source) {
+  RoutingTrace trace;
+  trace.num_layers = layers;
+  trace.num_experts = 8;
+  trace.top_k = 2;
+  trace.source = source;
+  return trace;
+}
+
 TEST(ExpertActivation, UniformIsTheClosedForm) {
   const model::UniformExpertActivation uniform(8, 2);
   for (int64_t batch : {1, 3, 16}) {
@@ -121,11 +131,7 @@ TEST(ExpertActivation, SampledLoadMatchesItsDistinctExpertsAndTheBinomialOnUnifo
 
 TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
   // Every token of a sequence routes to the experts of its first token: drafts that route alike.
-  RoutingTrace trace;
-  trace.num_layers = 2;
-  trace.num_experts = 8;
-  trace.top_k = 2;
-  trace.source = "repeated";
+  RoutingTrace trace = EmptyTrace(2, "repeated");
   const auto uniform = MakeUniformRouting(2, 8, 2, 11);
   for (int64_t round = 0; round < 32; ++round) {
     RoutingStep step;
@@ -164,11 +170,7 @@ TEST(ExpertActivation, RepeatedExpertsGiveFewerDistinctExpertsThanUniform) {
 // would often come twice: 5.33 distinct on average), and a pass of more sequences than the pool
 // holds still draws (with replacement).
 TEST(ExpertActivation, APassDrawsDifferentSegmentsWhileThePoolHasEnough) {
-  RoutingTrace trace;
-  trace.num_layers = 1;
-  trace.num_experts = 8;
-  trace.top_k = 2;
-  trace.source = "test";
+  RoutingTrace trace = EmptyTrace(1, "test");
   RoutingStep step;
   step.kind = "verify";
   step.tokens = 6;
