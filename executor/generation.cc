@@ -186,7 +186,7 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
   const int64_t first = std::min(width, vocab);
   std::partial_sort(candidates.begin(), candidates.begin() + first, candidates.end(), better);
   std::vector<Beam> beams;
-  std::vector<std::unique_ptr<KvCache>> caches;
+  std::vector<std::unique_ptr<KvCache>> caches, spare_caches;
   for (int64_t b = 0; b < first; ++b) {
     beams.push_back({{candidates[b].token}, candidates[b].score});
     caches.push_back(std::make_unique<KvCache>(model.NewCache(capacity)));
@@ -204,16 +204,28 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
     inputs.resize(static_cast<size_t>(alive));
     for (int64_t b = 0; b < alive; ++b) inputs[b] = {caches[b].get(), {beams[b].tokens.back()}};
     model.Forward(inputs, forward, logits);
+    // The `width` best of alive x vocab candidates are among each beam's own `width` best (the
+    // order is total, the same within a beam as across), so each beam keeps its best in a short
+    // sorted list and only those are ranked: the same beams as ranking all of them, without
+    // materializing width x vocab candidates a step.
+    const int64_t kept = std::min<int64_t>(width, alive * vocab);
     candidates.clear();
     for (int64_t b = 0; b < alive; ++b) {
       kernels::LogSoftmax(logits.data() + b * vocab, vocab, log_probabilities.data());
+      const size_t first_of_beam = candidates.size();
       for (int64_t t = 0; t < vocab; ++t) {
-        candidates.push_back(
-            {beams[b].log_probability + log_probabilities[t], b, static_cast<int32_t>(t)});
+        const Candidate c{beams[b].log_probability + log_probabilities[t], b,
+                          static_cast<int32_t>(t)};
+        const int64_t held = static_cast<int64_t>(candidates.size() - first_of_beam);
+        if (held == kept && !better(c, candidates.back())) continue;
+        if (held == kept) candidates.pop_back();
+        candidates.insert(std::upper_bound(candidates.begin() + first_of_beam, candidates.end(),
+                                           c, better),
+                          c);
       }
     }
-    const int64_t kept = std::min<int64_t>(width, static_cast<int64_t>(candidates.size()));
     std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), better);
+    // The kept beams' caches are copied into the caches of the step before (allocated once).
     std::vector<Beam> next_beams;
     std::vector<std::unique_ptr<KvCache>> next_caches;
     for (int64_t i = 0; i < kept; ++i) {
@@ -222,10 +234,16 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
       beam.tokens.push_back(c.token);
       beam.log_probability = c.score;
       next_beams.push_back(std::move(beam));
-      next_caches.push_back(std::make_unique<KvCache>(model.NewCache(capacity)));
+      if (spare_caches.empty()) {
+        next_caches.push_back(std::make_unique<KvCache>(model.NewCache(capacity)));
+      } else {
+        next_caches.push_back(std::move(spare_caches.back()));
+        spare_caches.pop_back();
+      }
       next_caches.back()->CopyFrom(*caches[c.parent]);
     }
     beams = std::move(next_beams);
+    for (std::unique_ptr<KvCache>& cache : caches) spare_caches.push_back(std::move(cache));
     caches = std::move(next_caches);
     const double seconds = Since(start);
     result.decode_s += seconds;

@@ -41,6 +41,27 @@ TEST(Softmax, NormalizesAndIsShiftInvariant) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(std::exp(logp[i]), b[i], 1e-6);
 }
 
+// Over a vocabulary-sized row (not a multiple of the chunk or of four lanes) with logits far below
+// the maximum, against log-softmax in double; in place gives the same bits.
+TEST(LogSoftmax, MatchesDoublePrecisionOverAVocabularyAndWorksInPlace) {
+  const int64_t n = 32003;
+  std::vector<float> logits(n);
+  for (int64_t i = 0; i < n; ++i)
+    logits[i] = static_cast<float>((i * 7919 % 2003) - 1001) * 0.02f - (i % 97 == 0 ? 120.0f : 0);
+  double max_value = logits[0], sum = 0;
+  for (float v : logits) max_value = std::max(max_value, static_cast<double>(v));
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max_value);
+  std::vector<float> out(n);
+  LogSoftmax(logits.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double exact = static_cast<double>(logits[i]) - max_value - std::log(sum);
+    ASSERT_NEAR(out[i], exact, 1e-5 * std::max(1.0, std::abs(exact))) << i;
+  }
+  std::vector<float> in_place = logits;
+  LogSoftmax(in_place.data(), n, in_place.data());
+  EXPECT_EQ(in_place, out);
+}
+
 TEST(ArgMax, FirstOnTies) {
   const std::vector<float> v = {1, 5, 5, 2};
   EXPECT_EQ(ArgMax(v.data(), 4), 1);
