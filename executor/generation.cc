@@ -219,9 +219,8 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
         const int64_t held = static_cast<int64_t>(candidates.size() - first_of_beam);
         if (held == kept && !better(c, candidates.back())) continue;
         if (held == kept) candidates.pop_back();
-        candidates.insert(std::upper_bound(candidates.begin() + first_of_beam, candidates.end(),
-                                           c, better),
-                          c);
+        candidates.insert(
+            std::upper_bound(candidates.begin() + first_of_beam, candidates.end(), c, better), c);
       }
     }
     std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), better);
