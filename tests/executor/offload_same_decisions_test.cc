@@ -162,7 +162,7 @@ struct Fixture {
 struct Case {
   std::string policy;
   int64_t slots;  // experts the budget holds (cache and staging buffers)
-  std::optional<int64_t> cache_per_layer, prefetch, staging_buffers, gpu_layers;
+  std::optional<int64_t> cache_per_layer = {}, prefetch = {}, staging_buffers = {}, gpu_layers = {};
 };
 
 void PrintTo(const Case& c, std::ostream* out) {
