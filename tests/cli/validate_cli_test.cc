@@ -1,5 +1,6 @@
 // moelab validate end to end on a tiny shape (structure, not accuracy), and routing-aware
 // predictions from a trace `moelab run --trace-out` recorded.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -76,6 +77,15 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
         "sd-speedup-vs-batch.dat", "sd-speedup-vs-batch.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
   }
+  // The gate routing is recorded over as many prompts as the largest batch predicted, so a pass of
+  // B sequences can draw B different recorded ones.
+  int64_t largest_batch = 0;
+  for (const nlohmann::json& c : json["cases"])
+    largest_batch = std::max(largest_batch, c["batch"].get<int64_t>());
+  const nlohmann::json trace = nlohmann::json::parse(testing::Slurp(dir / "routing-trace.json"));
+  ASSERT_FALSE(trace["steps"].empty());
+  EXPECT_EQ(trace["steps"][0]["kind"], "prefill");
+  EXPECT_EQ(trace["steps"][0]["sequence_tokens"].size(), static_cast<size_t>(largest_batch));
   // The recorded routing is a valid trace the planners accept.
   const CliRun plan = RunMoelab(
       "sim sd --model mixtral-8x7b --draft llama-3.2-1b --hardware 2xa100-80gb-sxm --batch 1,4 "
