@@ -241,6 +241,33 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
   }
 }
 
+// Static-split's streamed layers read their experts into transient buffers; those are allocated
+// with the cache, before the first token, so no pass pays for allocating them (the simulator
+// does not), and a run never allocates more.
+TEST(OffloadRuntime, StaticSplitTransientBuffersExistBeforeTheFirstToken) {
+  TempDir dir;
+  ExecutorConfig c = testing::TinyQwenMoe();
+  c.num_experts = 8;
+  Offloaded model(c, 11, dir.path);
+  OffloadOptions options;
+  options.policy = "static-split";
+  options.expert_memory_bytes = 9 * model.store.store->key().payload_bytes();  // one layer of two
+  options.seed = 11;
+  const OffloadRuntime runtime(c, *model.store.store, options);
+  const OffloadStats before = runtime.Stats();
+  ASSERT_EQ(before.expert_slots, c.num_experts);
+  EXPECT_EQ(before.buffers_allocated, before.expert_slots + c.num_experts);
+  const DecodeRun run = Decode(model, &options, 3);
+  EXPECT_GT(run.stats.storage_runs, 0);
+  EXPECT_EQ(run.stats.buffers_allocated, before.buffers_allocated);
+
+  // A policy that never streams a layer allocates its budget only.
+  options.policy = "on-demand";
+  const OffloadRuntime on_demand(c, *model.store.store, options);
+  EXPECT_EQ(on_demand.Stats().buffers_allocated,
+            on_demand.Stats().expert_slots + on_demand.Stats().staging_buffers);
+}
+
 TEST(OffloadRuntime, RefusesWhatItCannotRun) {
   TempDir dir;
   const ExecutorConfig c = testing::TinyMixtral();
