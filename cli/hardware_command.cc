@@ -2,6 +2,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "base/units.h"
+#include "executor/offload/offload_runtime.h"
 #include "fit/storage_tier_hardware.h"
 #include "model/describe.h"
 
@@ -45,20 +46,25 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
                         "a profile of this machine (moelab profile) with storage_read samples")(
       "memory", po::value<std::string>()->required(),
       "RAM the run may use: non-expert weights, KV cache and the expert budget (bytes or with a "
-      "unit)");
+      "unit)")(
+      "reads-in-flight",
+      po::value<int64_t>()->default_value(executor::offload::OffloadOptions{}.reader_threads),
+      "reads the executor's offload reader keeps in flight (moelab run --offload-readers); "
+      "they share the storage bandwidth");
   AddOutputOptions(options);
   po::positional_options_description positional;
   positional.add("profile", 1);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES [--json|--csv] "
-                    "[--out HW.json]",
+  if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES "
+                    "[--reads-in-flight N] [--json|--csv] [--out HW.json]",
                     options, args, values, &positional)) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
   const model::HardwareSpec spec = fit::StorageTierHardwareFromProfile(
       fit::LoadProfile(values["profile"].as<std::string>()),
-      base::ParseBytes(values["memory"].as<std::string>(), "--memory"));
+      base::ParseBytes(values["memory"].as<std::string>(), "--memory"), 0,
+      values["reads-in-flight"].as<int64_t>());
   EmitResult(output, model::HardwareSpecToJson(spec), model::HardwareText(spec));
   return 0;
 }

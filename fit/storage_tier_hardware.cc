@@ -9,7 +9,11 @@
 namespace moelab::fit {
 
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
-                                                   double storage_read_bytes_per_s) {
+                                                   double storage_read_bytes_per_s,
+                                                   int64_t reads_in_flight) {
+  if (reads_in_flight < 1)
+    throw base::Error("storage tier: reads in flight must be at least 1, got " +
+                      std::to_string(reads_in_flight));
   if (!(memory_bytes > 0 && std::isfinite(memory_bytes)))
     throw base::Error("--memory must be a positive size");
   if (!(storage_read_bytes_per_s >= 0 && std::isfinite(storage_read_bytes_per_s))) {
@@ -36,6 +40,7 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   hardware.host->dram_bytes = 0;
   hardware.host->storage_read_bandwidth_bytes_per_s =
       storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
+  hardware.host->storage_reads_in_flight = reads_in_flight;
   // The link carries each read expert from the read buffer into its cache buffer: the reader
   // checksums the payload and copies it, once per read, at the speed the profile's expert_load
   // samples measured (the largest block: expert-sized), so the per-read latency of storage is

@@ -22,7 +22,11 @@ namespace moelab::fit {
 // (validate's storage probe: the disk serves concurrent reads faster than one stream); the latency
 // stays the profile's. compute_device_is_host is set: the simulator runs static-split's "CPU"
 // experts on the same cores after a read, and charges the link's work to them.
+// `reads_in_flight` (>= 1): the reads the executor's reader keeps in flight (--offload-readers);
+// they share the bandwidth, so two reads issued together both land after twice one read's time
+// (the simulator's processor sharing), which is what the executor's reader does.
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
-                                                   double storage_read_bytes_per_s = 0);
+                                                   double storage_read_bytes_per_s = 0,
+                                                   int64_t reads_in_flight = 1);
 
 }  // namespace moelab::fit

@@ -71,6 +71,7 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.dram_bandwidth_bytes_per_s = reader.Number("dram_bandwidth_bytes_per_s", 0.0);
   spec.storage_read_bandwidth_bytes_per_s =
       reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);
+  spec.storage_reads_in_flight = reader.Int("storage_reads_in_flight", 1, 1);
   return spec;
 }
 
@@ -119,7 +120,8 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
                     {"peak_flops", PeakToJson(h.peak_flops)},
                     {"dram_bytes", h.dram_bytes},
                     {"dram_bandwidth_bytes_per_s", h.dram_bandwidth_bytes_per_s},
-                    {"storage_read_bandwidth_bytes_per_s", h.storage_read_bandwidth_bytes_per_s}};
+                    {"storage_read_bandwidth_bytes_per_s", h.storage_read_bandwidth_bytes_per_s},
+                    {"storage_reads_in_flight", h.storage_reads_in_flight}};
   }
   if (spec.host_link) {
     const LinkSpec& l = *spec.host_link;

@@ -34,6 +34,10 @@ struct HostSpec {
       0;  // 0: none for experts (a storage-tier machine: fit/storage_tier_hardware.h)
   double dram_bandwidth_bytes_per_s = 0;
   double storage_read_bandwidth_bytes_per_s = 0;
+  // Reads the host keeps in flight at once; they share the read bandwidth (the simulator serves
+  // them by processor sharing): the executor's offload reader keeps two
+  // (fit/storage_tier_hardware.h), presets one (one read at a time at the full bandwidth).
+  int64_t storage_reads_in_flight = 1;
 };
 
 struct LinkSpec {

@@ -38,6 +38,12 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
       cost_.cpu_threads() >= hardware.host->cores) {
     expert_copy_resource_ = Resource::kAcceleratorCompute;
   }
+  // Reads in flight share the disk: the first of two reads issued together lands after twice its
+  // time alone, not after its time alone (the executor's reader keeps two in flight).
+  if (hardware.host && hardware.host->storage_reads_in_flight > 1) {
+    graph_.ShareResource(Resource::kStorageRead,
+                         static_cast<int>(hardware.host->storage_reads_in_flight));
+  }
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);

@@ -107,8 +107,57 @@ int32_t OpGraph::TakeNext(size_t resource) {
   return index;
 }
 
+void OpGraph::ShareResource(Resource resource, int concurrent) {
+  if (resource == Resource::kNone || concurrent < 1)
+    throw base::Error("sim: a shared resource needs a real resource and at least 1 op at once");
+  concurrent_[static_cast<size_t>(resource)] = concurrent;
+}
+
+void OpGraph::AdvanceShared(size_t resource) {
+  std::vector<Running>& running = running_[resource];
+  const Seconds now = events_.now_s();
+  if (!running.empty()) {
+    const Seconds each = (now - advanced_s_[resource]) / static_cast<double>(running.size());
+    for (Running& r : running) r.alone_s = std::max(0.0, r.alone_s - each);
+  }
+  advanced_s_[resource] = now;
+}
+
+void OpGraph::RescheduleShared(size_t resource) {
+  const double share = static_cast<double>(running_[resource].size());
+  for (const Running& r : running_[resource]) {
+    Op& op = ops_[static_cast<size_t>(r.index)];
+    op.end_s = events_.now_s() + r.alone_s * share;
+    if (op.end_event != UINT64_MAX) stale_events_.insert(op.end_event);
+    events_.Push(op.end_s, r.index);
+    op.end_event = events_.pushed() - 1;
+  }
+}
+
+bool OpGraph::Stale(const EventQueue::Event& event) {
+  return !stale_events_.empty() && stale_events_.erase(event.sequence) > 0;
+}
+
 void OpGraph::Dispatch() {
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    if (concurrent_[r] == 1) continue;
+    if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
+        (waiting_[r].empty() && fifo_[r].empty())) {
+      continue;
+    }
+    AdvanceShared(r);
+    while (static_cast<int>(running_[r].size()) < concurrent_[r] &&
+           !(waiting_[r].empty() && fifo_[r].empty())) {
+      const int32_t index = TakeNext(r);
+      Op& op = ops_[static_cast<size_t>(index)];
+      op.start_s = events_.now_s();
+      busy_s_[r] += op.duration_s;  // the resource's busy time: the work, at the full rate
+      running_[r].push_back({index, op.duration_s});
+    }
+    RescheduleShared(r);
+  }
   for (int r = 0; r < kResourceCount; ++r) {
+    if (concurrent_[static_cast<size_t>(r)] > 1) continue;
     if (busy_[static_cast<size_t>(r)] ||
         (waiting_[static_cast<size_t>(r)].empty() && fifo_[static_cast<size_t>(r)].empty())) {
       continue;
@@ -126,7 +175,14 @@ void OpGraph::Dispatch() {
 void OpGraph::Finish(int32_t index) {
   Op& op = ops_[static_cast<size_t>(index)];
   op.done = true;
-  if (op.resource != Resource::kNone) busy_[static_cast<size_t>(op.resource)] = false;
+  if (op.resource != Resource::kNone && concurrent_[static_cast<size_t>(op.resource)] > 1) {
+    const size_t r = static_cast<size_t>(op.resource);
+    AdvanceShared(r);
+    std::erase_if(running_[r], [&](const Running& running) { return running.index == index; });
+    RescheduleShared(r);  // the others speed up
+  } else if (op.resource != Resource::kNone) {
+    busy_[static_cast<size_t>(op.resource)] = false;
+  }
   const OpHandle handle{index, op.generation};
   const Op finished = op;  // the listener may add ops, which can move ops_
   listener_->OnOpDone(handle, finished);
@@ -148,7 +204,7 @@ void OpGraph::Run() {
   Dispatch();
   while (!events_.empty()) {
     const EventQueue::Event event = events_.Pop();
-    Finish(static_cast<int32_t>(event.id));
+    if (!Stale(event)) Finish(static_cast<int32_t>(event.id));
     // Resources choose only after every event of this instant: ops released together compete
     // by priority, not by the order their predecessors happened to finish in.
     if (events_.empty() || events_.next_time_s() > events_.now_s()) Dispatch();

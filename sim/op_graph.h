@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "sim/event_queue.h"
@@ -31,7 +32,9 @@ struct OpHandle {
 // An operation on one resource with a fixed duration, started once every op it depends on has
 // finished, in priority order among the ops waiting for the same resource: demand ops
 // (priority_class 0) before prefetches (class 1), higher `priority` first within a class, then
-// first come first served. Non-preemptive.
+// first come first served. Non-preemptive. On a resource shared by several ops at once
+// (OpGraph::ShareResource), duration_s is the op's time alone; n ops running together each
+// progress at 1/n of that rate.
 struct Op {
   Seconds duration_s = 0;
   Seconds start_s = 0;
@@ -48,6 +51,8 @@ struct Op {
   int32_t first_edge = -1;
   uint32_t generation = 0;
   bool done = true;
+  // The sequence of the event that finishes it, on a shared resource (none: the maximum).
+  uint64_t end_event = UINT64_MAX;
 };
 
 // What the owner of an OpGraph does when one of its ops finishes (no void* callbacks).
@@ -65,6 +70,11 @@ class OpListener {
 class OpGraph {
  public:
   explicit OpGraph(OpListener* listener) : listener_(listener) {}
+
+  // Up to `concurrent` ops of `resource` run at once, sharing it equally (processor sharing): a
+  // disk serving several reads in flight, each at its share of the bandwidth. Default 1 (a
+  // non-preemptive server). Before any op of the resource is released.
+  void ShareResource(Resource resource, int concurrent);
 
   // A new op, not yet released: add its dependencies, then Commit it.
   OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind);
@@ -110,6 +120,12 @@ class OpGraph {
   }
   void Ready(int32_t index);
   void Dispatch();
+  // Shared resources: each running op's time alone still to go, brought up to now; then every
+  // running op's end at the current share, each with a new event (the old ones go stale).
+  void AdvanceShared(size_t resource);
+  void RescheduleShared(size_t resource);
+  // An event a reschedule replaced (removed from stale_events_ as it is popped).
+  bool Stale(const EventQueue::Event& event);
   // The best waiting op of a resource (its queue is not empty), removed.
   int32_t TakeNext(size_t resource);
   void Finish(int32_t index);
@@ -131,6 +147,14 @@ class OpGraph {
   };
   std::array<Fifo, kResourceCount> fifo_{};
   std::array<bool, kResourceCount> busy_{};
+  std::array<int, kResourceCount> concurrent_{1, 1, 1, 1, 1};
+  struct Running {
+    int32_t index;
+    Seconds alone_s;  // time alone still to go
+  };
+  std::array<std::vector<Running>, kResourceCount> running_{};  // shared resources only
+  std::array<Seconds, kResourceCount> advanced_s_{};  // when running_ was last brought up to date
+  std::unordered_set<uint64_t> stale_events_;         // by sequence: an op's index may be reused
   std::array<Seconds, kResourceCount> busy_s_{};
   uint64_t ready_sequence_ = 0;
   int64_t live_ops_ = 0;

@@ -143,7 +143,8 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
                               (static_cast<double>(c.expert_slots) + 0.5) *
                                   static_cast<double>(model::ExpertBytes(config.model));
   config.hardware =
-      fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s);
+      fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s,
+                                          executor::offload::OffloadOptions{}.reader_threads);
   config.accelerator_bytes = memory_bytes;
   std::unique_ptr<routing::RoutingSource> routing =
       routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
@@ -156,9 +157,15 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
 
 double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
-// The storage probe: every expert block of the store read once with O_DIRECT (as the store reads,
-// buffered when it fell back) on `readers` threads, as the executor's reader issues them; pread
-// only (the checksum and copy are the simulator's link): bytes / wall time.
+// The storage probe: the store's expert blocks read in order, pass after pass, for at least
+// kProbeSeconds, with O_DIRECT (as the store reads, buffered when it fell back) on `readers`
+// threads, as the executor's reader issues them; pread only (the checksum and copy are the
+// simulator's link): bytes / wall time. One pass of a small store is a tenth of a second, and one
+// slow request moved such a probe by a quarter: on the Xeon three validations' single-pass probes
+// read 1.25-1.79 GB/s while their stream-all decodes, 288 reads each, got 1.52-1.74 GB/s in
+// every run, and the decode predictions followed the probe (-10 % to +26 %).
+constexpr double kProbeSeconds = 0.5;
+
 double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store, int readers) {
   const int fd = ::open(store.data_path().c_str(), O_RDONLY | (store.direct_io() ? O_DIRECT : 0));
   if (fd < 0)
@@ -166,17 +173,22 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store, in
                       ": cannot open for the storage probe: " + std::strerror(errno));
   const int64_t block = store.key().block_bytes();
   const int64_t blocks = store.key().moe_layers * store.key().experts;
-  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> next{0}, read{0};
   std::atomic<bool> failed{false};
   const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < readers; ++t) {
     threads.emplace_back([&] {
       executor::offload::AlignedBuffer buffer(block);
-      for (int64_t i = next++; i < blocks && !failed; i = next++) {
+      // At least one pass, then until kProbeSeconds have passed.
+      for (int64_t i = next++; !failed && (i < blocks || elapsed() < kProbeSeconds); i = next++) {
+        const int64_t at = (i % blocks) * block;
         for (int64_t done = 0; done < block;) {
-          const ssize_t got = ::pread(fd, buffer.data() + done, static_cast<size_t>(block - done),
-                                      i * block + done);
+          const ssize_t got =
+              ::pread(fd, buffer.data() + done, static_cast<size_t>(block - done), at + done);
           if (got < 0 && errno == EINTR) continue;
           if (got <= 0) {
             failed = true;
@@ -184,16 +196,16 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store, in
           }
           done += got;
         }
+        if (!failed) ++read;
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = elapsed();
   ::close(fd);
   if (failed)
     throw base::Error(store.data_path().string() + ": the storage probe could not read the store");
-  return static_cast<double>(blocks * block) / seconds;
+  return static_cast<double>(read.load() * block) / seconds;
 }
 
 }  // namespace
@@ -299,7 +311,7 @@ struct OffloadValidation::State {
   std::map<std::string, Recorded> recorded;
   std::vector<std::vector<OffloadRun>> runs;
   std::vector<std::shared_ptr<const policies::GateSignals>> signals;  // [case]: the first run's
-  std::vector<double> probes;  // storage read bandwidth, one per round
+  std::vector<double> probes;  // storage read bandwidth, before and after every round
   std::vector<std::string> notes;
   int rounds = 0;
 
@@ -375,12 +387,13 @@ void OffloadValidation::RunRound() {
   State& st = *state_;
   const Bench bench = st.MakeBench();
   ++st.rounds;
-  // One pass over the store (a tenth of a second) per round, not per case: the cloud disk's
-  // delivered bandwidth is not stationary (the runs' stream-all decodes got 0.84-1.11 GB/s
-  // across three validations, the probes read 0.95-1.25), and a probe before every case doubled
-  // the bytes read and the runs then got the least of all (0.84-0.95 against a 1.25 probe).
-  st.probes.push_back(
-      ProbeStorageReadBandwidth(*st.store, executor::offload::OffloadOptions{}.reader_threads));
+  // Two probes (half a second each) per round, one before its cases and one after, not one per
+  // case: the cloud disk's delivered bandwidth is not stationary (the runs' stream-all decodes got
+  // 0.84-1.11 GB/s across three validations, the probes read 0.95-1.25), and a probe before every
+  // case doubled the bytes read and the runs then got the least of all (0.84-0.95 against 1.25).
+  // Probes on both sides bracket the round's cases; their median over the rounds prices reads.
+  const int readers = executor::offload::OffloadOptions{}.reader_threads;
+  st.probes.push_back(ProbeStorageReadBandwidth(*st.store, readers));
   for (size_t i = 0; i < st.cases.size(); ++i) {
     st.say("offload round " + std::to_string(st.rounds) + ", case " + std::to_string(i + 1) + "/" +
            std::to_string(st.cases.size()) + ": " + st.cases[i].Label());
@@ -394,6 +407,7 @@ void OffloadValidation::RunRound() {
       st.runs[i].push_back(std::move(run));
     }
   }
+  st.probes.push_back(ProbeStorageReadBandwidth(*st.store, readers));
 }
 
 void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit& fit,
@@ -408,11 +422,18 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
 
   // The disk serves the executor's concurrent reads faster than the profile's single stream.
   const double storage_read_bytes_per_s = Median(st.probes);
-  result.notes.push_back("offload: storage probe (O_DIRECT, " +
-                         std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
-                         " readers, median of " + std::to_string(st.probes.size()) + " rounds): " +
-                         std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
-                         " MB/s");
+  std::string rounds;
+  for (double probe : st.probes)
+    rounds += (rounds.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(probe / 1e6));
+  result.notes.push_back(
+      "offload: storage probe (O_DIRECT, " +
+      std::to_string(executor::offload::OffloadOptions{}.reader_threads) + " readers, at least " +
+      std::to_string(kProbeSeconds).substr(0, 3) +
+      " s each, before and after every round, median of " + std::to_string(st.probes.size()) +
+      "): " + std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
+      " MB/s (in order: " + rounds + " MB/s); " +
+      std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
+      " reads in flight share it");
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < st.cases.size(); ++i) {
     Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));

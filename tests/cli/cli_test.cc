@@ -106,6 +106,21 @@ TEST(Cli, ListsAndShowsPresets) {
   EXPECT_FALSE(r.out.empty());
 }
 
+// hw from-profile describes the executor's storage tier: its reader's two reads in flight by
+// default, another count on request, and a count below 1 refused.
+TEST(Cli, HardwareFromProfileSaysHowManyReadsShareTheDisk) {
+  const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
+  CliRun r = RunMoelab("hw from-profile " + profile + " --memory 3GB --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["host"]["storage_reads_in_flight"], 2);
+  r = RunMoelab("hw from-profile " + profile + " --memory 3GB --reads-in-flight 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["host"]["storage_reads_in_flight"], 1);
+  r = RunMoelab("hw from-profile " + profile + " --memory 3GB --reads-in-flight 0");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("reads in flight must be at least 1"), std::string::npos) << r.err;
+}
+
 struct BadInput {
   std::string args;
   std::string expected_message;

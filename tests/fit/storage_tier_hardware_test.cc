@@ -36,6 +36,15 @@ TEST(StorageTierHardware, TheCpuComputesAndExpertsLiveOnStorage) {
   EXPECT_DOUBLE_EQ(
       StorageTierHardwareFromProfile(profile, 3e9, 1.5e9).host->storage_read_bandwidth_bytes_per_s,
       1.5e9);
+  // One read in flight unless the executor's reader keeps more, and the file says so.
+  EXPECT_EQ(hw.host->storage_reads_in_flight, 1);
+  const model::HardwareSpec two = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
+  EXPECT_EQ(two.host->storage_reads_in_flight, 2);
+  EXPECT_EQ(model::HardwareSpecToJson(two)["host"]["storage_reads_in_flight"], 2);
+  EXPECT_NE(testing::ErrorOf([&] {
+              StorageTierHardwareFromProfile(profile, 3e9, 0, 0);
+            }).find("reads in flight must be at least 1"),
+            std::string::npos);
 }
 
 TEST(StorageTierHardware, TheLinkIsTheReadersMeasuredChecksumAndCopy) {

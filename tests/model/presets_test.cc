@@ -178,6 +178,12 @@ TEST(HardwarePresets, ComputeDeviceIsHostRoundTripsAndNeedsAHost) {
   };
   nlohmann::json json = HardwareSpecToJson(hw);
   EXPECT_TRUE(load(json).compute_device_is_host);
+  // The host's reads in flight: 1 unless the file says otherwise, at least 1.
+  EXPECT_EQ(load(json).host->storage_reads_in_flight, 1);
+  json["host"]["storage_reads_in_flight"] = 2;
+  EXPECT_EQ(load(json).host->storage_reads_in_flight, 2);
+  json["host"]["storage_reads_in_flight"] = 0;
+  EXPECT_THROW(load(json), base::Error);
   json.erase("host");
   try {
     load(json);

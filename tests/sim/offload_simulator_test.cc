@@ -319,17 +319,23 @@ TEST(OffloadSimulator, MemoryTiersAndDevices) {
   EXPECT_FALSE(r.fits_accelerator);
 }
 
-TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
-  // A storage-tier machine (fit/storage_tier_hardware.h): the "accelerator" is the host CPU, no
-  // host RAM for experts. static-split's "CPU" experts are read, checked and run on the same
-  // cores, and with no core to spare for the reader its checksum and copy take compute time.
-  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "static-split");
+// A storage-tier machine (fit/storage_tier_hardware.h): the "accelerator" is the host CPU, no host
+// RAM for experts, every core computing; 4 layers of Mixtral.
+SimConfig StorageTierConfig(const std::string& policy) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
   config.model.num_layers = 4;
   config.hardware.host->dram_bytes = 0;
   config.hardware.compute_device_is_host = true;
   config.hardware.accelerator->memory_bytes = 30e9;
-  config.policy_options.gpu_layers = 2;
   config.cpu_threads = config.hardware.host->cores;
+  return config;
+}
+
+TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
+  // static-split's "CPU" experts are read, checked and run on the same cores, and with no core to
+  // spare for the reader its checksum and copy take compute time.
+  SimConfig config = StorageTierConfig("static-split");
+  config.policy_options.gpu_layers = 2;
   SimResult shared = SimulateOffload(config);
   EXPECT_GT(shared.cpu_runs, 0);
   EXPECT_EQ(shared.busy_s[static_cast<int>(Resource::kCpuCompute)], 0);
@@ -347,6 +353,27 @@ TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
       busy(shared, Resource::kAcceleratorCompute) - busy(spare, Resource::kAcceleratorCompute),
       busy(spare, Resource::kHostToDevice), 1e-9 * busy(shared, Resource::kAcceleratorCompute))
       << "the copies move from the link to the compute resource, no more, no less";
+}
+
+TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
+  // Two reads in flight (the executor's reader) at the same total bandwidth: the same bytes and
+  // storage busy time, but a layer's first expert lands after two reads' time, not one, so a
+  // pass that waits for its reads takes longer; never shorter.
+  SimConfig config = StorageTierConfig("stream-all");
+  config.workload.kind = WorkloadKind::kPrefill;
+  config.workload.prompt_tokens = 64;
+  const SimResult one = SimulateOffload(config);
+  config.hardware.host->storage_reads_in_flight = 2;
+  const SimResult two = SimulateOffload(config);
+  EXPECT_DOUBLE_EQ(two.bytes_storage_read, one.bytes_storage_read);
+  EXPECT_NEAR(two.busy_s[static_cast<int>(Resource::kStorageRead)],
+              one.busy_s[static_cast<int>(Resource::kStorageRead)],
+              1e-9 * one.busy_s[static_cast<int>(Resource::kStorageRead)]);
+  EXPECT_GT(two.ttft_s, one.ttft_s);
+  // The first read of the pass: one expert's read time alone, twice that when two share the disk.
+  const double read_s = static_cast<double>(model::ExpertBytes(config.model)) /
+                        config.hardware.host->storage_read_bandwidth_bytes_per_s;
+  EXPECT_LT(two.ttft_s - one.ttft_s, 4 * config.model.num_layers * read_s);
 }
 
 TEST(OffloadSimulator, LayerOverheadAddsToEveryLayerOfEveryPass) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <vector>
 
 #include "base/error.h"
@@ -101,6 +102,90 @@ TEST(OpGraph, HandlesStayValidAndHoldsDelayStart) {
   graph.Release(reused);
   graph.Run();
   EXPECT_EQ(recorder.Of(1).start_s, 1.0);
+}
+
+// Processor sharing: a disk with two reads in flight serves each at half its rate.
+TEST(OpGraph, ASharedResourceSplitsItsRateAmongTheOpsRunning) {
+  Recorder recorder;
+  OpGraph graph(&recorder);
+  graph.ShareResource(Resource::kStorageRead, 2);
+  // Two reads of 1 s alone issued together both land at 2 s; a third waits for a place and then
+  // runs alone; an op of another resource is untouched.
+  for (uint8_t kind = 0; kind < 3; ++kind)
+    graph.Commit(graph.NewOp(Resource::kStorageRead, 1.0, kind));
+  graph.Commit(graph.NewOp(Resource::kHostToDevice, 1.0, 9));
+  graph.Run();
+  EXPECT_DOUBLE_EQ(recorder.Of(0).end_s, 2.0);
+  EXPECT_DOUBLE_EQ(recorder.Of(1).end_s, 2.0);
+  EXPECT_DOUBLE_EQ(recorder.Of(2).start_s, 2.0);
+  EXPECT_DOUBLE_EQ(recorder.Of(2).end_s, 3.0);
+  EXPECT_DOUBLE_EQ(recorder.Of(9).end_s, 1.0);
+  EXPECT_DOUBLE_EQ(graph.busy_s(Resource::kStorageRead), 3.0);  // the work, at the full rate
+
+  // Unequal reads: 1 s and 3 s alone together; the short one lands at 2 s, the long one has 2 s
+  // of its own left and runs alone from there: it lands at 4 s. One finishing op, one event each.
+  Recorder unequal;
+  OpGraph second(&unequal);
+  second.ShareResource(Resource::kStorageRead, 2);
+  second.Commit(second.NewOp(Resource::kStorageRead, 1.0, 0));
+  second.Commit(second.NewOp(Resource::kStorageRead, 3.0, 1));
+  second.Run();
+  ASSERT_EQ(unequal.done.size(), 2u);
+  EXPECT_DOUBLE_EQ(unequal.Of(0).end_s, 2.0);
+  EXPECT_DOUBLE_EQ(unequal.Of(1).end_s, 4.0);
+
+  // A read issued while another runs: 2 s alone from t = 0, and 0.5 s alone released at t = 1
+  // (after an op of 1 s on another resource). The first has 1 s left at t = 1; both then progress
+  // at half rate, so the second lands at 2 s with the first 0.5 s short, which it runs alone: 2.5
+  // s.
+  Recorder late;
+  OpGraph third(&late);
+  third.ShareResource(Resource::kStorageRead, 2);
+  third.Commit(third.NewOp(Resource::kStorageRead, 2.0, 0));
+  const OpHandle gate = third.NewOp(Resource::kAcceleratorCompute, 1.0, 5);
+  third.Commit(gate);
+  const OpHandle after = third.NewOp(Resource::kStorageRead, 0.5, 1);
+  third.AddDependency(gate, after);
+  third.Commit(after);
+  third.Run();
+  EXPECT_DOUBLE_EQ(late.Of(1).start_s, 1.0);
+  EXPECT_DOUBLE_EQ(late.Of(1).end_s, 2.0);
+  EXPECT_DOUBLE_EQ(late.Of(0).end_s, 2.5);
+  EXPECT_THROW(third.ShareResource(Resource::kNone, 2), base::Error);
+}
+
+// A reschedule leaves the op's earlier event in the queue; when it comes up the op may be gone and
+// its index reused by an op of another resource, which must not finish early.
+TEST(OpGraph, AReplacedEventNeverFinishesTheOpThatReusesItsIndex) {
+  class Spawner : public OpListener {
+   public:
+    OpGraph* graph = nullptr;
+    std::vector<std::pair<uint8_t, double>> done;  // kind, end
+    void OnOpDone(OpHandle, const Op& op) override {
+      done.push_back({op.kind, op.end_s});
+      if (op.kind <= 2) graph->Commit(graph->NewOp(Resource::kHostToDevice, 100.0, 7 + op.kind));
+    }
+  } spawner;
+  OpGraph graph(&spawner);
+  spawner.graph = &graph;
+  graph.ShareResource(Resource::kStorageRead, 2);
+  // A (1 s) and B (3 s) share the disk: events A@2, B@6; at 2 B is rescheduled to 4 (B@6 stale).
+  // A's and B's completions and C's (on compute, at 5) each spawn an op of 100 s; C's reuses B's
+  // index before the stale B@6 comes up.
+  graph.Commit(graph.NewOp(Resource::kStorageRead, 1.0, 0));
+  graph.Commit(graph.NewOp(Resource::kStorageRead, 3.0, 1));
+  graph.Commit(graph.NewOp(Resource::kAcceleratorCompute, 5.0, 2));
+  graph.Run();
+  std::map<uint8_t, double> end;
+  for (const auto& [kind, end_s] : spawner.done) end[kind] = end_s;
+  ASSERT_EQ(spawner.done.size(), 6u);
+  EXPECT_DOUBLE_EQ(end[0], 2.0);
+  EXPECT_DOUBLE_EQ(end[1], 4.0);
+  EXPECT_DOUBLE_EQ(end[2], 5.0);
+  // The spawned ops queue on one copy engine: 2..102, 102..202, 202..302.
+  EXPECT_DOUBLE_EQ(end[7], 102.0);
+  EXPECT_DOUBLE_EQ(end[8], 202.0);
+  EXPECT_DOUBLE_EQ(end[9], 302.0);
 }
 
 TEST(OpGraph, ACycleIsReported) {
