@@ -2,6 +2,7 @@
 // shape (structure only: times are measured in benchmarks, not in tests).
 #include "validate/offload_cases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -161,6 +162,14 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
             std::string::npos);
   EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
       << result.notes.back();
+  // The storage probe runs the reader's own reads before and after the round: two values, and
+  // the reads in flight that share them.
+  const auto probe = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
+    return note.rfind("offload: storage probe (the reader's own reads", 0) == 0;
+  });
+  ASSERT_NE(probe, result.notes.end());
+  EXPECT_NE(probe->find("median of 2"), std::string::npos) << *probe;
+  EXPECT_NE(probe->find("2 reads in flight share it"), std::string::npos) << *probe;
   EXPECT_TRUE(std::filesystem::exists(dir / "offload-store"));
 }
 
