@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/bf16.h"
 #include "base/error.h"
 #include "profiler/impl/benches.h"
@@ -65,6 +69,17 @@ int64_t FlushedIterations(double min_time_s, double pass_s) {
   if (!(pass_s > 0)) return kMaxFlushedIterations;
   return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(min_time_s / pass_s)), 1,
                              kMaxFlushedIterations);
+}
+
+void FlushFromCaches(std::span<const std::byte> bytes) {
+#if defined(__x86_64__)
+  for (size_t at = 0; at < bytes.size(); at += 64) _mm_clflush(bytes.data() + at);
+  if (!bytes.empty()) _mm_clflush(bytes.data() + bytes.size() - 1);
+  _mm_mfence();
+#else
+  (void)bytes;
+  throw base::Error("profiler: flushing operands from the caches needs clflush (x86-64)");
+#endif
 }
 
 CacheEvictor::CacheEvictor(int64_t cache_bytes)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "executor/executor_config.h"
@@ -84,6 +85,12 @@ void RequireMemory(double bytes, const std::string& what);
 // at most kMaxFlushedIterations (each pass is cold and alike, so a few samples are enough).
 constexpr int64_t kMaxFlushedIterations = 10;
 int64_t FlushedIterations(double min_time_s, double pass_s);
+
+// Every cache line of `bytes` written back and dropped from every cache level (clflush), untimed
+// before a measured pass: the operands a real step finds in DRAM go cold while the activations it
+// has just written stay cached (the attention benches). Error on a CPU without clflush (not
+// x86-64).
+void FlushFromCaches(std::span<const std::byte> bytes);
 
 // A buffer of 2 x the cache (at least 1 MiB) that EvictCaches reads on every thread of the pool,
 // untimed before a measured pass, so the pass's weights come from DRAM as they do in a real step.

@@ -21,6 +21,7 @@
 #include "kernels/thread_pool.h"
 #include "model/parameter_count.h"
 #include "policies/memory_plan.h"
+#include "report/format.h"
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
@@ -425,8 +426,8 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   result.notes.push_back(
       "offload: storage probe (the reader's own reads: O_DIRECT, checksum and copy, " +
       std::to_string(executor::offload::OffloadOptions{}.reader_threads) + " threads, at least " +
-      std::to_string(kProbeSeconds).substr(0, 3) +
-      " s each, before and after every round, median of " + std::to_string(st.probes.size()) +
+      report::ShortestText(kProbeSeconds) + " s each, before and after every round, median of " +
+      std::to_string(st.probes.size()) +
       "): " + std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
       " MB/s (in order: " + rounds + " MB/s); " +
       std::to_string(executor::offload::OffloadOptions{}.reader_threads) +

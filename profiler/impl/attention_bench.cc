@@ -27,10 +27,6 @@
 #include <span>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "executor/kv_cache.h"
 #include "executor/transformer.h"
 #include "executor/weights.h"
@@ -61,17 +57,6 @@ executor::ExecutorConfig HarnessConfig(const executor::ExecutorConfig& target, i
   h.max_positions = max_positions;
   h.Validate();
   return h;
-}
-
-// Every cache line of `bytes` written back and dropped from every cache level.
-void FlushFromCaches(std::span<const std::byte> bytes) {
-#if defined(__x86_64__)
-  for (size_t at = 0; at < bytes.size(); at += 64) _mm_clflush(bytes.data() + at);
-  if (!bytes.empty()) _mm_clflush(bytes.data() + bytes.size() - 1);
-  _mm_mfence();
-#else
-#error "the attention bench flushes with clflush (x86-64 only)"
-#endif
 }
 
 void SetLength(executor::KvCache& cache, int64_t length) {

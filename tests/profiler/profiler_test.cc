@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "profiler/operator_bench.h"
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
@@ -320,6 +321,18 @@ TEST_F(ProfilerTest, OutputInAMissingFolderIsRefusedAndLeavesNoFile) {
   const nlohmann::json profile = RunProfile(request, Presets());
   EXPECT_THROW(WriteProfile(profile, out), base::Error);
   EXPECT_FALSE(std::filesystem::exists(out.parent_path()));
+}
+
+// The attention benches' flush writes lines back before dropping them: whatever the length and
+// alignment (the last partial line included, an empty span a no-op), the bytes are unchanged.
+TEST(FlushFromCaches, WritesBackWhateverTheLengthOrAlignment) {
+  std::vector<std::byte> bytes(4099);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 37 + 11);
+  const std::vector<std::byte> before = bytes;
+  FlushFromCaches(std::span(bytes).subspan(3, 4093));  // neither end on a line boundary
+  FlushFromCaches(std::span(bytes).subspan(0, 1));
+  FlushFromCaches(std::span<const std::byte>());
+  EXPECT_EQ(bytes, before);
 }
 
 TEST(ValidateProfile, NamesTheFirstBadField) {
