@@ -39,6 +39,7 @@ int Validate(const std::vector<std::string>& args) {
       ("alpha", Into(&request.alpha), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("out", po::value(&out), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
@@ -52,7 +53,7 @@ int Validate(const std::vector<std::string>& args) {
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
-                    "[--attention-bits B] "
+                    "[--attention-bits B] [--device cpu|gpu] "
                     "[--draft D] [--quick] [--cases "
                     "LIST] [--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
                     options, args, values)) {

@@ -33,7 +33,10 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
                         " mixed");
     }
   }
-  if (first.device != "cpu") return impl::MakeGpuBench(points, env);
+  if (first.device != "cpu") {
+    return IsGpuOnly(first.family) ? impl::MakeGpuCopyBench(points, env)
+                                   : impl::MakeGpuPassBench(points, env);
+  }
   switch (first.family) {
     case OperatorFamily::kExpertFfn:
     case OperatorFamily::kDenseFfn:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "executor/gpu/gpu_transformer.h"
 #include "executor/weights.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/weight_matrix.h"
@@ -285,9 +286,21 @@ int64_t ExpertBytes(const executor::ExecutorConfig& c) {
                 kernels::StoredBitsPerWeight(c.expert_format) / 16.0));
 }
 
+std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens) {
+  if (cpu_tokens.empty()) return {};
+  const int64_t largest = *std::max_element(cpu_tokens.begin(), cpu_tokens.end());
+  const int64_t block = executor::kGpuGemmRows;
+  std::vector<int64_t> tokens = {1};
+  for (int64_t t : {block, 2 * block, 3 * block, 4 * block}) {
+    if (t <= largest) tokens.push_back(t);
+  }
+  for (int64_t t = 8 * block; t <= largest; t *= 2) tokens.push_back(t);
+  return tokens;
+}
+
 std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
                                        const executor::ExecutorConfig& draft, const GridSpec& spec,
-                                       int gpu_index) {
+                                       int gpu_index, bool cpu_operators) {
   spec.Validate();
   std::vector<GridPoint> points;
   auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context,
@@ -296,54 +309,65 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   };
   const std::vector<int64_t> expert_tokens = SortedUnique(spec.expert_tokens);
   const std::vector<int64_t> matmul_tokens = SortedUnique(spec.matmul_tokens);
-  if (target.is_moe()) {
-    for (int64_t t : expert_tokens) add(OperatorFamily::kExpertFfn, "cpu", t, 0, 0);
-  }
-  for (int64_t context : SortedUnique(spec.decode_contexts)) {
-    if (context > target.max_positions) continue;
-    for (int64_t batch : SortedUnique(spec.decode_batches))
-      add(OperatorFamily::kAttentionDecode, "cpu", batch, context, 0);
-  }
-  for (int64_t t : SortedUnique(spec.prefill_tokens)) {
-    if (t <= target.max_positions) add(OperatorFamily::kAttentionPrefill, "cpu", t, 0, 0);
-  }
-  for (int64_t queries : SortedUnique(spec.verify_queries)) {
-    for (int64_t context : SortedUnique(spec.verify_contexts)) {
-      if (context + queries > target.max_positions) continue;
-      for (int64_t batch : SortedUnique(spec.verify_batches)) {
-        points.push_back(
-            GridPoint{OperatorFamily::kAttentionVerify, "cpu", batch, context, 0, queries});
+  // The operators a forward pass runs, on `device`. A GPU's GEMMs run on blocks of 64 rows, so
+  // there the GEMM operators take GpuGemmTokens (distinct block counts) instead of the CPU's
+  // counts, most of which would cost what 64 tokens do; attention and the draft's pass take the
+  // CPU's.
+  const auto add_compute = [&](const std::string& device) {
+    const bool gpu = device != "cpu";
+    const std::vector<int64_t> expert_points = gpu ? GpuGemmTokens(expert_tokens) : expert_tokens;
+    const std::vector<int64_t> matmul_points = gpu ? GpuGemmTokens(matmul_tokens) : matmul_tokens;
+    if (target.is_moe()) {
+      for (int64_t t : expert_points) add(OperatorFamily::kExpertFfn, device, t, 0, 0);
+    }
+    for (int64_t context : SortedUnique(spec.decode_contexts)) {
+      if (context > target.max_positions) continue;
+      for (int64_t batch : SortedUnique(spec.decode_batches))
+        add(OperatorFamily::kAttentionDecode, device, batch, context, 0);
+    }
+    for (int64_t t : SortedUnique(spec.prefill_tokens)) {
+      if (t <= target.max_positions) add(OperatorFamily::kAttentionPrefill, device, t, 0, 0);
+    }
+    for (int64_t queries : SortedUnique(spec.verify_queries)) {
+      for (int64_t context : SortedUnique(spec.verify_contexts)) {
+        if (context + queries > target.max_positions) continue;
+        for (int64_t batch : SortedUnique(spec.verify_batches)) {
+          points.push_back(
+              GridPoint{OperatorFamily::kAttentionVerify, device, batch, context, 0, queries});
+        }
       }
     }
-  }
-  if (target.is_moe()) {
-    for (int64_t t : matmul_tokens) add(OperatorFamily::kRouter, "cpu", t, 0, 0);
-  }
-  for (int64_t t : matmul_tokens) add(OperatorFamily::kLmHead, "cpu", t, 0, 0);
-  if (draft.dense_intermediate_size > 0) {
-    for (int64_t t : matmul_tokens) add(OperatorFamily::kDenseFfn, "cpu", t, 0, 0);
-  }
-  if (!draft.is_moe()) {
-    for (int64_t context : SortedUnique(spec.draft_contexts)) {
-      if (context + 1 > draft.max_positions) continue;
-      for (int64_t batch : SortedUnique(spec.draft_batches))
-        add(OperatorFamily::kDraftDecode, "cpu", batch, context, 0);
+    if (target.is_moe()) {
+      for (int64_t t : matmul_points) add(OperatorFamily::kRouter, device, t, 0, 0);
     }
-  }
+    for (int64_t t : matmul_points) add(OperatorFamily::kLmHead, device, t, 0, 0);
+    if (draft.dense_intermediate_size > 0) {
+      for (int64_t t : matmul_points) add(OperatorFamily::kDenseFfn, device, t, 0, 0);
+    }
+    if (!draft.is_moe()) {
+      for (int64_t context : SortedUnique(spec.draft_contexts)) {
+        if (context + 1 > draft.max_positions) continue;
+        for (int64_t batch : SortedUnique(spec.draft_batches))
+          add(OperatorFamily::kDraftDecode, device, batch, context, 0);
+      }
+    }
+  };
   // Transfers move expert-sized blocks (a dense target's FFN when it has no experts).
   const int64_t block = target.is_moe() ? ExpertBytes(target)
                                         : static_cast<int64_t>(kernels::ExpertFfnWeightBytes(
                                               target.hidden_size, target.dense_intermediate_size));
   const std::vector<int64_t> sizes = TransferBytes(spec, block);
-  for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
-  for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
-  for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
-  for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
+  if (cpu_operators) {
+    add_compute("cpu");
+    for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
+    for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
+    for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
+    for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
+  }
   if (gpu_index >= 0) {
     const std::string gpu = "cuda:" + std::to_string(gpu_index);
-    if (target.is_moe()) {
-      for (int64_t t : expert_tokens) add(OperatorFamily::kExpertFfn, gpu, t, 0, 0);
-    }
+    add_compute(gpu);
+    for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, gpu, t, 0, 0);
     for (OperatorFamily family :
          {OperatorFamily::kMemcpyH2dPinned, OperatorFamily::kMemcpyH2dPageable,
           OperatorFamily::kMemcpyD2hPinned, OperatorFamily::kMemcpyD2hPageable}) {
@@ -430,12 +454,18 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
 
 namespace {
 
-// A CPU matmul's shape carries its kernel's token tiling where a call computes more rows than it
-// has tokens (kernels/weight_matrix.h): the fit prices tokens as the rows the kernel computes.
+// A matmul's shape carries its kernel's token tiling where a call computes more rows than it has
+// tokens: the fit prices tokens as the rows the kernel computes. On the CPU, the kernel's register
+// tiling (kernels/weight_matrix.h); on a GPU, the executor's GEMMs, which always run on blocks of
+// kGpuGemmRows rows (executor/gpu/gpu_transformer.h), so 1..64 tokens cost what 64 do.
 nlohmann::json WithTokenTiling(nlohmann::json shape, const GridPoint& p,
                                kernels::WeightFormat format) {
+  if (p.device != "cpu") {
+    shape["token_tiling"] = {{"exact_up_to", 0}, {"multiple", executor::kGpuGemmRows}};
+    return shape;
+  }
   const kernels::TokenTiling tiling = kernels::MatmulTokenTiling(format);
-  if (p.device == "cpu" && !tiling.exact()) {
+  if (!tiling.exact()) {
     shape["token_tiling"] = {{"exact_up_to", tiling.exact_up_to}, {"multiple", tiling.multiple}};
   }
   return shape;

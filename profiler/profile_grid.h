@@ -118,12 +118,20 @@ int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes);
 constexpr int64_t kMinEffectiveCacheBytes = int64_t{256} << 20;
 int64_t EffectiveCacheBytes(int64_t reported_l3_bytes);
 
-// Every point of a profile except the ridge points, in file order. GPU points (transfers and
-// expert_ffn on "cuda:<gpu_index>") only when gpu_index >= 0. Contexts and prefill tokens above
-// target.max_positions are dropped (the model cannot hold them).
+// The token counts a GPU's GEMM operators (expert_ffn, router, lm_head, dense_ffn) are measured
+// at, for a grid whose CPU counts are `cpu_tokens`: the executor's GPU GEMMs run on blocks of
+// kGpuGemmRows (64) rows, so 1..64 tokens cost the same; 1, 64, 128, 192, 256, then 512, 1024, ...
+// up to the largest CPU count: distinct block counts, as many as an interpolated fit needs.
+std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens);
+
+// Every point of a profile except the ridge points, in file order. GPU points (every operator of
+// a forward pass, measured through the executor's GPU backend, and the host<->device copies on
+// "cuda:<gpu_index>") only when gpu_index >= 0; CPU points only when `cpu_operators` (validate
+// --device gpu leaves them out). Contexts and prefill tokens above target.max_positions are
+// dropped (the model cannot hold them).
 std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
                                        const executor::ExecutorConfig& draft, const GridSpec& spec,
-                                       int gpu_index);
+                                       int gpu_index, bool cpu_operators = true);
 
 // What one call at `point` does: bytes of the operands it must read (weights, KV cache, the
 // block for transfers) and floating-point operations (multiply-add = 2).

@@ -290,11 +290,20 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   } else if (!request.use_gpu) {
     notes.push_back("GPU operators not measured: disabled by the request");
   }
+  if (!request.cpu_operators) {
+    if (gpu_index < 0) {
+      throw base::Error(
+          "profile: only the GPU's operators were asked for, but none can be measured: " +
+          (gpus.devices.empty() ? gpus.why_none : std::string("GPUs disabled")));
+    }
+    notes.push_back("CPU operators not measured: only the GPU's were asked for");
+  }
   if (!target.is_moe())
     notes.push_back("the target '" + target.name +
                     "' is dense: expert_ffn and router not measured");
 
-  const std::vector<GridPoint> grid = MakeProfileGrid(target, draft, spec, gpu_index);
+  const std::vector<GridPoint> grid =
+      MakeProfileGrid(target, draft, spec, gpu_index, request.cpu_operators);
   bool has_cpu_experts = false;
   for (const GridPoint& p : grid)
     has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";

@@ -34,6 +34,7 @@ struct ProfileRequest {
   std::filesystem::path storage_dir;  // storage_read's temporary file; empty: the temp folder
   bool storage_direct_io = true;      // false: buffered reads (what a refusing filesystem gets)
   bool use_gpu = true;                // measure GPU 0 when DetectGpus() finds one
+  bool cpu_operators = true;          // false: only the GPU's operators (validate --device gpu)
   uint64_t seed = 1;                  // synthetic attention weights
   std::ostream* progress = nullptr;   // "[12/85] expert_ffn cpu tokens=64: median 3.10 ms" lines
   // Called after each of the grid's rounds (round 1..rounds), before the ridge points and the

@@ -5,7 +5,9 @@
 # with the device's copy bandwidth probed in the same run (PyTorch, when python3 has it).
 #   MOELAB_BIN_DIR  folder holding moelab and the test binaries (default build/, flat or as built)
 #   OUT_DIR         where the logs and JSON go (default results/gpu-check)
-#   PARTS           tests, timing or both (default "tests timing")
+#   PARTS           any of tests, validate, timing (default "tests timing"); validate runs
+#                   `moelab validate --device gpu --quick` (its files in OUT_DIR/validate-gpu)
+#   MEMCHECK        0 skips the compute-sanitizer pass over executor_gpu_test (default 1)
 set -uo pipefail
 parts=${PARTS:-tests timing}
 bin=${MOELAB_BIN_DIR:-build}
@@ -30,7 +32,7 @@ for t in device_gpu_test profiler_gpu_test executor_gpu_ops_test executor_gpu_te
 done
 # The backend's kernels under compute-sanitizer (out-of-bounds and misaligned accesses), where the
 # toolkit has it.
-if command -v compute-sanitizer > /dev/null; then
+if [[ ${MEMCHECK:-1} != 0 ]] && command -v compute-sanitizer > /dev/null; then
   echo "== compute-sanitizer memcheck: executor_gpu_test"
   timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 \
     "$(find_binary executor_gpu_test)" --gtest_filter='Tiny/*:GpuTransformer.LongPrompt*:GpuTransformer.Beam*:GpuOffload.Copied*:GpuOffload.Fiddler*' \
@@ -41,6 +43,13 @@ fi
 
 fi
 echo "$(date +%T) tests done"
+if [[ $parts == *validate* ]]; then
+  echo "$(date +%T) moelab validate --device gpu --quick"
+  timeout "${VALIDATE_TIMEOUT_S:-600}" "$moelab" validate --device gpu --quick --out "$out/validate-gpu" \
+    > "$out/validate-gpu.txt" 2> "$out/validate-gpu.err" || { status=1; echo "validate failed: $(tail -3 "$out/validate-gpu.err")"; }
+  cat "$out/validate-gpu.txt"
+  echo "$(date +%T) validate done"
+fi
 [[ $parts == *timing* ]] || exit $status
 # Device memory bandwidth: a large device-to-device copy, bytes read + written, median of 20.
 python3 - > "$out/copy_bandwidth.txt" 2>&1 <<'EOF' || true

@@ -4,6 +4,8 @@
 
 #include "base/error.h"
 #include "executor/generation.h"
+#include "executor/gpu/gpu_transformer.h"
+#include "executor/transformer.h"
 
 namespace moelab::validate {
 namespace {
@@ -25,19 +27,26 @@ executor::ExecutorConfig WithLayers(executor::ExecutorConfig config, int64_t lay
 
 ExecutorBench::ExecutorBench(const executor::ExecutorConfig& target, int64_t held_out_layers,
                              const executor::ExecutorConfig& draft, uint64_t seed, int threads,
-                             double alpha)
+                             double alpha, const std::string& device)
     : pool_(threads > 0 ? threads : kernels::DefaultThreadCount()),
       seed_(seed),
       alpha_(alpha),
       target_weights_(executor::MakeSyntheticWeights(target, seed, pool_)),
       draft_weights_(executor::MakeSyntheticWeights(draft, seed + 1, pool_)) {
+  if (device != "cpu" && device != "gpu")
+    throw base::Error("validate: --device '" + device + "': expected cpu or gpu");
+  const auto make =
+      [&](const executor::ModelWeights& weights) -> std::unique_ptr<executor::ForwardModel> {
+    if (device == "gpu") return executor::MakeGpuTransformer(weights, 0);
+    return std::make_unique<executor::Transformer>(weights, pool_);
+  };
   if (held_out_layers > 0) {
     held_out_weights_ = std::make_unique<executor::ModelWeights>(
         executor::MakeSyntheticWeights(WithLayers(target, held_out_layers), seed + 2, pool_));
-    held_out_ = std::make_unique<executor::Transformer>(*held_out_weights_, pool_);
+    held_out_ = make(*held_out_weights_);
   }
-  target_ = std::make_unique<executor::Transformer>(target_weights_, pool_);
-  draft_ = std::make_unique<executor::Transformer>(draft_weights_, pool_);
+  target_ = make(target_weights_);
+  draft_ = make(draft_weights_);
 }
 
 const executor::ExecutorConfig& ExecutorBench::target_config(bool held_out) const {
@@ -45,13 +54,13 @@ const executor::ExecutorConfig& ExecutorBench::target_config(bool held_out) cons
   return held_out ? held_out_weights_->config : target_weights_.config;
 }
 
-executor::Transformer& ExecutorBench::Target(bool held_out) {
+executor::ForwardModel& ExecutorBench::Target(bool held_out) {
   if (held_out && !held_out_) throw base::Error("no held-out shape was loaded");
   return held_out ? *held_out_ : *target_;
 }
 
 CaseRun ExecutorBench::Run(const ValidationCase& spec) {
-  executor::Transformer& target = Target(spec.held_out_shape);
+  executor::ForwardModel& target = Target(spec.held_out_shape);
   const int64_t vocab = target.config().vocab_size;
   CaseRun run;
   switch (spec.kind) {
@@ -144,7 +153,7 @@ routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
                                                    int64_t sequences) {
   if (sequences < 1)
     throw base::Error("recording routing needs >= 1 sequence, got " + std::to_string(sequences));
-  executor::Transformer& target = Target(held_out);
+  executor::ForwardModel& target = Target(held_out);
   const executor::ExecutorConfig& c = target.config();
   routing::RoutingTrace trace;
   trace.num_layers = c.num_layers - c.first_dense_layers;

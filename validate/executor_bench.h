@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "executor/executor_config.h"
-#include "executor/transformer.h"
+#include "executor/forward_model.h"
 #include "executor/weights.h"
 #include "kernels/thread_pool.h"
 #include "model/model_spec.h"
@@ -48,9 +48,11 @@ struct CaseRun {
 class ExecutorBench {
  public:
   // Synthetic weights (seeded) for `target` (and a copy with `held_out_layers` layers when > 0)
-  // and the dense `draft`, on `threads` threads (0: all cores).
+  // and the dense `draft`, on `threads` threads (0: all cores); the models run on `device`: "cpu"
+  // or "gpu" (GPU 0 through the executor's CUDA backend, which copies the weights to the device).
   ExecutorBench(const executor::ExecutorConfig& target, int64_t held_out_layers,
-                const executor::ExecutorConfig& draft, uint64_t seed, int threads, double alpha);
+                const executor::ExecutorConfig& draft, uint64_t seed, int threads, double alpha,
+                const std::string& device = "cpu");
 
   const executor::ExecutorConfig& target_config(bool held_out) const;
   const executor::ExecutorConfig& draft_config() const { return draft_weights_.config; }
@@ -65,7 +67,7 @@ class ExecutorBench {
   routing::RoutingTrace RecordRouting(bool held_out, int64_t gamma, int64_t sequences);
 
  private:
-  executor::Transformer& Target(bool held_out);
+  executor::ForwardModel& Target(bool held_out);
 
   kernels::ThreadPool pool_;
   uint64_t seed_;
@@ -73,7 +75,7 @@ class ExecutorBench {
   executor::ModelWeights target_weights_;
   std::unique_ptr<executor::ModelWeights> held_out_weights_;
   executor::ModelWeights draft_weights_;
-  std::unique_ptr<executor::Transformer> target_, held_out_, draft_;
+  std::unique_ptr<executor::ForwardModel> target_, held_out_, draft_;
 };
 
 }  // namespace moelab::validate

@@ -13,6 +13,7 @@
 #include "fit/profile_cost_source.h"
 #include "base/atomic_file.h"
 #include "base/json_reader.h"
+#include "executor/gpu/gpu_transformer.h"
 #include "executor/run_workload.h"
 #include "kernels/cpu_features.h"
 #include "kernels/weight_matrix.h"
@@ -131,6 +132,21 @@ void ValidationRequest::Validate() const {
     throw base::Error("validate needs a folder for its profile, fit and routing trace");
   kernels::WeightFormatFromBits(expert_bits, "--expert-bits");
   kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
+  if (device != "cpu" && device != "gpu")
+    throw base::Error("--device '" + device + "': expected cpu or gpu");
+  if (device == "gpu") {
+    if (kinds.count(CaseKind::kOffload) > 0) {
+      throw base::Error(
+          "--cases offload runs the CPU-only machine's storage tier; with --device gpu it is not "
+          "validated yet (moelab run --device gpu --offload runs the host -> GPU tier)");
+    }
+    if (expert_bits != 16 || attention_bits != 16) {
+      throw base::Error(
+          "--device gpu runs bf16 weights only: the GPU backend has no kernels for "
+          "--expert-bits / --attention-bits " +
+          std::to_string(expert_bits) + " / " + std::to_string(attention_bits));
+    }
+  }
 }
 
 const ErrorSummary& ValidationResult::Headline() const {
@@ -171,6 +187,11 @@ ValidationResult RunValidation(const ValidationRequest& request,
   const bool offload_requested =
       request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
   if (plan.cases.empty() && !offload_requested) throw base::Error("--cases selects no case");
+  const bool on_gpu = request.device == "gpu";
+  if (on_gpu) {
+    const std::string why_not = executor::GpuUnavailableReason(0);
+    if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
+  }
   std::filesystem::create_directories(request.work_dir);
 
   // 1. The executor, its own routing: built first, so that the case rounds can run between the
@@ -178,7 +199,7 @@ ValidationResult RunValidation(const ValidationRequest& request,
   say("building the executor's models (synthetic weights, seed " + std::to_string(request.seed) +
       ")");
   ExecutorBench bench(target, plan.held_out_layers, draft, request.seed, request.threads,
-                      request.alpha);
+                      request.alpha, request.device);
   int64_t max_gamma = 1, max_batch = 2;
   for (const ValidationCase& c : plan.cases) {
     max_gamma = std::max(max_gamma, c.gamma);
@@ -267,7 +288,9 @@ ValidationResult RunValidation(const ValidationRequest& request,
     profile_request.attention_bits = request.attention_bits;
     profile_request.threads = request.threads;
     profile_request.seed = request.seed;
-    profile_request.use_gpu = false;
+    // On a GPU, the GPU's operators only: they price its passes, and the CPU's would take minutes.
+    profile_request.use_gpu = on_gpu;
+    profile_request.cpu_operators = !on_gpu;
     profile_request.storage_dir = request.work_dir;
     profile_request.after_round = [&](int round, int rounds) {
       run_rounds(CaseRoundsBy(round, rounds, repeats));
@@ -291,8 +314,12 @@ ValidationResult RunValidation(const ValidationRequest& request,
   base::WriteFileAtomically(result.fit_path, fit::LatencyFitToJson(fit).dump(2) + "\n");
   const model::MoeModelSpec target_spec = executor::SpecFromExecutorConfig(target);
   std::vector<std::shared_ptr<const model::CostSource>> sources = {
-      std::make_shared<fit::FittedProfileCostSource>(fit, target_spec, "cpu")};
-  if (profile.limits) {
+      std::make_shared<fit::FittedProfileCostSource>(fit, target_spec, on_gpu ? "cuda:0" : "cpu")};
+  if (on_gpu) {
+    result.notes.push_back(
+        "--device gpu: no calibrated-roofline predictions (the profile measures the CPU's limits, "
+        "not the GPU's)");
+  } else if (profile.limits) {
     sources.push_back(CalibratedSource(profile));
   } else {
     result.notes.push_back(

@@ -39,6 +39,9 @@ struct ValidationRequest {
   int attention_bits = 16;
   uint64_t seed = 1;
   int threads = 0;  // 0: all cores
+  // Where the executor runs and the profile measures: "cpu", or "gpu" (GPU 0 through the
+  // executor's CUDA backend, profiled through the same backend, the CPU's operators left out).
+  std::string device = "cpu";
   std::ostream* progress = nullptr;
 
   int Repeats() const { return repeat > 0 ? repeat : (quick ? 3 : 5); }

@@ -13,6 +13,19 @@
 namespace moelab::validate {
 namespace {
 
+// What the executor ran on: the CPU's name, or the GPU's (the profile's machine.gpu) with --device
+// gpu.
+std::string DeviceName(const ValidationResult& result) {
+  const nlohmann::json& m = result.machine;
+  if (result.request.device == "gpu") {
+    return m.contains("gpu") && m["gpu"].is_object() && m["gpu"].contains("name")
+               ? m["gpu"]["name"].get<std::string>() + " (GPU 0)"
+               : std::string("GPU 0");
+  }
+  return m.contains("cpu") && m["cpu"].is_string() ? m["cpu"].get<std::string>()
+                                                   : std::string("this machine");
+}
+
 using report::FormatNumber;
 
 nlohmann::json CaseJson(const CaseResult& r) {
@@ -147,6 +160,7 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   json["fit"] = result.fit_path;
   json["routing_trace"] = result.routing_trace_path;
   json["machine"] = result.machine;
+  json["device"] = result.request.device;
   json["limits_per_round"] = result.round_limits;
   json["notes"] = result.notes;
   json["wall_time_s"] = result.wall_time_s;
@@ -178,11 +192,9 @@ std::string TimingLine(const ValidationResult& result) {
 std::string ValidationText(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
-  out << "Validation on "
-      << (result.machine.contains("cpu") ? result.machine["cpu"].get<std::string>()
-                                         : "this machine")
-      << ": " << DistinctCases(result) << " held-out cases x " << result.request.Repeats()
-      << " interleaved runs, routing " << result.routing << "\n";
+  out << "Validation on " << DeviceName(result) << ": " << DistinctCases(result)
+      << " held-out cases x " << result.request.Repeats() << " interleaved runs, routing "
+      << result.routing << "\n";
   out << "Headline (" << headline.cost_source << ", recorded routing): median "
       << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
       << ", max " << Percent(headline.max_abs_error) << "\n"
@@ -216,7 +228,8 @@ std::string ValidationMarkdown(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
   out << "# moelab validate: predictions against the executor\n\n";
-  out << "Machine: " << result.machine.value("cpu", std::string("?")) << ", ISA "
+  out << "Device: " << DeviceName(result)
+      << ". Machine: " << result.machine.value("cpu", std::string("?")) << ", ISA "
       << result.machine.value("isa", std::string("?")) << ", " << result.machine.value("threads", 0)
       << " threads. "
       << "Command: `" << CommandLine(result) << "`. Wall time "

@@ -39,34 +39,6 @@ namespace {
 
 constexpr int64_t kMaxHarnessLayers = 64;
 
-executor::ExecutorConfig HarnessConfig(const executor::ExecutorConfig& target, int64_t layers,
-                                       int64_t max_positions) {
-  executor::ExecutorConfig h = target;
-  h.name = target.name + " attention harness";
-  h.num_layers = layers;
-  h.vocab_size = 2;
-  h.tied_embeddings = true;
-  h.num_experts = 0;
-  h.top_k = 0;
-  h.expert_intermediate_size = 0;
-  h.num_shared_experts = 0;
-  h.shared_expert_intermediate_size = 0;
-  h.shared_expert_gate = false;
-  h.first_dense_layers = 0;
-  h.dense_intermediate_size = 1;
-  h.max_positions = max_positions;
-  h.Validate();
-  return h;
-}
-
-void SetLength(executor::KvCache& cache, int64_t length) {
-  if (cache.length() > length) {
-    cache.Truncate(length);
-  } else if (cache.length() < length) {
-    cache.Append(length - cache.length());
-  }
-}
-
 class AttentionBench : public OperatorBench {
  public:
   AttentionBench(const std::vector<GridPoint>& points, const BenchEnvironment& env)
@@ -97,7 +69,7 @@ class AttentionBench : public OperatorBench {
       const double budget = std::min(4.0 * (1 << 30), 0.25 * AvailableMemoryBytes());
       const int64_t by_memory = std::max<int64_t>(1, static_cast<int64_t>(budget / kv_per_layer));
       layers_ = std::min(cycling, by_memory);
-      const executor::ExecutorConfig config = HarnessConfig(target, layers_, positions);
+      const executor::ExecutorConfig config = AttentionHarnessConfig(target, layers_, positions);
       RequireMemory(kv_per_layer * static_cast<double>(layers_) + executor::WeightBytesFor(config),
                     label + " KV caches and weights");
       weights_ = std::make_unique<executor::ModelWeights>(
@@ -118,7 +90,7 @@ class AttentionBench : public OperatorBench {
       }
     } else {
       layers_ = 1;
-      const executor::ExecutorConfig config = HarnessConfig(target, 1, max_tokens);
+      const executor::ExecutorConfig config = AttentionHarnessConfig(target, 1, max_tokens);
       RequireMemory(executor::WeightBytesFor(config) + static_cast<double>(max_tokens) *
                                                            static_cast<double>(target.kv_width()) *
                                                            8.0,
@@ -160,7 +132,7 @@ class AttentionBench : public OperatorBench {
       const int64_t sequences = bench.cached_ ? point.tokens : 1;
       batch_.resize(static_cast<size_t>(sequences));
       for (int64_t b = 0; b < sequences; ++b) {
-        if (bench.cached_) SetLength(*bench.caches_[b], point.context);
+        if (bench.cached_) SetCacheLength(*bench.caches_[b], point.context);
         batch_[b].cache = bench.caches_[b].get();
         batch_[b].tokens.assign(
             static_cast<size_t>(bench.cached_ ? point.queries_per_sequence : point.tokens), 1);
@@ -230,6 +202,34 @@ class AttentionBench : public OperatorBench {
 };
 
 }  // namespace
+
+executor::ExecutorConfig AttentionHarnessConfig(const executor::ExecutorConfig& target,
+                                                int64_t layers, int64_t max_positions) {
+  executor::ExecutorConfig h = target;
+  h.name = target.name + " attention harness";
+  h.num_layers = layers;
+  h.vocab_size = 2;
+  h.tied_embeddings = true;
+  h.num_experts = 0;
+  h.top_k = 0;
+  h.expert_intermediate_size = 0;
+  h.num_shared_experts = 0;
+  h.shared_expert_intermediate_size = 0;
+  h.shared_expert_gate = false;
+  h.first_dense_layers = 0;
+  h.dense_intermediate_size = 1;
+  h.max_positions = max_positions;
+  h.Validate();
+  return h;
+}
+
+void SetCacheLength(executor::KvCache& cache, int64_t length) {
+  if (cache.length() > length) {
+    cache.Truncate(length);
+  } else if (cache.length() < length) {
+    cache.Append(length - cache.length());
+  }
+}
 
 std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& points,
                                                   const BenchEnvironment& env) {

@@ -6,6 +6,8 @@
 #include <memory>
 #include <vector>
 
+#include "executor/executor_config.h"
+#include "executor/kv_cache.h"
 #include "profiler/operator_bench.h"
 
 namespace moelab::profiler::impl {
@@ -34,9 +36,22 @@ std::unique_ptr<OperatorBench> MakeStorageReadBench(const std::vector<GridPoint>
 // expert_load: the offload reader's checksum and copy (executor/offload/checksum.h).
 std::unique_ptr<OperatorBench> MakeExpertLoadBench(const std::vector<GridPoint>& points,
                                                    const BenchEnvironment& env);
-// expert_ffn on a GPU and the host<->device copies (device/cuda_profile.h).
-std::unique_ptr<OperatorBench> MakeGpuBench(const std::vector<GridPoint>& points,
-                                            const BenchEnvironment& env);
+// The host<->device copies on a GPU (device/cuda_profile.h).
+std::unique_ptr<OperatorBench> MakeGpuCopyBench(const std::vector<GridPoint>& points,
+                                                const BenchEnvironment& env);
+// Every operator of a forward pass on a GPU (expert_ffn, the three attentions, router, lm_head,
+// dense_ffn, draft_decode, norms_residual), measured through the executor's GPU backend.
+std::unique_ptr<OperatorBench> MakeGpuPassBench(const std::vector<GridPoint>& points,
+                                                const BenchEnvironment& env);
+// The GPU index of a "cuda:<index>" device name; Error otherwise.
+int GpuIndex(const std::string& device);
+
+// The attention benches' harness: the target's attention shape in a dense model of `layers`
+// layers whose FFN (width 1) and vocabulary (2) cost next to nothing.
+executor::ExecutorConfig AttentionHarnessConfig(const executor::ExecutorConfig& target,
+                                                int64_t layers, int64_t max_positions);
+// Cuts a cache back or extends it to `length` positions (their contents do not change the time).
+void SetCacheLength(executor::KvCache& cache, int64_t length);
 
 // Fills `count` bf16 values with the deterministic pattern the kernels bench uses
 // ((i mod 17 - 8) / 100): small, varied, exactly representable.

@@ -132,6 +132,31 @@ TEST(ValidateCli, RefusesUnknownCaseKinds) {
   EXPECT_NE(r.err.find("sprint"), std::string::npos) << r.err;
 }
 
+TEST(ValidateCli, DeviceIsCpuOrGpuAndTheGpuRefusesWhatItCannotRun) {
+  CliRun r = RunMoelab("validate --quick --device tpu");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--device 'tpu': expected cpu or gpu"), std::string::npos) << r.err;
+  r = RunMoelab("validate --quick --device gpu --cases offload");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cases offload"), std::string::npos) << r.err;
+  r = RunMoelab("validate --quick --device gpu --expert-bits 4");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("bf16 weights only"), std::string::npos) << r.err;
+
+  const CliRun devices = RunMoelab("devices --json");
+  ASSERT_EQ(devices.status, 0) << devices.err;
+  if (!nlohmann::json::parse(devices.out)["gpus"].empty())
+    GTEST_SKIP() << "this machine has a GPU: validate --device gpu would run";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / "moelab-validate-no-gpu-test";
+  std::filesystem::remove_all(dir);
+  r = RunMoelab("validate --quick --device gpu --out " + dir.string() + kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--device gpu: "), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "validation.json"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(RoutingAwareCli, SimSdTakesTheExecutorsTraceAndKeepsItsRows) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-routing");
   const std::string trace = (dir / "trace.json").string();

@@ -5,10 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "device/cuda_profile.h"
 #include "device/gpu_devices.h"
 #include "kernels/expert_ffn.h"
+#include "executor/executor_config.h"
+#include "fit/latency_fit.h"
+#include "fit/latency_profile.h"
+#include "fit/profile_cost_source.h"
 #include "profiler/profiler.h"
 #include "tests/support/test_paths.h"
 
@@ -69,7 +74,7 @@ TEST(GpuProfile, CublasExpertFfnMatchesTheCpuKernel) {
   }
 }
 
-TEST(GpuProfile, ProfileHasGpuSamples) {
+TEST(GpuProfile, EveryOperatorOfAPassIsMeasuredThroughTheBackendAndFitsACostSource) {
   const device::GpuInventory inventory = device::DetectGpus();
   if (inventory.devices.empty()) GTEST_SKIP() << "needs a GPU: " << inventory.why_none;
   ProfileRequest request;
@@ -80,8 +85,18 @@ TEST(GpuProfile, ProfileHasGpuSamples) {
   request.shape.heads = 4;
   request.shape.kv_heads = 2;
   request.shape.head_dim = 64;
+  request.cpu_operators = false;  // validate --device gpu's profile
   GridSpec grid;
-  grid.expert_tokens = {1, 64};
+  grid.expert_tokens = {1, 64, 128, 256};
+  grid.matmul_tokens = {1, 8, 64, 128, 256};
+  grid.decode_contexts = {64, 256};
+  grid.decode_batches = {1, 4};
+  grid.prefill_tokens = {16, 64, 128};
+  grid.verify_queries = {2, 3};
+  grid.verify_contexts = {64, 256};
+  grid.verify_batches = {1, 4};
+  grid.draft_contexts = {64, 256};
+  grid.draft_batches = {1, 4};
   grid.transfer_fixed_bytes = {1 << 20};
   grid.repetitions = 2;
   grid.min_time_s = 0.005;
@@ -89,14 +104,41 @@ TEST(GpuProfile, ProfileHasGpuSamples) {
   const nlohmann::json profile = RunProfile(request, model::PresetStore(testing::PresetDir()));
   ASSERT_NO_THROW(ValidateProfile(profile));
   EXPECT_TRUE(profile["machine"]["gpu"].is_object());
-  std::set<std::string> gpu_operators;
+  std::map<std::string, int> samples;
   for (const auto& s : profile["samples"]) {
-    if (s["device"] != "cpu") gpu_operators.insert(s["operator"].get<std::string>());
+    EXPECT_EQ(s["device"], "cuda:0") << s.dump();  // no CPU operator was asked for
+    EXPECT_GT(s["median_s"].get<double>(), 0.0) << s.dump();
+    ++samples[s["operator"].get<std::string>()];
   }
-  for (const char* op : {"expert_ffn", "memcpy_h2d_pinned", "memcpy_h2d_pageable",
-                         "memcpy_d2h_pinned", "memcpy_d2h_pageable"}) {
-    EXPECT_EQ(gpu_operators.count(op), 1u) << op << "; notes: " << profile["notes"].dump(1);
-  }
+  const std::map<std::string, int> expected = {{"expert_ffn", 5},
+                                               {"attention_decode", 4},
+                                               {"attention_prefill", 3},
+                                               {"attention_verify", 8},
+                                               {"router", 5},
+                                               {"lm_head", 5},
+                                               {"dense_ffn", 5},
+                                               {"draft_decode", 4},
+                                               {"norms_residual", 5},
+                                               {"memcpy_h2d_pinned", 1},
+                                               {"memcpy_h2d_pageable", 1},
+                                               {"memcpy_d2h_pinned", 1},
+                                               {"memcpy_d2h_pageable", 1}};
+  EXPECT_EQ(samples, expected) << "notes: " << profile["notes"].dump(1);
+
+  // The fit prices GPU passes from these curves (what validate --device gpu predicts with).
+  const fit::Profile parsed = fit::ProfileFromJson(profile, "gpu profile");
+  const fit::LatencyFit fitted = fit::FitLatency(parsed, fit::FitOptions{});
+  ASSERT_TRUE(fit::FittedProfileCostSource::HasDevice(fitted, "cuda:0"));
+  executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
+      model::PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"), request.shape);
+  const model::MoeModelSpec spec = executor::SpecFromExecutorConfig(config);
+  const fit::FittedProfileCostSource source(fitted, spec, "cuda:0");
+  model::ForwardShape decode;
+  decode.batch = 4;
+  decode.tokens_per_sequence = 1;
+  decode.context_length = 100;
+  const model::ForwardCost cost = source.Forward(spec, decode);
+  EXPECT_GT(cost.time_s, 0.0);
 }
 
 }  // namespace

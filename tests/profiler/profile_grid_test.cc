@@ -228,16 +228,57 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   EXPECT_EQ(counts["lm_head cpu"], 14);
 }
 
-TEST(ProfileGrid, GpuPointsOnlyWithAGpu) {
+TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
   const executor::ExecutorConfig target = DefaultTarget();
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const std::map<std::string, int> without =
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+  for (const auto& [name, count] : without) EXPECT_EQ(name.find("cuda"), std::string::npos) << name;
   const std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), 0));
-  EXPECT_EQ(counts.at("expert_ffn cuda:0"), 17);
+  // Every operator of a pass is measured on the GPU; attention and the draft at the CPU's points,
+  // the GEMMs at distinct 64-row block counts.
+  for (const char* family : {"attention_decode", "attention_prefill", "attention_verify",
+                             "draft_decode", "norms_residual"}) {
+    EXPECT_EQ(counts.at(std::string(family) + " cuda:0"), counts.at(std::string(family) + " cpu"))
+        << family;
+  }
+  for (const char* family : {"expert_ffn", "router", "lm_head", "dense_ffn"})
+    EXPECT_EQ(counts.at(std::string(family) + " cuda:0"), 9) << family;
+  EXPECT_EQ(GpuGemmTokens(GridSpec::Quick().expert_tokens),
+            (std::vector<int64_t>{1, 64, 128, 192, 256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(GpuGemmTokens({1, 8, 100}), (std::vector<int64_t>{1, 64}));
+  EXPECT_TRUE(GpuGemmTokens({}).empty());
   for (const char* name : {"memcpy_h2d_pinned cuda:0", "memcpy_h2d_pageable cuda:0",
                            "memcpy_d2h_pinned cuda:0", "memcpy_d2h_pageable cuda:0"}) {
     EXPECT_EQ(counts.at(name), 3) << name;
   }
+  // validate --device gpu: the GPU's points only.
+  const std::vector<GridPoint> gpu_only =
+      MakeProfileGrid(target, draft, GridSpec::Quick(), 0, /*cpu_operators=*/false);
+  ASSERT_FALSE(gpu_only.empty());
+  for (const GridPoint& p : gpu_only) EXPECT_EQ(p.device, "cuda:0") << p.Label();
+  int gpu_points = 0;
+  for (const auto& [name, count] : counts)
+    gpu_points += name.find("cuda:0") != std::string::npos ? count : 0;
+  EXPECT_EQ(static_cast<int>(gpu_only.size()), gpu_points);
+}
+
+TEST(ProfileGrid, GpuGemmsAreTiledInTheBackendsBlocksOf64Rows) {
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  for (OperatorFamily family : {OperatorFamily::kExpertFfn, OperatorFamily::kRouter,
+                                OperatorFamily::kLmHead, OperatorFamily::kDenseFfn}) {
+    const nlohmann::json shape = ShapeOf({family, "cuda:0", 3, 0, 0}, target, draft);
+    ASSERT_TRUE(shape.contains("token_tiling")) << shape.dump();
+    EXPECT_EQ(shape["token_tiling"]["exact_up_to"], 0);
+    EXPECT_EQ(shape["token_tiling"]["multiple"], 64);
+  }
+  // Attention and the norms have no GEMM rows to price that way.
+  EXPECT_FALSE(ShapeOf({OperatorFamily::kNormsResidual, "cuda:0", 3, 0, 0}, target, draft)
+                   .contains("token_tiling"));
+  EXPECT_FALSE(ShapeOf({OperatorFamily::kAttentionPrefill, "cuda:0", 3, 0, 0}, target, draft)
+                   .contains("token_tiling"));
 }
 
 TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
