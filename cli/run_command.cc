@@ -89,7 +89,8 @@ int Run(const std::vector<std::string>& args) {
     }
     if (request.device == "gpu") {
       for (const char* flag : {"offload-dir", "offload-readers", "offload-reader"}) {
-        if (values.count(flag)) {
+        // Given on the command line, not its default (--offload-readers has one).
+        if (values.count(flag) && !values[flag].defaulted()) {
           throw base::Error(std::string("--") + flag +
                             " applies to --device cpu (storage -> RAM); on --device gpu the "
                             "experts' slow tier is pinned host memory");

@@ -22,7 +22,8 @@ struct SequenceInput {
 // Wall time per operator class, accumulated over forward passes.
 struct OperatorTimes {
   double attention_s = 0;  // QKV and output projections, rotary, attention over the KV cache
-  double router_s = 0;     // gate matmul, softmax, top-K
+  double router_s = 0;     // gate matmul, softmax, top-K (GPU: and the experts' row gather and
+                           // weighted combine, the dispatch, once per layer)
   double experts_s = 0;    // routed experts, shared experts, dense FFNs
   double lm_head_s = 0;    // final norm and LM head
   double other_s = 0;      // embedding, norms, residual adds

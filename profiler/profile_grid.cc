@@ -310,13 +310,14 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
   const std::vector<int64_t> expert_tokens = SortedUnique(spec.expert_tokens);
   const std::vector<int64_t> matmul_tokens = SortedUnique(spec.matmul_tokens);
   // The operators a forward pass runs, on `device`. A GPU's GEMMs run on blocks of 64 rows, so
-  // there the GEMM operators take GpuGemmTokens (distinct block counts) instead of the CPU's
-  // counts, most of which would cost what 64 tokens do; attention and the draft's pass take the
-  // CPU's.
+  // there the FFNs take GpuGemmTokens (distinct block counts) instead of the CPU's counts, most of
+  // which would cost what 64 tokens do. The router and the LM head keep the CPU's counts: on the
+  // GPU their time follows the rows, not the blocks (the router's probabilities and the logits
+  // come back to the host row by row, and the host routes each token).
   const auto add_compute = [&](const std::string& device) {
     const bool gpu = device != "cpu";
     const std::vector<int64_t> expert_points = gpu ? GpuGemmTokens(expert_tokens) : expert_tokens;
-    const std::vector<int64_t> matmul_points = gpu ? GpuGemmTokens(matmul_tokens) : matmul_tokens;
+    const std::vector<int64_t> ffn_points = gpu ? GpuGemmTokens(matmul_tokens) : matmul_tokens;
     if (target.is_moe()) {
       for (int64_t t : expert_points) add(OperatorFamily::kExpertFfn, device, t, 0, 0);
     }
@@ -338,11 +339,11 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
       }
     }
     if (target.is_moe()) {
-      for (int64_t t : matmul_points) add(OperatorFamily::kRouter, device, t, 0, 0);
+      for (int64_t t : matmul_tokens) add(OperatorFamily::kRouter, device, t, 0, 0);
     }
-    for (int64_t t : matmul_points) add(OperatorFamily::kLmHead, device, t, 0, 0);
+    for (int64_t t : matmul_tokens) add(OperatorFamily::kLmHead, device, t, 0, 0);
     if (draft.dense_intermediate_size > 0) {
-      for (int64_t t : matmul_points) add(OperatorFamily::kDenseFfn, device, t, 0, 0);
+      for (int64_t t : ffn_points) add(OperatorFamily::kDenseFfn, device, t, 0, 0);
     }
     if (!draft.is_moe()) {
       for (int64_t context : SortedUnique(spec.draft_contexts)) {
@@ -456,12 +457,14 @@ namespace {
 
 // A matmul's shape carries its kernel's token tiling where a call computes more rows than it has
 // tokens: the fit prices tokens as the rows the kernel computes. On the CPU, the kernel's register
-// tiling (kernels/weight_matrix.h); on a GPU, the executor's GEMMs, which always run on blocks of
-// kGpuGemmRows rows (executor/gpu/gpu_transformer.h), so 1..64 tokens cost what 64 do.
+// tiling (kernels/weight_matrix.h); on a GPU, the FFNs' GEMMs, which always run on blocks of
+// kGpuGemmRows rows (executor/gpu/gpu_transformer.h), so 1..64 tokens cost what 64 do (not the
+// router's or the LM head's time, which follows the rows copied back to the host).
 nlohmann::json WithTokenTiling(nlohmann::json shape, const GridPoint& p,
                                kernels::WeightFormat format) {
   if (p.device != "cpu") {
-    shape["token_tiling"] = {{"exact_up_to", 0}, {"multiple", executor::kGpuGemmRows}};
+    if (p.family == OperatorFamily::kExpertFfn || p.family == OperatorFamily::kDenseFfn)
+      shape["token_tiling"] = {{"exact_up_to", 0}, {"multiple", executor::kGpuGemmRows}};
     return shape;
   }
   const kernels::TokenTiling tiling = kernels::MatmulTokenTiling(format);

@@ -118,7 +118,7 @@ int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes);
 constexpr int64_t kMinEffectiveCacheBytes = int64_t{256} << 20;
 int64_t EffectiveCacheBytes(int64_t reported_l3_bytes);
 
-// The token counts a GPU's GEMM operators (expert_ffn, router, lm_head, dense_ffn) are measured
+// The token counts a GPU's FFN operators (expert_ffn, dense_ffn) are measured
 // at, for a grid whose CPU counts are `cpu_tokens`: the executor's GPU GEMMs run on blocks of
 // kGpuGemmRows (64) rows, so 1..64 tokens cost the same; 1, 64, 128, 192, 256, then 512, 1024, ...
 // up to the largest CPU count: distinct block counts, as many as an interpolated fit needs.

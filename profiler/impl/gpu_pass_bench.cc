@@ -97,12 +97,11 @@ class GpuPassBench : public OperatorBench {
       cached_ = family_ != OperatorFamily::kAttentionPrefill;
       const int64_t positions = cached_ ? max_context + max_queries : max_tokens;
       const int64_t sequences = cached_ ? max_tokens : 1;
-      const double kv_per_layer = static_cast<double>(sequences) *
-                                  static_cast<double>(positions) *
+      const double kv_per_layer = static_cast<double>(sequences) * static_cast<double>(positions) *
                                   static_cast<double>(target.kv_width()) * 8.0;
-      const int64_t cycling = std::min(
-          kMaxHarnessLayers,
-          CyclingBlocks(static_cast<int64_t>(AttentionWeightBytes(target)), l2_bytes));
+      const int64_t cycling =
+          std::min(kMaxHarnessLayers,
+                   CyclingBlocks(static_cast<int64_t>(AttentionWeightBytes(target)), l2_bytes));
       const double budget = std::min(8.0 * (1 << 30), 0.25 * device_memory);
       layers_ = std::max<int64_t>(
           1, std::min<int64_t>(cycling, static_cast<int64_t>(budget / kv_per_layer)));
@@ -129,7 +128,8 @@ class GpuPassBench : public OperatorBench {
       config.Validate();
       caches = (max_tokens + kTokensPerSequence - 1) / kTokensPerSequence;
       capacity = kTokensPerSequence;
-      if (family_ == OperatorFamily::kExpertFfn) forced_ = std::make_unique<FirstExpertsRouting>(target.top_k);
+      if (family_ == OperatorFamily::kExpertFfn)
+        forced_ = std::make_unique<FirstExpertsRouting>(target.top_k);
       notes_.push_back(label + ": the executor's GPU backend, a pass of the target (" +
                        std::to_string(layers_) +
                        " layers, no shared experts or dense layers) as sequences of up to " +
@@ -212,7 +212,8 @@ class GpuPassBench : public OperatorBench {
         executor::KvCache& cache = caches_[static_cast<size_t>(s)];
         cache.Truncate(0);
         batch.push_back(
-            {&cache, std::vector<int32_t>(static_cast<size_t>(std::min(chunk, point.tokens - first)), 1)});
+            {&cache,
+             std::vector<int32_t>(static_cast<size_t>(std::min(chunk, point.tokens - first)), 1)});
       }
     }
     const executor::OperatorTimes before = model_->times();

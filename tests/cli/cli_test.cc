@@ -274,6 +274,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --device gpu --expert-bits 8", "--device gpu runs bf16 weights"},
         BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-dir /tmp",
                  "--offload-dir applies to --device cpu"},
+        BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-readers 3",
+                 "--offload-readers applies to --device cpu"},
         BadInput{"run --model deepseek-v2", "multi-head latent attention"},
         BadInput{"run --routing trace:/nonexistent/trace.json", "/nonexistent/trace.json"},
         BadInput{"run --workload beam --batch 2", "--batch must be 1"},
@@ -283,6 +285,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --tokens 5000 --layers 1 --hidden 64 --intermediate 64 --heads 4 --kv-heads "
                  "2 --head-dim 16 --vocab 50",
                  "max_positions"}));
+
+// The refusal of the storage tier's flags on --device gpu looks at what was given, not at the
+// defaults every run has (it refused every GPU offload run while --offload-readers had a default).
+TEST(Cli, GpuOffloadWithoutStorageFlagsIsNotRefusedForThem) {
+  const CliRun r = RunMoelab(
+      "run --device gpu --offload fiddler --expert-memory 200MB --layers 2 --hidden 64 "
+      "--intermediate 128 --heads 4 --kv-heads 2 --head-dim 16 --vocab 64 --prompt 4 --tokens 4");
+  EXPECT_EQ(r.err.find("applies to --device cpu"), std::string::npos) << r.err;
+  if (r.status != 0) EXPECT_NE(r.err.find("GPU"), std::string::npos) << r.err;  // no GPU here
+}
 
 TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {
   const CliRun r = RunMoelab(

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -65,6 +66,41 @@ TEST(LogSoftmax, MatchesDoublePrecisionOverAVocabularyAndWorksInPlace) {
 TEST(ArgMax, FirstOnTies) {
   const std::vector<float> v = {1, 5, 5, 2};
   EXPECT_EQ(ArgMax(v.data(), 4), 1);
+}
+
+// The vectorized passes give what the plain loop gives, NaNs, signed zeros, ties across vector
+// lanes and tails of every length included.
+TEST(ArgMax, MatchesThePlainLoopOnEveryLengthAndSpecialValue) {
+  const auto reference = [](const float* v, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (v[i] > v[best]) best = i;
+    }
+    return best;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  for (int64_t n = 1; n <= 70; ++n) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) {
+        const int pick = static_cast<int>(rng() % 12);
+        x = pick == 0   ? nan
+            : pick == 1 ? -0.0f
+            : pick == 2 ? 0.0f
+            : pick == 3 ? -inf
+                        : static_cast<float>(rng() % 5);
+      }
+      EXPECT_EQ(ArgMax(v.data(), n), reference(v.data(), n)) << "n " << n << " trial " << trial;
+    }
+  }
+  std::vector<float> v(32000, -1.0f);
+  v[31999] = 3.0f;
+  v[17] = 3.0f;
+  EXPECT_EQ(ArgMax(v.data(), 32000), 17);
+  v[0] = nan;  // the loop never moves off a NaN in front
+  EXPECT_EQ(ArgMax(v.data(), 32000), 0);
 }
 
 TEST(Rope, RotatesPairsAndPreservesNorm) {

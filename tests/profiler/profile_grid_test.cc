@@ -239,11 +239,11 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
   // Every operator of a pass is measured on the GPU; attention and the draft at the CPU's points,
   // the GEMMs at distinct 64-row block counts.
   for (const char* family : {"attention_decode", "attention_prefill", "attention_verify",
-                             "draft_decode", "norms_residual"}) {
+                             "draft_decode", "norms_residual", "router", "lm_head"}) {
     EXPECT_EQ(counts.at(std::string(family) + " cuda:0"), counts.at(std::string(family) + " cpu"))
         << family;
   }
-  for (const char* family : {"expert_ffn", "router", "lm_head", "dense_ffn"})
+  for (const char* family : {"expert_ffn", "dense_ffn"})
     EXPECT_EQ(counts.at(std::string(family) + " cuda:0"), 9) << family;
   EXPECT_EQ(GpuGemmTokens(GridSpec::Quick().expert_tokens),
             (std::vector<int64_t>{1, 64, 128, 192, 256, 512, 1024, 2048, 4096}));
@@ -264,21 +264,23 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
   EXPECT_EQ(static_cast<int>(gpu_only.size()), gpu_points);
 }
 
-TEST(ProfileGrid, GpuGemmsAreTiledInTheBackendsBlocksOf64Rows) {
+TEST(ProfileGrid, GpuFfnsAreTiledInTheBackendsBlocksOf64Rows) {
   const executor::ExecutorConfig target = DefaultTarget();
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
-  for (OperatorFamily family : {OperatorFamily::kExpertFfn, OperatorFamily::kRouter,
-                                OperatorFamily::kLmHead, OperatorFamily::kDenseFfn}) {
+  for (OperatorFamily family : {OperatorFamily::kExpertFfn, OperatorFamily::kDenseFfn}) {
     const nlohmann::json shape = ShapeOf({family, "cuda:0", 3, 0, 0}, target, draft);
     ASSERT_TRUE(shape.contains("token_tiling")) << shape.dump();
     EXPECT_EQ(shape["token_tiling"]["exact_up_to"], 0);
     EXPECT_EQ(shape["token_tiling"]["multiple"], 64);
   }
-  // Attention and the norms have no GEMM rows to price that way.
-  EXPECT_FALSE(ShapeOf({OperatorFamily::kNormsResidual, "cuda:0", 3, 0, 0}, target, draft)
-                   .contains("token_tiling"));
-  EXPECT_FALSE(ShapeOf({OperatorFamily::kAttentionPrefill, "cuda:0", 3, 0, 0}, target, draft)
-                   .contains("token_tiling"));
+  // The router's and the LM head's time follows the rows copied back to the host (an H200 run:
+  // the LM head at 2 rows 0.09 ms, at 60 rows 1.39 ms); attention and the norms have no GEMM rows.
+  for (OperatorFamily family :
+       {OperatorFamily::kRouter, OperatorFamily::kLmHead, OperatorFamily::kNormsResidual,
+        OperatorFamily::kAttentionPrefill}) {
+    EXPECT_FALSE(ShapeOf({family, "cuda:0", 3, 0, 0}, target, draft).contains("token_tiling"))
+        << ToString(family);
+  }
 }
 
 TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
