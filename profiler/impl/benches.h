@@ -4,10 +4,13 @@
 // MakeOperatorBench (operator_bench.cc) is the one place that chooses among them.
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "executor/executor_config.h"
+#include "executor/forward_model.h"
 #include "executor/kv_cache.h"
+#include "routing/routing_source.h"
 #include "profiler/operator_bench.h"
 
 namespace moelab::profiler::impl {
@@ -40,9 +43,46 @@ std::unique_ptr<OperatorBench> MakeExpertLoadBench(const std::vector<GridPoint>&
 std::unique_ptr<OperatorBench> MakeGpuCopyBench(const std::vector<GridPoint>& points,
                                                 const BenchEnvironment& env);
 // Every operator of a forward pass on a GPU (expert_ffn, the three attentions, router, lm_head,
-// dense_ffn, draft_decode, norms_residual), measured through the executor's GPU backend.
+// dense_ffn, draft_decode, norms_residual), measured through the executor's GPU backend
+// (gpu_pass_bench.cc): a harness model (PlanPassHarness) run by ForwardPassBench.
 std::unique_ptr<OperatorBench> MakeGpuPassBench(const std::vector<GridPoint>& points,
                                                 const BenchEnvironment& env);
+
+// The model a forward-pass bench runs for `points` (one family) and how: its config, layer count,
+// KV caches, whether every token is forced to experts 0..K-1 (expert_ffn), and the profile's note.
+struct PassHarness {
+  executor::ExecutorConfig config;
+  int64_t layers = 1;
+  bool cached = false;  // attention over cached positions (decode, verify)
+  int64_t caches = 1;
+  int64_t capacity = 1;
+  bool force_first_experts = false;
+  std::string note;
+};
+PassHarness PlanPassHarness(const std::vector<GridPoint>& points, const BenchEnvironment& env,
+                            int64_t l2_bytes, double device_memory_bytes);
+
+// Measures one operator family through a ForwardModel's own operator times (draft_decode: the
+// pass's wall time). The GPU bench runs it on the GPU backend; it runs on any ForwardModel.
+class ForwardPassBench : public OperatorBench {
+ public:
+  ForwardPassBench(OperatorFamily family, PassHarness harness,
+                   std::unique_ptr<executor::ForwardModel> model);
+  ~ForwardPassBench() override;
+  bool manual_time() const override { return true; }
+  double time_scale() const override;
+  void Run(benchmark::State& state, const GridPoint& point) override;
+  // One pass at `point`: the family's seconds over all the harness's layers (before time_scale).
+  double Pass(const GridPoint& point);
+
+ private:
+  OperatorFamily family_;
+  PassHarness harness_;
+  std::unique_ptr<routing::RoutingSource> forced_;  // expert_ffn: every token to experts 0..K-1
+  std::unique_ptr<executor::ForwardModel> model_;
+  std::vector<executor::KvCache> caches_;
+  std::vector<float> logits_;
+};
 // The GPU index of a "cuda:<index>" device name; Error otherwise.
 int GpuIndex(const std::string& device);
 
