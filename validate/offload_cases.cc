@@ -155,6 +155,10 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
 
 double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
+// Cases on each side of a case whose reads price its own: a few seconds of runs, inside the
+// minutes over which this cloud disk's delivered bandwidth moves by up to half.
+constexpr int kNeighbourReach = 2;
+
 // The storage probe: the store's experts read in order, pass after pass, for at least
 // kProbeSeconds, by `readers` threads each doing what a reader thread of the executor does
 // (ExpertStore::Read: an O_DIRECT pread of the block, buffered when O_DIRECT was refused, then the
@@ -432,6 +436,23 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       " MB/s (in order: " + rounds + " MB/s); " +
       std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
       " reads in flight share it");
+  // The bandwidth the disk delivered while each case ran, from its neighbours' reads in the same
+  // rounds (the probes bracket a whole round: one validation's six probes read 1030-1660 MB/s,
+  // and decode, which is read-bound, followed whichever moment priced it).
+  std::vector<std::vector<std::vector<RunReads>>> reads(st.cases.size());
+  for (size_t j = 0; j < st.cases.size(); ++j) {
+    const size_t per_round = static_cast<size_t>(RunsPerRound(st.cases[j].kind));
+    for (size_t k = 0; k < st.runs[j].size(); ++k) {
+      const executor::offload::OffloadStats& stats = st.runs[j][k].stats;
+      if (reads[j].size() <= k / per_round) reads[j].resize(k / per_round + 1);
+      if (!stats.copy_busy_s) continue;
+      reads[j][k / per_round].push_back(
+          {static_cast<double>(stats.initial_reads + stats.reads) * stats.copy_block_bytes,
+           *stats.copy_busy_s});
+    }
+  }
+  std::vector<double> neighbour_rates;
+  std::vector<double> probe_errors[2], neighbour_errors[2];  // [decode, prefill]
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < st.cases.size(); ++i) {
     Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));
@@ -440,10 +461,16 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     r.spec = st.cases[i];
     r.cost_source = costs->name();
     r.routing = "trace:" + replay.file;
+    const bool prefill = st.cases[i].kind == CaseKind::kOffloadPrefill;
+    const std::optional<double> neighbours = NeighbourReadBytesPerS(reads, i, kNeighbourReach);
+    if (neighbours) neighbour_rates.push_back(*neighbours);
+    const double read_bytes_per_s = neighbours.value_or(storage_read_bytes_per_s);
     const sim::SimResult simulated =
+        Simulate(bench, st.cases[i], replay, profile, read_bytes_per_s, costs, threads);
+    const sim::SimResult with_probes =
         Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
-    r.predicted =
-        st.cases[i].kind == CaseKind::kOffloadPrefill ? simulated.ttft_s : *simulated.tpot_s;
+    r.predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
+    const double predicted_with_probes = prefill ? with_probes.ttft_s : *with_probes.tpot_s;
     std::vector<double> values, totals, stalls;
     std::vector<std::vector<double>> decode_steps;
     for (const OffloadRun& run : st.runs[i]) {
@@ -473,12 +500,62 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         simulated.busy_s[static_cast<int>(sim::Resource::kStorageRead)];
     detail.predicted_link_busy_s = simulated.busy_s[static_cast<int>(sim::Resource::kHostToDevice)];
     detail.measured_stall_s = Median(stalls);
+    detail.read_bytes_per_s = read_bytes_per_s;
+    detail.read_bytes_per_s_source = neighbours ? "neighbours" : "probes";
+    detail.predicted_with_probes = predicted_with_probes;
     r.offload = detail;
     r.abs_error = AbsError(r.predicted, r.measured);
+    probe_errors[prefill].push_back(AbsError(predicted_with_probes, r.measured));
+    neighbour_errors[prefill].push_back(r.abs_error);
     offload_results.push_back(r);
+  }
+  const auto percent = [](const std::vector<double>& errors) {
+    return errors.empty() ? std::string("-") : report::ShortestText(100 * Median(errors)) + " %";
+  };
+  if (!neighbour_rates.empty()) {
+    result.notes.push_back(
+        "offload: reads priced at the bandwidth the reads of the " +
+        std::to_string(kNeighbourReach) +
+        " cases before and after each case got in the same "
+        "round (their blocks over the time a read was in flight; the median over rounds): " +
+        std::to_string(static_cast<int64_t>(Quantile(neighbour_rates, 0.0) / 1e6)) + "-" +
+        std::to_string(static_cast<int64_t>(Quantile(neighbour_rates, 1.0) / 1e6)) +
+        " MB/s over the cases; priced with the probes' median instead, the median abs error "
+        "would be " +
+        percent(probe_errors[0]) + " for decode (" + percent(neighbour_errors[0]) +
+        " with the neighbours) and " + percent(probe_errors[1]) + " for prefill (" +
+        percent(neighbour_errors[1]) + ")");
+  } else {
+    result.notes.push_back(
+        "offload: no case's neighbours measured their reads' busy time; reads priced with the "
+        "probes");
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);
   result.cases.insert(result.cases.end(), offload_results.begin(), offload_results.end());
+}
+
+std::optional<double> NeighbourReadBytesPerS(
+    const std::vector<std::vector<std::vector<RunReads>>>& reads, size_t index, int reach) {
+  if (index >= reads.size()) throw base::Error("neighbour reads: case out of range (a bug)");
+  size_t rounds = 0;
+  for (const auto& by_round : reads) rounds = std::max(rounds, by_round.size());
+  std::vector<double> per_round;
+  for (size_t round = 0; round < rounds; ++round) {
+    double bytes = 0, busy_s = 0;
+    const size_t first = index >= static_cast<size_t>(reach) ? index - reach : 0;
+    const size_t last = std::min(reads.size() - 1, index + static_cast<size_t>(reach));
+    for (size_t j = first; j <= last; ++j) {
+      if (j == index || round >= reads[j].size()) continue;
+      for (const RunReads& run : reads[j][round]) {
+        if (!(run.busy_s > 0)) continue;
+        bytes += run.bytes;
+        busy_s += run.busy_s;
+      }
+    }
+    if (busy_s > 0) per_round.push_back(bytes / busy_s);
+  }
+  if (per_round.empty()) return std::nullopt;
+  return Median(per_round);
 }
 
 void RunOffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,20 @@ std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 // than the machine's noise the strict ranking is a coin toss, and this says which orders were
 // measured at all.
 std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
+
+// What one run's reads moved and for how long a read was in flight (the storage tier's own
+// measurement: OffloadStats::copy_busy_s).
+struct RunReads {
+  double bytes = 0;
+  double busy_s = 0;
+};
+
+// The storage read bandwidth the cases run next to case `index` got: per round, the bytes over the
+// busy time of every run of the `reach` cases before it and the `reach` after it in run order
+// (not its own: a case is never priced by its own reads), pooled; the median over the rounds
+// that have any. `reads[case][round]` holds that round's runs. nullopt when no neighbour read.
+std::optional<double> NeighbourReadBytesPerS(
+    const std::vector<std::vector<std::vector<RunReads>>>& reads, size_t index, int reach);
 
 // `--cases offload` in three steps, so that validate runs its rounds between the profile's: the
 // constructor builds (or reuses) the expert store under request.work_dir / "offload-store" and

@@ -66,7 +66,10 @@ nlohmann::json CaseJson(const CaseResult& r) {
         {"predicted_compute_busy_s", o.predicted_compute_busy_s},
         {"predicted_storage_busy_s", o.predicted_storage_busy_s},
         {"predicted_link_busy_s", o.predicted_link_busy_s},
-        {"measured_stall_s", o.measured_stall_s}};
+        {"measured_stall_s", o.measured_stall_s},
+        {"read_bytes_per_s", o.read_bytes_per_s},
+        {"read_bytes_per_s_source", o.read_bytes_per_s_source},
+        {"predicted_with_probes", o.predicted_with_probes}};
   }
   if (!r.measured_operators_s.empty()) {
     nlohmann::json operators = nlohmann::json::object();

@@ -32,6 +32,10 @@ class ExpertReader {
   virtual void Wait(int64_t id) = 0;
   virtual bool Done(int64_t id) = 0;
   virtual int64_t reads() const = 0;
+  // Seconds during which at least one read was in flight (a read: the block's pread, checksum and
+  // copy into its destination), since the reader started: reads() blocks over it are the
+  // bandwidth the reads got, measured by the run itself.
+  virtual double busy_s() const = 0;
 };
 
 enum class ReaderKind { kThreads, kIoUring };

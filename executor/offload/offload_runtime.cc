@@ -76,6 +76,11 @@ nlohmann::json OffloadStats::ToJson() const {
   if (!reader.empty())
     json["store"]["reader"] = {{"kind", reader}, {"reads_in_flight", reads_in_flight}};
   if (!warning.empty()) json["warning"] = warning;
+  if (copy_busy_s) {
+    json["copy_busy_s"] = *copy_busy_s;
+    const std::optional<double> rate = copy_bytes_per_s();
+    json["copy_bytes_per_s"] = rate ? nlohmann::json(*rate) : nlohmann::json(nullptr);
+  }
   if (fiddler_latency) {
     json["fiddler_latency"] = {{"cpu_base_s", fiddler_latency->cpu_base_s},
                                {"cpu_per_token_s", fiddler_latency->cpu_per_token_s},
@@ -83,6 +88,11 @@ nlohmann::json OffloadStats::ToJson() const {
                                {"transfer_s", fiddler_latency->transfer_s}};
   }
   return json;
+}
+
+std::optional<double> OffloadStats::copy_bytes_per_s() const {
+  if (!copy_busy_s || !(*copy_busy_s > 0)) return std::nullopt;
+  return static_cast<double>(initial_reads + reads) * copy_block_bytes / *copy_busy_s;
 }
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
@@ -494,6 +504,8 @@ OffloadStats OffloadRuntime::Stats() const {
   stats.reads = reads_issued_ - stats_.initial_reads;
   stats.bytes_read_storage = static_cast<double>(stats.reads) * tier_->bytes_per_copy();
   stats.stall_s = tier_->stall_s();
+  stats.copy_busy_s = tier_->copy_busy_s();
+  stats.copy_block_bytes = tier_->bytes_per_copy();
   return stats;
 }
 

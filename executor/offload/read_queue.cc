@@ -34,6 +34,7 @@ std::optional<int64_t> ReadQueue::StartNext() {
   const int64_t id = *best;
   queued_.erase(best);
   state_[static_cast<size_t>(id)] = kRunning;
+  if (running_++ == 0) busy_since_ = std::chrono::steady_clock::now();
   return id;
 }
 
@@ -41,6 +42,15 @@ void ReadQueue::Finish(int64_t id, std::exception_ptr error) {
   state_[static_cast<size_t>(id)] = kDone;
   errors_[static_cast<size_t>(id)] = std::move(error);
   ++finished_;
+  if (--running_ == 0)
+    busy_s_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+}
+
+double ReadQueue::busy_s() const {
+  if (running_ == 0) return busy_s_;
+  return busy_s_ +
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
 }
 
 void QueuedExpertReader::Wait(int64_t id) {
@@ -52,6 +62,11 @@ void QueuedExpertReader::Wait(int64_t id) {
 bool QueuedExpertReader::Done(int64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   return queue_.done(id);
+}
+
+double QueuedExpertReader::busy_s() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.busy_s();
 }
 
 int64_t QueuedExpertReader::reads() const {

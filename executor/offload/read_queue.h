@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -20,6 +21,9 @@ class ReadQueue {
   // waits), marked running; nullopt when none can run now.
   std::optional<int64_t> StartNext();
   void Finish(int64_t id, std::exception_ptr error);
+  // Seconds during which at least one job was running (started, not finished), so far: the
+  // storage's busy time, over which the bytes read give the bandwidth the reads got.
+  double busy_s() const;
   bool done(int64_t id) const { return state_[static_cast<size_t>(id)] == kDone; }
   const std::exception_ptr& error(int64_t id) const { return errors_[static_cast<size_t>(id)]; }
   const ExpertReader::Job& job(int64_t id) const { return jobs_[static_cast<size_t>(id)]; }
@@ -34,6 +38,9 @@ class ReadQueue {
   std::vector<std::exception_ptr> errors_;
   std::vector<int64_t> queued_;  // queued ids
   int64_t finished_ = 0;
+  int64_t running_ = 0;
+  std::chrono::steady_clock::time_point busy_since_;  // when running_ last left 0
+  double busy_s_ = 0;                                 // closed busy spans
 };
 
 // What both readers do the same way: the queue under one mutex, waiting for a job, the count of
@@ -43,6 +50,7 @@ class QueuedExpertReader : public ExpertReader {
   void Wait(int64_t id) final;
   bool Done(int64_t id) final;
   int64_t reads() const final;
+  double busy_s() const final;
 
  protected:
   mutable std::mutex mutex_;

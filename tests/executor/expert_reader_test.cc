@@ -2,8 +2,10 @@
 // in, every expert read back byte for byte whatever the reads in flight, and errors reaching Wait.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -45,6 +47,34 @@ TEST(ReadQueue, DemandBeforePrefetchThenPriorityThenFirstComeAndWaitsForItsPrede
   EXPECT_EQ(queue.StartNext(), after_first);
   EXPECT_EQ(queue.StartNext(), std::nullopt);
   EXPECT_EQ(queue.finished(), 1);
+}
+
+// The busy time counts the spans with at least one job running, once however many overlap, and
+// none while the queue is idle.
+TEST(ReadQueue, BusyTimeIsTheUnionOfTheRunningSpans) {
+  ReadQueue queue;
+  EXPECT_EQ(queue.busy_s(), 0.0);
+  const int64_t a = queue.Add(JobOf(0, 0, 0));
+  const int64_t b = queue.Add(JobOf(1, 0, 0));
+  const auto start = std::chrono::steady_clock::now();
+  queue.StartNext();
+  queue.StartNext();  // two running, overlapping
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  queue.Finish(a, nullptr);
+  const double while_one_runs = queue.busy_s();
+  EXPECT_GE(while_one_runs, 0.03);  // still counting: b runs
+  queue.Finish(b, nullptr);
+  const double closed = queue.busy_s();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(closed, while_one_runs);
+  EXPECT_LE(closed, elapsed);  // the overlap counted once, not twice
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(queue.busy_s(), closed);  // idle: no time added
+  queue.Add(JobOf(2, 0, 0));
+  queue.StartNext();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(queue.busy_s(), closed + 0.01);
 }
 
 struct Store {
@@ -121,6 +151,7 @@ TEST(ExpertReader, ReadsEveryExpertByteForByteWhateverTheReadsInFlight) {
       }
       for (const int64_t id : ids) reader->Wait(id);
       EXPECT_EQ(reader->reads(), static_cast<int64_t>(ids.size()));
+      EXPECT_GT(reader->busy_s(), 0.0) << ToString(kind);  // the reads' time on the storage
       for (int64_t l = 0; l < s.moe_layers; ++l) {
         for (int64_t e = 0; e < experts; ++e) {
           const FfnWeights& expected = s.weights.layers[s.moe_layer_index[l]].experts[e];
