@@ -53,10 +53,12 @@ struct RunReads {
 
 // The storage read bandwidth the cases run next to case `index` got: per round, the bytes over the
 // busy time of every run of the `reach` cases before it and the `reach` after it in run order
-// (not its own: a case is never priced by its own reads), pooled; the median over the rounds
-// that have any. `reads[case][round]` holds that round's runs. nullopt when no neighbour read.
+// that are in its group (`group[case]`: the same workload), not its own (a case is never priced
+// by its own reads), pooled; the median over the rounds that have any. `reads[case][round]` holds
+// that round's runs. nullopt when no neighbour read.
 std::optional<double> NeighbourReadBytesPerS(
-    const std::vector<std::vector<std::vector<RunReads>>>& reads, size_t index, int reach);
+    const std::vector<std::vector<std::vector<RunReads>>>& reads, const std::vector<int>& group,
+    size_t index, int reach);
 
 // `--cases offload` in three steps, so that validate runs its rounds between the profile's: the
 // constructor builds (or reuses) the expert store under request.work_dir / "offload-store" and

@@ -58,12 +58,10 @@ struct CaseResult {
     double predicted_storage_busy_s = 0;  // the storage reader's busy time
     double predicted_link_busy_s = 0;     // checksum and copy into the cache buffer
     double measured_stall_s = 0;          // compute waiting for reads
-    // The storage read bandwidth the prediction used and where it came from ("neighbours": the
-    // reads of the cases run beside it, "probes": the probes' median), and the prediction with
-    // the probes' median, for comparison.
-    double read_bytes_per_s = 0;
-    std::string read_bytes_per_s_source;
-    double predicted_with_probes = 0;
+    // The bandwidth the reads of the cases run beside it (same workload, same rounds) got, and
+    // the prediction at that bandwidth instead of the probes' (when those runs measured it).
+    std::optional<double> neighbour_read_bytes_per_s;
+    std::optional<double> predicted_with_neighbours;
   };
   std::optional<OffloadDetail> offload;
 };

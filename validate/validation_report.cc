@@ -67,9 +67,12 @@ nlohmann::json CaseJson(const CaseResult& r) {
         {"predicted_storage_busy_s", o.predicted_storage_busy_s},
         {"predicted_link_busy_s", o.predicted_link_busy_s},
         {"measured_stall_s", o.measured_stall_s},
-        {"read_bytes_per_s", o.read_bytes_per_s},
-        {"read_bytes_per_s_source", o.read_bytes_per_s_source},
-        {"predicted_with_probes", o.predicted_with_probes}};
+        {"neighbour_read_bytes_per_s", o.neighbour_read_bytes_per_s
+                                           ? nlohmann::json(*o.neighbour_read_bytes_per_s)
+                                           : nlohmann::json(nullptr)},
+        {"predicted_with_neighbours", o.predicted_with_neighbours
+                                          ? nlohmann::json(*o.predicted_with_neighbours)
+                                          : nlohmann::json(nullptr)}};
   }
   if (!r.measured_operators_s.empty()) {
     nlohmann::json operators = nlohmann::json::object();

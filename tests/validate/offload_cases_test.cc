@@ -96,8 +96,8 @@ TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
             "prediction orders 2 of them the same way");
 }
 
-// A case's reads are priced at what its neighbours' reads got in the same rounds: their bytes over
-// their busy time, pooled per round, the median over rounds; never its own.
+// The bandwidth a case's neighbours' reads got in the same rounds: their bytes over their busy
+// time, pooled per round, the median over rounds; never the case's own.
 TEST(OffloadCases, NeighbourBandwidthPoolsTheCasesBesideOneRoundByRound) {
   const auto runs = [](double bytes, double busy_s) {
     return std::vector<RunReads>{{bytes, busy_s}};
@@ -105,18 +105,23 @@ TEST(OffloadCases, NeighbourBandwidthPoolsTheCasesBesideOneRoundByRound) {
   std::vector<std::vector<std::vector<RunReads>>> reads(5);
   for (size_t c = 0; c < reads.size(); ++c) reads[c] = {runs(100, 1), runs(300, 1)};
   reads[2] = {runs(1e9, 1), runs(1e9, 1)};  // the case's own reads count for nothing
-  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, 2, 2), 200);  // median of 100 and 300
+  const std::vector<int> one_group(5, 0);
+  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, one_group, 2, 2), 200);  // median: 100, 300
   // Pooled, not averaged: 100 B in 1 s and 300 B in 3 s are 100 B/s.
   reads[1][0] = {{100, 1}};
   reads[3][0] = {{300, 3}};
-  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, 2, 1), (100.0 + 300) / 2);  // rounds 100, 300
+  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, one_group, 2, 1), (100.0 + 300) / 2);
   // At the edges, the neighbours that exist.
   reads[1][0] = {{50, 1}};
-  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, 0, 1), (50.0 + 300) / 2);
+  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, one_group, 0, 1), (50.0 + 300) / 2);
+  // Only cases of the same group (workload) count: with case 3 in another group, case 2's one
+  // neighbour on the right is gone and its left one (50 then 300 B/s) prices it.
+  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, {0, 0, 0, 1, 1}, 2, 1), (50.0 + 300) / 2);
+  EXPECT_DOUBLE_EQ(*NeighbourReadBytesPerS(reads, {0, 0, 0, 1, 1}, 4, 2), 200);  // case 3: 100, 300
   // Runs without a busy time (a tier that does not measure it) are left out; none at all: nullopt.
   std::vector<std::vector<std::vector<RunReads>>> idle(3, {runs(100, 0)});
-  EXPECT_FALSE(NeighbourReadBytesPerS(idle, 1, 1).has_value());
-  EXPECT_THROW(NeighbourReadBytesPerS(idle, 3, 1), base::Error);
+  EXPECT_FALSE(NeighbourReadBytesPerS(idle, {0, 0, 0}, 1, 1).has_value());
+  EXPECT_THROW(NeighbourReadBytesPerS(idle, {0, 0, 0}, 3, 1), base::Error);
 }
 
 // validate runs the offload rounds between the profile's: the steps one at a time, judged once
@@ -174,16 +179,18 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
     EXPECT_GE(r.offload->predicted_total_s, r.predicted) << r.spec.Label();
     EXPECT_GT(r.offload->predicted_storage_busy_s, 0) << r.spec.Label();
     EXPECT_GE(r.offload->measured_stall_s, 0) << r.spec.Label();
-    // Reads priced at what the neighbouring cases' reads got (the storage tier times its reads).
-    EXPECT_EQ(r.offload->read_bytes_per_s_source, "neighbours") << r.spec.Label();
-    EXPECT_GT(r.offload->read_bytes_per_s, 0) << r.spec.Label();
-    EXPECT_GT(r.offload->predicted_with_probes, 0) << r.spec.Label();
+    // What the neighbouring cases' reads got (the storage tier times its reads), and the
+    // prediction at it beside the probes'.
+    ASSERT_TRUE(r.offload->neighbour_read_bytes_per_s.has_value()) << r.spec.Label();
+    EXPECT_GT(*r.offload->neighbour_read_bytes_per_s, 0) << r.spec.Label();
+    ASSERT_TRUE(r.offload->predicted_with_neighbours.has_value()) << r.spec.Label();
+    EXPECT_GT(*r.offload->predicted_with_neighbours, 0) << r.spec.Label();
   }
   EXPECT_NE(std::find_if(result.notes.begin(), result.notes.end(),
                          [](const std::string& note) {
                            return note.rfind(
-                                      "offload: reads priced at the bandwidth the reads of "
-                                      "the 2 cases before and after",
+                                      "offload: the reads of the 2 cases of the same "
+                                      "workload before and after each case got",
                                       0) == 0;
                          }),
             result.notes.end());
