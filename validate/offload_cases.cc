@@ -438,13 +438,13 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       " reads in flight share it");
   // Beside the probes: the bandwidth the disk delivered to the reads of the cases run next to each
   // case, under the same workload, in the same rounds (the runs' own measurement: a read's blocks
-  // over the time one was in flight). Reported, not used for the prediction: over four
-  // validations it priced prefill better than the probes (median abs error 2.6-4.8 % against
-  // 7.1-9.9 %: reads beside a prefill's GEMMs, which share the two cores with the reader's
-  // checksum and copy, got 13-20 % less than the idle probe) and decode worse in three (5.3-8.9 %
-  // against 2.1-6.7 %: a stream-all decode's reads got the probe's bandwidth, the sparser reads of
-  // the other policies less, and a case priced by its neighbours' pattern misses its own), so the
-  // missing term is the reads' contention with compute, which neither measure models.
+  // over the time one was in flight). Reported, not used for the prediction: over five
+  // validations it priced prefill better than the probes in all five (median abs error 2.6-5.2 %
+  // against 7.1-9.9 %: reads beside a prefill's GEMMs, which share the two cores with the
+  // reader's checksum and copy, got 13-20 % less than the idle probe) and decode worse in three
+  // (a stream-all decode's reads got the probe's bandwidth, the sparser reads of the other
+  // policies less, and a case priced by its neighbours' pattern misses its own), so the missing
+  // term is the reads' contention with compute, which neither measure models.
   std::vector<std::vector<std::vector<RunReads>>> reads(st.cases.size());
   for (size_t j = 0; j < st.cases.size(); ++j) {
     const size_t per_round = static_cast<size_t>(RunsPerRound(st.cases[j].kind));
