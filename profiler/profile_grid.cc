@@ -288,13 +288,16 @@ int64_t ExpertBytes(const executor::ExecutorConfig& c) {
 
 std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens) {
   if (cpu_tokens.empty()) return {};
-  const int64_t largest = *std::max_element(cpu_tokens.begin(), cpu_tokens.end());
   const int64_t block = executor::kGpuGemmRows;
+  const int64_t largest = *std::max_element(cpu_tokens.begin(), cpu_tokens.end());
+  // The block count the largest CPU count takes, and at least three distinct counts for a fit.
+  const int64_t top = std::max((largest + block - 1) / block * block, 3 * block);
   std::vector<int64_t> tokens = {1};
   for (int64_t t : {block, 2 * block, 3 * block, 4 * block}) {
-    if (t <= largest) tokens.push_back(t);
+    if (t <= top) tokens.push_back(t);
   }
-  for (int64_t t = 8 * block; t <= largest; t *= 2) tokens.push_back(t);
+  for (int64_t t = 8 * block; t <= top; t *= 2) tokens.push_back(t);
+  if (tokens.back() != top) tokens.push_back(top);
   return tokens;
 }
 

@@ -121,7 +121,8 @@ int64_t EffectiveCacheBytes(int64_t reported_l3_bytes);
 // The token counts a GPU's FFN operators (expert_ffn, dense_ffn) are measured
 // at, for a grid whose CPU counts are `cpu_tokens`: the executor's GPU GEMMs run on blocks of
 // kGpuGemmRows (64) rows, so 1..64 tokens cost the same; 1, 64, 128, 192, 256, then 512, 1024, ...
-// up to the largest CPU count: distinct block counts, as many as an interpolated fit needs.
+// up to the largest CPU count rounded up to a block (at least 192): distinct block counts, at least
+// three, as many as an interpolated fit needs where the grid reaches that far.
 std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens);
 
 // Every point of a profile except the ridge points, in file order. GPU points (every operator of

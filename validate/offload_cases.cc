@@ -453,8 +453,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       if (reads[j].size() <= k / per_round) reads[j].resize(k / per_round + 1);
       if (!stats.copy_busy_s) continue;
       reads[j][k / per_round].push_back(
-          {static_cast<double>(stats.initial_reads + stats.reads) * stats.copy_block_bytes,
-           *stats.copy_busy_s});
+          {static_cast<double>(stats.copies_done) * stats.copy_block_bytes, *stats.copy_busy_s});
     }
   }
   std::vector<int> workload(st.cases.size());

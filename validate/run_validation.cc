@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "base/error.h"
 #include "fit/cost_calibration.h"
@@ -61,6 +62,23 @@ void RequireProfiledFormats(const nlohmann::json& profile, const std::string& pa
       throw base::Error(path + ": field 'model.shape." + field + "' is " + profiled +
                         " but validate runs " + part + " weights as " + kernels::ToString(format) +
                         " (--" + part + "-bits): profile with the same formats");
+    }
+  }
+}
+
+// --device gpu with a reused --profile: it must have measured the operators the fitted source
+// prices on cuda:0, refused before any case runs rather than at the fit after all of them.
+void RequireGpuSamples(const nlohmann::json& profile, const std::string& path) {
+  std::set<std::string> measured;
+  for (const nlohmann::json& sample : profile["samples"]) {
+    if (sample.value("device", std::string()) == "cuda:0")
+      measured.insert(sample.value("operator", std::string()));
+  }
+  for (const char* op : {"attention_decode", "expert_ffn", "router", "lm_head", "dense_ffn"}) {
+    if (!measured.count(op)) {
+      throw base::Error(path + ": --device gpu needs the profile's " + op +
+                        " samples on cuda:0 (a profile taken where the GPU was measured through "
+                        "the executor's backend); it has none");
     }
   }
 }
@@ -188,6 +206,12 @@ ValidationResult RunValidation(const ValidationRequest& request,
       request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
   if (plan.cases.empty() && !offload_requested) throw base::Error("--cases selects no case");
   const bool on_gpu = request.device == "gpu";
+  if (on_gpu && request.profile) {
+    // Refused before anything runs, not at the fit after every case round.
+    const nlohmann::json reused = base::JsonReader::ParseFile(request.profile->string());
+    profiler::ValidateProfile(reused);
+    RequireGpuSamples(reused, request.profile->string());
+  }
   if (on_gpu) {
     const std::string why_not = executor::GpuUnavailableReason(0);
     if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);

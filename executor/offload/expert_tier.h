@@ -44,10 +44,15 @@ class ExpertTier {
   virtual void PassEnded() {}
   // Bytes one copy moves from the slow tier (a storage block includes its alignment padding).
   virtual double bytes_per_copy() const = 0;
-  // Seconds during which at least one copy was in flight since the tier started (initial placement
-  // included), where the tier measures it; every copy's bytes over it is the bandwidth the copies
-  // got. The storage tier measures it (ExpertReader::busy_s); a device's copy stream does not yet.
-  virtual std::optional<double> copy_busy_s() const { return std::nullopt; }
+  // Since the tier started (initial placement included): the seconds during which at least one
+  // copy was in flight and the copies finished, where the tier measures them; the finished
+  // copies' bytes over the busy time is the bandwidth the copies got. The storage tier measures it
+  // (ExpertReader::busy_s and reads); a device's copy stream does not yet.
+  struct CopyTiming {
+    double busy_s = 0;
+    int64_t copies_done = 0;
+  };
+  virtual std::optional<CopyTiming> copy_timing() const { return std::nullopt; }
   // Whether a second compute device sits next to the fast tier and can run an expert from the
   // slow tier's copy (the CPU beside a GPU: Fiddler's "run on the CPU", static-split's CPU
   // layers). Without one, such a decision reads the expert into a transient buffer and runs it.

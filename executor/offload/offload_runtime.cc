@@ -92,7 +92,7 @@ nlohmann::json OffloadStats::ToJson() const {
 
 std::optional<double> OffloadStats::copy_bytes_per_s() const {
   if (!copy_busy_s || !(*copy_busy_s > 0)) return std::nullopt;
-  return static_cast<double>(initial_reads + reads) * copy_block_bytes / *copy_busy_s;
+  return static_cast<double>(copies_done) * copy_block_bytes / *copy_busy_s;
 }
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
@@ -504,7 +504,10 @@ OffloadStats OffloadRuntime::Stats() const {
   stats.reads = reads_issued_ - stats_.initial_reads;
   stats.bytes_read_storage = static_cast<double>(stats.reads) * tier_->bytes_per_copy();
   stats.stall_s = tier_->stall_s();
-  stats.copy_busy_s = tier_->copy_busy_s();
+  if (const std::optional<ExpertTier::CopyTiming> timing = tier_->copy_timing()) {
+    stats.copy_busy_s = timing->busy_s;
+    stats.copies_done = timing->copies_done;
+  }
   stats.copy_block_bytes = tier_->bytes_per_copy();
   return stats;
 }

@@ -74,10 +74,12 @@ struct OffloadStats {
   int64_t reads = 0, initial_reads = 0;
   double bytes_read_storage = 0;  // during the run (initial placement excluded)
   double stall_s = 0;             // compute waiting for reads
-  // Seconds during which at least one copy from the slow tier was in flight, initial placement
-  // included, where the tier measures it (storage); (initial_reads + reads) blocks over it is the
-  // bandwidth the run's reads got (copy_bytes_per_s).
+  // Seconds during which at least one copy from the slow tier was in flight and the copies that
+  // finished, initial placement included, where the tier measures them (storage): the finished
+  // copies' blocks over the busy time is the bandwidth the run's reads got (copy_bytes_per_s; a
+  // prefetch still landing when the stats are taken counts in neither).
   std::optional<double> copy_busy_s;
+  int64_t copies_done = 0;
   double copy_block_bytes = 0;  // bytes one copy moves (a storage block, padding included)
   std::optional<double> copy_bytes_per_s() const;
   std::vector<int64_t> layer_hits, layer_activations;  // [moe layer]

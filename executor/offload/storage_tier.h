@@ -29,7 +29,9 @@ class StorageTier final : public ExpertTier {
   }
   double stall_s() const override { return stall_s_; }
   double bytes_per_copy() const override { return static_cast<double>(store_.key().block_bytes()); }
-  std::optional<double> copy_busy_s() const override { return reader_->busy_s(); }
+  std::optional<CopyTiming> copy_timing() const override {
+    return CopyTiming{reader_->busy_s(), reader_->reads()};
+  }
   bool has_host_compute() const override { return false; }
   std::string slow_tier_path() const override { return store_.data_path().string(); }
   bool direct_io() const override { return store_.direct_io(); }

@@ -8,10 +8,10 @@
 // Harnesses (synthetic weights, copied to the device once per bench):
 // - attention_decode / _verify / _prefill: the target's attention shape in a dense model of L
 //   layers whose FFN (width 1) and vocabulary (2) cost next to nothing, L = CyclingBlocks(layer
-//   weight bytes, 2 x L2) (capped at 64 and by a KV budget of a quarter of the device's memory),
-//   so every layer's weights come from device memory as in a real pass, where the experts stream
-//   through the L2 in between; decode and verify over caches set to `context` positions and cut
-//   back after the pass, prefill a prompt into an emptied cache; sample = attention time / L.
+//   weight bytes, L2) (capped at 64 and by a KV budget of min(8 GiB, a quarter of the device's
+//   memory)), so every layer's weights come from device memory as in a real pass, where the experts
+//   stream through the L2 in between; decode and verify over caches set to `context` positions and
+//   cut back after the pass, prefill a prompt into an emptied cache; sample = attention time / L.
 // - expert_ffn, router, lm_head, norms_residual: the target (no shared experts, no dense first
 //   layers) with at least its own layer count; a pass of `tokens` tokens as sequences of up to 64
 //   new tokens into emptied caches. expert_ffn's harness has only K experts and forces every token
@@ -50,8 +50,10 @@ class FirstExpertsRouting : public routing::RoutingSource {
  public:
   explicit FirstExpertsRouting(int64_t top_k) : top_k_(top_k) {}
   std::string Describe() const override { return "every token to experts 0..K-1"; }
-  void Route(int64_t /*step*/, int64_t /*layer*/, int64_t tokens,
+  void Route(int64_t step, int64_t layer, int64_t tokens,
              std::vector<std::vector<int32_t>>& out) override {
+    if (step < 0 || layer < 0 || tokens < 0)
+      throw base::Error("forced routing: negative step, layer or token count (a bug)");
     std::vector<int32_t> experts(static_cast<size_t>(top_k_));
     std::iota(experts.begin(), experts.end(), 0);
     out.assign(static_cast<size_t>(tokens), experts);
@@ -266,6 +268,9 @@ std::unique_ptr<OperatorBench> MakeGpuPassBench(const std::vector<GridPoint>& po
   for (const device::GpuDevice& d : device::DetectGpus().devices) {
     if (d.index == gpu) device_memory_bytes = d.memory_bytes;
   }
+  if (!(device_memory_bytes > 0))
+    throw base::Error(ToString(points.front().family) + " " + device +
+                      ": the GPU inventory does not list this device's memory");
   PassHarness harness = PlanPassHarness(points, env, l2_bytes, device_memory_bytes);
   std::unique_ptr<executor::ForwardModel> model;
   {

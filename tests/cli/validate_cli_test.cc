@@ -143,6 +143,12 @@ TEST(ValidateCli, DeviceIsCpuOrGpuAndTheGpuRefusesWhatItCannotRun) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("bf16 weights only"), std::string::npos) << r.err;
 
+  // A reused profile must have measured the GPU: refused before anything runs.
+  r = RunMoelab("validate --quick --device gpu --profile " +
+                (testing::TestDataDir() / "profiles/quick-cpu.json").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("samples on cuda:0"), std::string::npos) << r.err;
+
   const CliRun devices = RunMoelab("devices --json");
   ASSERT_EQ(devices.status, 0) << devices.err;
   if (!nlohmann::json::parse(devices.out)["gpus"].empty())

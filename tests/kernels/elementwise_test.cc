@@ -85,11 +85,12 @@ TEST(ArgMax, MatchesThePlainLoopOnEveryLengthAndSpecialValue) {
     for (int trial = 0; trial < 40; ++trial) {
       std::vector<float> v(static_cast<size_t>(n));
       for (float& x : v) {
-        const int pick = static_cast<int>(rng() % 12);
+        const int pick = static_cast<int>(rng() % 13);
         x = pick == 0   ? nan
             : pick == 1 ? -0.0f
             : pick == 2 ? 0.0f
             : pick == 3 ? -inf
+            : pick == 4 ? inf
                         : static_cast<float>(rng() % 5);
       }
       EXPECT_EQ(ArgMax(v.data(), n), reference(v.data(), n)) << "n " << n << " trial " << trial;

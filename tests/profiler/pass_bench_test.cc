@@ -65,8 +65,14 @@ TEST(ForwardPassBench, EveryGpuFamilysHarnessRunsAPassThatTimesItsOperator) {
     EXPECT_EQ(harness.layers, harness.config.num_layers);
     const executor::ModelWeights weights = executor::MakeSyntheticWeights(harness.config, 1, pool);
     ForwardPassBench bench(family, harness, std::make_unique<executor::Transformer>(weights, pool));
-    EXPECT_GT(bench.time_scale(), 0.0);
-    EXPECT_LE(bench.time_scale(), 1.0);
+    // A sample is per layer (expert_ffn: per layer and forced expert); the LM head and the
+    // draft's whole pass are once per pass.
+    const double layers = static_cast<double>(harness.layers);
+    const double expected_scale =
+        family == F::kExpertFfn ? 1.0 / (layers * static_cast<double>(target.top_k))
+        : family == F::kLmHead || family == F::kDraftDecode ? 1.0
+                                                            : 1.0 / layers;
+    EXPECT_DOUBLE_EQ(bench.time_scale(), expected_scale);
     for (const GridPoint& p : points) {
       EXPECT_GT(bench.Pass(p), 0.0) << p.Label();
       EXPECT_GT(bench.Pass(p), 0.0) << p.Label() << " (again: caches cut back and reused)";

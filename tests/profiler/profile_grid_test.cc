@@ -247,7 +247,10 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
     EXPECT_EQ(counts.at(std::string(family) + " cuda:0"), 9) << family;
   EXPECT_EQ(GpuGemmTokens(GridSpec::Quick().expert_tokens),
             (std::vector<int64_t>{1, 64, 128, 192, 256, 512, 1024, 2048, 4096}));
-  EXPECT_EQ(GpuGemmTokens({1, 8, 100}), (std::vector<int64_t>{1, 64}));
+  // The largest count's block count is measured, and at least three distinct block counts.
+  EXPECT_EQ(GpuGemmTokens({1, 8, 100}), (std::vector<int64_t>{1, 64, 128, 192}));
+  EXPECT_EQ(GpuGemmTokens({1, 8}), (std::vector<int64_t>{1, 64, 128, 192}));
+  EXPECT_EQ(GpuGemmTokens({1, 700}), (std::vector<int64_t>{1, 64, 128, 192, 256, 512, 704}));
   EXPECT_TRUE(GpuGemmTokens({}).empty());
   for (const char* name : {"memcpy_h2d_pinned cuda:0", "memcpy_h2d_pageable cuda:0",
                            "memcpy_d2h_pinned cuda:0", "memcpy_d2h_pageable cuda:0"}) {
