@@ -438,10 +438,10 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       " reads in flight share it");
   // Beside the probes: the bandwidth the disk delivered to the reads of the cases run next to each
   // case, under the same workload, in the same rounds (the runs' own measurement: a read's blocks
-  // over the time one was in flight). Reported, not used for the prediction: over five
-  // validations it priced prefill better than the probes in all five (median abs error 2.6-5.2 %
-  // against 7.1-9.9 %: reads beside a prefill's GEMMs, which share the two cores with the
-  // reader's checksum and copy, got 13-20 % less than the idle probe) and decode worse in three
+  // over the time one was in flight). Reported, not used for the prediction: over six
+  // validations it priced prefill better than the probes in all six (median abs error 2.1-5.2 %
+  // against 5.3-9.9 %: reads beside a prefill's GEMMs, which share the two cores with the
+  // reader's checksum and copy, got 9-20 % less than the idle probe) and decode worse in four
   // (a stream-all decode's reads got the probe's bandwidth, the sparser reads of the other
   // policies less, and a case priced by its neighbours' pattern misses its own), so the missing
   // term is the reads' contention with compute, which neither measure models.
