@@ -35,26 +35,13 @@ class GpuProfileSession {
   double CopyHostToDevice(int64_t bytes, bool pinned);
   double CopyDeviceToHost(int64_t bytes, bool pinned);
 
-  // Allocates `blocks` expert weight blocks ([2 intermediate][hidden] gate/up rows then
-  // [hidden][intermediate] down, bf16, deterministic values) and activations for up to
-  // `max_tokens` tokens. Fewer blocks are allocated when device memory is short (at least one);
-  // returns how many.
-  int64_t PrepareExpertFfn(int64_t hidden, int64_t intermediate, int64_t max_tokens,
-                           int64_t blocks);
-  // Seconds (CUDA events) of one expert FFN over `tokens` (<= max_tokens) on the next weight block:
-  // cublasGemmEx gate_up (bf16 in and out, fp32 compute), SiLU(gate) * up, cublasGemmEx down.
-  double ExpertFfn(int64_t tokens);
-
-  // The device's L2 cache in bytes (for the weight-cycling rule: > 2x L2 of weights).
-  int64_t l2_bytes() const;
-  std::string device_name() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The expert FFN of GpuProfileSession::ExpertFfn on given data, for comparison with the CPU kernel:
+// A cuBLAS expert FFN (cublasGemmEx gate_up, bf16 in and out, fp32 compute; SiLU(gate) * up;
+// cublasGemmEx down) on given data, for comparison with the CPU kernel:
 // x [tokens][hidden] fp32 (rounded to bf16), gate_up [2 intermediate][hidden] and down
 // [hidden][intermediate] as raw bf16 bits; returns [tokens][hidden] fp32 (from the bf16 output).
 std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_t hidden,

@@ -19,16 +19,6 @@ namespace {
 using Bf16 = __nv_bfloat16;
 using Clock = std::chrono::steady_clock;
 
-// Deterministic small weights: ((i * 2654435761 + seed) mod 17 - 8) / 100.
-__global__ void FillPattern(Bf16* values, int64_t count, uint32_t seed) {
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += stride) {
-    const uint32_t hash = static_cast<uint32_t>(i) * 2654435761u + seed;
-    values[i] = __float2bfloat16(static_cast<float>(static_cast<int>(hash % 17u) - 8) * 0.01f);
-  }
-}
-
 // out[t][j] = silu(gate_up[t][j]) * gate_up[t][width + j] (the gate columns, then the up columns).
 __global__ void SiluMul(const Bf16* gate_up, int64_t tokens, int64_t width, Bf16* out) {
   const int64_t total = tokens * width;
@@ -90,44 +80,16 @@ void ExpertFfnOnDevice(cublasHandle_t handle, cudaStream_t stream, const Bf16* b
 
 struct GpuProfileSession::Impl {
   int device = 0;
-  std::string name;
-  int64_t l2_bytes = 0;
   int64_t transfer_bytes = 0;
   cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
   void* device_buffer = nullptr;
   void* pinned = nullptr;
   void* pageable = nullptr;
-  // Expert FFN state (PrepareExpertFfn).
-  int64_t hidden = 0;
-  int64_t intermediate = 0;
-  int64_t max_tokens = 0;
-  int64_t blocks = 0;
-  int64_t next_block = 0;
-  Bf16* weights = nullptr;
-  Bf16* x = nullptr;
-  Bf16* gate_up_out = nullptr;
-  Bf16* activation = nullptr;
-  Bf16* out = nullptr;
-
-  void FreeExpert() {
-    for (Bf16** p : {&weights, &x, &gate_up_out, &activation, &out}) {
-      if (*p) cudaFree(*p);
-      *p = nullptr;
-    }
-  }
-
   // Destruction never throws: errors here cannot be acted on.
   ~Impl() {
-    FreeExpert();
     if (device_buffer) cudaFree(device_buffer);
     if (pinned) cudaFreeHost(pinned);
     std::free(pageable);
-    if (start) cudaEventDestroy(start);
-    if (stop) cudaEventDestroy(stop);
-    if (cublas) cublasDestroy(cublas);
     if (stream) cudaStreamDestroy(stream);
   }
 
@@ -169,15 +131,7 @@ GpuProfileSession::GpuProfileSession(int device_index, int64_t transfer_bytes)
   s.device = device_index;
   s.transfer_bytes = transfer_bytes;
   MOELAB_CUDA_CHECK(cudaSetDevice(device_index));
-  cudaDeviceProp prop{};
-  MOELAB_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
-  s.name = prop.name;
-  s.l2_bytes = prop.l2CacheSize;
   MOELAB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  MOELAB_CUDA_CHECK(cudaEventCreate(&s.start));
-  MOELAB_CUDA_CHECK(cudaEventCreate(&s.stop));
-  MOELAB_CUBLAS_CHECK(cublasCreate(&s.cublas));
-  MOELAB_CUBLAS_CHECK(cublasSetStream(s.cublas, s.stream));
   const size_t bytes = static_cast<size_t>(transfer_bytes);
   MOELAB_CUDA_CHECK(cudaMalloc(&s.device_buffer, bytes));
   MOELAB_CUDA_CHECK(cudaMallocHost(&s.pinned, bytes));
@@ -200,74 +154,6 @@ double GpuProfileSession::CopyHostToDevice(int64_t bytes, bool pinned) {
 double GpuProfileSession::CopyDeviceToHost(int64_t bytes, bool pinned) {
   return impl_->Copy(bytes, false, pinned);
 }
-
-int64_t GpuProfileSession::PrepareExpertFfn(int64_t hidden, int64_t intermediate,
-                                            int64_t max_tokens, int64_t blocks) {
-  if (hidden < 1 || intermediate < 1 || max_tokens < 1 || blocks < 1) {
-    throw GpuError("GPU expert FFN: hidden, intermediate, max_tokens and blocks must be >= 1");
-  }
-  Impl& s = *impl_;
-  s.FreeExpert();
-  const int64_t block_elements = 3 * hidden * intermediate;
-  const size_t activation_bytes =
-      static_cast<size_t>(max_tokens * (hidden + 2 * intermediate + intermediate + hidden)) *
-      sizeof(Bf16);
-  size_t free_bytes = 0;
-  size_t total_bytes = 0;
-  MOELAB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const double usable =
-      0.8 * static_cast<double>(free_bytes) - static_cast<double>(activation_bytes);
-  const int64_t fit =
-      static_cast<int64_t>(usable / (static_cast<double>(block_elements) * sizeof(Bf16)));
-  if (fit < 1) {
-    throw GpuError("GPU expert FFN: one expert block (" + std::to_string(block_elements * 2) +
-                   " bytes) and activations do not fit the device's free memory (" +
-                   std::to_string(free_bytes) + " bytes)");
-  }
-  s.blocks = std::min(blocks, fit);
-  s.hidden = hidden;
-  s.intermediate = intermediate;
-  s.max_tokens = max_tokens;
-  s.next_block = 0;
-  MOELAB_CUDA_CHECK(
-      cudaMalloc(&s.weights, static_cast<size_t>(s.blocks * block_elements) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.x, static_cast<size_t>(max_tokens * hidden) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.gate_up_out,
-                               static_cast<size_t>(max_tokens * 2 * intermediate) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(
-      cudaMalloc(&s.activation, static_cast<size_t>(max_tokens * intermediate) * sizeof(Bf16)));
-  MOELAB_CUDA_CHECK(cudaMalloc(&s.out, static_cast<size_t>(max_tokens * hidden) * sizeof(Bf16)));
-  FillPattern<<<GridFor(s.blocks * block_elements), 256, 0, s.stream>>>(
-      s.weights, s.blocks * block_elements, 1u);
-  MOELAB_CUDA_CHECK(cudaGetLastError());
-  FillPattern<<<GridFor(max_tokens * hidden), 256, 0, s.stream>>>(s.x, max_tokens * hidden, 2u);
-  MOELAB_CUDA_CHECK(cudaGetLastError());
-  MOELAB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return s.blocks;
-}
-
-double GpuProfileSession::ExpertFfn(int64_t tokens) {
-  Impl& s = *impl_;
-  if (s.blocks == 0) throw GpuError("GPU expert FFN: PrepareExpertFfn was not called");
-  if (tokens < 1 || tokens > s.max_tokens) {
-    throw GpuError("GPU expert FFN: tokens " + std::to_string(tokens) + " outside 1.." +
-                   std::to_string(s.max_tokens));
-  }
-  const Bf16* block = s.weights + s.next_block * 3 * s.hidden * s.intermediate;
-  s.next_block = (s.next_block + 1) % s.blocks;
-  MOELAB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
-  ExpertFfnOnDevice(s.cublas, s.stream, block, s.hidden, s.intermediate, s.x, tokens, s.gate_up_out,
-                    s.activation, s.out);
-  MOELAB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
-  MOELAB_CUDA_CHECK(cudaEventSynchronize(s.stop));
-  float milliseconds = 0;
-  MOELAB_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, s.start, s.stop));
-  return static_cast<double>(milliseconds) * 1e-3;
-}
-
-int64_t GpuProfileSession::l2_bytes() const { return impl_->l2_bytes; }
-
-std::string GpuProfileSession::device_name() const { return impl_->name; }
 
 std::vector<float> GpuExpertFfnForCheck(int device_index, int64_t tokens, int64_t hidden,
                                         int64_t intermediate, const std::vector<float>& x,

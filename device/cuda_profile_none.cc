@@ -18,10 +18,6 @@ GpuProfileSession::GpuProfileSession(int /*device_index*/, int64_t /*transfer_by
 GpuProfileSession::~GpuProfileSession() = default;
 double GpuProfileSession::CopyHostToDevice(int64_t /*bytes*/, bool /*pinned*/) { NoCuda(); }
 double GpuProfileSession::CopyDeviceToHost(int64_t /*bytes*/, bool /*pinned*/) { NoCuda(); }
-int64_t GpuProfileSession::PrepareExpertFfn(int64_t, int64_t, int64_t, int64_t) { NoCuda(); }
-double GpuProfileSession::ExpertFfn(int64_t /*tokens*/) { NoCuda(); }
-int64_t GpuProfileSession::l2_bytes() const { NoCuda(); }
-std::string GpuProfileSession::device_name() const { NoCuda(); }
 
 std::vector<float> GpuExpertFfnForCheck(int, int64_t, int64_t, int64_t, const std::vector<float>&,
                                         const std::vector<uint16_t>&,

@@ -16,6 +16,7 @@ struct GpuDevice {
   int sm_count = 0;
   int compute_capability_major = 0;
   int compute_capability_minor = 0;
+  int64_t l2_bytes = 0;  // the L2 a weight-cycling rule works against
 };
 
 struct GpuInventory {

@@ -43,7 +43,8 @@ GpuInventory DetectGpus() {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
     inventory.devices.push_back(GpuDevice{i, prop.name, static_cast<double>(prop.totalGlobalMem),
-                                          prop.multiProcessorCount, prop.major, prop.minor});
+                                          prop.multiProcessorCount, prop.major, prop.minor,
+                                          static_cast<int64_t>(prop.l2CacheSize)});
   }
   if (inventory.devices.empty())
     inventory.why_none = "CUDA reported devices but none could be queried";

@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "device/cuda_profile.h"
 #include "device/gpu_devices.h"
 #include "executor/gpu/gpu_transformer.h"
 #include "executor/weights.h"
@@ -263,14 +262,16 @@ std::unique_ptr<OperatorBench> MakeGpuPassBench(const std::vector<GridPoint>& po
   const std::string reason = executor::GpuUnavailableReason(gpu);
   if (!reason.empty())
     throw base::Error(ToString(points.front().family) + " " + device + ": " + reason);
-  const int64_t l2_bytes = device::GpuProfileSession(gpu, 4096).l2_bytes();
   double device_memory_bytes = 0;
+  int64_t l2_bytes = 0;
   for (const device::GpuDevice& d : device::DetectGpus().devices) {
-    if (d.index == gpu) device_memory_bytes = d.memory_bytes;
+    if (d.index != gpu) continue;
+    device_memory_bytes = d.memory_bytes;
+    l2_bytes = d.l2_bytes;
   }
-  if (!(device_memory_bytes > 0))
+  if (!(device_memory_bytes > 0) || l2_bytes <= 0)
     throw base::Error(ToString(points.front().family) + " " + device +
-                      ": the GPU inventory does not list this device's memory");
+                      ": the GPU inventory does not list this device's memory and L2");
   PassHarness harness = PlanPassHarness(points, env, l2_bytes, device_memory_bytes);
   std::unique_ptr<executor::ForwardModel> model;
   {

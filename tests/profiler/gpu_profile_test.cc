@@ -41,7 +41,7 @@ TEST(GpuProfile, CopiesAreTimed) {
     EXPECT_GT(session.CopyDeviceToHost(4096, pinned), 0.0);
   }
   EXPECT_THROW(session.CopyHostToDevice(2 << 20, true), device::GpuError);
-  EXPECT_GT(session.l2_bytes(), 0);
+  EXPECT_GT(inventory.devices[0].l2_bytes, 0);  // the GPU benches cycle weights against it
 }
 
 TEST(GpuProfile, CublasExpertFfnMatchesTheCpuKernel) {
