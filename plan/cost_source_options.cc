@@ -110,6 +110,40 @@ std::string FormatOf(const nlohmann::json& shape, const std::string& part) {
                                                            : std::string("bf16");
 }
 
+// The shape overrides the profile ran the executor with (its model.shape: moelab profile --layers
+// ... scales the model as moelab run does); the executor's default shape for the fields a profile
+// did not record.
+executor::ShapeOverrides ProfiledShape(const nlohmann::json& shape, const std::string& path) {
+  executor::ShapeOverrides overrides = executor::DefaultTargetShape();
+  const std::pair<const char*, std::optional<int64_t>*> fields[] = {
+      {"layers", &overrides.layers},
+      {"hidden", &overrides.hidden},
+      {"intermediate", &overrides.intermediate},
+      {"dense_intermediate", &overrides.dense_intermediate},
+      {"experts", &overrides.experts},
+      {"top_k", &overrides.top_k},
+      {"heads", &overrides.heads},
+      {"kv_heads", &overrides.kv_heads},
+      {"head_dim", &overrides.head_dim},
+      {"vocab", &overrides.vocab},
+      {"shared_experts", &overrides.shared_experts},
+      {"shared_intermediate", &overrides.shared_intermediate},
+      {"max_positions", &overrides.max_positions}};
+  for (const auto& [field, value] : fields) {
+    if (!shape.contains(field)) continue;
+    if (!shape[field].is_number_integer() || shape[field].get<int64_t>() < 0)
+      throw base::Error(path + ": field 'model.shape." + field +
+                        "' must be a non-negative integer");
+    *value = shape[field].get<int64_t>();
+  }
+  return overrides;
+}
+
+model::MoeModelSpec ExecutorSpecAt(const model::MoeModelSpec& model,
+                                   const executor::ShapeOverrides& overrides) {
+  return executor::SpecFromExecutorConfig(executor::ExecutorConfigFromSpec(model, overrides));
+}
+
 }  // namespace
 
 model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model) {
@@ -117,7 +151,16 @@ model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model
   const std::string& path = *options_.fitted_profile;
   const nlohmann::json& shape =
       fit.model.contains("shape") ? fit.model["shape"] : nlohmann::json::object();
-  model::MoeModelSpec target = ExecutorTargetShape(model);
+  // The fit's curves describe the model it measured and nothing else: another model's name is
+  // refused (its shape would be replaced by the profile's below, silently).
+  if (fit.model.contains("name") && fit.model["name"].is_string() &&
+      fit.model["name"].get<std::string>() != model.name) {
+    throw base::Error(path + ": the profile measured '" + fit.model["name"].get<std::string>() +
+                      "', not '" + model.name + "'; give --model " +
+                      fit.model["name"].get<std::string>() + " or profile '" + model.name +
+                      "' (moelab profile --model " + model.name + ")");
+  }
+  model::MoeModelSpec target = ExecutorSpecAt(model, ProfiledShape(shape, path));
   const std::pair<const char*, const std::optional<double>*> parts[] = {
       {"expert", &options_.expert_bits}, {"attention", &options_.attention_bits}};
   for (const auto& [part, asked] : parts) {

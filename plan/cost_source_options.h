@@ -66,11 +66,13 @@ class CostSources {
   // or calibrated roofline. Calibrations made are appended to calibrations().
   std::shared_ptr<const model::CostSource> ForHardware(const model::HardwareSpec& hardware);
 
-  // With --profile: `model` as the executor ran it for the profile -- the executor's shape of the
-  // model (ExecutorTargetShape) with the weight formats the profile measured (its
+  // With --profile: `model` as the executor ran it for the profile -- the shape the profile
+  // recorded (its model.shape: moelab profile's shape overrides, the executor's default shape for
+  // fields it lacks) with the weight formats the profile measured (its
   // model.shape.expert_stored_bits and attention_stored_bits; profiles without them were taken on
   // bf16 weights), so the fit's curves price the bytes they were measured on. Error when the
-  // options asked for other bits (expert_bits, attention_bits) than the profile measured.
+  // options asked for other bits (expert_bits, attention_bits) than the profile measured, or when
+  // the profile measured another model (its model.name).
   model::MoeModelSpec ProfiledTarget(const model::MoeModelSpec& model);
 
   // With --profile: the fitted source for the profiled target shape `profiled_target`

@@ -34,6 +34,13 @@ std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::Si
     if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
     if (!cpu && !gpu)
       throw base::Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
+    // This machine with its experts on storage (moelab hw from-profile): the CPU is the compute
+    // device, so its curves price what the simulator's accelerator computes, as validate does.
+    if (config.hardware.compute_device_is_host && cpu && !gpu) {
+      config.accelerator_costs = config.host_costs;
+      config.cost_source = "fitted-profile";
+      return made;
+    }
     config.cost_source = cpu && gpu ? "fitted-profile"
                          : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
                                     : "fitted-profile (accelerator) + analytic-roofline (host)";

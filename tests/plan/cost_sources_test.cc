@@ -91,6 +91,23 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
   EXPECT_EQ(cost.Source(policies::Device::kAccelerator).name(), "analytic-roofline");
 }
 
+// sim offload --hardware HW.json (moelab hw from-profile: the CPU computes, experts on storage)
+// --profile FIT: the CPU's curves price the compute device too, as validate --cases offload does.
+TEST(CostSources, FittedProfilePricesTheComputeDeviceOfAStorageTier) {
+  sim::SimConfig config;
+  config.model = Store().LoadModel("mixtral-8x7b");
+  config.hardware = Store().LoadHardware("rtx-3090");
+  config.hardware.compute_device_is_host = true;
+  CostSourceOptions options;
+  options.fitted_profile = FitFile();
+  options.hardware_given = false;
+  CostSources sources(options, Store());
+  EXPECT_TRUE(ApplyCostSources(sources, config).empty());
+  EXPECT_EQ(config.cost_source, "fitted-profile");
+  ASSERT_NE(config.host_costs, nullptr);
+  EXPECT_EQ(config.accelerator_costs, config.host_costs);
+}
+
 TEST(CostSources, CalibrationPricesTheHostAndNamesTheSource) {
   CostSourceOptions options;
   options.calibrate_profile = ProfileFile();
@@ -153,6 +170,46 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   options.expert_bits = 4;  // what moelab profile --expert-bits took
   CostSources named(options, Store());
   EXPECT_EQ(named.ProfiledTarget(mixtral).bits.experts, 4.5);
+  std::filesystem::remove_all(dir);
+}
+
+// A fit prices the shape its profile ran (moelab profile --layers 4 --hidden 512 ...): the target
+// takes the recorded shape, not the executor's default one, and another model is refused by name.
+TEST(CostSources, ProfiledTargetTakesTheFitsShapeAndRefusesAnotherModel) {
+  fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
+  fit.model["shape"]["layers"] = 4;
+  fit.model["shape"]["hidden"] = 512;
+  fit.model["shape"]["intermediate"] = 1024;
+  const std::filesystem::path dir = testing::MakeTempDir("profiled-shape");
+  const std::string scaled = (dir / "fit-scaled.json").string();
+  std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
+  CostSourceOptions options;
+  options.fitted_profile = scaled;
+  options.hardware_given = false;
+  CostSources sources(options, Store());
+  const model::MoeModelSpec target = sources.ProfiledTarget(Store().LoadModel("mixtral-8x7b"));
+  EXPECT_EQ(target.num_layers, 4);
+  EXPECT_EQ(target.hidden_size, 512);
+  EXPECT_EQ(target.moe->expert_intermediate_size, 1024);
+  EXPECT_EQ(target.moe->num_experts, 8);
+  EXPECT_EQ(target.attention.num_heads, 16);
+  // The fitted source accepts it (its shape check compares the fit with this target).
+  EXPECT_NE(sources.Fitted(target), nullptr);
+
+  const model::MoeModelSpec qwen = Store().LoadModel("qwen1.5-moe-a2.7b");
+  const std::string error = ErrorOf([&] { sources.ProfiledTarget(qwen); });
+  EXPECT_NE(error.find("the profile measured 'mixtral-8x7b', not 'qwen1.5-moe-a2.7b'"),
+            std::string::npos)
+      << error;
+
+  fit.model["shape"]["layers"] = "four";
+  std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
+  CostSources bad(options, Store());
+  const std::string bad_error =
+      ErrorOf([&] { bad.ProfiledTarget(Store().LoadModel("mixtral-8x7b")); });
+  EXPECT_NE(bad_error.find("field 'model.shape.layers' must be a non-negative integer"),
+            std::string::npos)
+      << bad_error;
   std::filesystem::remove_all(dir);
 }
 

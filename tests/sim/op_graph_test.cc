@@ -154,6 +154,71 @@ TEST(OpGraph, ASharedResourceSplitsItsRateAmongTheOpsRunning) {
   EXPECT_THROW(third.ShareResource(Resource::kNone, 2), base::Error);
 }
 
+// A pool of two cores: a computation holding both (weight 2) and readers' copies (weight 1 each,
+// two at once) slow down together only while they want more than two cores.
+TEST(OpGraph, APoolSlowsItsOpsOnlyWhileTheyWantMoreThanItsCapacity) {
+  const auto pooled = [](OpGraph& graph) {
+    graph.ShareResource(Resource::kHostToDevice, 2);
+    graph.PoolResources({{Resource::kAcceleratorCompute, 2.0}, {Resource::kHostToDevice, 1.0}},
+                        2.0);
+  };
+  // Two copies of 0.3 s alone on two idle cores: side by side, both done at 0.3 s.
+  Recorder copies;
+  OpGraph two(&copies);
+  pooled(two);
+  two.Commit(two.NewOp(Resource::kHostToDevice, 0.3, 0));
+  two.Commit(two.NewOp(Resource::kHostToDevice, 0.3, 1));
+  two.Run();
+  EXPECT_DOUBLE_EQ(copies.Of(0).end_s, 0.3);
+  EXPECT_DOUBLE_EQ(copies.Of(1).end_s, 0.3);
+
+  // A computation of 1 s beside one copy of 0.3 s: three cores wanted of two, both at 2/3 rate;
+  // the copy lands at 0.45 s, the computation has 0.7 s left, alone: 1.15 s (the copy's core
+  // time, 0.3 s of one core, is half of the pool's for 0.3 s: the work is conserved).
+  Recorder beside;
+  OpGraph one(&beside);
+  pooled(one);
+  one.Commit(one.NewOp(Resource::kAcceleratorCompute, 1.0, 0));
+  one.Commit(one.NewOp(Resource::kHostToDevice, 0.3, 1));
+  one.Run();
+  EXPECT_NEAR(beside.Of(1).end_s, 0.45, 1e-12);
+  EXPECT_NEAR(beside.Of(0).end_s, 1.15, 1e-12);
+  EXPECT_DOUBLE_EQ(one.busy_s(Resource::kAcceleratorCompute), 1.0);  // the work alone
+
+  // The same with two copies: four cores wanted, every op at half rate; the copies land at 0.6 s,
+  // the computation at 1.3 s. A third copy waits for a reader.
+  Recorder both;
+  OpGraph full(&both);
+  pooled(full);
+  full.Commit(full.NewOp(Resource::kAcceleratorCompute, 1.0, 0));
+  for (uint8_t kind = 1; kind <= 3; ++kind)
+    full.Commit(full.NewOp(Resource::kHostToDevice, 0.3, kind));
+  full.Run();
+  EXPECT_NEAR(both.Of(1).end_s, 0.6, 1e-12);
+  EXPECT_NEAR(both.Of(2).end_s, 0.6, 1e-12);
+  EXPECT_NEAR(both.Of(3).start_s, 0.6, 1e-12);
+  // From 0.6 s: the computation (0.7 s left) and one copy, at 2/3: the copy lands at 1.05 s, the
+  // computation has 0.4 s left, alone: 1.45 s.
+  EXPECT_NEAR(both.Of(3).end_s, 1.05, 1e-12);
+  EXPECT_NEAR(both.Of(0).end_s, 1.45, 1e-12);
+
+  // A resource outside the pool is untouched; a second pool and bad weights are refused.
+  Recorder outside;
+  OpGraph other(&outside);
+  pooled(other);
+  other.Commit(other.NewOp(Resource::kAcceleratorCompute, 1.0, 0));
+  other.Commit(other.NewOp(Resource::kHostToDevice, 1.0, 1));
+  other.Commit(other.NewOp(Resource::kCpuCompute, 1.0, 2));
+  other.Run();
+  EXPECT_DOUBLE_EQ(outside.Of(2).end_s, 1.0);
+  EXPECT_THROW(other.PoolResources({{Resource::kCpuCompute, 1.0}}, 2.0), base::Error);
+  Recorder unused;
+  OpGraph bad(&unused);
+  EXPECT_THROW(bad.PoolResources({{Resource::kCpuCompute, 0.0}}, 2.0), base::Error);
+  EXPECT_THROW(bad.PoolResources({{Resource::kNone, 1.0}}, 2.0), base::Error);
+  EXPECT_THROW(bad.PoolResources({{Resource::kCpuCompute, 1.0}}, 0.0), base::Error);
+}
+
 // A reschedule leaves the op's earlier event in the queue; when it comes up the op may be gone and
 // its index reused by an op of another resource, which must not finish early.
 TEST(OpGraph, AReplacedEventNeverFinishesTheOpThatReusesItsIndex) {
