@@ -64,6 +64,7 @@ struct Bench {
   kernels::ThreadPool* pool = nullptr;
   const executor::ModelWeights* weights = nullptr;
   const executor::offload::ExpertStore* store = nullptr;
+  executor::Transformer* model = nullptr;  // shared by the runs, each with its own runtime
 };
 
 // One run of a case on the offload runtime.
@@ -74,9 +75,26 @@ struct OffloadRun {
   executor::offload::OffloadStats stats;
 };
 
+// A routing source replayed from a run's first pass: the shared model numbers its passes across
+// runs, and forced routing asks for the step of that number.
+class FromFirstPass : public routing::RoutingSource {
+ public:
+  FromFirstPass(std::unique_ptr<routing::RoutingSource> source, int64_t first_pass)
+      : source_(std::move(source)), first_pass_(first_pass) {}
+  std::string Describe() const override { return source_->Describe(); }
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    source_->Route(step - first_pass_, layer, tokens, out);
+  }
+
+ private:
+  std::unique_ptr<routing::RoutingSource> source_;
+  int64_t first_pass_;
+};
+
 OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
                        routing::RoutingTrace* record) {
-  executor::Transformer model(*bench.weights, *bench.pool);
+  executor::Transformer& model = *bench.model;
   executor::offload::OffloadOptions options;
   options.policy = c.policy;
   options.expert_memory_bytes = c.expert_slots * bench.store->key().payload_bytes();
@@ -87,6 +105,11 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
       true;  // every run alike; the first run's gate signals feed the simulator
   executor::offload::OffloadRuntime runtime(bench.config, *bench.store, options);
   model.set_expert_provider(&runtime);
+  // The model outlives this run's runtime: it must not keep a pointer to it, error or not.
+  struct Detach {
+    executor::Transformer& model;
+    ~Detach() { model.set_expert_provider(nullptr); }
+  } detach{model};
   std::unique_ptr<routing::RoutingSource> routing;
   executor::DecodeOptions decode;
   decode.output_tokens = c.output_tokens;
@@ -94,9 +117,10 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
   if (record) {
     decode.record = record;
   } else {
-    routing =
-        routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
-                                  bench.config.top_k, recorded.file);
+    routing = std::make_unique<FromFirstPass>(
+        routing::MakeTraceRouting(recorded.trace, bench.config.num_layers,
+                                  bench.config.num_experts, bench.config.top_k, recorded.file),
+        model.passes());
     decode.routing = routing.get();
   }
   const executor::DecodeResult result = executor::RunDecode(model, recorded.prompts, decode);
@@ -309,6 +333,10 @@ struct OffloadValidation::State {
   std::function<void(const std::string&)> say;
   mutable kernels::ThreadPool pool;  // runs the kernels; Judge only simulates
   executor::ModelWeights weights;
+  // One model for every run, as a server keeps one (and as the in-memory cases' bench does): its
+  // scratch buffers grow to the largest pass once, not in every run's prefill (a fresh model's
+  // first 256-token pass page-faults megabytes of activations, ~1.7 us a page on this VM).
+  std::unique_ptr<executor::Transformer> model;
   std::unique_ptr<executor::offload::ExpertStore> store;
   std::map<std::string, Recorded> recorded;
   std::vector<std::vector<OffloadRun>> runs;
@@ -326,7 +354,9 @@ struct OffloadValidation::State {
         pool(r.threads > 0 ? r.threads : kernels::DefaultThreadCount()),
         runs(cases.size()),
         signals(cases.size()) {}
-  Bench MakeBench() const { return Bench{target, request.seed, &pool, &weights, store.get()}; }
+  Bench MakeBench() const {
+    return Bench{target, request.seed, &pool, &weights, store.get(), model.get()};
+  }
 };
 
 OffloadValidation::OffloadValidation(const ValidationRequest& request,
@@ -355,6 +385,7 @@ OffloadValidation::OffloadValidation(const ValidationRequest& request,
   }
   if (!st.store->direct_io())
     st.notes.push_back("offload: " + st.store->warning() + " -- the storage tier was not cold");
+  st.model = std::make_unique<executor::Transformer>(st.weights, st.pool);
   const Bench bench = st.MakeBench();
 
   // The executor's own gate routing per workload, recorded by an on-demand run at the largest
