@@ -115,6 +115,10 @@ class Engine : public OpListener {
 
   std::vector<ExpertOps> expert_ops_;
   StagingBuffers staging_;
+  // Where expert copies run: the host-to-device link, or -- on a machine whose compute device is
+  // the host CPU with no core to spare for the reader (cpu threads >= cores) -- the compute
+  // resource, since the reader's checksum and copy take the cores the computation uses.
+  Resource expert_copy_resource_ = Resource::kHostToDevice;
 
   // The current pass.
   int64_t pass_ = 0;

@@ -146,7 +146,7 @@ OpHandle Engine::Copy(int32_t layer, int32_t expert, uint8_t priority_class, dou
                       const OpHandle slot_free[2], bool staging) {
   const double bytes = static_cast<double>(expert_bytes_);
   const OpHandle copy =
-      NewOp(Resource::kHostToDevice, cost_.HostToDeviceSeconds(bytes), kExpertCopy, layer, expert);
+      NewOp(expert_copy_resource_, cost_.HostToDeviceSeconds(bytes), kExpertCopy, layer, expert);
   Op& op = graph_.at(copy);
   op.bytes = bytes;
   op.priority_class = priority_class;

@@ -34,19 +34,9 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
   top_k_ = model.moe->top_k;
   expert_bytes_ = model::ExpertBytes(model);
   const model::HardwareSpec& hardware = config.hardware;
-  // The CPU computes and its storage reader's threads checksum and copy each expert read (the
-  // link's time): both on the host's cores. A computation takes its threads' cores, each reader
-  // one; while they want more than there are, all slow down together, as the OS shares the cores
-  // (two readers' copies side by side take one copy's time on two idle cores, and a copy beside a
-  // computation that holds every core stretches both).
-  if (hardware.compute_device_is_host && hardware.host) {
-    const int64_t cores = std::max<int64_t>(1, hardware.host->cores);
-    const int64_t readers = std::max<int64_t>(1, hardware.host->storage_reads_in_flight);
-    if (readers > 1) graph_.ShareResource(Resource::kHostToDevice, static_cast<int>(readers));
-    graph_.PoolResources({{Resource::kAcceleratorCompute,
-                           static_cast<double>(std::min<int64_t>(cost_.cpu_threads(), cores))},
-                          {Resource::kHostToDevice, 1.0}},
-                         static_cast<double>(cores));
+  if (hardware.compute_device_is_host && hardware.host &&
+      cost_.cpu_threads() >= hardware.host->cores) {
+    expert_copy_resource_ = Resource::kAcceleratorCompute;
   }
   // Reads in flight share the disk: the first of two reads issued together lands after twice its
   // time alone, not after its time alone (the executor's reader keeps two in flight).

@@ -113,54 +113,24 @@ void OpGraph::ShareResource(Resource resource, int concurrent) {
   concurrent_[static_cast<size_t>(resource)] = concurrent;
 }
 
-void OpGraph::PoolResources(const std::vector<std::pair<Resource, double>>& weights,
-                            double capacity) {
-  if (!(capacity > 0)) throw base::Error("sim: a resource pool needs a capacity above 0");
-  if (pool_capacity_ > 0) throw base::Error("sim: a graph has one resource pool");
-  for (const auto& [resource, weight] : weights) {
-    if (resource == Resource::kNone || !(weight > 0))
-      throw base::Error("sim: a pooled resource needs a real resource and a weight above 0");
-    pool_weight_[static_cast<size_t>(resource)] = weight;
-  }
-  pool_capacity_ = capacity;
-}
-
-double OpGraph::Rate(size_t resource) const {
-  if (pool_weight_[resource] > 0) {
-    double wanted = 0;
-    for (size_t r = 0; r < kResourceCount; ++r)
-      wanted += pool_weight_[r] * static_cast<double>(running_[r].size());
-    return wanted > pool_capacity_ ? pool_capacity_ / wanted : 1.0;
-  }
-  return 1.0 / static_cast<double>(std::max<size_t>(1, running_[resource].size()));
-}
-
 void OpGraph::AdvanceShared(size_t resource) {
+  std::vector<Running>& running = running_[resource];
   const Seconds now = events_.now_s();
-  // Every member's rate from the running sets as they were, before any is brought up to date.
-  std::array<double, kResourceCount> rate{};
-  for (size_t r = 0; r < kResourceCount; ++r) {
-    if (r == resource || (pool_weight_[resource] > 0 && pool_weight_[r] > 0)) rate[r] = Rate(r);
+  if (!running.empty()) {
+    const Seconds each = (now - advanced_s_[resource]) / static_cast<double>(running.size());
+    for (Running& r : running) r.alone_s = std::max(0.0, r.alone_s - each);
   }
-  for (size_t r = 0; r < kResourceCount; ++r) {
-    if (!(rate[r] > 0)) continue;
-    const Seconds done = (now - advanced_s_[r]) * rate[r];
-    for (Running& running : running_[r]) running.alone_s = std::max(0.0, running.alone_s - done);
-    advanced_s_[r] = now;
-  }
+  advanced_s_[resource] = now;
 }
 
 void OpGraph::RescheduleShared(size_t resource) {
-  for (size_t r = 0; r < kResourceCount; ++r) {
-    if (r != resource && !(pool_weight_[resource] > 0 && pool_weight_[r] > 0)) continue;
-    const double rate = Rate(r);
-    for (const Running& running : running_[r]) {
-      Op& op = ops_[static_cast<size_t>(running.index)];
-      op.end_s = events_.now_s() + running.alone_s / rate;
-      if (op.end_event != UINT64_MAX) stale_events_.insert(op.end_event);
-      events_.Push(op.end_s, running.index);
-      op.end_event = events_.pushed() - 1;
-    }
+  const double share = static_cast<double>(running_[resource].size());
+  for (const Running& r : running_[resource]) {
+    Op& op = ops_[static_cast<size_t>(r.index)];
+    op.end_s = events_.now_s() + r.alone_s * share;
+    if (op.end_event != UINT64_MAX) stale_events_.insert(op.end_event);
+    events_.Push(op.end_s, r.index);
+    op.end_event = events_.pushed() - 1;
   }
 }
 
@@ -170,7 +140,7 @@ bool OpGraph::Stale(const EventQueue::Event& event) {
 
 void OpGraph::Dispatch() {
   for (size_t r = 0; r < kResourceCount; ++r) {
-    if (!Shared(r)) continue;
+    if (concurrent_[r] == 1) continue;
     if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
         (waiting_[r].empty() && fifo_[r].empty())) {
       continue;
@@ -187,7 +157,7 @@ void OpGraph::Dispatch() {
     RescheduleShared(r);
   }
   for (int r = 0; r < kResourceCount; ++r) {
-    if (Shared(static_cast<size_t>(r))) continue;
+    if (concurrent_[static_cast<size_t>(r)] > 1) continue;
     if (busy_[static_cast<size_t>(r)] ||
         (waiting_[static_cast<size_t>(r)].empty() && fifo_[static_cast<size_t>(r)].empty())) {
       continue;
@@ -205,7 +175,7 @@ void OpGraph::Dispatch() {
 void OpGraph::Finish(int32_t index) {
   Op& op = ops_[static_cast<size_t>(index)];
   op.done = true;
-  if (op.resource != Resource::kNone && Shared(static_cast<size_t>(op.resource))) {
+  if (op.resource != Resource::kNone && concurrent_[static_cast<size_t>(op.resource)] > 1) {
     const size_t r = static_cast<size_t>(op.resource);
     AdvanceShared(r);
     std::erase_if(running_[r], [&](const Running& running) { return running.index == index; });

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <string>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "sim/event_queue.h"
@@ -77,14 +76,6 @@ class OpGraph {
   // non-preemptive server). Before any op of the resource is released.
   void ShareResource(Resource resource, int concurrent);
 
-  // Resources whose running ops share `capacity` units (a host's cores): an op of a member uses
-  // the member's weight in units while it runs (a computation all its threads' cores, a reader's
-  // checksum and copy one core); while the pool's running ops want more than `capacity`, each
-  // progresses at capacity / (their total weight) of its rate alone, so the work is conserved and
-  // none waits for another to finish. Each member still runs up to ShareResource's ops at once
-  // (default 1). One pool per graph; before any op of a member is released.
-  void PoolResources(const std::vector<std::pair<Resource, double>>& weights, double capacity);
-
   // A new op, not yet released: add its dependencies, then Commit it.
   OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind);
   Op& at(OpHandle handle) { return ops_[static_cast<size_t>(handle.index)]; }
@@ -129,14 +120,8 @@ class OpGraph {
   }
   void Ready(int32_t index);
   void Dispatch();
-  // Shared resources (several ops at once, or a pool member): each running op's time alone
-  // still to go, brought up to now at the rates of the running set so far; then every running
-  // op's end at the current rates, each with a new event (the old ones go stale). Both act on the
-  // resource's whole pool when it is a member (one resource's ops change the others' rate).
-  bool Shared(size_t resource) const {
-    return concurrent_[resource] > 1 || pool_weight_[resource] > 0;
-  }
-  double Rate(size_t resource) const;  // of one running op, relative to its rate alone
+  // Shared resources: each running op's time alone still to go, brought up to now; then every
+  // running op's end at the current share, each with a new event (the old ones go stale).
   void AdvanceShared(size_t resource);
   void RescheduleShared(size_t resource);
   // An event a reschedule replaced (removed from stale_events_ as it is popped).
@@ -163,8 +148,6 @@ class OpGraph {
   std::array<Fifo, kResourceCount> fifo_{};
   std::array<bool, kResourceCount> busy_{};
   std::array<int, kResourceCount> concurrent_{1, 1, 1, 1, 1};
-  std::array<double, kResourceCount> pool_weight_{};  // 0: not in the pool
-  double pool_capacity_ = 0;
   struct Running {
     int32_t index;
     Seconds alone_s;  // time alone still to go
