@@ -121,6 +121,35 @@ TEST(Cli, HardwareFromProfileSaysHowManyReadsShareTheDisk) {
   EXPECT_NE(r.err.find("reads in flight must be at least 1"), std::string::npos) << r.err;
 }
 
+// This machine with its experts on storage, priced by a profile taken at a scaled shape (moelab
+// profile --layers 4): sim offload simulates the shape the profile recorded, prices the CPU that
+// computes with its curves, and refuses another model's name.
+TEST(Cli, SimOffloadOnAStorageTierTakesTheProfilesShape) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-storage-tier");
+  const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
+  nlohmann::json fit;
+  std::ifstream(testing::TestDataDir() / "fits/latency-quick-cpu.json") >> fit;
+  fit["model"]["shape"]["layers"] = 4;
+  const std::string fit_path = (dir / "fit-4-layers.json").string();
+  std::ofstream(fit_path) << fit.dump();
+  const std::string hw = (dir / "hw.json").string();
+  CliRun r = RunMoelab("hw from-profile " + profile + " --memory 3GB --out " + hw);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string sim = "sim offload --hardware " + hw + " --profile " + fit_path +
+                          " --policy on-demand --workload decode --prompt 16 --tokens 4 --json";
+  r = RunMoelab(sim + " --model mixtral-8x7b");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["cost_source"], "fitted-profile");
+  EXPECT_EQ(json["memory"]["experts_total"], 4 * 8);  // the profile's 4 layers, not the preset's
+  r = RunMoelab(sim + " --model qwen1.5-moe-a2.7b");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("the profile measured 'mixtral-8x7b', not 'qwen1.5-moe-a2.7b'"),
+            std::string::npos)
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 struct BadInput {
   std::string args;
   std::string expected_message;
