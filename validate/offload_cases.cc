@@ -118,8 +118,8 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
     decode.record = record;
   } else {
     routing = std::make_unique<FromFirstPass>(
-        routing::MakeTraceRouting(recorded.trace, bench.config.num_layers,
-                                  bench.config.num_experts, bench.config.top_k, recorded.file),
+        routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
+                                  bench.config.top_k, recorded.file),
         model.passes());
     decode.routing = routing.get();
   }
