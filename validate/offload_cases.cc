@@ -340,6 +340,10 @@ struct OffloadValidation::State {
   std::unique_ptr<executor::offload::ExpertStore> store;
   std::map<std::string, Recorded> recorded;
   std::vector<std::vector<OffloadRun>> runs;
+  // Per workload, every routed expert in RAM (static-split over all layers: no read): the
+  // computation the cases add reads to, measured in the same rounds. Reported, not judged.
+  std::vector<ValidationCase> baselines;
+  std::vector<std::vector<OffloadRun>> baseline_runs;
   std::vector<std::shared_ptr<const policies::GateSignals>> signals;  // [case]: the first run's
   std::vector<double> probes;  // storage read bandwidth, before and after every round
   std::vector<std::string> notes;
@@ -353,7 +357,17 @@ struct OffloadValidation::State {
         say(std::move(s)),
         pool(r.threads > 0 ? r.threads : kernels::DefaultThreadCount()),
         runs(cases.size()),
-        signals(cases.size()) {}
+        signals(cases.size()) {
+    const int64_t all = (t.num_layers - t.first_dense_layers) * t.num_experts;
+    for (const ValidationCase& c : cases) {
+      if (!baselines.empty() && WorkloadLabel(baselines.back()) == WorkloadLabel(c)) continue;
+      ValidationCase baseline = c;
+      baseline.policy = "static-split";
+      baseline.expert_slots = all;
+      baselines.push_back(baseline);
+    }
+    baseline_runs.resize(baselines.size());
+  }
   Bench MakeBench() const {
     return Bench{target, request.seed, &pool, &weights, store.get(), model.get()};
   }
@@ -427,6 +441,18 @@ void OffloadValidation::RunRound() {
   // Probes on both sides bracket the round's cases; their median over the rounds prices reads.
   const int readers = executor::offload::OffloadOptions{}.reader_threads;
   st.probes.push_back(ProbeStorageReadBandwidth(*st.store, st.target, readers));
+  for (size_t i = 0; i < st.baselines.size(); ++i) {
+    const ValidationCase& c = st.baselines[i];
+    st.say("offload round " + std::to_string(st.rounds) + ", baseline: " + c.Label());
+    for (int t = 0; t < RunsPerRound(c.kind); ++t) {
+      OffloadRun run = RunExecutor(bench, c, st.recorded.at(WorkloadLabel(c)), nullptr);
+      if (run.stats.reads != 0)
+        throw base::Error("validate offload: the all-in-RAM baseline " + c.Label() + " read " +
+                          std::to_string(run.stats.reads) + " experts (a bug)");
+      run.stats = {};
+      st.baseline_runs[i].push_back(std::move(run));
+    }
+  }
   for (size_t i = 0; i < st.cases.size(); ++i) {
     st.say("offload round " + std::to_string(st.rounds) + ", case " + std::to_string(i + 1) + "/" +
            std::to_string(st.cases.size()) + ": " + st.cases[i].Label());
@@ -568,6 +594,33 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         percent(neighbour_errors[0]) + " for decode (" + percent(probe_errors[0]) +
         " with the probes) and " + percent(neighbour_errors[1]) + " for prefill (" +
         percent(probe_errors[1]) + ")");
+  }
+  for (size_t i = 0; i < st.baselines.size(); ++i) {
+    const ValidationCase& c = st.baselines[i];
+    const bool prefill = c.kind == CaseKind::kOffloadPrefill;
+    const sim::SimResult simulated = Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile,
+                                              storage_read_bytes_per_s, costs, threads);
+    const double predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
+    std::vector<double> values;
+    std::vector<std::vector<double>> decode_steps;
+    for (const OffloadRun& run : st.baseline_runs[i]) {
+      values.push_back(run.value);
+      decode_steps.push_back(run.decode_steps_s);
+    }
+    double measured = Median(values);
+    const std::optional<double> steps_sum = SumOfStepMedians(decode_steps);
+    if (!prefill && values.size() >= 3 && steps_sum)
+      measured = *steps_sum / static_cast<double>(c.output_tokens - 1);
+    result.notes.push_back(
+        "offload baseline, " + WorkloadLabel(c) + ": every routed expert in RAM (" +
+        std::to_string(c.expert_slots) + ", static-split, no read) " + QuantityOf(c.kind) +
+        " measured " + report::FormatNumber(measured, 5) + " s (" +
+        report::FormatNumber(*std::min_element(values.begin(), values.end()), 5) + ".." +
+        report::FormatNumber(*std::max_element(values.begin(), values.end()), 5) + ", " +
+        std::to_string(values.size()) + (values.size() == 1 ? " run" : " runs") + "), predicted " +
+        report::FormatNumber(predicted, 5) + " s, signed error " +
+        report::FormatNumber(100 * (predicted / measured - 1), 1) +
+        " %: the computation the cases of this workload add their reads to");
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);
   result.cases.insert(result.cases.end(), offload_results.begin(), offload_results.end());

@@ -194,6 +194,23 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
                                       0) == 0;
                          }),
             result.notes.end());
+  // Beside the cases, per workload, the run with every routed expert in RAM and its prediction:
+  // the computation the cases add reads to (its runs read nothing, or validate stops).
+  for (const std::string workload : {"decode B=1", "decode B=4", "prefill 256"}) {
+    const auto baseline =
+        std::find_if(result.notes.begin(), result.notes.end(), [&](const std::string& note) {
+          return note.rfind("offload baseline, " + workload + ": every routed expert in RAM (",
+                            0) == 0;
+        });
+    ASSERT_NE(baseline, result.notes.end()) << workload;
+    EXPECT_NE(baseline->find(workload == "prefill 256" ? "ttft_s measured" : "tpot_s measured"),
+              std::string::npos)
+        << *baseline;
+    // One round of repeat 1: a prefill runs three times a round, a decode once.
+    EXPECT_NE(baseline->find(workload == "prefill 256" ? ", 3 runs)" : ", 1 run)"),
+              std::string::npos)
+        << *baseline;
+  }
   // One ranking line per (workload, budget), the count, the resolved pairs (and a note when
   // O_DIRECT fell back).
   int64_t rankings = 0;
