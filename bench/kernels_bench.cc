@@ -188,9 +188,8 @@ void ExpertFfnWorkingSetBench(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     expert = (expert + 1) % cycled;
   }
-  state.counters["weight_bytes_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * all[0].StoredBytes(),
-                         benchmark::Counter::kIsRate);
+  state.counters["weight_bytes_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * all[0].StoredBytes(), benchmark::Counter::kIsRate);
   state.counters["working_set_bytes"] = static_cast<double>(cycled) * all[0].StoredBytes();
   state.counters["llc_bytes"] = static_cast<double>(profiler::L3CacheBytes());
   state.SetLabel(ToString(kernels::ActiveIsa()));
