@@ -170,8 +170,9 @@ void ExpertFfnBench(benchmark::State& state) {
                       : " " + ToString(kernels::ActiveQuantizedKernel())));
 }
 
-// Args: tokens, experts cycled (bf16, 22 MB each at 1024 x 3584): the same kernel with its weights
-// cycled over a working set from well inside the last-level cache to past it. The profile's
+// Args: tokens, experts cycled (bf16, 22 MB each at 1024 x 3584; at most the experts ExpertWeights
+// builds, twice the cache: the working_set_bytes counter says what ran): the same kernel with its
+// weights cycled over a working set from well inside the last-level cache to past it. The profile's
 // expert_ffn cycles more than twice the cache (every call from DRAM); a model whose weights fit in
 // the cache runs its decode from it (results/offload-runtime.md: 2.17 ms against 2.83 ms priced).
 void ExpertFfnWorkingSetBench(benchmark::State& state) {

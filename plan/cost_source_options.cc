@@ -214,11 +214,6 @@ std::string ComputeDeviceOf(const model::HardwareSpec& hardware) {
   return hardware.has_accelerator() ? "gpu" : "cpu";
 }
 
-model::MoeModelSpec ExecutorTargetShape(const model::MoeModelSpec& target) {
-  return executor::SpecFromExecutorConfig(
-      executor::ExecutorConfigFromSpec(target, executor::DefaultTargetShape()));
-}
-
 model::MoeModelSpec ExecutorDraftShape(const model::MoeModelSpec& draft,
                                        const model::MoeModelSpec& executor_target) {
   executor::ShapeOverrides overrides = executor::DefaultDraftShape();

@@ -95,9 +95,9 @@ class CostSources {
 // The device whose operators `hardware` computes with: "gpu" with an accelerator, else "cpu".
 std::string ComputeDeviceOf(const model::HardwareSpec& hardware);
 
-// The executor's shapes of a target and its draft (`moelab profile`/`moelab run` defaults): what a
-// fitted profile measured. The draft shares the target's vocabulary.
-model::MoeModelSpec ExecutorTargetShape(const model::MoeModelSpec& target);
+// The executor's shape of a draft (`moelab profile`/`moelab run` defaults) beside the profiled
+// target (CostSources::ProfiledTarget): what a fitted profile measured. The draft shares the
+// target's vocabulary.
 model::MoeModelSpec ExecutorDraftShape(const model::MoeModelSpec& draft,
                                        const model::MoeModelSpec& executor_target);
 

@@ -25,22 +25,29 @@ std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::Si
     config.cost_source = CostSources::RooflineName(true);
   } else if (sources.fitted()) {
     const fit::LatencyFit& fit = sources.Fit();
-    // The curves price the layer shapes the profile measured: simulate the executor's shape.
+    // The curves price the layer shapes the profile measured: simulate the shape it recorded.
     config.model = sources.ProfiledTarget(config.model);
     const model::MoeModelSpec& profiled = config.model;
     const bool cpu = fit::FittedProfileCostSource::HasDevice(fit, "cpu");
     const bool gpu = fit::FittedProfileCostSource::HasDevice(fit, "gpu");
-    if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
-    if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
-    if (!cpu && !gpu)
-      throw base::Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
     // This machine with its experts on storage (moelab hw from-profile): the CPU is the compute
-    // device, so its curves price what the simulator's accelerator computes, as validate does.
-    if (config.hardware.compute_device_is_host && cpu && !gpu) {
+    // device, so its curves price everything the simulator computes, as validate does -- whatever
+    // GPU curves the profile also holds.
+    if (config.hardware.compute_device_is_host) {
+      if (!cpu) {
+        throw base::Error(*sources.options().fitted_profile +
+                          ": the fit has no cpu curves, and hardware '" + config.hardware.name +
+                          "' computes on its CPU (moelab hw from-profile)");
+      }
+      config.host_costs = sources.Fitted(profiled, "cpu");
       config.accelerator_costs = config.host_costs;
       config.cost_source = "fitted-profile";
       return made;
     }
+    if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
+    if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
+    if (!cpu && !gpu)
+      throw base::Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
     config.cost_source = cpu && gpu ? "fitted-profile"
                          : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
                                     : "fitted-profile (accelerator) + analytic-roofline (host)";

@@ -105,7 +105,8 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
       true;  // every run alike; the first run's gate signals feed the simulator
   executor::offload::OffloadRuntime runtime(bench.config, *bench.store, options);
   model.set_expert_provider(&runtime);
-  // The model outlives this run's runtime: it must not keep a pointer to it, error or not.
+  // The model outlives this run's runtime: its provider is cleared when the run ends, error or not
+  // (the next run's Forward takes whichever provider is set then).
   struct Detach {
     executor::Transformer& model;
     ~Detach() { model.set_expert_provider(nullptr); }

@@ -106,6 +106,40 @@ TEST(CostSources, FittedProfilePricesTheComputeDeviceOfAStorageTier) {
   EXPECT_EQ(config.cost_source, "fitted-profile");
   ASSERT_NE(config.host_costs, nullptr);
   EXPECT_EQ(config.accelerator_costs, config.host_costs);
+
+  // A profile of a machine with a GPU holds GPU curves too; the CPU still computes here.
+  fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
+  const size_t cpu_curves = fit.operators.size();
+  for (size_t i = 0; i < cpu_curves; ++i) {
+    fit::OperatorCurve gpu_curve = fit.operators[i];
+    gpu_curve.device = "gpu";
+    fit.operators.push_back(gpu_curve);
+  }
+  const std::filesystem::path dir = testing::MakeTempDir("storage-tier-gpu-fit");
+  const std::string both = (dir / "fit-cpu-gpu.json").string();
+  std::ofstream(both) << fit::LatencyFitToJson(fit).dump();
+  options.fitted_profile = both;
+  CostSources with_gpu(options, Store());
+  sim::SimConfig gpu_fit_config = config;
+  gpu_fit_config.model = Store().LoadModel("mixtral-8x7b");
+  gpu_fit_config.accelerator_costs = gpu_fit_config.host_costs = nullptr;
+  ApplyCostSources(with_gpu, gpu_fit_config);
+  EXPECT_EQ(gpu_fit_config.cost_source, "fitted-profile");
+  ASSERT_NE(gpu_fit_config.host_costs, nullptr);
+  EXPECT_EQ(gpu_fit_config.accelerator_costs, gpu_fit_config.host_costs);
+
+  // GPU curves only: nothing prices the CPU that computes.
+  fit.operators.erase(fit.operators.begin(),
+                      fit.operators.begin() + static_cast<std::ptrdiff_t>(cpu_curves));
+  const std::string gpu_only = (dir / "fit-gpu.json").string();
+  std::ofstream(gpu_only) << fit::LatencyFitToJson(fit).dump();
+  options.fitted_profile = gpu_only;
+  CostSources no_cpu(options, Store());
+  sim::SimConfig no_cpu_config = config;
+  no_cpu_config.model = Store().LoadModel("mixtral-8x7b");
+  const std::string error = ErrorOf([&] { ApplyCostSources(no_cpu, no_cpu_config); });
+  EXPECT_NE(error.find("the fit has no cpu curves"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CostSources, CalibrationPricesTheHostAndNamesTheSource) {

@@ -206,6 +206,11 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
     EXPECT_NE(baseline->find(workload == "prefill 256" ? "ttft_s measured" : "tpot_s measured"),
               std::string::npos)
         << *baseline;
+    // The prediction beside it: a positive time and the signed error.
+    const size_t predicted = baseline->find("), predicted ");
+    ASSERT_NE(predicted, std::string::npos) << *baseline;
+    EXPECT_GT(std::stod(baseline->substr(predicted + 13)), 0) << *baseline;
+    EXPECT_NE(baseline->find(" s, signed error "), std::string::npos) << *baseline;
     // One round of repeat 1: a prefill runs three times a round, a decode once.
     EXPECT_NE(baseline->find(workload == "prefill 256" ? ", 3 runs)" : ", 1 run)"),
               std::string::npos)
