@@ -279,18 +279,23 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
     groups[key].push_back(&r);
   }
   std::vector<std::string> notes;
-  int64_t same = 0, resolved = 0, resolved_same = 0, pairs = 0;
+  int64_t same = 0, resolved = 0, resolved_same = 0, pairs = 0, differ_unresolved_only = 0;
   for (const auto& key : order) {
     // Pairs of policies whose measured ranges do not overlap: an order the repeats resolve.
     const std::vector<const CaseResult*>& group = groups[key];
+    int64_t otherwise = 0, otherwise_resolved = 0;  // pairs the prediction orders otherwise
     for (size_t i = 0; i < group.size(); ++i) {
       for (size_t j = i + 1; j < group.size(); ++j) {
         const CaseResult& a = *group[i];
         const CaseResult& b = *group[j];
         ++pairs;
-        if (!(a.measured_max < b.measured_min || b.measured_max < a.measured_min)) continue;
+        const bool agree = (a.measured < b.measured) == (a.predicted < b.predicted);
+        const bool apart = a.measured_max < b.measured_min || b.measured_max < a.measured_min;
+        otherwise += !agree;
+        otherwise_resolved += !agree && apart;
+        if (!apart) continue;
         ++resolved;
-        resolved_same += (a.measured < b.measured) == (a.predicted < b.predicted);
+        resolved_same += agree;
       }
     }
     std::vector<const CaseResult*> measured = groups[key], predicted = groups[key];
@@ -309,15 +314,25 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
       equal = equal && measured[i] == predicted[i];
     }
     same += equal;
-    notes.push_back(
-        "offload ranking, " + std::get<0>(key) + ", " + std::to_string(std::get<1>(key)) +
-        " experts: " +
-        (equal ? "same (" + measured_order + ")"
-               : "differs (measured " + measured_order + "; predicted " + predicted_order + ")"));
+    differ_unresolved_only += !equal && otherwise_resolved == 0;
+    const auto pairs_text = [](int64_t n) {
+      return std::to_string(n) + (n == 1 ? " pair" : " pairs");
+    };
+    notes.push_back("offload ranking, " + std::get<0>(key) + ", " +
+                    std::to_string(std::get<1>(key)) + " experts: " +
+                    (equal ? "same (" + measured_order + ")"
+                           : "differs (measured " + measured_order + "; predicted " +
+                                 predicted_order + "; " + pairs_text(otherwise) +
+                                 " ordered otherwise, " +
+                                 (otherwise_resolved == 0 ? std::string("none")
+                                                          : std::to_string(otherwise_resolved)) +
+                                 " of them apart in the runs)"));
   }
   if (!order.empty()) {
-    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " +
-                    std::to_string(order.size()) + " (workload, expert budget) pairs");
+    notes.push_back(
+        "offload ranking: the same at " + std::to_string(same) + " of " +
+        std::to_string(order.size()) + " (workload, expert budget) pairs; of the rest, " +
+        std::to_string(differ_unresolved_only) + " differ only in policy pairs whose runs overlap");
     notes.push_back("offload policy pairs ordered by the measurement (min-max ranges apart): " +
                     std::to_string(resolved) + " of " + std::to_string(pairs) +
                     "; the prediction " + "orders " + std::to_string(resolved_same) +

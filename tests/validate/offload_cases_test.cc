@@ -80,19 +80,26 @@ CaseResult Result(const std::string& policy, int64_t slots, double predicted, do
 }
 
 TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
-  const std::vector<std::string> notes =
-      OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10),
-                           Result("b", 16, 1, 20), Result("c", 16, 3, 21)});
-  ASSERT_EQ(notes.size(), 4u);
+  const std::vector<std::string> notes = OffloadRankingNotes(
+      {Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10), Result("b", 16, 1, 20),
+       Result("c", 16, 3, 21), Result("b", 24, 2, 20), Result("c", 24, 1, 21)});
+  ASSERT_EQ(notes.size(), 5u);
   EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
+  // a-b apart in the runs (9-11 against 18-22) and predicted the other way round.
   EXPECT_EQ(notes[1],
             "offload ranking, decode B=1, 16 experts: differs (measured a < b < c; predicted b < a "
-            "< c)");
-  EXPECT_EQ(notes[2], "offload ranking: the same at 1 of 2 (workload, expert budget) pairs");
-  // a-b apart at both budgets (ordered the same at 8, not at 16), a-c apart and ordered the same,
-  // b-c within each other's spread (18-22 and 18.9-23.1).
+            "< c; 1 pair ordered otherwise, 1 of them apart in the runs)");
+  // b-c within each other's spread (18-22 and 18.9-23.1): an order the runs do not resolve.
+  EXPECT_EQ(notes[2],
+            "offload ranking, decode B=1, 24 experts: differs (measured b < c; predicted c < b; 1 "
+            "pair ordered otherwise, none of them apart in the runs)");
   EXPECT_EQ(notes[3],
-            "offload policy pairs ordered by the measurement (min-max ranges apart): 3 of 4; the "
+            "offload ranking: the same at 1 of 3 (workload, expert budget) pairs; of the rest, 1 "
+            "differ only in policy pairs whose runs overlap");
+  // a-b apart at both budgets (ordered the same at 8, not at 16), a-c apart and ordered the same,
+  // b-c within each other's spread at 16 and 24.
+  EXPECT_EQ(notes[4],
+            "offload policy pairs ordered by the measurement (min-max ranges apart): 3 of 5; the "
             "prediction orders 2 of them the same way");
 }
 
