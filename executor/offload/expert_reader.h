@@ -36,6 +36,15 @@ class ExpertReader {
   // copy into its destination), since the reader started: reads() blocks over it are the
   // bandwidth the reads got, measured by the run itself.
   virtual double busy_s() const = 0;
+  // Where the finished reads' time went, summed over them: queued (submitted until a reader took
+  // it: behind other reads, or waiting for its buffer's earlier read), running (the pread, the
+  // checksum and the copy), and for the reads someone waited on, from the read's end to the
+  // waiting thread running again (its wake-up).
+  struct Spans {
+    double queued_s = 0, running_s = 0, wake_s = 0;
+    int64_t reads = 0, waits = 0;
+  };
+  virtual Spans spans() const = 0;
 };
 
 enum class ReaderKind { kThreads, kIoUring };

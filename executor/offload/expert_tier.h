@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "executor/offload/expert_reader.h"
 #include "executor/weights.h"
 #include "model/fiddler.h"
 
@@ -51,6 +52,7 @@ class ExpertTier {
   struct CopyTiming {
     double busy_s = 0;
     int64_t copies_done = 0;
+    ExpertReader::Spans spans;  // where each copy's time went (ExpertReader::spans)
   };
   virtual std::optional<CopyTiming> copy_timing() const { return std::nullopt; }
   // Whether a second compute device sits next to the fast tier and can run an expert from the

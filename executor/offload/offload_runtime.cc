@@ -76,6 +76,16 @@ nlohmann::json OffloadStats::ToJson() const {
   if (!reader.empty())
     json["store"]["reader"] = {{"kind", reader}, {"reads_in_flight", reads_in_flight}};
   if (!warning.empty()) json["warning"] = warning;
+  if (read_spans) {
+    const auto per = [](double seconds, int64_t n) {
+      return n > 0 ? nlohmann::json(seconds / static_cast<double>(n)) : nlohmann::json(nullptr);
+    };
+    json["read_spans"] = {{"reads", read_spans->reads},
+                          {"queued_s_per_read", per(read_spans->queued_s, read_spans->reads)},
+                          {"running_s_per_read", per(read_spans->running_s, read_spans->reads)},
+                          {"waits", read_spans->waits},
+                          {"wake_s_per_wait", per(read_spans->wake_s, read_spans->waits)}};
+  }
   if (copy_busy_s) {
     json["copy_busy_s"] = *copy_busy_s;
     const std::optional<double> rate = copy_bytes_per_s();
@@ -209,6 +219,8 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
   for (const Slot& slot : slots_) {
     if (slot.job >= 0) tier_->Finish(slot.job);
   }
+  if (const std::optional<ExpertTier::CopyTiming> timing = tier_->copy_timing())
+    initial_spans_ = timing->spans;
   runs_on_host_.assign(static_cast<size_t>(experts_), 0);
 }
 
@@ -507,6 +519,13 @@ OffloadStats OffloadRuntime::Stats() const {
   if (const std::optional<ExpertTier::CopyTiming> timing = tier_->copy_timing()) {
     stats.copy_busy_s = timing->busy_s;
     stats.copies_done = timing->copies_done;
+    ExpertReader::Spans run = timing->spans;
+    run.queued_s -= initial_spans_.queued_s;
+    run.running_s -= initial_spans_.running_s;
+    run.wake_s -= initial_spans_.wake_s;
+    run.reads -= initial_spans_.reads;
+    run.waits -= initial_spans_.waits;
+    stats.read_spans = run;
   }
   stats.copy_block_bytes = tier_->bytes_per_copy();
   return stats;

@@ -80,6 +80,9 @@ struct OffloadStats {
   // prefetch still landing when the stats are taken counts in neither).
   std::optional<double> copy_busy_s;
   int64_t copies_done = 0;
+  // The run's reads (the initial placement's left out): queued, running and wake-up seconds
+  // (ExpertReader::Spans); where the tier times its reads.
+  std::optional<ExpertReader::Spans> read_spans;
   double copy_block_bytes = 0;  // bytes one copy moves (a storage block, padding included)
   std::optional<double> copy_bytes_per_s() const;
   std::vector<int64_t> layer_hits, layer_activations;  // [moe layer]
@@ -173,6 +176,7 @@ class OffloadRuntime : public ExpertProvider {
   std::vector<float> previous_next_scores_;
   int64_t pass_ = 0;
   int64_t reads_issued_ = 0;
+  ExpertReader::Spans initial_spans_;  // the initial placement's reads, left out of Stats()
   OffloadStats stats_;
 };
 

@@ -8,7 +8,23 @@ int64_t ReadQueue::Add(const ExpertReader::Job& job) {
   state_.push_back(kQueued);
   errors_.emplace_back();
   queued_.push_back(id);
+  const auto now = std::chrono::steady_clock::now();
+  added_at_.push_back(now);
+  started_at_.push_back(now);
+  finished_at_.push_back(now);
   return id;
+}
+
+namespace {
+double Seconds(std::chrono::steady_clock::time_point from,
+               std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+}  // namespace
+
+void ReadQueue::NoteWake(int64_t id) {
+  spans_.wake_s += Seconds(finished_at_[static_cast<size_t>(id)], std::chrono::steady_clock::now());
+  ++spans_.waits;
 }
 
 bool ReadQueue::Runnable(const ExpertReader::Job& job) const {
@@ -34,7 +50,9 @@ std::optional<int64_t> ReadQueue::StartNext() {
   const int64_t id = *best;
   queued_.erase(best);
   state_[static_cast<size_t>(id)] = kRunning;
-  if (running_++ == 0) busy_since_ = std::chrono::steady_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  started_at_[static_cast<size_t>(id)] = now;
+  if (running_++ == 0) busy_since_ = now;
   return id;
 }
 
@@ -42,9 +60,13 @@ void ReadQueue::Finish(int64_t id, std::exception_ptr error) {
   state_[static_cast<size_t>(id)] = kDone;
   errors_[static_cast<size_t>(id)] = std::move(error);
   ++finished_;
-  if (--running_ == 0)
-    busy_s_ +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_since_).count();
+  const auto now = std::chrono::steady_clock::now();
+  const size_t at = static_cast<size_t>(id);
+  finished_at_[at] = now;
+  spans_.queued_s += Seconds(added_at_[at], started_at_[at]);
+  spans_.running_s += Seconds(started_at_[at], now);
+  ++spans_.reads;
+  if (--running_ == 0) busy_s_ += Seconds(busy_since_, now);
 }
 
 double ReadQueue::busy_s() const {
@@ -55,8 +77,16 @@ double ReadQueue::busy_s() const {
 
 void QueuedExpertReader::Wait(int64_t id) {
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return queue_.done(id); });
+  if (!queue_.done(id)) {
+    done_.wait(lock, [&] { return queue_.done(id); });
+    queue_.NoteWake(id);
+  }
   if (queue_.error(id)) std::rethrow_exception(queue_.error(id));
+}
+
+ExpertReader::Spans QueuedExpertReader::spans() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.spans();
 }
 
 bool QueuedExpertReader::Done(int64_t id) {

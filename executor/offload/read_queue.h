@@ -24,6 +24,10 @@ class ReadQueue {
   // Seconds during which at least one job was running (started, not finished), so far: the
   // storage's busy time, over which the bytes read give the bandwidth the reads got.
   double busy_s() const;
+  // The finished jobs' queued and running seconds, and the wake-ups noted (NoteWake).
+  ExpertReader::Spans spans() const { return spans_; }
+  // A thread that waited for job `id` runs again now: the time since the job finished.
+  void NoteWake(int64_t id);
   bool done(int64_t id) const { return state_[static_cast<size_t>(id)] == kDone; }
   const std::exception_ptr& error(int64_t id) const { return errors_[static_cast<size_t>(id)]; }
   const ExpertReader::Job& job(int64_t id) const { return jobs_[static_cast<size_t>(id)]; }
@@ -41,6 +45,9 @@ class ReadQueue {
   int64_t running_ = 0;
   std::chrono::steady_clock::time_point busy_since_;  // when running_ last left 0
   double busy_s_ = 0;                                 // closed busy spans
+  // By id: when the job was added, started and finished (the last two once they happen).
+  std::vector<std::chrono::steady_clock::time_point> added_at_, started_at_, finished_at_;
+  ExpertReader::Spans spans_;
 };
 
 // What both readers do the same way: the queue under one mutex, waiting for a job, the count of
@@ -51,6 +58,7 @@ class QueuedExpertReader : public ExpertReader {
   bool Done(int64_t id) final;
   int64_t reads() const final;
   double busy_s() const final;
+  Spans spans() const final;
 
  protected:
   mutable std::mutex mutex_;

@@ -30,7 +30,7 @@ class StorageTier final : public ExpertTier {
   double stall_s() const override { return stall_s_; }
   double bytes_per_copy() const override { return static_cast<double>(store_.key().block_bytes()); }
   std::optional<CopyTiming> copy_timing() const override {
-    return CopyTiming{reader_->busy_s(), reader_->reads()};
+    return CopyTiming{reader_->busy_s(), reader_->reads(), reader_->spans()};
   }
   bool has_host_compute() const override { return false; }
   std::string slow_tier_path() const override { return store_.data_path().string(); }

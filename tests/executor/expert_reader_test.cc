@@ -77,6 +77,33 @@ TEST(ReadQueue, BusyTimeIsTheUnionOfTheRunningSpans) {
   EXPECT_GE(queue.busy_s(), closed + 0.01);
 }
 
+// Each finished job's time is split into queued (added until started) and running (started until
+// finished); a wake-up is the time from a job's end to the waiter noting it.
+TEST(ReadQueue, SpansSplitEachJobIntoQueuedAndRunningAndCountWakeUps) {
+  ReadQueue queue;
+  const int64_t a = queue.Add(JobOf(0, 0, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a queued
+  queue.StartNext();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a running
+  queue.Finish(a, nullptr);
+  ExpertReader::Spans spans = queue.spans();
+  EXPECT_EQ(spans.reads, 1);
+  EXPECT_GE(spans.queued_s, 0.02);
+  EXPECT_LT(spans.queued_s, 0.03 + 0.02);  // not the running time too
+  EXPECT_GE(spans.running_s, 0.03);
+  EXPECT_EQ(spans.waits, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  queue.NoteWake(a);
+  spans = queue.spans();
+  EXPECT_EQ(spans.waits, 1);
+  EXPECT_GE(spans.wake_s, 0.01);
+  // A job still queued or running adds nothing yet.
+  queue.Add(JobOf(1, 0, 0));
+  queue.StartNext();
+  EXPECT_EQ(queue.spans().reads, 1);
+  EXPECT_EQ(queue.spans().running_s, spans.running_s);
+}
+
 struct Store {
   Store() : config(testing::TinyMixtral()), pool(2) {
     dir = fs::temp_directory_path() / ("moelab-reader-test-" + std::to_string(::getpid()));
@@ -152,6 +179,12 @@ TEST(ExpertReader, ReadsEveryExpertByteForByteWhateverTheReadsInFlight) {
       for (const int64_t id : ids) reader->Wait(id);
       EXPECT_EQ(reader->reads(), static_cast<int64_t>(ids.size()));
       EXPECT_GT(reader->busy_s(), 0.0) << ToString(kind);  // the reads' time on the storage
+      // Every read's time split: all finished, each ran, and a waiter noted every wake-up it had.
+      const ExpertReader::Spans spans = reader->spans();
+      EXPECT_EQ(spans.reads, static_cast<int64_t>(ids.size())) << ToString(kind);
+      EXPECT_GT(spans.running_s, 0.0) << ToString(kind);
+      EXPECT_GE(spans.queued_s, 0.0) << ToString(kind);
+      EXPECT_LE(spans.waits, static_cast<int64_t>(ids.size())) << ToString(kind);
       for (int64_t l = 0; l < s.moe_layers; ++l) {
         for (int64_t e = 0; e < experts; ++e) {
           const FfnWeights& expected = s.weights.layers[s.moe_layer_index[l]].experts[e];

@@ -237,6 +237,14 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
         if (test.policy == "lru-prefetch") {
           EXPECT_GE(s.speculative_used, 1);
         }
+        // Where the run's reads spent their time: every read a layer waited for has finished (a
+        // last prefetch may still be landing), none of the initial placement's is counted.
+        ASSERT_TRUE(s.read_spans.has_value()) << test.policy;
+        EXPECT_LE(s.read_spans->reads, s.reads) << test.policy;
+        EXPECT_GE(s.read_spans->reads, s.demand_fetches + s.transient_fetches + s.storage_runs)
+            << test.policy;
+        EXPECT_GE(s.read_spans->running_s, 0.0) << test.policy;
+        EXPECT_EQ(s.ToJson()["read_spans"]["reads"], s.read_spans->reads) << test.policy;
       }
   }
 }
