@@ -141,12 +141,10 @@ const std::vector<Expert>& ExpertWeights(kernels::WeightFormat format) {
   return experts;
 }
 
-// Args: tokens, weight bits (16 bf16, 8 q8_0, 4 q4_0).
-void ExpertFfnBench(benchmark::State& state) {
-  const int64_t tokens = state.range(0);
-  const kernels::WeightFormat format =
-      kernels::WeightFormatFromBits(static_cast<int>(state.range(1)), "bits");
-  const std::vector<Expert>& experts = ExpertWeights(format);
+// The timed loop: one expert FFN call of `tokens` rows per iteration, on the first `cycled` experts
+// in turn; its weight bytes per second as the counter weight_bytes_per_s.
+void TimeExpertFfnCalls(benchmark::State& state, const std::vector<Expert>& experts, int64_t cycled,
+                        int64_t tokens) {
   std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
   kernels::ExpertFfnScratch scratch;
   int64_t expert = 0;
@@ -155,11 +153,21 @@ void ExpertFfnBench(benchmark::State& state) {
     kernels::ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(),
                        scratch);
     benchmark::DoNotOptimize(out.data());
-    expert = (expert + 1) % static_cast<int64_t>(experts.size());
+    expert = (expert + 1) % cycled;
   }
-  const double iterations = static_cast<double>(state.iterations());
   state.counters["weight_bytes_per_s"] =
-      benchmark::Counter(iterations * experts[0].StoredBytes(), benchmark::Counter::kIsRate);
+      benchmark::Counter(static_cast<double>(state.iterations()) * experts[0].StoredBytes(),
+                         benchmark::Counter::kIsRate);
+}
+
+// Args: tokens, weight bits (16 bf16, 8 q8_0, 4 q4_0).
+void ExpertFfnBench(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  const kernels::WeightFormat format =
+      kernels::WeightFormatFromBits(static_cast<int>(state.range(1)), "bits");
+  const std::vector<Expert>& experts = ExpertWeights(format);
+  TimeExpertFfnCalls(state, experts, static_cast<int64_t>(experts.size()), tokens);
+  const double iterations = static_cast<double>(state.iterations());
   state.counters["flops"] = benchmark::Counter(
       iterations * kernels::ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
@@ -179,18 +187,7 @@ void ExpertFfnWorkingSetBench(benchmark::State& state) {
   const int64_t tokens = state.range(0);
   const std::vector<Expert>& all = ExpertWeights(kernels::WeightFormat::kBf16);
   const int64_t cycled = std::min<int64_t>(state.range(1), static_cast<int64_t>(all.size()));
-  std::vector<float> x(static_cast<size_t>(tokens * kHidden), 0.01f), out(x.size());
-  kernels::ExpertFfnScratch scratch;
-  int64_t expert = 0;
-  for (auto _ : state) {
-    const Expert& weights = all[static_cast<size_t>(expert)];
-    kernels::ExpertFfn(x.data(), tokens, weights.gate_up, weights.down, out.data(), Pool(),
-                       scratch);
-    benchmark::DoNotOptimize(out.data());
-    expert = (expert + 1) % cycled;
-  }
-  state.counters["weight_bytes_per_s"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * all[0].StoredBytes(), benchmark::Counter::kIsRate);
+  TimeExpertFfnCalls(state, all, cycled, tokens);
   state.counters["working_set_bytes"] = static_cast<double>(cycled) * all[0].StoredBytes();
   state.counters["llc_bytes"] = static_cast<double>(profiler::L3CacheBytes());
   state.SetLabel(ToString(kernels::ActiveIsa()));

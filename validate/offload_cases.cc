@@ -180,6 +180,33 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
 
 double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
+// A case's measured quantity over its runs: the median of the runs' values, or for a decode of
+// three runs or more each step's median over the runs, summed, as the in-memory cases (the runs
+// make the same decisions, so their steps are the same work); with the runs' min and max.
+struct Measured {
+  double value = 0, min = 0, max = 0;
+  int runs = 0;
+};
+
+Measured MeasuredOf(const ValidationCase& c, const std::vector<OffloadRun>& runs) {
+  std::vector<double> values;
+  std::vector<std::vector<double>> decode_steps;
+  for (const OffloadRun& run : runs) {
+    values.push_back(run.value);
+    decode_steps.push_back(run.decode_steps_s);
+  }
+  if (values.empty()) throw base::Error("validate offload: " + c.Label() + " has no run (a bug)");
+  Measured m;
+  m.value = Median(values);
+  const std::optional<double> steps_sum = SumOfStepMedians(decode_steps);
+  if (c.kind == CaseKind::kOffload && values.size() >= 3 && steps_sum)
+    m.value = *steps_sum / static_cast<double>(c.output_tokens - 1);
+  m.min = *std::min_element(values.begin(), values.end());
+  m.max = *std::max_element(values.begin(), values.end());
+  m.runs = static_cast<int>(values.size());
+  return m;
+}
+
 // Cases of the same workload on each side of a case whose reads are set beside its own: a few
 // seconds of runs, inside the minutes over which this cloud disk's delivered bandwidth moves.
 constexpr int kNeighbourReach = 2;
@@ -557,23 +584,16 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
           Simulate(bench, st.cases[i], replay, profile, *neighbours, costs, threads);
       predicted_with_neighbours = prefill ? priced.ttft_s : *priced.tpot_s;
     }
-    std::vector<double> values, totals, stalls;
-    std::vector<std::vector<double>> decode_steps;
+    std::vector<double> totals, stalls;
     for (const OffloadRun& run : st.runs[i]) {
-      values.push_back(run.value);
       totals.push_back(run.total_s);
       stalls.push_back(run.stats.stall_s);
-      decode_steps.push_back(run.decode_steps_s);
     }
-    r.measured = Median(values);
-    // Decode: each step's median over the runs, summed, as the in-memory cases (the runs make
-    // the same decisions, so their steps are the same work).
-    const std::optional<double> steps_sum = SumOfStepMedians(decode_steps);
-    if (st.cases[i].kind == CaseKind::kOffload && values.size() >= 3 && steps_sum)
-      r.measured = *steps_sum / static_cast<double>(st.cases[i].output_tokens - 1);
-    r.measured_min = *std::min_element(values.begin(), values.end());
-    r.measured_max = *std::max_element(values.begin(), values.end());
-    r.repeats = static_cast<int>(values.size());
+    const Measured measured = MeasuredOf(st.cases[i], st.runs[i]);
+    r.measured = measured.value;
+    r.measured_min = measured.min;
+    r.measured_max = measured.max;
+    r.repeats = measured.runs;
     CaseResult::OffloadDetail detail;
     detail.predicted_reads = simulated.demand_fetches + simulated.transient_fetches +
                              simulated.prefetches + simulated.cpu_runs;
@@ -617,25 +637,15 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     const sim::SimResult simulated = Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile,
                                               storage_read_bytes_per_s, costs, threads);
     const double predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
-    std::vector<double> values;
-    std::vector<std::vector<double>> decode_steps;
-    for (const OffloadRun& run : st.baseline_runs[i]) {
-      values.push_back(run.value);
-      decode_steps.push_back(run.decode_steps_s);
-    }
-    double measured = Median(values);
-    const std::optional<double> steps_sum = SumOfStepMedians(decode_steps);
-    if (!prefill && values.size() >= 3 && steps_sum)
-      measured = *steps_sum / static_cast<double>(c.output_tokens - 1);
+    const Measured measured = MeasuredOf(c, st.baseline_runs[i]);
     result.notes.push_back(
         "offload baseline, " + WorkloadLabel(c) + ": every routed expert in RAM (" +
         std::to_string(c.expert_slots) + ", static-split, no read) " + QuantityOf(c.kind) +
-        " measured " + report::FormatNumber(measured, 5) + " s (" +
-        report::FormatNumber(*std::min_element(values.begin(), values.end()), 5) + ".." +
-        report::FormatNumber(*std::max_element(values.begin(), values.end()), 5) + ", " +
-        std::to_string(values.size()) + (values.size() == 1 ? " run" : " runs") + "), predicted " +
-        report::FormatNumber(predicted, 5) + " s, signed error " +
-        report::FormatNumber(100 * (predicted / measured - 1), 1) +
+        " measured " + report::FormatNumber(measured.value, 5) + " s (" +
+        report::FormatNumber(measured.min, 5) + ".." + report::FormatNumber(measured.max, 5) +
+        ", " + std::to_string(measured.runs) + (measured.runs == 1 ? " run" : " runs") +
+        "), predicted " + report::FormatNumber(predicted, 5) + " s, signed error " +
+        report::FormatNumber(100 * (predicted / measured.value - 1), 1) +
         " %: the computation the cases of this workload add their reads to");
   }
   for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);

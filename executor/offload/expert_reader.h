@@ -43,6 +43,10 @@ class ExpertReader {
   struct Spans {
     double queued_s = 0, running_s = 0, wake_s = 0;
     int64_t reads = 0, waits = 0;
+    Spans operator-(const Spans& earlier) const {
+      return {queued_s - earlier.queued_s, running_s - earlier.running_s, wake_s - earlier.wake_s,
+              reads - earlier.reads, waits - earlier.waits};
+    }
   };
   virtual Spans spans() const = 0;
 };

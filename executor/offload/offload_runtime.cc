@@ -519,13 +519,7 @@ OffloadStats OffloadRuntime::Stats() const {
   if (const std::optional<ExpertTier::CopyTiming> timing = tier_->copy_timing()) {
     stats.copy_busy_s = timing->busy_s;
     stats.copies_done = timing->copies_done;
-    ExpertReader::Spans run = timing->spans;
-    run.queued_s -= initial_spans_.queued_s;
-    run.running_s -= initial_spans_.running_s;
-    run.wake_s -= initial_spans_.wake_s;
-    run.reads -= initial_spans_.reads;
-    run.waits -= initial_spans_.waits;
-    stats.read_spans = run;
+    stats.read_spans = timing->spans - initial_spans_;
   }
   stats.copy_block_bytes = tier_->bytes_per_copy();
   return stats;
