@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char* kVerifyOp = "attention_verify";
 constexpr const char* kDraftOp = "draft_decode";
+constexpr const char* kWorkingSetOp = "expert_ffn_working_set";
 
 // Whether a draft_decode curve's shape is `model`'s (the pass it measured is this model's).
 bool IsModelOf(const nlohmann::json& shape, const model::MoeModelSpec& model) {
@@ -56,6 +57,20 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
                       "'");
   DecodeAttentionCurves();  // present, or a clear error
   for (const char* op : {"expert_ffn", "router", "lm_head", "dense_ffn"}) Curve(op);
+  for (size_t i = 0; i < fit_.operators.size(); ++i) {
+    const OperatorCurve& curve = fit_.operators[i];
+    if (curve.op != kWorkingSetOp || curve.device != device_ || curve.variable != "tokens")
+      continue;
+    if (!curve.shape.contains("working_set_bytes") ||
+        !curve.shape["working_set_bytes"].is_number() ||
+        !(curve.shape["working_set_bytes"].get<double>() > 0)) {
+      throw base::Error(fit_.profile + ": an " + std::string(kWorkingSetOp) +
+                        " curve has no positive shape.working_set_bytes (in " + curve.shape.dump() +
+                        ")");
+    }
+    working_set_curves_.emplace_back(curve.shape["working_set_bytes"].get<double>(), i);
+  }
+  std::sort(working_set_curves_.begin(), working_set_curves_.end());
   device_name_ = fit_.machine.contains("cpu") && fit_.machine["cpu"].is_string()
                      ? fit_.machine["cpu"].get<std::string>()
                      : std::string("profiled machine");
@@ -228,6 +243,42 @@ double FittedProfileCostSource::AttentionScale(const model::MoeModelSpec& model,
          (1.0 - projection_share) * kv_bytes(model) / target_kv;
 }
 
+double FittedProfileCostSource::CacheRatio(int64_t rows, double working_set_bytes) const {
+  if (working_set_curves_.size() < 2 || working_set_bytes >= working_set_curves_.back().first)
+    return 1.0;
+  const OperatorCurve& dram = fit_.operators[working_set_curves_.back().second];
+  // Read at the measured points (the interpolated form, where fitted): the ratio of two smooth
+  // fits would carry both fits' misfit.
+  const auto seconds = [](const OperatorCurve& curve, int64_t at) {
+    const LatencyFormFit* knots = curve.Form(LatencyForm::kInterpolated);
+    return knots ? EvaluateLatencyForm(LatencyForm::kInterpolated, knots->params,
+                                       static_cast<double>(ComputedTokens(curve.shape, at)))
+                 : curve.PredictTokens(at);
+  };
+  const auto ratio_at = [&](size_t k) {
+    const OperatorCurve& curve = fit_.operators[working_set_curves_[k].second];
+    const int64_t at = std::min<int64_t>(rows, static_cast<int64_t>(curve.x_max));
+    return std::min(1.0, seconds(curve, at) / seconds(dram, at));
+  };
+  if (working_set_bytes <= working_set_curves_.front().first) return ratio_at(0);
+  size_t upper = 1;
+  while (working_set_curves_[upper].first < working_set_bytes) ++upper;
+  const double w0 = working_set_curves_[upper - 1].first, w1 = working_set_curves_[upper].first;
+  const double r0 = ratio_at(upper - 1), r1 = ratio_at(upper);
+  return r0 + (r1 - r0) * (working_set_bytes - w0) / (w1 - w0);
+}
+
+double FittedProfileCostSource::WorkingSetOf(const model::MoeModelSpec& model,
+                                             const model::ForwardShape& shape) {
+  if (shape.working_set_bytes > 0) return shape.working_set_bytes;
+  const double positions = static_cast<double>(shape.context_length + shape.tokens_per_sequence) *
+                           static_cast<double>(shape.batch);
+  const double experts =
+      model.moe ? static_cast<double>(model.num_moe_layers() * model.moe->num_experts) : 0.0;
+  return model::PassWorkingSetBytes(
+      model, experts, positions * static_cast<double>(model::KvCacheBytesPerToken(model, 32)));
+}
+
 model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& model,
                                                     const model::ForwardShape& shape) const {
   shape.Validate();
@@ -265,8 +316,16 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     const double dense_layers = static_cast<double>(model.num_dense_layers());
     const double activated = model::ActivatedExpertsPerLayer(moe, shape);
     const double per_expert = n * static_cast<double>(moe.top_k) / activated;
-    cost.Add(model::Operator::kAttention, 0, 0, layers * AttentionSeconds(shape));
-    cost.Add(model::Operator::kRouter, 0, 0, moe_layers * Curve("router").PredictTokens(tokens));
+    // Each weight-reading operator at its rows, in the run's cache regime (CacheRatio).
+    const double working_set = WorkingSetOf(model, shape);
+    const auto cached = [&](int64_t rows) { return CacheRatio(rows, working_set); };
+    const int64_t attention_rows = model::PassKindOf(shape) == model::PassKind::kDecode
+                                       ? shape.batch
+                                       : tokens;  // verify: every query; prefill: the prompt
+    cost.Add(model::Operator::kAttention, 0, 0,
+             layers * AttentionSeconds(shape) * cached(attention_rows));
+    cost.Add(model::Operator::kRouter, 0, 0,
+             moe_layers * Curve("router").PredictTokens(tokens) * cached(tokens));
     // Over the pass's tokens-per-expert spread: the curve changes regime between tile sizes, so
     // pricing every expert at the mean load would miss (Jensen).
     const model::ExpertLoad load = model::ExpertLoadPerLayer(moe, shape);
@@ -274,15 +333,17 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     double routed_s = 0;
     for (size_t i = 0; i < load.experts.size(); ++i) {
       if (load.experts[i] > 0) {
+        const int64_t expert_tokens = load.first_tokens + static_cast<int64_t>(i);
         routed_s +=
-            load.experts[i] * expert_ffn.PredictTokens(load.first_tokens + static_cast<int64_t>(i));
+            load.experts[i] * expert_ffn.PredictTokens(expert_tokens) * cached(expert_tokens);
       }
     }
     cost.Add(model::Operator::kRoutedExperts, 0, 0, moe_layers * routed_s);
     if (dense_layers > 0)
       cost.Add(model::Operator::kDenseFfn, 0, 0,
-               dense_layers * Curve("dense_ffn").PredictTokens(tokens));
-    cost.Add(model::Operator::kLmHead, 0, 0, Curve("lm_head").PredictTokens(logit_tokens));
+               dense_layers * Curve("dense_ffn").PredictTokens(tokens) * cached(tokens));
+    cost.Add(model::Operator::kLmHead, 0, 0,
+             Curve("lm_head").PredictTokens(logit_tokens) * cached(logit_tokens));
     // The executor's "other": about 1 % of a prefill and half that of a decode step here, but in
     // every pass, so a prediction without it is low by that much everywhere.
     if (const OperatorCurve* norms = CurveIfProfiled("norms_residual"))
@@ -330,13 +391,17 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
   return cost;
 }
 
-double FittedProfileCostSource::ExpertSeconds(const model::MoeModelSpec& model,
-                                              int64_t tokens) const {
+double FittedProfileCostSource::ExpertSeconds(const model::MoeModelSpec& model, int64_t tokens,
+                                              double working_set_bytes) const {
   if (!model.moe)
     throw base::Error("model '" + model.name + "' is dense: it has no routed experts");
   if (tokens < 1)
     throw base::Error("an expert runs for at least one token, got " + std::to_string(tokens));
-  return Curve("expert_ffn").PredictTokens(tokens);
+  if (!(working_set_bytes >= 0))
+    throw base::Error("working set must be >= 0 bytes, got " + std::to_string(working_set_bytes));
+  model::ForwardShape whole;  // the whole model resident, without a KV cache
+  whole.working_set_bytes = working_set_bytes;
+  return Curve("expert_ffn").PredictTokens(tokens) * CacheRatio(tokens, WorkingSetOf(model, whole));
 }
 
 double FittedProfileCostSource::RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const {
@@ -359,10 +424,13 @@ model::MemoryFootprint FittedProfileCostSource::Memory(const model::MoeModelSpec
 }
 
 nlohmann::json FittedProfileCostSource::Describe() const {
+  nlohmann::json working_sets = nlohmann::json::array();
+  for (const auto& [bytes, index] : working_set_curves_) working_sets.push_back(bytes);
   return {{"cost_source", name()},
           {"device", device_name_},
           {"profile", fit_.profile},
-          {"profiled_device", device_}};
+          {"profiled_device", device_},
+          {"cache_working_sets_bytes", working_sets}};
 }
 
 }  // namespace moelab::fit

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fit/latency_fit.h"
@@ -41,6 +42,17 @@ namespace moelab::fit {
 // one-token pass's measured / composed ratio, and every breakdown is the composition's. The
 // embedding lookup (one row copy per token and pass, under 0.1 % here) is left out; the SD
 // acceptance step is taken as zero.
+//
+// The cache regime: every curve above was measured with its weights cycled through more than
+// twice the cache (from DRAM). A run whose passes cycle through less (a small model, or an
+// offloaded one whose RAM expert cache is small: ForwardShape::working_set_bytes, by default the
+// whole model with the pass's KV cache) streams its weights from the cache instead. When the
+// profile measured expert_ffn_working_set (the expert FFN with its weights cycled over working
+// sets up to the DRAM regime's, at a few token counts), every weight-reading operator of a MoE
+// model's pass -- routed experts at their tokens per expert, attention at its batch (prefill and
+// verify: all their rows), router, dense FFN and LM head at their rows -- is its curve's time
+// times CacheRatio(rows, working set); norms and residual adds read no weights and keep theirs.
+// A dense model's pass (the SD draft) stays in the regime it was measured in.
 class FittedProfileCostSource : public model::CostSource {
  public:
   // `profiled_target`: the MoE model the profile measured. Errors (naming the fit's file): a dense
@@ -53,11 +65,25 @@ class FittedProfileCostSource : public model::CostSource {
   std::string compute_dtype() const override { return "bf16"; }
   model::ForwardCost Forward(const model::MoeModelSpec& model,
                              const model::ForwardShape& shape) const override;
-  double ExpertSeconds(const model::MoeModelSpec& model, int64_t tokens) const override;
+  double ExpertSeconds(const model::MoeModelSpec& model, int64_t tokens,
+                       double working_set_bytes) const override;
   double RejectSeconds(const model::MoeModelSpec& target, int64_t batch,
                        int64_t gamma) const override;
   model::MemoryFootprint Memory(const model::MoeModelSpec& model, double kv_tokens) const override;
   nlohmann::json Describe() const override;
+
+  // A weight-reading call of `rows` rows (tokens per expert, or a matmul's rows) in a run cycling
+  // through `working_set_bytes`, over the same call from DRAM: expert_ffn_working_set's time at the
+  // working set over its time at the largest (the DRAM regime), at `rows` (each curve read through
+  // its measured points where it has the interpolated form); linear in the working
+  // set between the profiled ones, the smallest's ratio below them, 1 from the largest up; above
+  // the largest profiled row count, that count's ratio (by 64 rows the expert is compute-bound and
+  // the ratio 1 within noise). Never above 1: a cache does not slow a read, so a ratio over 1 is
+  // the profile's noise. 1 when the fit has fewer than two working sets on this device.
+  double CacheRatio(int64_t rows, double working_set_bytes) const;
+  // The working set a pass of `model` at `shape` cycles through (ForwardShape::working_set_bytes,
+  // or the whole model with the pass's fp32 KV cache).
+  static double WorkingSetOf(const model::MoeModelSpec& model, const model::ForwardShape& shape);
 
   // A curve over bytes (memcpy_host, storage_read) when the fit has one, else nullptr.
   const OperatorCurve* BytesCurve(const std::string& op) const;
@@ -85,6 +111,9 @@ class FittedProfileCostSource : public model::CostSource {
   double AttentionScale(const model::MoeModelSpec& model, const model::ForwardShape& shape) const;
 
   LatencyFit fit_;
+  // expert_ffn_working_set's curves on device_: (working set bytes, index in fit_.operators), by
+  // working set.
+  std::vector<std::pair<double, size_t>> working_set_curves_;
   model::MoeModelSpec target_;
   std::string device_;
   std::string device_name_;

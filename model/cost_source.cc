@@ -30,7 +30,9 @@ ForwardCost RooflineCostSource::Forward(const MoeModelSpec& model,
   return EstimateForwardCost(model, target_, shape, params_);
 }
 
-double RooflineCostSource::ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const {
+double RooflineCostSource::ExpertSeconds(
+    const MoeModelSpec& model, int64_t tokens,
+    double /*working_set_bytes: no cache in a roofline*/) const {
   if (!model.moe)
     throw base::Error("model '" + model.name + "' is dense: it has no routed experts");
   if (tokens < 1)

@@ -34,8 +34,10 @@ class CostSource {
 
   // One forward pass of `model` at `shape`, by operator (each OperatorCost's scope: ScopeOf).
   virtual ForwardCost Forward(const MoeModelSpec& model, const ForwardShape& shape) const = 0;
-  // One routed expert of `model` on `tokens` tokens at one MoE layer.
-  virtual double ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const = 0;
+  // One routed expert of `model` on `tokens` tokens at one MoE layer, in a run whose passes cycle
+  // through `working_set_bytes` (ForwardShape::working_set_bytes; 0: the whole model resident).
+  virtual double ExpertSeconds(const MoeModelSpec& model, int64_t tokens,
+                               double working_set_bytes) const = 0;
   // Speculative decoding's acceptance step over `batch` x (gamma + 1) verified positions.
   virtual double RejectSeconds(const MoeModelSpec& target, int64_t batch, int64_t gamma) const = 0;
   // Weights and a KV cache of `kv_tokens` tokens per device, and what one device holds.
@@ -62,7 +64,8 @@ class RooflineCostSource : public CostSource {
   std::string device() const override { return target_.name; }
   std::string compute_dtype() const override { return target_.dtype_used; }
   ForwardCost Forward(const MoeModelSpec& model, const ForwardShape& shape) const override;
-  double ExpertSeconds(const MoeModelSpec& model, int64_t tokens) const override;
+  double ExpertSeconds(const MoeModelSpec& model, int64_t tokens,
+                       double working_set_bytes) const override;
   double RejectSeconds(const MoeModelSpec& target, int64_t batch, int64_t gamma) const override;
   MemoryFootprint Memory(const MoeModelSpec& model, double kv_tokens) const override;
   nlohmann::json Describe() const override;

@@ -65,6 +65,8 @@ void ForwardShape::Validate() const {
   }
   if (context_length < 0)
     throw base::Error("context length must be >= 0, got " + std::to_string(context_length));
+  if (!(working_set_bytes >= 0))
+    throw base::Error("working set must be >= 0 bytes, got " + std::to_string(working_set_bytes));
 }
 
 double ForwardCost::OperatorTime(Operator op) const {

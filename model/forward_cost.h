@@ -26,6 +26,10 @@ struct ForwardShape {
   bool logits_for_all_positions = true;  // false: prefill, logits for the last position only
   // How the pass's tokens route (not owned; outlives the call): nullptr = uniform N(t).
   const ExpertActivation* activation = nullptr;
+  // The bytes the run's passes cycle through in memory (model::PassWorkingSetBytes): whether its
+  // weights stream from a cache or from DRAM. 0: the whole model resident, with this pass's KV
+  // cache. Only a source with a measured cache curve uses it (fit/profile_cost_source.h).
+  double working_set_bytes = 0;
 
   void Validate() const;
 };

@@ -148,6 +148,19 @@ WeightBytes CountWeightBytes(const MoeModelSpec& spec) {
   return w;
 }
 
+double PassWorkingSetBytes(const MoeModelSpec& spec, double resident_experts, double kv_bytes) {
+  if (!(resident_experts >= 0) || !(kv_bytes >= 0)) {
+    throw base::Error("working set: resident experts and KV bytes must be >= 0, got " +
+                      std::to_string(resident_experts) + " and " + std::to_string(kv_bytes));
+  }
+  const WeightBytes w = CountWeightBytes(spec);
+  const double moe_layers = static_cast<double>(spec.num_moe_layers());
+  return static_cast<double>(spec.num_layers) * w.attention +
+         moe_layers * (w.router + w.shared_experts) +
+         static_cast<double>(spec.num_dense_layers()) * w.dense_ffn + w.lm_head +
+         resident_experts * w.expert + kv_bytes;
+}
+
 int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits) {
   const AttentionSpec& a = spec.attention;
   const int64_t elements_per_layer =

@@ -60,6 +60,13 @@ struct WeightBytes {
 
 WeightBytes CountWeightBytes(const MoeModelSpec& spec);
 
+// The bytes a run's forward passes cycle through in memory when `resident_experts` routed experts
+// (summed over layers) are held there: every weight a pass reads but the routed experts
+// (attention, routers, shared experts, dense FFNs, the LM head; not the embedding table, of which
+// a pass reads a few rows), the resident experts, and `kv_bytes` of KV cache. Whether the weights
+// stream from a cache or from DRAM depends on it (fit/profile_cost_source.h).
+double PassWorkingSetBytes(const MoeModelSpec& spec, double resident_experts, double kv_bytes);
+
 // Bytes of KV cache one token occupies across all layers, at `kv_bits` per element. MLA caches
 // the compressed latent plus the rotary key (DeepSeek's inference layout).
 int64_t KvCacheBytesPerToken(const MoeModelSpec& spec, double kv_bits = 16);

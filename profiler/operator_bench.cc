@@ -40,6 +40,7 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
   switch (first.family) {
     case OperatorFamily::kExpertFfn:
     case OperatorFamily::kDenseFfn:
+    case OperatorFamily::kExpertFfnWorkingSet:
       return impl::MakeFfnBench(points, env);
     case OperatorFamily::kRouter:
     case OperatorFamily::kLmHead:

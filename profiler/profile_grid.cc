@@ -15,6 +15,7 @@ namespace {
 
 constexpr int64_t kMaxTokens = 4096;
 constexpr int64_t kIoAlignmentBytes = 4096;
+constexpr size_t kMinWorkingSetTokens = 5;  // fit/latency_fit.cc: the interpolated form's minimum
 
 void RequirePositive(const std::vector<int64_t>& values, const std::string& field) {
   for (int64_t v : values) {
@@ -77,6 +78,8 @@ std::string ToString(OperatorFamily family) {
       return "expert_load";
     case OperatorFamily::kNormsResidual:
       return "norms_residual";
+    case OperatorFamily::kExpertFfnWorkingSet:
+      return "expert_ffn_working_set";
     case OperatorFamily::kMemcpyH2dPinned:
       return "memcpy_h2d_pinned";
     case OperatorFamily::kMemcpyH2dPageable:
@@ -90,15 +93,23 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {
-      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
-      OperatorFamily::kAttentionPrefill, OperatorFamily::kAttentionVerify,
-      OperatorFamily::kRouter,           OperatorFamily::kLmHead,
-      OperatorFamily::kDenseFfn,         OperatorFamily::kDraftDecode,
-      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
-      OperatorFamily::kExpertLoad,       OperatorFamily::kNormsResidual,
-      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
-      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
+                                                       OperatorFamily::kAttentionDecode,
+                                                       OperatorFamily::kAttentionPrefill,
+                                                       OperatorFamily::kAttentionVerify,
+                                                       OperatorFamily::kRouter,
+                                                       OperatorFamily::kLmHead,
+                                                       OperatorFamily::kDenseFfn,
+                                                       OperatorFamily::kDraftDecode,
+                                                       OperatorFamily::kMemcpyHost,
+                                                       OperatorFamily::kStorageRead,
+                                                       OperatorFamily::kExpertLoad,
+                                                       OperatorFamily::kNormsResidual,
+                                                       OperatorFamily::kExpertFfnWorkingSet,
+                                                       OperatorFamily::kMemcpyH2dPinned,
+                                                       OperatorFamily::kMemcpyH2dPageable,
+                                                       OperatorFamily::kMemcpyD2hPinned,
+                                                       OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
@@ -123,6 +134,9 @@ std::string GridPoint::Label() const {
            " queries=" + std::to_string(queries_per_sequence) + " batch=" + std::to_string(tokens);
   }
   if (IsTransfer(family)) return label + " bytes=" + std::to_string(bytes);
+  if (family == OperatorFamily::kExpertFfnWorkingSet) {
+    return label + " working_set=" + std::to_string(bytes) + " tokens=" + std::to_string(tokens);
+  }
   return label + " tokens=" + std::to_string(tokens);
 }
 
@@ -156,6 +170,14 @@ GridSpec GridSpec::Quick() {
   s.transfer_fixed_bytes = {65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {1};
   s.storage_file_blocks = 2;
+  // The decode regimes: by 64 tokens an expert is compute-bound and the cache no longer matters
+  // (a 22 MB expert: 1 token 0.40 ms cycled over 44 MB, 0.72 over 1 GB; 64 tokens 7.7 and 7.3).
+  s.working_set_tokens = {1, 2, 4, 16, 64};
+  // The reported cache bounds the step, not where it is (a VM reporting 480 MiB streamed 54 GB/s
+  // over 88 MB, 40 over 176, 32 over 352 and DRAM's 30 over 1 GB), so fractions of the cache,
+  // closest where the step usually is: a model of 140 MB priced between 126 and 252 MB points
+  // missed its decode by 10 %.
+  s.working_set_cache_divisors = {16, 8, 6, 4, 3, 2};
   s.repetitions = 3;
   s.min_time_s = 0.05;
   return s;
@@ -181,6 +203,8 @@ GridSpec GridSpec::Full() {
   s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {16, 4, 1};
   s.storage_file_blocks = 4;
+  s.working_set_tokens = {1, 2, 4, 8, 16, 32, 64};
+  s.working_set_cache_divisors = {32, 16, 12, 8, 6, 4, 3, 2, 1};
   s.repetitions = 5;
   s.min_time_s = 0.2;
   return s;
@@ -211,6 +235,15 @@ void GridSpec::Validate() const {
                       std::to_string(ridge_points));
   }
   if (storage_file_blocks < 1) throw base::Error("profile grid: storage_file_blocks must be >= 1");
+  RequirePositive(working_set_tokens, "working_set_tokens");
+  RequirePositive(working_set_cache_divisors, "working_set_cache_divisors");
+  if (!working_set_cache_divisors.empty() &&
+      SortedUnique(working_set_tokens).size() < kMinWorkingSetTokens) {
+    throw base::Error("profile grid: working_set_tokens needs at least " +
+                      std::to_string(kMinWorkingSetTokens) +
+                      " distinct counts (each working set's curve is interpolated), got " +
+                      std::to_string(SortedUnique(working_set_tokens).size()));
+  }
   if (repetitions < 1)
     throw base::Error("profile grid: repetitions must be >= 1, got " + std::to_string(repetitions));
   if (!(min_time_s > 0 && std::isfinite(min_time_s)))
@@ -286,6 +319,22 @@ int64_t ExpertBytes(const executor::ExecutorConfig& c) {
                 kernels::StoredBitsPerWeight(c.expert_format) / 16.0));
 }
 
+std::vector<int64_t> WorkingSetBytes(const GridSpec& spec, int64_t expert_bytes,
+                                     int64_t cache_bytes) {
+  if (spec.working_set_cache_divisors.empty()) return {};
+  if (expert_bytes < 1) throw base::Error("working sets: the expert must be >= 1 byte");
+  std::vector<int64_t> experts = {CyclingBlocks(expert_bytes, cache_bytes)};
+  for (int64_t divisor : spec.working_set_cache_divisors) {
+    const double target = static_cast<double>(cache_bytes) / static_cast<double>(divisor);
+    experts.push_back(
+        std::min(experts.front(),
+                 std::max<int64_t>(1, std::llround(target / static_cast<double>(expert_bytes)))));
+  }
+  std::vector<int64_t> bytes;
+  for (int64_t n : SortedUnique(experts)) bytes.push_back(n * expert_bytes);
+  return bytes;
+}
+
 std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens) {
   if (cpu_tokens.empty()) return {};
   const int64_t block = executor::kGpuGemmRows;
@@ -303,7 +352,7 @@ std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens) {
 
 std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
                                        const executor::ExecutorConfig& draft, const GridSpec& spec,
-                                       int gpu_index, bool cpu_operators) {
+                                       int64_t cache_bytes, int gpu_index, bool cpu_operators) {
   spec.Validate();
   std::vector<GridPoint> points;
   auto add = [&](OperatorFamily family, const std::string& device, int64_t tokens, int64_t context,
@@ -367,6 +416,12 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
     for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
     for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
     for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
+    if (target.is_moe()) {
+      for (int64_t working_set : WorkingSetBytes(spec, ExpertBytes(target), cache_bytes)) {
+        for (int64_t t : SortedUnique(spec.working_set_tokens))
+          add(OperatorFamily::kExpertFfnWorkingSet, "cpu", t, 0, working_set);
+      }
+    }
   }
   if (gpu_index >= 0) {
     const std::string gpu = "cuda:" + std::to_string(gpu_index);
@@ -387,6 +442,7 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
   const executor::ExecutorConfig& c = target;
   switch (p.family) {
     case OperatorFamily::kExpertFfn:
+    case OperatorFamily::kExpertFfnWorkingSet:
       return {static_cast<double>(ExpertBytes(c)),
               kernels::ExpertFfnFlops(p.tokens, c.hidden_size, c.expert_intermediate_size)};
     case OperatorFamily::kDenseFfn:
@@ -488,6 +544,11 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
       return WithTokenTiling(
           {{"hidden", c.hidden_size}, {"intermediate", c.expert_intermediate_size}}, p,
           c.expert_format);
+    case OperatorFamily::kExpertFfnWorkingSet:
+      return WithTokenTiling({{"hidden", c.hidden_size},
+                              {"intermediate", c.expert_intermediate_size},
+                              {"working_set_bytes", p.bytes}},
+                             p, c.expert_format);
     case OperatorFamily::kDenseFfn:
       return WithTokenTiling(
           {{"hidden", draft.hidden_size}, {"intermediate", draft.dense_intermediate_size}}, p,

@@ -12,22 +12,24 @@ namespace moelab::profiler {
 // The operators a profile measures. Each is one family of samples in "moelab.profile/1"
 // (profiler/README.md); ToString gives the name written in the file.
 enum class OperatorFamily {
-  kExpertFfn,          // kernels/expert_ffn.h on the model's expert shape
-  kAttentionDecode,    // the executor's attention, one new token per sequence
-  kAttentionPrefill,   // the executor's attention, a prompt into an empty cache
-  kAttentionVerify,    // the executor's attention, gamma + 1 new tokens per sequence (SD verify)
-  kRouter,             // MatmulBf16 hidden x experts
-  kLmHead,             // MatmulBf16 hidden x vocab
-  kDenseFfn,           // kernels/expert_ffn.h on the draft model's dense FFN shape
-  kDraftDecode,        // the dense draft's whole decode forward through the executor (SD draft)
-  kMemcpyHost,         // std::memcpy of a block, host to host
-  kStorageRead,        // pread of a block from a file (O_DIRECT when the filesystem allows it)
-  kExpertLoad,         // the offload reader's checksum and copy of a read block
-  kNormsResidual,      // a layer's two RMSNorms and two residual adds (the executor's "other")
-  kMemcpyH2dPinned,    // cudaMemcpyAsync host (pinned) -> device
-  kMemcpyH2dPageable,  // host (pageable) -> device
-  kMemcpyD2hPinned,    // device -> host (pinned)
-  kMemcpyD2hPageable,  // device -> host (pageable)
+  kExpertFfn,            // kernels/expert_ffn.h on the model's expert shape
+  kAttentionDecode,      // the executor's attention, one new token per sequence
+  kAttentionPrefill,     // the executor's attention, a prompt into an empty cache
+  kAttentionVerify,      // the executor's attention, gamma + 1 new tokens per sequence (SD verify)
+  kRouter,               // MatmulBf16 hidden x experts
+  kLmHead,               // MatmulBf16 hidden x vocab
+  kDenseFfn,             // kernels/expert_ffn.h on the draft model's dense FFN shape
+  kDraftDecode,          // the dense draft's whole decode forward through the executor (SD draft)
+  kMemcpyHost,           // std::memcpy of a block, host to host
+  kStorageRead,          // pread of a block from a file (O_DIRECT when the filesystem allows it)
+  kExpertLoad,           // the offload reader's checksum and copy of a read block
+  kNormsResidual,        // a layer's two RMSNorms and two residual adds (the executor's "other")
+  kExpertFfnWorkingSet,  // expert_ffn with its weights cycled over a given working set (the cache
+                         // regimes: a pass whose weights fit the cache streams them faster)
+  kMemcpyH2dPinned,      // cudaMemcpyAsync host (pinned) -> device
+  kMemcpyH2dPageable,    // host (pageable) -> device
+  kMemcpyD2hPinned,      // device -> host (pinned)
+  kMemcpyD2hPageable,    // device -> host (pageable)
 };
 
 std::string ToString(OperatorFamily family);
@@ -40,13 +42,14 @@ bool IsTransfer(OperatorFamily family);
 // sequences in the batch (attention_decode and attention_verify, with `context` positions already
 // cached; verify runs `queries_per_sequence` new tokens per sequence), prompt tokens
 // (attention_prefill), token rows (router, lm_head, dense_ffn, norms_residual); 1 for transfers,
-// whose size is `bytes`.
+// whose size is `bytes`; expert_ffn_working_set: tokens per expert, its weights cycled over
+// `bytes` (a whole number of experts).
 struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;
   std::string device = "cpu";  // "cpu" or "cuda:<index>"
   int64_t tokens = 1;
   int64_t context = 0;               // attention_decode, attention_verify and draft_decode
-  int64_t bytes = 0;                 // transfers only
+  int64_t bytes = 0;                 // transfers; expert_ffn_working_set's working set
   int64_t queries_per_sequence = 1;  // attention_verify only: new tokens per sequence
 
   // "expert_ffn cpu tokens=64", "attention_decode cpu context=1024 batch=8",
@@ -79,6 +82,11 @@ struct GridSpec {
   std::vector<int64_t> transfer_fixed_bytes;
   std::vector<int64_t> transfer_expert_divisors;
   int64_t storage_file_blocks = 2;  // the storage_read file holds this many of the largest block
+  // expert_ffn_working_set: these token counts (5 or more, so each working set's curve can be
+  // interpolated) at working sets of the cache divided by each divisor, rounded to whole experts,
+  // and at the DRAM regime every other operator is measured in (CyclingBlocks): WorkingSetBytes.
+  std::vector<int64_t> working_set_tokens;
+  std::vector<int64_t> working_set_cache_divisors;
   int repetitions = 3;
   double min_time_s = 0.05;  // Google Benchmark minimum time per repetition
 
@@ -118,6 +126,13 @@ int64_t CyclingBlocks(int64_t block_bytes, int64_t cache_bytes);
 constexpr int64_t kMinEffectiveCacheBytes = int64_t{256} << 20;
 int64_t EffectiveCacheBytes(int64_t reported_l3_bytes);
 
+// expert_ffn_working_set's working sets for an expert of `expert_bytes` against `cache_bytes`:
+// for each divisor d, max(1, round(cache / d / expert)) experts, and CyclingBlocks(expert, cache)
+// experts (the DRAM regime, the largest), in bytes, sorted and distinct. Empty when the divisors
+// are.
+std::vector<int64_t> WorkingSetBytes(const GridSpec& spec, int64_t expert_bytes,
+                                     int64_t cache_bytes);
+
 // The token counts a GPU's FFN operators (expert_ffn, dense_ffn) are measured
 // at, for a grid whose CPU counts are `cpu_tokens`: the executor's GPU GEMMs run on blocks of
 // kGpuGemmRows (64) rows, so 1..64 tokens cost the same; 1, 64, 128, 192, 256, then 512, 1024, ...
@@ -129,10 +144,12 @@ std::vector<int64_t> GpuGemmTokens(const std::vector<int64_t>& cpu_tokens);
 // a forward pass, measured through the executor's GPU backend, and the host<->device copies on
 // "cuda:<gpu_index>") only when gpu_index >= 0; CPU points only when `cpu_operators` (validate
 // --device gpu leaves them out). Contexts and prefill tokens above target.max_positions are
-// dropped (the model cannot hold them).
+// dropped (the model cannot hold them). `cache_bytes` (EffectiveCacheBytes) places the
+// expert_ffn_working_set points (CPU only).
 std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
                                        const executor::ExecutorConfig& draft, const GridSpec& spec,
-                                       int gpu_index, bool cpu_operators = true);
+                                       int64_t cache_bytes, int gpu_index,
+                                       bool cpu_operators = true);
 
 // What one call at `point` does: bytes of the operands it must read (weights, KV cache, the
 // block for transfers) and floating-point operations (multiply-add = 2).

@@ -303,7 +303,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
                     "' is dense: expert_ffn and router not measured");
 
   const std::vector<GridPoint> grid =
-      MakeProfileGrid(target, draft, spec, gpu_index, request.cpu_operators);
+      MakeProfileGrid(target, draft, spec, cache_bytes, gpu_index, request.cpu_operators);
   bool has_cpu_experts = false;
   for (const GridPoint& p : grid)
     has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";

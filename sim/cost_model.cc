@@ -85,8 +85,23 @@ Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
   if (static_cast<int64_t>(cache.size()) <= tokens)
     cache.resize(static_cast<size_t>(tokens) + 1, -1.0);
   Seconds& slot = cache[static_cast<size_t>(tokens)];
-  if (slot < 0) slot = Source(device).ExpertSeconds(model_, tokens);
+  if (slot < 0) {
+    slot = Source(device).ExpertSeconds(model_, tokens, working_set_bytes_[DeviceIndex(device)]);
+  }
   return slot;
+}
+
+void CostModel::SetWorkingSet(policies::Device device, double bytes) {
+  if (!(bytes >= 0))
+    throw base::Error("sim: a working set must be >= 0 bytes, got " + std::to_string(bytes));
+  const int index = DeviceIndex(device);
+  working_set_bytes_[index] = bytes;
+  expert_s_[index].clear();
+  std::erase_if(dense_, [&](const auto& entry) { return std::get<0>(entry.first) == index; });
+}
+
+double CostModel::working_set_bytes(policies::Device device) const {
+  return working_set_bytes_[DeviceIndex(device)];
 }
 
 const CostModel::DenseCost& CostModel::Dense(policies::Device device,
@@ -95,7 +110,9 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device,
                                    shape.context_length, shape.logits_for_all_positions);
   auto found = dense_.find(key);
   if (found != dense_.end()) return found->second;
-  const model::ForwardCost cost = Source(device).Forward(model_, shape);
+  model::ForwardShape priced = shape;
+  priced.working_set_bytes = working_set_bytes_[DeviceIndex(device)];
+  const model::ForwardCost cost = Source(device).Forward(model_, priced);
   // Each operator's time spread evenly over the layers it covers.
   const double layers_in[] = {static_cast<double>(model_.num_layers),
                               static_cast<double>(model_.num_moe_layers()),

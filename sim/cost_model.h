@@ -44,6 +44,12 @@ class CostModel {
 
   Seconds ExpertSeconds(policies::Device device, int64_t tokens);
 
+  // The bytes the passes on `device` cycle through (model::PassWorkingSetBytes; 0, the default:
+  // the whole model resident): what decides a fitted profile's cache regime
+  // (ForwardShape::working_set_bytes). Forgets the times priced before.
+  void SetWorkingSet(policies::Device device, double bytes);
+  double working_set_bytes(policies::Device device) const;
+
   struct DenseCost {
     std::vector<Seconds> layer_s;  // [transformer layer]
     Seconds embedding_s = 0;
@@ -77,7 +83,8 @@ class CostModel {
   double storage_bytes_per_s_ = 0;
   int64_t cpu_threads_ = 0;
   std::string accelerator_name_, cpu_name_, compute_dtype_;
-  std::vector<Seconds> expert_s_[2];  // [device][tokens], negative = not computed yet
+  double working_set_bytes_[2] = {0, 0};  // [device]
+  std::vector<Seconds> expert_s_[2];      // [device][tokens], negative = not computed yet
   std::map<std::tuple<int, int64_t, int64_t, int64_t, bool>, DenseCost> dense_;
 };
 

@@ -102,6 +102,16 @@ void Engine::SetUp() {
   result_.experts_on_storage = plan.experts_on_storage;
   result_.latency = setup.latency;
   staging_.Reset(plan.staging_buffers);
+  // Where the host computes, its passes cycle through the RAM the plan holds: the weights a pass
+  // reads beside the routed experts, the experts' slots (all the experts at most), the staging
+  // buffers reads land in, and the KV cache. A small cache can stream from the CPU's cache.
+  if (config_.hardware.compute_device_is_host) {
+    const double resident_experts =
+        static_cast<double>(std::min(plan.expert_slots, plan.experts_total) + plan.staging_buffers);
+    result_.compute_working_set_bytes =
+        model::PassWorkingSetBytes(config_.model, resident_experts, memory.kv_bytes);
+    cost_.SetWorkingSet(Device::kAccelerator, result_.compute_working_set_bytes);
+  }
 
   expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});
   for (const model::ExpertId& id : plan.on_storage)

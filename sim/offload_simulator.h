@@ -121,6 +121,9 @@ struct SimResult {
   double accelerator_bytes = 0, fixed_bytes = 0, dense_bytes_on_accelerator = 0, kv_bytes = 0;
   int64_t expert_slots = 0, staging_buffers = 0, experts_total = 0, experts_on_storage = 0;
   bool fits_accelerator = true;  // false only for 'resident' on a model larger than the memory
+  // What the compute device's passes cycle through (model::PassWorkingSetBytes) when the host
+  // computes (its cache regime); 0: the whole model, the cost source's default.
+  double compute_working_set_bytes = 0;
   model::FiddlerLatencyModel latency;
 
   policies::PolicyStats policy_stats;

@@ -120,7 +120,8 @@ nlohmann::json SimResult::ToJson() const {
                     {"staging_buffers", staging_buffers},
                     {"experts_total", experts_total},
                     {"experts_on_storage", experts_on_storage},
-                    {"fits_accelerator", fits_accelerator}};
+                    {"fits_accelerator", fits_accelerator},
+                    {"compute_working_set_bytes", compute_working_set_bytes}};
   json["fiddler_latency_model"] = {{"cpu_base_s", latency.cpu_base_s},
                                    {"cpu_per_token_s", latency.cpu_per_token_s},
                                    {"gpu_s", latency.gpu_s},

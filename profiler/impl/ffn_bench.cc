@@ -1,11 +1,13 @@
 // expert_ffn and dense_ffn on the CPU: kernels/expert_ffn.h on the weights as the executor stores
 // them (experts in the target's expert format: bf16, q8_0 or q4_0; the draft's dense FFN in bf16),
 // the call the executor makes for every expert and dense FFN, with its weights cycled over enough
-// blocks that they come from DRAM.
+// blocks that they come from DRAM; expert_ffn_working_set: the same call with the weights cycled
+// over each point's working set (a whole number of experts), so small ones stay in the cache.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/weight_matrix.h"
 #include "profiler/impl/benches.h"
@@ -16,7 +18,8 @@ namespace {
 class FfnBench : public OperatorBench {
  public:
   FfnBench(const std::vector<GridPoint>& points, const BenchEnvironment& env) : pool_(*env.pool) {
-    const bool expert = points.front().family == OperatorFamily::kExpertFfn;
+    const OperatorFamily family = points.front().family;
+    const bool expert = family != OperatorFamily::kDenseFfn;
     const executor::ExecutorConfig& config = expert ? *env.target : *env.draft;
     hidden_ = config.hidden_size;
     width_ = expert ? config.expert_intermediate_size : config.dense_intermediate_size;
@@ -28,6 +31,17 @@ class FfnBench : public OperatorBench {
     const int64_t block_bytes = static_cast<int64_t>(std::ceil(
         static_cast<double>(block_elements) * kernels::StoredBitsPerWeight(format) / 8.0));
     blocks_ = CyclingBlocks(block_bytes, env.cache_bytes);
+    if (family == OperatorFamily::kExpertFfnWorkingSet) {
+      blocks_ = 1;
+      for (const GridPoint& p : points) {
+        if (p.bytes < block_bytes || p.bytes % block_bytes != 0) {
+          throw base::Error("operator bench: " + p.Label() + ": the working set is not a whole " +
+                            "number of " + std::to_string(block_bytes) + "-byte experts");
+        }
+        blocks_ = std::max(blocks_, p.bytes / block_bytes);
+      }
+      block_bytes_ = block_bytes;
+    }
     const std::string label =
         ToString(points.front().family) + " cpu (" + kernels::ToString(format) + ")";
     RequireMemory(static_cast<double>(blocks_ * block_bytes) +
@@ -46,19 +60,28 @@ class FfnBench : public OperatorBench {
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
     out_.resize(x_.size());
-    notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.cache_bytes));
+    if (family == OperatorFamily::kExpertFfnWorkingSet) {
+      notes_.push_back(label + ": weights cycled over each point's working set (" +
+                       std::to_string(block_bytes) +
+                       "-byte experts); the largest is the DRAM regime of expert_ffn");
+    } else {
+      notes_.push_back(CyclingNote(label, blocks_, block_bytes, env.cache_bytes));
+    }
   }
 
   bool manual_time() const override { return false; }
 
   void Run(benchmark::State& state, const GridPoint& point) override {
+    // Every point cycles over its own working set; the others over all the blocks.
+    const int64_t cycle = block_bytes_ > 0 ? point.bytes / block_bytes_ : blocks_;
+    next_ %= cycle;
     RunGuarded(state, [&] {
       for (auto _ : state) {
         kernels::ExpertFfn(x_.data(), point.tokens, gate_up_[next_], down_[next_], out_.data(),
                            pool_, scratch_);
         benchmark::DoNotOptimize(out_.data());
         benchmark::ClobberMemory();
-        next_ = (next_ + 1) % blocks_;
+        next_ = (next_ + 1) % cycle;
       }
     });
   }
@@ -68,6 +91,7 @@ class FfnBench : public OperatorBench {
   int64_t hidden_ = 0;
   int64_t width_ = 0;
   int64_t blocks_ = 1;
+  int64_t block_bytes_ = 0;  // expert_ffn_working_set only: one expert's bytes
   int64_t next_ = 0;
   std::vector<kernels::WeightMatrix> gate_up_, down_;
   std::vector<float> x_, out_;

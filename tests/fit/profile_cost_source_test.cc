@@ -9,6 +9,7 @@
 #include "fit/latency_fit.h"
 #include "base/error.h"
 #include "model/moe_math.h"
+#include "model/parameter_count.h"
 #include "model/sd_plan.h"
 
 namespace moelab::fit {
@@ -31,9 +32,22 @@ double Verify(double queries, double batch) { return 1e-4 + 6e-6 * queries * bat
 // `draft_shape`: when set, draft_decode samples of that shape (DraftPass at contexts 128 and 1024).
 double DraftPass(double context, double batch) { return 2e-3 + 1e-6 * context + 3e-4 * batch; }
 
+// expert_ffn_working_set's time over expert_ffn's: working sets of 1, 4 and 16 MB (16: the DRAM
+// regime), at 1, 2, 4, 16 and 64 tokens. At 4 MB and 64 tokens the profile's noise put it 5 %
+// above DRAM.
+double CachedFactor(double working_set_bytes, double tokens) {
+  if (working_set_bytes >= 16e6) return 1.0;
+  const bool small = working_set_bytes < 2e6;
+  if (tokens <= 4) return small ? 0.5 : 0.75;
+  if (tokens <= 16) return small ? 0.8 : 0.9;
+  return small ? 0.9 : 1.05;
+}
+
 // `norms`: norms_residual samples too (profiles from before it have none).
+// `working_sets`: expert_ffn_working_set samples too (CachedFactor).
 LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
-                        const nlohmann::json& draft_shape = nullptr, bool norms = false) {
+                        const nlohmann::json& draft_shape = nullptr, bool norms = false,
+                        bool working_sets = false) {
   Profile profile;
   profile.origin = "synthetic.json";
   auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
@@ -52,6 +66,19 @@ LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
   add("lm_head", {{"hidden", 64}}, LmHead);
   add("dense_ffn", {{"hidden", 32}}, DenseFfn);
   if (norms) add("norms_residual", {{"hidden", 64}}, NormsResidual);
+  for (double bytes : {1e6, 4e6, 16e6}) {
+    for (int64_t t : {1, 2, 4, 16, 64}) {
+      if (!working_sets) break;
+      ProfileSample sample;
+      sample.op = "expert_ffn_working_set";
+      sample.device = "cpu";
+      sample.shape = {{"hidden", 64}, {"working_set_bytes", bytes}};
+      sample.tokens = t;
+      sample.median_s =
+          ExpertFfn(static_cast<double>(t)) * CachedFactor(bytes, static_cast<double>(t));
+      profile.samples.push_back(sample);
+    }
+  }
   add("attention_decode", {{"context", 1024}}, Attention);
   add("attention_decode", {{"context", 128}},
       [](double b) { return 10.0 * Attention(b); });  // never nearest
@@ -165,6 +192,64 @@ TEST(FittedProfileCostSource, PricesNormsAndResidualAddsPerLayerWhenProfiled) {
     EXPECT_EQ(plain.OperatorTime(model::Operator::kNormsResidual), 0.0);
     EXPECT_NEAR(priced.time_s, plain.time_s + norms, 1e-9 * priced.time_s);
   }
+}
+
+TEST(FittedProfileCostSource, CacheRatioIsTheWorkingSetCurveOverTheDramOne) {
+  const model::MoeModelSpec target = Target();
+  const FittedProfileCostSource source(SyntheticFit({}, nullptr, false, true), target);
+  EXPECT_NEAR(source.CacheRatio(1, 1e6), 0.5, 1e-9);
+  EXPECT_NEAR(source.CacheRatio(4, 1e6), 0.5, 1e-9);
+  EXPECT_NEAR(source.CacheRatio(16, 4e6), 0.9, 1e-9);
+  EXPECT_NEAR(source.CacheRatio(1, 0.2e6), 0.5, 1e-9);    // below the smallest: its ratio
+  EXPECT_NEAR(source.CacheRatio(1, 2.5e6), 0.625, 1e-9);  // linear in the working set
+  EXPECT_NEAR(source.CacheRatio(1, 10e6), 0.875, 1e-9);   // 0.75 .. 1 between 4 and 16 MB
+  EXPECT_EQ(source.CacheRatio(1, 16e6), 1.0);             // the DRAM regime and beyond
+  EXPECT_EQ(source.CacheRatio(1, 1e9), 1.0);
+  EXPECT_EQ(source.CacheRatio(64, 4e6), 1.0);           // 1.05 is noise: never above 1
+  EXPECT_NEAR(source.CacheRatio(500, 1e6), 0.9, 1e-9);  // above 64 tokens: 64's ratio
+  // A fit without the curves prices every working set from DRAM.
+  const FittedProfileCostSource plain(SyntheticFit(), target);
+  EXPECT_EQ(plain.CacheRatio(1, 1e6), 1.0);
+  EXPECT_TRUE(source.Describe()["cache_working_sets_bytes"].size() == 3);
+  EXPECT_TRUE(plain.Describe()["cache_working_sets_bytes"].empty());
+}
+
+// Every weight-reading operator takes the ratio at its rows; norms and residual adds do not.
+TEST(FittedProfileCostSource, APassInACachedWorkingSetStreamsItsWeightsFaster) {
+  const model::MoeModelSpec target = Target();
+  const FittedProfileCostSource source(SyntheticFit({}, nullptr, true, true), target);
+  const FittedProfileCostSource plain(SyntheticFit({}, nullptr, true), target);
+  model::ForwardShape decode{1, 1, 500, true};
+  decode.working_set_bytes = 1e6;
+  const model::ForwardCost cached = source.Forward(target, decode);
+  const model::ForwardCost dram = plain.Forward(target, decode);
+  for (model::Operator op : {model::Operator::kAttention, model::Operator::kRouter,
+                             model::Operator::kRoutedExperts, model::Operator::kLmHead}) {
+    EXPECT_NEAR(cached.OperatorTime(op), 0.5 * dram.OperatorTime(op), 1e-9 * dram.time_s)
+        << model::OperatorName(op);
+  }
+  EXPECT_NEAR(cached.OperatorTime(model::Operator::kNormsResidual),
+              dram.OperatorTime(model::Operator::kNormsResidual), 1e-12);
+  // The DRAM regime's working set prices what the plain fit does.
+  decode.working_set_bytes = 64e6;
+  EXPECT_NEAR(source.Forward(target, decode).time_s, dram.time_s, 1e-9 * dram.time_s);
+  // Unset, the working set is the whole model with the pass's fp32 KV cache.
+  decode.working_set_bytes = 0;
+  const double whole = FittedProfileCostSource::WorkingSetOf(target, decode);
+  EXPECT_DOUBLE_EQ(whole, model::PassWorkingSetBytes(
+                              target, 4 * 8, 501.0 * model::KvCacheBytesPerToken(target, 32)));
+  model::ForwardShape named = decode;
+  named.working_set_bytes = whole;
+  EXPECT_DOUBLE_EQ(source.Forward(target, decode).time_s, source.Forward(target, named).time_s);
+  // 64 sequences: 64-row matmuls, the ratio at 64 tokens (0.9).
+  model::ForwardShape wide{64, 1, 500, true};
+  wide.working_set_bytes = 1e6;
+  EXPECT_NEAR(source.Forward(target, wide).OperatorTime(model::Operator::kLmHead),
+              0.9 * plain.Forward(target, wide).OperatorTime(model::Operator::kLmHead), 1e-9);
+  // One expert: the same ratio, in the working set the caller names.
+  EXPECT_NEAR(source.ExpertSeconds(target, 1, 1e6), 0.5 * ExpertFfn(1), 1e-3 * ExpertFfn(1));
+  EXPECT_NEAR(source.ExpertSeconds(target, 1, 1e9), ExpertFfn(1), 1e-3 * ExpertFfn(1));
+  EXPECT_THROW(source.ExpertSeconds(target, 1, -1), base::Error);
 }
 
 TEST(FittedProfileCostSource, DecodeAttentionIsLinearInContextBetweenProfiledContexts) {

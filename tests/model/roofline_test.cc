@@ -51,7 +51,7 @@ TEST(Roofline, OneExpertIsTheRoutedExpertsOperatorOfAOneExpertModel) {
         EstimateForwardCost(one_expert, hardware, {tokens, 1, 0, true}, CostParameters{});
     const double per_layer =
         cost.OperatorTime(Operator::kRoutedExperts) / static_cast<double>(model.num_moe_layers());
-    EXPECT_NEAR(source->ExpertSeconds(model, tokens), per_layer, 1e-12 * per_layer) << tokens;
+    EXPECT_NEAR(source->ExpertSeconds(model, tokens, 0), per_layer, 1e-12 * per_layer) << tokens;
   }
 }
 

@@ -18,6 +18,9 @@
 namespace moelab::profiler {
 namespace {
 
+// The effective cache the grids below are placed against (EffectiveCacheBytes' floor).
+constexpr int64_t kCacheBytes = kMinEffectiveCacheBytes;
+
 executor::ExecutorConfig DefaultTarget() {
   return executor::ExecutorConfigFromSpec(
       model::PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"),
@@ -96,7 +99,8 @@ TEST(GridSpec, ValidateNamesTheField) {
 TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   const executor::ExecutorConfig target = DefaultTarget();
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
-  const std::vector<GridPoint> points = MakeProfileGrid(target, draft, GridSpec::Quick(), -1);
+  const std::vector<GridPoint> points =
+      MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1);
   const std::map<std::string, int> counts = CountByFamily(points);
   EXPECT_EQ(counts.at("expert_ffn cpu"), 17);
   EXPECT_EQ(counts.at("attention_decode cpu"), 12);  // 4 contexts x 3 batches
@@ -110,7 +114,9 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
-  EXPECT_EQ(points.size(), 125u);                  // + 3 ridge points at run time = 128
+  // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
+  EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
+  EXPECT_EQ(points.size(), 155u);  // + 3 ridge points at run time = 158
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);
@@ -119,6 +125,40 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
       EXPECT_EQ(p.bytes % 4096, 0) << p.bytes;
     }
   }
+}
+
+TEST(ProfileGrid, WorkingSetsAreWholeExpertsFromTheCacheToItsDramRegime) {
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const int64_t expert = ExpertBytes(target);  // 22 MB
+  GridSpec spec = GridSpec::Quick();
+  // 256 MiB / 16, 8, 6, 4, 3, 2 round to 1, 2, 2, 3, 4 and 6 experts; DRAM: CyclingBlocks = 25.
+  EXPECT_EQ(
+      WorkingSetBytes(spec, expert, kCacheBytes),
+      (std::vector<int64_t>{expert, 2 * expert, 3 * expert, 4 * expert, 6 * expert, 25 * expert}));
+  EXPECT_EQ(25 * expert, CyclingBlocks(expert, kCacheBytes) * expert);
+  // An expert larger than the cache: one expert, then the DRAM regime; duplicates merge.
+  EXPECT_EQ(WorkingSetBytes(spec, int64_t{300} << 20, kCacheBytes),
+            (std::vector<int64_t>{int64_t{300} << 20, int64_t{600} << 20}));
+  spec.working_set_cache_divisors.clear();
+  EXPECT_TRUE(WorkingSetBytes(spec, expert, kCacheBytes).empty());
+  for (const GridPoint& p : MakeProfileGrid(target, draft, spec, kCacheBytes, -1))
+    EXPECT_NE(p.family, OperatorFamily::kExpertFfnWorkingSet);
+
+  // Each point's shape names its working set, so each working set is one curve over tokens.
+  const GridPoint point{OperatorFamily::kExpertFfnWorkingSet, "cpu", 4, 0, 3 * expert};
+  EXPECT_EQ(point.Label(),
+            "expert_ffn_working_set cpu working_set=" + std::to_string(3 * expert) + " tokens=4");
+  const nlohmann::json shape = ShapeOf(point, target, draft);
+  EXPECT_EQ(shape["working_set_bytes"], 3 * expert);
+  EXPECT_EQ(shape["hidden"], target.hidden_size);
+  EXPECT_DOUBLE_EQ(WorkOf(point, target, draft).bytes, static_cast<double>(expert));
+
+  spec = GridSpec::Quick();
+  spec.working_set_tokens = {1, 2, 4, 16};  // too few for an interpolated curve
+  EXPECT_THROW(spec.Validate(), base::Error);
+  spec.working_set_tokens = {1, 2, 4, 16, 0};
+  EXPECT_THROW(spec.Validate(), base::Error);
 }
 
 TEST(ProfileGrid, SizesComeFromTheModelShape) {
@@ -203,7 +243,8 @@ TEST(ProfileGrid, VerifyPointsReadEachSequencesCacheOnce) {
   EXPECT_THROW(spec.Validate(), base::Error);
   spec = GridSpec::Quick();
   spec.verify_queries.clear();
-  EXPECT_EQ(CountByFamily(MakeProfileGrid(target, draft, spec, -1)).count("attention_verify cpu"),
+  EXPECT_EQ(CountByFamily(MakeProfileGrid(target, draft, spec, kCacheBytes, -1))
+                .count("attention_verify cpu"),
             0u);
   EXPECT_EQ(GridSpec::Full().verify_queries, (std::vector<int64_t>{2, 3, 5, 9}));
 }
@@ -213,17 +254,18 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   target.max_positions = 1000;
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   std::map<std::string, int> counts =
-      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1));
   EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
   EXPECT_EQ(counts["attention_prefill cpu"], 6);  // 16 .. 512
   EXPECT_EQ(counts["attention_verify cpu"], 18);  // contexts 128 and 512 + 5 queries fit in 1000
   target.max_positions = 516;
-  counts = CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+  counts = CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1));
   EXPECT_EQ(counts["attention_verify cpu"], 15);  // 512 + 5 positions do not fit
 
   const executor::ExecutorConfig dense = DefaultDraft(32000);
-  counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), -1));
+  counts = CountByFamily(MakeProfileGrid(dense, draft, GridSpec::Quick(), kCacheBytes, -1));
   EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
+  EXPECT_EQ(counts.count("expert_ffn_working_set cpu"), 0u);
   EXPECT_EQ(counts.count("router cpu"), 0u);
   EXPECT_EQ(counts["lm_head cpu"], 14);
 }
@@ -232,10 +274,10 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
   const executor::ExecutorConfig target = DefaultTarget();
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   const std::map<std::string, int> without =
-      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), -1));
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1));
   for (const auto& [name, count] : without) EXPECT_EQ(name.find("cuda"), std::string::npos) << name;
   const std::map<std::string, int> counts =
-      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), 0));
+      CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, 0));
   // Every operator of a pass is measured on the GPU; attention and the draft at the CPU's points,
   // the GEMMs at distinct 64-row block counts.
   for (const char* family : {"attention_decode", "attention_prefill", "attention_verify",
@@ -258,7 +300,8 @@ TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
   }
   // validate --device gpu: the GPU's points only.
   const std::vector<GridPoint> gpu_only =
-      MakeProfileGrid(target, draft, GridSpec::Quick(), 0, /*cpu_operators=*/false);
+      MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, 0,
+                      /*cpu_operators=*/false);
   ASSERT_FALSE(gpu_only.empty());
   for (const GridPoint& p : gpu_only) EXPECT_EQ(p.device, "cuda:0") << p.Label();
   int gpu_points = 0;
@@ -363,9 +406,9 @@ TEST(ProfileGrid, DraftDecodeIsTheDraftsWholeOneTokenPass) {
   // none either.
   GridSpec spec = GridSpec::Quick();
   spec.draft_contexts = {draft.max_positions};
-  for (const GridPoint& p : MakeProfileGrid(target, draft, spec, -1))
+  for (const GridPoint& p : MakeProfileGrid(target, draft, spec, kCacheBytes, -1))
     EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
-  for (const GridPoint& p : MakeProfileGrid(target, target, GridSpec::Quick(), -1))
+  for (const GridPoint& p : MakeProfileGrid(target, target, GridSpec::Quick(), kCacheBytes, -1))
     EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
 }
 

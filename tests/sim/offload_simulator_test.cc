@@ -355,6 +355,30 @@ TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
       << "the copies move from the link to the compute resource, no more, no less";
 }
 
+TEST(OffloadSimulator, OnAHostComputeDeviceThePassesCycleThroughThePlannedRam) {
+  // The working set that decides the CPU's cache regime: the weights beside the routed experts,
+  // the expert slots (all experts at most), the staging buffers and the KV cache.
+  for (const char* policy : {"static-split", "on-demand", "stream-all"}) {
+    SimConfig config = StorageTierConfig(policy);
+    if (std::string(policy) == "static-split") config.policy_options.gpu_layers = 2;
+    const SimResult r = SimulateOffload(config);
+    const double resident =
+        static_cast<double>(std::min(r.expert_slots, r.experts_total) + r.staging_buffers);
+    EXPECT_GT(resident, 0) << policy;
+    EXPECT_DOUBLE_EQ(r.compute_working_set_bytes,
+                     model::PassWorkingSetBytes(config.model, resident, r.kv_bytes))
+        << policy;
+    if (std::string(policy) == "static-split") {
+      EXPECT_LT(r.compute_working_set_bytes, model::PassWorkingSetBytes(config.model, 4 * 8, 0))
+          << "two of four layers' experts in RAM";
+    }
+  }
+  // An accelerator's memory is no CPU cache: left to the source's default.
+  EXPECT_EQ(SimulateOffload(SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand"))
+                .compute_working_set_bytes,
+            0.0);
+}
+
 TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
   // Two reads in flight (the executor's reader) at the same total bandwidth: the same bytes and
   // storage busy time, but a layer's first expert lands after two reads' time, not one, so a
