@@ -68,6 +68,14 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
                         " curve has no positive shape.working_set_bytes (in " + curve.shape.dump() +
                         ")");
     }
+    // The expert the ratios are for: the profiled target's, as expert_ffn measured it.
+    nlohmann::json shape = curve.shape;
+    shape.erase("working_set_bytes");
+    if (shape != Curve("expert_ffn").shape) {
+      throw base::Error(fit_.profile + ": an " + std::string(kWorkingSetOp) + " curve (shape " +
+                        curve.shape.dump() + ") is not of expert_ffn's expert (" +
+                        Curve("expert_ffn").shape.dump() + ")");
+    }
     working_set_curves_.emplace_back(curve.shape["working_set_bytes"].get<double>(), i);
   }
   std::sort(working_set_curves_.begin(), working_set_curves_.end());
@@ -257,8 +265,12 @@ double FittedProfileCostSource::CacheRatio(int64_t rows, double working_set_byte
   };
   const auto ratio_at = [&](size_t k) {
     const OperatorCurve& curve = fit_.operators[working_set_curves_[k].second];
-    const int64_t at = std::min<int64_t>(rows, static_cast<int64_t>(curve.x_max));
-    return std::min(1.0, seconds(curve, at) / seconds(dram, at));
+    const int64_t largest = static_cast<int64_t>(curve.x_max);
+    if (rows <= largest) return std::min(1.0, seconds(curve, rows) / seconds(dram, rows));
+    // Past the largest profiled call the cache saves what it saved there (streaming the same
+    // weights), a smaller share of a longer, compute-bound call (expert_ffn's time at `rows`).
+    const double saved = std::max(0.0, seconds(dram, largest) - seconds(curve, largest));
+    return std::min(1.0, 1.0 - saved / Curve("expert_ffn").PredictTokens(rows));
   };
   if (working_set_bytes <= working_set_curves_.front().first) return ratio_at(0);
   size_t upper = 1;

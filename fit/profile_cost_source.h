@@ -77,9 +77,10 @@ class FittedProfileCostSource : public model::CostSource {
   // working set over its time at the largest (the DRAM regime), at `rows` (each curve read through
   // its measured points where it has the interpolated form); linear in the working
   // set between the profiled ones, the smallest's ratio below them, 1 from the largest up; above
-  // the largest profiled row count, that count's ratio (by 64 rows the expert is compute-bound and
-  // the ratio 1 within noise). Never above 1: a cache does not slow a read, so a ratio over 1 is
-  // the profile's noise. 1 when the fit has fewer than two working sets on this device.
+  // the largest profiled row count, the time the cache saved there (the same weights streamed)
+  // taken from expert_ffn's time at `rows`. Never above 1: a cache does not slow a read, so a
+  // ratio over 1 is the profile's noise. 1 when the fit has fewer than two working sets on this
+  // device. The curves must be of expert_ffn's expert (else the constructor's error).
   double CacheRatio(int64_t rows, double working_set_bytes) const;
   // The working set a pass of `model` at `shape` cycles through (ForwardShape::working_set_bytes,
   // or the whole model with the pass's fp32 KV cache).

@@ -105,12 +105,16 @@ void Engine::SetUp() {
   // Where the host computes, its passes cycle through the RAM the plan holds: the weights a pass
   // reads beside the routed experts, the experts' slots (all the experts at most), the staging
   // buffers reads land in, and the KV cache. A small cache can stream from the CPU's cache.
+  // (Both devices are those cores. Only Fiddler, which such a machine refuses, decides with the
+  // latency model priced before; the one reported is priced again in the working set.)
   if (config_.hardware.compute_device_is_host) {
     const double resident_experts =
         static_cast<double>(std::min(plan.expert_slots, plan.experts_total) + plan.staging_buffers);
     result_.compute_working_set_bytes =
         model::PassWorkingSetBytes(config_.model, resident_experts, memory.kv_bytes);
     cost_.SetWorkingSet(Device::kAccelerator, result_.compute_working_set_bytes);
+    cost_.SetWorkingSet(Device::kCpu, result_.compute_working_set_bytes);
+    result_.latency = cost_.FiddlerLatency(expert_bytes_);
   }
 
   expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});

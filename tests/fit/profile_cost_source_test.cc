@@ -205,13 +205,25 @@ TEST(FittedProfileCostSource, CacheRatioIsTheWorkingSetCurveOverTheDramOne) {
   EXPECT_NEAR(source.CacheRatio(1, 10e6), 0.875, 1e-9);   // 0.75 .. 1 between 4 and 16 MB
   EXPECT_EQ(source.CacheRatio(1, 16e6), 1.0);             // the DRAM regime and beyond
   EXPECT_EQ(source.CacheRatio(1, 1e9), 1.0);
-  EXPECT_EQ(source.CacheRatio(64, 4e6), 1.0);           // 1.05 is noise: never above 1
-  EXPECT_NEAR(source.CacheRatio(500, 1e6), 0.9, 1e-9);  // above 64 tokens: 64's ratio
+  EXPECT_EQ(source.CacheRatio(64, 4e6), 1.0);  // 1.05 is noise: never above 1
+  // Above 64 tokens: what the cache saved at 64 (a tenth of its time), over the longer call.
+  EXPECT_NEAR(source.CacheRatio(500, 1e6), 1 - 0.1 * ExpertFfn(64) / ExpertFfn(500), 1e-6);
   // A fit without the curves prices every working set from DRAM.
   const FittedProfileCostSource plain(SyntheticFit(), target);
   EXPECT_EQ(plain.CacheRatio(1, 1e6), 1.0);
   EXPECT_TRUE(source.Describe()["cache_working_sets_bytes"].size() == 3);
   EXPECT_TRUE(plain.Describe()["cache_working_sets_bytes"].empty());
+  // Curves of another expert than expert_ffn's are refused, naming the file.
+  LatencyFit other = SyntheticFit({}, nullptr, false, true);
+  for (OperatorCurve& curve : other.operators) {
+    if (curve.op == "expert_ffn_working_set") curve.shape["hidden"] = 128;
+  }
+  try {
+    FittedProfileCostSource refused(other, target);
+    ADD_FAILURE() << "a working-set curve of another expert was accepted";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("synthetic.json"), std::string::npos) << e.what();
+  }
 }
 
 // Every weight-reading operator takes the ratio at its rows; norms and residual adds do not.

@@ -83,34 +83,12 @@ TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
   EXPECT_GT(dense.layer_s[0], dense.layer_s[1]);  // the dense FFN layer is heavier
 }
 
-// Records the working set each call is priced in.
-class WorkingSetProbe : public model::CostSource {
- public:
-  std::string name() const override { return "probe"; }
-  std::string device() const override { return "probe"; }
-  std::string compute_dtype() const override { return "bf16"; }
-  model::ForwardCost Forward(const model::MoeModelSpec&,
-                             const model::ForwardShape& shape) const override {
-    model::ForwardCost cost;
-    cost.Add(model::Operator::kAttention, 0, 0, 1.0 + shape.working_set_bytes);
-    cost.Total();
-    return cost;
-  }
-  double ExpertSeconds(const model::MoeModelSpec&, int64_t tokens,
-                       double working_set_bytes) const override {
-    return static_cast<double>(tokens) + working_set_bytes;
-  }
-  double RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const override { return 0; }
-  model::MemoryFootprint Memory(const model::MoeModelSpec&, double) const override { return {}; }
-  nlohmann::json Describe() const override { return {{"cost_source", "probe"}}; }
-};
-
 TEST(CostModel, TheWorkingSetReachesTheSourceOfItsDeviceAndFreshTimes) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
   const model::CostParameters params;
-  CostModel cost(model, hardware, params, params, 16, std::make_shared<WorkingSetProbe>(),
-                 std::make_shared<WorkingSetProbe>());
+  CostModel cost(model, hardware, params, params, 16, std::make_shared<testing::WorkingSetProbe>(),
+                 std::make_shared<testing::WorkingSetProbe>());
   const model::ForwardShape decode{1, 1, 100, true};
   EXPECT_EQ(cost.ExpertSeconds(Device::kAccelerator, 3), 3.0);  // 0: the source's default
   EXPECT_EQ(cost.Dense(Device::kAccelerator, decode).layer_s[0], 1.0 / 32);

@@ -373,6 +373,16 @@ TEST(OffloadSimulator, OnAHostComputeDeviceThePassesCycleThroughThePlannedRam) {
           << "two of four layers' experts in RAM";
     }
   }
+  // The source prices every expert, and the latency model reported, in that working set.
+  SimConfig probed = StorageTierConfig("on-demand");
+  probed.accelerator_costs = std::make_shared<testing::WorkingSetProbe>();
+  probed.host_costs = std::make_shared<testing::WorkingSetProbe>();
+  const SimResult r = SimulateOffload(probed);
+  ASSERT_GT(r.compute_working_set_bytes, 0);
+  EXPECT_EQ(r.latency.gpu_s, 1.0 + r.compute_working_set_bytes);
+  EXPECT_EQ(r.latency.cpu_base_s + r.latency.cpu_per_token_s, 1.0 + r.compute_working_set_bytes);
+  EXPECT_GE(r.busy_s[static_cast<int>(Resource::kAcceleratorCompute)],
+            static_cast<double>(r.expert_activations) * r.compute_working_set_bytes);
   // An accelerator's memory is no CPU cache: left to the source's default.
   EXPECT_EQ(SimulateOffload(SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand"))
                 .compute_working_set_bytes,

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "model/cost_source.h"
+
 #include "model/preset_store.h"
 #include "sim/offload_simulator.h"
 #include "tests/support/test_paths.h"
@@ -26,6 +28,29 @@ inline sim::SimConfig SimConfigFor(const std::string& model, const std::string& 
   config.calibration.tokens = 512;
   return config;
 }
+
+// A cost source whose times say the working set each call was priced in: an expert of t tokens
+// takes t + W seconds, a pass's attention 1 + W.
+class WorkingSetProbe : public model::CostSource {
+ public:
+  std::string name() const override { return "probe"; }
+  std::string device() const override { return "probe"; }
+  std::string compute_dtype() const override { return "bf16"; }
+  model::ForwardCost Forward(const model::MoeModelSpec&,
+                             const model::ForwardShape& shape) const override {
+    model::ForwardCost cost;
+    cost.Add(model::Operator::kAttention, 0, 0, 1.0 + shape.working_set_bytes);
+    cost.Total();
+    return cost;
+  }
+  double ExpertSeconds(const model::MoeModelSpec&, int64_t tokens,
+                       double working_set_bytes) const override {
+    return static_cast<double>(tokens) + working_set_bytes;
+  }
+  double RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const override { return 0; }
+  model::MemoryFootprint Memory(const model::MoeModelSpec&, double) const override { return {}; }
+  nlohmann::json Describe() const override { return {{"cost_source", "probe"}}; }
+};
 
 inline std::string MixtralPopularity() {
   return (SharedDataDir() / "routing/mixtral-8x7b/fiddler_mixtral_popularity_aggregated.csv")
