@@ -105,6 +105,7 @@ void Engine::EndPass() {
   const Seconds now = graph_.now_s();
   if (pass_ == 0) result_.ttft_s = now;
   result_.total_s = now;
+  result_.pass_end_s.push_back(now);
   policy_->EndIteration();
   ++pass_;
   if (pass_ < static_cast<int64_t>(passes_.size())) StartPass();

@@ -93,6 +93,7 @@ struct SimResult {
   std::optional<double> tokens_per_s;
   Seconds total_s = 0;
   int64_t passes = 0;
+  std::vector<Seconds> pass_end_s;  // when each pass ended (the first: the prefill's TTFT)
 
   // Experts: one activation = one expert used by one pass at one layer (whatever its tokens).
   int64_t expert_activations = 0;

@@ -608,6 +608,16 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     detail.measured_stall_s = Median(stalls);
     detail.neighbour_read_bytes_per_s = neighbours;
     detail.predicted_with_neighbours = predicted_with_neighbours;
+    if (!prefill) {
+      std::vector<std::vector<double>> steps_per_run;
+      for (const OffloadRun& run : st.runs[i]) steps_per_run.push_back(run.decode_steps_s);
+      if (const std::optional<std::vector<double>> medians = StepMedians(steps_per_run)) {
+        detail.measured_decode_steps_s = *medians;
+        for (size_t p = 1; p < simulated.pass_end_s.size(); ++p)
+          detail.predicted_decode_steps_s.push_back(simulated.pass_end_s[p] -
+                                                    simulated.pass_end_s[p - 1]);
+      }
+    }
     r.offload = detail;
     r.abs_error = AbsError(r.predicted, r.measured);
     probe_errors[prefill].push_back(r.abs_error);

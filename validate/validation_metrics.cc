@@ -20,18 +20,26 @@ double Quantile(std::vector<double> values, double q) {
   return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
 }
 
-std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& steps_per_run) {
+std::optional<std::vector<double>> StepMedians(
+    const std::vector<std::vector<double>>& steps_per_run) {
   if (steps_per_run.empty() || steps_per_run.front().empty()) return std::nullopt;
   const size_t steps = steps_per_run.front().size();
   for (const std::vector<double>& run : steps_per_run) {
     if (run.size() != steps) return std::nullopt;
   }
-  double sum = 0;
-  std::vector<double> step(steps_per_run.size());
+  std::vector<double> medians, step(steps_per_run.size());
   for (size_t i = 0; i < steps; ++i) {
     for (size_t r = 0; r < steps_per_run.size(); ++r) step[r] = steps_per_run[r][i];
-    sum += Quantile(step, 0.5);
+    medians.push_back(Quantile(step, 0.5));
   }
+  return medians;
+}
+
+std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& steps_per_run) {
+  const std::optional<std::vector<double>> medians = StepMedians(steps_per_run);
+  if (!medians) return std::nullopt;
+  double sum = 0;
+  for (double m : *medians) sum += m;
   return sum;
 }
 

@@ -21,6 +21,9 @@ double Quantile(std::vector<double> values, double q);
 // leaves it out where the median of the runs' totals keeps whichever total it hit least. nullopt
 // when the runs did not take the same number of steps (then only totals compare).
 std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& steps_per_run);
+// Each step's median over the runs, in step order; nullopt as SumOfStepMedians.
+std::optional<std::vector<double>> StepMedians(
+    const std::vector<std::vector<double>>& steps_per_run);
 
 // |predicted - measured| / measured. Error unless measured > 0 and both are finite.
 double AbsError(double predicted, double measured);
@@ -62,6 +65,9 @@ struct CaseResult {
     // the prediction at that bandwidth instead of the probes' (when those runs measured it).
     std::optional<double> neighbour_read_bytes_per_s;
     std::optional<double> predicted_with_neighbours;
+    // A decode's steps after the prefill: the simulator's, and each step's median over the runs
+    // (empty for a prefill, or runs of different step counts).
+    std::vector<double> predicted_decode_steps_s, measured_decode_steps_s;
   };
   std::optional<OffloadDetail> offload;
 };

@@ -73,6 +73,10 @@ nlohmann::json CaseJson(const CaseResult& r) {
         {"predicted_with_neighbours", o.predicted_with_neighbours
                                           ? nlohmann::json(*o.predicted_with_neighbours)
                                           : nlohmann::json(nullptr)}};
+    if (!o.measured_decode_steps_s.empty()) {
+      json["offload_run"]["decode_steps_s"] = {{"predicted", o.predicted_decode_steps_s},
+                                               {"measured", o.measured_decode_steps_s}};
+    }
   }
   if (!r.measured_operators_s.empty()) {
     nlohmann::json operators = nlohmann::json::object();

@@ -192,6 +192,24 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
     EXPECT_GT(*r.offload->neighbour_read_bytes_per_s, 0) << r.spec.Label();
     ASSERT_TRUE(r.offload->predicted_with_neighbours.has_value()) << r.spec.Label();
     EXPECT_GT(*r.offload->predicted_with_neighbours, 0) << r.spec.Label();
+    // A decode's steps on both engines, step by step; they add up to the case's time.
+    const std::vector<double>& predicted = r.offload->predicted_decode_steps_s;
+    const std::vector<double>& measured = r.offload->measured_decode_steps_s;
+    if (r.spec.kind == CaseKind::kOffloadPrefill) {
+      EXPECT_TRUE(predicted.empty() && measured.empty()) << r.spec.Label();
+      continue;
+    }
+    ASSERT_EQ(measured.size(), static_cast<size_t>(r.spec.output_tokens - 1)) << r.spec.Label();
+    ASSERT_EQ(predicted.size(), measured.size()) << r.spec.Label();
+    double predicted_sum = 0, measured_sum = 0;
+    for (size_t i = 0; i < measured.size(); ++i) {
+      predicted_sum += predicted[i];
+      measured_sum += measured[i];
+    }
+    const double steps = static_cast<double>(measured.size());
+    EXPECT_NEAR(predicted_sum / steps, r.predicted, 1e-9 * r.predicted) << r.spec.Label();
+    // (One run here: its TPOT is its decode's wall time, the steps plus the runner's gaps.)
+    EXPECT_NEAR(measured_sum / steps, r.measured, 0.02 * r.measured) << r.spec.Label();
   }
   EXPECT_NE(std::find_if(result.notes.begin(), result.notes.end(),
                          [](const std::string& note) {

@@ -195,6 +195,8 @@ TEST(ValidationMetrics, SumOfStepMediansLeavesOutBurstsInSingleSteps) {
   EXPECT_DOUBLE_EQ(*SumOfStepMedians({{2, 4}, {4, 6}}), 3.0 + 5.0);  // even count: the midpoint
   EXPECT_FALSE(SumOfStepMedians({{1, 1}, {1, 1, 1}}).has_value());   // different steps
   EXPECT_FALSE(SumOfStepMedians({}).has_value());
+  EXPECT_EQ(*StepMedians({{1, 1, 5}, {1, 4, 1}, {3, 1, 1}}), (std::vector<double>{1, 1, 1}));
+  EXPECT_FALSE(StepMedians({{1, 1}, {1, 1, 1}}).has_value());
   EXPECT_FALSE(SumOfStepMedians({{}, {}}).has_value());
 }
 
