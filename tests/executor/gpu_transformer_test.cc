@@ -275,8 +275,10 @@ TEST(GpuOffload, CopiedExpertsGiveTheInMemoryLogitsBitForBit) {
     int64_t experts;
     std::optional<int64_t> cache_per_layer, prefetch;
   };
-  for (const Case& c : {Case{"on-demand", 5}, Case{"lru-prefetch", 13, 2, 1}, Case{"stream-all", 9},
-                        Case{"fmoe", 10}}) {
+  for (const Case& c :
+       {Case{"on-demand", 5, std::nullopt, std::nullopt}, Case{"lru-prefetch", 13, 2, 1},
+        Case{"stream-all", 9, std::nullopt, std::nullopt},
+        Case{"fmoe", 10, std::nullopt, std::nullopt}}) {
     offload::OffloadOptions options = OffloadOptionsFor(c.policy, c.experts);
     options.policy_options.cache_per_layer = c.cache_per_layer;
     options.policy_options.prefetch = c.prefetch;
