@@ -74,7 +74,8 @@ class FittedProfileCostSource : public model::CostSource {
 
   // A weight-reading call of `rows` rows (tokens per expert, or a matmul's rows) in a run cycling
   // through `working_set_bytes`, over the same call from DRAM: expert_ffn_working_set's time at the
-  // working set over its time at the largest (the DRAM regime), at `rows` (each curve read through
+  // working set over the faster of its time at the largest (the DRAM regime) and expert_ffn's (the
+  // same call, measured twice; interference only adds time), at `rows` (each curve read through
   // its measured points where it has the interpolated form); linear in the working
   // set between the profiled ones, the smallest's ratio below them, 1 from the largest up; above
   // the largest profiled row count, the time the cache saved there (the same weights streamed)
