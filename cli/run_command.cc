@@ -41,6 +41,7 @@ int Run(const std::vector<std::string>& args) {
       ("device", Into(&request.device), "where the forward passes run: cpu (default) or gpu (the CUDA backend: bf16 weights on the device, cuBLAS GEMMs; moelab devices lists the GPUs)")
       ("gpu", Into(&request.gpu_index), "which GPU with --device gpu (index as moelab devices prints it)")
       ("trace-out", Into(&request.trace_out), "write the routing trace (moelab.routing_trace/1) here")
+      ("timeline-out", Into(&request.timeline_out), "write the execution timeline here: the compute thread's operators and waits for expert reads, each reader's reads, as Chrome trace-event JSON with sim offload --trace-out's op names (Perfetto); --device cpu")
       ("offload", po::value<std::string>(&offload.policy), "offload routed experts with this policy: to storage on --device cpu (on-demand, lru-prefetch, static-split, fmoe, stream-all), to pinned host memory behind a device cache on --device gpu (those and fiddler); needs --expert-memory")
       ("expert-memory", po::value<std::string>()->notifier([&](const std::string& text) { offload.expert_memory_bytes = static_cast<int64_t>(base::ParseBytes(text, "--expert-memory")); }), "memory for the expert cache and staging buffers with --offload: RAM on --device cpu, GPU memory on --device gpu (bytes, or with a unit: 512MB, 2GiB)")
       ("offload-dir", po::value<std::string>()->notifier([&](const std::string& dir) { offload.offload_dir = dir; }), "folder of the expert store with --offload (default $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)")
@@ -71,7 +72,9 @@ int Run(const std::vector<std::string>& args) {
   request.draft_shape = ShapeFrom(
       values, "draft-",
       request.draft_weights.empty() ? executor::DefaultDraftShape() : executor::ShapeOverrides{});
-  base::RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", request.trace_out}});
+  base::RequireDistinctOutputs({{"--out", output.out},
+                                {"--trace-out", request.trace_out},
+                                {"--timeline-out", request.timeline_out}});
   if (!values["alpha"].defaulted() && request.acceptance != executor::Acceptance::kFixedAlpha) {
     throw base::Error("--alpha applies to --acceptance alpha only");
   }

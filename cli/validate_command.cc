@@ -43,6 +43,7 @@ int Validate(const std::vector<std::string>& args) {
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("out", po::value(&out), "folder for validation.json, report.md, plots, and the profile, fit and routing trace")
+      ("timelines", po::bool_switch(&request.timelines), "with --cases offload: each case's last executor run and its simulation as Perfetto timelines with the same op names, in OUT/timelines/ (scripts/timeline-compare.py compares them)")
       ("json", po::bool_switch(), "print the moelab.validation/1 JSON")
       ("csv", po::bool_switch(), "print the cases as CSV rows")
       ("quiet", po::bool_switch(&quiet), "no progress lines on stderr");
@@ -55,7 +56,8 @@ int Validate(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
                     "[--attention-bits B] [--device cpu|gpu] "
                     "[--draft D] [--quick] [--cases "
-                    "LIST] [--repeat N] [--profile P.json] [--out DIR] [--json|--csv] [--quiet]",
+                    "LIST] [--repeat N] [--profile P.json] [--out DIR] [--timelines] "
+                    "[--json|--csv] [--quiet]",
                     options, args, values)) {
     return 0;
   }

@@ -9,6 +9,7 @@
 #include "executor/hf_weights.h"
 #include "executor/transformer.h"
 #include "kernels/cpu_features.h"
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/system_memory.h"
 #include "model/moe_math.h"
@@ -194,6 +195,11 @@ void RunRequest::Validate() const {
   if (!(temperature >= 0)) throw base::Error("--temperature must be >= 0");
   if (device != "cpu" && device != "gpu")
     throw base::Error("--device must be cpu or gpu, got '" + device + "'");
+  if (device == "gpu" && !timeline_out.empty()) {
+    throw base::Error(
+        "--timeline-out records the CPU executor's threads; --device gpu has no "
+        "timeline yet");
+  }
   if (device == "gpu" && (expert_bits != 16 || attention_bits != 16)) {
     throw base::Error(
         "--device gpu runs bf16 weights: --expert-bits and --attention-bits must "
@@ -252,6 +258,8 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
           ? LoadOffloadedWeights(target_config, request, pool, store)
           : LoadWeights(target_config, request.weights, request.seed, pool);
   const bool on_gpu = request.device == "gpu";
+  std::unique_ptr<ExecutionTimeline> timeline;
+  if (!request.timeline_out.empty()) timeline = std::make_unique<ExecutionTimeline>();
   std::unique_ptr<ForwardModel> target_model;
   std::unique_ptr<offload::OffloadRuntime> runtime;
   offload::OffloadRuntime* gpu_runtime = nullptr;  // owned by the GPU model
@@ -265,9 +273,11 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
     target_model = MakeGpuTransformer(target_weights, request.gpu_index);
   } else {
     auto cpu_model = std::make_unique<Transformer>(target_weights, pool);
+    cpu_model->set_timeline(timeline.get());
     if (request.offload) {
       offload::OffloadOptions options = *request.offload;
       if (options.seed == 0) options.seed = request.seed;
+      options.timeline = timeline.get();
       runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
       cpu_model->set_expert_provider(runtime.get());
     }
@@ -474,6 +484,12 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
       counts.push_back(trace.ExpertCounts(step));
     report["expert_token_counts"] = counts;
     if (!request.trace_out.empty()) routing::SaveRoutingTrace(trace, request.trace_out);
+  }
+  if (timeline) {
+    base::WriteFileAtomically(
+        request.timeline_out,
+        timeline->TraceJson(kernels::CpuModelName() + " (" + std::to_string(pool.size()) +
+                            (pool.size() == 1 ? " thread)" : " threads)")));
   }
   return report;
 }

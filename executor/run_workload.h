@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "executor/execution_timeline.h"
 #include "executor/executor_config.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
@@ -46,6 +47,9 @@ struct RunRequest {
   uint64_t seed = 1;
   int threads = 0;        // 0: DefaultThreadCount()
   std::string trace_out;  // routing trace file, written atomically when set
+  // The execution timeline (ExecutionTimeline: the compute thread's operators and waits, the
+  // expert reads), Chrome trace-event JSON written atomically when set; --device cpu only.
+  std::string timeline_out;
   // --offload POLICY: routed experts on storage (the expert store under offload->offload_dir), a
   // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
   // the report gains "offload" (OffloadStats::ToJson).

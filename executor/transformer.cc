@@ -53,7 +53,9 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     if (s.cache->device_storage())
       throw base::Error("forward pass: the CPU model was given a device KV cache");
   }
-  Clock::time_point start = Clock::now();
+  if (timeline_) timeline_->BeginPass(passes_);
+  const Clock::time_point pass_start = Clock::now();
+  Clock::time_point start = pass_start;
   hidden_.resize(static_cast<size_t>(tokens * d));
   normed_.resize(hidden_.size());
   positions_.resize(static_cast<size_t>(tokens));
@@ -67,12 +69,14 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
     }
   }
   times_.other_s += Since(start);
+  Record(ExecutionTimeline::Kind::kEmbedding, -1, -1, start);
 
   routing::RoutingStep step = NewRoutingStep(options, batch, tokens);
   active_provider_ = options.experts ? options.experts : provider_;
   if (active_provider_)
     active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    layer_start_ = Clock::now();
     Attention(layer, batch, tokens);
     start = Clock::now();
     const LayerWeights& lw = weights_.layers[layer];
@@ -85,6 +89,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
       ffn_out_.resize(hidden_.size());
       Ffn(lw.dense, normed_.data(), tokens, ffn_out_.data());
       times_.experts_s += Since(start);
+      Record(ExecutionTimeline::Kind::kDense, layer, -1, layer_start_);
     }
     start = Clock::now();
     kernels::AddTo(ffn_out_.data(), static_cast<int64_t>(hidden_.size()), hidden_.data());
@@ -103,8 +108,13 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   kernels::MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size,
                       pool_);
   times_.lm_head_s += Since(start);
+  Record(ExecutionTimeline::Kind::kLmHead, -1, -1, start);
   if (options.record) options.record->steps.push_back(std::move(step));
   if (active_provider_) active_provider_->EndPass();
+  if (timeline_) {
+    timeline_->Add(ExecutionTimeline::Kind::kPass, -1, -1, ExecutionTimeline::kPassLane, pass_start,
+                   Clock::now());
+  }
   ++passes_;
 }
 
@@ -208,6 +218,7 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   RouteLayer(c, router_logits_.data(), tokens, options, passes_, moe_layer, record, token_experts_,
              token_weights_);
   times_.router_s += Since(start);
+  if (!active_provider_) Record(ExecutionTimeline::Kind::kDense, layer, -1, layer_start_);
 
   start = Clock::now();
   ffn_out_.assign(static_cast<size_t>(tokens * d), 0.0f);
@@ -237,7 +248,9 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
       expert_out_.resize(gathered_.size());
       for (int64_t i = 0; i < count; ++i)
         std::copy_n(normed_.data() + assigned[i].first * d, d, gathered_.data() + i * d);
+      const Clock::time_point expert_start = Clock::now();
       Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
+      Record(ExecutionTimeline::Kind::kExpert, moe_layer, e, expert_start);
     }
     for (int64_t i = 0; i < count; ++i)
       kernels::Axpy(assigned[i].second, out.data() + i * d, d,
@@ -285,6 +298,7 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
     NextLayerScoresOf(next_logits_.data(), tokens, experts, next_scores_);
   }
   times_.router_s += Since(start);
+  Record(ExecutionTimeline::Kind::kDense, layer, -1, layer_start_);
 
   policies::LayerDemand demand;
   demand.layer = moe_layer;
@@ -310,7 +324,9 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
     std::vector<float>& out = provided_out_[e];
     out.resize(gathered_.size());
     const FfnWeights& weights = provider.Acquire(moe_layer, e);
+    const Clock::time_point expert_start = Clock::now();
     Ffn(weights, gathered_.data(), count, out.data());
+    Record(ExecutionTimeline::Kind::kExpert, moe_layer, e, expert_start);
     provider.Release(moe_layer, e);
   }
   times_.experts_s += Since(start);

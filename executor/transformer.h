@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "executor/execution_timeline.h"
 #include "executor/expert_provider.h"
 #include "executor/forward_model.h"
 #include "executor/kv_cache.h"
@@ -37,6 +38,9 @@ class Transformer final : public ForwardModel {
   // Routed experts come from `provider` in every pass whose options name none (nullptr: from
   // ModelWeights); the offload runtime, so every workload runs offloaded unchanged.
   void set_expert_provider(ExpertProvider* provider) { provider_ = provider; }
+  // Every pass adds its operators to `timeline` (nullptr: none): the pass, the embedding, each
+  // layer's norms, attention and router ("dense layer L"), each expert's FFN, the LM head.
+  void set_timeline(ExecutionTimeline* timeline) { timeline_ = timeline; }
   int64_t passes() const override { return passes_; }
 
  private:
@@ -56,6 +60,15 @@ class Transformer final : public ForwardModel {
   int64_t passes_ = 0;
   ExpertProvider* provider_ = nullptr;
   ExpertProvider* active_provider_ = nullptr;  // this pass's
+  ExecutionTimeline* timeline_ = nullptr;
+  std::chrono::steady_clock::time_point layer_start_;  // the current layer's, for the timeline
+  void Record(ExecutionTimeline::Kind kind, int64_t layer, int64_t expert,
+              std::chrono::steady_clock::time_point start) {
+    if (timeline_) {
+      timeline_->Add(kind, static_cast<int32_t>(layer), static_cast<int32_t>(expert),
+                     ExecutionTimeline::kComputeLane, start, std::chrono::steady_clock::now());
+    }
+  }
 
   // Scratch reused across passes (no allocation once warm).
   std::vector<float> hidden_, normed_, qkv_, attention_out_, projected_, router_logits_, ffn_out_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
@@ -18,6 +20,7 @@
 #include "executor/weights.h"
 #include "fit/profile_cost_source.h"
 #include "fit/storage_tier_hardware.h"
+#include "kernels/cpu_features.h"
 #include "kernels/thread_pool.h"
 #include "model/parameter_count.h"
 #include "policies/memory_plan.h"
@@ -73,6 +76,7 @@ struct OffloadRun {
   double total_s = 0;  // the whole run
   std::vector<double> decode_steps_s;
   executor::offload::OffloadStats stats;
+  std::shared_ptr<executor::ExecutionTimeline> timeline;  // with --timelines
 };
 
 // A routing source replayed from a run's first pass: the shared model numbers its passes across
@@ -93,9 +97,12 @@ class FromFirstPass : public routing::RoutingSource {
 };
 
 OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
-                       routing::RoutingTrace* record) {
+                       routing::RoutingTrace* record, bool timeline = false) {
   executor::Transformer& model = *bench.model;
+  std::shared_ptr<executor::ExecutionTimeline> recorded_timeline;
+  if (timeline) recorded_timeline = std::make_shared<executor::ExecutionTimeline>(model.passes());
   executor::offload::OffloadOptions options;
+  options.timeline = recorded_timeline.get();
   options.policy = c.policy;
   options.expert_memory_bytes = c.expert_slots * bench.store->key().payload_bytes();
   options.popularity = recorded.calibration.popularity;
@@ -105,11 +112,15 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
       true;  // every run alike; the first run's gate signals feed the simulator
   executor::offload::OffloadRuntime runtime(bench.config, *bench.store, options);
   model.set_expert_provider(&runtime);
+  model.set_timeline(recorded_timeline.get());
   // The model outlives this run's runtime: its provider is cleared when the run ends, error or not
   // (the next run's Forward takes whichever provider is set then).
   struct Detach {
     executor::Transformer& model;
-    ~Detach() { model.set_expert_provider(nullptr); }
+    ~Detach() {
+      model.set_expert_provider(nullptr);
+      model.set_timeline(nullptr);
+    }
   } detach{model};
   std::unique_ptr<routing::RoutingSource> routing;
   executor::DecodeOptions decode;
@@ -134,13 +145,16 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
     if (step.kind == "decode") run.decode_steps_s.push_back(step.seconds);
   }
   run.stats = runtime.Stats();
+  run.timeline = std::move(recorded_timeline);
   return run;
 }
 
 sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
                         const fit::Profile& profile, double storage_read_bytes_per_s,
-                        const std::shared_ptr<const model::CostSource>& costs, int threads) {
+                        const std::shared_ptr<const model::CostSource>& costs, int threads,
+                        bool record_timeline = false) {
   sim::SimConfig config;
+  config.record_timeline = record_timeline;
   config.model = executor::SpecFromExecutorConfig(bench.config);
   config.policy = c.policy;
   config.workload.kind = c.kind == CaseKind::kOffloadPrefill ? sim::WorkloadKind::kPrefill
@@ -500,8 +514,10 @@ void OffloadValidation::RunRound() {
     st.say("offload round " + std::to_string(st.rounds) + ", case " + std::to_string(i + 1) + "/" +
            std::to_string(st.cases.size()) + ": " + st.cases[i].Label());
     for (int t = 0; t < RunsPerRound(st.cases[i].kind); ++t) {
-      OffloadRun run =
-          RunExecutor(bench, st.cases[i], st.recorded.at(WorkloadLabel(st.cases[i])), nullptr);
+      OffloadRun run = RunExecutor(bench, st.cases[i], st.recorded.at(WorkloadLabel(st.cases[i])),
+                                   nullptr, st.request.timelines);
+      // Only the last run's timeline is written: the earlier ones are dropped as they are replaced.
+      if (!st.runs[i].empty()) st.runs[i].back().timeline.reset();
       if (!st.signals[i])
         st.signals[i] = std::make_shared<const policies::GateSignals>(std::move(run.stats.signals));
       run.stats.signals = {};
@@ -561,6 +577,22 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   for (size_t j = 0; j < st.cases.size(); ++j)
     workload[j] = workloads.emplace(WorkloadLabel(st.cases[j]), static_cast<int>(workloads.size()))
                       .first->second;
+  // --timelines: the case's last executor run and its simulation (priced with the probes), named
+  // after the case ("offload-on-demand-24-experts-B-1.executor.json", ".sim.json").
+  const std::filesystem::path timelines_dir = st.request.work_dir / "timelines";
+  if (st.request.timelines) std::filesystem::create_directories(timelines_dir);
+  const auto write_timelines = [&](size_t i, const sim::SimResult& simulated) {
+    std::string name = st.cases[i].Label();
+    for (char& ch : name) {
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
+    }
+    const std::shared_ptr<executor::ExecutionTimeline>& executed = st.runs[i].back().timeline;
+    if (!executed) throw base::Error("validate --timelines: " + name + " has no timeline (a bug)");
+    base::WriteFileAtomically(timelines_dir / (name + ".executor.json"),
+                              executed->TraceJson(kernels::CpuModelName() + " (" +
+                                                  std::to_string(threads) + " threads)"));
+    base::WriteFileAtomically(timelines_dir / (name + ".sim.json"), simulated.TimelineJson());
+  };
   std::vector<double> neighbour_rates;
   std::vector<double> probe_errors[2], neighbour_errors[2];  // [decode, prefill]
   std::vector<CaseResult> offload_results;
@@ -573,7 +605,9 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     r.routing = "trace:" + replay.file;
     const bool prefill = st.cases[i].kind == CaseKind::kOffloadPrefill;
     const sim::SimResult simulated =
-        Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads);
+        Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads,
+                 st.request.timelines);
+    if (st.request.timelines) write_timelines(i, simulated);
     r.predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
     const std::optional<double> neighbours =
         NeighbourReadBytesPerS(reads, workload, i, kNeighbourReach);

@@ -152,6 +152,8 @@ void ValidationRequest::Validate() const {
   kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
   if (device != "cpu" && device != "gpu")
     throw base::Error("--device '" + device + "': expected cpu or gpu");
+  if (timelines && kinds.count(CaseKind::kOffload) == 0)
+    throw base::Error("--timelines records the offload cases' runs: add --cases offload");
   if (device == "gpu") {
     if (kinds.count(CaseKind::kOffload) > 0) {
       throw base::Error(

@@ -42,6 +42,9 @@ struct ValidationRequest {
   // Where the executor runs and the profile measures: "cpu", or "gpu" (GPU 0 through the
   // executor's CUDA backend, profiled through the same backend, the CPU's operators left out).
   std::string device = "cpu";
+  // --timelines: every offload case's last executor run and its simulation as Chrome trace-event
+  // timelines with the same op names, under work_dir / "timelines" (--cases offload only).
+  bool timelines = false;
   std::ostream* progress = nullptr;
 
   int Repeats() const { return repeat > 0 ? repeat : (quick ? 3 : 5); }

@@ -34,13 +34,13 @@ bool IoUringAvailable(std::string* why) {
 }
 
 std::unique_ptr<ExpertReader> MakeExpertReader(ReaderKind kind, const ExpertStore& store,
-                                               int in_flight) {
+                                               int in_flight, ExecutionTimeline* timeline) {
   switch (kind) {
     case ReaderKind::kThreads:
-      return std::make_unique<ThreadExpertReader>(store, in_flight);
+      return std::make_unique<ThreadExpertReader>(store, in_flight, timeline);
     case ReaderKind::kIoUring: {
 #ifdef MOELAB_HAVE_LIBURING
-      return std::make_unique<IoUringExpertReader>(store, in_flight);
+      return std::make_unique<IoUringExpertReader>(store, in_flight, timeline);
 #else
       std::string why;
       IoUringAvailable(&why);

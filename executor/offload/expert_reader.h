@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "executor/execution_timeline.h"
 #include "executor/offload/expert_store.h"
 
 namespace moelab::executor::offload {
@@ -60,8 +61,11 @@ ReaderKind ParseReaderKind(const std::string& name);
 bool IoUringAvailable(std::string* why);
 
 // The reader of `kind` with `in_flight` reads outstanding at most (threads: that many threads).
-// Error when io_uring is asked for and unavailable (the reason named).
+// Error when io_uring is asked for and unavailable (the reason named). With a `timeline`, every
+// read adds its pread ("storage") and its checksum and copy ("copy") on its reader's lane
+// (threads: one per thread; io_uring: one per read in flight).
 std::unique_ptr<ExpertReader> MakeExpertReader(ReaderKind kind, const ExpertStore& store,
-                                               int in_flight);
+                                               int in_flight,
+                                               ExecutionTimeline* timeline = nullptr);
 
 }  // namespace moelab::executor::offload

@@ -212,8 +212,8 @@ void ExpertStore::Unpack(int64_t layer, int64_t expert, const AlignedBuffer& buf
   }
 }
 
-void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
-                       FfnWeights& out) const {
+void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out,
+                       std::chrono::steady_clock::time_point* block_read_at) const {
   CheckRead(layer, expert, buffer, out);
   const int64_t offset = BlockOffset(layer, expert);
   const int64_t block = key_.block_bytes();
@@ -228,6 +228,7 @@ void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer,
     if (got == 0) ThrowTruncated(layer, expert, offset + done);
     done += got;
   }
+  if (block_read_at) *block_read_at = std::chrono::steady_clock::now();
   Unpack(layer, expert, buffer, out);
 }
 

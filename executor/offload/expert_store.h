@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -88,8 +89,10 @@ class ExpertStore {
 
   // Reads expert (moe layer, expert) through `buffer` (block_bytes(), aligned) into `out` (same
   // shape and format), verifying its checksum. Error naming the file and the expert on a short
-  // read, an I/O error or a checksum mismatch. Safe to call from several threads.
-  void Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out) const;
+  // read, an I/O error or a checksum mismatch. Safe to call from several threads. `block_read_at`,
+  // when given, is set to when the block was in `buffer` (the read's end, its checksum's start).
+  void Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out,
+            std::chrono::steady_clock::time_point* block_read_at = nullptr) const;
 
   // Read's steps, for a reader that issues the I/O itself (io_uring): the checks before a read,
   // the file and offset of the expert's block, the errors of a failed or short read, and the

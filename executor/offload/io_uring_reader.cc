@@ -21,15 +21,17 @@ bool IoUringExpertReader::Available(std::string* why) {
   return true;
 }
 
-IoUringExpertReader::IoUringExpertReader(const ExpertStore& store, int in_flight)
-    : store_(store), ring_(std::make_unique<io_uring>()) {
+IoUringExpertReader::IoUringExpertReader(const ExpertStore& store, int in_flight,
+                                         ExecutionTimeline* timeline)
+    : store_(store), timeline_(timeline), ring_(std::make_unique<io_uring>()) {
   const int depth = std::max(1, in_flight);
   if (const int status = io_uring_queue_init(static_cast<unsigned>(depth), ring_.get(), 0);
       status < 0) {
     throw base::Error(std::string("--offload-reader io_uring: io_uring_queue_init failed: ") +
                       std::strerror(-status) + " (use --offload-reader threads)");
   }
-  for (int i = 0; i < depth; ++i) slots_.push_back(Slot{AlignedBuffer(store.key().block_bytes())});
+  for (int i = 0; i < depth; ++i)
+    slots_.push_back(Slot{AlignedBuffer(store.key().block_bytes()), -1, 0, {}});
   completer_ = std::thread([this] { Complete(); });
 }
 
@@ -63,6 +65,7 @@ void IoUringExpertReader::DispatchLocked() {
     const Job& job = queue_.job(*id);
     slots_[s].job = *id;
     slots_[s].read_bytes = 0;
+    slots_[s].issued = std::chrono::steady_clock::now();
     try {
       store_.CheckRead(job.layer, job.expert, slots_[s].block, *job.destination);
     } catch (...) {
@@ -159,7 +162,17 @@ void IoUringExpertReader::Complete() {
         if (s.read_bytes < block) {
           finished = false;  // a short read: the rest is asked for again
         } else {
+          const auto block_read_at = std::chrono::steady_clock::now();
           store_.Unpack(job.layer, job.expert, s.block, *job.destination);
+          if (timeline_) {
+            const int lane = ExecutionTimeline::kReaderLane + static_cast<int>(slot);
+            const auto layer = static_cast<int32_t>(job.layer);
+            const auto expert = static_cast<int32_t>(job.expert);
+            timeline_->Add(ExecutionTimeline::Kind::kStorage, layer, expert, lane, s.issued,
+                           block_read_at);
+            timeline_->Add(ExecutionTimeline::Kind::kCopy, layer, expert, lane, block_read_at,
+                           std::chrono::steady_clock::now());
+          }
         }
       }
     } catch (...) {

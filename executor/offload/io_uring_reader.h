@@ -23,7 +23,8 @@ namespace moelab::executor::offload {
 // old kernel).
 class IoUringExpertReader final : public QueuedExpertReader {
  public:
-  IoUringExpertReader(const ExpertStore& store, int in_flight);
+  IoUringExpertReader(const ExpertStore& store, int in_flight,
+                      ExecutionTimeline* timeline = nullptr);
   ~IoUringExpertReader() override;
   IoUringExpertReader(const IoUringExpertReader&) = delete;
   IoUringExpertReader& operator=(const IoUringExpertReader&) = delete;
@@ -36,8 +37,9 @@ class IoUringExpertReader final : public QueuedExpertReader {
  private:
   struct Slot {
     AlignedBuffer block;
-    int64_t job = -1;        // the job it reads, -1 when free
-    int64_t read_bytes = 0;  // of the block, so far
+    int64_t job = -1;                              // the job it reads, -1 when free
+    int64_t read_bytes = 0;                        // of the block, so far
+    std::chrono::steady_clock::time_point issued;  // when the job's first read was issued
   };
   void DispatchLocked();          // fills free slots with runnable jobs (mutex held)
   void IssueLocked(size_t slot);  // queues the read of the rest of the slot's block
@@ -45,6 +47,7 @@ class IoUringExpertReader final : public QueuedExpertReader {
   void Complete();  // the completion thread
 
   const ExpertStore& store_;
+  ExecutionTimeline* timeline_;
   std::unique_ptr<io_uring> ring_;
   std::condition_variable issued_;
   std::vector<Slot> slots_;

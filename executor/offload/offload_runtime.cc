@@ -107,10 +107,10 @@ std::optional<double> OffloadStats::copy_bytes_per_s() const {
 
 OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, const ExpertStore& store,
                                const OffloadOptions& options)
-    : OffloadRuntime(
-          config,
-          std::make_unique<StorageTier>(config, store, options.reader, options.reader_threads),
-          options) {
+    : OffloadRuntime(config,
+                     std::make_unique<StorageTier>(config, store, options.reader,
+                                                   options.reader_threads, options.timeline),
+                     options) {
   stats_.reader = ToString(options.reader);
   stats_.reads_in_flight = options.reader_threads;
 }
@@ -468,7 +468,15 @@ int32_t OffloadRuntime::AcquireBuffer(int32_t /*moe_layer*/, int32_t expert) {
     layer_job_[static_cast<size_t>(expert)] = slot.job;
     in_use_[static_cast<size_t>(slot.buffer)] = 1;
   }
-  tier_->Wait(layer_job_[static_cast<size_t>(expert)]);
+  const int64_t job = layer_job_[static_cast<size_t>(expert)];
+  if (options_.timeline && !tier_->Done(job)) {
+    const auto start = ExecutionTimeline::Clock::now();
+    tier_->Wait(job);
+    options_.timeline->Add(ExecutionTimeline::Kind::kWait, current_layer_, expert,
+                           ExecutionTimeline::kComputeLane, start, ExecutionTimeline::Clock::now());
+  } else {
+    tier_->Wait(job);
+  }
   return layer_buffer_[static_cast<size_t>(expert)];
 }
 

@@ -48,6 +48,8 @@ struct OffloadOptions {
   int64_t semantic_dim = 16;  // fMoE's seeded per-request embeddings
   uint64_t seed = 0;
   bool record_decisions = false;  // keep every decision (OffloadStats::decisions)
+  // --timeline-out: the compute thread's waits for reads and the storage tier's reads go here.
+  ExecutionTimeline* timeline = nullptr;
   // Fiddler's latency model (cpu_lat(s), gpu_lat, trans_lat), measured by the engine at start-up
   // where the tier has a second compute device (the GPU backend); fiddler needs it.
   std::optional<model::FiddlerLatencyModel> fiddler_latency;

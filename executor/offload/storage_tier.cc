@@ -5,8 +5,10 @@
 namespace moelab::executor::offload {
 
 StorageTier::StorageTier(const ExecutorConfig& config, const ExpertStore& store, ReaderKind reader,
-                         int reads_in_flight)
-    : config_(config), store_(store), reader_(MakeExpertReader(reader, store, reads_in_flight)) {}
+                         int reads_in_flight, ExecutionTimeline* timeline)
+    : config_(config),
+      store_(store),
+      reader_(MakeExpertReader(reader, store, reads_in_flight, timeline)) {}
 
 StorageTier::~StorageTier() { reader_.reset(); }
 

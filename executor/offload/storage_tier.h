@@ -14,7 +14,7 @@ namespace moelab::executor::offload {
 class StorageTier final : public ExpertTier {
  public:
   StorageTier(const ExecutorConfig& config, const ExpertStore& store, ReaderKind reader,
-              int reads_in_flight);
+              int reads_in_flight, ExecutionTimeline* timeline = nullptr);
   ~StorageTier() override;  // reads still queued finish into their buffers first
 
   int64_t expert_bytes() const override { return store_.key().payload_bytes(); }

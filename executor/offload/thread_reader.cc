@@ -4,8 +4,10 @@
 
 namespace moelab::executor::offload {
 
-ThreadExpertReader::ThreadExpertReader(const ExpertStore& store, int threads) : store_(store) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Work(); });
+ThreadExpertReader::ThreadExpertReader(const ExpertStore& store, int threads,
+                                       ExecutionTimeline* timeline)
+    : store_(store), timeline_(timeline) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this, i] { Work(i); });
 }
 
 ThreadExpertReader::~ThreadExpertReader() {
@@ -27,7 +29,7 @@ int64_t ThreadExpertReader::Submit(const Job& job) {
   return id;
 }
 
-void ThreadExpertReader::Work() {
+void ThreadExpertReader::Work(int thread) {
   AlignedBuffer buffer(store_.key().block_bytes());
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
@@ -41,10 +43,19 @@ void ThreadExpertReader::Work() {
     const Job job = queue_.job(*id);
     lock.unlock();
     std::exception_ptr error;
+    const auto start = ExecutionTimeline::Clock::now();
+    auto block_read_at = start;
     try {
-      store_.Read(job.layer, job.expert, buffer, *job.destination);
+      store_.Read(job.layer, job.expert, buffer, *job.destination, &block_read_at);
     } catch (...) {
       error = std::current_exception();
+    }
+    if (timeline_ && !error) {
+      const int lane = ExecutionTimeline::kReaderLane + thread;
+      const auto layer = static_cast<int32_t>(job.layer), expert = static_cast<int32_t>(job.expert);
+      timeline_->Add(ExecutionTimeline::Kind::kStorage, layer, expert, lane, start, block_read_at);
+      timeline_->Add(ExecutionTimeline::Kind::kCopy, layer, expert, lane, block_read_at,
+                     ExecutionTimeline::Clock::now());
     }
     lock.lock();
     queue_.Finish(*id, error);

@@ -16,7 +16,7 @@ namespace moelab::executor::offload {
 // kernel most of the time, they do not compete with the compute threads.
 class ThreadExpertReader final : public QueuedExpertReader {
  public:
-  ThreadExpertReader(const ExpertStore& store, int threads);
+  ThreadExpertReader(const ExpertStore& store, int threads, ExecutionTimeline* timeline = nullptr);
   ~ThreadExpertReader() override;
   ThreadExpertReader(const ThreadExpertReader&) = delete;
   ThreadExpertReader& operator=(const ThreadExpertReader&) = delete;
@@ -24,9 +24,10 @@ class ThreadExpertReader final : public QueuedExpertReader {
   int64_t Submit(const Job& job) override;
 
  private:
-  void Work();
+  void Work(int thread);
 
   const ExpertStore& store_;
+  ExecutionTimeline* timeline_;
   std::condition_variable work_;
   bool stop_ = false;
   std::vector<std::thread> threads_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -274,9 +275,21 @@ TEST(Cli, RunPrefillAndBeamAndTraceOut) {
       std::string("run ") + kSmallShape +
       " --workload prefill --prompt 16 --json --routing trace:" + (dir / "trace.json").string());
   ASSERT_EQ(r.status, 0) << r.err;
-  r = RunMoelab(std::string("run ") + kSmallShape + " --workload beam --beam 3 --tokens 4 --json");
+  r = RunMoelab(std::string("run ") + kSmallShape +
+                " --workload beam --beam 3 --tokens 4 --json --timeline-out " +
+                (dir / "timeline.json").string());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["beams"].size(), 3u);
+  // The execution timeline: one "pass N" per forward pass, the operators in the simulator's names.
+  const nlohmann::json timeline = nlohmann::json::parse(Slurp(dir / "timeline.json"));
+  std::map<std::string, int> names;
+  for (const nlohmann::json& e : timeline["traceEvents"]) {
+    if (e["ph"] == "X") ++names[e["cat"].get<std::string>()];
+  }
+  EXPECT_EQ(names["pass"], 4) << "the prompt's pass and three beam steps";
+  EXPECT_EQ(names["lm_head"], 4);
+  EXPECT_GT(names["dense"], 0);
+  EXPECT_GT(names["expert"], 0);
   std::filesystem::remove_all(dir);
 }
 
@@ -301,6 +314,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "--offload-reader: expected threads or io_uring, got 'aio'"},
         BadInput{"run --device tpu", "--device must be cpu or gpu"},
         BadInput{"run --device gpu --expert-bits 8", "--device gpu runs bf16 weights"},
+        BadInput{"run --device gpu --timeline-out /nonexistent/timeline.json",
+                 "--timeline-out records the CPU executor's threads"},
         BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-dir /tmp",
                  "--offload-dir applies to --device cpu"},
         BadInput{"run --device gpu --offload on-demand --expert-memory 1GB --offload-readers 3",
@@ -323,7 +338,9 @@ TEST(Cli, GpuOffloadWithoutStorageFlagsIsNotRefusedForThem) {
       "--intermediate 128 --heads 4 --kv-heads 2 --head-dim 16 --vocab 64 --prompt 4 --tokens 4");
   EXPECT_EQ(r.err.find("applies to --device cpu"), std::string::npos) << r.err;
   // Without a GPU (or without CUDA in the build) the refusal is about the device itself.
-  if (r.status != 0) EXPECT_NE(r.err.find("--device gpu: "), std::string::npos) << r.err;
+  if (r.status != 0) {
+    EXPECT_NE(r.err.find("--device gpu: "), std::string::npos) << r.err;
+  }
 }
 
 TEST(Cli, SimSdSweepsAlphaWithPlanSdRows) {

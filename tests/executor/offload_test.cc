@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
@@ -157,8 +158,10 @@ struct DecodeRun {
   OffloadStats stats;
 };
 
-DecodeRun Decode(Offloaded& model, const OffloadOptions* options, int64_t batch) {
+DecodeRun Decode(Offloaded& model, const OffloadOptions* options, int64_t batch,
+                 ExecutionTimeline* timeline = nullptr) {
   Transformer transformer(model.weights, model.pool);
+  transformer.set_timeline(timeline);
   std::unique_ptr<OffloadRuntime> runtime;
   if (options) {
     runtime = std::make_unique<OffloadRuntime>(model.config, *model.store.store, *options);
@@ -246,6 +249,64 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
         EXPECT_GE(s.read_spans->running_s, 0.0) << test.policy;
         EXPECT_EQ(s.ToJson()["read_spans"]["reads"], s.read_spans->reads) << test.policy;
       }
+  }
+}
+
+// With a timeline, every read shows as its pread and its checksum and copy on a reader lane, every
+// expert computation on the compute thread, and every wait for a read on the compute thread,
+// ending once a read of that expert in the same pass has landed (its copy may end just before the
+// wait begins: the reader marks it done after); the waits add up to the stall the tier counts.
+TEST(OffloadRuntime, TheTimelineShowsEveryReadAndEveryWait) {
+  TempDir dir;
+  ExecutorConfig c = testing::TinyQwenMoe();
+  c.num_experts = 8;
+  Offloaded model(c, 11, dir.path);
+  std::vector<ReaderKind> readers = {ReaderKind::kThreads};
+  if (IoUringAvailable(nullptr)) readers.push_back(ReaderKind::kIoUring);
+  for (const ReaderKind reader : readers) {
+    for (const std::string policy : {"on-demand", "stream-all"}) {
+      ExecutionTimeline timeline;
+      OffloadOptions options;
+      options.policy = policy;
+      options.expert_memory_bytes = 8 * model.store.store->key().payload_bytes();
+      options.seed = 11;
+      options.reader = reader;
+      options.timeline = &timeline;
+      const OffloadStats s = Decode(model, &options, 2, &timeline).stats;
+      const std::string label = policy + " " + ToString(reader);
+      using Kind = ExecutionTimeline::Kind;
+      std::map<Kind, int64_t> count;
+      double waited_s = 0;
+      std::vector<ExecutionTimeline::Event> copies, waits;
+      std::map<int64_t, double> pass_start;
+      for (const ExecutionTimeline::Event& e : timeline.events()) {
+        ++count[e.kind];
+        if (e.kind == Kind::kPass) pass_start[e.pass] = e.start_s;
+        if (e.kind == Kind::kStorage || e.kind == Kind::kCopy) {
+          EXPECT_GE(e.lane, ExecutionTimeline::kReaderLane) << label;
+          EXPECT_GE(e.expert, 0) << label;
+        }
+        if (e.kind == Kind::kCopy) copies.push_back(e);
+        if (e.kind == Kind::kWait) {
+          waits.push_back(e);
+          waited_s += e.end_s - e.start_s;
+        }
+      }
+      // Neither policy prefetches, so every read has landed by the end of the run.
+      EXPECT_EQ(count[Kind::kStorage], s.reads + s.initial_reads) << label;
+      EXPECT_EQ(count[Kind::kCopy], s.reads + s.initial_reads) << label;
+      EXPECT_EQ(count[Kind::kExpert], s.activations) << label;
+      EXPECT_GE(count[Kind::kWait], 1) << label;
+      EXPECT_LE(count[Kind::kWait], s.demand_fetches + s.transient_fetches) << label;
+      EXPECT_NEAR(waited_s, s.stall_s, 0.1 * s.stall_s + 1e-3) << label;
+      for (const ExecutionTimeline::Event& wait : waits) {
+        const bool landed = std::any_of(copies.begin(), copies.end(), [&](const auto& copy) {
+          return copy.layer == wait.layer && copy.expert == wait.expert &&
+                 copy.end_s <= wait.end_s && copy.end_s >= pass_start.at(wait.pass);
+        });
+        EXPECT_TRUE(landed) << label << ": " << EventName(wait);
+      }
+    }
   }
 }
 

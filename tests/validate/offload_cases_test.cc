@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "fit/latency_fit.h"
@@ -159,6 +161,45 @@ TEST_F(OffloadValidationTest, RoundsRunOneAtATimeAndAreJudgedAfter) {
   ASSERT_EQ(result.cases.size(), 45u);
   for (const CaseResult& r : result.cases)
     EXPECT_EQ(r.repeats, r.spec.kind == CaseKind::kOffloadPrefill ? 6 : 2) << r.spec.Label();
+}
+
+// --timelines: each case's last executor run and its simulation, side by side, with the same op
+// names and passes from 0; the engines decide alike, so both read the same experts.
+TEST_F(OffloadValidationTest, TimelinesShowEachCaseOnBothEngines) {
+  ValidationRequest request = request_;
+  request.repeat = 1;
+  request.timelines = true;
+  ValidationResult result;
+  RunOffloadValidation(
+      request, Model(), profile_, fit_, [](const std::string&) {}, result);
+  ASSERT_EQ(result.cases.size(), 45u);
+  const auto storage_reads = [](const std::filesystem::path& file) {
+    std::ifstream in(file);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    int64_t reads = 0, passes = 0;
+    for (const nlohmann::json& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const int64_t pass = e["args"]["pass"];
+      if (e["cat"] == "storage" && pass >= 0) ++reads;  // -1: the executor's initial placement
+      passes = std::max(passes, pass + 1);
+    }
+    return std::pair{reads, passes};
+  };
+  for (const CaseResult& r : result.cases) {
+    std::string name = r.spec.Label();
+    std::replace_if(
+        name.begin(), name.end(),
+        [](char c) { return !std::isalnum(static_cast<unsigned char>(c)); }, '-');
+    const std::filesystem::path dir = request.work_dir / "timelines";
+    const auto [executed, executed_passes] = storage_reads(dir / (name + ".executor.json"));
+    const auto [simulated, simulated_passes] = storage_reads(dir / (name + ".sim.json"));
+    ASSERT_TRUE(r.offload.has_value()) << name;
+    EXPECT_EQ(executed, r.offload->measured_reads) << name;
+    EXPECT_EQ(simulated, r.offload->predicted_reads) << name;
+    EXPECT_EQ(executed_passes, simulated_passes) << name;
+    EXPECT_EQ(executed_passes, r.spec.kind == CaseKind::kOffloadPrefill ? 1 : r.spec.output_tokens)
+        << name;
+  }
 }
 
 TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
