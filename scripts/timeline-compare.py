@@ -45,13 +45,15 @@ def by_position(ops):
     for op in ops:
         if op["cat"] == "wait":
             first_wait[op["pass"]] = min(first_wait.get(op["pass"], op["ts"]), op["ts"])
-    split = defaultdict(list)
+    split = defaultdict(lambda: defaultdict(list))
     for op in ops:
         if op["cat"] not in COMPUTE:
             continue
         at = first_wait.get(op["pass"])
-        split["no wait in pass" if at is None else ("after a wait" if op["ts"] >= at else
-                                                    "before the first wait")].append(op["dur"])
+        where = "no wait in pass" if at is None else ("after a wait" if op["ts"] >= at else
+                                                      "before the first wait")
+        split[where]["all"].append(op["dur"])
+        split[where][op["cat"]].append(op["dur"])
     return split
 
 
@@ -84,12 +86,17 @@ def main():
     for label, ops in (("A", a), ("B", b)):
         split = by_position(ops)
         if len(split) > 1 or "no wait in pass" not in split:
-            print(f"{label}: compute ops by where they ran in their pass:")
+            print(f"{label}: compute ops by where they ran in their pass (median ms, count):")
+            cats = ("all", "dense", "expert", "lm_head")
+            print(f"  {'':<22}" + "".join(f"{c:>16}" for c in cats))
             for where in ("no wait in pass", "before the first wait", "after a wait"):
-                d = split.get(where, [])
-                if d:
-                    print(f"  {where:<22} {len(d):>5} ops, median {statistics.median(d) * 1e3:.3f}"
-                          f" ms, total {sum(d) * 1e3:.2f} ms")
+                if where not in split:
+                    continue
+                row = ""
+                for c in cats:
+                    d = split[where].get(c, [])
+                    row += f"{statistics.median(d) * 1e3:>10.3f} ({len(d):>3})" if d else f"{'-':>16}"
+                print(f"  {where:<22}{row}")
 
 
 if __name__ == "__main__":
