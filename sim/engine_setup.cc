@@ -141,7 +141,9 @@ void Engine::Run() {
 
 void Engine::OnOpDone(OpHandle handle, const Op& op) {
   if (config_.record_timeline && op.resource != Resource::kNone) {
-    result_.timeline.push_back({op.start_s, op.duration_s, op.resource, op.kind, op.layer,
+    // From start to end: on a shared resource (reads in flight sharing the disk) an op takes longer
+    // than its time alone (duration_s), and the timeline shows when it actually ran.
+    result_.timeline.push_back({op.start_s, op.end_s - op.start_s, op.resource, op.kind, op.layer,
                                 op.expert, op.iteration, op.priority_class == 1});
   }
   switch (op.kind) {

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "base/error.h"
 #include "model/forward_cost.h"
@@ -396,9 +398,26 @@ TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
   SimConfig config = StorageTierConfig("stream-all");
   config.workload.kind = WorkloadKind::kPrefill;
   config.workload.prompt_tokens = 64;
+  config.record_timeline = true;
   const SimResult one = SimulateOffload(config);
   config.hardware.host->storage_reads_in_flight = 2;
   const SimResult two = SimulateOffload(config);
+  // The timeline shows each read from its start to its end: alone, its time alone; two sharing
+  // the disk from start to end, twice that.
+  const auto read_durations = [](const SimResult& r) {
+    std::vector<double> durations;
+    for (const SimResult::TimelineEntry& e : r.timeline) {
+      if (e.resource == Resource::kStorageRead) durations.push_back(e.duration_s);
+    }
+    std::sort(durations.begin(), durations.end());
+    return durations;
+  };
+  const std::vector<double> alone = read_durations(one), shared = read_durations(two);
+  ASSERT_FALSE(alone.empty());
+  ASSERT_EQ(shared.size(), alone.size());
+  EXPECT_NEAR(alone.front(), alone.back(), 1e-12);
+  EXPECT_GE(shared.front(), alone.front() * (1 - 1e-9));
+  EXPECT_NEAR(shared.back(), 2 * alone.front(), 1e-9 * alone.front());
   EXPECT_DOUBLE_EQ(two.bytes_storage_read, one.bytes_storage_read);
   EXPECT_NEAR(two.busy_s[static_cast<int>(Resource::kStorageRead)],
               one.busy_s[static_cast<int>(Resource::kStorageRead)],
