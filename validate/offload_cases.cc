@@ -502,7 +502,9 @@ void OffloadValidation::RunRound() {
     const ValidationCase& c = st.baselines[i];
     st.say("offload round " + std::to_string(st.rounds) + ", baseline: " + c.Label());
     for (int t = 0; t < RunsPerRound(c.kind); ++t) {
-      OffloadRun run = RunExecutor(bench, c, st.recorded.at(WorkloadLabel(c)), nullptr);
+      OffloadRun run =
+          RunExecutor(bench, c, st.recorded.at(WorkloadLabel(c)), nullptr, st.request.timelines);
+      if (!st.baseline_runs[i].empty()) st.baseline_runs[i].back().timeline.reset();
       if (run.stats.reads != 0)
         throw base::Error("validate offload: the all-in-RAM baseline " + c.Label() + " read " +
                           std::to_string(run.stats.reads) + " experts (a bug)");
@@ -578,15 +580,18 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     workload[j] = workloads.emplace(WorkloadLabel(st.cases[j]), static_cast<int>(workloads.size()))
                       .first->second;
   // --timelines: the case's last executor run and its simulation (priced with the probes), named
-  // after the case ("offload-on-demand-24-experts-B-1.executor.json", ".sim.json").
+  // after the case ("offload-on-demand-24-experts-B-1.executor.json", ".sim.json"; a workload's
+  // all-in-RAM baseline "baseline-offload-static-split-32-experts-B-1...").
   const std::filesystem::path timelines_dir = st.request.work_dir / "timelines";
   if (st.request.timelines) std::filesystem::create_directories(timelines_dir);
-  const auto write_timelines = [&](size_t i, const sim::SimResult& simulated) {
-    std::string name = st.cases[i].Label();
+  const auto write_timelines = [&](const ValidationCase& c, const std::vector<OffloadRun>& runs,
+                                   const sim::SimResult& simulated, const std::string& prefix) {
+    std::string name = c.Label();
     for (char& ch : name) {
       if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '-';
     }
-    const std::shared_ptr<executor::ExecutionTimeline>& executed = st.runs[i].back().timeline;
+    name = prefix + name;
+    const std::shared_ptr<executor::ExecutionTimeline>& executed = runs.back().timeline;
     if (!executed) throw base::Error("validate --timelines: " + name + " has no timeline (a bug)");
     base::WriteFileAtomically(timelines_dir / (name + ".executor.json"),
                               executed->TraceJson(kernels::CpuModelName() + " (" +
@@ -607,7 +612,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     const sim::SimResult simulated =
         Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads,
                  st.request.timelines);
-    if (st.request.timelines) write_timelines(i, simulated);
+    if (st.request.timelines) write_timelines(st.cases[i], st.runs[i], simulated, "");
     r.predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
     const std::optional<double> neighbours =
         NeighbourReadBytesPerS(reads, workload, i, kNeighbourReach);
@@ -678,8 +683,10 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   for (size_t i = 0; i < st.baselines.size(); ++i) {
     const ValidationCase& c = st.baselines[i];
     const bool prefill = c.kind == CaseKind::kOffloadPrefill;
-    const sim::SimResult simulated = Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile,
-                                              storage_read_bytes_per_s, costs, threads);
+    const sim::SimResult simulated =
+        Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile, storage_read_bytes_per_s,
+                 costs, threads, st.request.timelines);
+    if (st.request.timelines) write_timelines(c, st.baseline_runs[i], simulated, "baseline-");
     const double predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
     const Measured measured = MeasuredOf(c, st.baseline_runs[i]);
     result.notes.push_back(

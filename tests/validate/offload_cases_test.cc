@@ -200,6 +200,14 @@ TEST_F(OffloadValidationTest, TimelinesShowEachCaseOnBothEngines) {
     EXPECT_EQ(executed_passes, r.spec.kind == CaseKind::kOffloadPrefill ? 1 : r.spec.output_tokens)
         << name;
   }
+  // Each workload's all-in-RAM baseline too: no read on either engine.
+  for (const std::string name :
+       {"offload-static-split-32-experts-B-1", "offload-static-split-32-experts-B-4",
+        "offload-prefill-static-split-32-experts-prompt-256"}) {
+    const std::filesystem::path dir = request.work_dir / "timelines";
+    EXPECT_EQ(storage_reads(dir / ("baseline-" + name + ".executor.json")).first, 0) << name;
+    EXPECT_EQ(storage_reads(dir / ("baseline-" + name + ".sim.json")).first, 0) << name;
+  }
 }
 
 TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
