@@ -276,6 +276,59 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
          seconds;
 }
 
+// The disk alone, by reads in flight: `in_flight` threads each pread the store's blocks back to
+// back (O_DIRECT where the store has it; no checksum, no copy) for at least kBarePreadSeconds;
+// blocks / wall time, in bytes. Reported beside the reader's probe: the simulator shares one
+// bandwidth between the reads in flight, as if two reads together moved no more than one alone,
+// and the executor's timelines show pairs of reads taking 1.3-1.4x one read's time, not 2x.
+constexpr double kBarePreadSeconds = 0.25;
+
+double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_flight) {
+  const int64_t block = store.key().block_bytes();
+  const int64_t blocks = store.key().moe_layers * store.key().experts;
+  std::atomic<int64_t> next{0}, read{0};
+  std::atomic<bool> failed{false};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < in_flight; ++t) {
+    threads.emplace_back([&] {
+      try {
+        executor::offload::AlignedBuffer buffer(block);
+        for (int64_t i = next++; !failed && elapsed() < kBarePreadSeconds; i = next++) {
+          const int64_t at = i % blocks;
+          const int64_t offset =
+              store.BlockOffset(at / store.key().experts, at % store.key().experts);
+          for (int64_t done = 0; done < block;) {
+            const ssize_t got = ::pread(store.data_fd(), buffer.data() + done,
+                                        static_cast<size_t>(block - done), offset + done);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0)
+              store.ThrowReadError(at / store.key().experts, at % store.key().experts, errno);
+            if (got == 0)
+              store.ThrowTruncated(at / store.key().experts, at % store.key().experts,
+                                   offset + done);
+            done += got;
+          }
+          ++read;
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const double seconds = elapsed();
+  if (error) std::rethrow_exception(error);
+  return static_cast<double>(read.load()) * static_cast<double>(block) / seconds;
+}
+
 }  // namespace
 
 std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target) {
@@ -403,6 +456,8 @@ struct OffloadValidation::State {
   std::vector<std::vector<OffloadRun>> baseline_runs;
   std::vector<std::shared_ptr<const policies::GateSignals>> signals;  // [case]: the first run's
   std::vector<double> probes;  // storage read bandwidth, before and after every round
+  // Bare preads, 1 and 2 in flight, before every round (ProbeBarePreads): reported.
+  std::vector<double> bare_one, bare_two;
   std::vector<std::string> notes;
   int rounds = 0;
 
@@ -497,6 +552,8 @@ void OffloadValidation::RunRound() {
   // case doubled the bytes read and the runs then got the least of all (0.84-0.95 against 1.25).
   // Probes on both sides bracket the round's cases; their median over the rounds prices reads.
   const int readers = executor::offload::OffloadOptions{}.reader_threads;
+  st.bare_one.push_back(ProbeBarePreads(*st.store, 1));
+  st.bare_two.push_back(ProbeBarePreads(*st.store, 2));
   st.probes.push_back(ProbeStorageReadBandwidth(*st.store, st.target, readers));
   for (size_t i = 0; i < st.baselines.size(); ++i) {
     const ValidationCase& c = st.baselines[i];
@@ -554,6 +611,18 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       " MB/s (in order: " + rounds + " MB/s); " +
       std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
       " reads in flight share it");
+  {
+    const double one = Median(st.bare_one), two = Median(st.bare_two);
+    result.notes.push_back(
+        "offload: the disk by reads in flight (bare O_DIRECT preads of expert blocks, no checksum "
+        "or copy, " +
+        report::ShortestText(kBarePreadSeconds) + " s each before every round, median of " +
+        std::to_string(st.bare_one.size()) + "): 1 in flight " +
+        std::to_string(static_cast<int64_t>(one / 1e6)) + " MB/s, 2 in flight " +
+        std::to_string(static_cast<int64_t>(two / 1e6)) + " MB/s (x" +
+        report::FormatNumber(two / one, 3) +
+        "); the simulator shares the reader probe's bandwidth between the reads in flight (x1)");
+  }
   // Beside the probes: the bandwidth the disk delivered to the reads of the cases run next to each
   // case, under the same workload, in the same rounds (the runs' own measurement: a read's blocks
   // over the time one was in flight). Reported, not used for the prediction: over six

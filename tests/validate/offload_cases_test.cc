@@ -308,6 +308,18 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
   ASSERT_NE(probe, result.notes.end());
   EXPECT_NE(probe->find("median of 2"), std::string::npos) << *probe;
   EXPECT_NE(probe->find("2 reads in flight share it"), std::string::npos) << *probe;
+  // Beside it, the disk alone at one and two reads in flight, once before the round: two positive
+  // bandwidths and their ratio.
+  const auto bare = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
+    return note.rfind("offload: the disk by reads in flight (bare O_DIRECT preads", 0) == 0;
+  });
+  ASSERT_NE(bare, result.notes.end());
+  EXPECT_NE(bare->find("median of 1): 1 in flight "), std::string::npos) << *bare;
+  const size_t one = bare->find("1 in flight "), two = bare->find("2 in flight ");
+  ASSERT_NE(two, std::string::npos) << *bare;
+  EXPECT_GT(std::stod(bare->substr(one + 12)), 0) << *bare;
+  EXPECT_GT(std::stod(bare->substr(two + 12)), 0) << *bare;
+  EXPECT_NE(bare->find(" MB/s (x"), std::string::npos) << *bare;
   EXPECT_TRUE(std::filesystem::exists(dir / "offload-store"));
 }
 
