@@ -278,9 +278,9 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
 
 // The disk alone, by reads in flight: `in_flight` threads each pread the store's blocks back to
 // back (O_DIRECT where the store has it; no checksum, no copy) for at least kBarePreadSeconds;
-// blocks / wall time, in bytes. Reported beside the reader's probe: the simulator shares one
-// bandwidth between the reads in flight, as if two reads together moved no more than one alone,
-// and the executor's timelines show pairs of reads taking 1.3-1.4x one read's time, not 2x.
+// blocks / wall time, in bytes. Reported beside the reader's probe: the simulator shares that
+// bandwidth equally between the reads in flight (two issued together both land at twice a read's
+// time), while the executor's timelines show this disk serving them one after the other.
 constexpr double kBarePreadSeconds = 0.25;
 
 double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_flight) {
