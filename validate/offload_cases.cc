@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -236,30 +237,32 @@ constexpr int kNeighbourReach = 2;
 // +26 %). The checksum and copy's CPU time is still charged to the cores as the simulator's link.
 constexpr double kProbeSeconds = 0.5;
 
-double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
-                                 const executor::ExecutorConfig& config, int readers) {
-  const int64_t block = store.key().block_bytes();
+// `threads` threads read the store's experts in turn, pass after pass, each through its own
+// `read(layer, expert)` (from `make_read`, called once per thread), until at least `min_reads`
+// were taken and `seconds` have passed: experts read / wall time, times `bytes_per_read`. The
+// first error stops every thread and is rethrown (it names the file and the expert).
+double ProbeReads(const executor::offload::ExpertStore& store, int threads, int64_t min_reads,
+                  double seconds, double bytes_per_read,
+                  const std::function<std::function<void(int64_t, int64_t)>()>& make_read) {
   const int64_t experts = store.key().experts;
   const int64_t blocks = store.key().moe_layers * experts;
   std::atomic<int64_t> next{0}, read{0};
   std::atomic<bool> failed{false};
   std::mutex error_mutex;
   std::exception_ptr error;
+  std::vector<std::function<void(int64_t, int64_t)>> reads;
+  for (int t = 0; t < threads; ++t) reads.push_back(make_read());
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < readers; ++t) {
-    threads.emplace_back([&] {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
       try {
-        executor::offload::AlignedBuffer buffer(block);
-        executor::FfnWeights expert;
-        expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
-        // At least one pass, then until kProbeSeconds have passed.
-        for (int64_t i = next++; !failed && (i < blocks || elapsed() < kProbeSeconds); i = next++) {
+        for (int64_t i = next++; !failed && (i < min_reads || elapsed() < seconds); i = next++) {
           const int64_t at = i % blocks;
-          store.Read(at / experts, at % experts, buffer, expert);
+          reads[static_cast<size_t>(t)](at / experts, at % experts);
           ++read;
         }
       } catch (...) {
@@ -269,11 +272,25 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
       }
     });
   }
-  for (std::thread& thread : threads) thread.join();
-  const double seconds = elapsed();
-  if (error) std::rethrow_exception(error);  // names the file and the expert
-  return static_cast<double>(read.load()) * static_cast<double>(store.key().payload_bytes()) /
-         seconds;
+  for (std::thread& thread : running) thread.join();
+  const double wall_s = elapsed();
+  if (error) std::rethrow_exception(error);
+  return static_cast<double>(read.load()) * bytes_per_read / wall_s;
+}
+
+double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
+                                 const executor::ExecutorConfig& config, int readers) {
+  // At least one pass, then until kProbeSeconds have passed.
+  return ProbeReads(
+      store, readers, store.key().moe_layers * store.key().experts, kProbeSeconds,
+      static_cast<double>(store.key().payload_bytes()), [&] {
+        auto buffer = std::make_shared<executor::offload::AlignedBuffer>(store.key().block_bytes());
+        auto expert = std::make_shared<executor::FfnWeights>();
+        expert->Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
+        return [&store, buffer, expert](int64_t layer, int64_t e) {
+          store.Read(layer, e, *buffer, *expert);
+        };
+      });
 }
 
 // The disk alone, by reads in flight: `in_flight` threads each pread the store's blocks back to
@@ -284,49 +301,13 @@ double ProbeStorageReadBandwidth(const executor::offload::ExpertStore& store,
 constexpr double kBarePreadSeconds = 0.25;
 
 double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_flight) {
-  const int64_t block = store.key().block_bytes();
-  const int64_t blocks = store.key().moe_layers * store.key().experts;
-  std::atomic<int64_t> next{0}, read{0};
-  std::atomic<bool> failed{false};
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  std::vector<std::thread> threads;
-  for (int t = 0; t < in_flight; ++t) {
-    threads.emplace_back([&] {
-      try {
-        executor::offload::AlignedBuffer buffer(block);
-        for (int64_t i = next++; !failed && elapsed() < kBarePreadSeconds; i = next++) {
-          const int64_t at = i % blocks;
-          const int64_t offset =
-              store.BlockOffset(at / store.key().experts, at % store.key().experts);
-          for (int64_t done = 0; done < block;) {
-            const ssize_t got = ::pread(store.data_fd(), buffer.data() + done,
-                                        static_cast<size_t>(block - done), offset + done);
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0)
-              store.ThrowReadError(at / store.key().experts, at % store.key().experts, errno);
-            if (got == 0)
-              store.ThrowTruncated(at / store.key().experts, at % store.key().experts,
-                                   offset + done);
-            done += got;
-          }
-          ++read;
-        }
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        failed = true;
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  const double seconds = elapsed();
-  if (error) std::rethrow_exception(error);
-  return static_cast<double>(read.load()) * static_cast<double>(block) / seconds;
+  return ProbeReads(
+      store, in_flight, 0, kBarePreadSeconds, static_cast<double>(store.key().block_bytes()), [&] {
+        auto buffer = std::make_shared<executor::offload::AlignedBuffer>(store.key().block_bytes());
+        return [&store, buffer](int64_t layer, int64_t expert) {
+          store.ReadBlock(layer, expert, *buffer);
+        };
+      });
 }
 
 }  // namespace

@@ -215,8 +215,21 @@ void ExpertStore::Unpack(int64_t layer, int64_t expert, const AlignedBuffer& buf
 void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out,
                        std::chrono::steady_clock::time_point* block_read_at) const {
   CheckRead(layer, expert, buffer, out);
+  ReadBlock(layer, expert, buffer);
+  if (block_read_at) *block_read_at = std::chrono::steady_clock::now();
+  Unpack(layer, expert, buffer, out);
+}
+
+void ExpertStore::ReadBlock(int64_t layer, int64_t expert, AlignedBuffer& buffer) const {
+  if (layer < 0 || layer >= key_.moe_layers || expert < 0 || expert >= key_.experts) {
+    throw base::Error(data_path_.string() + ": no " + ExpertName(layer, expert) + " in this store");
+  }
   const int64_t offset = BlockOffset(layer, expert);
   const int64_t block = key_.block_bytes();
+  if (buffer.size() < block) {
+    throw base::Error(data_path_.string() + ": reading " + ExpertName(layer, expert) +
+                      " into a buffer smaller than its block (an offload runtime bug)");
+  }
   int64_t done = 0;
   while (done < block) {
     const ssize_t got =
@@ -228,8 +241,6 @@ void ExpertStore::Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, Ffn
     if (got == 0) ThrowTruncated(layer, expert, offset + done);
     done += got;
   }
-  if (block_read_at) *block_read_at = std::chrono::steady_clock::now();
-  Unpack(layer, expert, buffer, out);
 }
 
 ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& key)

@@ -93,6 +93,9 @@ class ExpertStore {
   // when given, is set to when the block was in `buffer` (the read's end, its checksum's start).
   void Read(int64_t layer, int64_t expert, AlignedBuffer& buffer, FfnWeights& out,
             std::chrono::steady_clock::time_point* block_read_at = nullptr) const;
+  // Read's I/O alone: the expert's whole block into `buffer` (block_bytes(), aligned), no checksum
+  // and no copy (a probe of the disk itself); the same errors.
+  void ReadBlock(int64_t layer, int64_t expert, AlignedBuffer& buffer) const;
 
   // Read's steps, for a reader that issues the I/O itself (io_uring): the checks before a read,
   // the file and offset of the expert's block, the errors of a failed or short read, and the

@@ -113,6 +113,13 @@ TEST(ExpertStore, CorruptionAndTruncationAreNeverTrusted) {
               store->Read(0, 5, buffer, expert);
             }).find("checksum mismatch for MoE layer 0 expert 5"),
             std::string::npos);
+  // The I/O alone (the disk probe's read) checks no checksum, but what it reads and into what.
+  store->ReadBlock(0, 5, buffer);
+  EXPECT_NE(testing::ErrorOf([&] { store->ReadBlock(0, c.num_experts, buffer); }).find("no MoE"),
+            std::string::npos);
+  AlignedBuffer small(block / 2);
+  EXPECT_NE(testing::ErrorOf([&] { store->ReadBlock(0, 4, small); }).find("smaller than its block"),
+            std::string::npos);
   store.reset();
   fs::resize_file(data, static_cast<uintmax_t>(block * 3));
   EXPECT_FALSE(ExpertStore::Open(dir.path, ExpertStoreKeyFor(c, "synthetic seed 3")));
