@@ -125,6 +125,9 @@ struct SimResult {
   // What the compute device's passes cycle through (model::PassWorkingSetBytes) when the host
   // computes (its cache regime); 0: the whole model, the cost source's default.
   double compute_working_set_bytes = 0;
+  // The first pass priced from DRAM, whatever the working set, because an earlier pass read
+  // experts from storage (the host computes); absent: every pass in the working set's regime.
+  std::optional<int64_t> compute_from_dram_from_pass;
   model::FiddlerLatencyModel latency;
 
   policies::PolicyStats policy_stats;

@@ -121,7 +121,10 @@ nlohmann::json SimResult::ToJson() const {
                     {"experts_total", experts_total},
                     {"experts_on_storage", experts_on_storage},
                     {"fits_accelerator", fits_accelerator},
-                    {"compute_working_set_bytes", compute_working_set_bytes}};
+                    {"compute_working_set_bytes", compute_working_set_bytes},
+                    {"compute_from_dram_from_pass",
+                     compute_from_dram_from_pass ? nlohmann::json(*compute_from_dram_from_pass)
+                                                 : nlohmann::json(nullptr)}};
   json["fiddler_latency_model"] = {{"cpu_base_s", latency.cpu_base_s},
                                    {"cpu_per_token_s", latency.cpu_per_token_s},
                                    {"gpu_s", latency.gpu_s},

@@ -1,6 +1,7 @@
 #include "fit/profile_cost_source.h"
 
 #include <cmath>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -207,6 +208,9 @@ TEST(FittedProfileCostSource, CacheRatioIsTheWorkingSetCurveOverTheDramOne) {
   EXPECT_NEAR(source.CacheRatio(1, 10e6), 0.875, 1e-9);   // 0.75 .. 1 between 4 and 16 MB
   EXPECT_EQ(source.CacheRatio(1, 16e6), 1.0);             // the DRAM regime and beyond
   EXPECT_EQ(source.CacheRatio(1, 1e9), 1.0);
+  // Beyond every cache (the simulator's passes after a storage read): DRAM at every row count.
+  for (int64_t rows : {1, 4, 64, 500})
+    EXPECT_EQ(source.CacheRatio(rows, std::numeric_limits<double>::infinity()), 1.0) << rows;
   EXPECT_EQ(source.CacheRatio(64, 4e6), 1.0);  // 1.05 is noise: never above 1
   // Above 64 tokens: what the cache saved at 64 (a tenth of its time), over the longer call.
   EXPECT_NEAR(source.CacheRatio(500, 1e6), 1 - 0.1 * ExpertFfn(64) / ExpertFfn(500), 1e-6);

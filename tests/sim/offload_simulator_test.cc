@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -389,6 +390,64 @@ TEST(OffloadSimulator, OnAHostComputeDeviceThePassesCycleThroughThePlannedRam) {
   EXPECT_EQ(SimulateOffload(SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand"))
                 .compute_working_set_bytes,
             0.0);
+}
+
+// Records the working sets it was asked to price in, in order.
+class WorkingSetRecorder : public testing::WorkingSetProbe {
+ public:
+  model::ForwardCost Forward(const model::MoeModelSpec&,
+                             const model::ForwardShape& shape) const override {
+    asked.push_back(shape.working_set_bytes);
+    model::ForwardCost cost;
+    cost.Add(model::Operator::kAttention, 0, 0, std::isinf(shape.working_set_bytes) ? 2e-3 : 1e-3);
+    cost.Total();
+    return cost;
+  }
+  double ExpertSeconds(const model::MoeModelSpec&, int64_t tokens,
+                       double working_set_bytes) const override {
+    asked.push_back(working_set_bytes);
+    return static_cast<double>(tokens) * (std::isinf(working_set_bytes) ? 2e-3 : 1e-3);
+  }
+  mutable std::vector<double> asked;
+};
+
+TEST(OffloadSimulator, OnAHostComputeDeviceTheCacheRegimeEndsWithTheFirstRead) {
+  // Passes before any expert is read from storage are priced in the planned RAM's working set;
+  // from the pass after the first read on, beyond every cache (the executor's passes ran at DRAM
+  // speed once reads went through), and the report says from which pass.
+  for (const double ram_bytes : {30e9, 5e9}) {
+    SimConfig config = StorageTierConfig("on-demand");
+    config.hardware.accelerator->memory_bytes = ram_bytes;
+    auto recorder = std::make_shared<WorkingSetRecorder>();
+    config.accelerator_costs = recorder;
+    config.host_costs = recorder;
+    const SimResult r = SimulateOffload(config);
+    const bool reads = r.bytes_storage_read > 0;
+    EXPECT_EQ(reads, ram_bytes < 10e9) << "every expert fits in 30 GB; not in 5 GB";
+    ASSERT_GT(r.compute_working_set_bytes, 0);
+    const auto first_unbounded = std::find_if(recorder->asked.begin(), recorder->asked.end(),
+                                              [](double bytes) { return std::isinf(bytes); });
+    if (!reads) {
+      EXPECT_FALSE(r.compute_from_dram_from_pass.has_value());
+      EXPECT_EQ(first_unbounded, recorder->asked.end());
+      continue;
+    }
+    ASSERT_TRUE(r.compute_from_dram_from_pass.has_value());
+    EXPECT_EQ(*r.compute_from_dram_from_pass, 1)
+        << "the prefill reads; the first decode pass is after it";
+    ASSERT_NE(first_unbounded, recorder->asked.begin())
+        << "the first pass is priced in the working set";
+    // (Before the plan sets the working set, the latency model is priced at the default, 0.)
+    EXPECT_TRUE(std::all_of(recorder->asked.begin(), first_unbounded, [&](double bytes) {
+      return bytes == 0 || bytes == r.compute_working_set_bytes;
+    }));
+    EXPECT_NE(std::find(recorder->asked.begin(), first_unbounded, r.compute_working_set_bytes),
+              first_unbounded);
+    EXPECT_TRUE(std::all_of(first_unbounded, recorder->asked.end(), [](double bytes) {
+      return std::isinf(bytes);
+    })) << "the regime does not come back within a run";
+    EXPECT_EQ(r.ToJson()["memory"]["compute_from_dram_from_pass"], 1);
+  }
 }
 
 TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
