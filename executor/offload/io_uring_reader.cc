@@ -104,9 +104,8 @@ void IoUringExpertReader::IssueLocked(size_t slot) {
 }
 
 void IoUringExpertReader::FailLocked(size_t slot, std::exception_ptr error) {
-  queue_.Finish(slots_[slot].job, std::move(error));
+  FinishLocked(slots_[slot].job, std::move(error));
   slots_[slot].job = -1;
-  done_.notify_all();
 }
 
 void IoUringExpertReader::Complete() {
@@ -184,9 +183,8 @@ void IoUringExpertReader::Complete() {
       DispatchLocked();  // the slot is free again if asking for the rest failed
       continue;
     }
-    queue_.Finish(s.job, error);
+    FinishLocked(s.job, error);
     s.job = -1;
-    done_.notify_all();
     DispatchLocked();  // the freed slot takes the next job, and jobs waiting on this one may run
   }
 }

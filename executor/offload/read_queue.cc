@@ -1,5 +1,7 @@
 #include "executor/offload/read_queue.h"
 
+#include <algorithm>
+
 namespace moelab::executor::offload {
 
 int64_t ReadQueue::Add(const ExpertReader::Job& job) {
@@ -78,10 +80,17 @@ double ReadQueue::busy_s() const {
 void QueuedExpertReader::Wait(int64_t id) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!queue_.done(id)) {
+    waited_.push_back(id);
     done_.wait(lock, [&] { return queue_.done(id); });
+    waited_.erase(std::find(waited_.begin(), waited_.end(), id));
     queue_.NoteWake(id);
   }
   if (queue_.error(id)) std::rethrow_exception(queue_.error(id));
+}
+
+void QueuedExpertReader::FinishLocked(int64_t id, std::exception_ptr error) {
+  queue_.Finish(id, std::move(error));
+  if (std::find(waited_.begin(), waited_.end(), id) != waited_.end()) done_.notify_all();
 }
 
 ExpertReader::Spans QueuedExpertReader::spans() const {

@@ -51,7 +51,7 @@ class ReadQueue {
 };
 
 // What both readers do the same way: the queue under one mutex, waiting for a job, the count of
-// reads done. A reader adds how jobs start and finish (under mutex_; notify done_ on Finish).
+// reads done. A reader adds how jobs start, and ends each with FinishLocked (under mutex_).
 class QueuedExpertReader : public ExpertReader {
  public:
   void Wait(int64_t id) final;
@@ -61,9 +61,16 @@ class QueuedExpertReader : public ExpertReader {
   Spans spans() const final;
 
  protected:
+  // Marks job `id` finished and wakes the threads waiting for it -- only those: a compute thread
+  // waiting for one expert is not woken by every other read that ends meanwhile.
+  void FinishLocked(int64_t id, std::exception_ptr error);
+
   mutable std::mutex mutex_;
-  std::condition_variable done_;
   ReadQueue queue_;
+
+ private:
+  std::condition_variable done_;
+  std::vector<int64_t> waited_;  // the ids threads are waiting for in Wait (a thread each)
 };
 
 }  // namespace moelab::executor::offload

@@ -58,8 +58,7 @@ void ThreadExpertReader::Work(int thread) {
                      ExecutionTimeline::Clock::now());
     }
     lock.lock();
-    queue_.Finish(*id, error);
-    done_.notify_all();
+    FinishLocked(*id, error);
     work_.notify_all();  // jobs waiting on this one may run now
   }
 }
