@@ -120,11 +120,6 @@ class Engine : public OpListener {
   // the host CPU with no core to spare for the reader (cpu threads >= cores) -- the compute
   // resource, since the reader's checksum and copy take the cores the computation uses.
   Resource expert_copy_resource_ = Resource::kHostToDevice;
-  // Where the host computes: set by the first storage read of a pass; the passes after it are
-  // priced from DRAM (BeginPass), since a run that reads experts during its passes never gets the
-  // cache's help (sim/README.md, "The host's cache regime").
-  bool passes_read_storage_ = false;
-  bool computing_from_dram_ = false;
 
   // The current pass.
   int64_t pass_ = 0;

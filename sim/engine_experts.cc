@@ -137,7 +137,6 @@ OpHandle Engine::StorageRead(int32_t layer, int32_t expert) {
   graph_.Commit(read);
   result_.bytes_storage_read += bytes;
   ++result_.expert_events;
-  passes_read_storage_ = true;
   return read;
 }
 

@@ -26,7 +26,9 @@ void Engine::BeginPass() {
   shape_.context_length = pass.context_length;
   shape_.logits_for_all_positions = pass.logits_for_all_positions;
   tokens_ = pass.tokens();
-  if (config_.hardware.compute_device_is_host && passes_read_storage_ && !computing_from_dram_)
+  // Where the host computes, the passes after one that read from storage run from DRAM.
+  if (config_.hardware.compute_device_is_host && result_.bytes_storage_read > 0 &&
+      !result_.compute_from_dram_from_pass)
     ComputeFromDram();
   dense_[0] = &cost_.Dense(Device::kAccelerator, shape_);
   dense_[1] = needs_cpu_dense() ? &cost_.Dense(Device::kCpu, shape_) : dense_[0];
@@ -72,7 +74,6 @@ void Engine::ComputeFromDram() {
   const double beyond_every_cache = std::numeric_limits<double>::infinity();
   cost_.SetWorkingSet(Device::kAccelerator, beyond_every_cache);
   cost_.SetWorkingSet(Device::kCpu, beyond_every_cache);
-  computing_from_dram_ = true;
   result_.compute_from_dram_from_pass = pass_;
 }
 
