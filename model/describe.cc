@@ -120,6 +120,10 @@ std::string HardwareText(const HardwareSpec& spec) {
     table.AddRow({"host DRAM", FormatBytes(h.dram_bytes) + " at " +
                                    FormatBytes(h.dram_bandwidth_bytes_per_s) + "/s"});
     table.AddRow({"storage read", FormatBytes(h.storage_read_bandwidth_bytes_per_s) + "/s"});
+    if (h.storage_read_bandwidth_beside_compute_bytes_per_s > 0) {
+      table.AddRow({"storage read beside compute",
+                    FormatBytes(h.storage_read_bandwidth_beside_compute_bytes_per_s) + "/s"});
+    }
     if (h.storage_reads_in_flight > 1) {
       table.AddRow({"storage reads in flight",
                     std::to_string(h.storage_reads_in_flight) + " (sharing the bandwidth)"});

@@ -72,6 +72,8 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.storage_read_bandwidth_bytes_per_s =
       reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);
   spec.storage_reads_in_flight = reader.Int("storage_reads_in_flight", 1, 1);
+  spec.storage_read_bandwidth_beside_compute_bytes_per_s =
+      reader.Number("storage_read_bandwidth_beside_compute_bytes_per_s", 0.0, false, 0.0);
   return spec;
 }
 
@@ -122,6 +124,10 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
                     {"dram_bandwidth_bytes_per_s", h.dram_bandwidth_bytes_per_s},
                     {"storage_read_bandwidth_bytes_per_s", h.storage_read_bandwidth_bytes_per_s},
                     {"storage_reads_in_flight", h.storage_reads_in_flight}};
+    if (h.storage_read_bandwidth_beside_compute_bytes_per_s > 0) {
+      json["host"]["storage_read_bandwidth_beside_compute_bytes_per_s"] =
+          h.storage_read_bandwidth_beside_compute_bytes_per_s;
+    }
   }
   if (spec.host_link) {
     const LinkSpec& l = *spec.host_link;

@@ -38,6 +38,10 @@ struct HostSpec {
   // them by processor sharing): the executor's offload reader keeps two
   // (fit/storage_tier_hardware.h), presets one (one read at a time at the full bandwidth).
   int64_t storage_reads_in_flight = 1;
+  // The read bandwidth while the host computes beside the reads (a storage-tier machine, where
+  // the reader shares the cores and the memory with the computation: validate measures both);
+  // 0: reads run at storage_read_bandwidth_bytes_per_s whatever the host does.
+  double storage_read_bandwidth_beside_compute_bytes_per_s = 0;
 };
 
 struct LinkSpec {

@@ -40,9 +40,30 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
   }
   // Reads in flight share the disk: the first of two reads issued together lands after twice its
   // time alone, not after its time alone (the executor's reader keeps two in flight).
-  if (hardware.host && hardware.host->storage_reads_in_flight > 1) {
+  const bool reads_beside_compute =
+      hardware.compute_device_is_host && hardware.host &&
+      hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s > 0;
+  if (hardware.host && (hardware.host->storage_reads_in_flight > 1 || reads_beside_compute)) {
     graph_.ShareResource(Resource::kStorageRead,
                          static_cast<int>(hardware.host->storage_reads_in_flight));
+  }
+  // Where the host computes, its reader shares the cores and the memory with the computation:
+  // while the host computes (not while it checksums and copies a read: that is the reader's own
+  // work, in the bandwidth alone) the reads in flight progress at the bandwidth measured beside
+  // computation. Measured inside validate (results/offload-runtime.md, 2026-11-29): 414
+  // interleaved triples of one pass each, the executor's reader beside the LM head's
+  // matrix-vector product read 0.82x what it read alone; decode, whose reads mostly wait for
+  // nothing else, followed the bandwidth alone, prefill, whose reads run beside its GEMMs, the
+  // one beside computation.
+  if (reads_beside_compute) {
+    if (!(hardware.host->storage_read_bandwidth_bytes_per_s > 0))
+      throw base::Error("sim: a storage read bandwidth beside computation needs one alone");
+    uint32_t computing = 0;
+    for (const OpKind kind : {kEmbedding, kDense, kHidden, kExpertCompute, kActivation, kLmHead})
+      computing |= 1u << kind;
+    graph_.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, computing,
+                            hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s /
+                                hardware.host->storage_read_bandwidth_bytes_per_s);
   }
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;

@@ -1,6 +1,7 @@
 #include "sim/op_graph.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -111,20 +112,51 @@ void OpGraph::ShareResource(Resource resource, int concurrent) {
   if (resource == Resource::kNone || concurrent < 1)
     throw base::Error("sim: a shared resource needs a real resource and at least 1 op at once");
   concurrent_[static_cast<size_t>(resource)] = concurrent;
+  shared_[static_cast<size_t>(resource)] = true;
+}
+
+void OpGraph::SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate) {
+  if (shared == Resource::kNone || busy == Resource::kNone || shared == busy ||
+      !shared_[static_cast<size_t>(shared)] || shared_[static_cast<size_t>(busy)])
+    throw base::Error("sim: a rate while busy couples a shared resource to another, unshared one");
+  if (!(rate > 0) || !std::isfinite(rate))
+    throw base::Error("sim: a rate while busy must be > 0, got " + std::to_string(rate));
+  for (const RateWhileBusy& coupling : rate_while_busy_) {
+    if (coupling.busy == busy)
+      throw base::Error("sim: one resource's ops can slow only one shared resource");
+  }
+  rate_while_busy_[static_cast<size_t>(shared)] = {busy, kinds, rate, false};
+}
+
+double OpGraph::SharedRate(size_t resource) const {
+  const RateWhileBusy& coupling = rate_while_busy_[resource];
+  return coupling.active ? coupling.rate : 1.0;
+}
+
+void OpGraph::NoteBusyChange(const Op& op, bool busy) {
+  if (op.kind >= 32) return;
+  for (size_t r = 0; r < kResourceCount; ++r) {
+    RateWhileBusy& coupling = rate_while_busy_[r];
+    if (coupling.busy != op.resource || !(coupling.kinds >> op.kind & 1u)) continue;
+    AdvanceShared(r);  // at the rate until now
+    coupling.active = busy;
+    if (!running_[r].empty()) RescheduleShared(r);
+  }
 }
 
 void OpGraph::AdvanceShared(size_t resource) {
   std::vector<Running>& running = running_[resource];
   const Seconds now = events_.now_s();
   if (!running.empty()) {
-    const Seconds each = (now - advanced_s_[resource]) / static_cast<double>(running.size());
+    const Seconds each =
+        (now - advanced_s_[resource]) * SharedRate(resource) / static_cast<double>(running.size());
     for (Running& r : running) r.alone_s = std::max(0.0, r.alone_s - each);
   }
   advanced_s_[resource] = now;
 }
 
 void OpGraph::RescheduleShared(size_t resource) {
-  const double share = static_cast<double>(running_[resource].size());
+  const double share = static_cast<double>(running_[resource].size()) / SharedRate(resource);
   for (const Running& r : running_[resource]) {
     Op& op = ops_[static_cast<size_t>(r.index)];
     op.end_s = events_.now_s() + r.alone_s * share;
@@ -140,7 +172,7 @@ bool OpGraph::Stale(const EventQueue::Event& event) {
 
 void OpGraph::Dispatch() {
   for (size_t r = 0; r < kResourceCount; ++r) {
-    if (concurrent_[r] == 1) continue;
+    if (!shared_[r]) continue;
     if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
         (waiting_[r].empty() && fifo_[r].empty())) {
       continue;
@@ -157,7 +189,7 @@ void OpGraph::Dispatch() {
     RescheduleShared(r);
   }
   for (int r = 0; r < kResourceCount; ++r) {
-    if (concurrent_[static_cast<size_t>(r)] > 1) continue;
+    if (shared_[static_cast<size_t>(r)]) continue;
     if (busy_[static_cast<size_t>(r)] ||
         (waiting_[static_cast<size_t>(r)].empty() && fifo_[static_cast<size_t>(r)].empty())) {
       continue;
@@ -169,19 +201,21 @@ void OpGraph::Dispatch() {
     busy_[static_cast<size_t>(r)] = true;
     busy_s_[static_cast<size_t>(r)] += op.duration_s;
     events_.Push(op.end_s, index);
+    NoteBusyChange(op, true);
   }
 }
 
 void OpGraph::Finish(int32_t index) {
   Op& op = ops_[static_cast<size_t>(index)];
   op.done = true;
-  if (op.resource != Resource::kNone && concurrent_[static_cast<size_t>(op.resource)] > 1) {
+  if (op.resource != Resource::kNone && shared_[static_cast<size_t>(op.resource)]) {
     const size_t r = static_cast<size_t>(op.resource);
     AdvanceShared(r);
     std::erase_if(running_[r], [&](const Running& running) { return running.index == index; });
     RescheduleShared(r);  // the others speed up
   } else if (op.resource != Resource::kNone) {
     busy_[static_cast<size_t>(op.resource)] = false;
+    NoteBusyChange(op, false);
   }
   const OpHandle handle{index, op.generation};
   const Op finished = op;  // the listener may add ops, which can move ops_

@@ -72,9 +72,17 @@ class OpGraph {
   explicit OpGraph(OpListener* listener) : listener_(listener) {}
 
   // Up to `concurrent` ops of `resource` run at once, sharing it equally (processor sharing): a
-  // disk serving several reads in flight, each at its share of the bandwidth. Default 1 (a
-  // non-preemptive server). Before any op of the resource is released.
+  // disk serving several reads in flight, each at its share of the bandwidth. Without it a
+  // resource serves one op at a time (a non-preemptive server; ShareResource(r, 1) serves the same
+  // way, at a rate SetRateWhileBusy may change). Before any op of the resource is released.
   void ShareResource(Resource resource, int concurrent);
+
+  // While an op of `busy` whose kind is in `kinds` (a bit per kind) runs, the shared resource
+  // `shared` serves at `rate` times its rate alone (every op running on it progresses that much
+  // slower or faster): reads from a disk whose reader shares the cores and the memory with the
+  // computation (a storage-tier machine). `shared` must be shared (ShareResource), `busy` not, and
+  // rate > 0. Before any op is released.
+  void SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate);
 
   // A new op, not yet released: add its dependencies, then Commit it.
   OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind);
@@ -124,6 +132,10 @@ class OpGraph {
   // running op's end at the current share, each with a new event (the old ones go stale).
   void AdvanceShared(size_t resource);
   void RescheduleShared(size_t resource);
+  // The rate a shared resource serves at now (1, or the coupled rate while its busy op runs).
+  double SharedRate(size_t resource) const;
+  // An op of a non-shared resource starts or ends: a coupled shared resource changes its rate.
+  void NoteBusyChange(const Op& op, bool busy);
   // An event a reschedule replaced (removed from stale_events_ as it is popped).
   bool Stale(const EventQueue::Event& event);
   // The best waiting op of a resource (its queue is not empty), removed.
@@ -148,13 +160,22 @@ class OpGraph {
   std::array<Fifo, kResourceCount> fifo_{};
   std::array<bool, kResourceCount> busy_{};
   std::array<int, kResourceCount> concurrent_{1, 1, 1, 1, 1};
+  std::array<bool, kResourceCount> shared_{};  // ShareResource was called: processor sharing
   struct Running {
     int32_t index;
     Seconds alone_s;  // time alone still to go
   };
   std::array<std::vector<Running>, kResourceCount> running_{};  // shared resources only
   std::array<Seconds, kResourceCount> advanced_s_{};  // when running_ was last brought up to date
-  std::unordered_set<uint64_t> stale_events_;         // by sequence: an op's index may be reused
+  // SetRateWhileBusy: a shared resource's rate while a coupled op runs (none: kNone).
+  struct RateWhileBusy {
+    Resource busy = Resource::kNone;
+    uint32_t kinds = 0;
+    double rate = 1;
+    bool active = false;  // a coupled op is running now
+  };
+  std::array<RateWhileBusy, kResourceCount> rate_while_busy_{};
+  std::unordered_set<uint64_t> stale_events_;  // by sequence: an op's index may be reused
   std::array<Seconds, kResourceCount> busy_s_{};
   uint64_t ready_sequence_ = 0;
   int64_t live_ops_ = 0;

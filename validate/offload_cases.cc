@@ -17,6 +17,8 @@
 #include "base/error.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
+#include "executor/offload/expert_reader.h"
+#include "kernels/matmul.h"
 #include "executor/transformer.h"
 #include "executor/weights.h"
 #include "fit/profile_cost_source.h"
@@ -150,8 +152,15 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
   return run;
 }
 
+// The storage tier's read bandwidth as the simulator is given it: alone, and while the host
+// computes (0: the same).
+struct StorageRates {
+  double alone_bytes_per_s = 0;
+  double beside_compute_bytes_per_s = 0;
+};
+
 sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
-                        const fit::Profile& profile, double storage_read_bytes_per_s,
+                        const fit::Profile& profile, const StorageRates& storage,
                         const std::shared_ptr<const model::CostSource>& costs, int threads,
                         bool record_timeline = false) {
   sim::SimConfig config;
@@ -181,8 +190,10 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
                               (static_cast<double>(c.expert_slots) + 0.5) *
                                   static_cast<double>(model::ExpertBytes(config.model));
   config.hardware =
-      fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage_read_bytes_per_s,
+      fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage.alone_bytes_per_s,
                                           executor::offload::OffloadOptions{}.reader_threads);
+  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s =
+      storage.beside_compute_bytes_per_s;
   config.accelerator_bytes = memory_bytes;
   std::unique_ptr<routing::RoutingSource> routing =
       routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
@@ -309,6 +320,66 @@ double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_fligh
         };
       });
 }
+
+// The executor's reader as a run drives it (the default reader kind and reads in flight, made
+// afresh, every job queued at once, in store order; destinations rotating over twice the readers,
+// a job waiting for its destination's previous read): one pass over the store's experts, alone or
+// while the compute pool runs the model's LM head matrix-vector product (decode's largest
+// operator) back to back; experts read / wall time, in bytes. Why the reader itself and not a
+// loop of ExpertStore::Read as the plain probe: inside validate the reader read 0.78x that loop
+// (414 interleaved triples, 2026-11-29), and beside computation 0.82x what it read alone.
+double ProbeReaderPass(const executor::offload::ExpertStore& store,
+                       const executor::ExecutorConfig& config,
+                       const executor::ModelWeights& weights, kernels::ThreadPool& pool,
+                       bool beside_compute) {
+  const executor::offload::OffloadOptions options;
+  const int64_t experts = store.key().experts;
+  const int64_t blocks = store.key().moe_layers * experts;
+  const int64_t destinations = 2 * options.reader_threads;
+  std::vector<executor::FfnWeights> into(static_cast<size_t>(destinations));
+  for (executor::FfnWeights& expert : into)
+    expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
+  const kernels::PackedBf16Matrix& head = weights.lm_head;
+  std::vector<float> x(static_cast<size_t>(head.cols()), 0.5f), y(static_cast<size_t>(head.rows()));
+  std::atomic<bool> reads_done{false};
+  std::thread computing;
+  if (beside_compute) {
+    computing = std::thread([&] {
+      while (!reads_done.load(std::memory_order_relaxed))
+        kernels::MatmulBf16(x.data(), 1, head, y.data(), head.rows(), pool);
+    });
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    const std::unique_ptr<executor::offload::ExpertReader> reader =
+        executor::offload::MakeExpertReader(options.reader, store, options.reader_threads, nullptr);
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < blocks; ++i) {
+      executor::offload::ExpertReader::Job job;
+      job.layer = i / experts;
+      job.expert = i % experts;
+      job.destination = &into[static_cast<size_t>(i % destinations)];
+      job.after = i >= destinations ? ids[static_cast<size_t>(i - destinations)] : -1;
+      ids.push_back(reader->Submit(job));
+    }
+    for (const int64_t id : ids) reader->Wait(id);
+  } catch (...) {
+    reads_done = true;
+    if (computing.joinable()) computing.join();
+    throw;
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  reads_done = true;
+  if (computing.joinable()) computing.join();
+  return static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) / wall_s;
+}
+
+// Pairs of reader passes (ProbeReaderPass) run after every case and before every round: one
+// pass alone and one beside computation each, the order alternating. The disk here moves by a
+// third within half a second, so the two bandwidths are compared pair by pair, not round by round.
+constexpr int kReaderPairsPerCase = 2;
+constexpr int kReaderPairsPerRound = 4;
 
 }  // namespace
 
@@ -439,6 +510,9 @@ struct OffloadValidation::State {
   std::vector<double> probes;  // storage read bandwidth, before and after every round
   // Bare preads, 1 and 2 in flight, before every round (ProbeBarePreads): reported.
   std::vector<double> bare_one, bare_two;
+  // The executor's reader, alone and beside computation, pair by pair (ProbeReaderPass): the
+  // bandwidths the simulator is given.
+  std::vector<double> reader_alone, reader_beside_compute;
   std::vector<std::string> notes;
   int rounds = 0;
 
@@ -460,6 +534,18 @@ struct OffloadValidation::State {
       baselines.push_back(baseline);
     }
     baseline_runs.resize(baselines.size());
+  }
+  void ProbeReaderPairs(int pairs) {
+    for (int k = 0; k < pairs; ++k) {
+      const bool beside_first = (reader_alone.size() % 2) == 1;
+      double alone = 0, beside = 0;
+      for (const bool beside_compute : {beside_first, !beside_first}) {
+        (beside_compute ? beside : alone) =
+            ProbeReaderPass(*store, target, weights, pool, beside_compute);
+      }
+      reader_alone.push_back(alone);
+      reader_beside_compute.push_back(beside);
+    }
   }
   Bench MakeBench() const {
     return Bench{target, request.seed, &pool, &weights, store.get(), model.get()};
@@ -536,6 +622,7 @@ void OffloadValidation::RunRound() {
   st.bare_one.push_back(ProbeBarePreads(*st.store, 1));
   st.bare_two.push_back(ProbeBarePreads(*st.store, 2));
   st.probes.push_back(ProbeStorageReadBandwidth(*st.store, st.target, readers));
+  st.ProbeReaderPairs(kReaderPairsPerRound);
   for (size_t i = 0; i < st.baselines.size(); ++i) {
     const ValidationCase& c = st.baselines[i];
     st.say("offload round " + std::to_string(st.rounds) + ", baseline: " + c.Label());
@@ -564,6 +651,7 @@ void OffloadValidation::RunRound() {
       run.stats.decisions.clear();
       st.runs[i].push_back(std::move(run));
     }
+    st.ProbeReaderPairs(kReaderPairsPerCase);
   }
   st.probes.push_back(ProbeStorageReadBandwidth(*st.store, st.target, readers));
 }
@@ -578,20 +666,47 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       fit, executor::SpecFromExecutorConfig(st.target), "cpu");
   const int threads = static_cast<int>(st.pool.size());
 
-  // The disk serves the executor's concurrent reads faster than the profile's single stream.
-  const double storage_read_bytes_per_s = Median(st.probes);
+  // The executor's reader, alone and beside computation (the pairs of ProbeReaderPass): the
+  // simulator's read bandwidth while the host computes and while it does not.
+  if (st.reader_alone.empty()) throw base::Error("validate offload: no reader probe ran (a bug)");
+  const StorageRates storage{Median(st.reader_alone), Median(st.reader_beside_compute)};
+  {
+    std::vector<double> ratios;
+    for (size_t k = 0; k < st.reader_alone.size(); ++k)
+      ratios.push_back(st.reader_beside_compute[k] / st.reader_alone[k]);
+    const auto mb = [](double bytes_per_s) {
+      return std::to_string(static_cast<int64_t>(bytes_per_s / 1e6));
+    };
+    result.notes.push_back(
+        "offload: storage read bandwidth, the executor's reader (" +
+        std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
+        " reads in flight sharing it; O_DIRECT, checksum and copy) over one pass of the store, "
+        "alone and beside the LM head's matrix-vector product, in " +
+        std::to_string(st.reader_alone.size()) +
+        " interleaved pairs (after every case, before every round): alone " +
+        mb(storage.alone_bytes_per_s) + " MB/s (quartiles " + mb(Quantile(st.reader_alone, 0.25)) +
+        "-" + mb(Quantile(st.reader_alone, 0.75)) + "), beside computation " +
+        mb(storage.beside_compute_bytes_per_s) + " MB/s (" +
+        mb(Quantile(st.reader_beside_compute, 0.25)) + "-" +
+        mb(Quantile(st.reader_beside_compute, 0.75)) + "), x" +
+        report::FormatNumber(Median(ratios), 3) + " pair by pair (quartiles " +
+        report::FormatNumber(Quantile(ratios, 0.25), 3) + "-" +
+        report::FormatNumber(Quantile(ratios, 0.75), 3) +
+        "); the simulator reads at the second while the host computes, at the first otherwise");
+  }
+  const double plain_probe_bytes_per_s = Median(st.probes);
   std::string rounds;
   for (double probe : st.probes)
     rounds += (rounds.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(probe / 1e6));
   result.notes.push_back(
-      "offload: storage probe (the reader's own reads: O_DIRECT, checksum and copy, " +
-      std::to_string(executor::offload::OffloadOptions{}.reader_threads) + " threads, at least " +
-      report::ShortestText(kProbeSeconds) + " s each, before and after every round, median of " +
+      "offload: plain probe (two threads each calling ExpertStore::Read in a loop: O_DIRECT, "
+      "checksum and copy; at least " +
+      report::ShortestText(kProbeSeconds) + " s before and after every round, median of " +
       std::to_string(st.probes.size()) +
-      "): " + std::to_string(static_cast<int64_t>(storage_read_bytes_per_s / 1e6)) +
-      " MB/s (in order: " + rounds + " MB/s); " +
-      std::to_string(executor::offload::OffloadOptions{}.reader_threads) +
-      " reads in flight share it");
+      "): " + std::to_string(static_cast<int64_t>(plain_probe_bytes_per_s / 1e6)) +
+      " MB/s (in order: " + rounds + " MB/s), x" +
+      report::FormatNumber(storage.alone_bytes_per_s / plain_probe_bytes_per_s, 3) +
+      " for the reader alone; reported, not used");
   {
     const double one = Median(st.bare_one), two = Median(st.bare_two);
     result.notes.push_back(
@@ -602,17 +717,16 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         std::to_string(static_cast<int64_t>(one / 1e6)) + " MB/s, 2 in flight " +
         std::to_string(static_cast<int64_t>(two / 1e6)) + " MB/s (x" +
         report::FormatNumber(two / one, 3) +
-        "); the simulator shares the reader probe's bandwidth between the reads in flight (x1)");
+        "); the simulator shares the reader's bandwidth between the reads in flight (x1)");
   }
   // Beside the probes: the bandwidth the disk delivered to the reads of the cases run next to each
   // case, under the same workload, in the same rounds (the runs' own measurement: a read's blocks
   // over the time one was in flight). Reported, not used for the prediction: over six
-  // validations it priced prefill better than the probes in all six (median abs error 2.1-5.2 %
-  // against 5.3-9.9 %: reads beside a prefill's GEMMs, which share the two cores with the
-  // reader's checksum and copy, got 9-20 % less than the idle probe) and decode worse in four
-  // (a stream-all decode's reads got the probe's bandwidth, the sparser reads of the other
-  // policies less, and a case priced by its neighbours' pattern misses its own), so the missing
-  // term is the reads' contention with compute, which neither measure models.
+  // validations it priced prefill better than the plain probe in all six (median abs error
+  // 2.1-5.2 % against 5.3-9.9 %: reads beside a prefill's GEMMs, which share the two cores with
+  // the reader's checksum and copy, got 9-20 % less than the idle probe) and decode worse in four
+  // (a case priced by its neighbours' pattern misses its own): the term that led to is the
+  // reads' rate beside computation (StorageRates), which a single bandwidth cannot carry.
   std::vector<std::vector<std::vector<RunReads>>> reads(st.cases.size());
   for (size_t j = 0; j < st.cases.size(); ++j) {
     const size_t per_round = static_cast<size_t>(RunsPerRound(st.cases[j].kind));
@@ -649,7 +763,8 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     base::WriteFileAtomically(timelines_dir / (name + ".sim.json"), simulated.TimelineJson());
   };
   std::vector<double> neighbour_rates;
-  std::vector<double> probe_errors[2], neighbour_errors[2];  // [decode, prefill]
+  // [decode, prefill]: as priced, at the neighbours' reads, at the plain probe's bandwidth.
+  std::vector<double> probe_errors[2], neighbour_errors[2], plain_errors[2];
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < st.cases.size(); ++i) {
     Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));
@@ -659,9 +774,8 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     r.cost_source = costs->name();
     r.routing = "trace:" + replay.file;
     const bool prefill = st.cases[i].kind == CaseKind::kOffloadPrefill;
-    const sim::SimResult simulated =
-        Simulate(bench, st.cases[i], replay, profile, storage_read_bytes_per_s, costs, threads,
-                 st.request.timelines);
+    const sim::SimResult simulated = Simulate(bench, st.cases[i], replay, profile, storage, costs,
+                                              threads, st.request.timelines);
     if (st.request.timelines) write_timelines(st.cases[i], st.runs[i], simulated, "");
     r.predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
     const std::optional<double> neighbours =
@@ -670,8 +784,14 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     if (neighbours) {
       neighbour_rates.push_back(*neighbours);
       const sim::SimResult priced =
-          Simulate(bench, st.cases[i], replay, profile, *neighbours, costs, threads);
+          Simulate(bench, st.cases[i], replay, profile, {*neighbours, 0}, costs, threads);
       predicted_with_neighbours = prefill ? priced.ttft_s : *priced.tpot_s;
+    }
+    {
+      const sim::SimResult plain = Simulate(bench, st.cases[i], replay, profile,
+                                            {plain_probe_bytes_per_s, 0}, costs, threads);
+      plain_errors[prefill].push_back(AbsError(prefill ? plain.ttft_s : *plain.tpot_s,
+                                               MeasuredOf(st.cases[i], st.runs[i]).value));
     }
     std::vector<double> totals, stalls;
     for (const OffloadRun& run : st.runs[i]) {
@@ -725,17 +845,20 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         std::to_string(static_cast<int64_t>(Quantile(neighbour_rates, 1.0) / 1e6)) +
         " MB/s in the same rounds (their blocks over the time a read was in flight; the median "
         "over rounds; offload_run.neighbour_read_bytes_per_s); priced with that instead of the "
-        "probes, the median abs error would be " +
+        "reader's probes, the median abs error would be " +
         percent(neighbour_errors[0]) + " for decode (" + percent(probe_errors[0]) +
         " with the probes) and " + percent(neighbour_errors[1]) + " for prefill (" +
         percent(probe_errors[1]) + ")");
   }
+  result.notes.push_back(
+      "offload: priced as before 2026-11-29 (the plain probe's bandwidth, whatever the host "
+      "does), the median abs error would be " +
+      percent(plain_errors[0]) + " for decode and " + percent(plain_errors[1]) + " for prefill");
   for (size_t i = 0; i < st.baselines.size(); ++i) {
     const ValidationCase& c = st.baselines[i];
     const bool prefill = c.kind == CaseKind::kOffloadPrefill;
-    const sim::SimResult simulated =
-        Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile, storage_read_bytes_per_s,
-                 costs, threads, st.request.timelines);
+    const sim::SimResult simulated = Simulate(bench, c, st.recorded.at(WorkloadLabel(c)), profile,
+                                              storage, costs, threads, st.request.timelines);
     if (st.request.timelines) write_timelines(c, st.baseline_runs[i], simulated, "baseline-");
     const double predicted = prefill ? simulated.ttft_s : *simulated.tpot_s;
     const Measured measured = MeasuredOf(c, st.baseline_runs[i]);

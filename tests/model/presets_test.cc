@@ -184,6 +184,24 @@ TEST(HardwarePresets, ComputeDeviceIsHostRoundTripsAndNeedsAHost) {
   EXPECT_EQ(load(json).host->storage_reads_in_flight, 2);
   json["host"]["storage_reads_in_flight"] = 0;
   EXPECT_THROW(load(json), base::Error);
+  json["host"]["storage_reads_in_flight"] = 2;
+  // The read bandwidth beside computation: absent (and not written) unless set, then > 0.
+  EXPECT_EQ(load(json).host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
+  EXPECT_FALSE(json["host"].contains("storage_read_bandwidth_beside_compute_bytes_per_s"));
+  hw.host->storage_read_bandwidth_beside_compute_bytes_per_s = 1e9;
+  json = HardwareSpecToJson(hw);
+  EXPECT_EQ(load(json).host->storage_read_bandwidth_beside_compute_bytes_per_s, 1e9);
+  for (const double refused : {0.0, -1.0}) {
+    json["host"]["storage_read_bandwidth_beside_compute_bytes_per_s"] = refused;
+    try {
+      load(json);
+      FAIL() << refused;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("storage_read_bandwidth_beside_compute_bytes_per_s"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   json.erase("host");
   try {
     load(json);

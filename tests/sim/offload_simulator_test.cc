@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "model/forward_cost.h"
 #include "model/parameter_count.h"
+#include "sim/engine.h"
 #include "tests/sim/sim_test_util.h"
 
 namespace moelab::sim {
@@ -450,14 +451,58 @@ TEST(OffloadSimulator, OnAHostComputeDeviceTheCacheRegimeEndsWithTheFirstRead) {
   }
 }
 
-TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
-  // Two reads in flight (the executor's reader) at the same total bandwidth: the same bytes and
-  // storage busy time, but a layer's first expert lands after two reads' time, not one, so a
-  // pass that waits for its reads takes longer; never shorter.
+// stream-all prefilling 64 tokens on the storage-tier machine, with its timeline.
+SimConfig StreamAllPrefillOnStorage() {
   SimConfig config = StorageTierConfig("stream-all");
   config.workload.kind = WorkloadKind::kPrefill;
   config.workload.prompt_tokens = 64;
   config.record_timeline = true;
+  return config;
+}
+
+TEST(OffloadSimulator, OnAHostComputeDeviceReadsRunAtTheirRateBesideComputation) {
+  // A storage-tier machine whose reads run at half their bandwidth while the host computes: each
+  // read's time alone is spent at full rate outside the computation and at half rate inside it
+  // (one read in flight: its duration minus half its overlap with compute ops equals its time
+  // alone); the reader's own checksum and copy do not slow it. Same bytes, longer prefill.
+  SimConfig config = StreamAllPrefillOnStorage();
+  const SimResult alone = SimulateOffload(config);
+  const double bandwidth = config.hardware.host->storage_read_bandwidth_bytes_per_s;
+  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth;
+  const SimResult same = SimulateOffload(config);
+  EXPECT_DOUBLE_EQ(same.ttft_s, alone.ttft_s) << "the same rate beside computation changes nothing";
+  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth / 2;
+  const SimResult slowed = SimulateOffload(config);
+  EXPECT_DOUBLE_EQ(slowed.bytes_storage_read, alone.bytes_storage_read);
+  EXPECT_GT(slowed.ttft_s, alone.ttft_s);
+  const double read_s = static_cast<double>(model::ExpertBytes(config.model)) / bandwidth;
+  int overlapped = 0;
+  for (const SimResult::TimelineEntry& read : slowed.timeline) {
+    if (read.resource != Resource::kStorageRead) continue;
+    double overlap_s = 0;
+    for (const SimResult::TimelineEntry& op : slowed.timeline) {
+      if (op.resource != Resource::kAcceleratorCompute || op.kind == kExpertCopy) continue;
+      overlap_s +=
+          std::max(0.0, std::min(read.start_s + read.duration_s, op.start_s + op.duration_s) -
+                            std::max(read.start_s, op.start_s));
+    }
+    overlapped += overlap_s > 0;
+    EXPECT_NEAR(read.duration_s - overlap_s / 2, read_s, 1e-9 * read_s);
+  }
+  EXPECT_GT(overlapped, 0) << "some reads run beside computation";
+  // Where the compute device is not the host (a GPU), the field changes nothing.
+  config.hardware.compute_device_is_host = false;
+  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = 0;
+  const SimResult gpu = SimulateOffload(config);
+  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth / 2;
+  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, gpu.ttft_s);
+}
+
+TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
+  // Two reads in flight (the executor's reader) at the same total bandwidth: the same bytes and
+  // storage busy time, but a layer's first expert lands after two reads' time, not one, so a
+  // pass that waits for its reads takes longer; never shorter.
+  SimConfig config = StreamAllPrefillOnStorage();
   const SimResult one = SimulateOffload(config);
   config.hardware.host->storage_reads_in_flight = 2;
   const SimResult two = SimulateOffload(config);

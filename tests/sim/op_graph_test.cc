@@ -154,6 +154,65 @@ TEST(OpGraph, ASharedResourceSplitsItsRateAmongTheOpsRunning) {
   EXPECT_THROW(third.ShareResource(Resource::kNone, 2), base::Error);
 }
 
+TEST(OpGraph, ASharedResourceRunsAtItsCoupledRateWhileTheOtherComputes) {
+  // A read of 2 s alone from t = 0; from t = 0.5 to t = 1.5 a compute op (kind 3, coupled) runs,
+  // during which reads progress at half rate; a copy (kind 4, not coupled) from 1.5 to 2.5 leaves
+  // it alone. By 0.5: 0.5 s done; by 1.5: 0.5 more; the last 1 s alone: it lands at 2.5 s.
+  Recorder recorder;
+  OpGraph graph(&recorder);
+  graph.ShareResource(Resource::kStorageRead, 1);
+  graph.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1u << 3, 0.5);
+  graph.Commit(graph.NewOp(Resource::kStorageRead, 2.0, 0));
+  const OpHandle wait = graph.NewOp(Resource::kHostToDevice, 0.5, 9);
+  graph.Commit(wait);
+  const OpHandle compute = graph.NewOp(Resource::kAcceleratorCompute, 1.0, 3);
+  graph.AddDependency(wait, compute);
+  graph.Commit(compute);
+  const OpHandle copy = graph.NewOp(Resource::kAcceleratorCompute, 1.0, 4);
+  graph.AddDependency(compute, copy);
+  graph.Commit(copy);
+  graph.Run();
+  EXPECT_DOUBLE_EQ(recorder.Of(3).end_s, 1.5);
+  EXPECT_DOUBLE_EQ(recorder.Of(4).end_s, 2.5);
+  EXPECT_DOUBLE_EQ(recorder.Of(0).end_s, 2.5);
+  EXPECT_DOUBLE_EQ(graph.busy_s(Resource::kStorageRead), 2.0);  // the work, at the rate alone
+
+  // Two reads in flight share the coupled rate too: 1 s alone each, issued together beside a
+  // compute op of 10 s at rate 0.5: each progresses at 0.25, both land at 4 s.
+  Recorder shared;
+  OpGraph two(&shared);
+  two.ShareResource(Resource::kStorageRead, 2);
+  two.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1u << 3, 0.5);
+  two.Commit(two.NewOp(Resource::kStorageRead, 1.0, 0));
+  two.Commit(two.NewOp(Resource::kStorageRead, 1.0, 1));
+  two.Commit(two.NewOp(Resource::kAcceleratorCompute, 10.0, 3));
+  two.Run();
+  EXPECT_DOUBLE_EQ(shared.Of(0).end_s, 4.0);
+  EXPECT_DOUBLE_EQ(shared.Of(1).end_s, 4.0);
+
+  // Without the coupling the same read lands at 2 s whatever computes.
+  Recorder plain;
+  OpGraph uncoupled(&plain);
+  uncoupled.ShareResource(Resource::kStorageRead, 1);
+  uncoupled.Commit(uncoupled.NewOp(Resource::kStorageRead, 2.0, 0));
+  uncoupled.Commit(uncoupled.NewOp(Resource::kAcceleratorCompute, 1.0, 3));
+  uncoupled.Run();
+  EXPECT_DOUBLE_EQ(plain.Of(0).end_s, 2.0);
+
+  OpGraph refused(&plain);
+  EXPECT_THROW(  // not shared
+      refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1, 0.5),
+      base::Error);
+  refused.ShareResource(Resource::kStorageRead, 2);
+  EXPECT_THROW(
+      refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1, 0),
+      base::Error);
+  refused.ShareResource(Resource::kHostToDevice, 2);
+  EXPECT_THROW(  // the busy resource is itself shared
+      refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kHostToDevice, 1, 0.5),
+      base::Error);
+}
+
 // A reschedule leaves the op's earlier event in the queue; when it comes up the op may be gone and
 // its index reused by an op of another resource, which must not finish early.
 TEST(OpGraph, AReplacedEventNeverFinishesTheOpThatReusesItsIndex) {

@@ -300,14 +300,35 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
             std::string::npos);
   EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
       << result.notes.back();
-  // The storage probe runs the reader's own reads before and after the round: two values, and
-  // the reads in flight that share them.
+  // The simulator's read bandwidths: the executor's reader over one pass, alone and beside
+  // computation, in pairs (four before the round, two after each of its 45 cases), both positive.
+  const auto reader = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
+    return note.rfind("offload: storage read bandwidth, the executor's reader (", 0) == 0;
+  });
+  ASSERT_NE(reader, result.notes.end());
+  EXPECT_NE(reader->find("(2 reads in flight sharing it;"), std::string::npos) << *reader;
+  EXPECT_NE(reader->find(" in 94 interleaved pairs "), std::string::npos) << *reader;
+  const size_t alone = reader->find(": alone "), beside = reader->find("beside computation ");
+  ASSERT_NE(alone, std::string::npos) << *reader;
+  ASSERT_NE(beside, std::string::npos) << *reader;
+  EXPECT_GT(std::stod(reader->substr(alone + 8)), 0) << *reader;
+  EXPECT_GT(std::stod(reader->substr(beside + 19)), 0) << *reader;
+  EXPECT_NE(reader->find("the simulator reads at the second while the host computes"),
+            std::string::npos)
+      << *reader;
+  // The plain loop's probe, before and after the round, is reported beside it, and what pricing
+  // with it alone would have given.
   const auto probe = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
-    return note.rfind("offload: storage probe (the reader's own reads", 0) == 0;
+    return note.rfind("offload: plain probe (two threads each calling ExpertStore::Read", 0) == 0;
   });
   ASSERT_NE(probe, result.notes.end());
   EXPECT_NE(probe->find("median of 2"), std::string::npos) << *probe;
-  EXPECT_NE(probe->find("2 reads in flight share it"), std::string::npos) << *probe;
+  EXPECT_NE(probe->find("reported, not used"), std::string::npos) << *probe;
+  EXPECT_NE(std::find_if(result.notes.begin(), result.notes.end(),
+                         [](const auto& note) {
+                           return note.rfind("offload: priced as before 2026-11-29", 0) == 0;
+                         }),
+            result.notes.end());
   // Beside it, the disk alone at one and two reads in flight, once before the round: two positive
   // bandwidths and their ratio.
   const auto bare = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
