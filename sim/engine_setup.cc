@@ -59,8 +59,7 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
     if (!(hardware.host->storage_read_bandwidth_bytes_per_s > 0))
       throw base::Error("sim: a storage read bandwidth beside computation needs one alone");
     uint32_t computing = 0;
-    for (const OpKind kind : {kEmbedding, kDense, kHidden, kExpertCompute, kActivation, kLmHead})
-      computing |= 1u << kind;
+    for (const OpKind kind : {kEmbedding, kDense, kExpertCompute, kLmHead}) computing |= 1u << kind;
     graph_.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, computing,
                             hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s /
                                 hardware.host->storage_read_bandwidth_bytes_per_s);

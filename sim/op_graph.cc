@@ -121,10 +121,8 @@ void OpGraph::SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, d
     throw base::Error("sim: a rate while busy couples a shared resource to another, unshared one");
   if (!(rate > 0) || !std::isfinite(rate))
     throw base::Error("sim: a rate while busy must be > 0, got " + std::to_string(rate));
-  for (const RateWhileBusy& coupling : rate_while_busy_) {
-    if (coupling.busy == busy)
-      throw base::Error("sim: one resource's ops can slow only one shared resource");
-  }
+  if (rate_while_busy_[static_cast<size_t>(shared)].busy != Resource::kNone)
+    throw base::Error("sim: a shared resource's rate follows one other resource at most");
   rate_while_busy_[static_cast<size_t>(shared)] = {busy, kinds, rate, false};
 }
 

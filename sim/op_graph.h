@@ -80,8 +80,8 @@ class OpGraph {
   // While an op of `busy` whose kind is in `kinds` (a bit per kind) runs, the shared resource
   // `shared` serves at `rate` times its rate alone (every op running on it progresses that much
   // slower or faster): reads from a disk whose reader shares the cores and the memory with the
-  // computation (a storage-tier machine). `shared` must be shared (ShareResource), `busy` not, and
-  // rate > 0. Before any op is released.
+  // computation (a storage-tier machine). `shared` must be shared (ShareResource) and follow no
+  // other resource yet, `busy` not shared, and rate > 0. Before any op is released.
   void SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate);
 
   // A new op, not yet released: add its dependencies, then Commit it.

@@ -341,16 +341,16 @@ double ProbeReaderPass(const executor::offload::ExpertStore& store,
     expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
   const kernels::PackedBf16Matrix& head = weights.lm_head;
   std::vector<float> x(static_cast<size_t>(head.cols()), 0.5f), y(static_cast<size_t>(head.rows()));
-  std::atomic<bool> reads_done{false};
-  std::thread computing;
+  // Stopped and joined when the pass ends, also when a read throws.
+  std::jthread computing;
   if (beside_compute) {
-    computing = std::thread([&] {
-      while (!reads_done.load(std::memory_order_relaxed))
+    computing = std::jthread([&](std::stop_token stop) {
+      while (!stop.stop_requested())
         kernels::MatmulBf16(x.data(), 1, head, y.data(), head.rows(), pool);
     });
   }
   const auto start = std::chrono::steady_clock::now();
-  try {
+  {
     const std::unique_ptr<executor::offload::ExpertReader> reader =
         executor::offload::MakeExpertReader(options.reader, store, options.reader_threads, nullptr);
     std::vector<int64_t> ids;
@@ -363,15 +363,9 @@ double ProbeReaderPass(const executor::offload::ExpertStore& store,
       ids.push_back(reader->Submit(job));
     }
     for (const int64_t id : ids) reader->Wait(id);
-  } catch (...) {
-    reads_done = true;
-    if (computing.joinable()) computing.join();
-    throw;
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  reads_done = true;
-  if (computing.joinable()) computing.join();
   return static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) / wall_s;
 }
 
@@ -787,18 +781,18 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
           Simulate(bench, st.cases[i], replay, profile, {*neighbours, 0}, costs, threads);
       predicted_with_neighbours = prefill ? priced.ttft_s : *priced.tpot_s;
     }
+    const Measured measured = MeasuredOf(st.cases[i], st.runs[i]);
     {
       const sim::SimResult plain = Simulate(bench, st.cases[i], replay, profile,
                                             {plain_probe_bytes_per_s, 0}, costs, threads);
-      plain_errors[prefill].push_back(AbsError(prefill ? plain.ttft_s : *plain.tpot_s,
-                                               MeasuredOf(st.cases[i], st.runs[i]).value));
+      plain_errors[prefill].push_back(
+          AbsError(prefill ? plain.ttft_s : *plain.tpot_s, measured.value));
     }
     std::vector<double> totals, stalls;
     for (const OffloadRun& run : st.runs[i]) {
       totals.push_back(run.total_s);
       stalls.push_back(run.stats.stall_s);
     }
-    const Measured measured = MeasuredOf(st.cases[i], st.runs[i]);
     r.measured = measured.value;
     r.measured_min = measured.min;
     r.measured_max = measured.max;

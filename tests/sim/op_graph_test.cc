@@ -211,6 +211,9 @@ TEST(OpGraph, ASharedResourceRunsAtItsCoupledRateWhileTheOtherComputes) {
   EXPECT_THROW(  // the busy resource is itself shared
       refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kHostToDevice, 1, 0.5),
       base::Error);
+  refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1, 0.5);
+  EXPECT_THROW(  // a second coupling would silently replace the first
+      refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kCpuCompute, 1, 0.5), base::Error);
 }
 
 // A reschedule leaves the op's earlier event in the queue; when it comes up the op may be gone and
