@@ -38,8 +38,38 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
   // its home copy (static-split's CPU layers) -- and pays a storage read.
   hardware.host->dram_bytes = 0;
-  hardware.host->storage_read_bandwidth_bytes_per_s =
-      storage_read_bytes_per_s > 0 ? storage_read_bytes_per_s : bandwidth;
+  // The executor's reader as the profile timed it at this many reads in flight (expert_reader):
+  // alone, and beside computation.
+  const ProfileSample* reader_alone = nullptr;
+  const ProfileSample* reader_beside = nullptr;
+  for (const ProfileSample& s : profile.samples) {
+    if (s.op != "expert_reader" || !(s.bytes > 0) || !(s.median_s > 0)) continue;
+    const nlohmann::json& in_flight =
+        s.shape.contains("reads_in_flight") ? s.shape["reads_in_flight"] : nlohmann::json();
+    if (!in_flight.is_number_integer() || in_flight.get<int64_t>() != reads_in_flight) continue;
+    const bool beside = s.shape.value("beside_compute", false);
+    const ProfileSample*& slot = beside ? reader_beside : reader_alone;
+    if (!slot || s.bytes > slot->bytes) slot = &s;
+  }
+  const auto rate = [](const ProfileSample* s) { return s ? s->bytes / s->median_s : 0.0; };
+  if (storage_read_bytes_per_s > 0) {
+    hardware.host->storage_read_bandwidth_bytes_per_s = storage_read_bytes_per_s;
+    hardware.sources.push_back("storage tier: read bandwidth measured by the caller");
+  } else if (reader_alone) {
+    hardware.host->storage_read_bandwidth_bytes_per_s = rate(reader_alone);
+    hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = rate(reader_beside);
+    hardware.sources.push_back(
+        "storage tier: the executor's reader at " + std::to_string(reads_in_flight) +
+        " reads in flight, expert_reader samples of " + profile.origin + " (alone" +
+        (reader_beside ? ", and beside computation" : "; none beside computation") + ")");
+  } else {
+    hardware.host->storage_read_bandwidth_bytes_per_s = bandwidth;
+    hardware.sources.push_back(
+        "storage tier: " + profile.origin + " has no expert_reader sample at " +
+        std::to_string(reads_in_flight) +
+        " reads in flight; reads priced at storage_read's single stream, which can be well above "
+        "what the executor's reader gets (profile again to measure it)");
+  }
   hardware.host->storage_reads_in_flight = reads_in_flight;
   // The link carries each read expert from the read buffer into its cache buffer: the reader
   // checksums the payload and copies it, once per read, at the speed the profile's expert_load

@@ -15,16 +15,22 @@ namespace moelab::fit {
 // storage read bandwidth of the largest storage_read sample (O_DIRECT at expert-sized blocks); the
 // host link is the reader's checksum and copy from the read buffer into the cache (the largest
 // expert_load sample; DRAM read bandwidth / 3 for a profile without them) with storage's per-read
-// latency from the smallest sample (its median minus its
-// bytes at that bandwidth, at least 0). Error naming the profile when it has no machine limits or
-// no storage_read samples, or memory_bytes is not > 0. `storage_read_bytes_per_s` > 0 replaces the
-// profile's single-stream read bandwidth with one measured at the executor's reader concurrency
-// (validate's storage probe: the disk serves concurrent reads faster than one stream); the latency
-// stays the profile's. compute_device_is_host is set: the simulator runs static-split's "CPU"
-// experts on the same cores after a read, and charges the link's work to them.
-// `reads_in_flight` (>= 1): the reads the executor's reader keeps in flight (--offload-readers);
-// they share the bandwidth, so two reads issued together both land after twice one read's time
-// (the simulator's processor sharing), which is what the executor's reader does.
+// latency from the smallest storage_read sample (its median minus its bytes at the largest's
+// bandwidth, at least 0). Error naming the profile when it has no machine limits or no
+// storage_read samples, or memory_bytes is not > 0.
+//
+// Reads are priced at the executor's reader as the profile timed it (expert_reader samples whose
+// shape.reads_in_flight is `reads_in_flight`): the one alone is the storage read bandwidth, the one
+// beside computation `storage_read_bandwidth_beside_compute_bytes_per_s` (the simulator's rate
+// while the host computes). A profile without them (older, or at other reads in flight) prices
+// reads at the largest storage_read sample's single stream, and `sources` says so.
+// `storage_read_bytes_per_s` > 0 replaces both with one bandwidth the caller measured (validate's
+// probes, which set the second themselves); the latency stays the profile's. compute_device_is_host
+// is set: the simulator runs static-split's "CPU" experts on the same cores after a read, and
+// charges the link's work to them. `reads_in_flight` (>= 1): the reads the executor's reader keeps
+// in flight (--offload-readers); they share the bandwidth, so two reads issued together both land
+// after twice one read's time (the simulator's processor sharing), which is what the executor's
+// reader does.
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
                                                    double storage_read_bytes_per_s = 0,
                                                    int64_t reads_in_flight = 1);

@@ -59,6 +59,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
       return impl::MakeStorageReadBench(points, env);
     case OperatorFamily::kExpertLoad:
       return impl::MakeExpertLoadBench(points, env);
+    case OperatorFamily::kExpertReader:
+      return impl::MakeExpertReaderBench(points, env);
     case OperatorFamily::kMemcpyH2dPinned:
     case OperatorFamily::kMemcpyH2dPageable:
     case OperatorFamily::kMemcpyD2hPinned:

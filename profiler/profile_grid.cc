@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "executor/gpu/gpu_transformer.h"
+#include "executor/offload/offload_runtime.h"
 #include "executor/weights.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/weight_matrix.h"
@@ -76,6 +77,8 @@ std::string ToString(OperatorFamily family) {
       return "storage_read";
     case OperatorFamily::kExpertLoad:
       return "expert_load";
+    case OperatorFamily::kExpertReader:
+      return "expert_reader";
     case OperatorFamily::kNormsResidual:
       return "norms_residual";
     case OperatorFamily::kExpertFfnWorkingSet:
@@ -93,23 +96,16 @@ std::string ToString(OperatorFamily family) {
 }
 
 const std::vector<OperatorFamily>& AllOperatorFamilies() {
-  static const std::vector<OperatorFamily> families = {OperatorFamily::kExpertFfn,
-                                                       OperatorFamily::kAttentionDecode,
-                                                       OperatorFamily::kAttentionPrefill,
-                                                       OperatorFamily::kAttentionVerify,
-                                                       OperatorFamily::kRouter,
-                                                       OperatorFamily::kLmHead,
-                                                       OperatorFamily::kDenseFfn,
-                                                       OperatorFamily::kDraftDecode,
-                                                       OperatorFamily::kMemcpyHost,
-                                                       OperatorFamily::kStorageRead,
-                                                       OperatorFamily::kExpertLoad,
-                                                       OperatorFamily::kNormsResidual,
-                                                       OperatorFamily::kExpertFfnWorkingSet,
-                                                       OperatorFamily::kMemcpyH2dPinned,
-                                                       OperatorFamily::kMemcpyH2dPageable,
-                                                       OperatorFamily::kMemcpyD2hPinned,
-                                                       OperatorFamily::kMemcpyD2hPageable};
+  static const std::vector<OperatorFamily> families = {
+      OperatorFamily::kExpertFfn,        OperatorFamily::kAttentionDecode,
+      OperatorFamily::kAttentionPrefill, OperatorFamily::kAttentionVerify,
+      OperatorFamily::kRouter,           OperatorFamily::kLmHead,
+      OperatorFamily::kDenseFfn,         OperatorFamily::kDraftDecode,
+      OperatorFamily::kMemcpyHost,       OperatorFamily::kStorageRead,
+      OperatorFamily::kExpertLoad,       OperatorFamily::kExpertReader,
+      OperatorFamily::kNormsResidual,    OperatorFamily::kExpertFfnWorkingSet,
+      OperatorFamily::kMemcpyH2dPinned,  OperatorFamily::kMemcpyH2dPageable,
+      OperatorFamily::kMemcpyD2hPinned,  OperatorFamily::kMemcpyD2hPageable};
   return families;
 }
 
@@ -121,7 +117,8 @@ bool IsGpuOnly(OperatorFamily family) {
 
 bool IsTransfer(OperatorFamily family) {
   return IsGpuOnly(family) || family == OperatorFamily::kMemcpyHost ||
-         family == OperatorFamily::kStorageRead || family == OperatorFamily::kExpertLoad;
+         family == OperatorFamily::kStorageRead || family == OperatorFamily::kExpertLoad ||
+         family == OperatorFamily::kExpertReader;
 }
 
 std::string GridPoint::Label() const {
@@ -133,6 +130,8 @@ std::string GridPoint::Label() const {
     return label + " context=" + std::to_string(context) +
            " queries=" + std::to_string(queries_per_sequence) + " batch=" + std::to_string(tokens);
   }
+  if (family == OperatorFamily::kExpertReader)
+    return label + " bytes=" + std::to_string(bytes) + (beside_compute ? " beside_compute" : "");
   if (IsTransfer(family)) return label + " bytes=" + std::to_string(bytes);
   if (family == OperatorFamily::kExpertFfnWorkingSet) {
     return label + " working_set=" + std::to_string(bytes) + " tokens=" + std::to_string(tokens);
@@ -170,6 +169,8 @@ GridSpec GridSpec::Quick() {
   s.transfer_fixed_bytes = {65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {1};
   s.storage_file_blocks = 2;
+  // The default validate model's 32 experts (96 MB) whole; a 0.1 s pass on this project's disks.
+  s.expert_reader_store_bytes = int64_t{256} << 20;
   // The decode regimes: by 64 tokens an expert is compute-bound and the cache no longer matters
   // (a 22 MB expert: 1 token 0.40 ms cycled over 44 MB, 0.72 over 1 GB; 64 tokens 7.7 and 7.3).
   s.working_set_tokens = {1, 2, 4, 16, 64};
@@ -203,6 +204,7 @@ GridSpec GridSpec::Full() {
   s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};
   s.transfer_expert_divisors = {16, 4, 1};
   s.storage_file_blocks = 4;
+  s.expert_reader_store_bytes = int64_t{512} << 20;
   s.working_set_tokens = {1, 2, 4, 8, 16, 32, 64};
   s.working_set_cache_divisors = {32, 16, 12, 8, 6, 4, 3, 2, 1};
   s.repetitions = 5;
@@ -235,6 +237,9 @@ void GridSpec::Validate() const {
                       std::to_string(ridge_points));
   }
   if (storage_file_blocks < 1) throw base::Error("profile grid: storage_file_blocks must be >= 1");
+  if (expert_reader_store_bytes < 0)
+    throw base::Error(
+        "profile grid: expert_reader_store_bytes must be >= 0 (0 skips expert_reader)");
   RequirePositive(working_set_tokens, "working_set_tokens");
   RequirePositive(working_set_cache_divisors, "working_set_cache_divisors");
   if (!working_set_cache_divisors.empty() &&
@@ -415,6 +420,14 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
     for (int64_t b : sizes) add(OperatorFamily::kMemcpyHost, "cpu", 1, 0, b);
     for (int64_t b : sizes) add(OperatorFamily::kStorageRead, "cpu", 1, 0, b);
     for (int64_t b : sizes) add(OperatorFamily::kExpertLoad, "cpu", 1, 0, b);
+    if (target.is_moe() && spec.expert_reader_store_bytes > 0) {
+      // Alone, then beside computation: each round measures the two back to back.
+      for (const bool beside : {false, true}) {
+        GridPoint p{OperatorFamily::kExpertReader, "cpu", 1, 0, ExpertBytes(target)};
+        p.beside_compute = beside;
+        points.push_back(p);
+      }
+    }
     for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
     if (target.is_moe()) {
       for (int64_t working_set : WorkingSetBytes(spec, ExpertBytes(target), cache_bytes)) {
@@ -503,6 +516,7 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kExpertLoad:
+    case OperatorFamily::kExpertReader:
     case OperatorFamily::kMemcpyH2dPinned:
     case OperatorFamily::kMemcpyH2dPageable:
     case OperatorFamily::kMemcpyD2hPinned:
@@ -586,6 +600,15 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
     case OperatorFamily::kMemcpyD2hPinned:
     case OperatorFamily::kMemcpyD2hPageable:
       return {{"bytes", p.bytes}};
+    case OperatorFamily::kExpertReader: {
+      // How the reader ran: the bandwidth a storage-tier machine is priced at depends on all three
+      // (fit/storage_tier_hardware.h uses the samples whose reads in flight match the run's).
+      const executor::offload::OffloadOptions options;
+      return {{"bytes", p.bytes},
+              {"beside_compute", p.beside_compute},
+              {"reads_in_flight", options.reader_threads},
+              {"reader", executor::offload::ToString(options.reader)}};
+    }
   }
   return nlohmann::json::object();
 }

@@ -23,6 +23,8 @@ enum class OperatorFamily {
   kMemcpyHost,           // std::memcpy of a block, host to host
   kStorageRead,          // pread of a block from a file (O_DIRECT when the filesystem allows it)
   kExpertLoad,           // the offload reader's checksum and copy of a read block
+  kExpertReader,         // the executor's offload reader over a store of the model's experts,
+                         // alone and beside computation (seconds per expert at its concurrency)
   kNormsResidual,        // a layer's two RMSNorms and two residual adds (the executor's "other")
   kExpertFfnWorkingSet,  // expert_ffn with its weights cycled over a given working set (the cache
                          // regimes: a pass whose weights fit the cache streams them faster)
@@ -51,6 +53,7 @@ struct GridPoint {
   int64_t context = 0;               // attention_decode, attention_verify and draft_decode
   int64_t bytes = 0;                 // transfers; expert_ffn_working_set's working set
   int64_t queries_per_sequence = 1;  // attention_verify only: new tokens per sequence
+  bool beside_compute = false;       // expert_reader only: while the host computes
 
   // "expert_ffn cpu tokens=64", "attention_decode cpu context=1024 batch=8",
   // "attention_verify cpu context=128 queries=3 batch=4", ...
@@ -82,6 +85,9 @@ struct GridSpec {
   std::vector<int64_t> transfer_fixed_bytes;
   std::vector<int64_t> transfer_expert_divisors;
   int64_t storage_file_blocks = 2;  // the storage_read file holds this many of the largest block
+  // expert_reader: its store holds the model's routed experts, but at most this many bytes of them
+  // (at least 2 x the reads in flight experts); 0 skips the family.
+  int64_t expert_reader_store_bytes = 0;
   // expert_ffn_working_set: these token counts (5 or more, so each working set's curve can be
   // interpolated) at working sets of the cache divided by each divisor, rounded to whole experts,
   // and at the DRAM regime every other operator is measured in (CyclingBlocks): WorkingSetBytes.

@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
-#include "executor/offload/expert_reader.h"
+#include "executor/offload/reader_pass.h"
 #include "kernels/matmul.h"
 #include "executor/transformer.h"
 #include "executor/weights.h"
@@ -153,7 +153,7 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
 }
 
 // The storage tier's read bandwidth as the simulator is given it: alone, and while the host
-// computes (0: the same).
+// computes (0: the same). All zero: the profile's own (its expert_reader samples).
 struct StorageRates {
   double alone_bytes_per_s = 0;
   double beside_compute_bytes_per_s = 0;
@@ -192,8 +192,10 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
   config.hardware =
       fit::StorageTierHardwareFromProfile(profile, memory_bytes, storage.alone_bytes_per_s,
                                           executor::offload::OffloadOptions{}.reader_threads);
-  config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s =
-      storage.beside_compute_bytes_per_s;
+  if (storage.alone_bytes_per_s > 0) {
+    config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s =
+        storage.beside_compute_bytes_per_s;
+  }
   config.accelerator_bytes = memory_bytes;
   std::unique_ptr<routing::RoutingSource> routing =
       routing::MakeTraceRouting(recorded.trace, bench.config.num_layers, bench.config.num_experts,
@@ -205,6 +207,14 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
 }
 
 double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
+
+// The line of a storage-tier hardware's sources that says how its reads were priced.
+std::string ReadPricingSource(const model::HardwareSpec& hardware) {
+  for (const std::string& source : hardware.sources) {
+    if (source.find("expert_reader") != std::string::npos) return source;
+  }
+  return "no source says (a bug)";
+}
 
 // A case's measured quantity over its runs: the median of the runs' values, or for a decode of
 // three runs or more each step's median over the runs, summed, as the in-memory cases (the runs
@@ -321,52 +331,26 @@ double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_fligh
       });
 }
 
-// The executor's reader as a run drives it (the default reader kind and reads in flight, made
-// afresh, every job queued at once, in store order; destinations rotating over twice the readers,
-// a job waiting for its destination's previous read): one pass over the store's experts, alone or
-// while the compute pool runs the model's LM head matrix-vector product (decode's largest
-// operator) back to back; experts read / wall time, in bytes. Why the reader itself and not a
-// loop of ExpertStore::Read as the plain probe: inside validate the reader read 0.78x that loop
-// (414 interleaved triples, 2026-11-29), and beside computation 0.82x what it read alone.
+// The executor's reader as a run drives it (executor/offload/reader_pass.h: the default reader
+// kind and reads in flight, one pass over the store), alone or while the compute pool runs the
+// model's LM head matrix-vector product (decode's largest operator) back to back; experts read /
+// wall time, in bytes. Why the reader itself and not a loop of ExpertStore::Read as the plain
+// probe: inside validate the reader read 0.78x that loop (414 interleaved triples, 2026-11-29),
+// and beside computation 0.82x what it read alone. The profiler's expert_reader operator times
+// the same pass, so a profile prices reads the way this does.
 double ProbeReaderPass(const executor::offload::ExpertStore& store,
-                       const executor::ExecutorConfig& config,
                        const executor::ModelWeights& weights, kernels::ThreadPool& pool,
                        bool beside_compute) {
   const executor::offload::OffloadOptions options;
-  const int64_t experts = store.key().experts;
-  const int64_t blocks = store.key().moe_layers * experts;
-  const int64_t destinations = 2 * options.reader_threads;
-  std::vector<executor::FfnWeights> into(static_cast<size_t>(destinations));
-  for (executor::FfnWeights& expert : into)
-    expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
   const kernels::PackedBf16Matrix& head = weights.lm_head;
   std::vector<float> x(static_cast<size_t>(head.cols()), 0.5f), y(static_cast<size_t>(head.rows()));
-  // Stopped and joined when the pass ends, also when a read throws.
-  std::jthread computing;
-  if (beside_compute) {
-    computing = std::jthread([&](std::stop_token stop) {
-      while (!stop.stop_requested())
-        kernels::MatmulBf16(x.data(), 1, head, y.data(), head.rows(), pool);
-    });
-  }
-  const auto start = std::chrono::steady_clock::now();
-  {
-    const std::unique_ptr<executor::offload::ExpertReader> reader =
-        executor::offload::MakeExpertReader(options.reader, store, options.reader_threads, nullptr);
-    std::vector<int64_t> ids;
-    for (int64_t i = 0; i < blocks; ++i) {
-      executor::offload::ExpertReader::Job job;
-      job.layer = i / experts;
-      job.expert = i % experts;
-      job.destination = &into[static_cast<size_t>(i % destinations)];
-      job.after = i >= destinations ? ids[static_cast<size_t>(i - destinations)] : -1;
-      ids.push_back(reader->Submit(job));
-    }
-    for (const int64_t id : ids) reader->Wait(id);
-  }
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) / wall_s;
+  std::function<void()> compute_step;
+  if (beside_compute)
+    compute_step = [&] { kernels::MatmulBf16(x.data(), 1, head, y.data(), head.rows(), pool); };
+  const double seconds = executor::offload::ReaderPassSeconds(store, options.reader,
+                                                              options.reader_threads, compute_step);
+  const int64_t blocks = store.key().moe_layers * store.key().experts;
+  return static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) / seconds;
 }
 
 // Pairs of reader passes (ProbeReaderPass) run after every case and before every round: one
@@ -534,8 +518,7 @@ struct OffloadValidation::State {
       const bool beside_first = (reader_alone.size() % 2) == 1;
       double alone = 0, beside = 0;
       for (const bool beside_compute : {beside_first, !beside_first}) {
-        (beside_compute ? beside : alone) =
-            ProbeReaderPass(*store, target, weights, pool, beside_compute);
+        (beside_compute ? beside : alone) = ProbeReaderPass(*store, weights, pool, beside_compute);
       }
       reader_alone.push_back(alone);
       reader_beside_compute.push_back(beside);
@@ -758,7 +741,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   };
   std::vector<double> neighbour_rates;
   // [decode, prefill]: as priced, at the neighbours' reads, at the plain probe's bandwidth.
-  std::vector<double> probe_errors[2], neighbour_errors[2], plain_errors[2];
+  std::vector<double> probe_errors[2], neighbour_errors[2], plain_errors[2], profile_errors[2];
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < st.cases.size(); ++i) {
     Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));
@@ -788,6 +771,10 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       plain_errors[prefill].push_back(
           AbsError(prefill ? plain.ttft_s : *plain.tpot_s, measured.value));
     }
+    const sim::SimResult from_profile =
+        Simulate(bench, st.cases[i], replay, profile, {}, costs, threads);
+    const double predicted_from_profile = prefill ? from_profile.ttft_s : *from_profile.tpot_s;
+    profile_errors[prefill].push_back(AbsError(predicted_from_profile, measured.value));
     std::vector<double> totals, stalls;
     for (const OffloadRun& run : st.runs[i]) {
       totals.push_back(run.total_s);
@@ -811,6 +798,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     detail.measured_stall_s = Median(stalls);
     detail.neighbour_read_bytes_per_s = neighbours;
     detail.predicted_with_neighbours = predicted_with_neighbours;
+    detail.predicted_from_profile = predicted_from_profile;
     if (!prefill) {
       std::vector<std::vector<double>> steps_per_run;
       for (const OffloadRun& run : st.runs[i]) steps_per_run.push_back(run.decode_steps_s);
@@ -848,6 +836,28 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
       "offload: priced as before 2026-11-29 (the plain probe's bandwidth, whatever the host "
       "does), the median abs error would be " +
       percent(plain_errors[0]) + " for decode and " + percent(plain_errors[1]) + " for prefill");
+  {
+    // What a user who profiles and then runs `moelab hw from-profile` + `sim offload` gets: reads
+    // priced from the profile alone, no probe of this validation's.
+    const model::HardwareSpec profiled = fit::StorageTierHardwareFromProfile(
+        profile, 1.0, 0, executor::offload::OffloadOptions{}.reader_threads);
+    const model::HostSpec& host = *profiled.host;
+    const std::string rates =
+        host.storage_read_bandwidth_beside_compute_bytes_per_s > 0
+            ? "the executor's reader as the profile's expert_reader samples timed it: " +
+                  std::to_string(
+                      static_cast<int64_t>(host.storage_read_bandwidth_bytes_per_s / 1e6)) +
+                  " MB/s alone, " +
+                  std::to_string(static_cast<int64_t>(
+                      host.storage_read_bandwidth_beside_compute_bytes_per_s / 1e6)) +
+                  " MB/s beside computation"
+            : std::to_string(static_cast<int64_t>(host.storage_read_bandwidth_bytes_per_s / 1e6)) +
+                  " MB/s (" + ReadPricingSource(profiled) + ")";
+    result.notes.push_back("offload: priced from the profile alone (" + rates +
+                           "; offload_run.predicted_from_profile), the median abs error is " +
+                           percent(profile_errors[0]) + " for decode and " +
+                           percent(profile_errors[1]) + " for prefill");
+  }
   for (size_t i = 0; i < st.baselines.size(); ++i) {
     const ValidationCase& c = st.baselines[i];
     const bool prefill = c.kind == CaseKind::kOffloadPrefill;

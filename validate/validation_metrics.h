@@ -65,6 +65,9 @@ struct CaseResult {
     // the prediction at that bandwidth instead of the probes' (when those runs measured it).
     std::optional<double> neighbour_read_bytes_per_s;
     std::optional<double> predicted_with_neighbours;
+    // The prediction with reads priced from the profile alone (fit/storage_tier_hardware.h: its
+    // expert_reader samples, the profile path a user takes), no probe of this validation's.
+    double predicted_from_profile = 0;
     // A decode's steps after the prefill: the simulator's, and each step's median over the runs
     // (empty for a prefill, or runs of different step counts).
     std::vector<double> predicted_decode_steps_s, measured_decode_steps_s;

@@ -72,7 +72,8 @@ nlohmann::json CaseJson(const CaseResult& r) {
                                            : nlohmann::json(nullptr)},
         {"predicted_with_neighbours", o.predicted_with_neighbours
                                           ? nlohmann::json(*o.predicted_with_neighbours)
-                                          : nlohmann::json(nullptr)}};
+                                          : nlohmann::json(nullptr)},
+        {"predicted_from_profile", o.predicted_from_profile}};
     if (!o.measured_decode_steps_s.empty()) {
       json["offload_run"]["decode_steps_s"] = {{"predicted", o.predicted_decode_steps_s},
                                                {"measured", o.measured_decode_steps_s}};

@@ -39,6 +39,10 @@ std::unique_ptr<OperatorBench> MakeStorageReadBench(const std::vector<GridPoint>
 // expert_load: the offload reader's checksum and copy (executor/offload/checksum.h).
 std::unique_ptr<OperatorBench> MakeExpertLoadBench(const std::vector<GridPoint>& points,
                                                    const BenchEnvironment& env);
+// expert_reader: the executor's offload reader over a store of the model's experts, alone and
+// beside computation (executor/offload/reader_pass.h).
+std::unique_ptr<OperatorBench> MakeExpertReaderBench(const std::vector<GridPoint>& points,
+                                                     const BenchEnvironment& env);
 // The host<->device copies on a GPU (device/cuda_profile.h).
 std::unique_ptr<OperatorBench> MakeGpuCopyBench(const std::vector<GridPoint>& points,
                                                 const BenchEnvironment& env);

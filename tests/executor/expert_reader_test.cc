@@ -2,6 +2,7 @@
 // in, every expert read back byte for byte whatever the reads in flight, and errors reaching Wait.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "executor/offload/expert_reader.h"
 #include "executor/offload/expert_store.h"
 #include "executor/offload/read_queue.h"
+#include "executor/offload/reader_pass.h"
 #include "executor/weights.h"
 #include "tests/executor/tiny_models.h"
 
@@ -234,6 +236,53 @@ TEST(ExpertReader, ACorruptedBlockFailsItsOwnReadOnly) {
           << e.what();
     }
   }
+}
+
+// One pass of the reader over the whole store: every read lands (a corrupted block is an error
+// here too), and a computation given runs beside it for the whole pass and is stopped after.
+TEST(ReaderPass, TimesOnePassOverTheStoreWithTheComputationBesideIt) {
+  Store s;
+  ASSERT_TRUE(s.store);
+  for (const ReaderKind kind : ReadersHere()) {
+    EXPECT_GT(ReaderPassSeconds(*s.store, kind, 2), 0.0) << ToString(kind);
+    std::atomic<int64_t> steps{0};
+    const double beside = ReaderPassSeconds(*s.store, kind, 2, [&] {
+      ++steps;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    });
+    EXPECT_GT(beside, 0.0) << ToString(kind);
+    const int64_t after_pass = steps.load();
+    EXPECT_GE(after_pass, 1) << ToString(kind);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(steps.load(), after_pass) << ToString(kind) << ": the computation outlived the pass";
+  }
+  EXPECT_NE(std::string([&] {
+              try {
+                ReaderPassSeconds(*s.store, ReaderKind::kThreads, 0);
+              } catch (const std::exception& e) {
+                return std::string(e.what());
+              }
+              return std::string();
+            }())
+                .find("reads in flight must be at least 1"),
+            std::string::npos);
+  // A corrupted block fails the pass, and the computation beside it still stops.
+  const fs::path data = s.store->data_path();
+  const int64_t block = s.store->key().block_bytes();
+  s.store.reset();
+  {
+    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(block + 7);
+    file.put('\x5a');
+  }
+  s.store = ExpertStore::Open(s.dir, ExpertStoreKeyFor(s.config, "synthetic seed 5"));
+  ASSERT_TRUE(s.store);
+  std::atomic<int64_t> steps{0};
+  EXPECT_THROW(ReaderPassSeconds(*s.store, ReaderKind::kThreads, 2, [&] { ++steps; }),
+               std::exception);
+  const int64_t after_failure = steps.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(steps.load(), after_failure);
 }
 
 TEST(ExpertReader, AJobThatFailsBeforeItsReadLetsTheNextOneRun) {

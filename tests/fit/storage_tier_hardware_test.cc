@@ -66,6 +66,66 @@ TEST(StorageTierHardware, TheLinkIsTheReadersMeasuredChecksumAndCopy) {
   EXPECT_EQ(model::HardwareSpecToJson(hw).value("compute_device_is_host", false), true);
 }
 
+ProfileSample ReaderSample(double bytes, double seconds_per_expert, bool beside,
+                           int64_t reads_in_flight) {
+  ProfileSample s;
+  s.op = "expert_reader";
+  s.device = "cpu";
+  s.tokens = 1;
+  s.bytes = bytes;
+  s.median_s = seconds_per_expert;
+  s.shape = {{"bytes", bytes},
+             {"beside_compute", beside},
+             {"reads_in_flight", reads_in_flight},
+             {"reader", "threads"}};
+  return s;
+}
+
+// The executor's reader as the profile timed it prices the reads: alone, and beside computation
+// (the simulator's rate while the host computes); only at the run's reads in flight.
+TEST(StorageTierHardware, ReadsArePricedAtTheProfiledReaderAloneAndBesideComputation) {
+  Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  profile.samples.push_back(ReaderSample(3e6, 3e-3, false, 2));  // 1 GB/s alone
+  profile.samples.push_back(ReaderSample(3e6, 4e-3, true, 2));   // 0.75 GB/s beside
+  profile.samples.push_back(ReaderSample(3e6, 1e-3, false, 1));  // another concurrency
+  const model::HardwareSpec two = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
+  EXPECT_DOUBLE_EQ(two.host->storage_read_bandwidth_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(two.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0.75e9);
+  const auto says = [](const model::HardwareSpec& hw, const std::string& text) {
+    for (const std::string& source : hw.sources) {
+      if (source.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(says(two, "expert_reader samples")) << model::HardwareSpecToJson(two).dump(1);
+  // The hardware file carries both, and reads back.
+  const nlohmann::json json = model::HardwareSpecToJson(two);
+  EXPECT_DOUBLE_EQ(json["host"]["storage_read_bandwidth_beside_compute_bytes_per_s"].get<double>(),
+                   0.75e9);
+
+  // At one read in flight only the alone sample was taken: no rate beside computation.
+  const model::HardwareSpec one = StorageTierHardwareFromProfile(profile, 3e9, 0, 1);
+  EXPECT_DOUBLE_EQ(one.host->storage_read_bandwidth_bytes_per_s, 3e9);
+  EXPECT_EQ(one.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
+  EXPECT_TRUE(says(one, "none beside computation"));
+
+  // At a concurrency the profile did not time: storage_read's single stream, and it says so.
+  double largest_bytes = 0, largest_s = 0;
+  for (const ProfileSample& s : profile.samples) {
+    if (s.op == "storage_read" && s.bytes > largest_bytes)
+      largest_bytes = s.bytes, largest_s = s.median_s;
+  }
+  const model::HardwareSpec three = StorageTierHardwareFromProfile(profile, 3e9, 0, 3);
+  EXPECT_DOUBLE_EQ(three.host->storage_read_bandwidth_bytes_per_s, largest_bytes / largest_s);
+  EXPECT_EQ(three.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
+  EXPECT_TRUE(says(three, "no expert_reader sample at 3 reads in flight"));
+
+  // A bandwidth the caller measured replaces both (it sets the second itself).
+  const model::HardwareSpec measured = StorageTierHardwareFromProfile(profile, 3e9, 2e9, 2);
+  EXPECT_DOUBLE_EQ(measured.host->storage_read_bandwidth_bytes_per_s, 2e9);
+  EXPECT_EQ(measured.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
+}
+
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {
   Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
   std::erase_if(profile.samples, [](const ProfileSample& s) { return s.op == "storage_read"; });

@@ -94,6 +94,15 @@ TEST(GridSpec, ValidateNamesTheField) {
   s = GridSpec::Quick();
   s.min_time_s = 0;
   EXPECT_THROW(s.Validate(), base::Error);
+  s = GridSpec::Quick();
+  s.expert_reader_store_bytes = -1;
+  try {
+    s.Validate();
+    FAIL() << "expected an error";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert_reader_store_bytes"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
@@ -113,10 +122,34 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
+  EXPECT_EQ(counts.at("expert_reader cpu"), 2);  // the executor's reader alone, then beside compute
   EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 155u);  // + 3 ridge points at run time = 158
+  EXPECT_EQ(points.size(), 157u);  // + 3 ridge points at run time = 160
+  std::vector<GridPoint> reader;
+  for (const GridPoint& p : points) {
+    if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
+  }
+  ASSERT_EQ(reader.size(), 2u);
+  EXPECT_FALSE(reader[0].beside_compute);
+  EXPECT_TRUE(reader[1].beside_compute);
+  for (const GridPoint& p : reader) {
+    EXPECT_EQ(p.bytes, ExpertBytes(target));
+    const nlohmann::json shape = ShapeOf(p, target, draft);
+    EXPECT_EQ(shape["bytes"], p.bytes);
+    EXPECT_EQ(shape["beside_compute"], p.beside_compute);
+    EXPECT_EQ(shape["reads_in_flight"], 2);  // the executor's default (--offload-readers)
+    EXPECT_EQ(shape["reader"], "threads");
+  }
+  EXPECT_EQ(reader[1].Label(),
+            "expert_reader cpu bytes=" + std::to_string(ExpertBytes(target)) + " beside_compute");
+  // A grid without a store size skips the family.
+  GridSpec without = GridSpec::Quick();
+  without.expert_reader_store_bytes = 0;
+  EXPECT_EQ(CountByFamily(MakeProfileGrid(target, draft, without, kCacheBytes, -1))
+                .count("expert_reader cpu"),
+            0u);
   for (const GridPoint& p : points) {
     EXPECT_EQ(p.device, "cpu");
     EXPECT_GE(p.tokens, 1);

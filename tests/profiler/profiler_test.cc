@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "fit/storage_tier_hardware.h"
 #include "profiler/operator_bench.h"
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
@@ -274,6 +275,49 @@ TEST_F(ProfilerTest, StorageOnAMemoryFilesystemIsNoted) {
   if (by.at("storage_read").front()["direct_io"] == false) {
     EXPECT_TRUE(HasNote(profile, "refused O_DIRECT")) << profile["notes"].dump(1);
   }
+}
+
+// expert_reader: the executor's reader over a store of the model's experts, alone and beside
+// computation; `hw from-profile` prices a storage tier's reads at those two samples.
+TEST_F(ProfilerTest, ExpertReaderTimesTheExecutorsReaderAloneAndBesideComputation) {
+  ProfileRequest request = TinyRequest(dir_);
+  request.grid = StorageOnly();
+  request.grid->expert_reader_store_bytes = int64_t{1} << 20;
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  const auto by = ByOperator(profile);
+  ASSERT_EQ(by.count("expert_reader"), 1u) << profile["notes"].dump(1);
+  const std::vector<nlohmann::json>& samples = by.at("expert_reader");
+  ASSERT_EQ(samples.size(), 2u);
+  // One expert of the tiny model (3 x 64 x 128 bf16); 1 MiB holds 21 of its 4 KiB-padded blocks,
+  // more than the model's 2 x 4 routed experts, so the store is the whole model.
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const nlohmann::json& s = samples[i];
+    EXPECT_EQ(s["bytes"].get<double>(), 49152.0);
+    EXPECT_EQ(s["shape"]["beside_compute"], i == 1) << s.dump();
+    EXPECT_EQ(s["shape"]["reads_in_flight"], 2);
+    EXPECT_EQ(s["shape"]["reader"], "threads");
+    EXPECT_EQ(s["store_experts"], 8);
+    EXPECT_TRUE(s["direct_io"].is_boolean());
+    EXPECT_GT(s["median_s"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(HasNote(profile,
+                      "expert_reader cpu: the executor's reader (threads, 2 reads in "
+                      "flight) over one pass of a store of 8 of the model's 8 routed"))
+      << profile["notes"].dump(1);
+  // The store's folder was removed as soon as the store was open.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    ADD_FAILURE() << "left behind: " << entry.path();
+
+  const std::filesystem::path out = dir_ / "profile.json";
+  WriteProfile(profile, out);
+  const model::HardwareSpec hw =
+      fit::StorageTierHardwareFromProfile(fit::LoadProfile(out.string()), 1e9, 0, 2);
+  const auto rate = [](const nlohmann::json& s) {
+    return s["bytes"].get<double>() / s["median_s"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, rate(samples[0]));
+  EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_beside_compute_bytes_per_s, rate(samples[1]));
 }
 
 TEST_F(ProfilerTest, AFamilyThatCannotBePreparedIsSkippedWithANote) {

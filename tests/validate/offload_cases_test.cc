@@ -241,6 +241,7 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
     EXPECT_GT(*r.offload->neighbour_read_bytes_per_s, 0) << r.spec.Label();
     ASSERT_TRUE(r.offload->predicted_with_neighbours.has_value()) << r.spec.Label();
     EXPECT_GT(*r.offload->predicted_with_neighbours, 0) << r.spec.Label();
+    EXPECT_GT(r.offload->predicted_from_profile, 0) << r.spec.Label();
     // A decode's steps on both engines, step by step; they add up to the case's time.
     const std::vector<double>& predicted = r.offload->predicted_decode_steps_s;
     const std::vector<double>& measured = r.offload->measured_decode_steps_s;
@@ -329,6 +330,16 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
                            return note.rfind("offload: priced as before 2026-11-29", 0) == 0;
                          }),
             result.notes.end());
+  // What the profile path alone gives (hw from-profile): this stored profile predates
+  // expert_reader, so its reads are priced at storage_read's single stream, and the note says so.
+  const auto from_profile =
+      std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
+        return note.rfind("offload: priced from the profile alone (", 0) == 0;
+      });
+  ASSERT_NE(from_profile, result.notes.end());
+  EXPECT_NE(from_profile->find("no expert_reader sample at 2 reads in flight"), std::string::npos)
+      << *from_profile;
+  EXPECT_NE(from_profile->find("the median abs error is "), std::string::npos) << *from_profile;
   // Beside it, the disk alone at one and two reads in flight, once before the round: two positive
   // bandwidths and their ratio.
   const auto bare = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {
