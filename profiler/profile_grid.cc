@@ -153,7 +153,10 @@ GridSpec GridSpec::Quick() {
   // a decode at context 2000 took a third of the 4096 samples' noise, and one quick profile's
   // 4096 samples ran 35 % faster than a rerun minutes later (59.7 vs 93.8 ms at batch 32), which
   // priced attention at context 2000 and batch 20 24 % low.
-  s.decode_contexts = {128, 1024, 2048, 4096};
+  // And 16: below its smallest context the fitted-profile source uses that context's curve as is,
+  // so a decode at context 16-24 (validate --cases offload) was priced at context 128's attention,
+  // 0.20 ms a layer at batch 1 where it ran 0.12 (2026-11-29).
+  s.decode_contexts = {16, 128, 1024, 2048, 4096};
   s.decode_batches = {1, 4, 32};
   // Prefill attention grows with the prompt squared, and the quadratic form needs more points
   // than its three parameters (fit/latency_fit.h). From 16: with 64 the smallest, the forms could
@@ -193,7 +196,7 @@ GridSpec GridSpec::Full() {
   s.expert_tokens = SortedUnique(tokens);
   s.ridge_points = 9;
   s.matmul_tokens = s.expert_tokens;
-  s.decode_contexts = {128, 256, 512, 1024, 2048, 4096};
+  s.decode_contexts = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
   s.decode_batches = {1, 2, 4, 8, 16, 32};
   s.prefill_tokens = {16, 32, 64, 128, 256, 512, 1024, 2048};
   s.verify_queries = {2, 3, 5, 9};  // gamma 1, 2, 4, 8

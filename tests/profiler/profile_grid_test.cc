@@ -55,7 +55,8 @@ TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
   EXPECT_EQ(full.expert_tokens.back(), 4096);
   EXPECT_EQ(full.ridge_points, 9);
   EXPECT_EQ(full.repetitions, 5);
-  EXPECT_EQ(full.decode_contexts, (std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(full.decode_contexts,
+            (std::vector<int64_t>{16, 32, 64, 128, 256, 512, 1024, 2048, 4096}));
   EXPECT_EQ(full.decode_batches, (std::vector<int64_t>{1, 2, 4, 8, 16, 32}));
   EXPECT_EQ(full.prefill_tokens.front(), 16);
   EXPECT_EQ(full.prefill_tokens.back(), 2048);
@@ -112,7 +113,7 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
       MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1);
   const std::map<std::string, int> counts = CountByFamily(points);
   EXPECT_EQ(counts.at("expert_ffn cpu"), 17);
-  EXPECT_EQ(counts.at("attention_decode cpu"), 12);  // 4 contexts x 3 batches
+  EXPECT_EQ(counts.at("attention_decode cpu"), 15);  // 5 contexts x 3 batches
   EXPECT_EQ(counts.at("attention_prefill cpu"), 7);  // 16 .. 1024
   EXPECT_EQ(counts.at("attention_verify cpu"), 18);  // 3 queries x 2 contexts x 3 batches
   EXPECT_EQ(counts.at("router cpu"), 14);
@@ -126,7 +127,7 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 157u);  // + 3 ridge points at run time = 160
+  EXPECT_EQ(points.size(), 160u);  // + 3 ridge points at run time = 163
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
@@ -288,7 +289,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
   std::map<std::string, int> counts =
       CountByFamily(MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1));
-  EXPECT_EQ(counts["attention_decode cpu"], 3);   // context 128 only
+  EXPECT_EQ(counts["attention_decode cpu"], 6);   // contexts 16 and 128 only
   EXPECT_EQ(counts["attention_prefill cpu"], 6);  // 16 .. 512
   EXPECT_EQ(counts["attention_verify cpu"], 18);  // contexts 128 and 512 + 5 queries fit in 1000
   target.max_positions = 516;
