@@ -115,8 +115,8 @@ class ExpertReaderBench : public OperatorBench {
     notes_.push_back(
         "expert_reader cpu: the executor's reader (" + offload::ToString(kind_) + ", " +
         std::to_string(reads_in_flight_) + " reads in flight) over one pass of a store of " +
-        std::to_string(experts) + " of the model's " + std::to_string(routed) + " routed experts (" +
-        std::to_string(key.block_bytes()) + "-byte blocks) in " + where +
+        std::to_string(experts) + " of the model's " + std::to_string(routed) +
+        " routed experts (" + std::to_string(key.block_bytes()) + "-byte blocks) in " + where +
         ", every read queued at once; a sample is the pass's seconds per expert. "
         "beside_compute: while the LM head's matrix-vector product (" +
         std::to_string(target.vocab_size) + " x " + std::to_string(target.hidden_size) +
