@@ -44,10 +44,17 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   const ProfileSample* reader_beside = nullptr;
   for (const ProfileSample& s : profile.samples) {
     if (s.op != "expert_reader" || !(s.bytes > 0) || !(s.median_s > 0)) continue;
-    const nlohmann::json& in_flight =
-        s.shape.contains("reads_in_flight") ? s.shape["reads_in_flight"] : nlohmann::json();
-    if (!in_flight.is_number_integer() || in_flight.get<int64_t>() != reads_in_flight) continue;
-    const bool beside = s.shape.value("beside_compute", false);
+    const nlohmann::json in_flight = s.shape.value("reads_in_flight", nlohmann::json());
+    const nlohmann::json beside_compute = s.shape.value("beside_compute", nlohmann::json());
+    if (!in_flight.is_number_integer() || in_flight.get<int64_t>() < 1 ||
+        !beside_compute.is_boolean()) {
+      throw base::Error(profile.origin + ": samples[" + std::to_string(s.index) +
+                        "] (expert_reader): shape.reads_in_flight must be an integer >= 1 and "
+                        "shape.beside_compute true or false (in " +
+                        s.shape.dump() + ")");
+    }
+    if (in_flight.get<int64_t>() != reads_in_flight) continue;
+    const bool beside = beside_compute.get<bool>();
     const ProfileSample*& slot = beside ? reader_beside : reader_alone;
     if (!slot || s.bytes > slot->bytes) slot = &s;
   }

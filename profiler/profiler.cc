@@ -545,6 +545,14 @@ void ValidateProfile(const nlohmann::json& p) {
               where + "shape.context",
               s["operator"].get<std::string>() + " needs the context length");
     }
+    if (family == OperatorFamily::kExpertReader) {
+      const nlohmann::json& shape = s["shape"];
+      require(shape.contains("reads_in_flight") && shape["reads_in_flight"].is_number_integer() &&
+                  shape["reads_in_flight"].get<int64_t>() >= 1,
+              where + "shape.reads_in_flight", "expert_reader needs an integer >= 1");
+      require(shape.contains("beside_compute") && shape["beside_compute"].is_boolean(),
+              where + "shape.beside_compute", "expert_reader needs true or false");
+    }
     if (family == OperatorFamily::kAttentionVerify) {
       require(s["shape"].contains("queries_per_sequence") &&
                   s["shape"]["queries_per_sequence"].is_number_integer() &&

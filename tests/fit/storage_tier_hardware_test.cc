@@ -120,6 +120,20 @@ TEST(StorageTierHardware, ReadsArePricedAtTheProfiledReaderAloneAndBesideComputa
   EXPECT_EQ(three.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
   EXPECT_TRUE(says(three, "no expert_reader sample at 3 reads in flight"));
 
+  // A malformed sample is an error naming it, not a sample silently left out.
+  Profile bad = profile;
+  bad.samples.back().shape["reads_in_flight"] = "two";
+  EXPECT_NE(testing::ErrorOf([&] {
+              StorageTierHardwareFromProfile(bad, 3e9, 0, 2);
+            }).find("(expert_reader): shape.reads_in_flight must be an integer >= 1"),
+            std::string::npos);
+  bad = profile;
+  bad.samples.back().shape.erase("beside_compute");
+  EXPECT_NE(testing::ErrorOf([&] {
+              StorageTierHardwareFromProfile(bad, 3e9, 0, 2);
+            }).find("shape.beside_compute true or false"),
+            std::string::npos);
+
   // A bandwidth the caller measured replaces both (it sets the second itself).
   const model::HardwareSpec measured = StorageTierHardwareFromProfile(profile, 3e9, 2e9, 2);
   EXPECT_DOUBLE_EQ(measured.host->storage_read_bandwidth_bytes_per_s, 2e9);

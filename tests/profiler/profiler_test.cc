@@ -309,6 +309,14 @@ TEST_F(ProfilerTest, ExpertReaderTimesTheExecutorsReaderAloneAndBesideComputatio
   for (const auto& entry : std::filesystem::directory_iterator(dir_))
     ADD_FAILURE() << "left behind: " << entry.path();
 
+  // The schema check names a malformed reader sample's field.
+  nlohmann::json bad = profile;
+  for (nlohmann::json& s : bad["samples"]) {
+    if (s["operator"] == "expert_reader") s["shape"]["beside_compute"] = 1;
+  }
+  EXPECT_NE(testing::ErrorOf([&] { ValidateProfile(bad); }).find("shape.beside_compute"),
+            std::string::npos);
+
   const std::filesystem::path out = dir_ / "profile.json";
   WriteProfile(profile, out);
   const model::HardwareSpec hw =
