@@ -14,7 +14,8 @@ namespace moelab::executor::offload {
 // seconds, from the first submit to the last read's end. `compute_step`, when given, runs back
 // to back on another thread for the whole pass (the host computing while the reader reads: on a
 // CPU-only machine the reader's checksum and copy share the cores and the memory bus with it);
-// it must return within a few milliseconds, since the pass waits for the step in flight.
+// it must return within a few milliseconds, since the pass waits for the step in flight, and must
+// not throw (it runs on its own thread).
 //
 // The profiler's expert_reader operator and validate --cases offload both time the reader with
 // this, so the bandwidth a profile prices reads at and the one validate measures beside its runs
