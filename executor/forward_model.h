@@ -58,6 +58,13 @@ class ForwardModel {
   virtual void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
                        std::vector<float>& logits) = 0;
   virtual OperatorTimes& times() = 0;
+  // Sizes the scratch a pass of up to `tokens` new tokens uses, and makes it resident, before any
+  // timing, as an engine sizes its compute buffers at start-up (llama.cpp reserves its graph for
+  // n_batch): otherwise the first pass of a new size takes the allocations and the OS's
+  // first-touch page faults inside its time (on the Xeon, layer 0 of a 256-token prefill ran 2-6
+  // ms over the other layers, 4-5 % of the pass, which no profiled operator sees). Later passes of
+  // up to `tokens` tokens do not allocate (beyond a few small per-layer lists).
+  virtual void ReservePass(int64_t tokens) = 0;
   // Forward passes run so far; forced routing uses it as the step index.
   virtual int64_t passes() const = 0;
   // An empty KV cache of `capacity` positions in this device's memory.

@@ -63,6 +63,12 @@ int64_t CacheCapacity(const ForwardModel& model, int64_t prompt, int64_t extra) 
   return needed;
 }
 
+int64_t PromptTokens(const std::vector<TokenIds>& prompts) {
+  int64_t tokens = 0;
+  for (const TokenIds& p : prompts) tokens += static_cast<int64_t>(p.size());
+  return tokens;
+}
+
 void CheckPrompts(const std::vector<TokenIds>& prompts) {
   if (prompts.empty()) throw base::Error("no prompts: batch must be at least 1");
   for (const TokenIds& p : prompts) {
@@ -120,14 +126,14 @@ DecodeResult RunDecode(ForwardModel& model, const std::vector<TokenIds>& prompts
   for (size_t s = 0; s < prompts.size(); ++s) inputs[s] = {&caches[s], prompts[s]};
   std::vector<float> logits;
   ForwardOptions forward{LogitRows::kLastPerSequence, options.routing, options.record, "prefill"};
+  model.ReservePass(std::max(PromptTokens(prompts), batch));
   const OperatorTimes before_prefill = model.times();
   Clock::time_point start = Clock::now();
   model.Forward(inputs, forward, logits);
   result.prefill_s = Since(start);
   const OperatorTimes after_prefill = model.times();
   result.prefill_operators = after_prefill.Since(before_prefill);
-  int64_t prompt_tokens = 0;
-  for (const TokenIds& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
+  const int64_t prompt_tokens = PromptTokens(prompts);
   result.steps.push_back({"prefill", prompt_tokens, result.prefill_s, prompt_tokens});
   if (options.output_tokens == 0) return result;
   for (int64_t s = 0; s < batch; ++s) {
@@ -165,6 +171,7 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
   std::vector<float> logits;
   ForwardOptions forward{LogitRows::kAll, routing, record, "prefill"};
   forward.logits = LogitRows::kLastPerSequence;
+  model.ReservePass(std::max(static_cast<int64_t>(prompt.size()), width));
   Clock::time_point start = Clock::now();
   model.Forward(inputs, forward, logits);
   std::vector<float> log_probabilities(static_cast<size_t>(vocab));
@@ -331,6 +338,11 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
   std::vector<float> logits;
   // Prefill both models; the target's logits give each sequence's first token.
   std::vector<SequenceInput> inputs(prompts.size());
+  // A verify pass is each sequence's last emitted token and its gamma drafts; a draft pass is at
+  // most two tokens per sequence (after a round that accepted every draft).
+  target.ReservePass(std::max(PromptTokens(prompts), batch * (gamma + 1)));
+  draft.ReservePass(std::max(PromptTokens(prompts), batch * 2));
+  logits.resize(static_cast<size_t>(batch * (gamma + 1) * vocab));
   Clock::time_point start = Clock::now();
   for (int64_t s = 0; s < batch; ++s) inputs[s] = {&target_caches[s], prompts[s]};
   target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"},

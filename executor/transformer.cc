@@ -44,6 +44,50 @@ Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
   for (auto& s : scores_) s.resize(static_cast<size_t>(group * weights.config.max_positions));
 }
 
+namespace {
+
+// Grows `v` to at least `count` elements, value-initialized (written, so its pages are resident).
+template <typename T>
+void GrowTouched(std::vector<T>& v, int64_t count) {
+  if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
+}
+
+}  // namespace
+
+void Transformer::ReservePass(int64_t tokens) {
+  if (tokens < 1) throw base::Error("reserve a pass of " + std::to_string(tokens) + " tokens");
+  const ExecutorConfig& c = config();
+  const int64_t d = c.hidden_size;
+  GrowTouched(hidden_, tokens * d);
+  GrowTouched(normed_, tokens * d);
+  GrowTouched(positions_, tokens);
+  GrowTouched(qkv_, tokens * (c.q_width() + 2 * c.kv_width()));
+  GrowTouched(attention_out_, tokens * c.q_width());
+  GrowTouched(projected_, tokens * d);
+  GrowTouched(ffn_out_, tokens * d);
+  kernels::ReserveMatmulScratch(c.attention_format, tokens, d);
+  kernels::ReserveMatmulScratch(c.attention_format, tokens, c.q_width());
+  kernels::ReserveBf16MatmulScratch(tokens, d);  // router, shared expert gate, LM head
+  if (c.is_moe()) {
+    GrowTouched(router_logits_, tokens * c.num_experts);
+    GrowTouched(next_logits_, tokens * c.num_experts);
+    GrowTouched(gathered_, tokens * d);
+    GrowTouched(expert_out_, tokens * d);
+    GrowTouched(provided_out_, tokens * c.top_k * d);  // a pass's provider may come in options
+    // An expert gets at most every token of the pass.
+    kernels::ReserveExpertFfnScratch(tokens, d, c.expert_intermediate_size, c.expert_format,
+                                     ffn_scratch_);
+  }
+  for (const LayerWeights& layer : weights_.layers) {
+    for (const FfnWeights* ffn : {&layer.dense, &layer.shared}) {
+      if (ffn->width > 0) {
+        kernels::ReserveExpertFfnScratch(tokens, d, ffn->width, ffn->gate_up.format(),
+                                         ffn_scratch_);
+      }
+    }
+  }
+}
+
 void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
                           std::vector<float>& logits) {
   const ExecutorConfig& c = config();
@@ -236,13 +280,11 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
     times_.experts_s += Since(start);
     ProvidedExperts(layer, tokens, *provider, record);
     start = Clock::now();
-    provided_out_.resize(static_cast<size_t>(experts));
   }
   for (int64_t e = 0; e < experts; ++e) {
     const auto& assigned = routed[e];
     if (assigned.empty()) continue;
     const int64_t count = static_cast<int64_t>(assigned.size());
-    std::vector<float>& out = provider ? provided_out_[e] : expert_out_;
     if (!provider) {
       gathered_.resize(static_cast<size_t>(count * d));
       expert_out_.resize(gathered_.size());
@@ -252,9 +294,9 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
       Ffn(lw.experts[e], gathered_.data(), count, expert_out_.data());
       Record(ExecutionTimeline::Kind::kExpert, moe_layer, e, expert_start);
     }
+    const float* out = provider ? provided_out_.data() + provided_row_[e] * d : expert_out_.data();
     for (int64_t i = 0; i < count; ++i)
-      kernels::Axpy(assigned[i].second, out.data() + i * d, d,
-                    ffn_out_.data() + assigned[i].first * d);
+      kernels::Axpy(assigned[i].second, out + i * d, d, ffn_out_.data() + assigned[i].first * d);
   }
   if (lw.shared.width > 0) {
     expert_out_.resize(static_cast<size_t>(tokens * d));
@@ -309,7 +351,14 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
   provider.PlanLayer(demand, run_order_);
 
   start = Clock::now();
-  provided_out_.resize(static_cast<size_t>(experts));
+  provided_row_.resize(static_cast<size_t>(experts));
+  int64_t provided_rows = 0;
+  for (int64_t e = 0; e < experts; ++e) {
+    provided_row_[e] = provided_rows;
+    provided_rows += counts[e];
+  }
+  if (static_cast<int64_t>(provided_out_.size()) < provided_rows * d)
+    provided_out_.resize(static_cast<size_t>(provided_rows * d));
   for (int32_t e : run_order_) {
     std::vector<int64_t> rows;
     for (int64_t t = 0; t < tokens; ++t) {
@@ -321,11 +370,9 @@ void Transformer::ProvidedExperts(int64_t layer, int64_t tokens, ExpertProvider&
     gathered_.resize(static_cast<size_t>(count * d));
     for (int64_t i = 0; i < count; ++i)
       std::copy_n(normed_.data() + rows[i] * d, d, gathered_.data() + i * d);
-    std::vector<float>& out = provided_out_[e];
-    out.resize(gathered_.size());
     const FfnWeights& weights = provider.Acquire(moe_layer, e);
     const Clock::time_point expert_start = Clock::now();
-    Ffn(weights, gathered_.data(), count, out.data());
+    Ffn(weights, gathered_.data(), count, provided_out_.data() + provided_row_[e] * d);
     Record(ExecutionTimeline::Kind::kExpert, moe_layer, e, expert_start);
     provider.Release(moe_layer, e);
   }

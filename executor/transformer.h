@@ -33,6 +33,7 @@ class Transformer final : public ForwardModel {
                std::vector<float>& logits) override;
 
   OperatorTimes& times() override { return times_; }
+  void ReservePass(int64_t tokens) override;
   KvCache NewCache(int64_t capacity) const override { return KvCache(config(), capacity); }
   std::string device() const override { return "cpu"; }
   // Routed experts come from `provider` in every pass whose options name none (nullptr: from
@@ -73,7 +74,10 @@ class Transformer final : public ForwardModel {
   // Scratch reused across passes (no allocation once warm).
   std::vector<float> hidden_, normed_, qkv_, attention_out_, projected_, router_logits_, ffn_out_;
   std::vector<float> gathered_, expert_out_;
-  std::vector<std::vector<float>> provided_out_;  // [expert]: the offload path's outputs
+  // The offload path's expert outputs, one block of rows per expert in expert order (rows of
+  // expert e from provided_row_[e]), so a pass's outputs fit in tokens x top_k rows.
+  std::vector<float> provided_out_;
+  std::vector<int64_t> provided_row_;
   std::vector<float> gate_mean_, next_scores_, next_logits_;
   std::vector<policies::ExpertDemand> demand_;
   std::vector<int32_t> run_order_;

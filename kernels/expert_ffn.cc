@@ -27,6 +27,18 @@ void SwiGlu(const float* x, int64_t tokens, int64_t intermediate, ThreadPool& po
 
 }  // namespace
 
+void ReserveExpertFfnScratch(int64_t tokens, int64_t hidden, int64_t intermediate,
+                             WeightFormat format, ExpertFfnScratch& scratch) {
+  if (tokens <= 0) return;
+  const auto grow = [](std::vector<float>& v, int64_t count) {
+    if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
+  };
+  grow(scratch.gate_up, tokens * 2 * intermediate);
+  grow(scratch.hidden, tokens * intermediate);
+  ReserveMatmulScratch(format, tokens, hidden);
+  ReserveMatmulScratch(format, tokens, intermediate);
+}
+
 void ExpertFfn(const float* x, int64_t tokens, int64_t hidden, int64_t intermediate,
                const Bf16* gate_up, const Bf16* down, float* out, ThreadPool& pool,
                ExpertFfnScratch& scratch) {

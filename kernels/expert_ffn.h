@@ -34,6 +34,12 @@ void ExpertFfn(const float* x, int64_t tokens, const PackedBf16Matrix& gate_up,
 void ExpertFfn(const float* x, int64_t tokens, const WeightMatrix& gate_up,
                const WeightMatrix& down, float* out, ThreadPool& pool, ExpertFfnScratch& scratch);
 
+// Sizes and touches `scratch` and the calling thread's matmul scratch for calls of up to `tokens`
+// tokens on an FFN of this width whose weights are in `format`, so those calls do not take
+// first-touch page faults inside their time.
+void ReserveExpertFfnScratch(int64_t tokens, int64_t hidden, int64_t intermediate,
+                             WeightFormat format, ExpertFfnScratch& scratch);
+
 // Bytes of weights and FLOPs one call reads/does (for bandwidth and FLOP/s counters).
 inline double ExpertFfnWeightBytes(int64_t hidden, int64_t intermediate) {
   return 3.0 * static_cast<double>(hidden) * static_cast<double>(intermediate) * 2.0;

@@ -56,6 +56,12 @@ struct ThreadScratch {
   }
 };
 
+// Grows `v` to at least `count` elements, value-initialized (written, so its pages are mapped).
+template <typename T>
+void GrowTouched(std::vector<T>& v, int64_t count) {
+  if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
+}
+
 ThreadScratch& Scratch() {
   thread_local ThreadScratch scratch;
   return scratch;
@@ -239,6 +245,36 @@ void MatmulBf16(const float* x, int64_t m, const PackedBf16Matrix& w, float* y, 
   x_bf16.resize(static_cast<size_t>(m * k));
   ConvertToBf16(x, m * k, x_bf16.data());
   MatmulBf16Bf16(x_bf16.data(), m, w, y, ldy, pool);
+}
+
+void ReserveBf16MatmulScratch(int64_t m, int64_t k) {
+  if (m <= 0 || k <= 0) return;
+  ThreadScratch& scratch = Scratch();
+  const Isa isa = ActiveIsa();
+  if (isa == Isa::kAvx512Bf16) {
+    // Decode-sized calls convert x to bf16; larger ones pack it in token pairs.
+    GrowTouched(scratch.x_bf16, std::min(m, internal::kAvx512Bf16ChunkedDecodeTokens) * k);
+    if (m > internal::kAvx512Bf16ChunkedDecodeTokens) {
+      const int64_t count = internal::TokenPairsCount(m, k);
+      if (count > scratch.pair_capacity) std::fill_n(scratch.Pairs(count), count, 0);
+    }
+    return;
+  }
+  if (FmaPackedRowsFunction(isa)) {
+    GrowTouched(scratch.x_rounded, m * k);
+    return;
+  }
+  GrowTouched(scratch.x_bf16, m * k);
+  GrowTouched(scratch.unpacked_group, PackedBf16Matrix::kGroupRows * k);
+}
+
+void ReserveQuantizedMatmulScratch(int64_t m, int64_t k) {
+  if (m <= 0 || k <= 0) return;
+  QuantizedActivations& x = Scratch().x_quantized;
+  const int64_t blocks = (k + QuantizedActivations::kBlock - 1) / QuantizedActivations::kBlock;
+  GrowTouched(x.quants, m * blocks * QuantizedActivations::kBlock);
+  GrowTouched(x.scales, m * blocks);
+  GrowTouched(x.sums, m * blocks);
 }
 
 void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,

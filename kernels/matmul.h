@@ -43,6 +43,13 @@ void MatmulQuantized(const float* x, int64_t m, const QuantizedMatrix& w, float*
 void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,
                          ThreadPool& pool);
 
+// Size and touch the calling thread's scratch that MatmulBf16 (bf16 weights) or MatmulQuantized
+// (block-quantized weights) on up to m tokens of k columns uses on the active instruction set, so
+// a later call does not take the OS's first-touch page faults inside its time (the scratch only
+// grows; calls on fewer tokens or columns reuse it).
+void ReserveBf16MatmulScratch(int64_t m, int64_t k);
+void ReserveQuantizedMatmulScratch(int64_t m, int64_t k);
+
 // Rounds fp32 values to bf16 (nearest even).
 void ConvertToBf16(const float* in, int64_t count, Bf16* out);
 

@@ -89,6 +89,14 @@ TokenTiling MatmulTokenTiling(WeightFormat format) {
   return {};
 }
 
+void ReserveMatmulScratch(WeightFormat format, int64_t m, int64_t k) {
+  if (format == WeightFormat::kBf16) {
+    ReserveBf16MatmulScratch(m, k);
+  } else {
+    ReserveQuantizedMatmulScratch(m, k);
+  }
+}
+
 void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,
             ThreadPool& pool) {
   if (w.format() == WeightFormat::kBf16) {

@@ -86,6 +86,9 @@ struct TokenTiling {
 };
 TokenTiling MatmulTokenTiling(WeightFormat format);
 
+// ReserveBf16MatmulScratch or ReserveQuantizedMatmulScratch (kernels/matmul.h) for `format`.
+void ReserveMatmulScratch(WeightFormat format, int64_t m, int64_t k);
+
 // y = x W^T for any format (kernels/matmul.h: MatmulBf16 or MatmulQuantized).
 void Matmul(const float* x, int64_t m, const WeightMatrix& w, float* y, int64_t ldy,
             ThreadPool& pool);

@@ -257,6 +257,7 @@ class GpuTransformer final : public ForwardModel {
 
   void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
                std::vector<float>& logits) override;
+  void ReservePass(int64_t tokens) override;
   offload::OffloadRuntime* runtime() const { return runtime_.get(); }
 
  private:
@@ -413,6 +414,40 @@ void GpuTransformer::UploadWeights(const ModelWeights& w) {
 void GpuTransformer::Gemm(const MatrixView& w, const uint16_t* x, int64_t ld_x, int64_t rows,
                           float* y, int64_t ld_y) {
   gpu::GemmRowBlocks(cublas_, w, x, ld_x, rows, y, ld_y);
+}
+
+// The device buffers Forward grows for a prefill of `tokens` into an empty cache (cudaMalloc and
+// a memset each: synchronous, milliseconds, inside the first pass's time otherwise).
+void GpuTransformer::ReservePass(int64_t tokens) {
+  if (tokens < 1) throw base::Error("reserve a pass of " + std::to_string(tokens) + " tokens");
+  const ExecutorConfig& c = config_;
+  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
+  const int64_t ld_d = Ld(c.hidden_size);
+  hidden_.Grow(padded * ld_d);
+  normed_.Grow(padded * ld_d);
+  qkv_.Grow(padded * Ld(c.q_width() + 2 * c.kv_width()));
+  attention_out_.Grow(padded * Ld(c.q_width()));
+  projected_.Grow(padded * ld_d);
+  ffn_out_.Grow(padded * ld_d);
+  const int64_t visible = c.sliding_window > 0 ? std::min(tokens, c.sliding_window) : tokens;
+  scores_.Grow(tokens * c.num_heads * visible);
+  int64_t ffn_width = std::max(c.dense_intermediate_size, c.shared_expert_intermediate_size);
+  if (c.is_moe()) {
+    router_probabilities_.Grow(padded * Ld(c.num_experts));
+    // Each expert's rows start a whole block of kGpuGemmRows rows.
+    const int64_t routed_rows = tokens * c.top_k;
+    const int64_t gathered_rows =
+        routed_rows + std::min(c.num_experts, routed_rows) * (kGpuGemmRows - 1);
+    gathered_.Grow(gathered_rows * ld_d);
+    expert_out_.Grow(gathered_rows * ld_d);
+    ffn_width = std::max(ffn_width, c.expert_intermediate_size);
+  }
+  if (c.num_shared_experts > 0) shared_out_.Grow(padded * ld_d);
+  if (ffn_width > 0) {
+    gate_up_.Grow(padded * Ld(2 * ffn_width));
+    activation_.Grow(padded * Ld(ffn_width));
+  }
+  MOELAB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void GpuTransformer::Ffn(const FfnView& ffn, const uint16_t* x, int64_t rows, float* out,

@@ -113,6 +113,7 @@ AlignedBuffer::AlignedBuffer(int64_t bytes) : size_(bytes) {
       static_cast<size_t>((bytes + kStoreAlignment - 1) / kStoreAlignment * kStoreAlignment);
   void* p = std::aligned_alloc(static_cast<size_t>(kStoreAlignment), rounded);
   if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
   data_.reset(static_cast<std::byte*>(p));
 }
 

@@ -1,5 +1,6 @@
 #include "executor/offload/reader_pass.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stop_token>
@@ -33,12 +34,19 @@ double ReaderPassSeconds(const ExpertStore& store, ReaderKind kind, int reads_in
     throw base::Error("reader pass: the store's expert format '" + key.format + "' is unknown");
   std::vector<FfnWeights> into(static_cast<size_t>(destinations));
   for (FfnWeights& expert : into) expert.Allocate(key.hidden, key.intermediate, format);
-  // Stopped and joined when the pass ends, also when a read throws.
+  // Stopped and joined when the pass ends, also when a read throws. The pass starts once the
+  // computation has: on a loaded machine a short pass could otherwise end before the thread ran.
   std::jthread computing;
+  std::atomic_flag computing_started;
   if (compute_step) {
     computing = std::jthread([&](std::stop_token stop) {
-      while (!stop.stop_requested()) compute_step();
+      computing_started.test_and_set();
+      computing_started.notify_one();
+      do {
+        compute_step();
+      } while (!stop.stop_requested());
     });
+    computing_started.wait(false);
   }
   const auto start = std::chrono::steady_clock::now();
   {

@@ -12,7 +12,8 @@ namespace moelab::executor::offload {
 // destinations (the store's expert shape, allocated afresh for the pass, untimed) rotating over
 // twice the reads in flight, a read waiting for its destination's previous one. The pass's wall
 // seconds, from the first submit to the last read's end. `compute_step`, when given, runs back
-// to back on another thread for the whole pass (the host computing while the reader reads: on a
+// to back on another thread for the whole pass, which starts once the first step has (the host
+// computing while the reader reads: on a
 // CPU-only machine the reader's checksum and copy share the cores and the memory bus with it);
 // it must return within a few milliseconds, since the pass waits for the step in flight, and must
 // not throw (it runs on its own thread).

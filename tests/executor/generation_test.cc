@@ -198,6 +198,72 @@ TEST(BeamSearch, ReturnsTheBestSequencesOfAnExhaustiveSearch) {
   EXPECT_LE(narrow.beams[0].log_probability, all[0].first + 1e-9);
 }
 
+// A model that passes through to another and records what the workloads reserve and run.
+class PassRecorder final : public ForwardModel {
+ public:
+  explicit PassRecorder(ForwardModel& model) : model_(model) {}
+  const ExecutorConfig& config() const override { return model_.config(); }
+  void Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+               std::vector<float>& logits) override {
+    int64_t tokens = 0;
+    for (const SequenceInput& s : batch) tokens += static_cast<int64_t>(s.tokens.size());
+    pass_tokens.push_back(tokens);
+    reserved_before_pass.push_back(reserved);
+    model_.Forward(batch, options, logits);
+  }
+  void ReservePass(int64_t tokens) override {
+    reserved = std::max(reserved, tokens);
+    model_.ReservePass(tokens);
+  }
+  OperatorTimes& times() override { return model_.times(); }
+  int64_t passes() const override { return model_.passes(); }
+  KvCache NewCache(int64_t capacity) const override { return model_.NewCache(capacity); }
+  std::string device() const override { return model_.device(); }
+
+  int64_t reserved = 0;
+  std::vector<int64_t> pass_tokens, reserved_before_pass;
+
+ private:
+  ForwardModel& model_;
+};
+
+void ExpectEveryPassReserved(const PassRecorder& model, const std::string& workload) {
+  ASSERT_FALSE(model.pass_tokens.empty()) << workload;
+  for (size_t i = 0; i < model.pass_tokens.size(); ++i) {
+    EXPECT_LE(model.pass_tokens[i], model.reserved_before_pass[i])
+        << workload << ": pass " << i << " of " << model.pass_tokens[i]
+        << " tokens ran with scratch reserved for " << model.reserved_before_pass[i];
+  }
+}
+
+// The first pass of a size would otherwise allocate its scratch and take the page faults inside
+// its timing (ForwardModel::ReservePass): every workload reserves every pass it runs beforehand.
+TEST(Workloads, ReserveEveryPassBeforeRunningIt) {
+  Models m;
+  const auto prompts = SyntheticPrompts(3, 7, 37, 4);
+  {
+    PassRecorder target(m.target);
+    DecodeOptions options;
+    options.output_tokens = 5;
+    RunDecode(target, prompts, options);
+    ExpectEveryPassReserved(target, "decode");
+    EXPECT_EQ(target.pass_tokens.front(), 21);
+  }
+  {
+    PassRecorder target(m.target);
+    RunBeamSearch(target, SyntheticPrompts(1, 2, 37, 4)[0], 6, 4, nullptr, nullptr);
+    ExpectEveryPassReserved(target, "beam");  // passes of 6 beams after a prompt of 2
+  }
+  for (const int64_t gamma : {1, 4}) {
+    PassRecorder target(m.target), draft(m.draft);
+    for (const double alpha : {0.0, 0.99}) {  // rounds that reject and that accept everything
+      RunSpeculative(target, draft, SyntheticPrompts(3, 2, 37, 4), FixedAlpha(gamma, alpha, 12));
+    }
+    ExpectEveryPassReserved(target, "sd target");
+    ExpectEveryPassReserved(draft, "sd draft");
+  }
+}
+
 TEST(Decode, SameSeedSameTokensAndSampledDiffersFromGreedy) {
   Models m;
   const auto prompts = SyntheticPrompts(2, 4, 37, 3);
