@@ -393,6 +393,9 @@ std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target) 
   return cases;
 }
 
+// A pair of policies the paired runs resolve: the sign test's two-sided p below this.
+constexpr double kRankingSignificance = 0.05;
+
 std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& results) {
   std::map<std::tuple<std::string, int64_t>, std::vector<const CaseResult*>> groups;
   std::vector<std::tuple<std::string, int64_t>> order;
@@ -404,8 +407,11 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
   }
   std::vector<std::string> notes;
   int64_t same = 0, resolved = 0, resolved_same = 0, pairs = 0, differ_unresolved_only = 0;
+  int64_t apart_pairs = 0, apart_same = 0;
   for (const auto& key : order) {
-    // Pairs of policies whose measured ranges do not overlap: an order the repeats resolve.
+    // Pairs of policies an order the runs resolve: their measured ranges do not overlap, or the
+    // runs paired by round and place (a policy's neighbours in a round ran seconds apart, while
+    // this machine's speed moves by a fifth between rounds) favour one policy beyond chance.
     const std::vector<const CaseResult*>& group = groups[key];
     int64_t otherwise = 0, otherwise_resolved = 0;  // pairs the prediction orders otherwise
     for (size_t i = 0; i < group.size(); ++i) {
@@ -415,9 +421,13 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
         ++pairs;
         const bool agree = (a.measured < b.measured) == (a.predicted < b.predicted);
         const bool apart = a.measured_max < b.measured_min || b.measured_max < a.measured_min;
+        const bool paired =
+            PairedSignTestP(a.measured_runs, b.measured_runs) < kRankingSignificance;
+        apart_pairs += apart;
+        apart_same += apart && agree;
         otherwise += !agree;
-        otherwise_resolved += !agree && apart;
-        if (!apart) continue;
+        otherwise_resolved += !agree && (apart || paired);
+        if (!apart && !paired) continue;
         ++resolved;
         resolved_same += agree;
       }
@@ -450,17 +460,24 @@ std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& resu
                                  " ordered otherwise, " +
                                  (otherwise_resolved == 0 ? std::string("none")
                                                           : std::to_string(otherwise_resolved)) +
-                                 " of them apart in the runs)"));
+                                 " of them resolved by the runs)"));
   }
   if (!order.empty()) {
-    notes.push_back(
-        "offload ranking: the same at " + std::to_string(same) + " of " +
-        std::to_string(order.size()) + " (workload, expert budget) pairs; of the rest, " +
-        std::to_string(differ_unresolved_only) + " differ only in policy pairs whose runs overlap");
+    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " +
+                    std::to_string(order.size()) +
+                    " (workload, expert budget) pairs; of the rest, " +
+                    std::to_string(differ_unresolved_only) +
+                    " differ only in policy pairs the runs do not resolve");
     notes.push_back("offload policy pairs ordered by the measurement (min-max ranges apart): " +
-                    std::to_string(resolved) + " of " + std::to_string(pairs) +
-                    "; the prediction " + "orders " + std::to_string(resolved_same) +
+                    std::to_string(apart_pairs) + " of " + std::to_string(pairs) +
+                    "; the prediction orders " + std::to_string(apart_same) +
                     " of them the same way");
+    notes.push_back(
+        "offload policy pairs ordered by the measurement (min-max ranges apart, or the runs paired "
+        "by round and place favouring one policy: two-sided sign test p < " +
+        report::ShortestText(kRankingSignificance) + "): " + std::to_string(resolved) + " of " +
+        std::to_string(pairs) + "; the prediction orders " + std::to_string(resolved_same) +
+        " of them the same way");
   }
   return notes;
 }
@@ -783,6 +800,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
     r.measured = measured.value;
     r.measured_min = measured.min;
     r.measured_max = measured.max;
+    for (const OffloadRun& run : st.runs[i]) r.measured_runs.push_back(run.value);
     r.repeats = measured.runs;
     CaseResult::OffloadDetail detail;
     detail.predicted_reads = simulated.demand_fetches + simulated.transient_fetches +

@@ -43,6 +43,25 @@ std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& s
   return sum;
 }
 
+double PairedSignTestP(const std::vector<double>& a, const std::vector<double>& b) {
+  int64_t a_faster = 0, b_faster = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    a_faster += a[i] < b[i];
+    b_faster += b[i] < a[i];
+  }
+  const int64_t n = a_faster + b_faster;
+  if (n == 0) return 1.0;
+  // P(X <= min(a_faster, b_faster)) for X ~ Binomial(n, 1/2), doubled.
+  const int64_t fewer = std::min(a_faster, b_faster);
+  double term = std::pow(0.5, static_cast<double>(n));  // C(n, 0) / 2^n
+  double tail = 0;
+  for (int64_t k = 0; k <= fewer; ++k) {
+    tail += term;
+    term *= static_cast<double>(n - k) / static_cast<double>(k + 1);
+  }
+  return std::min(1.0, 2.0 * tail);
+}
+
 double AbsError(double predicted, double measured) {
   if (!std::isfinite(predicted) || !std::isfinite(measured) || !(measured > 0)) {
     throw base::Error("a relative error needs a finite prediction and a positive measurement");

@@ -25,6 +25,12 @@ std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& s
 std::optional<std::vector<double>> StepMedians(
     const std::vector<std::vector<double>>& steps_per_run);
 
+// The two-sided exact sign test of paired runs: a[i] and b[i] ran side by side (the same round,
+// the same place in it), so a drift of a shared machine's speed between rounds moves both. The
+// probability, were neither faster, of a split at least as lopsided as the observed one among the
+// pairs that differ (ties dropped); 1 with no such pair. Only the first min(|a|, |b|) pairs count.
+double PairedSignTestP(const std::vector<double>& a, const std::vector<double>& b);
+
 // |predicted - measured| / measured. Error unless measured > 0 and both are finite.
 double AbsError(double predicted, double measured);
 
@@ -37,6 +43,8 @@ struct CaseResult {
   double measured = 0;  // median over repeats
   double measured_min = 0;
   double measured_max = 0;
+  // Each run's value in the order they ran, round by round (offload cases; empty for the rest).
+  std::vector<double> measured_runs;
   int repeats = 0;
   double abs_error = 0;
   // SD only: the run's accepted-length fraction (the prediction uses it) and target efficiency.

@@ -57,6 +57,7 @@ nlohmann::json CaseJson(const CaseResult& r) {
   if (c.kind == CaseKind::kOffload || c.kind == CaseKind::kOffloadPrefill) {
     json["policy"] = c.policy;
     json["expert_slots"] = c.expert_slots;
+    json["measured_runs"] = r.measured_runs;  // in the order they ran, round by round
   }
   if (r.offload) {
     const CaseResult::OffloadDetail& o = *r.offload;

@@ -69,7 +69,8 @@ TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
             std::string::npos);
 }
 
-CaseResult Result(const std::string& policy, int64_t slots, double predicted, double measured) {
+CaseResult Result(const std::string& policy, int64_t slots, double predicted, double measured,
+                  std::vector<double> runs = {}) {
   CaseResult r;
   r.spec.kind = CaseKind::kOffload;
   r.spec.policy = policy;
@@ -78,31 +79,43 @@ CaseResult Result(const std::string& policy, int64_t slots, double predicted, do
   r.measured = measured;
   r.measured_min = 0.9 * measured;
   r.measured_max = 1.1 * measured;
+  r.measured_runs = std::move(runs);
   return r;
 }
 
 TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
-  const std::vector<std::string> notes = OffloadRankingNotes(
-      {Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10), Result("b", 16, 1, 20),
-       Result("c", 16, 3, 21), Result("b", 24, 2, 20), Result("c", 24, 1, 21)});
-  ASSERT_EQ(notes.size(), 5u);
+  // b and c at 24 experts overlap (18-22 and 18.9-23.1), but in each of six rounds c ran slower
+  // than b beside it: the paired runs resolve them (sign test p = 2 / 2^6). At 16 they overlap too
+  // and five of their six pairs favour b: not beyond chance (p = 14 / 64).
+  const std::vector<double> b_runs = {18, 20, 22, 19, 21, 20};
+  const std::vector<double> c_runs = {18.9, 21, 23.1, 19.5, 21.5, 20.5};
+  const std::vector<double> c_mixed = {18.9, 21, 23.1, 18.5, 21.5, 20.5};
+  const std::vector<std::string> notes =
+      OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10),
+                           Result("b", 16, 1, 20, b_runs), Result("c", 16, 3, 21, c_mixed),
+                           Result("b", 24, 2, 20, b_runs), Result("c", 24, 1, 21, c_runs)});
+  ASSERT_EQ(notes.size(), 6u);
   EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
   // a-b apart in the runs (9-11 against 18-22) and predicted the other way round.
   EXPECT_EQ(notes[1],
             "offload ranking, decode B=1, 16 experts: differs (measured a < b < c; predicted b < a "
-            "< c; 1 pair ordered otherwise, 1 of them apart in the runs)");
-  // b-c within each other's spread (18-22 and 18.9-23.1): an order the runs do not resolve.
+            "< c; 1 pair ordered otherwise, 1 of them resolved by the runs)");
   EXPECT_EQ(notes[2],
             "offload ranking, decode B=1, 24 experts: differs (measured b < c; predicted c < b; 1 "
-            "pair ordered otherwise, none of them apart in the runs)");
+            "pair ordered otherwise, 1 of them resolved by the runs)");
   EXPECT_EQ(notes[3],
-            "offload ranking: the same at 1 of 3 (workload, expert budget) pairs; of the rest, 1 "
-            "differ only in policy pairs whose runs overlap");
+            "offload ranking: the same at 1 of 3 (workload, expert budget) pairs; of the rest, 0 "
+            "differ only in policy pairs the runs do not resolve");
   // a-b apart at both budgets (ordered the same at 8, not at 16), a-c apart and ordered the same,
   // b-c within each other's spread at 16 and 24.
   EXPECT_EQ(notes[4],
             "offload policy pairs ordered by the measurement (min-max ranges apart): 3 of 5; the "
             "prediction orders 2 of them the same way");
+  // ... and b-c at 24 by their paired runs, predicted the other way round.
+  EXPECT_EQ(notes[5],
+            "offload policy pairs ordered by the measurement (min-max ranges apart, or the runs "
+            "paired by round and place favouring one policy: two-sided sign test p < 0.05): 4 of "
+            "5; the prediction orders 2 of them the same way");
 }
 
 // The bandwidth a case's neighbours' reads got in the same rounds: their bytes over their busy
@@ -296,11 +309,22 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
   int64_t rankings = 0;
   for (const std::string& note : result.notes) rankings += note.rfind("offload ranking, ", 0) == 0;
   EXPECT_EQ(rankings, 9);
-  ASSERT_GE(result.notes.size(), 2u);
-  EXPECT_NE(result.notes[result.notes.size() - 2].find("of 9 (workload, expert budget) pairs"),
+  ASSERT_GE(result.notes.size(), 3u);
+  EXPECT_NE(result.notes[result.notes.size() - 3].find("of 9 (workload, expert budget) pairs"),
             std::string::npos);
+  EXPECT_NE(result.notes[result.notes.size() - 2].find("(min-max ranges apart): "),
+            std::string::npos);
+  EXPECT_NE(result.notes.back().find("sign test p < 0.05): "), std::string::npos)
+      << result.notes.back();
   EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
       << result.notes.back();
+  // Each case's runs, in the order they ran, for the paired comparison of its policies.
+  for (const CaseResult& r : result.cases) {
+    if (r.spec.kind != CaseKind::kOffload && r.spec.kind != CaseKind::kOffloadPrefill) continue;
+    EXPECT_EQ(r.measured_runs.size(), static_cast<size_t>(RunsPerRound(r.spec.kind)))
+        << r.spec.Label();
+    EXPECT_EQ(*std::min_element(r.measured_runs.begin(), r.measured_runs.end()), r.measured_min);
+  }
   // The simulator's read bandwidths: the executor's reader over one pass, alone and beside
   // computation, in pairs (four before the round, two after each of its 45 cases), both positive.
   const auto reader = std::find_if(result.notes.begin(), result.notes.end(), [](const auto& note) {

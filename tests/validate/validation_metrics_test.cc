@@ -188,6 +188,22 @@ TEST(ValidationPlan, CaseRoundsSpreadOverTheProfilesRounds) {
 
 // Three runs of three steps, each hit by a burst in a different step: every step's median is the
 // quiet time, so the sum is 3 where the median of the totals (7, 6, 5) is 6.
+TEST(ValidationMetrics, PairedSignTestIsTheExactBinomialTail) {
+  // Six pairs, all one way: 2 x (1/2)^6.
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 1, 1, 1, 1, 1}, {2, 2, 2, 2, 2, 2}), 2.0 / 64);
+  EXPECT_DOUBLE_EQ(PairedSignTestP({2, 2, 2, 2, 2, 2}, {1, 1, 1, 1, 1, 1}), 2.0 / 64);
+  // Five of six: 2 x (C(6,0) + C(6,1)) / 64.
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 1, 1, 1, 1, 3}, {2, 2, 2, 2, 2, 2}), 14.0 / 64);
+  // Ties are dropped: four pairs that differ, all one way.
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 1, 1, 1, 5, 5}, {2, 2, 2, 2, 5, 5}), 2.0 / 16);
+  // Three rounds can never resolve a pair at 5 %; an even split is 1.
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 1, 1}, {2, 2, 2}), 0.25);
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 3}, {2, 2}), 1.0);
+  // Only the pairs both have; none at all is no evidence.
+  EXPECT_DOUBLE_EQ(PairedSignTestP({1, 1, 1, 1, 1, 1, 9}, {2, 2, 2, 2, 2, 2}), 2.0 / 64);
+  EXPECT_DOUBLE_EQ(PairedSignTestP({}, {1, 2}), 1.0);
+}
+
 TEST(ValidationMetrics, SumOfStepMediansLeavesOutBurstsInSingleSteps) {
   const std::optional<double> sum = SumOfStepMedians({{1, 1, 5}, {1, 4, 1}, {3, 1, 1}});
   ASSERT_TRUE(sum.has_value());
