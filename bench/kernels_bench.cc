@@ -12,9 +12,11 @@
 //                   CPU reports a larger L3) in every format, so weights come from DRAM as in
 //                   decode; weight_bytes_per_s counts stored bytes
 //   DecodeStep      one decode step of the default model at batch 1 through the executor
+//   AttentionPrefill/T  the attention core of one layer's causal prefill of T tokens (FLOP/s)
 // scripts/bench.sh turns the JSON into the ratios in results/.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -23,6 +25,7 @@
 
 #include "executor/generation.h"
 #include "executor/run_workload.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
 #include "kernels/weight_matrix.h"
@@ -219,6 +222,54 @@ void DecodeStep(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
+// The attention core of one layer's causal prefill of T tokens (kernels::AttendHeadGroup per
+// token and KV head, split over the pool as the Transformer splits it) on the default model's
+// attention shape (16 query heads, 4 KV heads, head_dim 64), the KV cache filled: scores, softmax
+// and the weighted values, not the projections (those are Matmul). Counter "flops": 2 x head_dim
+// per query head and visible position for q . k, the same for the values. Its multiplies and adds
+// are separate (no FMA: the same bits on every instruction set), so its ceiling is half of
+// Fp32Peak's FLOP/s.
+void AttentionPrefill(benchmark::State& state) {
+  constexpr int64_t kHeads = 16, kKvHeads = 4, kHeadDim = 64, kGroup = kHeads / kKvHeads;
+  const int64_t tokens = state.range(0);
+  const int64_t q_width = kHeads * kHeadDim, kv_width = kKvHeads * kHeadDim;
+  std::vector<float> q(static_cast<size_t>(tokens * q_width)),
+      keys(static_cast<size_t>(tokens * kv_width)), values(keys.size()), out(q.size());
+  uint32_t seed = 1;
+  const auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+  };
+  for (float& v : q) v = next();
+  for (float& v : keys) v = next();
+  for (float& v : values) v = next();
+  kernels::ThreadPool& pool = Pool();
+  std::vector<std::vector<float>> scores(static_cast<size_t>(pool.size()),
+                                         std::vector<float>(static_cast<size_t>(kGroup * tokens)));
+  const float scale = 0.125f;
+  const int64_t groups_total = tokens * kKvHeads;
+  const int64_t work = tokens * (tokens + 1) / 2 * kHeads * kHeadDim;
+  const int64_t tasks = std::clamp<int64_t>(work >> 15, 1, groups_total);
+  for (auto _ : state) {
+    pool.Run(tasks, [&](int64_t task_index, int thread) {
+      for (int64_t task = task_index * groups_total / tasks;
+           task < (task_index + 1) * groups_total / tasks; ++task) {
+        const int64_t t = task / kKvHeads, kv_head = task % kKvHeads;
+        kernels::AttendHeadGroup(q.data() + t * q_width + kv_head * kGroup * kHeadDim, kGroup,
+                                 keys.data() + kv_head * kHeadDim,
+                                 values.data() + kv_head * kHeadDim, kv_width, kHeadDim, 0, t,
+                                 scale, scores[static_cast<size_t>(thread)].data(),
+                                 out.data() + t * q_width + kv_head * kGroup * kHeadDim);
+      }
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["flops"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 4.0 * static_cast<double>(work),
+                         benchmark::Counter::kIsRate);
+  state.counters["tokens"] = static_cast<double>(tokens);
+}
+
 BENCHMARK(DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(Bf16Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -236,6 +287,13 @@ BENCHMARK(ExpertFfnWorkingSetBench)
     ->UseRealTime()
     ->MinTime(0.5);
 BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(AttentionPrefill)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
 
 }  // namespace
 }  // namespace moelab::bench

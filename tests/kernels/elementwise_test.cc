@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention.h"
+#include "kernels/cpu_features.h"
 #include "base/error.h"
 
 namespace moelab::kernels {
@@ -190,6 +191,48 @@ TEST(Attention, HeadGroupHasEachHeadsBits) {
       }
     }
   }
+}
+
+// Attention computes the same float operations in the same order on every instruction set (no FMA
+// contraction; kernels/attention_impl.h), so its output bits do not depend on the set: a profile
+// taken on one path prices the arithmetic another path runs, and tests of token streams hold on
+// every machine.
+TEST(Attention, EveryInstructionSetGivesTheSameBits) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal;
+  const Isa active = ActiveIsa();
+  for (int64_t head_dim : {64, 72, 7}) {
+    for (int64_t heads : {1, 4, 18}) {
+      for (int64_t positions : {3, 41, 300}) {
+        const int64_t kv_heads = 2;
+        std::vector<float> q(heads * head_dim), keys(positions * kv_heads * head_dim),
+            values(keys.size());
+        for (float& v : q) v = normal(rng);
+        for (float& v : keys) v = 3.0f * normal(rng);  // scores spread over many e-folds
+        for (float& v : values) v = normal(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        for (int64_t first : {int64_t{0}, positions / 3}) {
+          std::vector<float> scalar_out;
+          for (const Isa isa : SupportedIsas()) {
+            SetActiveIsa(isa);
+            std::vector<float> scores(heads * positions), out(heads * head_dim);
+            AttendHeadGroup(q.data(), heads, keys.data() + head_dim, values.data() + head_dim,
+                            kv_heads * head_dim, head_dim, first, positions - 1, scale,
+                            scores.data(), out.data());
+            if (isa == Isa::kScalar) {
+              scalar_out = out;
+              continue;
+            }
+            ASSERT_EQ(out.size(), scalar_out.size());
+            EXPECT_EQ(0, std::memcmp(out.data(), scalar_out.data(), out.size() * sizeof(float)))
+                << ToString(isa) << " against scalar: head_dim " << head_dim << ", " << heads
+                << " heads, positions " << first << ".." << positions - 1;
+          }
+        }
+      }
+    }
+  }
+  SetActiveIsa(active);
 }
 
 }  // namespace
