@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "kernels/scratch.h"
 #include "base/error.h"
 
 namespace moelab::executor {
@@ -44,17 +45,8 @@ Transformer::Transformer(const ModelWeights& weights, kernels::ThreadPool& pool)
   for (auto& s : scores_) s.resize(static_cast<size_t>(group * weights.config.max_positions));
 }
 
-namespace {
-
-// Grows `v` to at least `count` elements, value-initialized (written, so its pages are resident).
-template <typename T>
-void GrowTouched(std::vector<T>& v, int64_t count) {
-  if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
-}
-
-}  // namespace
-
 void Transformer::ReservePass(int64_t tokens) {
+  using kernels::GrowTouched;
   if (tokens < 1) throw base::Error("reserve a pass of " + std::to_string(tokens) + " tokens");
   const ExecutorConfig& c = config();
   const int64_t d = c.hidden_size;

@@ -2,6 +2,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
+#include "kernels/scratch.h"
 
 namespace moelab::kernels {
 namespace {
@@ -30,11 +31,8 @@ void SwiGlu(const float* x, int64_t tokens, int64_t intermediate, ThreadPool& po
 void ReserveExpertFfnScratch(int64_t tokens, int64_t hidden, int64_t intermediate,
                              WeightFormat format, ExpertFfnScratch& scratch) {
   if (tokens <= 0) return;
-  const auto grow = [](std::vector<float>& v, int64_t count) {
-    if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
-  };
-  grow(scratch.gate_up, tokens * 2 * intermediate);
-  grow(scratch.hidden, tokens * intermediate);
+  GrowTouched(scratch.gate_up, tokens * 2 * intermediate);
+  GrowTouched(scratch.hidden, tokens * intermediate);
   ReserveMatmulScratch(format, tokens, hidden);
   ReserveMatmulScratch(format, tokens, intermediate);
 }

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/scratch.h"
 
 namespace moelab::kernels {
 namespace internal {
@@ -55,12 +56,6 @@ struct ThreadScratch {
     return pairs;
   }
 };
-
-// Grows `v` to at least `count` elements, value-initialized (written, so its pages are mapped).
-template <typename T>
-void GrowTouched(std::vector<T>& v, int64_t count) {
-  if (static_cast<int64_t>(v.size()) < count) v.resize(static_cast<size_t>(count));
-}
 
 ThreadScratch& Scratch() {
   thread_local ThreadScratch scratch;
@@ -270,11 +265,8 @@ void ReserveBf16MatmulScratch(int64_t m, int64_t k) {
 
 void ReserveQuantizedMatmulScratch(int64_t m, int64_t k) {
   if (m <= 0 || k <= 0) return;
-  QuantizedActivations& x = Scratch().x_quantized;
-  const int64_t blocks = (k + QuantizedActivations::kBlock - 1) / QuantizedActivations::kBlock;
-  GrowTouched(x.quants, m * blocks * QuantizedActivations::kBlock);
-  GrowTouched(x.scales, m * blocks);
-  GrowTouched(x.sums, m * blocks);
+  // Vectors keep their capacity when a later call sizes them down, so the pages stay resident.
+  ResizeQuantizedActivations(m, k, Scratch().x_quantized);
 }
 
 void QuantizeActivations(const float* x, int64_t m, int64_t k, QuantizedActivations& out,
