@@ -30,6 +30,9 @@ struct ProfileSample {
   double median_s = 0;
   double flops = -1;  // -1: not recorded
   double bytes = -1;
+  // expert_reader beside computation: the computation's rate during the reader's passes as a
+  // fraction of its rate alone (0: not recorded).
+  double compute_rate = 0;
   int index = 0;  // position in "samples", for messages
 };
 

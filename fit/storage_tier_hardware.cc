@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "fit/cost_calibration.h"
+#include "report/format.h"
 
 namespace moelab::fit {
 
@@ -120,6 +121,18 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   hardware.accelerator_count = 1;
   hardware.host_link = link;
   hardware.compute_device_is_host = true;
+  if (storage_read_bytes_per_s <= 0 && reader_beside && reader_beside->compute_rate > 0) {
+    const double copy_s = reader_beside->bytes / link_bytes_per_s;
+    hardware.host->compute_rate_while_storage_reads =
+        ComputeRateWhileReading(reader_beside->compute_rate, copy_s, reader_beside->median_s);
+    hardware.sources.push_back(
+        "storage tier: the computation beside the reader ran at x" +
+        report::FormatNumber(reader_beside->compute_rate, 3) +
+        " of its rate alone (expert_reader of " + profile.origin +
+        "); past the link's checksum and copy, x" +
+        report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
+        " while reads are in flight");
+  }
   hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
                              std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +
                              std::to_string(static_cast<int64_t>(smallest->bytes)) + " bytes)");
@@ -129,6 +142,20 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
                                   : "storage tier link: " + profile.origin +
                                         " has no expert_load samples; DRAM bandwidth / 3 assumed");
   return hardware;
+}
+
+double ComputeRateWhileReading(double measured_compute_rate, double copy_seconds,
+                               double read_seconds) {
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"measured compute rate", measured_compute_rate},
+        {"copy seconds", copy_seconds},
+        {"read seconds", read_seconds}}) {
+    if (!(value > 0) || !std::isfinite(value)) {
+      throw base::Error(std::string("compute rate while reading: the ") + name +
+                        " must be > 0, got " + std::to_string(value));
+    }
+  }
+  return std::min(1.0, measured_compute_rate + copy_seconds / read_seconds);
 }
 
 }  // namespace moelab::fit

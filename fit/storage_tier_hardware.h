@@ -31,8 +31,23 @@ namespace moelab::fit {
 // in flight (--offload-readers); they share the bandwidth, so two reads issued together both land
 // after twice one read's time (the simulator's processor sharing), which is what the executor's
 // reader does.
+//
+// The computation's rate while reads are in flight (host.compute_rate_while_storage_reads): from
+// the expert_reader sample beside computation that recorded one (compute_rate), by
+// ComputeRateWhileReading; 1 (not coupled) without it or with a caller's bandwidth.
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
                                                    double storage_read_bytes_per_s = 0,
                                                    int64_t reads_in_flight = 1);
+
+// The simulator's rate for the computation while reads are in flight, from a reader pass beside a
+// computation (executor/offload/reader_pass.h): the computation ran at `measured_compute_rate` of
+// its rate alone while a read landed every `read_seconds` (the pass / its reads). The simulator
+// charges each read's checksum and copy (`copy_seconds`, the link) to the computation's resource
+// and slows the rest by the coupled rate, so replaying that pass it does copy_seconds /
+// read_seconds of copies and the coupled rate minus that of computation: the coupled rate is
+// measured_compute_rate + copy_seconds / read_seconds, at most 1 (a copy that cost the
+// computation less than its price leaves the rate alone). Error unless all three are > 0.
+double ComputeRateWhileReading(double measured_compute_rate, double copy_seconds,
+                               double read_seconds);
 
 }  // namespace moelab::fit

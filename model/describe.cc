@@ -124,6 +124,10 @@ std::string HardwareText(const HardwareSpec& spec) {
       table.AddRow({"storage read beside compute",
                     FormatBytes(h.storage_read_bandwidth_beside_compute_bytes_per_s) + "/s"});
     }
+    if (h.compute_rate_while_storage_reads < 1) {
+      table.AddRow({"computation while reads are in flight",
+                    "x" + FormatNumber(h.compute_rate_while_storage_reads, 3) + " its rate alone"});
+    }
     if (h.storage_reads_in_flight > 1) {
       table.AddRow({"storage reads in flight",
                     std::to_string(h.storage_reads_in_flight) + " (sharing the bandwidth)"});

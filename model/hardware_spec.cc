@@ -74,6 +74,12 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.storage_reads_in_flight = reader.Int("storage_reads_in_flight", 1, 1);
   spec.storage_read_bandwidth_beside_compute_bytes_per_s =
       reader.Number("storage_read_bandwidth_beside_compute_bytes_per_s", 0.0, false, 0.0);
+  spec.compute_rate_while_storage_reads =
+      reader.Number("compute_rate_while_storage_reads", 0.0, false, 1.0);
+  if (spec.compute_rate_while_storage_reads > 1) {
+    reader.Fail("compute_rate_while_storage_reads",
+                "a fraction of the rate alone in (0, 1]: reads never speed the computation up");
+  }
   return spec;
 }
 
@@ -128,6 +134,8 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
       json["host"]["storage_read_bandwidth_beside_compute_bytes_per_s"] =
           h.storage_read_bandwidth_beside_compute_bytes_per_s;
     }
+    if (h.compute_rate_while_storage_reads < 1)
+      json["host"]["compute_rate_while_storage_reads"] = h.compute_rate_while_storage_reads;
   }
   if (spec.host_link) {
     const LinkSpec& l = *spec.host_link;

@@ -42,6 +42,12 @@ struct HostSpec {
   // the reader shares the cores and the memory with the computation: validate measures both);
   // 0: reads run at storage_read_bandwidth_bytes_per_s whatever the host does.
   double storage_read_bandwidth_beside_compute_bytes_per_s = 0;
+  // The rate the host computes at while storage reads are in flight, as a fraction of its rate
+  // alone, beyond the checksum and copy the link charges (a storage-tier machine: the reader's
+  // system calls, interrupts and memory traffic take from the cores the computation runs on;
+  // fit/storage_tier_hardware.h derives it from the reader measured beside computation); 1: the
+  // computation does not notice the reads.
+  double compute_rate_while_storage_reads = 1;
 };
 
 struct LinkSpec {

@@ -117,18 +117,18 @@ void OpGraph::ShareResource(Resource resource, int concurrent) {
 
 void OpGraph::SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate) {
   if (shared == Resource::kNone || busy == Resource::kNone || shared == busy ||
-      !shared_[static_cast<size_t>(shared)] || shared_[static_cast<size_t>(busy)])
-    throw base::Error("sim: a rate while busy couples a shared resource to another, unshared one");
+      !shared_[static_cast<size_t>(shared)])
+    throw base::Error("sim: a rate while busy couples a shared resource to another resource");
   if (!(rate > 0) || !std::isfinite(rate))
     throw base::Error("sim: a rate while busy must be > 0, got " + std::to_string(rate));
   if (rate_while_busy_[static_cast<size_t>(shared)].busy != Resource::kNone)
     throw base::Error("sim: a shared resource's rate follows one other resource at most");
-  rate_while_busy_[static_cast<size_t>(shared)] = {busy, kinds, rate, false};
+  rate_while_busy_[static_cast<size_t>(shared)] = {busy, kinds, rate, 0};
 }
 
 double OpGraph::SharedRate(size_t resource) const {
   const RateWhileBusy& coupling = rate_while_busy_[resource];
-  return coupling.active ? coupling.rate : 1.0;
+  return coupling.running > 0 ? coupling.rate : 1.0;
 }
 
 void OpGraph::NoteBusyChange(const Op& op, bool busy) {
@@ -136,9 +136,11 @@ void OpGraph::NoteBusyChange(const Op& op, bool busy) {
   for (size_t r = 0; r < kResourceCount; ++r) {
     RateWhileBusy& coupling = rate_while_busy_[r];
     if (coupling.busy != op.resource || !(coupling.kinds >> op.kind & 1u)) continue;
-    AdvanceShared(r);  // at the rate until now
-    coupling.active = busy;
-    if (!running_[r].empty()) RescheduleShared(r);
+    const bool was_active = coupling.running > 0;
+    const bool active = coupling.running + (busy ? 1 : -1) > 0;
+    if (was_active != active) AdvanceShared(r);  // at the rate until now
+    coupling.running += busy ? 1 : -1;
+    if (was_active != active && !running_[r].empty()) RescheduleShared(r);
   }
 }
 
@@ -169,6 +171,7 @@ bool OpGraph::Stale(const EventQueue::Event& event) {
 }
 
 void OpGraph::Dispatch() {
+  std::vector<int32_t> started;
   for (size_t r = 0; r < kResourceCount; ++r) {
     if (!shared_[r]) continue;
     if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
@@ -183,9 +186,13 @@ void OpGraph::Dispatch() {
       op.start_s = events_.now_s();
       busy_s_[r] += op.duration_s;  // the resource's busy time: the work, at the full rate
       running_[r].push_back({index, op.duration_s});
+      started.push_back(index);
     }
     RescheduleShared(r);
   }
+  // Coupled rates change once every shared resource's ops of this instant have started (a rate
+  // change brings the other resource's running ops up to now first).
+  for (const int32_t index : started) NoteBusyChange(ops_[static_cast<size_t>(index)], true);
   for (int r = 0; r < kResourceCount; ++r) {
     if (shared_[static_cast<size_t>(r)]) continue;
     if (busy_[static_cast<size_t>(r)] ||
@@ -211,6 +218,7 @@ void OpGraph::Finish(int32_t index) {
     AdvanceShared(r);
     std::erase_if(running_[r], [&](const Running& running) { return running.index == index; });
     RescheduleShared(r);  // the others speed up
+    NoteBusyChange(op, false);
   } else if (op.resource != Resource::kNone) {
     busy_[static_cast<size_t>(op.resource)] = false;
     NoteBusyChange(op, false);

@@ -80,8 +80,10 @@ class OpGraph {
   // While an op of `busy` whose kind is in `kinds` (a bit per kind) runs, the shared resource
   // `shared` serves at `rate` times its rate alone (every op running on it progresses that much
   // slower or faster): reads from a disk whose reader shares the cores and the memory with the
-  // computation (a storage-tier machine). `shared` must be shared (ShareResource) and follow no
-  // other resource yet, `busy` not shared, and rate > 0. Before any op is released.
+  // computation (a storage-tier machine), or a computation whose cores the reader takes from
+  // while a read is in flight. `shared` must be shared (ShareResource) and follow no other
+  // resource yet; `busy` may be shared too (two resources may follow each other); rate > 0.
+  // Before any op is released.
   void SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate);
 
   // A new op, not yet released: add its dependencies, then Commit it.
@@ -134,7 +136,7 @@ class OpGraph {
   void RescheduleShared(size_t resource);
   // The rate a shared resource serves at now (1, or the coupled rate while its busy op runs).
   double SharedRate(size_t resource) const;
-  // An op of a non-shared resource starts or ends: a coupled shared resource changes its rate.
+  // An op starts or ends: a shared resource coupled to its resource and kind may change rate.
   void NoteBusyChange(const Op& op, bool busy);
   // An event a reschedule replaced (removed from stale_events_ as it is popped).
   bool Stale(const EventQueue::Event& event);
@@ -172,7 +174,7 @@ class OpGraph {
     Resource busy = Resource::kNone;
     uint32_t kinds = 0;
     double rate = 1;
-    bool active = false;  // a coupled op is running now
+    int running = 0;  // coupled ops running now
   };
   std::array<RateWhileBusy, kResourceCount> rate_while_busy_{};
   std::unordered_set<uint64_t> stale_events_;  // by sequence: an op's index may be reused

@@ -157,6 +157,9 @@ OffloadRun RunExecutor(const Bench& bench, const ValidationCase& c, const Record
 struct StorageRates {
   double alone_bytes_per_s = 0;
   double beside_compute_bytes_per_s = 0;
+  // The computation's rate beside the reader's passes against alone (TimeReaderPass); 0: the
+  // simulator's computation does not slow while reads are in flight.
+  double measured_compute_rate = 0;
 };
 
 sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
@@ -195,6 +198,13 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
   if (storage.alone_bytes_per_s > 0) {
     config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s =
         storage.beside_compute_bytes_per_s;
+    if (storage.measured_compute_rate > 0 && storage.beside_compute_bytes_per_s > 0) {
+      const double bytes = static_cast<double>(model::ExpertBytes(config.model));
+      config.hardware.host->compute_rate_while_storage_reads = fit::ComputeRateWhileReading(
+          storage.measured_compute_rate,
+          bytes / config.hardware.host_link->host_to_device_bandwidth_bytes_per_s,
+          bytes / storage.beside_compute_bytes_per_s);
+    }
   }
   config.accelerator_bytes = memory_bytes;
   std::unique_ptr<routing::RoutingSource> routing =
@@ -338,19 +348,26 @@ double ProbeBarePreads(const executor::offload::ExpertStore& store, int in_fligh
 // probe: inside validate the reader read 0.78x that loop (414 interleaved triples, 2026-11-29),
 // and beside computation 0.82x what it read alone. The profiler's expert_reader operator times
 // the same pass, so a profile prices reads the way this does.
-double ProbeReaderPass(const executor::offload::ExpertStore& store,
-                       const executor::ModelWeights& weights, kernels::ThreadPool& pool,
-                       bool beside_compute) {
+struct ReaderProbe {
+  double bytes_per_s = 0;
+  double compute_rate = 0;  // beside computation: TimeReaderPass's (0: not measured)
+};
+
+ReaderProbe ProbeReaderPass(const executor::offload::ExpertStore& store,
+                            const executor::ModelWeights& weights, kernels::ThreadPool& pool,
+                            bool beside_compute) {
   const executor::offload::OffloadOptions options;
   const kernels::PackedBf16Matrix& head = weights.lm_head;
   std::vector<float> x(static_cast<size_t>(head.cols()), 0.5f), y(static_cast<size_t>(head.rows()));
   std::function<void()> compute_step;
   if (beside_compute)
     compute_step = [&] { kernels::MatmulBf16(x.data(), 1, head, y.data(), head.rows(), pool); };
-  const double seconds = executor::offload::ReaderPassSeconds(store, options.reader,
-                                                              options.reader_threads, compute_step);
+  const executor::offload::ReaderPassTiming timing = executor::offload::TimeReaderPass(
+      store, options.reader, options.reader_threads, compute_step);
   const int64_t blocks = store.key().moe_layers * store.key().experts;
-  return static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) / seconds;
+  return {static_cast<double>(blocks) * static_cast<double>(store.key().payload_bytes()) /
+              timing.seconds,
+          timing.compute_rate};
 }
 
 // Pairs of reader passes (ProbeReaderPass) run after every case and before every round: one
@@ -508,6 +525,8 @@ struct OffloadValidation::State {
   // The executor's reader, alone and beside computation, pair by pair (ProbeReaderPass): the
   // bandwidths the simulator is given.
   std::vector<double> reader_alone, reader_beside_compute;
+  // The LM head's rate beside those passes against alone, where measured (TimeReaderPass).
+  std::vector<double> compute_rate_beside_reads;
   std::vector<std::string> notes;
   int rounds = 0;
 
@@ -533,12 +552,13 @@ struct OffloadValidation::State {
   void ProbeReaderPairs(int pairs) {
     for (int k = 0; k < pairs; ++k) {
       const bool beside_first = (reader_alone.size() % 2) == 1;
-      double alone = 0, beside = 0;
+      ReaderProbe alone, beside;
       for (const bool beside_compute : {beside_first, !beside_first}) {
         (beside_compute ? beside : alone) = ProbeReaderPass(*store, weights, pool, beside_compute);
       }
-      reader_alone.push_back(alone);
-      reader_beside_compute.push_back(beside);
+      reader_alone.push_back(alone.bytes_per_s);
+      reader_beside_compute.push_back(beside.bytes_per_s);
+      if (beside.compute_rate > 0) compute_rate_beside_reads.push_back(beside.compute_rate);
     }
   }
   Bench MakeBench() const {
@@ -663,7 +683,10 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   // The executor's reader, alone and beside computation (the pairs of ProbeReaderPass): the
   // simulator's read bandwidth while the host computes and while it does not.
   if (st.reader_alone.empty()) throw base::Error("validate offload: no reader probe ran (a bug)");
-  const StorageRates storage{Median(st.reader_alone), Median(st.reader_beside_compute)};
+  const double measured_compute_rate =
+      st.compute_rate_beside_reads.empty() ? 0.0 : Median(st.compute_rate_beside_reads);
+  const StorageRates storage{Median(st.reader_alone), Median(st.reader_beside_compute),
+                             measured_compute_rate};
   {
     std::vector<double> ratios;
     for (size_t k = 0; k < st.reader_alone.size(); ++k)
@@ -687,6 +710,33 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         report::FormatNumber(Quantile(ratios, 0.25), 3) + "-" +
         report::FormatNumber(Quantile(ratios, 0.75), 3) +
         "); the simulator reads at the second while the host computes, at the first otherwise");
+  }
+  if (measured_compute_rate > 0) {
+    const model::HardwareSpec hardware =
+        fit::StorageTierHardwareFromProfile(profile, 1.0, storage.alone_bytes_per_s,
+                                            executor::offload::OffloadOptions{}.reader_threads);
+    const double bytes =
+        static_cast<double>(model::ExpertBytes(executor::SpecFromExecutorConfig(st.target)));
+    const double copy_s = bytes / hardware.host_link->host_to_device_bandwidth_bytes_per_s;
+    const double read_s = bytes / storage.beside_compute_bytes_per_s;
+    result.notes.push_back(
+        "offload: the computation beside the reader (the LM head's matrix-vector product during "
+        "the probes' passes beside computation, against the same steps alone right after): x" +
+        report::FormatNumber(measured_compute_rate, 3) + " of its rate alone (quartiles " +
+        report::FormatNumber(Quantile(st.compute_rate_beside_reads, 0.25), 3) + "-" +
+        report::FormatNumber(Quantile(st.compute_rate_beside_reads, 0.75), 3) + ", " +
+        std::to_string(st.compute_rate_beside_reads.size()) +
+        " passes); past the checksum and copy the simulator charges to the cores (" +
+        report::FormatNumber(copy_s * 1e3, 2) + " ms a read, one read every " +
+        report::FormatNumber(read_s * 1e3, 2) + " ms), the simulator computes at x" +
+        report::FormatNumber(fit::ComputeRateWhileReading(measured_compute_rate, copy_s, read_s),
+                             3) +
+        " of its rate alone while reads are in flight (host.compute_rate_while_storage_reads)");
+  } else {
+    result.notes.push_back(
+        "offload: the computation's rate beside the reader was not measured (every probe pass "
+        "ended before two of its steps did); the simulator's computation does not slow while "
+        "reads are in flight");
   }
   const double plain_probe_bytes_per_s = Median(st.probes);
   std::string rounds;
@@ -759,6 +809,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
   std::vector<double> neighbour_rates;
   // [decode, prefill]: as priced, at the neighbours' reads, at the plain probe's bandwidth.
   std::vector<double> probe_errors[2], neighbour_errors[2], plain_errors[2], profile_errors[2];
+  std::vector<double> uncoupled_errors[2];  // the computation not slowed while reads are in flight
   std::vector<CaseResult> offload_results;
   for (size_t i = 0; i < st.cases.size(); ++i) {
     Recorded replay = st.recorded.at(WorkloadLabel(st.cases[i]));
@@ -787,6 +838,13 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
                                             {plain_probe_bytes_per_s, 0}, costs, threads);
       plain_errors[prefill].push_back(
           AbsError(prefill ? plain.ttft_s : *plain.tpot_s, measured.value));
+    }
+    if (storage.measured_compute_rate > 0) {
+      const sim::SimResult uncoupled = Simulate(
+          bench, st.cases[i], replay, profile,
+          {storage.alone_bytes_per_s, storage.beside_compute_bytes_per_s, 0}, costs, threads);
+      uncoupled_errors[prefill].push_back(
+          AbsError(prefill ? uncoupled.ttft_s : *uncoupled.tpot_s, measured.value));
     }
     const sim::SimResult from_profile =
         Simulate(bench, st.cases[i], replay, profile, {}, costs, threads);
@@ -849,6 +907,13 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         percent(neighbour_errors[0]) + " for decode (" + percent(probe_errors[0]) +
         " with the probes) and " + percent(neighbour_errors[1]) + " for prefill (" +
         percent(probe_errors[1]) + ")");
+  }
+  if (!uncoupled_errors[0].empty() || !uncoupled_errors[1].empty()) {
+    result.notes.push_back(
+        "offload: with the computation at its full rate while reads are in flight (as before "
+        "2026-12-01), the median abs error would be " +
+        percent(uncoupled_errors[0]) + " for decode (" + percent(probe_errors[0]) + ") and " +
+        percent(uncoupled_errors[1]) + " for prefill (" + percent(probe_errors[1]) + ")");
   }
   result.notes.push_back(
       "offload: priced as before 2026-11-29 (the plain probe's bandwidth, whatever the host "

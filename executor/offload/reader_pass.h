@@ -24,4 +24,16 @@ namespace moelab::executor::offload {
 double ReaderPassSeconds(const ExpertStore& store, ReaderKind kind, int reads_in_flight,
                          const std::function<void()>& compute_step = {});
 
+// The same pass, and with a computation beside it, what the reads cost the computation.
+struct ReaderPassTiming {
+  double seconds = 0;  // the pass, as ReaderPassSeconds
+  // The computation's rate during the pass as a fraction of its rate alone: the steps that ended
+  // inside the pass, against the same number of steps timed alone right after it (the reader's
+  // threads gone). 0 without a computation, or when fewer than two steps ended inside the pass.
+  double compute_rate = 0;
+  int64_t compute_steps = 0;  // steps between the first and the last that ended inside the pass
+};
+ReaderPassTiming TimeReaderPass(const ExpertStore& store, ReaderKind kind, int reads_in_flight,
+                                const std::function<void()>& compute_step = {});
+
 }  // namespace moelab::executor::offload

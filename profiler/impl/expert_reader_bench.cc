@@ -4,7 +4,9 @@
 // delivers to a run: the reads in flight share the disk, and each read's checksum and copy share
 // the cores and the memory bus with the computation (validate measured the reader at 0.66-0.78x a
 // plain loop of reads, and beside computation 0.82-0.91x what it read alone). A sample is the
-// pass's seconds per expert (pass / experts), so bytes / median_s is the bandwidth.
+// pass's seconds per expert (pass / experts), so bytes / median_s is the bandwidth. The beside
+// sample also has `compute_rate`: the computation's rate during the passes as a fraction of the
+// same steps alone (executor/offload/reader_pass.h), what the reads take from the cores.
 //
 // The store holds the model's routed experts, at most GridSpec::expert_reader_store_bytes of them
 // (and at least 2 x the reads in flight), each block of varied bytes, written into a fresh folder
@@ -139,15 +141,26 @@ class ExpertReaderBench : public OperatorBench {
         };
       }
       for (auto _ : state) {
-        state.SetIterationTime(
-            offload::ReaderPassSeconds(*store_, kind_, reads_in_flight_, compute_step));
+        const offload::ReaderPassTiming timing =
+            offload::TimeReaderPass(*store_, kind_, reads_in_flight_, compute_step);
+        state.SetIterationTime(timing.seconds);
+        if (timing.compute_rate > 0) compute_rates_.push_back(timing.compute_rate);
       }
     });
   }
 
-  void Annotate(const GridPoint& /*point*/, nlohmann::json& sample) const override {
+  void Annotate(const GridPoint& point, nlohmann::json& sample) const override {
     sample["direct_io"] = store_->direct_io();
     sample["store_experts"] = experts_;
+    // Beside computation: the computation's rate during the passes against alone (every pass of
+    // every round, warm-up included: each is a whole pass), the median.
+    if (point.beside_compute && !compute_rates_.empty()) {
+      std::vector<double> rates = compute_rates_;
+      const auto middle = rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2);
+      std::nth_element(rates.begin(), middle, rates.end());
+      sample["compute_rate"] = *middle;
+      sample["compute_rate_passes"] = rates.size();
+    }
   }
 
  private:
@@ -156,6 +169,7 @@ class ExpertReaderBench : public OperatorBench {
   int reads_in_flight_ = 1;
   int64_t experts_ = 1;
   std::unique_ptr<offload::ExpertStore> store_;
+  std::vector<double> compute_rates_;  // the beside point's passes (TimeReaderPass)
   kernels::PackedBf16Matrix head_;
   std::vector<float> x_, y_;
 };

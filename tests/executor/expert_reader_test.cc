@@ -285,6 +285,42 @@ TEST(ReaderPass, TimesOnePassOverTheStoreWithTheComputationBesideIt) {
   EXPECT_EQ(steps.load(), after_failure);
 }
 
+// TimeReaderPass: the computation's rate beside the pass is its steps inside the pass against the
+// same steps alone after it, on the caller's thread. A step that takes four times as long on the
+// computing thread as on the caller's reads as about a quarter of the rate alone (less when this
+// machine is busy: the computing thread then shares the cores with the readers and the rest).
+TEST(ReaderPass, TheComputationBesideThePassIsTimedAgainstTheSameStepsAlone) {
+  Store s;
+  ASSERT_TRUE(s.store);
+  const ReaderPassTiming plain = TimeReaderPass(*s.store, ReaderKind::kThreads, 2);
+  EXPECT_GT(plain.seconds, 0.0);
+  EXPECT_EQ(plain.compute_rate, 0.0) << "no computation, no rate";
+  EXPECT_EQ(plain.compute_steps, 0);
+  const std::thread::id caller = std::this_thread::get_id();
+  const auto busy = [](std::chrono::microseconds length) {
+    const auto end = std::chrono::steady_clock::now() + length;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+  };
+  int64_t alone_steps = 0;
+  const auto step = [&] {
+    if (std::this_thread::get_id() == caller) {
+      ++alone_steps;
+      busy(std::chrono::microseconds(20));
+    } else {
+      busy(std::chrono::microseconds(80));
+    }
+  };
+  // A tiny store's pass may end before two steps did (rate 0); a few passes give one that did not.
+  ReaderPassTiming timed;
+  for (int attempt = 0; attempt < 50 && timed.compute_steps == 0; ++attempt)
+    timed = TimeReaderPass(*s.store, ReaderKind::kThreads, 2, step);
+  ASSERT_GE(timed.compute_steps, 1) << "no pass outlasted two 80 us steps";
+  EXPECT_EQ(alone_steps, timed.compute_steps) << "the same number of steps, alone";
+  EXPECT_GT(timed.compute_rate, 0.0);
+  EXPECT_LT(timed.compute_rate, 0.75);
+}
+
 TEST(ExpertReader, AJobThatFailsBeforeItsReadLetsTheNextOneRun) {
   Store s;
   ASSERT_TRUE(s.store);

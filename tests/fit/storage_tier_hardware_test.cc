@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
+#include "base/error.h"
+#include "base/json_reader.h"
+
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
 
@@ -138,6 +144,53 @@ TEST(StorageTierHardware, ReadsArePricedAtTheProfiledReaderAloneAndBesideComputa
   const model::HardwareSpec measured = StorageTierHardwareFromProfile(profile, 3e9, 2e9, 2);
   EXPECT_DOUBLE_EQ(measured.host->storage_read_bandwidth_bytes_per_s, 2e9);
   EXPECT_EQ(measured.host->storage_read_bandwidth_beside_compute_bytes_per_s, 0);
+}
+
+// The computation beside the reader ran at compute_rate of its rate alone; the simulator charges
+// each read's checksum and copy (the link) to the cores itself, so the rest is the coupled rate:
+// measured + copy / read seconds, at most 1.
+TEST(StorageTierHardware, TheComputationBesideTheReaderGivesItsRateWhileReading) {
+  EXPECT_DOUBLE_EQ(ComputeRateWhileReading(0.6, 1e-3, 4e-3), 0.85);
+  EXPECT_DOUBLE_EQ(ComputeRateWhileReading(0.9, 1e-3, 4e-3), 1.0) << "never above its rate alone";
+  for (const auto& [rate, copy_s, read_s] :
+       {std::tuple{0.0, 1e-3, 4e-3}, {0.6, 0.0, 4e-3}, {0.6, 1e-3, -1.0}, {0.6, 1e-3, 1.0 / 0.0}}) {
+    EXPECT_THROW(ComputeRateWhileReading(rate, copy_s, read_s), base::Error);
+  }
+
+  Profile profile = LoadProfile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  profile.samples.push_back(ReaderSample(3e6, 3e-3, false, 2));
+  ProfileSample beside = ReaderSample(3e6, 4e-3, true, 2);  // a read every 4 ms beside compute
+  const model::HardwareSpec without = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
+  EXPECT_EQ(without.host->compute_rate_while_storage_reads, 1) << "no sample recorded it";
+  profile.samples.push_back(beside);
+  EXPECT_EQ(
+      StorageTierHardwareFromProfile(profile, 3e9, 0, 2).host->compute_rate_while_storage_reads, 1);
+  profile.samples.back().compute_rate = 0.6;
+  const model::HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
+  const double copy_s = 3e6 / hw.host_link->host_to_device_bandwidth_bytes_per_s;
+  EXPECT_DOUBLE_EQ(hw.host->compute_rate_while_storage_reads, std::min(1.0, 0.6 + copy_s / 4e-3));
+  EXPECT_LT(hw.host->compute_rate_while_storage_reads, 1);
+  bool said = false;
+  for (const std::string& source : hw.sources)
+    said = said || source.find("while reads are in flight") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_EQ(model::HardwareSpecToJson(hw)["host"]["compute_rate_while_storage_reads"],
+            hw.host->compute_rate_while_storage_reads);
+  // A caller's bandwidth comes without a rate of the computation: not coupled.
+  EXPECT_EQ(
+      StorageTierHardwareFromProfile(profile, 3e9, 2e9, 2).host->compute_rate_while_storage_reads,
+      1);
+
+  // The profile field is read from the file, and refused when not > 0.
+  nlohmann::json json =
+      base::JsonReader::ParseFile(testing::TestDataDir() / "profiles/quick-cpu.json");
+  nlohmann::json sample = json["samples"][0];
+  sample["compute_rate"] = 0.7;
+  json["samples"].push_back(sample);
+  EXPECT_DOUBLE_EQ(ProfileFromJson(json, "p.json").samples.back().compute_rate, 0.7);
+  json["samples"].back()["compute_rate"] = 0;
+  EXPECT_NE(testing::ErrorOf([&] { ProfileFromJson(json, "p.json"); }).find("compute_rate"),
+            std::string::npos);
 }
 
 TEST(StorageTierHardware, RefusesAProfileWithoutStorageReads) {

@@ -202,6 +202,24 @@ TEST(HardwarePresets, ComputeDeviceIsHostRoundTripsAndNeedsAHost) {
           << e.what();
     }
   }
+  json["host"]["storage_read_bandwidth_beside_compute_bytes_per_s"] = 1e9;
+  // The computation's rate while reads are in flight: 1 (absent, not written) unless set, then a
+  // fraction in (0, 1].
+  EXPECT_EQ(load(json).host->compute_rate_while_storage_reads, 1);
+  EXPECT_FALSE(json["host"].contains("compute_rate_while_storage_reads"));
+  hw.host->compute_rate_while_storage_reads = 0.9;
+  json = HardwareSpecToJson(hw);
+  EXPECT_EQ(load(json).host->compute_rate_while_storage_reads, 0.9);
+  for (const double refused : {0.0, -0.5, 1.5}) {
+    json["host"]["compute_rate_while_storage_reads"] = refused;
+    try {
+      load(json);
+      FAIL() << refused;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compute_rate_while_storage_reads"), std::string::npos)
+          << e.what();
+    }
+  }
   json.erase("host");
   try {
     load(json);

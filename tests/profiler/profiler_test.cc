@@ -326,6 +326,18 @@ TEST_F(ProfilerTest, ExpertReaderTimesTheExecutorsReaderAloneAndBesideComputatio
   };
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_bytes_per_s, rate(samples[0]));
   EXPECT_DOUBLE_EQ(hw.host->storage_read_bandwidth_beside_compute_bytes_per_s, rate(samples[1]));
+  // Beside computation the sample also has the computation's rate during the passes against the
+  // same steps alone (the tiny LM head takes microseconds, the pass far longer), which prices the
+  // computation while reads are in flight.
+  EXPECT_FALSE(samples[0].contains("compute_rate"));
+  ASSERT_TRUE(samples[1].contains("compute_rate")) << samples[1].dump();
+  const double compute_rate = samples[1]["compute_rate"].get<double>();
+  EXPECT_GT(compute_rate, 0.0);
+  EXPECT_GE(samples[1]["compute_rate_passes"].get<int64_t>(), 1);
+  const double copy_s = 49152.0 / hw.host_link->host_to_device_bandwidth_bytes_per_s;
+  EXPECT_DOUBLE_EQ(
+      hw.host->compute_rate_while_storage_reads,
+      fit::ComputeRateWhileReading(compute_rate, copy_s, samples[1]["median_s"].get<double>()));
 }
 
 TEST_F(ProfilerTest, AFamilyThatCannotBePreparedIsSkippedWithANote) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -495,6 +496,62 @@ TEST(OffloadSimulator, OnAHostComputeDeviceReadsRunAtTheirRateBesideComputation)
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = 0;
   const SimResult gpu = SimulateOffload(config);
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth / 2;
+  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, gpu.ttft_s);
+}
+
+TEST(OffloadSimulator, OnAHostComputeDeviceTheComputationSlowsWhileReadsAreInFlight) {
+  // The reader's system calls and interrupts take from the cores: with the computation at half
+  // its rate while a read is in flight, every compute op (the reader's checksum and copy too) is
+  // its time alone spent at full rate outside the reads and at half rate inside them; the same
+  // decisions and bytes, a longer prefill. At 1 nothing changes.
+  SimConfig config = StreamAllPrefillOnStorage();
+  const SimResult alone = SimulateOffload(config);
+  config.hardware.host->compute_rate_while_storage_reads = 1;
+  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, alone.ttft_s);
+  config.hardware.host->compute_rate_while_storage_reads = 0.5;
+  const SimResult slowed = SimulateOffload(config);
+  EXPECT_DOUBLE_EQ(slowed.bytes_storage_read, alone.bytes_storage_read);
+  EXPECT_EQ(slowed.prefetches, alone.prefetches);
+  EXPECT_GE(slowed.ttft_s, alone.ttft_s);
+  {
+    // This prefill waits for its reads; with a disk fifty times as fast the computation is what
+    // the pass waits for, and its slowdown shows in the TTFT.
+    SimConfig fast = config;
+    fast.hardware.host->storage_read_bandwidth_bytes_per_s *= 50;
+    const SimResult slowed_fast = SimulateOffload(fast);
+    fast.hardware.host->compute_rate_while_storage_reads = 1;
+    EXPECT_GT(slowed_fast.ttft_s, SimulateOffload(fast).ttft_s);
+  }
+  const auto key = [](const SimResult::TimelineEntry& e) {
+    return std::make_tuple(e.pass, e.kind, e.layer, e.expert);
+  };
+  std::map<std::tuple<int64_t, uint8_t, int32_t, int32_t>, double> alone_s;
+  for (const SimResult::TimelineEntry& e : alone.timeline) {
+    if (e.resource == Resource::kAcceleratorCompute) alone_s[key(e)] = e.duration_s;
+  }
+  int overlapped = 0, compute_ops = 0;
+  for (const SimResult::TimelineEntry& op : slowed.timeline) {
+    if (op.resource != Resource::kAcceleratorCompute) continue;
+    ++compute_ops;
+    double overlap_s = 0;  // one read in flight at a time: the reads do not overlap each other
+    for (const SimResult::TimelineEntry& read : slowed.timeline) {
+      if (read.resource != Resource::kStorageRead) continue;
+      overlap_s +=
+          std::max(0.0, std::min(read.start_s + read.duration_s, op.start_s + op.duration_s) -
+                            std::max(read.start_s, op.start_s));
+    }
+    overlapped += overlap_s > 0;
+    ASSERT_TRUE(alone_s.count(key(op)));
+    const double expected = alone_s[key(op)];
+    EXPECT_NEAR(op.duration_s - overlap_s / 2, expected, 1e-9 + 1e-9 * expected);
+  }
+  EXPECT_GT(compute_ops, 0);
+  EXPECT_GT(overlapped, 0) << "some compute ops run while a read is in flight";
+  // Where the compute device is not the host (a GPU), the field changes nothing.
+  config.hardware.compute_device_is_host = false;
+  config.hardware.host->compute_rate_while_storage_reads = 1;
+  const SimResult gpu = SimulateOffload(config);
+  config.hardware.host->compute_rate_while_storage_reads = 0.5;
   EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, gpu.ttft_s);
 }
 

@@ -207,13 +207,56 @@ TEST(OpGraph, ASharedResourceRunsAtItsCoupledRateWhileTheOtherComputes) {
   EXPECT_THROW(
       refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1, 0),
       base::Error);
-  refused.ShareResource(Resource::kHostToDevice, 2);
-  EXPECT_THROW(  // the busy resource is itself shared
-      refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kHostToDevice, 1, 0.5),
-      base::Error);
   refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1, 0.5);
   EXPECT_THROW(  // a second coupling would silently replace the first
       refused.SetRateWhileBusy(Resource::kStorageRead, Resource::kCpuCompute, 1, 0.5), base::Error);
+}
+
+// The computation of a storage-tier machine slows while reads are in flight (the reader takes
+// from its cores) as the reads slow while it computes: two shared resources following each other.
+TEST(OpGraph, TwoSharedResourcesFollowEachOther) {
+  // A read of 1 s alone at 0.5 while computing; a compute op of 2 s alone at 0.8 while reading.
+  // The read lands at 2 s; by then the compute op has done 1.6 s of its work, the rest at its full
+  // rate: 2.4 s.
+  Recorder recorder;
+  OpGraph graph(&recorder);
+  graph.ShareResource(Resource::kStorageRead, 2);
+  graph.ShareResource(Resource::kAcceleratorCompute, 1);
+  graph.SetRateWhileBusy(Resource::kStorageRead, Resource::kAcceleratorCompute, 1u << 3, 0.5);
+  graph.SetRateWhileBusy(Resource::kAcceleratorCompute, Resource::kStorageRead, 1u << 0, 0.8);
+  graph.Commit(graph.NewOp(Resource::kStorageRead, 1.0, 0));
+  graph.Commit(graph.NewOp(Resource::kAcceleratorCompute, 2.0, 3));
+  graph.Run();
+  EXPECT_DOUBLE_EQ(recorder.Of(0).end_s, 2.0);
+  EXPECT_DOUBLE_EQ(recorder.Of(3).end_s, 2.4);
+  EXPECT_DOUBLE_EQ(graph.busy_s(Resource::kAcceleratorCompute),
+                   2.0);  // the work, at the rate alone
+
+  // The computation stays slowed while any coupled read runs, not only the first: reads of 1 and
+  // 2 s alone share the disk (the first lands at 2 s, the second at 3 s); a compute op of 4 s at
+  // 0.5 until 3 s has 2.5 s of work left then, and ends at 5.5 s (5 s had the first landing
+  // restored its rate).
+  Recorder counted;
+  OpGraph two(&counted);
+  two.ShareResource(Resource::kStorageRead, 2);
+  two.ShareResource(Resource::kAcceleratorCompute, 1);
+  two.SetRateWhileBusy(Resource::kAcceleratorCompute, Resource::kStorageRead, 1u << 0, 0.5);
+  two.Commit(two.NewOp(Resource::kStorageRead, 1.0, 0));
+  const OpHandle second = two.NewOp(Resource::kStorageRead, 2.0, 0);
+  two.Commit(second);
+  two.Commit(two.NewOp(Resource::kAcceleratorCompute, 4.0, 3));
+  two.Run();
+  EXPECT_DOUBLE_EQ(counted.Of(3).end_s, 5.5);
+
+  // A kind outside the mask leaves the rate alone.
+  Recorder other;
+  OpGraph masked(&other);
+  masked.ShareResource(Resource::kAcceleratorCompute, 1);
+  masked.SetRateWhileBusy(Resource::kAcceleratorCompute, Resource::kStorageRead, 1u << 0, 0.5);
+  masked.Commit(masked.NewOp(Resource::kStorageRead, 1.0, 1));
+  masked.Commit(masked.NewOp(Resource::kAcceleratorCompute, 2.0, 3));
+  masked.Run();
+  EXPECT_DOUBLE_EQ(other.Of(3).end_s, 2.0);
 }
 
 // A reschedule leaves the op's earlier event in the queue; when it comes up the op may be gone and
