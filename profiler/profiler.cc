@@ -185,6 +185,13 @@ class ProfileRunner {
                                {"repetition_s", repetition_s},
                                {"bytes", std::llround(work.bytes)},
                                {"flops", std::llround(work.flops)}};
+      // A bench's own per-repetition quantities (state.counters): their median over the
+      // repetitions of every round, and how many there were.
+      for (const auto& [counter, values] : t.counters) {
+        if (values.empty()) continue;
+        sample[counter] = Median(values);
+        sample[counter + "_repetitions"] = values.size();
+      }
       bench.Annotate(p, sample);
       measured.push_back({p, std::move(sample)});
     }

@@ -55,6 +55,8 @@ void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
     }
     entry.iterations = run.iterations;
     entry.repetition_s.push_back(per_iteration_s);
+    for (const auto& [counter, value] : run.counters)
+      entry.counters[counter].push_back(value.value);
   }
   for (const std::string& name : touched) {
     const Entry& entry = entries_[name];
@@ -88,6 +90,7 @@ Timing CollectingReporter::Get(const std::string& name) const {
   timing.error =
       entry.failed ? entry.error : (timing.repetition_s.empty() ? "no successful repetition" : "");
   timing.iterations = entry.iterations;
+  timing.counters = entry.counters;
   timing.repetitions = static_cast<int>(timing.repetition_s.size());
   if (timing.repetition_s.empty()) return timing;
   timing.min_s = *std::min_element(timing.repetition_s.begin(), timing.repetition_s.end());

@@ -25,6 +25,8 @@ struct Timing {
   double max_s = 0;
   bool failed = false;
   std::string error;  // Google Benchmark's error message when failed
+  // User counters (state.counters) by name: each successful repetition's value, in order.
+  std::map<std::string, std::vector<double>> counters;
 };
 
 // A Google Benchmark reporter that prints nothing and keeps every run, keyed by the name the
@@ -50,6 +52,7 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
  private:
   struct Entry {
     std::vector<double> repetition_s;
+    std::map<std::string, std::vector<double>> counters;
     int64_t iterations = 0;
     int64_t expected_repetitions = 0;
     std::map<std::string, double> aggregates;  // "median", "mean", "stddev"

@@ -140,27 +140,27 @@ class ExpertReaderBench : public OperatorBench {
           kernels::MatmulBf16(x_.data(), 1, head_, y_.data(), head_.rows(), pool_);
         };
       }
+      std::vector<double> compute_rates;
       for (auto _ : state) {
         const offload::ReaderPassTiming timing =
             offload::TimeReaderPass(*store_, kind_, reads_in_flight_, compute_step);
         state.SetIterationTime(timing.seconds);
-        if (timing.compute_rate > 0) compute_rates_.push_back(timing.compute_rate);
+        if (timing.compute_rate > 0) compute_rates.push_back(timing.compute_rate);
+      }
+      // The repetition's median pass; the profile's sample takes the median over the
+      // repetitions of every round (a family's bench is built afresh each round).
+      if (!compute_rates.empty()) {
+        const auto middle =
+            compute_rates.begin() + static_cast<std::ptrdiff_t>(compute_rates.size() / 2);
+        std::nth_element(compute_rates.begin(), middle, compute_rates.end());
+        state.counters["compute_rate"] = *middle;
       }
     });
   }
 
-  void Annotate(const GridPoint& point, nlohmann::json& sample) const override {
+  void Annotate(const GridPoint& /*point*/, nlohmann::json& sample) const override {
     sample["direct_io"] = store_->direct_io();
     sample["store_experts"] = experts_;
-    // Beside computation: the computation's rate during the passes against alone (every pass of
-    // every round, warm-up included: each is a whole pass), the median.
-    if (point.beside_compute && !compute_rates_.empty()) {
-      std::vector<double> rates = compute_rates_;
-      const auto middle = rates.begin() + static_cast<std::ptrdiff_t>(rates.size() / 2);
-      std::nth_element(rates.begin(), middle, rates.end());
-      sample["compute_rate"] = *middle;
-      sample["compute_rate_passes"] = rates.size();
-    }
   }
 
  private:
@@ -169,7 +169,6 @@ class ExpertReaderBench : public OperatorBench {
   int reads_in_flight_ = 1;
   int64_t experts_ = 1;
   std::unique_ptr<offload::ExpertStore> store_;
-  std::vector<double> compute_rates_;  // the beside point's passes (TimeReaderPass)
   kernels::PackedBf16Matrix head_;
   std::vector<float> x_, y_;
 };

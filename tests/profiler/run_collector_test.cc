@@ -155,5 +155,23 @@ TEST(CollectingReporter, CollectsARealGoogleBenchmarkRun) {
   EXPECT_NEAR(t.max_s, 3e-3, 1e-12);
 }
 
+TEST(CollectingReporter, KeepsEachRepetitionsUserCounters) {
+  // A bench's own quantity per repetition (expert_reader's compute_rate): every successful
+  // repetition's value in order, across calls (the profiler's rounds); none from aggregates.
+  CollectingReporter reporter;
+  for (int round = 0; round < 2; ++round) {
+    BenchmarkRun run = Repetition("reader", 0, 1, 1e-3, 1);
+    run.counters["compute_rate"] = benchmark::Counter(0.5 + 0.25 * round);
+    reporter.ReportRuns({run});
+  }
+  BenchmarkRun aggregate = Aggregate("reader", "median", 2, 1e-3);
+  aggregate.counters["compute_rate"] = benchmark::Counter(9);
+  reporter.ReportRuns({aggregate});
+  const Timing t = reporter.Get("reader");
+  ASSERT_EQ(t.counters.count("compute_rate"), 1u);
+  EXPECT_EQ(t.counters.at("compute_rate"), (std::vector<double>{0.5, 0.75}));
+  EXPECT_TRUE(reporter.Get("never-ran").counters.empty());
+}
+
 }  // namespace
 }  // namespace moelab::profiler
