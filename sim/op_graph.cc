@@ -171,7 +171,6 @@ bool OpGraph::Stale(const EventQueue::Event& event) {
 }
 
 void OpGraph::Dispatch() {
-  std::vector<int32_t> started;
   for (size_t r = 0; r < kResourceCount; ++r) {
     if (!shared_[r]) continue;
     if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
@@ -179,6 +178,7 @@ void OpGraph::Dispatch() {
       continue;
     }
     AdvanceShared(r);
+    const size_t already_running = running_[r].size();
     while (static_cast<int>(running_[r].size()) < concurrent_[r] &&
            !(waiting_[r].empty() && fifo_[r].empty())) {
       const int32_t index = TakeNext(r);
@@ -186,13 +186,12 @@ void OpGraph::Dispatch() {
       op.start_s = events_.now_s();
       busy_s_[r] += op.duration_s;  // the resource's busy time: the work, at the full rate
       running_[r].push_back({index, op.duration_s});
-      started.push_back(index);
     }
     RescheduleShared(r);
+    // A resource coupled to these ops changes rate now (brought up to now at its old rate first).
+    for (size_t i = already_running; i < running_[r].size(); ++i)
+      NoteBusyChange(ops_[static_cast<size_t>(running_[r][i].index)], true);
   }
-  // Coupled rates change once every shared resource's ops of this instant have started (a rate
-  // change brings the other resource's running ops up to now first).
-  for (const int32_t index : started) NoteBusyChange(ops_[static_cast<size_t>(index)], true);
   for (int r = 0; r < kResourceCount; ++r) {
     if (shared_[static_cast<size_t>(r)]) continue;
     if (busy_[static_cast<size_t>(r)] ||

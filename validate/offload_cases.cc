@@ -162,6 +162,17 @@ struct StorageRates {
   double measured_compute_rate = 0;
 };
 
+// The simulator's rate of the computation while reads are in flight, from `storage`'s measured one:
+// an expert's checksum and copy at the link's bandwidth, one read landing every expert's bytes at
+// the bandwidth beside computation (fit::ComputeRateWhileReading). 1 where nothing was measured.
+double CoupledComputeRate(const StorageRates& storage, double expert_bytes,
+                          double link_bytes_per_s) {
+  if (!(storage.measured_compute_rate > 0 && storage.beside_compute_bytes_per_s > 0)) return 1.0;
+  return fit::ComputeRateWhileReading(storage.measured_compute_rate,
+                                      expert_bytes / link_bytes_per_s,
+                                      expert_bytes / storage.beside_compute_bytes_per_s);
+}
+
 sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recorded& recorded,
                         const fit::Profile& profile, const StorageRates& storage,
                         const std::shared_ptr<const model::CostSource>& costs, int threads,
@@ -198,13 +209,9 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
   if (storage.alone_bytes_per_s > 0) {
     config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s =
         storage.beside_compute_bytes_per_s;
-    if (storage.measured_compute_rate > 0 && storage.beside_compute_bytes_per_s > 0) {
-      const double bytes = static_cast<double>(model::ExpertBytes(config.model));
-      config.hardware.host->compute_rate_while_storage_reads = fit::ComputeRateWhileReading(
-          storage.measured_compute_rate,
-          bytes / config.hardware.host_link->host_to_device_bandwidth_bytes_per_s,
-          bytes / storage.beside_compute_bytes_per_s);
-    }
+    config.hardware.host->compute_rate_while_storage_reads =
+        CoupledComputeRate(storage, static_cast<double>(model::ExpertBytes(config.model)),
+                           config.hardware.host_link->host_to_device_bandwidth_bytes_per_s);
   }
   config.accelerator_bytes = memory_bytes;
   std::unique_ptr<routing::RoutingSource> routing =
@@ -717,7 +724,8 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
                                             executor::offload::OffloadOptions{}.reader_threads);
     const double bytes =
         static_cast<double>(model::ExpertBytes(executor::SpecFromExecutorConfig(st.target)));
-    const double copy_s = bytes / hardware.host_link->host_to_device_bandwidth_bytes_per_s;
+    const double link_bytes_per_s = hardware.host_link->host_to_device_bandwidth_bytes_per_s;
+    const double copy_s = bytes / link_bytes_per_s;
     const double read_s = bytes / storage.beside_compute_bytes_per_s;
     result.notes.push_back(
         "offload: the computation beside the reader (the LM head's matrix-vector product during "
@@ -729,8 +737,7 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         " passes); past the checksum and copy the simulator charges to the cores (" +
         report::FormatNumber(copy_s * 1e3, 2) + " ms a read, one read every " +
         report::FormatNumber(read_s * 1e3, 2) + " ms), the simulator computes at x" +
-        report::FormatNumber(fit::ComputeRateWhileReading(measured_compute_rate, copy_s, read_s),
-                             3) +
+        report::FormatNumber(CoupledComputeRate(storage, bytes, link_bytes_per_s), 3) +
         " of its rate alone while reads are in flight (host.compute_rate_while_storage_reads)");
   } else {
     result.notes.push_back(

@@ -26,6 +26,7 @@
 #include "executor/offload/reader_pass.h"
 #include "kernels/matmul.h"
 #include "profiler/impl/benches.h"
+#include "profiler/run_collector.h"
 
 namespace moelab::profiler::impl {
 namespace {
@@ -149,12 +150,7 @@ class ExpertReaderBench : public OperatorBench {
       }
       // The repetition's median pass; the profile's sample takes the median over the
       // repetitions of every round (a family's bench is built afresh each round).
-      if (!compute_rates.empty()) {
-        const auto middle =
-            compute_rates.begin() + static_cast<std::ptrdiff_t>(compute_rates.size() / 2);
-        std::nth_element(compute_rates.begin(), middle, compute_rates.end());
-        state.counters["compute_rate"] = *middle;
-      }
+      if (!compute_rates.empty()) state.counters["compute_rate"] = Median(compute_rates);
     });
   }
 

@@ -282,6 +282,18 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
                                       0) == 0;
                          }),
             result.notes.end());
+  // The computation's rate beside the reader's probes: measured (and then the errors without the
+  // coupling beside it), or a note that no probe pass outlasted two of its steps.
+  const auto starting = [&](const std::string& prefix) {
+    return std::count_if(result.notes.begin(), result.notes.end(),
+                         [&](const std::string& note) { return note.rfind(prefix, 0) == 0; });
+  };
+  const auto measured_rate = starting("offload: the computation beside the reader (");
+  EXPECT_EQ(measured_rate + starting("offload: the computation's rate beside the reader was not "
+                                     "measured"),
+            1);
+  EXPECT_EQ(starting("offload: with the computation at its full rate while reads are in flight"),
+            measured_rate);
   // Beside the cases, per workload, the run with every routed expert in RAM and its prediction:
   // the computation the cases add reads to (its runs read nothing, or validate stops).
   for (const std::string workload : {"decode B=1", "decode B=4", "prefill 256"}) {
