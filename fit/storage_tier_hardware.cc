@@ -132,6 +132,11 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
         "); past the link's checksum and copy, x" +
         report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
         " while reads are in flight");
+  } else if (storage_read_bytes_per_s <= 0 && reader_beside) {
+    hardware.sources.push_back(
+        "storage tier: the expert_reader sample beside computation of " + profile.origin +
+        " recorded no compute_rate (no pass outlasted two of the computation's steps); the "
+        "computation is priced at its full rate while reads are in flight");
   }
   hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
                              std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +

@@ -163,8 +163,13 @@ TEST(StorageTierHardware, TheComputationBesideTheReaderGivesItsRateWhileReading)
   const model::HardwareSpec without = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
   EXPECT_EQ(without.host->compute_rate_while_storage_reads, 1) << "no sample recorded it";
   profile.samples.push_back(beside);
-  EXPECT_EQ(
-      StorageTierHardwareFromProfile(profile, 3e9, 0, 2).host->compute_rate_while_storage_reads, 1);
+  const model::HardwareSpec unmeasured = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
+  EXPECT_EQ(unmeasured.host->compute_rate_while_storage_reads, 1);
+  bool said_unmeasured = false;
+  for (const std::string& source : unmeasured.sources)
+    said_unmeasured =
+        said_unmeasured || source.find("recorded no compute_rate") != std::string::npos;
+  EXPECT_TRUE(said_unmeasured) << "a beside sample without the rate says so";
   profile.samples.back().compute_rate = 0.6;
   const model::HardwareSpec hw = StorageTierHardwareFromProfile(profile, 3e9, 0, 2);
   const double copy_s = 3e6 / hw.host_link->host_to_device_bandwidth_bytes_per_s;
