@@ -68,6 +68,7 @@ class Engine : public OpListener {
   void BeginPass();
   bool needs_cpu_dense() const;
   void ComputeFromDram();
+  void SetComputeWorkingSet(double bytes);  // both devices' (the host's cores)
   const CostModel::DenseCost& DenseOf(policies::Device device) const;
   void ScheduleDense(int64_t layer);
   void MoveHidden(policies::Device device);

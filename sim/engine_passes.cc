@@ -26,10 +26,16 @@ void Engine::BeginPass() {
   shape_.context_length = pass.context_length;
   shape_.logits_for_all_positions = pass.logits_for_all_positions;
   tokens_ = pass.tokens();
-  // Where the host computes, the passes after one that read from storage run from DRAM.
-  if (config_.hardware.compute_device_is_host && result_.bytes_storage_read > 0 &&
-      !result_.compute_from_dram_from_pass)
-    ComputeFromDram();
+  // Where the host computes, the first pass runs from DRAM (SetUp) and the passes after one that
+  // read from storage too; the others in the planned RAM's working set.
+  if (config_.hardware.compute_device_is_host) {
+    if (result_.bytes_storage_read > 0) {
+      if (!result_.compute_from_dram_from_pass) ComputeFromDram();
+    } else if (pass_ == 1) {
+      SetComputeWorkingSet(result_.compute_working_set_bytes);
+      result_.compute_in_working_set_from_pass = pass_;
+    }
+  }
   dense_[0] = &cost_.Dense(Device::kAccelerator, shape_);
   dense_[1] = needs_cpu_dense() ? &cost_.Dense(Device::kCpu, shape_) : dense_[0];
 
@@ -71,10 +77,13 @@ void Engine::BeginPass() {
 // cycle, so the cache regime ends with the first read; the rest of the run is priced as the
 // profile's DRAM calls.
 void Engine::ComputeFromDram() {
-  const double beyond_every_cache = std::numeric_limits<double>::infinity();
-  cost_.SetWorkingSet(Device::kAccelerator, beyond_every_cache);
-  cost_.SetWorkingSet(Device::kCpu, beyond_every_cache);
+  SetComputeWorkingSet(std::numeric_limits<double>::infinity());
   result_.compute_from_dram_from_pass = pass_;
+}
+
+void Engine::SetComputeWorkingSet(double bytes) {
+  cost_.SetWorkingSet(Device::kAccelerator, bytes);
+  cost_.SetWorkingSet(Device::kCpu, bytes);
 }
 
 bool Engine::needs_cpu_dense() const {

@@ -1,6 +1,7 @@
 // The engine's set-up before the first token: the policy, the memory plan (policies/memory_plan.h)
 // and the initial placement, checked by policies::PlanChecker; and the op-completion dispatch.
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "base/error.h"
@@ -144,6 +145,8 @@ void Engine::SetUp() {
   // buffers reads land in, and the KV cache. A small cache can stream from the CPU's cache.
   // (Both devices are those cores. Only Fiddler, which such a machine refuses, decides with the
   // latency model priced before; the one reported is priced again in the working set.)
+  // The first pass finds none of it there: no earlier pass of the run brought it in, so it is
+  // priced from DRAM (BeginPass moves to the working set at the second pass; engine_passes.cc).
   if (config_.hardware.compute_device_is_host) {
     const double resident_experts =
         static_cast<double>(std::min(plan.expert_slots, plan.experts_total) + plan.staging_buffers);
@@ -152,6 +155,7 @@ void Engine::SetUp() {
     cost_.SetWorkingSet(Device::kAccelerator, result_.compute_working_set_bytes);
     cost_.SetWorkingSet(Device::kCpu, result_.compute_working_set_bytes);
     result_.latency = cost_.FiddlerLatency(expert_bytes_);
+    SetComputeWorkingSet(std::numeric_limits<double>::infinity());
   }
 
   expert_ops_.assign(static_cast<size_t>(moe_layers_ * experts_), ExpertOps{});

@@ -128,6 +128,10 @@ struct SimResult {
   // The first pass priced from DRAM, whatever the working set, because an earlier pass read
   // experts from storage (the host computes); absent: every pass in the working set's regime.
   std::optional<int64_t> compute_from_dram_from_pass;
+  // The pass from which the working set's regime prices the computation (the host computes): the
+  // second, when the first read nothing from storage; absent: every pass priced from DRAM (the
+  // first pass always is, since no earlier pass brought the weights into the cache).
+  std::optional<int64_t> compute_in_working_set_from_pass;
   model::FiddlerLatencyModel latency;
 
   policies::PolicyStats policy_stats;

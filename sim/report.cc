@@ -112,19 +112,23 @@ nlohmann::json SimResult::ToJson() const {
   json["busy_s"] = busy;
   json["utilization"] = utilization;
 
-  json["memory"] = {{"accelerator_bytes", accelerator_bytes},
-                    {"fixed_bytes", fixed_bytes},
-                    {"dense_bytes_on_accelerator", dense_bytes_on_accelerator},
-                    {"kv_bytes", kv_bytes},
-                    {"expert_slots", expert_slots},
-                    {"staging_buffers", staging_buffers},
-                    {"experts_total", experts_total},
-                    {"experts_on_storage", experts_on_storage},
-                    {"fits_accelerator", fits_accelerator},
-                    {"compute_working_set_bytes", compute_working_set_bytes},
-                    {"compute_from_dram_from_pass",
-                     compute_from_dram_from_pass ? nlohmann::json(*compute_from_dram_from_pass)
-                                                 : nlohmann::json(nullptr)}};
+  json["memory"] = {
+      {"accelerator_bytes", accelerator_bytes},
+      {"fixed_bytes", fixed_bytes},
+      {"dense_bytes_on_accelerator", dense_bytes_on_accelerator},
+      {"kv_bytes", kv_bytes},
+      {"expert_slots", expert_slots},
+      {"staging_buffers", staging_buffers},
+      {"experts_total", experts_total},
+      {"experts_on_storage", experts_on_storage},
+      {"fits_accelerator", fits_accelerator},
+      {"compute_working_set_bytes", compute_working_set_bytes},
+      {"compute_from_dram_from_pass", compute_from_dram_from_pass
+                                          ? nlohmann::json(*compute_from_dram_from_pass)
+                                          : nlohmann::json(nullptr)},
+      {"compute_in_working_set_from_pass", compute_in_working_set_from_pass
+                                               ? nlohmann::json(*compute_in_working_set_from_pass)
+                                               : nlohmann::json(nullptr)}};
   json["fiddler_latency_model"] = {{"cpu_base_s", latency.cpu_base_s},
                                    {"cpu_per_token_s", latency.cpu_per_token_s},
                                    {"gpu_s", latency.gpu_s},

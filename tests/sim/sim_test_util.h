@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cmath>
+
 #include <string>
 
 #include "model/cost_source.h"
@@ -31,21 +33,27 @@ inline sim::SimConfig SimConfigFor(const std::string& model, const std::string& 
 
 // A cost source whose times say the working set each call was priced in: an expert of t tokens
 // takes t + W seconds, a pass's attention 1 + W.
+// Prices in seconds the working set it was asked for (plus one, or the tokens), so a test reads
+// the working set back from the times; beyond every cache (DRAM) as 1e12, more than any model's.
 class WorkingSetProbe : public model::CostSource {
  public:
+  static constexpr double kBeyondEveryCacheBytes = 1e12;
+  static double Bytes(double working_set_bytes) {
+    return std::isinf(working_set_bytes) ? kBeyondEveryCacheBytes : working_set_bytes;
+  }
   std::string name() const override { return "probe"; }
   std::string device() const override { return "probe"; }
   std::string compute_dtype() const override { return "bf16"; }
   model::ForwardCost Forward(const model::MoeModelSpec&,
                              const model::ForwardShape& shape) const override {
     model::ForwardCost cost;
-    cost.Add(model::Operator::kAttention, 0, 0, 1.0 + shape.working_set_bytes);
+    cost.Add(model::Operator::kAttention, 0, 0, 1.0 + Bytes(shape.working_set_bytes));
     cost.Total();
     return cost;
   }
   double ExpertSeconds(const model::MoeModelSpec&, int64_t tokens,
                        double working_set_bytes) const override {
-    return static_cast<double>(tokens) + working_set_bytes;
+    return static_cast<double>(tokens) + Bytes(working_set_bytes);
   }
   double RejectSeconds(const model::MoeModelSpec&, int64_t, int64_t) const override { return 0; }
   model::MemoryFootprint Memory(const model::MoeModelSpec&, double) const override { return {}; }
