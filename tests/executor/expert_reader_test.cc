@@ -2,11 +2,13 @@
 // in, every expert read back byte for byte whatever the reads in flight, and errors reaching Wait.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -311,14 +313,25 @@ TEST(ReaderPass, TheComputationBesideThePassIsTimedAgainstTheSameStepsAlone) {
       busy(std::chrono::microseconds(80));
     }
   };
-  // A tiny store's pass may end before two steps did (rate 0); a few passes give one that did not.
-  ReaderPassTiming timed;
-  for (int attempt = 0; attempt < 50 && timed.compute_steps == 0; ++attempt)
-    timed = TimeReaderPass(*s.store, ReaderKind::kThreads, 2, step);
-  ASSERT_GE(timed.compute_steps, 1) << "no pass outlasted two 80 us steps";
-  EXPECT_EQ(alone_steps, timed.compute_steps) << "the same number of steps, alone";
-  EXPECT_GT(timed.compute_rate, 0.0);
-  EXPECT_LT(timed.compute_rate, 0.75);
+  // A tiny store's pass may end before two steps did (rate 0); more passes give ones that did not.
+  // The rate is judged on the median of five: on a loaded machine (ctest -j) one pass's few alone
+  // steps can lose the core and come out slower than the steps beside it.
+  std::vector<double> rates;
+  for (int attempt = 0; attempt < 250 && rates.size() < 5; ++attempt) {
+    alone_steps = 0;
+    const ReaderPassTiming timed = TimeReaderPass(*s.store, ReaderKind::kThreads, 2, step);
+    if (timed.compute_steps == 0) {
+      EXPECT_EQ(timed.compute_rate, 0.0);
+      EXPECT_EQ(alone_steps, 0) << "no steps timed alone without a rate";
+      continue;
+    }
+    EXPECT_EQ(alone_steps, timed.compute_steps) << "the same number of steps, alone";
+    EXPECT_GT(timed.compute_rate, 0.0);
+    rates.push_back(timed.compute_rate);
+  }
+  ASSERT_EQ(rates.size(), 5u) << "fewer than five passes outlasted two 80 us steps";
+  std::nth_element(rates.begin(), rates.begin() + 2, rates.end());
+  EXPECT_LT(rates[2], 0.75) << "steps four times slower beside the pass than alone";
 }
 
 TEST(ExpertReader, AJobThatFailsBeforeItsReadLetsTheNextOneRun) {
