@@ -12,7 +12,6 @@
 
 namespace moelab::sim {
 
-using policies::Device;
 using policies::ExpertRef;
 
 Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
@@ -152,8 +151,7 @@ void Engine::SetUp() {
         static_cast<double>(std::min(plan.expert_slots, plan.experts_total) + plan.staging_buffers);
     result_.compute_working_set_bytes =
         model::PassWorkingSetBytes(config_.model, resident_experts, memory.kv_bytes);
-    cost_.SetWorkingSet(Device::kAccelerator, result_.compute_working_set_bytes);
-    cost_.SetWorkingSet(Device::kCpu, result_.compute_working_set_bytes);
+    SetComputeWorkingSet(result_.compute_working_set_bytes);
     result_.latency = cost_.FiddlerLatency(expert_bytes_);
     SetComputeWorkingSet(std::numeric_limits<double>::infinity());
   }

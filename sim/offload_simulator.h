@@ -126,7 +126,8 @@ struct SimResult {
   // computes (its cache regime); 0: the whole model, the cost source's default.
   double compute_working_set_bytes = 0;
   // The first pass priced from DRAM, whatever the working set, because an earlier pass read
-  // experts from storage (the host computes); absent: every pass in the working set's regime.
+  // experts from storage (the host computes); absent: no read moved the passes to DRAM (the first
+  // pass is priced from DRAM regardless; compute_in_working_set_from_pass).
   std::optional<int64_t> compute_from_dram_from_pass;
   // The pass from which the working set's regime prices the computation (the host computes): the
   // second, when the first read nothing from storage; absent: every pass priced from DRAM (the
