@@ -121,22 +121,24 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   hardware.accelerator_count = 1;
   hardware.host_link = link;
   hardware.compute_device_is_host = true;
-  if (storage_read_bytes_per_s <= 0 && reader_beside && reader_beside->compute_rate > 0) {
-    const double copy_s = reader_beside->bytes / link_bytes_per_s;
-    hardware.host->compute_rate_while_storage_reads =
-        ComputeRateWhileReading(reader_beside->compute_rate, copy_s, reader_beside->median_s);
-    hardware.sources.push_back(
-        "storage tier: the computation beside the reader ran at x" +
-        report::FormatNumber(reader_beside->compute_rate, 3) +
-        " of its rate alone (expert_reader of " + profile.origin +
-        "); past the link's checksum and copy, x" +
-        report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
-        " while reads are in flight");
-  } else if (storage_read_bytes_per_s <= 0 && reader_beside) {
-    hardware.sources.push_back(
-        "storage tier: the expert_reader sample beside computation of " + profile.origin +
-        " recorded no compute_rate (no pass outlasted two of the computation's steps); the "
-        "computation is priced at its full rate while reads are in flight");
+  if (storage_read_bytes_per_s <= 0 && reader_beside) {
+    if (reader_beside->compute_rate > 0) {
+      const double copy_s = reader_beside->bytes / link_bytes_per_s;
+      hardware.host->compute_rate_while_storage_reads =
+          ComputeRateWhileReading(reader_beside->compute_rate, copy_s, reader_beside->median_s);
+      hardware.sources.push_back(
+          "storage tier: the computation beside the reader ran at x" +
+          report::FormatNumber(reader_beside->compute_rate, 3) +
+          " of its rate alone (expert_reader of " + profile.origin +
+          "); past the link's checksum and copy, x" +
+          report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
+          " while reads are in flight");
+    } else {
+      hardware.sources.push_back(
+          "storage tier: the expert_reader sample beside computation of " + profile.origin +
+          " recorded no compute_rate (no pass outlasted two of the computation's steps); the "
+          "computation is priced at its full rate while reads are in flight");
+    }
   }
   hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
                              std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cmath>
-
 #include <string>
 
 #include "model/cost_source.h"
@@ -32,9 +31,8 @@ inline sim::SimConfig SimConfigFor(const std::string& model, const std::string& 
 }
 
 // A cost source whose times say the working set each call was priced in: an expert of t tokens
-// takes t + W seconds, a pass's attention 1 + W.
-// Prices in seconds the working set it was asked for (plus one, or the tokens), so a test reads
-// the working set back from the times; beyond every cache (DRAM) as 1e12, more than any model's.
+// takes t + W seconds, a pass's attention 1 + W; beyond every cache (DRAM, W infinite) counts as
+// W = 1e12, more than any model's, so the times stay finite.
 class WorkingSetProbe : public model::CostSource {
  public:
   static constexpr double kBeyondEveryCacheBytes = 1e12;
