@@ -33,6 +33,7 @@
 #include "routing/routing_trace.h"
 #include "sim/calibration.h"
 #include "sim/offload_simulator.h"
+#include "validate/offload_ranking.h"
 #include "validate/validation_metrics.h"
 
 namespace moelab::validate {
@@ -48,11 +49,6 @@ struct Workload {
 constexpr Workload kWorkloads[] = {{CaseKind::kOffload, 1, kDecodePrompt, kDecodeOutput},
                                    {CaseKind::kOffload, 4, kDecodePrompt, kDecodeOutput},
                                    {CaseKind::kOffloadPrefill, 1, kPrefillPrompt, 1}};
-
-std::string WorkloadLabel(const ValidationCase& c) {
-  return c.kind == CaseKind::kOffloadPrefill ? "prefill " + std::to_string(c.prompt)
-                                             : "decode B=" + std::to_string(c.batch);
-}
 
 // What both engines replay for one workload: the executor's gate routing, the calibration the
 // policies start from, and the prompts.
@@ -415,95 +411,6 @@ std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target) 
     }
   }
   return cases;
-}
-
-// A pair of policies the paired runs resolve: the sign test's two-sided p below this.
-constexpr double kRankingSignificance = 0.05;
-
-std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& results) {
-  std::map<std::tuple<std::string, int64_t>, std::vector<const CaseResult*>> groups;
-  std::vector<std::tuple<std::string, int64_t>> order;
-  for (const CaseResult& r : results) {
-    if (r.spec.kind != CaseKind::kOffload && r.spec.kind != CaseKind::kOffloadPrefill) continue;
-    const std::tuple<std::string, int64_t> key{WorkloadLabel(r.spec), r.spec.expert_slots};
-    if (!groups.count(key)) order.push_back(key);
-    groups[key].push_back(&r);
-  }
-  std::vector<std::string> notes;
-  int64_t same = 0, resolved = 0, resolved_same = 0, pairs = 0, differ_unresolved_only = 0;
-  int64_t apart_pairs = 0, apart_same = 0;
-  for (const auto& key : order) {
-    // Pairs of policies an order the runs resolve: their measured ranges do not overlap, or the
-    // runs paired by round and place (a policy's neighbours in a round ran seconds apart, while
-    // this machine's speed moves by a fifth between rounds) favour one policy beyond chance.
-    const std::vector<const CaseResult*>& group = groups[key];
-    int64_t otherwise = 0, otherwise_resolved = 0;  // pairs the prediction orders otherwise
-    for (size_t i = 0; i < group.size(); ++i) {
-      for (size_t j = i + 1; j < group.size(); ++j) {
-        const CaseResult& a = *group[i];
-        const CaseResult& b = *group[j];
-        ++pairs;
-        const bool agree = (a.measured < b.measured) == (a.predicted < b.predicted);
-        const bool apart = a.measured_max < b.measured_min || b.measured_max < a.measured_min;
-        const bool paired =
-            PairedSignTestP(a.measured_runs, b.measured_runs) < kRankingSignificance;
-        apart_pairs += apart;
-        apart_same += apart && agree;
-        otherwise += !agree;
-        otherwise_resolved += !agree && (apart || paired);
-        if (!apart && !paired) continue;
-        ++resolved;
-        resolved_same += agree;
-      }
-    }
-    std::vector<const CaseResult*> measured = groups[key], predicted = groups[key];
-    const auto by = [](double CaseResult::*field) {
-      return [field](const CaseResult* a, const CaseResult* b) {
-        return a->*field != b->*field ? a->*field < b->*field : a->spec.policy < b->spec.policy;
-      };
-    };
-    std::sort(measured.begin(), measured.end(), by(&CaseResult::measured));
-    std::sort(predicted.begin(), predicted.end(), by(&CaseResult::predicted));
-    std::string measured_order, predicted_order;
-    bool equal = true;
-    for (size_t i = 0; i < measured.size(); ++i) {
-      measured_order += (i ? " < " : "") + measured[i]->spec.policy;
-      predicted_order += (i ? " < " : "") + predicted[i]->spec.policy;
-      equal = equal && measured[i] == predicted[i];
-    }
-    same += equal;
-    differ_unresolved_only += !equal && otherwise_resolved == 0;
-    const auto pairs_text = [](int64_t n) {
-      return std::to_string(n) + (n == 1 ? " pair" : " pairs");
-    };
-    notes.push_back("offload ranking, " + std::get<0>(key) + ", " +
-                    std::to_string(std::get<1>(key)) + " experts: " +
-                    (equal ? "same (" + measured_order + ")"
-                           : "differs (measured " + measured_order + "; predicted " +
-                                 predicted_order + "; " + pairs_text(otherwise) +
-                                 " ordered otherwise, " +
-                                 (otherwise_resolved == 0 ? std::string("none")
-                                                          : std::to_string(otherwise_resolved)) +
-                                 " of them resolved by the runs)"));
-  }
-  if (!order.empty()) {
-    notes.push_back("offload ranking: the same at " + std::to_string(same) + " of " +
-                    std::to_string(order.size()) +
-                    " (workload, expert budget) pairs; of the rest, " +
-                    std::to_string(differ_unresolved_only) +
-                    " differ only in policy pairs the runs do not resolve");
-    notes.push_back("offload policy pairs ordered by the measurement (min-max ranges apart): " +
-                    std::to_string(apart_pairs) + " of " + std::to_string(pairs) +
-                    "; the prediction orders " + std::to_string(apart_same) +
-                    " of them the same way");
-    notes.push_back(
-        "offload policy pairs ordered by the measurement (min-max ranges apart, or the runs paired "
-        "by round and place favouring one policy: two-sided sign test p < " +
-        report::ShortestText(kRankingSignificance) + "): " + std::to_string(resolved) + " of " +
-        std::to_string(pairs) + "; the prediction orders " + std::to_string(resolved_same) +
-        " of them the same way");
-  }
-  return notes;
 }
 
 // Everything the rounds share: the store, the weights, the recorded routing, the runs so far.
@@ -966,7 +873,9 @@ void OffloadValidation::Judge(const fit::Profile& profile, const fit::LatencyFit
         report::FormatNumber(100 * (predicted / measured.value - 1), 1) +
         " %: the computation the cases of this workload add their reads to");
   }
-  for (const std::string& note : OffloadRankingNotes(offload_results)) result.notes.push_back(note);
+  OffloadRanking ranking = RankOffloadPolicies(offload_results);
+  for (const std::string& note : OffloadRankingNotes(ranking)) result.notes.push_back(note);
+  result.offload_ranking = std::move(ranking);
   result.cases.insert(result.cases.end(), offload_results.begin(), offload_results.end());
 }
 

@@ -36,16 +36,6 @@ inline const std::vector<std::string>& OffloadPolicies() {
 // run order. Error when the model has too few routed experts for three distinct budgets.
 std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 
-// For each (budget, workload): whether ordering the policies by predicted time gives the measured
-// order (ties in either broken by policy name). One line each, for ValidationResult::notes, then
-// the count, then the pairs of policies the repeats order and how many of those the prediction
-// orders the same way, twice: measured min-max ranges apart; and those or the runs paired by round
-// and place (CaseResult::measured_runs) favouring one policy beyond chance (PairedSignTestP < 0.05:
-// six rounds, or two runs a round over three, at the least). At a budget where policies differ by
-// less than the machine's noise the strict ranking is a coin toss, and this says which orders were
-// measured at all.
-std::vector<std::string> OffloadRankingNotes(const std::vector<CaseResult>& offload_results);
-
 // What one run's reads moved and for how long a read was in flight (the storage tier's own
 // measurement: OffloadStats::copy_busy_s).
 struct RunReads {

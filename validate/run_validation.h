@@ -12,6 +12,7 @@
 
 #include "executor/executor_config.h"
 #include "model/preset_store.h"
+#include "validate/offload_ranking.h"
 #include "validate/validation_case.h"
 #include "validate/validation_metrics.h"
 
@@ -65,6 +66,8 @@ struct ValidationResult {
   // The case rounds ran between the profile's rounds (false when --profile reused one).
   bool profile_interleaved = false;
   std::vector<BestGammaRow> best_gamma;
+  // --cases offload: the simulator's ranking of the policies against the executor's.
+  std::optional<OffloadRanking> offload_ranking;
   double wall_time_s = 0;
 
   // The summary the headline numbers are (fitted-profile with the recorded routing, overall).

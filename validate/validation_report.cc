@@ -162,6 +162,7 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
                                   {"measured_speedup", b.measured_speedup},
                                   {"regret", b.regret}});
   }
+  if (result.offload_ranking) json["offload_ranking"] = OffloadRankingJson(*result.offload_ranking);
   json["cost_sources"] = result.cost_sources;
   json["routing"] = result.routing;
   json["repeats"] = result.request.Repeats();

@@ -69,55 +69,6 @@ TEST(OffloadCases, EveryPolicyAtThreeBudgetsAndThreeWorkloads) {
             std::string::npos);
 }
 
-CaseResult Result(const std::string& policy, int64_t slots, double predicted, double measured,
-                  std::vector<double> runs = {}) {
-  CaseResult r;
-  r.spec.kind = CaseKind::kOffload;
-  r.spec.policy = policy;
-  r.spec.expert_slots = slots;
-  r.predicted = predicted;
-  r.measured = measured;
-  r.measured_min = 0.9 * measured;
-  r.measured_max = 1.1 * measured;
-  r.measured_runs = std::move(runs);
-  return r;
-}
-
-TEST(OffloadCases, RankingIsComparedPerWorkloadAndBudget) {
-  // b and c at 24 experts overlap (18-22 and 18.9-23.1), but in each of six rounds c ran slower
-  // than b beside it: the paired runs resolve them (sign test p = 2 / 2^6). At 16 they overlap too
-  // and five of their six pairs favour b: not beyond chance (p = 14 / 64).
-  const std::vector<double> b_runs = {18, 20, 22, 19, 21, 20};
-  const std::vector<double> c_runs = {18.9, 21, 23.1, 19.5, 21.5, 20.5};
-  const std::vector<double> c_mixed = {18.9, 21, 23.1, 18.5, 21.5, 20.5};
-  const std::vector<std::string> notes =
-      OffloadRankingNotes({Result("a", 8, 1, 10), Result("b", 8, 2, 20), Result("a", 16, 2, 10),
-                           Result("b", 16, 1, 20, b_runs), Result("c", 16, 3, 21, c_mixed),
-                           Result("b", 24, 2, 20, b_runs), Result("c", 24, 1, 21, c_runs)});
-  ASSERT_EQ(notes.size(), 6u);
-  EXPECT_EQ(notes[0], "offload ranking, decode B=1, 8 experts: same (a < b)");
-  // a-b apart in the runs (9-11 against 18-22) and predicted the other way round.
-  EXPECT_EQ(notes[1],
-            "offload ranking, decode B=1, 16 experts: differs (measured a < b < c; predicted b < a "
-            "< c; 1 pair ordered otherwise, 1 of them resolved by the runs)");
-  EXPECT_EQ(notes[2],
-            "offload ranking, decode B=1, 24 experts: differs (measured b < c; predicted c < b; 1 "
-            "pair ordered otherwise, 1 of them resolved by the runs)");
-  EXPECT_EQ(notes[3],
-            "offload ranking: the same at 1 of 3 (workload, expert budget) pairs; of the rest, 0 "
-            "differ only in policy pairs the runs do not resolve");
-  // a-b apart at both budgets (ordered the same at 8, not at 16), a-c apart and ordered the same,
-  // b-c within each other's spread at 16 and 24.
-  EXPECT_EQ(notes[4],
-            "offload policy pairs ordered by the measurement (min-max ranges apart): 3 of 5; the "
-            "prediction orders 2 of them the same way");
-  // ... and b-c at 24 by their paired runs, predicted the other way round.
-  EXPECT_EQ(notes[5],
-            "offload policy pairs ordered by the measurement (min-max ranges apart, or the runs "
-            "paired by round and place favouring one policy: two-sided sign test p < 0.05): 4 of "
-            "5; the prediction orders 2 of them the same way");
-}
-
 // The bandwidth a case's neighbours' reads got in the same rounds: their bytes over their busy
 // time, pooled per round, the median over rounds; never the case's own.
 TEST(OffloadCases, NeighbourBandwidthPoolsTheCasesBesideOneRoundByRound) {
@@ -330,6 +281,11 @@ TEST_F(OffloadValidationTest, EveryCaseRunsOnBothEngines) {
       << result.notes.back();
   EXPECT_NE(result.notes.back().find("of 90; the prediction orders"), std::string::npos)
       << result.notes.back();
+  // The same in validation.json's offload_ranking; a decode ran once, so no halves to compare.
+  ASSERT_TRUE(result.offload_ranking.has_value());
+  EXPECT_EQ(result.offload_ranking->budgets.size(), 9u);
+  EXPECT_EQ(result.offload_ranking->pairs, 90);
+  EXPECT_FALSE(result.offload_ranking->halves.has_value());
   // Each case's runs, in the order they ran, for the paired comparison of its policies.
   for (const CaseResult& r : result.cases) {
     if (r.spec.kind != CaseKind::kOffload && r.spec.kind != CaseKind::kOffloadPrefill) continue;
