@@ -11,7 +11,6 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <tuple>
 
 #include "base/atomic_file.h"
 #include "base/error.h"

@@ -56,8 +56,8 @@ std::optional<double> NeighbourReadBytesPerS(
 // constructor builds (or reuses) the expert store under request.work_dir / "offload-store" and
 // records the routing; RunRound runs every case of OffloadPlan once (a prefill three times), the
 // storage probed first; Judge simulates each case and appends one CaseResult per case (cost
-// source "fitted-profile", routing the recorded trace) and the ranking notes to `result` (Error
-// when no round ran).
+// source "fitted-profile", routing the recorded trace), the ranking (offload_ranking.h) and its
+// notes to `result` (Error when no round ran).
 class OffloadValidation {
  public:
   OffloadValidation(const ValidationRequest& request, const executor::ExecutorConfig& target,
