@@ -146,22 +146,22 @@ OffloadRanking RankOffloadPolicies(const std::vector<CaseResult>& results) {
 std::vector<std::string> OffloadRankingNotes(const OffloadRanking& ranking) {
   std::vector<std::string> notes;
   for (const BudgetRanking& b : ranking.budgets) {
-    notes.push_back(
-        "offload ranking, " + b.workload + ", " + std::to_string(b.expert_slots) + " experts: " +
-        (b.Same() ? "same (" + Joined(b.measured_order) + ")"
-                  : "differs (measured " + Joined(b.measured_order) + "; predicted " +
-                        Joined(b.predicted_order) + "; " + PairsText(b.pairs_ordered_otherwise) +
-                        " ordered otherwise, " +
-                        (b.pairs_ordered_otherwise_resolved == 0
-                             ? std::string("none")
-                             : std::to_string(b.pairs_ordered_otherwise_resolved)) +
-                        " of them resolved by the runs)"));
+    notes.push_back("offload ranking, " + b.workload + ", " + std::to_string(b.expert_slots) +
+                    " experts: " +
+                    (b.Same() ? "same (" + Joined(b.measured_order) + ")"
+                              : "differs (measured " + Joined(b.measured_order) + "; predicted " +
+                                    Joined(b.predicted_order) + "; " +
+                                    PairsText(b.pairs_ordered_otherwise) + " ordered otherwise, " +
+                                    (b.pairs_ordered_otherwise_resolved == 0
+                                         ? std::string("none")
+                                         : std::to_string(b.pairs_ordered_otherwise_resolved)) +
+                                    " of them resolved by the runs)"));
   }
   if (ranking.budgets.empty()) return notes;
   const std::string budgets = std::to_string(ranking.budgets.size());
   const std::string pairs = std::to_string(ranking.pairs);
-  notes.push_back("offload ranking: the same at " + std::to_string(ranking.BudgetsSame()) +
-                  " of " + budgets + " (workload, expert budget) pairs; of the rest, " +
+  notes.push_back("offload ranking: the same at " + std::to_string(ranking.BudgetsSame()) + " of " +
+                  budgets + " (workload, expert budget) pairs; of the rest, " +
                   std::to_string(ranking.BudgetsDifferingOnlyUnresolved()) +
                   " differ only in policy pairs the runs do not resolve");
   notes.push_back("offload policy pairs ordered by the measurement (min-max ranges apart): " +
@@ -206,16 +206,16 @@ nlohmann::json OffloadRankingJson(const OffloadRanking& ranking) {
                        {"even_runs_order", b.even_runs_order},
                        {"odd_runs_order", b.odd_runs_order}});
   }
-  nlohmann::json json = {{"budgets", budgets},
-                         {"budgets_same", ranking.BudgetsSame()},
-                         {"budgets_differing_only_in_unresolved_pairs",
-                          ranking.BudgetsDifferingOnlyUnresolved()},
-                         {"pairs", ranking.pairs},
-                         {"pairs_apart", ranking.pairs_apart},
-                         {"pairs_apart_same", ranking.pairs_apart_same},
-                         {"pairs_resolved", ranking.pairs_resolved},
-                         {"pairs_resolved_same", ranking.pairs_resolved_same},
-                         {"halves", nullptr}};
+  nlohmann::json json = {
+      {"budgets", budgets},
+      {"budgets_same", ranking.BudgetsSame()},
+      {"budgets_differing_only_in_unresolved_pairs", ranking.BudgetsDifferingOnlyUnresolved()},
+      {"pairs", ranking.pairs},
+      {"pairs_apart", ranking.pairs_apart},
+      {"pairs_apart_same", ranking.pairs_apart_same},
+      {"pairs_resolved", ranking.pairs_resolved},
+      {"pairs_resolved_same", ranking.pairs_resolved_same},
+      {"halves", nullptr}};
   if (ranking.halves) {
     const OffloadRanking::Halves& h = *ranking.halves;
     json["halves"] = {{"budgets_same", h.budgets_same},

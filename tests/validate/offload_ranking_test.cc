@@ -72,10 +72,10 @@ TEST(OffloadRanking, TheExecutorIsComparedWithItselfHalfAgainstHalf) {
   EXPECT_EQ(ranking.budgets[1].even_runs_order, (std::vector<std::string>{"a", "b"}));
   ASSERT_TRUE(ranking.halves.has_value());
   const OffloadRanking::Halves& h = *ranking.halves;
-  EXPECT_EQ(h.budgets_same, 1);  // 16 experts
+  EXPECT_EQ(h.budgets_same, 1);               // 16 experts
   EXPECT_EQ(h.budgets_predicted_as_even, 1);  // 8 experts
   EXPECT_EQ(h.budgets_predicted_as_odd, 0);
-  EXPECT_EQ(h.pairs_same, 3);  // all but a-b at 8
+  EXPECT_EQ(h.pairs_same, 3);               // all but a-b at 8
   EXPECT_EQ(h.pairs_predicted_as_even, 3);  // all three at 8, not a-b at 16
   EXPECT_EQ(h.pairs_predicted_as_odd, 2);   // b-c and a-c at 8
   const std::vector<std::string> notes = OffloadRankingNotes(ranking);
@@ -101,8 +101,8 @@ TEST(OffloadRanking, TheExecutorIsComparedWithItselfHalfAgainstHalf) {
 }
 
 TEST(OffloadRanking, NoHalvesWhenAPolicyRanOnce) {
-  const OffloadRanking ranking = RankOffloadPolicies(
-      {Result("a", 8, 1, 10, {10, 11}), Result("b", 8, 2, 20, {20})});
+  const OffloadRanking ranking =
+      RankOffloadPolicies({Result("a", 8, 1, 10, {10, 11}), Result("b", 8, 2, 20, {20})});
   EXPECT_FALSE(ranking.halves.has_value());
   EXPECT_TRUE(ranking.budgets[0].even_runs_order.empty());
   EXPECT_TRUE(OffloadRankingJson(ranking)["halves"].is_null());
