@@ -7,7 +7,8 @@
 namespace moelab::sim {
 namespace {
 
-nlohmann::json OptionalNumber(const std::optional<double>& value) {
+template <typename Number>
+nlohmann::json OptionalNumber(const std::optional<Number>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
@@ -123,12 +124,8 @@ nlohmann::json SimResult::ToJson() const {
       {"experts_on_storage", experts_on_storage},
       {"fits_accelerator", fits_accelerator},
       {"compute_working_set_bytes", compute_working_set_bytes},
-      {"compute_from_dram_from_pass", compute_from_dram_from_pass
-                                          ? nlohmann::json(*compute_from_dram_from_pass)
-                                          : nlohmann::json(nullptr)},
-      {"compute_in_working_set_from_pass", compute_in_working_set_from_pass
-                                               ? nlohmann::json(*compute_in_working_set_from_pass)
-                                               : nlohmann::json(nullptr)}};
+      {"compute_from_dram_from_pass", OptionalNumber(compute_from_dram_from_pass)},
+      {"compute_in_working_set_from_pass", OptionalNumber(compute_in_working_set_from_pass)}};
   json["fiddler_latency_model"] = {{"cpu_base_s", latency.cpu_base_s},
                                    {"cpu_per_token_s", latency.cpu_per_token_s},
                                    {"gpu_s", latency.gpu_s},

@@ -109,8 +109,8 @@ OffloadRanking RankOffloadPolicies(const std::vector<CaseResult>& results) {
         const CaseResult& b = *group[j];
         const std::string &p = a.spec.policy, &q = b.spec.policy;
         ++budget.pairs;
-        const bool measured_first = Before(budget.measured_order, p, q);
-        const bool agree = measured_first == Before(budget.predicted_order, p, q);
+        const bool predicted_first = Before(budget.predicted_order, p, q);
+        const bool agree = Before(budget.measured_order, p, q) == predicted_first;
         const bool apart = a.measured_max < b.measured_min || b.measured_max < a.measured_min;
         const bool paired =
             PairedSignTestP(a.measured_runs, b.measured_runs) < kRankingSignificance;
@@ -124,10 +124,10 @@ OffloadRanking RankOffloadPolicies(const std::vector<CaseResult>& results) {
         }
         if (halves_here) {
           const bool even_first = Before(budget.even_runs_order, p, q);
-          const bool predicted_first = Before(budget.predicted_order, p, q);
-          halves.pairs_same += even_first == Before(budget.odd_runs_order, p, q);
+          const bool odd_first = Before(budget.odd_runs_order, p, q);
+          halves.pairs_same += even_first == odd_first;
           halves.pairs_predicted_as_even += predicted_first == even_first;
-          halves.pairs_predicted_as_odd += predicted_first == Before(budget.odd_runs_order, p, q);
+          halves.pairs_predicted_as_odd += predicted_first == odd_first;
         }
       }
     }
