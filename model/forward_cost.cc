@@ -14,7 +14,9 @@ namespace {
 class CostAccumulator {
  public:
   CostAccumulator(const RooflineTarget& target, const CostParameters& params)
-      : target_(target), params_(params) {}
+      : target_(target), params_(params) {
+    cost_.operators.reserve(kOperatorCount);  // one allocation (the simulator prices every pass)
+  }
 
   // Adds `repeats` identical operators (e.g. one per layer) of `flops` and `bytes` each.
   void Add(Operator op, double flops, double bytes, double repeats, double launches_each = 1) {

@@ -31,8 +31,9 @@ class EventQueue {
       throw base::Error("sim: event at " + std::to_string(time_s) +
                         " s scheduled before the current time " + std::to_string(now_s_) + " s");
     }
-    heap_.push_back({time_s, next_sequence_++, id});
-    SiftUp(heap_.size() - 1);
+    const Event event{time_s, next_sequence_++, id};
+    heap_.push_back(event);
+    SiftUp(heap_.size() - 1, event);
   }
 
   bool empty() const { return heap_.empty(); }
@@ -45,9 +46,9 @@ class EventQueue {
   // Removes and returns the earliest event and advances the clock to it.
   Event Pop() {
     const Event top = heap_.front();
-    heap_.front() = heap_.back();
+    const Event last = heap_.back();
     heap_.pop_back();
-    if (!heap_.empty()) SiftDown(0);
+    if (!heap_.empty()) SiftDown(0, last);
     assert(top.time_s >= now_s_);
     now_s_ = top.time_s;
     return top;
@@ -57,8 +58,9 @@ class EventQueue {
   static bool Before(const Event& a, const Event& b) {
     return a.time_s != b.time_s ? a.time_s < b.time_s : a.sequence < b.sequence;
   }
-  void SiftUp(size_t i) {
-    const Event moving = heap_[i];
+  // `moving` is the event at i, passed in registers: reading back the element just written would
+  // stall on store forwarding (a 16-byte load over 8-byte stores), a tenth of a simulation's time.
+  void SiftUp(size_t i, const Event moving) {
     while (i > 0) {
       const size_t parent = (i - 1) / 2;
       if (!Before(moving, heap_[parent])) break;
@@ -67,8 +69,7 @@ class EventQueue {
     }
     heap_[i] = moving;
   }
-  void SiftDown(size_t i) {
-    const Event moving = heap_[i];
+  void SiftDown(size_t i, const Event moving) {
     const size_t n = heap_.size();
     for (;;) {
       size_t child = 2 * i + 1;

@@ -28,11 +28,16 @@ void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t expert
   for (const std::vector<int32_t>& token : routed) {
     for (int32_t expert : token) ++counts[static_cast<size_t>(expert)];
   }
-  demand.clear();
+  // Every expert written, the next one over it unless it was routed: no branch on the routing
+  // (a random one, mispredicted about once an expert).
+  demand.resize(static_cast<size_t>(experts));
+  size_t routed_experts = 0;
   for (int64_t e = 0; e < experts; ++e) {
-    if (counts[static_cast<size_t>(e)] > 0)
-      demand.push_back({static_cast<int32_t>(e), counts[static_cast<size_t>(e)]});
+    const int64_t count = counts[static_cast<size_t>(e)];
+    demand[routed_experts] = {static_cast<int32_t>(e), count};
+    routed_experts += count > 0 ? 1 : 0;
   }
+  demand.resize(routed_experts);
 }
 
 void SpeculativeNextLayerScores(const std::vector<float>& transition,

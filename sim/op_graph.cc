@@ -1,6 +1,7 @@
 #include "sim/op_graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "base/error.h"
@@ -78,6 +79,7 @@ void OpGraph::Ready(int32_t index) {
     return;
   }
   const Waiting waiting{op.priority_class, op.priority, ready_sequence_++, index};
+  waiting_mask_ |= 1u << static_cast<unsigned>(op.resource);
   if (op.priority_class == 0 && op.priority == 0) {
     fifo_[static_cast<size_t>(op.resource)].items.push_back(waiting);
     return;
@@ -88,6 +90,12 @@ void OpGraph::Ready(int32_t index) {
 }
 
 int32_t OpGraph::TakeNext(size_t resource) {
+  const int32_t index = TakeNextWaiting(resource);
+  if (waiting_[resource].empty() && fifo_[resource].empty()) waiting_mask_ &= ~(1u << resource);
+  return index;
+}
+
+int32_t OpGraph::TakeNextWaiting(size_t resource) {
   Fifo& fifo = fifo_[resource];
   std::vector<Waiting>& queue = waiting_[resource];
   if (!fifo.empty() && (queue.empty() || Later(queue.front(), fifo.items[fifo.head]))) {
@@ -113,6 +121,7 @@ void OpGraph::ShareResource(Resource resource, int concurrent) {
     throw base::Error("sim: a shared resource needs a real resource and at least 1 op at once");
   concurrent_[static_cast<size_t>(resource)] = concurrent;
   shared_[static_cast<size_t>(resource)] = true;
+  shared_mask_ |= 1u << static_cast<unsigned>(resource);
 }
 
 void OpGraph::SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate) {
@@ -124,6 +133,7 @@ void OpGraph::SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, d
   if (rate_while_busy_[static_cast<size_t>(shared)].busy != Resource::kNone)
     throw base::Error("sim: a shared resource's rate follows one other resource at most");
   rate_while_busy_[static_cast<size_t>(shared)] = {busy, kinds, rate, 0};
+  followers_[static_cast<size_t>(busy)] |= 1u << static_cast<unsigned>(shared);
 }
 
 double OpGraph::SharedRate(size_t resource) const {
@@ -133,9 +143,11 @@ double OpGraph::SharedRate(size_t resource) const {
 
 void OpGraph::NoteBusyChange(const Op& op, bool busy) {
   if (op.kind >= 32) return;
-  for (size_t r = 0; r < kResourceCount; ++r) {
+  for (uint32_t followers = followers_[static_cast<size_t>(op.resource)]; followers != 0;
+       followers &= followers - 1) {
+    const size_t r = static_cast<size_t>(std::countr_zero(followers));
     RateWhileBusy& coupling = rate_while_busy_[r];
-    if (coupling.busy != op.resource || !(coupling.kinds >> op.kind & 1u)) continue;
+    if (!(coupling.kinds >> op.kind & 1u)) continue;
     const bool was_active = coupling.running > 0;
     const bool active = coupling.running + (busy ? 1 : -1) > 0;
     if (was_active != active) AdvanceShared(r);  // at the rate until now
@@ -171,12 +183,10 @@ bool OpGraph::Stale(const EventQueue::Event& event) {
 }
 
 void OpGraph::Dispatch() {
-  for (size_t r = 0; r < kResourceCount; ++r) {
-    if (!shared_[r]) continue;
-    if (static_cast<int>(running_[r].size()) >= concurrent_[r] ||
-        (waiting_[r].empty() && fifo_[r].empty())) {
-      continue;
-    }
+  // Resources in index order, the shared ones first, as a walk over all of them would visit them.
+  for (uint32_t ready = waiting_mask_ & shared_mask_; ready != 0; ready &= ready - 1) {
+    const size_t r = static_cast<size_t>(std::countr_zero(ready));
+    if (static_cast<int>(running_[r].size()) >= concurrent_[r]) continue;
     AdvanceShared(r);
     const size_t already_running = running_[r].size();
     while (static_cast<int>(running_[r].size()) < concurrent_[r] &&
@@ -192,18 +202,15 @@ void OpGraph::Dispatch() {
     for (size_t i = already_running; i < running_[r].size(); ++i)
       NoteBusyChange(ops_[static_cast<size_t>(running_[r][i].index)], true);
   }
-  for (int r = 0; r < kResourceCount; ++r) {
-    if (shared_[static_cast<size_t>(r)]) continue;
-    if (busy_[static_cast<size_t>(r)] ||
-        (waiting_[static_cast<size_t>(r)].empty() && fifo_[static_cast<size_t>(r)].empty())) {
-      continue;
-    }
-    const int32_t index = TakeNext(static_cast<size_t>(r));
+  for (uint32_t ready = waiting_mask_ & ~shared_mask_; ready != 0; ready &= ready - 1) {
+    const size_t r = static_cast<size_t>(std::countr_zero(ready));
+    if (busy_[r]) continue;
+    const int32_t index = TakeNext(r);
     Op& op = ops_[static_cast<size_t>(index)];
     op.start_s = events_.now_s();
     op.end_s = op.start_s + op.duration_s;
-    busy_[static_cast<size_t>(r)] = true;
-    busy_s_[static_cast<size_t>(r)] += op.duration_s;
+    busy_[r] = true;
+    busy_s_[r] += op.duration_s;
     events_.Push(op.end_s, index);
     NoteBusyChange(op, true);
   }

@@ -142,6 +142,7 @@ class OpGraph {
   bool Stale(const EventQueue::Event& event);
   // The best waiting op of a resource (its queue is not empty), removed.
   int32_t TakeNext(size_t resource);
+  int32_t TakeNextWaiting(size_t resource);
   void Finish(int32_t index);
 
   OpListener* listener_;
@@ -161,6 +162,13 @@ class OpGraph {
   };
   std::array<Fifo, kResourceCount> fifo_{};
   std::array<bool, kResourceCount> busy_{};
+  // A bit per resource: some op waits for it (in waiting_ or fifo_). Dispatch visits those only.
+  uint32_t waiting_mask_ = 0;
+  // A bit per resource: shared (ShareResource).
+  uint32_t shared_mask_ = 0;
+  // [resource]: a bit per shared resource whose rate follows it (SetRateWhileBusy), so the ops of
+  // the others start and end without a look at the couplings.
+  std::array<uint32_t, kResourceCount> followers_{};
   std::array<int, kResourceCount> concurrent_{1, 1, 1, 1, 1};
   std::array<bool, kResourceCount> shared_{};  // ShareResource was called: processor sharing
   struct Running {

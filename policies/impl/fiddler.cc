@@ -61,7 +61,7 @@ class FiddlerPolicy : public OffloadPolicy {
     for (const ExpertDemand& d : demand.experts) {
       const bool placed =
           on_accelerator_[static_cast<size_t>(FlatIndex(setup_, demand.layer, d.expert))];
-      ExpertDecision decision = Decide(d.expert, ExpertAction::kResident);
+      ExpertDecision& decision = AddDecision(plan, d.expert, ExpertAction::kResident);
       switch (model::FiddlerDecide(setup_.latency, d.tokens, placed)) {
         case model::ExpertExecution::kSkip:  // tokens >= 1 for every demanded expert
         case model::ExpertExecution::kGpuResident:
@@ -74,7 +74,6 @@ class FiddlerPolicy : public OffloadPolicy {
           decision.action = ExpertAction::kCpu;
           break;
       }
-      plan.decisions.push_back(decision);
     }
   }
 

@@ -23,6 +23,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <immintrin.h>
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
@@ -162,7 +163,6 @@ class FmoePolicy : public OffloadPolicy {
                    ? inverse_norms_[static_cast<size_t>(layer)].data()
                    : nullptr;
     if (scoring_) {
-      scores_.resize(dots_.size());
       std::fill(highest_, highest_ + kLanes, -2.0);
       std::fill(highest_at_, highest_at_ + kLanes, -1);
     }
@@ -180,7 +180,7 @@ class FmoePolicy : public OffloadPolicy {
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       const ExpertDemand& d = demand.experts[i];
       const int64_t flat = FlatIndex(setup_, layer, d.expert);
-      ExpertDecision decision = Decide(d.expert, ExpertAction::kResident);
+      ExpertDecision& decision = AddDecision(plan, d.expert, ExpertAction::kResident);
       if (!hit_[i]) {
         decision.action = ExpertAction::kFetch;
         decision.target = FetchTarget::kCache;
@@ -192,7 +192,6 @@ class FmoePolicy : public OffloadPolicy {
         }
         Cache(flat);
       }
-      plan.decisions.push_back(decision);
     }
 
     // Then prefetch layer + d from the best match.
@@ -247,12 +246,15 @@ class FmoePolicy : public OffloadPolicy {
   // dots_[y] += (this pass's row at `layer`) . (map y's row), for every stored map; with
   // scoring_, their trajectory scores too, while the sums are at hand. On AVX-512 CPUs the same
   // code is compiled for 16-lane vectors, four blocks at a time (independent chains the processor
-  // overlaps); elsewhere one block, which SSE2 already splits into four chains. Same bits either
-  // way.
+  // overlaps); on AVX2 for 8-lane vectors, two blocks at a time; elsewhere one block, which SSE2
+  // already splits into four chains. Same bits every way.
   void AccumulateDots(int64_t layer, const float* row) {
     static const bool avx512 = __builtin_cpu_supports("avx512f");
+    static const bool avx2 = __builtin_cpu_supports("avx2");
     if (avx512) {
       AccumulateDotsAvx512(layer, row);
+    } else if (avx2) {
+      AccumulateDotsAvx2(layer, row);
     } else if (experts_ == 8) {
       // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers.
       AccumulateDots<8, 1>(layer, row);
@@ -267,6 +269,77 @@ class FmoePolicy : public OffloadPolicy {
       AccumulateDots<0, 4>(layer, row);
     }
   }
+  // AVX2, written with intrinsics (GCC spills the 16-lane generic vectors to the stack under
+  // this target): a block's 16 maps are two 8-float vectors, their sums four 4-double vectors,
+  // with the same operations in the same order per map as the generic code (multiply, then add:
+  // no FMA), so the same bits. The last, partial block goes through the generic tail.
+  __attribute__((target("avx2"))) void AccumulateDotsAvx2(int64_t layer, const float* row) {
+    const size_t maps = dots_.size();
+    if (maps == 0) return;
+    const size_t experts = static_cast<size_t>(experts_);
+    const size_t block = kLanes * experts;
+    const float* stored = rows_[static_cast<size_t>(layer)].data();
+    double* dots = dots_.data();
+    const double* scoring = scoring_;
+    __m256d highest[4], highest_at[4];  // per lane, as highest_ / highest_at_ (indices as doubles)
+    for (size_t q = 0; q < 4; ++q) {
+      highest[q] = _mm256_loadu_pd(highest_ + 4 * q);
+      highest_at[q] = _mm256_setr_pd(
+          static_cast<double>(highest_at_[4 * q]), static_cast<double>(highest_at_[4 * q + 1]),
+          static_cast<double>(highest_at_[4 * q + 2]), static_cast<double>(highest_at_[4 * q + 3]));
+    }
+    const __m256d lane_offsets[4] = {_mm256_setr_pd(0, 1, 2, 3), _mm256_setr_pd(4, 5, 6, 7),
+                                     _mm256_setr_pd(8, 9, 10, 11), _mm256_setr_pd(12, 13, 14, 15)};
+    size_t y = 0;
+    for (; y + kLanes <= maps; y += kLanes, stored += block) {
+      __m256 dot_low = _mm256_setzero_ps(), dot_high = _mm256_setzero_ps();
+      for (size_t e = 0; e < experts; ++e) {
+        const __m256 weight = _mm256_set1_ps(row[e]);
+        dot_low =
+            _mm256_add_ps(dot_low, _mm256_mul_ps(weight, _mm256_loadu_ps(stored + e * kLanes)));
+        dot_high = _mm256_add_ps(dot_high,
+                                 _mm256_mul_ps(weight, _mm256_loadu_ps(stored + e * kLanes + 8)));
+      }
+      const __m256d dot[4] = {_mm256_cvtps_pd(_mm256_castps256_ps128(dot_low)),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(dot_low, 1)),
+                              _mm256_cvtps_pd(_mm256_castps256_ps128(dot_high)),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(dot_high, 1))};
+      const __m256d first = _mm256_set1_pd(static_cast<double>(y));
+      for (size_t q = 0; q < 4; ++q) {
+        const __m256d sum = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
+        _mm256_storeu_pd(dots + y + 4 * q, sum);
+        if (!scoring) continue;
+        const __m256d score = _mm256_mul_pd(sum, _mm256_loadu_pd(scoring + y + 4 * q));
+        const __m256d reached = _mm256_cmp_pd(score, highest[q], _CMP_GE_OQ);
+        highest[q] = _mm256_blendv_pd(highest[q], score, reached);
+        highest_at[q] =
+            _mm256_blendv_pd(highest_at[q], _mm256_add_pd(first, lane_offsets[q]), reached);
+      }
+    }
+    for (size_t q = 0; q < 4; ++q) {
+      _mm256_storeu_pd(highest_ + 4 * q, highest[q]);
+      double at[4];
+      _mm256_storeu_pd(at, highest_at[q]);
+      for (size_t i = 0; i < 4; ++i) highest_at_[4 * q + i] = static_cast<int64_t>(at[i]);
+    }
+    AccumulateTail(y, stored, row, experts);
+  }
+  // The maps of the last, partial block (from map y, at `stored`), one at a time, scored in lane 0.
+  void AccumulateTail(size_t y, const float* stored, const float* row, size_t experts) {
+    double* dots = dots_.data();
+    for (size_t lane = 0; y < dots_.size(); ++y, ++lane) {
+      float dot = 0;
+      for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + lane];
+      dots[y] += dot;
+      if (scoring_) {
+        const double score = dots[y] * scoring_[y];
+        if (score >= highest_[0]) {
+          highest_[0] = score;
+          highest_at_[0] = static_cast<int64_t>(y);
+        }
+      }
+    }
+  }
   // Always inlined, so each caller's instruction set compiles it.
   template <size_t kExperts, size_t kGroup>  // kExperts 0: experts_
   __attribute__((always_inline)) void AccumulateDots(int64_t layer, const float* row) {
@@ -277,7 +350,7 @@ class FmoePolicy : public OffloadPolicy {
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
     // Locals, not members: stores through them would otherwise force reloads of every member.
-    const LaneOutputs outputs{dots, scoring_, scoring_ ? scores_.data() : nullptr};
+    const LaneOutputs outputs{dots, scoring_};
     LaneMaxima highest;
     std::memcpy(highest.score, highest_, sizeof(highest.score));
     std::memcpy(highest.at, highest_at_, sizeof(highest.at));
@@ -304,24 +377,12 @@ class FmoePolicy : public OffloadPolicy {
     }
     std::memcpy(highest_, highest.score, sizeof(highest.score));
     std::memcpy(highest_at_, highest.at, sizeof(highest.at));
-    for (size_t lane = 0; y < maps; ++y, ++lane) {  // the last, partial block
-      float dot = 0;
-      for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + lane];
-      dots[y] += dot;
-      if (scoring_) {
-        scores_[y] = dots[y] * scoring_[y];
-        if (scores_[y] >= highest_[0]) {
-          highest_[0] = scores_[y];
-          highest_at_[0] = static_cast<int64_t>(y);
-        }
-      }
-    }
+    AccumulateTail(y, stored, row, experts);
   }
 
   struct LaneOutputs {
     double* dots;
     const double* scoring;  // inverse norms; null: not scoring this layer
-    double* scores;
   };
   // Per lane: the highest score so far and the latest map reaching it (ties go to the later map).
   struct LaneMaxima {
@@ -329,7 +390,8 @@ class FmoePolicy : public OffloadPolicy {
     IndexHalf at[2];
   };
   // dots[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double sum);
-  // when scoring, their scores and the running maxima per lane.
+  // when scoring, the running maxima of their scores per lane (no score is kept: BestTrajectory
+  // recomputes the winner's).
   __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y,
                                                       const LaneOutputs& out, LaneMaxima& highest) {
     const DoubleHalf half[2] = {
@@ -352,7 +414,6 @@ class FmoePolicy : public OffloadPolicy {
       const IndexHalf index = IndexHalf{0, 1, 2, 3, 4, 5, 6, 7} + first;
       highest.score[h] = reached ? score : highest.score[h];
       highest.at[h] = reached ? index : highest.at[h];
-      std::memcpy(out.scores + at, &score, sizeof(score));
     }
   }
 
@@ -367,7 +428,8 @@ class FmoePolicy : public OffloadPolicy {
     for (size_t lane = 0; lane < kLanes; ++lane) {
       if (highest_[lane] == top) latest = std::max(latest, highest_at_[lane]);
     }
-    best = scores_[static_cast<size_t>(latest)];
+    // The score AccumulateDots compared, computed again (the same product of the same numbers).
+    best = dots_[static_cast<size_t>(latest)] * scoring_[static_cast<size_t>(latest)];
     return latest;
   }
 
@@ -564,7 +626,6 @@ class FmoePolicy : public OffloadPolicy {
   size_t oldest_ = 0;
   std::vector<SemanticClass> semantics_;
   std::vector<double> semantic_scores_;  // [class]: cosine with this pass's embedding
-  std::vector<double> scores_;           // [map]: the trajectory search's scores
   const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
   double highest_[kLanes] = {};          // the highest score so far, per lane
   int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane

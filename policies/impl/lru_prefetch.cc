@@ -138,11 +138,10 @@ class LruPrefetchPolicy : public OffloadPolicy {
 
     // Hits are decided against the cache as the previous pass left it (a layer that needs more
     // than k experts may then evict one of its own hits; the engine lets it finish first).
-    plan.decisions.resize(demand.experts.size());
     hit_.assign(demand.experts.size(), 0);
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       const int32_t expert = demand.experts[i].expert;
-      plan.decisions[i] = Decide(expert, ExpertAction::kResident);
+      AddDecision(plan, expert, ExpertAction::kResident);
       if (contains(cache, expert)) {
         hit_[i] = 1;
         make_recent(expert);

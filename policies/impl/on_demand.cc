@@ -64,7 +64,7 @@ class OnDemandPolicy : public OffloadPolicy {
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       const ExpertDemand& d = demand.experts[i];
       const int64_t flat = FlatIndex(setup_, layer, d.expert);
-      ExpertDecision decision = Decide(d.expert, ExpertAction::kResident);
+      ExpertDecision& decision = AddDecision(plan, d.expert, ExpertAction::kResident);
       if (!hit_[i]) {
         decision.action = ExpertAction::kFetch;
         decision.target = FetchTarget::kCache;
@@ -76,7 +76,6 @@ class OnDemandPolicy : public OffloadPolicy {
         }
         lru_.Touch(flat);
       }
-      plan.decisions.push_back(decision);
     }
   }
 

@@ -23,7 +23,7 @@ class ResidentPolicy : public OffloadPolicy {
 
   void PlanLayer(const LayerDemand& demand, LayerPlan& plan) override {
     for (const ExpertDemand& d : demand.experts) {
-      plan.decisions.push_back(Decide(d.expert, ExpertAction::kResident));
+      AddDecision(plan, d.expert, ExpertAction::kResident);
     }
   }
 

@@ -62,8 +62,7 @@ class StaticSplitPolicy : public OffloadPolicy {
   void PlanLayer(const LayerDemand& demand, LayerPlan& plan) override {
     const bool on_accelerator = demand.layer < MoeLayersOnAccelerator(gpu_layers_);
     for (const ExpertDemand& d : demand.experts) {
-      plan.decisions.push_back(
-          Decide(d.expert, on_accelerator ? ExpertAction::kResident : ExpertAction::kCpu));
+      AddDecision(plan, d.expert, on_accelerator ? ExpertAction::kResident : ExpertAction::kCpu);
     }
   }
 

@@ -34,9 +34,7 @@ class StreamAllPolicy : public OffloadPolicy {
     plan.discard_staged = std::move(staged_);
     staged_.clear();
     for (const ExpertDemand& d : demand.experts) {
-      ExpertDecision decision = Decide(d.expert, ExpertAction::kFetch);
-      decision.target = FetchTarget::kTransient;
-      plan.decisions.push_back(decision);
+      AddDecision(plan, d.expert, ExpertAction::kFetch).target = FetchTarget::kTransient;
     }
     for (int32_t expert = 0; expert < setup_.num_experts; ++expert) {
       const bool used = std::any_of(demand.experts.begin(), demand.experts.end(),
