@@ -174,13 +174,22 @@ class LruPrefetchPolicy : public OffloadPolicy {
     // Speculative loading of the next layer's most likely experts.
     const int32_t next = layer + 1;
     if (prefetch_ == 0 || next >= setup_.num_moe_layers || demand.next_layer_scores.empty()) return;
+    // The first prefetch_ experts of the popularity order stably sorted by score (what a
+    // std::stable_sort of all of them gives there), kept in a short sorted list instead: no
+    // buffer to allocate, O(E x prefetch_).
     std::vector<int32_t>& order = scratch_order_;
-    order = popularity_order_[next];
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-      return demand.next_layer_scores[a] > demand.next_layer_scores[b];
-    });
-    for (int64_t i = 0; i < prefetch_; ++i) {
-      const int32_t expert = order[static_cast<size_t>(i)];
+    order.clear();
+    const size_t wanted = static_cast<size_t>(prefetch_);
+    for (const int32_t expert : popularity_order_[next]) {
+      const float score = demand.next_layer_scores[expert];
+      size_t at = order.size();
+      while (at > 0 && score > demand.next_layer_scores[order[at - 1]]) --at;  // ties stay behind
+      if (at >= wanted) continue;
+      if (order.size() == wanted) order.pop_back();
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), expert);
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int32_t expert = order[i];
       if (demand.next_layer_scores[expert] <= 0) break;
       if (contains(cache_[next], expert) || contains(staged_[next], expert)) continue;
       if (staged_total_ >= staging_) break;
