@@ -128,6 +128,7 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device,
     if (layers_in[index] > 0) per_layer[index] += op.time_s / layers_in[index];
   }
   DenseCost dense;
+  dense.layer_s.reserve(static_cast<size_t>(model_.num_layers));  // priced again every pass
   for (int64_t layer = 0; layer < model_.num_layers; ++layer) {
     const bool moe = layer >= model_.moe->first_dense_layers;
     dense.layer_s.push_back(per_layer[0] + (moe ? per_layer[1] : per_layer[2]));
