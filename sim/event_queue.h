@@ -45,7 +45,10 @@ class EventQueue {
 
   // Removes and returns the earliest event and advances the clock to it.
   Event Pop() {
-    const Event top = heap_.front();
+    // Field by field: the front was written by a sift whose stores a whole-event load would
+    // straddle (a store-forwarding stall on every event).
+    const Event& front = heap_.front();
+    const Event top{front.time_s, front.sequence, front.id};
     const Event last = heap_.back();
     heap_.pop_back();
     if (!heap_.empty()) SiftDown(0, last);

@@ -218,6 +218,12 @@ void OpGraph::Dispatch() {
 
 void OpGraph::Finish(int32_t index) {
   Op& op = ops_[static_cast<size_t>(index)];
+  // The listener's copy, taken before anything below writes the op: read back over those
+  // smaller, recent stores (done, a shared op's times) the copy's 16-byte loads would stall on
+  // store forwarding, a tenth of a simulation's time. (The listener may add ops, which can move
+  // ops_.) Only the other ops of a shared resource change before the listener is called.
+  Op finished = op;
+  finished.done = true;
   op.done = true;
   if (op.resource != Resource::kNone && shared_[static_cast<size_t>(op.resource)]) {
     const size_t r = static_cast<size_t>(op.resource);
@@ -229,8 +235,7 @@ void OpGraph::Finish(int32_t index) {
     busy_[static_cast<size_t>(op.resource)] = false;
     NoteBusyChange(op, false);
   }
-  const OpHandle handle{index, op.generation};
-  const Op finished = op;  // the listener may add ops, which can move ops_
+  const OpHandle handle{index, finished.generation};
   listener_->OnOpDone(handle, finished);
   // Release successors (the listener may have grown ops_: re-fetch by index).
   int32_t edge = ops_[static_cast<size_t>(index)].first_edge;
