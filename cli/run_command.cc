@@ -32,8 +32,8 @@ int Run(const std::vector<std::string>& args) {
       ("tokens", Into(&request.output_tokens), "output tokens per sequence")
       ("beam", Into(&request.beam_width), "beam width for --workload beam")
       ("gamma", Into(&request.gamma), "draft tokens per SD round")
-      ("acceptance", ParsedInto(&request.acceptance, "alpha", executor::AcceptanceFromString), "SD acceptance: alpha (fixed rate, for synthetic weights) | greedy | sampling")
-      ("alpha", NumberInto(&request.alpha, "alpha"), "acceptance rate for --acceptance alpha, [0, 1)")
+      ("acceptance", ParsedInto(&request.acceptance, "alpha", executor::AcceptanceFromString), "SD acceptance: alpha (the draft proposes the target's own next token at rate alpha, for synthetic weights) | alpha-coin (any proposal accepted at rate alpha: routes unlike a real model) | greedy | sampling")
+      ("alpha", NumberInto(&request.alpha, "alpha"), "acceptance rate for --acceptance alpha or alpha-coin, [0, 1)")
       ("temperature", NumberInto(&request.temperature, "temperature"), "sampling temperature (0: greedy decode; rejection sampling uses 1 when 0)")
       ("routing", ParsedInto(&request.routing, "gate", routing::ParseRoutingSpec), "gate | uniform | popularity:FILE | trace:FILE")
       ("seed", Into(&request.seed), "seed for weights, prompts, sampling and routing")
@@ -75,8 +75,8 @@ int Run(const std::vector<std::string>& args) {
   base::RequireDistinctOutputs({{"--out", output.out},
                                 {"--trace-out", request.trace_out},
                                 {"--timeline-out", request.timeline_out}});
-  if (!values["alpha"].defaulted() && request.acceptance != executor::Acceptance::kFixedAlpha) {
-    throw base::Error("--alpha applies to --acceptance alpha only");
+  if (!values["alpha"].defaulted() && !executor::IsFixedRate(request.acceptance)) {
+    throw base::Error("--alpha applies to --acceptance alpha or alpha-coin only");
   }
   if (values.count("offload")) {
     if (!values.count("expert-memory"))

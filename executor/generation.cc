@@ -28,6 +28,12 @@ double Uniform(std::mt19937_64& rng) {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
+// A token other than `token`, uniform over the other vocab - 1 (vocab >= 2).
+int32_t OtherToken(int32_t token, int64_t vocab, std::mt19937_64& rng) {
+  const auto other = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab - 1));
+  return other >= token ? other + 1 : other;
+}
+
 std::vector<double> Distribution(const float* logits, int64_t vocab, double temperature) {
   std::vector<double> p(static_cast<size_t>(vocab));
   double max_logit = logits[0];
@@ -265,8 +271,10 @@ std::string ToString(Acceptance acceptance) {
       return "greedy";
     case Acceptance::kRejectionSampling:
       return "sampling";
-    case Acceptance::kFixedAlpha:
+    case Acceptance::kTargetAlpha:
       return "alpha";
+    case Acceptance::kCoinAlpha:
+      return "alpha-coin";
   }
   return "?";
 }
@@ -274,8 +282,14 @@ std::string ToString(Acceptance acceptance) {
 Acceptance AcceptanceFromString(const std::string& name) {
   if (name == "greedy") return Acceptance::kGreedy;
   if (name == "sampling") return Acceptance::kRejectionSampling;
-  if (name == "alpha") return Acceptance::kFixedAlpha;
-  throw base::Error("unknown acceptance '" + name + "': expected greedy, sampling or alpha");
+  if (name == "alpha") return Acceptance::kTargetAlpha;
+  if (name == "alpha-coin") return Acceptance::kCoinAlpha;
+  throw base::Error("unknown acceptance '" + name +
+                    "': expected greedy, sampling, alpha or alpha-coin");
+}
+
+bool IsFixedRate(Acceptance acceptance) {
+  return acceptance == Acceptance::kTargetAlpha || acceptance == Acceptance::kCoinAlpha;
 }
 
 void SpeculativeOptions::Validate() const {
@@ -331,6 +345,22 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
   for (int64_t s = 0; s < batch; ++s)
     rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));
   const bool sampling = options.acceptance == Acceptance::kRejectionSampling;
+  // kTargetAlpha: the target's own continuation of every prompt, far enough for the last round's
+  // drafts (untimed; the same synthetic context and forced routing as the run, nothing recorded).
+  const bool target_alpha = options.acceptance == Acceptance::kTargetAlpha;
+  std::vector<TokenIds> continuation;
+  if (target_alpha) {
+    if (target.config().vocab_size < 2)
+      throw base::Error("--acceptance alpha needs a vocabulary of at least 2 tokens");
+    DecodeOptions plain;
+    plain.output_tokens = total + gamma;
+    plain.synthetic_context = options.synthetic_context;
+    plain.seed = options.seed;
+    plain.routing = options.routing;
+    const OperatorTimes before = target.times();  // the run's operator times stay the rounds'
+    continuation = RunDecode(target, prompts, plain).outputs;
+    target.times() = before;
+  }
   const double temperature = sampling ? options.temperature : 0.0;
 
   SpeculativeResult result;
@@ -348,7 +378,12 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
   target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"},
                  logits);
   for (int64_t s = 0; s < batch; ++s) {
-    result.outputs[s].push_back(PickToken(logits.data() + s * vocab, vocab, temperature, rngs[s]));
+    int32_t first = PickToken(logits.data() + s * vocab, vocab, temperature, rngs[s]);
+    if (target_alpha && first != continuation[s][0]) {
+      ++result.reference_mismatches;
+      first = continuation[s][0];
+    }
+    result.outputs[s].push_back(first);
   }
   for (int64_t s = 0; s < batch; ++s) inputs[s] = {&draft_caches[s], prompts[s]};
   draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"}, logits);
@@ -396,7 +431,14 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
           draft_distributions[s].push_back(Distribution(row, vocab, options.temperature));
           drafted[s].push_back(Sample(draft_distributions[s].back(), rngs[s]));
         } else {
-          drafted[s].push_back(static_cast<int32_t>(kernels::ArgMax(row, vocab)));
+          int32_t proposal = static_cast<int32_t>(kernels::ArgMax(row, vocab));
+          if (target_alpha) {
+            // The draft's pick is made (and timed) as a real draft's would be; what it proposes
+            // is the target's next token with probability alpha, else another one.
+            const int32_t own = continuation[s][result.outputs[s].size() + static_cast<size_t>(j)];
+            proposal = Uniform(rngs[s]) < options.alpha ? own : OtherToken(own, vocab, rngs[s]);
+          }
+          drafted[s].push_back(proposal);
         }
       }
     }
@@ -429,7 +471,12 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
         if (options.acceptance == Acceptance::kGreedy) {
           const int32_t best = static_cast<int32_t>(kernels::ArgMax(row, vocab));
           if (proposal != best) correction = best;
-        } else if (options.acceptance == Acceptance::kFixedAlpha) {
+        } else if (target_alpha) {
+          const int32_t own = continuation[s][result.outputs[s].size() + emitted.size()];
+          if (static_cast<int32_t>(kernels::ArgMax(row, vocab)) != own)
+            ++result.reference_mismatches;
+          if (proposal != own) correction = own;
+        } else if (options.acceptance == Acceptance::kCoinAlpha) {
           if (!(Uniform(rngs[s]) < options.alpha))
             correction = static_cast<int32_t>(kernels::ArgMax(row, vocab));
         } else {
@@ -454,7 +501,14 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
         emitted.push_back(proposal);
       }
       if (accepted == gamma) {
-        emitted.push_back(PickToken(rows + gamma * vocab, vocab, temperature, rngs[s]));
+        const int32_t bonus = PickToken(rows + gamma * vocab, vocab, temperature, rngs[s]);
+        if (target_alpha) {
+          const int32_t own = continuation[s][result.outputs[s].size() + emitted.size()];
+          if (bonus != own) ++result.reference_mismatches;
+          emitted.push_back(own);
+        } else {
+          emitted.push_back(bonus);
+        }
       }
       result.accepted_per_round.push_back(accepted);
       // Roll back what was not accepted: the target keeps its pending token and the accepted

@@ -80,18 +80,30 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
 //  kGreedy: when it equals the target's argmax (output = the target's greedy decode).
 //  kRejectionSampling: Leviathan/Chen: accept with probability min(1, p/q), else resample from
 //    normalize(max(0, p - q)); the output is distributed exactly as the target's samples.
-//  kFixedAlpha: each drafted token accepted with probability alpha (seeded coin), the first
-//    rejected replaced by the target's argmax; every forward pass still runs, so the system side
-//    of SD (target efficiency) can be measured at any acceptance rate despite synthetic weights.
-enum class Acceptance { kGreedy, kRejectionSampling, kFixedAlpha };
+//  kTargetAlpha ("alpha"): synthetic weights behaving like a real draft at acceptance rate alpha.
+//    Each drafted token is, with probability alpha (a seeded coin per position), the target's own
+//    next token at that position (its greedy decode of the same prompt, run untimed before the
+//    rounds), otherwise a token the target would not emit; verification is greedy against that
+//    continuation, so the output is the target's greedy decode and the verify pass carries the
+//    target's continuation, which routes as consecutive decode tokens do. The draft still runs
+//    every forward pass on those tokens. Where the target's argmax in a verify pass differs from
+//    its greedy decode (rounding under another pass shape), the continuation still rules and the
+//    mismatch is counted (SpeculativeResult::reference_mismatches).
+//  kCoinAlpha ("alpha-coin"): each drafted token, whatever it is (the draft's argmax), accepted
+//    with probability alpha, the first rejected replaced by the target's argmax. Synthetic drafts
+//    propose the same few tokens again and again, so a verify pass routes its tokens to nearly
+//    the same experts: verification looks cheaper than in any real model. Kept to measure that.
+enum class Acceptance { kGreedy, kRejectionSampling, kTargetAlpha, kCoinAlpha };
 std::string ToString(Acceptance acceptance);
-Acceptance AcceptanceFromString(const std::string& name);  // greedy | sampling | alpha
+// greedy | sampling | alpha | alpha-coin
+Acceptance AcceptanceFromString(const std::string& name);
+bool IsFixedRate(Acceptance acceptance);  // alpha or alpha-coin: --alpha applies
 
 struct SpeculativeOptions {
   int64_t gamma = 4;
   int64_t synthetic_context = 0;  // target and draft caches, as DecodeOptions
   Acceptance acceptance = Acceptance::kGreedy;
-  double alpha = 0.8;        // kFixedAlpha only
+  double alpha = 0.8;        // kTargetAlpha and kCoinAlpha
   double temperature = 1.0;  // kRejectionSampling only
   int64_t output_tokens = 16;
   uint64_t seed = 1;
@@ -113,6 +125,10 @@ struct SpeculativeResult {
   std::vector<double> full_batch_verify_s;  // verify passes that carried every sequence
   // The target's operator times summed over those passes (their forward only).
   OperatorTimes full_batch_verify_operators;
+
+  // kTargetAlpha: checked positions where the target's argmax in the verify pass differed from
+  // its greedy decode's token (the continuation was kept); 0 in exact arithmetic.
+  int64_t reference_mismatches = 0;
 
   // Tokens emitted per sequence-round over gamma + 1 (MoESD's sigma).
   double Sigma(int64_t gamma) const;

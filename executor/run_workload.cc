@@ -462,7 +462,9 @@ nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& 
             {"tpot_s", later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0},
             {"operator_times_s", OperatorJson(baseline_times)}}},
           {"draft_operator_times_s", OperatorJson(draft.times())}};
-      if (request.acceptance == Acceptance::kFixedAlpha) {
+      if (request.acceptance == Acceptance::kTargetAlpha)
+        sd_json["reference_mismatches"] = sd.reference_mismatches;
+      if (IsFixedRate(request.acceptance)) {
         sd_json["alpha"] = request.alpha;
         sd_json["sigma_expected"] = model::AcceptedLengthFraction(request.alpha, request.gamma);
       }

@@ -39,7 +39,7 @@ struct RunRequest {
   int64_t output_tokens = 32;
   int64_t beam_width = 4;
   int64_t gamma = 4;
-  Acceptance acceptance = Acceptance::kFixedAlpha;
+  Acceptance acceptance = Acceptance::kTargetAlpha;
   double alpha = 0.8;
   double temperature = 0;  // decode sampling; 0 greedy (rejection sampling uses 1 when 0)
   routing::RoutingSpec routing =

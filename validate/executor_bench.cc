@@ -105,7 +105,7 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       const executor::DecodeResult baseline = executor::RunDecode(target, prompts, plain);
       executor::SpeculativeOptions options;
       options.gamma = spec.gamma;
-      options.acceptance = executor::Acceptance::kFixedAlpha;
+      options.acceptance = executor::Acceptance::kTargetAlpha;
       options.alpha = alpha_;
       options.output_tokens = spec.output_tokens;
       options.synthetic_context = spec.context;
@@ -164,7 +164,7 @@ routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
       executor::SyntheticPrompts(sequences, 24, c.vocab_size, seed_ + 17);
   executor::SpeculativeOptions sd;
   sd.gamma = std::max<int64_t>(gamma, 1);
-  sd.acceptance = executor::Acceptance::kFixedAlpha;
+  sd.acceptance = executor::Acceptance::kTargetAlpha;
   sd.alpha = alpha_;
   sd.output_tokens = 25;
   sd.seed = seed_ + 17;
@@ -173,6 +173,30 @@ routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
   executor::DecodeOptions decode;
   decode.output_tokens = 17;
   decode.seed = seed_ + 17;
+  decode.record = &trace;
+  executor::RunDecode(target, prompts, decode);
+  return trace;
+}
+
+routing::RoutingTrace ExecutorBench::RecordDecodeRouting(bool held_out, int64_t sequences,
+                                                         int64_t output_tokens) {
+  if (sequences < 1 || output_tokens < 2) {
+    throw base::Error("recording decode routing needs >= 1 sequence and >= 2 tokens, got " +
+                      std::to_string(sequences) + " and " + std::to_string(output_tokens));
+  }
+  executor::ForwardModel& target = Target(held_out);
+  const executor::ExecutorConfig& c = target.config();
+  routing::RoutingTrace trace;
+  trace.num_layers = c.num_layers - c.first_dense_layers;
+  trace.num_experts = c.num_experts;
+  trace.top_k = c.top_k;
+  trace.source = "moelab validate: executor gate of " + c.name +
+                 " in a decode run of its own, seed " + std::to_string(seed_);
+  const std::vector<executor::TokenIds> prompts =
+      executor::SyntheticPrompts(sequences, 24, c.vocab_size, seed_ + 29);
+  executor::DecodeOptions decode;
+  decode.output_tokens = output_tokens;
+  decode.seed = seed_ + 29;
   decode.record = &trace;
   executor::RunDecode(target, prompts, decode);
   return trace;

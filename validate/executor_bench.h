@@ -65,6 +65,10 @@ class ExecutorBench {
   // `sequences` different prompts: what predictions with the executor's routing use
   // (SampledExpertActivation draws a pass's sequences from the recorded ones).
   routing::RoutingTrace RecordRouting(bool held_out, int64_t gamma, int64_t sequences);
+  // What a user has before trying SD: a plain decode's routing, recorded in a run of its own
+  // (other prompts than RecordRouting's), `sequences` sequences of `output_tokens` tokens.
+  routing::RoutingTrace RecordDecodeRouting(bool held_out, int64_t sequences,
+                                            int64_t output_tokens);
 
  private:
   executor::ForwardModel& Target(bool held_out);

@@ -58,7 +58,9 @@ struct ValidationResult {
   std::vector<nlohmann::json> round_limits;  // machine limits probed before each round
   std::string profile_path, fit_path, routing_trace_path;
   bool profile_reused = false;
-  std::string routing;  // the recorded routing the predictions used
+  std::string routing;  // the recorded routing (SD and decode runs) of the "measured" predictions
+  // The headline's: a decode run's routing recorded on its own ("decode-trace").
+  std::string decode_trace_path, decode_routing;
   std::vector<std::string> cost_sources;
   std::vector<std::string> notes;
   std::vector<CaseResult> cases;

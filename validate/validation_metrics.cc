@@ -70,7 +70,8 @@ double AbsError(double predicted, double measured) {
 }
 
 std::string RoutingAssumed(const CaseResult& result) {
-  return result.routing == "uniform" ? "uniform" : "measured";
+  if (!result.routing_assumed.empty()) return result.routing_assumed;
+  return result.routing == "uniform" ? kUniformRouting : kMeasuredRouting;
 }
 
 std::vector<ErrorSummary> Summarize(const std::vector<CaseResult>& results) {

@@ -39,6 +39,9 @@ struct CaseResult {
   ValidationCase spec;
   std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
   std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
+  // Its group: kDecodeTraceRouting, kMeasuredRouting or kUniformRouting (below); empty: from
+  // `routing` ("uniform", else "measured").
+  std::string routing_assumed;
   double predicted = 0;
   double measured = 0;  // median over repeats
   double measured_min = 0;
@@ -83,10 +86,19 @@ struct CaseResult {
   std::optional<OffloadDetail> offload;
 };
 
+// What a prediction assumed about routing (CaseResult::routing_assumed, the summaries' groups).
+// The headline: a decode run's gate routing recorded on its own, what a user has before trying
+// SD (verify passes priced from windows of consecutive decode tokens).
+inline constexpr const char* kDecodeTraceRouting = "decode-trace";
+// The executor's routing recorded from the same kind of runs (an SD run's verify passes, a
+// decode; an offload case's own run): a diagnostic.
+inline constexpr const char* kMeasuredRouting = "measured";
+inline constexpr const char* kUniformRouting = "uniform";  // the uniform N(t) formula
+
 struct ErrorSummary {
   std::string kind;  // a case kind, or "overall"
   std::string cost_source;
-  std::string routing_assumed;  // "measured" (the executor's recorded routing) or "uniform"
+  std::string routing_assumed;  // kDecodeTraceRouting, kMeasuredRouting or kUniformRouting
   int64_t cases = 0;
   double median_abs_error = 0;
   double p90_abs_error = 0;
@@ -117,7 +129,8 @@ struct BestGammaRow {
 
 std::vector<BestGammaRow> BestGamma(const std::vector<CaseResult>& results);
 
-// "measured" for a prediction made with the executor's recorded routing, else "uniform".
+// The group of a prediction: its routing_assumed, or (unset) "measured" for one made with the
+// executor's recorded routing, else "uniform".
 std::string RoutingAssumed(const CaseResult& result);
 
 }  // namespace moelab::validate

@@ -48,6 +48,7 @@ nlohmann::json CaseJson(const CaseResult& r) {
       {"output_tokens", c.output_tokens},
       {"cost_source", r.cost_source},
       {"routing", r.routing},
+      {"routing_assumed", RoutingAssumed(r)},
       {"predicted", r.predicted},
       {"measured", r.measured},
       {"measured_min", r.measured_min},
@@ -172,6 +173,8 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   json["profile"] = {{"path", result.profile_path}, {"reused", result.profile_reused}};
   json["fit"] = result.fit_path;
   json["routing_trace"] = result.routing_trace_path;
+  json["decode_trace"] = result.decode_trace_path;
+  json["decode_routing"] = result.decode_routing;
   json["machine"] = result.machine;
   json["device"] = result.request.device;
   json["limits_per_round"] = result.round_limits;
@@ -208,9 +211,9 @@ std::string ValidationText(const ValidationResult& result) {
   out << "Validation on " << DeviceName(result) << ": " << DistinctCases(result)
       << " held-out cases x " << result.request.Repeats() << " interleaved runs, routing "
       << result.routing << "\n";
-  out << "Headline (" << headline.cost_source << ", recorded routing): median "
-      << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
-      << ", max " << Percent(headline.max_abs_error) << "\n"
+  out << "Headline (" << headline.cost_source << ", routing " << headline.routing_assumed
+      << "): median " << Percent(headline.median_abs_error) << ", p90 "
+      << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << "\n"
       << TimingLine(result) << "\n\n";
   report::Table table({"kind", "cost source", "routing", "cases", "median", "p90", "max",
                        "run spread", "in spread"});
@@ -261,9 +264,9 @@ std::string ValidationMarkdown(const ValidationResult& result) {
       << result.routing
       << ") and with uniform routing. SD predictions replay the run's rounds (its realized "
          "acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
-  out << "**Headline (" << headline.cost_source << ", recorded routing): median abs error "
-      << Percent(headline.median_abs_error) << ", p90 " << Percent(headline.p90_abs_error)
-      << ", max " << Percent(headline.max_abs_error) << ".**\n\n"
+  out << "**Headline (" << headline.cost_source << ", routing " << headline.routing_assumed
+      << "): median abs error " << Percent(headline.median_abs_error) << ", p90 "
+      << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << ".**\n\n"
       << TimingLine(result) << "\n\n";
   out << "Run spread: the median over the cases of (max - min) / measured of the runs; in "
          "spread: predictions inside their case's min..max. An error below the run spread "

@@ -302,7 +302,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --experts 8 --top-k 9", "top_k: must be between 1 and experts (8), got 9"},
         BadInput{"run --workload sd --alpha 1", "alpha must be in [0, 1)"},
         BadInput{"run --workload sd --acceptance greedy --alpha 0.5",
-                 "--alpha applies to --acceptance alpha only"},
+                 "--alpha applies to --acceptance alpha or alpha-coin only"},
         BadInput{"run --offload-calibration trace:x.json",
                  "--offload-calibration applies with --offload POLICY only"},
         BadInput{"run --offload fmoe --expert-memory 1GB --offload-calibration "

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -71,9 +72,18 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_EQ(json["profile_interleaved"], true);
   EXPECT_FALSE(json.contains("machine_drift"));
   EXPECT_TRUE(json["provenance"].contains("git_commit"));
+  // The headline prices SD from a decode run recorded on its own (what a user has before trying
+  // SD); the SD runs' own routing and the uniform formula are reported beside it.
+  EXPECT_EQ(json["headline"]["routing"], "decode-trace");
+  std::set<std::string> routings;
+  for (const nlohmann::json& c : json["cases"]) routings.insert(c["routing_assumed"]);
+  EXPECT_EQ(routings, (std::set<std::string>{"decode-trace", "measured", "uniform"}));
+  const nlohmann::json decode_trace =
+      nlohmann::json::parse(testing::Slurp(dir / "decode-trace.json"));
+  for (const nlohmann::json& step : decode_trace["steps"]) EXPECT_NE(step["kind"], "verify");
   for (const char* file :
        {"validation.json", "report.md", "profile.json", "fit.json", "routing-trace.json",
-        "predicted-vs-measured-time.dat", "predicted-vs-measured-time.gp",
+        "decode-trace.json", "predicted-vs-measured-time.dat", "predicted-vs-measured-time.gp",
         "sd-speedup-vs-batch.dat", "sd-speedup-vs-batch.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
   }

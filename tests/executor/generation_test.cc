@@ -2,12 +2,14 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
 #include "kernels/elementwise.h"
 #include "base/error.h"
 #include "model/moe_math.h"
+#include "routing/routing_trace.h"
 #include "tests/executor/tiny_models.h"
 
 namespace moelab::executor {
@@ -25,10 +27,11 @@ struct Models {
   Transformer target, draft;
 };
 
-SpeculativeOptions FixedAlpha(int64_t gamma, double alpha, int64_t output_tokens) {
+SpeculativeOptions FixedAlpha(int64_t gamma, double alpha, int64_t output_tokens,
+                              Acceptance acceptance = Acceptance::kCoinAlpha) {
   SpeculativeOptions options;
   options.gamma = gamma;
-  options.acceptance = Acceptance::kFixedAlpha;
+  options.acceptance = acceptance;
   options.alpha = alpha;
   options.output_tokens = output_tokens;
   return options;
@@ -115,11 +118,14 @@ TEST(Speculative, RejectionSamplingPreservesTheTargetDistribution) {
 TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
   Models m;
   const auto prompts = SyntheticPrompts(4, 3, 37, 2);
-  const SpeculativeResult sd = RunSpeculative(m.target, m.draft, prompts, FixedAlpha(4, 0.6, 100));
-  const double expected = model::AcceptedLengthFraction(0.6, 4);
-  // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
-  const double rounds = static_cast<double>(sd.accepted_per_round.size());
-  EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0);
+  for (const Acceptance acceptance : {Acceptance::kTargetAlpha, Acceptance::kCoinAlpha}) {
+    const SpeculativeResult sd =
+        RunSpeculative(m.target, m.draft, prompts, FixedAlpha(4, 0.6, 100, acceptance));
+    const double expected = model::AcceptedLengthFraction(0.6, 4);
+    // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
+    const double rounds = static_cast<double>(sd.accepted_per_round.size());
+    EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0) << ToString(acceptance);
+  }
   EXPECT_THROW(RunSpeculative(m.target, m.draft, prompts,
                               [] {
                                 SpeculativeOptions bad;
@@ -127,6 +133,99 @@ TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
                                 return bad;
                               }()),
                base::Error);
+}
+
+// --acceptance alpha: the drafts are the target's continuation at rate alpha, so the output is
+// the target's greedy decode whatever alpha is, and the rounds still reject at rate 1 - alpha.
+TEST(Speculative, TargetAlphaEmitsTheTargetsGreedyDecode) {
+  Models m;
+  for (const int64_t batch : {1, 3}) {
+    const auto prompts = SyntheticPrompts(batch, 5, 37, 8);
+    DecodeOptions plain;
+    plain.output_tokens = 30;
+    const DecodeResult reference = RunDecode(m.target, prompts, plain);
+    for (const double alpha : {0.0, 0.5, 0.9}) {
+      const SpeculativeResult sd = RunSpeculative(
+          m.target, m.draft, prompts, FixedAlpha(3, alpha, 30, Acceptance::kTargetAlpha));
+      EXPECT_EQ(sd.outputs, reference.outputs) << "batch " << batch << " alpha " << alpha;
+      int64_t accepted = 0;
+      for (const int64_t a : sd.accepted_per_round) accepted += a;
+      if (alpha == 0.0) EXPECT_EQ(accepted, 0);
+      if (alpha == 0.9) EXPECT_GT(accepted, static_cast<int64_t>(sd.accepted_per_round.size()));
+    }
+  }
+}
+
+// Mean distinct experts per MoE layer over the passes of `kind`.
+double MeanDistinctPerPass(const routing::RoutingTrace& trace, const std::string& kind) {
+  double sum = 0;
+  int64_t count = 0;
+  for (const routing::RoutingStep& step : trace.steps) {
+    if (step.kind != kind) continue;
+    for (const auto& layer : step.experts) {
+      std::set<int32_t> distinct;
+      for (const auto& token : layer) distinct.insert(token.begin(), token.end());
+      sum += static_cast<double>(distinct.size());
+      ++count;
+    }
+  }
+  return count > 0 ? sum / static_cast<double>(count) : 0;
+}
+
+// The same over every window of `width` consecutive decode steps of a batch-1 decode.
+double MeanDistinctPerDecodeWindow(const routing::RoutingTrace& trace, size_t width) {
+  std::vector<const routing::RoutingStep*> decode;
+  for (const routing::RoutingStep& step : trace.steps) {
+    if (step.kind == "decode") decode.push_back(&step);
+  }
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t first = 0; first + width <= decode.size(); ++first) {
+    for (size_t layer = 0; layer < decode[first]->experts.size(); ++layer) {
+      std::set<int32_t> distinct;
+      for (size_t s = first; s < first + width; ++s) {
+        for (const auto& token : decode[s]->experts[layer])
+          distinct.insert(token.begin(), token.end());
+      }
+      sum += static_cast<double>(distinct.size());
+      ++count;
+    }
+  }
+  return count > 0 ? sum / static_cast<double>(count) : 0;
+}
+
+// Issue 42: a verify pass of --acceptance alpha carries the target's continuation, so its distinct
+// experts per layer are those of as many consecutive decode tokens; --acceptance alpha-coin's
+// synthetic drafts repeat a few tokens and route to far fewer.
+TEST(Speculative, TargetAlphaVerifyRoutesLikeConsecutiveDecodeTokens) {
+  executor::ExecutorConfig config = testing::TinyMixtral(64);
+  config.num_experts = 16;
+  kernels::ThreadPool pool(2);
+  const ModelWeights target_weights = MakeSyntheticWeights(config, 31, pool);
+  const ModelWeights draft_weights = MakeSyntheticWeights(testing::TinyLlama(64), 32, pool);
+  Transformer target(target_weights, pool), draft(draft_weights, pool);
+  const int64_t gamma = 4, tokens = 100;
+  const auto prompts = SyntheticPrompts(1, 6, 64, 3);
+  routing::RoutingTrace decode_trace;
+  DecodeOptions plain;
+  plain.output_tokens = tokens;
+  plain.record = &decode_trace;
+  RunDecode(target, prompts, plain);
+  const double decode_window = MeanDistinctPerDecodeWindow(decode_trace, gamma + 1);
+  double verify[2] = {0, 0};
+  for (const Acceptance acceptance : {Acceptance::kTargetAlpha, Acceptance::kCoinAlpha}) {
+    routing::RoutingTrace trace;
+    SpeculativeOptions options = FixedAlpha(gamma, 0.8, tokens, acceptance);
+    options.record = &trace;
+    RunSpeculative(target, draft, prompts, options);
+    verify[acceptance == Acceptance::kCoinAlpha] = MeanDistinctPerPass(trace, "verify");
+  }
+  // Over ~25 verify passes x 2 layers of up to 10 experts: a standard error near 0.2.
+  EXPECT_NEAR(verify[0], decode_window, 0.6)
+      << "alpha: " << verify[0] << " distinct experts per verify pass, decode windows "
+      << decode_window;
+  EXPECT_LT(verify[1], decode_window - 1.0)
+      << "alpha-coin: " << verify[1] << ", decode windows " << decode_window;
 }
 
 // The full-batch verify passes' operator times are their forward passes' own: every category
