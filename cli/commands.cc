@@ -12,7 +12,7 @@ const std::vector<Command>& AllCommands() {
       {{"hw", "from-profile"}, "this machine for sim offload: the CPU computes, experts on storage", HardwareFromProfile},
       {{"plan", "sd"}, "speculative-decoding speedup per batch and gamma (analytic)", PlanSd},
       {{"plan", "hardware"}, "the smallest listed hardware that meets a TPOT/TTFT target", PlanHardware},
-      {{"run"}, "run a workload on the reference CPU executor and measure it", Run},
+      {{"run"}, "run a workload on the executor (CPU, or a CUDA GPU) and measure it", Run},
       {{"profile"}, "measure this machine's operator speeds for a model (moelab.profile/1)", Profile},
       {{"fit", "calibrate"}, "fit the analytic roofline's efficiencies to a profile (the calibrated-roofline cost source)", FitCalibrateCommand},
       {{"fit", "latency"}, "fit per-operator latency curves to a profile (roofline, linear, constant)", FitLatencyCommand},

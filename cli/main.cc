@@ -10,10 +10,17 @@
 
 namespace {
 
-void PrintUsage(std::ostream& out) {
-  out << "usage: moelab <command> [options]   (moelab <command> --help for its "
-         "options)\n\ncommands:\n";
+// Every command, or only those of one group ("fit": fit calibrate, fit latency, ...).
+void PrintUsage(std::ostream& out, const std::string& group = "") {
+  if (group.empty()) {
+    out << "usage: moelab <command> [options]   (moelab <command> --help for its "
+           "options)\n\ncommands:\n";
+  } else {
+    out << "usage: moelab " << group << " <subcommand> [options]   (moelab " << group
+        << " <subcommand> --help for its options)\n\nsubcommands:\n";
+  }
   for (const moelab::cli::Command& command : moelab::cli::AllCommands()) {
+    if (!group.empty() && command.words.front() != group) continue;
     std::string words;
     for (const std::string& word : command.words) words += (words.empty() ? "" : " ") + word;
     out << "  " << words << std::string(words.size() < 14 ? 14 - words.size() : 1, ' ')
@@ -39,6 +46,15 @@ int main(int argc, char** argv) {
     if (chosen == nullptr || command.words.size() > chosen->words.size()) chosen = &command;
   }
   if (chosen == nullptr) {
+    // A group's name alone, or with --help: its subcommands (status 2 when none was asked for).
+    bool group = false;
+    for (const moelab::cli::Command& command : moelab::cli::AllCommands())
+      group |= command.words.size() > 1 && command.words.front() == args[0];
+    const bool help = args.size() > 1 && (args[1] == "--help" || args[1] == "-h");
+    if (group && (args.size() == 1 || help)) {
+      PrintUsage(help ? std::cout : std::cerr, args[0]);
+      return help ? 0 : 2;
+    }
     std::cerr << "moelab: unknown command '" << args[0] << (args.size() > 1 ? " " + args[1] : "")
               << "'\n";
     PrintUsage(std::cerr);

@@ -36,7 +36,7 @@ int Validate(const std::vector<std::string>& args) {
       ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
-      ("alpha", Into(&request.alpha), "SD acceptance rate of the fixed-alpha coin, [0, 1)")
+      ("alpha", Into(&request.alpha), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")

@@ -434,6 +434,20 @@ TEST(Cli, UnknownCommandIsAnError) {
   const CliRun r = RunMoelab("frobnicate");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+  EXPECT_NE(RunMoelab("fit frobnicate").err.find("unknown command 'fit frobnicate'"),
+            std::string::npos);
+}
+
+// A command group lists its subcommands: on --help (status 0, stdout), alone (status 2, stderr).
+TEST(Cli, CommandGroupListsItsSubcommands) {
+  const CliRun help = RunMoelab("fit --help");
+  EXPECT_EQ(help.status, 0) << help.err;
+  for (const char* subcommand : {"fit calibrate", "fit latency", "fit sd", "fit predict"})
+    EXPECT_NE(help.out.find(subcommand), std::string::npos) << subcommand;
+  EXPECT_EQ(help.out.find("sim offload"), std::string::npos) << "another group's command";
+  const CliRun alone = RunMoelab("sim");
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_NE(alone.err.find("sim offload"), std::string::npos);
 }
 
 }  // namespace
