@@ -10,6 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-30}
 compiler=${FUZZ_CXX:-clang++-14}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}  # build.sh
 "$root/scripts/install-deps.sh"
 if ! command -v "$compiler" >/dev/null; then
   echo "fuzz.sh: $compiler not found (apt-get install clang-14 libclang-rt-14-dev)" >&2

@@ -19,6 +19,7 @@ packages=(
   gnuplot-nox                    # moelab validate --out: renders its plots (PNG, SVG)
   liburing-dev                   # the offload runtime's io_uring expert reader
   pkg-config                     # finds liburing
+  ccache                         # CMakeLists.txt: rebuilds (CI's three builds) reuse objects
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.
