@@ -307,6 +307,300 @@ double SpeculativeResult::Sigma(int64_t gamma) const {
   return emitted / static_cast<double>(accepted_per_round.size()) / static_cast<double>(gamma + 1);
 }
 
+namespace {
+
+// One run of RunSpeculative, in its steps: caches and streams, the kTargetAlpha continuation, the
+// prefill of both models, then rounds of a draft step and a verify step until every sequence has
+// its tokens.
+class SpeculativeRun {
+ public:
+  SpeculativeRun(ForwardModel& target, ForwardModel& draft, const std::vector<TokenIds>& prompts,
+                 const SpeculativeOptions& options)
+      : target_(target),
+        draft_(draft),
+        prompts_(prompts),
+        options_(options),
+        vocab_(target.config().vocab_size),
+        batch_(static_cast<int64_t>(prompts.size())),
+        gamma_(options.gamma),
+        total_(options.output_tokens),
+        sampling_(options.acceptance == Acceptance::kRejectionSampling),
+        target_alpha_(options.acceptance == Acceptance::kTargetAlpha),
+        temperature_(sampling_ ? options.temperature : 0.0) {
+    for (const TokenIds& p : prompts) longest_ = std::max(longest_, p.size());
+  }
+
+  SpeculativeResult Run() {
+    MakeCaches();
+    if (target_alpha_) ComputeContinuation();
+    Prefill();
+    std::vector<int64_t> active = Unfinished({});
+    while (!active.empty()) {
+      ++result_.rounds;
+      const std::vector<int64_t> draft_lengths = DraftStep(active);
+      VerifyStep(active, draft_lengths);
+      active = Unfinished(active);
+    }
+    result_.decode_s = result_.draft_s + result_.verify_s;
+    return std::move(result_);
+  }
+
+ private:
+  void MakeCaches() {
+    const int64_t extra = total_ + gamma_ + 2;
+    target_caches_.reserve(prompts_.size());
+    draft_caches_.reserve(prompts_.size());
+    if (options_.synthetic_context < 0)
+      throw base::Error("a synthetic context must be >= 0 positions");
+    const int64_t cached = static_cast<int64_t>(longest_) + options_.synthetic_context;
+    for (int64_t s = 0; s < batch_; ++s) {
+      target_caches_.push_back(target_.NewCache(CacheCapacity(target_, cached, extra)));
+      draft_caches_.push_back(draft_.NewCache(CacheCapacity(draft_, cached, extra)));
+      if (options_.synthetic_context > 0) {
+        target_caches_.back().FillSynthetic(options_.synthetic_context,
+                                            options_.seed + static_cast<uint64_t>(s));
+        draft_caches_.back().FillSynthetic(options_.synthetic_context,
+                                           options_.seed + static_cast<uint64_t>(s) + 7919);
+      }
+    }
+    for (int64_t s = 0; s < batch_; ++s)
+      rngs_.push_back(StreamFor(options_.seed, 0x73706563ull, static_cast<uint64_t>(s)));
+  }
+
+  // kTargetAlpha: the target's own continuation of every prompt, far enough for the last round's
+  // drafts (untimed; the same synthetic context and forced routing as the run, nothing recorded).
+  void ComputeContinuation() {
+    if (vocab_ < 2) throw base::Error("--acceptance alpha needs a vocabulary of at least 2 tokens");
+    DecodeOptions plain;
+    plain.output_tokens = total_ + gamma_;
+    plain.synthetic_context = options_.synthetic_context;
+    plain.seed = options_.seed;
+    plain.routing = options_.routing;
+    const OperatorTimes before = target_.times();  // the run's operator times stay the rounds'
+    continuation_ = RunDecode(target_, prompts_, plain).outputs;
+    target_.times() = before;
+  }
+
+  // The continuation's token at `position` of sequence s (kTargetAlpha).
+  int32_t Own(int64_t s, size_t position) const { return continuation_[s][position]; }
+
+  // Both models' prefill; the target's logits give each sequence's first token.
+  void Prefill() {
+    result_.outputs.resize(prompts_.size());
+    inputs_.resize(prompts_.size());
+    // A verify pass is each sequence's last emitted token and its gamma drafts; a draft pass is at
+    // most two tokens per sequence (after a round that accepted every draft).
+    target_.ReservePass(std::max(PromptTokens(prompts_), batch_ * (gamma_ + 1)));
+    draft_.ReservePass(std::max(PromptTokens(prompts_), batch_ * 2));
+    logits_.resize(static_cast<size_t>(batch_ * (gamma_ + 1) * vocab_));
+    const Clock::time_point start = Clock::now();
+    for (int64_t s = 0; s < batch_; ++s) inputs_[s] = {&target_caches_[s], prompts_[s]};
+    target_.Forward(inputs_,
+                    {LogitRows::kLastPerSequence, options_.routing, options_.record, "prefill"},
+                    logits_);
+    for (int64_t s = 0; s < batch_; ++s) {
+      int32_t first = PickToken(logits_.data() + s * vocab_, vocab_, temperature_, rngs_[s]);
+      if (target_alpha_ && first != Own(s, 0)) {
+        ++result_.reference_mismatches;
+        first = Own(s, 0);
+      }
+      result_.outputs[s].push_back(first);
+    }
+    for (int64_t s = 0; s < batch_; ++s) inputs_[s] = {&draft_caches_[s], prompts_[s]};
+    draft_.Forward(inputs_, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"},
+                   logits_);
+    result_.prefill_s = Since(start);
+    const int64_t positions = static_cast<int64_t>(longest_) * batch_;
+    result_.steps.push_back({"prefill", positions, result_.prefill_s, positions});
+    draft_pending_.resize(prompts_.size());
+    target_pending_.resize(prompts_.size());
+    for (int64_t s = 0; s < batch_; ++s)
+      draft_pending_[s] = target_pending_[s] = {result_.outputs[s].back()};
+    drafted_.resize(prompts_.size());
+    draft_distributions_.resize(prompts_.size());
+  }
+
+  // The sequences of `active` (every one when empty, before the first round) still short of
+  // their tokens.
+  std::vector<int64_t> Unfinished(const std::vector<int64_t>& active) const {
+    std::vector<int64_t> still;
+    for (int64_t s = 0; s < batch_; ++s) {
+      if (!active.empty() && std::find(active.begin(), active.end(), s) == active.end()) continue;
+      if (static_cast<int64_t>(result_.outputs[s].size()) < total_) still.push_back(s);
+    }
+    return still;
+  }
+
+  // gamma draft passes over the active sequences; returns their draft caches' lengths before.
+  std::vector<int64_t> DraftStep(const std::vector<int64_t>& active) {
+    const int64_t n = static_cast<int64_t>(active.size());
+    const Clock::time_point start = Clock::now();
+    for (int64_t s : active) {
+      drafted_[s].clear();
+      draft_distributions_[s].clear();
+    }
+    std::vector<int64_t> draft_lengths(static_cast<size_t>(n));
+    int64_t draft_positions = n * (gamma_ - 1);
+    for (int64_t i = 0; i < n; ++i) {
+      draft_lengths[i] = draft_caches_[active[i]].length();
+      draft_positions += static_cast<int64_t>(draft_pending_[active[i]].size());
+    }
+    inputs_.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < gamma_; ++j) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = active[i];
+        inputs_[i] = {&draft_caches_[s], j == 0 ? draft_pending_[s] : TokenIds{drafted_[s].back()}};
+      }
+      draft_.Forward(inputs_, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft"}, logits_);
+      for (int64_t i = 0; i < n; ++i) Propose(active[i], j, logits_.data() + i * vocab_);
+    }
+    const double seconds = Since(start);
+    result_.draft_s += seconds;
+    result_.steps.push_back({"draft", n * gamma_, seconds, draft_positions});
+    return draft_lengths;
+  }
+
+  // Sequence s's draft j from the draft's logits `row`.
+  void Propose(int64_t s, int64_t j, const float* row) {
+    if (sampling_) {
+      draft_distributions_[s].push_back(Distribution(row, vocab_, options_.temperature));
+      drafted_[s].push_back(Sample(draft_distributions_[s].back(), rngs_[s]));
+      return;
+    }
+    int32_t proposal = static_cast<int32_t>(kernels::ArgMax(row, vocab_));
+    if (target_alpha_) {
+      // The draft's pick is made (and timed) as a real draft's would be; what it proposes is the
+      // target's next token with probability alpha, else another one.
+      const int32_t own = Own(s, result_.outputs[s].size() + static_cast<size_t>(j));
+      proposal = Uniform(rngs_[s]) < options_.alpha ? own : OtherToken(own, vocab_, rngs_[s]);
+    }
+    drafted_[s].push_back(proposal);
+  }
+
+  // The last emitted token and the gamma drafts of every active sequence in one target pass, then
+  // each sequence's acceptance and the rollback of both caches.
+  void VerifyStep(const std::vector<int64_t>& active, const std::vector<int64_t>& draft_lengths) {
+    const int64_t n = static_cast<int64_t>(active.size());
+    const Clock::time_point start = Clock::now();
+    std::vector<int64_t> target_lengths(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = active[i];
+      target_lengths[i] = target_caches_[s].length();
+      TokenIds tokens = target_pending_[s];
+      tokens.insert(tokens.end(), drafted_[s].begin(), drafted_[s].end());
+      inputs_[i] = {&target_caches_[s], tokens};
+    }
+    const OperatorTimes before_verify = target_.times();
+    target_.Forward(inputs_, {LogitRows::kAll, options_.routing, options_.record, "verify"},
+                    logits_);
+    if (n == batch_) result_.full_batch_verify_operators += target_.times().Since(before_verify);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t s = active[i];
+      TokenIds emitted;
+      const int64_t accepted = Accept(s, logits_.data() + i * (gamma_ + 1) * vocab_, emitted);
+      result_.accepted_per_round.push_back(accepted);
+      // Roll back what was not accepted: the target keeps its pending token and the accepted
+      // drafts; the draft keeps its pending tokens and the accepted drafts it has processed.
+      target_caches_[s].Truncate(target_lengths[i] +
+                                 static_cast<int64_t>(target_pending_[s].size()) + accepted);
+      draft_caches_[s].Truncate(draft_lengths[i] + static_cast<int64_t>(draft_pending_[s].size()) +
+                                std::min(accepted, gamma_ - 1));
+      target_pending_[s] = {emitted.back()};
+      draft_pending_[s] = accepted == gamma_ ? TokenIds{drafted_[s].back(), emitted.back()}
+                                             : TokenIds{emitted.back()};
+      for (int32_t token : emitted) {
+        if (static_cast<int64_t>(result_.outputs[s].size()) < total_)
+          result_.outputs[s].push_back(token);
+      }
+    }
+    const double seconds = Since(start);
+    result_.verify_s += seconds;
+    if (n == batch_) result_.full_batch_verify_s.push_back(seconds);
+    result_.steps.push_back({"verify", n * (gamma_ + 1), seconds, n * (gamma_ + 1)});
+  }
+
+  // Sequence s's drafts against the verify pass's logits `rows` (gamma + 1 rows): the accepted
+  // drafts, then the correction or (all accepted) the bonus token, into `emitted`; returns how
+  // many drafts were accepted.
+  int64_t Accept(int64_t s, const float* rows, TokenIds& emitted) {
+    int64_t accepted = 0;
+    for (; accepted < gamma_; ++accepted) {
+      const int32_t proposal = drafted_[s][accepted];
+      const int32_t correction = Correction(s, accepted, rows + accepted * vocab_, proposal,
+                                            result_.outputs[s].size() + emitted.size());
+      if (correction >= 0) {
+        emitted.push_back(correction);
+        return accepted;
+      }
+      emitted.push_back(proposal);
+    }
+    const int32_t bonus = PickToken(rows + gamma_ * vocab_, vocab_, temperature_, rngs_[s]);
+    if (target_alpha_) {
+      const int32_t own = Own(s, result_.outputs[s].size() + emitted.size());
+      if (bonus != own) ++result_.reference_mismatches;
+      emitted.push_back(own);
+    } else {
+      emitted.push_back(bonus);
+    }
+    return accepted;
+  }
+
+  // The token replacing draft j of sequence s (the target's logits at it: `row`; its position in
+  // the output: `position`), or -1 when the draft is accepted.
+  int32_t Correction(int64_t s, int64_t j, const float* row, int32_t proposal, size_t position) {
+    switch (options_.acceptance) {
+      case Acceptance::kGreedy: {
+        const int32_t best = static_cast<int32_t>(kernels::ArgMax(row, vocab_));
+        return proposal != best ? best : -1;
+      }
+      case Acceptance::kTargetAlpha: {
+        const int32_t own = Own(s, position);
+        if (static_cast<int32_t>(kernels::ArgMax(row, vocab_)) != own)
+          ++result_.reference_mismatches;
+        return proposal != own ? own : -1;
+      }
+      case Acceptance::kCoinAlpha:
+        return Uniform(rngs_[s]) < options_.alpha
+                   ? -1
+                   : static_cast<int32_t>(kernels::ArgMax(row, vocab_));
+      case Acceptance::kRejectionSampling:
+        break;
+    }
+    const std::vector<double> p = Distribution(row, vocab_, options_.temperature);
+    const std::vector<double>& q = draft_distributions_[s][j];
+    if (Uniform(rngs_[s]) * q[proposal] < p[proposal]) return -1;
+    std::vector<double> residual(p.size());
+    double sum = 0;
+    for (size_t t = 0; t < p.size(); ++t) sum += residual[t] = std::max(0.0, p[t] - q[t]);
+    if (sum > 0) {
+      for (double& r : residual) r /= sum;
+      return Sample(residual, rngs_[s]);
+    }
+    return Sample(p, rngs_[s]);
+  }
+
+  ForwardModel& target_;
+  ForwardModel& draft_;
+  const std::vector<TokenIds>& prompts_;
+  const SpeculativeOptions& options_;
+  const int64_t vocab_, batch_, gamma_, total_;
+  const bool sampling_, target_alpha_;
+  const double temperature_;
+  size_t longest_ = 0;
+  std::vector<KvCache> target_caches_, draft_caches_;
+  std::vector<std::mt19937_64> rngs_;
+  std::vector<TokenIds> continuation_;  // kTargetAlpha
+  SpeculativeResult result_;
+  std::vector<float> logits_;
+  std::vector<SequenceInput> inputs_;
+  // Tokens emitted but not yet in each model's cache.
+  std::vector<TokenIds> draft_pending_, target_pending_;
+  std::vector<TokenIds> drafted_;
+  std::vector<std::vector<std::vector<double>>> draft_distributions_;
+};
+
+}  // namespace
+
 SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
                                  const std::vector<TokenIds>& prompts,
                                  const SpeculativeOptions& options) {
@@ -318,225 +612,7 @@ SpeculativeResult RunSpeculative(ForwardModel& target, ForwardModel& draft,
                       target.config().name + "' has " + std::to_string(target.config().vocab_size) +
                       "; they must match");
   }
-  const int64_t vocab = target.config().vocab_size;
-  const int64_t batch = static_cast<int64_t>(prompts.size());
-  const int64_t gamma = options.gamma;
-  const int64_t total = options.output_tokens;
-  size_t longest = 0;
-  for (const TokenIds& p : prompts) longest = std::max(longest, p.size());
-  const int64_t extra = total + gamma + 2;
-  std::vector<KvCache> target_caches, draft_caches;
-  target_caches.reserve(prompts.size());
-  draft_caches.reserve(prompts.size());
-  if (options.synthetic_context < 0)
-    throw base::Error("a synthetic context must be >= 0 positions");
-  const int64_t cached = static_cast<int64_t>(longest) + options.synthetic_context;
-  for (int64_t s = 0; s < batch; ++s) {
-    target_caches.push_back(target.NewCache(CacheCapacity(target, cached, extra)));
-    draft_caches.push_back(draft.NewCache(CacheCapacity(draft, cached, extra)));
-    if (options.synthetic_context > 0) {
-      target_caches.back().FillSynthetic(options.synthetic_context,
-                                         options.seed + static_cast<uint64_t>(s));
-      draft_caches.back().FillSynthetic(options.synthetic_context,
-                                        options.seed + static_cast<uint64_t>(s) + 7919);
-    }
-  }
-  std::vector<std::mt19937_64> rngs;
-  for (int64_t s = 0; s < batch; ++s)
-    rngs.push_back(StreamFor(options.seed, 0x73706563ull, static_cast<uint64_t>(s)));
-  const bool sampling = options.acceptance == Acceptance::kRejectionSampling;
-  // kTargetAlpha: the target's own continuation of every prompt, far enough for the last round's
-  // drafts (untimed; the same synthetic context and forced routing as the run, nothing recorded).
-  const bool target_alpha = options.acceptance == Acceptance::kTargetAlpha;
-  std::vector<TokenIds> continuation;
-  if (target_alpha) {
-    if (target.config().vocab_size < 2)
-      throw base::Error("--acceptance alpha needs a vocabulary of at least 2 tokens");
-    DecodeOptions plain;
-    plain.output_tokens = total + gamma;
-    plain.synthetic_context = options.synthetic_context;
-    plain.seed = options.seed;
-    plain.routing = options.routing;
-    const OperatorTimes before = target.times();  // the run's operator times stay the rounds'
-    continuation = RunDecode(target, prompts, plain).outputs;
-    target.times() = before;
-  }
-  const double temperature = sampling ? options.temperature : 0.0;
-
-  SpeculativeResult result;
-  result.outputs.resize(prompts.size());
-  std::vector<float> logits;
-  // Prefill both models; the target's logits give each sequence's first token.
-  std::vector<SequenceInput> inputs(prompts.size());
-  // A verify pass is each sequence's last emitted token and its gamma drafts; a draft pass is at
-  // most two tokens per sequence (after a round that accepted every draft).
-  target.ReservePass(std::max(PromptTokens(prompts), batch * (gamma + 1)));
-  draft.ReservePass(std::max(PromptTokens(prompts), batch * 2));
-  logits.resize(static_cast<size_t>(batch * (gamma + 1) * vocab));
-  Clock::time_point start = Clock::now();
-  for (int64_t s = 0; s < batch; ++s) inputs[s] = {&target_caches[s], prompts[s]};
-  target.Forward(inputs, {LogitRows::kLastPerSequence, options.routing, options.record, "prefill"},
-                 logits);
-  for (int64_t s = 0; s < batch; ++s) {
-    int32_t first = PickToken(logits.data() + s * vocab, vocab, temperature, rngs[s]);
-    if (target_alpha && first != continuation[s][0]) {
-      ++result.reference_mismatches;
-      first = continuation[s][0];
-    }
-    result.outputs[s].push_back(first);
-  }
-  for (int64_t s = 0; s < batch; ++s) inputs[s] = {&draft_caches[s], prompts[s]};
-  draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"}, logits);
-  result.prefill_s = Since(start);
-  result.steps.push_back({"prefill", static_cast<int64_t>(longest) * batch, result.prefill_s,
-                          static_cast<int64_t>(longest) * batch});
-
-  // Tokens emitted but not yet in each model's cache.
-  std::vector<TokenIds> draft_pending(prompts.size()), target_pending(prompts.size());
-  for (int64_t s = 0; s < batch; ++s)
-    draft_pending[s] = target_pending[s] = {result.outputs[s].back()};
-
-  std::vector<int64_t> active;
-  for (int64_t s = 0; s < batch; ++s) {
-    if (static_cast<int64_t>(result.outputs[s].size()) < total) active.push_back(s);
-  }
-  std::vector<TokenIds> drafted(prompts.size());
-  std::vector<std::vector<std::vector<double>>> draft_distributions(prompts.size());
-  while (!active.empty()) {
-    ++result.rounds;
-    const int64_t n = static_cast<int64_t>(active.size());
-    // Draft gamma tokens per active sequence.
-    start = Clock::now();
-    for (int64_t s : active) {
-      drafted[s].clear();
-      draft_distributions[s].clear();
-    }
-    std::vector<int64_t> draft_lengths(static_cast<size_t>(n));
-    int64_t draft_positions = n * (gamma - 1);
-    for (int64_t i = 0; i < n; ++i) {
-      draft_lengths[i] = draft_caches[active[i]].length();
-      draft_positions += static_cast<int64_t>(draft_pending[active[i]].size());
-    }
-    inputs.resize(static_cast<size_t>(n));
-    for (int64_t j = 0; j < gamma; ++j) {
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t s = active[i];
-        inputs[i] = {&draft_caches[s], j == 0 ? draft_pending[s] : TokenIds{drafted[s].back()}};
-      }
-      draft.Forward(inputs, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft"}, logits);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t s = active[i];
-        const float* row = logits.data() + i * vocab;
-        if (sampling) {
-          draft_distributions[s].push_back(Distribution(row, vocab, options.temperature));
-          drafted[s].push_back(Sample(draft_distributions[s].back(), rngs[s]));
-        } else {
-          int32_t proposal = static_cast<int32_t>(kernels::ArgMax(row, vocab));
-          if (target_alpha) {
-            // The draft's pick is made (and timed) as a real draft's would be; what it proposes
-            // is the target's next token with probability alpha, else another one.
-            const int32_t own = continuation[s][result.outputs[s].size() + static_cast<size_t>(j)];
-            proposal = Uniform(rngs[s]) < options.alpha ? own : OtherToken(own, vocab, rngs[s]);
-          }
-          drafted[s].push_back(proposal);
-        }
-      }
-    }
-    const double draft_seconds = Since(start);
-    result.draft_s += draft_seconds;
-    result.steps.push_back({"draft", n * gamma, draft_seconds, draft_positions});
-
-    // Verify: the last emitted token and the gamma drafts in one target pass.
-    start = Clock::now();
-    std::vector<int64_t> target_lengths(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t s = active[i];
-      target_lengths[i] = target_caches[s].length();
-      TokenIds tokens = target_pending[s];
-      tokens.insert(tokens.end(), drafted[s].begin(), drafted[s].end());
-      inputs[i] = {&target_caches[s], tokens};
-    }
-    const OperatorTimes before_verify = target.times();
-    target.Forward(inputs, {LogitRows::kAll, options.routing, options.record, "verify"}, logits);
-    if (n == batch) result.full_batch_verify_operators += target.times().Since(before_verify);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t s = active[i];
-      const float* rows = logits.data() + i * (gamma + 1) * vocab;
-      TokenIds emitted;
-      int64_t accepted = 0;
-      for (; accepted < gamma; ++accepted) {
-        const float* row = rows + accepted * vocab;
-        const int32_t proposal = drafted[s][accepted];
-        int32_t correction = -1;
-        if (options.acceptance == Acceptance::kGreedy) {
-          const int32_t best = static_cast<int32_t>(kernels::ArgMax(row, vocab));
-          if (proposal != best) correction = best;
-        } else if (target_alpha) {
-          const int32_t own = continuation[s][result.outputs[s].size() + emitted.size()];
-          if (static_cast<int32_t>(kernels::ArgMax(row, vocab)) != own)
-            ++result.reference_mismatches;
-          if (proposal != own) correction = own;
-        } else if (options.acceptance == Acceptance::kCoinAlpha) {
-          if (!(Uniform(rngs[s]) < options.alpha))
-            correction = static_cast<int32_t>(kernels::ArgMax(row, vocab));
-        } else {
-          const std::vector<double> p = Distribution(row, vocab, options.temperature);
-          const std::vector<double>& q = draft_distributions[s][accepted];
-          if (!(Uniform(rngs[s]) * q[proposal] < p[proposal])) {
-            std::vector<double> residual(p.size());
-            double sum = 0;
-            for (size_t t = 0; t < p.size(); ++t) sum += residual[t] = std::max(0.0, p[t] - q[t]);
-            if (sum > 0) {
-              for (double& r : residual) r /= sum;
-              correction = Sample(residual, rngs[s]);
-            } else {
-              correction = Sample(p, rngs[s]);
-            }
-          }
-        }
-        if (correction >= 0) {
-          emitted.push_back(correction);
-          break;
-        }
-        emitted.push_back(proposal);
-      }
-      if (accepted == gamma) {
-        const int32_t bonus = PickToken(rows + gamma * vocab, vocab, temperature, rngs[s]);
-        if (target_alpha) {
-          const int32_t own = continuation[s][result.outputs[s].size() + emitted.size()];
-          if (bonus != own) ++result.reference_mismatches;
-          emitted.push_back(own);
-        } else {
-          emitted.push_back(bonus);
-        }
-      }
-      result.accepted_per_round.push_back(accepted);
-      // Roll back what was not accepted: the target keeps its pending token and the accepted
-      // drafts; the draft keeps its pending tokens and the accepted drafts it has processed.
-      target_caches[s].Truncate(target_lengths[i] + static_cast<int64_t>(target_pending[s].size()) +
-                                accepted);
-      draft_caches[s].Truncate(draft_lengths[i] + static_cast<int64_t>(draft_pending[s].size()) +
-                               std::min(accepted, gamma - 1));
-      target_pending[s] = {emitted.back()};
-      draft_pending[s] = accepted == gamma ? TokenIds{drafted[s].back(), emitted.back()}
-                                           : TokenIds{emitted.back()};
-      for (int32_t token : emitted) {
-        if (static_cast<int64_t>(result.outputs[s].size()) < total)
-          result.outputs[s].push_back(token);
-      }
-    }
-    const double verify_seconds = Since(start);
-    result.verify_s += verify_seconds;
-    if (n == batch) result.full_batch_verify_s.push_back(verify_seconds);
-    result.steps.push_back({"verify", n * (gamma + 1), verify_seconds, n * (gamma + 1)});
-    std::vector<int64_t> still;
-    for (int64_t s : active) {
-      if (static_cast<int64_t>(result.outputs[s].size()) < total) still.push_back(s);
-    }
-    active = std::move(still);
-  }
-  result.decode_s = result.draft_s + result.verify_s;
-  return result;
+  return SpeculativeRun(target, draft, prompts, options).Run();
 }
 
 }  // namespace moelab::executor
