@@ -210,7 +210,10 @@ std::string ValidationText(const ValidationResult& result) {
   const ErrorSummary& headline = result.Headline();
   out << "Validation on " << DeviceName(result) << ": " << DistinctCases(result)
       << " held-out cases x " << result.request.Repeats() << " interleaved runs, routing "
-      << result.routing << "\n";
+      << (result.decode_routing.empty()
+              ? result.routing
+              : result.decode_routing + " (decode-trace); " + result.routing + " (measured)")
+      << "\n";
   out << "Headline (" << headline.cost_source << ", routing " << headline.routing_assumed
       << "): median " << Percent(headline.median_abs_error) << ", p90 "
       << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << "\n"
@@ -224,7 +227,8 @@ std::string ValidationText(const ValidationResult& result) {
   }
   out << table.Render();
   if (!result.best_gamma.empty()) {
-    out << "\nBest gamma per batch (" << headline.cost_source << ", recorded routing):\n";
+    out << "\nBest gamma per batch (" << headline.cost_source << ", routing "
+        << headline.routing_assumed << "):\n";
     report::Table best({"batch", "shape", "predicted", "measured", "regret"});
     for (const BestGammaRow& b : result.best_gamma) {
       if (b.cost_source != headline.cost_source || b.routing_assumed != headline.routing_assumed)
@@ -259,10 +263,11 @@ std::string ValidationMarkdown(const ValidationResult& result) {
          "the "
          "runs, three a round); "
          "the spread = the runs' own values, min..max. Predictions: each cost source with the "
-         "executor's recorded gate "
-         "routing ("
-      << result.routing
-      << ") and with uniform routing. SD predictions replay the run's rounds (its realized "
+         "executor's gate routing recorded in a decode run of its own ("
+      << (result.decode_routing.empty() ? std::string("none") : result.decode_routing)
+      << ", decode-trace: the headline), recorded in runs like the cases' (" << result.routing
+      << ", measured) and with uniform routing. SD predictions replay the run's rounds (its "
+         "realized "
          "acceptance, and the batch shrinking as sequences finish) and are judged on time.\n\n";
   out << "**Headline (" << headline.cost_source << ", routing " << headline.routing_assumed
       << "): median abs error " << Percent(headline.median_abs_error) << ", p90 "
@@ -291,7 +296,8 @@ std::string ValidationMarkdown(const ValidationResult& result) {
           << b.measured_gamma << " | " << Percent(b.regret) << " |\n";
     }
   }
-  out << "\n## Cases (" << headline.cost_source << ", recorded routing)\n\n"
+  out << "\n## Cases (" << headline.cost_source << ", routing " << headline.routing_assumed
+      << ")\n\n"
       << "| case | quantity | predicted | measured (min..max) | error |\n|---|---|---|---|---|\n";
   for (const CaseResult& r : result.cases) {
     if (r.cost_source != headline.cost_source || RoutingAssumed(r) != headline.routing_assumed)
