@@ -371,18 +371,31 @@ class SpeculativeRun {
   // drafts (untimed; the same synthetic context and forced routing as the run, nothing recorded).
   void ComputeContinuation() {
     if (vocab_ < 2) throw base::Error("--acceptance alpha needs a vocabulary of at least 2 tokens");
+    if (options_.continuation) {
+      const std::vector<TokenIds>& given = *options_.continuation;
+      bool long_enough = given.size() == prompts_.size();
+      for (size_t s = 0; long_enough && s < given.size(); ++s)
+        long_enough = static_cast<int64_t>(given[s].size()) >= total_ + gamma_;
+      if (!long_enough) {
+        throw base::Error("the given continuation needs " + std::to_string(prompts_.size()) +
+                          " sequences of at least " + std::to_string(total_ + gamma_) + " tokens");
+      }
+      continuation_ = &given;
+      return;
+    }
     DecodeOptions plain;
     plain.output_tokens = total_ + gamma_;
     plain.synthetic_context = options_.synthetic_context;
     plain.seed = options_.seed;
     plain.routing = options_.routing;
     const OperatorTimes before = target_.times();  // the run's operator times stay the rounds'
-    continuation_ = RunDecode(target_, prompts_, plain).outputs;
+    decoded_ = RunDecode(target_, prompts_, plain).outputs;
     target_.times() = before;
+    continuation_ = &decoded_;
   }
 
   // The continuation's token at `position` of sequence s (kTargetAlpha).
-  int32_t Own(int64_t s, size_t position) const { return continuation_[s][position]; }
+  int32_t Own(int64_t s, size_t position) const { return (*continuation_)[s][position]; }
 
   // Both models' prefill; the target's logits give each sequence's first token.
   void Prefill() {
@@ -589,7 +602,8 @@ class SpeculativeRun {
   size_t longest_ = 0;
   std::vector<KvCache> target_caches_, draft_caches_;
   std::vector<std::mt19937_64> rngs_;
-  std::vector<TokenIds> continuation_;  // kTargetAlpha
+  const std::vector<TokenIds>* continuation_ = nullptr;  // kTargetAlpha: given, or decoded_
+  std::vector<TokenIds> decoded_;
   SpeculativeResult result_;
   std::vector<float> logits_;
   std::vector<SequenceInput> inputs_;

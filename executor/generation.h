@@ -109,6 +109,10 @@ struct SpeculativeOptions {
   uint64_t seed = 1;
   routing::RoutingSource* routing = nullptr;
   routing::RoutingTrace* record = nullptr;
+  // kTargetAlpha: the target's greedy decode of these prompts (RunDecode with the same synthetic
+  // context, seed and routing), at least output_tokens + gamma tokens each, for a caller that runs
+  // the same prompts again; null: RunSpeculative decodes it itself.
+  const std::vector<TokenIds>* continuation = nullptr;
 
   void Validate() const;
 };

@@ -105,6 +105,7 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
       const executor::DecodeResult baseline = executor::RunDecode(target, prompts, plain);
       executor::SpeculativeOptions options;
       options.gamma = spec.gamma;
+      options.continuation = &Continuation(spec, prompts);
       options.acceptance = executor::Acceptance::kTargetAlpha;
       options.alpha = alpha_;
       options.output_tokens = spec.output_tokens;
@@ -176,6 +177,27 @@ routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
   decode.record = &trace;
   executor::RunDecode(target, prompts, decode);
   return trace;
+}
+
+// The SD cases' runs repeat their prompts every round and at every gamma: the target's greedy
+// continuation (what --acceptance alpha drafts from) is decoded once per prompts and context, long
+// enough for the largest gamma asked so far, untimed.
+const std::vector<executor::TokenIds>& ExecutorBench::Continuation(
+    const ValidationCase& spec, const std::vector<executor::TokenIds>& prompts) {
+  const auto key = std::make_tuple(spec.held_out_shape, spec.batch, spec.prompt, spec.context);
+  std::vector<executor::TokenIds>& continuation = continuations_[key];
+  const int64_t needed = spec.output_tokens + spec.gamma;
+  if (!continuation.empty() && static_cast<int64_t>(continuation.front().size()) >= needed)
+    return continuation;
+  executor::ForwardModel& target = Target(spec.held_out_shape);
+  executor::DecodeOptions plain;
+  plain.output_tokens = needed;
+  plain.synthetic_context = spec.context;
+  plain.seed = seed_;
+  const executor::OperatorTimes before = target.times();
+  continuation = executor::RunDecode(target, prompts, plain).outputs;
+  target.times() = before;
+  return continuation;
 }
 
 routing::RoutingTrace ExecutorBench::RecordDecodeRouting(bool held_out, int64_t sequences,

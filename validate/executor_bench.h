@@ -1,12 +1,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "executor/executor_config.h"
 #include "executor/forward_model.h"
+#include "executor/generation.h"
 #include "executor/weights.h"
 #include "kernels/thread_pool.h"
 #include "model/model_spec.h"
@@ -72,6 +75,8 @@ class ExecutorBench {
 
  private:
   executor::ForwardModel& Target(bool held_out);
+  const std::vector<executor::TokenIds>& Continuation(
+      const ValidationCase& spec, const std::vector<executor::TokenIds>& prompts);
 
   kernels::ThreadPool pool_;
   uint64_t seed_;
@@ -80,6 +85,9 @@ class ExecutorBench {
   std::unique_ptr<executor::ModelWeights> held_out_weights_;
   executor::ModelWeights draft_weights_;
   std::unique_ptr<executor::ForwardModel> target_, held_out_, draft_;
+  // (held-out shape, batch, prompt, context) -> the target's greedy continuation of the prompts.
+  std::map<std::tuple<bool, int64_t, int64_t, int64_t>, std::vector<executor::TokenIds>>
+      continuations_;
 };
 
 }  // namespace moelab::validate

@@ -11,6 +11,7 @@
 #include "model/moe_math.h"
 #include "routing/routing_trace.h"
 #include "tests/executor/tiny_models.h"
+#include "tests/support/error_of.h"
 
 namespace moelab::executor {
 namespace {
@@ -154,6 +155,30 @@ TEST(Speculative, TargetAlphaEmitsTheTargetsGreedyDecode) {
       if (alpha == 0.9) EXPECT_GT(accepted, static_cast<int64_t>(sd.accepted_per_round.size()));
     }
   }
+}
+
+// A caller's continuation (the same greedy decode, decoded once) gives the same run as
+// RunSpeculative decoding it itself; one too short for the last round's drafts is refused.
+TEST(Speculative, TargetAlphaTakesAGivenContinuation) {
+  Models m;
+  const auto prompts = SyntheticPrompts(2, 4, 37, 5);
+  const SpeculativeOptions own = FixedAlpha(3, 0.7, 20, Acceptance::kTargetAlpha);
+  const SpeculativeResult decoded = RunSpeculative(m.target, m.draft, prompts, own);
+  DecodeOptions plain;
+  plain.output_tokens = 20 + 3;
+  const std::vector<TokenIds> continuation = RunDecode(m.target, prompts, plain).outputs;
+  SpeculativeOptions given = own;
+  given.continuation = &continuation;
+  const SpeculativeResult reused = RunSpeculative(m.target, m.draft, prompts, given);
+  EXPECT_EQ(reused.outputs, decoded.outputs);
+  EXPECT_EQ(reused.accepted_per_round, decoded.accepted_per_round);
+  plain.output_tokens = 20 + 2;
+  const std::vector<TokenIds> short_one = RunDecode(m.target, prompts, plain).outputs;
+  given.continuation = &short_one;
+  EXPECT_NE(testing::ErrorOf([&] {
+              RunSpeculative(m.target, m.draft, prompts, given);
+            }).find("at least 23 tokens"),
+            std::string::npos);
 }
 
 // Mean distinct experts per MoE layer over the passes of `kind`.
