@@ -150,17 +150,29 @@ CaseRun ExecutorBench::Run(const ValidationCase& spec) {
   throw base::Error(ToString(spec.kind) + " cases do not run on the in-memory executor bench");
 }
 
+namespace {
+
+// An empty trace of the target's MoE shape, its source naming the gate, the run and the seed.
+routing::RoutingTrace EmptyTraceOf(const executor::ExecutorConfig& c, const std::string& run,
+                                   uint64_t seed) {
+  routing::RoutingTrace trace;
+  trace.num_layers = c.num_layers - c.first_dense_layers;
+  trace.num_experts = c.num_experts;
+  trace.top_k = c.top_k;
+  trace.source =
+      "moelab validate: executor gate of " + c.name + run + ", seed " + std::to_string(seed);
+  return trace;
+}
+
+}  // namespace
+
 routing::RoutingTrace ExecutorBench::RecordRouting(bool held_out, int64_t gamma,
                                                    int64_t sequences) {
   if (sequences < 1)
     throw base::Error("recording routing needs >= 1 sequence, got " + std::to_string(sequences));
   executor::ForwardModel& target = Target(held_out);
   const executor::ExecutorConfig& c = target.config();
-  routing::RoutingTrace trace;
-  trace.num_layers = c.num_layers - c.first_dense_layers;
-  trace.num_experts = c.num_experts;
-  trace.top_k = c.top_k;
-  trace.source = "moelab validate: executor gate of " + c.name + ", seed " + std::to_string(seed_);
+  routing::RoutingTrace trace = EmptyTraceOf(c, "", seed_);
   const std::vector<executor::TokenIds> prompts =
       executor::SyntheticPrompts(sequences, 24, c.vocab_size, seed_ + 17);
   executor::SpeculativeOptions sd;
@@ -208,12 +220,7 @@ routing::RoutingTrace ExecutorBench::RecordDecodeRouting(bool held_out, int64_t 
   }
   executor::ForwardModel& target = Target(held_out);
   const executor::ExecutorConfig& c = target.config();
-  routing::RoutingTrace trace;
-  trace.num_layers = c.num_layers - c.first_dense_layers;
-  trace.num_experts = c.num_experts;
-  trace.top_k = c.top_k;
-  trace.source = "moelab validate: executor gate of " + c.name +
-                 " in a decode run of its own, seed " + std::to_string(seed_);
+  routing::RoutingTrace trace = EmptyTraceOf(c, " in a decode run of its own", seed_);
   const std::vector<executor::TokenIds> prompts =
       executor::SyntheticPrompts(sequences, 24, c.vocab_size, seed_ + 29);
   executor::DecodeOptions decode;
