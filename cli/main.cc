@@ -7,6 +7,7 @@
 #include "cli/output.h"
 #include "base/error.h"
 #include "base/input_file.h"
+#include "report/provenance.h"
 
 namespace {
 
@@ -37,6 +38,14 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     PrintUsage(args.empty() ? std::cerr : std::cout);
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    // The commit a record's provenance will carry (scripts/record.sh refuses a "-dirty" one).
+    const nlohmann::json provenance = moelab::report::Provenance();
+    std::cout << "moelab " << provenance["version"].get<std::string>() << " (git "
+              << provenance["git_commit"].get<std::string>() << ", "
+              << provenance["build"]["compiler"].get<std::string>() << ")\n";
+    return 0;
   }
   // The longest registered word sequence that prefixes the arguments names the command.
   const moelab::cli::Command* chosen = nullptr;

@@ -450,5 +450,12 @@ TEST(Cli, CommandGroupListsItsSubcommands) {
   EXPECT_NE(alone.err.find("sim offload"), std::string::npos);
 }
 
+TEST(Cli, VersionNamesTheBuildsCommit) {
+  const CliRun version = RunMoelab("--version");
+  EXPECT_EQ(version.status, 0) << version.err;
+  EXPECT_EQ(version.out.rfind("moelab ", 0), 0u) << version.out;
+  EXPECT_NE(version.out.find("(git "), std::string::npos) << version.out;
+}
+
 }  // namespace
 }  // namespace moelab::cli
