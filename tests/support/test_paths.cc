@@ -9,6 +9,7 @@ namespace moelab::testing {
 std::filesystem::path TestDataDir() { return MOELAB_TEST_DATA_DIR; }
 std::filesystem::path SharedDataDir() { return MOELAB_SHARED_DATA_DIR; }
 std::filesystem::path PresetDir() { return MOELAB_PRESET_DIR; }
+std::filesystem::path SourceDir() { return MOELAB_SOURCE_DIR; }
 
 std::filesystem::path MakeTempDir(const std::string& prefix) {
   static std::atomic<int> counter{0};
