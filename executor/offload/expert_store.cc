@@ -1,10 +1,14 @@
 #include "executor/offload/expert_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +18,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "executor/offload/checksum.h"
+#include "report/format.h"
 
 namespace moelab::executor::offload {
 namespace fs = std::filesystem;
@@ -27,6 +32,11 @@ std::string Hex(uint64_t value) {
   return text;
 }
 
+nlohmann::json KeyJson(const ExpertStoreKey& k);
+
+// Model and format for a reader of the folder, then the key's hash: two keys share a file name
+// only if they share all of it (a 48-bit hash: a collision is caught by the manifest's full key and
+// costs a rebuild, never a wrong read).
 std::string Stem(const ExpertStoreKey& key) {
   std::string stem = key.model + "." + key.format;
   for (char& c : stem) {
@@ -34,7 +44,68 @@ std::string Stem(const ExpertStoreKey& key) {
         std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
     if (!safe) c = '_';
   }
-  return stem;
+  const std::string key_text = KeyJson(key).dump();
+  const uint64_t hash = Checksum64(std::as_bytes(std::span(key_text.data(), key_text.size())));
+  return stem + "." + Hex(hash).substr(0, 12);
+}
+
+// Signal cleanup of the temporary being written: SIGINT (Ctrl-C), SIGTERM and SIGHUP remove it and
+// then take their previous action. One writer per process at a time is covered (the executor
+// builds one store at a time); a second concurrent writer relies on the next run's reclaiming.
+constexpr int kCleanupSignals[] = {SIGINT, SIGTERM, SIGHUP};
+char g_temp_for_signals[4096];
+std::atomic<bool> g_signal_cleanup_claimed{false};  // a writer owns the handlers
+std::atomic<bool> g_temp_armed{false};              // ... and g_temp_for_signals is its path
+struct sigaction g_previous_actions[std::size(kCleanupSignals)];
+
+extern "C" void RemoveTemporaryAndReraise(int signal_number) {
+  if (g_temp_armed.exchange(false)) ::unlink(g_temp_for_signals);
+  for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+    if (kCleanupSignals[i] == signal_number)
+      ::sigaction(signal_number, &g_previous_actions[i], nullptr);
+  }
+  ::raise(signal_number);  // delivered with the previous action once this handler returns
+}
+
+// True when this call armed the handlers (the caller then disarms them).
+bool ArmSignalCleanup(const fs::path& temp) {
+  const std::string text = temp.string();
+  if (text.size() >= sizeof(g_temp_for_signals)) return false;
+  bool unclaimed = false;
+  if (!g_signal_cleanup_claimed.compare_exchange_strong(unclaimed, true)) return false;
+  std::memcpy(g_temp_for_signals, text.c_str(), text.size() + 1);
+  struct sigaction action = {};
+  action.sa_handler = RemoveTemporaryAndReraise;
+  sigemptyset(&action.sa_mask);
+  for (size_t i = 0; i < std::size(kCleanupSignals); ++i)
+    ::sigaction(kCleanupSignals[i], &action, &g_previous_actions[i]);
+  g_temp_armed.store(true);
+  return true;
+}
+
+void DisarmSignalCleanup() {
+  g_temp_armed.store(false);
+  for (size_t i = 0; i < std::size(kCleanupSignals); ++i)
+    ::sigaction(kCleanupSignals[i], &g_previous_actions[i], nullptr);
+  g_signal_cleanup_claimed.store(false);
+}
+
+// Removes DIR/.NAME.experts.tmp-PID files whose process is gone (a writer killed by SIGKILL or a
+// power loss): a live writer's temporary, in this process or another, is left alone.
+void ReclaimAbandonedTemporaries(const fs::path& dir) {
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const size_t at = name.rfind(".experts.tmp-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const std::string pid_text = name.substr(at + std::strlen(".experts.tmp-"));
+    char* end_of_pid = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end_of_pid, 10);
+    if (pid_text.empty() || *end_of_pid != '\0' || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours)
+    std::error_code ignored;
+    fs::remove(it->path(), ignored);
+  }
 }
 
 nlohmann::json KeyJson(const ExpertStoreKey& k) {
@@ -244,13 +315,57 @@ void ExpertStore::ReadBlock(int64_t layer, int64_t expert, AlignedBuffer& buffer
   }
 }
 
-ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& key)
-    : dir_(dir), key_(key), block_(key.block_bytes()) {
+ExpertStoreLock::ExpertStoreLock(const fs::path& dir, const ExpertStoreKey& key) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error)
     throw base::Error("--offload-dir " + dir.string() +
                       ": cannot create the folder: " + error.message());
+  const fs::path path = dir / ("." + Stem(key) + ".lock");
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw base::Error("--offload-dir " + dir.string() + ": cannot create the store's lock " +
+                      path.filename().string() + ": " + Reason(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int reason = errno;
+    ::close(fd_);
+    throw base::Error("--offload-dir " + dir.string() +
+                      ": cannot lock the expert store: " + Reason(reason));
+  }
+}
+
+ExpertStoreLock::~ExpertStoreLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+}
+
+ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& key,
+                                     std::ostream* progress)
+    : dir_(dir), key_(key), progress_(progress), block_(key.block_bytes()) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error)
+    throw base::Error("--offload-dir " + dir.string() +
+                      ": cannot create the folder: " + error.message());
+  ReclaimAbandonedTemporaries(dir);
+  const int64_t total = ExpertCount(key) * key.block_bytes();
+  struct statvfs file_system = {};
+  if (::statvfs(dir.c_str(), &file_system) == 0) {
+    const double free_bytes =
+        static_cast<double>(file_system.f_bavail) * static_cast<double>(file_system.f_frsize);
+    if (static_cast<double>(total) > free_bytes) {
+      throw base::Error("--offload-dir " + dir.string() + ": the expert store needs " +
+                        report::FormatBytes(static_cast<double>(total)) +
+                        " and the file system has " + report::FormatBytes(free_bytes) +
+                        " free (choose a folder on a larger disk)");
+    }
+    if (progress_) {
+      *progress_ << "moelab: building the expert store " << StoreDataPath(dir, key).string() << ": "
+                 << ExpertCount(key) << " experts, "
+                 << report::FormatBytes(static_cast<double>(total)) << " ("
+                 << report::FormatBytes(free_bytes) << " free)" << std::endl;
+    }
+  }
   // The old manifest goes first: from here until Commit no manifest vouches for the data file.
   fs::remove(StoreManifestPath(dir, key), error);
   if (error)
@@ -259,24 +374,36 @@ ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& 
   temp_path_ = dir / ("." + StoreDataPath(dir, key).filename().string() + ".tmp-" +
                       std::to_string(::getpid()));
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
+  if (fd_ < 0) {
+    const int reason = errno;
+    temp_path_.clear();  // not created: nothing to remove (and not someone else's to remove)
     throw base::Error("--offload-dir " + dir.string() +
-                      ": cannot write the expert store: " + Reason(errno));
-  const int64_t total = ExpertCount(key) * key.block_bytes();
+                      ": cannot write the expert store: " + Reason(reason));
+  }
+  signals_armed_ = ArmSignalCleanup(temp_path_);
   if (const int status = ::posix_fallocate(fd_, 0, total); status != 0) {
+    Discard();  // the destructor does not run after a throwing constructor
     throw base::Error("--offload-dir " + dir.string() + ": cannot reserve " +
-                      std::to_string(total) + " bytes for the expert store: " + Reason(status));
+                      report::FormatBytes(static_cast<double>(total)) +
+                      " for the expert store: " + Reason(status));
   }
   std::memset(block_.data(), 0, static_cast<size_t>(block_.size()));
+  start_ = std::chrono::steady_clock::now();
 }
 
-ExpertStoreWriter::~ExpertStoreWriter() {
+void ExpertStoreWriter::Discard() {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   if (!temp_path_.empty()) {
     std::error_code ignored;
     fs::remove(temp_path_, ignored);
+    temp_path_.clear();
   }
+  if (signals_armed_) DisarmSignalCleanup();
+  signals_armed_ = false;
 }
+
+ExpertStoreWriter::~ExpertStoreWriter() { Discard(); }
 
 void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& weights) {
   if (layer * key_.experts + expert != next_) {
@@ -305,6 +432,16 @@ void ExpertStoreWriter::Add(int64_t layer, int64_t expert, const FfnWeights& wei
     done += wrote;
   }
   ++next_;
+  const int64_t count = ExpertCount(key_);
+  if (progress_ && next_ * 10 / count != (next_ - 1) * 10 / count) {
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double remaining_s =
+        elapsed_s * static_cast<double>(count - next_) / static_cast<double>(next_);
+    *progress_ << "moelab: expert store " << next_ * 100 / count << " % ("
+               << report::FormatSeconds(elapsed_s) << ", about "
+               << report::FormatSeconds(remaining_s) << " left)" << std::endl;
+  }
 }
 
 void ExpertStoreWriter::Commit() {
@@ -321,6 +458,8 @@ void ExpertStoreWriter::Commit() {
                       ": cannot rename the expert store into place: " + Reason(errno));
   }
   temp_path_.clear();
+  if (signals_armed_) DisarmSignalCleanup();
+  signals_armed_ = false;
   nlohmann::json manifest = {{"schema", kExpertStoreSchema},
                              {"key", KeyJson(key_)},
                              {"block_bytes", key_.block_bytes()},

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -16,14 +17,20 @@ namespace moelab::executor::offload {
 // 4096-byte-aligned contiguous block per expert (gate_up's stored bytes, then down's, in the
 // kernels' packed layout), with a manifest beside it (schema "moelab.expert_store/1": the key
 // below, block size and per-expert offset, bytes and checksum). Files: DIR/STEM.experts and
-// DIR/STEM.manifest.json, STEM = model name and expert format. A store is reused when its
-// manifest's key equals the run's and the data file has the manifest's size; otherwise rebuilt.
+// DIR/STEM.manifest.json, STEM = model name, expert format and a hash of the whole key (shape,
+// weights source and seed too), so runs of one model with other seeds or shapes keep their own
+// stores side by side instead of rebuilding (or, run at once, overwriting) one another's. A store
+// is reused when its manifest's key equals the run's and the data file has the manifest's size;
+// otherwise rebuilt.
 //
 // Crash safety: the writer removes the old manifest first, writes the data to a temporary file,
 // fsyncs and renames it, and writes the manifest last (atomically), so a run killed at any point
 // leaves either no manifest (rebuilt next time) or a complete, matching pair. Checksums are
 // verified on every read, so a file corrupted or truncated later is an error naming the file and
-// the expert, never wrong numbers.
+// the expert, never wrong numbers. The temporary is removed on every error, on SIGINT, SIGTERM and
+// SIGHUP during the write, and, after a SIGKILL or power loss, by the next writer in the folder.
+// Concurrency: PrepareExpertStore (offload_runtime.h) opens or builds a store holding
+// ExpertStoreLock, so two runs on one folder never write the same store at once.
 //
 // Reads use O_DIRECT into aligned buffers so the page cache cannot fake a hit; a file system that
 // refuses O_DIRECT (tmpfs, some network file systems) falls back to buffered reads with a warning
@@ -120,12 +127,29 @@ class ExpertStore {
   std::string warning_;
 };
 
+// An exclusive lock (flock) on DIR/.STEM.lock for `key`'s store, held for its lifetime: another
+// process (or thread) asking for the same store waits. Creates DIR; errors name it.
+class ExpertStoreLock {
+ public:
+  ExpertStoreLock(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  ~ExpertStoreLock();
+  ExpertStoreLock(const ExpertStoreLock&) = delete;
+  ExpertStoreLock& operator=(const ExpertStoreLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Builds a store: Add every expert in (layer, expert) order, then Commit. Destroyed uncommitted, it
 // removes its temporary file. Errors name the folder or file and the system's reason (unwritable
-// folder, disk full: space for the whole file is reserved up front).
+// folder; disk full: the free space is checked and the whole file reserved before the first
+// expert). The writer first removes temporaries that no live writer owns (this store's, whose
+// writer would hold the lock, and any whose process is gone). `progress`, when given, gets a line
+// when the write starts (size, free space) and one per tenth of it.
 class ExpertStoreWriter {
  public:
-  ExpertStoreWriter(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  ExpertStoreWriter(const std::filesystem::path& dir, const ExpertStoreKey& key,
+                    std::ostream* progress = nullptr);
   ~ExpertStoreWriter();
   ExpertStoreWriter(const ExpertStoreWriter&) = delete;
   ExpertStoreWriter& operator=(const ExpertStoreWriter&) = delete;
@@ -134,9 +158,14 @@ class ExpertStoreWriter {
   void Commit();
 
  private:
+  void Discard();  // closes and removes the temporary (idempotent)
+
   std::filesystem::path dir_, temp_path_;
   ExpertStoreKey key_;
+  std::ostream* progress_ = nullptr;
+  std::chrono::steady_clock::time_point start_;
   int fd_ = -1;
+  bool signals_armed_ = false;
   int64_t next_ = 0;
   AlignedBuffer block_;
   std::vector<uint64_t> checksums_;

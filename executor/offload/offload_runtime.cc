@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 
 #include "base/error.h"
 #include "executor/offload/storage_tier.h"
@@ -537,6 +538,8 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
                                  const std::filesystem::path& dir,
                                  const std::function<void(ExpertStoreWriter&)>& write_experts) {
   const ExpertStoreKey key = ExpertStoreKeyFor(config, weights_source);
+  // Held until the store is open: a second run asking for the same store waits, then reuses it.
+  const ExpertStoreLock lock(dir, key);
   PreparedStore prepared;
   prepared.store = ExpertStore::Open(dir, key);
   if (prepared.store) {
@@ -545,7 +548,12 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
   }
   const Clock::time_point start = Clock::now();
   {
-    ExpertStoreWriter writer(dir, key);
+    // Stores of a gigabyte and more take long enough to want a size, the free space and progress.
+    constexpr double kProgressFromBytes = 1e9;
+    const bool large = static_cast<double>(key.block_bytes()) *
+                           static_cast<double>(key.moe_layers * key.experts) >=
+                       kProgressFromBytes;
+    ExpertStoreWriter writer(dir, key, large ? &std::cerr : nullptr);
     write_experts(writer);
     writer.Commit();
   }

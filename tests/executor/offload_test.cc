@@ -10,46 +10,13 @@
 #include "base/error.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
+#include "tests/executor/offload_fixtures.h"
 #include "tests/executor/tiny_models.h"
 #include "tests/support/error_of.h"
 
 namespace moelab::executor::offload {
 namespace {
 namespace fs = std::filesystem;
-
-// A fresh folder per test under the system temp dir (a real file system on this machine).
-struct TempDir {
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("moelab-offload-test-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
-
-struct Offloaded {
-  Offloaded(const ExecutorConfig& c, uint64_t seed, const fs::path& dir) : pool(2), config(c) {
-    const std::string source = "synthetic seed " + std::to_string(seed);
-    bool built = false;
-    store = PrepareExpertStore(config, source, dir, [&](ExpertStoreWriter& writer) {
-      const ExpertSink add = [&](int64_t l, int64_t e, const FfnWeights& w) {
-        writer.Add(l, e, w);
-      };
-      weights = MakeSyntheticWeights(config, seed, pool, &add);
-      built = true;
-    });
-    if (!built) {
-      const ExpertSink skip;
-      weights = MakeSyntheticWeights(config, seed, pool, &skip);
-    }
-  }
-  kernels::ThreadPool pool;
-  ExecutorConfig config;
-  ModelWeights weights;
-  PreparedStore store;
-};
 
 bool SameBytes(const kernels::WeightMatrix& a, const kernels::WeightMatrix& b) {
   const auto x = a.Storage(), y = b.Storage();
