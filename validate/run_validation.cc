@@ -7,11 +7,9 @@
 #include <set>
 
 #include "base/error.h"
-#include "fit/cost_calibration.h"
 #include "fit/fit_json.h"
 #include "fit/latency_fit.h"
 #include "fit/latency_profile.h"
-#include "fit/profile_cost_source.h"
 #include "base/atomic_file.h"
 #include "base/json_reader.h"
 #include "executor/gpu/gpu_transformer.h"
@@ -25,6 +23,7 @@
 #include "routing/expert_activation_sampler.h"
 #include "validate/case_prediction.h"
 #include "validate/executor_bench.h"
+#include "validate/impl/cost_sources.h"
 #include "validate/offload_cases.h"
 
 namespace moelab::validate {
@@ -107,23 +106,6 @@ executor::ShapeOverrides Merge(const executor::ShapeOverrides& defaults,
   }
   return s;
 }
-
-// The calibrated roofline of the profiled machine: its measured limits with the efficiencies its
-// samples fit, at the dtype whose peak it measured (bf16 where the CPU has it, else fp32).
-std::shared_ptr<const model::CostSource> CalibratedSource(const fit::Profile& profile) {
-  const std::string dtype =
-      profile.limits && profile.limits->peak_flops.count("bf16") ? "bf16" : "fp32";
-  model::CostParameters assumed;
-  assumed.compute_dtype = dtype;
-  const fit::CostCalibration calibration = fit::CalibrateCosts(
-      profile, fit::RooflineFromLimits(profile, dtype), assumed, fit::FitOptions{});
-  const model::HardwareSpec machine = fit::HardwareFromProfile(profile);
-  return std::make_shared<model::RooflineCostSource>(
-      model::ComputeTargetOf(machine, dtype), calibration.params, "calibrated-roofline",
-      nlohmann::json{{"cost_calibration", calibration.ToJson()}});
-}
-
-double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
 }  // namespace
 
@@ -366,13 +348,13 @@ ValidationResult RunValidation(const ValidationRequest& request,
   base::WriteFileAtomically(result.fit_path, fit::LatencyFitToJson(fit).dump(2) + "\n");
   const model::MoeModelSpec target_spec = executor::SpecFromExecutorConfig(target);
   std::vector<std::shared_ptr<const model::CostSource>> sources = {
-      std::make_shared<fit::FittedProfileCostSource>(fit, target_spec, on_gpu ? "cuda:0" : "cpu")};
+      impl::FittedCostSource(fit, target_spec, on_gpu ? "cuda:0" : "cpu")};
   if (on_gpu) {
     result.notes.push_back(
         "--device gpu: no calibrated-roofline predictions (the profile measures the CPU's limits, "
         "not the GPU's)");
   } else if (profile.limits) {
-    sources.push_back(CalibratedSource(profile));
+    sources.push_back(impl::CalibratedCostSource(profile));
   } else {
     result.notes.push_back(
         "the profile has no measured machine limits: no calibrated-roofline predictions");
