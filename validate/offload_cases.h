@@ -1,9 +1,7 @@
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +12,10 @@
 #include "validate/validation_case.h"
 
 namespace moelab::validate {
+
+namespace impl {
+struct OffloadState;  // validate/impl/offload_state.h
+}  // namespace impl
 
 // `moelab validate --cases offload`: the offload simulator judged against the executor's offload
 // runtime (executor/offload/) on this machine. Every policy the CPU-only executor runs x three
@@ -36,22 +38,6 @@ inline const std::vector<std::string>& OffloadPolicies() {
 // run order. Error when the model has too few routed experts for three distinct budgets.
 std::vector<ValidationCase> OffloadPlan(const executor::ExecutorConfig& target);
 
-// What one run's reads moved and for how long a read was in flight (the storage tier's own
-// measurement: OffloadStats::copy_busy_s).
-struct RunReads {
-  double bytes = 0;
-  double busy_s = 0;
-};
-
-// The storage read bandwidth the cases run next to case `index` got: per round, the bytes over the
-// busy time of every run of the `reach` cases before it and the `reach` after it in run order
-// that are in its group (`group[case]`: the same workload), not its own (a case is never priced
-// by its own reads), pooled; the median over the rounds that have any. `reads[case][round]` holds
-// that round's runs. nullopt when no neighbour read.
-std::optional<double> NeighbourReadBytesPerS(
-    const std::vector<std::vector<std::vector<RunReads>>>& reads, const std::vector<int>& group,
-    size_t index, int reach);
-
 // `--cases offload` in three steps, so that validate runs its rounds between the profile's: the
 // constructor builds (or reuses) the expert store under request.work_dir / "offload-store" and
 // records the routing; RunRound runs every case of OffloadPlan once (a prefill three times), the
@@ -71,8 +57,7 @@ class OffloadValidation {
              ValidationResult& result) const;
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<impl::OffloadState> state_;
 };
 
 // The three steps with request.Repeats() rounds back to back.

@@ -20,6 +20,8 @@ double Quantile(std::vector<double> values, double q) {
   return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
 }
 
+double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
+
 std::optional<std::vector<double>> StepMedians(
     const std::vector<std::vector<double>>& steps_per_run) {
   if (steps_per_run.empty() || steps_per_run.front().empty()) return std::nullopt;

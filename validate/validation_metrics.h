@@ -15,6 +15,8 @@ namespace moelab::validate {
 // The q-quantile of `values` (q in [0, 1]) by linear interpolation between order statistics
 // (Hyndman-Fan type 7, numpy's default). Error for an empty list or q outside [0, 1].
 double Quantile(std::vector<double> values, double q);
+// Quantile(values, 0.5).
+double Median(std::vector<double> values);
 
 // The sum over steps of each step's median over repeated runs (steps_per_run[r][i]: step i of run
 // r). A burst of load on a shared machine slows a few steps of one run; the median of each step

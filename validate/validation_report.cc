@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <ostream>
 #include <set>
 #include <sstream>
 
@@ -244,9 +245,12 @@ std::string ValidationText(const ValidationResult& result) {
   return out.str();
 }
 
-std::string ValidationMarkdown(const ValidationResult& result) {
-  std::ostringstream out;
-  const ErrorSummary& headline = result.Headline();
+namespace {
+
+// report.md's opening: the device and machine, how cases were measured and predicted, the
+// headline, and the summaries' table.
+void WriteMarkdownSummary(std::ostream& out, const ValidationResult& result,
+                          const ErrorSummary& headline) {
   out << "# moelab validate: predictions against the executor\n\n";
   out << "Device: " << DeviceName(result)
       << ". Machine: " << result.machine.value("cpu", std::string("?")) << ", ISA "
@@ -286,6 +290,10 @@ std::string ValidationMarkdown(const ValidationResult& result) {
         << " | " << Percent(s.max_abs_error) << " | " << Percent(s.median_measured_spread) << " | "
         << WithinSpread(s) << " |\n";
   }
+}
+
+// Per batch, the best gamma predicted against measured (nothing without SD cases).
+void WriteBestGammaTable(std::ostream& out, const ValidationResult& result) {
   if (!result.best_gamma.empty()) {
     out << "\n## Best gamma per batch\n\n| batch | shape | cost source | routing | predicted | "
            "measured | regret |\n"
@@ -296,6 +304,11 @@ std::string ValidationMarkdown(const ValidationResult& result) {
           << b.measured_gamma << " | " << Percent(b.regret) << " |\n";
     }
   }
+}
+
+// Every case of the headline's source and routing.
+void WriteCaseTable(std::ostream& out, const ValidationResult& result,
+                    const ErrorSummary& headline) {
   out << "\n## Cases (" << headline.cost_source << ", routing " << headline.routing_assumed
       << ")\n\n"
       << "| case | quantity | predicted | measured (min..max) | error |\n|---|---|---|---|---|\n";
@@ -308,6 +321,11 @@ std::string ValidationMarkdown(const ValidationResult& result) {
         << FormatNumber(r.measured_min, places) << ".." << FormatNumber(r.measured_max, places)
         << ") | " << Percent(r.abs_error) << " |\n";
   }
+}
+
+// The SD cases' full-batch step times, so a miss names its term.
+void WriteSdStepTable(std::ostream& out, const ValidationResult& result,
+                      const ErrorSummary& headline) {
   bool sd_header = false;
   for (const CaseResult& r : result.cases) {
     if (r.spec.kind != CaseKind::kSd || r.cost_source != headline.cost_source ||
@@ -327,6 +345,11 @@ std::string ValidationMarkdown(const ValidationResult& result) {
         << pair(r.predicted_draft_step_s, r.measured_draft_step_s) << " | "
         << pair(r.predicted_verify_step_s, r.measured_verify_step_s) << " |\n";
   }
+}
+
+// The executor's operator timers against the prediction's operators.
+void WriteOperatorTable(std::ostream& out, const ValidationResult& result,
+                        const ErrorSummary& headline) {
   bool operator_header = false;
   for (const CaseResult& r : result.cases) {
     if (r.measured_operators_s.empty() || r.cost_source != headline.cost_source ||
@@ -352,6 +375,18 @@ std::string ValidationMarkdown(const ValidationResult& result) {
     }
     out << "\n";
   }
+}
+
+}  // namespace
+
+std::string ValidationMarkdown(const ValidationResult& result) {
+  std::ostringstream out;
+  const ErrorSummary& headline = result.Headline();
+  WriteMarkdownSummary(out, result, headline);
+  WriteBestGammaTable(out, result);
+  WriteCaseTable(out, result, headline);
+  WriteSdStepTable(out, result, headline);
+  WriteOperatorTable(out, result, headline);
   for (const std::string& note : result.notes) out << "\nNote: " << note << "\n";
   return out.str();
 }

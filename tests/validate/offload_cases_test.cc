@@ -16,6 +16,7 @@
 #include "tests/executor/tiny_models.h"
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
+#include "validate/offload_neighbour_reads.h"
 
 namespace moelab::validate {
 namespace {
