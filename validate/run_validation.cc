@@ -21,6 +21,7 @@
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/profiler.h"
+#include "report/format.h"
 #include "report/provenance.h"
 #include "routing/expert_activation_sampler.h"
 #include "routing/routing_trace.h"
@@ -186,6 +187,7 @@ class CaseRounds {
   // Runs the rounds up to `until` (of `repeats`) that have not run yet.
   void RunUntil(int until) {
     for (; rounds_run_ < until; ++rounds_run_) {
+      const Clock::time_point round_start = Clock::now();
       result_.round_limits.push_back(
           profiler::MeasureMachineLimits(bench_.pool(), limit_buffer_, 1));
       for (size_t i = 0; i < plan_.cases.size(); ++i) {
@@ -196,6 +198,7 @@ class CaseRounds {
           runs_[i].push_back(bench_.Run(plan_.cases[i]));
       }
       if (offload_) offload_->RunRound();
+      SayTimeLeft(Seconds(round_start));
     }
   }
   int repeats() const { return repeats_; }
@@ -203,6 +206,18 @@ class CaseRounds {
   const std::vector<std::vector<CaseRun>>& runs() const { return runs_; }
 
  private:
+  // Rounds are alike, so the ones run so far price the rest (the profile's own rounds, run
+  // between them, come on top).
+  void SayTimeLeft(double round_s) {
+    rounds_s_ += round_s;
+    const int done = rounds_run_ + 1;
+    say_("round " + std::to_string(done) + "/" + std::to_string(repeats_) + " took " +
+         report::FormatSeconds(round_s) +
+         (done < repeats_ ? "; the case rounds left take about " +
+                                report::FormatSeconds(rounds_s_ / done * (repeats_ - done))
+                          : std::string()));
+  }
+
   const ValidationPlan& plan_;
   ExecutorBench& bench_;
   OffloadValidation* offload_;
@@ -212,6 +227,7 @@ class CaseRounds {
   size_t limit_buffer_;
   std::vector<std::vector<CaseRun>> runs_;
   int rounds_run_ = 0;
+  double rounds_s_ = 0;
 };
 
 // The profile validate takes: the executor's operators on the request's models and formats, the
