@@ -104,18 +104,8 @@ void GpuTransformer::CollectTimes() {
   events_used_ = 0;
 }
 
-void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
-                             std::vector<float>& logits) {
+int64_t GpuTransformer::StageTokens(const std::vector<SequenceInput>& batch) {
   const ExecutorConfig& c = config_;
-  const int64_t tokens = CheckForwardBatch(c, batch);
-  if (options.experts)
-    throw base::Error("--device gpu: experts come from the model's own offload runtime");
-  MOELAB_CUDA_CHECK(cudaSetDevice(device_));
-  const int64_t d = c.hidden_size;
-  const int64_t ld_d = Ld(d);
-  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
-
-  // Token data.
   std::vector<int32_t> ids, positions;
   std::vector<float*> key_bases, value_bases;
   std::vector<int64_t> capacities;
@@ -144,51 +134,36 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   value_bases_.UploadAsync(value_bases, stream_);
   capacities_.UploadAsync(capacities, stream_);
   cache_refs_ = {key_bases_.get(), value_bases_.get(), capacities_.get(), positions_.get()};
+  return max_visible;
+}
 
+void GpuTransformer::AttentionBlock(int64_t layer, int64_t tokens, int64_t max_visible) {
+  const ExecutorConfig& c = config_;
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
+  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
   const int64_t q_width = c.q_width();
   const int64_t qkv_width = q_width + 2 * c.kv_width();
-  hidden_.Grow(padded * ld_d);
-  normed_.Grow(padded * ld_d);
-  qkv_.Grow(padded * Ld(qkv_width));
-  attention_out_.Grow(padded * Ld(q_width));
-  projected_.Grow(padded * ld_d);
-  ffn_out_.Grow(padded * ld_d);
-  scores_.Grow(tokens * c.num_heads * max_visible);
-
-  gpu::EmbeddingLookup(embedding_.data.get(), embedding_.ld, d, token_ids_.get(), tokens,
-                       hidden_.get(), ld_d, stream_);
-
-  routing::RoutingStep step = NewRoutingStep(options, batch, tokens);
-  if (runtime_) runtime_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
-    DeviceLayer& lw = layers_[layer];
-    gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.attention_norm.get(),
-                       c.rms_norm_eps, normed_.get(), ld_d, stream_);
-    Mark(kAttention);
-    Gemm(lw.qkv, normed_.get(), ld_d, padded, qkv_.get(), Ld(qkv_width));
-    gpu::FinishQkv(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
-                   lw.qkv_bias.get(), lw.q_norm.get(), lw.k_norm.get(), c.rms_norm_eps,
-                   rope_cos_.get(), rope_sin_.get(), cache_refs_, layer, stream_);
-    gpu::Attention(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
-                   c.sliding_window, scale, cache_refs_, layer, max_visible, scores_.get(),
-                   attention_out_.get(), Ld(q_width), stream_);
-    Gemm(lw.output, attention_out_.get(), Ld(q_width), padded, projected_.get(), ld_d);
-    Mark(kOther);
-    gpu::AddScaledRows(projected_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
-    gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.ffn_norm.get(), c.rms_norm_eps,
-                       normed_.get(), ld_d, stream_);
-    if (c.IsMoeLayer(layer)) {
-      MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
-    } else {
-      Mark(kExperts);
-      Ffn(lw.dense, normed_.get(), tokens, ffn_out_.get(), ld_d);
-    }
-    Mark(kOther);
-    gpu::AddScaledRows(ffn_out_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
-  }
-  for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
+  const DeviceLayer& lw = layers_[layer];
+  gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.attention_norm.get(),
+                     c.rms_norm_eps, normed_.get(), ld_d, stream_);
+  Mark(kAttention);
+  Gemm(lw.qkv, normed_.get(), ld_d, padded, qkv_.get(), Ld(qkv_width));
+  gpu::FinishQkv(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
+                 lw.qkv_bias.get(), lw.q_norm.get(), lw.k_norm.get(), c.rms_norm_eps,
+                 rope_cos_.get(), rope_sin_.get(), cache_refs_, layer, stream_);
+  gpu::Attention(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
+                 c.sliding_window, scale, cache_refs_, layer, max_visible, scores_.get(),
+                 attention_out_.get(), Ld(q_width), stream_);
+  Gemm(lw.output, attention_out_.get(), Ld(q_width), padded, projected_.get(), ld_d);
+}
 
+void GpuTransformer::LmHead(const std::vector<SequenceInput>& batch, const ForwardOptions& options,
+                            int64_t tokens, std::vector<float>& logits) {
+  const ExecutorConfig& c = config_;
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
   Mark(kLmHead);
   std::vector<int32_t> rows;  // the kernels index rows with int32
   for (const int64_t r : LogitRowIndices(batch, options.logits, tokens))
@@ -209,6 +184,53 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
                         static_cast<size_t>(ld_vocab) * 4, static_cast<size_t>(c.vocab_size) * 4,
                         static_cast<size_t>(logit_rows), cudaMemcpyDeviceToHost, stream_));
   Mark(kOther);
+}
+
+void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOptions& options,
+                             std::vector<float>& logits) {
+  const ExecutorConfig& c = config_;
+  const int64_t tokens = CheckForwardBatch(c, batch);
+  if (options.experts)
+    throw base::Error("--device gpu: experts come from the model's own offload runtime");
+  MOELAB_CUDA_CHECK(cudaSetDevice(device_));
+  const int64_t d = c.hidden_size;
+  const int64_t ld_d = Ld(d);
+  const int64_t padded = RoundUp(tokens, kGpuGemmRows);
+  const int64_t max_visible = StageTokens(batch);
+
+  const int64_t q_width = c.q_width();
+  const int64_t qkv_width = q_width + 2 * c.kv_width();
+  hidden_.Grow(padded * ld_d);
+  normed_.Grow(padded * ld_d);
+  qkv_.Grow(padded * Ld(qkv_width));
+  attention_out_.Grow(padded * Ld(q_width));
+  projected_.Grow(padded * ld_d);
+  ffn_out_.Grow(padded * ld_d);
+  scores_.Grow(tokens * c.num_heads * max_visible);
+
+  gpu::EmbeddingLookup(embedding_.data.get(), embedding_.ld, d, token_ids_.get(), tokens,
+                       hidden_.get(), ld_d, stream_);
+
+  routing::RoutingStep step = NewRoutingStep(options, batch, tokens);
+  if (runtime_) runtime_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const DeviceLayer& lw = layers_[layer];
+    AttentionBlock(layer, tokens, max_visible);
+    Mark(kOther);
+    gpu::AddScaledRows(projected_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
+    gpu::RmsNormToBf16(hidden_.get(), ld_d, nullptr, tokens, d, lw.ffn_norm.get(), c.rms_norm_eps,
+                       normed_.get(), ld_d, stream_);
+    if (c.IsMoeLayer(layer)) {
+      MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
+    } else {
+      Mark(kExperts);
+      Ffn(lw.dense, normed_.get(), tokens, ffn_out_.get(), ld_d);
+    }
+    Mark(kOther);
+    gpu::AddScaledRows(ffn_out_.get(), ld_d, nullptr, 0, tokens, d, hidden_.get(), ld_d, stream_);
+  }
+  for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
+  LmHead(batch, options, tokens, logits);
   MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
   CollectTimes();
   if (options.record) options.record->steps.push_back(std::move(step));

@@ -23,6 +23,23 @@
 
 namespace moelab::executor::gpu {
 
+// A MoE layer's routed rows as the device computes them: each expert's tokens in token order in a
+// block of rows starting at a multiple of kGpuGemmRows, and per token its slots in expert order
+// (the CPU's order of addition), so the combine adds them as the CPU does.
+struct ExpertBlocks {
+  std::vector<std::vector<std::pair<int32_t, float>>> routed;  // [expert]: (token, weight)
+  std::vector<int64_t> block_begin;                            // [expert]: its first row
+  int64_t gathered_rows = 0;
+  // [gather rows (token, -1 padding) | slot_begin (tokens + 1) | slot rows]; weights per slot.
+  std::vector<int32_t> indices;
+  std::vector<float> weights;
+  size_t slot_begin_offset = 0;
+  size_t slot_row_offset = 0;
+};
+ExpertBlocks LayOutExpertBlocks(const std::vector<std::vector<int32_t>>& token_experts,
+                                const std::vector<std::vector<float>>& token_weights,
+                                int64_t experts, int64_t tokens);
+
 class GpuTransformer final : public ForwardModel {
  public:
   // `offload`: routed experts stay in host memory (GpuExpertTier) behind a device expert cache
@@ -58,9 +75,15 @@ class GpuTransformer final : public ForwardModel {
   model::FiddlerLatencyModel MeasureFiddlerLatency(const ModelWeights& weights);
   // The routed experts of a MoE layer through the offload runtime (gathered rows in per-expert
   // blocks); experts the policy sends to the CPU run there while the device runs the rest.
-  void OffloadedExperts(int64_t layer, int64_t tokens,
-                        const std::vector<std::vector<std::pair<int32_t, float>>>& routed,
-                        const std::vector<int64_t>& block_begin);
+  void OffloadedExperts(int64_t layer, int64_t tokens, const ExpertBlocks& blocks);
+  // The layer's demand (and the gate signals the policy asks for) to the runtime: run_order_.
+  void PlanOffloadedLayer(int64_t layer, int64_t tokens, const ExpertBlocks& blocks);
+  // The rows of the experts the plan runs on the CPU, copied to pinned host memory on the stream
+  // (host_rows_ready_ marks them); returns those experts.
+  std::vector<int32_t> StageHostRows(const ExpertBlocks& blocks);
+  // Those experts on the CPU kernels once their rows landed, their outputs queued to the device.
+  void RunHostExperts(int64_t layer, const std::vector<int32_t>& on_host,
+                      const ExpertBlocks& blocks);
   FfnView WarmExpertView() const {
     return ExpertInBuffer(warm_expert_.get(), config_.hidden_size, config_.expert_intermediate_size,
                           tier_->DownOffset());
@@ -80,8 +103,23 @@ class GpuTransformer final : public ForwardModel {
   void Ffn(const DeviceFfn& ffn, const uint16_t* x, int64_t rows, float* out, int64_t ld_out) {
     Ffn(ffn.view(), x, rows, out, ld_out);
   }
+  // The pass's token data to the device (ids, positions, cache places; cache_refs_); returns the
+  // most positions a token attends to.
+  int64_t StageTokens(const std::vector<SequenceInput>& batch);
+  // A layer's attention: norm, QKV, rotary and cache write, attention, output (into projected_).
+  void AttentionBlock(int64_t layer, int64_t tokens, int64_t max_visible);
+  // The final norm and the LM head on the rows that get logits, copied back into `logits`.
+  void LmHead(const std::vector<SequenceInput>& batch, const ForwardOptions& options,
+              int64_t tokens, std::vector<float>& logits);
   void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
                 routing::RoutingStep* record);
+  // Layer `layer`'s router on normed_, softmax per token, back in `host` [tokens][experts].
+  void RouterProbabilities(int64_t layer, int64_t tokens, std::vector<float>& host);
+  // The router's probabilities on the device, back to the host, and the layer's routing
+  // (token_experts_, token_weights_).
+  void Route(int64_t layer, int64_t tokens, const ForwardOptions& options,
+             routing::RoutingStep* record);
+  void SharedExperts(const DeviceLayer& lw, int64_t tokens);
   void Mark(Segment segment);
   void CollectTimes();
 

@@ -79,19 +79,12 @@ model::FiddlerLatencyModel GpuTransformer::MeasureFiddlerLatency(const ModelWeig
   return latency;
 }
 
-void GpuTransformer::OffloadedExperts(
-    int64_t layer, int64_t tokens,
-    const std::vector<std::vector<std::pair<int32_t, float>>>& routed,
-    const std::vector<int64_t>& block_begin) {
+void GpuTransformer::PlanOffloadedLayer(int64_t layer, int64_t tokens, const ExpertBlocks& blocks) {
   const ExecutorConfig& c = config_;
-  const int64_t d = c.hidden_size;
-  const int64_t ld_d = Ld(d);
   const int64_t experts = c.num_experts;
-  const int64_t ld_experts = Ld(experts);
-  const int32_t moe_layer = static_cast<int32_t>(layer - c.first_dense_layers);
   const policies::PolicyNeeds needs = runtime_->Needs();
   std::vector<int64_t> counts(static_cast<size_t>(experts));
-  for (int64_t e = 0; e < experts; ++e) counts[e] = static_cast<int64_t>(routed[e].size());
+  for (int64_t e = 0; e < experts; ++e) counts[e] = static_cast<int64_t>(blocks.routed[e].size());
   ExpertDemandOf(counts, demand_);
   gate_mean_.clear();
   if (needs.gate_probabilities) GateMeanOf(host_probabilities_.data(), tokens, experts, gate_mean_);
@@ -100,74 +93,63 @@ void GpuTransformer::OffloadedExperts(
   next_scores_.clear();
   if (needs.next_layer_scores && layer + 1 < c.num_layers) {
     Mark(kRouter);
-    const int64_t padded = RoundUp(tokens, kGpuGemmRows);
-    Gemm(layers_[layer + 1].router, normed_.get(), ld_d, padded, router_probabilities_.get(),
-         ld_experts);
-    gpu::SoftmaxRows(router_probabilities_.get(), ld_experts, tokens, experts, stream_);
-    next_probabilities_.resize(static_cast<size_t>(tokens * experts));
-    MOELAB_CUDA_CHECK(cudaMemcpy2DAsync(
-        next_probabilities_.data(), static_cast<size_t>(experts) * 4, router_probabilities_.get(),
-        static_cast<size_t>(ld_experts) * 4, static_cast<size_t>(experts) * 4,
-        static_cast<size_t>(tokens), cudaMemcpyDeviceToHost, stream_));
-    MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    RouterProbabilities(layer + 1, tokens, next_probabilities_);
     NextLayerScoresOf(next_probabilities_.data(), tokens, experts, next_scores_);
     Mark(kExperts);
   }
   policies::LayerDemand demand;
-  demand.layer = moe_layer;
+  demand.layer = static_cast<int32_t>(layer - c.first_dense_layers);
   demand.tokens = tokens;
   demand.experts = demand_;
   demand.gate_probabilities = gate_mean_;
   demand.next_layer_scores = next_scores_;
   runtime_->PlanLayer(demand, run_order_);
+}
 
-  // The CPU's experts' rows go to the host before the device's experts are queued, so the CPU
-  // computes while the device does (Fiddler's overlap).
+std::vector<int32_t> GpuTransformer::StageHostRows(const ExpertBlocks& blocks) {
+  const int64_t ld_d = Ld(config_.hidden_size);
   std::vector<int32_t> on_host;
   int64_t host_rows = 0;
   for (int32_t e : run_order_) {
     if (!runtime_->RunsOnHost(e)) continue;
     on_host.push_back(e);
-    host_rows = std::max(host_rows, block_begin[e] + static_cast<int64_t>(routed[e].size()));
+    host_rows =
+        std::max(host_rows, blocks.block_begin[e] + static_cast<int64_t>(blocks.routed[e].size()));
   }
-  if (!on_host.empty()) {
-    if (host_rows > host_rows_capacity_) {
-      MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (host_rows_) MOELAB_CUDA_CHECK(cudaFreeHost(host_rows_));
-      if (host_outputs_) MOELAB_CUDA_CHECK(cudaFreeHost(host_outputs_));
-      host_rows_ = nullptr;
-      host_outputs_ = nullptr;
-      host_rows_capacity_ = 0;
-      MOELAB_CUDA_CHECK(cudaMallocHost(&host_rows_, static_cast<size_t>(host_rows * ld_d) * 2));
-      MOELAB_CUDA_CHECK(
-          cudaMallocHost(&host_outputs_, static_cast<size_t>(host_rows * ld_d) * sizeof(float)));
-      host_rows_capacity_ = host_rows;
-    }
-    for (int32_t e : on_host) {
-      MOELAB_CUDA_CHECK(cudaMemcpyAsync(
-          host_rows_ + block_begin[e] * ld_d, gathered_.get() + block_begin[e] * ld_d,
-          static_cast<size_t>(static_cast<int64_t>(routed[e].size()) * ld_d) * 2,
-          cudaMemcpyDeviceToHost, stream_));
-    }
-    if (host_rows_ready_ == nullptr)
-      MOELAB_CUDA_CHECK(cudaEventCreateWithFlags(&host_rows_ready_, cudaEventDisableTiming));
-    MOELAB_CUDA_CHECK(cudaEventRecord(host_rows_ready_, stream_));
+  if (on_host.empty()) return on_host;
+  if (host_rows > host_rows_capacity_) {
+    MOELAB_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (host_rows_) MOELAB_CUDA_CHECK(cudaFreeHost(host_rows_));
+    if (host_outputs_) MOELAB_CUDA_CHECK(cudaFreeHost(host_outputs_));
+    host_rows_ = nullptr;
+    host_outputs_ = nullptr;
+    host_rows_capacity_ = 0;
+    MOELAB_CUDA_CHECK(cudaMallocHost(&host_rows_, static_cast<size_t>(host_rows * ld_d) * 2));
+    MOELAB_CUDA_CHECK(
+        cudaMallocHost(&host_outputs_, static_cast<size_t>(host_rows * ld_d) * sizeof(float)));
+    host_rows_capacity_ = host_rows;
   }
-  for (int32_t e : run_order_) {
-    if (runtime_->RunsOnHost(e)) continue;
-    const int32_t buffer = runtime_->AcquireBuffer(moe_layer, e);
-    Ffn(ExpertInBuffer(tier_->DeviceBuffer(buffer), d, c.expert_intermediate_size,
-                       tier_->DownOffset()),
-        gathered_.get() + block_begin[e] * ld_d, static_cast<int64_t>(routed[e].size()),
-        expert_out_.get() + block_begin[e] * ld_d, ld_d);
-    runtime_->Release(moe_layer, e);
+  for (int32_t e : on_host) {
+    MOELAB_CUDA_CHECK(cudaMemcpyAsync(
+        host_rows_ + blocks.block_begin[e] * ld_d, gathered_.get() + blocks.block_begin[e] * ld_d,
+        static_cast<size_t>(static_cast<int64_t>(blocks.routed[e].size()) * ld_d) * 2,
+        cudaMemcpyDeviceToHost, stream_));
   }
-  if (on_host.empty()) return;
+  if (host_rows_ready_ == nullptr)
+    MOELAB_CUDA_CHECK(cudaEventCreateWithFlags(&host_rows_ready_, cudaEventDisableTiming));
+  MOELAB_CUDA_CHECK(cudaEventRecord(host_rows_ready_, stream_));
+  return on_host;
+}
+
+void GpuTransformer::RunHostExperts(int64_t layer, const std::vector<int32_t>& on_host,
+                                    const ExpertBlocks& blocks) {
+  const int64_t d = config_.hidden_size;
+  const int64_t ld_d = Ld(d);
   MOELAB_CUDA_CHECK(cudaEventSynchronize(host_rows_ready_));
   const LayerWeights& host_layer = host_weights_->layers[static_cast<size_t>(layer)];
   for (int32_t e : on_host) {
-    const int64_t count = static_cast<int64_t>(routed[e].size());
-    const int64_t first = block_begin[e];
+    const int64_t count = static_cast<int64_t>(blocks.routed[e].size());
+    const int64_t first = blocks.block_begin[e];
     cpu_in_.resize(static_cast<size_t>(count * d));
     cpu_out_.resize(cpu_in_.size());
     for (int64_t r = 0; r < count; ++r) {
@@ -185,6 +167,27 @@ void GpuTransformer::OffloadedExperts(
         expert_out_.get() + first * ld_d, host_outputs_ + first * ld_d,
         static_cast<size_t>(count * ld_d) * sizeof(float), cudaMemcpyHostToDevice, stream_));
   }
+}
+
+void GpuTransformer::OffloadedExperts(int64_t layer, int64_t tokens, const ExpertBlocks& blocks) {
+  const ExecutorConfig& c = config_;
+  const int64_t ld_d = Ld(c.hidden_size);
+  const int32_t moe_layer = static_cast<int32_t>(layer - c.first_dense_layers);
+  PlanOffloadedLayer(layer, tokens, blocks);
+  // The CPU's experts' rows go to the host before the device's experts are queued, so the CPU
+  // computes while the device does (Fiddler's overlap).
+  const std::vector<int32_t> on_host = StageHostRows(blocks);
+  for (int32_t e : run_order_) {
+    if (runtime_->RunsOnHost(e)) continue;
+    const int32_t buffer = runtime_->AcquireBuffer(moe_layer, e);
+    Ffn(ExpertInBuffer(tier_->DeviceBuffer(buffer), c.hidden_size, c.expert_intermediate_size,
+                       tier_->DownOffset()),
+        gathered_.get() + blocks.block_begin[e] * ld_d,
+        static_cast<int64_t>(blocks.routed[e].size()),
+        expert_out_.get() + blocks.block_begin[e] * ld_d, ld_d);
+    runtime_->Release(moe_layer, e);
+  }
+  if (!on_host.empty()) RunHostExperts(layer, on_host, blocks);
 }
 
 }  // namespace moelab::executor::gpu
