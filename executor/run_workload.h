@@ -43,8 +43,8 @@ struct RunRequest {
   // --trace-out: the caller saves RunResult::trace, so a dense model (it routes nothing) is
   // refused.
   bool trace_requested = false;
-  // --timeline-out: record RunResult::timeline (ExecutionTimeline: the compute thread's operators
-  // and waits, the expert reads); --device cpu only.
+  // --timeline-out: record the execution timeline (ExecutionTimeline: the compute thread's
+  // operators and waits, the expert reads) into RunResult::timeline_json; --device cpu only.
   bool record_timeline = false;
   // --offload POLICY: routed experts on storage (the expert store under offload->offload_dir), a
   // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
