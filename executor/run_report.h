@@ -2,12 +2,12 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "executor/run_result.h"
 
 namespace moelab::executor {
 
-// `moelab run`'s text: the summary of a moelab.run/1 report (RunWorkload's JSON): TTFT, TPOT,
-// tokens/s, weight bytes and bandwidth, time per operator, and the SD figures when present.
-std::string RunReportText(const nlohmann::json& report);
+// `moelab run`'s text: the summary of a run (RunWorkload's result): TTFT, TPOT, tokens/s, weight
+// bytes and bandwidth, time per operator, the SD figures and the offload figures when present.
+std::string RunReportText(const RunResult& result);
 
 }  // namespace moelab::executor

@@ -9,7 +9,6 @@
 #include "executor/hf_weights.h"
 #include "executor/transformer.h"
 #include "kernels/cpu_features.h"
-#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/system_memory.h"
 #include "model/moe_math.h"
@@ -50,47 +49,6 @@ void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
         " GB of weights), more than the " + std::to_string(static_cast<int64_t>(available / 1e9)) +
         " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
   }
-}
-
-nlohmann::json ShapeJson(const ExecutorConfig& c, const ModelWeights& w) {
-  nlohmann::json json = {{"name", c.name},
-                         {"family", c.family},
-                         {"layers", c.num_layers},
-                         {"hidden", c.hidden_size},
-                         {"heads", c.num_heads},
-                         {"kv_heads", c.num_kv_heads},
-                         {"head_dim", c.head_dim},
-                         {"vocab", c.vocab_size},
-                         {"weights_source", w.source},
-                         {"weight_bytes", w.TotalBytes()},
-                         {"expert_format", ToString(c.expert_format)},
-                         {"attention_format", ToString(c.attention_format)}};
-  if (c.is_moe()) {
-    json["experts"] = c.num_experts;
-    json["top_k"] = c.top_k;
-    json["expert_intermediate"] = c.expert_intermediate_size;
-    json["expert_bytes"] =
-        3.0 * static_cast<double>(c.hidden_size * c.expert_intermediate_size) * 2.0;
-    json["shared_experts"] = c.num_shared_experts;
-  } else {
-    json["intermediate"] = c.dense_intermediate_size;
-  }
-  return json;
-}
-
-nlohmann::json StepsJson(const std::vector<StepTime>& steps) {
-  nlohmann::json json = nlohmann::json::array();
-  for (const StepTime& s : steps)
-    json.push_back({{"kind", s.kind},
-                    {"tokens", s.tokens},
-                    {"positions", s.positions},
-                    {"seconds", s.seconds}});
-  return json;
-}
-
-nlohmann::json OperatorJson(const OperatorTimes& t) {
-  return {{"attention", t.attention_s}, {"router", t.router_s}, {"experts", t.experts_s},
-          {"lm_head", t.lm_head_s},     {"other", t.other_s},   {"total", t.total()}};
 }
 
 ModelWeights LoadWeights(const ExecutorConfig& config, const std::string& path, uint64_t seed,
@@ -149,29 +107,303 @@ double Mean(const std::vector<double>& values) {
   return sum / static_cast<double>(values.size());
 }
 
-}  // namespace
+bool OnGpu(const RunRequest& request) { return request.device == "gpu"; }
 
-std::string ToString(Workload workload) {
-  switch (workload) {
-    case Workload::kPrefill:
-      return "prefill";
-    case Workload::kDecode:
-      return "decode";
-    case Workload::kBeam:
-      return "beam";
-    case Workload::kSpeculative:
-      return "sd";
+// The target's shape in the weight formats asked for, checked against the model's positions,
+// this machine's memory and (--device gpu) the device before any weight is built.
+ExecutorConfig TargetConfig(const RunRequest& request, const model::PresetStore& presets) {
+  request.Validate();
+  ExecutorConfig config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+  CheckRunFits(request, config);
+  if (OnGpu(request)) {
+    // Before building weights: without a GPU there is nothing to build them for.
+    const std::string why_not = GpuUnavailableReason(request.gpu_index);
+    if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
   }
-  return "?";
+  config.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
+  config.attention_format =
+      kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
+  return config;
 }
 
-Workload WorkloadFromString(const std::string& name) {
-  if (name == "prefill") return Workload::kPrefill;
-  if (name == "decode") return Workload::kDecode;
-  if (name == "beam") return Workload::kBeam;
-  if (name == "sd") return Workload::kSpeculative;
-  throw base::Error("unknown workload '" + name + "': expected prefill, decode, beam or sd");
+// The target model and what feeds it. Members are destroyed in reverse: the CPU offload runtime
+// (its readers) first, then the model, then the timeline both wrote to.
+struct TargetModel {
+  std::unique_ptr<ExecutionTimeline> timeline;
+  std::unique_ptr<ForwardModel> model;
+  std::unique_ptr<offload::OffloadRuntime> runtime;  // --offload on --device cpu
+  offload::OffloadRuntime* gpu_runtime = nullptr;    // --offload on --device gpu; the model owns it
+};
+
+TargetModel BuildTargetModel(const RunRequest& request, const ExecutorConfig& config,
+                             const ModelWeights& weights, const offload::PreparedStore& store,
+                             kernels::ThreadPool& pool) {
+  TargetModel target;
+  if (request.record_timeline) target.timeline = std::make_unique<ExecutionTimeline>();
+  offload::OffloadOptions options;
+  if (request.offload) {
+    options = *request.offload;
+    if (options.seed == 0) options.seed = request.seed;
+  }
+  if (OnGpu(request) && request.offload) {
+    // Host -> GPU: the experts stay in RAM (the slow tier), the device caches them.
+    target.model =
+        MakeOffloadedGpuTransformer(weights, request.gpu_index, options, pool, &target.gpu_runtime);
+  } else if (OnGpu(request)) {
+    target.model = MakeGpuTransformer(weights, request.gpu_index);
+  } else {
+    auto cpu_model = std::make_unique<Transformer>(weights, pool);
+    cpu_model->set_timeline(target.timeline.get());
+    if (request.offload) {
+      options.timeline = target.timeline.get();
+      target.runtime = std::make_unique<offload::OffloadRuntime>(config, *store.store, options);
+      cpu_model->set_expert_provider(target.runtime.get());
+    }
+    target.model = std::move(cpu_model);
+  }
+  return target;
 }
+
+// Where the target's tokens are routed (--routing; null source: the model's gate) and, for a MoE
+// model, the trace it records.
+struct RunRouting {
+  std::unique_ptr<routing::RoutingSource> source;
+  std::optional<routing::RoutingTrace> trace;
+
+  std::string Describe() const { return source ? source->Describe() : "model gate"; }
+  routing::RoutingTrace* record() { return trace ? &*trace : nullptr; }
+};
+
+RunRouting SetUpRouting(const RunRequest& request, const ExecutorConfig& config) {
+  RunRouting routing;
+  if (config.is_moe()) {
+    const int64_t moe_layers = config.num_layers - config.first_dense_layers;
+    routing.source = routing::MakeRoutingSource(request.routing, moe_layers, config.num_experts,
+                                                config.top_k, request.seed);
+    routing::RoutingTrace& trace = routing.trace.emplace();
+    trace.num_layers = moe_layers;
+    trace.num_experts = config.num_experts;
+    trace.top_k = config.top_k;
+    trace.source = "moelab run: model " + config.name + ", routing " + routing.Describe() +
+                   ", seed " + std::to_string(request.seed);
+  } else if (request.routing.kind != routing::RoutingSpec::Kind::kGate) {
+    throw base::Error("--routing applies to MoE models; '" + config.name + "' is dense");
+  } else if (request.trace_requested) {
+    throw base::Error("--trace-out records expert routing; model '" + config.name + "' is dense");
+  }
+  return routing;
+}
+
+RunMachine Machine(const RunRequest& request, const kernels::ThreadPool& pool) {
+  RunMachine machine;
+  machine.cpu = kernels::CpuModelName();
+  machine.isa = ToString(kernels::ActiveIsa());
+  machine.quantized_kernel = ToString(kernels::ActiveQuantizedKernel());
+  machine.threads = pool.size();
+  if (OnGpu(request)) {
+    const device::GpuInventory inventory = device::DetectGpus();
+    machine.gpu = inventory.devices.at(static_cast<size_t>(request.gpu_index));
+    machine.cuda_runtime = inventory.runtime_version;
+    machine.driver = inventory.driver_version;
+  }
+  return machine;
+}
+
+// What the run is, before it runs: the machine, the model, the request's sizes.
+RunResult DescribeRun(const RunRequest& request, const ExecutorConfig& config,
+                      const ModelWeights& weights, const kernels::ThreadPool& pool,
+                      const ForwardModel& target, const RunRouting& routing) {
+  RunResult result;
+  result.workload = request.workload;
+  result.machine = Machine(request, pool);
+  result.device = target.device();
+  result.model = {config, weights.source, weights.TotalBytes()};
+  result.batch = request.batch;
+  result.prompt_tokens = request.prompt_tokens;
+  result.output_tokens = request.output_tokens;
+  result.seed = request.seed;
+  result.routing = routing.Describe();
+  result.weight_bytes_per_token = weights.BytesPerToken();
+  if (request.offload && !OnGpu(request)) {
+    // The experts are not in ModelWeights: count them as the in-RAM run does.
+    result.model.weight_bytes = WeightBytesFor(config);
+    FfnWeights expert;
+    expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
+    result.weight_bytes_per_token =
+        weights.BytesPerToken() +
+        static_cast<double>((config.num_layers - config.first_dense_layers) * config.top_k) *
+            expert.StoredBytes();
+  }
+  return result;
+}
+
+// What every workload runs with.
+struct WorkloadContext {
+  const RunRequest& request;
+  const model::PresetStore& presets;
+  const ExecutorConfig& config;
+  const ModelWeights& weights;
+  kernels::ThreadPool& pool;
+  ForwardModel& target;
+  const std::vector<TokenIds>& prompts;
+  DecodeOptions decode;  // the request's tokens, temperature, seed, routing and trace
+};
+
+// TTFT, TPOT, tokens/s and the decode's weight bandwidth of a decode-like workload.
+void SetDecodeMetrics(const WorkloadContext& w, double prefill_s, double decode_s,
+                      RunResult& result) {
+  const double later_tokens = static_cast<double>(w.request.output_tokens - 1);
+  result.ttft_s = prefill_s;
+  if (later_tokens > 0) {
+    result.tpot_s = decode_s / later_tokens;
+    result.tokens_per_s = static_cast<double>(w.request.batch) * later_tokens / decode_s;
+    // Weight bytes one decode step reads divided by its time (meaningful at batch 1).
+    result.decode_weight_bandwidth_bytes_per_s =
+        w.weights.BytesPerToken() / (decode_s / later_tokens);
+  }
+}
+
+void RunPrefillWorkload(const WorkloadContext& w, RunResult& result) {
+  DecodeOptions options = w.decode;
+  options.output_tokens = 0;
+  const DecodeResult run = RunDecode(w.target, w.prompts, options);
+  result.ttft_s = run.prefill_s;
+  result.tokens_per_s = static_cast<double>(w.request.batch) *
+                        static_cast<double>(w.request.prompt_tokens) / run.prefill_s;
+  result.step_times = run.steps;
+}
+
+void RunDecodeWorkload(const WorkloadContext& w, RunResult& result) {
+  const DecodeResult run = RunDecode(w.target, w.prompts, w.decode);
+  SetDecodeMetrics(w, run.prefill_s, run.decode_s, result);
+  result.step_times = run.steps;
+  result.outputs = run.outputs;
+}
+
+void RunBeamWorkload(const WorkloadContext& w, RunResult& result) {
+  const BeamResult run = RunBeamSearch(w.target, w.prompts[0], w.request.beam_width,
+                                       w.request.output_tokens, w.decode.routing, w.decode.record);
+  const double later_tokens = static_cast<double>(w.request.output_tokens - 1);
+  result.ttft_s = run.prefill_s;
+  if (later_tokens > 0) {
+    result.tpot_s = run.decode_s / later_tokens;
+    result.tokens_per_s = later_tokens / run.decode_s;
+  }
+  result.beam_width = w.request.beam_width;
+  result.step_times = run.steps;
+  result.beams = run.beams;
+}
+
+// The SD statistics, against the plain decode of the same requests (`baseline`).
+RunSdStats SdStats(const RunRequest& request, const DecodeResult& baseline,
+                   const OperatorTimes& baseline_times, const SpeculativeResult& sd,
+                   const OperatorTimes& draft_times) {
+  const double later_tokens = static_cast<double>(request.output_tokens - 1);
+  std::vector<double> baseline_steps;
+  for (const StepTime& s : baseline.steps) {
+    if (s.kind == "decode") baseline_steps.push_back(s.seconds);
+  }
+  RunSdStats stats;
+  stats.gamma = request.gamma;
+  stats.acceptance = request.acceptance;
+  stats.rounds = sd.rounds;
+  for (int64_t a = 0; a <= request.gamma; ++a) {
+    int64_t count = 0;
+    for (int64_t accepted : sd.accepted_per_round) count += accepted == a;
+    stats.accepted_histogram.push_back(count);
+  }
+  stats.sigma = sd.Sigma(request.gamma);
+  stats.speedup = baseline.decode_s / sd.decode_s;
+  stats.target_efficiency = Mean(baseline_steps) / Mean(sd.full_batch_verify_s);
+  stats.draft_s = sd.draft_s;
+  stats.verify_s = sd.verify_s;
+  stats.baseline_decode_s = baseline.decode_s;
+  stats.baseline_tpot_s = later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0;
+  stats.baseline_operator_times = baseline_times;
+  stats.draft_operator_times = draft_times;
+  if (request.acceptance == Acceptance::kTargetAlpha)
+    stats.reference_mismatches = sd.reference_mismatches;
+  if (IsFixedRate(request.acceptance)) {
+    stats.alpha = request.alpha;
+    stats.sigma_expected = model::AcceptedLengthFraction(request.alpha, request.gamma);
+  }
+  return stats;
+}
+
+SpeculativeOptions SdOptions(const WorkloadContext& w) {
+  SpeculativeOptions options;
+  options.gamma = w.request.gamma;
+  options.acceptance = w.request.acceptance;
+  options.alpha = w.request.alpha;
+  options.temperature = w.request.temperature > 0 ? w.request.temperature : 1.0;
+  options.output_tokens = w.request.output_tokens;
+  options.seed = w.request.seed;
+  options.routing = w.decode.routing;
+  options.record = w.decode.record;
+  return options;
+}
+
+void RunSpeculativeWorkload(const WorkloadContext& w, RunResult& result) {
+  ShapeOverrides draft_shape = w.request.draft_shape;
+  if (!draft_shape.vocab) draft_shape.vocab = w.config.vocab_size;
+  const ExecutorConfig draft_config =
+      ExecutorConfigFromSpec(w.presets.LoadModel(w.request.draft), draft_shape);
+  const ModelWeights draft_weights =
+      LoadWeights(draft_config, w.request.draft_weights, w.request.seed + 1, w.pool);
+  std::unique_ptr<ForwardModel> draft =
+      OnGpu(w.request)
+          ? MakeGpuTransformer(draft_weights, w.request.gpu_index)
+          : std::unique_ptr<ForwardModel>(std::make_unique<Transformer>(draft_weights, w.pool));
+  result.draft = RunModel{draft_config, draft_weights.source, draft_weights.TotalBytes()};
+  // The plain decode of the same requests, in the same run, is the speedup's reference.
+  DecodeOptions baseline_options = w.decode;
+  baseline_options.temperature = 0;
+  baseline_options.record = nullptr;
+  const DecodeResult baseline = RunDecode(w.target, w.prompts, baseline_options);
+  const OperatorTimes baseline_times = w.target.times();
+  w.target.times() = OperatorTimes{};
+  const SpeculativeResult sd = RunSpeculative(w.target, *draft, w.prompts, SdOptions(w));
+  SetDecodeMetrics(w, sd.prefill_s, sd.decode_s, result);
+  result.step_times = sd.steps;
+  result.outputs = sd.outputs;
+  result.sd = SdStats(w.request, baseline, baseline_times, sd, draft->times());
+}
+
+void RunTheWorkload(const WorkloadContext& w, RunResult& result) {
+  switch (w.request.workload) {
+    case Workload::kPrefill:
+      return RunPrefillWorkload(w, result);
+    case Workload::kDecode:
+      return RunDecodeWorkload(w, result);
+    case Workload::kBeam:
+      return RunBeamWorkload(w, result);
+    case Workload::kSpeculative:
+      return RunSpeculativeWorkload(w, result);
+  }
+}
+
+// What the run leaves behind once the workload ended: the target's operator times, the offload
+// runtime's counters, the recorded routing and timeline.
+void FinishRun(TargetModel& target, const offload::PreparedStore& store, RunRouting& routing,
+               RunResult& result) {
+  result.operator_times = target.model->times();
+  if (target.gpu_runtime) result.offload = target.gpu_runtime->Stats();
+  if (target.runtime) {
+    offload::OffloadStats stats = target.runtime->Stats();
+    stats.store_reused = store.reused;
+    stats.store_build_s = store.build_s;
+    result.offload = std::move(stats);
+  }
+  result.trace = std::move(routing.trace);
+  if (target.timeline) {
+    const int threads = result.machine.threads;
+    result.timeline_json =
+        target.timeline->TraceJson(result.machine.cpu + " (" + std::to_string(threads) +
+                                   (threads == 1 ? " thread)" : " threads)"));
+  }
+}
+
+}  // namespace
 
 void RunRequest::Validate() const {
   if (batch < 1) throw base::Error("--batch must be at least 1, got " + std::to_string(batch));
@@ -195,7 +427,7 @@ void RunRequest::Validate() const {
   if (!(temperature >= 0)) throw base::Error("--temperature must be >= 0");
   if (device != "cpu" && device != "gpu")
     throw base::Error("--device must be cpu or gpu, got '" + device + "'");
-  if (device == "gpu" && !timeline_out.empty()) {
+  if (device == "gpu" && record_timeline) {
     throw base::Error(
         "--timeline-out records the CPU executor's threads; --device gpu has no "
         "timeline yet");
@@ -238,262 +470,29 @@ ShapeOverrides DefaultDraftShape() {
   return s;
 }
 
-nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& presets) {
-  request.Validate();
-  ExecutorConfig target_config =
-      ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
-  CheckRunFits(request, target_config);
-  if (request.device == "gpu") {
-    // Before building weights: without a GPU there is nothing to build them for.
-    const std::string why_not = GpuUnavailableReason(request.gpu_index);
-    if (!why_not.empty()) throw base::Error("--device gpu: " + why_not);
-  }
+RunResult RunWorkload(const RunRequest& request, const model::PresetStore& presets) {
+  const ExecutorConfig config = TargetConfig(request, presets);
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
-  target_config.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
-  target_config.attention_format =
-      kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   offload::PreparedStore store;
-  const ModelWeights target_weights =
-      request.offload && request.device != "gpu"
-          ? LoadOffloadedWeights(target_config, request, pool, store)
-          : LoadWeights(target_config, request.weights, request.seed, pool);
-  const bool on_gpu = request.device == "gpu";
-  std::unique_ptr<ExecutionTimeline> timeline;
-  if (!request.timeline_out.empty()) timeline = std::make_unique<ExecutionTimeline>();
-  std::unique_ptr<ForwardModel> target_model;
-  std::unique_ptr<offload::OffloadRuntime> runtime;
-  offload::OffloadRuntime* gpu_runtime = nullptr;  // owned by the GPU model
-  if (on_gpu && request.offload) {
-    // Host -> GPU: the experts stay in RAM (the slow tier), the device caches them.
-    offload::OffloadOptions options = *request.offload;
-    if (options.seed == 0) options.seed = request.seed;
-    target_model =
-        MakeOffloadedGpuTransformer(target_weights, request.gpu_index, options, pool, &gpu_runtime);
-  } else if (on_gpu) {
-    target_model = MakeGpuTransformer(target_weights, request.gpu_index);
-  } else {
-    auto cpu_model = std::make_unique<Transformer>(target_weights, pool);
-    cpu_model->set_timeline(timeline.get());
-    if (request.offload) {
-      offload::OffloadOptions options = *request.offload;
-      if (options.seed == 0) options.seed = request.seed;
-      options.timeline = timeline.get();
-      runtime = std::make_unique<offload::OffloadRuntime>(target_config, *store.store, options);
-      cpu_model->set_expert_provider(runtime.get());
-    }
-    target_model = std::move(cpu_model);
-  }
-  ForwardModel& target = *target_model;
-
-  std::unique_ptr<routing::RoutingSource> routing;
-  routing::RoutingTrace trace;
-  if (target_config.is_moe()) {
-    const int64_t moe_layers = target_config.num_layers - target_config.first_dense_layers;
-    routing = routing::MakeRoutingSource(request.routing, moe_layers, target_config.num_experts,
-                                         target_config.top_k, request.seed);
-    trace.num_layers = moe_layers;
-    trace.num_experts = target_config.num_experts;
-    trace.top_k = target_config.top_k;
-    trace.source = "moelab run: model " + target_config.name + ", routing " +
-                   (routing ? routing->Describe() : std::string("model gate")) + ", seed " +
-                   std::to_string(request.seed);
-  } else if (request.routing.kind != routing::RoutingSpec::Kind::kGate) {
-    throw base::Error("--routing applies to MoE models; '" + target_config.name + "' is dense");
-  } else if (!request.trace_out.empty()) {
-    throw base::Error("--trace-out records expert routing; model '" + target_config.name +
-                      "' is dense");
-  }
-  routing::RoutingTrace* record = target_config.is_moe() ? &trace : nullptr;
-
-  const std::vector<TokenIds> prompts = SyntheticPrompts(request.batch, request.prompt_tokens,
-                                                         target_config.vocab_size, request.seed);
-  nlohmann::json report;
-  report["schema"] = "moelab.run/1";
-  report["workload"] = ToString(request.workload);
-  report["machine"] = {{"cpu", kernels::CpuModelName()},
-                       {"isa", ToString(kernels::ActiveIsa())},
-                       {"quantized_kernel", ToString(kernels::ActiveQuantizedKernel())},
-                       {"threads", pool.size()}};
-  report["device"] = target.device();
-  if (on_gpu) {
-    const device::GpuInventory inventory = device::DetectGpus();
-    const device::GpuDevice& gpu = inventory.devices.at(static_cast<size_t>(request.gpu_index));
-    report["machine"]["gpu"] = {
-        {"index", gpu.index},
-        {"name", gpu.name},
-        {"memory_bytes", gpu.memory_bytes},
-        {"compute_capability", std::to_string(gpu.compute_capability_major) + "." +
-                                   std::to_string(gpu.compute_capability_minor)},
-        {"cuda_runtime", inventory.runtime_version},
-        {"driver", inventory.driver_version}};
-  }
-  report["model"] = ShapeJson(target_config, target_weights);
-  report["batch"] = request.batch;
-  report["prompt_tokens"] = request.prompt_tokens;
-  report["output_tokens"] = request.output_tokens;
-  report["seed"] = request.seed;
-  report["routing"] = routing ? routing->Describe() : "model gate";
-  report["weight_bytes_per_token"] = target_weights.BytesPerToken();
-  if (request.offload && !on_gpu) {
-    // The experts are not in ModelWeights: count them as the in-RAM run does.
-    report["model"]["weight_bytes"] = WeightBytesFor(target_config);
-    FfnWeights expert;
-    expert.Allocate(target_config.hidden_size, target_config.expert_intermediate_size,
-                    target_config.expert_format);
-    report["weight_bytes_per_token"] =
-        target_weights.BytesPerToken() +
-        static_cast<double>((target_config.num_layers - target_config.first_dense_layers) *
-                            target_config.top_k) *
-            expert.StoredBytes();
-  }
-
-  const double batch = static_cast<double>(request.batch);
-  const double later_tokens = static_cast<double>(request.output_tokens - 1);
-  auto decode_metrics = [&](double prefill_s, double decode_s) {
-    report["ttft_s"] = prefill_s;
-    report["tpot_s"] =
-        later_tokens > 0 ? nlohmann::json(decode_s / later_tokens) : nlohmann::json(nullptr);
-    report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(batch * later_tokens / decode_s)
-                                              : nlohmann::json(nullptr);
-    if (later_tokens > 0) {
-      // Weight bytes one decode step reads divided by its time (meaningful at batch 1).
-      report["decode_weight_bandwidth_bytes_per_s"] =
-          target_weights.BytesPerToken() / (decode_s / later_tokens);
-    }
-  };
-
-  DecodeOptions decode_options;
-  decode_options.output_tokens = request.output_tokens;
-  decode_options.temperature = request.temperature;
-  decode_options.seed = request.seed;
-  decode_options.routing = routing.get();
-  decode_options.record = record;
-  switch (request.workload) {
-    case Workload::kPrefill: {
-      decode_options.output_tokens = 0;
-      const DecodeResult result = RunDecode(target, prompts, decode_options);
-      report["ttft_s"] = result.prefill_s;
-      report["tpot_s"] = nullptr;
-      report["tokens_per_s"] =
-          batch * static_cast<double>(request.prompt_tokens) / result.prefill_s;
-      report["step_times"] = StepsJson(result.steps);
-      break;
-    }
-    case Workload::kDecode: {
-      const DecodeResult result = RunDecode(target, prompts, decode_options);
-      decode_metrics(result.prefill_s, result.decode_s);
-      report["step_times"] = StepsJson(result.steps);
-      report["outputs"] = result.outputs;
-      break;
-    }
-    case Workload::kBeam: {
-      const BeamResult result = RunBeamSearch(target, prompts[0], request.beam_width,
-                                              request.output_tokens, routing.get(), record);
-      report["ttft_s"] = result.prefill_s;
-      report["tpot_s"] = later_tokens > 0 ? nlohmann::json(result.decode_s / later_tokens)
-                                          : nlohmann::json(nullptr);
-      report["tokens_per_s"] = later_tokens > 0 ? nlohmann::json(later_tokens / result.decode_s)
-                                                : nlohmann::json(nullptr);
-      report["beam_width"] = request.beam_width;
-      report["step_times"] = StepsJson(result.steps);
-      nlohmann::json beams = nlohmann::json::array();
-      for (const Beam& b : result.beams)
-        beams.push_back({{"tokens", b.tokens}, {"log_probability", b.log_probability}});
-      report["beams"] = beams;
-      break;
-    }
-    case Workload::kSpeculative: {
-      ExecutorConfig draft_config;
-      {
-        ShapeOverrides draft_shape = request.draft_shape;
-        if (!draft_shape.vocab) draft_shape.vocab = target_config.vocab_size;
-        draft_config = ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
-      }
-      const ModelWeights draft_weights =
-          LoadWeights(draft_config, request.draft_weights, request.seed + 1, pool);
-      std::unique_ptr<ForwardModel> draft_model =
-          on_gpu
-              ? MakeGpuTransformer(draft_weights, request.gpu_index)
-              : std::unique_ptr<ForwardModel>(std::make_unique<Transformer>(draft_weights, pool));
-      ForwardModel& draft = *draft_model;
-      report["draft"] = ShapeJson(draft_config, draft_weights);
-      // The plain decode of the same requests, in the same run, is the speedup's reference.
-      DecodeOptions baseline_options = decode_options;
-      baseline_options.temperature = 0;
-      baseline_options.record = nullptr;
-      const DecodeResult baseline = RunDecode(target, prompts, baseline_options);
-      const OperatorTimes baseline_times = target.times();
-      target.times() = OperatorTimes{};
-      SpeculativeOptions options;
-      options.gamma = request.gamma;
-      options.acceptance = request.acceptance;
-      options.alpha = request.alpha;
-      options.temperature = request.temperature > 0 ? request.temperature : 1.0;
-      options.output_tokens = request.output_tokens;
-      options.seed = request.seed;
-      options.routing = routing.get();
-      options.record = record;
-      const SpeculativeResult sd = RunSpeculative(target, draft, prompts, options);
-      decode_metrics(sd.prefill_s, sd.decode_s);
-      report["step_times"] = StepsJson(sd.steps);
-      report["outputs"] = sd.outputs;
-      std::vector<double> baseline_steps;
-      for (const StepTime& s : baseline.steps) {
-        if (s.kind == "decode") baseline_steps.push_back(s.seconds);
-      }
-      nlohmann::json histogram = nlohmann::json::array();
-      for (int64_t a = 0; a <= request.gamma; ++a) {
-        int64_t count = 0;
-        for (int64_t accepted : sd.accepted_per_round) count += accepted == a;
-        histogram.push_back(count);
-      }
-      nlohmann::json sd_json = {
-          {"gamma", request.gamma},
-          {"acceptance", ToString(request.acceptance)},
-          {"rounds", sd.rounds},
-          {"accepted_histogram", histogram},
-          {"sigma", sd.Sigma(request.gamma)},
-          {"speedup", baseline.decode_s / sd.decode_s},
-          {"target_efficiency", Mean(baseline_steps) / Mean(sd.full_batch_verify_s)},
-          {"draft_s", sd.draft_s},
-          {"verify_s", sd.verify_s},
-          {"baseline",
-           {{"decode_s", baseline.decode_s},
-            {"tpot_s", later_tokens > 0 ? baseline.decode_s / later_tokens : 0.0},
-            {"operator_times_s", OperatorJson(baseline_times)}}},
-          {"draft_operator_times_s", OperatorJson(draft.times())}};
-      if (request.acceptance == Acceptance::kTargetAlpha)
-        sd_json["reference_mismatches"] = sd.reference_mismatches;
-      if (IsFixedRate(request.acceptance)) {
-        sd_json["alpha"] = request.alpha;
-        sd_json["sigma_expected"] = model::AcceptedLengthFraction(request.alpha, request.gamma);
-      }
-      report["sd"] = sd_json;
-      break;
-    }
-  }
-  report["operator_times_s"] = OperatorJson(target.times());
-  if (gpu_runtime) report["offload"] = gpu_runtime->Stats().ToJson();
-  if (runtime) {
-    offload::OffloadStats stats = runtime->Stats();
-    stats.store_reused = store.reused;
-    stats.store_build_s = store.build_s;
-    report["offload"] = stats.ToJson();
-  }
-  if (record) {
-    nlohmann::json counts = nlohmann::json::array();
-    for (size_t step = 0; step < trace.steps.size(); ++step)
-      counts.push_back(trace.ExpertCounts(step));
-    report["expert_token_counts"] = counts;
-    if (!request.trace_out.empty()) routing::SaveRoutingTrace(trace, request.trace_out);
-  }
-  if (timeline) {
-    base::WriteFileAtomically(
-        request.timeline_out,
-        timeline->TraceJson(kernels::CpuModelName() + " (" + std::to_string(pool.size()) +
-                            (pool.size() == 1 ? " thread)" : " threads)")));
-  }
-  return report;
+  const ModelWeights weights = request.offload && !OnGpu(request)
+                                   ? LoadOffloadedWeights(config, request, pool, store)
+                                   : LoadWeights(config, request.weights, request.seed, pool);
+  TargetModel target = BuildTargetModel(request, config, weights, store, pool);
+  RunRouting routing = SetUpRouting(request, config);
+  const std::vector<TokenIds> prompts =
+      SyntheticPrompts(request.batch, request.prompt_tokens, config.vocab_size, request.seed);
+  RunResult result = DescribeRun(request, config, weights, pool, *target.model, routing);
+  DecodeOptions decode;
+  decode.output_tokens = request.output_tokens;
+  decode.temperature = request.temperature;
+  decode.seed = request.seed;
+  decode.routing = routing.source.get();
+  decode.record = routing.record();
+  RunTheWorkload(
+      WorkloadContext{request, presets, config, weights, pool, *target.model, prompts, decode},
+      result);
+  FinishRun(target, store, routing, result);
+  return result;
 }
 
 }  // namespace moelab::executor

@@ -4,20 +4,14 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "executor/execution_timeline.h"
 #include "executor/executor_config.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
+#include "executor/run_result.h"
 #include "model/preset_store.h"
 #include "routing/routing_spec.h"
 
 namespace moelab::executor {
-
-enum class Workload { kPrefill, kDecode, kBeam, kSpeculative };
-std::string ToString(Workload workload);
-Workload WorkloadFromString(const std::string& name);  // prefill | decode | beam | sd
 
 // Everything `moelab run` needs; the CLI fills it, and `moelab validate` (later) will too.
 // Threads the executor's pool may be asked for: each is an OS thread, and far more threads than
@@ -45,11 +39,13 @@ struct RunRequest {
   routing::RoutingSpec routing =
       routing::ParseRoutingSpec("gate");  // --routing, parsed once by the caller
   uint64_t seed = 1;
-  int threads = 0;        // 0: DefaultThreadCount()
-  std::string trace_out;  // routing trace file, written atomically when set
-  // The execution timeline (ExecutionTimeline: the compute thread's operators and waits, the
-  // expert reads), Chrome trace-event JSON written atomically when set; --device cpu only.
-  std::string timeline_out;
+  int threads = 0;  // 0: DefaultThreadCount()
+  // --trace-out: the caller saves RunResult::trace, so a dense model (it routes nothing) is
+  // refused.
+  bool trace_requested = false;
+  // --timeline-out: record the execution timeline (ExecutionTimeline: the compute thread's
+  // operators and waits, the expert reads) into RunResult::timeline_json; --device cpu only.
+  bool record_timeline = false;
   // --offload POLICY: routed experts on storage (the expert store under offload->offload_dir), a
   // RAM expert cache of offload->expert_memory_bytes driven by the policy (executor/offload/);
   // the report gains "offload" (OffloadStats::ToJson).
@@ -69,7 +65,8 @@ struct RunRequest {
 ShapeOverrides DefaultTargetShape();
 ShapeOverrides DefaultDraftShape();
 
-// Runs the workload and returns the report ("moelab.run/1", docs/executor.md).
-nlohmann::json RunWorkload(const RunRequest& request, const model::PresetStore& presets);
+// Runs the workload and returns what it measured (RunResultToJson: the report "moelab.run/1",
+// docs/executor.md). Writes no file.
+RunResult RunWorkload(const RunRequest& request, const model::PresetStore& presets);
 
 }  // namespace moelab::executor

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,43 @@ class DeviceArray {
  private:
   T* data_ = nullptr;
   int64_t count_ = 0;
+};
+
+// A device array filled from the host asynchronously through its own pinned staging buffer (one
+// per array: a staging buffer is rewritten only after the stream passed its previous copy, which
+// the per-layer routing synchronization and the end of each pass guarantee).
+template <typename T>
+class StagedArray {
+ public:
+  StagedArray() = default;
+  ~StagedArray() {
+    if (staging_) cudaFreeHost(staging_);
+  }
+  StagedArray(const StagedArray&) = delete;
+  StagedArray& operator=(const StagedArray&) = delete;
+
+  void UploadAsync(const std::vector<T>& host, cudaStream_t stream) {
+    const int64_t count = static_cast<int64_t>(host.size());
+    if (count == 0) return;
+    device_.Grow(count);
+    if (count > staging_count_) {
+      if (staging_) MOELAB_CUDA_CHECK(cudaFreeHost(staging_));
+      staging_ = nullptr;
+      staging_count_ = 0;
+      MOELAB_CUDA_CHECK(cudaMallocHost(&staging_, static_cast<size_t>(count) * sizeof(T)));
+      staging_count_ = count;
+    }
+    std::memcpy(staging_, host.data(), static_cast<size_t>(count) * sizeof(T));
+    MOELAB_CUDA_CHECK(cudaMemcpyAsync(device_.get(), staging_,
+                                      static_cast<size_t>(count) * sizeof(T),
+                                      cudaMemcpyHostToDevice, stream));
+  }
+  T* get() const { return device_.get(); }
+
+ private:
+  DeviceArray<T> device_;
+  T* staging_ = nullptr;
+  int64_t staging_count_ = 0;
 };
 
 // A matmul weight [rows][cols] on the device, row-major bf16 with rows `ld` elements apart.

@@ -26,6 +26,46 @@ std::string Megabytes(double bytes) {
   return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
 }
 
+// What the policy is built on: the model's layers and experts, and the expert memory as the
+// accelerator's (the dense parts and embeddings stay in RAM outside the budget).
+policies::OffloadSetup PolicySetup(const ExecutorConfig& config, const OffloadOptions& options,
+                                   int64_t expert_bytes) {
+  policies::OffloadSetup setup;
+  setup.num_layers = config.num_layers;
+  setup.first_dense_layers = config.first_dense_layers;
+  setup.num_moe_layers = config.num_layers - config.first_dense_layers;
+  setup.num_experts = config.num_experts;
+  setup.top_k = config.top_k;
+  setup.expert_bytes = expert_bytes;
+  setup.accelerator_bytes = static_cast<double>(options.expert_memory_bytes);
+  setup.dense_layer_bytes.assign(static_cast<size_t>(config.num_layers), 0.0);
+  setup.popularity = options.popularity;
+  setup.history = options.history;
+  setup.seed = options.seed;
+  if (options.fiddler_latency) setup.latency = *options.fiddler_latency;
+  return setup;
+}
+
+// The policy, its errors in this runtime's words: here the fast tier is the expert memory.
+std::unique_ptr<policies::OffloadPolicy> MakePolicy(const OffloadOptions& options,
+                                                    const policies::OffloadSetup& setup) {
+  try {
+    return policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
+  } catch (const base::Error& e) {
+    // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
+    std::string message = e.what();
+    for (const auto& [from, to] :
+         {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
+          {"accelerator memory", "expert memory (--expert-memory)"}}) {
+      for (size_t at = message.find(from); at != std::string::npos;
+           at = message.find(from, at + to.size())) {
+        message.replace(at, from.size(), to);
+      }
+    }
+    throw base::Error(message);
+  }
+}
+
 }  // namespace
 
 void OffloadOptions::Validate() const {
@@ -123,6 +163,31 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
       options_(options),
       experts_(config.num_experts),
       moe_layers_(config.num_layers - config.first_dense_layers) {
+  CheckOptions();
+  const int64_t expert_bytes = tier_->expert_bytes();
+  const policies::OffloadSetup setup = PolicySetup(config, options, expert_bytes);
+  policy_ = MakePolicy(options, setup);
+  needs_ = policy_->Needs();
+  const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
+  if (!policy_->IgnoresMemoryLimit() &&
+      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
+          setup.accelerator_bytes) {
+    throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
+                      std::to_string(slots) + " cached experts and " + std::to_string(staging) +
+                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
+  }
+  checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
+  InitStats(slots, staging);
+  slots_.assign(static_cast<size_t>(moe_layers_ * experts_), Slot{});
+  PreallocateBuffers(slots + staging);
+  LoadInitialPlacement();
+  runs_on_host_.assign(static_cast<size_t>(experts_), 0);
+}
+
+void OffloadRuntime::CheckOptions() const {
+  const ExecutorConfig& config = config_;
+  const OffloadOptions& options = options_;
   options.Validate();
   if (!config.is_moe())
     throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
@@ -143,58 +208,23 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
                       ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
                       std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
-  policies::OffloadSetup setup;
-  setup.num_layers = config.num_layers;
-  setup.first_dense_layers = config.first_dense_layers;
-  setup.num_moe_layers = moe_layers_;
-  setup.num_experts = experts_;
-  setup.top_k = config.top_k;
-  setup.expert_bytes = expert_bytes;
-  // The dense parts and embeddings stay in RAM outside the budget: the budget is the experts'.
-  setup.accelerator_bytes = static_cast<double>(options.expert_memory_bytes);
-  setup.dense_layer_bytes.assign(static_cast<size_t>(config.num_layers), 0.0);
-  setup.popularity = options.popularity;
-  setup.history = options.history;
-  setup.seed = options.seed;
-  if (options.fiddler_latency) setup.latency = *options.fiddler_latency;
-  try {
-    policy_ = policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
-  } catch (const base::Error& e) {
-    // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
-    std::string message = e.what();
-    for (const auto& [from, to] :
-         {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
-          {"accelerator memory", "expert memory (--expert-memory)"}}) {
-      for (size_t at = message.find(from); at != std::string::npos;
-           at = message.find(from, at + to.size())) {
-        message.replace(at, from.size(), to);
-      }
-    }
-    throw base::Error(message);
-  }
-  needs_ = policy_->Needs();
-  const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
-  if (!policy_->IgnoresMemoryLimit() &&
-      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
-          setup.accelerator_bytes) {
-    throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
-                      std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
-                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
-  }
-  checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
+}
+
+void OffloadRuntime::InitStats(int64_t slots, int64_t staging) {
   stats_.policy = policy_->Name();
   stats_.policy_options = policy_->ResolvedOptions();
-  stats_.fiddler_latency = options.fiddler_latency;
+  stats_.fiddler_latency = options_.fiddler_latency;
   stats_.store_path = tier_->slow_tier_path();
   stats_.direct_io = tier_->direct_io();
   stats_.warning = tier_->warning();
-  stats_.expert_bytes = expert_bytes;
+  stats_.expert_bytes = tier_->expert_bytes();
   stats_.expert_slots = slots;
   stats_.staging_buffers = staging;
   stats_.layer_hits.assign(static_cast<size_t>(moe_layers_), 0);
   stats_.layer_activations.assign(static_cast<size_t>(moe_layers_), 0);
-  slots_.assign(static_cast<size_t>(moe_layers_ * experts_), Slot{});
+}
+
+void OffloadRuntime::PreallocateBuffers(int64_t cache_buffers) {
   // On a tier without host compute, a layer the policy runs on the CPU (static-split's) reads its
   // experts into transient buffers, up to one layer's experts at once. They are allocated here,
   // before the first token like the initial placement: allocating (page-faulting) them in the first
@@ -202,14 +232,16 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
   // profile nor the simulator has.
   int64_t transient = 0;
   if (!tier_->has_host_compute()) {
-    for (int64_t layer = config.first_dense_layers; layer < config.num_layers; ++layer) {
+    for (int64_t layer = config_.first_dense_layers; layer < config_.num_layers; ++layer) {
       if (policy_->DenseDevice(layer) == policies::Device::kCpu) transient = experts_;
     }
   }
-  const int64_t preallocated = std::min(slots + staging + transient, moe_layers_ * experts_);
+  const int64_t preallocated = std::min(cache_buffers + transient, moe_layers_ * experts_);
   for (int64_t i = 0; i < preallocated; ++i) TakeBuffer();
   for (int32_t i = static_cast<int32_t>(preallocated) - 1; i >= 0; --i) FreeBuffer(i);
+}
 
+void OffloadRuntime::LoadInitialPlacement() {
   // The initial placement, loaded before the first token (untimed, as in the simulator).
   for (const ExpertRef& ref : policy_->InitialPlacement()) {
     checker_->PlaceInitial(ref);
@@ -222,7 +254,6 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
   }
   if (const std::optional<ExpertTier::CopyTiming> timing = tier_->copy_timing())
     initial_spans_ = timing->spans;
-  runs_on_host_.assign(static_cast<size_t>(experts_), 0);
 }
 
 // Copies still queued or running write into the tier's buffers: the tier finishes them first.

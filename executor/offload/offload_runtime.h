@@ -134,6 +134,14 @@ class OffloadRuntime : public ExpertProvider {
   OffloadStats& mutable_stats() { return stats_; }
 
  private:
+  // The constructor's steps: the options against the model and the tier (flags named), the
+  // stats' fixed fields, the cache's buffers allocated before the first token, and the policy's
+  // initial placement loaded (untimed).
+  void CheckOptions() const;
+  void InitStats(int64_t slots, int64_t staging);
+  void PreallocateBuffers(int64_t cache_buffers);
+  void LoadInitialPlacement();
+
   struct Slot {
     int32_t buffer = -1;     // index into buffers_, or -1 when not in RAM
     int64_t job = -1;        // the read that fills it

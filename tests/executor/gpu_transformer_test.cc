@@ -207,9 +207,9 @@ RunRequest SmallRunRequest() {
 TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
   SKIP_WITHOUT_GPU();
   RunRequest request = SmallRunRequest();
-  const nlohmann::json cpu = RunWorkload(request, model::PresetStore::Default());
+  const nlohmann::json cpu = RunResultToJson(RunWorkload(request, model::PresetStore::Default()));
   request.device = "gpu";
-  const nlohmann::json gpu = RunWorkload(request, model::PresetStore::Default());
+  const nlohmann::json gpu = RunResultToJson(RunWorkload(request, model::PresetStore::Default()));
   for (const auto& [key, value] : cpu.items()) EXPECT_TRUE(gpu.contains(key)) << key;
   EXPECT_EQ(gpu["device"], "gpu");
   EXPECT_EQ(cpu["device"], "cpu");
@@ -331,7 +331,8 @@ TEST(GpuOffload, RunReportHasTheOffloadObject) {
   options.policy = "lru-prefetch";
   options.expert_memory_bytes = 10 * 3 * 256 * 512 * 2;  // 10 of the 16 experts
   request.offload = options;
-  const nlohmann::json report = RunWorkload(request, model::PresetStore::Default());
+  const nlohmann::json report =
+      RunResultToJson(RunWorkload(request, model::PresetStore::Default()));
   EXPECT_EQ(report["device"], "gpu");
   EXPECT_EQ(report["offload"]["policy"], "lru-prefetch");
   EXPECT_TRUE(report["offload"].contains("hit_rate"));

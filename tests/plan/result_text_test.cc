@@ -77,23 +77,26 @@ TEST(ResultText, CalibrationRooflineAndText) {
 }
 
 TEST(ResultText, RunReportText) {
-  const nlohmann::json report = {
-      {"workload", "decode"},
-      {"model", {{"name", "tiny"}, {"weight_bytes", 2000.0}, {"weights_source", "synthetic"}}},
-      {"batch", 2},
-      {"prompt_tokens", 6},
-      {"output_tokens", 5},
-      {"machine", {{"isa", "avx2"}, {"threads", 2}}},
-      {"ttft_s", 0.002},
-      {"tpot_s", nullptr},
-      {"tokens_per_s", 12.5},
-      {"weight_bytes_per_token", 1024.0},
-      {"operator_times_s", {{"attention", 0.001}}}};
-  const std::string text = executor::RunReportText(report);
+  executor::RunResult run;
+  run.workload = executor::Workload::kDecode;
+  run.model.config.name = "tiny";
+  run.model.weight_bytes = 2000.0;
+  run.model.weights_source = "synthetic";
+  run.batch = 2;
+  run.prompt_tokens = 6;
+  run.output_tokens = 5;
+  run.machine.isa = "avx2";
+  run.machine.threads = 2;
+  run.ttft_s = 0.002;
+  run.tokens_per_s = 12.5;
+  run.weight_bytes_per_token = 1024.0;
+  run.operator_times.attention_s = 0.001;
+  const std::string text = executor::RunReportText(run);
   EXPECT_TRUE(Has(text, "moelab run: decode on tiny (2.00 KB of weights, synthetic), batch 2"))
       << text;
   EXPECT_TRUE(Has(text, "time in attention")) << text;
   EXPECT_TRUE(Has(text, "12.50")) << text;
+  EXPECT_FALSE(Has(text, "offload policy")) << text;
 }
 
 TEST(ResultText, OffloadRunPricesAndPrintsItself) {
