@@ -64,8 +64,11 @@ ModelWeights LoadOffloadedWeights(const ExecutorConfig& config, const RunRequest
   const std::filesystem::path dir = request.offload->offload_dir.empty()
                                         ? offload::DefaultOffloadDir()
                                         : request.offload->offload_dir;
-  if (!config.is_moe())
-    throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
+  // Refused budgets, policies and models are refused before the store is built (minutes for a
+  // large model); the CPU tier's expert is the store's payload.
+  offload::PlanOffload(config, *request.offload,
+                       offload::ExpertStoreKeyFor(config, "").payload_bytes(),
+                       /*has_host_compute=*/false);
   ModelWeights weights;
   if (request.weights.empty()) {
     const ExpertSink skip;

@@ -163,20 +163,9 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
       options_(options),
       experts_(config.num_experts),
       moe_layers_(config.num_layers - config.first_dense_layers) {
-  CheckOptions();
-  const int64_t expert_bytes = tier_->expert_bytes();
-  const policies::OffloadSetup setup = PolicySetup(config, options, expert_bytes);
-  policy_ = MakePolicy(options, setup);
+  policy_ = PlanOffload(config, options, tier_->expert_bytes(), tier_->has_host_compute());
   needs_ = policy_->Needs();
   const int64_t slots = policy_->ExpertSlots(), staging = policy_->StagingBuffersUsed();
-  if (!policy_->IgnoresMemoryLimit() &&
-      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
-          setup.accelerator_bytes) {
-    throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
-                      std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
-                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
-  }
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
   InitStats(slots, staging);
   slots_.assign(static_cast<size_t>(moe_layers_ * experts_), Slot{});
@@ -185,13 +174,13 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
   runs_on_host_.assign(static_cast<size_t>(experts_), 0);
 }
 
-void OffloadRuntime::CheckOptions() const {
-  const ExecutorConfig& config = config_;
-  const OffloadOptions& options = options_;
+std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& config,
+                                                     const OffloadOptions& options,
+                                                     int64_t expert_bytes, bool has_host_compute) {
   options.Validate();
   if (!config.is_moe())
     throw base::Error("--offload moves routed experts; model '" + config.name + "' is dense");
-  if (options.policy == "fiddler" && options.fiddler_latency && tier_->has_host_compute()) {
+  if (options.policy == "fiddler" && options.fiddler_latency && has_host_compute) {
     // Fiddler with the CPU next to a GPU: the engine measured its latency model.
   } else if (options.policy == "fiddler") {
     throw base::Error(
@@ -199,7 +188,6 @@ void OffloadRuntime::CheckOptions() const {
         "GPU) while the first holds the cache; on --device cpu the executor has only the CPU, so "
         "use --device gpu, or on-demand, lru-prefetch, static-split, fmoe or stream-all");
   }
-  const int64_t expert_bytes = tier_->expert_bytes();
   const int64_t fit = options.expert_memory_bytes / expert_bytes;
   if (fit < config.top_k) {
     throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
@@ -208,6 +196,18 @@ void OffloadRuntime::CheckOptions() const {
                       ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
                       std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
+  const policies::OffloadSetup setup = PolicySetup(config, options, expert_bytes);
+  std::unique_ptr<policies::OffloadPolicy> policy = MakePolicy(options, setup);
+  const int64_t slots = policy->ExpertSlots(), staging = policy->StagingBuffersUsed();
+  if (!policy->IgnoresMemoryLimit() &&
+      static_cast<double>(slots + staging) * static_cast<double>(expert_bytes) >
+          setup.accelerator_bytes) {
+    throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
+                      std::to_string(slots) + " cached experts and " + std::to_string(staging) +
+                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
+  }
+  return policy;
 }
 
 void OffloadRuntime::InitStats(int64_t slots, int64_t staging) {

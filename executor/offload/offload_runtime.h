@@ -134,10 +134,8 @@ class OffloadRuntime : public ExpertProvider {
   OffloadStats& mutable_stats() { return stats_; }
 
  private:
-  // The constructor's steps: the options against the model and the tier (flags named), the
-  // stats' fixed fields, the cache's buffers allocated before the first token, and the policy's
-  // initial placement loaded (untimed).
-  void CheckOptions() const;
+  // The constructor's steps (after PlanOffload): the stats' fixed fields, the cache's buffers
+  // allocated before the first token, and the policy's initial placement loaded (untimed).
   void InitStats(int64_t slots, int64_t staging);
   void PreallocateBuffers(int64_t cache_buffers);
   void LoadInitialPlacement();
@@ -189,6 +187,16 @@ class OffloadRuntime : public ExpertProvider {
   ExpertReader::Spans initial_spans_;  // the initial placement's reads, left out of Stats()
   OffloadStats stats_;
 };
+
+// Every check that can refuse an offloaded run, before anything is built or written: the options,
+// the model (MoE), the device (fiddler needs host compute beside the cache), and the expert memory
+// against one layer's top-k and against the policy's cache and staging buffers of `expert_bytes`
+// each. Returns the policy it built for the check; errors name the user's flags (--expert-memory,
+// not the simulator's --accelerator-memory). The runtime's constructor runs it too; run calls it
+// before the expert store is written, so a refused budget never costs a store build.
+std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& config,
+                                                     const OffloadOptions& options,
+                                                     int64_t expert_bytes, bool has_host_compute);
 
 // The store for `config` in `dir` from `weights_source`: opened when its manifest matches,
 // otherwise built by calling `write_experts(writer)` (which must Add every expert in order) and

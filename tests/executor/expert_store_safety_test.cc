@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/offload/expert_store.h"
+#include "executor/run_workload.h"
 #include "tests/executor/offload_fixtures.h"
 #include "tests/executor/tiny_models.h"
 #include "tests/support/error_of.h"
@@ -165,6 +166,31 @@ TEST(ExpertStoreSafety, AStoreLargerThanTheDiskIsRefusedBeforeAnyByte) {
   EXPECT_NE(error.find("the expert store needs 4.10 TB"), std::string::npos) << error;
   EXPECT_NE(error.find("free"), std::string::npos) << error;
   EXPECT_TRUE(Temporaries(dir.path).empty());
+}
+
+TEST(ExpertStoreSafety, ARefusedBudgetWritesNoStore) {
+  TempDir dir;
+  RunRequest request;
+  request.shape = DefaultTargetShape();
+  request.shape.layers = 2;
+  request.shape.hidden = 256;
+  request.shape.intermediate = 512;
+  request.prompt_tokens = 4;
+  request.output_tokens = 2;
+  for (const auto& [policy, memory_bytes, expected] :
+       {std::tuple<std::string, int64_t, std::string>{"on-demand", 1, "fewer than one layer's"},
+        {"fiddler", int64_t{1} << 30, "--offload fiddler"},
+        {"bogus", int64_t{1} << 30, "bogus"}}) {
+    request.offload.emplace();
+    request.offload->policy = policy;
+    request.offload->expert_memory_bytes = memory_bytes;
+    request.offload->offload_dir = dir.path;
+    const std::string error =
+        testing::ErrorOf([&] { RunWorkload(request, model::PresetStore::Default()); });
+    EXPECT_NE(error.find(expected), std::string::npos) << policy << ": " << error;
+    EXPECT_FALSE(fs::exists(dir.path) && !fs::is_empty(dir.path))
+        << policy << ": the store was written before the run was refused";
+  }
 }
 
 }  // namespace
