@@ -170,13 +170,7 @@ TEST(ExpertStoreSafety, AStoreLargerThanTheDiskIsRefusedBeforeAnyByte) {
 
 TEST(ExpertStoreSafety, ARefusedBudgetWritesNoStore) {
   TempDir dir;
-  RunRequest request;
-  request.shape = DefaultTargetShape();
-  request.shape.layers = 2;
-  request.shape.hidden = 256;
-  request.shape.intermediate = 512;
-  request.prompt_tokens = 4;
-  request.output_tokens = 2;
+  RunRequest request = testing::SmallRunRequest();
   for (const auto& [policy, memory_bytes, expected] :
        {std::tuple<std::string, int64_t, std::string>{"on-demand", 1, "fewer than one layer's"},
         {"fiddler", int64_t{1} << 30, "--offload fiddler"},

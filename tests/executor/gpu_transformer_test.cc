@@ -191,22 +191,10 @@ TEST(GpuTransformer, QuantizedWeightsAreRefusedByName) {
   }
 }
 
-// The default shape cut to 2 layers of hidden 256 (16 experts of 0.8 MB), 8 + 4 tokens.
-RunRequest SmallRunRequest() {
-  RunRequest request;
-  request.shape = DefaultTargetShape();
-  request.shape.layers = 2;
-  request.shape.hidden = 256;
-  request.shape.intermediate = 512;
-  request.prompt_tokens = 8;
-  request.output_tokens = 4;
-  return request;
-}
-
 // `moelab run --device gpu --json` reports every field the CPU run does, plus device and the GPU.
 TEST(GpuTransformer, RunReportHasTheCpuFieldsPlusDevice) {
   SKIP_WITHOUT_GPU();
-  RunRequest request = SmallRunRequest();
+  RunRequest request = testing::SmallRunRequest();
   const nlohmann::json cpu = RunResultToJson(RunWorkload(request, model::PresetStore::Default()));
   request.device = "gpu";
   const nlohmann::json gpu = RunResultToJson(RunWorkload(request, model::PresetStore::Default()));
@@ -325,7 +313,7 @@ TEST(GpuOffload, FiddlerRunsExpertsOnTheCpuWhenItsLatencyModelSaysSo) {
 
 TEST(GpuOffload, RunReportHasTheOffloadObject) {
   SKIP_WITHOUT_GPU();
-  RunRequest request = SmallRunRequest();
+  RunRequest request = testing::SmallRunRequest();
   request.device = "gpu";
   offload::OffloadOptions options;
   options.policy = "lru-prefetch";

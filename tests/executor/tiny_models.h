@@ -3,6 +3,7 @@
 #include <string>
 
 #include "executor/executor_config.h"
+#include "executor/run_workload.h"
 
 namespace moelab::testing {
 
@@ -89,5 +90,18 @@ struct TinyModelName {
     return name;
   }
 };
+
+// A `moelab run` of the default shape cut to 2 layers of hidden 256 (16 experts of 0.8 MB),
+// 8 + 4 tokens: small enough for a unit test, the default model's every feature.
+inline executor::RunRequest SmallRunRequest() {
+  executor::RunRequest request;
+  request.shape = executor::DefaultTargetShape();
+  request.shape.layers = 2;
+  request.shape.hidden = 256;
+  request.shape.intermediate = 512;
+  request.prompt_tokens = 8;
+  request.output_tokens = 4;
+  return request;
+}
 
 }  // namespace moelab::testing
