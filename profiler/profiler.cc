@@ -17,6 +17,7 @@
 #include "kernels/weight_matrix.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/stats.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"
@@ -189,7 +190,7 @@ class ProfileRunner {
       // repetitions of every round, and how many there were.
       for (const auto& [counter, values] : t.counters) {
         if (values.empty()) continue;
-        sample[counter] = Median(values);
+        sample[counter] = base::Median(values);
         sample[counter + "_repetitions"] = values.size();
       }
       bench.Annotate(p, sample);

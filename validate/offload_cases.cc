@@ -218,8 +218,6 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
   return simulated;
 }
 
-double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
-
 // The line of a storage-tier hardware's sources that says how its reads were priced.
 std::string ReadPricingSource(const model::HardwareSpec& hardware) {
   for (const std::string& source : hardware.sources) {

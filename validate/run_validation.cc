@@ -123,8 +123,6 @@ std::shared_ptr<const model::CostSource> CalibratedSource(const fit::Profile& pr
       nlohmann::json{{"cost_calibration", calibration.ToJson()}});
 }
 
-double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
-
 }  // namespace
 
 int CaseRoundsBy(int profile_round, int profile_rounds, int case_rounds) {
