@@ -7,6 +7,7 @@
 #include "executor/offload/storage_tier.h"
 #include "policies/registry.h"
 #include "policies/semantic_embedding.h"
+#include "report/format.h"
 
 namespace moelab::executor::offload {
 namespace {
@@ -19,10 +20,6 @@ using policies::FetchTarget;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string Megabytes(double bytes) {
-  return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
 }
 
 }  // namespace
@@ -138,7 +135,7 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
   if (fit < config.top_k) {
     throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
                       " bytes holds " + std::to_string(fit) + " experts of " +
-                      Megabytes(static_cast<double>(expert_bytes)) +
+                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
                       ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
                       std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
@@ -178,7 +175,7 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
           setup.accelerator_bytes) {
     throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
                       std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                      " staging buffers of " + report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
                       ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
