@@ -9,7 +9,6 @@
 #include "executor/offload/expert_reader.h"
 #include "executor/run_report.h"
 #include "executor/run_workload.h"
-#include "sim/calibration.h"
 
 namespace moelab::cli {
 
@@ -84,11 +83,8 @@ int Run(const std::vector<std::string>& args) {
     if (values.count("offload-calibration")) {
       const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
           model::PresetStore::Default().LoadModel(request.model), request.shape);
-      sim::RoutingCalibration calibration =
-          sim::CalibrateRouting(offload_calibration, config.num_layers, config.num_experts,
-                                config.top_k, request.seed, sim::CalibrationOptions{});
-      offload.popularity = std::move(calibration.popularity);
-      offload.history = std::move(calibration.history);
+      offload.CalibrateOn(offload_calibration, config.num_layers, config.num_experts, config.top_k,
+                          request.seed);
     }
     if (request.device == "gpu") {
       for (const char* flag : {"offload-dir", "offload-readers", "offload-reader"}) {

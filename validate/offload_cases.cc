@@ -30,7 +30,7 @@
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "sim/offload_simulator.h"
 #include "validate/offload_ranking.h"
 #include "validate/validation_metrics.h"
@@ -54,7 +54,7 @@ constexpr Workload kWorkloads[] = {{CaseKind::kOffload, 1, kDecodePrompt, kDecod
 struct Recorded {
   routing::RoutingTrace trace;
   std::string file;
-  sim::RoutingCalibration calibration;
+  policies::RoutingCalibration calibration;
   std::vector<executor::TokenIds> prompts;
   std::shared_ptr<const policies::GateSignals> signals;  // [case]: filled by the first run
 };
@@ -527,8 +527,9 @@ OffloadValidation::OffloadValidation(const ValidationRequest& request,
     std::replace(name.begin(), name.end(), '=', '-');
     r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
     routing::SaveRoutingTrace(r.trace, r.file);
-    r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
-                                          target.top_k, request.seed, sim::CalibrationOptions{});
+    r.calibration =
+        policies::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
+                                   target.top_k, request.seed, policies::CalibrationOptions{});
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "executor/offload/storage_tier.h"
+#include "policies/calibration.h"
 #include "policies/registry.h"
 #include "policies/semantic_embedding.h"
 #include "report/format.h"
@@ -33,6 +34,14 @@ void OffloadOptions::Validate() const {
     throw base::Error("--offload-readers must be at least 1, got " +
                       std::to_string(reader_threads));
   if (semantic_dim < 1) throw base::Error("offload: semantic_dim must be at least 1");
+}
+
+void OffloadOptions::CalibrateOn(const std::string& spec, int64_t num_layers, int64_t num_experts,
+                                 int64_t top_k, uint64_t seed) {
+  policies::RoutingCalibration calibration = policies::CalibrateRouting(
+      spec, num_layers, num_experts, top_k, seed, policies::CalibrationOptions{});
+  popularity = std::move(calibration.popularity);
+  history = std::move(calibration.history);
 }
 
 nlohmann::json OffloadStats::ToJson() const {
@@ -175,7 +184,8 @@ OffloadRuntime::OffloadRuntime(const ExecutorConfig& config, std::unique_ptr<Exp
           setup.accelerator_bytes) {
     throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
                       std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                      " staging buffers of " + report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
+                      " staging buffers of " +
+                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
                       ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   checker_.emplace(policy_->Name(), moe_layers_, experts_, slots, staging);
