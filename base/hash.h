@@ -18,4 +18,30 @@ constexpr uint64_t Mix64(uint64_t x) {
 // One SplitMix64 step from state `x`: Mix64(x + golden ratio).
 constexpr uint64_t SplitMix64(uint64_t x) { return Mix64(x + kSplitMix64Golden); }
 
+// The one seeded generator: Vigna's SplitMix64 stream from `state` (the state advances by the
+// golden ratio, each number is Mix64 of it), so the n-th number is Mix64(state + n x golden) and
+// a stream seeded by a tuple hash depends on that tuple only. Routing sources draw every token's
+// experts from one (routing/).
+class SplitMix64Stream {
+ public:
+  explicit constexpr SplitMix64Stream(uint64_t state) : state_(state) {}
+
+  constexpr uint64_t Next() {
+    state_ += kSplitMix64Golden;
+    return Mix64(state_);
+  }
+
+  // Exactly uniform in [0, n) for n >= 1: rejects the (2^64 mod n) lowest values, then x % n.
+  constexpr uint64_t Below(uint64_t n) {
+    const uint64_t threshold = (0 - n) % n;
+    for (;;) {
+      const uint64_t x = Next();
+      if (x >= threshold) return x % n;
+    }
+  }
+
+ private:
+  uint64_t state_;
+};
+
 }  // namespace moelab::base

@@ -25,6 +25,7 @@
 #include "fit/least_squares.h"
 #include "fit/sd_fit.h"
 #include "base/error.h"
+#include "base/stats.h"
 #include "model/preset_store.h"
 
 namespace {
@@ -53,12 +54,6 @@ std::map<std::string, std::string> ParseArgs(int argc, char** argv) {
 
 nlohmann::json Finite(double value) {
   return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 int Main(int argc, char** argv) {
@@ -132,7 +127,7 @@ int Main(int argc, char** argv) {
         {{"label", t.label},
          {"tolerances",
           {{"function", t.function}, {"parameter", t.parameter}, {"gradient", t.gradient}}},
-         {"median_s", Median(seconds)},
+         {"median_s", moelab::base::Median(seconds)},
          {"min_s", *std::min_element(seconds.begin(), seconds.end())},
          {"final_cost", fit.final_cost},
          {"params", fit.params},
@@ -148,7 +143,7 @@ int Main(int argc, char** argv) {
     full = moelab::fit::FitSd(measurements, scales, denominator, options, args.at("measurements"));
     seconds.push_back(std::chrono::duration<double>(Clock::now() - begin).count());
   }
-  out["full_fit"] = {{"median_s", Median(seconds)},
+  out["full_fit"] = {{"median_s", moelab::base::Median(seconds)},
                      {"final_cost", full.final_cost},
                      {"starts", options.starts},
                      {"starts_converged", full.starts_converged}};

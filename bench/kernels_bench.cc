@@ -175,10 +175,14 @@ void ExpertFfnBench(benchmark::State& state) {
       iterations * kernels::ExpertFfnFlops(tokens, kHidden, kWidth), benchmark::Counter::kIsRate);
   state.counters["tokens"] = static_cast<double>(tokens);
   state.counters["experts_cycled"] = static_cast<double>(experts.size());
-  state.SetLabel(ToString(format) + " " + ToString(kernels::ActiveIsa()) +
-                 (format == kernels::WeightFormat::kBf16
-                      ? ""
-                      : " " + ToString(kernels::ActiveQuantizedKernel())));
+  // Appended piece by piece: " " + a temporary string trips GCC 12's -Wrestrict false positive
+  // (GCC bug 105329).
+  std::string label = ToString(format) + " " + ToString(kernels::ActiveIsa());
+  if (format != kernels::WeightFormat::kBf16) {
+    label += ' ';
+    label += ToString(kernels::ActiveQuantizedKernel());
+  }
+  state.SetLabel(label);
 }
 
 // Args: tokens, experts cycled (bf16, 22 MB each at 1024 x 3584; at most the experts ExpertWeights

@@ -18,7 +18,7 @@
 #include "model/preset_store.h"
 #include "routing/routing_source.h"
 #include "routing/routing_trace.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "sim/event_queue.h"
 #include "sim/offload_simulator.h"
 
@@ -40,8 +40,8 @@ void SimOffload(benchmark::State& state) {
   config.workload.output_tokens = 1001;
   config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
   config.seed = 1;
-  const sim::RoutingCalibration calibration =
-      sim::CalibrateRouting(config.routing, 32, 8, 2, config.seed, config.calibration);
+  const policies::RoutingCalibration calibration =
+      policies::CalibrateRouting(config.routing, 32, 8, 2, config.seed, config.calibration);
   std::unique_ptr<routing::RoutingSource> generator =
       routing::MakeRoutingSource(config.routing, 32, 8, 2, config.seed);
   std::unique_ptr<routing::RoutingSource> replay;

@@ -10,7 +10,6 @@
 #include "executor/run_report.h"
 #include "executor/run_workload.h"
 #include "routing/routing_trace.h"
-#include "sim/calibration.h"
 
 namespace moelab::cli {
 
@@ -95,11 +94,8 @@ void ApplyOffloadFlags(const po::variables_map& values, RunFlags& flags) {
   if (values.count("offload-calibration")) {
     const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
         model::PresetStore::Default().LoadModel(request.model), request.shape);
-    sim::RoutingCalibration calibration =
-        sim::CalibrateRouting(flags.offload_calibration, config.num_layers, config.num_experts,
-                              config.top_k, request.seed, sim::CalibrationOptions{});
-    flags.offload.popularity = std::move(calibration.popularity);
-    flags.offload.history = std::move(calibration.history);
+    flags.offload.CalibrateOn(flags.offload_calibration, config.num_layers, config.num_experts,
+                              config.top_k, request.seed);
   }
   if (request.device == "gpu") {
     for (const char* flag : {"offload-dir", "offload-readers", "offload-reader"}) {

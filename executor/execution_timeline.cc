@@ -1,9 +1,9 @@
 #include "executor/execution_timeline.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <nlohmann/json.hpp>
 #include <set>
+
+#include "report/chrome_trace.h"
 
 namespace moelab::executor {
 namespace {
@@ -28,12 +28,6 @@ const char* Category(ExecutionTimeline::Kind kind) {
       return "lm_head";
   }
   return "op";
-}
-
-void AppendMicroseconds(std::string& out, double seconds) {
-  char text[40];
-  std::snprintf(text, sizeof(text), "%.3f", seconds * 1e6);
-  out += text;
 }
 
 }  // namespace
@@ -75,34 +69,22 @@ std::string ExecutionTimeline::TraceJson(const std::string& compute_name) const 
     if (e.lane >= kReaderLane) readers.insert(e.lane);
   }
   const auto lane = [](int l) { return l < kReaderLane ? std::pair{1, l + 1} : std::pair{2, l}; };
+  report::ChromeTrace trace;
   const auto thread_name = [&](int l, const std::string& name) {
     const auto [pid, tid] = lane(l);
-    return "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-           ",\"tid\":" + std::to_string(tid) +
-           ",\"args\":{\"name\":" + nlohmann::json(name).dump() + "}},\n";
+    trace.ThreadName(pid, tid, name);
   };
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":" +
-         nlohmann::json("executor: " + compute_name).dump() + "}},\n";
-  out +=
-      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":"
-      "\"executor: expert reader\"}},\n";
-  out += thread_name(kComputeLane, "compute thread");
-  out += thread_name(kPassLane, "passes");
-  for (int l : readers) out += thread_name(l, "reader " + std::to_string(l - kReaderLane));
+  trace.ProcessName(1, "executor: " + compute_name);
+  trace.ProcessName(2, "executor: expert reader");
+  thread_name(kComputeLane, "compute thread");
+  thread_name(kPassLane, "passes");
+  for (int l : readers) thread_name(l, "reader " + std::to_string(l - kReaderLane));
   for (const Event& e : events) {
     const auto [pid, tid] = lane(e.lane);
-    out += "{\"name\":\"" + EventName(e) + "\",\"cat\":\"" + Category(e.kind) +
-           "\",\"ph\":\"X\",\"ts\":";
-    AppendMicroseconds(out, e.start_s);
-    out += ",\"dur\":";
-    AppendMicroseconds(out, e.end_s - e.start_s);
-    out += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-           ",\"args\":{\"pass\":" + std::to_string(e.pass) + "}},\n";
+    trace.Complete(EventName(e), Category(e.kind), e.start_s, e.end_s - e.start_s, pid, tid,
+                   e.pass);
   }
-  out.resize(out.size() - 2);  // the last ",\n" (there are always metadata events)
-  out += "\n]}\n";
-  return out;
+  return trace.Finish();
 }
 
 }  // namespace moelab::executor

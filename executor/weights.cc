@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/system_memory.h"
+#include "report/format.h"
 
 namespace moelab::executor {
 namespace {
@@ -131,11 +132,10 @@ ModelWeights AllocateWeights(const ExecutorConfig& c, bool with_experts) {
   const double needed = WeightBytesFor(counted);
   const double available = base::MemAvailableBytes();
   if (available > 0 && needed > 0.9 * available) {
-    throw base::Error("model '" + c.name + "' needs " +
-                      std::to_string(static_cast<int64_t>(needed / 1e9)) +
-                      " GB of weights but this machine has " +
-                      std::to_string(static_cast<int64_t>(available / 1e9)) +
-                      " GB available; scale it with --layers/--hidden/--intermediate/--experts");
+    throw base::Error("model '" + c.name + "' needs " + report::FormatWholeGigabytes(needed) +
+                      " of weights but this machine has " +
+                      report::FormatWholeGigabytes(available) +
+                      " available; scale it with --layers/--hidden/--intermediate/--experts");
   }
   ModelWeights w;
   w.config = c;

@@ -8,6 +8,7 @@
 #include "fit/metrics.h"
 #include "base/error.h"
 #include "model/roofline.h"
+#include "report/format.h"
 
 namespace moelab::fit {
 namespace {
@@ -26,12 +27,6 @@ struct RooflineCallRow {
                                      params[2]);
   }
 };
-
-std::string FormatFraction(double value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3f", value);
-  return text;
-}
 
 }  // namespace
 
@@ -245,7 +240,7 @@ CostCalibration CalibrateCosts(const Profile& profile, const RooflineDevice& roo
   for (size_t i = 0; i < fit.at_bound.size(); ++i) {
     if (!fit.at_bound[i]) continue;
     result.notes.push_back(
-        model.parameters[i].name + " sits on its bound " + FormatFraction(fit.params[i]) +
+        model.parameters[i].name + " sits on its bound " + report::FormatNumber(fit.params[i], 3) +
         (i < 2 ? ": the operators reach the roofline's figure (or beat it), so the figure "
                  "understates this machine"
                : ""));

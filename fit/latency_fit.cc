@@ -9,6 +9,7 @@
 #include "fit/metrics.h"
 #include "base/error.h"
 #include "base/message_text.h"
+#include "base/stats.h"
 #include "model/moesd_speedup.h"
 
 namespace moelab::fit {
@@ -95,11 +96,8 @@ std::vector<double> KnotsOf(const std::vector<double>& xs, const std::vector<dou
     size_t knots;
   };
   std::vector<Block> blocks;
-  for (auto& [x, times] : by_x) {
-    std::sort(times.begin(), times.end());
-    const size_t n = times.size();
-    blocks.push_back({n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]),
-                      static_cast<double>(n), 1});
+  for (const auto& [x, times] : by_x) {
+    blocks.push_back({base::Median(times), static_cast<double>(times.size()), 1});
     while (blocks.size() >= 2 && blocks[blocks.size() - 2].mean > blocks.back().mean) {
       const Block last = blocks.back();
       blocks.pop_back();

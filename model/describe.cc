@@ -125,8 +125,12 @@ std::string HardwareText(const HardwareSpec& spec) {
                     FormatBytes(h.storage_read_bandwidth_beside_compute_bytes_per_s) + "/s"});
     }
     if (h.compute_rate_while_storage_reads < 1) {
-      table.AddRow({"computation while reads are in flight",
-                    "x" + FormatNumber(h.compute_rate_while_storage_reads, 3) + " its rate alone"});
+      // Not "x" + FormatNumber(...): a literal + temporary string trips GCC 12's -Wrestrict
+      // false positive (GCC bug 105329).
+      std::string rate = "x";
+      rate += FormatNumber(h.compute_rate_while_storage_reads, 3);
+      rate += " its rate alone";
+      table.AddRow({"computation while reads are in flight", rate});
     }
     if (h.storage_reads_in_flight > 1) {
       table.AddRow({"storage reads in flight",

@@ -1,23 +1,14 @@
 #include "model/sd_plan.h"
 
 #include <cmath>
-#include <sstream>
 #include <utility>
 
 #include "base/error.h"
 #include "model/moe_math.h"
+#include "report/format.h"
 
 namespace moelab::model {
-namespace {
-
-std::string Gigabytes(double bytes) {
-  std::ostringstream out;
-  out.precision(1);
-  out << std::fixed << bytes / 1e9 << " GB";
-  return out.str();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string ToString(VerifyPositions positions) {
   return positions == VerifyPositions::kGammaPlusOne ? "gamma+1" : "gamma";
@@ -62,8 +53,8 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
   if (weights_per_device_ > capacity_per_device_) {
     const std::string who = hardware_name.empty() ? source.device() : hardware_name;
     throw base::Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
-                      Gigabytes(weights_per_device_) + " per device but '" + who + "' has " +
-                      Gigabytes(capacity_per_device_) +
+                      report::FormatGigabytes(weights_per_device_, 1) + " per device but '" + who +
+                      "' has " + report::FormatGigabytes(capacity_per_device_, 1) +
                       " per device; choose a node with more devices (e.g. 2x" + who +
                       ", 4x...) or a quantized model");
   }

@@ -309,7 +309,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
   report::Table table(header);
   size_t index = 0;
   for (double bytes : result.memory_bytes) {
-    std::vector<std::string> cells = {FormatNumber(bytes / 1e9, 0) + " GB"};
+    std::vector<std::string> cells = {report::FormatGigabytes(bytes, 0)};
     for (size_t p = 0; p < result.policies.size(); ++p, ++index) {
       const OffloadSweepCell& cell = result.cells[index];
       if (!cell.result) {

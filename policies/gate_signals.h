@@ -8,7 +8,7 @@ namespace moelab::policies {
 // mean probabilities (fMoE's expert maps) and the speculative gate's next-layer scores
 // (Mixtral-offloading), each [pass][moe layer][expert], a row empty where none was computed. The
 // executor's offload runtime records them; the simulator replays them instead of its stand-ins
-// (sim/gate_standins.h), so both engines show a policy the same inputs.
+// (policies/gate_standins.h), so both engines show a policy the same inputs.
 struct GateSignals {
   std::vector<std::vector<std::vector<float>>> gate_probabilities;
   std::vector<std::vector<std::vector<float>>> next_layer_scores;

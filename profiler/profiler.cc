@@ -17,10 +17,12 @@
 #include "kernels/weight_matrix.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/stats.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"
 #include "profiler/run_collector.h"
+#include "report/format.h"
 
 namespace moelab::profiler {
 namespace {
@@ -43,18 +45,6 @@ void InitializeBenchmarkOnce() {
     int argc = 1;
     benchmark::Initialize(&argc, argv);
   });
-}
-
-std::string ShortSeconds(double s) {
-  char text[32];
-  if (s >= 1.0) {
-    std::snprintf(text, sizeof(text), "%.3f s", s);
-  } else if (s >= 1e-3) {
-    std::snprintf(text, sizeof(text), "%.3f ms", s * 1e3);
-  } else {
-    std::snprintf(text, sizeof(text), "%.1f us", s * 1e6);
-  }
-  return text;
 }
 
 nlohmann::json ShapeJson(const executor::ExecutorConfig& c) {
@@ -189,7 +179,7 @@ class ProfileRunner {
       // repetitions of every round, and how many there were.
       for (const auto& [counter, values] : t.counters) {
         if (values.empty()) continue;
-        sample[counter] = Median(values);
+        sample[counter] = base::Median(values);
         sample[counter + "_repetitions"] = values.size();
       }
       bench.Annotate(p, sample);
@@ -226,7 +216,7 @@ class ProfileRunner {
     if (timing.failed) {
       *progress_ << "failed: " << timing.error;
     } else {
-      *progress_ << "median " << ShortSeconds(timing.median_s * scale_) << " ("
+      *progress_ << "median " << report::FormatSeconds(timing.median_s * scale_) << " ("
                  << timing.repetitions << " repetitions)";
     }
     *progress_ << std::endl;

@@ -4,13 +4,9 @@
 #include <cmath>
 #include <set>
 
-namespace moelab::profiler {
+#include "base/stats.h"
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+namespace moelab::profiler {
 
 double Mean(const std::vector<double>& values) {
   double sum = 0;
@@ -99,7 +95,7 @@ Timing CollectingReporter::Get(const std::string& name) const {
     const auto it = entry.aggregates.find(key);
     return it != entry.aggregates.end() ? it->second : fallback;
   };
-  timing.median_s = aggregate("median", Median(timing.repetition_s));
+  timing.median_s = aggregate("median", base::Median(timing.repetition_s));
   timing.mean_s = aggregate("mean", Mean(timing.repetition_s));
   timing.stddev_s = aggregate("stddev", SampleStddev(timing.repetition_s));
   return timing;

@@ -65,8 +65,8 @@ class CollectingReporter : public benchmark::BenchmarkReporter {
   DoneCallback on_done_;
 };
 
-// Median, mean and sample standard deviation (n - 1; 0 for one value) of `values` (not empty).
-double Median(std::vector<double> values);
+// Mean and sample standard deviation (n - 1; 0 for one value) of `values` (not empty); the median
+// is base::Median (base/stats.h).
 double Mean(const std::vector<double>& values);
 double SampleStddev(const std::vector<double>& values);
 

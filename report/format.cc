@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <iomanip>
 #include <sstream>
 
@@ -62,6 +63,18 @@ std::string FormatCount(double count) {
   if (count >= 1e6) return FormatNumber(count / 1e6, 1) + " M";
   if (count >= 1e3) return FormatNumber(count / 1e3, 1) + " K";
   return FormatNumber(count, 0);
+}
+
+std::string FormatGigabytes(double bytes, int decimals) {
+  return FormatNumber(bytes / 1e9, decimals) + " GB";
+}
+
+std::string FormatWholeGigabytes(double bytes) {
+  return std::to_string(static_cast<int64_t>(bytes / 1e9)) + " GB";
+}
+
+std::string FormatWholeMegabytes(double bytes) {
+  return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
 }
 
 std::string FormatSeconds(double seconds) {

@@ -26,5 +26,10 @@ std::string ShortestText(double value);
 std::string FormatBytes(double bytes);      // "93.4 GB" (decimal units)
 std::string FormatCount(double count);      // "46.70 B", "494.0 M"
 std::string FormatSeconds(double seconds);  // "12.3 ms"
+// Sizes in one fixed decimal unit, for messages that compare them: "17.30 GB" (`decimals` places),
+// and whole units rounded down: "3 GB", "352 MB".
+std::string FormatGigabytes(double bytes, int decimals);
+std::string FormatWholeGigabytes(double bytes);
+std::string FormatWholeMegabytes(double bytes);
 
 }  // namespace moelab::report

@@ -74,10 +74,18 @@ nlohmann::json RowSet::ToJson() const {
 
 std::string RowSet::ToCsv() const {
   std::string csv;
-  for (size_t i = 0; i < columns_.size(); ++i) csv += (i ? "," : "") + CsvField(columns_[i].key);
+  // Appended piece by piece: `"," + CsvField(...)` (operator+ of a literal and a temporary) trips
+  // GCC 12's -Wrestrict false positive (GCC bug 105329).
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (i) csv += ',';
+    csv += CsvField(columns_[i].key);
+  }
   csv += "\n";
   for (const auto& row : rows_) {
-    for (size_t i = 0; i < row.size(); ++i) csv += (i ? "," : "") + CsvField(row[i]);
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i) csv += ',';
+      csv += CsvField(row[i]);
+    }
     csv += "\n";
   }
   return csv;

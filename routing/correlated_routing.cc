@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "base/hash.h"
+#include "routing/tuple_hash.h"
 
 namespace moelab::routing {
 namespace {
@@ -22,30 +23,10 @@ constexpr double kMaxLocality = 0.99;
 constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more experts per token //
                                   // locality 1 would chain every token back to the first one
 
-// The per-(salt, seed) start of TupleHash, computed once per source.
-uint64_t SaltedSeed(uint64_t salt, uint64_t seed) {
-  return base::SplitMix64(salt ^ base::SplitMix64(seed));
-}
-
-uint64_t TupleHashFrom(uint64_t salted, int64_t step, int64_t layer, int64_t token) {
-  uint64_t h = base::SplitMix64(salted ^ static_cast<uint64_t>(step));
-  h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
-  return base::SplitMix64(h ^ static_cast<uint64_t>(token));
-}
-
-// TupleHashFrom's (step, layer) part: TupleHashFrom(salted, step, layer, token) =
-// SplitMix64(TuplePrefix(salted, step, layer) ^ token).
-uint64_t TuplePrefix(uint64_t salted, int64_t step, int64_t layer) {
-  return base::SplitMix64(base::SplitMix64(salted ^ static_cast<uint64_t>(step)) ^
-                          static_cast<uint64_t>(layer));
-}
-
-uint64_t TupleHash(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
-  uint64_t h = base::SplitMix64(salt ^ base::SplitMix64(seed));
-  h = base::SplitMix64(h ^ static_cast<uint64_t>(step));
-  h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
-  return base::SplitMix64(h ^ static_cast<uint64_t>(token));
-}
+using internal::SaltedSeed;
+using internal::TupleHash;
+using internal::TupleHashFrom;
+using internal::TuplePrefix;
 
 // A probability as a 53-bit integer threshold, so decisions are integer comparisons and identical
 // on every platform.
@@ -53,10 +34,10 @@ uint64_t Threshold(double probability) {
   return static_cast<uint64_t>(std::llround(std::ldexp(probability, 53)));
 }
 
-// x % n and Stream::Below's rejection threshold (2^64 - n) % n for a fixed n, without a 64-bit
-// division per draw (the uniform fresh draw's divisions were most of the generator's time):
-// Lemire's fastmod with a 128-bit constant, exact for every 64-bit x and n >= 1 (Lemire, Kaser,
-// Kurz 2019, "Faster remainder by direct computation").
+// x % n and base::SplitMix64Stream::Below's rejection threshold (2^64 - n) % n for a fixed n,
+// without a 64-bit division per draw (the uniform fresh draw's divisions were most of the
+// generator's time): Lemire's fastmod with a 128-bit constant, exact for every 64-bit x and n >= 1
+// (Lemire, Kaser, Kurz 2019, "Faster remainder by direct computation").
 class FixedModulus {
  public:
   __extension__ typedef unsigned __int128 Wide;
@@ -76,32 +57,13 @@ class FixedModulus {
   Wide m_;
 };
 
-class Stream {
- public:
-  explicit Stream(uint64_t state) : state_(state) {}
-  uint64_t Next() {
-    state_ += base::kSplitMix64Golden;
-    return base::Mix64(state_);
+// The same draw as random.Below(modulus.n()), without its divisions.
+uint64_t Below(base::SplitMix64Stream& random, const FixedModulus& modulus) {
+  for (;;) {
+    const uint64_t x = random.Next();
+    if (x >= modulus.threshold()) return modulus.Of(x);
   }
-  // Exactly uniform in [0, n), n >= 1.
-  uint64_t Below(uint64_t n) {
-    const uint64_t threshold = (0 - n) % n;
-    for (;;) {
-      const uint64_t x = Next();
-      if (x >= threshold) return x % n;
-    }
-  }
-  // The same draw as Below(modulus.n()).
-  uint64_t Below(const FixedModulus& modulus) {
-    for (;;) {
-      const uint64_t x = Next();
-      if (x >= modulus.threshold()) return modulus.Of(x);
-    }
-  }
-
- private:
-  uint64_t state_;
-};
+}
 
 std::string Shape(int64_t num_layers, int64_t num_experts, int64_t top_k) {
   return std::to_string(num_layers) + " MoE layers x " + std::to_string(num_experts) +
@@ -322,7 +284,7 @@ class CorrelatedRouting : public RoutingSource {
   }
   // The same from the node's stream state (TupleHashFrom(fresh_seed_, step, layer, token)).
   void FreshDrawFrom(uint64_t state, int64_t layer, int64_t count, int32_t* out) const {
-    Stream random(state);
+    base::SplitMix64Stream random(state);
     if (uniform_) {
       // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
       // earlier swap moved another value there (tracked in `moved`).
@@ -335,7 +297,7 @@ class CorrelatedRouting : public RoutingSource {
         return position;
       };
       for (int64_t k = 0; k < count; ++k) {
-        const int64_t j = k + static_cast<int64_t>(random.Below(remaining_experts_[k]));
+        const int64_t j = k + static_cast<int64_t>(Below(random, remaining_experts_[k]));
         const int64_t picked = value_at(j), displaced = value_at(k);
         out[k] = static_cast<int32_t>(picked);
         bool found = false;

@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/hash.h"
 #include "routing/correlated_routing.h"
+#include "routing/tuple_hash.h"
 
 namespace moelab::routing {
 namespace {
@@ -16,34 +17,12 @@ namespace {
 constexpr uint64_t kUniformSalt = 0x756e69666f726d00;     // "uniform"
 constexpr uint64_t kPopularitySalt = 0x706f70756c617200;  // "popular"
 
-// Counter-based generator for one (salt, seed, step, layer, token) tuple: its numbers depend on
-// the tuple only, never on what was drawn before for other tokens.
-class TokenRandom {
- public:
-  TokenRandom(uint64_t salt, uint64_t seed, int64_t step, int64_t layer, int64_t token) {
-    uint64_t h = base::SplitMix64(salt ^ base::SplitMix64(seed));
-    h = base::SplitMix64(h ^ static_cast<uint64_t>(step));
-    h = base::SplitMix64(h ^ static_cast<uint64_t>(layer));
-    state_ = base::SplitMix64(h ^ static_cast<uint64_t>(token));
-  }
-
-  uint64_t Next() {
-    state_ += base::kSplitMix64Golden;
-    return base::Mix64(state_);
-  }
-
-  // Exactly uniform in [0, n) for n >= 1: rejects the 2^64 mod n lowest values.
-  uint64_t Below(uint64_t n) {
-    const uint64_t threshold = (0 - n) % n;
-    for (;;) {
-      const uint64_t x = Next();
-      if (x >= threshold) return x % n;
-    }
-  }
-
- private:
-  uint64_t state_ = 0;
-};
+// The generator of one (salt, seed, step, layer, token) tuple: its numbers depend on the tuple
+// only, never on what was drawn before for other tokens.
+base::SplitMix64Stream TokenRandom(uint64_t salt, uint64_t seed, int64_t step, int64_t layer,
+                                   int64_t token) {
+  return base::SplitMix64Stream(internal::TupleHash(salt, seed, step, layer, token));
+}
 
 void CheckModel(const std::string& who, int64_t num_layers, int64_t num_experts, int64_t top_k) {
   if (num_layers < 1)
@@ -95,7 +74,7 @@ class UniformRouting : public RoutingSource {
     std::vector<std::pair<int64_t, int64_t>> displaced;
     displaced.reserve(static_cast<size_t>(top_k_));
     for (int64_t token = 0; token < tokens; ++token) {
-      TokenRandom random(kUniformSalt, seed_, step, layer, token);
+      base::SplitMix64Stream random = TokenRandom(kUniformSalt, seed_, step, layer, token);
       displaced.clear();
       auto value_at = [&](int64_t position) {
         for (const auto& [where, value] : displaced) {
@@ -170,7 +149,7 @@ class PopularityRouting : public RoutingSource {
     out.resize(static_cast<size_t>(tokens));
     std::vector<char> taken(weights.size(), 0);
     for (int64_t token = 0; token < tokens; ++token) {
-      TokenRandom random(kPopularitySalt, seed_, step, layer, token);
+      base::SplitMix64Stream random = TokenRandom(kPopularitySalt, seed_, step, layer, token);
       std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
       ranked.resize(static_cast<size_t>(top_k_));
       uint64_t remaining = totals_[static_cast<size_t>(layer)];

@@ -37,7 +37,7 @@ enum OpKind : uint8_t {
 class Engine : public OpListener {
  public:
   Engine(const SimConfig& config, routing::RoutingSource& routing,
-         const RoutingCalibration& calibration, SimResult& result);
+         const policies::RoutingCalibration& calibration, SimResult& result);
 
   void Run();
   void OnOpDone(OpHandle handle, const Op& op) override;
@@ -100,7 +100,7 @@ class Engine : public OpListener {
 
   const SimConfig& config_;
   routing::RoutingSource& routing_;
-  const RoutingCalibration& calibration_;
+  const policies::RoutingCalibration& calibration_;
   SimResult& result_;
   CostModel cost_;
   OpGraph graph_;

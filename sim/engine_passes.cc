@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "sim/engine.h"
-#include "sim/gate_standins.h"
+#include "policies/gate_standins.h"
 
 namespace moelab::sim {
 
@@ -161,7 +161,7 @@ const std::vector<float>* Engine::Replayed(
 void Engine::RouteLayer(int64_t layer) {
   const int32_t moe_layer = static_cast<int32_t>(layer - first_dense_);
   routing_.Route(pass_, moe_layer, tokens_, routed_);
-  CountDemand(routed_, experts_, counts_, demand_);
+  policies::CountDemand(routed_, experts_, counts_, demand_);
   gate_.clear();
   next_scores_.clear();
   if (const std::vector<float>* replayed =
@@ -169,9 +169,9 @@ void Engine::RouteLayer(int64_t layer) {
       needs_.gate_probabilities && replayed) {
     gate_ = *replayed;
   } else if (needs_.gate_probabilities) {
-    GateProbabilities(counts_, tokens_, top_k_,
-                      calibration_.popularity[static_cast<size_t>(moe_layer)],
-                      config_.calibration.gate_residual_mass, gate_);
+    policies::GateProbabilities(counts_, tokens_, top_k_,
+                                calibration_.popularity[static_cast<size_t>(moe_layer)],
+                                config_.calibration.gate_residual_mass, gate_);
   }
   if (const std::vector<float>* replayed =
           Replayed(&policies::GateSignals::next_layer_scores, moe_layer);
@@ -179,15 +179,15 @@ void Engine::RouteLayer(int64_t layer) {
     next_scores_ = *replayed;
   } else if (needs_.next_layer_scores && moe_layer + 1 < moe_layers_ &&
              static_cast<size_t>(moe_layer) < calibration_.transition.size()) {
-    SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)], demand_,
-                               experts_, next_scores_);
+    policies::SpeculativeNextLayerScores(calibration_.transition[static_cast<size_t>(moe_layer)],
+                                         demand_, experts_, next_scores_);
     if (config_.speculative_recall) {
       // The routing sources are pure functions of (step, layer, token): the next layer's routing
       // is known now and is the same when that layer is routed.
       routing_.Route(pass_, moe_layer + 1, tokens_, next_routed_);
-      CountDemand(next_routed_, experts_, next_counts_, next_demand_);
-      ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_, moe_layer + 1,
-                             next_demand_, next_scores_);
+      policies::CountDemand(next_routed_, experts_, next_counts_, next_demand_);
+      policies::ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_,
+                                       moe_layer + 1, next_demand_, next_scores_);
     }
   }
   policies::LayerDemand demand;

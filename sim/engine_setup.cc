@@ -15,7 +15,7 @@ namespace moelab::sim {
 using policies::ExpertRef;
 
 Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
-               const RoutingCalibration& calibration, SimResult& result)
+               const policies::RoutingCalibration& calibration, SimResult& result)
     : config_(config),
       routing_(routing),
       calibration_(calibration),
@@ -168,7 +168,7 @@ void Engine::SetUp() {
   semantic_.resize(static_cast<size_t>(config_.workload.batch));
   for (int64_t r = 0; r < config_.workload.batch; ++r) {
     semantic_[static_cast<size_t>(r)] =
-        SemanticEmbedding(config_.seed, r, config_.calibration.semantic_dim);
+        policies::SemanticEmbedding(config_.seed, r, config_.calibration.semantic_dim);
   }
 }
 

@@ -35,7 +35,7 @@ void SimConfig::Validate() const {
 }
 
 SimResult SimulateOffload(const SimConfig& config, routing::RoutingSource& routing,
-                          const RoutingCalibration& calibration) {
+                          const policies::RoutingCalibration& calibration) {
   config.Validate();
   SimResult result;
   result.model = config.model.name;
@@ -62,9 +62,9 @@ SimResult SimulateOffload(const SimConfig& config) {
         "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "
         "correlated:... or trace:FILE");
   }
-  const RoutingCalibration calibration =
-      CalibrateRouting(routing_spec, model.num_moe_layers(), model.moe->num_experts,
-                       model.moe->top_k, config.seed, config.calibration);
+  const policies::RoutingCalibration calibration =
+      policies::CalibrateRouting(routing_spec, model.num_moe_layers(), model.moe->num_experts,
+                                 model.moe->top_k, config.seed, config.calibration);
   return SimulateOffload(config, *routing, calibration);
 }
 

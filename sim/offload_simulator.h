@@ -15,7 +15,7 @@
 #include "policies/gate_signals.h"
 #include "policies/offload_policy.h"
 #include "routing/routing_source.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "sim/event_queue.h"
 #include "sim/op_graph.h"
 #include "sim/workload.h"
@@ -59,7 +59,7 @@ struct SimConfig {
   // moelab's executor. Copies overlap it, as they overlap compute.
   double layer_overhead_s = 0;
   bool record_timeline = false;
-  CalibrationOptions calibration;
+  policies::CalibrationOptions calibration;
   // Replayed instead of the gate's stand-ins where a pass and layer has them (the executor's
   // offload runtime records them: policies/gate_signals.h).
   std::shared_ptr<const policies::GateSignals> gate_signals;
@@ -164,6 +164,6 @@ SimResult SimulateOffload(const SimConfig& config);
 // The same with a routing source and calibration supplied by the caller (tests, benchmarks):
 // `routing` must route config.model's MoE layers; config.routing is only reported.
 SimResult SimulateOffload(const SimConfig& config, routing::RoutingSource& routing,
-                          const RoutingCalibration& calibration);
+                          const policies::RoutingCalibration& calibration);
 
 }  // namespace moelab::sim

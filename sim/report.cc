@@ -1,7 +1,7 @@
 // SimResult's printers: the JSON report and the Chrome trace-event timeline.
-#include <cstdio>
 #include <string>
 
+#include "report/chrome_trace.h"
 #include "sim/offload_simulator.h"
 
 namespace moelab::sim {
@@ -36,12 +36,6 @@ std::pair<int, int> Lane(Resource resource) {
       break;
   }
   return {0, 0};
-}
-
-void AppendMicroseconds(std::string& out, double seconds) {
-  char text[40];
-  std::snprintf(text, sizeof(text), "%.3f", seconds * 1e6);
-  out += text;
 }
 
 }  // namespace
@@ -138,18 +132,14 @@ nlohmann::json SimResult::ToJson() const {
 }
 
 std::string SimResult::TimelineJson() const {
-  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"name\":" +
-         nlohmann::json("accelerator: " + accelerator_name).dump() + "}},\n";
-  out += "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,\"args\":{\"name\":" +
-         nlohmann::json("host: " + cpu_name).dump() + "}},\n";
+  report::ChromeTrace trace;
+  trace.ProcessName(1, "accelerator: " + accelerator_name);
+  trace.ProcessName(2, "host: " + cpu_name);
   for (Resource resource :
        {Resource::kAcceleratorCompute, Resource::kHostToDevice, Resource::kDeviceToHost,
         Resource::kCpuCompute, Resource::kStorageRead}) {
     const auto [pid, tid] = Lane(resource);
-    out += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
-           ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":\"" + ResourceName(resource) +
-           "\"}},\n";
+    trace.ThreadName(pid, tid, ResourceName(resource));
   }
   for (size_t i = 0; i < timeline.size(); ++i) {
     const TimelineEntry& e = timeline[i];
@@ -161,17 +151,9 @@ std::string SimResult::TimelineJson() const {
     } else if (e.layer >= 0) {
       name += " layer " + std::to_string(e.layer);
     }
-    out += "{\"name\":\"" + name + "\",\"cat\":\"" + KindName(e.kind) + "\",\"ph\":\"X\",\"ts\":";
-    AppendMicroseconds(out, e.start_s);
-    out += ",\"dur\":";
-    AppendMicroseconds(out, e.duration_s);
-    out += ",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
-           ",\"args\":{\"pass\":" + std::to_string(e.pass) + "}}";
-    out += ",\n";
+    trace.Complete(name, KindName(e.kind), e.start_s, e.duration_s, pid, tid, e.pass);
   }
-  out.resize(out.size() - 2);  // the last ",\n" (there are always metadata events)
-  out += "\n]}\n";
-  return out;
+  return trace.Finish();
 }
 
 }  // namespace moelab::sim

@@ -13,7 +13,7 @@
 #include "executor/weights.h"
 #include "profiler/expert_store_probes.h"
 #include "routing/routing_trace.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "validate/impl/offload_judge.h"
 #include "validate/impl/offload_notes.h"
 #include "validate/impl/offload_run.h"
@@ -122,8 +122,8 @@ impl::Recorded RecordWorkload(const impl::OffloadState& st, const ValidationCase
   std::replace(name.begin(), name.end(), '=', '-');
   r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
   routing::SaveRoutingTrace(r.trace, r.file);
-  r.calibration = sim::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
-                                        target.top_k, request.seed, sim::CalibrationOptions{});
+  r.calibration = policies::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
+                                        target.top_k, request.seed, policies::CalibrationOptions{});
   return r;
 }
 

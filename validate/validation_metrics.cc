@@ -10,18 +10,6 @@
 
 namespace moelab::validate {
 
-double Quantile(std::vector<double> values, double q) {
-  if (values.empty()) throw base::Error("a quantile of no values");
-  if (!(q >= 0 && q <= 1)) throw base::Error("a quantile must be in [0, 1]");
-  std::sort(values.begin(), values.end());
-  const double position = q * static_cast<double>(values.size() - 1);
-  const size_t below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, values.size() - 1);
-  return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
-}
-
-double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
-
 std::optional<std::vector<double>> StepMedians(
     const std::vector<std::vector<double>>& steps_per_run) {
   if (steps_per_run.empty() || steps_per_run.front().empty()) return std::nullopt;

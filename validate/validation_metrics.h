@@ -3,8 +3,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/stats.h"
 #include "validate/operator_breakdown.h"
 #include "validate/validation_case.h"
 
@@ -13,10 +15,12 @@ namespace moelab::validate {
 // The arithmetic of a validation, on fixed inputs (tested against a golden file).
 
 // The q-quantile of `values` (q in [0, 1]) by linear interpolation between order statistics
-// (Hyndman-Fan type 7, numpy's default). Error for an empty list or q outside [0, 1].
-double Quantile(std::vector<double> values, double q);
-// Quantile(values, 0.5).
-double Median(std::vector<double> values);
+// (Hyndman-Fan type 7, numpy's default; base/stats.h). Error for an empty list or q outside [0, 1].
+using base::Quantile;
+// A validation's median: the interpolated 0.5 quantile, a + (b - a) / 2 for an even count, which
+// every validation report was computed with (base::Median's 0.5 * (a + b) can differ in the last
+// bit).
+inline double Median(std::vector<double> values) { return Quantile(std::move(values), 0.5); }
 
 // The sum over steps of each step's median over repeated runs (steps_per_run[r][i]: step i of run
 // r). A burst of load on a shared machine slows a few steps of one run; the median of each step

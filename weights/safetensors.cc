@@ -20,7 +20,8 @@
 #include "base/input_file.h"
 #include "base/json_reader.h"
 #include "base/message_text.h"
-#include "weights/bf16.h"
+#include "kernels/bf16.h"
+#include "kernels/fp16.h"
 
 namespace moelab::weights {
 namespace {
@@ -344,7 +345,7 @@ void SafetensorsFile::ReadBf16(const std::string& name, const std::vector<int64_
       for (size_t i = 0; i < count; ++i) {
         uint16_t half = 0;
         std::memcpy(&half, data + i * sizeof(half), sizeof(half));
-        out[i] = kernels::FloatToBf16(HalfToFloat(half));
+        out[i] = kernels::FloatToBf16(kernels::Fp16ToFloat(half));
       }
       return;
     case TensorDtype::kF32:
@@ -375,7 +376,7 @@ void SafetensorsFile::ReadF32(const std::string& name, const std::vector<int64_t
       for (size_t i = 0; i < count; ++i) {
         uint16_t half = 0;
         std::memcpy(&half, data + i * sizeof(half), sizeof(half));
-        out[i] = HalfToFloat(half);
+        out[i] = kernels::Fp16ToFloat(half);
       }
       return;
     case TensorDtype::kF32:

@@ -6,8 +6,10 @@
 
 #include "base/error.h"
 #include "executor/offload/storage_tier.h"
+#include "policies/calibration.h"
 #include "policies/registry.h"
 #include "policies/semantic_embedding.h"
+#include "report/format.h"
 
 namespace moelab::executor::offload {
 namespace {
@@ -20,10 +22,6 @@ using policies::FetchTarget;
 
 double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string Megabytes(double bytes) {
-  return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
 }
 
 // What the policy is built on: the model's layers and experts, and the expert memory as the
@@ -77,6 +75,14 @@ void OffloadOptions::Validate() const {
     throw base::Error("--offload-readers must be at least 1, got " +
                       std::to_string(reader_threads));
   if (semantic_dim < 1) throw base::Error("offload: semantic_dim must be at least 1");
+}
+
+void OffloadOptions::CalibrateOn(const std::string& spec, int64_t num_layers, int64_t num_experts,
+                                 int64_t top_k, uint64_t seed) {
+  policies::RoutingCalibration calibration = policies::CalibrateRouting(
+      spec, num_layers, num_experts, top_k, seed, policies::CalibrationOptions{});
+  popularity = std::move(calibration.popularity);
+  history = std::move(calibration.history);
 }
 
 nlohmann::json OffloadStats::ToJson() const {
@@ -192,7 +198,7 @@ std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& confi
   if (fit < config.top_k) {
     throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
                       " bytes holds " + std::to_string(fit) + " experts of " +
-                      Megabytes(static_cast<double>(expert_bytes)) +
+                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
                       ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
                       std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
@@ -204,7 +210,8 @@ std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& confi
           setup.accelerator_bytes) {
     throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
                       std::to_string(slots) + " cached experts and " + std::to_string(staging) +
-                      " staging buffers of " + Megabytes(static_cast<double>(expert_bytes)) +
+                      " staging buffers of " +
+                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
                       ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   return policy;

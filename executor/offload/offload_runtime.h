@@ -41,8 +41,8 @@ struct OffloadOptions {
   int reader_threads = 2;                    // asynchronous reads in flight (--offload-readers)
   ReaderKind reader = ReaderKind::kThreads;  // how they are issued (--offload-reader)
   // What the policies may know before the first token (OffloadSetup): calibration popularity
-  // [moe layer][expert] (empty: flat) and fMoE's expert maps; moelab run passes them from
-  // --offload-calibration (the routing sim offload calibrates on), none without it.
+  // [moe layer][expert] (empty: flat) and fMoE's expert maps; CalibrateOn fills them (moelab run
+  // --offload-calibration), none without it.
   model::PopularityTable popularity;
   std::vector<policies::OffloadSetup::ExpertMap> history;
   int64_t semantic_dim = 16;  // fMoE's seeded per-request embeddings
@@ -55,6 +55,11 @@ struct OffloadOptions {
   std::optional<model::FiddlerLatencyModel> fiddler_latency;
 
   void Validate() const;  // Error naming the flag
+  // Calibrates the policies on the routing `spec` names (a --routing value, e.g. trace:FILE) for a
+  // model of this shape: policies::CalibrateRouting with its default options and `seed`, the very
+  // sample sim offload calibrates on for the same routing and seed. Errors are CalibrateRouting's.
+  void CalibrateOn(const std::string& spec, int64_t num_layers, int64_t num_experts, int64_t top_k,
+                   uint64_t seed);
 };
 
 struct OffloadStats {

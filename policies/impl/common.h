@@ -1,13 +1,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "policies/offload_policy.h"
+#include "report/format.h"
 
 // Small helpers the policies in policies/impl/ share.
 namespace moelab::policies::impl {
@@ -42,12 +42,6 @@ inline ExpertDecision& AddDecision(LayerPlan& plan, int32_t expert, ExpertAction
   decision.expert = expert;
   decision.action = action;
   return decision;
-}
-
-inline std::string GigaBytes(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GB", bytes / 1e9);
-  return text;
 }
 
 // Least-recently-used order over a fixed universe of items (flat expert indices), O(1) per

@@ -30,10 +30,11 @@ class FiddlerPolicy : public OffloadPolicy {
         on_accelerator_(static_cast<size_t>(setup.num_moe_layers * setup.num_experts), 0) {
     const double budget = setup.ExpertBudgetBytes(setup.num_layers, staging_);
     if (budget < 0) {
-      throw base::Error(
-          "policy 'fiddler': the non-expert weights, KV cache and " + std::to_string(staging_) +
-          " staging buffer(s) need " + GigaBytes(setup.accelerator_bytes - budget) +
-          " of accelerator memory, the accelerator has " + GigaBytes(setup.accelerator_bytes));
+      throw base::Error("policy 'fiddler': the non-expert weights, KV cache and " +
+                        std::to_string(staging_) + " staging buffer(s) need " +
+                        report::FormatGigabytes(setup.accelerator_bytes - budget, 2) +
+                        " of accelerator memory, the accelerator has " +
+                        report::FormatGigabytes(setup.accelerator_bytes, 2));
     }
     slots_ = std::min(setup.ExpertSlots(setup.num_layers, staging_),
                       setup.num_moe_layers * setup.num_experts);

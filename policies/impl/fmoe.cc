@@ -86,9 +86,10 @@ class FmoePolicy : public OffloadPolicy {
     }
     slots_ = std::min(setup.ExpertSlots(setup.num_layers, 0), layers_ * experts_);
     if (slots_ < 1) {
-      throw base::Error("policy 'fmoe': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
+      throw base::Error("policy 'fmoe': accelerator memory (" +
+                        report::FormatGigabytes(setup.accelerator_bytes, 2) +
                         ") leaves no room for a single expert of " +
-                        GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                        report::FormatGigabytes(static_cast<double>(setup.expert_bytes), 2) +
                         " after the non-expert weights and KV cache; raise --accelerator-memory");
     }
     for (const OffloadSetup::ExpertMap& map : setup.history) {

@@ -65,22 +65,23 @@ class LruPrefetchPolicy : public OffloadPolicy {
       if (k_ > per_layer) {
         throw base::Error("--cache-per-layer " + std::to_string(k_) + ": " +
                           std::to_string(k_ * setup.num_moe_layers) + " cached experts of " +
-                          GigaBytes(static_cast<double>(setup.expert_bytes)) + " plus " +
-                          std::to_string(staging_) +
+                          report::FormatGigabytes(static_cast<double>(setup.expert_bytes), 2) +
+                          " plus " + std::to_string(staging_) +
                           " staging buffers do not fit in accelerator memory (" +
-                          GigaBytes(setup.accelerator_bytes) + "); at most " +
+                          report::FormatGigabytes(setup.accelerator_bytes, 2) + "); at most " +
                           std::to_string(per_layer) + " per layer fit");
       }
     } else {
       k_ = per_layer;
       if (k_ < 1) {
-        throw base::Error(
-            "policy 'lru-prefetch': accelerator memory (" + GigaBytes(setup.accelerator_bytes) +
-            ") does not hold one expert per layer (" + std::to_string(setup.num_moe_layers) +
-            " x " + GigaBytes(static_cast<double>(setup.expert_bytes)) + ") plus " +
-            std::to_string(staging_) +
-            " staging buffers after the non-expert weights; "
-            "raise --accelerator-memory or lower --staging-buffers");
+        throw base::Error("policy 'lru-prefetch': accelerator memory (" +
+                          report::FormatGigabytes(setup.accelerator_bytes, 2) +
+                          ") does not hold one expert per layer (" +
+                          std::to_string(setup.num_moe_layers) + " x " +
+                          report::FormatGigabytes(static_cast<double>(setup.expert_bytes), 2) +
+                          ") plus " + std::to_string(staging_) +
+                          " staging buffers after the non-expert weights; "
+                          "raise --accelerator-memory or lower --staging-buffers");
       }
     }
     for (int64_t layer = 0; layer < setup.num_moe_layers; ++layer) {

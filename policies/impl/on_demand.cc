@@ -20,9 +20,9 @@ class OnDemandPolicy : public OffloadPolicy {
         lru_(setup.num_moe_layers * setup.num_experts) {
     if (slots_ < 1) {
       throw base::Error("policy 'on-demand': accelerator memory (" +
-                        GigaBytes(setup.accelerator_bytes) +
+                        report::FormatGigabytes(setup.accelerator_bytes, 2) +
                         ") leaves no room for a single expert of " +
-                        GigaBytes(static_cast<double>(setup.expert_bytes)) +
+                        report::FormatGigabytes(static_cast<double>(setup.expert_bytes), 2) +
                         " after the non-expert weights and KV cache; raise --accelerator-memory");
     }
     slots_ = std::min(slots_, setup.num_moe_layers * setup.num_experts);

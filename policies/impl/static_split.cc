@@ -27,11 +27,12 @@ class StaticSplitPolicy : public OffloadPolicy {
       if (!Fits(gpu_layers_)) {
         throw base::Error(
             "--gpu-layers " + std::to_string(gpu_layers_) + ": layers 0-" +
-            std::to_string(gpu_layers_ - 1) + " need " + GigaBytes(NeededBytes(gpu_layers_)) +
+            std::to_string(gpu_layers_ - 1) + " need " +
+            report::FormatGigabytes(NeededBytes(gpu_layers_), 2) +
             " of accelerator memory (dense parts, experts, KV cache, embeddings, LM head), "
             "the accelerator has " +
-            GigaBytes(setup.accelerator_bytes) + "; at most " + std::to_string(most) +
-            " layers fit");
+            report::FormatGigabytes(setup.accelerator_bytes, 2) + "; at most " +
+            std::to_string(most) + " layers fit");
       }
     } else {
       gpu_layers_ = most;

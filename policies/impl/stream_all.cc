@@ -17,10 +17,11 @@ class StreamAllPolicy : public OffloadPolicy {
  public:
   explicit StreamAllPolicy(const OffloadSetup& setup) : setup_(setup) {
     if (setup.ExpertBudgetBytes(setup.num_layers, setup.num_experts) < 0) {
-      throw base::Error("policy 'stream-all': memory (" + GigaBytes(setup.accelerator_bytes) +
-                        ") does not hold one layer's " + std::to_string(setup.num_experts) +
-                        " experts of " + GigaBytes(static_cast<double>(setup.expert_bytes)) +
-                        " after the non-expert weights; raise the memory");
+      throw base::Error(
+          "policy 'stream-all': memory (" + report::FormatGigabytes(setup.accelerator_bytes, 2) +
+          ") does not hold one layer's " + std::to_string(setup.num_experts) + " experts of " +
+          report::FormatGigabytes(static_cast<double>(setup.expert_bytes), 2) +
+          " after the non-expert weights; raise the memory");
     }
   }
 

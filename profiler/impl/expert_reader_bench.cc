@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/stats.h"
 #include "executor/offload/expert_store.h"
 #include "executor/offload/offload_runtime.h"
 #include "executor/offload/reader_pass.h"
@@ -162,7 +163,7 @@ class ExpertReaderBench : public OperatorBench {
       }
       // The repetition's median pass; the profile's sample takes the median over the
       // repetitions of every round (a family's bench is built afresh each round).
-      if (!compute_rates.empty()) state.counters["compute_rate"] = Median(compute_rates);
+      if (!compute_rates.empty()) state.counters["compute_rate"] = base::Median(compute_rates);
     });
   }
 

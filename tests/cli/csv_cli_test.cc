@@ -21,7 +21,7 @@ using testing::RunMoelab;
 std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
   std::vector<std::vector<std::string>> rows(1);
   std::string field;
-  bool quoted = false, in_field = false;
+  bool quoted = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
@@ -35,7 +35,6 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
       }
     } else if (c == '"') {
       quoted = true;
-      in_field = true;
     } else if (c == ',') {
       rows.back().push_back(field);
       field.clear();
@@ -45,7 +44,6 @@ std::vector<std::vector<std::string>> ParseCsv(const std::string& text) {
       rows.emplace_back();
     } else {
       field += c;
-      in_field = true;
     }
   }
   EXPECT_FALSE(quoted) << "unterminated quote";

@@ -151,8 +151,13 @@ TEST(Speculative, TargetAlphaEmitsTheTargetsGreedyDecode) {
       EXPECT_EQ(sd.outputs, reference.outputs) << "batch " << batch << " alpha " << alpha;
       int64_t accepted = 0;
       for (const int64_t a : sd.accepted_per_round) accepted += a;
-      if (alpha == 0.0) EXPECT_EQ(accepted, 0);
-      if (alpha == 0.9) EXPECT_GT(accepted, static_cast<int64_t>(sd.accepted_per_round.size()));
+      // Braced: gtest's EXPECT_* expand to an if/else (-Wdangling-else).
+      if (alpha == 0.0) {
+        EXPECT_EQ(accepted, 0);
+      }
+      if (alpha == 0.9) {
+        EXPECT_GT(accepted, static_cast<int64_t>(sd.accepted_per_round.size()));
+      }
     }
   }
 }

@@ -17,7 +17,7 @@
 #include "policies/memory_plan.h"
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "sim/offload_simulator.h"
 #include "tests/executor/tiny_models.h"
 #include "tests/support/test_paths.h"
@@ -60,8 +60,8 @@ struct Fixture {
     trace_file = (dir / "trace.json").string();
     routing::SaveRoutingTrace(trace, trace_file);
     calibration =
-        sim::CalibrateRouting("trace:" + trace_file, config.num_layers, config.num_experts,
-                              config.top_k, kSeed, sim::CalibrationOptions{});
+        policies::CalibrateRouting("trace:" + trace_file, config.num_layers, config.num_experts,
+                                   config.top_k, kSeed, policies::CalibrationOptions{});
     bool built = false;
     store = offload::PrepareExpertStore(
         config, "synthetic seed 13", dir, [&](offload::ExpertStoreWriter& writer) {
@@ -154,7 +154,7 @@ struct Fixture {
   routing::RoutingTrace trace;
   std::string trace_file;
   std::vector<TokenIds> prompts;
-  sim::RoutingCalibration calibration;
+  policies::RoutingCalibration calibration;
   ModelWeights weights;
   offload::PreparedStore store;
 };

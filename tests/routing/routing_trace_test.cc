@@ -23,8 +23,8 @@ RoutingTrace SmallTrace() {
   trace.num_experts = 4;
   trace.top_k = 2;
   trace.source = "hand-written test trace";
-  trace.steps.push_back({"prefill", 3, {{{0, 1}, {2, 3}, {1, 0}}, {{3, 2}, {3, 0}, {1, 2}}}});
-  trace.steps.push_back({"decode", 2, {{{1, 2}, {1, 3}}, {{0, 3}, {2, 0}}}});
+  trace.steps.push_back({"prefill", 3, {{{0, 1}, {2, 3}, {1, 0}}, {{3, 2}, {3, 0}, {1, 2}}}, {}});
+  trace.steps.push_back({"decode", 2, {{{1, 2}, {1, 3}}, {{0, 3}, {2, 0}}}, {}});
   return trace;
 }
 
@@ -94,7 +94,7 @@ TEST(RoutingTrace, EmptyTraceAndZeroTokenStepRoundTrip) {
   trace.steps.clear();
   SaveRoutingTrace(trace, (dir / "empty.json").string());
   EXPECT_EQ(LoadRoutingTrace((dir / "empty.json").string()), trace);
-  trace.steps.push_back({"decode", 0, {{}, {}}});
+  trace.steps.push_back({"decode", 0, {{}, {}}, {}});
   SaveRoutingTrace(trace, (dir / "zero.json").string());
   EXPECT_EQ(LoadRoutingTrace((dir / "zero.json").string()), trace);
   std::filesystem::remove_all(dir);

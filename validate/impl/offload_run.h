@@ -15,7 +15,7 @@
 #include "kernels/thread_pool.h"
 #include "policies/gate_signals.h"
 #include "routing/routing_trace.h"
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 #include "validate/validation_case.h"
 
 namespace moelab::validate::impl {
@@ -25,7 +25,7 @@ namespace moelab::validate::impl {
 struct Recorded {
   routing::RoutingTrace trace;
   std::string file;
-  sim::RoutingCalibration calibration;
+  policies::RoutingCalibration calibration;
   std::vector<executor::TokenIds> prompts;
   std::shared_ptr<const policies::GateSignals> signals;  // [case]: filled by the first run
 };

@@ -8,9 +8,9 @@
 #include "policies/offload_policy.h"
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
-#include "sim/gate_standins.h"
+#include "policies/gate_standins.h"
 
-namespace moelab::sim {
+namespace moelab::policies {
 
 // What the policies may learn about routing before the run (their "calibration data"), and the
 // simulator's stand-ins for quantities only a real model has (gate probabilities, the
@@ -38,7 +38,7 @@ struct RoutingCalibration {
   // [layer][e * E + e2]: P(expert e2 is used at layer+1 | expert e is used at layer), smoothed
   // towards layer+1's popularity by one pseudo-count; layers 0..L-2. The speculative gate.
   std::vector<std::vector<float>> transition;
-  std::vector<policies::OffloadSetup::ExpertMap> history;  // per sampled token, for fMoE
+  std::vector<OffloadSetup::ExpertMap> history;  // per sampled token, for fMoE
 };
 
 // Samples the routing `spec` names with a seed derived from `seed`; a trace is read directly
@@ -51,4 +51,4 @@ RoutingCalibration CalibrateRouting(const std::string& spec, int64_t num_layers,
                                     int64_t num_experts, int64_t top_k, uint64_t seed,
                                     const CalibrationOptions& options);
 
-}  // namespace moelab::sim
+}  // namespace moelab::policies

@@ -1,10 +1,10 @@
-#include "sim/gate_standins.h"
+#include "policies/gate_standins.h"
 
 #include <algorithm>
 
 #include "base/hash.h"
 
-namespace moelab::sim {
+namespace moelab::policies {
 
 void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64_t top_k,
                        const std::vector<double>& popularity_row, double residual_mass,
@@ -23,7 +23,7 @@ void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64
 }
 
 void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t experts,
-                 std::vector<int64_t>& counts, std::vector<policies::ExpertDemand>& demand) {
+                 std::vector<int64_t>& counts, std::vector<ExpertDemand>& demand) {
   counts.assign(static_cast<size_t>(experts), 0);
   for (const std::vector<int32_t>& token : routed) {
     for (int32_t expert : token) ++counts[static_cast<size_t>(expert)];
@@ -41,10 +41,10 @@ void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t expert
 }
 
 void SpeculativeNextLayerScores(const std::vector<float>& transition,
-                                std::span<const policies::ExpertDemand> demand, int64_t experts,
+                                std::span<const ExpertDemand> demand, int64_t experts,
                                 std::vector<float>& out) {
   out.assign(static_cast<size_t>(experts), 0.0f);
-  for (const policies::ExpertDemand& d : demand) {
+  for (const ExpertDemand& d : demand) {
     const float* row = &transition[static_cast<size_t>(d.expert * experts)];
     const float weight = static_cast<float>(d.tokens);
     for (int64_t next = 0; next < experts; ++next)
@@ -53,11 +53,10 @@ void SpeculativeNextLayerScores(const std::vector<float>& transition,
 }
 
 void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t layer,
-                            std::span<const policies::ExpertDemand> next_demand,
-                            std::vector<float>& out) {
+                            std::span<const ExpertDemand> next_demand, std::vector<float>& out) {
   constexpr uint64_t kRecallSalt = 0x7265636173706563ULL;  // "recaspec"
   const float top = out.empty() ? 0.0f : *std::max_element(out.begin(), out.end());
-  for (const policies::ExpertDemand& d : next_demand) {
+  for (const ExpertDemand& d : next_demand) {
     const uint64_t draw = base::Mix64(
         base::SplitMix64(seed ^ kRecallSalt) ^
         base::SplitMix64(static_cast<uint64_t>(pass) * 1000003u + static_cast<uint64_t>(layer)) ^
@@ -68,4 +67,4 @@ void ApplySpeculativeRecall(double recall, uint64_t seed, int64_t pass, int64_t 
   }
 }
 
-}  // namespace moelab::sim
+}  // namespace moelab::policies

@@ -1,4 +1,4 @@
-#include "sim/calibration.h"
+#include "policies/calibration.h"
 
 #include <algorithm>
 #include <numeric>
@@ -7,7 +7,7 @@
 #include "base/hash.h"
 #include "routing/routing_trace.h"
 
-namespace moelab::sim {
+namespace moelab::policies {
 namespace {
 
 constexpr uint64_t kCalibrationSalt = 0x63616c6962726174ULL;  // "calibrat"
@@ -113,7 +113,7 @@ RoutingCalibration CalibrateRouting(const routing::RoutingSpec& spec, int64_t nu
   std::vector<int64_t> counts(experts);
   std::vector<float> row;
   for (size_t token = 0; token < history; ++token) {
-    policies::OffloadSetup::ExpertMap map;
+    OffloadSetup::ExpertMap map;
     map.request = static_cast<int64_t>(token) / options.tokens_per_request;
     map.semantic = SemanticEmbedding(base::SplitMix64(seed ^ kCalibrationSalt), map.request,
                                      options.semantic_dim);
@@ -129,4 +129,4 @@ RoutingCalibration CalibrateRouting(const routing::RoutingSpec& spec, int64_t nu
   return calibration;
 }
 
-}  // namespace moelab::sim
+}  // namespace moelab::policies

@@ -1,0 +1,27 @@
+#include "base/stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+
+namespace moelab::base {
+
+double Median(std::vector<double> values) {
+  if (values.empty()) throw Error("a median of no values");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double Quantile(std::vector<double> values, double q) {
+  if (values.empty()) throw Error("a quantile of no values");
+  if (!(q >= 0 && q <= 1)) throw Error("a quantile must be in [0, 1]");
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const size_t below = static_cast<size_t>(std::floor(position));
+  const size_t above = std::min(below + 1, values.size() - 1);
+  return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
+}
+
+}  // namespace moelab::base
