@@ -5,8 +5,10 @@
 #include <iostream>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "executor/offload/storage_tier.h"
 #include "policies/registry.h"
+#include "report/format.h"
 #include "policies/semantic_embedding.h"
 
 namespace moelab::executor::offload {
@@ -22,9 +24,8 @@ double Since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string Megabytes(double bytes) {
-  return std::to_string(static_cast<int64_t>(bytes / 1e6)) + " MB";
-}
+// In the unit that suits the size ("22.02 MB", "512 B"): whole megabytes printed "0 MB".
+std::string Megabytes(double bytes) { return report::FormatBytes(bytes); }
 
 // What the policy is built on: the model's layers and experts, and the expert memory as the
 // accelerator's (the dense parts and embeddings stay in RAM outside the budget).
@@ -52,11 +53,13 @@ std::unique_ptr<policies::OffloadPolicy> MakePolicy(const OffloadOptions& option
   try {
     return policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
   } catch (const base::Error& e) {
-    // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
+    // The policies speak of the simulator's accelerator (and its --policy); here the fast tier is
+    // the RAM budget, and the policy is --offload's.
     std::string message = e.what();
     for (const auto& [from, to] :
          {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
-          {"accelerator memory", "expert memory (--expert-memory)"}}) {
+          {"accelerator memory", "expert memory (--expert-memory)"},
+          {"--policy:", "--offload:"}}) {
       for (size_t at = message.find(from); at != std::string::npos;
            at = message.find(from, at + to.size())) {
         message.replace(at, from.size(), to);
@@ -73,9 +76,11 @@ void OffloadOptions::Validate() const {
   if (expert_memory_bytes < 1)
     throw base::Error("--expert-memory must be at least 1 byte, got " +
                       std::to_string(expert_memory_bytes));
-  if (reader_threads < 1)
-    throw base::Error("--offload-readers must be at least 1, got " +
-                      std::to_string(reader_threads));
+  // Before any reader starts: each is a thread with a buffer of one expert (or an io_uring entry
+  // with one), so 1,000,000,000 readers took all memory, and thousands ended in std::terminate.
+  base::CheckCount(reader_threads, 1, base::kMaxReadsInFlight, "--offload-readers",
+                   "reads in flight, each a thread or io_uring entry with a buffer of one expert; "
+                   "a few dozen saturate an NVMe drive");
   if (semantic_dim < 1) throw base::Error("offload: semantic_dim must be at least 1");
 }
 
