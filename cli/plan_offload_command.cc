@@ -22,11 +22,12 @@ int PlanOffload(const std::vector<std::string>& args) {
   const auto gigabytes = [](const std::string& text) {
     std::vector<double> bytes;
     for (double gb : base::ParseNumberList(text, "memory")) {
+      if (!(gb > 0))
+        throw base::Error("--memory values must be > 0 GB, got " + FormatNumber(gb, 3));
       // The bound every memory size has (base/units.h): 1e300 GB printed an "inf GB" row.
-      if (!(gb > 0 && gb * 1e9 <= base::kMaxBytes)) {
+      if (!(gb * 1e9 <= base::kMaxBytes)) {
         throw base::Error("--memory " + report::ShortestText(gb) +
-                          ": expected a size in GB above 0 " +
-                          "and at most 2^60 bytes (1.15e9 GB; docs/limits.md)");
+                          ": expected at most 2^60 bytes (1.15e9 GB; docs/limits.md)");
       }
       bytes.push_back(gb * 1e9);
     }

@@ -13,6 +13,9 @@ namespace moelab::fit {
 model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
                                                    double storage_read_bytes_per_s,
                                                    int64_t reads_in_flight) {
+  if (reads_in_flight < 1)
+    throw base::Error("storage tier: reads in flight must be at least 1, got " +
+                      std::to_string(reads_in_flight));
   base::CheckCount(reads_in_flight, 1, base::kMaxReadsInFlight, "--reads-in-flight",
                    "the reads moelab run --offload-readers may keep in flight");
   if (!(memory_bytes > 0 && std::isfinite(memory_bytes)))

@@ -89,10 +89,6 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
         // A configuration the policy cannot run at this size (e.g. too little memory for its
         // cache).
         cell.error = e.what();
-        // The simulator's option is this command's --memory (the size this row tries).
-        for (size_t at = cell.error.find("--accelerator-memory"); at != std::string::npos;
-             at = cell.error.find("--accelerator-memory", at))
-          cell.error.replace(at, 20, "--memory");
       }
       result.cells.push_back(std::move(cell));
     }
