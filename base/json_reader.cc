@@ -7,8 +7,11 @@
 #include <vector>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "base/error.h"
+#include "base/limits.h"
+#include "base/units.h"
 #include "base/input_file.h"
 #include "base/message_text.h"
 
@@ -23,6 +26,7 @@ struct Frame {
   bool expect_key = false;
   std::string key;
   size_t index = 0;
+  std::unordered_set<std::string> keys;  // an object's keys so far: a repeated one is refused
 };
 
 std::string FieldPath(const std::vector<Frame>& stack) {
@@ -51,6 +55,12 @@ void PreScan(std::string_view text, const std::string& origin, const std::string
       if (!stack.empty() && stack.back().object && stack.back().expect_key) {
         stack.back().key = std::string(text.substr(begin, std::min(i, text.size()) - begin));
         stack.back().expect_key = false;
+        // The parser keeps a repeated key's last value without a word; which one the user meant
+        // is theirs to say.
+        if (!stack.back().keys.insert(stack.back().key).second) {
+          throw Error(origin + ": " + FieldPath(stack) + ": key repeated in its object (" + kind +
+                      " keys must be unique)");
+        }
       }
     } else if (c == '{' || c == '[') {
       if (static_cast<int>(stack.size()) >= kMaxJsonDepth) {
@@ -188,6 +198,31 @@ int64_t JsonReader::Int(std::string_view key, int64_t minimum) const {
 
 int64_t JsonReader::Int(std::string_view key, int64_t minimum, int64_t fallback) const {
   return Has(key) ? Int(key, minimum) : fallback;
+}
+
+int64_t JsonReader::Count(std::string_view key, int64_t minimum, int64_t maximum) const {
+  const int64_t count = Int(key, minimum);
+  if (count > maximum) {
+    Fail(key, "an integer from " + std::to_string(minimum) + " to " + std::to_string(maximum) +
+                  " (docs/limits.md)");
+  }
+  return count;
+}
+
+double JsonReader::Seconds(std::string_view key) const {
+  const double seconds = Number(key, 0.0, true);
+  if (seconds > kMaxSeconds) Fail(key, "at most 1e+06 seconds (docs/limits.md)");
+  return seconds;
+}
+
+double JsonReader::Seconds(std::string_view key, double fallback) const {
+  return Has(key) ? Seconds(key) : fallback;
+}
+
+double JsonReader::BytesPerSecond(std::string_view key) const {
+  const double rate = Number(key, 0.0);
+  if (rate > kMaxBytes) Fail(key, "at most 2^60 bytes per second (docs/limits.md)");
+  return rate;
 }
 
 double JsonReader::Number(std::string_view key, double exclusive_minimum, bool allow_equal) const {

@@ -44,6 +44,13 @@ class JsonReader {
   // Integers must be whole numbers within range; `minimum` is inclusive.
   int64_t Int(std::string_view key, int64_t minimum) const;
   int64_t Int(std::string_view key, int64_t minimum, int64_t fallback) const;
+  // An integer in [minimum, maximum]: a count with a named bound (base/limits.h, docs/limits.md).
+  int64_t Count(std::string_view key, int64_t minimum, int64_t maximum) const;
+  // Seconds: finite, >= 0 and at most kMaxSeconds (base/limits.h).
+  double Seconds(std::string_view key) const;
+  double Seconds(std::string_view key, double fallback) const;
+  // A rate in bytes per second: finite, > 0 and at most 2^60 (1 EiB/s, kMaxBytes per second).
+  double BytesPerSecond(std::string_view key) const;
   // Finite numbers strictly greater than `exclusive_minimum` unless `allow_equal`.
   double Number(std::string_view key, double exclusive_minimum, bool allow_equal = false) const;
   double Number(std::string_view key, double exclusive_minimum, bool allow_equal,

@@ -1,5 +1,6 @@
 #include "base/message_text.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace moelab::base {
@@ -27,6 +28,36 @@ std::string EscapeForMessage(std::string_view bytes, size_t max_chars) {
       std::snprintf(hex, sizeof hex, "\\x%02x", byte);
       text += hex;
     }
+  }
+  return text;
+}
+
+std::string OneLineMessage(std::string_view message) {
+  // A word (a path, a value) longer than kMaxWord keeps its start and its end (a path's file name).
+  constexpr size_t kMaxWord = 120, kHead = 50, kTail = 60;
+  std::string shortened;
+  for (size_t begin = 0; begin < message.size();) {
+    const size_t end = std::min(message.find(' ', begin), message.size());
+    const std::string_view word = message.substr(begin, end - begin);
+    if (word.size() > kMaxWord) {
+      shortened += std::string(word.substr(0, kHead)) + "..." +
+                   std::string(word.substr(word.size() - kTail));
+    } else {
+      shortened += std::string(word);
+    }
+    if (end < message.size()) shortened += ' ';
+    begin = end + 1;
+  }
+  std::string text;
+  for (const char raw : shortened) {
+    const auto byte = static_cast<unsigned char>(raw);
+    if (byte >= 0x20 && byte != 0x7f) {
+      text += raw;
+      continue;
+    }
+    char hex[5];
+    std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+    text += hex;
   }
   return text;
 }

@@ -1,5 +1,6 @@
 #include "cli/cost_options.h"
 
+#include "base/limits.h"
 #include "cli/output.h"
 
 namespace moelab::cli {
@@ -59,8 +60,9 @@ plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
       base::ParseNumber(values["compute-efficiency"].as<std::string>(), "compute-efficiency");
   options.assumed.memory_efficiency =
       base::ParseNumber(values["memory-efficiency"].as<std::string>(), "memory-efficiency");
-  options.assumed.kernel_launch_s =
-      base::ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s");
+  options.assumed.kernel_launch_s = base::CheckSeconds(
+      base::ParseNumber(values["kernel-launch-s"].as<std::string>(), "kernel-launch-s"),
+      "--kernel-launch-s");
   return options;
 }
 

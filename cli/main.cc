@@ -7,6 +7,7 @@
 #include "cli/output.h"
 #include "base/error.h"
 #include "base/input_file.h"
+#include "base/message_text.h"
 #include "report/provenance.h"
 
 namespace {
@@ -73,10 +74,10 @@ int main(int argc, char** argv) {
     return chosen->run(std::vector<std::string>(
         args.begin() + static_cast<long>(chosen->words.size()), args.end()));
   } catch (const moelab::base::Error& e) {
-    std::cerr << "moelab: error: " << e.what() << "\n";
+    std::cerr << "moelab: error: " << moelab::base::OneLineMessage(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "moelab: internal error: " << e.what() << "\n";
+    std::cerr << "moelab: internal error: " << moelab::base::OneLineMessage(e.what()) << "\n";
     return 3;
   }
 }

@@ -1,9 +1,38 @@
 #include "cli/options.h"
 
+#include <cmath>
 #include <iostream>
 
 #include "base/error.h"
+#include "base/message_text.h"
 #include "report/format.h"
+
+namespace boost {
+
+void validate(boost::any& value, const std::vector<std::string>& texts, uint64_t*, int) {
+  namespace po = boost::program_options;
+  po::validators::check_first_occurrence(value);
+  const std::string& text = po::validators::get_single_string(texts);
+  uint64_t number = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  // from_chars takes no sign, so "-1" and "+1" stop at once; overflow is an error too.
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    throw po::invalid_option_value(text);
+  value = number;
+}
+
+void validate(boost::any& value, const std::vector<std::string>& texts, double*, int) {
+  namespace po = boost::program_options;
+  po::validators::check_first_occurrence(value);
+  const std::string& text = po::validators::get_single_string(texts);
+  try {
+    value = moelab::base::ParseNumber(text, "");  // finite, the whole text
+  } catch (const moelab::base::Error&) {
+    throw po::invalid_option_value(text);  // Boost's message names the option as given
+  }
+}
+
+}  // namespace boost
 
 namespace moelab::cli {
 
@@ -27,9 +56,15 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
     }
     po::notify(values);
   } catch (const po::error& e) {
-    throw base::Error(std::string(e.what()) + " (see --help)");
+    // Boost quotes the argument as given: escaped, as every message quoting input.
+    throw base::Error(base::EscapeForMessage(e.what(), 200) + " (see --help)");
   }
   return true;
+}
+
+template <>
+po::typed_value<double>* Into<double>(double* field) {
+  return po::value<double>(field)->default_value(*field, report::ShortestText(*field));
 }
 
 po::typed_value<std::string>* NumberInto(double* field, const std::string& name) {

@@ -10,6 +10,16 @@
 
 #include "base/number_lists.h"  // ParseNumber, ParseIntList, ParseNumberList: option values
 
+// Unsigned options (the seeds): Boost reads "-1" into a uint64_t as 2^64-1. This overload, found
+// through boost::any's namespace and a better match than Boost's own (int, not long), takes only
+// whole decimal numbers within uint64_t; anything else is Boost's "the argument ('-1') for option
+// '--seed' is invalid", naming the option as given.
+namespace boost {
+void validate(boost::any& value, const std::vector<std::string>& texts, uint64_t*, int);
+// Double options: finite numbers only (Boost reads "inf" and "nan"), refused the same way.
+void validate(boost::any& value, const std::vector<std::string>& texts, double*, int);
+}  // namespace boost
+
 namespace moelab::cli {
 
 namespace po = boost::program_options;
@@ -26,6 +36,11 @@ template <typename T>
 po::typed_value<T>* Into(T* field) {
   return po::value<T>(field)->default_value(*field);
 }
+
+// A double's default as --help prints it: the shortest text that reads back (0.8, not Boost's
+// 0.80000000000000004).
+template <>
+po::typed_value<double>* Into<double>(double* field);
 
 // An option given as text and parsed into `*field` by `parse` (strict parsers that name the option
 // in their errors); `shown_default` is what --help prints and what `parse` sees when not given.

@@ -1,6 +1,7 @@
 // moelab plan offload: each offload policy's TPOT (and TTFT, hit rate) across accelerator memory
 // sizes, for one model, host and workload, from the offload simulator (plan/offload_sweep.h).
 #include "base/error.h"
+#include "base/units.h"
 #include "cli/command.h"
 #include "cli/cost_options.h"
 #include "cli/options.h"
@@ -23,6 +24,11 @@ int PlanOffload(const std::vector<std::string>& args) {
     for (double gb : base::ParseNumberList(text, "memory")) {
       if (!(gb > 0))
         throw base::Error("--memory values must be > 0 GB, got " + FormatNumber(gb, 3));
+      // The bound every memory size has (base/units.h): 1e300 GB printed an "inf GB" row.
+      if (!(gb * 1e9 <= base::kMaxBytes)) {
+        throw base::Error("--memory " + report::ShortestText(gb) +
+                          ": expected at most 2^60 bytes (1.15e9 GB; docs/limits.md)");
+      }
       bytes.push_back(gb * 1e9);
     }
     return bytes;

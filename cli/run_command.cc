@@ -1,5 +1,9 @@
+#include <filesystem>
+#include <iostream>
+
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/message_text.h"
 #include "base/units.h"
 #include "cli/command.h"
 #include "cli/options.h"
@@ -91,6 +95,12 @@ void ApplyOffloadFlags(const po::variables_map& values, RunFlags& flags) {
   }
   if (!values.count("expert-memory"))
     throw base::Error("--offload needs --expert-memory BYTES (the RAM expert cache)");
+  // An empty folder name fell back to the default folder; leaving the option out is how to ask.
+  if (values.count("offload-dir") && flags.offload.offload_dir.empty()) {
+    throw base::Error(
+        "--offload-dir '': name a folder (leave the option out for $MOELAB_OFFLOAD_DIR, else "
+        "$XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)");
+  }
   if (values.count("offload-calibration")) {
     const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
         model::PresetStore::Default().LoadModel(request.model), request.shape);
@@ -142,6 +152,14 @@ int Run(const std::vector<std::string>& args) {
     throw base::Error("--alpha applies to --acceptance alpha or alpha-coin only");
   }
   ApplyOffloadFlags(values, flags);
+  if (request.weights.empty() && std::filesystem::is_regular_file(request.model)) {
+    // A model file ran at the executor's scaled default shape without a word: say so once, after
+    // the file is known to load (a refusal stays one line).
+    model::PresetStore::Default().LoadModel(request.model);
+    std::cerr << "moelab: note: --model " << base::EscapeForMessage(request.model)
+              << " runs at the executor's scaled default shape (docs/executor.md), not the "
+                 "file's own; give --weights, or shape options (--layers, --hidden, ...)\n";
+  }
   request.trace_requested = !flags.trace_out.empty();
   request.record_timeline = !flags.timeline_out.empty();
   request.Validate();

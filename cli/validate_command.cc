@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "base/message_text.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -36,7 +37,7 @@ int Validate(const std::vector<std::string>& args) {
       ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
-      ("alpha", Into(&request.alpha), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
+      ("alpha", NumberInto(&request.alpha, "alpha"), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
@@ -70,23 +71,54 @@ int Validate(const std::vector<std::string>& args) {
   request.work_dir = keep ? std::filesystem::path(out)
                           : std::filesystem::temp_directory_path() /
                                 ("moelab-validate-" + std::to_string(getpid()));
-  if (keep && std::filesystem::exists(request.work_dir) &&
-      !std::filesystem::is_directory(request.work_dir)) {
-    throw base::Error("--out " + request.work_dir.string() + ": not a folder");
+  // --out is a new or empty folder: a refusal or a failure then removes all this run wrote there
+  // (a refused --profile left its files behind), and nothing of the user's is mixed in or lost.
+  std::error_code error;
+  const bool out_existed = keep && std::filesystem::exists(request.work_dir, error);
+  if (out_existed && !std::filesystem::is_directory(request.work_dir, error))
+    throw base::Error("--out " + base::EscapeForMessage(out) + ": not a folder");
+  if (out_existed && !std::filesystem::is_empty(request.work_dir, error)) {
+    throw base::Error("--out " + base::EscapeForMessage(out) +
+                      ": folder not empty (validate writes its report, profile, fit and traces "
+                      "there: name a new or empty folder)");
+  }
+  // Under a regular file the folders cannot be created ("internal error: filesystem error").
+  for (std::filesystem::path above = request.work_dir.parent_path(); keep && !above.empty();
+       above = above.parent_path()) {
+    if (!std::filesystem::exists(above, error)) continue;
+    if (!std::filesystem::is_directory(above, error)) {
+      throw base::Error("--out " + base::EscapeForMessage(out) + ": '" +
+                        base::EscapeForMessage(above.string()) + "' is not a folder");
+    }
+    break;
+  }
+  if (values.count("repeat") && !values["repeat"].defaulted() && request.repeat < 1) {
+    throw base::Error("--repeat " + std::to_string(request.repeat) +
+                      ": must be at least 1 (leave it out for 3 with --quick, else 5)");
   }
   request.Validate();
 
+  // Scratch (no --out) is removed always; --out's contents only when the run did not finish.
   struct RemoveAtExit {
     std::filesystem::path folder;
+    bool keep_folder;  // --out existed (empty): its contents go, the folder stays
+    bool done = false;
     ~RemoveAtExit() {
       std::error_code ignored;
-      if (!folder.empty()) std::filesystem::remove_all(folder, ignored);
+      if (folder.empty() || done) return;
+      if (!keep_folder) {
+        std::filesystem::remove_all(folder, ignored);
+        return;
+      }
+      for (const auto& entry : std::filesystem::directory_iterator(folder, ignored))
+        std::filesystem::remove_all(entry.path(), ignored);
     }
-  } scratch{keep ? std::filesystem::path() : request.work_dir};
+  } scratch{request.work_dir, out_existed};
 
   const validate::ValidationResult result =
       validate::RunValidation(request, model::PresetStore::Default());
   if (keep) validate::WriteValidationFolder(result, request.work_dir);
+  scratch.done = keep;
   if (values["json"].as<bool>()) {
     std::cout << validate::ValidationToJson(result).dump(2) << "\n";
   } else if (values["csv"].as<bool>()) {

@@ -2,6 +2,7 @@
 
 #include "base/checked.h"
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace moelab::executor {
 namespace {
@@ -53,6 +54,12 @@ void ExecutorConfig::Validate() const {
                          expert_intermediate_size, 3);
     base::CheckedProduct(model + ": shared experts x hidden x shared_intermediate",
                          num_shared_experts, hidden_size, shared_expert_intermediate_size, 3);
+  }
+  // After the products (a wrapping count is named as such): the bound the model files have.
+  if (is_moe()) {
+    Require(num_experts <= base::kMaxExperts, name, "experts",
+            "must be at most " + std::to_string(base::kMaxExperts) + " (docs/limits.md), got " +
+                std::to_string(num_experts));
   }
 }
 

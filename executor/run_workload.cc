@@ -447,6 +447,8 @@ void RunRequest::Validate() const {
         std::to_string(kMaxThreads) + " (the pool starts one OS thread each; this machine has " +
         std::to_string(std::thread::hardware_concurrency()) + " hardware threads; docs/limits.md)");
   }
+  // Its bounds (--offload-readers) before any weight is built, not when the runtime starts.
+  if (offload) offload->Validate();
 }
 
 ShapeOverrides DefaultTargetShape() {

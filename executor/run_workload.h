@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "base/limits.h"
 #include "executor/executor_config.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
@@ -16,7 +17,7 @@ namespace moelab::executor {
 // Everything `moelab run` needs; the CLI fills it, and `moelab validate` (later) will too.
 // Threads the executor's pool may be asked for: each is an OS thread, and far more threads than
 // cores only adds switching (docs/limits.md).
-inline constexpr int kMaxThreads = 1024;
+inline constexpr int kMaxThreads = static_cast<int>(base::kMaxThreads);  // base/limits.h
 
 struct RunRequest {
   std::string model = "mixtral-8x7b";

@@ -1,6 +1,7 @@
 #include "fit/latency_profile.h"
 
 #include "base/error.h"
+#include "base/units.h"
 #include "base/json_reader.h"
 #include "fit/latency_fit.h"
 
@@ -52,6 +53,7 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     s.median_s = sample.Number("median_s", 0.0);
     if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);
     if (sample.Has("bytes")) s.bytes = sample.Number("bytes", 0.0, true);
+    if (s.bytes > base::kMaxBytes) sample.Fail("bytes", "at most 2^60 bytes (docs/limits.md)");
     if (sample.Has("compute_rate")) s.compute_rate = sample.Number("compute_rate", 0.0);
     if (s.op.empty()) sample.Fail("operator", "a non-empty operator name");
     profile.samples.push_back(std::move(s));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "fit/cost_calibration.h"
 #include "report/format.h"
 
@@ -15,10 +16,25 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
   if (reads_in_flight < 1)
     throw base::Error("storage tier: reads in flight must be at least 1, got " +
                       std::to_string(reads_in_flight));
+  base::CheckCount(reads_in_flight, 1, base::kMaxReadsInFlight, "--reads-in-flight",
+                   "the reads moelab run --offload-readers may keep in flight");
   if (!(memory_bytes > 0 && std::isfinite(memory_bytes)))
     throw base::Error("--memory must be a positive size");
   if (!(storage_read_bytes_per_s >= 0 && std::isfinite(storage_read_bytes_per_s))) {
     throw base::Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
+  }
+  // The times this hardware is built from are bounded as a hardware file's (docs/limits.md): a
+  // 1e300 s storage read was written on as a hardware file. (fit latency takes any finite time:
+  // a form whose residuals overflow is left out with a note.)
+  for (size_t i = 0; i < profile.samples.size(); ++i) {
+    const ProfileSample& s = profile.samples[i];
+    if ((s.op == "storage_read" || s.op == "expert_reader" || s.op == "expert_load") &&
+        s.median_s > base::kMaxSeconds) {
+      throw base::Error(profile.origin + ": field 'samples[" + std::to_string(i) +
+                        "].median_s': expected a time of at most 1e+06 seconds (docs/limits.md), "
+                        "got " +
+                        report::ShortestText(s.median_s));
+    }
   }
   model::HardwareSpec hardware =
       HardwareFromProfile(profile);  // the host; Error without machine.limits

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "base/limits.h"
 #include "base/message_text.h"
 #include "base/units.h"
 
@@ -54,7 +55,7 @@ AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::s
   AcceleratorSpec spec;
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
   spec.memory_bytes = MemoryBytes(reader, "memory_bytes");
-  spec.memory_bandwidth_bytes_per_s = reader.Number("memory_bandwidth_bytes_per_s", 0.0);
+  spec.memory_bandwidth_bytes_per_s = reader.BytesPerSecond("memory_bandwidth_bytes_per_s");
   spec.sm_count = reader.Int("sm_count", 0, 0);
   return spec;
 }
@@ -68,10 +69,13 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
   // 0: no RAM of the host's own holds experts (hw from-profile: the RAM is the compute device's).
   spec.dram_bytes = MemoryBytes(reader, "dram_bytes", /*allow_zero=*/true);
-  spec.dram_bandwidth_bytes_per_s = reader.Number("dram_bandwidth_bytes_per_s", 0.0);
+  spec.dram_bandwidth_bytes_per_s = reader.BytesPerSecond("dram_bandwidth_bytes_per_s");
   spec.storage_read_bandwidth_bytes_per_s =
-      reader.Number("storage_read_bandwidth_bytes_per_s", 0.0);
-  spec.storage_reads_in_flight = reader.Int("storage_reads_in_flight", 1, 1);
+      reader.BytesPerSecond("storage_read_bandwidth_bytes_per_s");
+  spec.storage_reads_in_flight =
+      reader.Has("storage_reads_in_flight")
+          ? reader.Count("storage_reads_in_flight", 1, base::kMaxReadsInFlight)
+          : 1;
   spec.storage_read_bandwidth_beside_compute_bytes_per_s =
       reader.Number("storage_read_bandwidth_beside_compute_bytes_per_s", 0.0, false, 0.0);
   spec.compute_rate_while_storage_reads =
@@ -88,10 +92,10 @@ LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
   const base::JsonReader reader(json, origin, path);
   LinkSpec spec;
   spec.host_to_device_bandwidth_bytes_per_s =
-      reader.Number("host_to_device_bandwidth_bytes_per_s", 0.0);
+      reader.BytesPerSecond("host_to_device_bandwidth_bytes_per_s");
   spec.device_to_host_bandwidth_bytes_per_s =
-      reader.Number("device_to_host_bandwidth_bytes_per_s", 0.0);
-  spec.latency_s = reader.Number("latency_s", 0.0, true);
+      reader.BytesPerSecond("device_to_host_bandwidth_bytes_per_s");
+  spec.latency_s = reader.Seconds("latency_s");
   return spec;
 }
 
@@ -100,8 +104,8 @@ InterconnectSpec InterconnectSpecFromJson(const nlohmann::json& json, const std:
   const base::JsonReader reader(json, origin, path);
   InterconnectSpec spec;
   spec.kind = reader.String("kind");
-  spec.bandwidth_bytes_per_s = reader.Number("bandwidth_bytes_per_s", 0.0);
-  spec.latency_s = reader.Number("latency_s", 0.0, true);
+  spec.bandwidth_bytes_per_s = reader.BytesPerSecond("bandwidth_bytes_per_s");
+  spec.latency_s = reader.Seconds("latency_s");
   return spec;
 }
 

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "base/limits.h"
 
 namespace moelab::model {
 namespace {
@@ -14,7 +15,7 @@ using Importer = std::function<void(const base::JsonReader&, MoeModelSpec&)>;
 
 // Fields every family shares (Llama naming); DBRX and OPT override what they name differently.
 void ImportCommon(const base::JsonReader& c, MoeModelSpec& spec) {
-  spec.num_layers = c.Int("num_hidden_layers", 1);
+  spec.num_layers = c.Count("num_hidden_layers", 1, base::kMaxLayers);
   spec.hidden_size = c.Int("hidden_size", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
   spec.tied_embeddings = c.Bool("tie_word_embeddings", false);
@@ -60,7 +61,7 @@ MoeSpec& Moe(MoeModelSpec& spec) {
 void ImportMixtral(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("num_local_experts", 1);
+  moe.num_experts = c.Count("num_local_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.norm_topk_prob = true;
@@ -82,7 +83,7 @@ void ImportQwen2Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.attention.out_bias = false;
   RequireEveryLayerSparse(c);
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("num_experts", 1);
+  moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.shared_expert_intermediate_size = c.Int("shared_expert_intermediate_size", 0, 0);
@@ -96,7 +97,7 @@ void ImportQwen3Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.attention.qk_norm = QkNorm::kPerHead;
   RequireEveryLayerSparse(c);
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("num_experts", 1);
+  moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
@@ -117,7 +118,7 @@ void ImportDeepSeek(const base::JsonReader& c, MoeModelSpec& spec) {
     c.Fail("moe_layer_freq", "1 (MoE in every layer after the first dense ones)");
   }
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("n_routed_experts", 1);
+  moe.num_experts = c.Count("n_routed_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.num_shared_experts = c.Int("n_shared_experts", 0, 0);
@@ -134,7 +135,7 @@ void ImportOlmoe(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   spec.attention.qk_norm = QkNorm::kFull;
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("num_experts", 1);
+  moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
@@ -150,7 +151,7 @@ void ImportPhiMoe(const base::JsonReader& c, MoeModelSpec& spec) {
 }
 
 void ImportDbrx(const base::JsonReader& c, MoeModelSpec& spec) {
-  spec.num_layers = c.Int("n_layers", 1);
+  spec.num_layers = c.Count("n_layers", 1, base::kMaxLayers);
   spec.hidden_size = c.Int("d_model", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
   spec.tied_embeddings = c.Bool("tie_word_embeddings", false);
@@ -163,7 +164,7 @@ void ImportDbrx(const base::JsonReader& c, MoeModelSpec& spec) {
   a.head_dim = spec.hidden_size / a.num_heads;
   const base::JsonReader ffn = c.Object("ffn_config");
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = ffn.Int("moe_num_experts", 1);
+  moe.num_experts = ffn.Count("moe_num_experts", 1, base::kMaxExperts);
   moe.top_k = ffn.Int("moe_top_k", 1);
   moe.expert_intermediate_size = ffn.Int("ffn_hidden_size", 1);
   moe.norm_topk_prob = ffn.Number("moe_normalize_expert_weights", 0.0, true, 1.0) > 0;
@@ -185,7 +186,7 @@ void ImportGptOss(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.attention.sliding_window_alternate = spec.attention.sliding_window > 0;
   spec.ffn_bias = true;
   MoeSpec& moe = Moe(spec);
-  moe.num_experts = c.Int("num_local_experts", 1);
+  moe.num_experts = c.Count("num_local_experts", 1, base::kMaxExperts);
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.router_bias = true;
@@ -206,7 +207,7 @@ void ImportQwen2(const base::JsonReader& c, MoeModelSpec& spec) {
 }
 
 void ImportOpt(const base::JsonReader& c, MoeModelSpec& spec) {
-  spec.num_layers = c.Int("num_hidden_layers", 1);
+  spec.num_layers = c.Count("num_hidden_layers", 1, base::kMaxLayers);
   spec.hidden_size = c.Int("hidden_size", 1);
   spec.vocab_size = c.Int("vocab_size", 1);
   spec.tied_embeddings = c.Bool("tie_word_embeddings", true);

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/json_reader.h"
+#include "base/limits.h"
 
 namespace moelab::model {
 namespace {
@@ -77,7 +78,7 @@ AttentionSpec ParseAttention(const base::JsonReader& reader) {
 
 MoeSpec ParseMoe(const base::JsonReader& reader) {
   MoeSpec moe;
-  moe.num_experts = reader.Int("num_experts", 1);
+  moe.num_experts = reader.Count("num_experts", 1, base::kMaxExperts);
   moe.top_k = reader.Int("top_k", 1);
   moe.expert_intermediate_size = reader.Int("expert_intermediate_size", 1);
   moe.num_shared_experts = reader.Int("num_shared_experts", 0, 0);
@@ -123,7 +124,7 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
   spec.display_name = reader.String("display_name", spec.name);
   spec.family = reader.String("family");
   spec.hf_repo = reader.String("hf_repo", "");
-  spec.num_layers = reader.Int("num_layers", 1);
+  spec.num_layers = reader.Count("num_layers", 1, base::kMaxLayers);
   spec.hidden_size = reader.Int("hidden_size", 1);
   spec.vocab_size = reader.Int("vocab_size", 1);
   spec.tied_embeddings = reader.Bool("tied_embeddings");
@@ -152,6 +153,8 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
 }
 
 void ValidateModelSpec(const MoeModelSpec& spec, const std::string& origin) {
+  // The file readers bound num_layers (kMaxLayers); a --layers override is bounded by what its
+  // parameter counts and weights can hold (overflow named, run's memory estimate).
   Require(spec.num_layers > 0, origin, "num_layers", "must be at least 1");
   Require(spec.hidden_size > 0, origin, "hidden_size", "must be at least 1");
   Require(spec.vocab_size > 0, origin, "vocab_size", "must be at least 1");
@@ -174,7 +177,9 @@ void ValidateModelSpec(const MoeModelSpec& spec, const std::string& origin) {
   }
   if (spec.moe) {
     const MoeSpec& moe = *spec.moe;
-    Require(moe.num_experts >= 1, origin, "moe.num_experts", "must be at least 1");
+    Require(moe.num_experts >= 1 && moe.num_experts <= base::kMaxExperts, origin, "moe.num_experts",
+            "must be from 1 to " + std::to_string(base::kMaxExperts) + " (docs/limits.md), got " +
+                std::to_string(moe.num_experts));
     Require(moe.top_k >= 1 && moe.top_k <= moe.num_experts, origin, "moe.top_k",
             "must be between 1 and moe.num_experts (" + std::to_string(moe.num_experts) +
                 "), got " + std::to_string(moe.top_k));

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace moelab::model {
 
@@ -59,7 +60,7 @@ void CostParameters::Validate() const {
   };
   fraction(compute_efficiency, "compute_efficiency");
   fraction(memory_efficiency, "memory_efficiency");
-  if (!(kernel_launch_s >= 0)) throw base::Error("cost parameter 'kernel_launch_s' must be >= 0");
+  base::CheckSeconds(kernel_launch_s, "cost parameter 'kernel_launch_s'");
   if (!(kv_bits > 0 && kv_bits <= 32))
     throw base::Error("cost parameter 'kv_bits' must be in (0, 32]");
   if (!(activation_bits > 0 && activation_bits <= 32)) {

@@ -30,6 +30,15 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
   result.request = request;
   result.model = store.LoadModel(request.model);
   const model::MoeModelSpec& model = result.model;
+  // As sim offload refuses it: a prompt or context past the model's positions has no answer.
+  for (const auto& [option, tokens] :
+       {std::pair{"--prompt", request.prompt}, std::pair{"--context", request.context}}) {
+    if (model.max_position_embeddings > 0 && tokens > model.max_position_embeddings) {
+      throw base::Error(std::string(option) + " " + std::to_string(tokens) + " exceeds model '" +
+                        model.name + "''s " + std::to_string(model.max_position_embeddings) +
+                        " positions (max_position_embeddings)");
+    }
+  }
   const std::shared_ptr<const model::ExpertActivation> routing =
       TargetRouting(request.routing, model, request.routing_seed);
   result.routing = model::DescribeActivation(routing.get());

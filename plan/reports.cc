@@ -309,7 +309,8 @@ std::string Render(const OffloadSweepResult& result, Format format) {
   report::Table table(header);
   size_t index = 0;
   for (double bytes : result.memory_bytes) {
-    std::vector<std::string> cells = {report::FormatGigabytes(bytes, 0)};
+    // As given in --memory (0.5 GB printed "0 GB"; 12 stays "12 GB").
+    std::vector<std::string> cells = {report::ShortestText(bytes / 1e9) + " GB"};
     for (size_t p = 0; p < result.policies.size(); ++p, ++index) {
       const OffloadSweepCell& cell = result.cells[index];
       if (!cell.result) {

@@ -61,9 +61,9 @@ RoutingCalibration CalibrateRouting(const routing::RoutingSpec& spec, int64_t nu
     std::unique_ptr<routing::RoutingSource> source =
         routing::MakeRoutingSource(spec, num_layers, num_experts, top_k, calibration_seed);
     if (!source)
-      throw base::Error(
-          "--routing gate: the simulator has no model gate; use uniform, popularity:FILE, "
-          "correlated:... or trace:FILE");
+      throw base::Error(options.option +
+                        " gate: the simulator has no model gate; use uniform, popularity:FILE, "
+                        "correlated:... or trace:FILE");
     routes.assign(static_cast<size_t>(options.tokens), std::vector<std::vector<int32_t>>(layers));
     std::vector<std::vector<int32_t>> routed;
     for (size_t layer = 0; layer < layers; ++layer) {

@@ -26,6 +26,8 @@ struct CalibrationOptions {
   // sources pick experts but have no softmax; 0.3 keeps top-K ahead of every other expert).
   double gate_residual_mass = 0.3;
   int64_t max_history = 1024;  // expert maps handed to fMoE
+  // The option the routing came from, as messages name it (run: "--offload-calibration").
+  std::string option = "--routing";
 
   void Validate() const;  // Error naming the field
 };

@@ -18,6 +18,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/stats.h"
+#include "base/limits.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"
@@ -242,6 +243,8 @@ void ProfileRequest::Validate() const {
   if (threads < 0)
     throw base::Error("profile: --threads must be >= 1 (or 0 for the default), got " +
                       std::to_string(threads));
+  base::CheckCount(threads, 0, base::kMaxThreads, "--threads",
+                   "the pool starts one OS thread each, as moelab run's");
   if (grid) grid->Validate();
   kernels::WeightFormatFromBits(expert_bits, "--expert-bits");
   kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
@@ -521,6 +524,7 @@ void ValidateProfile(const nlohmann::json& p) {
     const double max = number(s, "max_s", where);
     require(min > 0 && min <= median * (1 + 1e-9) && median <= max * (1 + 1e-9), where + "median_s",
             "expected 0 < min_s <= median_s <= max_s");
+    require(max <= base::kMaxSeconds, where + "max_s", "expected at most 1e+06 s (docs/limits.md)");
     require(number(s, "stddev_s", where) >= 0, where + "stddev_s", "expected >= 0");
     require(number(s, "bytes", where) >= 0, where + "bytes", "expected >= 0");
     require(number(s, "flops", where) >= 0, where + "flops", "expected >= 0");

@@ -13,6 +13,12 @@
 namespace moelab::routing {
 namespace {
 
+bool IsKnownStepKind(const std::string& kind) {
+  for (const char* known : {"prefill", "decode", "beam", "draft", "verify", "warm-up"})
+    if (kind == known) return true;
+  return false;
+}
+
 // Expert indices are int32; 2^20 bounds the per-step count tables a hostile file can demand.
 constexpr int64_t kMaxExperts = int64_t{1} << 20;
 
@@ -304,6 +310,9 @@ RoutingTrace RoutingTraceFromJson(const nlohmann::json& json, const std::string&
     const base::JsonReader step_reader(steps[step], origin, StepField(step));
     RoutingStep& routed = trace.steps.emplace_back();
     routed.kind = step_reader.String("kind");
+    // The passes moelab writes; another word was accepted and then routed as a decode step.
+    if (!IsKnownStepKind(routed.kind))
+      step_reader.Fail("kind", "prefill, decode, beam, draft, verify or warm-up");
     routed.tokens = step_reader.Int("tokens", 0);
     if (steps[step].contains("sequence_tokens")) {
       const nlohmann::json& counts =

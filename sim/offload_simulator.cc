@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "sim/engine.h"
 
 namespace moelab::sim {
@@ -23,8 +24,9 @@ void SimConfig::Validate() const {
   if (cpu_threads < 0)
     throw base::Error("--cpu-threads must be >= 0 (0: all cores), got " +
                       std::to_string(cpu_threads));
-  if (!(layer_overhead_s >= 0 && std::isfinite(layer_overhead_s)))
-    throw base::Error("--layer-overhead-s must be a finite number of seconds >= 0");
+  base::CheckCount(cpu_threads, 0, base::kMaxThreads, "--cpu-threads",
+                   "threads of a host, as --threads elsewhere");
+  base::CheckSeconds(layer_overhead_s, "--layer-overhead-s");
   if (model.max_position_embeddings > 0 &&
       workload.prompt_tokens + workload.output_tokens > model.max_position_embeddings) {
     throw base::Error("--prompt " + std::to_string(workload.prompt_tokens) + " plus --tokens " +

@@ -12,6 +12,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/limits.h"
 #include "executor/gpu/gpu_transformer.h"
 #include "executor/run_workload.h"
 #include "fit/fit_json.h"
@@ -334,6 +335,8 @@ void ValidationRequest::Validate() const {
     throw base::Error("--repeat " + std::to_string(repeat) + ": at most 100 runs per case");
   if (!(alpha >= 0 && alpha < 1)) throw base::Error("--alpha must be in [0, 1)");
   if (threads < 0) throw base::Error("--threads must be >= 1");
+  base::CheckCount(threads, 0, base::kMaxThreads, "--threads",
+                   "the pool starts one OS thread each, as moelab run's");
   if (work_dir.empty())
     throw base::Error("validate needs a folder for its profile, fit and routing trace");
   kernels::WeightFormatFromBits(expert_bits, "--expert-bits");

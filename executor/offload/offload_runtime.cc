@@ -5,9 +5,11 @@
 #include <iostream>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "executor/offload/storage_tier.h"
 #include "policies/calibration.h"
 #include "policies/registry.h"
+#include "report/format.h"
 #include "policies/semantic_embedding.h"
 #include "report/format.h"
 
@@ -50,11 +52,13 @@ std::unique_ptr<policies::OffloadPolicy> MakePolicy(const OffloadOptions& option
   try {
     return policies::MakeOffloadPolicy(options.policy, options.policy_options, setup);
   } catch (const base::Error& e) {
-    // The policies speak of the simulator's accelerator; here the fast tier is the RAM budget.
+    // The policies speak of the simulator's accelerator (and its --policy); here the fast tier is
+    // the RAM budget, and the policy is --offload's.
     std::string message = e.what();
     for (const auto& [from, to] :
          {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
-          {"accelerator memory", "expert memory (--expert-memory)"}}) {
+          {"accelerator memory", "expert memory (--expert-memory)"},
+          {"--policy:", "--offload:"}}) {
       for (size_t at = message.find(from); at != std::string::npos;
            at = message.find(from, at + to.size())) {
         message.replace(at, from.size(), to);
@@ -71,16 +75,20 @@ void OffloadOptions::Validate() const {
   if (expert_memory_bytes < 1)
     throw base::Error("--expert-memory must be at least 1 byte, got " +
                       std::to_string(expert_memory_bytes));
-  if (reader_threads < 1)
-    throw base::Error("--offload-readers must be at least 1, got " +
-                      std::to_string(reader_threads));
+  // Before any reader starts: each is a thread with a buffer of one expert (or an io_uring entry
+  // with one), so 1,000,000,000 readers took all memory, and thousands ended in std::terminate.
+  base::CheckCount(reader_threads, 1, base::kMaxReadsInFlight, "--offload-readers",
+                   "reads in flight, each a thread or io_uring entry with a buffer of one expert; "
+                   "a few dozen saturate an NVMe drive");
   if (semantic_dim < 1) throw base::Error("offload: semantic_dim must be at least 1");
 }
 
 void OffloadOptions::CalibrateOn(const std::string& spec, int64_t num_layers, int64_t num_experts,
                                  int64_t top_k, uint64_t seed) {
-  policies::RoutingCalibration calibration = policies::CalibrateRouting(
-      spec, num_layers, num_experts, top_k, seed, policies::CalibrationOptions{});
+  policies::CalibrationOptions options;
+  options.option = "--offload-calibration";  // its messages name the run's option
+  policies::RoutingCalibration calibration =
+      policies::CalibrateRouting(spec, num_layers, num_experts, top_k, seed, options);
   popularity = std::move(calibration.popularity);
   history = std::move(calibration.history);
 }
@@ -198,7 +206,7 @@ std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& confi
   if (fit < config.top_k) {
     throw base::Error("--expert-memory " + std::to_string(options.expert_memory_bytes) +
                       " bytes holds " + std::to_string(fit) + " experts of " +
-                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
+                      report::FormatBytes(static_cast<double>(expert_bytes)) +
                       ", fewer than one layer's top-" + std::to_string(config.top_k) + " (" +
                       std::to_string(config.top_k * expert_bytes) + " bytes at least)");
   }
@@ -211,7 +219,7 @@ std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& confi
     throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
                       std::to_string(slots) + " cached experts and " + std::to_string(staging) +
                       " staging buffers of " +
-                      report::FormatWholeMegabytes(static_cast<double>(expert_bytes)) +
+                      report::FormatBytes(static_cast<double>(expert_bytes)) +
                       ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
   }
   return policy;

@@ -1,23 +1,37 @@
 #include "executor/offload/thread_reader.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "base/error.h"
 
 namespace moelab::executor::offload {
 
 ThreadExpertReader::ThreadExpertReader(const ExpertStore& store, int threads,
                                        ExecutionTimeline* timeline)
     : store_(store), timeline_(timeline) {
-  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this, i] { Work(i); });
+  try {
+    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this, i] { Work(i); });
+  } catch (const std::system_error& e) {
+    // The threads already started are stopped and joined: a joinable std::thread destroyed by the
+    // unwinding would std::terminate ("terminate called without an active exception").
+    Stop();
+    throw base::Error("--offload-readers " + std::to_string(threads) + ": could not start reader " +
+                      std::to_string(threads_.size() + 1) + " (" + e.what() + ")");
+  }
 }
 
-ThreadExpertReader::~ThreadExpertReader() {
+void ThreadExpertReader::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
   work_.notify_all();
   for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
 }
+
+ThreadExpertReader::~ThreadExpertReader() { Stop(); }
 
 int64_t ThreadExpertReader::Submit(const Job& job) {
   int64_t id;

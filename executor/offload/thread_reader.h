@@ -25,6 +25,7 @@ class ThreadExpertReader final : public QueuedExpertReader {
 
  private:
   void Work(int thread);
+  void Stop();  // drains the queue, joins every started thread
 
   const ExpertStore& store_;
   ExecutionTimeline* timeline_;

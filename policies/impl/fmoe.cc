@@ -37,7 +37,8 @@ constexpr PolicyOptionSpec kPrefetchDistanceOption{
     "",
     1,
     OptionMaximum::kNone,
-    "MoE layers ahead to prefetch (below the MoE layers)"};
+    "MoE layers ahead to prefetch (below the MoE layers; the default is 1 less than the MoE "
+    "layers on a model with 3 or fewer)"};
 constexpr size_t kStoreCapacity = 1024;
 constexpr double kRedundant = 0.995;
 constexpr double kProbabilityFloor = 1e-3;
@@ -67,13 +68,21 @@ double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   return na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0;
 }
 
+// The option as given (refused past the MoE layers below), else 3 or, on a shallower model, one
+// less than its MoE layers: a 2-layer model failed on a --prefetch-distance the user never gave.
+int64_t PrefetchDistance(const PolicyOptions& options, const OffloadSetup& setup) {
+  const int64_t distance = *kPrefetchDistanceOption.Resolve(options, setup);
+  if (kPrefetchDistanceOption.Given(options)) return distance;
+  return std::max<int64_t>(1, std::min(distance, setup.num_moe_layers - 1));
+}
+
 class FmoePolicy : public OffloadPolicy {
  public:
   FmoePolicy(const PolicyOptions& options, const OffloadSetup& setup)
       : setup_(setup),
         layers_(setup.num_moe_layers),
         experts_(setup.num_experts),
-        distance_(*kPrefetchDistanceOption.Resolve(options, setup)),
+        distance_(PrefetchDistance(options, setup)),
         cached_(static_cast<size_t>(layers_ * experts_), 0),
         cached_bits_(static_cast<size_t>((layers_ * experts_ + 63) / 64), 0),
         // Every expert counts as stamped until the first pass (as a stamp and pass_ both at -1).

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -263,6 +264,211 @@ TEST_F(ReliabilityCli, ControlBytesFromInputNeverReachTheTerminal) {
   EXPECT_EQ(r.status, 1);
   EXPECT_FALSE(Contains(r.err, "\x1b")) << r.err;
   EXPECT_FALSE(Contains(r.err, "\x07")) << r.err;
+}
+
+// Issue 40 (reliability of the newer surfaces): every count, size, time and rate an option or
+// file carries has one named bound (base/limits.h, docs/limits.md), checked before any work;
+// refusals name the option or field as the user wrote it; validate leaves nothing behind; input is
+// never quietly changed.
+
+// The interface every refusal keeps: exit 1, one line on stderr naming `expected`, no control
+// bytes, nothing on stdout, no internal error.
+void ExpectRefusedInOneLine(const std::string& args, const std::string& expected) {
+  const CliRun r = RunMoelab(args);
+  EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
+  EXPECT_TRUE(Contains(r.err, expected))
+      << args << "\nexpected: " << expected << "\ngot: " << r.err;
+  EXPECT_FALSE(Contains(r.err, "internal error")) << args << "\n" << r.err;
+  EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
+  ASSERT_FALSE(r.err.empty()) << args;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": more than one line\n" << r.err;
+  for (const char c : r.err.substr(0, r.err.size() - 1))
+    EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) << args << ": control byte";
+}
+
+const char kTinyRun[] =
+    "run --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 --vocab 101 --prompt 4 --tokens 2 --threads 1";
+const char kSimOffload[] =
+    "sim offload --hardware rtx-3090 --policy lru-prefetch --accelerator-memory 24GB";
+
+class BoundsCli : public ReliabilityCli {
+ protected:
+  // The Mixtral-8x7B Hugging Face config with `field` set to `value`.
+  std::string HfConfig(const std::string& name, const std::string& field, int64_t value) {
+    nlohmann::json config =
+        nlohmann::json::parse(Slurp(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json"));
+    config[field] = value;
+    return Write(name, config.dump());
+  }
+};
+
+TEST_F(BoundsCli, EveryCountAndSizeHasABoundCheckedBeforeAnyWork) {
+  const std::string layers = HfConfig("layers.json", "num_hidden_layers", 100000);
+  const std::string experts = HfConfig("experts.json", "num_local_experts", 100000);
+  const std::string offload = std::string(kTinyRun) +
+                              " --offload lru-prefetch --expert-memory 1GB"
+                              " --offload-dir " +
+                              (dir_ / "store").string();
+  const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
+  struct Case {
+    std::string args, expected;
+  };
+  const std::vector<Case> cases = {
+      // Readers in flight: one thread or io_uring entry with a buffer each.
+      {offload + " --offload-readers 1000000000", "--offload-readers 1000000000: above the limit"},
+      {offload + " --offload-readers 65", "--offload-readers 65: above the limit of 64"},
+      {offload + " --offload-reader io_uring --offload-readers 5000", "--offload-readers 5000"},
+      {"hw from-profile " + profile + " --memory 8GB --reads-in-flight 5000",
+       "--reads-in-flight 5000: above the limit of 64"},
+      // Threads: 1,024 wherever a pool is started.
+      {"run --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 101 "
+       "--threads 5000",
+       "--threads 5000 is above the limit of 1024"},
+      {"validate --quick --threads 5000", "--threads 5000: above the limit of 1024"},
+      {"profile --model mixtral-8x7b --out " + (dir_ / "p.json").string() + " --threads 5000",
+       "--threads 5000: above the limit of 1024"},
+      {std::string(kSimOffload) + " --model mixtral-8x7b --cpu-threads 5000",
+       "--cpu-threads 5000: above the limit of 1024"},
+      // Layers and experts: the same bound for sim, plan and run, from files and options.
+      {std::string(kSimOffload) + " --model " + layers, "'num_hidden_layers': expected an integer"},
+      {std::string(kSimOffload) + " --model " + experts,
+       "'num_local_experts': expected an integer"},
+      {"plan offload --hardware rtx-3090 --model " + layers, "'num_hidden_layers'"},
+      {"plan offload --hardware rtx-3090 --model " + experts, "'num_local_experts'"},
+      {"run --model " + layers, "'num_hidden_layers'"},
+      {"model show --model " + experts, "from 1 to 4096"},
+      {"run --experts 100000 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 101",
+       "experts: must be at most 4096"},
+      // Seconds: finite, >= 0, at most 1e6.
+      {std::string(kSimOffload) + " --model mixtral-8x7b --layer-overhead-s 1e308",
+       "--layer-overhead-s 1e+308 s: above the limit of 1e+06 s"},
+      {std::string(kSimOffload) + " --model mixtral-8x7b --layer-overhead-s 1e300",
+       "--layer-overhead-s 1e+300 s: above the limit"},
+      {std::string(kSimOffload) + " --model mixtral-8x7b --kernel-launch-s 1e300",
+       "--kernel-launch-s 1e+300 s: above the limit"},
+      // Bytes: 2^60 for every memory size.
+      {"plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 1e300",
+       "--memory 1e+300: expected at most 2^60 bytes"},
+      {"plan offload --model mixtral-8x7b --hardware rtx-3090 --memory 1e300",
+       "at most 2^60 bytes"},
+  };
+  for (const Case& c : cases) ExpectRefusedInOneLine(c.args, c.expected);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "store")) << "a refused run built its store";
+}
+
+TEST_F(BoundsCli, FileTimesAndRatesAreBounded) {
+  // A profile whose storage reads took 1e300 s was fitted and written on as hardware.
+  nlohmann::json profile =
+      nlohmann::json::parse(Slurp(testing::TestDataDir() / "profiles/quick-cpu.json"));
+  for (nlohmann::json& sample : profile["samples"]) {
+    if (sample["operator"] == "storage_read") {
+      sample["median_s"] = 1e300;
+      sample["max_s"] = 1e300;
+    }
+  }
+  const std::string slow = Write("slow.json", profile.dump());
+  const std::string hw = (dir_ / "hw.json").string();
+  ExpectRefusedInOneLine("hw from-profile " + slow + " --memory 8GB --out " + hw, "median_s");
+  EXPECT_FALSE(std::filesystem::exists(hw));
+
+  nlohmann::json hardware = nlohmann::json::parse(RunMoelab("hw show rtx-3090 --json").out);
+  hardware["host_link"]["latency_s"] = 1e300;
+  ExpectRefusedInOneLine("hw show " + Write("latency.json", hardware.dump()),
+                         "'host_link.latency_s': expected at most 1e+06 seconds");
+  hardware["host_link"]["latency_s"] = 1e-6;
+  hardware["accelerator"]["memory_bandwidth_bytes_per_s"] = 1e300;
+  ExpectRefusedInOneLine("hw show " + Write("bandwidth.json", hardware.dump()),
+                         "'accelerator.memory_bandwidth_bytes_per_s': expected at most 2^60 bytes");
+}
+
+TEST_F(BoundsCli, MessagesNameTheOptionTheUserGave) {
+  ExpectRefusedInOneLine(std::string(kTinyRun) +
+                             " --offload bogus --expert-memory 1GB --offload-dir " +
+                             (dir_ / "store").string(),
+                         "--offload: unknown offload policy 'bogus'");
+  const CliRun policy = RunMoelab(std::string(kTinyRun) + " --offload bogus --expert-memory 1GB");
+  EXPECT_FALSE(Contains(policy.err, "--policy")) << policy.err;
+  ExpectRefusedInOneLine(std::string(kTinyRun) +
+                             " --offload lru-prefetch --expert-memory 1GB "
+                             "--offload-calibration gate --offload-dir " +
+                             (dir_ / "store").string(),
+                         "--offload-calibration gate: ");
+  // Seeds are whole numbers from 0: Boost read "-1" as 2^64-1.
+  ExpectRefusedInOneLine(std::string(kSimOffload) + " --model mixtral-8x7b --seed -1",
+                         "the argument ('-1') for option '--seed' is invalid");
+  ExpectRefusedInOneLine(std::string(kTinyRun) + " --seed -1", "'--seed' is invalid");
+  ExpectRefusedInOneLine("validate --quick --seed -1", "'--seed' is invalid");
+  ExpectRefusedInOneLine("plan offload --model mixtral-8x7b --hardware rtx-3090 --seed -5",
+                         "'--seed' is invalid");
+  // Input never quietly changed: a repeated key, a trace step of an unknown kind, --repeat 0,
+  // --offload-dir "", a prompt past the model's positions.
+  nlohmann::json hardware = nlohmann::json::parse(RunMoelab("hw show rtx-3090 --json").out);
+  std::string text = hardware.dump();
+  text.insert(1, "\"name\": \"first\", ");
+  ExpectRefusedInOneLine("hw show " + Write("repeated.json", text), "key repeated in its object");
+  ExpectRefusedInOneLine("validate --quick --repeat 0", "--repeat 0: must be at least 1");
+  ExpectRefusedInOneLine(std::string(kTinyRun) +
+                             " --offload lru-prefetch --expert-memory 1GB "
+                             "--offload-dir ''",
+                         "--offload-dir");
+  ExpectRefusedInOneLine("plan hardware --model mixtral-8x7b --tpot-max 1 --prompt 100000000",
+                         "--prompt 100000000 exceeds model 'mixtral-8x7b''s 32768 positions");
+
+  const std::string trace = (dir_ / "trace.json").string();
+  ASSERT_EQ(RunMoelab(std::string(kTinyRun) + " --trace-out " + trace).status, 0);
+  nlohmann::json recorded = nlohmann::json::parse(Slurp(trace));
+  recorded["steps"][1]["kind"] = "teleport";
+  ExpectRefusedInOneLine(
+      std::string(kTinyRun) + " --routing trace:" + Write("odd.json", recorded.dump()),
+      "'steps[1].kind': expected prefill, decode, beam, draft, verify or warm-up");
+
+  // Control bytes and a 300-character path: escaped and shortened, one line.
+  ExpectRefusedInOneLine("model show --model " + (dir_ / "a\x1b[31mred").string(), "\\x1b");
+  const std::string long_path = "/nonexistent/" + std::string(300, 'p') + ".json";
+  const CliRun shortened = RunMoelab("model show --model " + long_path);
+  EXPECT_EQ(shortened.status, 1);
+  EXPECT_LT(shortened.err.size(), 300u) << shortened.err;
+}
+
+TEST_F(BoundsCli, ValidateLeavesNothingBehindAndNeverMixesIntoAFullFolder) {
+  // Under a regular file: a message, not "internal error: filesystem error".
+  const std::string file = Write("plain", "x");
+  ExpectRefusedInOneLine("validate --quick --out " + file + "/sub", "is not a folder");
+  // A folder with the user's files in it is refused, the files untouched.
+  const std::string full = (dir_ / "full").string();
+  std::filesystem::create_directories(full);
+  Write("full/mine.txt", "keep");
+  ExpectRefusedInOneLine("validate --quick --out " + full, "folder not empty");
+  EXPECT_EQ(Slurp(dir_ / "full/mine.txt"), "keep");
+  // A refused --profile leaves no file in --out (its routing traces were left behind), in a new
+  // folder or in an empty one.
+  for (const std::string name : {"new", "empty"}) {
+    const std::filesystem::path out = dir_ / name;
+    if (name == "empty") std::filesystem::create_directories(out);
+    const CliRun r =
+        RunMoelab("validate --quick --quiet --profile " + file + " --out " + out.string() +
+                  " --layers 2 --hidden 64 --intermediate 96 --heads 4 --kv-heads 2 --vocab 101");
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_TRUE(Contains(r.err, "malformed JSON")) << r.err;
+    EXPECT_TRUE(!std::filesystem::exists(out) || std::filesystem::is_empty(out)) << out;
+    EXPECT_EQ(std::filesystem::exists(out), name == "empty");
+  }
+}
+
+TEST_F(BoundsCli, NewcomerFriction) {
+  const CliRun help = RunMoelab("validate --help");
+  EXPECT_EQ(help.status, 0);
+  EXPECT_FALSE(Contains(help.out, "0.80000000000000004")) << help.out;
+  EXPECT_TRUE(Contains(help.out, "--alpha arg (=0.8)")) << help.out;
+  // fMoE on a 2-layer model runs on its default distance (it failed on --prefetch-distance 3).
+  const std::string two = HfConfig("two.json", "num_hidden_layers", 2);
+  const CliRun fmoe = RunMoelab("sim offload --hardware rtx-3090 --policy fmoe --model " + two +
+                                " --accelerator-memory 8GB --tokens 4 --json");
+  EXPECT_EQ(fmoe.status, 0) << fmoe.err;
+  ExpectRefusedInOneLine("sim offload --hardware rtx-3090 --policy fmoe --model " + two +
+                             " --accelerator-memory 8GB --prefetch-distance 3",
+                         "--prefetch-distance 3 must be below the 2 MoE layers");
 }
 
 }  // namespace
