@@ -68,7 +68,7 @@ void PreScan(std::string_view text, const std::string& origin, const std::string
                     " levels at byte " + std::to_string(i) + " (" + FieldPath(stack) +
                     "): refused (moelab files nest a few levels)");
       }
-      stack.push_back(Frame{c == '{', c == '{', "", 0});
+      stack.push_back(Frame{c == '{', c == '{', "", 0, {}});
     } else if (c == '}' || c == ']') {
       if (stack.empty()) return;  // unbalanced: the parser reports where
       stack.pop_back();
