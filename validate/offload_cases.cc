@@ -122,8 +122,9 @@ impl::Recorded RecordWorkload(const impl::OffloadState& st, const ValidationCase
   std::replace(name.begin(), name.end(), '=', '-');
   r.file = (request.work_dir / ("offload-routing-" + name + ".json")).string();
   routing::SaveRoutingTrace(r.trace, r.file);
-  r.calibration = policies::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
-                                        target.top_k, request.seed, policies::CalibrationOptions{});
+  r.calibration =
+      policies::CalibrateRouting("trace:" + r.file, target.num_layers, target.num_experts,
+                                 target.top_k, request.seed, policies::CalibrationOptions{});
   return r;
 }
 

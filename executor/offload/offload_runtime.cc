@@ -219,8 +219,8 @@ std::unique_ptr<policies::OffloadPolicy> PlanOffload(const ExecutorConfig& confi
     throw base::Error("--expert-memory: policy '" + options.policy + "' asks for " +
                       std::to_string(slots) + " cached experts and " + std::to_string(staging) +
                       " staging buffers of " +
-                      report::FormatBytes(static_cast<double>(expert_bytes)) +
-                      ", more than " + std::to_string(options.expert_memory_bytes) + " bytes");
+                      report::FormatBytes(static_cast<double>(expert_bytes)) + ", more than " +
+                      std::to_string(options.expert_memory_bytes) + " bytes");
   }
   return policy;
 }
