@@ -66,17 +66,14 @@ class CostSources {
   // or calibrated roofline. Calibrations made are appended to calibrations().
   std::shared_ptr<const model::CostSource> ForHardware(const model::HardwareSpec& hardware);
 
-  // With --profile: `model` as the executor ran it for the profile -- the shape the profile
-  // recorded (its model.shape: moelab profile's shape overrides, the executor's default shape for
-  // fields it lacks) with the weight formats the profile measured (its
-  // model.shape.expert_stored_bits and attention_stored_bits; profiles without them were taken on
-  // bf16 weights), so the fit's curves price the bytes they were measured on. Error when the
-  // options asked for other bits (expert_bits, attention_bits) than the profile measured, or when
-  // the profile measured another model (its model.name).
+  // With --profile: `model` as the executor ran it for the profile (model::ProfiledModel::
+  // ExecutorSpec: the recorded shape and weight formats), so the fit's curves price the bytes they
+  // were measured on. Error (ProfiledModel::Require) when the options asked for other bits
+  // (expert_bits, attention_bits) than the profile measured, or it measured another model.
   model::MoeModelSpec ProfiledTarget(const model::MoeModelSpec& model);
 
   // With --profile: the fitted source for the profiled target shape `profiled_target`
-  // (ProfiledTarget; checked against the fit's recorded shape and formats).
+  // (ProfiledTarget; the source checks it against the fit's recorded shape and formats).
   std::shared_ptr<const model::CostSource> Fitted(const model::MoeModelSpec& profiled_target,
                                                   const std::string& device = "cpu");
 
@@ -94,11 +91,5 @@ class CostSources {
 
 // The device whose operators `hardware` computes with: "gpu" with an accelerator, else "cpu".
 std::string ComputeDeviceOf(const model::HardwareSpec& hardware);
-
-// The executor's shape of a draft (`moelab profile`/`moelab run` defaults) beside the profiled
-// target (CostSources::ProfiledTarget): what a fitted profile measured. The draft shares the
-// target's vocabulary.
-model::MoeModelSpec ExecutorDraftShape(const model::MoeModelSpec& draft,
-                                       const model::MoeModelSpec& executor_target);
 
 }  // namespace moelab::plan

@@ -13,8 +13,10 @@
 #include <set>
 
 #include "device/gpu_devices.h"
+#include "executor/executor_config.h"
 #include "kernels/thread_pool.h"
 #include "kernels/weight_matrix.h"
+#include "model/profiled_model.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "profiler/machine_info.h"
@@ -57,29 +59,37 @@ std::string ShortSeconds(double s) {
   return text;
 }
 
-nlohmann::json ShapeJson(const executor::ExecutorConfig& c) {
-  nlohmann::json shape = {
-      {"layers", c.num_layers},          {"hidden", c.hidden_size}, {"heads", c.num_heads},
-      {"kv_heads", c.num_kv_heads},      {"head_dim", c.head_dim},  {"vocab", c.vocab_size},
-      {"max_positions", c.max_positions}};
+// What the profile measures of `c` (the profile's "model" or "draft"): its name, shape and the
+// weight formats the operators run on, with their stored bits per weight (scales included): what
+// a fit of this profile prices (model/profiled_model.h).
+model::ProfiledModel MeasuredModelOf(const executor::ExecutorConfig& c) {
+  model::ProfiledModel m;
+  m.name = c.name;
+  m.family = c.family;
+  model::ShapeOverrides& shape = m.shape;
+  shape.layers = c.num_layers;
+  shape.hidden = c.hidden_size;
+  shape.heads = c.num_heads;
+  shape.kv_heads = c.num_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.vocab = c.vocab_size;
+  shape.max_positions = c.max_positions;
   if (c.is_moe()) {
-    shape["experts"] = c.num_experts;
-    shape["top_k"] = c.top_k;
-    shape["intermediate"] = c.expert_intermediate_size;
-    shape["shared_experts"] = c.num_shared_experts;
-    if (c.num_shared_experts > 0) shape["shared_intermediate"] = c.shared_expert_intermediate_size;
-    if (c.first_dense_layers > 0) shape["dense_intermediate"] = c.dense_intermediate_size;
+    shape.experts = c.num_experts;
+    shape.top_k = c.top_k;
+    shape.intermediate = c.expert_intermediate_size;
+    shape.shared_experts = c.num_shared_experts;
+    if (c.num_shared_experts > 0) shape.shared_intermediate = c.shared_expert_intermediate_size;
+    if (c.first_dense_layers > 0) shape.dense_intermediate = c.dense_intermediate_size;
   } else {
-    shape["intermediate"] = c.dense_intermediate_size;
+    shape.intermediate = c.dense_intermediate_size;
   }
-  if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
-  // The weight formats the operators were measured on, and their stored bits per weight (scales
-  // included): what a fit of this profile prices (plan/cost_source_options.h).
-  shape["expert_format"] = ToString(c.expert_format);
-  shape["expert_stored_bits"] = kernels::StoredBitsPerWeight(c.expert_format);
-  shape["attention_format"] = ToString(c.attention_format);
-  shape["attention_stored_bits"] = kernels::StoredBitsPerWeight(c.attention_format);
-  return shape;
+  if (c.sliding_window > 0) m.sliding_window = c.sliding_window;
+  m.expert_format = ToString(c.expert_format);
+  m.expert_stored_bits = kernels::StoredBitsPerWeight(c.expert_format);
+  m.attention_format = ToString(c.attention_format);
+  m.attention_stored_bits = kernels::StoredBitsPerWeight(c.attention_format);
+  return m;
 }
 
 int FamilyRank(OperatorFamily family) {
@@ -269,7 +279,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   target.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
   target.attention_format =
       kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
-  executor::ShapeOverrides draft_shape = request.draft_shape;
+  model::ShapeOverrides draft_shape = request.draft_shape;
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
   const executor::ExecutorConfig draft =
       executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
@@ -443,9 +453,8 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
         "idle "
         "machine for a clean result");
   }
-  profile["model"] = {
-      {"name", target.name}, {"family", target.family}, {"shape", ShapeJson(target)}};
-  profile["draft"] = {{"name", draft.name}, {"family", draft.family}, {"shape", ShapeJson(draft)}};
+  profile["model"] = MeasuredModelOf(target).ToJson();
+  profile["draft"] = MeasuredModelOf(draft).ToJson();
   profile["quick"] = request.quick;
   profile["grid"] = {
       {"repetitions", spec.repetitions},

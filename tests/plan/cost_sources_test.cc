@@ -181,8 +181,8 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   EXPECT_EQ(old_fit.ProfiledTarget(mixtral).bits.experts, 16.0);
 
   fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
-  fit.model["shape"]["expert_format"] = "q4_0";
-  fit.model["shape"]["expert_stored_bits"] = 4.5;
+  fit.model.expert_format = "q4_0";
+  fit.model.expert_stored_bits = 4.5;
   const std::filesystem::path dir = testing::MakeTempDir("profiled-target");
   const std::string quantized = (dir / "fit-q4.json").string();
   std::ofstream(quantized) << fit::LatencyFitToJson(fit).dump();
@@ -195,7 +195,7 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   options.expert_bits = 16;
   CostSources asked(options, Store());
   const std::string error = ErrorOf([&] { asked.ProfiledTarget(mixtral); });
-  EXPECT_NE(error.find("measured expert weights as q4_0 (4.5 bits per weight), not the 16"),
+  EXPECT_NE(error.find("measured expert weights as q4_0 (4.5 bits per weight), not 16 bits"),
             std::string::npos)
       << error;
   options.expert_bits = 4.5;
@@ -211,9 +211,9 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
 // takes the recorded shape, not the executor's default one, and another model is refused by name.
 TEST(CostSources, ProfiledTargetTakesTheFitsShapeAndRefusesAnotherModel) {
   fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
-  fit.model["shape"]["layers"] = 4;
-  fit.model["shape"]["hidden"] = 512;
-  fit.model["shape"]["intermediate"] = 1024;
+  fit.model.shape.layers = 4;
+  fit.model.shape.hidden = 512;
+  fit.model.shape.intermediate = 1024;
   const std::filesystem::path dir = testing::MakeTempDir("profiled-shape");
   const std::string scaled = (dir / "fit-scaled.json").string();
   std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
@@ -236,8 +236,9 @@ TEST(CostSources, ProfiledTargetTakesTheFitsShapeAndRefusesAnotherModel) {
             std::string::npos)
       << error;
 
-  fit.model["shape"]["layers"] = "four";
-  std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
+  nlohmann::json malformed = fit::LatencyFitToJson(fit);
+  malformed["model"]["shape"]["layers"] = "four";
+  std::ofstream(scaled) << malformed.dump();
   CostSources bad(options, Store());
   const std::string bad_error =
       ErrorOf([&] { bad.ProfiledTarget(Store().LoadModel("mixtral-8x7b")); });

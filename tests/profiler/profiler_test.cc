@@ -26,7 +26,7 @@ model::PresetStore Presets() { return model::PresetStore(testing::PresetDir()); 
 ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   ProfileRequest r;
   r.model = "mixtral-8x7b";
-  r.shape = executor::ShapeOverrides{};
+  r.shape = model::ShapeOverrides{};
   r.shape.layers = 2;
   r.shape.hidden = 64;
   r.shape.intermediate = 128;
@@ -37,7 +37,7 @@ ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   r.shape.head_dim = 16;
   r.shape.vocab = 256;
   r.shape.max_positions = 256;
-  r.draft_shape = executor::ShapeOverrides{};
+  r.draft_shape = model::ShapeOverrides{};
   r.draft_shape.layers = 1;
   r.draft_shape.hidden = 64;
   r.draft_shape.dense_intermediate = 96;
