@@ -50,14 +50,10 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
     throw base::Error(
         "the fitted-profile cost source covers grouped-query attention models (the executor's)");
   }
-  // The curves price the model the profile measured: its layer shape and weight formats.
-  measured_ = fit_.model;
-  if (measured_.origin.empty()) measured_.origin = fit_.profile;  // a fit made in memory
-  model::ProfiledModel target = model::ProfiledModel::Of(target_);
-  target.name.reset();  // the profiled target's preset may be named otherwise (a file's model)
-  measured_.Require(target, "the profiled target '" + target_.name + "'");
-  // What the profile did not record is the profiled target's (consistent with what it did).
-  measured_.shape = target.shape.OverriddenBy(measured_.shape);
+  // What the curves were measured on, as far as Forward checks it: the profiled target's layer
+  // shape and weight bits (the chooser checked the target against the fit's recorded facts).
+  measured_ = model::ProfiledModel::Of(target_);
+  measured_.origin = fit_.profile;
   if (!HasDevice(fit_, device_))
     throw base::Error(fit_.profile + ": the fit has no curves measured on device '" + device_ +
                       "'");

@@ -114,7 +114,7 @@ class FittedProfileCostSource : public model::CostSource {
   double AttentionScale(const model::MoeModelSpec& model, const model::ForwardShape& shape) const;
 
   LatencyFit fit_;
-  // What the fit's profile measured, its unrecorded layer shape taken from target_.
+  // What the curves measured, as Forward checks it: target_'s layer shape and weight bits.
   model::ProfiledModel measured_;
   // expert_ffn_working_set's curves on device_: (working set bytes, index in fit_.operators), by
   // working set.

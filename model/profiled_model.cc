@@ -135,12 +135,14 @@ void ProfiledModel::Require(const ProfiledModel& wanted, const std::string& aske
     const std::string format = measured.format.value_or("bf16");
     const double bits = measured.stored_bits.value_or(16.0);
     const std::string what =
-        part + " weights as " + format + " (" + report::ShortestText(bits) + " bits per weight)";
+        part + " weights " +
+        (measured.format ? "as " + format + " (" + report::ShortestText(bits) + " bits per weight)"
+                         : "at " + report::ShortestText(bits) + " bits per weight");
     if (expected.format && *expected.format != format)
       refuse("model.shape." + part + "_format", what, *expected.format);
-    // Either the stored bits (4.5) or the bits the format is asked for by (4) name it.
+    // Either the stored bits (4.5) or the bits a recorded format is asked for by (4) name it.
     if (expected.stored_bits && std::abs(*expected.stored_bits - bits) > 1e-9 &&
-        std::abs(*expected.stored_bits - NominalBits(format)) > 1e-9) {
+        !(measured.format && std::abs(*expected.stored_bits - NominalBits(format)) <= 1e-9)) {
       refuse("model.shape." + part + "_stored_bits", what,
              report::ShortestText(*expected.stored_bits) + " bits");
     }

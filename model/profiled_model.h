@@ -55,8 +55,9 @@ struct ProfiledModel {
 
   // The one compatibility check: throws moelab::Error when a fact `wanted` sets differs from what
   // this profile measured (facts the profile did not record are not compared; unrecorded formats
-  // are bf16). Bits match the stored bits or the bits a command line names the format by (4 for
-  // q4_0). `asker` says who expects them ("--model", "validate's runs here", ...). The message:
+  // are bf16). Bits match the stored bits or the bits a command line names a recorded format by
+  // (4 for q4_0). `asker` says who expects them ("--model", "validate's runs here", ...). The
+  // message:
   //   FILE: the profile measured WHAT MEASURED, not WANTED (ASKER): field 'FIELD'; profile ...
   void Require(const ProfiledModel& wanted, const std::string& asker) const;
 };

@@ -58,7 +58,7 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore
   result.plan = request.plan;
   result.target = store.LoadModel(request.model);
   result.draft = store.LoadModel(request.draft);
-  CostSources sources(request.cost, store);
+  fit::CostSources sources(request.cost, store);
   if (sources.fitted()) {
     result.target = sources.ProfiledTarget(result.target);
     result.draft = model::ExecutorDraftShape(result.draft, result.target);
