@@ -203,7 +203,7 @@ void ExpertFfnWorkingSetBench(benchmark::State& state) {
 void DecodeStep(benchmark::State& state) {
   const model::PresetStore presets = model::PresetStore::Default();
   const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
-      presets.LoadModel("mixtral-8x7b"), executor::DefaultTargetShape());
+      presets.LoadModel("mixtral-8x7b"), model::DefaultTargetShape());
   static const executor::ModelWeights weights = executor::MakeSyntheticWeights(config, 1, Pool());
   executor::Transformer model(weights, Pool());
   executor::KvCache cache(config, 4096);

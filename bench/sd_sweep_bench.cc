@@ -3,6 +3,7 @@
 // timed region. Target: under one second (issue 5).
 #include <benchmark/benchmark.h>
 
+#include "fit/cost_source_options.h"
 #include "model/preset_store.h"
 #include "model/sd_plan.h"
 
@@ -21,7 +22,9 @@ void SdSweep100k(benchmark::State& state) {
   for (int64_t g = 1; g <= 50; ++g) options.gammas.push_back(g);
   int64_t points = 0;
   for (auto _ : state) {
-    const auto source = model::RooflineCostSource::ForHardware(hardware, model::CostParameters{});
+    const model::CostParameters params;
+    const auto source =
+        fit::CostSources::Roofline(model::ComputeTargetOf(hardware, params.compute_dtype), params);
     model::SdStepCosts costs(*source, target, draft, 1024);
     for (int a = 1; a <= 20; ++a) {
       options.alpha = 0.0475 * a;

@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "fit/cost_source_options.h"
 #include "model/preset_store.h"
 #include "routing/routing_source.h"
 #include "routing/routing_trace.h"
@@ -64,6 +65,10 @@ void SimOffload(benchmark::State& state) {
     replay = routing::MakeTraceRouting(std::move(trace), 32, 8, 2, "recorded trace");
   }
   routing::RoutingSource& routing = replay ? *replay : *generator;
+  const fit::OffloadSources rooflines =
+      fit::AnalyticOffloadSources(config.model, config.hardware, config.cpu_threads, {});
+  config.accelerator_costs = rooflines.accelerator;
+  config.host_costs = rooflines.host;
   int64_t expert_events = 0, events = 0;
   for (auto _ : state) {
     const sim::SimResult result = sim::SimulateOffload(config, routing, calibration);

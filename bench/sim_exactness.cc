@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "fit/cost_source_options.h"
 #include "model/preset_store.h"
 #include "policies/decision_log.h"
 #include "routing/routing_spec.h"
@@ -44,8 +45,13 @@ void OnStorageTierHost(sim::SimConfig& config, bool coupled) {
   host.compute_rate_while_storage_reads = 0.8;
 }
 
-std::string Outputs(const sim::SimConfig& config) {
+std::string Outputs(sim::SimConfig config) {
   try {
+    // The analytic rooflines of the case's hardware (what --hardware alone prices).
+    const fit::OffloadSources rooflines =
+        fit::AnalyticOffloadSources(config.model, config.hardware, config.cpu_threads, {});
+    config.accelerator_costs = rooflines.accelerator;
+    config.host_costs = rooflines.host;
     const sim::SimResult result = sim::SimulateOffload(config);
     nlohmann::json json = result.ToJson();
     json.erase("provenance");

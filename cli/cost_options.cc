@@ -37,8 +37,8 @@ void AddPredictionRoutingOptions(po::options_description& options, routing::Rout
   // clang-format on
 }
 
-plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
-  plan::CostSourceOptions options;
+fit::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values) {
+  fit::CostSourceOptions options;
   if (values.count("hardware")) {
     options.hardware = values["hardware"].as<std::string>();
     options.hardware_given = !values["hardware"].defaulted();

@@ -1,12 +1,12 @@
 #pragma once
 
 #include "cli/options.h"
-#include "plan/cost_source_options.h"
+#include "fit/cost_source_options.h"
 #include "routing/routing_spec.h"
 
 namespace moelab::cli {
 
-// The cost-source options every prediction command takes the same way (plan/cost_source_options.h):
+// The cost-source options every prediction command takes the same way (fit/cost_source_options.h):
 // --hardware (added by the command, with its default), --calibrate, --profiled-hardware, --profile,
 // and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency,
 // --kernel-launch-s.
@@ -19,6 +19,6 @@ void AddPredictionRoutingOptions(po::options_description& options, routing::Rout
                                  uint64_t& seed);
 
 // The typed options; `hardware_option` is the command's hardware flag ("hardware").
-plan::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values);
+fit::CostSourceOptions CostSourceOptionsFrom(const po::variables_map& values);
 
 }  // namespace moelab::cli

@@ -8,6 +8,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "fit/cost_calibration.h"
+#include "fit/cost_source_options.h"
 #include "fit/fit_json.h"
 #include "fit/fit_report.h"
 #include "fit/latency_profile.h"
@@ -157,9 +158,8 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
   const fit::Profile measured = fit::LoadProfile(profile);
   std::optional<model::HardwareSpec> spec;
   if (hardware) spec = model::PresetStore::Default().LoadHardware(*hardware);
-  const fit::CostCalibration calibration = fit::CalibrateCosts(
-      measured, fit::ProfiledRoofline(measured, spec, device, assumed.compute_dtype), assumed,
-      fit::FitOptions{});
+  const fit::CostCalibration calibration =
+      fit::CostSources::CalibrateOn(measured, spec, device, assumed);
   nlohmann::json json = calibration.ToJson();
   json["schema"] = "moelab.cost_calibration/1";
   json["provenance"] = Provenance();

@@ -2,7 +2,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/shape_options.h"
-#include "executor/executor_config.h"
+#include "model/executor_shape.h"
 #include "base/atomic_file.h"
 #include "model/describe.h"
 #include "model/preset_store.h"
@@ -19,7 +19,7 @@ int ModelShow(const std::vector<std::string>& args) {
       "spec-out", po::value<std::string>()->default_value(""),
       "write the (scaled) model as a moelab.model/1 file, atomically: a --model for every other "
       "command");
-  AddShapeOptions(options, "", executor::ShapeOverrides{});
+  AddShapeOptions(options, "", model::ShapeOverrides{});
   AddOutputOptions(options);
   po::variables_map values;
   if (!ParseOptions("usage: moelab model show --model NAME|PATH [shape overrides] [--spec-out "
@@ -30,7 +30,7 @@ int ModelShow(const std::vector<std::string>& args) {
   const double tau = base::ParseNumber(values["tau"].as<std::string>(), "tau");
   model::MoeModelSpec spec =
       model::PresetStore::Default().LoadModel(values["model"].as<std::string>());
-  spec = executor::ScaledSpec(spec, ShapeFrom(values, "", executor::ShapeOverrides{}));
+  spec = model::ScaledSpec(spec, ShapeFrom(values, "", model::ShapeOverrides{}));
   if (const std::string spec_out = values["spec-out"].as<std::string>(); !spec_out.empty()) {
     base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
   }

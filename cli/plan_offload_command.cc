@@ -62,7 +62,6 @@ int PlanOffload(const std::vector<std::string>& args) {
   request.cost.hardware_given = false;
   config.model = store.LoadModel(model);
   config.hardware = store.LoadHardware(hardware);
-  config.cost = request.cost.assumed;
   const OutputRequest output = OutputRequestFrom(values);
   report::Emit(plan::Render(plan::SweepOffload(request, store), output.format), output.out);
   return 0;

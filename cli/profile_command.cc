@@ -29,7 +29,7 @@ int Profile(const std::vector<std::string>& args) {
   // clang-format on
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
-  AddShapeOptions(shape, "", executor::DefaultTargetShape());
+  AddShapeOptions(shape, "", model::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] "
@@ -42,7 +42,7 @@ int Profile(const std::vector<std::string>& args) {
   profiler::RequireOutputFolder(out);
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
-  request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
+  request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
   if (!quiet) request.progress = &std::cerr;
   request.Validate();
 

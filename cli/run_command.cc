@@ -75,9 +75,9 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
   AddOutputOptions(options);
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
-  AddShapeOptions(shape, "", executor::DefaultTargetShape());
+  AddShapeOptions(shape, "", model::DefaultTargetShape());
   po::options_description draft_shape("draft shape");
-  AddShapeOptions(draft_shape, "draft-", executor::DefaultDraftShape());
+  AddShapeOptions(draft_shape, "draft-", model::DefaultDraftShape());
   options.add(shape).add(draft_shape);
 }
 
@@ -140,11 +140,10 @@ int Run(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   // A preset is scaled to this machine by default; real weights keep the preset's shape.
   request.shape = ShapeFrom(
-      values, "",
-      request.weights.empty() ? executor::DefaultTargetShape() : executor::ShapeOverrides{});
+      values, "", request.weights.empty() ? model::DefaultTargetShape() : model::ShapeOverrides{});
   request.draft_shape = ShapeFrom(
       values, "draft-",
-      request.draft_weights.empty() ? executor::DefaultDraftShape() : executor::ShapeOverrides{});
+      request.draft_weights.empty() ? model::DefaultDraftShape() : model::ShapeOverrides{});
   base::RequireDistinctOutputs({{"--out", output.out},
                                 {"--trace-out", flags.trace_out},
                                 {"--timeline-out", flags.timeline_out}});

@@ -5,7 +5,7 @@
 namespace moelab::cli {
 
 void AddShapeOptions(po::options_description& options, const std::string& prefix,
-                     const executor::ShapeOverrides& defaults) {
+                     const model::ShapeOverrides& defaults) {
   auto add = [&](const char* name, const std::optional<int64_t>& value, const char* what) {
     const std::string full = prefix + name;
     const std::string help =
@@ -30,8 +30,8 @@ void AddShapeOptions(po::options_description& options, const std::string& prefix
   add("max-positions", defaults.max_positions, "KV cache and rotary table length");
 }
 
-executor::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
-                                   executor::ShapeOverrides shape) {
+model::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
+                                model::ShapeOverrides shape) {
   auto take = [&](const char* name, std::optional<int64_t>& field) {
     const std::string full = prefix + name;
     if (values.count(full)) {

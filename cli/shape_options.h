@@ -3,7 +3,7 @@
 #include <string>
 
 #include "cli/options.h"
-#include "executor/executor_config.h"
+#include "model/executor_shape.h"
 
 namespace moelab::cli {
 
@@ -12,10 +12,10 @@ namespace moelab::cli {
 // --vocab, --shared-experts, --shared-intermediate, --max-positions), each prefixed with `prefix`
 // ("draft-" for a draft model). Help shows `defaults`.
 void AddShapeOptions(po::options_description& options, const std::string& prefix,
-                     const executor::ShapeOverrides& defaults);
+                     const model::ShapeOverrides& defaults);
 
 // `shape` with every given option applied; a value below 1 is an error naming the option.
-executor::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
-                                   executor::ShapeOverrides shape);
+model::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
+                                model::ShapeOverrides shape);
 
 }  // namespace moelab::cli

@@ -92,7 +92,7 @@ int SimOffload(const std::vector<std::string>& args) {
     throw base::Error("--gamma and --alpha apply to --workload verify only");
   workload.Validate();
 
-  plan::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
+  fit::CostSourceOptions cost_options = CostSourceOptionsFrom(values);
   cost_options.hardware_given = false;  // the simulator needs --hardware whatever prices it
   cost_options.expert_bits = expert_bits;
   cost_options.attention_bits = attention_bits;

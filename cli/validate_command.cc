@@ -51,7 +51,7 @@ int Validate(const std::vector<std::string>& args) {
   // clang-format on
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
-  AddShapeOptions(shape, "", executor::DefaultTargetShape());
+  AddShapeOptions(shape, "", model::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
   if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
@@ -64,8 +64,8 @@ int Validate(const std::vector<std::string>& args) {
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
-  request.shape = ShapeFrom(values, "", executor::DefaultTargetShape());
-  request.draft_shape = executor::DefaultDraftShape();
+  request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
+  request.draft_shape = model::DefaultDraftShape();
   if (!quiet) request.progress = &std::cerr;
   const bool keep = !out.empty();
   request.work_dir = keep ? std::filesystem::path(out)

@@ -347,7 +347,7 @@ SpeculativeOptions SdOptions(const WorkloadContext& w) {
 }
 
 void RunSpeculativeWorkload(const WorkloadContext& w, RunResult& result) {
-  ShapeOverrides draft_shape = w.request.draft_shape;
+  model::ShapeOverrides draft_shape = w.request.draft_shape;
   if (!draft_shape.vocab) draft_shape.vocab = w.config.vocab_size;
   const ExecutorConfig draft_config =
       ExecutorConfigFromSpec(w.presets.LoadModel(w.request.draft), draft_shape);
@@ -449,30 +449,6 @@ void RunRequest::Validate() const {
   }
   // Its bounds (--offload-readers) before any weight is built, not when the runtime starts.
   if (offload) offload->Validate();
-}
-
-ShapeOverrides DefaultTargetShape() {
-  ShapeOverrides s;
-  s.layers = 8;
-  s.hidden = 1024;
-  s.intermediate = 3584;
-  s.heads = 16;
-  s.kv_heads = 4;
-  s.head_dim = 64;
-  s.max_positions = 4096;
-  return s;
-}
-
-ShapeOverrides DefaultDraftShape() {
-  ShapeOverrides s;
-  s.layers = 4;
-  s.hidden = 512;
-  s.dense_intermediate = 1536;
-  s.heads = 8;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.max_positions = 4096;
-  return s;
 }
 
 RunResult RunWorkload(const RunRequest& request, const model::PresetStore& presets) {

@@ -21,12 +21,12 @@ inline constexpr int kMaxThreads = static_cast<int>(base::kMaxThreads);  // base
 
 struct RunRequest {
   std::string model = "mixtral-8x7b";
-  ShapeOverrides shape;     // applied to the model's spec
-  int expert_bits = 16;     // routed experts: 16 bf16, 8 q8_0, 4 q4_0 (--expert-bits)
-  int attention_bits = 16;  // q|k|v and o projections, the same choices (--attention-bits)
-  std::string weights;      // safetensors file/folder; empty: synthetic
+  model::ShapeOverrides shape;  // applied to the model's spec
+  int expert_bits = 16;         // routed experts: 16 bf16, 8 q8_0, 4 q4_0 (--expert-bits)
+  int attention_bits = 16;      // q|k|v and o projections, the same choices (--attention-bits)
+  std::string weights;          // safetensors file/folder; empty: synthetic
   std::string draft = "llama-3.2-1b";
-  ShapeOverrides draft_shape;  // draft vocab defaults to the target's (shared vocabulary)
+  model::ShapeOverrides draft_shape;  // draft vocab defaults to the target's (shared vocabulary)
   std::string draft_weights;
   Workload workload = Workload::kDecode;
   int64_t batch = 1;
@@ -58,13 +58,6 @@ struct RunRequest {
 
   void Validate() const;
 };
-
-// The default executor shapes: Mixtral-8x7B scaled to this machine (8 layers, hidden 1024,
-// 16 heads / 4 KV heads of 64, 8 experts top-2 of width 3584: 22 MB per expert, 1.6 GB of
-// weights, so experts stream from DRAM, not caches), and a Llama-3.2-style dense draft (4
-// layers, hidden 512) on the target's vocabulary.
-ShapeOverrides DefaultTargetShape();
-ShapeOverrides DefaultDraftShape();
 
 // Runs the workload and returns what it measured (RunResultToJson: the report "moelab.run/1",
 // docs/executor.md). Writes no file.

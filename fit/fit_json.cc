@@ -325,7 +325,7 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
   json["kind"] = "latency";
   json["profile"] = fit.profile;
   json["machine"] = fit.machine;
-  json["model"] = fit.model;
+  json["model"] = fit.model.ToJson();
   json["operators"] = operators;
   json["skipped"] = skipped;
   json["options"] = {{"starts", fit.options.starts},
@@ -348,7 +348,9 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
   LatencyFit fit;
   fit.profile = reader.String("profile", "");
   if (const auto machine = reader.OptionalObject("machine")) fit.machine = machine->json();
-  if (const auto model = reader.OptionalObject("model")) fit.model = model->json();
+  const std::optional<base::JsonReader> model = reader.OptionalObject("model");
+  fit.model = model::ProfiledModel::FromJson(model ? model->json() : nlohmann::json::object(),
+                                             fit.machine, origin);
   if (!json.contains("operators") || !json["operators"].is_array()) {
     reader.Fail("operators", "an array of operator curves");
   }

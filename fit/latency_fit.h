@@ -9,6 +9,7 @@
 
 #include "fit/fit_options.h"
 #include "fit/latency_profile.h"
+#include "model/profiled_model.h"
 
 namespace moelab::fit {
 
@@ -111,7 +112,7 @@ struct SkippedGroup {
 struct LatencyFit {
   std::string profile;  // the profile's path
   nlohmann::json machine = nlohmann::json::object();
-  nlohmann::json model = nlohmann::json::object();
+  model::ProfiledModel model;  // what the profile measured (its model and kernel path)
   std::vector<OperatorCurve> operators;
   std::vector<SkippedGroup> skipped;
   FitOptions options;

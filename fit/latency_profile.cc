@@ -26,7 +26,9 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
       profile.limits = measured;
     }
   }
-  if (auto model = reader.OptionalObject("model")) profile.model = model->json();
+  const std::optional<base::JsonReader> model = reader.OptionalObject("model");
+  profile.model = model::ProfiledModel::FromJson(model ? model->json() : nlohmann::json::object(),
+                                                 profile.machine, origin);
   if (!json.contains("samples") || !json["samples"].is_array()) {
     reader.Fail("samples", "an array of samples");
   }

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/profiled_model.h"
+
 namespace moelab::fit {
 
 // A profile of operator latencies, schema "moelab.profile/1" (written by profiler/):
@@ -21,7 +23,8 @@ namespace moelab::fit {
 // > 0: NaN, zero or negative times are refused with the sample's index), and flops and bytes when
 // present (finite, >= 0; the cost calibration needs them); the other sample fields are optional
 // and kept only as the profile's business. machine and model are optional objects; machine.limits
-// (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present.
+// (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present, model (with
+// machine's kernel path) as the facts of what was measured (model/profiled_model.h).
 struct ProfileSample {
   std::string op;  // "operator"
   std::string device;
@@ -47,7 +50,7 @@ struct Profile {
   std::string origin;  // file path
   nlohmann::json machine = nlohmann::json::object();
   std::optional<MachineLimits> limits;
-  nlohmann::json model = nlohmann::json::object();
+  model::ProfiledModel model;  // what was measured
   std::vector<ProfileSample> samples;
 };
 

@@ -4,14 +4,12 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <tuple>
 #include <utility>
 
 #include "base/error.h"
 #include "model/expert_activation.h"
 #include "model/moe_math.h"
 #include "model/parameter_count.h"
-#include "report/format.h"
 
 namespace moelab::fit {
 namespace {
@@ -52,6 +50,10 @@ FittedProfileCostSource::FittedProfileCostSource(LatencyFit fit,
     throw base::Error(
         "the fitted-profile cost source covers grouped-query attention models (the executor's)");
   }
+  // What the curves were measured on, as far as Forward checks it: the profiled target's layer
+  // shape and weight bits (the chooser checked the target against the fit's recorded facts).
+  measured_ = model::ProfiledModel::Of(target_);
+  measured_.origin = fit_.profile;
   if (!HasDevice(fit_, device_))
     throw base::Error(fit_.profile + ": the fit has no curves measured on device '" + device_ +
                       "'");
@@ -309,29 +311,12 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
   const double layers = static_cast<double>(model.num_layers);
   model::ForwardCost cost;
   if (model.moe) {
-    if (model.hidden_size != target_.hidden_size ||
-        model.moe->num_experts != target_.moe->num_experts ||
-        model.moe->top_k != target_.moe->top_k ||
-        model.moe->expert_intermediate_size != target_.moe->expert_intermediate_size) {
-      throw base::Error(fit_.profile + ": fitted for '" + target_.name + "' (hidden " +
-                        std::to_string(target_.hidden_size) + ", " +
-                        std::to_string(target_.moe->num_experts) + " experts, top-" +
-                        std::to_string(target_.moe->top_k) + "); it cannot price '" + model.name +
-                        "', whose layers differ");
-    }
-    // The curves were measured on the profiled target's weight formats; other bits per weight
-    // would be other bytes (plan/cost_source_options.h ProfiledTarget takes the fit's).
-    for (const auto& [part, asked, profiled] :
-         {std::tuple<const char*, double, double>{"expert", model.bits.experts,
-                                                  target_.bits.experts},
-          {"attention", model.bits.attention, target_.bits.attention}}) {
-      if (std::abs(asked - profiled) > 1e-9) {
-        throw base::Error(fit_.profile + ": the profile measured " + part + " weights at " +
-                          report::ShortestText(profiled) + " bits; '" + model.name + "' has " +
-                          report::ShortestText(asked) +
-                          " (moelab profile --expert-bits / --attention-bits)");
-      }
-    }
+    // Its layers are the profiled target's (the number of them may differ: a held-out shape),
+    // in the weight formats measured: others would be other kernels and other bytes.
+    model::ProfiledModel priced = model::ProfiledModel::Of(model);
+    priced.name.reset();
+    priced.shape.layers.reset();
+    measured_.Require(priced, "'" + model.name + "' priced");
     const model::MoeSpec& moe = *model.moe;
     const double moe_layers = static_cast<double>(model.num_moe_layers());
     const double dense_layers = static_cast<double>(model.num_dense_layers());

@@ -8,6 +8,7 @@
 #include "fit/latency_fit.h"
 #include "model/cost_source.h"
 #include "model/model_spec.h"
+#include "model/profiled_model.h"
 
 namespace moelab::fit {
 
@@ -113,6 +114,8 @@ class FittedProfileCostSource : public model::CostSource {
   double AttentionScale(const model::MoeModelSpec& model, const model::ForwardShape& shape) const;
 
   LatencyFit fit_;
+  // What the curves measured, as Forward checks it: target_'s layer shape and weight bits.
+  model::ProfiledModel measured_;
   // expert_ffn_working_set's curves on device_: (working set bytes, index in fit_.operators), by
   // working set.
   std::vector<std::pair<double, size_t>> working_set_curves_;

@@ -149,14 +149,4 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
   return plan;
 }
 
-SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
-                               const HardwareSpec& hardware, const CostParameters& params,
-                               const SdPlanOptions& options) {
-  options.Validate();
-  const std::unique_ptr<RooflineCostSource> source =
-      RooflineCostSource::ForHardware(hardware, params);
-  SdStepCosts costs(*source, target, draft, options.context_length, hardware.name);
-  return PlanSpeculativeDecoding(costs, options);
-}
-
 }  // namespace moelab::model

@@ -113,9 +113,4 @@ class SdStepCosts {
 // The plan over options.batches x options.gammas from any cost source.
 SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options);
 
-// The analytic plan (`moelab plan sd`).
-SdPlan PlanSpeculativeDecoding(const MoeModelSpec& target, const MoeModelSpec& draft,
-                               const HardwareSpec& hardware, const CostParameters& params,
-                               const SdPlanOptions& options);
-
 }  // namespace moelab::model

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "fit/cost_calibration.h"
+#include "fit/cost_source_options.h"
 #include "model/cost_source.h"
 #include "plan/sd_sweep.h"
 
@@ -61,9 +62,10 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
     result.candidates.push_back(c);
   };
 
-  CostSources sources(request.cost, store);
+  fit::CostSources sources(request.cost, store);
   model::CostParameters accelerator_params = request.cost.assumed;
-  result.cost_source = CostSources::RooflineName(false);
+  std::optional<fit::CostCalibration> accelerator_calibration;
+  result.cost_source = fit::CostSources::RooflineName(false);
   if (sources.calibrated()) {
     const fit::Profile& profile = sources.CalibrationProfile();
     const std::optional<model::HardwareSpec> profiled =
@@ -78,8 +80,9 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
                           "--profiled-hardware");
       }
       result.calibrations.push_back(sources.Calibrate("gpu", *profiled));
-      accelerator_params = result.calibrations.back().params;
-      result.cost_source = CostSources::RooflineName(true);
+      accelerator_calibration = result.calibrations.back();
+      accelerator_params = accelerator_calibration->params;
+      result.cost_source = fit::CostSources::RooflineName(true);
       used = true;
     }
     if (sources.CalibrationProfileHas("cpu") &&
@@ -87,10 +90,11 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
       const model::HardwareSpec machine =
           profiled && !profiled->has_accelerator() ? *profiled : fit::HardwareFromProfile(profile);
       result.calibrations.push_back(sources.Calibrate("cpu", machine));
-      const model::RooflineCostSource source(
-          model::ComputeTargetOf(machine, request.cost.assumed.compute_dtype),
-          result.calibrations.back().params, CostSources::RooflineName(true));
-      evaluate(machine.name, source, 0, machine.host->dram_bytes);
+      const fit::CostCalibration& calibration = result.calibrations.back();
+      const auto source = fit::CostSources::Roofline(
+          model::ComputeTargetOf(machine, request.cost.assumed.compute_dtype), calibration.params,
+          &calibration);
+      evaluate(machine.name, *source, 0, machine.host->dram_bytes);
       used = true;
     }
     if (!used) {
@@ -105,10 +109,10 @@ HardwareSearchResult SearchHardware(const HardwareSearchRequest& request,
     for (int64_t count : request.device_counts) {
       const std::string name = count == 1 ? entry.name : std::to_string(count) + "x" + entry.name;
       const model::HardwareSpec hardware = store.LoadHardware(name);
-      const model::RooflineCostSource source(
+      const auto source = fit::CostSources::Roofline(
           model::ComputeTargetOf(hardware, accelerator_params.compute_dtype), accelerator_params,
-          result.cost_source);
-      evaluate(name, source, count,
+          accelerator_calibration ? &*accelerator_calibration : nullptr);
+      evaluate(name, *source, count,
                hardware.accelerator->memory_bytes * static_cast<double>(count));
     }
   }

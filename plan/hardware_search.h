@@ -8,7 +8,7 @@
 #include "fit/cost_calibration.h"
 #include "model/model_spec.h"
 #include "model/preset_store.h"
-#include "plan/cost_source_options.h"
+#include "fit/cost_source_options.h"
 #include "routing/routing_spec.h"
 
 namespace moelab::plan {
@@ -26,7 +26,7 @@ struct HardwareSearchRequest {
   int64_t context = 1024;  // TPOT
   std::optional<double> tpot_max_s, ttft_max_s;
   std::vector<int64_t> device_counts{1, 2, 4, 8};
-  CostSourceOptions cost;        // --hardware is not used: every preset is a candidate
+  fit::CostSourceOptions cost;   // --hardware is not used: every preset is a candidate
   routing::RoutingSpec routing;  // how the model's tokens route (distinct experts per pass)
   uint64_t routing_seed = 1;
 

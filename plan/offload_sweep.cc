@@ -3,56 +3,17 @@
 #include <memory>
 
 #include "base/error.h"
-#include "fit/profile_cost_source.h"
 #include "policies/registry.h"
 
 namespace moelab::plan {
 
-std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config) {
-  std::vector<fit::CostCalibration> made;
-  if (sources.calibrated()) {
-    if (sources.CalibrationProfileHas("cpu")) {
-      made.push_back(sources.Calibrate("cpu", config.hardware));
-      config.host_cost = made.back().params;
-    }
-    if (sources.CalibrationProfileHas("gpu")) {
-      made.push_back(sources.Calibrate("gpu", config.hardware));
-      config.cost = made.back().params;
-    }
-    if (made.empty())
-      throw base::Error(sources.CalibrationProfile().origin +
-                        ": no cpu or gpu samples to calibrate with");
-    config.cost_source = CostSources::RooflineName(true);
-  } else if (sources.fitted()) {
-    const fit::LatencyFit& fit = sources.Fit();
-    // The curves price the layer shapes the profile measured: simulate the shape it recorded.
-    config.model = sources.ProfiledTarget(config.model);
-    const model::MoeModelSpec& profiled = config.model;
-    const bool cpu = fit::FittedProfileCostSource::HasDevice(fit, "cpu");
-    const bool gpu = fit::FittedProfileCostSource::HasDevice(fit, "gpu");
-    // This machine with its experts on storage (moelab hw from-profile): the CPU is the compute
-    // device, so its curves price everything the simulator computes, as validate does -- whatever
-    // GPU curves the profile also holds.
-    if (config.hardware.compute_device_is_host) {
-      if (!cpu) {
-        throw base::Error(*sources.options().fitted_profile +
-                          ": the fit has no cpu curves, and hardware '" + config.hardware.name +
-                          "' computes on its CPU (moelab hw from-profile)");
-      }
-      config.host_costs = sources.Fitted(profiled, "cpu");
-      config.accelerator_costs = config.host_costs;
-      config.cost_source = "fitted-profile";
-      return made;
-    }
-    if (cpu) config.host_costs = sources.Fitted(profiled, "cpu");
-    if (gpu) config.accelerator_costs = sources.Fitted(profiled, "gpu");
-    if (!cpu && !gpu)
-      throw base::Error(*sources.options().fitted_profile + ": the fit has no cpu or gpu curves");
-    config.cost_source = cpu && gpu ? "fitted-profile"
-                         : cpu      ? "fitted-profile (host) + analytic-roofline (accelerator)"
-                                    : "fitted-profile (accelerator) + analytic-roofline (host)";
-  }
-  return made;
+fit::OffloadSources ApplyCostSources(fit::CostSources& sources, sim::SimConfig& config) {
+  fit::OffloadSources chosen =
+      sources.ForOffload(config.model, config.hardware, config.cpu_threads);
+  config.model = chosen.model;
+  config.accelerator_costs = chosen.accelerator;
+  config.host_costs = chosen.host;
+  return chosen;
 }
 
 void OffloadSweepRequest::Validate() const {
@@ -75,8 +36,8 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
   result.memory_bytes = request.memory_bytes;
   result.policies =
       request.policies.empty() ? policies::DefaultPolicyRegistry().Names() : request.policies;
-  CostSources sources(request.cost, store);
-  result.calibrations = ApplyCostSources(sources, result.base);
+  fit::CostSources sources(request.cost, store);
+  result.calibrations = ApplyCostSources(sources, result.base).calibrations;
   for (double bytes : result.memory_bytes) {
     for (const std::string& name : result.policies) {
       sim::SimConfig config = result.base;
@@ -96,13 +57,13 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
   return result;
 }
 
-OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
+OffloadRunResult RunOffload(sim::SimConfig config, const fit::CostSourceOptions& cost,
                             const model::PresetStore& store) {
-  config.cost = cost.assumed;
-  CostSources sources(cost, store);
-  std::vector<fit::CostCalibration> calibrations = ApplyCostSources(sources, config);
+  fit::CostSources sources(cost, store);
+  fit::OffloadSources chosen = ApplyCostSources(sources, config);
   sim::SimResult result = sim::SimulateOffload(config);
-  return {std::move(config), std::move(result), std::move(calibrations)};
+  return {std::move(config), std::move(result), std::move(chosen.calibrations),
+          chosen.accelerator_params, chosen.host_params};
 }
 
 }  // namespace moelab::plan

@@ -6,25 +6,22 @@
 
 #include "fit/cost_calibration.h"
 #include "model/preset_store.h"
-#include "plan/cost_source_options.h"
+#include "fit/cost_source_options.h"
 #include "sim/offload_simulator.h"
 
 namespace moelab::plan {
 
-// Prices the offload simulator's two devices from the chosen source: with --calibrate, the
-// profile's CPU samples calibrate the host's roofline and its GPU samples (when any) the
-// accelerator's; with --profile, the fit's CPU curves price the host (and its GPU curves, when
-// any, the accelerator), the other device keeps its analytic roofline. Sets config.cost_source
-// ("calibrated-roofline", "fitted-profile", or "fitted-profile (host) + analytic-roofline
-// (accelerator)" when the sources differ). Returns the calibrations made.
-std::vector<fit::CostCalibration> ApplyCostSources(CostSources& sources, sim::SimConfig& config);
+// Prices the offload simulator's two devices from the chosen source (fit::CostSources::
+// ForOffload): sets config's sources and, with --profile, its model to the shape the profile
+// measured. Returns what was chosen (the rooflines' parameters, the calibrations made).
+fit::OffloadSources ApplyCostSources(fit::CostSources& sources, sim::SimConfig& config);
 
 // `moelab plan offload`: each policy's TPOT (TTFT, hit rate) across accelerator memory sizes.
 struct OffloadSweepRequest {
   sim::SimConfig base;                // model, hardware, workload, routing, seed
   std::vector<double> memory_bytes;   // accelerator memory sizes to try
   std::vector<std::string> policies;  // empty: every registered policy
-  CostSourceOptions cost;
+  fit::CostSourceOptions cost;
 
   void Validate() const;
 };
@@ -53,8 +50,11 @@ struct OffloadRunResult {
   sim::SimConfig config;  // with the cost sources applied
   sim::SimResult result;
   std::vector<fit::CostCalibration> calibrations;
+  // The rooflines' parameters: the accelerator's, the host's where a profile calibrated it apart.
+  model::CostParameters cost_parameters;
+  std::optional<model::CostParameters> host_cost_parameters;
 };
-OffloadRunResult RunOffload(sim::SimConfig config, const CostSourceOptions& cost,
+OffloadRunResult RunOffload(sim::SimConfig config, const fit::CostSourceOptions& cost,
                             const model::PresetStore& store);
 
 }  // namespace moelab::plan

@@ -6,9 +6,20 @@
 #include "report/format.h"
 #include "report/json_rows.h"
 #include "report/provenance.h"
+#include "sim/cost_model.h"
 
 namespace moelab::plan {
 namespace {
+
+// What the sweep's runs name their sources by (sim::CostSourceName); a device the hardware lacks
+// has none (every run refuses such hardware), so the other's name stands alone.
+std::string OffloadCostSource(const sim::SimConfig& config) {
+  if (config.accelerator_costs && config.host_costs)
+    return sim::CostSourceName(*config.accelerator_costs, *config.host_costs);
+  if (config.accelerator_costs || config.host_costs)
+    return (config.accelerator_costs ? config.accelerator_costs : config.host_costs)->name();
+  return fit::CostSources::RooflineName(false);
+}
 
 using report::Cell;
 using report::Column;
@@ -297,7 +308,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
                            {"hardware", base.hardware.name},
                            {"workload", sim::ToString(base.workload.kind)},
                            {"routing", base.routing.text},
-                           {"cost_source", base.cost_source},
+                           {"cost_source", OffloadCostSource(base)},
                            {"rows", json_rows}};
     for (const fit::CostCalibration& calibration : result.calibrations)
       json["cost_calibrations"].push_back(calibration.ToJson());
@@ -329,7 +340,7 @@ std::string Render(const OffloadSweepResult& result, Format format) {
       << sim::ToString(base.workload.kind) << ", routing " << base.routing.text
       << "): TPOT by accelerator memory (TTFT for prefill; '-' = the policy cannot run at that "
          "size), cost source "
-      << base.cost_source << "\n\n"
+      << OffloadCostSource(base) << "\n\n"
       << table.Render();
   for (const fit::CostCalibration& calibration : result.calibrations)
     out << "Calibration: " << calibration.Summary() << "\n";
@@ -386,8 +397,9 @@ std::string Render(const OffloadRunResult& run, Format format) {
   nlohmann::json json = run.result.ToJson();
   json["expert_bits"] = config.model.bits.experts;
   json["attention_bits"] = config.model.bits.attention;
-  json["cost_parameters"] = CostParametersJson(config.cost);
-  if (config.host_cost) json["host_cost_parameters"] = CostParametersJson(*config.host_cost);
+  json["cost_parameters"] = CostParametersJson(run.cost_parameters);
+  if (run.host_cost_parameters)
+    json["host_cost_parameters"] = CostParametersJson(*run.host_cost_parameters);
   for (const fit::CostCalibration& calibration : run.calibrations)
     json["cost_calibrations"].push_back(calibration.ToJson());
   json["provenance"] = report::Provenance();

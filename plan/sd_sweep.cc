@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "fit/fit_json.h"
 #include "fit/predict.h"
+#include "model/executor_shape.h"
 #include "routing/expert_activation_sampler.h"
 
 namespace moelab::plan {
@@ -57,10 +58,10 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore
   result.plan = request.plan;
   result.target = store.LoadModel(request.model);
   result.draft = store.LoadModel(request.draft);
-  CostSources sources(request.cost, store);
+  fit::CostSources sources(request.cost, store);
   if (sources.fitted()) {
     result.target = sources.ProfiledTarget(result.target);
-    result.draft = ExecutorDraftShape(result.draft, result.target);
+    result.draft = model::ExecutorDraftShape(result.draft, result.target);
     result.source = sources.Fitted(result.target);
     result.hardware = "profile:" + *request.cost.fitted_profile;
     result.display_name = result.hardware;

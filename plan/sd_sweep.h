@@ -13,7 +13,7 @@
 #include "model/model_spec.h"
 #include "model/preset_store.h"
 #include "model/sd_plan.h"
-#include "plan/cost_source_options.h"
+#include "fit/cost_source_options.h"
 #include "routing/routing_spec.h"
 
 namespace moelab::plan {
@@ -24,7 +24,7 @@ namespace moelab::plan {
 struct SdSweepRequest {
   std::string model;  // target preset or path
   std::string draft;
-  CostSourceOptions cost;
+  fit::CostSourceOptions cost;
   model::SdPlanOptions plan;   // batches, gammas, context, verify (alpha/sigma set per level)
   std::vector<double> levels;  // alphas in [0, 1), or sigmas in (0, 1] when by_sigma
   bool by_sigma = false;

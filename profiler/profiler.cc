@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,8 +14,10 @@
 #include <set>
 
 #include "device/gpu_devices.h"
+#include "executor/executor_config.h"
 #include "kernels/thread_pool.h"
 #include "kernels/weight_matrix.h"
+#include "model/profiled_model.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/stats.h"
@@ -48,29 +51,37 @@ void InitializeBenchmarkOnce() {
   });
 }
 
-nlohmann::json ShapeJson(const executor::ExecutorConfig& c) {
-  nlohmann::json shape = {
-      {"layers", c.num_layers},          {"hidden", c.hidden_size}, {"heads", c.num_heads},
-      {"kv_heads", c.num_kv_heads},      {"head_dim", c.head_dim},  {"vocab", c.vocab_size},
-      {"max_positions", c.max_positions}};
+// What the profile measures of `c` (the profile's "model" or "draft"): its name, shape and the
+// weight formats the operators run on, with their stored bits per weight (scales included): what
+// a fit of this profile prices (model/profiled_model.h).
+model::ProfiledModel MeasuredModelOf(const executor::ExecutorConfig& c) {
+  model::ProfiledModel m;
+  m.name = c.name;
+  m.family = c.family;
+  model::ShapeOverrides& shape = m.shape;
+  shape.layers = c.num_layers;
+  shape.hidden = c.hidden_size;
+  shape.heads = c.num_heads;
+  shape.kv_heads = c.num_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.vocab = c.vocab_size;
+  shape.max_positions = c.max_positions;
   if (c.is_moe()) {
-    shape["experts"] = c.num_experts;
-    shape["top_k"] = c.top_k;
-    shape["intermediate"] = c.expert_intermediate_size;
-    shape["shared_experts"] = c.num_shared_experts;
-    if (c.num_shared_experts > 0) shape["shared_intermediate"] = c.shared_expert_intermediate_size;
-    if (c.first_dense_layers > 0) shape["dense_intermediate"] = c.dense_intermediate_size;
+    shape.experts = c.num_experts;
+    shape.top_k = c.top_k;
+    shape.intermediate = c.expert_intermediate_size;
+    shape.shared_experts = c.num_shared_experts;
+    if (c.num_shared_experts > 0) shape.shared_intermediate = c.shared_expert_intermediate_size;
+    if (c.first_dense_layers > 0) shape.dense_intermediate = c.dense_intermediate_size;
   } else {
-    shape["intermediate"] = c.dense_intermediate_size;
+    shape.intermediate = c.dense_intermediate_size;
   }
-  if (c.sliding_window > 0) shape["sliding_window"] = c.sliding_window;
-  // The weight formats the operators were measured on, and their stored bits per weight (scales
-  // included): what a fit of this profile prices (plan/cost_source_options.h).
-  shape["expert_format"] = ToString(c.expert_format);
-  shape["expert_stored_bits"] = kernels::StoredBitsPerWeight(c.expert_format);
-  shape["attention_format"] = ToString(c.attention_format);
-  shape["attention_stored_bits"] = kernels::StoredBitsPerWeight(c.attention_format);
-  return shape;
+  if (c.sliding_window > 0) m.sliding_window = c.sliding_window;
+  m.expert_format = ToString(c.expert_format);
+  m.expert_stored_bits = kernels::StoredBitsPerWeight(c.expert_format);
+  m.attention_format = ToString(c.attention_format);
+  m.attention_stored_bits = kernels::StoredBitsPerWeight(c.attention_format);
+  return m;
 }
 
 int FamilyRank(OperatorFamily family) {
@@ -250,76 +261,75 @@ void ProfileRequest::Validate() const {
   kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
 }
 
-nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets) {
-  const auto start = std::chrono::steady_clock::now();
-  const double load_at_start = LoadAverage1m();
-  request.Validate();
-  const GridSpec spec =
-      request.grid ? *request.grid : (request.quick ? GridSpec::Quick() : GridSpec::Full());
-  spec.Validate();
-  executor::ExecutorConfig target =
-      executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
+namespace {
+
+// The target and its draft as the executor runs them: the target in the weight formats asked for,
+// the draft on the target's vocabulary unless its shape says otherwise.
+struct ProfiledConfigs {
+  executor::ExecutorConfig target, draft;
+};
+
+ProfiledConfigs ConfigsOf(const ProfileRequest& request, const model::PresetStore& presets) {
+  ProfiledConfigs configs;
+  executor::ExecutorConfig& target = configs.target;
+  target = executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   target.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
   target.attention_format =
       kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
-  executor::ShapeOverrides draft_shape = request.draft_shape;
+  model::ShapeOverrides draft_shape = request.draft_shape;
   if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
-  const executor::ExecutorConfig draft =
-      executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  configs.draft = executor::ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  return configs;
+}
 
-  std::lock_guard<std::mutex> lock(ProfileMutex());
-  InitializeBenchmarkOnce();
-  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
+// What the grid needs of this machine -- its cache and the GPU to measure -- with the notes they
+// call for, in the profile's order.
+struct MachineSetup {
+  int64_t l3_bytes = 0;     // reported (kAssumedL3Bytes when unknown)
+  int64_t cache_bytes = 0;  // EffectiveCacheBytes(l3_bytes): what weights are cycled against
+  device::GpuInventory gpus;
+  int gpu_index = -1;  // the GPU measured; -1: none
   std::vector<std::string> notes;
-  int64_t l3_bytes = L3CacheBytes();
-  if (l3_bytes <= 0) {
-    l3_bytes = kAssumedL3Bytes;
-    notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
-                    std::to_string(l3_bytes) + " bytes assumed");
+};
+
+MachineSetup SetUpMachine(const ProfileRequest& request, const executor::ExecutorConfig& target) {
+  MachineSetup m;
+  m.l3_bytes = L3CacheBytes();
+  if (m.l3_bytes <= 0) {
+    m.l3_bytes = kAssumedL3Bytes;
+    m.notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
+                      std::to_string(m.l3_bytes) + " bytes assumed");
   }
-  const int64_t cache_bytes = EffectiveCacheBytes(l3_bytes);
-  if (cache_bytes > l3_bytes) {
-    notes.push_back("weights cycled and caches flushed against a " + std::to_string(cache_bytes) +
-                    "-byte cache, not the reported L3 of " + std::to_string(l3_bytes) +
-                    " bytes: a virtual machine's host cache can be larger than the L3 it reports");
+  m.cache_bytes = EffectiveCacheBytes(m.l3_bytes);
+  if (m.cache_bytes > m.l3_bytes) {
+    m.notes.push_back(
+        "weights cycled and caches flushed against a " + std::to_string(m.cache_bytes) +
+        "-byte cache, not the reported L3 of " + std::to_string(m.l3_bytes) +
+        " bytes: a virtual machine's host cache can be larger than the L3 it reports");
   }
-  const device::GpuInventory gpus = device::DetectGpus();
-  const int gpu_index = request.use_gpu && !gpus.devices.empty() ? gpus.devices.front().index : -1;
-  if (gpus.devices.empty()) {
-    notes.push_back("GPU operators not measured: " + gpus.why_none);
+  m.gpus = device::DetectGpus();
+  m.gpu_index = request.use_gpu && !m.gpus.devices.empty() ? m.gpus.devices.front().index : -1;
+  if (m.gpus.devices.empty()) {
+    m.notes.push_back("GPU operators not measured: " + m.gpus.why_none);
   } else if (!request.use_gpu) {
-    notes.push_back("GPU operators not measured: disabled by the request");
+    m.notes.push_back("GPU operators not measured: disabled by the request");
   }
   if (!request.cpu_operators) {
-    if (gpu_index < 0) {
+    if (m.gpu_index < 0) {
       throw base::Error(
           "profile: only the GPU's operators were asked for, but none can be measured: " +
-          (gpus.devices.empty() ? gpus.why_none : std::string("GPUs disabled")));
+          (m.gpus.devices.empty() ? m.gpus.why_none : std::string("GPUs disabled")));
     }
-    notes.push_back("CPU operators not measured: only the GPU's were asked for");
+    m.notes.push_back("CPU operators not measured: only the GPU's were asked for");
   }
   if (!target.is_moe())
-    notes.push_back("the target '" + target.name +
-                    "' is dense: expert_ffn and router not measured");
+    m.notes.push_back("the target '" + target.name +
+                      "' is dense: expert_ffn and router not measured");
+  return m;
+}
 
-  const std::vector<GridPoint> grid =
-      MakeProfileGrid(target, draft, spec, cache_bytes, gpu_index, request.cpu_operators);
-  bool has_cpu_experts = false;
-  for (const GridPoint& p : grid)
-    has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";
-  const int total = static_cast<int>(grid.size()) + (has_cpu_experts ? spec.ridge_points : 0);
-
-  BenchEnvironment env;
-  env.target = &target;
-  env.draft = &draft;
-  env.pool = &pool;
-  env.cache_bytes = cache_bytes;
-  env.spec = &spec;
-  env.storage_dir = request.storage_dir;
-  env.storage_direct_io = request.storage_direct_io;
-  env.seed = request.seed;
-
-  ProfileRunner runner(spec, target, draft, request.progress, total);
+// The grid's points split into families: runs of consecutive points of one operator and device.
+std::vector<std::vector<GridPoint>> FamiliesOf(const std::vector<GridPoint>& grid) {
   std::vector<std::vector<GridPoint>> families;
   for (size_t begin = 0; begin < grid.size();) {
     size_t end = begin;
@@ -330,18 +340,29 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
                           grid.begin() + static_cast<long>(end));
     begin = end;
   }
-  // Rounds across the whole grid: round r measures every family's points once, then round r + 1
-  // again, so a point's repetitions are spread over the whole profile. A burst of load on a
-  // shared machine lasts seconds to minutes; with rounds inside one family (a few seconds) it had
-  // shifted whole families by 15-30 % between two quick profiles of the same machine. A family's
-  // bench (its weights, caches, files) is built for each round and released after it, so only one
-  // family's memory is held at a time.
-  std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
-  std::vector<bool> skipped(families.size(), false);
+  return families;
+}
+
+// The samples of every family's rounds, and which families were left out whole.
+struct RoundsMeasured {
   std::vector<Measured> measured;
-  for (int round = 0; round < spec.repetitions; ++round) {
+  std::vector<bool> skipped;  // by family
+};
+
+// Rounds across the whole grid: round r measures every family's points once, then round r + 1
+// again, so a point's repetitions are spread over the whole profile. A burst of load on a shared
+// machine lasts seconds to minutes; with rounds inside one family (a few seconds) it had shifted
+// whole families by 15-30 % between two quick profiles of the same machine. A family's bench (its
+// weights, caches, files) is built for each round and released after it, so only one family's
+// memory is held at a time. `after_round` (may be empty) runs after each round.
+RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families,
+                             const BenchEnvironment& env, int rounds, ProfileRunner& runner,
+                             const std::function<void(int round, int rounds)>& after_round) {
+  RoundsMeasured result{{}, std::vector<bool>(families.size(), false)};
+  std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
+  for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < families.size(); ++f) {
-      if (skipped[f]) continue;
+      if (result.skipped[f]) continue;
       std::unique_ptr<OperatorBench> bench;
       try {
         bench = MakeOperatorBench(families[f], env);
@@ -351,7 +372,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
         runner.Skip(families[f], round == 0 ? std::string(e.what())
                                             : "could not be prepared again for round " +
                                                   std::to_string(round + 1) + ": " + e.what());
-        skipped[f] = true;
+        result.skipped[f] = true;
         continue;
       }
       if (round == 0) {
@@ -359,24 +380,32 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
         prepared[f] = runner.Prepare(*bench, families[f]);
       }
       runner.RunRound(*bench, *prepared[f]);
-      if (round + 1 == spec.repetitions) {
+      if (round + 1 == rounds) {
         std::vector<Measured> family_measured = runner.Finish(*bench, *prepared[f]);
-        measured.insert(measured.end(), family_measured.begin(), family_measured.end());
+        result.measured.insert(result.measured.end(), family_measured.begin(),
+                               family_measured.end());
       }
     }
-    if (request.after_round) request.after_round(round + 1, spec.repetitions);
+    if (after_round) after_round(round + 1, rounds);
   }
+  return result;
+}
 
+// The ridge point of this machine's CPU expert FFN, from the samples of `rounds`, and the points
+// measured around it (appended to rounds.measured): the profile's grid.ridge, null when the grid
+// asks for none or its expert_ffn cpu family was left out. A failure is a note, not an error.
+nlohmann::json MeasureRidgePoints(const std::vector<std::vector<GridPoint>>& families,
+                                  const BenchEnvironment& env, int ridge_point_count,
+                                  ProfileRunner& runner, RoundsMeasured& rounds) {
   nlohmann::json ridge = nullptr;
   for (size_t f = 0; f < families.size(); ++f) {
     const std::vector<GridPoint>& group = families[f];
-    if (skipped[f] || group.front().family != OperatorFamily::kExpertFfn ||
-        group.front().device != "cpu" || spec.ridge_points <= 0)
+    if (rounds.skipped[f] || group.front().family != OperatorFamily::kExpertFfn ||
+        group.front().device != "cpu" || ridge_point_count <= 0)
       continue;
-    // The ridge point of this machine, from the samples just taken; more points around it.
     std::vector<std::pair<int64_t, double>> curve;
     std::vector<int64_t> taken;
-    for (const Measured& m : measured) {
+    for (const Measured& m : rounds.measured) {
       if (m.point.family != OperatorFamily::kExpertFfn || m.point.device != "cpu") continue;
       curve.push_back({m.point.tokens, m.sample["median_s"].get<double>()});
       taken.push_back(m.point.tokens);
@@ -384,7 +413,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
     try {
       const double r = EstimateRidgeTokens(curve);
       std::vector<GridPoint> ridge_points;
-      for (int64_t t : RidgeTokens(r, spec.ridge_points, taken)) {
+      for (int64_t t : RidgeTokens(r, ridge_point_count, taken)) {
         ridge_points.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
       }
       nlohmann::json tokens = nlohmann::json::array();
@@ -397,12 +426,16 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
                                std::to_string(ridge_points.size()) + " points added around it");
       const std::unique_ptr<OperatorBench> bench = MakeOperatorBench(ridge_points, env);
       std::vector<Measured> more = runner.Run(*bench, ridge_points);
-      measured.insert(measured.end(), more.begin(), more.end());
+      rounds.measured.insert(rounds.measured.end(), more.begin(), more.end());
     } catch (const std::exception& e) {
       runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
     }
   }
+  return ridge;
+}
 
+// The samples in the profile's order: CPU first, then by device, operator family and shape.
+nlohmann::json SortedSamples(std::vector<Measured> measured) {
   std::stable_sort(measured.begin(), measured.end(), [](const Measured& a, const Measured& b) {
     const auto key = [](const GridPoint& p) {
       return std::make_tuple(p.device != "cpu", p.device, FamilyRank(p.family),
@@ -412,19 +445,22 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   });
   nlohmann::json samples = nlohmann::json::array();
   for (Measured& m : measured) samples.push_back(std::move(m.sample));
-  for (const std::string& note : runner.notes()) notes.push_back(note);
+  return samples;
+}
 
-  nlohmann::json profile;
-  profile["schema"] = kSchema;
-  profile["machine"] = MachineJson(pool.size(), l3_bytes, gpus);
+// The profile's machine object: the machine, its load around the profile and its own limits
+// (measured now, after the operators, so the probes' buffer never shares memory with the
+// profiled weights). A machine busy at the start adds a note to `notes`.
+nlohmann::json MachineObject(kernels::ThreadPool& pool, const MachineSetup& setup,
+                             double load_at_start, bool quick, std::vector<std::string>& notes) {
+  nlohmann::json machine = MachineJson(pool.size(), setup.l3_bytes, setup.gpus);
   // Other processes on the cores inflate and scatter the times; the load says how busy it was.
-  profile["machine"]["load_average_1m_start"] = load_at_start;
-  profile["machine"]["load_average_1m_end"] = LoadAverage1m();
-  // After the operators, so the probes' buffer never shares memory with the profiled weights.
-  profile["machine"]["limits"] = MeasureMachineLimits(
-      pool, static_cast<size_t>(std::max<int64_t>(4 * l3_bytes, int64_t{256} << 20)),
-      request.quick ? 3 : 5);
-  const double logical_cpus = profile["machine"]["logical_cpus"].get<double>();
+  machine["load_average_1m_start"] = load_at_start;
+  machine["load_average_1m_end"] = LoadAverage1m();
+  machine["limits"] = MeasureMachineLimits(
+      pool, static_cast<size_t>(std::max<int64_t>(4 * setup.l3_bytes, int64_t{256} << 20)),
+      quick ? 3 : 5);
+  const double logical_cpus = machine["logical_cpus"].get<double>();
   if (load_at_start > 0.3 * logical_cpus) {
     char text[64];
     std::snprintf(text, sizeof(text), "%.2f on %d logical CPUs", load_at_start,
@@ -436,132 +472,197 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
         "idle "
         "machine for a clean result");
   }
-  profile["model"] = {
-      {"name", target.name}, {"family", target.family}, {"shape", ShapeJson(target)}};
-  profile["draft"] = {{"name", draft.name}, {"family", draft.family}, {"shape", ShapeJson(draft)}};
+  return machine;
+}
+
+}  // namespace
+
+nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets) {
+  const auto start = std::chrono::steady_clock::now();
+  const double load_at_start = LoadAverage1m();
+  request.Validate();
+  const GridSpec spec =
+      request.grid ? *request.grid : (request.quick ? GridSpec::Quick() : GridSpec::Full());
+  spec.Validate();
+  const ProfiledConfigs configs = ConfigsOf(request, presets);
+  const executor::ExecutorConfig& target = configs.target;
+  const executor::ExecutorConfig& draft = configs.draft;
+
+  std::lock_guard<std::mutex> lock(ProfileMutex());
+  InitializeBenchmarkOnce();
+  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
+  const MachineSetup machine = SetUpMachine(request, target);
+  const std::vector<GridPoint> grid = MakeProfileGrid(target, draft, spec, machine.cache_bytes,
+                                                      machine.gpu_index, request.cpu_operators);
+  bool has_cpu_experts = false;
+  for (const GridPoint& p : grid)
+    has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";
+  const int total = static_cast<int>(grid.size()) + (has_cpu_experts ? spec.ridge_points : 0);
+
+  BenchEnvironment env;
+  env.target = &target;
+  env.draft = &draft;
+  env.pool = &pool;
+  env.cache_bytes = machine.cache_bytes;
+  env.spec = &spec;
+  env.storage_dir = request.storage_dir;
+  env.storage_direct_io = request.storage_direct_io;
+  env.seed = request.seed;
+
+  ProfileRunner runner(spec, target, draft, request.progress, total);
+  const std::vector<std::vector<GridPoint>> families = FamiliesOf(grid);
+  RoundsMeasured rounds =
+      MeasureRounds(families, env, spec.repetitions, runner, request.after_round);
+  nlohmann::json ridge = MeasureRidgePoints(families, env, spec.ridge_points, runner, rounds);
+  std::vector<std::string> notes = machine.notes;
+  for (const std::string& note : runner.notes()) notes.push_back(note);
+
+  nlohmann::json profile;
+  profile["schema"] = kSchema;
+  profile["machine"] = MachineObject(pool, machine, load_at_start, request.quick, notes);
+  profile["model"] = MeasuredModelOf(target).ToJson();
+  profile["draft"] = MeasuredModelOf(draft).ToJson();
   profile["quick"] = request.quick;
   profile["grid"] = {
       {"repetitions", spec.repetitions},
       {"min_time_s", spec.min_time_s},
       {"points", total},
-      {"ridge", ridge},
+      {"ridge", std::move(ridge)},
       {"timing",
        "Google Benchmark; real time for CPU kernels and memcpy, manual time for attention "
        "(the executor's attention_s), storage_read (pread only) and GPU operators"}};
-  profile["samples"] = std::move(samples);
+  profile["samples"] = SortedSamples(std::move(rounds.measured));
   profile["notes"] = notes;
   profile["wall_time_s"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return profile;
 }
 
-void ValidateProfile(const nlohmann::json& p) {
-  auto require = [](bool ok, const std::string& field, const std::string& what) {
-    if (!ok) throw base::Error("profile: " + field + ": " + what);
-  };
-  auto number = [&](const nlohmann::json& object, const std::string& key,
-                    const std::string& where) {
-    require(object.contains(key) && object[key].is_number(), where + key, "expected a number");
-    return object[key].get<double>();
-  };
-  require(p.is_object(), "(document)", "expected a JSON object");
-  require(p.contains("schema") && p["schema"] == kSchema, "schema",
-          std::string("expected \"") + kSchema + "\"");
-  require(p.contains("machine") && p["machine"].is_object(), "machine", "expected an object");
+namespace {
+
+void RequireField(bool ok, const std::string& field, const std::string& what) {
+  if (!ok) throw base::Error("profile: " + field + ": " + what);
+}
+
+double NumberField(const nlohmann::json& object, const std::string& key, const std::string& where) {
+  RequireField(object.contains(key) && object[key].is_number(), where + key, "expected a number");
+  return object[key].get<double>();
+}
+
+// machine: what the profile says it measured on (the ValidateProfile schema).
+void ValidateMachine(const nlohmann::json& p) {
   const nlohmann::json& m = p["machine"];
-  require(m.contains("cpu") && m["cpu"].is_string(), "machine.cpu", "expected a string");
-  require(m.contains("flags") && m["flags"].is_array(), "machine.flags", "expected an array");
-  require(m.contains("isa") && m["isa"].is_string(), "machine.isa", "expected a string");
-  require(m.contains("gpu") && (m["gpu"].is_null() || m["gpu"].is_object()), "machine.gpu",
-          "expected null or an object");
-  require(m.contains("libraries") && m["libraries"].is_object(), "machine.libraries",
-          "expected an object");
+  RequireField(m.contains("cpu") && m["cpu"].is_string(), "machine.cpu", "expected a string");
+  RequireField(m.contains("flags") && m["flags"].is_array(), "machine.flags", "expected an array");
+  RequireField(m.contains("isa") && m["isa"].is_string(), "machine.isa", "expected a string");
+  RequireField(m.contains("gpu") && (m["gpu"].is_null() || m["gpu"].is_object()), "machine.gpu",
+               "expected null or an object");
+  RequireField(m.contains("libraries") && m["libraries"].is_object(), "machine.libraries",
+               "expected an object");
   for (const char* key : {"cores", "threads", "l3_bytes"}) {
-    require(m.contains(key) && m[key].is_number_integer() && m[key].get<int64_t>() >= 1,
-            std::string("machine.") + key, "expected an integer >= 1");
+    RequireField(m.contains(key) && m[key].is_number_integer() && m[key].get<int64_t>() >= 1,
+                 std::string("machine.") + key, "expected an integer >= 1");
   }
-  require(number(m, "memory_bytes", "machine.") > 0, "machine.memory_bytes", "expected > 0");
+  RequireField(NumberField(m, "memory_bytes", "machine.") > 0, "machine.memory_bytes",
+               "expected > 0");
   if (m.contains("limits")) {
     const nlohmann::json& limits = m["limits"];
-    require(limits.is_object(), "machine.limits", "expected an object");
-    require(number(limits, "dram_read_bytes_per_s", "machine.limits.") > 0,
-            "machine.limits.dram_read_bytes_per_s", "expected > 0");
-    require(limits.contains("peak_flops") && limits["peak_flops"].is_object(),
-            "machine.limits.peak_flops", "expected an object of FLOP/s by data type");
+    RequireField(limits.is_object(), "machine.limits", "expected an object");
+    RequireField(NumberField(limits, "dram_read_bytes_per_s", "machine.limits.") > 0,
+                 "machine.limits.dram_read_bytes_per_s", "expected > 0");
+    RequireField(limits.contains("peak_flops") && limits["peak_flops"].is_object(),
+                 "machine.limits.peak_flops", "expected an object of FLOP/s by data type");
     for (const auto& [dtype, value] : limits["peak_flops"].items()) {
-      require(value.is_number() && value.get<double>() > 0, "machine.limits.peak_flops." + dtype,
-              "expected a number > 0");
+      RequireField(value.is_number() && value.get<double>() > 0,
+                   "machine.limits.peak_flops." + dtype, "expected a number > 0");
     }
   }
-  require(p.contains("model") && p["model"].is_object() && p["model"].contains("name") &&
-              p["model"]["name"].is_string() && p["model"].contains("shape") &&
-              p["model"]["shape"].is_object(),
-          "model", "expected {\"name\", \"shape\"}");
-  require(p.contains("quick") && p["quick"].is_boolean(), "quick", "expected true or false");
-  require(p.contains("notes") && p["notes"].is_array(), "notes", "expected an array of strings");
+}
+
+// samples[i]: one measured point (the ValidateProfile schema); `families` are the operator names.
+void ValidateSample(const nlohmann::json& s, size_t i, const std::set<std::string>& families) {
+  const std::string where = "samples[" + std::to_string(i) + "].";
+  RequireField(s.is_object(), where, "expected an object");
+  RequireField(s.contains("operator") && s["operator"].is_string() &&
+                   families.count(s["operator"].get<std::string>()) > 0,
+               where + "operator", "expected one of the operator names in profiler/README.md");
+  RequireField(s.contains("device") && s["device"].is_string(), where + "device",
+               "expected a string");
+  RequireField(s.contains("shape") && s["shape"].is_object(), where + "shape",
+               "expected an object");
+  RequireField(
+      s.contains("tokens") && s["tokens"].is_number_integer() && s["tokens"].get<int64_t>() >= 1,
+      where + "tokens", "expected an integer >= 1");
+  RequireField(s.contains("repetitions") && s["repetitions"].is_number_integer() &&
+                   s["repetitions"].get<int64_t>() >= 1,
+               where + "repetitions", "expected an integer >= 1");
+  const double median = NumberField(s, "median_s", where);
+  const double min = NumberField(s, "min_s", where);
+  const double max = NumberField(s, "max_s", where);
+  RequireField(min > 0 && min <= median * (1 + 1e-9) && median <= max * (1 + 1e-9),
+               where + "median_s", "expected 0 < min_s <= median_s <= max_s");
+  RequireField(max <= base::kMaxSeconds, where + "max_s",
+               "expected at most 1e+06 s (docs/limits.md)");
+  RequireField(NumberField(s, "stddev_s", where) >= 0, where + "stddev_s", "expected >= 0");
+  RequireField(NumberField(s, "bytes", where) >= 0, where + "bytes", "expected >= 0");
+  RequireField(NumberField(s, "flops", where) >= 0, where + "flops", "expected >= 0");
+  const OperatorFamily family = [&] {
+    for (OperatorFamily f : AllOperatorFamilies()) {
+      if (ToString(f) == s["operator"]) return f;
+    }
+    return OperatorFamily::kExpertFfn;
+  }();
+  if (IsTransfer(family)) {
+    RequireField(s["tokens"] == 1, where + "tokens", "transfers have tokens = 1");
+    RequireField(s["shape"].contains("bytes") && s["shape"]["bytes"].is_number_integer() &&
+                     s["shape"]["bytes"].get<double>() == s["bytes"].get<double>(),
+                 where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
+  }
+  if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify ||
+      family == OperatorFamily::kDraftDecode) {
+    RequireField(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
+                 where + "shape.context",
+                 s["operator"].get<std::string>() + " needs the context length");
+  }
+  if (family == OperatorFamily::kExpertReader) {
+    const nlohmann::json& shape = s["shape"];
+    RequireField(shape.contains("reads_in_flight") &&
+                     shape["reads_in_flight"].is_number_integer() &&
+                     shape["reads_in_flight"].get<int64_t>() >= 1,
+                 where + "shape.reads_in_flight", "expert_reader needs an integer >= 1");
+    RequireField(shape.contains("beside_compute") && shape["beside_compute"].is_boolean(),
+                 where + "shape.beside_compute", "expert_reader needs true or false");
+  }
+  if (family == OperatorFamily::kAttentionVerify) {
+    RequireField(s["shape"].contains("queries_per_sequence") &&
+                     s["shape"]["queries_per_sequence"].is_number_integer() &&
+                     s["shape"]["queries_per_sequence"].get<int64_t>() >= 2,
+                 where + "shape.queries_per_sequence",
+                 "attention_verify needs the new tokens per sequence, an integer >= 2");
+  }
+}
+
+}  // namespace
+
+void ValidateProfile(const nlohmann::json& p) {
+  RequireField(p.is_object(), "(document)", "expected a JSON object");
+  RequireField(p.contains("schema") && p["schema"] == kSchema, "schema",
+               std::string("expected \"") + kSchema + "\"");
+  RequireField(p.contains("machine") && p["machine"].is_object(), "machine", "expected an object");
+  ValidateMachine(p);
+  RequireField(p.contains("model") && p["model"].is_object() && p["model"].contains("name") &&
+                   p["model"]["name"].is_string() && p["model"].contains("shape") &&
+                   p["model"]["shape"].is_object(),
+               "model", "expected {\"name\", \"shape\"}");
+  RequireField(p.contains("quick") && p["quick"].is_boolean(), "quick", "expected true or false");
+  RequireField(p.contains("notes") && p["notes"].is_array(), "notes",
+               "expected an array of strings");
   for (const auto& note : p["notes"])
-    require(note.is_string(), "notes", "expected an array of strings");
-  require(p.contains("samples") && p["samples"].is_array(), "samples", "expected an array");
+    RequireField(note.is_string(), "notes", "expected an array of strings");
+  RequireField(p.contains("samples") && p["samples"].is_array(), "samples", "expected an array");
   std::set<std::string> families;
   for (OperatorFamily f : AllOperatorFamilies()) families.insert(ToString(f));
-  for (size_t i = 0; i < p["samples"].size(); ++i) {
-    const nlohmann::json& s = p["samples"][i];
-    const std::string where = "samples[" + std::to_string(i) + "].";
-    require(s.is_object(), where, "expected an object");
-    require(s.contains("operator") && s["operator"].is_string() &&
-                families.count(s["operator"].get<std::string>()) > 0,
-            where + "operator", "expected one of the operator names in profiler/README.md");
-    require(s.contains("device") && s["device"].is_string(), where + "device", "expected a string");
-    require(s.contains("shape") && s["shape"].is_object(), where + "shape", "expected an object");
-    require(
-        s.contains("tokens") && s["tokens"].is_number_integer() && s["tokens"].get<int64_t>() >= 1,
-        where + "tokens", "expected an integer >= 1");
-    require(s.contains("repetitions") && s["repetitions"].is_number_integer() &&
-                s["repetitions"].get<int64_t>() >= 1,
-            where + "repetitions", "expected an integer >= 1");
-    const double median = number(s, "median_s", where);
-    const double min = number(s, "min_s", where);
-    const double max = number(s, "max_s", where);
-    require(min > 0 && min <= median * (1 + 1e-9) && median <= max * (1 + 1e-9), where + "median_s",
-            "expected 0 < min_s <= median_s <= max_s");
-    require(max <= base::kMaxSeconds, where + "max_s", "expected at most 1e+06 s (docs/limits.md)");
-    require(number(s, "stddev_s", where) >= 0, where + "stddev_s", "expected >= 0");
-    require(number(s, "bytes", where) >= 0, where + "bytes", "expected >= 0");
-    require(number(s, "flops", where) >= 0, where + "flops", "expected >= 0");
-    const OperatorFamily family = [&] {
-      for (OperatorFamily f : AllOperatorFamilies()) {
-        if (ToString(f) == s["operator"]) return f;
-      }
-      return OperatorFamily::kExpertFfn;
-    }();
-    if (IsTransfer(family)) {
-      require(s["tokens"] == 1, where + "tokens", "transfers have tokens = 1");
-      require(s["shape"].contains("bytes") && s["shape"]["bytes"].is_number_integer() &&
-                  s["shape"]["bytes"].get<double>() == s["bytes"].get<double>(),
-              where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
-    }
-    if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify ||
-        family == OperatorFamily::kDraftDecode) {
-      require(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
-              where + "shape.context",
-              s["operator"].get<std::string>() + " needs the context length");
-    }
-    if (family == OperatorFamily::kExpertReader) {
-      const nlohmann::json& shape = s["shape"];
-      require(shape.contains("reads_in_flight") && shape["reads_in_flight"].is_number_integer() &&
-                  shape["reads_in_flight"].get<int64_t>() >= 1,
-              where + "shape.reads_in_flight", "expert_reader needs an integer >= 1");
-      require(shape.contains("beside_compute") && shape["beside_compute"].is_boolean(),
-              where + "shape.beside_compute", "expert_reader needs true or false");
-    }
-    if (family == OperatorFamily::kAttentionVerify) {
-      require(s["shape"].contains("queries_per_sequence") &&
-                  s["shape"]["queries_per_sequence"].is_number_integer() &&
-                  s["shape"]["queries_per_sequence"].get<int64_t>() >= 2,
-              where + "shape.queries_per_sequence",
-              "attention_verify needs the new tokens per sequence, an integer >= 2");
-    }
-  }
+  for (size_t i = 0; i < p["samples"].size(); ++i) ValidateSample(p["samples"][i], i, families);
 }
 
 void RequireOutputFolder(const std::filesystem::path& out) {

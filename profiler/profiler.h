@@ -8,8 +8,7 @@
 #include <ostream>
 #include <string>
 
-#include "executor/executor_config.h"
-#include "executor/run_workload.h"
+#include "model/executor_shape.h"
 #include "model/preset_store.h"
 #include "profiler/profile_grid.h"
 
@@ -19,10 +18,10 @@ namespace moelab::profiler {
 // run` takes them) and its draft (for dense_ffn), how hard, and where.
 struct ProfileRequest {
   std::string model = "mixtral-8x7b";
-  executor::ShapeOverrides shape = executor::DefaultTargetShape();
+  model::ShapeOverrides shape = model::DefaultTargetShape();
   std::string draft = "llama-3.2-1b";
-  executor::ShapeOverrides draft_shape =
-      executor::DefaultDraftShape();  // an unset vocab takes the target's
+  model::ShapeOverrides draft_shape =
+      model::DefaultDraftShape();  // an unset vocab takes the target's
   bool quick = false;
   // The target's weight formats as the executor stores them (moelab run's --expert-bits and
   // --attention-bits: 16 bf16, 8 q8_0, 4 q4_0): expert_ffn and attention are measured on them and

@@ -16,16 +16,22 @@ int DeviceIndex(policies::Device device) {
 
 }  // namespace
 
+std::string CostSourceName(const model::CostSource& accelerator, const model::CostSource& host) {
+  const std::string a = accelerator.name(), h = host.name();
+  if (a == h) return a;
+  const std::string analytic = "analytic-roofline", calibrated = "calibrated-roofline";
+  if ((a == analytic && h == calibrated) || (a == calibrated && h == analytic)) return calibrated;
+  return a == analytic ? h + " (host) + " + a + " (accelerator)"
+                       : a + " (accelerator) + " + h + " (host)";
+}
+
 CostModel::CostModel(const model::MoeModelSpec& model, const model::HardwareSpec& hardware,
-                     const model::CostParameters& params, const model::CostParameters& host_params,
                      int64_t cpu_threads,
                      std::shared_ptr<const model::CostSource> accelerator_source,
                      std::shared_ptr<const model::CostSource> host_source)
     : model_(model),
       accelerator_source_(std::move(accelerator_source)),
       host_source_(std::move(host_source)) {
-  params.Validate();
-  host_params.Validate();
   const std::string who = "hardware '" + hardware.name + "'";
   if (!model.is_moe())
     throw base::Error("model '" + model.name + "' is dense: it has no experts to offload");
@@ -56,25 +62,21 @@ CostModel::CostModel(const model::MoeModelSpec& model, const model::HardwareSpec
   if (cpu_threads < 1)
     throw base::Error("--cpu-threads must be at least 1, got " + std::to_string(cpu_threads));
 
-  model::HardwareSpec accelerator = hardware;  // the node's accelerator alone
-  accelerator.kind = model::HardwareKind::kAccelerator;
-  accelerator.accelerator_count = 1;
-  accelerator.interconnect.reset();
+  if (!accelerator_source_ || !host_source_) {
+    throw base::Error(
+        "sim: no cost source for the accelerator or the host (fit/cost_source_options.h chooses "
+        "them; a bug)");
+  }
   accelerator_name_ = hardware.accelerator->display_name.empty()
                           ? hardware.display_name
                           : hardware.accelerator->display_name;
   cpu_threads_ = cpu_threads;
   cpu_name_ = hardware.host->cpu_name;
-  if (!accelerator_source_)
-    accelerator_source_ = model::RooflineCostSource::ForHardware(accelerator, params);
-  if (!host_source_) {
-    host_source_ = std::make_shared<model::RooflineCostSource>(
-        model::HostTargetOf(hardware, cpu_threads, host_params.compute_dtype), host_params);
-  }
   link_ = *hardware.host_link;
   storage_bytes_per_s_ = hardware.host->storage_read_bandwidth_bytes_per_s;
   std::string used;
-  model::PeakFlopsFor(hardware.accelerator->peak_flops, params.compute_dtype, &used);
+  model::PeakFlopsFor(hardware.accelerator->peak_flops, accelerator_source_->compute_dtype(),
+                      &used);
   compute_dtype_ = used;
 }
 

@@ -18,9 +18,9 @@
 namespace moelab::sim {
 
 // Operation times for the offload simulator on one accelerator and its host, each device priced by
-// a cost source (model/cost_source.h): by default the analytic roofline of the accelerator and of
-// the host CPU on `cpu_threads` of its cores (model/roofline.h); a calibrated roofline or a
-// fitted profile when the caller supplies one.
+// the cost source the caller chose (model/cost_source.h; fit/cost_source_options.h chooses: the
+// roofline of the accelerator and of the host CPU on `cpu_threads` of its cores, analytic or
+// calibrated, or a fitted profile).
 //  - one routed expert with s tokens: the source's ExpertSeconds -- on the accelerator, or on the
 //    host CPU for CPU-run experts;
 //  - the dense part of a layer (every operator but the routed experts, the embedding and the LM
@@ -29,18 +29,19 @@ namespace moelab::sim {
 //  - transfers: bytes / host-link bandwidth + link latency (per direction); storage reads: bytes /
 //    storage read bandwidth.
 // Errors: hardware without one accelerator, a host, a host link or a storage bandwidth (naming the
-// missing part), or a node of several accelerators (this simulator models one).
+// missing part), or a node of several accelerators (this simulator models one); a missing source.
+// The name of an accelerator's and a host's sources together: their name when they share it; the
+// calibrated roofline when the rooflines of both are priced, calibrated where the profile had
+// samples ("calibrated-roofline"); else "A (accelerator) + B (host)", the measured one first.
+std::string CostSourceName(const model::CostSource& accelerator, const model::CostSource& host);
+
 class CostModel {
  public:
-  // `host_params` price what runs on the CPU (experts and dense layers placed there); the
-  // accelerator's operators use `params`. They differ when a profile calibrated one device only.
-  // `accelerator_source` / `host_source`, when given, replace the rooflines built from `params` /
-  // `host_params`.
+  // `host_source` prices what runs on the CPU (experts and dense layers placed there),
+  // `accelerator_source` the accelerator's operators.
   CostModel(const model::MoeModelSpec& model, const model::HardwareSpec& hardware,
-            const model::CostParameters& params, const model::CostParameters& host_params,
-            int64_t cpu_threads,
-            std::shared_ptr<const model::CostSource> accelerator_source = nullptr,
-            std::shared_ptr<const model::CostSource> host_source = nullptr);
+            int64_t cpu_threads, std::shared_ptr<const model::CostSource> accelerator_source,
+            std::shared_ptr<const model::CostSource> host_source);
 
   Seconds ExpertSeconds(policies::Device device, int64_t tokens);
 
@@ -73,6 +74,8 @@ class CostModel {
   const std::string& accelerator_name() const { return accelerator_name_; }
   const std::string& cpu_name() const { return cpu_name_; }
   const std::string& compute_dtype() const { return compute_dtype_; }
+  // What the report names the sources by (CostSourceName).
+  std::string source_name() const { return CostSourceName(*accelerator_source_, *host_source_); }
   int64_t cpu_threads() const { return cpu_threads_; }
 
  private:

@@ -20,7 +20,7 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
       routing_(routing),
       calibration_(calibration),
       result_(result),
-      cost_(config.model, config.hardware, config.cost, config.host_cost.value_or(config.cost),
+      cost_(config.model, config.hardware,
             config.cpu_threads > 0 ? config.cpu_threads
                                    : (config.hardware.host ? config.hardware.host->cores : 1),
             config.accelerator_costs, config.host_costs),
@@ -82,7 +82,7 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
                             rate);
   }
   activation_bytes_per_token_ =
-      static_cast<double>(model.hidden_size) * config.cost.activation_bits / 8.0;
+      static_cast<double>(model.hidden_size) * config.activation_bits / 8.0;
   passes_ = BuildIterations(config.workload);
   if (config.speculative_recall &&
       !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
@@ -99,7 +99,7 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
 
 void Engine::SetUp() {
   const policies::ModelMemory memory =
-      policies::ModelMemoryOf(config_.model, config_.cost.kv_bits, config_.workload.KvTokens());
+      policies::ModelMemoryOf(config_.model, config_.kv_bits, config_.workload.KvTokens());
   policies::OffloadSetup setup;
   setup.num_layers = layers_;
   setup.first_dense_layers = first_dense_;

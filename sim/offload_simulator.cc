@@ -15,7 +15,8 @@ void SimConfig::Validate() const {
   model::ValidateModelSpec(model, model.name);
   if (!model.is_moe())
     throw base::Error("--model " + model.name + ": a dense model has no experts to offload");
-  cost.Validate();
+  if (!(kv_bits > 0 && kv_bits <= 32) || !(activation_bits > 0 && activation_bits <= 32))
+    throw base::Error("sim: kv_bits and activation_bits must be in (0, 32]");
   workload.Validate();
   calibration.Validate();
   if (accelerator_bytes && !(*accelerator_bytes > 0 && std::isfinite(*accelerator_bytes))) {

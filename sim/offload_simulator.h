@@ -40,12 +40,13 @@ namespace moelab::sim {
 struct SimConfig {
   model::MoeModelSpec model;  // with any --expert-bits / --attention-bits already applied
   model::HardwareSpec hardware;
-  model::CostParameters cost;
-  std::optional<model::CostParameters> host_cost;  // the CPU's operators; unset: `cost`
-  std::string cost_source = "analytic-roofline";   // echoed in the report
-  // When set, what prices the accelerator's / the host's operators instead of the rooflines of
-  // `cost` / `host_cost` (a fitted profile, say: plan/cost_source_options.h chooses).
+  // What prices the accelerator's and the host's operators (fit/cost_source_options.h chooses:
+  // a roofline, calibrated or not, or a fitted profile); both required. The report names them
+  // (CostSourceName).
   std::shared_ptr<const model::CostSource> accelerator_costs, host_costs;
+  // Bits per element of the KV cache and of the activations crossing the host link.
+  double kv_bits = 16;
+  double activation_bits = 16;
   std::string policy = "resident";
   policies::PolicyOptions policy_options;
   Workload workload;

@@ -36,7 +36,7 @@ void Engine::Finish() {
   r.accelerator_name = cost_.accelerator_name();
   r.cpu_name = cost_.cpu_name();
   r.compute_dtype = cost_.compute_dtype();
-  r.cost_source = config_.cost_source;
+  r.cost_source = cost_.source_name();
   r.cpu_threads = cost_.cpu_threads();
   r.layer_overhead_s = config_.layer_overhead_s;
 }

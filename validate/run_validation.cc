@@ -19,6 +19,7 @@
 #include "fit/latency_fit.h"
 #include "fit/latency_profile.h"
 #include "kernels/weight_matrix.h"
+#include "model/executor_shape.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/profiler.h"
@@ -42,40 +43,19 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-executor::ShapeOverrides Merge(const executor::ShapeOverrides& defaults,
-                               const executor::ShapeOverrides& given) {
-  executor::ShapeOverrides s = defaults;
-  for (auto [field, value] : {std::pair{&s.layers, given.layers},
-                              {&s.hidden, given.hidden},
-                              {&s.intermediate, given.intermediate},
-                              {&s.dense_intermediate, given.dense_intermediate},
-                              {&s.experts, given.experts},
-                              {&s.top_k, given.top_k},
-                              {&s.heads, given.heads},
-                              {&s.kv_heads, given.kv_heads},
-                              {&s.head_dim, given.head_dim},
-                              {&s.vocab, given.vocab},
-                              {&s.shared_experts, given.shared_experts},
-                              {&s.shared_intermediate, given.shared_intermediate},
-                              {&s.max_positions, given.max_positions}}) {
-    if (value) *field = value;
-  }
-  return s;
-}
-
 using Say = std::function<void(const std::string&)>;
 
 // The target and the draft validate runs: the request's presets at its shapes (the executor's
 // defaults where unset), the target in the requested weight formats.
 struct ValidatedModels {
-  executor::ShapeOverrides target_shape, draft_shape;
+  model::ShapeOverrides target_shape, draft_shape;
   executor::ExecutorConfig target, draft;
 };
 
 ValidatedModels ModelsOf(const ValidationRequest& request, const model::PresetStore& presets) {
   ValidatedModels m;
-  m.target_shape = Merge(executor::DefaultTargetShape(), request.shape);
-  m.draft_shape = Merge(executor::DefaultDraftShape(), request.draft_shape);
+  m.target_shape = model::DefaultTargetShape().OverriddenBy(request.shape);
+  m.draft_shape = model::DefaultDraftShape().OverriddenBy(request.draft_shape);
   m.target = executor::ExecutorConfigFromSpec(presets.LoadModel(request.model), m.target_shape);
   m.target.expert_format = kernels::WeightFormatFromBits(request.expert_bits, "--expert-bits");
   m.target.attention_format =

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "executor/executor_config.h"
+#include "model/executor_shape.h"
 #include "model/preset_store.h"
 #include "validate/offload_ranking.h"
 #include "validate/validation_case.h"
@@ -25,9 +26,9 @@ namespace moelab::validate {
 // source's prediction (with the recorded routing and with uniform routing) against the runs.
 struct ValidationRequest {
   std::string model = "mixtral-8x7b";
-  executor::ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
+  model::ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
   std::string draft = "llama-3.2-1b";
-  executor::ShapeOverrides draft_shape;  // draft vocab defaults to the target's
+  model::ShapeOverrides draft_shape;  // draft vocab defaults to the target's
   bool quick = false;
   std::set<CaseKind> kinds;                      // empty: every kind
   int repeat = 0;                                // runs per case; 0: 3 with --quick, else 5

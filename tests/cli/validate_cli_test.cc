@@ -118,8 +118,9 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
       "--expert-bits 4 --profile " +
       (dir / "profile.json").string() + " --out " + (dir / "q4").string() + kTinyShape);
   EXPECT_NE(reused.status, 0);
-  EXPECT_NE(reused.err.find("'model.shape.expert_format' is bf16 but validate runs expert weights "
-                            "as q4_0"),
+  EXPECT_NE(reused.err.find("the profile measured expert weights as bf16 (16 bits per weight), not "
+                            "q4_0 (validate's runs here: --expert-bits, --attention-bits, "
+                            "MOELAB_ISA): field 'model.shape.expert_format'"),
             std::string::npos)
       << reused.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "q4" / "validation.json"));
@@ -131,7 +132,9 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
       (dir / "profile.json").string() + " --out " + (dir / "scalar").string() + kTinyShape);
   ::unsetenv("MOELAB_ISA");
   EXPECT_NE(other_path.status, 0);
-  EXPECT_NE(other_path.err.find("but the kernels run scalar here"), std::string::npos)
+  EXPECT_NE(other_path.err.find("kernels, not scalar (validate's runs here: --expert-bits, "
+                                "--attention-bits, MOELAB_ISA): field 'machine.isa'"),
+            std::string::npos)
       << other_path.err;
   std::filesystem::remove_all(dir);
 }

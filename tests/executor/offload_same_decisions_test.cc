@@ -12,6 +12,7 @@
 #include "executor/generation.h"
 #include "executor/gpu/gpu_transformer.h"
 #include "executor/offload/offload_runtime.h"
+#include "fit/cost_source_options.h"
 #include "model/parameter_count.h"
 #include "model/preset_store.h"
 #include "policies/memory_plan.h"
@@ -135,7 +136,7 @@ struct Fixture {
     // The same number of expert slots as the executor's budget: the model's non-expert bytes plus
     // `slots` experts (and half of one, so rounding cannot take a slot away).
     const policies::ModelMemory memory =
-        policies::ModelMemoryOf(sim.model, sim.cost.kv_bits, sim.workload.KvTokens());
+        policies::ModelMemoryOf(sim.model, sim.kv_bits, sim.workload.KvTokens());
     double dense = 0;
     for (double bytes : memory.dense_layer_bytes) dense += bytes;
     sim.accelerator_bytes =
@@ -143,6 +144,10 @@ struct Fixture {
         (static_cast<double>(slots) + 0.5) * static_cast<double>(model::ExpertBytes(sim.model));
     sim.gate_signals = std::make_shared<policies::GateSignals>(signals);
     sim.record_decisions = true;
+    const fit::OffloadSources rooflines =
+        fit::AnalyticOffloadSources(sim.model, sim.hardware, sim.cpu_threads, {});
+    sim.accelerator_costs = rooflines.accelerator;
+    sim.host_costs = rooflines.host;
     std::unique_ptr<routing::RoutingSource> routing = routing::MakeTraceRouting(
         trace, config.num_layers, config.num_experts, config.top_k, trace_file);
     return sim::SimulateOffload(sim, *routing, calibration);

@@ -95,7 +95,7 @@ struct TinyModelName {
 // 8 + 4 tokens: small enough for a unit test, the default model's every feature.
 inline executor::RunRequest SmallRunRequest() {
   executor::RunRequest request;
-  request.shape = executor::DefaultTargetShape();
+  request.shape = model::DefaultTargetShape();
   request.shape.layers = 2;
   request.shape.hidden = 256;
   request.shape.intermediate = 512;

@@ -13,6 +13,18 @@
 namespace moelab::model {
 namespace {
 
+// The analytic plan (what `moelab plan sd --hardware` computes; fit/cost_source_options.h chooses
+// the source there).
+SdPlan RooflinePlan(const MoeModelSpec& target, const MoeModelSpec& draft,
+                    const HardwareSpec& hardware, const CostParameters& params,
+                    const SdPlanOptions& options) {
+  options.Validate();
+  const std::unique_ptr<RooflineCostSource> source =
+      RooflineCostSource::ForHardware(hardware, params);
+  SdStepCosts costs(*source, target, draft, options.context_length, hardware.name);
+  return PlanSpeculativeDecoding(costs, options);
+}
+
 SdPlan Plan(const std::string& target, const std::string& draft, const std::string& hardware,
             double alpha = 0.8, int64_t context_length = 1024) {
   const PresetStore store(testing::PresetDir());
@@ -20,8 +32,8 @@ SdPlan Plan(const std::string& target, const std::string& draft, const std::stri
   options.alpha = alpha;
   options.context_length = context_length;
   options.batches = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
-  return PlanSpeculativeDecoding(store.LoadModel(target), store.LoadModel(draft),
-                                 store.LoadHardware(hardware), CostParameters{}, options);
+  return RooflinePlan(store.LoadModel(target), store.LoadModel(draft), store.LoadHardware(hardware),
+                      CostParameters{}, options);
 }
 
 std::vector<int64_t> ParseBatches() {
@@ -71,7 +83,7 @@ TEST(SdPlan, SparserMoePeaksAtLargerBatch) {
   for (int64_t k : {16, 8, 4, 2}) {
     MoeModelSpec sparse = base;
     sparse.moe->top_k = k;
-    const SdPlan plan = PlanSpeculativeDecoding(sparse, draft, hardware, CostParameters{}, options);
+    const SdPlan plan = RooflinePlan(sparse, draft, hardware, CostParameters{}, options);
     const int64_t peak = plan.best_gamma[PeakIndex(plan)].batch;
     EXPECT_GE(peak, previous_peak) << "K = " << k;
     previous_peak = peak;

@@ -1,4 +1,4 @@
-// The cost-source chooser (plan/cost_source_options.h): every prediction takes every source the
+// The cost-source chooser (fit/cost_source_options.h): every prediction takes every source the
 // same way, and the offload simulator's CPU operations are the fitted curves when a fit prices
 // them.
 #include <cmath>
@@ -11,7 +11,7 @@
 #include "fit/profile_cost_source.h"
 #include "model/moe_math.h"
 #include "model/preset_store.h"
-#include "plan/cost_source_options.h"
+#include "fit/cost_source_options.h"
 #include "plan/offload_sweep.h"
 #include "plan/sd_sweep.h"
 #include "sim/cost_model.h"
@@ -21,6 +21,8 @@
 namespace moelab::plan {
 namespace {
 
+using fit::CostSourceOptions;
+using fit::CostSources;
 using testing::ErrorOf;
 
 const model::PresetStore& Store() {
@@ -51,7 +53,8 @@ sim::SimConfig OffloadConfig(CostSourceOptions options,
   config.hardware = Store().LoadHardware("rtx-3090");
   options.hardware_given = false;
   CostSources sources(options, Store());
-  const std::vector<fit::CostCalibration> calibrations = ApplyCostSources(sources, config);
+  const std::vector<fit::CostCalibration> calibrations =
+      ApplyCostSources(sources, config).calibrations;
   if (made != nullptr) *made = calibrations;
   return config;
 }
@@ -65,13 +68,16 @@ TEST(CostSources, FittedProfilePricesTheSimulatorsCpuWithTheCurves) {
   std::vector<fit::CostCalibration> made;
   const sim::SimConfig config = OffloadConfig(options, &made);
   EXPECT_TRUE(made.empty());
-  EXPECT_EQ(config.cost_source, "fitted-profile (host) + analytic-roofline (accelerator)");
   ASSERT_NE(config.host_costs, nullptr);
-  EXPECT_EQ(config.accelerator_costs, nullptr);  // the fit has no GPU curves
-  EXPECT_EQ(config.model.hidden_size, 1024);     // the executor's shape, which the profile measured
+  ASSERT_NE(config.accelerator_costs, nullptr);
+  EXPECT_EQ(sim::CostSourceName(*config.accelerator_costs, *config.host_costs),
+            "fitted-profile (host) + analytic-roofline (accelerator)");
+  // The fit has no GPU curves: the accelerator keeps its analytic roofline.
+  EXPECT_EQ(config.accelerator_costs->name(), "analytic-roofline");
+  EXPECT_EQ(config.model.hidden_size, 1024);  // the executor's shape, which the profile measured
 
-  sim::CostModel cost(config.model, config.hardware, config.cost, config.cost, 2,
-                      config.accelerator_costs, config.host_costs);
+  sim::CostModel cost(config.model, config.hardware, 2, config.accelerator_costs,
+                      config.host_costs);
   for (int64_t tokens : {1, 7, 64}) {
     const double expected = CurveOf(fit, "expert_ffn").Predict(static_cast<double>(tokens));
     EXPECT_NEAR(cost.ExpertSeconds(policies::Device::kCpu, tokens), expected, 1e-12 * expected);
@@ -102,8 +108,9 @@ TEST(CostSources, FittedProfilePricesTheComputeDeviceOfAStorageTier) {
   options.fitted_profile = FitFile();
   options.hardware_given = false;
   CostSources sources(options, Store());
-  EXPECT_TRUE(ApplyCostSources(sources, config).empty());
-  EXPECT_EQ(config.cost_source, "fitted-profile");
+  EXPECT_TRUE(ApplyCostSources(sources, config).calibrations.empty());
+  ASSERT_NE(config.accelerator_costs, nullptr);
+  EXPECT_EQ(sim::CostSourceName(*config.accelerator_costs, *config.host_costs), "fitted-profile");
   ASSERT_NE(config.host_costs, nullptr);
   EXPECT_EQ(config.accelerator_costs, config.host_costs);
 
@@ -124,7 +131,9 @@ TEST(CostSources, FittedProfilePricesTheComputeDeviceOfAStorageTier) {
   gpu_fit_config.model = Store().LoadModel("mixtral-8x7b");
   gpu_fit_config.accelerator_costs = gpu_fit_config.host_costs = nullptr;
   ApplyCostSources(with_gpu, gpu_fit_config);
-  EXPECT_EQ(gpu_fit_config.cost_source, "fitted-profile");
+  ASSERT_NE(gpu_fit_config.accelerator_costs, nullptr);
+  EXPECT_EQ(sim::CostSourceName(*gpu_fit_config.accelerator_costs, *gpu_fit_config.host_costs),
+            "fitted-profile");
   ASSERT_NE(gpu_fit_config.host_costs, nullptr);
   EXPECT_EQ(gpu_fit_config.accelerator_costs, gpu_fit_config.host_costs);
 
@@ -148,9 +157,13 @@ TEST(CostSources, CalibrationPricesTheHostAndNamesTheSource) {
   std::vector<fit::CostCalibration> made;
   const sim::SimConfig config = OffloadConfig(options, &made);
   ASSERT_EQ(made.size(), 1u);  // CPU samples only
-  ASSERT_TRUE(config.host_cost.has_value());
-  EXPECT_EQ(config.host_cost->compute_efficiency, made[0].params.compute_efficiency);
-  EXPECT_EQ(config.cost_source, "calibrated-roofline");
+  const auto* host = dynamic_cast<const model::RooflineCostSource*>(config.host_costs.get());
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(host->params().compute_efficiency, made[0].params.compute_efficiency);
+  EXPECT_EQ(host->name(), "calibrated-roofline");
+  EXPECT_EQ(config.accelerator_costs->name(), "analytic-roofline");  // no GPU samples
+  EXPECT_EQ(sim::CostSourceName(*config.accelerator_costs, *config.host_costs),
+            "calibrated-roofline");
 }
 
 TEST(CostSources, OneSourcePerRequestAndClearRefusals) {
@@ -181,8 +194,8 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   EXPECT_EQ(old_fit.ProfiledTarget(mixtral).bits.experts, 16.0);
 
   fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
-  fit.model["shape"]["expert_format"] = "q4_0";
-  fit.model["shape"]["expert_stored_bits"] = 4.5;
+  fit.model.expert_format = "q4_0";
+  fit.model.expert_stored_bits = 4.5;
   const std::filesystem::path dir = testing::MakeTempDir("profiled-target");
   const std::string quantized = (dir / "fit-q4.json").string();
   std::ofstream(quantized) << fit::LatencyFitToJson(fit).dump();
@@ -195,7 +208,7 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
   options.expert_bits = 16;
   CostSources asked(options, Store());
   const std::string error = ErrorOf([&] { asked.ProfiledTarget(mixtral); });
-  EXPECT_NE(error.find("measured expert weights as q4_0 (4.5 bits per weight), not the 16"),
+  EXPECT_NE(error.find("measured expert weights as q4_0 (4.5 bits per weight), not 16 bits"),
             std::string::npos)
       << error;
   options.expert_bits = 4.5;
@@ -211,9 +224,9 @@ TEST(CostSources, ProfiledTargetTakesTheFitsFormatsAndRefusesOthers) {
 // takes the recorded shape, not the executor's default one, and another model is refused by name.
 TEST(CostSources, ProfiledTargetTakesTheFitsShapeAndRefusesAnotherModel) {
   fit::LatencyFit fit = fit::LoadLatencyFit(FitFile());
-  fit.model["shape"]["layers"] = 4;
-  fit.model["shape"]["hidden"] = 512;
-  fit.model["shape"]["intermediate"] = 1024;
+  fit.model.shape.layers = 4;
+  fit.model.shape.hidden = 512;
+  fit.model.shape.intermediate = 1024;
   const std::filesystem::path dir = testing::MakeTempDir("profiled-shape");
   const std::string scaled = (dir / "fit-scaled.json").string();
   std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
@@ -236,8 +249,9 @@ TEST(CostSources, ProfiledTargetTakesTheFitsShapeAndRefusesAnotherModel) {
             std::string::npos)
       << error;
 
-  fit.model["shape"]["layers"] = "four";
-  std::ofstream(scaled) << fit::LatencyFitToJson(fit).dump();
+  nlohmann::json malformed = fit::LatencyFitToJson(fit);
+  malformed["model"]["shape"]["layers"] = "four";
+  std::ofstream(scaled) << malformed.dump();
   CostSources bad(options, Store());
   const std::string bad_error =
       ErrorOf([&] { bad.ProfiledTarget(Store().LoadModel("mixtral-8x7b")); });

@@ -108,11 +108,11 @@ TEST(ResultText, OffloadRunPricesAndPrintsItself) {
   config.workload.prompt_tokens = 8;
   config.workload.output_tokens = 4;
   config.seed = 1;
-  plan::CostSourceOptions cost;
+  fit::CostSourceOptions cost;
   cost.hardware_given = false;
   cost.assumed.compute_efficiency = 0.5;
   const plan::OffloadRunResult run = plan::RunOffload(config, cost, store);
-  EXPECT_EQ(run.config.cost.compute_efficiency, 0.5);
+  EXPECT_EQ(run.cost_parameters.compute_efficiency, 0.5);
   EXPECT_TRUE(run.calibrations.empty());
   const nlohmann::json json = nlohmann::json::parse(plan::Render(run, report::Format::kJson));
   EXPECT_EQ(json["cost_parameters"]["compute_efficiency"], 0.5);

@@ -78,7 +78,7 @@ TEST(GpuProfile, EveryOperatorOfAPassIsMeasuredThroughTheBackendAndFitsACostSour
   const device::GpuInventory inventory = device::DetectGpus();
   if (inventory.devices.empty()) GTEST_SKIP() << "needs a GPU: " << inventory.why_none;
   ProfileRequest request;
-  request.shape = executor::ShapeOverrides{};
+  request.shape = model::ShapeOverrides{};
   request.shape.layers = 2;
   request.shape.hidden = 256;
   request.shape.intermediate = 512;

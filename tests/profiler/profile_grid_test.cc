@@ -24,11 +24,11 @@ constexpr int64_t kCacheBytes = kMinEffectiveCacheBytes;
 executor::ExecutorConfig DefaultTarget() {
   return executor::ExecutorConfigFromSpec(
       model::PresetStore(testing::PresetDir()).LoadModel("mixtral-8x7b"),
-      executor::DefaultTargetShape());
+      model::DefaultTargetShape());
 }
 
 executor::ExecutorConfig DefaultDraft(int64_t vocab) {
-  executor::ShapeOverrides shape = executor::DefaultDraftShape();
+  model::ShapeOverrides shape = model::DefaultDraftShape();
   shape.vocab = vocab;
   return executor::ExecutorConfigFromSpec(
       model::PresetStore(testing::PresetDir()).LoadModel("llama-3.2-1b"), shape);

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "fit/storage_tier_hardware.h"
+#include "model/profiled_model.h"
 #include "profiler/operator_bench.h"
 #include "tests/support/error_of.h"
 #include "tests/support/test_paths.h"
@@ -26,7 +27,7 @@ model::PresetStore Presets() { return model::PresetStore(testing::PresetDir()); 
 ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   ProfileRequest r;
   r.model = "mixtral-8x7b";
-  r.shape = executor::ShapeOverrides{};
+  r.shape = model::ShapeOverrides{};
   r.shape.layers = 2;
   r.shape.hidden = 64;
   r.shape.intermediate = 128;
@@ -37,7 +38,7 @@ ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   r.shape.head_dim = 16;
   r.shape.vocab = 256;
   r.shape.max_positions = 256;
-  r.draft_shape = executor::ShapeOverrides{};
+  r.draft_shape = model::ShapeOverrides{};
   r.draft_shape.layers = 1;
   r.draft_shape.hidden = 64;
   r.draft_shape.dense_intermediate = 96;
@@ -195,6 +196,20 @@ TEST_F(ProfilerTest, QuantizedExpertsAreMeasuredInTheirFormatAndRecorded) {
   EXPECT_EQ(shape["attention_format"], "bf16");
   EXPECT_DOUBLE_EQ(shape["attention_stored_bits"].get<double>(), 16.0);
   EXPECT_EQ(profile["draft"]["shape"]["expert_format"], "bf16");
+  // What the profiler wrote is what every reader gets (model/profiled_model.h), and it refuses a
+  // prediction at other bits or on another kernel path.
+  const model::ProfiledModel measured =
+      model::ProfiledModel::FromJson(profile["model"], profile["machine"], "profile.json");
+  EXPECT_EQ(measured.ToJson(), profile["model"]);
+  EXPECT_EQ(measured.ExpertFormat(), "q4_0");
+  EXPECT_EQ(measured.shape.hidden, 64);
+  ASSERT_TRUE(measured.isa.has_value());
+  model::ProfiledModel bf16_experts;
+  bf16_experts.expert_format = "bf16";
+  EXPECT_NE(testing::ErrorOf([&] { measured.Require(bf16_experts, "test"); })
+                .find("profile.json: the profile measured expert weights as q4_0 (4.5 bits per "
+                      "weight), not bf16 (test): field 'model.shape.expert_format'"),
+            std::string::npos);
   const auto by = ByOperator(profile);
   ASSERT_TRUE(by.count("expert_ffn"));
   EXPECT_TRUE(HasNote(profile, "expert_ffn cpu (q4_0)"));

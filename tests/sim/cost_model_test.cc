@@ -31,7 +31,7 @@ void ExpectExpertRooflineOnEachDevice(const model::CostParameters& accelerator_p
                                       const model::CostParameters& host_params) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
-  CostModel cost(model, hardware, accelerator_params, host_params, 16);
+  CostModel cost = testing::RooflineCostModel(model, hardware, accelerator_params, host_params, 16);
   for (int64_t tokens : {1, 64, 1000}) {
     const double gpu = ExpertRoofline(model, hardware.accelerator->peak_flops.at("bf16"),
                                       hardware.accelerator->memory_bandwidth_bytes_per_s, tokens,
@@ -59,7 +59,8 @@ TEST(CostModel, HostParametersPriceOnlyTheCpu) {
 TEST(CostModel, FewerCpuThreadsSlowOnlyTheComputeBoundRegime) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");  // host: 16 cores
-  CostModel all(model, hardware, {}, {}, 16), half(model, hardware, {}, {}, 8);
+  CostModel all = testing::RooflineCostModel(model, hardware, {}, {}, 16);
+  CostModel half = testing::RooflineCostModel(model, hardware, {}, {}, 8);
   EXPECT_DOUBLE_EQ(all.ExpertSeconds(Device::kCpu, 1),
                    half.ExpertSeconds(Device::kCpu, 1));  // memory-bound
   const double launch = model::CostParameters{}.kernel_launch_s;
@@ -71,7 +72,7 @@ TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
   const model::MoeModelSpec model =
       Presets().LoadModel("deepseek-v2-lite");  // a leading dense layer, MLA
   model::HardwareSpec hardware = Presets().LoadHardware("a100-80gb-sxm");
-  CostModel cost(model, hardware, {}, {}, 8);
+  CostModel cost = testing::RooflineCostModel(model, hardware, {}, {}, 8);
   model::ForwardShape shape;
   shape.batch = 4;
   shape.context_length = 300;
@@ -86,8 +87,7 @@ TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
 TEST(CostModel, TheWorkingSetReachesTheSourceOfItsDeviceAndFreshTimes) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
-  const model::CostParameters params;
-  CostModel cost(model, hardware, params, params, 16, std::make_shared<testing::WorkingSetProbe>(),
+  CostModel cost(model, hardware, 16, std::make_shared<testing::WorkingSetProbe>(),
                  std::make_shared<testing::WorkingSetProbe>());
   const model::ForwardShape decode{1, 1, 100, true};
   EXPECT_EQ(cost.ExpertSeconds(Device::kAccelerator, 3), 3.0);  // 0: the source's default
@@ -102,7 +102,8 @@ TEST(CostModel, TheWorkingSetReachesTheSourceOfItsDeviceAndFreshTimes) {
 
 TEST(CostModel, TransfersAreBandwidthPlusLatency) {
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
-  CostModel cost(Presets().LoadModel("mixtral-8x7b"), hardware, {}, {}, 16);
+  CostModel cost =
+      testing::RooflineCostModel(Presets().LoadModel("mixtral-8x7b"), hardware, {}, {}, 16);
   const model::LinkSpec& link = *hardware.host_link;
   EXPECT_DOUBLE_EQ(cost.HostToDeviceSeconds(1e9),
                    1e9 / link.host_to_device_bandwidth_bytes_per_s + link.latency_s);
@@ -114,7 +115,8 @@ TEST(CostModel, TransfersAreBandwidthPlusLatency) {
 
 TEST(CostModel, FiddlerLatencyModelIsExactAtOneToken) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
-  CostModel cost(model, Presets().LoadHardware("rtx-3090"), {}, {}, 16);
+  CostModel cost =
+      testing::RooflineCostModel(model, Presets().LoadHardware("rtx-3090"), {}, {}, 16);
   const model::FiddlerLatencyModel latency = cost.FiddlerLatency(model::ExpertBytes(model));
   EXPECT_NEAR(latency.CpuLatency(1), cost.ExpertSeconds(Device::kCpu, 1), 1e-15);
   EXPECT_NEAR(latency.CpuLatency(128), cost.ExpertSeconds(Device::kCpu, 128), 1e-12);
@@ -129,7 +131,7 @@ TEST(CostModel, RefusesHardwareItCannotSimulate) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   auto message = [&](const std::string& hardware) {
     try {
-      CostModel(model, Presets().LoadHardware(hardware), {}, {}, 4);
+      testing::RooflineCostModel(model, Presets().LoadHardware(hardware), {}, {}, 4);
     } catch (const base::Error& e) {
       return std::string(e.what());
     }
@@ -142,9 +144,9 @@ TEST(CostModel, RefusesHardwareItCannotSimulate) {
       std::string::npos);
   EXPECT_NE(message("ryzen-9-7950x").find("has no accelerator"), std::string::npos);
   EXPECT_NE(message("pcie4-x16").find("has no accelerator"), std::string::npos);
-  EXPECT_THROW(
-      CostModel(Presets().LoadModel("llama-3.2-1b"), Presets().LoadHardware("rtx-3090"), {}, {}, 4),
-      base::Error);
+  EXPECT_THROW(testing::RooflineCostModel(Presets().LoadModel("llama-3.2-1b"),
+                                          Presets().LoadHardware("rtx-3090"), {}, {}, 4),
+               base::Error);
 }
 
 }  // namespace

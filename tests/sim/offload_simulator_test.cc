@@ -77,12 +77,12 @@ TEST(OffloadSimulator, ResidentIsNeverSlowerThanAnyPolicy) {
           config.routing = routing::ParseRoutingSpec(routing);
           if (std::string(model) == "mixtral-8x7b")
             config.model.bits.experts = 4;  // quantized transfers
-          const SimResult ideal = SimulateOffload(config);
+          const SimResult ideal = testing::Simulate(config);
           for (const std::string& policy : kPolicies) {
             config.policy = policy;
             SimResult result;
             try {
-              result = SimulateOffload(config);
+              result = testing::Simulate(config);
             } catch (const base::Error&) {
               // A policy that cannot run in this memory (e.g. lru-prefetch without one expert per
               // layer) is not a counterexample.
@@ -114,9 +114,9 @@ TEST(OffloadSimulator, HybridExecutionBeatsResidentWhenTheHostRivalsTheAccelerat
   SimConfig config = SimConfigFor("mixtral-8x7b", "t4", "resident");
   config.model.bits.experts = 4;
   config.workload.prompt_tokens = 16;
-  const SimResult resident = SimulateOffload(config);
+  const SimResult resident = testing::Simulate(config);
   config.policy = "fiddler";
-  const SimResult fiddler = SimulateOffload(config);
+  const SimResult fiddler = testing::Simulate(config);
   EXPECT_LT(fiddler.ttft_s, resident.ttft_s);
   EXPECT_GT(fiddler.cpu_runs, 0);
   EXPECT_GT(*fiddler.tpot_s, *resident.tpot_s);  // one token per step: no such gain
@@ -147,7 +147,7 @@ TEST(OffloadSimulator, MoreAcceleratorMemoryIsNeverSlower) {
             config.accelerator_bytes = gigabytes * 1e9;
             SimResult result;
             try {
-              result = SimulateOffload(config);
+              result = testing::Simulate(config);
             } catch (const base::Error&) {
               EXPECT_TRUE(first) << "a larger memory failed after a smaller one ran: "
                                  << Describe(config);
@@ -184,7 +184,7 @@ TEST(OffloadSimulator, LruHitRateOnUniformRoutingMatchesTheClosedForm) {
     config.policy_options.prefetch = 0;
     config.workload.prompt_tokens = 32;
     config.workload.output_tokens = 600;
-    const SimResult result = SimulateOffload(config);
+    const SimResult result = testing::Simulate(config);
     EXPECT_NEAR(result.hit_rate(), static_cast<double>(k) / 8.0, 0.012) << "k " << k;
     EXPECT_EQ(result.prefetches, 0);
   }
@@ -196,7 +196,7 @@ TEST(OffloadSimulator, BytesMovedAreFetchesTimesExpertBytes) {
       SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
       config.workload = workload;
       config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.7");
-      const SimResult r = SimulateOffload(config);
+      const SimResult r = testing::Simulate(config);
       const double expert_bytes = static_cast<double>(model::ExpertBytes(config.model));
       EXPECT_EQ(r.expert_bytes, model::ExpertBytes(config.model));
       EXPECT_EQ(
@@ -228,18 +228,18 @@ TEST(OffloadSimulator, SameSeedSameBytesOtherSeedOtherRouting) {
     SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", policy);
     config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
     config.record_timeline = true;
-    const SimResult a = SimulateOffload(config), b = SimulateOffload(config);
+    const SimResult a = testing::Simulate(config), b = testing::Simulate(config);
     EXPECT_EQ(a.ToJson().dump(), b.ToJson().dump()) << policy;
     EXPECT_EQ(a.TimelineJson(), b.TimelineJson()) << policy;
     config.seed = 6;
-    EXPECT_NE(SimulateOffload(config).ToJson().dump(), a.ToJson().dump()) << policy;
+    EXPECT_NE(testing::Simulate(config).ToJson().dump(), a.ToJson().dump()) << policy;
   }
 }
 
 TEST(OffloadSimulator, TimelineIsChromeTraceEventsMatchingTheBusyTimes) {
   SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "fiddler");
   config.record_timeline = true;
-  const SimResult r = SimulateOffload(config);
+  const SimResult r = testing::Simulate(config);
   const nlohmann::json trace = nlohmann::json::parse(r.TimelineJson());
   ASSERT_TRUE(trace["traceEvents"].is_array());
   std::map<std::pair<int, int>, double> busy_us;
@@ -271,14 +271,15 @@ TEST(OffloadSimulator, ResidentDecodeStepMatchesTheAnalyticForwardCost) {
     SimConfig config = SimConfigFor(model, "h100-sxm", "resident");
     config.workload.prompt_tokens = 100;
     config.workload.output_tokens = 2;  // one decode step at context 100
-    const SimResult r = SimulateOffload(config);
+    const SimResult r = testing::Simulate(config);
     model::ForwardShape shape;
     shape.context_length = 100;
     const double analytic =
-        model::EstimateForwardCost(config.model, config.hardware, shape, config.cost).time_s;
+        model::EstimateForwardCost(config.model, config.hardware, shape, model::CostParameters{})
+            .time_s;
     const double extra_launches =
         static_cast<double>(config.model.num_moe_layers() * (config.model.moe->top_k - 1)) *
-        config.cost.kernel_launch_s;
+        model::CostParameters{}.kernel_launch_s;
     EXPECT_NEAR(*r.tpot_s, analytic + extra_launches, 1e-3 * analytic) << model;
   }
 }
@@ -286,10 +287,10 @@ TEST(OffloadSimulator, ResidentDecodeStepMatchesTheAnalyticForwardCost) {
 TEST(OffloadSimulator, FullMemoryMakesEveryPolicyTheIdeal) {
   SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "resident");
   config.accelerator_bytes = 200e9;
-  const double ideal = SimulateOffload(config).total_s;
+  const double ideal = testing::Simulate(config).total_s;
   for (const char* policy : {"static-split", "fiddler", "on-demand", "fmoe"}) {
     config.policy = policy;
-    const SimResult r = SimulateOffload(config);
+    const SimResult r = testing::Simulate(config);
     EXPECT_NEAR(r.total_s, ideal, 1e-12 * ideal) << policy;
     EXPECT_EQ(r.hit_rate(), 1.0) << policy;
   }
@@ -299,18 +300,18 @@ TEST(OffloadSimulator, MemoryTiersAndDevices) {
   // Mixtral in 16 bits (93 GB) does not fit a 64 GB host: the least popular experts are read
   // from storage whenever used.
   SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand");
-  SimResult r = SimulateOffload(config);
+  SimResult r = testing::Simulate(config);
   EXPECT_GT(r.experts_on_storage, 0);
   EXPECT_GT(r.bytes_storage_read, 0);
   config.model.bits.experts = 4;  // 23 GB of experts: all in host RAM
-  r = SimulateOffload(config);
+  r = testing::Simulate(config);
   EXPECT_EQ(r.experts_on_storage, 0);
   EXPECT_EQ(r.bytes_storage_read, 0);
   // static-split: hidden states cross to the CPU once per pass and back for the LM head... on
   // the CPU side no transfer is needed for CPU experts.
   config.policy = "static-split";
   config.policy_options.gpu_layers = 8;
-  r = SimulateOffload(config);
+  r = testing::Simulate(config);
   EXPECT_EQ(r.policy_options[0].second, 8);
   EXPECT_GT(r.bytes_d2h_activations, 0);
   EXPECT_GT(r.busy_s[static_cast<int>(Resource::kCpuCompute)], 0);
@@ -320,7 +321,7 @@ TEST(OffloadSimulator, MemoryTiersAndDevices) {
   config.policy = "resident";
   config.policy_options = {};
   config.model.bits.experts = 16;
-  r = SimulateOffload(config);
+  r = testing::Simulate(config);
   EXPECT_FALSE(r.fits_accelerator);
 }
 
@@ -341,7 +342,7 @@ TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
   // spare for the reader its checksum and copy take compute time.
   SimConfig config = StorageTierConfig("static-split");
   config.policy_options.gpu_layers = 2;
-  SimResult shared = SimulateOffload(config);
+  SimResult shared = testing::Simulate(config);
   EXPECT_GT(shared.cpu_runs, 0);
   EXPECT_EQ(shared.busy_s[static_cast<int>(Resource::kCpuCompute)], 0);
   EXPECT_EQ(shared.bytes_d2h_activations + shared.bytes_h2d_activations, 0);
@@ -349,7 +350,7 @@ TEST(OffloadSimulator, OnAHostComputeDeviceEveryExpertRunsOnTheSameCores) {
   EXPECT_EQ(shared.busy_s[static_cast<int>(Resource::kHostToDevice)], 0);
   // A spare core: the reader's work runs beside the computation, on the link.
   config.cpu_threads = config.hardware.host->cores - 1;
-  SimResult spare = SimulateOffload(config);
+  SimResult spare = testing::Simulate(config);
   EXPECT_GT(spare.busy_s[static_cast<int>(Resource::kHostToDevice)], 0);
   const auto busy = [](const SimResult& r, Resource resource) {
     return r.busy_s[static_cast<int>(resource)];
@@ -366,7 +367,7 @@ TEST(OffloadSimulator, OnAHostComputeDeviceThePassesCycleThroughThePlannedRam) {
   for (const char* policy : {"static-split", "on-demand", "stream-all"}) {
     SimConfig config = StorageTierConfig(policy);
     if (std::string(policy) == "static-split") config.policy_options.gpu_layers = 2;
-    const SimResult r = SimulateOffload(config);
+    const SimResult r = testing::Simulate(config);
     const double resident =
         static_cast<double>(std::min(r.expert_slots, r.experts_total) + r.staging_buffers);
     EXPECT_GT(resident, 0) << policy;
@@ -383,12 +384,12 @@ TEST(OffloadSimulator, OnAHostComputeDeviceThePassesCycleThroughThePlannedRam) {
   SimConfig probed = StorageTierConfig("on-demand");
   probed.accelerator_costs = std::make_shared<testing::WorkingSetProbe>();
   probed.host_costs = std::make_shared<testing::WorkingSetProbe>();
-  const SimResult r = SimulateOffload(probed);
+  const SimResult r = testing::Simulate(probed);
   ASSERT_GT(r.compute_working_set_bytes, 0);
   EXPECT_EQ(r.latency.gpu_s, 1.0 + r.compute_working_set_bytes);
   EXPECT_EQ(r.latency.cpu_base_s + r.latency.cpu_per_token_s, 1.0 + r.compute_working_set_bytes);
   // An accelerator's memory is no CPU cache: left to the source's default.
-  EXPECT_EQ(SimulateOffload(SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand"))
+  EXPECT_EQ(testing::Simulate(SimConfigFor("mixtral-8x7b", "rtx-3090", "on-demand"))
                 .compute_working_set_bytes,
             0.0);
 }
@@ -423,7 +424,7 @@ TEST(OffloadSimulator, OnAHostComputeDeviceTheCacheRegimeEndsWithTheFirstRead) {
     auto recorder = std::make_shared<WorkingSetRecorder>();
     config.accelerator_costs = recorder;
     config.host_costs = recorder;
-    const SimResult r = SimulateOffload(config);
+    const SimResult r = testing::Simulate(config);
     const bool reads = r.bytes_storage_read > 0;
     EXPECT_EQ(reads, ram_bytes < 10e9) << "every expert fits in 30 GB; not in 5 GB";
     const double working_set = r.compute_working_set_bytes;
@@ -475,13 +476,13 @@ TEST(OffloadSimulator, OnAHostComputeDeviceReadsRunAtTheirRateBesideComputation)
   // (one read in flight: its duration minus half its overlap with compute ops equals its time
   // alone); the reader's own checksum and copy do not slow it. Same bytes, longer prefill.
   SimConfig config = StreamAllPrefillOnStorage();
-  const SimResult alone = SimulateOffload(config);
+  const SimResult alone = testing::Simulate(config);
   const double bandwidth = config.hardware.host->storage_read_bandwidth_bytes_per_s;
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth;
-  const SimResult same = SimulateOffload(config);
+  const SimResult same = testing::Simulate(config);
   EXPECT_DOUBLE_EQ(same.ttft_s, alone.ttft_s) << "the same rate beside computation changes nothing";
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth / 2;
-  const SimResult slowed = SimulateOffload(config);
+  const SimResult slowed = testing::Simulate(config);
   EXPECT_DOUBLE_EQ(slowed.bytes_storage_read, alone.bytes_storage_read);
   EXPECT_GT(slowed.ttft_s, alone.ttft_s);
   const double read_s = static_cast<double>(model::ExpertBytes(config.model)) / bandwidth;
@@ -502,9 +503,9 @@ TEST(OffloadSimulator, OnAHostComputeDeviceReadsRunAtTheirRateBesideComputation)
   // Where the compute device is not the host (a GPU), the field changes nothing.
   config.hardware.compute_device_is_host = false;
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = 0;
-  const SimResult gpu = SimulateOffload(config);
+  const SimResult gpu = testing::Simulate(config);
   config.hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = bandwidth / 2;
-  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, gpu.ttft_s);
+  EXPECT_DOUBLE_EQ(testing::Simulate(config).ttft_s, gpu.ttft_s);
 }
 
 TEST(OffloadSimulator, OnAHostComputeDeviceTheComputationSlowsWhileReadsAreInFlight) {
@@ -513,11 +514,11 @@ TEST(OffloadSimulator, OnAHostComputeDeviceTheComputationSlowsWhileReadsAreInFli
   // its time alone spent at full rate outside the reads and at half rate inside them; the same
   // decisions and bytes, a longer prefill. At 1 nothing changes.
   SimConfig config = StreamAllPrefillOnStorage();
-  const SimResult alone = SimulateOffload(config);
+  const SimResult alone = testing::Simulate(config);
   config.hardware.host->compute_rate_while_storage_reads = 1;
-  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, alone.ttft_s);
+  EXPECT_DOUBLE_EQ(testing::Simulate(config).ttft_s, alone.ttft_s);
   config.hardware.host->compute_rate_while_storage_reads = 0.5;
-  const SimResult slowed = SimulateOffload(config);
+  const SimResult slowed = testing::Simulate(config);
   EXPECT_DOUBLE_EQ(slowed.bytes_storage_read, alone.bytes_storage_read);
   EXPECT_EQ(slowed.prefetches, alone.prefetches);
   EXPECT_GE(slowed.ttft_s, alone.ttft_s);
@@ -526,9 +527,9 @@ TEST(OffloadSimulator, OnAHostComputeDeviceTheComputationSlowsWhileReadsAreInFli
     // the pass waits for, and its slowdown shows in the TTFT.
     SimConfig fast = config;
     fast.hardware.host->storage_read_bandwidth_bytes_per_s *= 50;
-    const SimResult slowed_fast = SimulateOffload(fast);
+    const SimResult slowed_fast = testing::Simulate(fast);
     fast.hardware.host->compute_rate_while_storage_reads = 1;
-    EXPECT_GT(slowed_fast.ttft_s, SimulateOffload(fast).ttft_s);
+    EXPECT_GT(slowed_fast.ttft_s, testing::Simulate(fast).ttft_s);
   }
   const auto key = [](const SimResult::TimelineEntry& e) {
     return std::make_tuple(e.pass, e.kind, e.layer, e.expert);
@@ -558,9 +559,9 @@ TEST(OffloadSimulator, OnAHostComputeDeviceTheComputationSlowsWhileReadsAreInFli
   // Where the compute device is not the host (a GPU), the field changes nothing.
   config.hardware.compute_device_is_host = false;
   config.hardware.host->compute_rate_while_storage_reads = 1;
-  const SimResult gpu = SimulateOffload(config);
+  const SimResult gpu = testing::Simulate(config);
   config.hardware.host->compute_rate_while_storage_reads = 0.5;
-  EXPECT_DOUBLE_EQ(SimulateOffload(config).ttft_s, gpu.ttft_s);
+  EXPECT_DOUBLE_EQ(testing::Simulate(config).ttft_s, gpu.ttft_s);
 }
 
 TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
@@ -568,9 +569,9 @@ TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
   // storage busy time, but a layer's first expert lands after two reads' time, not one, so a
   // pass that waits for its reads takes longer; never shorter.
   SimConfig config = StreamAllPrefillOnStorage();
-  const SimResult one = SimulateOffload(config);
+  const SimResult one = testing::Simulate(config);
   config.hardware.host->storage_reads_in_flight = 2;
-  const SimResult two = SimulateOffload(config);
+  const SimResult two = testing::Simulate(config);
   // The timeline shows each read from its start to its end: alone, its time alone; two sharing
   // the disk from start to end, twice that.
   const auto read_durations = [](const SimResult& r) {
@@ -600,21 +601,21 @@ TEST(OffloadSimulator, ReadsInFlightShareTheDiskSoTheFirstLandsLater) {
 
 TEST(OffloadSimulator, LayerOverheadAddsToEveryLayerOfEveryPass) {
   SimConfig config = SimConfigFor("mixtral-8x7b", "a100-80gb-pcie", "resident");
-  const SimResult base = SimulateOffload(config);
+  const SimResult base = testing::Simulate(config);
   config.layer_overhead_s = 1e-3;
-  const SimResult slower = SimulateOffload(config);
+  const SimResult slower = testing::Simulate(config);
   ASSERT_TRUE(base.tpot_s && slower.tpot_s);
   // resident: one serial chain of ops per pass, so each layer's overhead adds once.
   EXPECT_NEAR(*slower.tpot_s - *base.tpot_s, config.model.num_layers * 1e-3, 1e-9);
   EXPECT_NEAR(slower.ttft_s - base.ttft_s, config.model.num_layers * 1e-3, 1e-9);
   config.layer_overhead_s = -1e-3;
-  EXPECT_THROW(SimulateOffload(config), base::Error);
+  EXPECT_THROW(testing::Simulate(config), base::Error);
 }
 
 TEST(OffloadSimulator, ErrorsNameTheOption) {
   auto message = [](SimConfig config) {
     try {
-      SimulateOffload(config);
+      testing::Simulate(config);
     } catch (const base::Error& e) {
       return std::string(e.what());
     }
@@ -647,7 +648,7 @@ TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
     config.accelerator_bytes = 12e9;
     config.routing = routing::ParseRoutingSpec(routing);
     config.workload.output_tokens = 64;
-    const SimResult r = SimulateOffload(config);
+    const SimResult r = testing::Simulate(config);
     return static_cast<double>(r.prefetches_used) /
            static_cast<double>(std::max<int64_t>(r.prefetches, 1));
   };

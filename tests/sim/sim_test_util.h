@@ -3,9 +3,10 @@
 #include <cmath>
 #include <string>
 
+#include "fit/cost_source_options.h"
 #include "model/cost_source.h"
-
 #include "model/preset_store.h"
+#include "sim/cost_model.h"
 #include "sim/offload_simulator.h"
 #include "tests/support/test_paths.h"
 
@@ -28,6 +29,28 @@ inline sim::SimConfig SimConfigFor(const std::string& model, const std::string& 
   config.seed = 5;
   config.calibration.tokens = 512;
   return config;
+}
+
+// `config` simulated with the analytic rooflines (what --hardware alone gives:
+// fit::AnalyticOffloadSources) pricing the devices it leaves without a source.
+inline sim::SimResult Simulate(sim::SimConfig config) {
+  const fit::OffloadSources analytic = fit::AnalyticOffloadSources(
+      config.model, config.hardware, config.cpu_threads, model::CostParameters{});
+  if (!config.accelerator_costs) config.accelerator_costs = analytic.accelerator;
+  if (!config.host_costs) config.host_costs = analytic.host;
+  return sim::SimulateOffload(config);
+}
+
+// The simulator's cost model with the analytic rooflines of `hardware`'s accelerator (`params`)
+// and host on `cpu_threads` threads (`host_params`).
+inline sim::CostModel RooflineCostModel(const model::MoeModelSpec& model,
+                                        const model::HardwareSpec& hardware,
+                                        const model::CostParameters& params,
+                                        const model::CostParameters& host_params,
+                                        int64_t cpu_threads) {
+  const fit::OffloadSources sources =
+      fit::AnalyticOffloadSources(model, hardware, cpu_threads, params, host_params);
+  return sim::CostModel(model, hardware, cpu_threads, sources.accelerator, sources.host);
 }
 
 // A cost source whose times say the working set each call was priced in: an expert of t tokens

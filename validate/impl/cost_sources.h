@@ -11,8 +11,8 @@
 
 namespace moelab::validate::impl {
 
-// The cost sources validate judges, made in one place from the fit and the profile (the in-memory
-// cases and --cases offload price with the same ones).
+// The cost sources validate judges, chosen in one place from the fit and the profile (the in-memory
+// cases and --cases offload price with the same ones) by fit/cost_source_options.h.
 
 // "fitted-profile": the fit's latency curves of `device` ("cpu" or "cuda:0") pricing `target`.
 std::shared_ptr<const model::CostSource> FittedCostSource(const fit::LatencyFit& fit,

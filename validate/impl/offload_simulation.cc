@@ -44,7 +44,7 @@ sim::SimResult Simulate(const Bench& bench, const ValidationCase& c, const Recor
   // anyway: the simulator's memory is those bytes plus the same slots (and half of one, so
   // rounding cannot take a slot away).
   const policies::ModelMemory memory =
-      policies::ModelMemoryOf(config.model, config.cost.kv_bits, config.workload.KvTokens());
+      policies::ModelMemoryOf(config.model, config.kv_bits, config.workload.KvTokens());
   double dense = 0;
   for (double bytes : memory.dense_layer_bytes) dense += bytes;
   const double memory_bytes = memory.fixed_bytes + dense +

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <optional>
 #include <set>
 #include <string>
 
@@ -10,24 +9,15 @@
 
 namespace moelab::validate::impl {
 
-// What a reused `--profile` measured, read from its JSON (moelab.profile/1), and validate's
-// refusals of a profile that measured other code than the executor runs.
-
-// The kernel path the profile recorded in machine.`field` ("isa", "quantized_kernel"); nullopt
-// where the profile does not record it.
-std::optional<std::string> ProfiledKernelPath(const nlohmann::json& profile,
-                                              const std::string& field);
-
-// The weight format the profile measured `part` ("expert", "attention") on:
-// model.shape.`part`_format, "bf16" for profiles without the field (they were taken on bf16).
-std::string ProfiledWeightFormat(const nlohmann::json& profile, const std::string& part);
+// Validate's refusals of a reused `--profile` (moelab.profile/1) that measured other code than the
+// executor runs; what it measured is model::ProfiledModel's to read.
 
 // The operators the profile measured on cuda:0.
 std::set<std::string> ProfiledGpuOperators(const nlohmann::json& profile);
 
 // A reused profile must have measured the code the executor runs: the same kernel path
 // (machine.isa; machine.quantized_kernel where recorded) and the same weight formats. Otherwise
-// its curves price other kernels or other bytes. Error naming the field and `path`.
+// its curves price other kernels or other bytes. Error: model::ProfiledModel::Require's.
 void RequireProfiledFormats(const nlohmann::json& profile, const std::string& path,
                             const executor::ExecutorConfig& target);
 
