@@ -37,6 +37,7 @@ int Validate(const std::vector<std::string>& args) {
       ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
+      ("reused-profile", ParsedIntoOptional(&request.reused_profile, [](const std::string& path) { return std::filesystem::path(path); }), "also price every in-memory case from this profile, taken before the run (moelab profile --out, as a user has one): cost source 'reused-profile', its error beside the headline's (JSON reused_profile)")
       ("alpha", NumberInto(&request.alpha, "alpha"), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
@@ -57,7 +58,8 @@ int Validate(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
                     "[--attention-bits B] [--device cpu|gpu] "
                     "[--draft D] [--quick] [--cases "
-                    "LIST] [--repeat N] [--profile P.json] [--out DIR] [--timelines] "
+                    "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
+                    "[--timelines] "
                     "[--json|--csv] [--quiet]",
                     options, args, values)) {
     return 0;

@@ -19,7 +19,9 @@
 #include "fit/latency_fit.h"
 #include "fit/latency_profile.h"
 #include "kernels/weight_matrix.h"
+#include "model/cost_source.h"
 #include "model/executor_shape.h"
+#include "model/forward_cost.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/profiler.h"
@@ -283,6 +285,39 @@ struct FittedProfile {
   fit::LatencyFit fit;
 };
 
+// --reused-profile: the earlier profile read, refused unless it measured what the executor runs,
+// fitted (work_dir / reused-fit.json) and made the kReusedProfileSource cost source; one decode
+// pass of the target priced at once, so a profile of another shape or device is refused before
+// any case runs rather than after all of them. Null without --reused-profile.
+std::shared_ptr<const model::CostSource> FitReusedProfile(const ValidationRequest& request,
+                                                          const ValidatedModels& models,
+                                                          bool on_gpu, const Say& say,
+                                                          ValidationResult& result) {
+  if (!request.reused_profile) return nullptr;
+  result.reused_profile_path = request.reused_profile->string();
+  if (on_gpu) impl::RequireReusedGpuProfile(result.reused_profile_path);
+  const nlohmann::json profile_json =
+      impl::ReadReusedProfile(result.reused_profile_path, models.target);
+  say("fitting the reused profile " + result.reused_profile_path +
+      " (priced beside the headline's profile)");
+  fit::LatencyFit fitted =
+      fit::FitLatency(fit::ProfileFromJson(profile_json, result.reused_profile_path), {});
+  fitted.profile = result.reused_profile_path;
+  result.reused_fit_path = (request.work_dir / "reused-fit.json").string();
+  base::WriteFileAtomically(result.reused_fit_path, fit::LatencyFitToJson(fitted).dump(2) + "\n");
+  std::shared_ptr<const model::CostSource> source = impl::ReusedProfileCostSource(
+      fitted, executor::SpecFromExecutorConfig(models.target), on_gpu ? "cuda:0" : "cpu");
+  try {
+    model::ForwardShape decode;
+    decode.context_length = 16;
+    source->Forward(executor::SpecFromExecutorConfig(models.target), decode);
+  } catch (const base::Error& error) {
+    throw base::Error("--reused-profile " + result.reused_profile_path +
+                      ": it cannot price validate's target: " + error.what());
+  }
+  return source;
+}
+
 FittedProfile FitProfile(const nlohmann::json& profile_json, const ValidationRequest& request,
                          const Say& say, ValidationResult& result) {
   FittedProfile fitted{fit::ProfileFromJson(profile_json, result.profile_path), {}};
@@ -356,6 +391,17 @@ const ErrorSummary& ValidationResult::Headline() const {
   return summaries.front();
 }
 
+const ErrorSummary* ValidationResult::ReusedProfileSummary() const {
+  if (reused_profile_path.empty()) return nullptr;
+  const ErrorSummary& headline = Headline();
+  for (const ErrorSummary& s : summaries) {
+    if (s.kind == "overall" && s.cost_source == kReusedProfileSource &&
+        s.routing_assumed == headline.routing_assumed)
+      return &s;
+  }
+  return nullptr;
+}
+
 ValidationResult RunValidation(const ValidationRequest& request,
                                const model::PresetStore& presets) {
   request.Validate();
@@ -373,9 +419,16 @@ ValidationResult RunValidation(const ValidationRequest& request,
   const bool offload_requested =
       request.kinds.count(CaseKind::kOffload) > 0;  // validate/offload_cases.h
   if (plan.cases.empty() && !offload_requested) throw base::Error("--cases selects no case");
+  if (plan.cases.empty() && request.reused_profile) {
+    throw base::Error(
+        "--reused-profile prices the in-memory cases (decode, prefill, sd, beam): --cases offload "
+        "alone has none");
+  }
   const bool on_gpu = request.device == "gpu";
   if (on_gpu) RequireUsableGpu(request);
   std::filesystem::create_directories(request.work_dir);
+  const std::shared_ptr<const model::CostSource> reused_source =
+      FitReusedProfile(request, models, on_gpu, say, result);
 
   // 1. The executor, its own routing: built first, so that the case rounds can run between the
   // profile's rounds.
@@ -401,8 +454,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
       ProfileWithRounds(request, presets, models, on_gpu, rounds, say, result);
   const FittedProfile fitted = FitProfile(profile_json, request, say, result);
   const model::MoeModelSpec target_spec = executor::SpecFromExecutorConfig(models.target);
-  const impl::CostSources sources =
-      impl::CostSourcesFor(fitted.fit, fitted.profile, target_spec, on_gpu);
+  impl::CostSources sources = impl::CostSourcesFor(fitted.fit, fitted.profile, target_spec, on_gpu);
+  if (reused_source) sources.sources.push_back(reused_source);
   for (const std::string& note : sources.notes) result.notes.push_back(note);
   for (const auto& source : sources.sources) result.cost_sources.push_back(source->name());
   PredictedModels predicted_models{target_spec, target_spec,

@@ -23,7 +23,8 @@ namespace moelab::validate {
 // routing, profile (or reuse a profile) with every held-out case run `repeat` times between the
 // profile's rounds, interleaved round by round (A B C A B C ...) with the machine's limits probed
 // before each round, fit the latency curves and the calibrated roofline, and judge each cost
-// source's prediction (with the recorded routing and with uniform routing) against the runs.
+// source's prediction (with the routing of a decode run recorded on its own, the headline's; of
+// runs like the cases'; and uniform) against the runs.
 struct ValidationRequest {
   std::string model = "mixtral-8x7b";
   model::ShapeOverrides shape;  // applied to the model (the executor's default shape when unset)
@@ -33,8 +34,12 @@ struct ValidationRequest {
   std::set<CaseKind> kinds;                      // empty: every kind
   int repeat = 0;                                // runs per case; 0: 3 with --quick, else 5
   std::optional<std::filesystem::path> profile;  // reuse this profile (moelab.profile/1)
-  std::filesystem::path work_dir;                // profile, fit and routing trace are written here
-  double alpha = 0.8;                            // SD acceptance rate (fixed-alpha acceptance)
+  // --reused-profile: a profile taken before this run (moelab profile --out, as a user has one),
+  // fitted and pricing every in-memory case beside the headline's profile as the cost source
+  // kReusedProfileSource: what predicting from an earlier profile costs on this machine.
+  std::optional<std::filesystem::path> reused_profile;
+  std::filesystem::path work_dir;  // profile, fit and routing trace are written here
+  double alpha = 0.8;              // SD acceptance rate (fixed-alpha acceptance)
   // The target's weight formats (moelab run's --expert-bits / --attention-bits: 16, 8, 4), in the
   // profile and in every executor run; a reused --profile must have measured the same.
   int expert_bits = 16;
@@ -59,6 +64,8 @@ struct ValidationResult {
   std::vector<nlohmann::json> round_limits;  // machine limits probed before each round
   std::string profile_path, fit_path, routing_trace_path;
   bool profile_reused = false;
+  // --reused-profile: its path and its fit's (work_dir / reused-fit.json); empty without it.
+  std::string reused_profile_path, reused_fit_path;
   std::string routing;  // the recorded routing (SD and decode runs) of the "measured" predictions
   // The headline's: a decode run's routing recorded on its own ("decode-trace").
   std::string decode_trace_path, decode_routing;
@@ -73,8 +80,10 @@ struct ValidationResult {
   std::optional<OffloadRanking> offload_ranking;
   double wall_time_s = 0;
 
-  // The summary the headline numbers are (fitted-profile with the recorded routing, overall).
+  // The summary the headline numbers are (fitted-profile with the decode-trace routing, overall).
   const ErrorSummary& Headline() const;
+  // --reused-profile's summary beside it (overall, the headline's routing); null without it.
+  const ErrorSummary* ReusedProfileSummary() const;
 };
 
 ValidationResult RunValidation(const ValidationRequest& request, const model::PresetStore& presets);

@@ -43,7 +43,7 @@ double AbsError(double predicted, double measured);
 // One prediction judged against the executor.
 struct CaseResult {
   ValidationCase spec;
-  std::string cost_source;  // "fitted-profile" | "calibrated-roofline"
+  std::string cost_source;  // "fitted-profile" | "calibrated-roofline" | kReusedProfileSource
   std::string routing;      // what the prediction assumed: "uniform" or "trace:..."
   // Its group: kDecodeTraceRouting, kMeasuredRouting or kUniformRouting (below); empty: from
   // `routing` ("uniform", else "measured").
@@ -100,6 +100,11 @@ inline constexpr const char* kDecodeTraceRouting = "decode-trace";
 // decode; an offload case's own run): a diagnostic.
 inline constexpr const char* kMeasuredRouting = "measured";
 inline constexpr const char* kUniformRouting = "uniform";  // the uniform N(t) formula
+
+// The cost source of `validate --reused-profile`'s predictions (CaseResult::cost_source): the
+// fitted latency curves of a profile taken before the run, beside the headline profile's
+// "fitted-profile".
+inline constexpr const char* kReusedProfileSource = "reused-profile";
 
 struct ErrorSummary {
   std::string kind;  // a case kind, or "overall"

@@ -172,6 +172,16 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   json["alpha"] = result.request.alpha;
   json["seed"] = result.request.seed;
   json["profile"] = {{"path", result.profile_path}, {"reused", result.profile_reused}};
+  if (const ErrorSummary* reused = result.ReusedProfileSummary()) {
+    json["reused_profile"] = {{"path", result.reused_profile_path},
+                              {"fit", result.reused_fit_path},
+                              {"cost_source", reused->cost_source},
+                              {"routing", reused->routing_assumed},
+                              {"cases", reused->cases},
+                              {"median_abs_error", reused->median_abs_error},
+                              {"p90_abs_error", reused->p90_abs_error},
+                              {"max_abs_error", reused->max_abs_error}};
+  }
   json["fit"] = result.fit_path;
   json["routing_trace"] = result.routing_trace_path;
   json["decode_trace"] = result.decode_trace_path;
@@ -206,6 +216,21 @@ std::string TimingLine(const ValidationResult& result) {
          "): taken at another time than the runs, at whatever speed the machine had then.";
 }
 
+namespace {
+
+// --reused-profile's error beside the headline's, or "" without it.
+std::string ReusedProfileLine(const ValidationResult& result) {
+  const ErrorSummary* reused = result.ReusedProfileSummary();
+  if (!reused) return "";
+  return "Reused profile (" + result.reused_profile_path + ", taken before the runs; cost source " +
+         reused->cost_source + ", routing " + reused->routing_assumed + "): median " +
+         Percent(reused->median_abs_error) + ", p90 " + Percent(reused->p90_abs_error) + ", max " +
+         Percent(reused->max_abs_error) + ", beside the headline's " +
+         Percent(result.Headline().median_abs_error) + " median.";
+}
+
+}  // namespace
+
 std::string ValidationText(const ValidationResult& result) {
   std::ostringstream out;
   const ErrorSummary& headline = result.Headline();
@@ -218,7 +243,10 @@ std::string ValidationText(const ValidationResult& result) {
   out << "Headline (" << headline.cost_source << ", routing " << headline.routing_assumed
       << "): median " << Percent(headline.median_abs_error) << ", p90 "
       << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << "\n"
-      << TimingLine(result) << "\n\n";
+      << TimingLine(result) << "\n";
+  const std::string reused = ReusedProfileLine(result);
+  if (!reused.empty()) out << reused << "\n";
+  out << "\n";
   report::Table table({"kind", "cost source", "routing", "cases", "median", "p90", "max",
                        "run spread", "in spread"});
   for (const ErrorSummary& s : result.summaries) {
@@ -277,6 +305,8 @@ void WriteMarkdownSummary(std::ostream& out, const ValidationResult& result,
       << "): median abs error " << Percent(headline.median_abs_error) << ", p90 "
       << Percent(headline.p90_abs_error) << ", max " << Percent(headline.max_abs_error) << ".**\n\n"
       << TimingLine(result) << "\n\n";
+  const std::string reused = ReusedProfileLine(result);
+  if (!reused.empty()) out << reused << "\n\n";
   out << "Run spread: the median over the cases of (max - min) / measured of the runs; in "
          "spread: predictions inside their case's min..max. An error below the run spread "
          "cannot be told from this machine's run-to-run noise.\n\n";

@@ -103,15 +103,54 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
       (dir / "routing-trace.json").string());
   EXPECT_EQ(plan.status, 0) << plan.err;
   // Reused, the profile is not interleaved with the runs, which still run every round.
+  // --reused-profile prices the cases again from a profile taken before (here the same one, so
+  // its predictions and errors must be the headline's exactly) and reports its error beside.
   const CliRun again = RunMoelab(
-      "validate --quick --quiet --cases decode --repeat 1 --json --profile " +
-      (dir / "profile.json").string() + " --out " + (dir / "reuse").string() + kTinyShape);
+      "validate --quick --quiet --cases decode,sd --repeat 1 --json --profile " +
+      (dir / "profile.json").string() + " --reused-profile " + (dir / "profile.json").string() +
+      " --out " + (dir / "reuse").string() + kTinyShape);
   ASSERT_EQ(again.status, 0) << again.err;
   const nlohmann::json reused_json = nlohmann::json::parse(again.out);
   EXPECT_EQ(reused_json["profile_interleaved"], false);
   ASSERT_FALSE(reused_json["cases"].empty());
   for (const nlohmann::json& c : reused_json["cases"]) EXPECT_EQ(c["repeats"], 1);
   EXPECT_EQ(reused_json["limits_per_round"].size(), 1u);
+  EXPECT_EQ(reused_json["headline"]["cost_source"], "fitted-profile");
+  ASSERT_TRUE(reused_json.contains("reused_profile")) << again.out.substr(0, 2000);
+  const nlohmann::json& reused_profile = reused_json["reused_profile"];
+  EXPECT_EQ(reused_profile["cost_source"], "reused-profile");
+  EXPECT_EQ(reused_profile["routing"], "decode-trace");
+  EXPECT_EQ(reused_profile["path"], (dir / "profile.json").string());
+  EXPECT_TRUE(std::filesystem::exists(dir / "reuse" / "reused-fit.json"));
+  EXPECT_DOUBLE_EQ(reused_profile["median_abs_error"].get<double>(),
+                   reused_json["median_abs_error"].get<double>());
+  EXPECT_DOUBLE_EQ(reused_profile["p90_abs_error"].get<double>(),
+                   reused_json["p90_abs_error"].get<double>());
+  int64_t reused_rows = 0;
+  for (const nlohmann::json& c : reused_json["cases"]) {
+    if (c["cost_source"] != "reused-profile") continue;
+    ++reused_rows;
+    bool matched = false;
+    for (const nlohmann::json& d : reused_json["cases"]) {
+      if (d["cost_source"] == "fitted-profile" && d["label"] == c["label"] &&
+          d["routing_assumed"] == c["routing_assumed"]) {
+        EXPECT_DOUBLE_EQ(d["predicted"].get<double>(), c["predicted"].get<double>()) << c["label"];
+        matched = true;
+      }
+    }
+    EXPECT_TRUE(matched) << c["label"];
+  }
+  EXPECT_EQ(reused_rows, reused_profile["cases"].get<int64_t>() * 3);  // three routings each
+  // A reused profile that measured other formats is refused before anything runs.
+  const CliRun other_bits = RunMoelab(
+      "validate --quick --quiet --cases decode --repeat 1 --json --expert-bits 8 "
+      "--reused-profile " +
+      (dir / "profile.json").string() + " --out " + (dir / "q8").string() + kTinyShape);
+  EXPECT_NE(other_bits.status, 0);
+  EXPECT_NE(other_bits.err.find("field 'model.shape.expert_format'"), std::string::npos)
+      << other_bits.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "q8" / "validation.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "q8" / "profile.json"));
   // The profile measured bf16 experts: reusing it for q4_0 runs would price other bytes.
   const CliRun reused = RunMoelab(
       "validate --quick --quiet --cases decode --repeat 1 --json "

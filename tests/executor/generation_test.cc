@@ -3,6 +3,9 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -116,16 +119,47 @@ TEST(Speculative, RejectionSamplingPreservesTheTargetDistribution) {
   EXPECT_GT(rejections, trials / 10);
 }
 
+// Drafted tokens accepted in a round of gamma drafts each accepted with probability alpha until
+// the first rejection: P(k) = alpha^k (1 - alpha) for k < gamma, alpha^gamma for k = gamma.
+struct AcceptedPerRound {
+  double mean = 0, variance = 0;
+};
+AcceptedPerRound TruncatedGeometric(double alpha, int64_t gamma) {
+  double mean = 0, square = 0;
+  for (int64_t k = 0; k <= gamma; ++k) {
+    const double p = std::pow(alpha, static_cast<double>(k)) * (k < gamma ? 1 - alpha : 1.0);
+    mean += static_cast<double>(k) * p;
+    square += static_cast<double>(k * k) * p;
+  }
+  return {mean, square - mean * mean};
+}
+
+// Both fixed-rate modes: the mean accepted drafts per sequence-round converge to the truncated
+// geometric's mean, within 4 standard errors of it (its exact variance over the rounds run; the
+// coins are seeded, so the run is the same every time), and sigma is that mean's (A + 1) /
+// (gamma + 1). alpha = 1 is refused.
 TEST(Speculative, FixedAlphaAcceptanceMatchesSigma) {
   Models m;
-  const auto prompts = SyntheticPrompts(4, 3, 37, 2);
+  const auto prompts = SyntheticPrompts(8, 3, 37, 2);
   for (const Acceptance acceptance : {Acceptance::kTargetAlpha, Acceptance::kCoinAlpha}) {
-    const SpeculativeResult sd =
-        RunSpeculative(m.target, m.draft, prompts, FixedAlpha(4, 0.6, 100, acceptance));
-    const double expected = model::AcceptedLengthFraction(0.6, 4);
-    // Emitted tokens per round lie in [1, 5] (standard deviation < 1.5); ~4 x 50 sequence-rounds.
-    const double rounds = static_cast<double>(sd.accepted_per_round.size());
-    EXPECT_NEAR(sd.Sigma(4), expected, 4.0 * 1.5 / std::sqrt(rounds) / 5.0) << ToString(acceptance);
+    for (const auto& [alpha, gamma] :
+         {std::pair{0.6, int64_t{4}}, std::pair{0.3, int64_t{2}}, std::pair{0.9, int64_t{3}}}) {
+      const SpeculativeResult sd =
+          RunSpeculative(m.target, m.draft, prompts, FixedAlpha(gamma, alpha, 100, acceptance));
+      const AcceptedPerRound expected = TruncatedGeometric(alpha, gamma);
+      const double rounds = static_cast<double>(sd.accepted_per_round.size());
+      double accepted = 0;
+      for (const int64_t a : sd.accepted_per_round) accepted += static_cast<double>(a);
+      const double mean = accepted / rounds;
+      const double standard_error = std::sqrt(expected.variance / rounds);
+      EXPECT_NEAR(mean, expected.mean, 4 * standard_error)
+          << ToString(acceptance) << " alpha " << alpha << " gamma " << gamma << " over " << rounds
+          << " sequence-rounds";
+      EXPECT_NEAR(sd.Sigma(gamma), (mean + 1) / static_cast<double>(gamma + 1), 1e-12);
+      EXPECT_NEAR(expected.mean / static_cast<double>(gamma + 1),
+                  model::AcceptedLengthFraction(alpha, gamma) - 1 / static_cast<double>(gamma + 1),
+                  1e-12);
+    }
   }
   EXPECT_THROW(RunSpeculative(m.target, m.draft, prompts,
                               [] {
@@ -186,47 +220,66 @@ TEST(Speculative, TargetAlphaTakesAGivenContinuation) {
             std::string::npos);
 }
 
-// Mean distinct experts per MoE layer over the passes of `kind`.
-double MeanDistinctPerPass(const routing::RoutingTrace& trace, const std::string& kind) {
-  double sum = 0;
-  int64_t count = 0;
+// Distinct experts per MoE layer: the samples' mean and its standard error (their standard
+// deviation over the square root of their count).
+struct DistinctExperts {
+  std::vector<double> samples;
+  double Mean() const {
+    double sum = 0;
+    for (const double x : samples) sum += x;
+    return sum / static_cast<double>(samples.size());
+  }
+  double StandardError() const {
+    const double mean = Mean();
+    double squares = 0;
+    for (const double x : samples) squares += (x - mean) * (x - mean);
+    const double n = static_cast<double>(samples.size());
+    return std::sqrt(squares / (n - 1) / n);
+  }
+};
+
+// Each pass of `kind`, each MoE layer: its distinct experts.
+DistinctExperts DistinctPerPass(const routing::RoutingTrace& trace, const std::string& kind) {
+  DistinctExperts distinct_experts;
   for (const routing::RoutingStep& step : trace.steps) {
     if (step.kind != kind) continue;
     for (const auto& layer : step.experts) {
       std::set<int32_t> distinct;
       for (const auto& token : layer) distinct.insert(token.begin(), token.end());
-      sum += static_cast<double>(distinct.size());
-      ++count;
+      distinct_experts.samples.push_back(static_cast<double>(distinct.size()));
     }
   }
-  return count > 0 ? sum / static_cast<double>(count) : 0;
+  return distinct_experts;
 }
 
-// The same over every window of `width` consecutive decode steps of a batch-1 decode.
-double MeanDistinctPerDecodeWindow(const routing::RoutingTrace& trace, size_t width) {
+// The same over windows of `width` consecutive decode steps of a batch-1 decode, the windows
+// starting every `stride` steps (stride = width: disjoint windows, independent samples).
+DistinctExperts DistinctPerDecodeWindow(const routing::RoutingTrace& trace, size_t width,
+                                        size_t stride) {
   std::vector<const routing::RoutingStep*> decode;
   for (const routing::RoutingStep& step : trace.steps) {
     if (step.kind == "decode") decode.push_back(&step);
   }
-  double sum = 0;
-  int64_t count = 0;
-  for (size_t first = 0; first + width <= decode.size(); ++first) {
+  DistinctExperts distinct_experts;
+  for (size_t first = 0; first + width <= decode.size(); first += stride) {
     for (size_t layer = 0; layer < decode[first]->experts.size(); ++layer) {
       std::set<int32_t> distinct;
       for (size_t s = first; s < first + width; ++s) {
         for (const auto& token : decode[s]->experts[layer])
           distinct.insert(token.begin(), token.end());
       }
-      sum += static_cast<double>(distinct.size());
-      ++count;
+      distinct_experts.samples.push_back(static_cast<double>(distinct.size()));
     }
   }
-  return count > 0 ? sum / static_cast<double>(count) : 0;
+  return distinct_experts;
 }
 
 // Issue 42: a verify pass of --acceptance alpha carries the target's continuation, so its distinct
-// experts per layer are those of as many consecutive decode tokens; --acceptance alpha-coin's
-// synthetic drafts repeat a few tokens and route to far fewer.
+// experts per layer are those of as many consecutive decode tokens of the same sequence;
+// --acceptance alpha-coin's synthetic drafts repeat a few tokens and route to far fewer. The
+// statistic: the difference of the two means against 3 standard errors of it (the verify passes'
+// (pass, layer) samples and the decode's disjoint windows', independent of each other); the
+// decode's mean is over every window.
 TEST(Speculative, TargetAlphaVerifyRoutesLikeConsecutiveDecodeTokens) {
   executor::ExecutorConfig config = testing::TinyMixtral(64);
   config.num_experts = 16;
@@ -241,21 +294,31 @@ TEST(Speculative, TargetAlphaVerifyRoutesLikeConsecutiveDecodeTokens) {
   plain.output_tokens = tokens;
   plain.record = &decode_trace;
   RunDecode(target, prompts, plain);
-  const double decode_window = MeanDistinctPerDecodeWindow(decode_trace, gamma + 1);
-  double verify[2] = {0, 0};
+  const double decode_window = DistinctPerDecodeWindow(decode_trace, gamma + 1, 1).Mean();
+  const double decode_error =
+      DistinctPerDecodeWindow(decode_trace, gamma + 1, gamma + 1).StandardError();
+  DistinctExperts verify[2];
   for (const Acceptance acceptance : {Acceptance::kTargetAlpha, Acceptance::kCoinAlpha}) {
     routing::RoutingTrace trace;
     SpeculativeOptions options = FixedAlpha(gamma, 0.8, tokens, acceptance);
     options.record = &trace;
     RunSpeculative(target, draft, prompts, options);
-    verify[acceptance == Acceptance::kCoinAlpha] = MeanDistinctPerPass(trace, "verify");
+    verify[acceptance == Acceptance::kCoinAlpha] = DistinctPerPass(trace, "verify");
   }
-  // Over ~25 verify passes x 2 layers of up to 10 experts: a standard error near 0.2.
-  EXPECT_NEAR(verify[0], decode_window, 0.6)
-      << "alpha: " << verify[0] << " distinct experts per verify pass, decode windows "
-      << decode_window;
-  EXPECT_LT(verify[1], decode_window - 1.0)
-      << "alpha-coin: " << verify[1] << ", decode windows " << decode_window;
+  for (const DistinctExperts& v : verify) ASSERT_GE(v.samples.size(), 20u);
+  const double alpha_error = std::hypot(verify[0].StandardError(), decode_error);
+  RecordProperty("decode_window_mean", std::to_string(decode_window));
+  RecordProperty("alpha_verify_mean", std::to_string(verify[0].Mean()));
+  RecordProperty("alpha_coin_verify_mean", std::to_string(verify[1].Mean()));
+  RecordProperty("alpha_standard_error", std::to_string(alpha_error));
+  EXPECT_NEAR(verify[0].Mean(), decode_window, 3 * alpha_error)
+      << "alpha: " << verify[0].Mean() << " distinct experts per verify pass and layer over "
+      << verify[0].samples.size() << ", decode windows " << decode_window << ", standard error "
+      << alpha_error;
+  const double coin_error = std::hypot(verify[1].StandardError(), decode_error);
+  EXPECT_LT(verify[1].Mean(), decode_window - 3 * coin_error)
+      << "alpha-coin: " << verify[1].Mean() << ", decode windows " << decode_window
+      << ", standard error " << coin_error;
 }
 
 // The full-batch verify passes' operator times are their forward passes' own: every category

@@ -24,6 +24,13 @@ std::shared_ptr<const model::CostSource> FittedCostSource(const fit::LatencyFit&
 // must have machine limits.
 std::shared_ptr<const model::CostSource> CalibratedCostSource(const fit::Profile& profile);
 
+// --reused-profile's source: `fit`'s curves (a profile taken before the run) as FittedCostSource
+// prices them, named kReusedProfileSource so its predictions are judged and summarized apart from
+// the headline profile's; Describe() adds the profile's path.
+std::shared_ptr<const model::CostSource> ReusedProfileCostSource(const fit::LatencyFit& fit,
+                                                                 const model::MoeModelSpec& target,
+                                                                 const std::string& device);
+
 // Every source the in-memory cases are judged with: the fitted profile, and the calibrated
 // roofline on a CPU whose profile has limits; `notes` says why one is missing.
 struct CostSources {
