@@ -1,6 +1,7 @@
 // EpConfig's options: the names they take and what each refuses.
 #include "base/error.h"
 #include "sim/ep_simulator.h"
+#include "sim/workload.h"
 
 namespace moelab::sim {
 
@@ -31,7 +32,7 @@ model::HardwareSpec OneAcceleratorOf(const model::HardwareSpec& node) {
   one.accelerators_per_node = 0;
   one.interconnect.reset();
   one.scale_out.reset();
-  one.name = node.name + "/1";
+  // The node's own name: messages about what computes name the preset the user gave.
   return one;
 }
 
@@ -61,8 +62,20 @@ void EpConfig::Validate() const {
                       "machine of " +
                       std::to_string(node.AcceleratorsPerMachine()) + " accelerators");
   }
-  if (batch < 1) throw base::Error("--batch must be at least 1");
-  if (tokens < 1) throw base::Error("--tokens must be at least 1");
+  if (batch < 1 || batch > kMaxBatch) {
+    throw base::Error("--batch " + std::to_string(batch) + ": expected 1.." +
+                      std::to_string(kMaxBatch) + " sequences per replica");
+  }
+  if (tokens < 1 || tokens > kMaxSequencePositions) {
+    throw base::Error("--tokens " + std::to_string(tokens) + ": expected 1.." +
+                      std::to_string(kMaxSequencePositions) + " positions");
+  }
+  const int64_t positions = tokens + (workload == EpWorkload::kDecode ? 1 : 0);
+  if (model.max_position_embeddings > 0 && positions > model.max_position_embeddings) {
+    throw base::Error("--tokens " + std::to_string(tokens) + ": " + std::to_string(positions) +
+                      " positions exceed " + model.name + "'s " +
+                      std::to_string(model.max_position_embeddings) + " (max_position_embeddings)");
+  }
   if (attention == EpAttention::kDataParallel && batch % ep != 0) {
     throw base::Error("--batch " + std::to_string(batch) +
                       ": data-parallel attention gives each of the " + std::to_string(ep) +
