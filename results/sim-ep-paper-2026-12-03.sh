@@ -35,16 +35,18 @@ out = sys.argv[1]
 def load(name):
     path = os.path.join(out, name + ".json")
     return json.load(open(path)) if os.path.exists(path) else None
-print("| model | node | B x S | N | tokens/s (pipeline) | gain vs own N=1 | gain vs GroupGemm N=1 | gain vs TP+TP | GEMM crossover (tokens/expert) | closed-form N |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| model | node | B x S | N | tokens/s (pipeline) | tokens/s (own N=1) | gain vs own N=1 | gain vs GroupGemm N=1 | gain vs TP+TP | layout switch alone (GroupGemm N=1 vs TP+TP) | GEMM crossover (tokens/expert) | closed-form N |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for model, node in (("deepseek-v2", "8xh800"), ("mixtral-8x7b", "4xh800"), ("dbrx", "8xh800")):
     for tokens in (1024, 2048, 4096):
         p = load(f"{model}-s{tokens}-pipeline")
         g = load(f"{model}-s{tokens}-group-n1")
         t = load(f"{model}-s{tokens}-tp-tp")
         vs_tp = f"{p['tokens_per_s'] / t['tokens_per_s']:.3f}" if t else "-"
+        layout = f"{g['tokens_per_s'] / t['tokens_per_s']:.3f}" if t else "-"
         print(f"| {model} | {node} | {p['workload']['batch']} x {tokens} | {p['chunks']} | "
-              f"{p['tokens_per_s']:.0f} | {p['gain_vs_no_pipeline']:.3f} | "
-              f"{p['tokens_per_s'] / g['tokens_per_s']:.3f} | {vs_tp} | "
+              f"{p['tokens_per_s']:.0f} | {p['no_pipeline']['tokens_per_s']:.0f} | "
+              f"{p['gain_vs_no_pipeline']:.3f} | "
+              f"{p['tokens_per_s'] / g['tokens_per_s']:.3f} | {vs_tp} | {layout} | "
               f"{p['gemm']['crossover_tokens_per_expert']} | {p['closed_form']['optimal_chunks']} |")
 PY
