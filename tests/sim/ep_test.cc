@@ -220,6 +220,12 @@ TEST(SimEp, BadLayoutsAreRefusedByOption) {
   config = DeepSeekPrefill();
   config.batch = 4;
   EXPECT_NE(message(config).find("--batch 4"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.tokens = 200000;  // DeepSeek-V2: 163,840 positions
+  EXPECT_NE(message(config).find("max_position_embeddings"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.batch = int64_t{1} << 40;  // batch x tokens would overflow int64
+  EXPECT_NE(message(config).find("--batch"), std::string::npos) << message(config);
 }
 
 }  // namespace
