@@ -34,6 +34,7 @@ int FitSdCommand(const std::vector<std::string>& args);
 int FitPredictCommand(const std::vector<std::string>& args);
 int SimSd(const std::vector<std::string>& args);
 int SimOffload(const std::vector<std::string>& args);
+int SimEp(const std::vector<std::string>& args);
 int PlanOffload(const std::vector<std::string>& args);
 int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);

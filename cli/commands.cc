@@ -20,6 +20,7 @@ const std::vector<Command>& AllCommands() {
       {{"fit", "predict"}, "speedup predicted by an sd fit", FitPredictCommand},
       {{"sim", "sd"}, "speculative-decoding sweep over batch x gamma x alpha", SimSd},
       {{"sim", "offload"}, "discrete-event simulation of expert offloading policies (TTFT, TPOT, hit rate, timeline)", SimOffload},
+      {{"sim", "ep"}, "a MoE step laid out EP x TP on a node, with and without EPS-MoE's expert pipeline", SimEp},
       {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
       {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},
       {{"devices"}, "the GPUs this machine has (CUDA builds)", Devices},

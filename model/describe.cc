@@ -112,6 +112,14 @@ std::string HardwareText(const HardwareSpec& spec) {
                                       FormatBytes(spec.interconnect->bandwidth_bytes_per_s) +
                                       "/s per direction"});
   }
+  if (spec.scale_out) {
+    table.AddRow(
+        {"machines", std::to_string(spec.accelerator_count / spec.AcceleratorsPerMachine()) +
+                         " x " + std::to_string(spec.AcceleratorsPerMachine()) + " accelerators"});
+    table.AddRow({"scale-out network", spec.scale_out->kind + ", " +
+                                           FormatBytes(spec.scale_out->bandwidth_bytes_per_s) +
+                                           "/s per accelerator per direction"});
+  }
   if (spec.host) {
     const HostSpec& h = *spec.host;
     table.AddRow({"host CPU", h.cpu_name + ", " + std::to_string(h.cores) + " cores"});

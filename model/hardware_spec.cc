@@ -154,6 +154,12 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
                             {"bandwidth_bytes_per_s", spec.interconnect->bandwidth_bytes_per_s},
                             {"latency_s", spec.interconnect->latency_s}};
   }
+  if (spec.scale_out) {
+    json["accelerators_per_node"] = spec.accelerators_per_node;
+    json["scale_out"] = {{"kind", spec.scale_out->kind},
+                         {"bandwidth_bytes_per_s", spec.scale_out->bandwidth_bytes_per_s},
+                         {"latency_s", spec.scale_out->latency_s}};
+  }
   if (spec.compute_device_is_host) json["compute_device_is_host"] = true;
   json["sources"] = spec.sources;
   return json;

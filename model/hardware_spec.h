@@ -74,6 +74,12 @@ struct HardwareSpec {
   std::optional<HostSpec> host;
   std::optional<LinkSpec> host_link;
   std::optional<InterconnectSpec> interconnect;  // between the accelerators of a node
+  // A node preset spanning several machines ("nodes" > 1): accelerator_count counts every
+  // accelerator, accelerators_per_node those one `interconnect` joins, and `scale_out` (InfiniBand,
+  // RoCE: per accelerator, per direction, one NIC per accelerator) joins the machines. 0: one
+  // machine holds them all.
+  int64_t accelerators_per_node = 0;
+  std::optional<InterconnectSpec> scale_out;
   // The "accelerator" is the host's own CPU (a storage-tier machine, fit/storage_tier_hardware.h):
   // an expert the policy runs "on the CPU" runs on the same cores after a read like any fetch, and
   // the link's work (the reader's checksum and copy) is done by those cores too.
@@ -81,6 +87,10 @@ struct HardwareSpec {
   std::vector<std::string> sources;
 
   bool has_accelerator() const { return accelerator.has_value() && accelerator_count > 0; }
+  // Accelerators sharing one machine's interconnect (all of them on a single machine).
+  int64_t AcceleratorsPerMachine() const {
+    return accelerators_per_node > 0 ? accelerators_per_node : accelerator_count;
+  }
 };
 
 std::string ToString(HardwareKind kind);

@@ -49,6 +49,23 @@ std::string ReadDisplayName(const fs::path& file) {
   return file.stem().string();
 }
 
+// A node preset's optional "nodes" (machines, each of "count" accelerators) and "scale_out" (the
+// network between the machines, required when there are several).
+void AddScaleOut(const base::JsonReader& reader, HardwareSpec& node) {
+  const int64_t machines = reader.Has("nodes") ? reader.Count("nodes", 1, 1024) : 1;
+  if (auto scale_out = reader.OptionalObject("scale_out")) {
+    node.scale_out = InterconnectSpecFromJson(scale_out->json(), reader.origin(), "scale_out");
+  } else if (machines > 1) {
+    reader.Fail("scale_out",
+                "an object {kind, bandwidth_bytes_per_s, latency_s}: the network joining the " +
+                    std::to_string(machines) + " machines");
+  }
+  if (node.scale_out) {
+    node.accelerators_per_node = node.accelerator_count;
+    node.accelerator_count *= machines;
+  }
+}
+
 }  // namespace
 
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -298,6 +315,7 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
   } else if (kind == "node") {
     spec = ComposeNode(name, display_name, reader.String("accelerator"), reader.Int("count", 1),
                        reader.String("interconnect"), origin);
+    AddScaleOut(reader, spec);
   } else {
     reader.Fail("kind", "one of \"accelerator\", \"host\", \"link\", \"node\"");
   }

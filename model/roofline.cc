@@ -84,6 +84,13 @@ RooflineTarget ComputeTargetOf(const HardwareSpec& hardware, const std::string& 
       }
       target.interconnect_bytes_per_s = hardware.interconnect->bandwidth_bytes_per_s;
       target.interconnect_latency_s = hardware.interconnect->latency_s;
+      if (hardware.AcceleratorsPerMachine() < target.devices && hardware.scale_out) {
+        // Tensor parallelism across machines: the ring's slowest hop is the scale-out network.
+        target.interconnect_bytes_per_s =
+            std::min(target.interconnect_bytes_per_s, hardware.scale_out->bandwidth_bytes_per_s);
+        target.interconnect_latency_s =
+            std::max(target.interconnect_latency_s, hardware.scale_out->latency_s);
+      }
     }
   } else if (hardware.host) {
     const HostSpec& h = *hardware.host;

@@ -1,0 +1,75 @@
+// moelab sim ep: a MoE step laid out EP x TP on a node, with and without EPS-MoE's expert pipeline
+// (sim/ep_simulator.h, plan/ep_run.h).
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "base/number_lists.h"
+#include "cli/command.h"
+#include "cli/cost_options.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "model/preset_store.h"
+#include "plan/ep_run.h"
+
+namespace moelab::cli {
+namespace {
+
+// --ep-chunks: a count >= 1, or auto (unset: the sweep's optimum).
+std::optional<int64_t> ChunksFrom(const std::string& text) {
+  if (text == "auto") return std::nullopt;
+  const std::vector<int64_t> values = base::ParseIntList(text, "ep-chunks", 1);
+  if (values.size() != 1) throw base::Error("--ep-chunks " + text + ": expected one count or auto");
+  return values.front();
+}
+
+}  // namespace
+
+int SimEp(const std::vector<std::string>& args) {
+  plan::EpRunRequest request;
+  sim::EpConfig& config = request.config;
+  std::string timeline;
+  po::options_description options("moelab sim ep");
+  // clang-format off
+  options.add_options()
+      ("model", po::value<std::string>(&request.model), "MoE model preset or path (required)")
+      ("hardware", po::value<std::string>(&request.hardware), "node preset or path: its accelerators and links (required)")
+      ("ep", Into(&config.ep), "expert-parallel ranks (a divisor of the routed experts)")
+      ("tp", Into(&config.tp), "tensor-parallel devices per rank (attention heads and expert width)")
+      ("attention", ParsedInto(&config.attention, "data-parallel", sim::EpAttentionFromString), "data-parallel (EPS-MoE's DP+EP) | tensor-parallel (TP+EP: attention over all ep x tp devices)")
+      ("workload", ParsedInto(&config.workload, "prefill", sim::EpWorkloadFromString), "prefill | decode")
+      ("batch", Into(&config.batch), "sequences per replica")
+      ("tokens", Into(&config.tokens), "prefill: prompt tokens per sequence; decode: tokens already cached per sequence")
+      ("ep-chunks", po::value<std::string>()->default_value("auto")->notifier([&](const std::string& text) { config.chunks = ChunksFrom(text); }), "EPS-MoE pipeline chunks N, or auto (the sweep's optimum)")
+      ("max-chunks", Into(&config.max_chunks), "the largest N the sweep tries")
+      ("comm-sms", Into(&config.comm_sms), "SMs kept for the all-to-alls while they overlap the GEMMs (EPS-MoE: 16 of 132)")
+      ("comm-saturation-sms", Into(&config.comm_saturation_sms), "SMs from which an all-to-all runs at the link's speed (EPS-MoE Figure 7: 10-20)")
+      ("comm-bits", NumberInto(&config.comm_bits, "comm-bits"), "bits per hidden value in the all-to-alls (8: FP8 communication)")
+      ("device-limit", Into(&config.device_limit), "ranks a token may reach (DeepSeek-V2's device-limited routing: 3); 0: no limit")
+      ("gemm", ParsedInto(&config.gemm, "auto", sim::GemmChoiceFromString), "expert GEMM kernel: auto (by load, EPS-MoE) | group | dense")
+      ("gemm-crossover-tokens", ParsedIntoOptional(&config.gemm_crossover_tokens, [](const std::string& text) { return base::ParseIntList(text, "gemm-crossover-tokens", 1).front(); }), "tokens per expert from which auto picks DenseGemm (default: the crossover the GEMM model finds)")
+      ("group-gemm-efficiency", NumberInto(&config.group_efficiency, "group-gemm-efficiency"), "a compute-bound GroupGemm tile's rate relative to a DenseGemm's (EPS-MoE Table 5: 0.889)")
+      ("timeline", Into(&timeline), "write a Chrome trace-event timeline (Perfetto) of one MoE layer here");
+  // clang-format on
+  AddOutputOptions(options);
+  AddCostSourceOptions(options);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab sim ep --model M --hardware NODE --ep E [--tp T] [--attention "
+                    "data-parallel|tensor-parallel] --workload prefill|decode --ep-chunks N|auto "
+                    "[--batch B] [--tokens T] [--timeline FILE] [--json|--csv]",
+                    options, args, values)) {
+    return 0;
+  }
+  for (const char* required : {"model", "hardware"}) {
+    if (!values.count(required))
+      throw base::Error(std::string("--") + required + " is required (see --help)");
+  }
+  const OutputRequest output = OutputRequestFrom(values);
+  request.cost = CostSourceOptionsFrom(values);
+  request.cost.hardware_given = false;  // the node's links are needed whatever prices compute
+  base::RequireDistinctOutputs({{"--out", output.out}, {"--timeline", timeline}});
+  const sim::EpResult result = plan::RunEp(request, model::PresetStore::Default());
+  if (!timeline.empty()) base::WriteFileAtomically(timeline, result.TimelineJson());
+  report::Emit(plan::Render(result, output.format), output.out);
+  return 0;
+}
+
+}  // namespace moelab::cli

@@ -1,0 +1,52 @@
+#include "plan/ep_run.h"
+
+#include "base/error.h"
+#include "model/collective_cost.h"
+#include "report/provenance.h"
+
+namespace moelab::plan {
+
+sim::EpResult RunEp(const EpRunRequest& request, const model::PresetStore& store) {
+  request.cost.Validate();
+  sim::EpConfig config = request.config;
+  config.node = store.LoadHardware(request.hardware);
+  if (config.node.kind != model::HardwareKind::kNode &&
+      config.node.kind != model::HardwareKind::kAccelerator) {
+    throw base::Error("--hardware " + request.hardware +
+                      ": a node of accelerators expected, got a " +
+                      model::ToString(config.node.kind) + " preset");
+  }
+  config.model = store.LoadModel(request.model);
+  config.kernel_launch_s = request.cost.assumed.kernel_launch_s;
+  fit::CostSources sources(request.cost, store);
+  std::shared_ptr<const model::CostSource> compute;
+  if (sources.fitted()) {
+    config.model = sources.ProfiledTarget(config.model);
+    config.compute_on_node = false;
+    compute = sources.Fitted(config.model);
+  } else {
+    if (!config.node.has_accelerator())
+      throw base::Error("--hardware " + request.hardware + ": a node of accelerators expected");
+    compute = sources.ForHardware(sim::OneAcceleratorOf(config.node));
+  }
+  config.Validate();
+  const auto collectives = model::LinkCollectiveCost::ForNode(config.node);
+  return sim::SimulateEp(config, *compute, *collectives);
+}
+
+std::string Render(const sim::EpResult& result, report::Format format) {
+  switch (format) {
+    case report::Format::kJson: {
+      nlohmann::json json = result.ToJson();
+      json["provenance"] = report::Provenance();
+      return json.dump(2) + "\n";
+    }
+    case report::Format::kCsv:
+      return result.SweepRows().ToCsv();
+    case report::Format::kTable:
+      return result.Text();
+  }
+  return "";
+}
+
+}  // namespace moelab::plan

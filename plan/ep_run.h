@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include "fit/cost_source_options.h"
+#include "model/preset_store.h"
+#include "report/row_set.h"
+#include "sim/ep_simulator.h"
+
+namespace moelab::plan {
+
+// `moelab sim ep`: the node and model loaded, one accelerator of the node priced by the cost
+// source the options choose (fit::CostSources: its roofline, calibrated by --calibrate, or a
+// --profile's fitted curves, which price the profiled shape of the model), the node's links by the
+// link collective model, then sim::SimulateEp. `config`'s model and node are filled here.
+struct EpRunRequest {
+  std::string model;     // preset or file
+  std::string hardware;  // node preset or file (always needed: its links)
+  sim::EpConfig config;
+  fit::CostSourceOptions cost;
+};
+
+sim::EpResult RunEp(const EpRunRequest& request, const model::PresetStore& store);
+
+// The result in `format`: the text summary and sweep, JSON with provenance, or the sweep as CSV.
+std::string Render(const sim::EpResult& result, report::Format format);
+
+}  // namespace moelab::plan

@@ -1,0 +1,108 @@
+// EpConfig's options: the names they take and what each refuses.
+#include "base/error.h"
+#include "sim/ep_simulator.h"
+#include "sim/workload.h"
+
+namespace moelab::sim {
+
+EpWorkload EpWorkloadFromString(const std::string& text) {
+  if (text == "prefill") return EpWorkload::kPrefill;
+  if (text == "decode") return EpWorkload::kDecode;
+  throw base::Error("--workload " + text + ": expected prefill or decode");
+}
+
+EpAttention EpAttentionFromString(const std::string& text) {
+  if (text == "data-parallel") return EpAttention::kDataParallel;
+  if (text == "tensor-parallel") return EpAttention::kTensorParallel;
+  throw base::Error("--attention " + text + ": expected data-parallel or tensor-parallel");
+}
+
+std::string ToString(EpWorkload workload) {
+  return workload == EpWorkload::kPrefill ? "prefill" : "decode";
+}
+
+std::string ToString(EpAttention attention) {
+  return attention == EpAttention::kDataParallel ? "data-parallel" : "tensor-parallel";
+}
+
+model::HardwareSpec OneAcceleratorOf(const model::HardwareSpec& node) {
+  model::HardwareSpec one = node;
+  one.kind = model::HardwareKind::kAccelerator;
+  one.accelerator_count = node.has_accelerator() ? 1 : 0;
+  one.accelerators_per_node = 0;
+  one.interconnect.reset();
+  one.scale_out.reset();
+  // The node's own name: messages about what computes name the preset the user gave.
+  return one;
+}
+
+void EpConfig::Validate() const {
+  if (!model.moe) throw base::Error("--model " + model.name + ": a dense model has no experts");
+  if (!node.has_accelerator())
+    throw base::Error("--hardware " + node.name + ": a node of accelerators expected, got a " +
+                      model::ToString(node.kind));
+  const int64_t experts = model.moe->num_experts;
+  if (ep < 1 || experts % ep != 0) {
+    throw base::Error("--ep " + std::to_string(ep) + ": expected a divisor of " + model.name +
+                      "'s " + std::to_string(experts) + " routed experts");
+  }
+  if (tp < 1) throw base::Error("--tp " + std::to_string(tp) + ": expected at least 1");
+  if (ep * tp > node.accelerator_count) {
+    throw base::Error("--ep " + std::to_string(ep) + " x --tp " + std::to_string(tp) + " = " +
+                      std::to_string(ep * tp) + " devices, but node '" + node.name + "' has " +
+                      std::to_string(node.accelerator_count));
+  }
+  if (model.moe->expert_intermediate_size % tp != 0) {
+    throw base::Error("--tp " + std::to_string(tp) + ": expected a divisor of the expert width " +
+                      std::to_string(model.moe->expert_intermediate_size));
+  }
+  if (node.AcceleratorsPerMachine() % tp != 0 && tp < node.accelerator_count) {
+    throw base::Error("--tp " + std::to_string(tp) +
+                      ": a tensor-parallel group must fit in one "
+                      "machine of " +
+                      std::to_string(node.AcceleratorsPerMachine()) + " accelerators");
+  }
+  if (batch < 1 || batch > kMaxBatch) {
+    throw base::Error("--batch " + std::to_string(batch) + ": expected 1.." +
+                      std::to_string(kMaxBatch) + " sequences per replica");
+  }
+  if (tokens < 1 || tokens > kMaxSequencePositions) {
+    throw base::Error("--tokens " + std::to_string(tokens) + ": expected 1.." +
+                      std::to_string(kMaxSequencePositions) + " positions");
+  }
+  const int64_t positions = tokens + (workload == EpWorkload::kDecode ? 1 : 0);
+  if (model.max_position_embeddings > 0 && positions > model.max_position_embeddings) {
+    throw base::Error("--tokens " + std::to_string(tokens) + ": " + std::to_string(positions) +
+                      " positions exceed " + model.name + "'s " +
+                      std::to_string(model.max_position_embeddings) + " (max_position_embeddings)");
+  }
+  if (attention == EpAttention::kDataParallel && batch % ep != 0) {
+    throw base::Error("--batch " + std::to_string(batch) +
+                      ": data-parallel attention gives each of the " + std::to_string(ep) +
+                      " expert-parallel ranks its own sequences; expected a "
+                      "multiple of " +
+                      std::to_string(ep) + " (or --attention tensor-parallel)");
+  }
+  if (chunks && *chunks < 1) throw base::Error("--ep-chunks must be at least 1 (or auto)");
+  if (max_chunks < 1 || max_chunks > 4096) throw base::Error("--max-chunks: expected 1..4096");
+  const int64_t sms = node.accelerator->sm_count;
+  if (comm_sms < 1 || (sms > 0 && comm_sms >= sms)) {
+    throw base::Error("--comm-sms " + std::to_string(comm_sms) + ": expected 1.." +
+                      (sms > 0 ? std::to_string(sms - 1) + " (the accelerator has " +
+                                     std::to_string(sms) + " SMs)"
+                               : std::string("any")));
+  }
+  if (comm_saturation_sms < 1) throw base::Error("--comm-saturation-sms must be at least 1");
+  if (!(comm_bits > 0 && comm_bits <= 32))
+    throw base::Error("--comm-bits: expected bits in (0, 32]");
+  if (device_limit < 0 || device_limit > ep)
+    throw base::Error("--device-limit " + std::to_string(device_limit) + ": expected 0 (none) .. " +
+                      std::to_string(ep));
+  if (gemm_crossover_tokens && *gemm_crossover_tokens < 1)
+    throw base::Error("--gemm-crossover-tokens must be at least 1");
+  if (!(kernel_launch_s >= 0)) throw base::Error("kernel launch time must be >= 0");
+  if (!(group_efficiency > 0 && group_efficiency <= 2))
+    throw base::Error("--group-gemm-efficiency: expected a ratio in (0, 2]");
+}
+
+}  // namespace moelab::sim

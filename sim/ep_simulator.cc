@@ -1,0 +1,391 @@
+#include "sim/ep_simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "base/error.h"
+#include "model/forward_cost.h"
+#include "model/moe_math.h"
+
+namespace moelab::sim {
+namespace {
+
+constexpr double kActivationBytes = 2.0;  // bf16 hidden states for the tensor-parallel collectives
+
+// What one device does per layer whatever the chunk count, and the routing that feeds the chunks.
+struct LayerPlan {
+  int64_t devices_per_machine = 1;
+  double tokens_total = 0;       // new tokens per replica per step
+  double tokens_per_device = 0;  // hidden states each device holds when the dispatch starts
+  int64_t local_experts = 0, active_experts = 0, tokens_per_expert = 0;
+  double copy_scale = 1;  // device-limited routing's cut of the remote copies
+  double attention_s = 0, moe_collectives_s = 0, shared_s = 0, dense_layer_s = 0, once_s = 0;
+  bool communicates = false;  // ep > 1 or tp > 1: the dispatch and combine move bytes
+};
+
+// 1 - C(X - g, k) / C(X, k): the chance that a token's k experts (of X) hit a given group of g.
+double GroupHitProbability(int64_t experts, int64_t top_k, double group) {
+  double miss = 1.0;
+  for (int64_t j = 0; j < top_k; ++j) {
+    const double left = static_cast<double>(experts - j) - group;
+    miss *= std::max(0.0, left) / static_cast<double>(experts - j);
+  }
+  return 1.0 - miss;
+}
+
+double ScopeCount(const model::MoeModelSpec& spec, model::OperatorScope scope) {
+  switch (scope) {
+    case model::OperatorScope::kEveryLayer:
+      return static_cast<double>(spec.num_layers);
+    case model::OperatorScope::kMoeLayers:
+      return static_cast<double>(spec.num_moe_layers());
+    case model::OperatorScope::kDenseLayers:
+      return static_cast<double>(spec.num_dense_layers());
+    case model::OperatorScope::kOncePerPass:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+// The per-layer compute of one device from the cost source's forward pass of the sequences its
+// attention group holds, split over the devices that share each operator.
+void PriceLayers(const EpConfig& config, const model::CostSource& compute,
+                 const model::CollectiveCost& collectives, LayerPlan& plan) {
+  const bool data_parallel = config.attention == EpAttention::kDataParallel;
+  const int64_t attention_devices = data_parallel ? config.tp : config.devices();
+  model::ForwardShape shape;
+  shape.batch = data_parallel ? config.batch / config.ep : config.batch;
+  const bool prefill = config.workload == EpWorkload::kPrefill;
+  shape.tokens_per_sequence = prefill ? config.tokens : 1;
+  shape.context_length = prefill ? 0 : config.tokens;
+  shape.logits_for_all_positions = false;
+  const model::ForwardCost forward = compute.Forward(config.model, shape);
+  double every = 0, moe = 0, shared = 0, dense = 0, once = 0;
+  for (const model::OperatorCost& op : forward.operators) {
+    if (op.op == model::Operator::kRoutedExperts || op.op == model::Operator::kCommunication)
+      continue;  // priced by the expert GEMM model and the collective model instead
+    const model::OperatorScope scope = model::ScopeOf(op.op);
+    const double per_layer = op.time_s / ScopeCount(config.model, scope);
+    if (op.op == model::Operator::kSharedExperts)
+      shared += per_layer;
+    else if (scope == model::OperatorScope::kEveryLayer)
+      every += per_layer;
+    else if (scope == model::OperatorScope::kMoeLayers)
+      moe += per_layer;
+    else if (scope == model::OperatorScope::kDenseLayers)
+      dense += per_layer;
+    else
+      once += per_layer;
+  }
+  const double share = 1.0 / static_cast<double>(attention_devices);
+  plan.attention_s = (every + moe) * share;
+  plan.shared_s = shared * share;
+  plan.once_s = once * share;
+  // The tensor-parallel group's hidden states: reduce-scattered before the dispatch and gathered
+  // after the combine (EPS-MoE's TP+EP), all-reduced twice in a dense layer.
+  const double group_tokens =
+      data_parallel ? plan.tokens_total / static_cast<double>(config.ep) : plan.tokens_total;
+  const double hidden_bytes =
+      group_tokens * static_cast<double>(config.model.hidden_size) * kActivationBytes;
+  const model::CollectiveGroup group{attention_devices,
+                                     std::min(attention_devices, plan.devices_per_machine)};
+  plan.moe_collectives_s = collectives.ReduceScatterSeconds(hidden_bytes, group) +
+                           collectives.AllGatherSeconds(hidden_bytes, group);
+  plan.dense_layer_s =
+      (every + dense) * share + 2 * collectives.AllReduceSeconds(hidden_bytes, group);
+}
+
+LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
+                    const model::CollectiveCost& collectives) {
+  LayerPlan plan;
+  const model::MoeSpec& moe = *config.model.moe;
+  plan.devices_per_machine = config.node.AcceleratorsPerMachine();
+  const bool prefill = config.workload == EpWorkload::kPrefill;
+  plan.tokens_total = static_cast<double>(config.batch * (prefill ? config.tokens : 1));
+  plan.tokens_per_device = plan.tokens_total / static_cast<double>(config.devices());
+  plan.local_experts = moe.num_experts / config.ep;
+  // Uniform routing: each expert is active with probability P(t) and then sees t K / (E P) tokens.
+  const double active =
+      model::ExpertActivationProbability(plan.tokens_total, moe.num_experts, moe.top_k);
+  plan.active_experts = std::clamp<int64_t>(
+      std::llround(static_cast<double>(plan.local_experts) * active), 1, plan.local_experts);
+  plan.tokens_per_expert =
+      std::max<int64_t>(1, std::llround(plan.tokens_total * static_cast<double>(moe.top_k) /
+                                        (static_cast<double>(moe.num_experts) * active)));
+  const double ranks_reached =
+      static_cast<double>(config.ep) *
+      GroupHitProbability(moe.num_experts, moe.top_k, static_cast<double>(plan.local_experts));
+  if (config.device_limit > 0 && ranks_reached > static_cast<double>(config.device_limit))
+    plan.copy_scale = static_cast<double>(config.device_limit) / ranks_reached;
+  plan.communicates = config.ep > 1 || config.tp > 1;
+  PriceLayers(config, compute, collectives, plan);
+  return plan;
+}
+
+// The chunk counts the sweep tries: every split of the active experts into groups (1 .. a), then
+// multiples of a splitting each expert's rows, while a chunk keeps a token per expert.
+std::vector<int64_t> CandidateChunks(const LayerPlan& plan, int64_t max_chunks) {
+  std::vector<int64_t> candidates;
+  for (int64_t n = 1; n <= std::min(plan.active_experts, max_chunks); ++n) candidates.push_back(n);
+  for (int64_t j = 2; plan.active_experts * j <= max_chunks && j <= plan.tokens_per_expert; ++j)
+    candidates.push_back(plan.active_experts * j);
+  return candidates;
+}
+
+struct ChunkPlan {
+  std::vector<ChunkWork> work;
+  std::vector<model::ExpertGemmKind> kinds;
+};
+
+class ChunkPricer {
+ public:
+  ChunkPricer(const EpConfig& config, const LayerPlan& plan, const ExpertGemmModel& gemm,
+              const model::CollectiveCost& collectives)
+      : config_(config), plan_(plan), gemm_(gemm), collectives_(collectives) {}
+
+  ChunkPlan Price(int64_t chunks) {
+    ChunkPlan out;
+    const bool overlapped = chunks > 1 && plan_.communicates;
+    const int64_t sms = ComputeSms(overlapped);
+    const int64_t a = plan_.active_experts;
+    const int64_t groups = std::min(chunks, a);
+    const int64_t splits = chunks / groups;  // rows of each expert split this many ways
+    const int64_t tokens = std::max<int64_t>(
+        1,
+        std::llround(static_cast<double>(plan_.tokens_per_expert) / static_cast<double>(splits)));
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t experts = a / groups + (g < a % groups ? 1 : 0);
+      const std::vector<int64_t> load(static_cast<size_t>(experts), tokens);
+      const model::ExpertGemmKind kind = Choose(experts, tokens, sms);
+      const double compute_s = gemm_.Seconds(kind, load, sms);
+      const double comm_s =
+          CommSeconds(static_cast<double>(experts) / static_cast<double>(a), splits, overlapped);
+      for (int64_t s = 0; s < splits; ++s) {
+        out.work.push_back({comm_s, compute_s, comm_s});
+        out.kinds.push_back(kind);
+      }
+    }
+    return out;
+  }
+
+  int64_t ComputeSms(bool overlapped) const {
+    const int64_t total = gemm_.params().sm_count;
+    return overlapped && total > 0 ? total - config_.comm_sms : total;
+  }
+
+ private:
+  model::ExpertGemmKind Choose(int64_t experts, int64_t tokens, int64_t sms) {
+    if (config_.gemm == GemmChoice::kGroup) return model::ExpertGemmKind::kGroupGemm;
+    if (config_.gemm == GemmChoice::kDense) return model::ExpertGemmKind::kDenseGemm;
+    std::optional<int64_t> crossover = config_.gemm_crossover_tokens;
+    if (!crossover) {
+      const auto key = std::make_pair(experts, sms);
+      auto it = crossovers_.find(key);
+      if (it == crossovers_.end())
+        it = crossovers_.emplace(key, gemm_.CrossoverTokens(experts, sms)).first;
+      crossover = it->second;
+    }
+    // EPS-MoE's load-aware choice: DenseGemm from the crossover load on, GroupGemm below it.
+    return crossover && tokens >= *crossover ? model::ExpertGemmKind::kDenseGemm
+                                             : model::ExpertGemmKind::kGroupGemm;
+  }
+
+  // One all-to-all of a chunk holding `fraction` of the active experts, its rows split `splits`
+  // ways: a token goes once to every remote rank where one of its experts is in the chunk.
+  double CommSeconds(double fraction, int64_t splits, bool overlapped) const {
+    if (!plan_.communicates) return 0.0;
+    const model::MoeSpec& moe = *config_.model.moe;
+    const double group_experts = fraction * static_cast<double>(plan_.local_experts);
+    // Ranks (this one included) holding one of a token's experts in the chunk.
+    const double ranks = static_cast<double>(config_.ep) *
+                         GroupHitProbability(moe.num_experts, moe.top_k, group_experts) *
+                         plan_.copy_scale / static_cast<double>(splits);
+    const double bytes_per_copy = plan_.tokens_per_device *
+                                  static_cast<double>(config_.model.hidden_size) *
+                                  config_.comm_bits / 8.0;
+    const double remote =
+        ranks * static_cast<double>(config_.ep - 1) / static_cast<double>(config_.ep);
+    const int64_t slice_per_machine = std::max<int64_t>(1, plan_.devices_per_machine / config_.tp);
+    double seconds =
+        collectives_.AllToAllSeconds(remote * bytes_per_copy, {config_.ep, slice_per_machine});
+    if (config_.tp > 1) {
+      // Expert tensor parallelism: the rank's devices gather the chunk's tokens each received
+      // (and reduce-scatter the partial outputs before the combine: the same bytes).
+      const model::CollectiveGroup rank{config_.tp,
+                                        std::min(config_.tp, plan_.devices_per_machine)};
+      seconds += collectives_.AllGatherSeconds(
+          ranks * bytes_per_copy * static_cast<double>(config_.tp), rank);
+    }
+    // Overlapped, the all-to-all runs on comm_sms SMs: slower below the SMs that saturate it.
+    if (overlapped && gemm_.params().sm_count > 0 && config_.comm_sms < config_.comm_saturation_sms)
+      seconds *=
+          static_cast<double>(config_.comm_saturation_sms) / static_cast<double>(config_.comm_sms);
+    return seconds;
+  }
+
+  const EpConfig& config_;
+  const LayerPlan& plan_;
+  const ExpertGemmModel& gemm_;
+  const model::CollectiveCost& collectives_;
+  std::map<std::pair<int64_t, int64_t>, std::optional<int64_t>> crossovers_;
+};
+
+std::string KindName(const std::vector<model::ExpertGemmKind>& kinds) {
+  const bool all_same = std::all_of(kinds.begin(), kinds.end(), [&](model::ExpertGemmKind kind) {
+    return kind == kinds.front();
+  });
+  return all_same ? model::ToString(kinds.front()) : "mixed";
+}
+
+EpChunkRow RowOf(const EpConfig& config, const LayerPlan& plan, const ChunkPlan& chunk_plan,
+                 const PipelineSchedule& schedule, int64_t replicas) {
+  EpChunkRow row;
+  row.chunks = static_cast<int64_t>(chunk_plan.work.size());
+  row.gemm = KindName(chunk_plan.kinds);
+  for (const ChunkWork& work : chunk_plan.work) {
+    row.dispatch_s += work.dispatch_s;
+    row.combine_s += work.combine_s;
+    row.expert_compute_s += work.compute_s;
+  }
+  row.moe_block_s = schedule.makespan_s;
+  row.exposed_comm_s = schedule.exposed_communication_s;
+  const double moe_layer_s = plan.attention_s + plan.moe_collectives_s + row.moe_block_s;
+  row.step_s = static_cast<double>(config.model.num_moe_layers()) * moe_layer_s +
+               static_cast<double>(config.model.num_dense_layers()) * plan.dense_layer_s +
+               plan.once_s;
+  row.tokens_per_s = plan.tokens_total * static_cast<double>(replicas) / row.step_s;
+  return row;
+}
+
+// Tokens per expert from which the accelerator's GEMM is compute-bound: peak / bandwidth x bytes
+// per weight / 2 (0 where the device is no accelerator: the GEMM model does not tile then).
+double RidgeTokens(const EpConfig& config, const model::CostSource& compute) {
+  if (!config.node.accelerator || config.node.accelerator->memory_bandwidth_bytes_per_s <= 0)
+    return 0.0;
+  const model::AcceleratorSpec& accelerator = *config.node.accelerator;
+  const double peak = model::PeakFlopsFor(accelerator.peak_flops, compute.compute_dtype(), nullptr);
+  return peak / accelerator.memory_bandwidth_bytes_per_s * (config.model.bits.experts / 8.0) / 2.0;
+}
+
+std::string ChunksMessage(int64_t chunks, int64_t active, int64_t tokens, int64_t max_chunks) {
+  return "--ep-chunks " + std::to_string(chunks) + ": expected 1.." + std::to_string(active) +
+         " (groups of the " + std::to_string(active) +
+         " experts active on a device) or a multiple of " + std::to_string(active) + " up to " +
+         std::to_string(std::min(max_chunks, active * tokens)) + " (each expert's " +
+         std::to_string(tokens) + " tokens split), or auto";
+}
+
+// EPS-MoE's R(N) = k N + b, k fitted by least squares to the sweep's total work (dispatch +
+// GEMMs + combine) against N, as the paper fitted it to measurements; 0 with one point.
+double OverheadSlope(const std::vector<EpChunkRow>& sweep) {
+  if (sweep.size() < 2) return 0.0;
+  double mean_n = 0, mean_work = 0;
+  for (const EpChunkRow& row : sweep) {
+    mean_n += static_cast<double>(row.chunks);
+    mean_work += row.dispatch_s + row.combine_s + row.expert_compute_s;
+  }
+  mean_n /= static_cast<double>(sweep.size());
+  mean_work /= static_cast<double>(sweep.size());
+  double covariance = 0, variance = 0;
+  for (const EpChunkRow& row : sweep) {
+    const double dn = static_cast<double>(row.chunks) - mean_n;
+    covariance += dn * (row.dispatch_s + row.combine_s + row.expert_compute_s - mean_work);
+    variance += dn * dn;
+  }
+  return covariance / variance;
+}
+
+// The optimum, the chosen row and schedule, the closed form fed with the sweep's own terms.
+void FinishSweep(const EpConfig& config, const LayerPlan& plan, const ExpertGemmModel& gemm,
+                 const ChunkPricer& pricer, const std::vector<PipelineSchedule>& schedules,
+                 EpResult& result) {
+  size_t best = 0, chosen = 0;
+  // More chunks only for a gain beyond rounding (splitting the same work into the same kernels
+  // sums it in another order): ties go to the fewer chunks.
+  for (size_t i = 1; i < result.sweep.size(); ++i) {
+    if (result.sweep[i].step_s < result.sweep[best].step_s * (1 - 1e-12)) best = i;
+  }
+  if (config.chunks) {
+    while (result.sweep[chosen].chunks != *config.chunks) ++chosen;
+  } else {
+    chosen = best;
+  }
+  result.no_pipeline = result.sweep.front();
+  result.optimum = result.sweep[best];
+  result.chosen = result.sweep[chosen];
+  result.chunks_chosen_by = config.chunks ? "--ep-chunks" : "auto (the sweep's optimum)";
+  result.chosen_schedule = schedules[chosen];
+  result.no_pipeline_schedule = schedules.front();
+
+  EpClosedForm& closed = result.closed_form;
+  const EpChunkRow& one = result.sweep.front();
+  closed.communication_s = one.dispatch_s + one.combine_s;
+  closed.computation_s = one.expert_compute_s + plan.shared_s;
+  closed.overhead_per_chunk_s = OverheadSlope(result.sweep);
+  if (closed.overhead_per_chunk_s > 0) {
+    const model::ExpertPipelineModel formula{closed.communication_s, closed.computation_s,
+                                             closed.overhead_per_chunk_s, 0.0};
+    closed.continuous_optimum = formula.ContinuousOptimum();
+    closed.optimal_chunks = formula.OptimalPipelines();
+  }
+  if (config.gemm_crossover_tokens) {
+    result.gemm_crossover_tokens = config.gemm_crossover_tokens;
+    result.gemm_crossover_from = "--gemm-crossover-tokens";
+  } else {
+    result.gemm_crossover_tokens =
+        gemm.CrossoverTokens(plan.active_experts, pricer.ComputeSms(plan.communicates));
+    result.gemm_crossover_from = "model";
+  }
+}
+
+}  // namespace
+
+EpResult SimulateEp(const EpConfig& config, const model::CostSource& compute,
+                    const model::CollectiveCost& collectives) {
+  config.Validate();
+  EpResult result;
+  result.config = config;
+  result.cost_source = compute.Describe();
+  result.collective_cost = collectives.Describe();
+  result.replicas = config.node.accelerator_count / config.devices();
+  const LayerPlan plan = PlanLayer(config, compute, collectives);
+  result.tokens_per_step = plan.tokens_total;
+  result.local_experts = plan.local_experts;
+  result.active_local_experts = plan.active_experts;
+  result.tokens_per_expert = plan.tokens_per_expert;
+  result.attention_s = plan.attention_s;
+  result.moe_collectives_s = plan.moe_collectives_s;
+  result.shared_experts_s = plan.shared_s;
+  result.dense_layer_s = plan.dense_layer_s;
+  result.once_per_step_s = plan.once_s;
+
+  model::MoeModelSpec expert_model = config.model;
+  expert_model.moe->expert_intermediate_size /= config.tp;
+  ExpertGemmParameters gemm_params;
+  if (config.node.accelerator && config.compute_on_node)
+    gemm_params.sm_count = config.node.accelerator->sm_count;
+  gemm_params.kernel_launch_s = config.kernel_launch_s;
+  gemm_params.group_efficiency = config.group_efficiency;
+  gemm_params.ridge_tokens = RidgeTokens(config, compute);
+  const ExpertGemmModel gemm(compute, expert_model, gemm_params);
+  ChunkPricer pricer(config, plan, gemm, collectives);
+  result.compute_sms = pricer.ComputeSms(plan.communicates);
+
+  const std::vector<int64_t> candidates = CandidateChunks(plan, config.max_chunks);
+  if (config.chunks &&
+      std::find(candidates.begin(), candidates.end(), *config.chunks) == candidates.end()) {
+    throw base::Error(ChunksMessage(*config.chunks, plan.active_experts, plan.tokens_per_expert,
+                                    config.max_chunks));
+  }
+  std::vector<PipelineSchedule> schedules;
+  for (const int64_t n : candidates) {
+    const ChunkPlan chunk_plan = pricer.Price(n);
+    schedules.push_back(SchedulePipeline(chunk_plan.work, plan.shared_s, n > 1));
+    result.sweep.push_back(RowOf(config, plan, chunk_plan, schedules.back(), result.replicas));
+  }
+  FinishSweep(config, plan, gemm, pricer, schedules, result);
+  return result;
+}
+
+}  // namespace moelab::sim

@@ -1,0 +1,232 @@
+// sim ep's library: the pipeline schedule, the collective and GEMM models, the simulator's sweep
+// against brute force and its limits (no communication, bad layouts), node presets with links.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "base/error.h"
+#include "model/collective_cost.h"
+#include "model/cost_source.h"
+#include "sim/ep_gemm.h"
+#include "sim/ep_pipeline.h"
+#include "sim/ep_simulator.h"
+#include "tests/sim/sim_test_util.h"
+
+namespace moelab::sim {
+namespace {
+
+using testing::Presets;
+
+EpConfig DeepSeekPrefill() {
+  EpConfig config;
+  config.model = Presets().LoadModel("deepseek-v2");
+  config.node = Presets().LoadHardware("8xh800");
+  config.ep = 8;
+  config.workload = EpWorkload::kPrefill;
+  config.batch = 8;
+  config.tokens = 4096;
+  return config;
+}
+
+// One accelerator of the node, priced by its analytic roofline (what --hardware gives).
+std::unique_ptr<model::RooflineCostSource> OneDevice(const model::HardwareSpec& node) {
+  return model::RooflineCostSource::ForHardware(OneAcceleratorOf(node), model::CostParameters{});
+}
+
+EpResult Simulate(const EpConfig& config) {
+  const auto compute = OneDevice(config.node);
+  const auto links = model::LinkCollectiveCost::ForNode(config.node);
+  return SimulateEp(config, *compute, *links);
+}
+
+TEST(ExpertPipeline, OneChunkRunsEverythingInTurn) {
+  const PipelineSchedule s = SchedulePipeline({{2.0, 3.0, 1.5}}, 0.5, false);
+  EXPECT_DOUBLE_EQ(s.makespan_s, 0.5 + 2.0 + 3.0 + 1.5);
+  EXPECT_DOUBLE_EQ(s.exposed_communication_s, 3.5);
+}
+
+TEST(ExpertPipeline, SplittingTheSameWorkNeverLosesAndOverlapsWhenBothExist) {
+  for (const auto& [comm, comp] : {std::pair{4.0, 6.0}, {6.0, 4.0}, {1.0, 9.0}, {5.0, 5.0}}) {
+    const double serial = SchedulePipeline({{comm, comp, comm}}, 0, false).makespan_s;
+    for (int n = 2; n <= 16; ++n) {
+      const std::vector<ChunkWork> chunks(n, ChunkWork{comm / n, comp / n, comm / n});
+      const PipelineSchedule s = SchedulePipeline(chunks, 0);
+      EXPECT_LT(s.makespan_s, serial) << comm << " " << comp << " N=" << n;
+      // Never below the busier lane's work.
+      EXPECT_GE(s.makespan_s + 1e-12, std::max(2 * comm, comp));
+    }
+  }
+}
+
+TEST(ExpertPipeline, WithoutCommunicationTheComputeLaneIsTheWholeTime) {
+  const std::vector<ChunkWork> chunks(4, ChunkWork{0, 2.5, 0});
+  const PipelineSchedule s = SchedulePipeline(chunks, 1.0);
+  EXPECT_DOUBLE_EQ(s.makespan_s, 11.0);
+  EXPECT_DOUBLE_EQ(s.exposed_communication_s, 0.0);
+  EXPECT_THROW(SchedulePipeline({}, 0), base::Error);
+  EXPECT_THROW(SchedulePipeline({{-1, 1, 1}}, 0), base::Error);
+}
+
+TEST(LinkCollectives, AllToAllTimeScalesWithBytesAboveItsLatency) {
+  const model::HardwareSpec node = Presets().LoadHardware("8xh800");
+  const auto links = model::LinkCollectiveCost::ForNode(node);
+  const model::CollectiveGroup group{8, 8};
+  const double latency = node.interconnect->latency_s;
+  const double one = links->AllToAllSeconds(1e8, group);
+  const double two = links->AllToAllSeconds(2e8, group);
+  EXPECT_NEAR(two - latency, 2 * (one - latency), 1e-12);
+  EXPECT_NEAR(one, latency + 1e8 / 2e11, 1e-12);  // NVSwitch: the per-GPU bandwidth
+  EXPECT_EQ(links->AllToAllSeconds(1e8, {1, 8}), 0.0);
+  EXPECT_THROW(links->AllToAllSeconds(-1, group), base::Error);
+}
+
+TEST(LinkCollectives, TheScaleOutNetworkIsTheSlowestLink) {
+  const model::HardwareSpec cluster = Presets().LoadHardware("2x8xh800-ib");
+  EXPECT_EQ(cluster.accelerator_count, 16);
+  EXPECT_EQ(cluster.AcceleratorsPerMachine(), 8);
+  ASSERT_TRUE(cluster.scale_out.has_value());
+  const auto links = model::LinkCollectiveCost::ForNode(cluster);
+  // 16 ranks: 7 peers in the machine over NVLink, 8 over 50 GB/s InfiniBand, at the same time.
+  const double bytes = 1.5e8;
+  const double expected = std::max(2e-6 + bytes * 7 / 15 / 2e11, 5e-6 + bytes * 8 / 15 / 5e10);
+  EXPECT_NEAR(links->AllToAllSeconds(bytes, {16, 8}), expected, 1e-12);
+  EXPECT_GT(links->AllReduceSeconds(bytes, {16, 8}), links->AllReduceSeconds(bytes, {8, 8}));
+}
+
+TEST(NodePresets, SeveralMachinesNeedTheirScaleOutNetwork) {
+  const std::filesystem::path file =
+      std::filesystem::path(::testing::TempDir()) / "two-machines-no-network.json";
+  std::ofstream(file) << R"({"schema": "moelab.hardware/1", "kind": "node", "name": "x",
+    "accelerator": "h800", "count": 8, "interconnect": "nvlink", "nodes": 2})";
+  try {
+    Presets().LoadHardware(file.string());
+    FAIL() << "no error";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scale_out"), std::string::npos) << e.what();
+  }
+  std::ofstream(file) << R"({"schema": "moelab.hardware/1", "kind": "node", "name": "x",
+    "accelerator": "h800", "count": 8, "interconnect": "nvlink", "nodes": 2,
+    "scale_out": {"kind": "ib", "bandwidth_bytes_per_s": -5, "latency_s": 1e-6}})";
+  try {
+    Presets().LoadHardware(file.string());
+    FAIL() << "no error";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bandwidth_bytes_per_s"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExpertGemm, GroupGemmWinsSmallLoadsAndDenseGemmLargeOnes) {
+  const model::HardwareSpec node = Presets().LoadHardware("8xh800");
+  const auto compute = OneDevice(node);
+  ExpertGemmParameters params;
+  params.sm_count = node.accelerator->sm_count;
+  params.ridge_tokens = 295;
+  const ExpertGemmModel gemm(*compute, Presets().LoadModel("deepseek-v2"), params);
+  const std::vector<int64_t> small(20, 32), large(20, 8192);
+  EXPECT_LT(gemm.GroupSeconds(small, 132), gemm.DenseSeconds(small, 132));
+  EXPECT_GT(gemm.GroupSeconds(large, 132), gemm.DenseSeconds(large, 132));
+  const std::optional<int64_t> crossover = gemm.CrossoverTokens(20, 132);
+  ASSERT_TRUE(crossover.has_value());
+  EXPECT_GT(*crossover, 32);
+  EXPECT_LT(*crossover, 8192);
+  // Fewer SMs never make a GEMM faster.
+  EXPECT_GE(gemm.DenseSeconds(large, 116), gemm.DenseSeconds(large, 132));
+}
+
+TEST(SimEp, AutoIsNeverSlowerThanNoPipelineAndGainsWhenBothPhasesExist) {
+  for (const auto workload : {EpWorkload::kPrefill, EpWorkload::kDecode}) {
+    EpConfig config = DeepSeekPrefill();
+    config.workload = workload;
+    if (workload == EpWorkload::kDecode) config.batch = 256;
+    const EpResult r = Simulate(config);
+    ASSERT_GT(r.no_pipeline.dispatch_s, 0);
+    ASSERT_GT(r.no_pipeline.expert_compute_s, 0);
+    EXPECT_LE(r.chosen.step_s, r.no_pipeline.step_s);
+    EXPECT_GE(r.gain_vs_no_pipeline(), 1.0);
+    EXPECT_DOUBLE_EQ(r.chosen.tokens_per_s,
+                     r.tokens_per_step * static_cast<double>(r.replicas) / r.chosen.step_s);
+  }
+  const EpResult prefill = Simulate(DeepSeekPrefill());
+  EXPECT_GT(prefill.gain_vs_no_pipeline(), 1.0);
+  EXPECT_GT(prefill.chosen.chunks, 1);
+}
+
+TEST(SimEp, WithoutCommunicationTheGainIsOne) {
+  EpConfig config = DeepSeekPrefill();
+  config.ep = 1;
+  config.batch = 2;
+  const EpResult r = Simulate(config);
+  EXPECT_EQ(r.no_pipeline.dispatch_s, 0.0);
+  EXPECT_EQ(r.chosen.chunks, 1);
+  EXPECT_DOUBLE_EQ(r.gain_vs_no_pipeline(), 1.0);
+  EXPECT_EQ(r.replicas, 8);
+}
+
+TEST(SimEp, TheOptimumIsTheBestOfABruteForceSweep) {
+  for (const int64_t tokens : {512, 4096}) {
+    EpConfig config = DeepSeekPrefill();
+    config.tokens = tokens;
+    const EpResult automatic = Simulate(config);
+    double best_step = 1e300;
+    int64_t best_chunks = 0;
+    for (int64_t n = 1; n <= config.max_chunks; ++n) {
+      config.chunks = n;
+      try {
+        const EpResult fixed = Simulate(config);
+        EXPECT_EQ(fixed.chosen.chunks, n);
+        if (fixed.chosen.step_s < best_step) {
+          best_step = fixed.chosen.step_s;
+          best_chunks = n;
+        }
+      } catch (const base::Error&) {
+        // not a valid split of this layer's experts: the sweep skips it as well
+      }
+    }
+    EXPECT_EQ(automatic.chosen.chunks, best_chunks) << tokens;
+    EXPECT_DOUBLE_EQ(automatic.chosen.step_s, best_step);
+  }
+}
+
+TEST(SimEp, TheClosedFormUsesTheSimulatorsOwnTerms) {
+  const EpResult r = Simulate(DeepSeekPrefill());
+  EXPECT_DOUBLE_EQ(r.closed_form.communication_s,
+                   r.no_pipeline.dispatch_s + r.no_pipeline.combine_s);
+  EXPECT_GT(r.closed_form.overhead_per_chunk_s, 0);
+  ASSERT_TRUE(r.closed_form.optimal_chunks.has_value());
+  EXPECT_GE(*r.closed_form.optimal_chunks, 1);
+}
+
+TEST(SimEp, BadLayoutsAreRefusedByOption) {
+  auto message = [](EpConfig config) {
+    try {
+      Simulate(config);
+    } catch (const base::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EpConfig config = DeepSeekPrefill();
+  config.ep = 3;  // 160 experts
+  EXPECT_NE(message(config).find("--ep 3"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.tp = 2;  // 16 devices on 8
+  EXPECT_NE(message(config).find("16 devices"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.chunks = 21;  // 20 local experts
+  EXPECT_NE(message(config).find("--ep-chunks 21"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.batch = 4;
+  EXPECT_NE(message(config).find("--batch 4"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.tokens = 200000;  // DeepSeek-V2: 163,840 positions
+  EXPECT_NE(message(config).find("max_position_embeddings"), std::string::npos) << message(config);
+  config = DeepSeekPrefill();
+  config.batch = int64_t{1} << 40;  // batch x tokens would overflow int64
+  EXPECT_NE(message(config).find("--batch"), std::string::npos) << message(config);
+}
+
+}  // namespace
+}  // namespace moelab::sim
