@@ -204,6 +204,11 @@ class TraceRouting : public RoutingSource {
 
   void Route(int64_t step, int64_t layer, int64_t tokens,
              std::vector<std::vector<int32_t>>& out) override {
+    out = *Stored(step, layer, tokens);
+  }
+
+  const std::vector<std::vector<int32_t>>* Stored(int64_t step, int64_t layer,
+                                                  int64_t tokens) override {
     CheckRequest(origin_, trace_.num_layers, step, layer, tokens);
     if (step >= static_cast<int64_t>(trace_.steps.size())) {
       throw base::Error(origin_ + ": asked for step " + std::to_string(step) +
@@ -217,7 +222,7 @@ class TraceRouting : public RoutingSource {
                         std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
                         std::to_string(routed.tokens) + " tokens");
     }
-    out = routed.experts[static_cast<size_t>(layer)];
+    return &routed.experts[static_cast<size_t>(layer)];
   }
 
  private:

@@ -29,6 +29,13 @@ class RoutingSource {
   // [0, num_layers) or negative tokens.
   virtual void Route(int64_t step, int64_t layer, int64_t tokens,
                      std::vector<std::vector<int32_t>>& out) = 0;
+  // What Route would write, read in place where the source keeps it (a replayed trace: the
+  // simulator's hot loop skips a copy of every token's experts); nullptr where the source computes
+  // it (call Route). Same errors as Route. Valid until the source is changed or destroyed.
+  virtual const std::vector<std::vector<int32_t>>* Stored(int64_t /*step*/, int64_t /*layer*/,
+                                                          int64_t /*tokens*/) {
+    return nullptr;
+  }
 };
 
 // Uniform: each token picks K distinct experts uniformly at random (every ordered K-tuple equally

@@ -80,7 +80,7 @@ CostModel::CostModel(const model::MoeModelSpec& model, const model::HardwareSpec
   compute_dtype_ = used;
 }
 
-Seconds CostModel::ExpertSeconds(policies::Device device, int64_t tokens) {
+Seconds CostModel::PriceExpert(policies::Device device, int64_t tokens) {
   if (tokens < 1)
     throw base::Error("sim: an expert runs for at least one token, got " + std::to_string(tokens));
   std::vector<Seconds>& cache = expert_s_[DeviceIndex(device)];
@@ -99,7 +99,7 @@ void CostModel::SetWorkingSet(policies::Device device, double bytes) {
   const int index = DeviceIndex(device);
   working_set_bytes_[index] = bytes;
   expert_s_[index].clear();
-  std::erase_if(dense_, [&](const auto& entry) { return std::get<0>(entry.first) == index; });
+  dense_[index].priced = false;
 }
 
 double CostModel::working_set_bytes(policies::Device device) const {
@@ -108,10 +108,12 @@ double CostModel::working_set_bytes(policies::Device device) const {
 
 const CostModel::DenseCost& CostModel::Dense(policies::Device device,
                                              const model::ForwardShape& shape) {
-  const auto key = std::make_tuple(DeviceIndex(device), shape.batch, shape.tokens_per_sequence,
-                                   shape.context_length, shape.logits_for_all_positions);
-  auto found = dense_.find(key);
-  if (found != dense_.end()) return found->second;
+  DenseEntry& entry = dense_[DeviceIndex(device)];
+  if (entry.priced && entry.batch == shape.batch &&
+      entry.tokens_per_sequence == shape.tokens_per_sequence &&
+      entry.context_length == shape.context_length &&
+      entry.logits_for_all_positions == shape.logits_for_all_positions)
+    return entry.cost;
   model::ForwardShape priced = shape;
   priced.working_set_bytes = working_set_bytes_[DeviceIndex(device)];
   const model::ForwardCost cost = Source(device).Forward(model_, priced);
@@ -129,15 +131,21 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device,
                                                                   : 2;
     if (layers_in[index] > 0) per_layer[index] += op.time_s / layers_in[index];
   }
-  DenseCost dense;
-  dense.layer_s.reserve(static_cast<size_t>(model_.num_layers));  // priced again every pass
+  entry.priced = false;  // until priced (the source may throw)
+  DenseCost& dense = entry.cost;
+  dense.layer_s.clear();  // its capacity kept: priced again every pass
   for (int64_t layer = 0; layer < model_.num_layers; ++layer) {
     const bool moe = layer >= model_.moe->first_dense_layers;
     dense.layer_s.push_back(per_layer[0] + (moe ? per_layer[1] : per_layer[2]));
   }
   dense.embedding_s = cost.OperatorTime(model::Operator::kEmbedding);
   dense.lm_head_s = cost.OperatorTime(model::Operator::kLmHead);
-  return dense_.emplace(key, std::move(dense)).first->second;
+  entry.batch = shape.batch;
+  entry.tokens_per_sequence = shape.tokens_per_sequence;
+  entry.context_length = shape.context_length;
+  entry.logits_for_all_positions = shape.logits_for_all_positions;
+  entry.priced = true;
+  return dense;
 }
 
 Seconds CostModel::HostToDeviceSeconds(double bytes) const {

@@ -1,10 +1,8 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "model/cost_source.h"
@@ -43,7 +41,14 @@ class CostModel {
             int64_t cpu_threads, std::shared_ptr<const model::CostSource> accelerator_source,
             std::shared_ptr<const model::CostSource> host_source);
 
-  Seconds ExpertSeconds(policies::Device device, int64_t tokens);
+  Seconds ExpertSeconds(policies::Device device, int64_t tokens) {
+    // Inline when priced before (every expert event asks): the call was a twentieth of a run.
+    const std::vector<Seconds>& cache = expert_s_[device == policies::Device::kAccelerator ? 0 : 1];
+    if (tokens >= 1 && static_cast<size_t>(tokens) < cache.size() &&
+        cache[static_cast<size_t>(tokens)] >= 0)
+      return cache[static_cast<size_t>(tokens)];
+    return PriceExpert(device, tokens);
+  }
 
   // The bytes the passes on `device` cycle through (model::PassWorkingSetBytes; 0, the default:
   // the whole model resident): what decides a fitted profile's cache regime
@@ -56,6 +61,9 @@ class CostModel {
     Seconds embedding_s = 0;
     Seconds lm_head_s = 0;
   };
+  // Valid until the next Dense call for `device` or SetWorkingSet (only the latest shape of each
+  // device is kept: a decode's context grows every pass, so older shapes never came back and a
+  // map of them cost an allocation and a search per pass).
   const DenseCost& Dense(policies::Device device, const model::ForwardShape& shape);
 
   Seconds HostToDeviceSeconds(double bytes) const;
@@ -79,6 +87,8 @@ class CostModel {
   int64_t cpu_threads() const { return cpu_threads_; }
 
  private:
+  Seconds PriceExpert(policies::Device device, int64_t tokens);  // ExpertSeconds, not cached yet
+
   model::MoeModelSpec model_;
   std::shared_ptr<const model::CostSource> accelerator_source_;
   std::shared_ptr<const model::CostSource> host_source_;
@@ -88,7 +98,13 @@ class CostModel {
   std::string accelerator_name_, cpu_name_, compute_dtype_;
   double working_set_bytes_[2] = {0, 0};  // [device]
   std::vector<Seconds> expert_s_[2];      // [device][tokens], negative = not computed yet
-  std::map<std::tuple<int, int64_t, int64_t, int64_t, bool>, DenseCost> dense_;
+  struct DenseEntry {
+    bool priced = false;
+    int64_t batch = 0, tokens_per_sequence = 0, context_length = 0;
+    bool logits_for_all_positions = false;
+    DenseCost cost;
+  };
+  DenseEntry dense_[2];  // [device]: its latest shape
 };
 
 }  // namespace moelab::sim

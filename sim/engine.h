@@ -75,6 +75,8 @@ class Engine : public OpListener {
   void AfterLayer(int64_t layer);
   void EndPass();
   void RouteLayer(int64_t layer);
+  const std::vector<std::vector<int32_t>>& Routed(int32_t moe_layer,
+                                                  std::vector<std::vector<int32_t>>& buffer);
   const std::vector<float>* Replayed(
       std::vector<std::vector<std::vector<float>>> policies::GateSignals::*signal,
       int32_t moe_layer) const;
@@ -137,6 +139,9 @@ class Engine : public OpListener {
   std::vector<std::vector<int32_t>> next_routed_;  // the speculative gate's view of layer + 1
   std::vector<int64_t> next_counts_;
   std::vector<policies::ExpertDemand> next_demand_;
+  // The pass and MoE layer next_counts_ and next_demand_ were counted for (none: -1).
+  int64_t next_demand_pass_ = -1;
+  int32_t next_demand_layer_ = -1;
 };
 
 }  // namespace moelab::sim

@@ -158,10 +158,27 @@ const std::vector<float>* Engine::Replayed(
   return &layers[static_cast<size_t>(moe_layer)];
 }
 
+// This pass's routing at `moe_layer`: read in place from a replayed trace, else routed into
+// `buffer`.
+const std::vector<std::vector<int32_t>>& Engine::Routed(int32_t moe_layer,
+                                                        std::vector<std::vector<int32_t>>& buffer) {
+  if (const auto* stored = routing_.Stored(pass_, moe_layer, tokens_)) return *stored;
+  routing_.Route(pass_, moe_layer, tokens_, buffer);
+  return buffer;
+}
+
 void Engine::RouteLayer(int64_t layer) {
   const int32_t moe_layer = static_cast<int32_t>(layer - first_dense_);
-  routing_.Route(pass_, moe_layer, tokens_, routed_);
-  policies::CountDemand(routed_, experts_, counts_, demand_);
+  if (next_demand_pass_ == pass_ && next_demand_layer_ == moe_layer) {
+    // Counted at the previous layer for the speculative gate's recall, from the same routing (a
+    // second Route of the layer would cost as much again: the correlated source's memo follows
+    // one step per layer).
+    std::swap(counts_, next_counts_);
+    std::swap(demand_, next_demand_);
+    next_demand_pass_ = -1;
+  } else {
+    policies::CountDemand(Routed(moe_layer, routed_), experts_, counts_, demand_);
+  }
   gate_.clear();
   next_scores_.clear();
   if (const std::vector<float>* replayed =
@@ -184,8 +201,10 @@ void Engine::RouteLayer(int64_t layer) {
     if (config_.speculative_recall) {
       // The routing sources are pure functions of (step, layer, token): the next layer's routing
       // is known now and is the same when that layer is routed.
-      routing_.Route(pass_, moe_layer + 1, tokens_, next_routed_);
-      policies::CountDemand(next_routed_, experts_, next_counts_, next_demand_);
+      policies::CountDemand(Routed(moe_layer + 1, next_routed_), experts_, next_counts_,
+                            next_demand_);
+      next_demand_pass_ = pass_;
+      next_demand_layer_ = moe_layer + 1;
       policies::ApplySpeculativeRecall(*config_.speculative_recall, config_.seed, pass_,
                                        moe_layer + 1, next_demand_, next_scores_);
     }

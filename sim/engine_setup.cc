@@ -215,12 +215,7 @@ void Engine::OnOpDone(OpHandle handle, const Op& op) {
 
 OpHandle Engine::NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
                        int32_t expert) {
-  const OpHandle handle = graph_.NewOp(resource, duration_s, kind);
-  Op& op = graph_.at(handle);
-  op.layer = layer;
-  op.expert = expert;
-  op.iteration = pass_;
-  return handle;
+  return graph_.NewOp(resource, duration_s, kind, layer, expert, pass_);
 }
 
 }  // namespace moelab::sim

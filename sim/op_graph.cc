@@ -26,7 +26,8 @@ std::string ResourceName(Resource resource) {
   return "?";
 }
 
-OpHandle OpGraph::NewOp(Resource resource, Seconds duration_s, uint8_t kind) {
+OpHandle OpGraph::NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
+                        int32_t expert, int64_t iteration) {
   if (!(duration_s >= 0))
     throw base::Error("sim: op duration must be >= 0, got " + std::to_string(duration_s));
   int32_t index;
@@ -39,13 +40,24 @@ OpHandle OpGraph::NewOp(Resource resource, Seconds duration_s, uint8_t kind) {
   }
   Op& op = ops_[static_cast<size_t>(index)];
   const uint32_t generation = op.generation + 1;
-  op = Op{};
-  op.generation = generation;
-  op.resource = resource;
+  // Every field written once (a default Op assigned first, then overwritten, cost a tenth of
+  // the op's bookkeeping).
   op.duration_s = duration_s;
+  op.start_s = 0;
+  op.end_s = 0;
+  op.priority = 0;
+  op.resource = resource;
+  op.priority_class = 0;
   op.kind = kind;
+  op.layer = layer;
+  op.expert = expert;
+  op.iteration = iteration;
+  op.bytes = 0;
   op.pending = 1;  // released by Commit
+  op.first_edge = -1;
+  op.generation = generation;
   op.done = false;
+  op.end_event = UINT64_MAX;
   ++live_ops_;
   return {index, generation};
 }
@@ -64,11 +76,6 @@ void OpGraph::AddDependency(OpHandle before, OpHandle after) {
   edges_[static_cast<size_t>(edge)] = {after.index, after.generation, first.first_edge};
   first.first_edge = edge;
   ++at(after).pending;
-}
-
-void OpGraph::Release(OpHandle handle) {
-  Op& op = at(handle);
-  if (--op.pending == 0) Ready(handle.index);
 }
 
 void OpGraph::Ready(int32_t index) {
@@ -142,7 +149,6 @@ double OpGraph::SharedRate(size_t resource) const {
 }
 
 void OpGraph::NoteBusyChange(const Op& op, bool busy) {
-  if (op.kind >= 32) return;
   for (uint32_t followers = followers_[static_cast<size_t>(op.resource)]; followers != 0;
        followers &= followers - 1) {
     const size_t r = static_cast<size_t>(std::countr_zero(followers));
@@ -200,7 +206,7 @@ void OpGraph::Dispatch() {
     RescheduleShared(r);
     // A resource coupled to these ops changes rate now (brought up to now at its old rate first).
     for (size_t i = already_running; i < running_[r].size(); ++i)
-      NoteBusyChange(ops_[static_cast<size_t>(running_[r][i].index)], true);
+      MaybeNoteBusyChange(ops_[static_cast<size_t>(running_[r][i].index)], true);
   }
   for (uint32_t ready = waiting_mask_ & ~shared_mask_; ready != 0; ready &= ready - 1) {
     const size_t r = static_cast<size_t>(std::countr_zero(ready));
@@ -212,7 +218,7 @@ void OpGraph::Dispatch() {
     busy_[r] = true;
     busy_s_[r] += op.duration_s;
     events_.Push(op.end_s, index);
-    NoteBusyChange(op, true);
+    MaybeNoteBusyChange(op, true);
   }
 }
 
@@ -230,10 +236,10 @@ void OpGraph::Finish(int32_t index) {
     AdvanceShared(r);
     std::erase_if(running_[r], [&](const Running& running) { return running.index == index; });
     RescheduleShared(r);  // the others speed up
-    NoteBusyChange(op, false);
+    MaybeNoteBusyChange(op, false);
   } else if (op.resource != Resource::kNone) {
     busy_[static_cast<size_t>(op.resource)] = false;
-    NoteBusyChange(op, false);
+    MaybeNoteBusyChange(op, false);
   }
   const OpHandle handle{index, finished.generation};
   listener_->OnOpDone(handle, finished);

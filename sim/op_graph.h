@@ -87,7 +87,8 @@ class OpGraph {
   void SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate);
 
   // A new op, not yet released: add its dependencies, then Commit it.
-  OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind);
+  OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer = -1,
+                 int32_t expert = -1, int64_t iteration = -1);
   Op& at(OpHandle handle) { return ops_[static_cast<size_t>(handle.index)]; }
   // True while the op exists and has not finished.
   bool Pending(OpHandle handle) const {
@@ -99,7 +100,9 @@ class OpGraph {
   void AddDependency(OpHandle before, OpHandle after);
   // Holds/releases one extra unnamed dependency (a staging buffer, ...).
   void Hold(OpHandle op) { ++at(op).pending; }
-  void Release(OpHandle op);
+  void Release(OpHandle handle) {
+    if (--at(handle).pending == 0) Ready(handle.index);
+  }
   // The op's dependencies are complete as added: it may start once they finish.
   void Commit(OpHandle op) { Release(op); }
 
@@ -138,6 +141,11 @@ class OpGraph {
   double SharedRate(size_t resource) const;
   // An op starts or ends: a shared resource coupled to its resource and kind may change rate.
   void NoteBusyChange(const Op& op, bool busy);
+  // The same, called only where a shared resource follows the op's resource and kind (most ops
+  // have none: the call and its checks were a tenth of an op's bookkeeping).
+  void MaybeNoteBusyChange(const Op& op, bool busy) {
+    if (followers_[static_cast<size_t>(op.resource)] != 0 && op.kind < 32) NoteBusyChange(op, busy);
+  }
   // An event a reschedule replaced (removed from stale_events_ as it is popped).
   bool Stale(const EventQueue::Event& event);
   // The best waiting op of a resource (its queue is not empty), removed.

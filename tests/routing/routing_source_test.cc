@@ -340,6 +340,28 @@ TEST(TraceRouting, ReplaysTheTraceAndErrorsPastItsEnd) {
   EXPECT_CONTAINS(ErrorOf([&] { unnamed->Route(5, 0, 2, out); }), "routing trace 'uniform routing");
 }
 
+// Stored reads the trace in place (the simulator's fast path): what Route copies, with Route's
+// errors; sources that compute their routing store nothing.
+TEST(TraceRouting, StoredIsWhatRouteCopiesWithTheSameErrors) {
+  auto uniform = MakeUniformRouting(3, 8, 2, 21);
+  const RoutingTrace trace = Record(*uniform, 3, 8, 2);
+  auto replay = MakeTraceRouting(trace, 3, 8, 2, "run.json");
+  for (size_t step = 0; step < trace.steps.size(); ++step) {
+    for (int64_t layer = 0; layer < 3; ++layer) {
+      const Routed* stored = replay->Stored(step, layer, trace.steps[step].tokens);
+      ASSERT_NE(stored, nullptr);
+      EXPECT_EQ(*stored, trace.steps[step].experts[layer]);
+      EXPECT_EQ(*stored, RouteOnce(*replay, step, layer, trace.steps[step].tokens));
+    }
+  }
+  EXPECT_EQ(ErrorOf([&] { replay->Stored(3, 0, 2); }),
+            "run.json: asked for step 3, but the trace has only 3 steps (0..2)");
+  EXPECT_EQ(ErrorOf([&] { replay->Stored(1, 0, 3); }),
+            "run.json: asked for 3 tokens at step 1 (decode), but the trace's step has 2 tokens");
+  EXPECT_CONTAINS(ErrorOf([&] { replay->Stored(1, 3, 2); }), "run.json: layer 3 is out of range");
+  EXPECT_EQ(uniform->Stored(0, 0, 2), nullptr);
+}
+
 TEST(TraceRouting, RejectsTraceOfAnotherModelOrInvalidTrace) {
   auto uniform = MakeUniformRouting(3, 8, 2, 21);
   const RoutingTrace trace = Record(*uniform, 3, 8, 2);

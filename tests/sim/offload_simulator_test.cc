@@ -13,6 +13,8 @@
 #include "base/error.h"
 #include "model/forward_cost.h"
 #include "model/parameter_count.h"
+#include "policies/calibration.h"
+#include "routing/routing_source.h"
 #include "sim/engine.h"
 #include "tests/sim/sim_test_util.h"
 
@@ -654,6 +656,53 @@ TEST(OffloadSimulator, SpeculativePrefetchPaysOnlyWhenLayersAreCorrelated) {
   };
   EXPECT_GT(used_share("correlated:layer=1"), 0.95);
   EXPECT_LT(used_share("uniform"), 0.5);
+}
+
+// Counts the Route calls per (step, layer) of the source it wraps.
+class CountingRouting : public routing::RoutingSource {
+ public:
+  explicit CountingRouting(routing::RoutingSource& inner) : inner_(inner) {}
+  std::string Describe() const override { return inner_.Describe(); }
+  void Route(int64_t step, int64_t layer, int64_t tokens,
+             std::vector<std::vector<int32_t>>& out) override {
+    ++calls[{step, layer}];
+    inner_.Route(step, layer, tokens, out);
+  }
+  std::map<std::pair<int64_t, int64_t>, int> calls;
+
+ private:
+  routing::RoutingSource& inner_;
+};
+
+// The speculative gate's recall routes layer + 1 ahead; that layer's own turn reuses those counts
+// (a second Route of the correlated source cost as much again), and the run is the same.
+TEST(OffloadSimulator, EachLayerIsRoutedOnceWithTheSpeculativeRecall) {
+  SimConfig config = SimConfigFor("mixtral-8x7b", "rtx-3090", "lru-prefetch");
+  config.routing = routing::ParseRoutingSpec("correlated:locality=0.3,layer=0.5");
+  ASSERT_TRUE(config.speculative_recall.has_value());
+  const fit::OffloadSources analytic = fit::AnalyticOffloadSources(
+      config.model, config.hardware, config.cpu_threads, model::CostParameters{});
+  config.accelerator_costs = analytic.accelerator;
+  config.host_costs = analytic.host;
+  const int64_t layers = config.model.num_moe_layers();
+  const policies::RoutingCalibration calibration =
+      policies::CalibrateRouting(config.routing, layers, config.model.moe->num_experts,
+                                 config.model.moe->top_k, config.seed, config.calibration);
+  std::unique_ptr<routing::RoutingSource> source = routing::MakeRoutingSource(
+      config.routing, layers, config.model.moe->num_experts, config.model.moe->top_k, config.seed);
+  CountingRouting counting(*source);
+  const SimResult counted = SimulateOffload(config, counting, calibration);
+  const int64_t passes = static_cast<int64_t>(counted.pass_end_s.size());
+  ASSERT_GT(passes, 1);
+  EXPECT_EQ(static_cast<int64_t>(counting.calls.size()), passes * layers);
+  for (const auto& [step_layer, calls] : counting.calls)
+    EXPECT_EQ(calls, 1) << "step " << step_layer.first << ", layer " << step_layer.second;
+  const SimResult plain = testing::Simulate(config);
+  EXPECT_GT(plain.prefetches, 0);
+  EXPECT_EQ(counted.total_s, plain.total_s);
+  EXPECT_EQ(counted.prefetches, plain.prefetches);
+  EXPECT_EQ(counted.prefetches_used, plain.prefetches_used);
+  EXPECT_EQ(counted.hits, plain.hits);
 }
 
 }  // namespace
