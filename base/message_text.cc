@@ -76,4 +76,16 @@ std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars) {
   return EscapeForMessage(text.substr(0, max_chars - 3), max_chars - 3) + "...";
 }
 
+std::string Reworded(std::string message,
+                     const std::vector<std::pair<std::string, std::string>>& replacements) {
+  for (const auto& [from, to] : replacements) {
+    if (from.empty()) continue;
+    for (size_t at = message.find(from); at != std::string::npos;
+         at = message.find(from, at + to.size())) {
+      message.replace(at, from.size(), to);
+    }
+  }
+  return message;
+}
+
 }  // namespace moelab::base

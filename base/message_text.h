@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,5 +25,11 @@ std::string OneLineMessage(std::string_view message);
 // A JSON value quoted for a message: scalars and small containers dumped (then escaped and capped),
 // large containers summarised by their size. Never recurses more than the parser's depth limit.
 std::string DescribeJsonValue(const nlohmann::json& value, size_t max_chars = 60);
+
+// A library's message in the words of the command at hand: every occurrence of each `from` replaced
+// by its `to`, in order (a policy shared by several commands names the simulator's
+// --accelerator-memory; `plan offload` calls it --memory, `run --offload` --expert-memory).
+std::string Reworded(std::string message,
+                     const std::vector<std::pair<std::string, std::string>>& replacements);
 
 }  // namespace moelab::base

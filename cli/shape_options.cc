@@ -1,6 +1,7 @@
 #include "cli/shape_options.h"
 
 #include "base/error.h"
+#include "base/limits.h"
 
 namespace moelab::cli {
 
@@ -38,6 +39,11 @@ model::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::stri
       const int64_t value = values[full].as<int64_t>();
       if (value < 1)
         throw base::Error("--" + full + " must be at least 1, got " + std::to_string(value));
+      // The bound a model file's num_layers has (docs/limits.md), named as the user gave it.
+      if (&field == &shape.layers)
+        base::CheckCount(value, 1, base::kMaxLayers, "--" + full,
+                         "the deepest released models have about 130 layers; the simulator and "
+                         "planners keep per-layer state");
       field = value;
     }
   };

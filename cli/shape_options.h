@@ -14,7 +14,8 @@ namespace moelab::cli {
 void AddShapeOptions(po::options_description& options, const std::string& prefix,
                      const model::ShapeOverrides& defaults);
 
-// `shape` with every given option applied; a value below 1 is an error naming the option.
+// `shape` with every given option applied; a value below 1, or --layers above base::kMaxLayers, is
+// an error naming the option as given.
 model::ShapeOverrides ShapeFrom(const po::variables_map& values, const std::string& prefix,
                                 model::ShapeOverrides shape);
 

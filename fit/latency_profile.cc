@@ -1,6 +1,7 @@
 #include "fit/latency_profile.h"
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/units.h"
 #include "base/json_reader.h"
 #include "fit/latency_fit.h"
@@ -53,6 +54,10 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     }
     s.tokens = sample.Int("tokens", 0);
     s.median_s = sample.Number("median_s", 0.0);
+    // Every time a profile carries is bounded as a hardware file's (docs/limits.md): a fit of
+    // 1e305 s times overflowed its residuals, and a storage tier built from them printed them on.
+    if (s.median_s > base::kMaxSeconds)
+      sample.Fail("median_s", "a time of at most 1e+06 seconds (docs/limits.md)");
     if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);
     if (sample.Has("bytes")) s.bytes = sample.Number("bytes", 0.0, true);
     if (s.bytes > base::kMaxBytes) sample.Fail("bytes", "at most 2^60 bytes (docs/limits.md)");

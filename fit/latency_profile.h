@@ -20,8 +20,9 @@ namespace moelab::fit {
 //                 "repetitions": 5, "median_s": 0.0012, "min_s": ..., "max_s": ...,
 //                 "stddev_s": ..., "bytes": ..., "flops": ...}, ...]}
 // fit/ reads operator, device, shape (an object), tokens (whole number >= 0) and median_s (finite,
-// > 0: NaN, zero or negative times are refused with the sample's index), and flops and bytes when
-// present (finite, >= 0; the cost calibration needs them); the other sample fields are optional
+// > 0 and at most base::kMaxSeconds, 1e6 s: NaN, zero, negative and longer times are refused with
+// the sample's index), and flops and bytes when present (finite, >= 0, bytes at most 2^60; the
+// cost calibration needs them); the other sample fields are optional
 // and kept only as the profile's business. machine and model are optional objects; machine.limits
 // (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present, model (with
 // machine's kernel path) as the facts of what was measured (model/profiled_model.h).

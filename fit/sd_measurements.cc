@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/input_file.h"
 #include "base/json_reader.h"
 #include "base/message_text.h"
@@ -32,6 +33,10 @@ std::vector<std::string> SplitCsv(const std::string& line) {
   return fields;
 }
 
+// Batch and gamma of a measured point: whole numbers from 1 to 1e15 (a CSV's numbers are doubles,
+// exact to 2^53), in a CSV and a JSON alike.
+constexpr int64_t kMaxPointCount = 1000000000000000;
+
 [[noreturn]] void FailField(const std::string& where, const std::string& field,
                             const std::string& expected, const std::string& got) {
   throw base::Error(where + ": field '" + field + "': expected " + expected + ", got '" +
@@ -45,8 +50,14 @@ double ParseCsvNumber(const std::string& text, const std::string& where, const s
   return value;
 }
 
-// Checks one point's values; `where` names it.
+// Checks one point's values; `where` names it. E has the model files' bound (kMaxExperts), in a
+// CSV and a JSON alike.
 void CheckPoint(const SdMeasurement& m, const std::string& where) {
+  if (m.point.num_experts > base::kMaxExperts) {
+    FailField(where, "E",
+              "at most " + std::to_string(base::kMaxExperts) + " experts (docs/limits.md)",
+              std::to_string(m.point.num_experts));
+  }
   if (m.point.top_k > m.point.num_experts) {
     throw base::Error(where + ": K = " + std::to_string(m.point.top_k) +
                       " exceeds E = " + std::to_string(m.point.num_experts) +
@@ -67,8 +78,8 @@ void CheckPoint(const SdMeasurement& m, const std::string& where) {
 
 int64_t WholeAtLeastOne(double value, const std::string& text, const std::string& where,
                         const std::string& field) {
-  if (!std::isfinite(value) || value != std::floor(value) || value < 1 || value > 1e15) {
-    FailField(where, field, "a whole number >= 1", text);
+  if (!std::isfinite(value) || value != std::floor(value) || value < 1 || value > kMaxPointCount) {
+    FailField(where, field, "a whole number from 1 to 1e15", text);
   }
   return static_cast<int64_t>(value);
 }
@@ -135,15 +146,15 @@ SdMeasurement FromJsonObject(const nlohmann::json& json, const std::string& file
     }
     const base::JsonReader sd = reader.Object("sd");
     const base::JsonReader model = reader.Object("model");
-    m.point.batch = reader.Int("batch", 1);
-    m.point.gamma = sd.Int("gamma", 1);
+    m.point.batch = reader.Count("batch", 1, kMaxPointCount);
+    m.point.gamma = sd.Count("gamma", 1, kMaxPointCount);
     m.point.top_k = model.Int("top_k", 1);
     m.point.num_experts = model.Int("experts", 1);
     m.point.sigma = sd.Number("sigma", 0.0);
     m.speedup = sd.Number("speedup", 0.0);
   } else {
-    m.point.batch = reader.Int("batch", 1);
-    m.point.gamma = reader.Int("gamma", 1);
+    m.point.batch = reader.Count("batch", 1, kMaxPointCount);
+    m.point.gamma = reader.Count("gamma", 1, kMaxPointCount);
     m.point.top_k = reader.Int("K", 1);
     m.point.num_experts = reader.Int("E", 1);
     m.point.sigma = reader.Number("sigma", 0.0);

@@ -26,7 +26,8 @@ inline constexpr const char* kSdMeasurementsCsvHeader = "batch,gamma,K,E,sigma,s
 //    reports (below), mixed freely;
 //  - one executor report, schema "moelab.run/1" with workload "sd" (`moelab run --workload sd
 //    --json`): batch, sd.gamma, model.top_k, model.experts, sd.sigma, sd.speedup.
-// Each point is checked: batch, gamma, K, E whole numbers >= 1, K <= E, sigma in (0, 1], speedup
+// Each point is checked: batch and gamma whole numbers from 1 to 1e15, E from 1 to
+// base::kMaxExperts (4,096), K from 1 to E, sigma in (0, 1], speedup
 // finite and > 0 (NaN, negative and zero are refused). Errors (moelab::Error) name the file, the
 // line or element and the field; a missing file or a wrong CSV header says so (the latter quoting
 // the expected header).

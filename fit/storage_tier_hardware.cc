@@ -10,9 +10,11 @@
 
 namespace moelab::fit {
 
-model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
-                                                   double storage_read_bytes_per_s,
-                                                   int64_t reads_in_flight) {
+namespace {
+
+// The arguments and the profile's storage times, bounded before any work (docs/limits.md).
+void CheckInputs(const Profile& profile, double memory_bytes, double storage_read_bytes_per_s,
+                 int64_t reads_in_flight) {
   if (reads_in_flight < 1)
     throw base::Error("storage tier: reads in flight must be at least 1, got " +
                       std::to_string(reads_in_flight));
@@ -24,8 +26,7 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
     throw base::Error("storage tier: a measured storage read bandwidth must be >= 0 bytes/s");
   }
   // The times this hardware is built from are bounded as a hardware file's (docs/limits.md): a
-  // 1e300 s storage read was written on as a hardware file. (fit latency takes any finite time:
-  // a form whose residuals overflow is left out with a note.)
+  // 1e300 s storage read was written on as a hardware file.
   for (size_t i = 0; i < profile.samples.size(); ++i) {
     const ProfileSample& s = profile.samples[i];
     if ((s.op == "storage_read" || s.op == "expert_reader" || s.op == "expert_load") &&
@@ -36,29 +37,41 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
                         report::ShortestText(s.median_s));
     }
   }
-  model::HardwareSpec hardware =
-      HardwareFromProfile(profile);  // the host; Error without machine.limits
+}
+
+// The storage_read samples the tier is priced from: the largest block gives the bandwidth, the
+// smallest the per-read latency.
+struct StorageReads {
   const ProfileSample* largest = nullptr;
   const ProfileSample* smallest = nullptr;
+  double bandwidth_bytes_per_s = 0;  // the largest's bytes over its median
+};
+
+StorageReads FindStorageReads(const Profile& profile) {
+  StorageReads reads;
   for (const ProfileSample& s : profile.samples) {
     if (s.op != "storage_read" || !(s.bytes > 0)) continue;
-    if (!largest || s.bytes > largest->bytes) largest = &s;
-    if (!smallest || s.bytes < smallest->bytes) smallest = &s;
+    if (!reads.largest || s.bytes > reads.largest->bytes) reads.largest = &s;
+    if (!reads.smallest || s.bytes < reads.smallest->bytes) reads.smallest = &s;
   }
-  if (!largest) {
+  if (!reads.largest) {
     throw base::Error(profile.origin +
                       ": no storage_read samples: profile with the storage_read operator "
                       "(moelab profile) to measure the storage tier");
   }
-  const double bandwidth = largest->bytes / largest->median_s;
-  // No second memory tier: every byte of RAM the run may use is the compute device's memory
-  // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
-  // its home copy (static-split's CPU layers) -- and pays a storage read.
-  hardware.host->dram_bytes = 0;
-  // The executor's reader as the profile timed it at this many reads in flight (expert_reader):
-  // alone, and beside computation.
-  const ProfileSample* reader_alone = nullptr;
-  const ProfileSample* reader_beside = nullptr;
+  reads.bandwidth_bytes_per_s = reads.largest->bytes / reads.largest->median_s;
+  return reads;
+}
+
+// The executor's reader as the profile timed it at `reads_in_flight` (expert_reader), the largest
+// block of each: alone, and beside computation (either may be missing).
+struct ReaderSamples {
+  const ProfileSample* alone = nullptr;
+  const ProfileSample* beside_compute = nullptr;
+};
+
+ReaderSamples FindReaderSamples(const Profile& profile, int64_t reads_in_flight) {
+  ReaderSamples reader;
   for (const ProfileSample& s : profile.samples) {
     if (s.op != "expert_reader" || !(s.bytes > 0) || !(s.median_s > 0)) continue;
     const nlohmann::json in_flight = s.shape.value("reads_in_flight", nlohmann::json());
@@ -71,99 +84,149 @@ model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, doubl
                         s.shape.dump() + ")");
     }
     if (in_flight.get<int64_t>() != reads_in_flight) continue;
-    const bool beside = beside_compute.get<bool>();
-    const ProfileSample*& slot = beside ? reader_beside : reader_alone;
+    const ProfileSample*& slot = beside_compute.get<bool>() ? reader.beside_compute : reader.alone;
     if (!slot || s.bytes > slot->bytes) slot = &s;
   }
+  return reader;
+}
+
+// Sets the host's storage read bandwidths (alone and beside computation) from the caller's
+// measurement, else the executor's reader, else storage_read's single stream, and says which.
+void PriceStorageReads(const Profile& profile, double storage_read_bytes_per_s,
+                       int64_t reads_in_flight, const StorageReads& storage,
+                       const ReaderSamples& reader, model::HardwareSpec& hardware) {
   const auto rate = [](const ProfileSample* s) { return s ? s->bytes / s->median_s : 0.0; };
+  model::HostSpec& host = *hardware.host;
   if (storage_read_bytes_per_s > 0) {
-    hardware.host->storage_read_bandwidth_bytes_per_s = storage_read_bytes_per_s;
+    host.storage_read_bandwidth_bytes_per_s = storage_read_bytes_per_s;
     hardware.sources.push_back("storage tier: read bandwidth measured by the caller");
-  } else if (reader_alone) {
-    hardware.host->storage_read_bandwidth_bytes_per_s = rate(reader_alone);
-    hardware.host->storage_read_bandwidth_beside_compute_bytes_per_s = rate(reader_beside);
+  } else if (reader.alone) {
+    host.storage_read_bandwidth_bytes_per_s = rate(reader.alone);
+    host.storage_read_bandwidth_beside_compute_bytes_per_s = rate(reader.beside_compute);
     hardware.sources.push_back(
         "storage tier: the executor's reader at " + std::to_string(reads_in_flight) +
         " reads in flight, expert_reader samples of " + profile.origin + " (alone" +
-        (reader_beside ? ", and beside computation" : "; none beside computation") + ")");
+        (reader.beside_compute ? ", and beside computation" : "; none beside computation") + ")");
   } else {
-    hardware.host->storage_read_bandwidth_bytes_per_s = bandwidth;
+    host.storage_read_bandwidth_bytes_per_s = storage.bandwidth_bytes_per_s;
     hardware.sources.push_back(
         "storage tier: " + profile.origin + " has no expert_reader sample at " +
         std::to_string(reads_in_flight) +
         " reads in flight; reads priced at storage_read's single stream, which can be well above "
         "what the executor's reader gets (profile again to measure it)");
   }
-  hardware.host->storage_reads_in_flight = reads_in_flight;
-  // The link carries each read expert from the read buffer into its cache buffer: the reader
-  // checksums the payload and copies it, once per read, at the speed the profile's expert_load
-  // samples measured (the largest block: expert-sized), so the per-read latency of storage is
-  // charged here too. Profiles from before expert_load existed get 3 bytes of DRAM traffic per
-  // byte (read, read, write): 5.5-9.1 GB/s on the Xeon of results/offload-runtime.md, whose reader
-  // measured 4.3-4.8 GB/s.
+  host.storage_reads_in_flight = reads_in_flight;
+}
+
+// The link carries each read expert from the read buffer into its cache buffer: the reader
+// checksums the payload and copies it, once per read, at the speed the profile's expert_load
+// samples measured (the largest block: expert-sized), so the per-read latency of storage is
+// charged here too. Profiles from before expert_load existed get 3 bytes of DRAM traffic per
+// byte (read, read, write): 5.5-9.1 GB/s on the Xeon of results/offload-runtime.md, whose reader
+// measured 4.3-4.8 GB/s. `load`: the expert_load sample used (null: DRAM bandwidth / 3).
+struct ReaderLink {
+  model::LinkSpec link;
   const ProfileSample* load = nullptr;
+};
+
+ReaderLink ReaderLinkFromProfile(const Profile& profile, double dram_bytes_per_s,
+                                 const StorageReads& storage) {
+  ReaderLink reader;
   for (const ProfileSample& s : profile.samples) {
-    if (s.op == "expert_load" && s.bytes > 0 && s.median_s > 0 && (!load || s.bytes > load->bytes))
-      load = &s;
+    if (s.op == "expert_load" && s.bytes > 0 && s.median_s > 0 &&
+        (!reader.load || s.bytes > reader.load->bytes))
+      reader.load = &s;
   }
-  const double dram = hardware.host->dram_bandwidth_bytes_per_s;
-  if (!(dram > 0))
+  if (!(dram_bytes_per_s > 0))
     throw base::Error(profile.origin +
                       ": field 'machine.limits.dram_read_bytes_per_s' must be positive");
-  model::LinkSpec link;
-  double link_bytes_per_s = dram / 3;
-  if (load) {
-    link_bytes_per_s = load->bytes / load->median_s;
-    link.name = "read buffer to expert cache (the reader's checksum and copy, expert_load)";
+  double link_bytes_per_s = dram_bytes_per_s / 3;
+  if (reader.load) {
+    link_bytes_per_s = reader.load->bytes / reader.load->median_s;
+    reader.link.name = "read buffer to expert cache (the reader's checksum and copy, expert_load)";
   } else {
-    link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
+    reader.link.name = "read buffer to expert cache (checksum and copy at DRAM bandwidth / 3)";
   }
-  link.host_to_device_bandwidth_bytes_per_s = link_bytes_per_s;
-  link.device_to_host_bandwidth_bytes_per_s = link_bytes_per_s;  // nothing is written back
-  link.latency_s = std::max(0.0, smallest->median_s - smallest->bytes / bandwidth);
+  reader.link.host_to_device_bandwidth_bytes_per_s = link_bytes_per_s;
+  reader.link.device_to_host_bandwidth_bytes_per_s = link_bytes_per_s;  // nothing is written back
+  reader.link.latency_s = std::max(
+      0.0, storage.smallest->median_s - storage.smallest->bytes / storage.bandwidth_bytes_per_s);
+  return reader;
+}
 
+// The profiled CPU as the simulator's compute device, with `memory_bytes` of memory (bf16 weights
+// are multiplied with fp32 FMAs on AVX2: a profile without a bf16 peak gets the fp32 one).
+model::AcceleratorSpec HostAsComputeDevice(const model::HostSpec& host, double memory_bytes) {
   model::AcceleratorSpec cpu;
-  cpu.display_name = hardware.host->cpu_name + " as the compute device";
-  cpu.peak_flops = hardware.host->peak_flops;
+  cpu.display_name = host.cpu_name + " as the compute device";
+  cpu.peak_flops = host.peak_flops;
   if (!cpu.peak_flops.count("bf16") && cpu.peak_flops.count("fp32"))
     cpu.peak_flops["bf16"] = cpu.peak_flops["fp32"];
   cpu.memory_bytes = memory_bytes;
-  cpu.memory_bandwidth_bytes_per_s = hardware.host->dram_bandwidth_bytes_per_s;
+  cpu.memory_bandwidth_bytes_per_s = host.dram_bandwidth_bytes_per_s;
+  return cpu;
+}
 
+// The computation's rate while reads are in flight, from the reader sample beside computation
+// (ComputeRateWhileReading), and the source line saying so; 1 (left alone) without one.
+void CoupleComputeToReads(const Profile& profile, const ProfileSample& beside,
+                          double link_bytes_per_s, model::HardwareSpec& hardware) {
+  if (!(beside.compute_rate > 0)) {
+    hardware.sources.push_back(
+        "storage tier: the expert_reader sample beside computation of " + profile.origin +
+        " recorded no compute_rate (no pass outlasted two of the computation's steps); the "
+        "computation is priced at its full rate while reads are in flight");
+    return;
+  }
+  const double copy_s = beside.bytes / link_bytes_per_s;
+  hardware.host->compute_rate_while_storage_reads =
+      ComputeRateWhileReading(beside.compute_rate, copy_s, beside.median_s);
+  hardware.sources.push_back(
+      "storage tier: the computation beside the reader ran at x" +
+      report::FormatNumber(beside.compute_rate, 3) + " of its rate alone (expert_reader of " +
+      profile.origin + "); past the link's checksum and copy, x" +
+      report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
+      " while reads are in flight");
+}
+
+}  // namespace
+
+model::HardwareSpec StorageTierHardwareFromProfile(const Profile& profile, double memory_bytes,
+                                                   double storage_read_bytes_per_s,
+                                                   int64_t reads_in_flight) {
+  CheckInputs(profile, memory_bytes, storage_read_bytes_per_s, reads_in_flight);
+  model::HardwareSpec hardware =
+      HardwareFromProfile(profile);  // the host; Error without machine.limits
+  const StorageReads storage = FindStorageReads(profile);
+  // No second memory tier: every byte of RAM the run may use is the compute device's memory
+  // (--memory), so an expert that is not cached lives on storage -- fetched, or read to run from
+  // its home copy (static-split's CPU layers) -- and pays a storage read.
+  hardware.host->dram_bytes = 0;
+  const ReaderSamples reader = FindReaderSamples(profile, reads_in_flight);
+  PriceStorageReads(profile, storage_read_bytes_per_s, reads_in_flight, storage, reader, hardware);
+  const ReaderLink link =
+      ReaderLinkFromProfile(profile, hardware.host->dram_bandwidth_bytes_per_s, storage);
+
+  const model::AcceleratorSpec cpu = HostAsComputeDevice(*hardware.host, memory_bytes);
   hardware.name = "storage-tier:" + profile.origin;
   hardware.display_name = cpu.display_name + ", experts on storage, no second memory tier";
   hardware.kind = model::HardwareKind::kAccelerator;
   hardware.accelerator = cpu;
   hardware.accelerator_count = 1;
-  hardware.host_link = link;
+  hardware.host_link = link.link;
   hardware.compute_device_is_host = true;
-  if (storage_read_bytes_per_s <= 0 && reader_beside) {
-    if (reader_beside->compute_rate > 0) {
-      const double copy_s = reader_beside->bytes / link_bytes_per_s;
-      hardware.host->compute_rate_while_storage_reads =
-          ComputeRateWhileReading(reader_beside->compute_rate, copy_s, reader_beside->median_s);
-      hardware.sources.push_back(
-          "storage tier: the computation beside the reader ran at x" +
-          report::FormatNumber(reader_beside->compute_rate, 3) +
-          " of its rate alone (expert_reader of " + profile.origin +
-          "); past the link's checksum and copy, x" +
-          report::FormatNumber(hardware.host->compute_rate_while_storage_reads, 3) +
-          " while reads are in flight");
-    } else {
-      hardware.sources.push_back(
-          "storage tier: the expert_reader sample beside computation of " + profile.origin +
-          " recorded no compute_rate (no pass outlasted two of the computation's steps); the "
-          "computation is priced at its full rate while reads are in flight");
-    }
-  }
-  hardware.sources.push_back("storage tier: storage_read samples of " + profile.origin + " (" +
-                             std::to_string(static_cast<int64_t>(largest->bytes)) + " and " +
-                             std::to_string(static_cast<int64_t>(smallest->bytes)) + " bytes)");
-  hardware.sources.push_back(load ? "storage tier link: expert_load sample of " + profile.origin +
-                                        " (" + std::to_string(static_cast<int64_t>(load->bytes)) +
-                                        " bytes)"
-                                  : "storage tier link: " + profile.origin +
-                                        " has no expert_load samples; DRAM bandwidth / 3 assumed");
+  if (storage_read_bytes_per_s <= 0 && reader.beside_compute)
+    CoupleComputeToReads(profile, *reader.beside_compute,
+                         link.link.host_to_device_bandwidth_bytes_per_s, hardware);
+  hardware.sources.push_back(
+      "storage tier: storage_read samples of " + profile.origin + " (" +
+      std::to_string(static_cast<int64_t>(storage.largest->bytes)) + " and " +
+      std::to_string(static_cast<int64_t>(storage.smallest->bytes)) + " bytes)");
+  hardware.sources.push_back(
+      link.load ? "storage tier link: expert_load sample of " + profile.origin + " (" +
+                      std::to_string(static_cast<int64_t>(link.load->bytes)) + " bytes)"
+                : "storage tier link: " + profile.origin +
+                      " has no expert_load samples; DRAM bandwidth / 3 assumed");
   return hardware;
 }
 

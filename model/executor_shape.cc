@@ -93,7 +93,9 @@ ShapeOverrides DefaultDraftShape() {
 void ValidateExecutorShape(const MoeModelSpec& s) {
   const std::string& name = s.name;
   const AttentionSpec& a = s.attention;
-  Require(s.num_layers >= 1, name, "layers", "must be at least 1");
+  Require(s.num_layers >= 1 && s.num_layers <= base::kMaxLayers, name, "layers",
+          "must be from 1 to " + std::to_string(base::kMaxLayers) + " (docs/limits.md), got " +
+              std::to_string(s.num_layers));
   Require(s.hidden_size >= 1, name, "hidden", "must be at least 1");
   Require(s.vocab_size >= 2, name, "vocab", "must be at least 2");
   Require(a.num_heads >= 1 && a.num_kv_heads >= 1 && a.num_heads % a.num_kv_heads == 0, name,

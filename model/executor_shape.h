@@ -42,10 +42,10 @@ ShapeOverrides DefaultDraftShape();
 // planner, the simulator and a fitted profile count exactly what it runs.
 MoeModelSpec ExecutorShape(const MoeModelSpec& spec, const ShapeOverrides& overrides);
 
-// Throws moelab::Error "model 'NAME': FIELD: what" when the executor cannot run `shape` (at least
-// 1 layer, even head_dim, kv_heads dividing heads, 2..kMaxExecutorPositions positions, ...), or
-// when one of the int64 sizes it forms (heads x head_dim, experts x hidden x intermediate, ...)
-// overflows: checked before any weight bytes are estimated.
+// Throws moelab::Error "model 'NAME': FIELD: what" when the executor cannot run `shape` (1 to
+// kMaxLayers layers, even head_dim, kv_heads dividing heads, 2..kMaxExecutorPositions positions,
+// ...), or when one of the int64 sizes it forms (heads x head_dim, experts x hidden x
+// intermediate, ...) overflows: checked before any weight bytes are estimated.
 void ValidateExecutorShape(const MoeModelSpec& shape);
 
 // `spec` scaled by `overrides` through the executor's shape (ExecutorShape), so it is exactly what

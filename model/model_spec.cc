@@ -153,8 +153,7 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
 }
 
 void ValidateModelSpec(const MoeModelSpec& spec, const std::string& origin) {
-  // The file readers bound num_layers (kMaxLayers); a --layers override is bounded by what its
-  // parameter counts and weights can hold (overflow named, run's memory estimate).
+  // The file readers bound num_layers (kMaxLayers), and ValidateExecutorShape a --layers override.
   Require(spec.num_layers > 0, origin, "num_layers", "must be at least 1");
   Require(spec.hidden_size > 0, origin, "hidden_size", "must be at least 1");
   Require(spec.vocab_size > 0, origin, "vocab_size", "must be at least 1");

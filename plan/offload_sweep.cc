@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "base/error.h"
+#include "base/message_text.h"
 #include "policies/registry.h"
 
 namespace moelab::plan {
@@ -48,8 +49,12 @@ OffloadSweepResult SweepOffload(const OffloadSweepRequest& request,
         cell.result = sim::SimulateOffload(config);
       } catch (const base::Error& e) {
         // A configuration the policy cannot run at this size (e.g. too little memory for its
-        // cache).
-        cell.error = e.what();
+        // cache), in this command's words: the policies name the simulator's options, and here
+        // the memory is --memory's and the policy's other options are its defaults.
+        cell.error = base::Reworded(
+            e.what(), {{"raise --accelerator-memory or lower --staging-buffers",
+                        "raise --memory (or lower --staging-buffers in moelab sim offload)"},
+                       {"--accelerator-memory", "--memory"}});
       }
       result.cells.push_back(std::move(cell));
     }

@@ -16,17 +16,16 @@ if ! command -v "$compiler" >/dev/null; then
   echo "fuzz.sh: $compiler not found (apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 1
 fi
+# MOELAB_WERROR=ON (CI sets it: .ci/run) makes every clang warning an error, as scripts/build.sh.
+werror=()
+if [ -n "${MOELAB_WERROR:-}" ]; then werror=(-DMOELAB_WERROR="$MOELAB_WERROR"); fi
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$compiler" \
-  -DMOELAB_FUZZ=ON -DBUILD_TESTING=OFF -DMOELAB_CUDA=OFF >/dev/null
+  -DMOELAB_FUZZ=ON -DBUILD_TESTING=OFF -DMOELAB_CUDA=OFF "${werror[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target moelab_fuzz
 
+source "$root/scripts/fuzz-common.sh"
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-  targets=(hf_config model_file hardware_file profile fit_file sd_measurements routing_trace popularity
-           safetensors_header safetensors_index int_list byte_size)
-fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if [ ${#targets[@]} -eq 0 ]; then targets=("${fuzz_all_targets[@]}"); fi
 summary=$build/fuzz-summary.txt
 : >"$summary"
 status=0
@@ -35,9 +34,8 @@ for target in "${targets[@]}"; do
   findings=$build/findings/$target
   mkdir -p "$corpus" "$findings"
   log=$build/fuzz-$target.log
-  # -rss_limit_mb / -malloc_limit_mb: a parser asking for more than 2 GB on any input is a finding.
   if ! "$build/fuzz/fuzz_$target" "$corpus" "$root/tests/fuzz_corpus/$target" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536 \
+      -max_total_time="$seconds" "${fuzz_limits[@]}" \
       -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1; then
     echo "fuzz.sh: $target: FINDING (log: $log, inputs: $findings/)" >&2
     tail -n 40 "$log" >&2

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/limits.h"
+#include "base/message_text.h"
 #include "executor/offload/storage_tier.h"
 #include "policies/calibration.h"
 #include "policies/registry.h"
@@ -54,17 +55,10 @@ std::unique_ptr<policies::OffloadPolicy> MakePolicy(const OffloadOptions& option
   } catch (const base::Error& e) {
     // The policies speak of the simulator's accelerator (and its --policy); here the fast tier is
     // the RAM budget, and the policy is --offload's.
-    std::string message = e.what();
-    for (const auto& [from, to] :
-         {std::pair<std::string, std::string>{"--accelerator-memory", "--expert-memory"},
-          {"accelerator memory", "expert memory (--expert-memory)"},
-          {"--policy:", "--offload:"}}) {
-      for (size_t at = message.find(from); at != std::string::npos;
-           at = message.find(from, at + to.size())) {
-        message.replace(at, from.size(), to);
-      }
-    }
-    throw base::Error(message);
+    throw base::Error(
+        base::Reworded(e.what(), {{"--accelerator-memory", "--expert-memory"},
+                                  {"accelerator memory", "expert memory (--expert-memory)"},
+                                  {"--policy:", "--offload:"}}));
   }
 }
 

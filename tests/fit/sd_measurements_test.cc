@@ -152,3 +152,30 @@ TEST(SdMeasurementSet, NeedsTenPointsAndTwoBatchSizes) {
 
 }  // namespace
 }  // namespace moelab::fit
+
+namespace moelab::fit {
+namespace {
+
+// E has the model files' bound (4,096) and batch and gamma 1e15, in a CSV and a JSON alike: a
+// JSON file took any int64 batch and any E, where a CSV stopped at 1e15 without saying so.
+TEST_F(SdMeasurementsTest, CountsAreBoundedInCsvAndJsonAlike) {
+  std::string message = LoadError(std::string(kHeader) + "1,4,8,5000,0.5,1.2\n");
+  EXPECT_NE(message.find("field 'E': expected at most 4096 experts"), std::string::npos) << message;
+  message = LoadError(std::string(kHeader) + "10000000000000000,4,8,64,0.5,1.2\n");
+  EXPECT_NE(message.find("field 'batch': expected a whole number from 1 to 1e15"),
+            std::string::npos)
+      << message;
+  for (const std::string& point :
+       {std::string(R"({"batch": 10000000000000000, "gamma": 4, "K": 1, "E": 64, )"),
+        std::string(R"({"batch": 2, "gamma": 4, "K": 1, "E": 5000, )")}) {
+    try {
+      LoadSdMeasurements(Write("big.json", "[" + point + R"("sigma": 0.5, "speedup": 0.9}])"));
+      ADD_FAILURE() << point << " was accepted";
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("big.json"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moelab::fit
