@@ -146,6 +146,28 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
   std::filesystem::remove_all(dir);
 }
 
+// A rank killed mid-run (kill -9, so it never reaches a collective again): the job ends with a
+// non-zero status instead of hanging (timeout's 124 would say it hung).
+TEST_F(ExpertParallelCli, ADeadRankEndsTheJob) {
+  const std::string binary = MOELAB_BINARY;
+  // A seed no other test uses names this job's ranks for pgrep.
+  const std::string args = std::string(kShape).replace(kShape.find("--seed 7"), 8, "--seed 90417") +
+                           "--workload decode --batch 2 --prompt 4 --tokens 4000 "
+                           "--max-positions 4096 --expert-parallel 2";
+  const std::string ranks = "pgrep -f '^" + binary + " run .*--seed 90417'";
+  const std::string script =
+      "{ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+      "timeout 120 " +
+      std::string(MOELAB_MPIEXEC) + " -n 2 " + binary + " " + args +
+      " & job=$!; for i in $(seq 300); do [ \"$(" + ranks +
+      " | wc -l)\" -ge 2 ] && break; sleep 0.1; done; sleep 1; kill -9 $(" + ranks +
+      " | tail -1); wait $job; }";
+  const CliRun run = testing::RunShell(script);
+  EXPECT_NE(run.status, 0) << run.err;
+  EXPECT_NE(run.status, 124) << "the job hung after a rank died: " << run.err;
+}
+
 TEST_F(ExpertParallelCli, WithoutMpirunItSaysHowToStartRanks) {
   const CliRun r = RunMoelab(kDecode + "--expert-parallel 2");
   EXPECT_EQ(r.status, 1);
