@@ -6,6 +6,7 @@
 #include "base/message_text.h"
 #include "base/units.h"
 #include "cli/command.h"
+#include "cli/expert_parallel_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/policy_options.h"
@@ -24,7 +25,9 @@ constexpr const char* kUsage =
     "--prompt N --tokens M [--beam W] [--draft D --gamma G --alpha A] [--routing R] [--offload "
     "POLICY --expert-memory BYTES [--offload-dir DIR] [--offload-readers N] [--offload-reader "
     "threads|io_uring] [--offload-calibration R]] [--device cpu|gpu [--gpu N]] --seed S "
-    "[--trace-out TRACE.json] [--timeline-out TIMELINE.json] [--json|--csv] [--out FILE]\n\n"
+    "[--trace-out TRACE.json] [--timeline-out TIMELINE.json] [--json|--csv] [--out FILE]\n"
+    "       mpirun -n R moelab run --expert-parallel R [--attention data-parallel] [--placement "
+    "FILE] [--ep-chunks N|auto] ...\n\n"
     "Runs a workload on the executor, on the CPU (--device cpu, the default) or a CUDA GPU "
     "(--device gpu), and measures it: TTFT, TPOT, tokens/s, time per operator, routing, SD "
     "statistics, and with --offload the expert cache's hits, reads and stalls.";
@@ -37,6 +40,7 @@ struct RunFlags {
   std::string offload_calibration;
   std::string trace_out;
   std::string timeline_out;
+  ExpertParallelFlags expert_parallel;
 };
 
 void AddRunOptions(po::options_description& options, RunFlags& flags) {
@@ -72,6 +76,7 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
       ("offload-calibration", po::value<std::string>(&flags.offload_calibration), "routing the policy calibrates on before the first token with --offload (popularity, fMoE's expert maps), as sim offload calibrates on its --routing (e.g. trace:FILE; default none: flat popularity, no history)");
   // clang-format on
   AddPolicyOptions(options, flags.offload.policy_options);
+  AddExpertParallelOptions(options, flags.expert_parallel);
   AddOutputOptions(options);
   po::options_description shape(
       "target shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
@@ -162,6 +167,8 @@ int Run(const std::vector<std::string>& args) {
   request.trace_requested = !flags.trace_out.empty();
   request.record_timeline = !flags.timeline_out.empty();
   request.Validate();
+  if (ExpertParallelRequested(values))
+    return RunAcrossRanks(request, flags.expert_parallel, output);
 
   const executor::RunResult result = executor::RunWorkload(request, model::PresetStore::Default());
   WriteRunFiles(result, flags);

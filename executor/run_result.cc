@@ -149,6 +149,8 @@ nlohmann::json RunResultToJson(const RunResult& r) {
   AddWorkloadJson(r, json);
   json["operator_times_s"] = OperatorJson(r.operator_times);
   if (r.offload) json["offload"] = r.offload->ToJson();
+  if (r.expert_parallel)
+    json["expert_parallel"] = ExpertParallelStatsToJson(*r.expert_parallel, r.expert_parallel_rank);
   if (r.trace) {
     nlohmann::json counts = nlohmann::json::array();
     for (size_t step = 0; step < r.trace->steps.size(); ++step)

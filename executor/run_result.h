@@ -9,6 +9,7 @@
 
 #include "device/gpu_devices.h"
 #include "executor/executor_config.h"
+#include "executor/expert_parallel.h"
 #include "executor/forward_model.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
@@ -88,6 +89,10 @@ struct RunResult {
   std::optional<RunSdStats> sd;                  // SD
   OperatorTimes operator_times;                  // the target's (SD: its rounds only)
   std::optional<offload::OffloadStats> offload;  // --offload
+  // --expert-parallel: the expert-parallel times of rank `expert_parallel_rank` (the reporting
+  // one).
+  std::optional<ExpertParallelStats> expert_parallel;
+  int expert_parallel_rank = 0;
   // The routing the target recorded (MoE models): the report's per-step expert token counts.
   std::optional<routing::RoutingTrace> trace;
   // --timeline-out (RunRequest::record_timeline): what the executor's threads did

@@ -112,9 +112,11 @@ double Mean(const std::vector<double>& values) {
 
 bool OnGpu(const RunRequest& request) { return request.device == "gpu"; }
 
+}  // namespace
+
 // The target's shape in the weight formats asked for, checked against the model's positions,
 // this machine's memory and (--device gpu) the device before any weight is built.
-ExecutorConfig TargetConfig(const RunRequest& request, const model::PresetStore& presets) {
+ExecutorConfig RunTargetConfig(const RunRequest& request, const model::PresetStore& presets) {
   request.Validate();
   ExecutorConfig config = ExecutorConfigFromSpec(presets.LoadModel(request.model), request.shape);
   CheckRunFits(request, config);
@@ -128,6 +130,8 @@ ExecutorConfig TargetConfig(const RunRequest& request, const model::PresetStore&
       kernels::WeightFormatFromBits(request.attention_bits, "--attention-bits");
   return config;
 }
+
+namespace {
 
 // The target model and what feeds it. Members are destroyed in reverse: the CPU offload runtime
 // (its readers) first, then the model, then the timeline both wrote to.
@@ -197,7 +201,9 @@ RunRouting SetUpRouting(const RunRequest& request, const ExecutorConfig& config)
   return routing;
 }
 
-RunMachine Machine(const RunRequest& request, const kernels::ThreadPool& pool) {
+}  // namespace
+
+RunMachine RunMachineOf(const RunRequest& request, const kernels::ThreadPool& pool) {
   RunMachine machine;
   machine.cpu = kernels::CpuModelName();
   machine.isa = ToString(kernels::ActiveIsa());
@@ -212,13 +218,15 @@ RunMachine Machine(const RunRequest& request, const kernels::ThreadPool& pool) {
   return machine;
 }
 
+namespace {
+
 // What the run is, before it runs: the machine, the model, the request's sizes.
 RunResult DescribeRun(const RunRequest& request, const ExecutorConfig& config,
                       const ModelWeights& weights, const kernels::ThreadPool& pool,
                       const ForwardModel& target, const RunRouting& routing) {
   RunResult result;
   result.workload = request.workload;
-  result.machine = Machine(request, pool);
+  result.machine = RunMachineOf(request, pool);
   result.device = target.device();
   result.model = {config, weights.source, weights.TotalBytes()};
   result.batch = request.batch;
@@ -452,7 +460,7 @@ void RunRequest::Validate() const {
 }
 
 RunResult RunWorkload(const RunRequest& request, const model::PresetStore& presets) {
-  const ExecutorConfig config = TargetConfig(request, presets);
+  const ExecutorConfig config = RunTargetConfig(request, presets);
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   offload::PreparedStore store;
   const ModelWeights weights = request.offload && !OnGpu(request)

@@ -9,6 +9,7 @@
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
 #include "executor/run_result.h"
+#include "kernels/thread_pool.h"
 #include "model/preset_store.h"
 #include "routing/routing_spec.h"
 
@@ -58,6 +59,12 @@ struct RunRequest {
 
   void Validate() const;
 };
+
+// The target's shape in the weight formats asked for, checked against the model's positions, this
+// machine's memory and (--device gpu) the device before any weight is built.
+ExecutorConfig RunTargetConfig(const RunRequest& request, const model::PresetStore& presets);
+// Where the run runs: CPU, ISA, the pool's threads and (--device gpu) the GPU.
+RunMachine RunMachineOf(const RunRequest& request, const kernels::ThreadPool& pool);
 
 // Runs the workload and returns what it measured (RunResultToJson: the report "moelab.run/1",
 // docs/executor.md). Writes no file.

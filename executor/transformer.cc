@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "executor/expert_parallel.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/scratch.h"
@@ -241,7 +242,6 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   const LayerWeights& lw = weights_.layers[layer];
   const int64_t d = c.hidden_size;
   const int64_t experts = c.num_experts;
-  const int64_t k = c.top_k;
   const int64_t moe_layer = layer - c.first_dense_layers;
 
   Clock::time_point start = Clock::now();
@@ -258,6 +258,36 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
 
   start = Clock::now();
   ffn_out_.assign(static_cast<size_t>(tokens * d), 0.0f);
+  if (expert_parallel_) {
+    expert_parallel_->RunLayer(moe_layer, normed_.data(), tokens, token_experts_, token_weights_,
+                               lw.experts, ffn_out_.data());
+  } else {
+    times_.experts_s += Since(start);
+    RoutedExperts(layer, tokens, record);
+    start = Clock::now();
+  }
+  if (lw.shared.width > 0) {
+    expert_out_.resize(static_cast<size_t>(tokens * d));
+    Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
+    std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
+    if (!lw.shared_gate.empty()) {
+      kernels::MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
+      for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
+    }
+    for (int64_t t = 0; t < tokens; ++t)
+      kernels::Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+  }
+  times_.experts_s += Since(start);
+}
+
+void Transformer::RoutedExperts(int64_t layer, int64_t tokens, routing::RoutingStep* record) {
+  const ExecutorConfig& c = config();
+  const LayerWeights& lw = weights_.layers[layer];
+  const int64_t d = c.hidden_size;
+  const int64_t experts = c.num_experts;
+  const int64_t k = c.top_k;
+  const int64_t moe_layer = layer - c.first_dense_layers;
+  Clock::time_point start = Clock::now();
   // Tokens of each expert, in token order; outputs added in expert order per token (fixed for a
   // token whatever else is in the batch).
   std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(experts));
@@ -289,17 +319,6 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
     const float* out = provider ? provided_out_.data() + provided_row_[e] * d : expert_out_.data();
     for (int64_t i = 0; i < count; ++i)
       kernels::Axpy(assigned[i].second, out + i * d, d, ffn_out_.data() + assigned[i].first * d);
-  }
-  if (lw.shared.width > 0) {
-    expert_out_.resize(static_cast<size_t>(tokens * d));
-    Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
-    std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
-    if (!lw.shared_gate.empty()) {
-      kernels::MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
-      for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
-    }
-    for (int64_t t = 0; t < tokens; ++t)
-      kernels::Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
   }
   times_.experts_s += Since(start);
 }

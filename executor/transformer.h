@@ -17,6 +17,8 @@
 
 namespace moelab::executor {
 
+class ExpertParallel;
+
 // The reference MoE transformer: embeddings, RMSNorm, rotary embeddings, grouped-query attention
 // over per-sequence KV caches, a softmax top-K router (renormalized when the family does), SwiGLU
 // experts, shared experts, final norm, LM head. Every token's result depends only on its own
@@ -42,12 +44,17 @@ class Transformer final : public ForwardModel {
   // Every pass adds its operators to `timeline` (nullptr: none): the pass, the embedding, each
   // layer's norms, attention and router ("dense layer L"), each expert's FFN, the LM head.
   void set_timeline(ExecutionTimeline* timeline) { timeline_ = timeline; }
+  // Routed experts run across ranks (expert_parallel.h) in every pass (nullptr: here): each MoE
+  // layer's tokens go to their experts' ranks and back; this model holds only its rank's experts.
+  void set_expert_parallel(ExpertParallel* expert_parallel) { expert_parallel_ = expert_parallel; }
   int64_t passes() const override { return passes_; }
 
  private:
   void Attention(int64_t layer, std::vector<SequenceInput>& batch, int64_t tokens);
   void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
                 routing::RoutingStep* record);
+  // The routed experts of this process (from ModelWeights or the provider) into ffn_out_.
+  void RoutedExperts(int64_t layer, int64_t tokens, routing::RoutingStep* record);
   void Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, float* out);
   // The routed experts through options.experts (the offload runtime); outputs added in expert
   // order per token, as without it, so results are bit-identical.
@@ -62,6 +69,7 @@ class Transformer final : public ForwardModel {
   ExpertProvider* provider_ = nullptr;
   ExpertProvider* active_provider_ = nullptr;  // this pass's
   ExecutionTimeline* timeline_ = nullptr;
+  ExpertParallel* expert_parallel_ = nullptr;
   std::chrono::steady_clock::time_point layer_start_;  // the current layer's, for the timeline
   void Record(ExecutionTimeline::Kind kind, int64_t layer, int64_t expert,
               std::chrono::steady_clock::time_point start) {

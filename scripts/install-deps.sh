@@ -20,6 +20,8 @@ packages=(
   liburing-dev                   # the offload runtime's io_uring expert reader
   pkg-config                     # finds liburing
   ccache                         # CMakeLists.txt: rebuilds (CI's three builds) reuse objects
+  libopenmpi-dev                 # parallel/: expert parallelism across MPI ranks (run --expert-parallel)
+  openmpi-bin                    # mpirun, for --expert-parallel and its tests
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.

@@ -24,12 +24,11 @@ inline std::string Slurp(const std::filesystem::path& path) {
   return buffer.str();
 }
 
-// Runs the built moelab (MOELAB_BINARY, defined by each CLI test target) with `args` (a shell
-// word list) and captures its exit status, stdout and stderr.
-inline CliRun RunMoelab(const std::string& args) {
+// Runs a shell command line and captures its exit status, stdout and stderr.
+inline CliRun RunShell(const std::string& command_line) {
   const std::filesystem::path dir = MakeTempDir("cli-run");
-  const std::string command = std::string(MOELAB_BINARY) + " " + args + " >" +
-                              (dir / "out").string() + " 2>" + (dir / "err").string();
+  const std::string command =
+      command_line + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const int raw = std::system(command.c_str());
   CliRun run;
   run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -37,6 +36,12 @@ inline CliRun RunMoelab(const std::string& args) {
   run.err = Slurp(dir / "err");
   std::filesystem::remove_all(dir);
   return run;
+}
+
+// Runs the built moelab (MOELAB_BINARY, defined by each CLI test target) with `args` (a shell
+// word list) and captures its exit status, stdout and stderr.
+inline CliRun RunMoelab(const std::string& args) {
+  return RunShell(std::string(MOELAB_BINARY) + " " + args);
 }
 
 }  // namespace moelab::testing

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include "cli/options.h"
+#include "cli/output.h"
+#include "executor/expert_parallel_run.h"
+#include "executor/run_workload.h"
+
+namespace moelab::cli {
+
+// `moelab run`'s expert-parallel block: --expert-parallel R, --attention, --placement FILE,
+// --ep-chunks N|auto.
+struct ExpertParallelFlags {
+  executor::ExpertParallelOptions options;
+};
+void AddExpertParallelOptions(po::options_description& options, ExpertParallelFlags& flags);
+// Whether --expert-parallel was given; its companions without it are refused by name.
+bool ExpertParallelRequested(const po::variables_map& values);
+
+// Runs the request across the MPI ranks that started this process and prints the report on rank
+// 0 (--out written by rank 0 only). Without mpirun, or in a build without MPI, refused with one
+// line. Every rank returns non-zero when any refused (the message printed once, by rank 0); a rank
+// whose collective timed out prints its own message and aborts the job so no rank hangs.
+int RunAcrossRanks(const executor::RunRequest& request, const ExpertParallelFlags& flags,
+                   const OutputRequest& output);
+
+}  // namespace moelab::cli

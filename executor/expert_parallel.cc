@@ -1,0 +1,283 @@
+#include "executor/expert_parallel.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/elementwise.h"
+
+namespace moelab::executor {
+
+// One chunk of a layer's tokens on its way to the experts and back. A dispatched row is the
+// expert's id (its bits in the first float) followed by the token's hidden state; a combined row
+// is the expert's output. Rows go to each rank in (token, slot) order and come back in that order.
+struct ExpertParallel::Chunk {
+  int64_t first = 0, end = 0;                 // this rank's tokens [first, end)
+  std::vector<int64_t> send_rows, recv_rows;  // per rank
+  std::vector<int64_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
+  std::vector<float> send, recv, back_send, back_recv;
+  std::vector<int64_t> slot_row;  // [(t - first) * k + j]: the row (send order) of token t's slot j
+  std::unique_ptr<parallel::PendingCollective> counts, dispatch, combine;
+  Clock::time_point dispatch_start, combine_start;
+  bool dispatch_done = false, combine_done = false;
+};
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Bytes and byte offsets of `rows` rows of `row_floats` floats per rank.
+void ByteLayout(const std::vector<int64_t>& rows, int64_t row_floats, std::vector<int64_t>& bytes,
+                std::vector<int64_t>& offsets) {
+  bytes.resize(rows.size());
+  offsets.resize(rows.size());
+  int64_t at = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    bytes[r] = rows[r] * row_floats * static_cast<int64_t>(sizeof(float));
+    offsets[r] = at;
+    at += bytes[r];
+  }
+}
+
+int64_t Sum(const std::vector<int64_t>& values) {
+  int64_t sum = 0;
+  for (int64_t v : values) sum += v;
+  return sum;
+}
+
+}  // namespace
+
+ExpertParallelLayerTimes ExpertParallelStats::Total() const {
+  ExpertParallelLayerTimes total;
+  for (const ExpertParallelLayerTimes& l : layers) {
+    total.dispatch_s += l.dispatch_s;
+    total.combine_s += l.combine_s;
+    total.expert_compute_s += l.expert_compute_s;
+    total.exposed_comm_s += l.exposed_comm_s;
+  }
+  return total;
+}
+
+ExpertParallel::ExpertParallel(parallel::Communicator& communicator, ExpertPlacement placement,
+                               int64_t chunks, int64_t hidden, int64_t moe_layers,
+                               kernels::ThreadPool& pool)
+    : communicator_(communicator),
+      placement_(std::move(placement)),
+      chunks_(chunks),
+      hidden_(hidden),
+      pool_(pool) {
+  if (placement_.ranks != communicator.size()) {
+    throw base::Error("expert placement over " + std::to_string(placement_.ranks) +
+                      " ranks, but the job has " + std::to_string(communicator.size()));
+  }
+  if (chunks < 1) throw base::Error("--ep-chunks must be at least 1");
+  stats_.ranks = communicator.size();
+  stats_.chunks = chunks;
+  stats_.rank_of_expert = placement_.rank_of_expert;
+  stats_.layers.resize(static_cast<size_t>(moe_layers));
+  for (int64_t c = 0; c < chunks; ++c) chunk_state_.push_back(std::make_unique<Chunk>());
+}
+
+ExpertParallel::~ExpertParallel() = default;
+
+void ExpertParallel::PackChunk(Chunk& chunk, const float* x,
+                               const std::vector<std::vector<int32_t>>& experts) {
+  const size_t ranks = static_cast<size_t>(communicator_.size());
+  const int64_t d = hidden_;
+  const int64_t k = chunk.end > chunk.first ? static_cast<int64_t>(experts[chunk.first].size()) : 0;
+  chunk.send_rows.assign(ranks, 0);
+  chunk.recv_rows.assign(ranks, 0);
+  for (int64_t t = chunk.first; t < chunk.end; ++t) {
+    for (int32_t e : experts[t]) ++chunk.send_rows[placement_.rank_of_expert[e]];
+  }
+  std::vector<int64_t> next_row(ranks, 0);
+  for (size_t r = 1; r < ranks; ++r) next_row[r] = next_row[r - 1] + chunk.send_rows[r - 1];
+  const int64_t rows = Sum(chunk.send_rows);
+  chunk.send.resize(static_cast<size_t>(rows * (d + 1)));
+  chunk.slot_row.resize(static_cast<size_t>((chunk.end - chunk.first) * k));
+  for (int64_t t = chunk.first; t < chunk.end; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = experts[t][j];
+      const int64_t row = next_row[placement_.rank_of_expert[e]]++;
+      chunk.slot_row[(t - chunk.first) * k + j] = row;
+      float* out = chunk.send.data() + row * (d + 1);
+      std::memcpy(out, &e, sizeof(float));
+      std::copy_n(x + t * d, d, out + 1);
+    }
+  }
+  stats_.rows_sent += rows;
+}
+
+void ExpertParallel::StartDispatch(Chunk& chunk) {
+  const int64_t row_floats = hidden_ + 1;
+  ByteLayout(chunk.send_rows, row_floats, chunk.send_bytes, chunk.send_offsets);
+  ByteLayout(chunk.recv_rows, row_floats, chunk.recv_bytes, chunk.recv_offsets);
+  chunk.recv.resize(static_cast<size_t>(Sum(chunk.recv_rows) * row_floats));
+  chunk.dispatch =
+      communicator_.StartAllToAllV(chunk.send.data(), chunk.send_bytes, chunk.send_offsets,
+                                   chunk.recv.data(), chunk.recv_bytes, chunk.recv_offsets);
+}
+
+void ExpertParallel::ComputeExperts(Chunk& chunk, const std::vector<FfnWeights>& layer_experts,
+                                    Chunk* in_flight_dispatch, Chunk* in_flight_combine) {
+  const Clock::time_point start = Clock::now();
+  const int64_t d = hidden_;
+  const int64_t rows = Sum(chunk.recv_rows);
+  chunk.back_send.resize(static_cast<size_t>(rows * d));
+  // The received rows of each expert, in arrival order (rank, then the sender's token order).
+  std::vector<std::vector<int64_t>> rows_of(static_cast<size_t>(placement_.num_experts()));
+  for (int64_t row = 0; row < rows; ++row) {
+    int32_t e = 0;
+    std::memcpy(&e, chunk.recv.data() + row * (d + 1), sizeof(float));
+    if (e < 0 || e >= placement_.num_experts() ||
+        placement_.rank_of_expert[e] != communicator_.rank())
+      throw base::Error("expert parallelism: rank " + std::to_string(communicator_.rank()) +
+                        " received a row for expert " + std::to_string(e) + " it does not hold");
+    rows_of[static_cast<size_t>(e)].push_back(row);
+  }
+  for (size_t e = 0; e < rows_of.size(); ++e) {
+    const std::vector<int64_t>& mine = rows_of[e];
+    if (mine.empty()) continue;
+    const int64_t count = static_cast<int64_t>(mine.size());
+    gathered_.resize(static_cast<size_t>(count * d));
+    expert_out_.resize(gathered_.size());
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(chunk.recv.data() + mine[i] * (d + 1) + 1, d, gathered_.data() + i * d);
+    const FfnWeights& ffn = layer_experts[e];
+    kernels::ExpertFfn(gathered_.data(), count, ffn.gate_up, ffn.down, expert_out_.data(), pool_,
+                       ffn_scratch_);
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(expert_out_.data() + i * d, d, chunk.back_send.data() + mine[i] * d);
+    // Between GEMMs the neighbours' exchanges move on (MPI progresses a non-blocking collective
+    // only inside MPI calls).
+    Progress(in_flight_dispatch);
+    Progress(in_flight_combine);
+  }
+  stats_.rows_received += rows;
+  layer_->expert_compute_s += Seconds(Clock::now() - start);
+}
+
+void ExpertParallel::StartCombine(Chunk& chunk) {
+  // Back the way the rows came: what this rank received it returns, what it sent it gets back.
+  std::vector<int64_t> back_bytes, back_offsets, home_bytes, home_offsets;
+  ByteLayout(chunk.recv_rows, hidden_, back_bytes, back_offsets);
+  ByteLayout(chunk.send_rows, hidden_, home_bytes, home_offsets);
+  chunk.back_recv.resize(static_cast<size_t>(Sum(chunk.send_rows) * hidden_));
+  chunk.combine_start = Clock::now();
+  chunk.combine = communicator_.StartAllToAllV(chunk.back_send.data(), back_bytes, back_offsets,
+                                               chunk.back_recv.data(), home_bytes, home_offsets);
+}
+
+void ExpertParallel::WaitFor(parallel::PendingCollective& pending, double& exposed_s) {
+  const Clock::time_point start = Clock::now();
+  pending.Wait();
+  exposed_s += Seconds(Clock::now() - start);
+}
+
+void ExpertParallel::Progress(Chunk* chunk) {
+  if (chunk == nullptr) return;
+  if (chunk->dispatch && !chunk->dispatch_done && chunk->dispatch->Test()) {
+    chunk->dispatch_done = true;
+    layer_->dispatch_s += Seconds(Clock::now() - chunk->dispatch_start);
+  }
+  if (chunk->combine && !chunk->combine_done && chunk->combine->Test()) {
+    chunk->combine_done = true;
+    layer_->combine_s += Seconds(Clock::now() - chunk->combine_start);
+  }
+}
+
+void ExpertParallel::Accumulate(const Chunk& chunk,
+                                const std::vector<std::vector<int32_t>>& experts,
+                                const std::vector<std::vector<float>>& weights, float* out) {
+  const int64_t d = hidden_;
+  std::vector<int64_t> order;
+  for (int64_t t = chunk.first; t < chunk.end; ++t) {
+    const int64_t k = static_cast<int64_t>(experts[t].size());
+    order.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) order[j] = j;
+    // Ascending expert id: the order the one-process loop adds a token's experts in.
+    std::sort(order.begin(), order.end(),
+              [&](int64_t a, int64_t b) { return experts[t][a] < experts[t][b]; });
+    float* row = out + t * d;
+    std::fill(row, row + d, 0.0f);
+    for (int64_t j : order) {
+      kernels::Axpy(weights[t][j],
+                    chunk.back_recv.data() + chunk.slot_row[(t - chunk.first) * k + j] * d, d, row);
+    }
+  }
+}
+
+void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
+                              const std::vector<std::vector<int32_t>>& experts,
+                              const std::vector<std::vector<float>>& weights,
+                              const std::vector<FfnWeights>& layer_experts, float* out) {
+  if (moe_layer < 0 || moe_layer >= static_cast<int64_t>(stats_.layers.size()))
+    throw base::Error("expert parallelism: MoE layer " + std::to_string(moe_layer) + " unknown");
+  layer_ = &stats_.layers[static_cast<size_t>(moe_layer)];
+  const int64_t n = chunks_;
+  // Every chunk's row counts go out first; each chunk's rows follow once its counts arrived.
+  for (int64_t c = 0; c < n; ++c) {
+    Chunk& chunk = *chunk_state_[c];
+    chunk.first = tokens * c / n;
+    chunk.end = tokens * (c + 1) / n;
+    chunk.dispatch.reset();
+    chunk.combine.reset();
+    chunk.dispatch_done = chunk.combine_done = false;
+    PackChunk(chunk, x, experts);
+    chunk.dispatch_start = Clock::now();
+    chunk.counts = communicator_.StartAllToAll(chunk.send_rows.data(), chunk.recv_rows.data());
+  }
+  WaitFor(*chunk_state_[0]->counts, layer_->exposed_comm_s);
+  StartDispatch(*chunk_state_[0]);
+  // EPS-MoE's pipeline: chunk c + 1's dispatch and chunk c - 1's combine run while chunk c's
+  // experts compute.
+  for (int64_t c = 0; c < n; ++c) {
+    Chunk& chunk = *chunk_state_[c];
+    WaitFor(*chunk.dispatch, layer_->exposed_comm_s);
+    Progress(&chunk);
+    Chunk* next = c + 1 < n ? chunk_state_[c + 1].get() : nullptr;
+    if (next) {
+      WaitFor(*next->counts, layer_->exposed_comm_s);
+      StartDispatch(*next);
+    }
+    ComputeExperts(chunk, layer_experts, next, c > 0 ? chunk_state_[c - 1].get() : nullptr);
+    StartCombine(chunk);
+  }
+  for (int64_t c = 0; c < n; ++c) {
+    Chunk& chunk = *chunk_state_[c];
+    WaitFor(*chunk.combine, layer_->exposed_comm_s);
+    Progress(&chunk);
+    Accumulate(chunk, experts, weights, out);
+  }
+}
+
+nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int rank) {
+  const ExpertParallelLayerTimes total = stats.Total();
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t l = 0; l < stats.layers.size(); ++l) {
+    const ExpertParallelLayerTimes& t = stats.layers[l];
+    layers.push_back({{"moe_layer", l},
+                      {"dispatch_s", t.dispatch_s},
+                      {"combine_s", t.combine_s},
+                      {"expert_compute_s", t.expert_compute_s},
+                      {"exposed_comm_s", t.exposed_comm_s}});
+  }
+  return {{"ranks", stats.ranks},
+          {"chunks", stats.chunks},
+          {"chunks_auto", stats.chunks_auto},
+          {"attention", stats.attention},
+          {"placement", stats.rank_of_expert},
+          {"measured_on_rank", rank},
+          {"dispatch_s", total.dispatch_s},
+          {"combine_s", total.combine_s},
+          {"expert_compute_s", total.expert_compute_s},
+          {"exposed_comm_s", total.exposed_comm_s},
+          {"rows_sent", stats.rows_sent},
+          {"rows_received", stats.rows_received},
+          {"layers", layers}};
+}
+
+}  // namespace moelab::executor

@@ -1,0 +1,308 @@
+#include "executor/expert_parallel_run.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "base/error.h"
+#include "base/hash.h"
+#include "base/input_file.h"
+#include "base/limits.h"
+#include "base/number_lists.h"
+#include "executor/expert_parallel.h"
+#include "executor/expert_parallel_chunks.h"
+#include "executor/expert_placement.h"
+#include "executor/generation.h"
+#include "executor/hf_weights.h"
+#include "executor/transformer.h"
+#include "report/provenance.h"
+
+namespace moelab::executor {
+namespace {
+
+// What every rank checks before building anything; `key` is what they compare.
+struct Prepared {
+  ExecutorConfig config;
+  ExpertPlacement placement;
+  int64_t chunks = 1;  // kAutoChunks: chosen once the weights are built
+  uint64_t key = 0;
+};
+
+uint64_t HashText(uint64_t hash, const std::string& text) {
+  for (unsigned char c : text) hash = base::Mix64(hash ^ c);
+  return base::Mix64(hash ^ text.size());
+}
+
+void RefuseWithExpertParallel(bool refused, const std::string& what) {
+  if (refused) throw base::Error("--expert-parallel runs " + what);
+}
+
+// The request's refusals under expert parallelism, then the config and the placement.
+Prepared Prepare(const RunRequest& request, const ExpertParallelOptions& options,
+                 const model::PresetStore& presets, int world_size) {
+  options.Validate();
+  if (options.ranks != world_size) {
+    throw base::Error("--expert-parallel " + std::to_string(options.ranks) +
+                      ", but mpirun started " + std::to_string(world_size) +
+                      " ranks: run it as mpirun -n " + std::to_string(options.ranks) +
+                      " moelab run --expert-parallel " + std::to_string(options.ranks) + " ...");
+  }
+  RefuseWithExpertParallel(
+      request.workload != Workload::kPrefill && request.workload != Workload::kDecode,
+      "--workload prefill or decode (beam and sd are not split across ranks yet)");
+  RefuseWithExpertParallel(request.device != "cpu", "on the CPU (--device cpu)");
+  RefuseWithExpertParallel(request.offload.has_value(), "with every expert in RAM (no --offload)");
+  RefuseWithExpertParallel(request.temperature != 0, "greedy decoding (--temperature 0)");
+  RefuseWithExpertParallel(request.routing.kind != routing::RoutingSpec::Kind::kGate,
+                           "the model's own gate (--routing gate)");
+  RefuseWithExpertParallel(request.trace_requested || request.record_timeline,
+                           "without --trace-out and --timeline-out (one rank's view only)");
+  if (request.batch < options.ranks) {
+    throw base::Error("--batch " + std::to_string(request.batch) + " is below --expert-parallel " +
+                      std::to_string(options.ranks) +
+                      ": data-parallel attention gives every rank at least one sequence");
+  }
+  Prepared prepared;
+  prepared.chunks = ParseEpChunks(options.chunks);
+  prepared.config = RunTargetConfig(request, presets);
+  const ExecutorConfig& c = prepared.config;
+  if (!c.is_moe())
+    throw base::Error("--expert-parallel spreads routed experts; model '" + c.name + "' is dense");
+  prepared.placement = options.placement_file.empty()
+                           ? ContiguousPlacement(c.num_experts, options.ranks)
+                           : LoadPlacement(options.placement_file, c.num_experts, options.ranks);
+  // The build, the model (its file's bytes when it is one), the weights file, every option that
+  // shapes the run, and the placement: ranks that differ in any would compute different things.
+  const nlohmann::json provenance = report::Provenance();
+  std::string key = provenance.value("version", "") + " " + provenance.value("git_commit", "") +
+                    " " + provenance["build"].dump();
+  key += " model " + request.model + " " + std::to_string(c.num_layers) + "x" +
+         std::to_string(c.hidden_size) + "x" + std::to_string(c.num_experts) + "x" +
+         std::to_string(c.expert_intermediate_size) + "x" + std::to_string(c.vocab_size) +
+         " bits " + std::to_string(request.expert_bits) + "/" +
+         std::to_string(request.attention_bits);
+  if (std::filesystem::is_regular_file(request.model))
+    key += " " + base::ReadInputFile(request.model, base::kMaxJsonFileBytes, "--model");
+  if (!request.weights.empty()) {
+    std::error_code error;
+    key += " weights " + request.weights + " " +
+           std::to_string(std::filesystem::file_size(request.weights, error));
+  }
+  key += " run " + ToString(request.workload) + " " + std::to_string(request.batch) + " " +
+         std::to_string(request.prompt_tokens) + " " + std::to_string(request.output_tokens) +
+         " seed " + std::to_string(request.seed) + " chunks " + options.chunks + " " +
+         prepared.placement.Key();
+  prepared.key = HashText(0, key);
+  return prepared;
+}
+
+// Every rank's refusal, or nothing: each rank throws the same AgreedError when any refused.
+void Agree(parallel::Communicator& communicator, const std::string& error) {
+  const std::vector<std::string> errors = communicator.AllGatherBytes(error);
+  bool all_same = true;
+  int first = -1;
+  for (int r = 0; r < communicator.size(); ++r) {
+    if (!errors[r].empty() && first < 0) first = r;
+    all_same = all_same && errors[r] == errors[0];
+  }
+  if (first < 0) return;
+  if (all_same) throw parallel::AgreedError(errors[0]);
+  throw parallel::AgreedError("rank " + std::to_string(first) + " of " +
+                              std::to_string(communicator.size()) + ": " + errors[first]);
+}
+
+// The model's weights with only this rank's routed experts (the others empty).
+ModelWeights LoadRankWeights(const RunRequest& request, const ExecutorConfig& config,
+                             const ExpertPlacement& placement, int rank,
+                             kernels::ThreadPool& pool) {
+  ModelWeights weights;
+  if (request.weights.empty()) {
+    std::vector<std::pair<int64_t, FfnWeights>> kept;  // (moe layer * experts + expert, weights)
+    const ExpertSink keep = [&](int64_t moe_layer, int64_t expert, const FfnWeights& w) {
+      if (placement.rank_of_expert[expert] == rank)
+        kept.push_back({moe_layer * config.num_experts + expert, w});
+    };
+    weights = MakeSyntheticWeights(config, request.seed, pool, &keep);
+    for (LayerWeights& layer : weights.layers)
+      if (layer.experts.empty() && !layer.router.empty())
+        layer.experts.resize(static_cast<size_t>(config.num_experts));
+    for (auto& [index, w] : kept) {
+      const int64_t layer = index / config.num_experts + config.first_dense_layers;
+      weights.layers[layer].experts[index % config.num_experts] = std::move(w);
+    }
+    return weights;
+  }
+  weights = LoadHuggingFaceWeights(config, request.weights);
+  for (LayerWeights& layer : weights.layers) {
+    for (size_t e = 0; e < layer.experts.size(); ++e)
+      if (placement.rank_of_expert[e] != rank) layer.experts[e] = FfnWeights{};
+  }
+  return weights;
+}
+
+// Bytes one decode token reads, each routed expert counted at its full size (this rank holds few).
+double WeightBytesPerToken(const ExecutorConfig& config, const ModelWeights& weights) {
+  FfnWeights expert;
+  expert.Allocate(config.hidden_size, config.expert_intermediate_size, config.expert_format);
+  const double held = weights.layers[config.first_dense_layers].experts[0].StoredBytes();
+  const double counted =
+      static_cast<double>((config.num_layers - config.first_dense_layers) * config.top_k);
+  return weights.BytesPerToken() + counted * (expert.StoredBytes() - held);
+}
+
+std::string PackOutputs(const std::vector<TokenIds>& outputs) {
+  std::string bytes;
+  for (const TokenIds& tokens : outputs) {
+    const int32_t count = static_cast<int32_t>(tokens.size());
+    bytes.append(reinterpret_cast<const char*>(&count), sizeof count);
+    bytes.append(reinterpret_cast<const char*>(tokens.data()), tokens.size() * sizeof(int32_t));
+  }
+  return bytes;
+}
+
+void UnpackOutputs(const std::string& bytes, std::vector<TokenIds>& outputs) {
+  size_t at = 0;
+  while (at + sizeof(int32_t) <= bytes.size()) {
+    int32_t count = 0;
+    std::memcpy(&count, bytes.data() + at, sizeof count);
+    at += sizeof count;
+    TokenIds tokens(static_cast<size_t>(count));
+    std::memcpy(tokens.data(), bytes.data() + at, tokens.size() * sizeof(int32_t));
+    at += tokens.size() * sizeof(int32_t);
+    outputs.push_back(std::move(tokens));
+  }
+}
+
+// The job's steps: each the slowest rank's seconds, tokens summed over ranks.
+std::vector<StepTime> JobSteps(parallel::Communicator& communicator, std::vector<StepTime> steps) {
+  std::vector<double> seconds, tokens, positions;
+  for (const StepTime& s : steps) {
+    seconds.push_back(s.seconds);
+    tokens.push_back(static_cast<double>(s.tokens));
+    positions.push_back(static_cast<double>(s.positions));
+  }
+  communicator.AllReduceMax(seconds.data(), static_cast<int64_t>(seconds.size()));
+  communicator.AllReduceSum(tokens.data(), static_cast<int64_t>(tokens.size()));
+  communicator.AllReduceSum(positions.data(), static_cast<int64_t>(positions.size()));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i].seconds = seconds[i];
+    steps[i].tokens = static_cast<int64_t>(tokens[i]);
+    steps[i].positions = static_cast<int64_t>(positions[i]);
+  }
+  return steps;
+}
+
+}  // namespace
+
+void ExpertParallelOptions::Validate() const {
+  if (ranks < 1)
+    throw base::Error("--expert-parallel must be at least 1 rank, got " + std::to_string(ranks));
+  ParseEpChunks(chunks);
+  if (attention == "tensor-parallel") {
+    throw base::Error(
+        "--attention tensor-parallel (attention split by heads) is not built yet; use "
+        "--attention data-parallel");
+  }
+  if (attention != "data-parallel")
+    throw base::Error("--attention must be data-parallel, got '" + attention + "'");
+}
+
+int64_t ParseEpChunks(const std::string& text) {
+  if (text == "auto") return ExpertParallelOptions::kAutoChunks;
+  const std::vector<int64_t> chunks = base::ParseIntList(text, "ep-chunks", 1);
+  // A chunk holds at least one token of a pass; more chunks than kMaxChunks is no pipeline.
+  if (chunks.size() != 1 || chunks[0] > kMaxEpChunks) {
+    throw base::Error("--ep-chunks must be one whole number in [1, " +
+                      std::to_string(kMaxEpChunks) + "] or auto, got '" + text + "'");
+  }
+  return chunks[0];
+}
+
+RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptions& options,
+                            const model::PresetStore& presets,
+                            parallel::Communicator& communicator) {
+  Prepared prepared;
+  std::string error;
+  try {
+    prepared = Prepare(request, options, presets, communicator.size());
+  } catch (const base::Error& e) {
+    error = e.what();
+  }
+  Agree(communicator, error);
+  const std::vector<uint64_t> keys = communicator.AllGather(prepared.key);
+  for (int r = 1; r < communicator.size(); ++r) {
+    if (keys[r] != keys[0]) {
+      throw parallel::AgreedError(
+          "rank " + std::to_string(r) +
+          " runs a different build, model file, weights or options than rank 0 (their start "
+          "hashes differ): every rank must run the same moelab with the same arguments");
+    }
+  }
+  const ExecutorConfig& config = prepared.config;
+  const int rank = communicator.rank();
+  const int ranks = communicator.size();
+  kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
+  const ModelWeights weights = LoadRankWeights(request, config, prepared.placement, rank, pool);
+  const int64_t moe_layers = config.num_layers - config.first_dense_layers;
+  const std::vector<TokenIds> prompts =
+      SyntheticPrompts(request.batch, request.prompt_tokens, config.vocab_size, request.seed);
+  const int64_t first = request.batch * rank / ranks;
+  const int64_t end = request.batch * (rank + 1) / ranks;
+  const std::vector<TokenIds> mine(prompts.begin() + first, prompts.begin() + end);
+  int64_t chunks = prepared.chunks;
+  if (chunks == ExpertParallelOptions::kAutoChunks) {
+    chunks = AutoEpChunks(communicator, config, weights, prepared.placement,
+                          request.prompt_tokens * (end - first), pool);
+  }
+  ExpertParallel expert_parallel(communicator, prepared.placement, chunks, config.hidden_size,
+                                 moe_layers, pool);
+  expert_parallel.stats().chunks_auto = prepared.chunks == ExpertParallelOptions::kAutoChunks;
+  expert_parallel.stats().attention = options.attention;
+  Transformer model(weights, pool);
+  model.set_expert_parallel(&expert_parallel);
+
+  DecodeOptions decode;
+  decode.output_tokens = request.workload == Workload::kPrefill ? 0 : request.output_tokens;
+  decode.seed = request.seed;
+  const DecodeResult run = RunDecode(model, mine, decode);
+
+  RunResult result;
+  result.workload = request.workload;
+  result.machine = RunMachineOf(request, pool);
+  result.device = model.device();
+  result.model = {config, weights.source, WeightBytesFor(config)};
+  result.batch = request.batch;
+  result.prompt_tokens = request.prompt_tokens;
+  result.output_tokens = request.output_tokens;
+  result.seed = request.seed;
+  result.routing = "model gate";
+  result.weight_bytes_per_token = WeightBytesPerToken(config, weights);
+  result.step_times = JobSteps(communicator, run.steps);
+  double prefill_s = 0, decode_s = 0;
+  for (const StepTime& s : result.step_times)
+    (s.kind == "prefill" ? prefill_s : decode_s) += s.seconds;
+  result.ttft_s = prefill_s;
+  const double later_tokens = static_cast<double>(request.output_tokens - 1);
+  if (request.workload == Workload::kPrefill) {
+    result.tokens_per_s = static_cast<double>(request.batch * request.prompt_tokens) / prefill_s;
+  } else if (later_tokens > 0) {
+    result.tpot_s = decode_s / later_tokens;
+    result.tokens_per_s = static_cast<double>(request.batch) * later_tokens / decode_s;
+    result.decode_weight_bandwidth_bytes_per_s =
+        result.weight_bytes_per_token / (decode_s / later_tokens);
+  }
+  if (request.workload == Workload::kDecode) {
+    std::vector<TokenIds> outputs;
+    for (const std::string& bytes : communicator.AllGatherBytes(PackOutputs(run.outputs)))
+      UnpackOutputs(bytes, outputs);
+    result.outputs = std::move(outputs);
+  }
+  result.operator_times = model.times();
+  result.expert_parallel = expert_parallel.stats();
+  result.expert_parallel_rank = rank;
+  communicator.Barrier();
+  return result;
+}
+
+}  // namespace moelab::executor

@@ -1,0 +1,182 @@
+// moelab run --expert-parallel under mpirun: routed experts on two ranks give the one-process
+// run's greedy tokens (contiguous and interleaved placements, one and several pipeline chunks,
+// auto), the expert_parallel fields are real measurements, and bad input is refused once, on rank
+// 0, with every rank exiting non-zero. Skipped (with a message) in builds without MPI.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+using testing::CliRun;
+using testing::RunMoelab;
+
+// Two ranks of moelab under mpirun (as root too: OpenMPI refuses root without these), each rank
+// given `args`. The ranks share the machine's cores: one thread each.
+CliRun RunOnRanks(int ranks, const std::string& args) {
+  // Root allowed, more ranks than cores, no cross-memory attach (containers forbid its ptrace).
+  const std::string environment =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none ";
+  return testing::RunShell(environment + MOELAB_MPIEXEC + " -n " + std::to_string(ranks) + " " +
+                           MOELAB_BINARY + " " + args);
+}
+
+// 8 experts, top-2, two MoE layers: every rank gets tokens for both ranks' experts.
+const std::string kShape =
+    "run --layers 2 --hidden 64 --intermediate 96 --experts 8 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 --vocab 101 --threads 1 --seed 7 ";
+const std::string kDecode = kShape + "--workload decode --batch 4 --prompt 9 --tokens 6 --json ";
+
+int Count(const std::string& text, const std::string& word) {
+  int count = 0;
+  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++count;
+  return count;
+}
+
+class ExpertParallelCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(MOELAB_MPIEXEC).empty())
+      GTEST_SKIP() << "this build has no MPI (MOELAB_MPI off): install libopenmpi-dev and "
+                      "openmpi-bin, then reconfigure";
+  }
+};
+
+TEST_F(ExpertParallelCli, GreedyTokensIdenticalToOneProcess) {
+  const CliRun one = RunMoelab(kDecode);
+  ASSERT_EQ(one.status, 0) << one.err;
+  const nlohmann::json reference = nlohmann::json::parse(one.out);
+  ASSERT_EQ(reference["outputs"].size(), 4u);
+  for (const std::string chunks : {"1", "3", "auto"}) {
+    const CliRun two = RunOnRanks(2, kDecode + "--expert-parallel 2 --ep-chunks " + chunks);
+    ASSERT_EQ(two.status, 0) << two.err;
+    const nlohmann::json json = nlohmann::json::parse(two.out);  // rank 0 alone printed
+    EXPECT_EQ(json["outputs"], reference["outputs"]) << "--ep-chunks " << chunks;
+    // The same fields as the one-process run, plus expert_parallel.
+    for (const auto& [field, value] : reference.items()) {
+      if (field != "expert_token_counts") {
+        EXPECT_TRUE(json.contains(field)) << field;
+      }
+    }
+    const nlohmann::json& ep = json["expert_parallel"];
+    EXPECT_EQ(ep["ranks"], 2);
+    if (chunks != "auto") {
+      EXPECT_EQ(ep["chunks"].get<int64_t>(), std::stoll(chunks));
+    }
+    EXPECT_EQ(ep["chunks_auto"].get<bool>(), chunks == "auto");
+    EXPECT_EQ(ep["placement"], nlohmann::json({0, 0, 0, 0, 1, 1, 1, 1}));
+    for (const char* field : {"dispatch_s", "combine_s", "expert_compute_s"})
+      EXPECT_GT(ep[field].get<double>(), 0) << field;
+    EXPECT_GE(ep["exposed_comm_s"].get<double>(), 0);
+    ASSERT_EQ(ep["layers"].size(), 2u);
+    for (const nlohmann::json& layer : ep["layers"])
+      EXPECT_GT(layer["dispatch_s"].get<double>(), 0);
+    // Rank 0 sent its 2 sequences' rows: (9 prompt + 5 decode) tokens x 2 sequences x top-2 x 2
+    // layers.
+    EXPECT_EQ(ep["rows_sent"], 14 * 2 * 2 * 2);
+  }
+}
+
+TEST_F(ExpertParallelCli, PrefillAndAPlacementFileGiveTheSameTokens) {
+  const std::filesystem::path dir = testing::MakeTempDir("ep-placement");
+  const std::filesystem::path placement = dir / "placement.json";
+  std::ofstream(placement) << R"({"schema": "moelab.expert_placement/1",
+                                  "ranks": [[1, 3, 5, 7], [0, 2, 4, 6]]})";
+  const CliRun one = RunMoelab(kDecode);
+  ASSERT_EQ(one.status, 0) << one.err;
+  const CliRun two = RunOnRanks(
+      2, kDecode + "--expert-parallel 2 --ep-chunks 2 --placement " + placement.string());
+  ASSERT_EQ(two.status, 0) << two.err;
+  const nlohmann::json json = nlohmann::json::parse(two.out);
+  EXPECT_EQ(json["outputs"], nlohmann::json::parse(one.out)["outputs"]);
+  EXPECT_EQ(json["expert_parallel"]["placement"], nlohmann::json({1, 0, 1, 0, 1, 0, 1, 0}));
+
+  // A prefill of an odd batch over two ranks (2 + 3 sequences): the job's tokens per second.
+  const CliRun prefill =
+      RunOnRanks(2, kShape +
+                        "--workload prefill --batch 5 --prompt 7 --tokens 1 --json "
+                        "--expert-parallel 2");
+  ASSERT_EQ(prefill.status, 0) << prefill.err;
+  const nlohmann::json p = nlohmann::json::parse(prefill.out);
+  EXPECT_GT(p["tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(p["step_times"][0]["tokens"], 5 * 7);
+  std::filesystem::remove_all(dir);
+}
+
+// Bad input: one line from rank 0 (not one per rank), every rank non-zero, no hang.
+void ExpectRefused(const CliRun& run, const std::string& words) {
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.err.find(words), std::string::npos) << run.err;
+  EXPECT_EQ(Count(run.err, "moelab: error:"), 1) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
+  const std::filesystem::path dir = testing::MakeTempDir("ep-bad");
+  // Experts the ranks cannot share evenly (7 over 2).
+  ExpectRefused(
+      RunOnRanks(2, std::string(kDecode).replace(kDecode.find("--experts 8"), 11, "--experts 7") +
+                        "--expert-parallel 2"),
+      "--expert-parallel 2 does not divide the 7 routed experts");
+  // A placement that leaves expert 6 out.
+  const std::filesystem::path missing = dir / "missing.json";
+  std::ofstream(missing) << R"({"schema": "moelab.expert_placement/1",
+                                "ranks": [[0, 1, 2, 3], [4, 5, 7]]})";
+  ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 2 --placement " + missing.string()),
+                "expert 6 is on no rank");
+  // --expert-parallel 3 under mpirun -n 2.
+  ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 3"),
+                "--expert-parallel 3, but mpirun started 2 ranks");
+  // Ranks given different options (a different seed on rank 1): their start hashes differ.
+  const std::string other = std::string(kDecode).replace(kDecode.find("--seed 7"), 8, "--seed 8");
+  ExpectRefused(RunOnRanks(1, kDecode + "--expert-parallel 2 : -n 1 " + MOELAB_BINARY + " " +
+                                  other + "--expert-parallel 2"),
+                "rank 1 runs a different build, model file, weights or options");
+  // Tensor-parallel attention is not built: refused before MPI starts.
+  ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 2 --attention tensor-parallel"),
+                "--attention tensor-parallel");
+  std::filesystem::remove_all(dir);
+}
+
+// A rank killed mid-run (kill -9, so it never reaches a collective again): the job ends with a
+// non-zero status instead of hanging (timeout's 124 would say it hung).
+TEST_F(ExpertParallelCli, ADeadRankEndsTheJob) {
+  const std::string binary = MOELAB_BINARY;
+  // A seed no other test uses names this job's ranks for pgrep.
+  const std::string args = std::string(kShape).replace(kShape.find("--seed 7"), 8, "--seed 90417") +
+                           "--workload decode --batch 2 --prompt 4 --tokens 4000 "
+                           "--max-positions 4096 --expert-parallel 2";
+  const std::string ranks = "pgrep -f '^" + binary + " run .*--seed 90417'";
+  const std::string script =
+      "{ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+      "timeout 120 " +
+      std::string(MOELAB_MPIEXEC) + " -n 2 " + binary + " " + args +
+      " & job=$!; for i in $(seq 300); do [ \"$(" + ranks +
+      " | wc -l)\" -ge 2 ] && break; sleep 0.1; done; sleep 1; kill -9 $(" + ranks +
+      " | tail -1); wait $job; }";
+  const CliRun run = testing::RunShell(script);
+  EXPECT_NE(run.status, 0) << run.err;
+  EXPECT_NE(run.status, 124) << "the job hung after a rank died: " << run.err;
+}
+
+TEST_F(ExpertParallelCli, WithoutMpirunItSaysHowToStartRanks) {
+  const CliRun r = RunMoelab(kDecode + "--expert-parallel 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("start moelab under mpirun"), std::string::npos) << r.err;
+  const CliRun stray = RunMoelab(kDecode + "--ep-chunks 2");
+  EXPECT_EQ(stray.status, 1);
+  EXPECT_NE(stray.err.find("--ep-chunks applies with --expert-parallel R only"), std::string::npos)
+      << stray.err;
+}
+
+}  // namespace
+}  // namespace moelab
