@@ -1,0 +1,50 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace moelab::scheduler {
+
+// How requests are queued when they wait: first come first served, or by `priority` (higher
+// first, FCFS among equals).
+enum class QueueOrder { kFcfs, kPriority };
+
+// What a preempted sequence loses: its KV blocks are freed and its prompt plus the tokens it has
+// generated are prefilled again later (recompute), or its blocks go to a second memory tier and
+// come back unchanged (swap; only where the engine has one).
+enum class PreemptionMode { kRecompute, kSwap };
+
+// Every setting of a serving scheduler, as data: the same struct drives the executor's engine
+// (moelab serve) and the serving simulator (moelab sim serve), and every report prints it
+// (ToJson). Defaults are vLLM's where it has one.
+struct SchedulerConfig {
+  int64_t kv_block_tokens = 16;        // tokens per KV-cache block
+  int64_t kv_blocks = 0;               // blocks in the budget (0: not set; Validate refuses it)
+  int64_t max_running_sequences = 64;  // sequences in one iteration at most
+  // Tokens one iteration processes at most (decodes count 1 each, or gamma + 1 with SD); a
+  // prefill is cut into chunks that fit what the decodes leave (Sarathi-style chunked prefill).
+  int64_t max_batched_tokens = 2048;
+  // A prefill chunk's tokens at most (0: up to max_batched_tokens).
+  int64_t prefill_chunk_tokens = 0;
+  int64_t max_waiting_requests = 1024;  // the queue's bound: an arrival beyond it is refused
+  int64_t max_sequence_tokens = 0;      // prompt + output at most (0: kv_blocks * kv_block_tokens)
+  // Tokens a running sequence's decode step adds (1; gamma + 1 positions verified with SD, of
+  // which the engine keeps the accepted ones).
+  int64_t decode_tokens_per_step = 1;
+  QueueOrder order = QueueOrder::kFcfs;
+  PreemptionMode preemption = PreemptionMode::kRecompute;
+
+  // Errors name the option (--kv-blocks, --max-running, --max-batched-tokens, --prefill-chunk,
+  // --max-waiting, --max-sequence-tokens) and the expected range.
+  void Validate() const;
+  nlohmann::json ToJson() const;
+};
+
+std::string QueueOrderName(QueueOrder order);             // "fcfs", "priority"
+std::string PreemptionModeName(PreemptionMode mode);      // "recompute", "swap"
+QueueOrder ParseQueueOrder(const std::string& text);      // error names --queue-order
+PreemptionMode ParsePreemptionMode(const std::string& text);  // error names --preemption
+
+}  // namespace moelab::scheduler
