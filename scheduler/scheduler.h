@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,21 +32,27 @@ struct AdmitResult {
 // One sequence's share of an iteration.
 struct BatchEntry {
   int64_t request_id = 0;
-  bool prefill = false;     // a prefill chunk (prompt, or recomputation after preemption)
-  int64_t tokens = 0;       // new tokens this iteration (chunk size, or decode_tokens_per_step)
+  bool prefill = false;        // a prefill chunk (prompt, or recomputation after preemption)
+  int64_t tokens = 0;          // new tokens this iteration (chunk size, or decode_tokens_per_step)
   int64_t context_tokens = 0;  // tokens already in the sequence's KV cache before this iteration
   // True when this chunk completes the prefill: the iteration yields the sequence's next token.
   bool emits_token = false;
+  bool operator==(const BatchEntry&) const = default;
 };
 
 // What one iteration does: the batch in the order the engine runs it (decodes first, then
 // prefill chunks, each group in queue order), and what the scheduler decided before it.
 struct IterationPlan {
   int64_t iteration = 0;
-  std::vector<BatchEntry> batch;         // empty when nothing can run
-  std::vector<int64_t> preempted;        // running sequences preempted to make room (newest first)
-  std::vector<int64_t> admitted;         // waiting requests that started running this iteration
-  int64_t kv_blocks_used = 0;            // after this iteration's allocations
+  std::vector<BatchEntry> batch;   // empty when nothing can run
+  std::vector<int64_t> preempted;  // running sequences preempted to make room (newest first)
+  std::vector<int64_t> admitted;   // waiting requests that started running this iteration
+  int64_t kv_blocks_used = 0;      // after this iteration's allocations
+  // PreemptionMode::kSwap only: preempted sequences whose blocks went to the host tier (a subset
+  // of `preempted`), and swapped sequences brought back (they decode in this iteration).
+  std::vector<int64_t> swapped_out;
+  std::vector<int64_t> swapped_in;
+  int64_t waiting = 0;  // requests left waiting after this iteration's admissions
   int64_t batched_tokens() const;
   bool operator==(const IterationPlan&) const = default;
 };
@@ -85,9 +93,9 @@ class Scheduler {
   // (decode_tokens_per_step or, with SD, `emitted_tokens` per request when given); requests that
   // reached max_output_tokens, or are listed in `finished_early`, leave and free their blocks.
   // Returns the ids that finished in this iteration, in batch order.
-  std::vector<int64_t> Complete(const IterationPlan& plan,
-                                const std::vector<int64_t>& finished_early = {},
-                                const std::vector<std::pair<int64_t, int64_t>>& emitted_tokens = {});
+  std::vector<int64_t> Complete(
+      const IterationPlan& plan, const std::vector<int64_t>& finished_early = {},
+      const std::vector<std::pair<int64_t, int64_t>>& emitted_tokens = {});
 
   // Drops a waiting or running request (client disconnect) and frees its blocks; false when the
   // id is unknown or already finished.
@@ -100,8 +108,41 @@ class Scheduler {
   SchedulerState State() const;
 
  private:
+  // One request's state. Its KV cache holds `prefilled` tokens while it prefills; once decoding it
+  // holds prompt + generated - 1 (the last generated token is the next decode's input).
+  struct Sequence {
+    ScheduledRequest request;
+    int64_t submitted = 0;       // submission number: FCFS order, and ties among priorities
+    int64_t prefill_target = 0;  // prompt + generated at admission (recompute re-prefills both)
+    int64_t prefilled = 0;       // of prefill_target, computed so far
+    int64_t generated = 0;
+    int64_t blocks = 0;   // KV blocks held (on the device, or on the host while swapped)
+    int64_t started = 0;  // admission number: "newest running" for preemption
+    enum class Where { kWaiting, kRunning, kSwapped } where = Where::kWaiting;
+    bool decoding() const { return prefilled == prefill_target && generated > 0; }
+  };
+
+  void Enqueue(int64_t id, bool at_head_of_its_class);
+  // Takes `id` off the device to make room: swapped to the host tier when configured and it has
+  // room, otherwise recompute (blocks freed, back to the waiting queue's head).
+  void Preempt(int64_t id, IterationPlan& plan);
+  void PlanDecodes(IterationPlan& plan, int64_t& budget_tokens, bool& preempted_any);
+  void PlanSwapIns(IterationPlan& plan, int64_t& budget_tokens);
+  void PlanPrefills(IterationPlan& plan, int64_t& budget_tokens, bool admit);
+  void InsertRunning(int64_t id);  // at its place in the running order, as the newest of its class
+  int64_t BlocksFor(int64_t tokens) const;
+  void Finish(int64_t id);
+
   SchedulerConfig config_;
-  // (the implementation's members: waiting queue, running list, block table, counters)
+  std::unordered_map<int64_t, Sequence> sequences_;  // waiting, running and swapped, by id
+  std::deque<int64_t> waiting_;                      // queue order (FCFS, or priority then FCFS)
+  std::vector<int64_t> running_;  // running order: admission (priority first under kPriority)
+  std::vector<int64_t> swapped_;  // oldest preempted first
+  int64_t free_blocks_ = 0;
+  int64_t host_blocks_used_ = 0;
+  int64_t next_submitted_ = 0, next_started_ = 0, next_iteration_ = 0;
+  int64_t preemptions_ = 0, finished_ = 0;
+  bool plan_outstanding_ = false;  // Plan() returned a plan that Complete() has not seen
 };
 
 }  // namespace moelab::scheduler

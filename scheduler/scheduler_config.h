@@ -7,6 +7,16 @@
 
 namespace moelab::scheduler {
 
+// Bounds on the settings (docs/limits.md): far beyond any engine's, small enough that block and
+// token counts never overflow and a simulation's state stays in memory.
+inline constexpr int64_t kMaxKvBlocks = int64_t{1} << 32;
+inline constexpr int64_t kMaxKvBlockTokens = 65536;
+inline constexpr int64_t kMaxRunningSequences = 1 << 20;
+inline constexpr int64_t kMaxBatchedTokens = int64_t{1} << 30;
+inline constexpr int64_t kMaxWaitingRequests = int64_t{1} << 30;
+inline constexpr int64_t kMaxSequenceTokens = int64_t{1} << 40;
+inline constexpr int64_t kMaxDecodeTokensPerStep = 64;
+
 // How requests are queued when they wait: first come first served, or by `priority` (higher
 // first, FCFS among equals).
 enum class QueueOrder { kFcfs, kPriority };
@@ -35,16 +45,20 @@ struct SchedulerConfig {
   int64_t decode_tokens_per_step = 1;
   QueueOrder order = QueueOrder::kFcfs;
   PreemptionMode preemption = PreemptionMode::kRecompute;
+  // kSwap only: KV blocks the host tier holds for swapped-out sequences (--host-kv-blocks); a
+  // preemption that finds it full recomputes instead.
+  int64_t host_kv_blocks = 0;
 
   // Errors name the option (--kv-blocks, --max-running, --max-batched-tokens, --prefill-chunk,
-  // --max-waiting, --max-sequence-tokens) and the expected range.
+  // --max-waiting, --max-sequence-tokens) and the expected range. Every iteration must fit a decode
+  // of each running sequence: max_batched_tokens >= max_running_sequences x decode_tokens_per_step.
   void Validate() const;
   nlohmann::json ToJson() const;
 };
 
-std::string QueueOrderName(QueueOrder order);             // "fcfs", "priority"
-std::string PreemptionModeName(PreemptionMode mode);      // "recompute", "swap"
-QueueOrder ParseQueueOrder(const std::string& text);      // error names --queue-order
+std::string QueueOrderName(QueueOrder order);                 // "fcfs", "priority"
+std::string PreemptionModeName(PreemptionMode mode);          // "recompute", "swap"
+QueueOrder ParseQueueOrder(const std::string& text);          // error names --queue-order
 PreemptionMode ParsePreemptionMode(const std::string& text);  // error names --preemption
 
 }  // namespace moelab::scheduler
