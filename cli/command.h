@@ -35,6 +35,8 @@ int FitPredictCommand(const std::vector<std::string>& args);
 int SimSd(const std::vector<std::string>& args);
 int SimOffload(const std::vector<std::string>& args);
 int SimEp(const std::vector<std::string>& args);
+int SimServe(const std::vector<std::string>& args);
+int PlanCapacity(const std::vector<std::string>& args);
 int PlanOffload(const std::vector<std::string>& args);
 int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);

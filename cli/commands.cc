@@ -20,6 +20,8 @@ const std::vector<Command>& AllCommands() {
       {{"fit", "predict"}, "speedup predicted by an sd fit", FitPredictCommand},
       {{"sim", "sd"}, "speculative-decoding sweep over batch x gamma x alpha", SimSd},
       {{"sim", "offload"}, "discrete-event simulation of expert offloading policies (TTFT, TPOT, hit rate, timeline)", SimOffload},
+      {{"sim", "serve"}, "discrete-event serving simulation: continuous batching under an arrival process (TTFT, TPOT, throughput in moelab.serving/1)", SimServe},
+      {{"plan", "capacity"}, "per hardware the fewest replicas and the settings meeting p99 TTFT and TPOT objectives at a rate, cheapest first", PlanCapacity},
       {{"sim", "ep"}, "a MoE step laid out EP x TP on a node, with and without EPS-MoE's expert pipeline", SimEp},
       {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
       {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},

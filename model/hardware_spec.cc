@@ -122,6 +122,10 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
                            {"memory_bytes", a.memory_bytes},
                            {"memory_bandwidth_bytes_per_s", a.memory_bandwidth_bytes_per_s},
                            {"sm_count", a.sm_count}};
+    if (a.price_usd_per_hour) {
+      json["accelerator"]["price_usd_per_hour"] = *a.price_usd_per_hour;
+      json["accelerator"]["price_source"] = a.price_source;
+    }
     json["accelerator_count"] = spec.accelerator_count;
   }
   if (spec.host) {

@@ -23,6 +23,10 @@ struct AcceleratorSpec {
   double memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
   int64_t sm_count = 0;  // 0 = unknown
+  // A public on-demand cloud price of one accelerator per hour (plan capacity's cost), with where
+  // it was quoted; unset where no public on-demand price was found.
+  std::optional<double> price_usd_per_hour;
+  std::string price_source;
 };
 
 struct HostSpec {

@@ -293,6 +293,10 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
         AcceleratorSpecFromJson(reader.Object("accelerator").json(), origin, "accelerator");
     spec.accelerator->display_name = display_name;
     spec.accelerator_count = 1;
+    if (reader.Has("price_usd_per_hour")) {
+      spec.accelerator->price_usd_per_hour = reader.Number("price_usd_per_hour", 0);
+      spec.accelerator->price_source = reader.String("price_source");
+    }
     if (reader.Has("host")) spec.host = host_from("host");
     if (reader.Has("host_link")) spec.host_link = link_from("host_link");
     spec.compute_device_is_host = reader.Bool("compute_device_is_host", false);

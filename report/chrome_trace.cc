@@ -66,6 +66,22 @@ void ChromeTrace::Complete(std::string_view name, std::string_view category, dou
   empty_ = false;
 }
 
+void ChromeTrace::Counter(std::string_view name, double time_s, int pid,
+                          const std::vector<std::pair<std::string_view, double>>& values) {
+  out_ += "{\"name\":";
+  AppendJsonString(out_, name);
+  out_ += ",\"ph\":\"C\",\"ts\":";
+  AppendMicroseconds(out_, time_s);
+  out_ += ",\"pid\":" + std::to_string(pid) + ",\"args\":{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out_ += ',';
+    AppendJsonString(out_, values[i].first);
+    out_ += ':' + nlohmann::json(values[i].second).dump();
+  }
+  out_ += "}},\n";
+  empty_ = false;
+}
+
 std::string ChromeTrace::Finish() {
   if (!empty_) out_.resize(out_.size() - 2);  // the last event's ",\n"
   out_ += "\n]}\n";

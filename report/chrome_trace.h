@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace moelab::report {
 
@@ -22,6 +24,11 @@ class ChromeTrace {
   // A complete event from `start_s` lasting `duration_s` (seconds) on lane (pid, tid).
   void Complete(std::string_view name, std::string_view category, double start_s, double duration_s,
                 int pid, int tid, int64_t pass);
+
+  // A counter event ("ph":"C"): the track `name` of process `pid` takes `values` (series name ->
+  // value) from `time_s` on (Perfetto draws one track per series: queue length, KV blocks used).
+  void Counter(std::string_view name, double time_s, int pid,
+               const std::vector<std::pair<std::string_view, double>>& values);
 
   // The whole file; the trace is left empty.
   std::string Finish();

@@ -1,0 +1,72 @@
+// moelab plan capacity: per hardware the fewest replicas and the settings meeting p99 TTFT and
+// TPOT objectives at a rate (plan/capacity.h), by the serving simulator.
+#include "base/error.h"
+#include "base/number_lists.h"
+#include "cli/command.h"
+#include "cli/cost_options.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "model/preset_store.h"
+#include "plan/capacity.h"
+
+namespace moelab::cli {
+
+int PlanCapacity(const std::vector<std::string>& args) {
+  plan::CapacityRequest request;
+  request.prompt_tokens = serving::ParseLengths("512", "--prompt-tokens");
+  request.output_tokens = serving::ParseLengths("128", "--output-tokens");
+  po::options_description options("moelab plan capacity");
+  // clang-format off
+  options.add_options()
+      ("model", po::value<std::string>(&request.model), "MoE model preset or path (required)")
+      ("hardware", po::value<std::string>(), "hardware presets to compare, comma-separated (required); one replica is one such preset")
+      ("rate", NumberInto(&request.rate_per_s, "rate"), "Poisson arrival rate, requests per second (required)")
+      ("slo-ttft-p99", NumberInto(&request.slo_ttft_p99_s, "slo-ttft-p99"), "p99 TTFT objective, seconds (required)")
+      ("slo-tpot-p99", NumberInto(&request.slo_tpot_p99_s, "slo-tpot-p99"), "p99 TPOT objective, seconds (required)")
+      ("max-batch", po::value<std::string>()->default_value("64"), "max running sequences to try, a list")
+      ("chunk", po::value<std::string>()->default_value("0"), "prefill chunk tokens to try, a list (0: no cap)")
+      ("gamma", po::value<std::string>(), "speculative-decoding gamma to try (not yet: serving with SD is not simulated)")
+      ("policy", po::value<std::string>(), "offload policies to try (not yet: serving with offloading is not simulated)")
+      ("requests", Into(&request.requests), "requests simulated per candidate and replica count")
+      ("seed", Into(&request.seed), "seed of the arrivals and lengths")
+      ("prompt-tokens", ParsedInto(&request.prompt_tokens, "512", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
+      ("output-tokens", ParsedInto(&request.output_tokens, "128", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
+      ("max-batched-tokens", Into(&request.scheduler.max_batched_tokens), "tokens one iteration processes at most")
+      ("kv-block-tokens", Into(&request.scheduler.kv_block_tokens), "tokens per KV block")
+      ("kv-memory-fraction", NumberInto(&request.kv_memory_fraction, "kv-memory-fraction"), "share of device memory weights and KV may use")
+      ("router", ParsedInto(&request.router, "round-robin", sim::ParseRouter), "round-robin | least-outstanding")
+      ("max-replicas", Into(&request.max_replicas), "the most replicas searched per candidate")
+      ("price", ParsedInto(&request.price_usd_per_hour, "", [](const std::string& text) { return text.empty() ? std::map<std::string, double>{} : plan::ParsePrices(text); }), "hourly price of one replica, HARDWARE=USD,... (overrides the presets' price_usd_per_hour)");
+  // clang-format on
+  AddOutputOptions(options);
+  AddCostSourceOptions(options);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab plan capacity --model M --hardware LIST --rate R "
+                    "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
+                    "[--requests N] [--seed S] [--price H=USD_PER_H,...] [--json|--csv]",
+                    options, args, values)) {
+    return 0;
+  }
+  for (const char* required : {"model", "hardware", "rate", "slo-ttft-p99", "slo-tpot-p99"}) {
+    if (!values.count(required) || values[required].defaulted())
+      throw base::Error(std::string("--") + required + " is required (see --help)");
+  }
+  for (const char* not_yet : {"gamma", "policy"}) {
+    if (values.count(not_yet)) {
+      throw base::Error(std::string("--") + not_yet +
+                        ": not yet: sim serve does not compose speculative decoding or offloading "
+                        "with serving, so plan capacity cannot search them");
+    }
+  }
+  request.hardware = SplitNameList(values["hardware"].as<std::string>(), "hardware");
+  request.max_batch = base::ParseIntList(values["max-batch"].as<std::string>(), "max-batch", 1);
+  request.chunk = base::ParseIntList(values["chunk"].as<std::string>(), "chunk", 0);
+  request.cost = CostSourceOptionsFrom(values);
+  const OutputRequest output = OutputRequestFrom(values);
+  const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
+  report::RowSet rows = result.Rows();
+  EmitResult(output, result.ToJson(), result.Text(), rows);
+  return 0;
+}
+
+}  // namespace moelab::cli

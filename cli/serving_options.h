@@ -1,0 +1,23 @@
+#pragma once
+
+#include "cli/options.h"
+#include "scheduler/scheduler_config.h"
+#include "serving/load_spec.h"
+#include "serving/serving_metrics.h"
+
+namespace moelab::cli {
+
+// The load options of loadgen and sim serve, bound to `load` and `slo`: --arrivals,
+// --requests | --duration, --prompt-tokens, --output-tokens, --seed, --slo-ttft, --slo-tpot
+// (serving/load_spec.h's text forms; the same seed gives the same requests to both).
+void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
+                    serving::ServiceLevelObjectives& slo);
+// After parsing: one of --requests and --duration (errors name them).
+void CheckLoadOptions(const po::variables_map& values, const serving::LoadSpec& load);
+
+// The scheduler options of serve and sim serve, bound to `config`: --kv-blocks,
+// --kv-block-tokens, --max-running, --max-batched-tokens, --prefill-chunk, --max-waiting,
+// --max-sequence-tokens, --queue-order, --preemption, --host-kv-blocks.
+void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerConfig& config);
+
+}  // namespace moelab::cli

@@ -1,0 +1,66 @@
+// moelab sim serve: the serving simulator (sim/serving_simulator.h, plan/serve_sim.h).
+#include "base/atomic_file.h"
+#include "base/error.h"
+#include "cli/command.h"
+#include "cli/cost_options.h"
+#include "cli/options.h"
+#include "cli/output.h"
+#include "cli/serving_options.h"
+#include "model/preset_store.h"
+#include "plan/serve_sim.h"
+
+namespace moelab::cli {
+
+int SimServe(const std::vector<std::string>& args) {
+  plan::ServeSimRequest request;
+  std::string trace_out, decisions_out;
+  po::options_description options("moelab sim serve");
+  // clang-format off
+  options.add_options()
+      ("model", po::value<std::string>(&request.model), "MoE model preset or path (required)")
+      ("hardware", po::value<std::string>(), "hardware preset or path: its roofline prices each iteration (or --profile)")
+      ("replicas", Into(&request.options.replicas), "replicas, each with its own scheduler and KV budget")
+      ("router", ParsedInto(&request.options.router, "round-robin", sim::ParseRouter), "round-robin | least-outstanding")
+      ("kv-memory-fraction", NumberInto(&request.kv_memory_fraction, "kv-memory-fraction"), "share of device memory weights and KV may use when --kv-blocks is 0 (vLLM's gpu_memory_utilization)")
+      ("iteration-overhead-s", NumberInto(&request.iteration_overhead_s, "iteration-overhead-s"), "seconds each iteration adds beyond its operators (scheduling, launches)")
+      ("trace-out", Into(&trace_out), "write a Perfetto timeline: iterations, queue and KV use per replica")
+      ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)");
+  // clang-format on
+  AddLoadOptions(options, request.load, request.slo);
+  AddSchedulerOptions(options, request.options.scheduler);
+  AddOutputOptions(options);
+  AddCostSourceOptions(options);
+  po::variables_map values;
+  if (!ParseOptions("usage: moelab sim serve --model M --hardware H|--profile FIT.json "
+                    "[--calibrate PROFILE.json] --arrivals poisson:R|gamma:R,CV|constant:R|trace:F "
+                    "(--requests N | --duration S) --prompt-tokens DIST --output-tokens DIST "
+                    "[--seed S] [--slo-ttft S] [--slo-tpot S] [scheduler options] [--replicas N "
+                    "--router round-robin|least-outstanding] [--trace-out F] [--decisions-out F] "
+                    "[--json|--csv]",
+                    options, args, values)) {
+    return 0;
+  }
+  if (!values.count("model")) throw base::Error("--model is required (see --help)");
+  if (!values.count("hardware") && !values.count("profile")) {
+    throw base::Error("--hardware H or --profile FIT.json is required (the cost source)");
+  }
+  CheckLoadOptions(values, request.load);
+  if (!decisions_out.empty() && request.options.replicas != 1) {
+    throw base::Error("--decisions-out: needs --replicas 1 (a decision log is one scheduler's)");
+  }
+  const OutputRequest output = OutputRequestFrom(values);
+  request.cost = CostSourceOptionsFrom(values);
+  request.options.keep_iterations = !trace_out.empty();
+  request.options.keep_plans = !decisions_out.empty();
+  base::RequireDistinctOutputs(
+      {{"--out", output.out}, {"--trace-out", trace_out}, {"--decisions-out", decisions_out}});
+  const plan::ServeSimResult result = plan::RunServeSim(request, model::PresetStore::Default());
+  if (!trace_out.empty()) base::WriteFileAtomically(trace_out, result.TraceJson());
+  if (!decisions_out.empty()) {
+    base::WriteFileAtomically(decisions_out, result.DecisionsJson().dump(1) + "\n");
+  }
+  report::Emit(plan::Render(result, output.format), output.out);
+  return 0;
+}
+
+}  // namespace moelab::cli

@@ -1,0 +1,323 @@
+#include "plan/capacity.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "base/error.h"
+#include "base/limits.h"
+#include "base/number_lists.h"
+#include "plan/serve_sim.h"
+#include "report/format.h"
+#include "report/provenance.h"
+#include "sim/serving_iteration_cost.h"
+
+namespace moelab::plan {
+namespace {
+
+struct Evaluation {
+  bool meets = false;
+  serving::ServingSummary summary;
+};
+
+// One hardware's candidates: the target priced once, every settings' replica search on it.
+class HardwareCandidates {
+ public:
+  HardwareCandidates(const CapacityRequest& request, ServingTarget target,
+                     const std::vector<serving::RequestSpec>& requests)
+      : request_(request),
+        target_(std::move(target)),
+        requests_(requests),
+        pricer_(target_.source, target_.model, 0) {}
+
+  CapacityRow Search(scheduler::SchedulerConfig config, CapacityRow row);
+
+ private:
+  Evaluation Evaluate(const scheduler::SchedulerConfig& config, int64_t replicas);
+
+  const CapacityRequest& request_;
+  ServingTarget target_;
+  const std::vector<serving::RequestSpec>& requests_;
+  sim::CostSourceIterationPricer pricer_;
+};
+
+Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config,
+                                        int64_t replicas) {
+  sim::ServingSimOptions options;
+  options.scheduler = config;
+  options.replicas = replicas;
+  options.router = request_.router;
+  const sim::ServingSimResult result = sim::SimulateServing(requests_, options, pricer_);
+  Evaluation evaluation;
+  evaluation.summary = result.summary;
+  evaluation.meets = result.summary.failed == 0 &&
+                     result.summary.ttft_s.p99 <= request_.slo_ttft_p99_s &&
+                     result.summary.tpot_s.p99 <= request_.slo_tpot_p99_s;
+  return evaluation;
+}
+
+CapacityRow HardwareCandidates::Search(scheduler::SchedulerConfig config, CapacityRow row) {
+  int64_t failing = 0, replicas = 1;
+  Evaluation evaluation = Evaluate(config, replicas);
+  while (!evaluation.meets && replicas < request_.max_replicas) {
+    failing = replicas;
+    replicas = std::min(2 * replicas, request_.max_replicas);
+    evaluation = Evaluate(config, replicas);
+  }
+  if (evaluation.meets) {
+    while (replicas - failing > 1) {  // the first count meeting both objectives
+      const int64_t middle = failing + (replicas - failing) / 2;
+      Evaluation tried = Evaluate(config, middle);
+      if (tried.meets) {
+        replicas = middle;
+        evaluation = std::move(tried);
+      } else {
+        failing = middle;
+      }
+    }
+  }
+  const serving::ServingSummary& summary = evaluation.summary;
+  row.replicas = replicas;
+  row.meets_slo = evaluation.meets;
+  row.ttft_p99_s = summary.ttft_s.p99;
+  row.tpot_p99_s = summary.tpot_s.p99;
+  row.throughput_tokens_per_s_per_replica =
+      summary.throughput_tokens_per_s / static_cast<double>(replicas);
+  if (!row.meets_slo) {
+    row.why_not = summary.failed > 0 ? std::to_string(summary.failed) + " requests refused"
+                                     : "p99 TTFT " + report::FormatSeconds(summary.ttft_s.p99) +
+                                           ", p99 TPOT " +
+                                           report::FormatSeconds(summary.tpot_s.p99);
+    row.why_not += " at " + std::to_string(replicas) + " replicas (--max-replicas)";
+  }
+  return row;
+}
+
+void MarkPareto(std::vector<CapacityRow>& rows) {
+  for (CapacityRow& row : rows) {
+    if (!row.meets_slo) continue;
+    row.pareto = std::none_of(rows.begin(), rows.end(), [&](const CapacityRow& other) {
+      return other.meets_slo &&
+             other.throughput_tokens_per_s_per_replica >= row.throughput_tokens_per_s_per_replica &&
+             other.ttft_p99_s <= row.ttft_p99_s &&
+             (other.throughput_tokens_per_s_per_replica > row.throughput_tokens_per_s_per_replica ||
+              other.ttft_p99_s < row.ttft_p99_s);
+    });
+  }
+}
+
+// Cheapest first: meeting rows before the rest, a known cost before an unknown one, then fewer
+// replicas, then more throughput per replica.
+bool Cheaper(const CapacityRow& a, const CapacityRow& b) {
+  if (a.meets_slo != b.meets_slo) return a.meets_slo;
+  if (a.cost_usd_per_hour.has_value() != b.cost_usd_per_hour.has_value())
+    return a.cost_usd_per_hour.has_value();
+  if (a.cost_usd_per_hour && *a.cost_usd_per_hour != *b.cost_usd_per_hour)
+    return *a.cost_usd_per_hour < *b.cost_usd_per_hour;
+  if (a.replicas != b.replicas) return a.replicas < b.replicas;
+  return a.throughput_tokens_per_s_per_replica > b.throughput_tokens_per_s_per_replica;
+}
+
+}  // namespace
+
+void CapacityRequest::Validate() const {
+  if (hardware.empty()) throw base::Error("--hardware: at least one preset expected");
+  if (!(rate_per_s > 0) || rate_per_s > 1e6) {
+    throw base::Error("--rate " + report::FormatNumber(rate_per_s, 3) +
+                      ": expected requests per second in (0, 1e6]");
+  }
+  if (!(slo_ttft_p99_s > 0)) throw base::Error("--slo-ttft-p99: expected seconds > 0");
+  if (!(slo_tpot_p99_s > 0)) throw base::Error("--slo-tpot-p99: expected seconds > 0");
+  base::CheckSeconds(slo_ttft_p99_s, "--slo-ttft-p99");
+  base::CheckSeconds(slo_tpot_p99_s, "--slo-tpot-p99");
+  if (cost.fitted_profile) {
+    throw base::Error("--profile: plan capacity compares hardware presets; a fitted profile prices "
+                      "only its own machine (use sim serve --profile)");
+  }
+  base::CheckCount(max_replicas, 1, 4096, "--max-replicas", "each replica keeps a scheduler");
+  base::CheckCount(requests, 1, 1000000, "--requests", "simulated per candidate and replica count");
+  for (const int64_t batch : max_batch) {
+    scheduler::SchedulerConfig config = scheduler;
+    config.max_running_sequences = batch;
+    if (config.kv_blocks == 0) config.kv_blocks = 1;
+    config.Validate();
+  }
+  for (const int64_t tokens : chunk) {
+    base::CheckCount(tokens, 0, scheduler.max_batched_tokens, "--chunk",
+                     "a chunk is part of one iteration's --max-batched-tokens");
+  }
+  for (const auto& [name, price] : price_usd_per_hour) {
+    if (std::find(hardware.begin(), hardware.end(), name) == hardware.end()) {
+      throw base::Error("--price " + name + ": not in --hardware");
+    }
+  }
+}
+
+std::map<std::string, double> ParsePrices(const std::string& text) {
+  std::map<std::string, double> prices;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const size_t equals = item.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      throw base::Error("--price " + item + ": expected HARDWARE=USD_PER_HOUR");
+    }
+    const double price = base::ParseNumber(item.substr(equals + 1), "price");
+    if (!(price > 0)) throw base::Error("--price " + item + ": expected a price > 0");
+    prices[item.substr(0, equals)] = price;
+  }
+  return prices;
+}
+
+CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetStore& store) {
+  request.Validate();
+  CapacityResult result;
+  result.request = request;
+  serving::LoadSpec load;
+  load.arrivals.kind = serving::ArrivalProcess::Kind::kPoisson;
+  load.arrivals.rate_per_s = request.rate_per_s;
+  load.prompt_tokens = request.prompt_tokens;
+  load.output_tokens = request.output_tokens;
+  load.requests = request.requests;
+  load.seed = request.seed;
+  const std::vector<serving::RequestSpec> requests = serving::GenerateRequests(load);
+  for (const std::string& hardware : request.hardware) {
+    fit::CostSourceOptions cost = request.cost;
+    cost.hardware = hardware;
+    ServingTarget target = ResolveServingTarget(request.model, cost, store);
+    result.cost_sources.push_back(target.source->name());
+    CapacityRow base_row;
+    base_row.hardware = hardware;
+    const model::HardwareSpec spec = store.LoadHardware(hardware);
+    if (auto price = request.price_usd_per_hour.find(hardware);
+        price != request.price_usd_per_hour.end()) {
+      base_row.cost_usd_per_hour = price->second;
+      base_row.price_source = "--price";
+    } else if (spec.accelerator && spec.accelerator->price_usd_per_hour) {
+      base_row.cost_usd_per_hour =
+          *spec.accelerator->price_usd_per_hour * static_cast<double>(spec.accelerator_count);
+      base_row.price_source = spec.accelerator->price_source;
+    }
+    const std::optional<double> price_per_replica = base_row.cost_usd_per_hour;
+    scheduler::SchedulerConfig config = request.scheduler;
+    if (config.kv_blocks == 0) {
+      try {
+        std::string explanation;
+        config.kv_blocks = KvBlocksFromMemory(target, config.kv_block_tokens,
+                                              request.kv_memory_fraction, explanation);
+      } catch (const base::Error& error) {
+        base_row.why_not = error.what();
+        result.candidates.push_back(base_row);
+        continue;
+      }
+    }
+    base_row.kv_blocks = config.kv_blocks;
+    HardwareCandidates candidates(request, std::move(target), requests);
+    for (const int64_t batch : request.max_batch) {
+      for (const int64_t chunk : request.chunk) {
+        CapacityRow row = base_row;
+        row.max_batch = batch;
+        row.chunk = chunk;
+        config.max_running_sequences = batch;
+        config.prefill_chunk_tokens = chunk;
+        row = candidates.Search(config, row);
+        if (price_per_replica) row.cost_usd_per_hour = *price_per_replica * row.replicas;
+        result.candidates.push_back(row);
+      }
+    }
+  }
+  MarkPareto(result.candidates);
+  for (const std::string& hardware : request.hardware) {
+    std::vector<CapacityRow> own;
+    for (const CapacityRow& row : result.candidates) {
+      if (row.hardware == hardware) own.push_back(row);
+    }
+    std::sort(own.begin(), own.end(), Cheaper);
+    result.rows.push_back(own.front());
+  }
+  std::stable_sort(result.rows.begin(), result.rows.end(), Cheaper);
+  return result;
+}
+
+report::RowSet CapacityResult::Rows() const {
+  report::RowSet rows({{"hardware", "hardware"},
+                       {"replicas", "replicas"},
+                       {"meets_slo", "meets SLO"},
+                       {"max_batch", "max batch"},
+                       {"chunk", "chunk"},
+                       {"kv_blocks", "KV blocks", nullptr, false},
+                       {"ttft_p99_s", "p99 TTFT s"},
+                       {"tpot_p99_s", "p99 TPOT s"},
+                       {"throughput_tokens_per_s_per_replica", "tokens/s/replica"},
+                       {"cost_usd_per_hour", "USD/h"},
+                       {"pareto", "pareto", nullptr, false},
+                       {"why_not", "why not", nullptr, false},
+                       {"price_source", "price source", nullptr, false}});
+  for (const CapacityRow& row : this->rows) {
+    rows.Add({row.hardware, row.replicas, row.meets_slo, row.max_batch, row.chunk, row.kv_blocks,
+              row.ttft_p99_s, row.tpot_p99_s, row.throughput_tokens_per_s_per_replica,
+              row.cost_usd_per_hour ? report::Cell(*row.cost_usd_per_hour) : report::Cell(),
+              row.pareto, row.why_not, row.price_source});
+  }
+  return rows;
+}
+
+report::RowSet CapacityResult::ParetoRows() const {
+  report::RowSet rows({{"hardware", "hardware"},
+                       {"max_batch", "max batch"},
+                       {"chunk", "chunk"},
+                       {"replicas", "replicas"},
+                       {"throughput_tokens_per_s_per_replica", "tokens/s/replica"},
+                       {"ttft_p99_s", "p99 TTFT s"}});
+  std::vector<CapacityRow> front;
+  for (const CapacityRow& row : candidates) {
+    if (row.pareto) front.push_back(row);
+  }
+  std::sort(front.begin(), front.end(), [](const CapacityRow& a, const CapacityRow& b) {
+    return a.throughput_tokens_per_s_per_replica > b.throughput_tokens_per_s_per_replica;
+  });
+  for (const CapacityRow& row : front) {
+    rows.Add({row.hardware, row.max_batch, row.chunk, row.replicas,
+              row.throughput_tokens_per_s_per_replica, row.ttft_p99_s});
+  }
+  return rows;
+}
+
+nlohmann::json CapacityResult::ToJson() const {
+  report::RowSet all = Rows();
+  CapacityResult every = *this;
+  every.rows = candidates;
+  return {{"schema", "moelab.plan_capacity/1"},
+          {"model", request.model},
+          {"rate_per_s", request.rate_per_s},
+          {"slo", {{"ttft_p99_s", request.slo_ttft_p99_s}, {"tpot_p99_s", request.slo_tpot_p99_s}}},
+          {"load",
+           {{"arrivals", "poisson:" + report::FormatNumber(request.rate_per_s, 6)},
+            {"prompt_tokens", serving::Describe(request.prompt_tokens)},
+            {"output_tokens", serving::Describe(request.output_tokens)},
+            {"requests", request.requests},
+            {"seed", request.seed}}},
+          {"scheduler", request.scheduler.ToJson()},
+          {"router", sim::RouterName(request.router)},
+          {"cost_sources", cost_sources},
+          {"rows", all.ToJson()},
+          {"candidates", every.Rows().ToJson()},
+          {"pareto", ParetoRows().ToJson()},
+          {"provenance", report::Provenance()}};
+}
+
+std::string CapacityResult::Text() const {
+  std::ostringstream out;
+  out << "plan capacity: " << request.model << " at " << report::FormatNumber(request.rate_per_s, 3)
+      << " requests/s, p99 TTFT <= " << report::FormatSeconds(request.slo_ttft_p99_s)
+      << ", p99 TPOT <= " << report::FormatSeconds(request.slo_tpot_p99_s) << " ("
+      << request.requests << " simulated requests, seed " << request.seed << ")\n\n";
+  out << Rows().ToTable() << "\nPareto front (throughput per replica vs p99 TTFT):\n"
+      << ParetoRows().ToTable();
+  for (const CapacityRow& row : rows) {
+    if (!row.meets_slo) out << row.hardware << ": " << row.why_not << "\n";
+    if (!row.cost_usd_per_hour) out << row.hardware << ": no price (give --price)\n";
+  }
+  return out.str();
+}
+
+}  // namespace moelab::plan

@@ -1,0 +1,80 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fit/cost_calibration.h"
+#include "fit/cost_source_options.h"
+#include "model/cost_source.h"
+#include "model/preset_store.h"
+#include "report/row_set.h"
+#include "scheduler/scheduler_config.h"
+#include "serving/load_spec.h"
+#include "serving/serving_metrics.h"
+#include "sim/serving_simulator.h"
+
+namespace moelab::plan {
+
+// What a serving prediction runs on: the model (with --profile, the shape the profile measured)
+// and the cost source that prices its iterations, chosen as every prediction command chooses it
+// (fit::CostSources: --hardware, --calibrate, --profile).
+struct ServingTarget {
+  model::MoeModelSpec model;
+  std::shared_ptr<const model::CostSource> source;
+  std::string hardware;  // preset name, or "profile:FILE"
+  std::optional<fit::CostCalibration> calibration;
+};
+ServingTarget ResolveServingTarget(const std::string& model, const fit::CostSourceOptions& cost,
+                                   const model::PresetStore& store);
+
+// The KV budget in blocks of `block_tokens` from the source's memory (model::CostSource::Memory):
+// (capacity x memory_fraction - weights) / (KV bytes per token x block_tokens), per device (a
+// tensor-parallel node splits both). `explanation` says how, in words. Error when the weights
+// leave no room for one block (naming --kv-memory-fraction and --kv-blocks).
+int64_t KvBlocksFromMemory(const ServingTarget& target, int64_t block_tokens,
+                           double memory_fraction, std::string& explanation);
+
+// `moelab sim serve`.
+struct ServeSimRequest {
+  std::string model;
+  fit::CostSourceOptions cost;
+  serving::LoadSpec load;
+  serving::ServiceLevelObjectives slo;
+  sim::ServingSimOptions options;  // scheduler.kv_blocks 0: from the cost source's memory
+  double kv_memory_fraction = 0.9;  // vLLM's gpu_memory_utilization default
+  double iteration_overhead_s = 0;
+
+  void Validate() const;  // errors name the option
+};
+
+struct ServeSimResult {
+  ServeSimRequest request;  // options.scheduler with the KV budget resolved
+  ServingTarget target;
+  std::string kv_budget_from;  // "--kv-blocks", or how the memory gave it
+  std::vector<serving::RequestSpec> requests;
+  sim::ServingSimResult sim;
+  nlohmann::json time_breakdown_s;
+
+  // ServingSummaryToJson (moelab.serving/1) plus "load", "slo", "scheduler", "kv_budget",
+  // "cost_source", "model", "hardware", "replicas", "router", "requests_per_replica",
+  // "iterations", "mean_batch_sequences", "mean_batched_tokens", "preemptions", "refused",
+  // "time_breakdown_s", "source": "moelab sim serve".
+  nlohmann::json ToJson() const;
+  std::string Text() const;
+  std::string Csv() const;  // serving::ServingSummaryCsv's row
+  // The Perfetto timeline: per replica, each iteration as a slice named by its composition, and
+  // counters for the queue, the running sequences and the KV blocks in use.
+  std::string TraceJson() const;
+  // moelab.serving_decisions/1 (one replica: the engine's log has one scheduler).
+  nlohmann::json DecisionsJson() const;
+};
+
+ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetStore& store);
+
+std::string Render(const ServeSimResult& result, report::Format format);
+
+}  // namespace moelab::plan
