@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/csv_fields.h"
 #include "base/error.h"
 #include "base/limits.h"
 #include "base/input_file.h"
@@ -16,22 +17,6 @@
 
 namespace moelab::fit {
 namespace {
-
-std::string Trim(const std::string& text) {
-  const size_t begin = text.find_first_not_of(" \t\r");
-  if (begin == std::string::npos) return "";
-  const size_t end = text.find_last_not_of(" \t\r");
-  return text.substr(begin, end - begin + 1);
-}
-
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> fields;
-  std::stringstream stream(line);
-  std::string field;
-  while (std::getline(stream, field, ',')) fields.push_back(Trim(field));
-  if (!line.empty() && line.back() == ',') fields.push_back("");
-  return fields;
-}
 
 // Batch and gamma of a measured point: whole numbers from 1 to 1e15 (a CSV's numbers are doubles,
 // exact to 2^53), in a CSV and a JSON alike.
@@ -93,7 +78,7 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
   while (std::getline(stream, line)) {
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (Trim(line).empty()) continue;
+    if (base::TrimCsvField(line).empty()) continue;
     const std::string where = file + ":" + std::to_string(line_number);
     if (!have_header) {
       if (line != kSdMeasurementsCsvHeader) {
@@ -103,7 +88,7 @@ std::vector<SdMeasurement> ParseCsv(const std::string& text, const std::string& 
       have_header = true;
       continue;
     }
-    const std::vector<std::string> fields = SplitCsv(line);
+    const std::vector<std::string> fields = base::SplitCsvLine(line);
     if (fields.size() != 6) {
       throw base::Error(where + ": expected 6 comma-separated fields (" + kSdMeasurementsCsvHeader +
                         "), got " + std::to_string(fields.size()));

@@ -25,7 +25,7 @@ struct LengthDistribution {
   enum class Kind { kFixed, kUniform, kLognormal, kCsv };
   Kind kind = Kind::kFixed;
   int64_t fixed = 1;
-  int64_t low = 1, high = 1;  // uniform
+  int64_t low = 1, high = 1;   // uniform
   double mean = 1, sigma = 0;  // lognormal
   std::string csv_file;
 };
@@ -35,14 +35,14 @@ struct LengthDistribution {
 struct LoadSpec {
   ArrivalProcess arrivals;
   LengthDistribution prompt_tokens, output_tokens;
-  std::optional<int64_t> requests;     // --requests N
-  std::optional<double> duration_s;    // --duration S (arrivals before S); one of the two
+  std::optional<int64_t> requests;   // --requests N
+  std::optional<double> duration_s;  // --duration S (arrivals before S); one of the two
   uint64_t seed = 0;
 };
 
 struct RequestSpec {
-  int64_t id = 0;          // 0, 1, ... in arrival order
-  double arrival_s = 0;    // from the start of the run
+  int64_t id = 0;        // 0, 1, ... in arrival order
+  double arrival_s = 0;  // from the start of the run
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
 };
@@ -57,5 +57,35 @@ std::string Describe(const LengthDistribution& lengths);
 // output lengths from independent streams, so changing one distribution leaves the others' draws
 // unchanged). Bounded (base/limits.h); errors name the file and field of a trace or CSV.
 std::vector<RequestSpec> GenerateRequests(const LoadSpec& spec);
+
+// The bounds on a load (docs/limits.md), checked where the quantity is parsed or drawn; a value
+// past one is refused naming the option, file or request, never clamped. Requests in one run: a
+// RequestSpec is 32 bytes and an outcome a few hundred with its token times, so 10 M requests stay
+// within a few GiB; a serving benchmark sends thousands.
+inline constexpr int64_t kMaxRequests = 10000000;
+// Arrival rate in requests per second: far beyond what any one server or client sustains (a load
+// generator's own send loop tops out around 1e4-1e5 per second).
+inline constexpr double kMaxArrivalRatePerS = 1e6;
+// Gamma arrivals' coefficient of variation of the gaps, in (0, kMaxArrivalCv]: CV 10 is shape 0.01,
+// bursts of hundreds of requests at one instant; beyond it most gaps underflow to exactly 0.
+inline constexpr double kMaxArrivalCv = 10;
+// Tokens in one prompt or one output (any length distribution, trace or CSV): 2^24 = 16.8 M, above
+// the longest context windows released (10 M); exact in a float, so sums and means stay exact.
+inline constexpr int64_t kMaxTokensPerRequest = int64_t{1} << 24;
+// Lognormal lengths' SIGMA (of the underlying normal): 4 puts the 99th percentile at e^9.3 = 11000x
+// the median; wider is not a length distribution anyone has measured.
+inline constexpr double kMaxLognormalSigma = 4;
+
+// A trace or length CSV read whole (base/input_file.h's kMaxCsvFileBytes): its rows in file order.
+// Columns by header name; `arrival_s` (a trace's, required when `need_arrivals`), `prompt_tokens`
+// and `output_tokens` (either may be absent: has_prompt_tokens / has_output_tokens say which were
+// there). Errors name the file, line and column.
+struct LengthTable {
+  std::vector<double> arrival_s;
+  std::vector<int64_t> prompt_tokens, output_tokens;
+  bool has_prompt_tokens = false, has_output_tokens = false;
+  size_t rows = 0;
+};
+LengthTable ReadLengthTable(const std::string& file, bool need_arrivals);
 
 }  // namespace moelab::serving

@@ -13,11 +13,11 @@ namespace moelab::serving {
 // the start of the run.
 struct RequestOutcome {
   int64_t id = 0;
-  double arrival_s = 0;          // when it was sent
-  double first_token_s = 0;      // when its first generated token arrived (streamed)
-  double finish_s = 0;           // when its last token arrived
+  double arrival_s = 0;      // when it was sent
+  double first_token_s = 0;  // when its first generated token arrived (streamed)
+  double finish_s = 0;       // when its last token arrived
   int64_t prompt_tokens = 0;
-  int64_t output_tokens = 0;     // generated tokens received
+  int64_t output_tokens = 0;          // generated tokens received
   std::vector<double> token_times_s;  // every token's arrival (for ITL), may be empty
   bool failed = false;
   std::string error;  // why it failed: "http 503: queue full", "connection refused", ...
@@ -35,10 +35,10 @@ struct ServiceLevelObjectives {
 // The report of a serving run, measured (moelab loadgen) or predicted (moelab sim serve), in one
 // schema (`moelab.serving/1`) so the two diff field by field.
 struct ServingSummary {
-  Percentiles ttft_s;  // first token - arrival
-  Percentiles tpot_s;  // (finish - first token) / (output tokens - 1), requests with >= 2 tokens
-  Percentiles itl_s;   // gaps between consecutive tokens, over all requests
-  Percentiles e2e_s;   // finish - arrival
+  Percentiles ttft_s;     // first token - arrival
+  Percentiles tpot_s;     // (finish - first token) / (output tokens - 1), requests with >= 2 tokens
+  Percentiles itl_s;      // gaps between consecutive tokens, over all requests
+  Percentiles e2e_s;      // finish - arrival
   double duration_s = 0;  // first arrival to last finish
   double throughput_tokens_per_s = 0;  // output tokens of completed requests / duration
   double requests_per_s = 0;           // completed / duration
