@@ -83,10 +83,10 @@ CapacityRow HardwareCandidates::Search(scheduler::SchedulerConfig config, Capaci
   row.throughput_tokens_per_s_per_replica =
       summary.throughput_tokens_per_s / static_cast<double>(replicas);
   if (!row.meets_slo) {
-    row.why_not = summary.failed > 0 ? std::to_string(summary.failed) + " requests refused"
-                                     : "p99 TTFT " + report::FormatSeconds(summary.ttft_s.p99) +
-                                           ", p99 TPOT " +
-                                           report::FormatSeconds(summary.tpot_s.p99);
+    row.why_not = summary.failed > 0
+                      ? std::to_string(summary.failed) + " requests refused"
+                      : "p99 TTFT " + report::FormatSeconds(summary.ttft_s.p99) + ", p99 TPOT " +
+                            report::FormatSeconds(summary.tpot_s.p99);
     row.why_not += " at " + std::to_string(replicas) + " replicas (--max-replicas)";
   }
   return row;
@@ -130,8 +130,9 @@ void CapacityRequest::Validate() const {
   base::CheckSeconds(slo_ttft_p99_s, "--slo-ttft-p99");
   base::CheckSeconds(slo_tpot_p99_s, "--slo-tpot-p99");
   if (cost.fitted_profile) {
-    throw base::Error("--profile: plan capacity compares hardware presets; a fitted profile prices "
-                      "only its own machine (use sim serve --profile)");
+    throw base::Error(
+        "--profile: plan capacity compares hardware presets; a fitted profile prices "
+        "only its own machine (use sim serve --profile)");
   }
   base::CheckCount(max_replicas, 1, 4096, "--max-replicas", "each replica keeps a scheduler");
   base::CheckCount(requests, 1, 1000000, "--requests", "simulated per candidate and replica count");

@@ -148,9 +148,10 @@ std::string ServeSimResult::Text() const {
       << report::FormatNumber(s.throughput_tokens_per_s, 1) << " tokens/s, "
       << report::FormatNumber(s.requests_per_s, 3) << " requests/s, goodput "
       << report::FormatNumber(s.goodput_requests_per_s, 3) << " requests/s\n";
-  out << sim.iterations << " iterations, mean batch " << report::FormatNumber(sim.mean_batch_sequences, 2)
-      << " sequences / " << report::FormatNumber(sim.mean_batched_tokens, 1) << " tokens, "
-      << sim.preemptions << " preemptions\n";
+  out << sim.iterations << " iterations, mean batch "
+      << report::FormatNumber(sim.mean_batch_sequences, 2) << " sequences / "
+      << report::FormatNumber(sim.mean_batched_tokens, 1) << " tokens, " << sim.preemptions
+      << " preemptions\n";
   return out.str();
 }
 

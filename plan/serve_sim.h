@@ -44,7 +44,7 @@ struct ServeSimRequest {
   fit::CostSourceOptions cost;
   serving::LoadSpec load;
   serving::ServiceLevelObjectives slo;
-  sim::ServingSimOptions options;  // scheduler.kv_blocks 0: from the cost source's memory
+  sim::ServingSimOptions options;   // scheduler.kv_blocks 0: from the cost source's memory
   double kv_memory_fraction = 0.9;  // vLLM's gpu_memory_utilization default
   double iteration_overhead_s = 0;
 

@@ -208,11 +208,12 @@ ServingSimResult SimulateServing(const std::vector<serving::RequestSpec>& reques
                                  const ServingSimOptions& options, IterationPricer& pricer) {
   options.Validate();
   for (size_t i = 0; i < requests.size(); ++i) {
-    base::CheckSeconds(requests[i].arrival_s, "request " + std::to_string(requests[i].id) +
-                                                  ": arrival_s");
+    base::CheckSeconds(requests[i].arrival_s,
+                       "request " + std::to_string(requests[i].id) + ": arrival_s");
     if (i > 0 && requests[i].arrival_s < requests[i - 1].arrival_s) {
-      throw base::Error("sim serve: request " + std::to_string(requests[i].id) +
-                        " arrives before the one listed before it (arrivals must be in time order)");
+      throw base::Error(
+          "sim serve: request " + std::to_string(requests[i].id) +
+          " arrives before the one listed before it (arrivals must be in time order)");
     }
   }
   return ServingRun(requests, options, pricer).Run();

@@ -68,7 +68,7 @@ struct ServingSimResult {
   int64_t refused = 0;
   std::vector<int64_t> requests_per_replica;
   std::vector<std::vector<scheduler::IterationPlan>> plans;  // per replica, with keep_plans
-  std::vector<IterationRecord> iteration_records;             // with keep_iterations
+  std::vector<IterationRecord> iteration_records;            // with keep_iterations
 };
 
 // The discrete-event serving simulation: requests arrive at their times (open loop), the router

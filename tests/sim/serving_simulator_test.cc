@@ -31,11 +31,11 @@ TEST(ServingSimulator, DD1BelowSaturationNeverQueues) {
   const ServingSimResult result = SimulateServing(Constant(50, 0.5, 100, 1), Options(1), pricer);
   ASSERT_EQ(result.outcomes.size(), 50u);
   for (const serving::RequestOutcome& outcome : result.outcomes) {
-    EXPECT_DOUBLE_EQ(outcome.first_token_s - outcome.arrival_s, 0.3) << outcome.id;
-    EXPECT_DOUBLE_EQ(outcome.finish_s - outcome.arrival_s, 0.3);
+    EXPECT_NEAR(outcome.first_token_s - outcome.arrival_s, 0.3, 1e-12) << outcome.id;
+    EXPECT_NEAR(outcome.finish_s - outcome.arrival_s, 0.3, 1e-12);
   }
   EXPECT_EQ(result.iterations, 50);
-  EXPECT_DOUBLE_EQ(result.busy_s, 50 * 0.3);
+  EXPECT_NEAR(result.busy_s, 50 * 0.3, 1e-9);
 }
 
 TEST(ServingSimulator, DD1AboveSaturationWaitsGrowLinearly) {
@@ -104,7 +104,8 @@ TEST(ServingSimulator, RefusedRequestsFailWithTheReason) {
 
 TEST(ServingSimulator, IsDeterministic) {
   std::vector<serving::RequestSpec> requests;
-  for (int64_t i = 0; i < 200; ++i) requests.push_back({i, i * 0.013, 50 + (i * 37) % 400, 1 + (i * 11) % 60});
+  for (int64_t i = 0; i < 200; ++i)
+    requests.push_back({i, i * 0.013, 50 + (i * 37) % 400, 1 + (i * 11) % 60});
   ServingSimOptions options = Options(8);
   options.scheduler.kv_blocks = 64;  // tight: preemptions happen
   options.scheduler.prefill_chunk_tokens = 128;
@@ -121,7 +122,8 @@ TEST(ServingSimulator, IsDeterministic) {
 
 TEST(ServingSimulator, TakesTheSameDecisionsAsReplayByIteration) {
   std::vector<serving::RequestSpec> requests;
-  for (int64_t i = 0; i < 120; ++i) requests.push_back({i, i * 0.011, 30 + (i * 53) % 300, 1 + (i * 7) % 40});
+  for (int64_t i = 0; i < 120; ++i)
+    requests.push_back({i, i * 0.011, 30 + (i * 53) % 300, 1 + (i * 7) % 40});
   ServingSimOptions options = Options(6);
   options.scheduler.kv_blocks = 48;
   options.scheduler.kv_block_tokens = 8;
@@ -137,8 +139,9 @@ TEST(ServingSimulator, TakesTheSameDecisionsAsReplayByIteration) {
     for (const IterationRecord& record : result.iteration_records) {
       if (record.start_s < requests[i].arrival_s) ++before;
     }
-    arrivals.push_back({before, {static_cast<int64_t>(i), requests[i].arrival_s,
-                                 requests[i].prompt_tokens, requests[i].output_tokens, 0}});
+    arrivals.push_back({before,
+                        {static_cast<int64_t>(i), requests[i].arrival_s, requests[i].prompt_tokens,
+                         requests[i].output_tokens, 0}});
   }
   const std::vector<scheduler::IterationPlan> replayed =
       ReplayByIteration(options.scheduler, arrivals);
@@ -156,13 +159,15 @@ TEST(ServingSimulator, ErrorsNameTheOption) {
   options = Options(1);
   std::vector<serving::RequestSpec> requests = Constant(2, 1, 10, 1);
   std::swap(requests[0], requests[1]);
-  EXPECT_NE(testing::ErrorOf([&] { SimulateServing(requests, options, pricer); }).find("time order"),
-            std::string::npos);
+  EXPECT_NE(
+      testing::ErrorOf([&] { SimulateServing(requests, options, pricer); }).find("time order"),
+      std::string::npos);
   EXPECT_NE(testing::ErrorOf([] { ParseRouter("random"); }).find("--router random"),
             std::string::npos);
   FixedIterationPricer zero(0);
-  EXPECT_NE(testing::ErrorOf([&] { SimulateServing(Constant(1, 0, 10, 1), Options(1), zero); })
-                .find("expected a finite time > 0"),
+  EXPECT_NE(testing::ErrorOf([&] {
+              SimulateServing(Constant(1, 0, 10, 1), Options(1), zero);
+            }).find("expected a finite time > 0"),
             std::string::npos);
 }
 

@@ -1,0 +1,154 @@
+// moelab sim serve and plan capacity as a user runs them: loadgen's schema, determinism, the
+// timeline and decision log, the KV budget's origin, and errors naming the option (exit 1, no
+// output file).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "serving/serving_metrics.h"
+#include "tests/support/cli_runner.h"
+
+namespace moelab::sim {
+namespace {
+
+using testing::RunMoelab;
+using testing::Slurp;
+
+const std::string kServe =
+    "sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:4 "
+    "--requests 300 --prompt-tokens uniform:64,1024 --output-tokens uniform:16,256 --seed 7 ";
+
+TEST(SimServeCli, JsonIsLoadgensSchemaPlusTheRunsSettings) {
+  const auto r = RunMoelab(kServe + "--slo-ttft 0.5 --slo-tpot 0.05 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["schema"], "moelab.serving/1");
+  // Every field loadgen's summary has, with the same JSON type, so the two diff field by field.
+  const nlohmann::json loadgen = serving::ServingSummaryToJson(serving::ServingSummary{});
+  for (const auto& [key, value] : loadgen.items()) {
+    ASSERT_TRUE(json.contains(key)) << key;
+    EXPECT_EQ(json[key].is_object(), value.is_object()) << key;
+    EXPECT_EQ(json[key].is_number(), value.is_number()) << key;
+    if (value.is_object()) {
+      for (const auto& [inner, ignored] : value.items()) EXPECT_TRUE(json[key].contains(inner));
+    }
+  }
+  for (const char* field : {"throughput_tokens_per_s", "requests_per_s", "goodput_requests_per_s",
+                            "completed", "failed", "failures", "duration_s", "scheduler", "load",
+                            "cost_source", "iterations", "mean_batch_sequences", "kv_budget"}) {
+    EXPECT_TRUE(json.contains(field)) << field;
+  }
+  EXPECT_EQ(json["completed"], 300);
+  EXPECT_EQ(json["failed"], 0);
+  EXPECT_GT(json["ttft_s"]["p50"].get<double>(), 0);
+  EXPECT_GE(json["ttft_s"]["p99"].get<double>(), json["ttft_s"]["p50"].get<double>());
+  EXPECT_EQ(json["scheduler"]["max_running_sequences"], 64);
+  EXPECT_NE(json["kv_budget"]["from"].get<std::string>().find("cost source's memory"),
+            std::string::npos);
+  EXPECT_GT(json["kv_budget"]["blocks"].get<int64_t>(), 1000);
+  EXPECT_EQ(json["cost_source"]["cost_source"], "analytic-roofline");
+  EXPECT_EQ(json["load"]["arrivals"], "poisson:4");
+  // The same seed, the same run.
+  const auto again = RunMoelab(kServe + "--slo-ttft 0.5 --slo-tpot 0.05 --json");
+  nlohmann::json a = json, b = nlohmann::json::parse(again.out);
+  a.erase("provenance");
+  b.erase("provenance");
+  EXPECT_EQ(a, b);
+}
+
+TEST(SimServeCli, MoreLoadWaitsLonger) {
+  const auto light = RunMoelab(kServe + "--json");
+  const auto heavy = RunMoelab(
+      "sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:40 "
+      "--requests 300 --prompt-tokens uniform:64,1024 --output-tokens uniform:16,256 --seed 7 "
+      "--json");
+  ASSERT_EQ(light.status, 0) << light.err;
+  ASSERT_EQ(heavy.status, 0) << heavy.err;
+  const auto l = nlohmann::json::parse(light.out), h = nlohmann::json::parse(heavy.out);
+  EXPECT_GT(h["ttft_s"]["p90"].get<double>(), l["ttft_s"]["p90"].get<double>());
+  EXPECT_GT(h["mean_batch_sequences"].get<double>(), l["mean_batch_sequences"].get<double>());
+}
+
+TEST(SimServeCli, TraceDecisionsCsvAndReplicas) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "sim_serve_cli";
+  std::filesystem::create_directories(dir);
+  const auto trace = dir / "trace.json", decisions = dir / "decisions.json";
+  const auto r = RunMoelab(kServe + "--kv-blocks 400 --trace-out " + trace.string() +
+                           " --decisions-out " + decisions.string() + " --csv");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("ttft_s_p50"), std::string::npos);
+  const nlohmann::json timeline = nlohmann::json::parse(Slurp(trace));
+  bool counter = false, slice = false;
+  for (const auto& event : timeline["traceEvents"]) {
+    counter |= event["ph"] == "C" && event["name"] == "kv_blocks_used";
+    slice |= event["ph"] == "X" && event["cat"] == "iteration";
+  }
+  EXPECT_TRUE(counter);
+  EXPECT_TRUE(slice);
+  const nlohmann::json log = nlohmann::json::parse(Slurp(decisions));
+  EXPECT_EQ(log["schema"], "moelab.serving_decisions/1");
+  EXPECT_EQ(log["scheduler"]["kv_blocks"], 400);
+  EXPECT_GT(log["iterations"].size(), 100u);
+
+  const auto two = RunMoelab(kServe + "--replicas 2 --json");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const auto json = nlohmann::json::parse(two.out);
+  EXPECT_EQ(json["requests_per_replica"], nlohmann::json::array({150, 150}));
+}
+
+TEST(SimServeCli, ErrorsNameTheOption) {
+  struct Case {
+    std::string args, expected;
+  };
+  const std::vector<Case> cases = {
+      {kServe + "--max-running 0", "--max-running 0"},
+      {kServe + "--max-running 4096", "--max-batched-tokens 2048: must be at least --max-running"},
+      {kServe + "--queue-order lifo", "--queue-order lifo"},
+      {kServe + "--router random", "--router random"},
+      {kServe + "--replicas 0", "--replicas 0"},
+      {kServe + "--replicas 2 --decisions-out x.json", "--decisions-out: needs --replicas 1"},
+      {kServe + "--kv-memory-fraction 1.5", "--kv-memory-fraction"},
+      {"sim serve --model qwen2-57b-a14b --arrivals poisson:1 --requests 5",
+       "--hardware H or --profile"},
+      {"sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:1",
+       "--requests N or --duration S"},
+      {"sim serve --model qwen2-57b-a14b --hardware rtx-3060 --arrivals poisson:1 --requests 5",
+       "--kv-memory-fraction"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --gamma 2",
+       "--gamma: not yet"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1",
+       "--slo-tpot-p99 is required"},
+  };
+  for (const Case& c : cases) {
+    const auto r = RunMoelab(c.args);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args;
+  }
+}
+
+TEST(PlanCapacityCli, FewestReplicasCheapestFirst) {
+  const auto r = RunMoelab(
+      "plan capacity --model qwen2-57b-a14b --hardware 2xh100-sxm,2xa100-80gb-sxm --rate 6 "
+      "--slo-ttft-p99 2 --slo-tpot-p99 0.2 --max-batch 32,64 --requests 200 "
+      "--price 2xa100-80gb-sxm=3.5 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["rows"].size(), 2u);
+  for (const auto& row : json["rows"]) {
+    EXPECT_TRUE(row.contains("hardware"));
+    EXPECT_TRUE(row["meets_slo"].get<bool>()) << row.dump();
+    EXPECT_GE(row["replicas"].get<int64_t>(), 1);
+    EXPECT_LE(row["ttft_p99_s"].get<double>(), 2.0);
+    EXPECT_LE(row["tpot_p99_s"].get<double>(), 0.2);
+  }
+  EXPECT_LE(json["rows"][0]["cost_usd_per_hour"].get<double>(),
+            json["rows"][1]["cost_usd_per_hour"].get<double>());
+  EXPECT_GE(json["pareto"].size(), 1u);
+  EXPECT_EQ(json["candidates"].size(), 4u);
+}
+
+}  // namespace
+}  // namespace moelab::sim
