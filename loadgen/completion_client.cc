@@ -73,6 +73,7 @@ std::string CompletionBody(const CompletionSettings& settings,
   nlohmann::json body = {{"max_tokens", request.output_tokens}, {"stream", true}};
   if (settings.model) body["model"] = *settings.model;
   if (settings.ignore_eos) body["ignore_eos"] = true;
+  if (settings.stream_usage) body["stream_options"] = {{"include_usage", true}};
   std::string text = body.dump();
   text.insert(1, "\"prompt\":" + prompt + ",");  // the ids spliced in: no JSON tree per token
   return text;

@@ -20,13 +20,14 @@ struct CompletionSettings {
   double timeout_s = 600;            // a request not finished by then fails as "timeout"
   int64_t vocab = 256;               // prompt token ids are drawn from 1..vocab-1
   bool ignore_eos = false;           // the body's "ignore_eos": true (vLLM, llama-server)
-  uint64_t seed = 0;                 // the prompt token ids' seed
+  bool stream_usage = false;  // "stream_options": {"include_usage": true}: vLLM's usage chunk
+  uint64_t seed = 0;          // the prompt token ids' seed
 };
 
 // The JSON body of `request`: {"model"?, "prompt": [ids], "max_tokens": output_tokens,
-// "stream": true, "ignore_eos"?}. The prompt is `prompt_tokens` token ids, each uniform in
-// 1..vocab-1 from a SplitMix64 stream of (seed, request id): distinct across requests, so no
-// server's prefix cache shortens a prefill the load meant to send.
+// "stream": true, "ignore_eos"?, "stream_options"?}. The prompt is `prompt_tokens` token ids, each
+// uniform in 1..vocab-1 from a SplitMix64 stream of (seed, request id): distinct across requests,
+// so no server's prefix cache shortens a prefill the load meant to send.
 std::string CompletionBody(const CompletionSettings& settings, const serving::RequestSpec& request);
 
 // Sends `request` (POST url.CompletionsPath(), streaming) and measures it: times in seconds from

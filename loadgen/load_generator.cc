@@ -140,30 +140,4 @@ LoadgenResult RunLoad(const LoadgenOptions& options,
   return result;
 }
 
-nlohmann::json LoadgenJson(const LoadgenOptions& options, const serving::LoadSpec& load,
-                           const serving::ServiceLevelObjectives& slo,
-                           const LoadgenResult& result) {
-  nlohmann::json json = serving::ServingSummaryToJson(serving::Summarize(result.outcomes, slo));
-  const auto optional_number = [](const std::optional<double>& value) -> nlohmann::json {
-    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-  };
-  json["source"] = "measured";
-  json["url"] = options.completion.url.ToString();
-  json["model"] = options.completion.model ? nlohmann::json(*options.completion.model)
-                                           : nlohmann::json(nullptr);
-  json["load"] = {{"arrivals", serving::Describe(load.arrivals)},
-                  {"prompt_tokens", serving::Describe(load.prompt_tokens)},
-                  {"output_tokens", serving::Describe(load.output_tokens)},
-                  {"seed", load.seed},
-                  {"requests", result.outcomes.size()},
-                  {"duration_s", optional_number(load.duration_s)}};
-  json["slo"] = {{"ttft_s", optional_number(slo.ttft_s)}, {"tpot_s", optional_number(slo.tpot_s)}};
-  json["concurrency_max"] = options.concurrency_max;
-  json["timeout_s"] = options.completion.timeout_s;
-  json["late_sends"] = result.late_sends;
-  json["max_send_lateness_s"] = result.max_send_lateness_s;
-  json["wall_s"] = result.wall_s;
-  return json;
-}
-
 }  // namespace moelab::loadgen

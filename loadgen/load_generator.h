@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "loadgen/completion_client.h"
 #include "serving/load_spec.h"
 #include "serving/serving_metrics.h"
@@ -42,12 +40,5 @@ struct LoadgenResult {
 
 LoadgenResult RunLoad(const LoadgenOptions& options,
                       const std::vector<serving::RequestSpec>& requests);
-
-// moelab loadgen's report: ServingSummaryToJson plus "source": "measured", "url", "model",
-// "load" {arrivals, prompt_tokens, output_tokens, seed, requests, duration_s}, "slo" {ttft_s,
-// tpot_s; null when not given}, "concurrency_max", "timeout_s", "late_sends",
-// "max_send_lateness_s".
-nlohmann::json LoadgenJson(const LoadgenOptions& options, const serving::LoadSpec& load,
-                           const serving::ServiceLevelObjectives& slo, const LoadgenResult& result);
 
 }  // namespace moelab::loadgen
