@@ -40,5 +40,6 @@ int PlanCapacity(const std::vector<std::string>& args);
 int PlanOffload(const std::vector<std::string>& args);
 int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);
+int Loadgen(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

@@ -26,6 +26,7 @@ const std::vector<Command>& AllCommands() {
       {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
       {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},
       {{"devices"}, "the GPUs this machine has (CUDA builds)", Devices},
+      {{"loadgen"}, "open-loop load against an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput, goodput (moelab.serving/1)", Loadgen},
   };
   // clang-format on
   return commands;

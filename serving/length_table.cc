@@ -131,4 +131,33 @@ LengthTable ReadLengthTable(const std::string& file, bool need_arrivals) {
   return table;
 }
 
+void CheckLengthSources(const LoadSpec& spec, bool prompt_given, bool output_given,
+                        const std::string& prompt_option, const std::string& output_option) {
+  bool trace_prompts = false, trace_outputs = false;
+  const std::string& trace = spec.arrivals.trace_file;
+  if (spec.arrivals.kind == ArrivalProcess::Kind::kTrace) {
+    const LengthTable table = ReadLengthTable(trace, true);
+    trace_prompts = table.has_prompt_tokens;
+    trace_outputs = table.has_output_tokens;
+  }
+  const struct {
+    bool given, in_trace;
+    const std::string& option;
+    const char* column;
+  } lengths[] = {{prompt_given, trace_prompts, prompt_option, "prompt_tokens"},
+                 {output_given, trace_outputs, output_option, "output_tokens"}};
+  for (const auto& length : lengths) {
+    if (length.given && length.in_trace) {
+      throw base::Error(length.option + ": the trace " + trace + " gives each request's " +
+                        length.column + "; leave the option out");
+    }
+    if (!length.given && !length.in_trace) {
+      throw base::Error(length.option + " is required" +
+                        (spec.arrivals.kind == ArrivalProcess::Kind::kTrace
+                             ? " (the trace " + trace + " has no " + length.column + " column)"
+                             : std::string(" (N, uniform:A,B, lognormal:MEAN,SIGMA or csv:FILE)")));
+    }
+  }
+}
+
 }  // namespace moelab::serving

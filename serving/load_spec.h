@@ -88,4 +88,12 @@ struct LengthTable {
 };
 LengthTable ReadLengthTable(const std::string& file, bool need_arrivals);
 
+// Where each length comes from, checked before a run: a trace's own prompt_tokens/output_tokens
+// column is its requests' lengths, so giving that option too is refused (it would be ignored);
+// a length neither the trace nor an option gives is refused (it would default). Without a trace,
+// both options are required. `prompt_option`/`output_option` name the options in messages.
+void CheckLengthSources(const LoadSpec& spec, bool prompt_given, bool output_given,
+                        const std::string& prompt_option = "--prompt-tokens",
+                        const std::string& output_option = "--output-tokens");
+
 }  // namespace moelab::serving

@@ -231,5 +231,21 @@ TEST(ReadLengthTable, ErrorsNameFileLineAndColumn) {
             std::string::npos);
 }
 
+TEST(ReadLengthTable, TheShippedShareGptLikeTableReadsWithTheMeansItsHeaderStates) {
+  const std::string file =
+      (testing::PresetDir() / "workloads" / "sharegpt-like-lengths.csv").string();
+  const LengthTable table = ReadLengthTable(file, false);
+  ASSERT_EQ(table.rows, 1000u);
+  ASSERT_TRUE(table.has_prompt_tokens && table.has_output_tokens);
+  double prompts = 0, outputs = 0;
+  for (size_t i = 0; i < table.rows; ++i) {
+    prompts += static_cast<double>(table.prompt_tokens[i]);
+    outputs += static_cast<double>(table.output_tokens[i]);
+    EXPECT_LE(table.prompt_tokens[i] + table.output_tokens[i], 2048);
+  }
+  EXPECT_NEAR(prompts / 1000, 141.29, 0.005);  // the header's "prompt mean 141.29"
+  EXPECT_NEAR(outputs / 1000, 301.22, 0.005);
+}
+
 }  // namespace
 }  // namespace moelab::serving
