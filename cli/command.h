@@ -38,5 +38,6 @@ int SimEp(const std::vector<std::string>& args);
 int PlanOffload(const std::vector<std::string>& args);
 int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);
+int Serve(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

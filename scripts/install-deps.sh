@@ -22,6 +22,7 @@ packages=(
   ccache                         # CMakeLists.txt: rebuilds (CI's three builds) reuse objects
   libopenmpi-dev                 # parallel/: expert parallelism across MPI ranks (run --expert-parallel)
   openmpi-bin                    # mpirun, for --expert-parallel and its tests
+  libcpp-httplib-dev             # moelab serve's HTTP server (server/) and the serve tests' client
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.
