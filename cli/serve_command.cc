@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
-#include "cli/scheduler_options.h"
+#include "cli/serving_options.h"
 #include "cli/shape_options.h"
 #include "executor/serving_engine.h"
 #include "server/completion_server.h"

@@ -12,7 +12,11 @@ std::vector<int32_t> TokenizeBytes(std::string_view text, int64_t vocab) {
 
 std::string DetokenizeToken(int32_t id) {
   if (id >= 32 && id < 127) return std::string(1, static_cast<char>(id));
-  return "<" + std::to_string(id) + ">";
+  // Appended piece by piece: "<" + to_string(id) trips g++ 12's -Wrestrict false positive.
+  std::string text(1, '<');
+  text += std::to_string(id);
+  text += '>';
+  return text;
 }
 
 std::string Detokenize(const std::vector<int32_t>& ids) {

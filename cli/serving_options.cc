@@ -1,4 +1,4 @@
-#include "cli/scheduler_options.h"
+#include "cli/serving_options.h"
 
 namespace moelab::cli {
 
