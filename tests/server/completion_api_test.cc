@@ -58,9 +58,9 @@ TEST(CompletionAnswer, CarriesUsageAndTokens) {
   EXPECT_EQ(answer["usage"]["total_tokens"], 6);
   const json last = ChunkJson("cmpl-1", 5, "tiny", {}, std::string("length"), UsageJson(4, 2));
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
-  EXPECT_TRUE(ChunkJson("cmpl-1", 5, "tiny", {7}, std::nullopt, std::nullopt)["choices"][0]
-                  ["finish_reason"]
-                      .is_null());
+  EXPECT_TRUE(
+      ChunkJson("cmpl-1", 5, "tiny", {7}, std::nullopt, std::nullopt)["choices"][0]["finish_reason"]
+          .is_null());
   EXPECT_EQ(ServerSentEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
 }
 
