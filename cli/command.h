@@ -41,5 +41,6 @@ int PlanOffload(const std::vector<std::string>& args);
 int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);
 int Loadgen(const std::vector<std::string>& args);
+int Serve(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

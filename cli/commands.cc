@@ -25,6 +25,7 @@ const std::vector<Command>& AllCommands() {
       {{"sim", "ep"}, "a MoE step laid out EP x TP on a node, with and without EPS-MoE's expert pipeline", SimEp},
       {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
       {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},
+      {{"serve"}, "serve the executor behind an OpenAI-compatible HTTP API (continuous batching)", Serve},
       {{"devices"}, "the GPUs this machine has (CUDA builds)", Devices},
       {{"loadgen"}, "open-loop load against an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput, goodput (moelab.serving/1)", Loadgen},
   };

@@ -22,7 +22,7 @@ packages=(
   ccache                         # CMakeLists.txt: rebuilds (CI's three builds) reuse objects
   libopenmpi-dev                 # parallel/: expert parallelism across MPI ranks (run --expert-parallel)
   openmpi-bin                    # mpirun, for --expert-parallel and its tests
-  libcpp-httplib-dev             # loadgen/: moelab loadgen's HTTP client (and its tests' servers)
+  libcpp-httplib-dev             # moelab serve's HTTP server (server/), moelab loadgen's client (loadgen/), their tests
 )
 
 # `install-deps.sh --bench` adds what the scipy comparison (bench/fit_vs_scipy.py) needs.

@@ -1,0 +1,145 @@
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <ctime>
+#include <iostream>
+#include <thread>
+
+#include "base/error.h"
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/serving_options.h"
+#include "cli/shape_options.h"
+#include "executor/serving_engine.h"
+#include "server/completion_server.h"
+
+namespace moelab::cli {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: moelab serve --model M [shape overrides] [--weights FILE] [--expert-bits B] "
+    "[--attention-bits B] [--device cpu|gpu] [--seed S] [--host 127.0.0.1] [--port 8000] "
+    "[--kv-blocks N] [--kv-block-tokens T] [--max-running N] [--max-batched-tokens T] "
+    "[--prefill-chunk T] [--max-waiting N] [--max-sequence-tokens T] [--queue-order "
+    "fcfs|priority]\n\n"
+    "Serves the executor behind OpenAI's completions API (docs/serving.md): GET /v1/models, POST "
+    "/v1/completions (prompt a string or a list of token ids, max_tokens, stream), GET /health, "
+    "GET /metrics. Continuous batching with chunked prefill and recompute preemption over a paged "
+    "KV budget (scheduler/). Greedy decoding; synthetic weights have no end token, so every "
+    "request generates max_tokens. A string prompt is tokenized byte by byte: each UTF-8 byte b is "
+    "token b mod vocab; generated ids in [32, 127) are written as that ASCII character, others as "
+    "\"<ID>\". Prints \"listening on http://HOST:PORT\" when ready. SIGINT or SIGTERM: new "
+    "requests get 503, running ones finish, exit 0; a second signal cancels them.";
+
+struct ServeFlags {
+  executor::RunRequest model;
+  scheduler::SchedulerConfig scheduler;
+  server::ServerOptions server;
+};
+
+void AddServeOptions(po::options_description& options, ServeFlags& flags) {
+  flags.scheduler.kv_blocks = 1024;  // 16,384 positions of 16-token blocks
+  // clang-format off
+  options.add_options()
+      ("model", Into(&flags.model.model), "model preset or path (shape overrides below apply)")
+      ("weights", Into(&flags.model.weights), "Hugging Face safetensors file or folder (default: seeded synthetic weights)")
+      ("expert-bits", Into(&flags.model.expert_bits), "routed expert weights: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
+      ("attention-bits", Into(&flags.model.attention_bits), "attention q|k|v and o weights: 16, 8 or 4 bits")
+      ("seed", Into(&flags.model.seed), "seed of the synthetic weights")
+      ("threads", Into(&flags.model.threads), "compute threads (default: MOELAB_THREADS or all cores)")
+      ("device", Into(&flags.model.device), "where the forward passes run: cpu or gpu (CUDA builds)")
+      ("gpu", Into(&flags.model.gpu_index), "which GPU with --device gpu")
+      ("host", Into(&flags.server.host), "address to listen on (loopback by default; 0.0.0.0 for every interface)")
+      ("port", Into(&flags.server.port), "TCP port (0: any free port, printed when ready)")
+      ("max-body-bytes", Into(&flags.server.max_body_bytes), "request bodies larger than this get HTTP 413")
+      ("http-threads", po::value<int>(), "threads answering HTTP requests; a streaming answer holds one (default: --max-running + --max-waiting + 8)")
+      ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
+  // clang-format on
+  AddSchedulerOptions(options, flags.scheduler);
+  po::options_description shape(
+      "shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
+  AddShapeOptions(shape, "", model::DefaultTargetShape());
+  options.add(shape);
+}
+
+// SIGINT/SIGTERM are blocked in every thread (the mask is inherited, so this runs before any
+// thread starts) and taken by `Watch` with sigtimedwait.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is a failed write, not a dead server
+  return signals;
+}
+
+// The first signal shuts the server down gracefully (on its own thread, so a second signal is
+// still heard); the second aborts what runs.
+void Watch(const sigset_t& signals, const std::atomic<bool>& served, server::CompletionServer& http,
+           executor::ServingEngine& engine) {
+  std::thread shutdown;
+  int received = 0;
+  while (!served) {
+    const timespec slice{0, 200'000'000};
+    const int signal_number = sigtimedwait(&signals, nullptr, &slice);
+    if (signal_number < 0) continue;
+    if (++received == 1) {
+      std::cerr << "moelab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
+                << ": refusing new requests, finishing the running ones (again: cancel them)\n";
+      shutdown =
+          std::thread([&http] { http.Shutdown(executor::ServingEngine::StopMode::kFinish); });
+    } else {
+      engine.Abort();
+    }
+  }
+  if (shutdown.joinable()) shutdown.join();
+}
+
+}  // namespace
+
+int Serve(const std::vector<std::string>& args) {
+  ServeFlags flags;
+  po::options_description options("moelab serve");
+  AddServeOptions(options, flags);
+  po::variables_map values;
+  if (!ParseOptions(kUsage, options, args, values)) return 0;
+  flags.model.shape = ShapeFrom(
+      values, "",
+      flags.model.weights.empty() ? model::DefaultTargetShape() : model::ShapeOverrides{});
+  flags.server.http_threads = values.count("http-threads")
+                                  ? values["http-threads"].as<int>()
+                                  : static_cast<int>(flags.scheduler.max_running_sequences +
+                                                     flags.scheduler.max_waiting_requests + 8);
+  flags.scheduler.Validate();
+  flags.server.Validate();
+  const sigset_t signals = BlockShutdownSignals();
+  std::unique_ptr<executor::ServingModel> model =
+      executor::BuildServingModel(flags.model, flags.scheduler, model::PresetStore::Default());
+  const executor::ExecutorConfig& config = model->model->config();
+  if (flags.scheduler.max_sequence_tokens == 0) {
+    // The documented default: what the KV budget holds, within the model's positions.
+    flags.scheduler.max_sequence_tokens =
+        std::min(flags.scheduler.kv_blocks * flags.scheduler.kv_block_tokens, config.max_positions);
+  }
+  const server::ServedModel served{config.name, config.vocab_size,
+                                   flags.scheduler.max_sequence_tokens};
+  executor::ServingEngine engine(std::move(model), flags.scheduler);
+  server::CompletionServer http(engine, served, flags.server);
+  const int port = http.Bind();
+  engine.Start();
+  std::atomic<bool> served_all{false};
+  std::thread watcher([&] { Watch(signals, served_all, http, engine); });
+  std::cout << "listening on http://" << flags.server.host << ":" << port << std::endl;
+  http.Serve();
+  served_all = true;
+  watcher.join();
+  engine.Stop(executor::ServingEngine::StopMode::kAbort);
+  const executor::EngineSnapshot last = engine.Snapshot();
+  if (!last.failure.empty()) throw base::Error("serving engine failed: " + last.failure);
+  return 0;
+}
+
+}  // namespace moelab::cli

@@ -1,0 +1,64 @@
+#include "executor/serving_model.h"
+
+#include <string>
+
+#include "base/error.h"
+#include "base/system_memory.h"
+#include "executor/gpu/gpu_transformer.h"
+#include "executor/hf_weights.h"
+#include "executor/transformer.h"
+
+namespace moelab::executor {
+
+double KvBudgetBytes(const ExecutorConfig& config, const scheduler::SchedulerConfig& scheduler) {
+  return static_cast<double>(scheduler.kv_blocks) * static_cast<double>(scheduler.kv_block_tokens) *
+         static_cast<double>(config.num_layers) * static_cast<double>(config.kv_width()) * 2.0 *
+         sizeof(float);
+}
+
+std::unique_ptr<ServingModel> MakeCpuServingModel(ModelWeights weights, int threads) {
+  auto serving = std::make_unique<ServingModel>();
+  serving->pool = std::make_unique<kernels::ThreadPool>(threads);
+  serving->weights = std::move(weights);
+  serving->model = std::make_unique<Transformer>(serving->weights, *serving->pool);
+  return serving;
+}
+
+std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
+                                                const scheduler::SchedulerConfig& config,
+                                                const model::PresetStore& presets) {
+  if (request.offload) throw base::Error("--offload is not composed with serving yet");
+  config.Validate();
+  // RunTargetConfig checks a run's positions; a server's are the scheduler's to refuse.
+  RunRequest one_token = request;
+  one_token.workload = Workload::kDecode;
+  one_token.batch = one_token.prompt_tokens = one_token.output_tokens = 1;
+  const ExecutorConfig target = RunTargetConfig(one_token, presets);
+  const double kv_bytes = KvBudgetBytes(target, config);
+  const double weight_bytes = WeightBytesFor(target);
+  const double available = base::MemAvailableBytes();
+  if (available > 0 && kv_bytes + weight_bytes > 0.9 * available) {
+    throw base::Error("--kv-blocks " + std::to_string(config.kv_blocks) + " x --kv-block-tokens " +
+                      std::to_string(config.kv_block_tokens) + " positions need " +
+                      std::to_string(static_cast<int64_t>(kv_bytes / 1e6)) +
+                      " MB of KV cache beside " +
+                      std::to_string(static_cast<int64_t>(weight_bytes / 1e6)) +
+                      " MB of weights, more than 90 % of the " +
+                      std::to_string(static_cast<int64_t>(available / 1e6)) +
+                      " MB this machine has available: lower --kv-blocks");
+  }
+  const int threads = request.threads > 0 ? request.threads : kernels::DefaultThreadCount();
+  auto pool = std::make_unique<kernels::ThreadPool>(threads);
+  ModelWeights weights = request.weights.empty() ? MakeSyntheticWeights(target, request.seed, *pool)
+                                                 : LoadHuggingFaceWeights(target, request.weights);
+  auto serving = std::make_unique<ServingModel>();
+  serving->pool = std::move(pool);
+  serving->weights = std::move(weights);
+  if (request.device == "gpu")
+    serving->model = MakeGpuTransformer(serving->weights, request.gpu_index);
+  else
+    serving->model = std::make_unique<Transformer>(serving->weights, *serving->pool);
+  return serving;
+}
+
+}  // namespace moelab::executor

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <memory>
+
+#include "executor/forward_model.h"
+#include "executor/run_workload.h"
+#include "executor/weights.h"
+#include "kernels/thread_pool.h"
+#include "model/preset_store.h"
+#include "scheduler/scheduler_config.h"
+
+namespace moelab::executor {
+
+// A model ready to serve: its thread pool, weights and forward pass, kept together (the forward
+// model refers to the other two) and never moved (held by unique_ptr).
+struct ServingModel {
+  std::unique_ptr<kernels::ThreadPool> pool;
+  ModelWeights weights;
+  std::unique_ptr<ForwardModel> model;
+};
+
+// The model `moelab run` would build for `request` (model, shape, weight formats, weights file
+// or seeded synthetic weights, threads, --device cpu|gpu), for serving. Refuses --offload and the
+// run's workload options (not composed with serving), and a KV budget (config.kv_blocks x
+// kv_block_tokens positions of fp32 keys and values) that with the weights would not fit in 90 %
+// of the memory available, naming --kv-blocks.
+std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
+                                                const scheduler::SchedulerConfig& config,
+                                                const model::PresetStore& presets);
+
+// A ServingModel over given weights on the CPU (tests, and the CLI through BuildServingModel).
+std::unique_ptr<ServingModel> MakeCpuServingModel(ModelWeights weights, int threads);
+
+// Bytes of fp32 keys and values the budget's positions take for this model.
+double KvBudgetBytes(const ExecutorConfig& config, const scheduler::SchedulerConfig& scheduler);
+
+}  // namespace moelab::executor

@@ -1,0 +1,199 @@
+#include "server/completion_handler.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moelab::server::internal {
+namespace {
+
+using executor::RequestStream;
+using executor::ServingClock;
+using executor::StreamEvent;
+
+constexpr std::chrono::milliseconds kWaitSlice(1000);
+
+StreamEvent NextEvent(RequestStream& stream) {
+  for (;;) {
+    if (std::optional<StreamEvent> event = stream.Next(kWaitSlice)) return std::move(*event);
+  }
+}
+
+// Counts an answer in flight from construction to destruction (the last copy of the guard, held
+// by the streaming provider until the response is written), so shutdown can wait for answers.
+class AnswerGuard {
+ public:
+  explicit AnswerGuard(ServerState& state) : state_(state) {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    ++state_.answers_in_flight;
+  }
+  ~AnswerGuard() {
+    {
+      std::lock_guard<std::mutex> lock(state_.mutex);
+      --state_.answers_in_flight;
+    }
+    state_.answered.notify_all();
+  }
+  AnswerGuard(const AnswerGuard&) = delete;
+  AnswerGuard& operator=(const AnswerGuard&) = delete;
+
+ private:
+  ServerState& state_;
+};
+
+double Seconds(ServingClock::duration duration) {
+  return std::chrono::duration<double>(duration).count();
+}
+
+// A request's answer so far: its tokens, its first token's time; records its latencies once.
+struct Answer {
+  std::string id;
+  int64_t prompt_tokens = 0;
+  ServingClock::time_point arrival, first_token, last_token;
+  std::vector<int32_t> tokens;
+  bool ended = false;
+
+  void Add(const StreamEvent& event, ServerMetrics& metrics) {
+    if (tokens.empty()) {
+      first_token = event.at;
+      metrics.ObserveTimeToFirstToken(Seconds(first_token - arrival));
+    }
+    last_token = event.at;
+    tokens.push_back(event.token);
+  }
+  void Finish(ServerMetrics& metrics) {
+    ended = true;
+    metrics.Count(RequestOutcome::kCompleted);
+    if (tokens.size() >= 2) {
+      metrics.ObserveTimePerOutputToken(Seconds(last_token - first_token) /
+                                        static_cast<double>(tokens.size() - 1));
+    }
+  }
+};
+
+// The error answer of a request that ended before its first token.
+ApiError EndedEarly(const StreamEvent& event, const CompletionRequest& request,
+                    const ServedModel& model, ServerMetrics& metrics) {
+  if (event.kind == StreamEvent::Kind::kRefused && event.refusal == scheduler::Refusal::kTooLong) {
+    metrics.Count(RequestOutcome::kTooLong);
+    const bool prompt_alone =
+        static_cast<int64_t>(request.prompt.size()) >= model.max_sequence_tokens;
+    return ApiError(400, event.message, prompt_alone ? "prompt" : "max_tokens");
+  }
+  if (event.kind == StreamEvent::Kind::kRefused || event.kind == StreamEvent::Kind::kCancelled) {
+    metrics.Count(RequestOutcome::kQueueFull);
+    return ApiError(503, event.message, "", "server_overloaded");
+  }
+  metrics.Count(RequestOutcome::kFailed);
+  return ApiError(500, event.message, "", "server_error");
+}
+
+void ReplyWhole(ServerState& state, Answer& answer, RequestStream& stream,
+                httplib::Response& response) {
+  for (;;) {
+    const StreamEvent event = NextEvent(stream);
+    if (event.kind == StreamEvent::Kind::kToken) {
+      answer.Add(event, state.metrics);
+      continue;
+    }
+    if (event.kind == StreamEvent::Kind::kFinished) {
+      answer.Finish(state.metrics);
+      response.set_content(CompletionJson(answer.id, state.created_unix_s, state.model.name,
+                                          answer.tokens, answer.prompt_tokens, "length")
+                               .dump(),
+                           "application/json");
+      return;
+    }
+    state.metrics.Count(event.kind == StreamEvent::Kind::kCancelled ? RequestOutcome::kCancelled
+                                                                    : RequestOutcome::kFailed);
+    return ReplyError(response, ApiError(503, event.message, "", "server_error"));
+  }
+}
+
+// Writes one event of the stream; false when the client is gone.
+bool WriteEvent(ServerState& state, Answer& answer, const StreamEvent& event,
+                httplib::DataSink& sink) {
+  std::string text;
+  if (event.kind == StreamEvent::Kind::kToken) {
+    answer.Add(event, state.metrics);
+    text = ServerSentEvent(ChunkJson(answer.id, state.created_unix_s, state.model.name,
+                                     {event.token}, std::nullopt, std::nullopt));
+  } else if (event.kind == StreamEvent::Kind::kFinished) {
+    answer.Finish(state.metrics);
+    // The last chunk: no new token, the finish reason and the usage.
+    text = ServerSentEvent(
+        ChunkJson(answer.id, state.created_unix_s, state.model.name, {}, std::string("length"),
+                  UsageJson(answer.prompt_tokens, static_cast<int64_t>(answer.tokens.size()))));
+    text += kServerSentEventsDone;
+  } else {
+    answer.ended = true;
+    state.metrics.Count(event.kind == StreamEvent::Kind::kCancelled ? RequestOutcome::kCancelled
+                                                                    : RequestOutcome::kFailed);
+    text = ServerSentEvent(ErrorJson(ApiError(503, event.message, "", "server_error")));
+    text += kServerSentEventsDone;
+  }
+  if (!sink.write(text.data(), text.size())) return false;
+  if (event.end()) sink.done();
+  return true;
+}
+
+void ReplyStream(ServerState& state, std::shared_ptr<Answer> answer,
+                 std::shared_ptr<RequestStream> stream, StreamEvent first,
+                 std::shared_ptr<AnswerGuard> guard, httplib::Response& response) {
+  auto pending = std::make_shared<std::optional<StreamEvent>>(std::move(first));
+  response.set_header("Cache-Control", "no-cache");
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [&state, answer, stream, pending](size_t, httplib::DataSink& sink) {
+        StreamEvent event = *pending ? std::move(**pending) : NextEvent(*stream);
+        pending->reset();
+        return WriteEvent(state, *answer, event, sink);
+      },
+      [&state, answer, stream, guard](bool success) {
+        // A failed write or a closed connection before the end: the client is gone.
+        if (!success && !answer->ended) {
+          state.engine.Cancel(stream->id());
+          answer->ended = true;
+          state.metrics.Count(RequestOutcome::kCancelled);
+        }
+      });
+}
+
+}  // namespace
+
+void ReplyError(httplib::Response& response, const ApiError& error) {
+  response.status = error.status;
+  if (error.status == 503) response.set_header("Retry-After", "1");
+  response.set_content(ErrorJson(error).dump(), "application/json");
+}
+
+void HandleCompletion(ServerState& state, const httplib::Request& http_request,
+                      httplib::Response& response) {
+  auto guard = std::make_shared<AnswerGuard>(state);
+  auto answer = std::make_shared<Answer>();
+  answer->arrival = ServingClock::now();
+  CompletionRequest request;
+  try {
+    if (state.draining) throw ApiError(503, "the server is shutting down", "", "server_overloaded");
+    request = ParseCompletionRequest(http_request.body, state.model);
+  } catch (const ApiError& error) {
+    state.metrics.Count(error.status == 503 ? RequestOutcome::kQueueFull
+                                            : RequestOutcome::kInvalid);
+    return ReplyError(response, error);
+  }
+  answer->prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  std::shared_ptr<RequestStream> stream =
+      state.engine.Submit(request.prompt, request.max_tokens, request.priority);
+  answer->id = "cmpl-" + std::to_string(stream->id());
+  StreamEvent first = NextEvent(*stream);
+  if (first.end())  // every request has max_tokens >= 1: an end first is a refusal or failure
+    return ReplyError(response, EndedEarly(first, request, state.model, state.metrics));
+  if (!request.stream) {
+    answer->Add(first, state.metrics);
+    return ReplyWhole(state, *answer, *stream, response);
+  }
+  ReplyStream(state, answer, stream, std::move(first), guard, response);
+}
+
+}  // namespace moelab::server::internal

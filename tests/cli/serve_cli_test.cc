@@ -1,0 +1,374 @@
+// moelab serve as a client sees it: a server the test starts on a free loopback port (--port 0,
+// the port read from its "listening on" line), spoken to with cpp-httplib's client.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "executor/generation.h"
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_paths.h"
+
+extern char** environ;
+
+namespace moelab::cli {
+namespace {
+
+using nlohmann::json;
+
+const std::string kShape =
+    "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 16 --vocab 101 --threads 2 --seed 3";
+// A shape whose decode steps take milliseconds, so a long request is still running while the test
+// looks at it.
+const std::string kSlowShape =
+    "--layers 4 --hidden 256 --intermediate 512 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 64 --vocab 1000 --threads 2 --seed 3";
+
+// A `moelab serve` process on a free port; SIGKILLed at destruction unless Stop()ped.
+class Server {
+ public:
+  explicit Server(const std::string& args, const std::string& shape = kShape) {
+    dir_ = testing::MakeTempDir("serve");
+    std::vector<std::string> words = {MOELAB_BINARY, "serve"};
+    std::istringstream split(shape + " --port 0 " + args);
+    for (std::string word; split >> word;) words.push_back(word);
+    std::vector<char*> argv;
+    for (std::string& word : words) argv.push_back(word.data());
+    argv.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, 2, (dir_ / "err").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    stdout_ = fdopen(out[0], "r");
+    char line[256] = {};
+    const bool got = fgets(line, sizeof line, stdout_) != nullptr;
+    std::smatch match;
+    const std::string text = line;
+    if (got &&
+        std::regex_search(text, match, std::regex(R"(^listening on http://127\.0\.0\.1:(\d+)\n$)")))
+      port_ = std::stoi(match[1]);
+    else
+      ADD_FAILURE() << "no 'listening on' line; stdout '" << text << "', stderr: " << Err();
+  }
+  ~Server() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (stdout_) fclose(stdout_);
+    std::filesystem::remove_all(dir_);
+  }
+  int port() const { return port_; }
+  std::string Err() const { return testing::Slurp(dir_ / "err"); }
+  // Sends `signal` and returns the exit status (-1: killed by a signal).
+  int Stop(int signal = SIGTERM) {
+    kill(pid_, signal);
+    int raw = 0;
+    waitpid(pid_, &raw, 0);
+    pid_ = -1;
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::filesystem::path dir_;
+  pid_t pid_ = -1;
+  FILE* stdout_ = nullptr;
+  int port_ = 0;
+};
+
+httplib::Result Post(int port, const json& body) {
+  httplib::Client client("127.0.0.1", port);
+  client.set_read_timeout(120, 0);
+  return client.Post("/v1/completions", body.dump(), "application/json");
+}
+
+// The server-sent events of a body: the JSON of every "data:" line but the last, which must be
+// [DONE]; every event ends with a blank line.
+std::vector<json> Events(const std::string& body) {
+  std::vector<json> events;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    EXPECT_NE(end, std::string::npos) << "an event without its blank line: " << body.substr(at);
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(at, end - at);
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    const std::string data = event.substr(6);
+    at = end + 2;
+    if (data == "[DONE]") {
+      EXPECT_EQ(at, body.size()) << "events after [DONE]";
+      return events;
+    }
+    events.push_back(json::parse(data));
+  }
+  ADD_FAILURE() << "no data: [DONE] at the end";
+  return events;
+}
+
+// A metric's value in /metrics' text.
+double Metric(int port, const std::string& name) {
+  httplib::Client client("127.0.0.1", port);
+  const httplib::Result r = client.Get("/metrics");
+  EXPECT_TRUE(r && r->status == 200);
+  if (!r) return -1;
+  std::istringstream lines(r->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  ADD_FAILURE() << name << " not in /metrics:\n" << r->body;
+  return -1;
+}
+
+// Polls `name` until it equals `value` (30 s at most).
+bool MetricBecomes(int port, const std::string& name, double value) {
+  for (int i = 0; i < 300; ++i) {
+    if (Metric(port, name) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+TEST(Serve, AnswersEqualMoelabRunsGreedyTokens) {
+  const testing::CliRun run = testing::RunMoelab(
+      "run " + kShape + " --workload decode --batch 2 --prompt 6 --tokens 5 --json");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const json outputs = json::parse(run.out)["outputs"];
+  // moelab run's prompts: seeded synthetic ones, drawn here the same way.
+  const auto prompts = executor::SyntheticPrompts(2, 6, 101, 3);
+  Server server("");
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const httplib::Result r = Post(server.port(), {{"prompt", prompts[i]}, {"max_tokens", 5}});
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json answer = json::parse(r->body);
+    EXPECT_EQ(answer["object"], "text_completion");
+    EXPECT_EQ(answer["choices"][0]["token_ids"], outputs[i]);
+    EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+    EXPECT_TRUE(answer["choices"][0]["text"].is_string());
+    EXPECT_EQ(answer["usage"],
+              json({{"prompt_tokens", 6}, {"completion_tokens", 5}, {"total_tokens", 11}}));
+  }
+  httplib::Client client("127.0.0.1", server.port());
+  const httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models && models->status == 200);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "mixtral-8x7b");
+  const httplib::Result health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 2);
+  EXPECT_EQ(Metric(server.port(), "moelab_time_to_first_token_seconds_count"), 2);
+  EXPECT_EQ(Metric(server.port(), "moelab_kv_blocks_total"), 1024);
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+}
+
+TEST(Serve, StreamsOneChunkPerTokenEndingInDone) {
+  Server server("");
+  const json body = {{"prompt", "hello"}, {"max_tokens", 4}};
+  const httplib::Result whole = Post(server.port(), body);
+  ASSERT_TRUE(whole && whole->status == 200);
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  const httplib::Result r = Post(server.port(), streamed_body);
+  ASSERT_TRUE(r && r->status == 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  const std::vector<json> events = Events(r->body);
+  ASSERT_EQ(events.size(), 5u) << "four token chunks and the last chunk";
+  json ids = json::array();
+  std::string text;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(events[i]["choices"][0]["finish_reason"].is_null());
+    EXPECT_FALSE(events[i].contains("usage"));
+    ids.push_back(events[i]["choices"][0]["token_ids"][0]);
+    text += events[i]["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(events[4]["choices"][0]["finish_reason"], "length");
+  // "hello" is five bytes, five tokens.
+  EXPECT_EQ(events[4]["usage"],
+            json({{"prompt_tokens", 5}, {"completion_tokens", 4}, {"total_tokens", 9}}));
+  const json answer = json::parse(whole->body);
+  EXPECT_EQ(ids, answer["choices"][0]["token_ids"]);
+  EXPECT_EQ(text, answer["choices"][0]["text"]);
+  EXPECT_EQ(server.Stop(SIGINT), 0) << server.Err();
+}
+
+struct BadRequest {
+  std::string body;
+  int status;
+  std::string param;  // "" for null
+  std::string message;
+};
+
+TEST(Serve, BadRequestsGetJsonErrorsNamingTheField) {
+  Server server("--max-body-bytes 4096 --max-sequence-tokens 64");
+  const std::vector<BadRequest> cases = {
+      {"{\"prompt\": [1, 2", 400, "", "not valid JSON"},
+      {"[1, 2]", 400, "", "JSON object"},
+      {"{\"max_tokens\": 3}", 400, "prompt", "required"},
+      {"{\"prompt\": 7}", 400, "prompt", "a string or a list"},
+      {"{\"prompt\": [1, 101]}", 400, "prompt", "token id 101 outside the vocabulary [0, 101)"},
+      {"{\"prompt\": \"\"}", 400, "prompt", "empty"},
+      {"{\"prompt\": \"hi\", \"max_tokens\": \"5\"}", 400, "max_tokens", "an integer"},
+      {"{\"prompt\": \"hi\", \"max_tokens\": 0}", 400, "max_tokens", "at least 1"},
+      {"{\"prompt\": \"hi\", \"stream\": \"yes\"}", 400, "stream", "true or false"},
+      {"{\"prompt\": \"hi\", \"temperature\": 0.7}", 400, "temperature", "greedy"},
+      {"{\"prompt\": \"hi\", \"model\": \"gpt-4\"}", 404, "model", "does not exist"},
+      {"{\"prompt\": \"hi\", \"max_tokens\": 100}", 400, "max_tokens", "64"},
+      {"{\"prompt\": \"" + std::string(5000, 'a') + "\"}", 413, "", "--max-body-bytes"},
+  };
+  for (const BadRequest& c : cases) {
+    httplib::Client client("127.0.0.1", server.port());
+    const httplib::Result r = client.Post("/v1/completions", c.body, "application/json");
+    ASSERT_TRUE(r) << c.body.substr(0, 40);
+    EXPECT_EQ(r->status, c.status) << c.body.substr(0, 40) << ": " << r->body;
+    const json error = json::parse(r->body)["error"];
+    EXPECT_EQ(error["param"], c.param.empty() ? json(nullptr) : json(c.param)) << r->body;
+    EXPECT_NE(error["message"].get<std::string>().find(c.message), std::string::npos) << r->body;
+    if (c.status == 400) {
+      EXPECT_EQ(error["type"], "invalid_request_error");
+    }
+  }
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"too_long\"}"), 1);
+  httplib::Client client("127.0.0.1", server.port());
+  const httplib::Result missing = client.Get("/v2/nothing");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_TRUE(json::parse(missing->body).contains("error"));
+  EXPECT_EQ(server.Stop(), 0) << server.Err();
+}
+
+TEST(Serve, ConcurrentClientsEachGetTheirOwnGreedyTokens) {
+  Server server("--max-running 3 --max-batched-tokens 16 --prefill-chunk 8");
+  const auto prompts = executor::SyntheticPrompts(6, 11, 101, 9);
+  std::vector<json> alone;
+  for (const auto& prompt : prompts) {
+    const httplib::Result r = Post(server.port(), {{"prompt", prompt}, {"max_tokens", 12}});
+    ASSERT_TRUE(r && r->status == 200);
+    alone.push_back(json::parse(r->body)["choices"][0]["token_ids"]);
+  }
+  std::vector<json> together(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] {
+      const httplib::Result r =
+          Post(server.port(), {{"prompt", prompts[i]}, {"max_tokens", 12}, {"stream", i % 2 == 1}});
+      if (!r || r->status != 200) return;
+      if (i % 2 == 0) {
+        together[i] = json::parse(r->body)["choices"][0]["token_ids"];
+        return;
+      }
+      together[i] = json::array();
+      for (const json& event : Events(r->body))
+        for (const json& id : event["choices"][0]["token_ids"]) together[i].push_back(id);
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(together, alone);
+  EXPECT_EQ(server.Stop(), 0) << server.Err();
+}
+
+// Starts a stream of `max_tokens` and reads at least `chunks` chunks of it (and on until `*hold`
+// is false), then drops the connection.
+void ReadThenDisconnect(int port, int64_t max_tokens, int chunks,
+                        const std::atomic<bool>* hold = nullptr) {
+  httplib::Client client("127.0.0.1", port);
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body =
+      json({{"prompt", "a long answer"}, {"max_tokens", max_tokens}, {"stream", true}}).dump();
+  request.set_header("Content-Type", "application/json");
+  int seen = 0;
+  request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    return ++seen < chunks || (hold && *hold);
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  client.send(request, response, error);  // fails: the receiver stopped it
+  EXPECT_GE(seen, chunks);
+}
+
+TEST(Serve, AClientThatDisconnectsFreesItsSequence) {
+  Server server("", kSlowShape);
+  ReadThenDisconnect(server.port(), 3000, 3);
+  EXPECT_TRUE(MetricBecomes(server.port(), "moelab_requests_total{outcome=\"cancelled\"}", 1));
+  EXPECT_TRUE(MetricBecomes(server.port(), "moelab_requests_running", 0));
+  EXPECT_EQ(Metric(server.port(), "moelab_kv_blocks_used"), 0);
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.Err();
+}
+
+TEST(Serve, AFullQueueGets503) {
+  Server server("--max-running 1 --max-waiting 1", kSlowShape);
+  // One request runs (a long stream, held until the end), one waits behind it; the third finds
+  // the queue full.
+  std::atomic<bool> hold{true};
+  std::thread running([&] { ReadThenDisconnect(server.port(), 3000, 2, &hold); });
+  ASSERT_TRUE(MetricBecomes(server.port(), "moelab_requests_running", 1));
+  std::thread waiting([&] { Post(server.port(), {{"prompt", "wait"}, {"max_tokens", 2}}); });
+  ASSERT_TRUE(MetricBecomes(server.port(), "moelab_requests_waiting", 1));
+  const httplib::Result r = Post(server.port(), {{"prompt", "too many"}, {"max_tokens", 2}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["message"].is_string(), true);
+  hold = false;
+  running.join();
+  waiting.join();
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"queue_full\"}"), 1);
+  EXPECT_EQ(server.Stop(), 0) << server.Err();
+}
+
+TEST(Serve, SigtermFinishesWhatRunsAndExitsZero) {
+  Server server("", kSlowShape);
+  std::optional<httplib::Result> answer;
+  std::thread client([&] {
+    answer.emplace(
+        Post(server.port(), {{"prompt", "finish me"}, {"max_tokens", 400}, {"stream", true}}));
+  });
+  ASSERT_TRUE(MetricBecomes(server.port(), "moelab_requests_running", 1));
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+  client.join();
+  ASSERT_TRUE(answer && *answer);
+  const std::vector<json> events = Events((*answer)->body);
+  ASSERT_EQ(events.size(), 401u) << "every token and the last chunk, then [DONE]";
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 400);
+}
+
+TEST(Serve, RefusesBadOptionsNamingThem) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--port 70000", "--port"},
+           {"--kv-blocks 0", "--kv-blocks"},
+           {"--queue-order lifo", "--queue-order"},
+           {"--max-sequence-tokens 5000", "max_positions"},
+           {"--http-threads 0", "--http-threads"}}) {
+    const testing::CliRun r = testing::RunMoelab("serve " + kShape + " " + args);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace moelab::cli
