@@ -1,19 +1,61 @@
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/shape_options.h"
 #include "base/error.h"
+#include "base/message_text.h"
+#include "parallel/communicator.h"
+#include "profiler/collective_profile.h"
 #include "profiler/profile_summary.h"
 #include "profiler/profiler.h"
 
 namespace moelab::cli {
 
+namespace {
+
+// --collectives: the profile measured across the MPI ranks; rank 0 gets it, the others only their
+// exit status. Errors every rank raised alike are printed once, by rank 0 (every rank exits 1); a
+// rank that failed alone (a timed-out collective) says so and ends the job, so no rank waits.
+struct RankOutcome {
+  int status = 0;
+  std::optional<nlohmann::json> profile;  // rank 0's
+};
+
+RankOutcome ProfileOnRanks(const profiler::ProfileRequest& request) {
+  const std::unique_ptr<parallel::Communicator> communicator =
+      parallel::MakeWorldCommunicator("--collectives");
+  const int rank = communicator->rank();
+  nlohmann::json profile;
+  try {
+    profile = profiler::RunCollectiveProfile(request,
+                                             request.quick ? profiler::CollectiveGridSpec::Quick()
+                                                           : profiler::CollectiveGridSpec::Full(),
+                                             model::PresetStore::Default(), *communicator);
+  } catch (const parallel::AgreedError& e) {
+    // Said once, by rank 0, before any rank exits: mpirun ends the job at the first non-zero exit.
+    if (rank == 0) std::cerr << "moelab: error: " << base::OneLineMessage(e.what()) << "\n";
+    communicator->Barrier();
+    return {1, std::nullopt};
+  } catch (const std::exception& e) {
+    std::cerr << "moelab: rank " << rank << ": error: " << base::OneLineMessage(e.what()) << "\n";
+    communicator->Abort(1);
+  }
+  if (rank != 0) return {0, std::nullopt};
+  return {0, std::move(profile)};
+}
+
+}  // namespace
+
 int Profile(const std::vector<std::string>& args) {
   profiler::ProfileRequest request;
   std::string out;
   bool quiet = false;
+  bool collectives = false;
+  bool no_operators = false;
   po::options_description options("moelab profile");
   // clang-format off
   options.add_options()
@@ -25,6 +67,8 @@ int Profile(const std::vector<std::string>& args) {
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("json", po::bool_switch(), "also print the profile JSON on stdout")
       ("csv", po::bool_switch(), "print the profile's samples as CSV rows (one per sample) instead of the summary")
+      ("collectives", po::bool_switch(&collectives), "under mpirun -n R (R >= 2): also time all-to-all(v) and all-reduce at the model's message sizes on the R ranks (rank 0 profiles the operators and writes the file)")
+      ("no-operators", po::bool_switch(&no_operators), "with --collectives: measure no operator (a profile of the collectives alone)")
       ("quiet", po::bool_switch(&quiet), "no progress lines on stderr");
   // clang-format on
   po::options_description shape(
@@ -34,7 +78,8 @@ int Profile(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] "
                     "[--expert-bits 16|8|4] [--attention-bits 16|8|4] --out PROFILE.json "
-                    "[--threads N] [--json|--csv] [--quiet]",
+                    "[--threads N] [--json|--csv] [--quiet]; mpirun -n R moelab profile "
+                    "--collectives [--no-operators] ...",
                     options, args, values)) {
     return 0;
   }
@@ -46,7 +91,17 @@ int Profile(const std::vector<std::string>& args) {
   if (!quiet) request.progress = &std::cerr;
   request.Validate();
 
-  nlohmann::json profile = profiler::RunProfile(request, model::PresetStore::Default());
+  if (no_operators && !collectives)
+    throw base::Error("--no-operators needs --collectives (a profile must measure something)");
+  request.operators = !no_operators;
+  nlohmann::json profile;
+  if (collectives) {
+    RankOutcome outcome = ProfileOnRanks(request);
+    if (!outcome.profile) return outcome.status;  // not rank 0: rank 0 writes and prints
+    profile = std::move(*outcome.profile);
+  } else {
+    profile = profiler::RunProfile(request, model::PresetStore::Default());
+  }
   profile["provenance"] = Provenance();
   profiler::WriteProfile(profile, out);
   if (values["json"].as<bool>()) {

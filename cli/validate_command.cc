@@ -3,8 +3,10 @@
 
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <set>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/message_text.h"
 #include "cli/command.h"
@@ -13,19 +15,90 @@
 #include "cli/shape_options.h"
 #include "executor/run_workload.h"
 #include "report/json_rows.h"
+#include "parallel/communicator.h"
+#include "validate/ep_validation.h"
 #include "validate/run_validation.h"
 #include "validate/validation_report.h"
 
 namespace moelab::cli {
 
+namespace {
+
+// --cases ep: every rank runs the cases; rank 0 prints (and writes --out/validation-ep.json and the
+// profile). Errors every rank raised alike are printed once, by rank 0; a rank failing alone ends
+// the job so no rank waits for it.
+int ValidateEp(const validate::ValidationRequest& request, const po::variables_map& values,
+               const std::string& out, bool quiet) {
+  validate::EpValidationRequest ep;
+  ep.model = request.model;
+  ep.shape = request.shape;
+  ep.quick = request.quick;
+  if (values.count("repeat") && !values["repeat"].defaulted()) ep.repeat = request.repeat;
+  ep.profile = request.profile;
+  ep.seed = request.seed;
+  if (values.count("threads") && !values["threads"].defaulted()) ep.threads = request.threads;
+  if (!quiet) ep.progress = &std::cerr;
+  ep.Validate();
+  std::error_code error;
+  if (!out.empty() && std::filesystem::exists(out, error) &&
+      (!std::filesystem::is_directory(out, error) || !std::filesystem::is_empty(out, error))) {
+    throw base::Error("--out " + base::EscapeForMessage(out) +
+                      ": name a new or empty folder (validate --cases ep writes validation-ep.json "
+                      "and profile.json there)");
+  }
+  const std::unique_ptr<parallel::Communicator> communicator =
+      parallel::MakeWorldCommunicator("--cases ep");
+  const int rank = communicator->rank();
+  validate::EpValidationResult result;
+  try {
+    result = validate::RunEpValidation(ep, model::PresetStore::Default(), *communicator);
+  } catch (const parallel::AgreedError& e) {
+    // Said once, by rank 0, before any rank exits: mpirun ends the job at the first non-zero exit.
+    if (rank == 0) std::cerr << "moelab: error: " << base::OneLineMessage(e.what()) << "\n";
+    communicator->Barrier();
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "moelab: rank " << rank << ": error: " << base::OneLineMessage(e.what()) << "\n";
+    communicator->Abort(1);
+  }
+  if (rank != 0) return 0;
+  nlohmann::json json = validate::EpValidationToJson(result);
+  json["provenance"] = Provenance();
+  if (!out.empty()) {
+    std::filesystem::create_directories(out);
+    base::WriteFileAtomically(std::filesystem::path(out) / "validation-ep.json",
+                              json.dump(2) + "\n");
+    base::WriteFileAtomically(std::filesystem::path(out) / "profile.json",
+                              result.profile.dump(2) + "\n");
+  }
+  if (values["json"].as<bool>()) {
+    std::cout << json.dump(2) << "\n";
+  } else if (values["csv"].as<bool>()) {
+    std::cout << report::JsonArrayRows(json["cases"]).ToCsv();
+  } else {
+    std::cout << validate::EpValidationText(result);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int Validate(const std::vector<std::string>& args) {
   validate::ValidationRequest request;
   std::string out;
   bool quiet = false;
-  const auto case_kinds = [](const std::string& text) {
+  bool ep_cases = false;  // --cases ep: across MPI ranks, on its own (validate/ep_validation.h)
+  const auto case_kinds = [&ep_cases](const std::string& text) {
     std::set<validate::CaseKind> kinds;
-    for (const std::string& kind : SplitNameList(text, "cases"))
+    for (const std::string& kind : SplitNameList(text, "cases")) {
+      if (kind == "ep") {
+        ep_cases = true;
+        continue;
+      }
       kinds.insert(validate::CaseKindFromString(kind));
+    }
+    if (ep_cases && !kinds.empty())
+      throw base::Error("--cases " + text + ": ep runs alone, under mpirun (give --cases ep)");
     return kinds;
   };
   po::options_description options("moelab validate");
@@ -34,7 +107,7 @@ int Validate(const std::vector<std::string>& args) {
       ("model", Into(&request.model), "target model preset or path (shape overrides below apply)")
       ("draft", Into(&request.draft), "draft model preset or path (SD cases)")
       ("quick", po::bool_switch(&request.quick), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
-      ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload)")
+      ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload); or ep alone, under mpirun -n R: sim ep against run --expert-parallel R")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
       ("reused-profile", ParsedIntoOptional(&request.reused_profile, [](const std::string& path) { return std::filesystem::path(path); }), "also price every in-memory case from this profile, taken before the run (moelab profile --out, as a user has one): cost source 'reused-profile', its error beside the headline's (JSON reused_profile)")
@@ -67,6 +140,7 @@ int Validate(const std::vector<std::string>& args) {
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
   request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
+  if (ep_cases) return ValidateEp(request, values, out, quiet);
   request.draft_shape = model::DefaultDraftShape();
   if (!quiet) request.progress = &std::cerr;
   const bool keep = !out.empty();

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "fit/collective_cost_source.h"
 #include "fit/fit_json.h"
 #include "fit/fit_options.h"
 #include "fit/profile_cost_source.h"
@@ -73,6 +74,19 @@ const LatencyFit& CostSources::Fit() {
   if (!options_.fitted_profile) throw base::Error("no --profile fit given");
   if (!fit_) fit_ = std::make_unique<LatencyFit>(LoadLatencyFit(*options_.fitted_profile));
   return *fit_;
+}
+
+std::shared_ptr<const model::CollectiveCost> CostSources::MeasuredCollectives() {
+  if (fitted()) {
+    const LatencyFit& fit = Fit();
+    if (!HasCollectiveCurves(fit)) return nullptr;
+    return std::make_shared<FittedCollectiveCost>(fit.operators, fit.profile);
+  }
+  if (!calibrated()) return nullptr;
+  const Profile collectives = CollectiveSamplesOf(CalibrationProfile());
+  if (collectives.samples.empty()) return nullptr;
+  const LatencyFit fit = FitLatency(collectives, FitOptions{});
+  return std::make_shared<FittedCollectiveCost>(fit.operators, collectives.origin);
 }
 
 std::shared_ptr<const model::CostSource> CostSources::ForHardware(

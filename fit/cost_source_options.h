@@ -10,6 +10,7 @@
 #include "fit/cost_calibration.h"
 #include "fit/latency_fit.h"
 #include "fit/latency_profile.h"
+#include "model/collective_cost.h"
 #include "model/cost_source.h"
 #include "model/hardware_spec.h"
 #include "model/model_spec.h"
@@ -119,6 +120,11 @@ class CostSources {
   OffloadSources ForOffload(const model::MoeModelSpec& model, const model::HardwareSpec& hardware,
                             int64_t cpu_threads);
 
+  // The collectives the profile measured (`profile --collectives`), as fitted curves: with
+  // --profile, the fit's all_to_all and all_reduce curves; with --calibrate, the profile's
+  // collective samples fitted here (fit latency's forms and choice). nullptr when the profile
+  // has none (or neither option was given): the caller prices collectives by its links.
+  std::shared_ptr<const model::CollectiveCost> MeasuredCollectives();
   const std::vector<CostCalibration>& calibrations() const { return calibrations_; }
   // The cost_source a report names for a roofline: "calibrated-roofline" or "analytic-roofline".
   static std::string RooflineName(bool calibrated);

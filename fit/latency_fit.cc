@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/message_text.h"
 #include "base/stats.h"
+#include "model/collective_cost.h"
 #include "model/moesd_speedup.h"
 
 namespace moelab::fit {
@@ -21,6 +22,8 @@ constexpr int kMinDistinctXRoofline = 5;
 // squared) overshoots between them; as dense as the roofline needs.
 constexpr int kMinDistinctXInterpolated = 5;
 constexpr double kTieTolerance = 0.01;  // relative CV RMSE difference that counts as a tie
+// How much lower the interpolation's CV RMSE over bytes must be than the simpler form's to win.
+constexpr double kInterpolationOverBytesMargin = 0.25;
 
 struct RooflineRow {
   double x;
@@ -286,7 +289,10 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
   curve.x_min = *std::min_element(group.x.begin(), group.x.end());
   curve.x_max = *std::max_element(group.x.begin(), group.x.end());
   const int distinct = DistinctCount(group.x);
-  if (group.variable == "tokens" && distinct >= kMinDistinctXInterpolated) {
+  // Collectives change protocol with the message size (eager to rendezvous, shared-memory copy
+  // paths), which a straight line cannot follow: they may be interpolated over bytes too.
+  const bool interpolable = group.variable == "tokens" || model::IsCollectiveOperator(group.op);
+  if (interpolable && distinct >= kMinDistinctXInterpolated) {
     // Exact at every profiled token count; judged, like the others, by leave-one-out.
     LatencyFormFit fit;
     fit.form = LatencyForm::kInterpolated;
@@ -300,10 +306,11 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     fit.loo_rmse_s = LeaveOneOutInterpolationRmse(group.x, group.y);
     if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s))
       curve.forms.push_back(std::move(fit));
-  } else if (group.variable == "tokens") {
-    curve.notes.push_back("interpolated not fitted: " + std::to_string(distinct) +
-                          " distinct token counts (needs " +
-                          std::to_string(kMinDistinctXInterpolated) + ")");
+  } else if (interpolable) {
+    curve.notes.push_back(
+        "interpolated not fitted: " + std::to_string(distinct) +
+        (group.variable == "tokens" ? " distinct token counts" : " distinct byte sizes") +
+        " (needs " + std::to_string(kMinDistinctXInterpolated) + ")");
   }
   std::vector<LatencyForm> forms;
   if (group.variable == "tokens") forms.push_back(LatencyForm::kRoofline);
@@ -374,7 +381,13 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     }
     const double candidate = score(*it);
     const double incumbent = score(*best);
-    if (candidate < incumbent * (1.0 - kTieTolerance) ||
+    // Over bytes a straight line is a collective's physics (latency + bytes / bandwidth) and the
+    // interpolation spends a parameter per point: it must beat the line clearly, not by noise
+    // (on +-2 % noise around a planted line it "won" by a few percent).
+    const double tolerance = group.variable == "bytes" && it->form == LatencyForm::kInterpolated
+                                 ? kInterpolationOverBytesMargin
+                                 : kTieTolerance;
+    if (candidate < incumbent * (1.0 - tolerance) ||
         (!std::isfinite(candidate) && !std::isfinite(incumbent) &&
          it->rmse_s < best->rmse_s * (1.0 - kTieTolerance))) {
       best = &*it;

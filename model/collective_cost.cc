@@ -5,6 +5,17 @@
 #include "base/error.h"
 
 namespace moelab::model {
+
+const std::vector<std::string>& CollectiveOperatorNames() {
+  static const std::vector<std::string> kNames = {"all_to_all", "all_reduce"};
+  return kNames;
+}
+
+bool IsCollectiveOperator(const std::string& op) {
+  const std::vector<std::string>& names = CollectiveOperatorNames();
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
 namespace {
 
 void RequireBytes(double bytes, const char* what) {

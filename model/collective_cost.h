@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,11 @@ class CollectiveCost {
 
   virtual nlohmann::json Describe() const = 0;
 };
+
+// The operator names of the collectives a profile measures (`profile --collectives`, device "mpi",
+// shape {ranks, bytes}) and a latency fit prices: "all_to_all", "all_reduce".
+const std::vector<std::string>& CollectiveOperatorNames();
+bool IsCollectiveOperator(const std::string& op);
 
 // Latency + bytes / bandwidth on a node's links. Within a machine every device reaches every peer
 // at its own per-device, per-direction `intra` bandwidth (NVSwitch; PCIe through a switch), so an

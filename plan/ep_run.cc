@@ -30,7 +30,10 @@ sim::EpResult RunEp(const EpRunRequest& request, const model::PresetStore& store
     compute = sources.ForHardware(sim::OneAcceleratorOf(config.node));
   }
   config.Validate();
-  const auto collectives = model::LinkCollectiveCost::ForNode(config.node);
+  // Measured collectives (a profile taken with --collectives) price what they measured; the
+  // node's links price the rest.
+  std::shared_ptr<const model::CollectiveCost> collectives = sources.MeasuredCollectives();
+  if (!collectives) collectives = model::LinkCollectiveCost::ForNode(config.node);
   return sim::SimulateEp(config, *compute, *collectives);
 }
 

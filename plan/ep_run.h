@@ -11,8 +11,10 @@ namespace moelab::plan {
 
 // `moelab sim ep`: the node and model loaded, one accelerator of the node priced by the cost
 // source the options choose (fit::CostSources: its roofline, calibrated by --calibrate, or a
-// --profile's fitted curves, which price the profiled shape of the model), the node's links by the
-// link collective model, then sim::SimulateEp. `config`'s model and node are filled here.
+// --profile's fitted curves, which price the profiled shape of the model), the collectives by the
+// curves fitted to the ones the profile measured (`profile --collectives`; fit::CostSources::
+// MeasuredCollectives) when it has them, else by the node's links (the link collective model), then
+// sim::SimulateEp. `config`'s model and node are filled here.
 struct EpRunRequest {
   std::string model;     // preset or file
   std::string hardware;  // node preset or file (always needed: its links)

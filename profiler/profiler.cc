@@ -17,11 +17,13 @@
 #include "executor/executor_config.h"
 #include "kernels/thread_pool.h"
 #include "kernels/weight_matrix.h"
+#include "model/collective_cost.h"
 #include "model/profiled_model.h"
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/stats.h"
 #include "base/limits.h"
+#include "profiler/collective_bench.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
 #include "profiler/operator_bench.h"
@@ -492,8 +494,10 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   InitializeBenchmarkOnce();
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   const MachineSetup machine = SetUpMachine(request, target);
-  const std::vector<GridPoint> grid = MakeProfileGrid(target, draft, spec, machine.cache_bytes,
-                                                      machine.gpu_index, request.cpu_operators);
+  const std::vector<GridPoint> grid =
+      request.operators ? MakeProfileGrid(target, draft, spec, machine.cache_bytes,
+                                          machine.gpu_index, request.cpu_operators)
+                        : std::vector<GridPoint>{};
   bool has_cpu_experts = false;
   for (const GridPoint& p : grid)
     has_cpu_experts |= p.family == OperatorFamily::kExpertFfn && p.device == "cpu";
@@ -538,6 +542,12 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
   return profile;
 }
 
+executor::ExecutorConfig ProfiledTargetConfig(const ProfileRequest& request,
+                                              const model::PresetStore& presets) {
+  request.Validate();
+  return ConfigsOf(request, presets).target;
+}
+
 namespace {
 
 void RequireField(bool ok, const std::string& field, const std::string& what) {
@@ -579,6 +589,19 @@ void ValidateMachine(const nlohmann::json& p) {
   }
 }
 
+// A collective's sample: over the MPI ranks, its size in shape.bytes (collective_bench.h).
+void ValidateCollectiveSample(const nlohmann::json& s, const std::string& where) {
+  RequireField(s["device"] == "mpi", where + "device", "a collective runs on device \"mpi\"");
+  RequireField(s["tokens"] == 1, where + "tokens", "collectives have tokens = 1");
+  const nlohmann::json& shape = s["shape"];
+  RequireField(shape.contains("ranks") && shape["ranks"].is_number_integer() &&
+                   shape["ranks"].get<int64_t>() >= 2,
+               where + "shape.ranks", "a collective needs the ranks it ran on, an integer >= 2");
+  RequireField(shape.contains("bytes") && shape["bytes"].is_number_integer() &&
+                   shape["bytes"].get<double>() == s["bytes"].get<double>(),
+               where + "shape.bytes", "a collective's size must be in shape.bytes and equal bytes");
+}
+
 // samples[i]: one measured point (the ValidateProfile schema); `families` are the operator names.
 void ValidateSample(const nlohmann::json& s, size_t i, const std::set<std::string>& families) {
   const std::string where = "samples[" + std::to_string(i) + "].";
@@ -612,6 +635,10 @@ void ValidateSample(const nlohmann::json& s, size_t i, const std::set<std::strin
     }
     return OperatorFamily::kExpertFfn;
   }();
+  if (model::IsCollectiveOperator(s["operator"].get<std::string>())) {
+    ValidateCollectiveSample(s, where);
+    return;
+  }
   if (IsTransfer(family)) {
     RequireField(s["tokens"] == 1, where + "tokens", "transfers have tokens = 1");
     RequireField(s["shape"].contains("bytes") && s["shape"]["bytes"].is_number_integer() &&
@@ -662,6 +689,7 @@ void ValidateProfile(const nlohmann::json& p) {
   RequireField(p.contains("samples") && p["samples"].is_array(), "samples", "expected an array");
   std::set<std::string> families;
   for (OperatorFamily f : AllOperatorFamilies()) families.insert(ToString(f));
+  for (const std::string& name : model::CollectiveOperatorNames()) families.insert(name);
   for (size_t i = 0; i < p["samples"].size(); ++i) ValidateSample(p["samples"][i], i, families);
 }
 

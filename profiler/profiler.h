@@ -8,6 +8,7 @@
 #include <ostream>
 #include <string>
 
+#include "executor/executor_config.h"
 #include "model/executor_shape.h"
 #include "model/preset_store.h"
 #include "profiler/profile_grid.h"
@@ -34,8 +35,11 @@ struct ProfileRequest {
   bool storage_direct_io = true;      // false: buffered reads (what a refusing filesystem gets)
   bool use_gpu = true;                // measure GPU 0 when DetectGpus() finds one
   bool cpu_operators = true;          // false: only the GPU's operators (validate --device gpu)
-  uint64_t seed = 1;                  // synthetic attention weights
-  std::ostream* progress = nullptr;   // "[12/85] expert_ffn cpu tokens=64: median 3.10 ms" lines
+  // false: no operator is measured (the machine and its limits are; `profile --collectives
+  // --no-operators`: a profile of the collectives alone).
+  bool operators = true;
+  uint64_t seed = 1;                 // synthetic attention weights
+  std::ostream* progress = nullptr;  // "[12/85] expert_ffn cpu tokens=64: median 3.10 ms" lines
   // Called after each of the grid's rounds (round 1..rounds), before the ridge points and the
   // limits: a caller's own measurements interleaved with the profile's see the same machine
   // (validate runs its case rounds here). It must not start another profile.
@@ -51,6 +55,11 @@ struct ProfileRequest {
 // skipped with a note; a point that fails is left out with a note. Uses Google Benchmark's global
 // registry: one profile at a time per process (serialized by a lock).
 nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStore& presets);
+
+// The target as the executor runs it for `request` (the model with its shape overrides and weight
+// formats): what the grid is made from. Throws moelab::Error for an unknown model or bad shape.
+executor::ExecutorConfig ProfiledTargetConfig(const ProfileRequest& request,
+                                              const model::PresetStore& presets);
 
 // Throws moelab::Error naming the first field of `profile` that does not follow moelab.profile/1.
 void ValidateProfile(const nlohmann::json& profile);

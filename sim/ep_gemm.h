@@ -17,15 +17,20 @@ namespace moelab::sim {
 // Both start from the cost source's time for one expert on m tokens (CostSource::ExpertSeconds,
 // whichever source prices it), which assumes the GEMM fills the device. On an accelerator whose SM
 // count is known the GEMM is then tiled (tile_rows x tile_cols output tiles of the fused gate/up
-// projection, one tile per SM at a time) and pays for the SMs it leaves idle:
-//   compute-bound (m >= the ridge point): x sms_total / min(tiles, sms) (the SMs it cannot fill
-//     and the SMs kept for communication, EPS-MoE's SM control; persistent stream-K kernels
-//     balance the last wave, so no wave quantization);
-//   memory-bound: x 1 / min(1, busy SMs / memory_saturation_sms) (EPS-MoE Figure 6: 40-60 SMs
-//     saturate a memory-bound kernel; 50 assumed).
+// projection, one tile per SM at a time) and pays for the SMs it leaves idle. The full-device time
+// t(m) is split into the roofline's two terms, read off the source itself: arithmetic
+// min(t(m), m t(2^16) / 2^16) and weight reads min(t(m), t(1) - launch) (summed over a GroupGemm's
+// experts), the rest of t(m) (the launch) paid as is; the GEMM takes the larger of
+//   arithmetic x sms_total / min(tiles, sms) (the SMs it cannot fill and the SMs kept for
+//     communication, EPS-MoE's SM control; persistent stream-K kernels balance the last wave, so
+//     no wave quantization), and
+//   weight reads x 1 / min(1, busy SMs / memory_saturation_sms) (EPS-MoE Figure 6: 40-60 SMs
+//     saturate a memory-bound kernel; 50 assumed),
+// continuous and non-decreasing in m (a threshold at a ridge parameter choosing one factor or the
+// other made a chunk just below it 12 % cheaper than one just above).
 // A DenseGemm of few rows fills few SMs; a GroupGemm fills them with the tiles of every expert in
-// one launch (saving (experts - 1) launches) but runs each tile at group_efficiency of a DenseGemm
-// when compute-bound (EPS-MoE Table 5: DenseGemm 4.299 ms vs GroupGemm 4.837 ms at m = 3072,
+// one launch (saving (experts - 1) launches) but runs its arithmetic at group_efficiency of a
+// DenseGemm's (EPS-MoE Table 5: DenseGemm 4.299 ms vs GroupGemm 4.837 ms at m = 3072,
 // [5120, 1536], 0.889). Where neither is known (a profiled CPU: sm_count 0) only the launches and
 // group_efficiency differ.
 struct ExpertGemmParameters {
@@ -35,7 +40,6 @@ struct ExpertGemmParameters {
   double group_efficiency = 4.299 / 4.837;
   double memory_saturation_sms = 50;
   double kernel_launch_s = 4e-6;  // one launch, saved per expert a GroupGemm fuses
-  double ridge_tokens = 0;        // tokens per expert from which a GEMM is compute-bound
 
   void Validate() const;
 };
@@ -69,13 +73,16 @@ class ExpertGemmModel {
 
  private:
   int64_t Tiles(int64_t tokens) const;
-  // The factor by which a GEMM of `tiles` tiles and `tokens_per_expert` rows per expert on `sms`
-  // SMs is slower than the full-device time.
-  double OccupancyFactor(int64_t tiles, double tokens_per_expert, int64_t sms) const;
+  // A GEMM whose full-device time is `full_device_s`, of `rows` rows over `experts` experts and
+  // `tiles` tiles, on `sms` SMs, its arithmetic at `compute_efficiency` of a DenseGemm's.
+  double OnSms(double full_device_s, double rows, double experts, int64_t tiles, int64_t sms,
+               double compute_efficiency) const;
 
   const model::CostSource& source_;
   model::MoeModelSpec expert_model_;
   ExpertGemmParameters params_;
+  double one_row_s_ = 0;  // the source's one-expert time at 1 row less a launch: its weight reads
+  double seconds_per_row_ = 0;  // its time per row at 2^16 rows: the arithmetic of one row
 };
 
 }  // namespace moelab::sim

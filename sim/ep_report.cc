@@ -129,9 +129,15 @@ std::string EpResult::Text() const {
           (closed_form.optimal_chunks ? "N=" + std::to_string(*closed_form.optimal_chunks)
                                       : std::string("none (no per-chunk overhead)")) +
           "\n";
-  text += "GroupGemm -> DenseGemm from " +
-          (gemm_crossover_tokens ? std::to_string(*gemm_crossover_tokens) : std::string("never")) +
-          " tokens per expert (" + gemm_crossover_from + "; EPS-MoE measured 2048-4096)\n\n";
+  if (active_local_experts == 1 && !gemm_crossover_tokens) {
+    text += "GroupGemm -> DenseGemm: no crossover (" + gemm_crossover_from +
+            ", all DenseGemm; EPS-MoE measured 2048-4096)\n\n";
+  } else {
+    text +=
+        "GroupGemm -> DenseGemm from " +
+        (gemm_crossover_tokens ? std::to_string(*gemm_crossover_tokens) : std::string("never")) +
+        " tokens per expert (" + gemm_crossover_from + "; EPS-MoE measured 2048-4096)\n\n";
+  }
   return text + SweepRows().ToTable();
 }
 

@@ -258,16 +258,6 @@ EpChunkRow RowOf(const EpConfig& config, const LayerPlan& plan, const ChunkPlan&
   return row;
 }
 
-// Tokens per expert from which the accelerator's GEMM is compute-bound: peak / bandwidth x bytes
-// per weight / 2 (0 where the device is no accelerator: the GEMM model does not tile then).
-double RidgeTokens(const EpConfig& config, const model::CostSource& compute) {
-  if (!config.node.accelerator || config.node.accelerator->memory_bandwidth_bytes_per_s <= 0)
-    return 0.0;
-  const model::AcceleratorSpec& accelerator = *config.node.accelerator;
-  const double peak = model::PeakFlopsFor(accelerator.peak_flops, compute.compute_dtype(), nullptr);
-  return peak / accelerator.memory_bandwidth_bytes_per_s * (config.model.bits.experts / 8.0) / 2.0;
-}
-
 std::string ChunksMessage(int64_t chunks, int64_t active, int64_t tokens, int64_t max_chunks) {
   return "--ep-chunks " + std::to_string(chunks) + ": expected 1.." + std::to_string(active) +
          " (groups of the " + std::to_string(active) +
@@ -332,6 +322,9 @@ void FinishSweep(const EpConfig& config, const LayerPlan& plan, const ExpertGemm
   if (config.gemm_crossover_tokens) {
     result.gemm_crossover_tokens = config.gemm_crossover_tokens;
     result.gemm_crossover_from = "--gemm-crossover-tokens";
+  } else if (plan.active_experts == 1) {
+    // One expert per device: a GroupGemm has nothing to fuse, every chunk is a DenseGemm.
+    result.gemm_crossover_from = "none: one active expert per device";
   } else {
     result.gemm_crossover_tokens =
         gemm.CrossoverTokens(plan.active_experts, pricer.ComputeSms(plan.communicates));
@@ -367,7 +360,6 @@ EpResult SimulateEp(const EpConfig& config, const model::CostSource& compute,
     gemm_params.sm_count = config.node.accelerator->sm_count;
   gemm_params.kernel_launch_s = config.kernel_launch_s;
   gemm_params.group_efficiency = config.group_efficiency;
-  gemm_params.ridge_tokens = RidgeTokens(config, compute);
   const ExpertGemmModel gemm(compute, expert_model, gemm_params);
   ChunkPricer pricer(config, plan, gemm, collectives);
   result.compute_sms = pricer.ComputeSms(plan.communicates);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/cli_runner.h"
+#include "tests/support/mpi_runner.h"
 #include "tests/support/test_paths.h"
 
 namespace moelab {
@@ -18,15 +19,8 @@ namespace {
 using testing::CliRun;
 using testing::RunMoelab;
 
-// Two ranks of moelab under mpirun (as root too: OpenMPI refuses root without these), each rank
-// given `args`. The ranks share the machine's cores: one thread each.
 CliRun RunOnRanks(int ranks, const std::string& args) {
-  // Root allowed, more ranks than cores, no cross-memory attach (containers forbid its ptrace).
-  const std::string environment =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-      "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none ";
-  return testing::RunShell(environment + MOELAB_MPIEXEC + " -n " + std::to_string(ranks) + " " +
-                           MOELAB_BINARY + " " + args);
+  return testing::RunOnRanks(MOELAB_MPIEXEC, MOELAB_BINARY, ranks, args);
 }
 
 // 8 experts, top-2, two MoE layers: every rank gets tokens for both ranks' experts.
@@ -44,9 +38,7 @@ int Count(const std::string& text, const std::string& word) {
 class ExpertParallelCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (std::string(MOELAB_MPIEXEC).empty())
-      GTEST_SKIP() << "this build has no MPI (MOELAB_MPI off): install libopenmpi-dev and "
-                      "openmpi-bin, then reconfigure";
+    if (std::string(MOELAB_MPIEXEC).empty()) GTEST_SKIP() << testing::kNoMpiBuild;
   }
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -123,7 +124,6 @@ TEST(ExpertGemm, GroupGemmWinsSmallLoadsAndDenseGemmLargeOnes) {
   const auto compute = OneDevice(node);
   ExpertGemmParameters params;
   params.sm_count = node.accelerator->sm_count;
-  params.ridge_tokens = 295;
   const ExpertGemmModel gemm(*compute, Presets().LoadModel("deepseek-v2"), params);
   const std::vector<int64_t> small(20, 32), large(20, 8192);
   EXPECT_LT(gemm.GroupSeconds(small, 132), gemm.DenseSeconds(small, 132));
@@ -134,6 +134,57 @@ TEST(ExpertGemm, GroupGemmWinsSmallLoadsAndDenseGemmLargeOnes) {
   EXPECT_LT(*crossover, 8192);
   // Fewer SMs never make a GEMM faster.
   EXPECT_GE(gemm.DenseSeconds(large, 116), gemm.DenseSeconds(large, 132));
+}
+
+// The GEMM's time is continuous in its rows across the ridge point, with SMs lent to communication
+// too: a threshold there once made Mixtral's chunks 12 % cheaper just below it.
+TEST(ExpertGemm, TimeIsContinuousAcrossTheRidge) {
+  const model::HardwareSpec node = Presets().LoadHardware("8xh800");
+  const auto compute = OneDevice(node);
+  ExpertGemmParameters params;
+  params.sm_count = node.accelerator->sm_count;
+  const ExpertGemmModel gemm(*compute, Presets().LoadModel("mixtral-8x7b"), params);
+  // Through the knee of H800's roofline (about 260 rows at the assumed efficiencies): one more row
+  // never costs less, nor more than its share of the arithmetic and 1 % (the threshold jumped 12
+  // %).
+  for (const int64_t sms : {int64_t{116}, int64_t{132}}) {
+    for (int64_t m = 150; m < 450; ++m) {
+      const double dense = gemm.DenseSeconds({m}, sms), next = gemm.DenseSeconds({m + 1}, sms);
+      EXPECT_GE(next, dense) << m << " rows, " << sms << " SMs";
+      EXPECT_LE(next / dense, (m + 1.0) / m + 0.01) << m << " rows, " << sms << " SMs";
+      const double group = gemm.GroupSeconds({m, m}, sms);
+      const double group_next = gemm.GroupSeconds({m + 1, m + 1}, sms);
+      EXPECT_GE(group_next, group) << m << " rows, " << sms << " SMs";
+      EXPECT_LE(group_next / group, (m + 1.0) / m + 0.01) << m << " rows, " << sms << " SMs";
+    }
+  }
+  // Far below the ridge a GEMM reads weights whatever SMs the arithmetic lacks.
+  EXPECT_DOUBLE_EQ(gemm.DenseSeconds({16}, 116), gemm.DenseSeconds({16}, 132));
+}
+
+// Mixtral-8x7B prefill on 8xH800, EP 8, batch 8 x 2048: one local expert whose 4096 rows the
+// chunks split. Splitting the same rows over more chunks never makes the GEMMs cheaper, so no N
+// gains by crossing the ridge (before: N = 14-15 "gained" 1.086 where N = 2-13 lost).
+TEST(SimEp, SplittingOneExpertsRowsNeverCutsItsGemmTime) {
+  EpConfig config = DeepSeekPrefill();
+  config.model = Presets().LoadModel("mixtral-8x7b");
+  config.tokens = 2048;
+  config.max_chunks = 20;
+  const EpResult r = Simulate(config);
+  ASSERT_EQ(r.active_local_experts, 1);
+  ASSERT_EQ(r.sweep.size(), 20u);
+  // N chunks compute N x round(4096 / N) rows: per row computed, never cheaper with more chunks.
+  const auto per_row = [&](const EpChunkRow& row) {
+    const double rows =
+        static_cast<double>(row.chunks) * std::round(4096.0 / static_cast<double>(row.chunks));
+    return row.expert_compute_s / rows;
+  };
+  for (size_t i = 2; i < r.sweep.size(); ++i) {
+    EXPECT_GE(per_row(r.sweep[i]), per_row(r.sweep[i - 1]) * (1 - 1e-9))
+        << "N=" << r.sweep[i].chunks;
+  }
+  EXPECT_EQ(r.optimum.chunks, 1);
+  EXPECT_FALSE(r.gemm_crossover_tokens.has_value());  // nothing for a GroupGemm to fuse
 }
 
 TEST(SimEp, AutoIsNeverSlowerThanNoPipelineAndGainsWhenBothPhasesExist) {

@@ -1,0 +1,83 @@
+// mpirun -n 2 moelab validate --cases ep --quick: profile (operators and collectives), fit, sim
+// ep's prediction and run --expert-parallel's measurement of every case at N = 1, 2, 4, decode and
+// prefill, on a small shape; --cases ep mixed with other kinds or without mpirun is refused.
+// Skipped (with a message) in builds without MPI. Accuracy is not asserted (a loaded 2-core
+// machine): the structure, the measurements being real and the best N being reported are.
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/mpi_runner.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab {
+namespace {
+
+using testing::CliRun;
+using testing::RunMoelab;
+
+CliRun RunOnRanks(int ranks, const std::string& args) {
+  return testing::RunOnRanks(MOELAB_MPIEXEC, MOELAB_BINARY, ranks, args);
+}
+
+const std::string kShape =
+    "--layers 2 --hidden 128 --intermediate 256 --experts 8 --top-k 2 --heads 4 --kv-heads 2 "
+    "--head-dim 32 --vocab 512 --max-positions 512 ";
+
+class EpValidationCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(MOELAB_MPIEXEC).empty()) GTEST_SKIP() << testing::kNoMpiBuild;
+  }
+};
+
+TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
+  const auto out = testing::MakeTempDir("ep-validation") / "out";
+  const CliRun r = RunOnRanks(2, "validate --cases ep --quick --repeat 1 --quiet --json " + kShape +
+                                     "--out " + out.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["schema"], "moelab.validation_ep/1");
+  EXPECT_EQ(json["ranks"], 2);
+  EXPECT_EQ(json["collective_cost"]["collective_cost"], "fitted-collectives");
+  ASSERT_EQ(json["cases"].size(), 6u);  // decode and prefill x N = 1, 2, 4
+  std::set<std::string> seen;
+  for (const nlohmann::json& c : json["cases"]) {
+    seen.insert(c["workload"].get<std::string>() + std::to_string(c["chunks"].get<int>()));
+    EXPECT_GT(c["predicted_step_s"].get<double>(), 0) << c.dump();
+    EXPECT_GT(c["measured_step_s"].get<double>(), 0) << c.dump();
+    // Prefills run three times a round, decodes once.
+    EXPECT_EQ(c["runs_step_s"].size(), c["workload"] == "prefill" ? 3u : 1u);
+    const double error = c["error"].get<double>();
+    EXPECT_TRUE(std::isfinite(error));
+    EXPECT_NEAR(error, c["predicted_step_s"].get<double>() / c["measured_step_s"].get<double>() - 1,
+                1e-9);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"decode1", "decode2", "decode4", "prefill1", "prefill2",
+                                         "prefill4"}));
+  ASSERT_EQ(json["best_chunks"].size(), 2u);
+  for (const nlohmann::json& best : json["best_chunks"]) {
+    EXPECT_TRUE(std::set<int>({1, 2, 4}).count(best["predicted_chunks"].get<int>()));
+    EXPECT_TRUE(std::set<int>({1, 2, 4}).count(best["measured_chunks"].get<int>()));
+  }
+  EXPECT_TRUE(std::filesystem::exists(out / "validation-ep.json"));
+  const nlohmann::json profile = nlohmann::json::parse(testing::Slurp(out / "profile.json"));
+  EXPECT_EQ(profile["grid"]["collectives"]["ranks"], 2);
+}
+
+TEST_F(EpValidationCli, RefusedMixedOrWithoutRanks) {
+  const CliRun mixed = RunMoelab("validate --cases ep,decode --quick " + kShape);
+  EXPECT_EQ(mixed.status, 1);
+  EXPECT_NE(mixed.err.find("ep runs alone"), std::string::npos) << mixed.err;
+  const CliRun alone = RunMoelab("validate --cases ep --quick " + kShape);
+  EXPECT_EQ(alone.status, 1);
+  EXPECT_NE(alone.err.find("--cases ep"), std::string::npos) << alone.err;
+}
+
+}  // namespace
+}  // namespace moelab

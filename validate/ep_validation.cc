@@ -1,0 +1,232 @@
+#include "validate/ep_validation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/json_reader.h"
+#include "base/stats.h"
+#include "executor/expert_parallel_run.h"
+#include "fit/collective_cost_source.h"
+#include "fit/cost_source_options.h"
+#include "fit/latency_fit.h"
+#include "fit/latency_profile.h"
+#include "profiler/collective_profile.h"
+#include "profiler/machine_info.h"
+#include "sim/ep_simulator.h"
+
+namespace moelab::validate {
+namespace {
+
+// The held-out cases: batches and prompts that are no profile grid point as such. A decode holds 4
+// sequences a rank or more: sim ep splits a device's active experts into the chunks, and with
+// fewer tokens fewer than 4 of an 8-expert, top-2 model's 4 local experts are active (N = 4 would
+// then be no split of them).
+std::vector<EpValidationCase> PlanCases(const EpValidationRequest& request, int ranks) {
+  struct Shape {
+    const char* workload;
+    int64_t batch_per_rank, prompt, output_tokens;
+  };
+  const std::vector<Shape> shapes =
+      request.quick ? std::vector<Shape>{{"decode", 4, 24, 9}, {"prefill", 1, 96, 1}}
+                    : std::vector<Shape>{{"decode", 4, 24, 17},
+                                         {"decode", 8, 48, 17},
+                                         {"prefill", 1, 96, 1},
+                                         {"prefill", 2, 160, 1}};
+  std::vector<EpValidationCase> cases;
+  for (const Shape& shape : shapes) {
+    for (const int64_t chunks : request.chunks) {
+      EpValidationCase c;
+      c.workload = shape.workload;
+      c.batch = shape.batch_per_rank * ranks;
+      c.prompt = shape.prompt;
+      c.output_tokens = shape.output_tokens;
+      c.chunks = chunks;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
+// Rank 0's profile: the one given, or measured now on every rank (collective).
+nlohmann::json ProfileFor(const EpValidationRequest& request, const model::PresetStore& presets,
+                          parallel::Communicator& communicator) {
+  if (request.profile) {
+    try {
+      return base::JsonReader::ParseFile(*request.profile);
+    } catch (const base::Error& e) {
+      throw parallel::AgreedError(e.what());  // every rank read the same file
+    }
+  }
+  profiler::ProfileRequest profile;
+  profile.model = request.model;
+  profile.shape = request.shape;
+  profile.quick = request.quick;
+  profile.threads = request.threads;
+  profile.use_gpu = false;
+  profile.seed = request.seed;
+  profile.progress = communicator.rank() == 0 ? request.progress : nullptr;
+  return profiler::RunCollectiveProfile(
+      profile,
+      request.quick ? profiler::CollectiveGridSpec::Quick() : profiler::CollectiveGridSpec::Full(),
+      presets, communicator);
+}
+
+// Rank 0: every case's predicted step from the profile's fitted curves.
+void Predict(const EpValidationRequest& request, const model::PresetStore& presets, int ranks,
+             EpValidationResult& result) {
+  const std::string origin =
+      request.profile ? request.profile->string() : std::string("the profile taken now");
+  const fit::LatencyFit fit = fit::FitLatency(fit::ProfileFromJson(result.profile, origin), {});
+  if (!fit::HasCollectiveCurves(fit)) {
+    throw base::Error(origin +
+                      ": no all_to_all and all_reduce curves: validate --cases ep needs "
+                      "the collectives measured on these ranks (mpirun -n " +
+                      std::to_string(ranks) + " moelab profile --collectives)");
+  }
+  const model::MoeModelSpec target = fit.model.ExecutorSpec(presets.LoadModel(request.model));
+  const auto compute = fit::CostSources::FittedSource(fit, target, "cpu");
+  const fit::FittedCollectiveCost collectives(fit.operators, origin);
+  result.collective_cost = collectives.Describe();
+  result.fit = {{"operators", fit.operators.size()}, {"skipped", fit.skipped.size()}};
+  for (EpValidationCase& c : result.cases) {
+    sim::EpConfig config;
+    config.model = target;
+    // Only the node's size matters here: compute and collectives are this machine's, measured.
+    config.node = presets.LoadHardware(std::to_string(ranks) + "xh800");
+    config.compute_on_node = false;
+    config.ep = ranks;
+    config.workload = c.workload == "decode" ? sim::EpWorkload::kDecode : sim::EpWorkload::kPrefill;
+    config.batch = c.batch;
+    // A decode step is priced at the steps' mean context: steps k = 1 .. output - 1 each see
+    // prompt + k - 1 cached positions.
+    config.tokens = c.workload == "decode" ? c.prompt + (c.output_tokens - 2) / 2 : c.prompt;
+    config.chunks = c.chunks;
+    // The executor runs each local expert's FFN in turn on its CPU threads: DenseGemm, no launch.
+    config.gemm = sim::GemmChoice::kDense;
+    config.kernel_launch_s = 0;
+    const sim::EpResult simulated = sim::SimulateEp(config, *compute, collectives);
+    c.predicted_step_s = simulated.chosen.step_s;
+    c.predicted_exposed_comm_s = simulated.chosen.exposed_comm_s;
+    c.layers = target.num_layers;
+  }
+}
+
+// One run of a case on every rank; its step (the slowest rank's).
+double MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c,
+                   const model::PresetStore& presets, parallel::Communicator& communicator) {
+  executor::RunRequest run;
+  run.model = request.model;
+  run.shape = request.shape;
+  run.workload =
+      c.workload == "decode" ? executor::Workload::kDecode : executor::Workload::kPrefill;
+  run.batch = c.batch;
+  run.prompt_tokens = c.prompt;
+  run.output_tokens = c.output_tokens;
+  run.seed = request.seed;
+  run.threads = request.threads;
+  executor::ExpertParallelOptions options;
+  options.ranks = communicator.size();
+  options.chunks = std::to_string(c.chunks);
+  const executor::RunResult measured =
+      executor::RunExpertParallel(run, options, presets, communicator);
+  std::vector<double> steps;
+  for (const executor::StepTime& step : measured.step_times) {
+    if (step.kind == c.workload) steps.push_back(step.seconds);
+  }
+  if (steps.empty())
+    throw base::Error("validate --cases ep: a run of " + c.workload + " timed no step");
+  return base::Median(steps);
+}
+
+// Per workload, the N of the lowest predicted and of the lowest measured step (ties: fewer).
+std::vector<EpBestChunks> BestChunks(const std::vector<EpValidationCase>& cases) {
+  std::vector<EpBestChunks> best;
+  for (const char* workload : {"decode", "prefill"}) {
+    const EpValidationCase* predicted = nullptr;
+    const EpValidationCase* measured = nullptr;
+    for (const EpValidationCase& c : cases) {
+      if (c.workload != workload) continue;
+      if (!predicted || c.predicted_step_s < predicted->predicted_step_s) predicted = &c;
+      if (!measured || c.measured_step_s < measured->measured_step_s) measured = &c;
+    }
+    if (predicted) best.push_back({workload, predicted->chunks, measured->chunks});
+  }
+  return best;
+}
+
+// Rank 0's failure before the runs, told to every rank so none waits for it in a run.
+void Agree(parallel::Communicator& communicator, const std::string& error) {
+  for (const std::string& message : communicator.AllGatherBytes(error)) {
+    if (!message.empty()) throw parallel::AgreedError(message);
+  }
+}
+
+}  // namespace
+
+void EpValidationRequest::Validate() const {
+  if (repeat < 1) throw base::Error("--repeat " + std::to_string(repeat) + ": must be at least 1");
+  if (threads < 1) throw base::Error("--threads: at least 1 per rank with --cases ep");
+  if (chunks.empty()) throw base::Error("validate --cases ep: no chunk counts to compare");
+}
+
+EpValidationResult RunEpValidation(const EpValidationRequest& request,
+                                   const model::PresetStore& presets,
+                                   parallel::Communicator& communicator) {
+  EpValidationResult result;
+  result.ranks = communicator.size();
+  result.model = request.model;
+  result.load_average_1m_start = profiler::LoadAverage1m();
+  try {
+    request.Validate();
+    if (communicator.size() < 2)
+      throw base::Error("validate --cases ep: run it under mpirun -n 2 (or more ranks)");
+  } catch (const base::Error& e) {
+    throw parallel::AgreedError(e.what());
+  }
+  result.cases = PlanCases(request, communicator.size());
+  result.profile = ProfileFor(request, presets, communicator);
+  std::string error;
+  if (communicator.rank() == 0) {
+    try {
+      Predict(request, presets, communicator.size(), result);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  Agree(communicator, error);
+  for (int round = 0; round < request.repeat; ++round) {
+    for (EpValidationCase& c : result.cases) {
+      const int runs = c.workload == "prefill" ? 3 : 1;  // a burst decides a one-pass run whole
+      for (int i = 0; i < runs; ++i)
+        c.runs_step_s.push_back(MeasureOnce(request, c, presets, communicator));
+    }
+    if (request.progress && communicator.rank() == 0)
+      *request.progress << "validate --cases ep: round " << round + 1 << "/" << request.repeat
+                        << " done\n";
+  }
+  std::vector<double> errors;
+  for (EpValidationCase& c : result.cases) {
+    c.measured_step_s = base::Median(c.runs_step_s);
+    errors.push_back(std::abs(c.error()));
+  }
+  if (communicator.rank() != 0) return result;
+  result.median_abs_error = base::Median(errors);
+  result.max_abs_error = *std::max_element(errors.begin(), errors.end());
+  result.best_chunks = BestChunks(result.cases);
+  result.load_average_1m_end = profiler::LoadAverage1m();
+  const double cores = static_cast<double>(profiler::PhysicalCores());
+  if (std::max(result.load_average_1m_start, result.load_average_1m_end) > 0.3 * cores) {
+    char text[160];
+    std::snprintf(text, sizeof(text),
+                  "the machine was busy (1-minute load average %.1f at the start, %.1f at the end, "
+                  "%d cores): times are inflated and noisy",
+                  result.load_average_1m_start, result.load_average_1m_end,
+                  static_cast<int>(cores));
+    result.notes.push_back(text);
+  }
+  return result;
+}
+
+}  // namespace moelab::validate

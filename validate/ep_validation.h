@@ -1,0 +1,91 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/executor_shape.h"
+#include "model/preset_store.h"
+#include "parallel/communicator.h"
+
+namespace moelab::validate {
+
+// `mpirun -n R moelab validate --cases ep`: sim ep's prediction of an expert-parallel step on this
+// machine's R ranks against `moelab run --expert-parallel R --ep-chunks N` measured here.
+//
+// 1. Profile (unless `profile` is given): the operators on rank 0 at `threads` threads (what each
+//    rank computes with) and the collectives on the R ranks (profiler/collective_profile.h), the
+//    quick grid with `quick`; fitted by fit latency's forms.
+// 2. Predict: sim::SimulateEp of the profiled shape, EP = R data-parallel attention, each case's
+//    batch and tokens at N chunks, every operator priced by the fitted-profile source, the
+//    collectives by the fitted-collectives curves (the R ranks' own); the step's time.
+// 3. Measure: executor::RunExpertParallel of the same model, seeded, at N chunks, `repeat` rounds
+//    with the cases interleaved round by round; a decode run's step is the median of its decode
+//    steps, a prefill's its one pass (prefills run 3 times a round, validate's RunsPerRound), and a
+//    case's measurement the median over its runs (each step the slowest rank's).
+// Cases: decode and prefill, N in `chunks` each; judged on the step time per layer (the step over
+// the model's layers: the same relative error as the step's), |predicted - measured| / measured;
+// per workload the N with the lowest predicted and measured step.
+struct EpValidationRequest {
+  std::string model = "mixtral-8x7b";
+  model::ShapeOverrides shape = model::DefaultTargetShape();
+  bool quick = false;
+  int repeat = 3;
+  std::optional<std::filesystem::path> profile;  // reuse: it must have collectives on R ranks
+  std::vector<int64_t> chunks = {1, 2, 4};
+  uint64_t seed = 1;
+  int threads = 1;  // each rank's thread pool (the ranks share this machine's cores)
+  std::ostream* progress = nullptr;
+
+  void Validate() const;  // errors name the option
+};
+
+struct EpValidationCase {
+  std::string workload;  // "decode" | "prefill"
+  int64_t batch = 0;     // sequences over all ranks
+  int64_t prompt = 0;
+  int64_t output_tokens = 0;
+  int64_t chunks = 1;
+  double predicted_step_s = 0;
+  std::vector<double> runs_step_s;  // each run's step
+  double measured_step_s = 0;       // median of runs_step_s
+  int64_t layers = 1;
+  double predicted_exposed_comm_s = 0;  // sim ep's, per MoE layer of one step
+
+  double error() const { return (predicted_step_s - measured_step_s) / measured_step_s; }
+};
+
+struct EpBestChunks {
+  std::string workload;
+  int64_t predicted = 0, measured = 0;
+  bool right() const { return predicted == measured; }
+};
+
+struct EpValidationResult {
+  int ranks = 0;
+  std::string model;
+  std::vector<EpValidationCase> cases;
+  std::vector<EpBestChunks> best_chunks;
+  double median_abs_error = 0, max_abs_error = 0;
+  nlohmann::json profile, fit;  // what priced the predictions
+  nlohmann::json collective_cost;
+  std::vector<std::string> notes;
+  double load_average_1m_start = -1, load_average_1m_end = -1;
+};
+
+// Collective: every rank calls it with the same request. Rank 0's result is complete; the others
+// return theirs without profile or fit. Errors every rank raises alike are parallel::AgreedError.
+EpValidationResult RunEpValidation(const EpValidationRequest& request,
+                                   const model::PresetStore& presets,
+                                   parallel::Communicator& communicator);
+
+// "moelab.validation_ep/1" (without provenance), and the text summary.
+nlohmann::json EpValidationToJson(const EpValidationResult& result);
+std::string EpValidationText(const EpValidationResult& result);
+
+}  // namespace moelab::validate

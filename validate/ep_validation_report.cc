@@ -1,0 +1,76 @@
+// validate --cases ep's report: moelab.validation_ep/1 and its text.
+#include <cstdio>
+
+#include "report/format.h"
+#include "validate/ep_validation.h"
+
+namespace moelab::validate {
+
+nlohmann::json EpValidationToJson(const EpValidationResult& result) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const EpValidationCase& c : result.cases) {
+    const double layers = static_cast<double>(c.layers);
+    cases.push_back({{"workload", c.workload},
+                     {"batch", c.batch},
+                     {"prompt", c.prompt},
+                     {"output_tokens", c.output_tokens},
+                     {"chunks", c.chunks},
+                     {"layers", c.layers},
+                     {"predicted_step_s", c.predicted_step_s},
+                     {"measured_step_s", c.measured_step_s},
+                     {"predicted_step_per_layer_s", c.predicted_step_s / layers},
+                     {"measured_step_per_layer_s", c.measured_step_s / layers},
+                     {"predicted_exposed_comm_per_layer_s", c.predicted_exposed_comm_s},
+                     {"runs_step_s", c.runs_step_s},
+                     {"error", c.error()}});
+  }
+  nlohmann::json best = nlohmann::json::array();
+  for (const EpBestChunks& b : result.best_chunks) {
+    best.push_back({{"workload", b.workload},
+                    {"predicted_chunks", b.predicted},
+                    {"measured_chunks", b.measured},
+                    {"right", b.right()}});
+  }
+  return {{"schema", "moelab.validation_ep/1"},
+          {"ranks", result.ranks},
+          {"model", result.model},
+          {"target", "median abs error <= 10 %, the best N right (issue 37)"},
+          {"median_abs_error", result.median_abs_error},
+          {"max_abs_error", result.max_abs_error},
+          {"best_chunks", best},
+          {"cases", cases},
+          {"collective_cost", result.collective_cost},
+          {"fit", result.fit},
+          {"load_average_1m_start", result.load_average_1m_start},
+          {"load_average_1m_end", result.load_average_1m_end},
+          {"notes", result.notes}};
+}
+
+std::string EpValidationText(const EpValidationResult& result) {
+  std::string text = "validate --cases ep: " + result.model + " on " +
+                     std::to_string(result.ranks) +
+                     " MPI ranks, sim ep (fitted profile and collectives) against run "
+                     "--expert-parallel\n";
+  report::Table table({"case", "N", "predicted / layer", "measured / layer", "error"});
+  for (const EpValidationCase& c : result.cases) {
+    const double layers = static_cast<double>(c.layers);
+    table.AddRow(
+        {c.workload + " B=" + std::to_string(c.batch) + " prompt=" + std::to_string(c.prompt),
+         std::to_string(c.chunks), report::FormatSeconds(c.predicted_step_s / layers),
+         report::FormatSeconds(c.measured_step_s / layers),
+         report::FormatNumber(100 * c.error(), 1) + " %"});
+  }
+  text += table.Render();
+  char line[128];
+  std::snprintf(line, sizeof(line), "median |error| %.1f %%, max %.1f %% (target: <= 10 %%)\n",
+                100 * result.median_abs_error, 100 * result.max_abs_error);
+  text += line;
+  for (const EpBestChunks& b : result.best_chunks) {
+    text += "best N, " + b.workload + ": predicted " + std::to_string(b.predicted) + ", measured " +
+            std::to_string(b.measured) + (b.right() ? " (right)" : " (wrong)") + "\n";
+  }
+  for (const std::string& note : result.notes) text += "note: " + note + "\n";
+  return text;
+}
+
+}  // namespace moelab::validate
