@@ -32,10 +32,9 @@ for path in sys.argv[1:]:
         raise SystemExit(f"{path}: DramRead missing: no bound to judge decode against")
     dram = [b["bytes_per_second"] for b in dram_runs[0]]
     dram_median = statistics.median(dram)
-    for name, runs in samples.items():
-        if not name.startswith("DecodeByFormat/"):
-            continue
-        _, bits, layers = name.split("/")[:3]
+    decodes = [(name.split("/"), runs) for name, runs in samples.items()
+               if name.startswith("DecodeByFormat/")]
+    for (_, bits, layers, *_), runs in sorted(decodes, key=lambda d: (int(d[0][2]), -int(d[0][1]))):
         per_s = [b["weight_bytes_per_s"] for b in runs]
         ratio = statistics.median(per_s) / dram_median
         low, high = min(per_s) / dram_median, max(per_s) / dram_median
