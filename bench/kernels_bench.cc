@@ -12,6 +12,8 @@
 //                   CPU reports a larger L3) in every format, so weights come from DRAM as in
 //                   decode; weight_bytes_per_s counts stored bytes
 //   DecodeStep      one decode step of the default model at batch 1 through the executor
+//   DecodeByFormat/B/L  the same with the routed experts in B bits (16, 8 q8_0, 4 q4_0) and L
+//                   layers (8 default, 16 issue 11's shape)
 //   AttentionPrefill/T  the attention core of one layer's causal prefill of T tokens (FLOP/s)
 // scripts/bench.sh turns the JSON into the ratios in results/.
 #include <benchmark/benchmark.h>
@@ -21,6 +23,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/generation.h"
@@ -200,11 +204,11 @@ void ExpertFfnWorkingSetBench(benchmark::State& state) {
   state.SetLabel(ToString(kernels::ActiveIsa()));
 }
 
-void DecodeStep(benchmark::State& state) {
-  const model::PresetStore presets = model::PresetStore::Default();
-  const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
-      presets.LoadModel("mixtral-8x7b"), model::DefaultTargetShape());
-  static const executor::ModelWeights weights = executor::MakeSyntheticWeights(config, 1, Pool());
+// Decode steps at batch 1 on `weights`: a 32-token prompt, then one token per iteration (the KV
+// cache kept between 32 and 256 positions so weights dominate); counters weight_bytes_per_token
+// and weight_bytes_per_s (stored bytes: quants and scales for quantized experts).
+void TimeDecodeSteps(benchmark::State& state, const executor::ModelWeights& weights) {
+  const executor::ExecutorConfig& config = weights.config;
   executor::Transformer model(weights, Pool());
   executor::KvCache cache(config, 4096);
   std::vector<float> logits;
@@ -214,7 +218,7 @@ void DecodeStep(benchmark::State& state) {
                 logits);
   int32_t token = 1;
   for (auto _ : state) {
-    if (cache.length() >= 256) cache.Truncate(32);  // keep the KV cache short: weights dominate
+    if (cache.length() >= 256) cache.Truncate(32);
     batch[0].tokens = {token};
     model.Forward(batch, {executor::LogitRows::kLastPerSequence, nullptr, nullptr, "decode"},
                   logits);
@@ -224,6 +228,47 @@ void DecodeStep(benchmark::State& state) {
   state.counters["weight_bytes_per_s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * weights.BytesPerToken(),
                          benchmark::Counter::kIsRate);
+}
+
+executor::ExecutorConfig DefaultModelConfig() {
+  return executor::ExecutorConfigFromSpec(model::PresetStore::Default().LoadModel("mixtral-8x7b"),
+                                          model::DefaultTargetShape());
+}
+
+void DecodeStep(benchmark::State& state) {
+  static const executor::ModelWeights weights =
+      executor::MakeSyntheticWeights(DefaultModelConfig(), 1, Pool());
+  TimeDecodeSteps(state, weights);
+}
+
+// Args: expert bits (16 bf16, 8 q8_0, 4 q4_0), layers (8: the default model; 16: issue 11's
+// shape). The default model with its routed experts in that format; weights are built once per
+// (bits, layers) and those of other layer counts dropped, so one shape's three formats (3.1 GB
+// at 8 layers, 6 GB at 16) are held at a time. scripts/decode-vs-dram.sh runs it interleaved with
+// DramRead (the quantized decode's ratio to the DRAM bound, issue 42).
+void DecodeByFormat(benchmark::State& state) {
+  const int bits = static_cast<int>(state.range(0));
+  const int64_t layers = state.range(1);
+  static std::map<std::pair<int, int64_t>, std::unique_ptr<executor::ModelWeights>> built;
+  std::erase_if(built, [&](const auto& entry) { return entry.first.second != layers; });
+  std::unique_ptr<executor::ModelWeights>& weights = built[{bits, layers}];
+  if (!weights) {
+    model::ShapeOverrides shape = model::DefaultTargetShape();
+    shape.layers = layers;
+    executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
+        model::PresetStore::Default().LoadModel("mixtral-8x7b"), shape);
+    config.expert_format = kernels::WeightFormatFromBits(bits, "bits");
+    weights =
+        std::make_unique<executor::ModelWeights>(executor::MakeSyntheticWeights(config, 1, Pool()));
+  }
+  TimeDecodeSteps(state, *weights);
+  std::string label =
+      ToString(weights->config.expert_format) + " " + ToString(kernels::ActiveIsa());
+  if (bits != 16) {
+    label += ' ';
+    label += ToString(kernels::ActiveQuantizedKernel());
+  }
+  state.SetLabel(label);
 }
 
 // The attention core of one layer's causal prefill of T tokens (kernels::AttendHeadGroup per
@@ -291,6 +336,11 @@ BENCHMARK(ExpertFfnWorkingSetBench)
     ->UseRealTime()
     ->MinTime(0.5);
 BENCHMARK(DecodeStep)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(DecodeByFormat)
+    ->ArgsProduct({{16, 8, 4}, {8, 16}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
 BENCHMARK(AttentionPrefill)
     ->Arg(256)
     ->Arg(1024)

@@ -81,11 +81,18 @@ void QuantizeActivationTokensAvx2(const float* x, int64_t k, int64_t t_begin, in
 
 namespace {
 
-// vpmaddubsw multiplies unsigned by signed bytes into int16 pairs: q8_0 takes |w| and sign(x, w)
-// (each pair <= 2 x 127 x 127, no saturation) and widens per vector with vpmaddwd; q4_0 takes the
-// unsigned nibble q in [0, 15] and x, sums in int16 over the whole block (<= 8 x 2 x 15 x 127 =
-// 30480), widens once and subtracts 8 x sum(x_q) for the -8 offset. 16 registers: tiles keep two
-// accumulators per (token, group) -- the block's int32 and the running fp32.
+// GCC reassociates integer vector additions: with a block's vectors unrolled it computes every
+// product first and sums them as a tree (a register per product: spills), and with the loop kept it
+// copies every accumulator once per iteration (vmovdqa). An empty asm that passes the running sum
+// through a register pins the chain in program order, so the loops unroll with neither.
+inline void KeepAdditionOrder(__m256i& sum) { asm("" : "+x"(sum)); }
+
+// vpmaddubsw multiplies unsigned by signed bytes into int16 pairs: q8_0 takes |w| and sign(x, w),
+// or |x| and sign(w, x) (each pair <= 2 x 127 x 127, no saturation) and widens per vector with
+// vpmaddwd; q4_0 takes the unsigned nibble q in [0, 15] and x, sums in int16 over the whole block
+// (<= 8 x 2 x 15 x 127 = 30480), widens once and subtracts 8 x sum(x_q) for the -8 offset. 16
+// registers: tiles keep two accumulators per (token, group) -- the block's int32 and the running
+// fp32.
 struct Avx2BlockSums {
   static constexpr int kDecode1Groups = 4;
   static constexpr int kDecode2Groups = 2;
@@ -101,27 +108,37 @@ struct Avx2BlockSums {
                                                               int64_t b, __m256i (&sum)[T][G]) {
     const __m256i ones = _mm256_set1_epi16(1);
     if constexpr (F == QuantFormat::kQ8_0) {
+      // The sign goes on the operand there are more of: with more groups than tokens on the
+      // weights, maddubs(|x|, sign(w, x)), so |x| is taken once per token quad for all groups;
+      // otherwise on the activations, maddubs(|w|, sign(x, w)), |w| once per vector for all tokens.
+      constexpr bool kSignOnWeights = G > T;
       ZeroSums(sum);
-      // Not unrolled (here and for q4_0): with all vectors in flight GCC hoists the broadcasts and
-      // spills.
-#pragma GCC unroll 1
+#pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
+        __m256i x[T], x_magnitude[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          x[t] = BroadcastQuad(a.quants[t] + 32 * b + 4 * v);
+          if constexpr (kSignOnWeights) x_magnitude[t] = _mm256_sign_epi8(x[t], x[t]);
+        }
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
           const __m256i w = LoadQuants(record[g], v);
-          const __m256i magnitude = _mm256_sign_epi8(w, w);
+          const __m256i w_magnitude = _mm256_sign_epi8(w, w);  // unused (dropped) when on weights
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
-            const __m256i pairs = _mm256_maddubs_epi16(
-                magnitude, _mm256_sign_epi8(BroadcastQuad(a.quants[t] + 32 * b + 4 * v), w));
+            const __m256i pairs =
+                kSignOnWeights ? _mm256_maddubs_epi16(x_magnitude[t], _mm256_sign_epi8(w, x[t]))
+                               : _mm256_maddubs_epi16(w_magnitude, _mm256_sign_epi8(x[t], w));
             sum[t][g] = _mm256_add_epi32(sum[t][g], _mm256_madd_epi16(pairs, ones));
+            KeepAdditionOrder(sum[t][g]);
           }
         }
       }
     } else {
       __m256i sum16[T][G];
       ZeroSums(sum16);
-#pragma GCC unroll 1
+#pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
 #pragma GCC unroll 8
         for (int g = 0; g < G; ++g) {
@@ -134,6 +151,7 @@ struct Avx2BlockSums {
                 _mm256_add_epi16(sum16[t][g], _mm256_maddubs_epi16(lo, BroadcastQuad(xt)));
             sum16[t][g] =
                 _mm256_add_epi16(sum16[t][g], _mm256_maddubs_epi16(hi, BroadcastQuad(xt + 16)));
+            KeepAdditionOrder(sum16[t][g]);
           }
         }
       }
