@@ -2,7 +2,8 @@
 # are parsed once per build instead of once per file (about 3 s of CPU per file that includes
 # json.hpp, ~210 of them; gtest.h adds about 1 s per test file). Two headers are compiled: one for
 # the libraries and programs, one with gtest for the tests (targets linking GTest::gtest), and every
-# C++ target reuses one of them (REUSE_FROM), so the build compiles two headers, not one per target.
+# C++ target reuses one of them (REUSE_FROM), so the build compiles two headers, not one per target;
+# a target with its own -O compiles its own.
 # Sources compiled with their own options (kernels/ and profiler/'s ISA files) skip it.
 #
 # g++ only: clang refuses a precompiled header whose command-line macros differ from the target's,
@@ -28,6 +29,16 @@ function(_moelab_targets_under dir out)
   set(${out} ${targets} PARENT_SCOPE)
 endfunction()
 
+# The -O options among a target's own compile options (as written, generator expressions too).
+function(_moelab_optimization_options target out)
+  get_target_property(options ${target} COMPILE_OPTIONS)
+  if(NOT options)
+    set(options "")
+  endif()
+  list(FILTER options INCLUDE REGEX "(^|:)-O[0-9s]?>?$")
+  set(${out} "${options}" PARENT_SCOPE)
+endfunction()
+
 # Call once, after every add_subdirectory: gives each C++ target one of the two headers.
 function(moelab_precompile_headers)
   if(NOT MOELAB_PCH OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
@@ -50,6 +61,7 @@ function(moelab_precompile_headers)
     target_link_libraries(moelab_test_pch PRIVATE nlohmann_json::nlohmann_json GTest::gtest)
     target_precompile_headers(moelab_test_pch PRIVATE ${MOELAB_PCH_HEADERS} <gtest/gtest.h>)
   endif()
+  _moelab_optimization_options(moelab_pch carrier_levels)
   set(count 0)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
@@ -74,7 +86,13 @@ function(moelab_precompile_headers)
       endif()
     endforeach()
     get_target_property(libraries ${target} LINK_LIBRARIES)
-    if(have_tests AND "GTest::gtest" IN_LIST libraries)
+    _moelab_optimization_options(${target} target_levels)
+    if(NOT target_levels STREQUAL carrier_levels)
+      # Its own -O (kernels/, executor/, profiler/): g++ 12 does not check the level of a header
+      # it loads, and crashed (internal compiler error in IPA pass cp) compiling kernels/ at -O3
+      # against one precompiled at -O1. Such a target compiles the header with its own flags.
+      target_precompile_headers(${target} PRIVATE ${MOELAB_PCH_HEADERS})
+    elseif(have_tests AND "GTest::gtest" IN_LIST libraries)
       target_precompile_headers(${target} REUSE_FROM moelab_test_pch)
     else()
       target_precompile_headers(${target} REUSE_FROM moelab_pch)
