@@ -57,8 +57,11 @@ class Engine : public OpListener {
     return device == policies::Device::kAccelerator ? Resource::kAcceleratorCompute
                                                     : Resource::kCpuCompute;
   }
+  // An op of the current pass (inline: called for every op, from every engine file).
   OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
-                 int32_t expert);
+                 int32_t expert) {
+    return graph_.NewOp(resource, duration_s, kind, layer, expert, pass_);
+  }
 
   // engine_setup.cc
   void SetUp();

@@ -213,9 +213,4 @@ void Engine::OnOpDone(OpHandle handle, const Op& op) {
   }
 }
 
-OpHandle Engine::NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer,
-                       int32_t expert) {
-  return graph_.NewOp(resource, duration_s, kind, layer, expert, pass_);
-}
-
 }  // namespace moelab::sim

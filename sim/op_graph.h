@@ -86,9 +86,42 @@ class OpGraph {
   // Before any op is released.
   void SetRateWhileBusy(Resource shared, Resource busy, uint32_t kinds, double rate);
 
-  // A new op, not yet released: add its dependencies, then Commit it.
+  // A new op, not yet released: add its dependencies, then Commit it. Inline: the call was a
+  // tenth of building an op.
   OpHandle NewOp(Resource resource, Seconds duration_s, uint8_t kind, int32_t layer = -1,
-                 int32_t expert = -1, int64_t iteration = -1);
+                 int32_t expert = -1, int64_t iteration = -1) {
+    if (!(duration_s >= 0)) [[unlikely]]
+      ThrowBadDuration(duration_s);
+    int32_t index;
+    if (free_ops_.empty()) {
+      index = NewSlot();
+    } else {
+      index = free_ops_.back();
+      free_ops_.pop_back();
+    }
+    Op& op = ops_[static_cast<size_t>(index)];
+    const uint32_t generation = op.generation + 1;
+    // Every field written once (a default Op assigned first, then overwritten, cost a tenth of
+    // the op's bookkeeping).
+    op.duration_s = duration_s;
+    op.start_s = 0;
+    op.end_s = 0;
+    op.priority = 0;
+    op.resource = resource;
+    op.priority_class = 0;
+    op.kind = kind;
+    op.layer = layer;
+    op.expert = expert;
+    op.iteration = iteration;
+    op.bytes = 0;
+    op.pending = 1;  // released by Commit
+    op.first_edge = -1;
+    op.generation = generation;
+    op.done = false;
+    op.end_event = UINT64_MAX;
+    ++live_ops_;
+    return {index, generation};
+  }
   Op& at(OpHandle handle) { return ops_[static_cast<size_t>(handle.index)]; }
   // True while the op exists and has not finished.
   bool Pending(OpHandle handle) const {
@@ -96,8 +129,11 @@ class OpGraph {
     const Op& op = ops_[static_cast<size_t>(handle.index)];
     return op.generation == handle.generation && !op.done;
   }
-  // `after` runs only once `before` has finished; nothing when `before` is already done.
-  void AddDependency(OpHandle before, OpHandle after);
+  // `after` runs only once `before` has finished; nothing when `before` is already done (most
+  // calls: checked here, without a call).
+  void AddDependency(OpHandle before, OpHandle after) {
+    if (Pending(before)) AddEdge(before, after);
+  }
   // Holds/releases one extra unnamed dependency (a staging buffer, ...).
   void Hold(OpHandle op) { ++at(op).pending; }
   void Release(OpHandle handle) {
@@ -131,6 +167,8 @@ class OpGraph {
     if (a.priority != b.priority) return a.priority < b.priority;
     return a.sequence > b.sequence;
   }
+  int32_t NewSlot();  // a new op at the end of ops_ (none free)
+  void AddEdge(OpHandle before, OpHandle after);
   void Ready(int32_t index);
   void Dispatch();
   // Shared resources: each running op's time alone still to go, brought up to now; then every
@@ -150,26 +188,38 @@ class OpGraph {
   bool Stale(const EventQueue::Event& event);
   // The best waiting op of a resource (its queue is not empty), removed.
   int32_t TakeNext(size_t resource);
-  int32_t TakeNextWaiting(size_t resource);
   void Finish(int32_t index);
+  [[gnu::cold, gnu::noinline]] static void ThrowBadDuration(Seconds duration_s);
 
   OpListener* listener_;
   std::vector<Op> ops_;
   std::vector<int32_t> free_ops_;
   std::vector<Edge> edges_;
-  std::vector<int32_t> free_edges_;
+  // The free edges, linked through Edge::next (-1: none): a finished op's whole successor list
+  // is put back at once, without a push per edge.
+  int32_t free_edges_ = -1;
   EventQueue events_;
   std::array<std::vector<Waiting>, kResourceCount> waiting_{};
   // Demand ops at priority 0 (nearly all of them) wait in arrival order here instead of in
   // waiting_'s heap: among themselves the heap would order them by sequence anyway, and the
-  // head is compared with the heap's top, so the order is the same at O(1) a push.
+  // head is compared with the heap's top, so the order is the same at O(1) a push. A ring (a
+  // power of two long; head and tail run freely and wrap), so taking never moves items.
   struct Fifo {
-    std::vector<Waiting> items;
-    size_t head = 0;
-    bool empty() const { return head == items.size(); }
+    std::vector<Waiting> ring;
+    uint32_t head = 0, tail = 0;
+    bool empty() const { return head == tail; }
+    size_t mask() const { return ring.size() - 1; }
+    const Waiting& front() const { return ring[head & mask()]; }
+    void Push(const Waiting& waiting) {
+      if (tail - head == ring.size()) Grow();
+      ring[tail++ & mask()] = waiting;
+    }
+    int32_t Pop() { return ring[head++ & mask()].index; }
+    void Grow();
   };
   std::array<Fifo, kResourceCount> fifo_{};
-  std::array<bool, kResourceCount> busy_{};
+  // A bit per resource that serves one op at a time: it serves one now.
+  uint32_t busy_mask_ = 0;
   // A bit per resource: some op waits for it (in waiting_ or fifo_). Dispatch visits those only.
   uint32_t waiting_mask_ = 0;
   // A bit per resource: shared (ShareResource).
