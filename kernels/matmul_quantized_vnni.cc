@@ -17,6 +17,8 @@ namespace moelab::kernels::internal {
 namespace {
 
 struct VnniBlockSums {
+  // Not re-measured on an AVX-512 CPU since AVX2's went to 512: the distance it was measured with.
+  static constexpr int64_t kDecodeAheadBytes = kQuantAheadBytes;
   // 32 registers: T x G int32 sums + T x G fp32 accumulators + G weight vectors + broadcasts.
   static constexpr int kDecode1Groups = 8;
   static constexpr int kDecode2Groups = 4;
