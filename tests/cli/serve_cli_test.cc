@@ -321,6 +321,27 @@ TEST(Serve, AClientThatDisconnectsFreesItsSequence) {
   EXPECT_EQ(server.Stop(), 0) << server.Err();
 }
 
+// A non-streaming answer writes nothing before its end, so the server must look at the
+// connection to notice the client left: the sequence is cancelled, not run to max_tokens.
+TEST(Serve, AClientThatLeavesAWholeAnswerFreesItsSequence) {
+  Server server("", kSlowShape);
+  std::thread leaving([&] {
+    httplib::Client client("127.0.0.1", server.port());
+    client.set_read_timeout(2, 0);  // gives up long before 3,000 tokens, then closes
+    const httplib::Result r = client.Post(
+        "/v1/completions", json({{"prompt", "a long answer"}, {"max_tokens", 3000}}).dump(),
+        "application/json");
+    EXPECT_FALSE(r) << "the answer came before the client gave up";
+  });
+  EXPECT_TRUE(MetricBecomes(server.port(), "moelab_requests_running", 1));
+  leaving.join();
+  EXPECT_TRUE(MetricBecomes(server.port(), "moelab_requests_total{outcome=\"cancelled\"}", 1));
+  EXPECT_TRUE(MetricBecomes(server.port(), "moelab_requests_running", 0));
+  EXPECT_EQ(Metric(server.port(), "moelab_kv_blocks_used"), 0);
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.Err();
+}
+
 TEST(Serve, AFullQueueGets503) {
   Server server("--max-running 1 --max-waiting 1", kSlowShape);
   // One request runs (a long stream, held until the end), one waits behind it; the third finds
