@@ -57,7 +57,7 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("http-threads", po::value<int>(), "threads answering HTTP requests; a streaming answer holds one (default: --max-running + --max-waiting + 8)")
       ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
   // clang-format on
-  AddSchedulerOptions(options, flags.scheduler);
+  AddSchedulerOptions(options, flags.scheduler, SchedulerHost::kEngine);
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
   AddShapeOptions(shape, "", model::DefaultTargetShape());

@@ -29,10 +29,22 @@ void CheckLoadOptions(const po::variables_map& values, const serving::LoadSpec& 
   }
 }
 
-void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerConfig& config) {
+void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerConfig& config,
+                         SchedulerHost host) {
+  const bool engine = host == SchedulerHost::kEngine;
+  // serve's engine has one KV tier sized by the flag; sim serve can size it from the cost source.
+  const char* kv_blocks_help =
+      engine ? "KV-cache budget in blocks of --kv-block-tokens (at least 1)"
+             : "KV-cache budget in blocks (0: from the memory left beside the weights)";
+  const char* preemption_help =
+      engine ? "recompute (swap is refused: the engine has no second KV-cache tier)"
+             : "recompute | swap (needs --host-kv-blocks)";
+  const char* host_kv_blocks_help =
+      engine ? "not supported by the engine (0 only)"
+             : "KV blocks the host tier holds for swapped sequences (--preemption swap)";
   // clang-format off
   options.add_options()
-      ("kv-blocks", Into(&config.kv_blocks), "KV-cache budget in blocks (0: from the memory left beside the weights)")
+      ("kv-blocks", Into(&config.kv_blocks), kv_blocks_help)
       ("kv-block-tokens", Into(&config.kv_block_tokens), "tokens per KV block")
       ("max-running", Into(&config.max_running_sequences), "sequences in one iteration at most")
       ("max-batched-tokens", Into(&config.max_batched_tokens), "tokens one iteration processes at most (decodes and prefill chunks)")
@@ -40,8 +52,8 @@ void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerC
       ("max-waiting", Into(&config.max_waiting_requests), "requests the queue holds; an arrival beyond is refused")
       ("max-sequence-tokens", Into(&config.max_sequence_tokens), "prompt + output tokens at most (0: the KV budget)")
       ("queue-order", ParsedInto(&config.order, "fcfs", scheduler::ParseQueueOrder), "fcfs | priority")
-      ("preemption", ParsedInto(&config.preemption, "recompute", scheduler::ParsePreemptionMode), "recompute | swap (needs --host-kv-blocks)")
-      ("host-kv-blocks", Into(&config.host_kv_blocks), "KV blocks the host tier holds for swapped sequences (--preemption swap)");
+      ("preemption", ParsedInto(&config.preemption, "recompute", scheduler::ParsePreemptionMode), preemption_help)
+      ("host-kv-blocks", Into(&config.host_kv_blocks), host_kv_blocks_help);
   // clang-format on
 }
 

@@ -15,9 +15,15 @@ void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
 // After parsing: one of --requests and --duration (errors name them).
 void CheckLoadOptions(const po::variables_map& values, const serving::LoadSpec& load);
 
+// Who runs the scheduler: serve's engine (KV budget given in blocks, recompute preemption only)
+// or sim serve's simulator (KV budget from the cost source's memory when 0, swap to a host tier).
+enum class SchedulerHost { kEngine, kSimulator };
+
 // The scheduler options of serve and sim serve, bound to `config`: --kv-blocks,
 // --kv-block-tokens, --max-running, --max-batched-tokens, --prefill-chunk, --max-waiting,
-// --max-sequence-tokens, --queue-order, --preemption, --host-kv-blocks.
-void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerConfig& config);
+// --max-sequence-tokens, --queue-order, --preemption, --host-kv-blocks; their help says what
+// `host` does with them.
+void AddSchedulerOptions(po::options_description& options, scheduler::SchedulerConfig& config,
+                         SchedulerHost host);
 
 }  // namespace moelab::cli

@@ -27,7 +27,7 @@ int SimServe(const std::vector<std::string>& args) {
       ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)");
   // clang-format on
   AddLoadOptions(options, request.load, request.slo);
-  AddSchedulerOptions(options, request.options.scheduler);
+  AddSchedulerOptions(options, request.options.scheduler, SchedulerHost::kSimulator);
   AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;

@@ -12,10 +12,10 @@
 #
 # ccache caches files compiled against a precompiled header only with sloppiness pch_defines and
 # time_macros (ccache(1), PRECOMPILED HEADERS): the top-level CMakeLists.txt passes them to ccache.
-# Off by default: with the precompiled header g++ 12 inlines differently and the whole tree is not yet
-# warning-free under it (fit/storage_tier_hardware.cc: a -Warray-bounds false positive in
-# std::string's move, as in GCC bug 105329), so MOELAB_WERROR builds fail with it on. Turn it on
-# in CI once a full -Werror build with it passes.
+# Off by default: with the precompiled header g++ 12 inlines differently, and no whole -Werror build
+# with it has been seen yet. The one false positive found (fit/storage_tier_hardware.cc:
+# -Warray-bounds in a temporary std::string's move) is fixed in the code; turn it on once a full
+# -Werror build with it passes (results/ci-times.md).
 option(MOELAB_PCH "Precompile nlohmann/json.hpp, gtest.h and common standard headers (g++)" OFF)
 
 set(MOELAB_PCH_HEADERS

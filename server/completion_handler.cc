@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "server/client_connection.h"
+
 namespace moelab::server::internal {
 namespace {
 
@@ -13,6 +15,9 @@ using executor::ServingClock;
 using executor::StreamEvent;
 
 constexpr std::chrono::milliseconds kWaitSlice(1000);
+// The longest a whole (non-streaming) answer waits for an event before looking again whether its
+// client is still connected: a client gone is noticed within this, and its sequence cancelled.
+constexpr std::chrono::milliseconds kConnectionCheckSlice(50);
 
 StreamEvent NextEvent(RequestStream& stream) {
   for (;;) {
@@ -89,10 +94,29 @@ ApiError EndedEarly(const StreamEvent& event, const CompletionRequest& request,
   return ApiError(500, event.message, "", "server_error");
 }
 
-void ReplyWhole(ServerState& state, Answer& answer, RequestStream& stream,
-                httplib::Response& response) {
+// The stream's next event, looking between waits whether the client is still connected; nullopt
+// when it left first, the request then cancelled (a whole answer writes nothing before its end,
+// so no failed write would say the client is gone).
+std::optional<StreamEvent> NextWhileConnected(ServerState& state, RequestStream& stream,
+                                              const std::optional<ClientConnection>& client) {
   for (;;) {
-    const StreamEvent event = NextEvent(stream);
+    // Looked at before every event, not only when none comes: tokens can arrive faster than the
+    // slice for as long as the request runs. (A poll of one socket: microseconds a token.)
+    if (client && client->Closed()) {
+      state.engine.Cancel(stream.id());
+      state.metrics.Count(RequestOutcome::kCancelled);
+      return std::nullopt;
+    }
+    if (std::optional<StreamEvent> event = stream.Next(kConnectionCheckSlice)) return event;
+  }
+}
+
+void ReplyWhole(ServerState& state, Answer& answer, RequestStream& stream,
+                const std::optional<ClientConnection>& client, httplib::Response& response) {
+  for (;;) {
+    std::optional<StreamEvent> next = NextWhileConnected(state, stream, client);
+    if (!next) return;  // nobody reads the answer
+    const StreamEvent event = std::move(*next);
     if (event.kind == StreamEvent::Kind::kToken) {
       answer.Add(event, state.metrics);
       continue;
@@ -186,14 +210,16 @@ void HandleCompletion(ServerState& state, const httplib::Request& http_request,
   std::shared_ptr<RequestStream> stream =
       state.engine.Submit(request.prompt, request.max_tokens, request.priority);
   answer->id = "cmpl-" + std::to_string(stream->id());
-  StreamEvent first = NextEvent(*stream);
-  if (first.end())  // every request has max_tokens >= 1: an end first is a refusal or failure
-    return ReplyError(response, EndedEarly(first, request, state.model, state.metrics));
+  const std::optional<ClientConnection> client = ClientConnection::Of(http_request);
+  std::optional<StreamEvent> first = NextWhileConnected(state, *stream, client);
+  if (!first) return;  // the client left while the request waited
+  if (first->end())    // every request has max_tokens >= 1: an end first is a refusal or failure
+    return ReplyError(response, EndedEarly(*first, request, state.model, state.metrics));
   if (!request.stream) {
-    answer->Add(first, state.metrics);
-    return ReplyWhole(state, *answer, *stream, response);
+    answer->Add(*first, state.metrics);
+    return ReplyWhole(state, *answer, *stream, client, response);
   }
-  ReplyStream(state, answer, stream, std::move(first), guard, response);
+  ReplyStream(state, answer, stream, std::move(*first), guard, response);
 }
 
 }  // namespace moelab::server::internal
