@@ -160,6 +160,9 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_NE(lines.find("[21/26] expert_load cpu"), std::string::npos) << lines;
   EXPECT_NE(lines.find("[23/26] norms_residual cpu"), std::string::npos) << lines;
   EXPECT_NE(lines.find("[26/26] expert_ffn cpu"), std::string::npos) << lines;
+  // And a line after every round of a group, before its points' lines, with the time left.
+  EXPECT_NE(lines.find("[0/26] expert_ffn cpu: a round of "), std::string::npos) << lines;
+  EXPECT_NE(lines.find(" s left\n"), std::string::npos) << lines;
 
   // Written atomically and read back unchanged; nothing else left in the folder.
   const std::filesystem::path out = dir_ / "profile.json";
