@@ -9,16 +9,16 @@
 
 namespace moelab::executor {
 
-// One chunk of a layer's tokens on its way to the experts and back. A dispatched row is the
-// expert's id (its bits in the first float) followed by the token's hidden state; a combined row
-// is the expert's output. Rows go to each rank in (token, slot) order and come back in that order.
+// One chunk of a layer's rows on its way to the experts and back: on every rank a group of its
+// active experts (EPS-MoE's split by expert, so no expert's weights are read twice), or, with more
+// chunks than active experts, a share of one expert's rows. A dispatched row is the expert's id
+// (its bits in the first float) followed by the token's hidden state; a combined row is the
+// expert's output. Rows go to each rank in (token, slot) order and come back in that order.
 struct ExpertParallel::Chunk {
-  int64_t first = 0, end = 0;                 // this rank's tokens [first, end)
   std::vector<int64_t> send_rows, recv_rows;  // per rank
   std::vector<int64_t> send_bytes, send_offsets, recv_bytes, recv_offsets;
   std::vector<float> send, recv, back_send, back_recv;
-  std::vector<int64_t> slot_row;  // [(t - first) * k + j]: the row (send order) of token t's slot j
-  std::unique_ptr<parallel::PendingCollective> counts, dispatch, combine;
+  std::unique_ptr<parallel::PendingCollective> dispatch, combine;
   Clock::time_point dispatch_start, combine_start;
   bool dispatch_done = false, combine_done = false;
 };
@@ -83,32 +83,121 @@ ExpertParallel::ExpertParallel(parallel::Communicator& communicator, ExpertPlace
 
 ExpertParallel::~ExpertParallel() = default;
 
-void ExpertParallel::PackChunk(Chunk& chunk, const float* x,
-                               const std::vector<std::vector<int32_t>>& experts) {
+void ExpertParallel::PlanChunks(const std::vector<std::vector<int32_t>>& experts) {
+  const int ranks = communicator_.size();
+  const int me = communicator_.rank();
+  const int64_t num_experts = placement_.num_experts();
+  // Every rank's rows per expert, so that each rank splits every rank's experts alike.
+  std::vector<int64_t> mine(static_cast<size_t>(num_experts), 0);
+  for (const std::vector<int32_t>& slots : experts)
+    for (int32_t e : slots) ++mine[static_cast<size_t>(e)];
+  const Clock::time_point start = Clock::now();
+  const std::vector<std::string> gathered = communicator_.AllGatherBytes(
+      std::string(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(int64_t)));
+  const double waited_s = Seconds(Clock::now() - start);
+  layer_->dispatch_s += waited_s;
+  layer_->exposed_comm_s += waited_s;
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(ranks));  // [rank][expert]
+  for (int r = 0; r < ranks; ++r) {
+    if (gathered[r].size() != mine.size() * sizeof(int64_t))
+      throw base::Error("expert parallelism: rank " + std::to_string(r) +
+                        " sent row counts for another expert count");
+    rows[r].resize(mine.size());
+    std::memcpy(rows[r].data(), gathered[r].data(), gathered[r].size());
+  }
+  expert_rows_.assign(mine.size(), 0);
+  my_first_row_.assign(mine.size(), 0);
+  for (int r = 0; r < ranks; ++r) {
+    for (size_t e = 0; e < mine.size(); ++e) {
+      if (r < me) my_first_row_[e] += rows[r][e];
+      expert_rows_[e] += rows[r][e];
+    }
+  }
+  // Each rank's active experts in N groups (N <= active), or each spread over N / active chunks.
+  const int64_t n = chunks_;
+  first_chunk_.assign(mine.size(), 0);
+  chunk_span_.assign(mine.size(), 0);
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<int32_t> active;
+    for (int32_t e : placement_.ExpertsOf(r))
+      if (expert_rows_[e] > 0) active.push_back(e);
+    std::sort(active.begin(), active.end());
+    const auto a = static_cast<int64_t>(active.size());
+    for (int64_t p = 0; p < a; ++p) {
+      const size_t e = static_cast<size_t>(active[p]);
+      if (n <= a) {
+        int64_t c = 0;
+        while (a * (c + 1) / n <= p) ++c;
+        first_chunk_[e] = c;
+        chunk_span_[e] = 1;
+      } else {
+        first_chunk_[e] = n * p / a;
+        chunk_span_[e] = n * (p + 1) / a - first_chunk_[e];
+      }
+    }
+  }
+  // The rows this rank's experts receive, per chunk and sender.
+  for (int64_t c = 0; c < n; ++c) chunk_state_[c]->recv_rows.assign(ranks, 0);
+  for (int32_t e : placement_.ExpertsOf(me)) {
+    const size_t ue = static_cast<size_t>(e);
+    int64_t from = 0;
+    for (int s = 0; s < ranks; ++s) {
+      const int64_t to = from + rows[s][ue];
+      for (int64_t j = 0; j < chunk_span_[ue]; ++j) {
+        const int64_t lo = expert_rows_[ue] * j / chunk_span_[ue];
+        const int64_t hi = expert_rows_[ue] * (j + 1) / chunk_span_[ue];
+        chunk_state_[first_chunk_[ue] + j]->recv_rows[s] +=
+            std::max<int64_t>(0, std::min(to, hi) - std::max(from, lo));
+      }
+      from = to;
+    }
+  }
+}
+
+int64_t ExpertParallel::ChunkOf(int32_t expert, int64_t row) const {
+  const size_t e = static_cast<size_t>(expert);
+  int64_t j = 0;
+  while (j + 1 < chunk_span_[e] && row >= expert_rows_[e] * (j + 1) / chunk_span_[e]) ++j;
+  return first_chunk_[e] + j;
+}
+
+void ExpertParallel::PackChunks(const float* x, const std::vector<std::vector<int32_t>>& experts) {
   const size_t ranks = static_cast<size_t>(communicator_.size());
   const int64_t d = hidden_;
-  const int64_t k = chunk.end > chunk.first ? static_cast<int64_t>(experts[chunk.first].size()) : 0;
-  chunk.send_rows.assign(ranks, 0);
-  chunk.recv_rows.assign(ranks, 0);
-  for (int64_t t = chunk.first; t < chunk.end; ++t) {
-    for (int32_t e : experts[t]) ++chunk.send_rows[placement_.rank_of_expert[e]];
-  }
-  std::vector<int64_t> next_row(ranks, 0);
-  for (size_t r = 1; r < ranks; ++r) next_row[r] = next_row[r - 1] + chunk.send_rows[r - 1];
-  const int64_t rows = Sum(chunk.send_rows);
-  chunk.send.resize(static_cast<size_t>(rows * (d + 1)));
-  chunk.slot_row.resize(static_cast<size_t>((chunk.end - chunk.first) * k));
-  for (int64_t t = chunk.first; t < chunk.end; ++t) {
+  const auto tokens = static_cast<int64_t>(experts.size());
+  const int64_t k = tokens > 0 ? static_cast<int64_t>(experts[0].size()) : 0;
+  slot_chunk_.resize(static_cast<size_t>(tokens * k));
+  slot_row_.resize(slot_chunk_.size());
+  for (std::unique_ptr<Chunk>& chunk : chunk_state_) chunk->send_rows.assign(ranks, 0);
+  // This rank's rows of an expert, in token order, follow the lower ranks' rows of it.
+  std::vector<int64_t> seen(my_first_row_);
+  for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = experts[t][j];
-      const int64_t row = next_row[placement_.rank_of_expert[e]]++;
-      chunk.slot_row[(t - chunk.first) * k + j] = row;
-      float* out = chunk.send.data() + row * (d + 1);
+      const int64_t c = ChunkOf(e, seen[static_cast<size_t>(e)]++);
+      slot_chunk_[t * k + j] = c;
+      ++chunk_state_[c]->send_rows[placement_.rank_of_expert[e]];
+    }
+  }
+  std::vector<std::vector<int64_t>> next_row(chunk_state_.size(), std::vector<int64_t>(ranks, 0));
+  for (size_t c = 0; c < chunk_state_.size(); ++c) {
+    Chunk& chunk = *chunk_state_[c];
+    for (size_t r = 1; r < ranks; ++r) next_row[c][r] = next_row[c][r - 1] + chunk.send_rows[r - 1];
+    const int64_t rows = Sum(chunk.send_rows);
+    chunk.send.resize(static_cast<size_t>(rows * (d + 1)));
+    stats_.rows_sent += rows;
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = experts[t][j];
+      const int64_t c = slot_chunk_[t * k + j];
+      const int64_t row = next_row[c][placement_.rank_of_expert[e]]++;
+      slot_row_[t * k + j] = row;
+      float* out = chunk_state_[c]->send.data() + row * (d + 1);
       std::memcpy(out, &e, sizeof(float));
       std::copy_n(x + t * d, d, out + 1);
     }
   }
-  stats_.rows_sent += rows;
 }
 
 void ExpertParallel::StartDispatch(Chunk& chunk) {
@@ -116,6 +205,7 @@ void ExpertParallel::StartDispatch(Chunk& chunk) {
   ByteLayout(chunk.send_rows, row_floats, chunk.send_bytes, chunk.send_offsets);
   ByteLayout(chunk.recv_rows, row_floats, chunk.recv_bytes, chunk.recv_offsets);
   chunk.recv.resize(static_cast<size_t>(Sum(chunk.recv_rows) * row_floats));
+  chunk.dispatch_start = Clock::now();
   chunk.dispatch =
       communicator_.StartAllToAllV(chunk.send.data(), chunk.send_bytes, chunk.send_offsets,
                                    chunk.recv.data(), chunk.recv_bytes, chunk.recv_offsets);
@@ -149,6 +239,7 @@ void ExpertParallel::ComputeExperts(Chunk& chunk, const std::vector<FfnWeights>&
     const FfnWeights& ffn = layer_experts[e];
     kernels::ExpertFfn(gathered_.data(), count, ffn.gate_up, ffn.down, expert_out_.data(), pool_,
                        ffn_scratch_);
+    ++stats_.expert_ffn_calls;
     for (int64_t i = 0; i < count; ++i)
       std::copy_n(expert_out_.data() + i * d, d, chunk.back_send.data() + mine[i] * d);
     // Between GEMMs the neighbours' exchanges move on (MPI progresses a non-blocking collective
@@ -189,12 +280,11 @@ void ExpertParallel::Progress(Chunk* chunk) {
   }
 }
 
-void ExpertParallel::Accumulate(const Chunk& chunk,
-                                const std::vector<std::vector<int32_t>>& experts,
+void ExpertParallel::Accumulate(const std::vector<std::vector<int32_t>>& experts,
                                 const std::vector<std::vector<float>>& weights, float* out) {
   const int64_t d = hidden_;
   std::vector<int64_t> order;
-  for (int64_t t = chunk.first; t < chunk.end; ++t) {
+  for (int64_t t = 0; t < static_cast<int64_t>(experts.size()); ++t) {
     const int64_t k = static_cast<int64_t>(experts[t].size());
     order.resize(static_cast<size_t>(k));
     for (int64_t j = 0; j < k; ++j) order[j] = j;
@@ -204,8 +294,8 @@ void ExpertParallel::Accumulate(const Chunk& chunk,
     float* row = out + t * d;
     std::fill(row, row + d, 0.0f);
     for (int64_t j : order) {
-      kernels::Axpy(weights[t][j],
-                    chunk.back_recv.data() + chunk.slot_row[(t - chunk.first) * k + j] * d, d, row);
+      const Chunk& chunk = *chunk_state_[slot_chunk_[t * k + j]];
+      kernels::Axpy(weights[t][j], chunk.back_recv.data() + slot_row_[t * k + j] * d, d, row);
     }
   }
 }
@@ -216,21 +306,18 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
                               const std::vector<FfnWeights>& layer_experts, float* out) {
   if (moe_layer < 0 || moe_layer >= static_cast<int64_t>(stats_.layers.size()))
     throw base::Error("expert parallelism: MoE layer " + std::to_string(moe_layer) + " unknown");
+  if (static_cast<int64_t>(experts.size()) != tokens)
+    throw base::Error("expert parallelism: " + std::to_string(experts.size()) + " tokens routed, " +
+                      std::to_string(tokens) + " expected");
   layer_ = &stats_.layers[static_cast<size_t>(moe_layer)];
   const int64_t n = chunks_;
-  // Every chunk's row counts go out first; each chunk's rows follow once its counts arrived.
-  for (int64_t c = 0; c < n; ++c) {
-    Chunk& chunk = *chunk_state_[c];
-    chunk.first = tokens * c / n;
-    chunk.end = tokens * (c + 1) / n;
-    chunk.dispatch.reset();
-    chunk.combine.reset();
-    chunk.dispatch_done = chunk.combine_done = false;
-    PackChunk(chunk, x, experts);
-    chunk.dispatch_start = Clock::now();
-    chunk.counts = communicator_.StartAllToAll(chunk.send_rows.data(), chunk.recv_rows.data());
+  for (std::unique_ptr<Chunk>& chunk : chunk_state_) {
+    chunk->dispatch.reset();
+    chunk->combine.reset();
+    chunk->dispatch_done = chunk->combine_done = false;
   }
-  WaitFor(*chunk_state_[0]->counts, layer_->exposed_comm_s);
+  PlanChunks(experts);
+  PackChunks(x, experts);
   StartDispatch(*chunk_state_[0]);
   // EPS-MoE's pipeline: chunk c + 1's dispatch and chunk c - 1's combine run while chunk c's
   // experts compute.
@@ -239,10 +326,7 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
     WaitFor(*chunk.dispatch, layer_->exposed_comm_s);
     Progress(&chunk);
     Chunk* next = c + 1 < n ? chunk_state_[c + 1].get() : nullptr;
-    if (next) {
-      WaitFor(*next->counts, layer_->exposed_comm_s);
-      StartDispatch(*next);
-    }
+    if (next) StartDispatch(*next);
     ComputeExperts(chunk, layer_experts, next, c > 0 ? chunk_state_[c - 1].get() : nullptr);
     StartCombine(chunk);
   }
@@ -250,8 +334,8 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
     Chunk& chunk = *chunk_state_[c];
     WaitFor(*chunk.combine, layer_->exposed_comm_s);
     Progress(&chunk);
-    Accumulate(chunk, experts, weights, out);
   }
+  Accumulate(experts, weights, out);
 }
 
 nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int rank) {
@@ -277,6 +361,7 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
           {"exposed_comm_s", total.exposed_comm_s},
           {"rows_sent", stats.rows_sent},
           {"rows_received", stats.rows_received},
+          {"expert_ffn_calls", stats.expert_ffn_calls},
           {"layers", layers}};
 }
 

@@ -39,6 +39,9 @@ struct ExpertParallelStats {
   std::vector<ExpertParallelLayerTimes> layers;  // [MoE layer]
   int64_t rows_sent = 0;                         // (token, expert) rows dispatched by this rank
   int64_t rows_received = 0;                     // rows this rank's experts computed
+  // Expert FFN calls (one per expert and chunk it had rows in): split by expert, a layer's N
+  // chunks call each active expert once while N is at most the rank's active experts.
+  int64_t expert_ffn_calls = 0;
   ExpertParallelLayerTimes Total() const;
 };
 
@@ -47,10 +50,12 @@ struct ExpertParallelStats {
 // to the expert's rank with an all-to-all(v), runs the experts it holds on the rows it received,
 // and gets the outputs back with a second all-to-all(v). With `chunks` N > 1 the layer's tokens go
 // in N chunks whose exchanges (non-blocking, driven by MPI_Test between expert GEMMs) overlap the
-// previous chunk's expert GEMMs: EPS-MoE's pipeline. A token's result is the sum of its experts'
-// outputs weighted and added in ascending expert order, as the one-process loop adds them, and an
-// expert's output row depends only on its input row, so the result is bit-identical to the
-// one-process run's.
+// previous chunk's expert GEMMs: EPS-MoE's pipeline, split by expert as EPS-MoE splits it (a chunk
+// is a group of each rank's active experts, so no expert's weights are read twice; a split by
+// tokens read an expert once per chunk it was active in, 3-4 ms a layer at decode). A token's
+// result is the sum of its experts' outputs weighted and added in ascending expert order, as the
+// one-process loop adds them, and an expert's output row depends only on its input row, so the
+// result is bit-identical to the one-process run's.
 class ExpertParallel {
  public:
   ExpertParallel(parallel::Communicator& communicator, ExpertPlacement placement, int64_t chunks,
@@ -73,7 +78,13 @@ class ExpertParallel {
   struct Chunk;
   using Clock = std::chrono::steady_clock;
 
-  void PackChunk(Chunk& chunk, const float* x, const std::vector<std::vector<int32_t>>& experts);
+  // Gathers every rank's rows per expert and assigns each expert (or share of its rows) a chunk:
+  // each rank's active experts in N contiguous groups, or, with N above their count, each
+  // expert's rows split over N / active chunks. Sets each chunk's recv_rows.
+  void PlanChunks(const std::vector<std::vector<int32_t>>& experts);
+  // The chunk of the `row`-th row (over all ranks, in rank then token order) of `expert`.
+  int64_t ChunkOf(int32_t expert, int64_t row) const;
+  void PackChunks(const float* x, const std::vector<std::vector<int32_t>>& experts);
   void StartDispatch(Chunk& chunk);
   void ComputeExperts(Chunk& chunk, const std::vector<FfnWeights>& layer_experts,
                       Chunk* in_flight_dispatch, Chunk* in_flight_combine);
@@ -82,7 +93,7 @@ class ExpertParallel {
   void WaitFor(parallel::PendingCollective& pending, double& exposed_s);
   // Drives a chunk's exchanges in flight and notes when they finish.
   void Progress(Chunk* chunk);
-  void Accumulate(const Chunk& chunk, const std::vector<std::vector<int32_t>>& experts,
+  void Accumulate(const std::vector<std::vector<int32_t>>& experts,
                   const std::vector<std::vector<float>>& weights, float* out);
 
   parallel::Communicator& communicator_;
@@ -93,6 +104,10 @@ class ExpertParallel {
   ExpertParallelStats stats_;
   ExpertParallelLayerTimes* layer_ = nullptr;        // the layer being run
   std::vector<std::unique_ptr<Chunk>> chunk_state_;  // reused across layers
+  // The layer's plan: per expert, its rows over all ranks, this rank's first row among them, its
+  // first chunk and the chunks its rows span; per (token, slot), its chunk and row there.
+  std::vector<int64_t> expert_rows_, my_first_row_, first_chunk_, chunk_span_;
+  std::vector<int64_t> slot_chunk_, slot_row_;
   std::vector<float> gathered_, expert_out_;
   kernels::ExpertFfnScratch ffn_scratch_;
 };

@@ -17,8 +17,8 @@ namespace moelab::executor {
 //     spread evenly over the ranks), the faster of three;
 //   computation_s: this rank's experts' FFNs on their even share of those rows (one expert timed,
 //     times the experts the rank holds);
-//   overhead_per_pipeline_s (k): one chunk's fixed exchanges (the counts' all-to-all and two empty
-//     all-to-all(v)s), the fastest of five.
+//   overhead_per_pipeline_s (k): one chunk's fixed exchanges (two empty all-to-all(v)s), the
+//     fastest of five.
 // Each the slowest rank's (all-reduced max), so every rank chooses the same N. Collective.
 // Returns N in [1, max(1, tokens)].
 int64_t AutoEpChunks(parallel::Communicator& communicator, const ExecutorConfig& config,

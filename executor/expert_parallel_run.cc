@@ -1,6 +1,7 @@
 #include "executor/expert_parallel_run.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -27,6 +28,7 @@ struct Prepared {
   ExpertPlacement placement;
   int64_t chunks = 1;  // kAutoChunks: chosen once the weights are built
   uint64_t key = 0;
+  std::string described;  // the key's parts a person can compare (build, model, weights, options)
 };
 
 uint64_t HashText(uint64_t hash, const std::string& text) {
@@ -74,25 +76,33 @@ Prepared Prepare(const RunRequest& request, const ExpertParallelOptions& options
                            : LoadPlacement(options.placement_file, c.num_experts, options.ranks);
   // The build, the model (its file's bytes when it is one), the weights file, every option that
   // shapes the run, and the placement: ranks that differ in any would compute different things.
+  // `described` is what a mismatch prints: the file contents stand in it as their hash.
   const nlohmann::json provenance = report::Provenance();
-  std::string key = provenance.value("version", "") + " " + provenance.value("git_commit", "") +
-                    " " + provenance["build"].dump();
-  key += " model " + request.model + " " + std::to_string(c.num_layers) + "x" +
-         std::to_string(c.hidden_size) + "x" + std::to_string(c.num_experts) + "x" +
-         std::to_string(c.expert_intermediate_size) + "x" + std::to_string(c.vocab_size) +
-         " bits " + std::to_string(request.expert_bits) + "/" +
-         std::to_string(request.attention_bits);
-  if (std::filesystem::is_regular_file(request.model))
-    key += " " + base::ReadInputFile(request.model, base::kMaxJsonFileBytes, "--model");
+  std::string described = "moelab " + provenance.value("version", "") + " git " +
+                          provenance.value("git_commit", "") + ", --model " + request.model;
+  if (std::filesystem::is_regular_file(request.model)) {
+    char hash[24];
+    std::snprintf(hash, sizeof(hash), "%016llx",
+                  static_cast<unsigned long long>(HashText(
+                      0, base::ReadInputFile(request.model, base::kMaxJsonFileBytes, "--model"))));
+    described += " (file hash " + std::string(hash) + ")";
+  }
+  described += " " + std::to_string(c.num_layers) + "x" + std::to_string(c.hidden_size) + "x" +
+               std::to_string(c.num_experts) + "x" + std::to_string(c.expert_intermediate_size) +
+               "x" + std::to_string(c.vocab_size) + " bits " + std::to_string(request.expert_bits) +
+               "/" + std::to_string(request.attention_bits);
   if (!request.weights.empty()) {
     std::error_code error;
-    key += " weights " + request.weights + " " +
-           std::to_string(std::filesystem::file_size(request.weights, error));
+    described += ", --weights " + request.weights + " (" +
+                 std::to_string(std::filesystem::file_size(request.weights, error)) + " bytes)";
   }
-  key += " run " + ToString(request.workload) + " " + std::to_string(request.batch) + " " +
-         std::to_string(request.prompt_tokens) + " " + std::to_string(request.output_tokens) +
-         " seed " + std::to_string(request.seed) + " chunks " + options.chunks + " " +
-         prepared.placement.Key();
+  described += ", " + ToString(request.workload) + " batch " + std::to_string(request.batch) +
+               " prompt " + std::to_string(request.prompt_tokens) + " tokens " +
+               std::to_string(request.output_tokens) + " seed " + std::to_string(request.seed) +
+               " chunks " + options.chunks + " attention " + options.attention;
+  prepared.described = described;
+  const std::string key =
+      described + " build " + provenance["build"].dump() + " " + prepared.placement.Key();
   prepared.key = HashText(0, key);
   return prepared;
 }
@@ -231,12 +241,15 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   }
   Agree(communicator, error);
   const std::vector<uint64_t> keys = communicator.AllGather(prepared.key);
+  const std::vector<std::string> described = communicator.AllGatherBytes(prepared.described);
   for (int r = 1; r < communicator.size(); ++r) {
     if (keys[r] != keys[0]) {
       throw parallel::AgreedError(
           "rank " + std::to_string(r) +
           " runs a different build, model file, weights or options than rank 0 (their start "
-          "hashes differ): every rank must run the same moelab with the same arguments");
+          "hashes differ; rank 0: " +
+          described[0] + "; rank " + std::to_string(r) + ": " + described[r] +
+          "): every rank must run the same moelab with the same arguments");
     }
   }
   const ExecutorConfig& config = prepared.config;

@@ -157,6 +157,7 @@ class ProfileRunner {
     }
     benchmark::RunSpecifiedBenchmarks(&collector_, ".");
     benchmark::ClearRegisteredBenchmarks();
+    RoundDone(group);
   }
 
   // The samples of `group` from all its rounds (`bench`: the group's bench, for its time scale
@@ -223,6 +224,23 @@ class ProfileRunner {
   std::vector<std::string>& notes() { return notes_; }
 
  private:
+  // A point's line comes only once all its group's rounds ran (minutes for a full grid's large
+  // points), so each round says where the profile is and about how long the rest takes: the
+  // seconds per point and round so far, times the point rounds left.
+  void RoundDone(const Group& group) {
+    point_rounds_done_ += static_cast<int64_t>(group.points.size());
+    if (!progress_ || group.points.empty()) return;
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const int64_t planned = static_cast<int64_t>(total_) * spec_.repetitions;
+    const double left_s = elapsed_s / static_cast<double>(point_rounds_done_) *
+                          static_cast<double>(std::max<int64_t>(0, planned - point_rounds_done_));
+    *progress_ << "[" << done_ << "/" << total_ << "] " << ToString(group.points.front().family)
+               << " " << group.points.front().device << ": a round of " << group.points.size()
+               << " points done, " << std::llround(elapsed_s) << " s so far, about "
+               << std::llround(left_s) << " s left" << std::endl;
+  }
+
   void OnDone(const std::string& name, const Timing& timing) {
     ++done_;
     if (!progress_) return;
@@ -242,6 +260,8 @@ class ProfileRunner {
   std::ostream* progress_;
   int total_;
   int done_ = 0;
+  int64_t point_rounds_done_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   int next_index_ = 0;
   double scale_ = 1.0;  // the running bench's time_scale()
   std::map<std::string, std::string> labels_;

@@ -103,6 +103,23 @@ TEST_F(ExpertParallelCli, PrefillAndAPlacementFileGiveTheSameTokens) {
   std::filesystem::remove_all(dir);
 }
 
+// EPS-MoE's split by expert: a prefill's layer (every expert active: 4 sequences x 9 tokens x
+// top-2 over 8 experts) calls each of a rank's 4 experts once whatever N <= 4, where a split by
+// tokens would call an expert once per chunk it had rows in (reading its weights again each time).
+TEST_F(ExpertParallelCli, ChunksSplitTheExpertsSoEachRunsOncePerLayer) {
+  const std::string prefill = kShape + "--workload prefill --batch 4 --prompt 9 --tokens 1 --json ";
+  for (const std::string chunks : {"1", "2", "4"}) {
+    const CliRun run = RunOnRanks(2, prefill + "--expert-parallel 2 --ep-chunks " + chunks);
+    ASSERT_EQ(run.status, 0) << run.err;
+    const nlohmann::json ep = nlohmann::json::parse(run.out)["expert_parallel"];
+    EXPECT_EQ(ep["expert_ffn_calls"], 4 * 2) << "--ep-chunks " << chunks;  // 4 experts, 2 layers
+  }
+  // Beyond the active experts each expert's rows are split: 8 chunks, 2 per expert.
+  const CliRun split = RunOnRanks(2, prefill + "--expert-parallel 2 --ep-chunks 8");
+  ASSERT_EQ(split.status, 0) << split.err;
+  EXPECT_EQ(nlohmann::json::parse(split.out)["expert_parallel"]["expert_ffn_calls"], 8 * 2);
+}
+
 // Bad input: one line from rank 0 (not one per rank), every rank non-zero, no hang.
 void ExpectRefused(const CliRun& run, const std::string& words) {
   EXPECT_NE(run.status, 0);
@@ -132,6 +149,12 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
   ExpectRefused(RunOnRanks(1, kDecode + "--expert-parallel 2 : -n 1 " + MOELAB_BINARY + " " +
                                   other + "--expert-parallel 2"),
                 "rank 1 runs a different build, model file, weights or options");
+  // Naming what each rank runs, so the difference can be read off.
+  const CliRun mixed = RunOnRanks(1, kDecode + "--expert-parallel 2 : -n 1 " + MOELAB_BINARY + " " +
+                                         other + "--expert-parallel 2");
+  EXPECT_NE(mixed.err.find("rank 0: moelab "), std::string::npos) << mixed.err;
+  EXPECT_NE(mixed.err.find(" seed 7 "), std::string::npos) << mixed.err;
+  EXPECT_NE(mixed.err.find(" seed 8 "), std::string::npos) << mixed.err;
   // Tensor-parallel attention is not built: refused before MPI starts.
   ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 2 --attention tensor-parallel"),
                 "--attention tensor-parallel");

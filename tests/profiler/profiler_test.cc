@@ -100,9 +100,10 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   const nlohmann::json profile = RunProfile(request, Presets());
   ASSERT_NO_THROW(ValidateProfile(profile));
   ASSERT_EQ(after_rounds, (std::vector<std::pair<int, int>>{{1, 2}, {2, 2}}));
-  // A point's line is printed when its last round is in: none after round 1 of 2, every grid
-  // point's by the second call, the ridge points' only after it.
-  EXPECT_EQ(progress_at[0], 0u);
+  // A point's line is printed when its last round is in: none after round 1 of 2 (only the rounds'
+  // lines with the time left), every grid point's by the second call, the ridge points' after it.
+  EXPECT_EQ(progress.str().substr(0, progress_at[0]).find("median"), std::string::npos);
+  EXPECT_NE(progress.str().substr(0, progress_at[0]).find(" s left\n"), std::string::npos);
   EXPECT_GT(progress_at[1], 0u);
   EXPECT_NE(progress.str().substr(0, progress_at[1]).find("expert_ffn"), std::string::npos);
   EXPECT_GT(progress.str().size(), progress_at[1]);
@@ -160,6 +161,9 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_NE(lines.find("[21/26] expert_load cpu"), std::string::npos) << lines;
   EXPECT_NE(lines.find("[23/26] norms_residual cpu"), std::string::npos) << lines;
   EXPECT_NE(lines.find("[26/26] expert_ffn cpu"), std::string::npos) << lines;
+  // And a line after every round of a group, before its points' lines, with the time left.
+  EXPECT_NE(lines.find("[0/26] expert_ffn cpu: a round of "), std::string::npos) << lines;
+  EXPECT_NE(lines.find(" s left\n"), std::string::npos) << lines;
 
   // Written atomically and read back unchanged; nothing else left in the folder.
   const std::filesystem::path out = dir_ / "profile.json";
