@@ -14,9 +14,10 @@ namespace moelab::cli {
 
 namespace {
 const char* const kServingOnly[] = {
-    "requests",    "prompt-tokens",      "output-tokens", "kv-blocks",   "kv-block-tokens",
-    "max-running", "max-batched-tokens", "prefill-chunk", "max-waiting", "max-sequence-tokens",
-    "queue-order", "preemption",         "host-kv-blocks"};
+    "requests",        "prompt-tokens",       "output-tokens",      "kv-blocks",
+    "kv-block-tokens", "max-running",         "max-batched-tokens", "prefill-chunk",
+    "max-waiting",     "max-sequence-tokens", "overhead-batch",     "overhead-output-tokens",
+    "queue-order",     "preemption",          "host-kv-blocks"};
 }  // namespace
 
 void AddValidateServingOptions(po::options_description& options,
@@ -27,7 +28,9 @@ void AddValidateServingOptions(po::options_description& options,
   group.add_options()
       ("requests", Into(&serving.requests), "requests per run (default: what the predicted saturation serves in 16 s, 4 s with --quick, at least 16)")
       ("prompt-tokens", ParsedInto(&serving.prompt_tokens, "uniform:16,96", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
-      ("output-tokens", ParsedInto(&serving.output_tokens, "uniform:8,48", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length, as --prompt-tokens");
+      ("output-tokens", ParsedInto(&serving.output_tokens, "uniform:8,48", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length, as --prompt-tokens")
+      ("overhead-batch", Into(&serving.overhead_batch), "the serving-overhead comparison's batch: requests of 8 prompt tokens sent together (default 8)")
+      ("overhead-output-tokens", Into(&serving.overhead_output_tokens), "its output tokens per request (default 128): long enough that every request decodes together for a while");
   // clang-format on
   AddSchedulerOptions(group, serving.scheduler);
   options.add(group);

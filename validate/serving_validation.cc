@@ -177,8 +177,9 @@ void ServingValidationRequest::Validate() const {
                       std::to_string(scheduler.max_waiting_requests) +
                       " (the overload run submits every request at once)");
   if (overhead_batch < 1 || overhead_batch > scheduler.max_running_sequences)
-    throw base::Error("serving overhead batch " + std::to_string(overhead_batch) +
-                      ": expected 1..--max-running");
+    throw base::Error("--overhead-batch " + std::to_string(overhead_batch) +
+                      ": expected 1..--max-running (" +
+                      std::to_string(scheduler.max_running_sequences) + ")");
   if (overhead_output_tokens < 4) throw base::Error("serving overhead output tokens: at least 4");
   scheduler.Validate();
 }
@@ -213,7 +214,10 @@ void RunRound(const ServingValidationRequest& request, int round, const Predicto
     if (run.measured.completed != count)
       throw base::Error("validate --cases serving: " + std::to_string(run.measured.failed) +
                         " of " + std::to_string(count) + " requests failed at " +
-                        report::FormatNumber(rate.rate_per_s, 4) + "/s");
+                        report::FormatNumber(rate.rate_per_s, 4) + "/s (" +
+                        (run.measured.failures.empty() ? std::string("no reason")
+                                                       : run.measured.failures.front().first) +
+                        ")");
     rate.runs.push_back(run);
     progress.Done("round " + std::to_string(round + 1) + " rate " +
                       report::FormatNumber(rate.rate_per_s, 4) + "/s",

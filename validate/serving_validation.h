@@ -46,8 +46,8 @@ struct ServingValidationRequest {
   // Requests per run; 0: what the predicted saturation serves in 12 s (4 s with quick), at least
   // kMinServingRequests.
   int64_t requests = 0;
-  int64_t overhead_batch = 8;           // the serving-overhead comparison's batch
-  int64_t overhead_output_tokens = 32;  // its tokens per request (prompt 8)
+  int64_t overhead_batch = 8;            // the serving-overhead comparison's batch
+  int64_t overhead_output_tokens = 128;  // its tokens per request (prompt 8)
   uint64_t seed = 1;
   int threads = 0;
   std::ostream* progress = nullptr;

@@ -19,7 +19,8 @@ constexpr char kTinyShape[] =
     " --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2"
     " --head-dim 16 --vocab 101 --threads 2";
 constexpr char kTinyLoad[] =
-    " --requests 16 --prompt-tokens uniform:4,24 --output-tokens uniform:4,12";
+    " --requests 16 --prompt-tokens uniform:4,24 --output-tokens uniform:40,120"
+    " --overhead-output-tokens 2000";
 
 TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
