@@ -81,12 +81,45 @@ struct Predictor {
   model::MoeModelSpec target;
   sim::ServingSimOptions options;
   double engine_scale = 1;
+  double client_latency_s = 0;  // MeasureClientLatency
 
   serving::ServingSummary Predict(const std::vector<serving::RequestSpec>& requests) const {
     ScaledPricer pricer(source, target, engine_scale);
-    return sim::SimulateServing(requests, options, pricer).summary;
+    std::vector<serving::RequestOutcome> outcomes =
+        sim::SimulateServing(requests, options, pricer).outcomes;
+    // Every token reaches the client that much after the engine emitted it.
+    for (serving::RequestOutcome& outcome : outcomes) {
+      outcome.first_token_s += client_latency_s;
+      outcome.finish_s += client_latency_s;
+      for (double& t : outcome.token_times_s) t += client_latency_s;
+    }
+    return serving::Summarize(outcomes, {});
   }
 };
+
+// What a request's first token pays between the engine and the client (the HTTP request, the
+// server's threads, the stream, the load generator): 8 requests of 8 prompt tokens and 1 output
+// token through the server, 0.25 s apart so each runs alone, their measured TTFT less the
+// prediction's without it; the median is added to every simulated token's arrival. Its own
+// requests (seed + 2000), before the rounds.
+void MeasureClientLatency(const ServingValidationRequest& request, Predictor& predictor,
+                          impl::ServedModelUnderTest& served, ServingValidationResult& result) {
+  std::vector<serving::RequestSpec> alone;
+  for (int64_t i = 0; i < 8; ++i) alone.push_back({i, 0.25 * static_cast<double>(i), 8, 1});
+  const std::vector<serving::RequestOutcome> measured =
+      served.Serve(alone, nullptr, request.seed + 2000);
+  predictor.client_latency_s = 0;
+  const serving::ServingSummary predicted = predictor.Predict(alone);
+  std::vector<double> differences;
+  for (const serving::RequestOutcome& outcome : measured) {
+    if (outcome.failed)
+      throw base::Error("validate --cases serving: a client-latency request failed (" +
+                        outcome.error + ")");
+    differences.push_back(outcome.first_token_s - outcome.arrival_s - predicted.ttft_s.p50);
+  }
+  result.client_latency_s = base::Median(differences);
+  predictor.client_latency_s = result.client_latency_s;
+}
 
 // sim serve's p99 TTFT over a fine sweep of rates (fractions of the saturation, 0.2 to 1.3 by
 // 0.01), the SLO its value at 0.9 (the midpoint of 70 % and 110 %), the first rate reaching it.
@@ -288,6 +321,9 @@ void AddNotes(ServingValidationResult& result) {
       " ms): every simulated iteration is scaled by it; it holds the scheduling, input building "
       "and sampling the operators leave out, and the composition's mispricing at serving's mixed "
       "batches; HTTP, streaming and the client are not in it");
+  notes.push_back("client latency " + report::FormatNumber(result.client_latency_s * 1e3, 4) +
+                  " ms (median over 8 lone 1-token requests through the server of measured TTFT "
+                  "less the prediction's): added to every simulated token's arrival");
   notes.push_back(
       result.profile_reused
           ? "the profile was given (--profile): taken at another time than the runs"
@@ -350,15 +386,15 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
       throw base::Error("validate --cases serving: " + std::to_string(count) +
                         " requests by default, over --max-waiting; give --requests");
   }
+  result.overhead.batch = request.overhead_batch;
+  served.Start(count + request.overhead_batch + 8);
+  MeasureClientLatency(request, predictor, served, result);
   result.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, count, request.seed)));
   for (double fraction : kServingRateFractions)
     result.rates.push_back(
         {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}});
   PredictSloCrossing(request, predictor, result);
-
-  result.overhead.batch = request.overhead_batch;
-  served.Start(count + request.overhead_batch + 8);
   Progress progress{request.progress, 0};
   for (const ServingRate& rate : result.rates)
     progress.left_s += count / rate.rate_per_s * request.repeat;

@@ -86,6 +86,7 @@ struct ServingValidationResult {
   double engine_iteration_scale = 1;       // median measured / composed over the engine's run
   double engine_iteration_residual_s = 0;  // median measured - composed (reported)
   int64_t engine_iterations = 0;
+  double client_latency_s = 0;  // engine -> client, added to every simulated token
   Saturation predicted_saturation;
   std::vector<Saturation> measured_saturation_runs;
   std::vector<ServingRate> rates;

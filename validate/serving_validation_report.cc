@@ -38,6 +38,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                               {"residual_s", result.engine_iteration_residual_s},
                               {"iterations", result.engine_iterations},
                               {"requests", kMinServingRequests}};
+  json["client_latency_s"] = result.client_latency_s;
   nlohmann::json measured_saturation = nlohmann::json::array();
   std::vector<double> saturation_rps, saturation_tps;
   for (const Saturation& s : result.measured_saturation_runs) {
@@ -92,7 +93,9 @@ std::string ServingValidationText(const ServingValidationResult& result) {
   out << "validate --cases serving: " << result.request.requests << " requests a run, "
       << result.request.repeat << " rounds; engine iteration scale "
       << report::FormatNumber(result.engine_iteration_scale, 4) << " (residual "
-      << report::FormatNumber(result.engine_iteration_residual_s * 1e3, 3) << " ms)\n";
+      << report::FormatNumber(result.engine_iteration_residual_s * 1e3, 3)
+      << " ms), client latency " << report::FormatNumber(result.client_latency_s * 1e3, 3)
+      << " ms\n";
   for (const ServingRate& rate : result.rates) {
     out << "  rate " << report::FormatNumber(rate.rate_per_s, 4) << "/s (" << Percent(rate.fraction)
         << " of predicted saturation):";

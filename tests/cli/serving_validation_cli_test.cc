@@ -32,7 +32,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_EQ(json["schema"], "moelab.validation_serving/1");
   for (const char* key : {"machine", "model", "scheduler", "load", "saturation", "rates",
                           "below_saturation_median_abs_error", "slo", "serving_overhead", "targets",
-                          "notes", "provenance", "engine_iteration_residual_s"}) {
+                          "notes", "provenance", "engine_iteration", "client_latency_s"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
   ASSERT_EQ(json["rates"].size(), 3u);
