@@ -13,6 +13,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/shape_options.h"
+#include "cli/validate_serving.h"
 #include "executor/run_workload.h"
 #include "report/json_rows.h"
 #include "parallel/communicator.h"
@@ -88,17 +89,23 @@ int Validate(const std::vector<std::string>& args) {
   std::string out;
   bool quiet = false;
   bool ep_cases = false;  // --cases ep: across MPI ranks, on its own (validate/ep_validation.h)
-  const auto case_kinds = [&ep_cases](const std::string& text) {
+  bool serving_cases = false;  // --cases serving: on its own (validate/serving_validation.h)
+  validate::ServingValidationRequest serving;
+  const auto case_kinds = [&ep_cases, &serving_cases](const std::string& text) {
     std::set<validate::CaseKind> kinds;
     for (const std::string& kind : SplitNameList(text, "cases")) {
-      if (kind == "ep") {
-        ep_cases = true;
+      if (kind == "ep" || kind == "serving") {
+        (kind == "ep" ? ep_cases : serving_cases) = true;
         continue;
       }
       kinds.insert(validate::CaseKindFromString(kind));
     }
-    if (ep_cases && !kinds.empty())
+    if (ep_cases && (!kinds.empty() || serving_cases))
       throw base::Error("--cases " + text + ": ep runs alone, under mpirun (give --cases ep)");
+    if (serving_cases && !kinds.empty())
+      throw base::Error("--cases " + text +
+                        ": serving runs alone (give --cases serving, and the other kinds in "
+                        "another run)");
     return kinds;
   };
   po::options_description options("moelab validate");
@@ -107,7 +114,7 @@ int Validate(const std::vector<std::string>& args) {
       ("model", Into(&request.model), "target model preset or path (shape overrides below apply)")
       ("draft", Into(&request.draft), "draft model preset or path (SD cases)")
       ("quick", po::bool_switch(&request.quick), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
-      ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload); or ep alone, under mpirun -n R: sim ep against run --expert-parallel R")
+      ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload); or serving alone: sim serve against serve + loadgen (validate/README.md); or ep alone, under mpirun -n R: sim ep against run --expert-parallel R")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")
       ("reused-profile", ParsedIntoOptional(&request.reused_profile, [](const std::string& path) { return std::filesystem::path(path); }), "also price every in-memory case from this profile, taken before the run (moelab profile --out, as a user has one): cost source 'reused-profile', its error beside the headline's (JSON reused_profile)")
@@ -127,19 +134,24 @@ int Validate(const std::vector<std::string>& args) {
       "target shape (defaults: Mixtral-8x7B scaled to this machine, as moelab run)");
   AddShapeOptions(shape, "", model::DefaultTargetShape());
   options.add(shape);
+  AddValidateServingOptions(options, serving);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
-                    "[--attention-bits B] [--device cpu|gpu] "
-                    "[--draft D] [--quick] [--cases "
-                    "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
-                    "[--timelines] "
-                    "[--json|--csv] [--quiet]",
-                    options, args, values)) {
+  if (!ParseOptions(
+          "usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
+          "[--attention-bits B] [--device cpu|gpu] "
+          "[--draft D] [--quick] [--cases "
+          "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
+          "[--timelines] [--cases serving [--requests N] [--prompt-tokens D] [--output-tokens D] "
+          "[scheduler options]] "
+          "[--json|--csv] [--quiet]",
+          options, args, values)) {
     return 0;
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
   request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
+  if (serving_cases) return ValidateServing(request, values, serving, out, quiet);
+  RefuseServingOptionsElsewhere(values);
   if (ep_cases) return ValidateEp(request, values, out, quiet);
   request.draft_shape = model::DefaultDraftShape();
   if (!quiet) request.progress = &std::cerr;

@@ -1,0 +1,92 @@
+// moelab validate --cases serving end to end on a tiny shape, and its refusals.
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/test_paths.h"
+
+namespace moelab::cli {
+namespace {
+
+using testing::CliRun;
+using testing::RunMoelab;
+
+constexpr char kTinyShape[] =
+    " --layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2"
+    " --head-dim 16 --vocab 101 --threads 2";
+constexpr char kTinyLoad[] =
+    " --requests 16 --prompt-tokens uniform:4,24 --output-tokens uniform:40,120"
+    " --overhead-output-tokens 2000";
+
+TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
+  const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
+  const CliRun r = RunMoelab(std::string("validate --cases serving --quick --quiet --repeat 1 "
+                                         "--json --out ") +
+                             dir.string() + kTinyShape + kTinyLoad);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["schema"], "moelab.validation_serving/1");
+  for (const char* key : {"machine", "model", "scheduler", "load", "saturation", "rates",
+                          "below_saturation_median_abs_error", "slo", "serving_overhead", "targets",
+                          "notes", "provenance", "engine_iteration", "client_latency_s"}) {
+    EXPECT_TRUE(json.contains(key)) << key;
+  }
+  ASSERT_EQ(json["rates"].size(), 3u);
+  double previous = 0;
+  for (const nlohmann::json& rate : json["rates"]) {
+    EXPECT_GT(rate["rate_per_s"].get<double>(), previous);  // 30 %, 70 %, 110 %, ascending
+    previous = rate["rate_per_s"].get<double>();
+    ASSERT_EQ(rate["runs"].size(), 1u);
+    for (const char* side : {"measured", "predicted"}) {
+      const nlohmann::json& summary = rate["runs"][0][side];
+      EXPECT_EQ(summary["schema"], "moelab.serving/1");
+      EXPECT_EQ(summary["completed"], 16) << side;
+      EXPECT_EQ(summary["failed"], 0) << side;
+      EXPECT_GT(summary["ttft_s"]["p50"].get<double>(), 0) << side;
+    }
+    ASSERT_EQ(rate["errors"].size(), 6u);
+    for (const auto& [metric, error] : rate["errors"].items()) {
+      EXPECT_TRUE(std::isfinite(error["abs_error"].get<double>())) << metric;
+      EXPECT_NEAR(error["abs_error"].get<double>(),
+                  std::abs(error["predicted"].get<double>() / error["measured"].get<double>() - 1),
+                  1e-9)
+          << metric;
+    }
+  }
+  EXPECT_GT(json["engine_iteration"]["scale"].get<double>(), 0);
+  EXPECT_GT(json["saturation"]["predicted"]["requests_per_s"].get<double>(), 0);
+  EXPECT_GT(json["saturation"]["measured"]["requests_per_s"].get<double>(), 0);
+  EXPECT_GT(json["serving_overhead"]["ratio"].get<double>(), 0);
+  EXPECT_EQ(json["serving_overhead"]["server_tokens_per_s"].size(), 1u);
+  ASSERT_EQ(json["targets"].size(), 4u);
+  for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md"})
+    EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+}
+
+TEST(ServingValidationCli, RefusesMixedCasesAndBadOptions) {
+  CliRun r = RunMoelab("validate --cases serving,decode --quick");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("serving runs alone"), std::string::npos) << r.err;
+  r = RunMoelab("validate --cases ep,serving");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("ep runs alone"), std::string::npos) << r.err;
+  r = RunMoelab(std::string("validate --cases serving --quick --requests 0") + kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--requests 0"), std::string::npos) << r.err;
+  r = RunMoelab(std::string("validate --cases serving --no-such-option") + kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("no-such-option"), std::string::npos) << r.err;
+  r = RunMoelab("validate --cases decode --requests 10");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--requests: only with --cases serving"), std::string::npos) << r.err;
+  r = RunMoelab(std::string("validate --cases serving --prompt-tokens uniform:9,3") + kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--prompt-tokens"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace moelab::cli

@@ -1,0 +1,81 @@
+// validate --cases serving's arithmetic on fixed inputs, every expected value worked out by hand.
+#include "validate/serving_judge.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+
+namespace moelab::validate {
+namespace {
+
+TEST(ServingJudge, CrossingInterpolatesBetweenTheRatesAround) {
+  // p99 0.2 s at 3/s, 0.5 s at 7/s, 2.0 s at 11/s; SLO 1.0 s lies a third of the way from 0.5 to
+  // 2.0, so at 7 + (1.0 - 0.5) / (2.0 - 0.5) x 4 = 8.333/s.
+  const auto rate = CrossingRate({3, 7, 11}, {0.2, 0.5, 2.0}, 1.0);
+  ASSERT_TRUE(rate.has_value());
+  EXPECT_NEAR(*rate, 7 + 4.0 / 3.0, 1e-12);
+  // Exactly at a measured point: that rate.
+  EXPECT_NEAR(*CrossingRate({3, 7, 11}, {0.2, 0.5, 2.0}, 0.5), 7, 1e-12);
+  // The first crossing when the curve comes back down (a finite run's noise).
+  EXPECT_NEAR(*CrossingRate({1, 2, 3, 4}, {0, 2, 0, 4}, 1), 1.5, 1e-12);
+}
+
+TEST(ServingJudge, CrossingOutsideTheRatesIsNotInterpolated) {
+  EXPECT_FALSE(CrossingRate({3, 7, 11}, {0.2, 0.5, 0.9}, 1.0).has_value());  // above the highest
+  EXPECT_FALSE(CrossingRate({3, 7, 11}, {1.2, 1.5, 2.0}, 1.0).has_value());  // below the lowest
+  EXPECT_THROW(CrossingRate({3, 3, 11}, {0.2, 0.5, 2.0}, 1.0), base::Error);
+  EXPECT_THROW(CrossingRate({3, 7}, {0.2, 0.5, 2.0}, 1.0), base::Error);
+}
+
+TEST(ServingJudge, RelativeErrorAndSpread) {
+  EXPECT_NEAR(ServingRelativeError(11, 10, "x"), 0.1, 1e-12);
+  EXPECT_NEAR(ServingRelativeError(8, 10, "x"), 0.2, 1e-12);
+  EXPECT_THROW(ServingRelativeError(1, 0, "ttft at 1/s"), base::Error);
+  EXPECT_THROW(ServingRelativeError(NAN, 1, "x"), base::Error);
+  // (12 - 9) / median 10 = 0.3.
+  EXPECT_NEAR(RelativeSpread({10, 12, 9}), 0.3, 1e-12);
+}
+
+TEST(ServingJudge, SaturationIsTheOverloadedSummarysThroughput) {
+  serving::ServingSummary summary;
+  summary.requests_per_s = 4.5;
+  summary.throughput_tokens_per_s = 120;
+  const Saturation s = SaturationOf(summary);
+  EXPECT_EQ(s.requests_per_s, 4.5);
+  EXPECT_EQ(s.tokens_per_s, 120);
+}
+
+serving::RequestOutcome Tokens(int64_t id, std::vector<double> times) {
+  serving::RequestOutcome outcome;
+  outcome.id = id;
+  outcome.token_times_s = std::move(times);
+  return outcome;
+}
+
+TEST(ServingJudge, DecodeRateCountsOnlyTheSpanWhereAllDecode) {
+  // Request 0's tokens at 0.0..1.0 by 0.1, request 1's at 0.2..1.4 by 0.1: all decode from 0.2
+  // (request 1's first token) to 1.0 (request 0's last). Tokens in (0.2, 1.0]: request 0's
+  // 0.3..1.0 (8), request 1's 0.3..1.0 (8): 16 tokens over 0.8 s = 20 tokens/s.
+  std::vector<double> a, b;
+  for (int i = 0; i <= 10; ++i) a.push_back(0.1 * i);
+  for (int i = 2; i <= 14; ++i) b.push_back(0.1 * i);
+  EXPECT_NEAR(AllDecodingTokensPerS({Tokens(0, a), Tokens(1, b)}), 20, 1e-9);
+  // Request 1 starts after request 0 ended: never decoded together.
+  EXPECT_THROW(AllDecodingTokensPerS({Tokens(0, {0.1, 0.2}), Tokens(1, {0.5, 0.6})}), base::Error);
+}
+
+TEST(ServingJudge, TargetsPassOnTheirSide) {
+  EXPECT_TRUE((ServingTarget{"median", 0.08, 0.10, false, ""}.pass()));
+  EXPECT_FALSE((ServingTarget{"median", 0.12, 0.10, false, ""}.pass()));
+  EXPECT_TRUE((ServingTarget{"overhead", 0.97, 0.95, true, ""}.pass()));
+  EXPECT_FALSE((ServingTarget{"overhead", 0.90, 0.95, true, ""}.pass()));
+  const ServingTarget missing{"crossing", std::nullopt, 0.10, false, "no crossing"};
+  EXPECT_FALSE(missing.pass());
+  EXPECT_TRUE(missing.ToJson()["value"].is_null());
+  EXPECT_EQ(missing.ToJson()["why_missing"], "no crossing");
+}
+
+}  // namespace
+}  // namespace moelab::validate

@@ -1,0 +1,411 @@
+#include "validate/serving_validation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "base/error.h"
+#include "base/json_reader.h"
+#include "base/stats.h"
+#include "fit/cost_source_options.h"
+#include "fit/fit_json.h"
+#include "fit/latency_fit.h"
+#include "fit/latency_profile.h"
+#include "profiler/machine_info.h"
+#include "profiler/profiler.h"
+#include "report/format.h"
+#include "sim/serving_iteration_cost.h"
+#include "validate/impl/serving_server.h"
+
+namespace moelab::validate {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Requests of `request`'s lengths arriving as Poisson at `rate_per_s`; all at t = 0 when rate 0.
+std::vector<serving::RequestSpec> Requests(const ServingValidationRequest& request,
+                                           double rate_per_s, int64_t count, uint64_t seed) {
+  serving::LoadSpec load;
+  load.arrivals.kind = serving::ArrivalProcess::Kind::kPoisson;
+  load.arrivals.rate_per_s = rate_per_s > 0 ? rate_per_s : 1;
+  load.prompt_tokens = request.prompt_tokens;
+  load.output_tokens = request.output_tokens;
+  load.requests = count;
+  load.seed = seed;
+  std::vector<serving::RequestSpec> requests = serving::GenerateRequests(load);
+  if (rate_per_s == 0) {
+    for (serving::RequestSpec& spec : requests) spec.arrival_s = 0;
+  }
+  return requests;
+}
+
+nlohmann::json ProfileFor(const ServingValidationRequest& request,
+                          const model::PresetStore& presets) {
+  if (request.profile) return base::JsonReader::ParseFile(*request.profile);
+  profiler::ProfileRequest profile;
+  profile.model = request.model;
+  profile.shape = request.shape;
+  // The quick grid either way: an iteration is priced from a handful of operator shapes, and the
+  // full grid alone would take most of the ~12 minutes the full check may take on 2 cores.
+  profile.quick = true;
+  profile.expert_bits = request.expert_bits;
+  profile.attention_bits = request.attention_bits;
+  profile.threads = request.threads;
+  profile.use_gpu = false;
+  profile.seed = request.seed;
+  profile.progress = request.progress;
+  return profiler::RunProfile(profile, presets);
+}
+
+// sim serve's composition of an iteration from the fitted profile, times the engine's measured
+// ratio (MeasureEngineScale).
+class ScaledPricer : public sim::IterationPricer {
+ public:
+  ScaledPricer(std::shared_ptr<const model::CostSource> source, model::MoeModelSpec target,
+               double scale)
+      : composed_(std::move(source), std::move(target), 0), scale_(scale) {}
+  double Seconds(const scheduler::IterationPlan& plan) override {
+    return scale_ * composed_.Seconds(plan);
+  }
+
+ private:
+  sim::CostSourceIterationPricer composed_;
+  double scale_;
+};
+
+// What the rounds need from the fit: the pricer (with the engine's scale once measured) and a
+// simulation of given requests.
+struct Predictor {
+  std::shared_ptr<const model::CostSource> source;
+  model::MoeModelSpec target;
+  sim::ServingSimOptions options;
+  double engine_scale = 1;
+  double client_latency_s = 0;  // MeasureClientLatency
+
+  serving::ServingSummary Predict(const std::vector<serving::RequestSpec>& requests) const {
+    ScaledPricer pricer(source, target, engine_scale);
+    std::vector<serving::RequestOutcome> outcomes =
+        sim::SimulateServing(requests, options, pricer).outcomes;
+    // Every token reaches the client that much after the engine emitted it.
+    for (serving::RequestOutcome& outcome : outcomes) {
+      outcome.first_token_s += client_latency_s;
+      outcome.finish_s += client_latency_s;
+      for (double& t : outcome.token_times_s) t += client_latency_s;
+    }
+    return serving::Summarize(outcomes, {});
+  }
+};
+
+// What a request's first token pays between the engine and the client (the HTTP request, the
+// server's threads, the stream, the load generator): 8 requests of 8 prompt tokens and 1 output
+// token through the server, 0.25 s apart so each runs alone, their measured TTFT less the
+// prediction's without it; the median is added to every simulated token's arrival. Its own
+// requests (seed + 2000), before the rounds.
+void MeasureClientLatency(const ServingValidationRequest& request, Predictor& predictor,
+                          impl::ServedModelUnderTest& served, ServingValidationResult& result) {
+  std::vector<serving::RequestSpec> alone;
+  for (int64_t i = 0; i < 8; ++i) alone.push_back({i, 0.25 * static_cast<double>(i), 8, 1});
+  const std::vector<serving::RequestOutcome> measured =
+      served.Serve(alone, nullptr, request.seed + 2000);
+  predictor.client_latency_s = 0;
+  const serving::ServingSummary predicted = predictor.Predict(alone);
+  std::vector<double> differences;
+  for (const serving::RequestOutcome& outcome : measured) {
+    if (outcome.failed)
+      throw base::Error("validate --cases serving: a client-latency request failed (" +
+                        outcome.error + ")");
+    differences.push_back(outcome.first_token_s - outcome.arrival_s - predicted.ttft_s.p50);
+  }
+  result.client_latency_s = base::Median(differences);
+  predictor.client_latency_s = result.client_latency_s;
+}
+
+// sim serve's p99 TTFT over a fine sweep of rates (fractions of the saturation, 0.2 to 1.3 by
+// 0.01), the SLO its value at 0.9 (the midpoint of 70 % and 110 %), the first rate reaching it.
+void PredictSloCrossing(const ServingValidationRequest& request, const Predictor& predictor,
+                        ServingValidationResult& result) {
+  const double saturation = result.predicted_saturation.requests_per_s;
+  const int64_t count = result.request.requests;
+  result.slo_ttft_p99_s =
+      predictor.Predict(Requests(request, 0.9 * saturation, count, request.seed)).ttft_s.p99;
+  std::vector<double> rates, p99;
+  for (int step = 20; step <= 130; ++step) {
+    rates.push_back(saturation * step / 100.0);
+    p99.push_back(
+        predictor.Predict(Requests(request, rates.back(), count, request.seed)).ttft_s.p99);
+  }
+  result.predicted_crossing_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
+}
+
+void Judge(ServingValidationResult& result) {
+  std::vector<double> below;
+  for (ServingRate& rate : result.rates) {
+    rate.errors = nlohmann::json::object();
+    for (const std::string& metric : ServingMetricNames()) {
+      std::vector<double> measured, predicted;
+      for (const ServingRun& run : rate.runs) {
+        measured.push_back(ServingMetric(run.measured, metric));
+        predicted.push_back(ServingMetric(run.predicted, metric));
+      }
+      const double median = base::Median(measured), prediction = base::Median(predicted);
+      const double error = ServingRelativeError(
+          prediction, median, metric + " at " + report::FormatNumber(rate.rate_per_s, 4) + "/s");
+      rate.errors[metric] = {{"measured", median},
+                             {"predicted", prediction},
+                             {"abs_error", error},
+                             {"measured_spread", RelativeSpread(measured)},
+                             {"measured_runs", measured}};
+      if (rate.fraction < 1) below.push_back(error);
+    }
+  }
+  result.below_saturation_median_abs_error = base::Median(below);
+  std::vector<double> saturation_runs;
+  for (const Saturation& s : result.measured_saturation_runs)
+    saturation_runs.push_back(s.requests_per_s);
+  const double saturation_error = ServingRelativeError(result.predicted_saturation.requests_per_s,
+                                                       base::Median(saturation_runs), "saturation");
+  std::vector<double> rates, p99;
+  for (const ServingRate& rate : result.rates) {
+    std::vector<double> runs;
+    for (const ServingRun& run : rate.runs) runs.push_back(run.measured.ttft_s.p99);
+    rates.push_back(rate.rate_per_s);
+    p99.push_back(base::Median(runs));
+  }
+  result.measured_crossing_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
+  ServingTarget crossing{"slo_crossing_abs_error", std::nullopt, 0.10, false, ""};
+  if (result.measured_crossing_per_s && result.predicted_crossing_per_s) {
+    crossing.value = ServingRelativeError(*result.predicted_crossing_per_s,
+                                          *result.measured_crossing_per_s, "SLO crossing");
+  } else {
+    crossing.why_missing = result.measured_crossing_per_s
+                               ? "the sim sweep never reached the SLO"
+                               : "the measured p99 TTFT does not cross the SLO between the "
+                                 "lowest and highest rate";
+  }
+  result.targets = {
+      {"below_saturation_median_abs_error", result.below_saturation_median_abs_error, 0.10, false,
+       ""},
+      {"saturation_abs_error", saturation_error, 0.05, false, ""},
+      crossing,
+      {"serving_overhead_ratio", result.overhead.ratio(), 0.95, true, ""},
+  };
+}
+
+}  // namespace
+
+double ServingOverhead::ratio() const {
+  if (server_tokens_per_s.empty() || run_tokens_per_s.empty()) return 0;
+  return base::Median(server_tokens_per_s) / base::Median(run_tokens_per_s);
+}
+
+void ServingValidationRequest::Validate() const {
+  if (repeat < 1 || repeat > 100)
+    throw base::Error("--repeat " + std::to_string(repeat) + ": expected 1..100");
+  if (requests != 0 && (requests < 1 || requests > serving::kMaxRequests))
+    throw base::Error("--requests " + std::to_string(requests) + ": expected 1.." +
+                      std::to_string(serving::kMaxRequests));
+  if (requests > scheduler.max_waiting_requests)
+    throw base::Error("--requests " + std::to_string(requests) + ": over --max-waiting " +
+                      std::to_string(scheduler.max_waiting_requests) +
+                      " (the overload run submits every request at once)");
+  if (overhead_batch < 1 || overhead_batch > scheduler.max_running_sequences)
+    throw base::Error("--overhead-batch " + std::to_string(overhead_batch) +
+                      ": expected 1..--max-running (" +
+                      std::to_string(scheduler.max_running_sequences) + ")");
+  if (overhead_output_tokens < 4) throw base::Error("serving overhead output tokens: at least 4");
+  scheduler.Validate();
+}
+
+namespace {
+
+// The remaining runs' predicted durations, said on the progress stream.
+struct Progress {
+  std::ostream* out = nullptr;
+  double left_s = 0;
+  void Done(const std::string& what, double predicted_s) {
+    left_s = std::max(0.0, left_s - predicted_s);
+    if (!out) return;
+    *out << "validate --cases serving: " << what << " done; about "
+         << report::FormatNumber(left_s, 3) << " s left\n";
+  }
+};
+
+void RunRound(const ServingValidationRequest& request, int round, const Predictor& predictor,
+              impl::ServedModelUnderTest& served, ServingValidationResult& result,
+              Progress& progress) {
+  const int64_t count = result.request.requests;
+  const size_t rates = result.rates.size();
+  for (size_t k = 0; k < rates; ++k) {  // rotated: each rate runs first once in `rates` rounds
+    ServingRate& rate = result.rates[(k + static_cast<size_t>(round)) % rates];
+    const auto requests = Requests(request, rate.rate_per_s, count, request.seed);
+    ServingRun run;
+    run.round = round;
+    run.measured =
+        serving::Summarize(served.Serve(requests, &run.late_sends, request.seed + 1), {});
+    run.predicted = predictor.Predict(requests);
+    if (run.measured.completed != count)
+      throw base::Error("validate --cases serving: " + std::to_string(run.measured.failed) +
+                        " of " + std::to_string(count) + " requests failed at " +
+                        report::FormatNumber(rate.rate_per_s, 4) + "/s (" +
+                        (run.measured.failures.empty() ? std::string("no reason")
+                                                       : run.measured.failures.front().first) +
+                        ")");
+    rate.runs.push_back(run);
+    progress.Done("round " + std::to_string(round + 1) + " rate " +
+                      report::FormatNumber(rate.rate_per_s, 4) + "/s",
+                  run.predicted.duration_s);
+  }
+  const auto overload = Requests(request, 0, count, request.seed);
+  const serving::ServingSummary measured =
+      serving::Summarize(served.Serve(overload, nullptr, request.seed + 1), {});
+  if (measured.completed != count)
+    throw base::Error("validate --cases serving: requests failed in the overload run");
+  result.measured_saturation_runs.push_back(SaturationOf(measured));
+  progress.Done("round " + std::to_string(round + 1) + " overload",
+                count / result.predicted_saturation.requests_per_s);
+  // The serving-overhead pair, the order alternating by round.
+  ServingOverhead& overhead = result.overhead;
+  std::vector<serving::RequestSpec> batch(static_cast<size_t>(overhead.batch));
+  for (size_t i = 0; i < batch.size(); ++i)
+    batch[i] = {static_cast<int64_t>(i), 0, 8, request.overhead_output_tokens};
+  for (int side = 0; side < 2; ++side) {
+    if ((side + round) % 2 == 0) {
+      overhead.server_tokens_per_s.push_back(
+          AllDecodingTokensPerS(served.Serve(batch, nullptr, request.seed + 2)));
+    } else {
+      overhead.run_tokens_per_s.push_back(served.RunDecodeTokensPerS(
+          overhead.batch, 8, request.overhead_output_tokens, request.seed + 2));
+    }
+  }
+}
+
+// The engine against the composition from a run of its own: kMinServingRequests other seeded
+// requests (seed + 1000), all at once, through the engine's ServingCore. Each iteration's wall
+// time over its composed price; the median ratio scales every simulated iteration. A ratio, not
+// an added time: on a tiny shape the composition over-prices (each fitted operator curve carries
+// its own intercept, and attention is priced per group), so the median difference came out
+// negative, which no added overhead can be; the difference is reported beside it.
+void MeasureEngineScale(const ServingValidationRequest& request, Predictor& predictor,
+                        impl::ServedModelUnderTest& served, ServingValidationResult& result) {
+  sim::CostSourceIterationPricer composed(predictor.source, predictor.target, 0);
+  const auto requests = Requests(request, 0, kMinServingRequests, request.seed + 1000);
+  const auto iterations = served.TimeIterations(requests, composed, request.seed);
+  if (iterations.empty())
+    throw base::Error("validate --cases serving: the engine's own run had no iteration to time");
+  std::vector<double> ratios, differences;
+  for (const auto& iteration : iterations) {
+    ratios.push_back(iteration.measured_s / iteration.priced_s);
+    differences.push_back(iteration.measured_s - iteration.priced_s);
+  }
+  result.engine_iteration_scale = base::Median(ratios);
+  result.engine_iteration_residual_s = base::Median(differences);
+  result.engine_iterations = static_cast<int64_t>(iterations.size());
+  predictor.engine_scale = result.engine_iteration_scale;
+}
+
+void AddNotes(ServingValidationResult& result) {
+  std::vector<std::string>& notes = result.notes;
+  notes.push_back(
+      "predicted saturation: sim serve with all " + std::to_string(result.request.requests) +
+      " requests arriving at t = 0 (completed over first arrival to last finish), so it is the "
+      "same quantity as the measured one: the server under the same requests all sent at once "
+      "(the overload run of each round), not the 110 % run, whose throughput follows its arrivals "
+      "wherever the real saturation lies above them");
+  notes.push_back(
+      "engine iteration scale " + report::FormatNumber(result.engine_iteration_scale, 4) +
+      " (median over " + std::to_string(result.engine_iterations) +
+      " iterations of an offline ServingCore run of other requests of each iteration's wall time "
+      "over the fitted profile's composed price of its plan; the median difference was " +
+      report::FormatNumber(result.engine_iteration_residual_s * 1e3, 4) +
+      " ms): every simulated iteration is scaled by it; it holds the scheduling, input building "
+      "and sampling the operators leave out, and the composition's mispricing at serving's mixed "
+      "batches; HTTP, streaming and the client are not in it");
+  notes.push_back("client latency " + report::FormatNumber(result.client_latency_s * 1e3, 4) +
+                  " ms (median over 8 lone 1-token requests through the server of measured TTFT "
+                  "less the prediction's): added to every simulated token's arrival");
+  notes.push_back(
+      result.profile_reused
+          ? "the profile was given (--profile): taken at another time than the runs"
+          : "the profile ran before the rounds, not between them: the rates are fractions of the "
+            "saturation the fitted profile predicts, so the fit must exist first");
+  notes.push_back(
+      "SLO: the predicted p99 TTFT at 0.9 x the predicted saturation; predicted "
+      "crossing from sim serve at 0.20..1.30 x saturation by 0.01, measured crossing "
+      "interpolated linearly between the three rates' median p99 TTFT");
+  for (const ServingRate& rate : result.rates) {
+    for (const ServingRun& run : rate.runs) {
+      if (run.late_sends > 0)
+        notes.push_back("round " + std::to_string(run.round + 1) + " at " +
+                        report::FormatNumber(rate.rate_per_s, 4) + "/s: " +
+                        std::to_string(run.late_sends) + " sends late (the client was busy)");
+    }
+  }
+}
+
+}  // namespace
+
+ServingValidationResult RunServingValidation(const ServingValidationRequest& request,
+                                             const model::PresetStore& presets) {
+  request.Validate();
+  const auto start = Clock::now();
+  ServingValidationResult result;
+  result.request = request;
+  result.load_average_1m_start = profiler::LoadAverage1m();
+  executor::RunRequest run;
+  run.model = request.model;
+  run.shape = request.shape;
+  run.expert_bits = request.expert_bits;
+  run.attention_bits = request.attention_bits;
+  run.seed = request.seed;
+  run.threads = request.threads;
+  impl::ServedModelUnderTest served(run, request.scheduler, presets);
+  result.profile_reused = request.profile.has_value();
+  result.profile = ProfileFor(request, presets);
+  result.machine = result.profile.value("machine", nlohmann::json::object());
+  const std::string origin =
+      request.profile ? request.profile->string() : std::string("the profile taken now");
+  const fit::LatencyFit fit = fit::FitLatency(fit::ProfileFromJson(result.profile, origin), {});
+  result.fit = fit::LatencyFitToJson(fit);
+  Predictor predictor;
+  predictor.target = fit.model.ExecutorSpec(presets.LoadModel(request.model));
+  predictor.source = fit::CostSources::FittedSource(fit, predictor.target, "cpu");
+  predictor.options.scheduler = served.config();
+  result.request.scheduler = served.config();
+  result.model_shape = result.profile.value("model", nlohmann::json::object());
+
+  MeasureEngineScale(request, predictor, served, result);
+  int64_t& count = result.request.requests;
+  if (count == 0) {  // sized by a first estimate of the saturation over 64 requests
+    const Saturation first =
+        SaturationOf(predictor.Predict(Requests(request, 0, 64, request.seed)));
+    count = std::max<int64_t>(
+        kMinServingRequests,
+        static_cast<int64_t>(std::ceil(first.requests_per_s * (request.quick ? 4.0 : 16.0))));
+    if (count > request.scheduler.max_waiting_requests)
+      throw base::Error("validate --cases serving: " + std::to_string(count) +
+                        " requests by default, over --max-waiting; give --requests");
+  }
+  result.overhead.batch = request.overhead_batch;
+  served.Start(count + request.overhead_batch + 8);
+  MeasureClientLatency(request, predictor, served, result);
+  result.predicted_saturation =
+      SaturationOf(predictor.Predict(Requests(request, 0, count, request.seed)));
+  for (double fraction : kServingRateFractions)
+    result.rates.push_back(
+        {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}});
+  PredictSloCrossing(request, predictor, result);
+  Progress progress{request.progress, 0};
+  for (const ServingRate& rate : result.rates)
+    progress.left_s += count / rate.rate_per_s * request.repeat;
+  progress.left_s += count / result.predicted_saturation.requests_per_s * request.repeat;
+  for (int round = 0; round < request.repeat; ++round)
+    RunRound(request, round, predictor, served, result, progress);
+  Judge(result);
+  AddNotes(result);
+  result.load_average_1m_end = profiler::LoadAverage1m();
+  result.wall_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace moelab::validate
