@@ -24,6 +24,35 @@ std::unique_ptr<ServingModel> MakeCpuServingModel(ModelWeights weights, int thre
   return serving;
 }
 
+namespace {
+
+// The draft `moelab run --workload sd` builds, beside the target, and the acceptance rule.
+void AddDraft(const RunRequest& request, const ExecutorConfig& target,
+              const model::PresetStore& presets, ServingModel& serving) {
+  if (request.acceptance != Acceptance::kGreedy && request.acceptance != Acceptance::kCoinAlpha) {
+    throw base::Error("--acceptance " + ToString(request.acceptance) +
+                      ": serving accepts drafts greedily (no --alpha) or by seeded coins at "
+                      "--alpha (alpha-coin)");
+  }
+  model::ShapeOverrides draft_shape = request.draft_shape;
+  if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
+  const ExecutorConfig draft_config =
+      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  serving.draft_weights = request.draft_weights.empty()
+                              ? MakeSyntheticWeights(draft_config, request.seed + 1, *serving.pool)
+                              : LoadHuggingFaceWeights(draft_config, request.draft_weights);
+  if (request.device == "gpu")
+    serving.draft = MakeGpuTransformer(serving.draft_weights, request.gpu_index);
+  else
+    serving.draft = std::make_unique<Transformer>(serving.draft_weights, *serving.pool);
+  serving.speculation.draft = serving.draft.get();
+  serving.speculation.gamma = request.gamma;
+  if (request.acceptance == Acceptance::kCoinAlpha)
+    serving.speculation.fixed_rate = scheduler::SpeculativeAcceptance{request.alpha, request.seed};
+}
+
+}  // namespace
+
 std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
                                                 const scheduler::SchedulerConfig& config,
                                                 const model::PresetStore& presets) {
@@ -58,6 +87,7 @@ std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
     serving->model = MakeGpuTransformer(serving->weights, request.gpu_index);
   else
     serving->model = std::make_unique<Transformer>(serving->weights, *serving->pool);
+  if (request.workload == Workload::kSpeculative) AddDraft(request, target, presets, *serving);
   return serving;
 }
 
