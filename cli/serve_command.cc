@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/offload_options.h"
 #include "cli/options.h"
 #include "cli/serving_options.h"
 #include "cli/shape_options.h"
@@ -24,7 +25,8 @@ constexpr const char* kUsage =
     "[--attention-bits B] [--device cpu|gpu] [--seed S] [--host 127.0.0.1] [--port 8000] "
     "[--kv-blocks N] [--kv-block-tokens T] [--max-running N] [--max-batched-tokens T] "
     "[--prefill-chunk T] [--max-waiting N] [--max-sequence-tokens T] [--queue-order "
-    "fcfs|priority] [--gamma G [--draft-model D] [--draft-weights F] [--alpha A] [draft shape]]\n\n"
+    "fcfs|priority] [--gamma G [--draft-model D] [--draft-weights F] [--alpha A] [draft shape]] "
+    "[--offload POLICY --expert-memory BYTES [offload options as run]]\n\n"
     "Serves the executor behind OpenAI's completions API (docs/serving.md): GET /v1/models, POST "
     "/v1/completions (prompt a string or a list of token ids, max_tokens, stream), GET /health, "
     "GET /metrics. Continuous batching with chunked prefill and recompute preemption over a paged "
@@ -37,6 +39,7 @@ constexpr const char* kUsage =
 
 struct ServeFlags {
   executor::RunRequest model;
+  OffloadFlags offload;
   scheduler::SchedulerConfig scheduler;
   server::ServerOptions server;
 };
@@ -64,6 +67,7 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
   // clang-format on
   AddSchedulerOptions(options, flags.scheduler);
+  AddOffloadOptions(options, flags.offload);
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
   AddShapeOptions(shape, "", model::DefaultTargetShape());
@@ -142,6 +146,7 @@ int Serve(const std::vector<std::string>& args) {
       values, "",
       flags.model.weights.empty() ? model::DefaultTargetShape() : model::ShapeOverrides{});
   ApplySpeculationFlags(values, flags);
+  ApplyOffloadFlags(values, flags.offload, flags.model);
   flags.server.http_threads = values.count("http-threads")
                                   ? values["http-threads"].as<int>()
                                   : static_cast<int>(flags.scheduler.max_running_sequences +

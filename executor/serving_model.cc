@@ -56,7 +56,6 @@ void AddDraft(const RunRequest& request, const ExecutorConfig& target,
 std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
                                                 const scheduler::SchedulerConfig& config,
                                                 const model::PresetStore& presets) {
-  if (request.offload) throw base::Error("--offload is not composed with serving yet");
   config.Validate();
   // RunTargetConfig checks a run's positions; a server's are the scheduler's to refuse.
   RunRequest one_token = request;
@@ -78,15 +77,11 @@ std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
   }
   const int threads = request.threads > 0 ? request.threads : kernels::DefaultThreadCount();
   auto pool = std::make_unique<kernels::ThreadPool>(threads);
-  ModelWeights weights = request.weights.empty() ? MakeSyntheticWeights(target, request.seed, *pool)
-                                                 : LoadHuggingFaceWeights(target, request.weights);
   auto serving = std::make_unique<ServingModel>();
+  serving->weights = LoadRunWeights(target, request, *pool, serving->store);
   serving->pool = std::move(pool);
-  serving->weights = std::move(weights);
-  if (request.device == "gpu")
-    serving->model = MakeGpuTransformer(serving->weights, request.gpu_index);
-  else
-    serving->model = std::make_unique<Transformer>(serving->weights, *serving->pool);
+  serving->model = BuildRunModel(request, target, serving->weights, serving->store, *serving->pool,
+                                 serving->offload_runtime);
   if (request.workload == Workload::kSpeculative) AddDraft(request, target, presets, *serving);
   return serving;
 }
