@@ -34,7 +34,7 @@ TEST(ServingOffload, TokensEqualServingWithEveryExpertInRam) {
   options.expert_memory_bytes = 8 << 20;  // about 8 of the 32 experts of 0.8 MB
   options.offload_dir = dir.path.string();
   offloaded.offload = options;
-  for (const int64_t kv_blocks : {100, 14}) {
+  for (const int64_t kv_blocks : {100, 9}) {
     const scheduler::SchedulerConfig config = Scheduler(kv_blocks);
     auto in_ram = BuildServingModel(plain, config, presets);
     auto from_store = BuildServingModel(offloaded, config, presets);
@@ -53,7 +53,7 @@ TEST(ServingOffload, TokensEqualServingWithEveryExpertInRam) {
     const ReplayResult got = ReplayByIteration(*from_store->model, config, arrivals);
     EXPECT_EQ(got.plans, expected.plans) << kv_blocks;
     EXPECT_EQ(got.tokens, expected.tokens) << kv_blocks;
-    if (kv_blocks == 14) {
+    if (kv_blocks == 9) {
       int64_t preemptions = 0;
       for (const auto& plan : got.plans) preemptions += plan.preempted.size();
       EXPECT_GT(preemptions, 0);
