@@ -1,5 +1,8 @@
 // moelab plan capacity: per hardware the fewest replicas and the settings meeting p99 TTFT and
 // TPOT objectives at a rate (plan/capacity.h), by the serving simulator.
+#include <string>
+
+#include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/number_lists.h"
 #include "cli/command.h"
@@ -13,6 +16,7 @@ namespace moelab::cli {
 
 int PlanCapacity(const std::vector<std::string>& args) {
   plan::CapacityRequest request;
+  std::string plot_out;
   request.prompt_tokens = serving::ParseLengths("512", "--prompt-tokens");
   request.output_tokens = serving::ParseLengths("128", "--output-tokens");
   po::options_description options("moelab plan capacity");
@@ -25,8 +29,11 @@ int PlanCapacity(const std::vector<std::string>& args) {
       ("slo-tpot-p99", NumberInto(&request.slo_tpot_p99_s, "slo-tpot-p99"), "p99 TPOT objective, seconds (required)")
       ("max-batch", po::value<std::string>()->default_value("64"), "max running sequences to try, a list")
       ("chunk", po::value<std::string>()->default_value("0"), "prefill chunk tokens to try, a list (0: no cap)")
-      ("gamma", po::value<std::string>(), "speculative-decoding gamma to try (not yet: serving with SD is not simulated)")
-      ("policy", po::value<std::string>(), "offload policies to try (not yet: serving with offloading is not simulated)")
+      ("gamma", po::value<std::string>()->default_value("0"), "speculative-decoding gammas to try, a list (0: no SD)")
+      ("alpha", NumberInto(&request.alpha, "alpha"), "with --gamma: each draft accepted by a seeded coin at this rate, [0, 1)")
+      ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
+      ("policy", po::value<std::string>(), "offload policies to try (not done: sim serve does not price offloading yet)")
+      ("plot-out", Into(&plot_out), "write a gnuplot script (data inline): throughput per replica vs p99 TTFT, per hardware")
       ("requests", Into(&request.requests), "requests simulated per candidate and replica count")
       ("seed", Into(&request.seed), "seed of the arrivals and lengths")
       ("prompt-tokens", ParsedInto(&request.prompt_tokens, "512", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
@@ -43,7 +50,8 @@ int PlanCapacity(const std::vector<std::string>& args) {
   po::variables_map values;
   if (!ParseOptions("usage: moelab plan capacity --model M --hardware LIST --rate R "
                     "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
-                    "[--requests N] [--seed S] [--price H=USD_PER_H,...] [--json|--csv]",
+                    "[--gamma LIST [--alpha A] [--draft-model D]] [--requests N] [--seed S] "
+                    "[--price H=USD_PER_H,...] [--plot-out F.gp] [--json|--csv]",
                     options, args, values)) {
     return 0;
   }
@@ -51,20 +59,21 @@ int PlanCapacity(const std::vector<std::string>& args) {
     if (!values.count(required) || values[required].defaulted())
       throw base::Error(std::string("--") + required + " is required (see --help)");
   }
-  for (const char* not_yet : {"gamma", "policy"}) {
-    if (values.count(not_yet)) {
-      throw base::Error(std::string("--") + not_yet +
-                        ": not yet: sim serve does not compose speculative decoding or offloading "
-                        "with serving, so plan capacity cannot search them");
-    }
+  if (values.count("policy")) {
+    throw base::Error(
+        "--policy: not done: sim serve does not price expert offloading yet, so plan capacity "
+        "cannot search offload policies");
   }
   request.hardware = SplitNameList(values["hardware"].as<std::string>(), "hardware");
   request.max_batch = base::ParseIntList(values["max-batch"].as<std::string>(), "max-batch", 1);
   request.chunk = base::ParseIntList(values["chunk"].as<std::string>(), "chunk", 0);
+  request.gamma = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 0);
   request.cost = CostSourceOptionsFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
+  base::RequireDistinctOutputs({{"--out", output.out}, {"--plot-out", plot_out}});
   const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
   report::RowSet rows = result.Rows();
+  if (!plot_out.empty()) base::WriteFileAtomically(plot_out, result.GnuplotScript());
   EmitResult(output, result.ToJson(), result.Text(), rows);
   return 0;
 }

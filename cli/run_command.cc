@@ -9,7 +9,7 @@
 #include "cli/expert_parallel_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "cli/policy_options.h"
+#include "cli/offload_options.h"
 #include "cli/shape_options.h"
 #include "executor/offload/expert_reader.h"
 #include "executor/run_report.h"
@@ -36,8 +36,7 @@ constexpr const char* kUsage =
 // OffloadOptions, and the files it writes.
 struct RunFlags {
   executor::RunRequest request;
-  executor::offload::OffloadOptions offload;
-  std::string offload_calibration;
+  OffloadFlags offload;
   std::string trace_out;
   std::string timeline_out;
   ExpertParallelFlags expert_parallel;
@@ -67,15 +66,9 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
       ("device", Into(&flags.request.device), "where the forward passes run: cpu (default) or gpu (the CUDA backend: bf16 weights on the device, cuBLAS GEMMs; moelab devices lists the GPUs)")
       ("gpu", Into(&flags.request.gpu_index), "which GPU with --device gpu (index as moelab devices prints it)")
       ("trace-out", Into(&flags.trace_out), "write the routing trace (moelab.routing_trace/1) here")
-      ("timeline-out", Into(&flags.timeline_out), "write the execution timeline here: the compute thread's operators and waits for expert reads, each reader's reads, as Chrome trace-event JSON with sim offload --trace-out's op names (Perfetto); --device cpu")
-      ("offload", po::value<std::string>(&flags.offload.policy), "offload routed experts with this policy: to storage on --device cpu (on-demand, lru-prefetch, static-split, fmoe, stream-all), to pinned host memory behind a device cache on --device gpu (those and fiddler); needs --expert-memory")
-      ("expert-memory", po::value<std::string>()->notifier([&flags](const std::string& text) { flags.offload.expert_memory_bytes = static_cast<int64_t>(base::ParseBytes(text, "--expert-memory")); }), "memory for the expert cache and staging buffers with --offload: RAM on --device cpu, GPU memory on --device gpu (bytes, or with a unit: 512MB, 2GiB)")
-      ("offload-dir", po::value<std::string>()->notifier([&flags](const std::string& dir) { flags.offload.offload_dir = dir; }), "folder of the expert store with --offload (default $MOELAB_OFFLOAD_DIR, else $XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)")
-      ("offload-readers", Into(&flags.offload.reader_threads), "asynchronous expert reads in flight with --offload")
-      ("offload-reader", po::value<std::string>()->notifier([&flags](const std::string& kind) { flags.offload.reader = executor::offload::ParseReaderKind(kind); }), "how --offload issues its expert reads: threads (default; a blocking pread per reader thread) or io_uring (one ring of --offload-readers reads; needs liburing and a kernel that allows io_uring)")
-      ("offload-calibration", po::value<std::string>(&flags.offload_calibration), "routing the policy calibrates on before the first token with --offload (popularity, fMoE's expert maps), as sim offload calibrates on its --routing (e.g. trace:FILE; default none: flat popularity, no history)");
+      ("timeline-out", Into(&flags.timeline_out), "write the execution timeline here: the compute thread's operators and waits for expert reads, each reader's reads, as Chrome trace-event JSON with sim offload --trace-out's op names (Perfetto); --device cpu");
   // clang-format on
-  AddPolicyOptions(options, flags.offload.policy_options);
+  AddOffloadOptions(options, flags.offload);
   AddExpertParallelOptions(options, flags.expert_parallel);
   AddOutputOptions(options);
   po::options_description shape(
@@ -84,45 +77,6 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
   po::options_description draft_shape("draft shape");
   AddShapeOptions(draft_shape, "draft-", model::DefaultDraftShape());
   options.add(shape).add(draft_shape);
-}
-
-// --offload POLICY and its flags into the request (or refusing them without it).
-void ApplyOffloadFlags(const po::variables_map& values, RunFlags& flags) {
-  executor::RunRequest& request = flags.request;
-  if (!values.count("offload")) {
-    for (const char* flag :
-         {"expert-memory", "offload-dir", "offload-calibration", "offload-reader"}) {
-      if (values.count(flag))
-        throw base::Error(std::string("--") + flag + " applies with --offload POLICY only");
-    }
-    RefuseUnusedPolicyOptions(values, "it applies with --offload POLICY only");
-    return;
-  }
-  if (!values.count("expert-memory"))
-    throw base::Error("--offload needs --expert-memory BYTES (the RAM expert cache)");
-  // An empty folder name fell back to the default folder; leaving the option out is how to ask.
-  if (values.count("offload-dir") && flags.offload.offload_dir.empty()) {
-    throw base::Error(
-        "--offload-dir '': name a folder (leave the option out for $MOELAB_OFFLOAD_DIR, else "
-        "$XDG_CACHE_HOME/moelab/experts, else ~/.cache/moelab/experts)");
-  }
-  if (values.count("offload-calibration")) {
-    const executor::ExecutorConfig config = executor::ExecutorConfigFromSpec(
-        model::PresetStore::Default().LoadModel(request.model), request.shape);
-    flags.offload.CalibrateOn(flags.offload_calibration, config.num_layers, config.num_experts,
-                              config.top_k, request.seed);
-  }
-  if (request.device == "gpu") {
-    for (const char* flag : {"offload-dir", "offload-readers", "offload-reader"}) {
-      // Given on the command line, not its default (--offload-readers has one).
-      if (values.count(flag) && !values[flag].defaulted()) {
-        throw base::Error(std::string("--") + flag +
-                          " applies to --device cpu (storage -> RAM); on --device gpu the "
-                          "experts' slow tier is pinned host memory");
-      }
-    }
-  }
-  request.offload = flags.offload;
 }
 
 // The files the run asked for besides --out: the routing trace and the execution timeline.
@@ -155,7 +109,7 @@ int Run(const std::vector<std::string>& args) {
   if (!values["alpha"].defaulted() && !executor::IsFixedRate(request.acceptance)) {
     throw base::Error("--alpha applies to --acceptance alpha or alpha-coin only");
   }
-  ApplyOffloadFlags(values, flags);
+  ApplyOffloadFlags(values, flags.offload, flags.request);
   if (request.weights.empty() && std::filesystem::is_regular_file(request.model)) {
     // A model file ran at the executor's scaled default shape without a word: say so once, after
     // the file is known to load (a refusal stays one line).

@@ -2,12 +2,14 @@
 #include <signal.h>
 
 #include <atomic>
+#include <string>
 #include <ctime>
 #include <iostream>
 #include <thread>
 
 #include "base/error.h"
 #include "cli/command.h"
+#include "cli/offload_options.h"
 #include "cli/options.h"
 #include "cli/serving_options.h"
 #include "cli/shape_options.h"
@@ -23,11 +25,13 @@ constexpr const char* kUsage =
     "[--attention-bits B] [--device cpu|gpu] [--seed S] [--host 127.0.0.1] [--port 8000] "
     "[--kv-blocks N] [--kv-block-tokens T] [--max-running N] [--max-batched-tokens T] "
     "[--prefill-chunk T] [--max-waiting N] [--max-sequence-tokens T] [--queue-order "
-    "fcfs|priority]\n\n"
+    "fcfs|priority] [--gamma G [--draft-model D] [--draft-weights F] [--alpha A] [draft shape]] "
+    "[--offload POLICY --expert-memory BYTES [offload options as run]]\n\n"
     "Serves the executor behind OpenAI's completions API (docs/serving.md): GET /v1/models, POST "
     "/v1/completions (prompt a string or a list of token ids, max_tokens, stream), GET /health, "
     "GET /metrics. Continuous batching with chunked prefill and recompute preemption over a paged "
-    "KV budget (scheduler/). Greedy decoding; synthetic weights have no end token, so every "
+    "KV budget (scheduler/); --gamma: speculative decoding with a fixed gamma per iteration. "
+    "Greedy decoding; synthetic weights have no end token, so every "
     "request generates max_tokens. A string prompt is tokenized byte by byte: each UTF-8 byte b is "
     "token b mod vocab; generated ids in [32, 127) are written as that ASCII character, others as "
     "\"<ID>\". Prints \"listening on http://HOST:PORT\" when ready. SIGINT or SIGTERM: new "
@@ -35,6 +39,7 @@ constexpr const char* kUsage =
 
 struct ServeFlags {
   executor::RunRequest model;
+  OffloadFlags offload;
   scheduler::SchedulerConfig scheduler;
   server::ServerOptions server;
 };
@@ -51,6 +56,10 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("threads", Into(&flags.model.threads), "compute threads (default: MOELAB_THREADS or all cores)")
       ("device", Into(&flags.model.device), "where the forward passes run: cpu or gpu (CUDA builds)")
       ("gpu", Into(&flags.model.gpu_index), "which GPU with --device gpu")
+      ("gamma", po::value<int64_t>(), "speculative decoding: draft tokens each decode verifies (default: none)")
+      ("draft-model", Into(&flags.model.draft), "with --gamma: the draft model preset or path (draft shape overrides below)")
+      ("draft-weights", Into(&flags.model.draft_weights), "with --gamma: safetensors for the draft (default: seeded synthetic, seed + 1)")
+      ("alpha", NumberInto(&flags.model.alpha, "alpha"), "with --gamma: accept each draft by a seeded coin at this rate, [0, 1) (synthetic weights; outputs then differ from greedy); default: greedy acceptance, outputs equal plain greedy serving")
       ("host", Into(&flags.server.host), "address to listen on (loopback by default; 0.0.0.0 for every interface)")
       ("port", Into(&flags.server.port), "TCP port (0: any free port, printed when ready)")
       ("max-body-bytes", Into(&flags.server.max_body_bytes), "request bodies larger than this get HTTP 413")
@@ -58,10 +67,37 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
   // clang-format on
   AddSchedulerOptions(options, flags.scheduler, SchedulerHost::kEngine);
+  AddOffloadOptions(options, flags.offload);
   po::options_description shape(
       "shape (defaults: Mixtral-8x7B scaled to 1.6 GB, docs/executor.md)");
   AddShapeOptions(shape, "", model::DefaultTargetShape());
-  options.add(shape);
+  po::options_description draft_shape("draft shape (with --gamma)");
+  AddShapeOptions(draft_shape, "draft-", model::DefaultDraftShape());
+  options.add(shape).add(draft_shape);
+}
+
+// --gamma G: speculative decoding in serving (scheduler decodes of gamma + 1 positions); the
+// draft options without it are refused by name.
+void ApplySpeculationFlags(const po::variables_map& values, ServeFlags& flags) {
+  if (!values.count("gamma")) {
+    for (const char* sd_only : {"draft-model", "draft-weights", "alpha"}) {
+      if (values.count(sd_only) && !values[sd_only].defaulted())
+        throw base::Error(std::string("--") + sd_only + " applies with --gamma G only");
+    }
+    return;
+  }
+  flags.model.gamma = values["gamma"].as<int64_t>();
+  if (flags.model.gamma < 1 || flags.model.gamma + 1 > scheduler::kMaxDecodeTokensPerStep) {
+    throw base::Error("--gamma " + std::to_string(flags.model.gamma) + ": expected 1 to " +
+                      std::to_string(scheduler::kMaxDecodeTokensPerStep - 1));
+  }
+  flags.model.workload = executor::Workload::kSpeculative;
+  flags.model.acceptance = values["alpha"].defaulted() ? executor::Acceptance::kGreedy
+                                                       : executor::Acceptance::kCoinAlpha;
+  flags.model.draft_shape = ShapeFrom(
+      values, "draft-",
+      flags.model.draft_weights.empty() ? model::DefaultDraftShape() : model::ShapeOverrides{});
+  flags.scheduler.decode_tokens_per_step = flags.model.gamma + 1;
 }
 
 // SIGINT/SIGTERM are blocked in every thread (the mask is inherited, so this runs before any
@@ -109,6 +145,8 @@ int Serve(const std::vector<std::string>& args) {
   flags.model.shape = ShapeFrom(
       values, "",
       flags.model.weights.empty() ? model::DefaultTargetShape() : model::ShapeOverrides{});
+  ApplySpeculationFlags(values, flags);
+  ApplyOffloadFlags(values, flags.offload, flags.model);
   flags.server.http_threads = values.count("http-threads")
                                   ? values["http-threads"].as<int>()
                                   : static_cast<int>(flags.scheduler.max_running_sequences +

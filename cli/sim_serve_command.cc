@@ -1,4 +1,6 @@
 // moelab sim serve: the serving simulator (sim/serving_simulator.h, plan/serve_sim.h).
+#include <string>
+
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "cli/command.h"
@@ -23,6 +25,10 @@ int SimServe(const std::vector<std::string>& args) {
       ("router", ParsedInto(&request.options.router, "round-robin", sim::ParseRouter), "round-robin | least-outstanding")
       ("kv-memory-fraction", NumberInto(&request.kv_memory_fraction, "kv-memory-fraction"), "share of device memory weights and KV may use when --kv-blocks is 0 (vLLM's gpu_memory_utilization)")
       ("iteration-overhead-s", NumberInto(&request.iteration_overhead_s, "iteration-overhead-s"), "seconds each iteration adds beyond its operators (scheduling, launches)")
+      ("gamma", Into(&request.gamma), "speculative decoding: draft tokens each decode verifies (0: none)")
+      ("alpha", NumberInto(&request.alpha, "alpha"), "with --gamma: each draft accepted by a seeded coin at this rate, [0, 1) (serve --alpha's draws)")
+      ("acceptance-seed", Into(&request.acceptance_seed), "with --gamma: the coins' seed (serve's --seed)")
+      ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
       ("trace-out", Into(&trace_out), "write a Perfetto timeline: iterations, queue and KV use per replica")
       ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)");
   // clang-format on
@@ -30,13 +36,15 @@ int SimServe(const std::vector<std::string>& args) {
   AddSchedulerOptions(options, request.options.scheduler, SchedulerHost::kSimulator);
   AddOutputOptions(options);
   AddCostSourceOptions(options);
+  AddPredictionRoutingOptions(options, request.routing, request.routing_seed);
   po::variables_map values;
   if (!ParseOptions("usage: moelab sim serve --model M --hardware H|--profile FIT.json "
                     "[--calibrate PROFILE.json] --arrivals poisson:R|gamma:R,CV|constant:R|trace:F "
                     "(--requests N | --duration S) --prompt-tokens DIST --output-tokens DIST "
                     "[--seed S] [--slo-ttft S] [--slo-tpot S] [scheduler options] [--replicas N "
-                    "--router round-robin|least-outstanding] [--trace-out F] [--decisions-out F] "
-                    "[--json|--csv]",
+                    "--router round-robin|least-outstanding] [--gamma G [--alpha A] "
+                    "[--acceptance-seed S] [--draft-model D]] [--routing R] [--trace-out F] "
+                    "[--decisions-out F] [--json|--csv]",
                     options, args, values)) {
     return 0;
   }
@@ -45,6 +53,10 @@ int SimServe(const std::vector<std::string>& args) {
     throw base::Error("--hardware H or --profile FIT.json is required (the cost source)");
   }
   CheckLoadOptions(values, request.load);
+  for (const char* sd_only : {"alpha", "acceptance-seed", "draft-model"}) {
+    if (values.count(sd_only) && !values[sd_only].defaulted() && request.gamma == 0)
+      throw base::Error(std::string("--") + sd_only + " applies with --gamma G (G >= 1) only");
+  }
   if (!decisions_out.empty() && request.options.replicas != 1) {
     throw base::Error("--decisions-out: needs --replicas 1 (a decision log is one scheduler's)");
   }

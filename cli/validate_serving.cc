@@ -32,7 +32,7 @@ void AddValidateServingOptions(po::options_description& options,
       ("overhead-batch", Into(&serving.overhead_batch), "the serving-overhead comparison's batch: requests of 8 prompt tokens sent together (default 8)")
       ("overhead-output-tokens", Into(&serving.overhead_output_tokens), "its output tokens per request (default 128): long enough that every request decodes together for a while");
   // clang-format on
-  AddSchedulerOptions(group, serving.scheduler);
+  AddSchedulerOptions(group, serving.scheduler, SchedulerHost::kEngine);
   options.add(group);
 }
 

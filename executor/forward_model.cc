@@ -88,8 +88,10 @@ std::vector<int64_t> LogitRowIndices(const std::vector<SequenceInput>& batch, Lo
   }
   int64_t end = 0;
   for (const SequenceInput& s : batch) {
+    const int64_t start = end;
     end += static_cast<int64_t>(s.tokens.size());
-    indices.push_back(end - 1);
+    const bool every = rows == LogitRows::kLastOrEvery && s.every_logit;
+    for (int64_t row = every ? start : end - 1; row < end; ++row) indices.push_back(row);
   }
   return indices;
 }

@@ -17,6 +17,9 @@ class ExpertProvider;
 struct SequenceInput {
   KvCache* cache = nullptr;
   std::vector<int32_t> tokens;
+  // LogitRows::kLastOrEvery: logits for every new token of this sequence (an SD verify in a
+  // serving batch), not only its last.
+  bool every_logit = false;
 };
 
 // Wall time per operator class, accumulated over forward passes.
@@ -33,7 +36,9 @@ struct OperatorTimes {
   OperatorTimes Since(const OperatorTimes& earlier) const;
 };
 
-enum class LogitRows { kAll, kLastPerSequence };
+// kLastOrEvery: each sequence's last token, or each of its tokens where `every_logit` is set (a
+// serving iteration's prefill chunks beside SD verifies).
+enum class LogitRows { kAll, kLastPerSequence, kLastOrEvery };
 
 struct ForwardOptions {
   LogitRows logits = LogitRows::kAll;

@@ -203,6 +203,23 @@ RunRouting SetUpRouting(const RunRequest& request, const ExecutorConfig& config)
 
 }  // namespace
 
+ModelWeights LoadRunWeights(const ExecutorConfig& config, const RunRequest& request,
+                            kernels::ThreadPool& pool, offload::PreparedStore& store) {
+  return request.offload && !OnGpu(request)
+             ? LoadOffloadedWeights(config, request, pool, store)
+             : LoadWeights(config, request.weights, request.seed, pool);
+}
+
+std::unique_ptr<ForwardModel> BuildRunModel(const RunRequest& request, const ExecutorConfig& config,
+                                            const ModelWeights& weights,
+                                            const offload::PreparedStore& store,
+                                            kernels::ThreadPool& pool,
+                                            std::unique_ptr<offload::OffloadRuntime>& runtime) {
+  TargetModel target = BuildTargetModel(request, config, weights, store, pool);
+  runtime = std::move(target.runtime);
+  return std::move(target.model);
+}
+
 RunMachine RunMachineOf(const RunRequest& request, const kernels::ThreadPool& pool) {
   RunMachine machine;
   machine.cpu = kernels::CpuModelName();
@@ -463,9 +480,7 @@ RunResult RunWorkload(const RunRequest& request, const model::PresetStore& prese
   const ExecutorConfig config = RunTargetConfig(request, presets);
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
   offload::PreparedStore store;
-  const ModelWeights weights = request.offload && !OnGpu(request)
-                                   ? LoadOffloadedWeights(config, request, pool, store)
-                                   : LoadWeights(config, request.weights, request.seed, pool);
+  const ModelWeights weights = LoadRunWeights(config, request, pool, store);
   TargetModel target = BuildTargetModel(request, config, weights, store, pool);
   RunRouting routing = SetUpRouting(request, config);
   const std::vector<TokenIds> prompts =

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "base/limits.h"
 #include "executor/executor_config.h"
+#include "executor/forward_model.h"
 #include "executor/generation.h"
 #include "executor/offload/offload_runtime.h"
 #include "executor/run_result.h"
@@ -65,6 +67,19 @@ struct RunRequest {
 ExecutorConfig RunTargetConfig(const RunRequest& request, const model::PresetStore& presets);
 // Where the run runs: CPU, ISA, the pool's threads and (--device gpu) the GPU.
 RunMachine RunMachineOf(const RunRequest& request, const kernels::ThreadPool& pool);
+
+// The target's weights as `moelab run` loads them: with --offload on the CPU without the routed
+// experts, which go to (or already are in) the expert store `store` names.
+ModelWeights LoadRunWeights(const ExecutorConfig& config, const RunRequest& request,
+                            kernels::ThreadPool& pool, offload::PreparedStore& store);
+// The target's forward pass as `moelab run` builds it over `weights` (which it refers to): with
+// --offload its offload runtime (returned in `runtime`, which must outlive the model) as the
+// expert provider, on the CPU or the GPU.
+std::unique_ptr<ForwardModel> BuildRunModel(const RunRequest& request, const ExecutorConfig& config,
+                                            const ModelWeights& weights,
+                                            const offload::PreparedStore& store,
+                                            kernels::ThreadPool& pool,
+                                            std::unique_ptr<offload::OffloadRuntime>& runtime);
 
 // Runs the workload and returns what it measured (RunResultToJson: the report "moelab.run/1",
 // docs/executor.md). Writes no file.

@@ -1,6 +1,8 @@
 #include "executor/serving_core.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "base/error.h"
 #include "kernels/elementwise.h"
@@ -21,12 +23,26 @@ void Require(bool agree, int64_t request_id, const std::string& what) {
 
 }  // namespace
 
-ServingCore::ServingCore(ForwardModel& model, scheduler::SchedulerConfig config)
-    : model_(model), scheduler_((config.Validate(), config)) {
-  if (config.decode_tokens_per_step != 1) {
-    throw base::Error("the serving engine decodes one token per step (decode_tokens_per_step " +
-                      std::to_string(config.decode_tokens_per_step) +
-                      "): speculative decoding is not composed with serving");
+ServingCore::ServingCore(ForwardModel& model, scheduler::SchedulerConfig config,
+                         ServingSpeculation speculation)
+    : model_(model), scheduler_((config.Validate(), config)), speculation_(speculation) {
+  const int64_t per_step = speculation_.draft ? speculation_.gamma + 1 : 1;
+  if (speculation_.draft && speculation_.gamma < 1)
+    throw base::Error("--gamma " + std::to_string(speculation_.gamma) + ": expected at least 1");
+  if (config.decode_tokens_per_step != per_step) {
+    throw base::Error("decode_tokens_per_step " + std::to_string(config.decode_tokens_per_step) +
+                      ": the serving engine verifies " + std::to_string(per_step) +
+                      " positions per decode (" +
+                      (speculation_.draft ? "gamma + 1 with speculative decoding"
+                                          : "1: no draft model for speculative decoding") +
+                      ")");
+  }
+  if (speculation_.fixed_rate) speculation_.fixed_rate->Validate();
+  if (speculation_.draft && speculation_.draft->config().vocab_size != model_.config().vocab_size) {
+    throw base::Error("draft '" + speculation_.draft->config().name + "' has vocabulary " +
+                      std::to_string(speculation_.draft->config().vocab_size) + " but target '" +
+                      model_.config().name + "' has " + std::to_string(model_.config().vocab_size) +
+                      "; they must match");
   }
   if (config.preemption != scheduler::PreemptionMode::kRecompute) {
     throw base::Error(
@@ -66,8 +82,12 @@ scheduler::AdmitResult ServingCore::Submit(const ServingRequest& request) {
   scheduled.max_output_tokens = request.max_tokens;
   scheduled.priority = request.priority;
   scheduler::AdmitResult result = scheduler_.Submit(scheduled);
-  if (result.refusal == scheduler::Refusal::kNone)
-    sequences_.emplace(request.id, Sequence{request.prompt, request.max_tokens, {}, std::nullopt});
+  if (result.refusal == scheduler::Refusal::kNone) {
+    Sequence sequence;
+    sequence.prompt = request.prompt;
+    sequence.max_tokens = request.max_tokens;
+    sequences_.emplace(request.id, std::move(sequence));
+  }
   return result;
 }
 
@@ -102,45 +122,160 @@ SequenceInput ServingCore::InputFor(const BatchEntry& entry, Sequence& s) {
                                                              : s.generated[p - prompt]);
     }
   } else {
-    Require(entry.tokens == 1 && !s.generated.empty() && entry.context_tokens == known - 1, id,
-            "a decode feeds the last generated token at context prompt + generated - 1");
+    const int64_t drafted = static_cast<int64_t>(s.drafts.size());
+    Require(entry.tokens == (speculation_.draft ? drafted + 1 : 1) && !s.generated.empty() &&
+                entry.context_tokens == known - 1,
+            id,
+            "a decode feeds the last generated token (and its drafts) at context prompt + "
+            "generated - 1");
     input.tokens.push_back(s.generated.back());
+    input.tokens.insert(input.tokens.end(), s.drafts.begin(), s.drafts.end());
+    input.every_logit = speculation_.draft != nullptr;
   }
   return input;
+}
+
+void ServingCore::RunDrafts(const scheduler::IterationPlan& plan) {
+  ForwardModel& draft = *speculation_.draft;
+  std::vector<SequenceInput> inputs;
+  std::vector<Sequence*> drafting;  // decodes with drafts to make, in batch order
+  std::vector<size_t> rows;         // their logit rows in the next draft pass
+  int64_t steps = 0;
+  for (const BatchEntry& entry : plan.batch) {
+    Sequence& s = sequences_.at(entry.request_id);
+    s.drafts.clear();
+    if (entry.prefill) {
+      // The draft prefills the same chunk, so its cache follows the target's.
+      if (!s.draft_cache) {
+        s.draft_cache.emplace(draft.NewCache(static_cast<int64_t>(s.prompt.size()) + s.max_tokens +
+                                             speculation_.gamma + 2));
+      }
+      Require(s.draft_cache->length() == entry.context_tokens, entry.request_id,
+              "the draft's cache does not follow the target's");
+      SequenceInput input = InputFor(entry, s);
+      input.cache = &*s.draft_cache;
+      inputs.push_back(std::move(input));
+    } else if (entry.tokens > 1) {
+      s.draft_length_before = s.draft_cache->length();
+      rows.push_back(inputs.size());
+      inputs.push_back({&*s.draft_cache, s.draft_pending});
+      drafting.push_back(&s);
+      steps = std::max(steps, entry.tokens - 1);
+    } else {
+      s.draft_pending.push_back(s.generated.back());  // no draft this time: the draft catches up
+    }
+  }
+  const int64_t vocab = draft.config().vocab_size;
+  std::vector<int64_t> wanted;  // drafts each drafting decode makes
+  for (const BatchEntry& entry : plan.batch)
+    if (!entry.prefill && entry.tokens > 1) wanted.push_back(entry.tokens - 1);
+  for (int64_t step = 0; step < steps; ++step) {
+    ForwardOptions options;
+    options.logits = LogitRows::kLastPerSequence;
+    options.step_kind = "draft";
+    draft.Forward(inputs, options, draft_logits_);
+    inputs.clear();
+    std::vector<Sequence*> still;
+    std::vector<int64_t> still_wanted;
+    std::vector<size_t> still_rows;
+    for (size_t i = 0; i < drafting.size(); ++i) {
+      const float* row = draft_logits_.data() + static_cast<int64_t>(rows[i]) * vocab;
+      drafting[i]->drafts.push_back(static_cast<int32_t>(kernels::ArgMax(row, vocab)));
+      if (static_cast<int64_t>(drafting[i]->drafts.size()) >= wanted[i]) continue;
+      still_rows.push_back(inputs.size());
+      inputs.push_back({&*drafting[i]->draft_cache, {drafting[i]->drafts.back()}});
+      still.push_back(drafting[i]);
+      still_wanted.push_back(wanted[i]);
+    }
+    drafting = std::move(still);
+    wanted = std::move(still_wanted);
+    rows = std::move(still_rows);
+  }
+  // Without decodes to draft for, the prefill chunks still go through the draft.
+  if (steps == 0 && !inputs.empty()) {
+    ForwardOptions options;
+    options.logits = LogitRows::kLastPerSequence;
+    options.step_kind = "draft";
+    draft.Forward(inputs, options, draft_logits_);
+  }
+}
+
+TokenIds ServingCore::Verify(const BatchEntry& entry, Sequence& s, const float* rows) {
+  const int64_t vocab = model_.config().vocab_size;
+  const int64_t drafted = static_cast<int64_t>(s.drafts.size());
+  auto target_token = [&](int64_t row) {
+    return static_cast<int32_t>(kernels::ArgMax(rows + row * vocab, vocab));
+  };
+  int64_t accepted = 0;
+  if (speculation_.fixed_rate) {
+    accepted = speculation_.fixed_rate->Accepted(entry.request_id,
+                                                 static_cast<int64_t>(s.generated.size()), drafted);
+  } else {
+    while (accepted < drafted && s.drafts[accepted] == target_token(accepted)) ++accepted;
+  }
+  TokenIds emitted(s.drafts.begin(), s.drafts.begin() + accepted);
+  emitted.push_back(target_token(accepted));  // the correction, or the bonus token
+  if (drafted == 0) return emitted;
+  // The target keeps the fed token and the accepted drafts; the draft keeps its pending tokens and
+  // the drafts it has processed among the accepted (the last draft is never fed to it).
+  s.cache->Truncate(entry.context_tokens + 1 + accepted);
+  s.draft_cache->Truncate(s.draft_length_before + static_cast<int64_t>(s.draft_pending.size()) +
+                          std::min(accepted, drafted - 1));
+  s.draft_pending =
+      accepted == drafted ? TokenIds{s.drafts.back(), emitted.back()} : TokenIds{emitted.back()};
+  return emitted;
 }
 
 IterationOutcome ServingCore::Step() {
   IterationOutcome outcome;
   outcome.plan = scheduler_.Plan();
   const scheduler::IterationPlan& plan = outcome.plan;
-  for (int64_t id : plan.preempted) sequences_.at(id).cache.reset();  // recomputed later
+  for (int64_t id : plan.preempted) {  // recomputed later
+    Sequence& s = sequences_.at(id);
+    s.cache.reset();
+    s.draft_cache.reset();
+    s.draft_pending.clear();
+  }
   if (plan.batch.empty()) {
     outcome.finished = scheduler_.Complete(plan);
     return outcome;
   }
+  for (const BatchEntry& entry : plan.batch) {
+    Require(sequences_.count(entry.request_id) != 0, entry.request_id,
+            "not a request the engine holds");
+  }
+  if (speculation_.draft) RunDrafts(plan);
   std::vector<SequenceInput> inputs;
   inputs.reserve(plan.batch.size());
-  for (const BatchEntry& entry : plan.batch) {
-    const auto found = sequences_.find(entry.request_id);
-    Require(found != sequences_.end(), entry.request_id, "not a request the engine holds");
-    inputs.push_back(InputFor(entry, found->second));
-  }
+  for (const BatchEntry& entry : plan.batch)
+    inputs.push_back(InputFor(entry, sequences_.at(entry.request_id)));
   ForwardOptions options;
-  options.logits = LogitRows::kLastPerSequence;
+  options.logits = speculation_.draft ? LogitRows::kLastOrEvery : LogitRows::kLastPerSequence;
   options.step_kind = "serve";
   model_.Forward(inputs, options, logits_);
   const int64_t vocab = model_.config().vocab_size;
+  std::vector<std::pair<int64_t, int64_t>> emitted_counts;
+  int64_t row = 0;
   for (size_t i = 0; i < plan.batch.size(); ++i) {
     const BatchEntry& entry = plan.batch[i];
+    const float* rows = logits_.data() + row * vocab;
+    row += inputs[i].every_logit ? entry.tokens : 1;
     if (entry.prefill && !entry.emits_token) continue;
     Sequence& s = sequences_.at(entry.request_id);
     // Greedy: the first maximum, as RunDecode's PickToken at temperature 0.
-    const auto token = static_cast<int32_t>(
-        kernels::ArgMax(logits_.data() + static_cast<int64_t>(i) * vocab, vocab));
-    outcome.emitted.push_back({entry.request_id, token, static_cast<int64_t>(s.generated.size())});
-    s.generated.push_back(token);
+    const TokenIds tokens = speculation_.draft && !entry.prefill
+                                ? Verify(entry, s, rows)
+                                : TokenIds{static_cast<int32_t>(kernels::ArgMax(rows, vocab))};
+    if (speculation_.draft && entry.prefill) s.draft_pending = tokens;
+    if (!entry.prefill)
+      emitted_counts.emplace_back(entry.request_id, static_cast<int64_t>(tokens.size()));
+    for (const int32_t token : tokens) {
+      outcome.emitted.push_back(
+          {entry.request_id, token, static_cast<int64_t>(s.generated.size())});
+      s.generated.push_back(token);
+    }
   }
-  outcome.finished = scheduler_.Complete(plan);
+  outcome.finished = scheduler_.Complete(plan, {}, emitted_counts);
   for (int64_t id : outcome.finished) {
     const Sequence& s = sequences_.at(id);
     Require(static_cast<int64_t>(s.generated.size()) == s.max_tokens, id,

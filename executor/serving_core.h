@@ -8,6 +8,7 @@
 #include "executor/forward_model.h"
 #include "executor/generation.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/speculative_acceptance.h"
 
 namespace moelab::executor {
 
@@ -24,6 +25,19 @@ struct EmittedToken {
   int64_t request_id = 0;
   int32_t token = 0;
   int64_t index = 0;  // 0 for the request's first generated token
+};
+
+// Speculative decoding inside serving (fixed gamma per iteration): every decode of d = gamma + 1
+// positions (fewer near max_tokens) runs d - 1 batched draft steps, then its d positions are
+// verified in the iteration's one target pass beside the prefill chunks, and it emits accepted + 1
+// tokens. Acceptance: greedy against the target's argmax (outputs equal plain greedy serving, as
+// the executor's greedy SD's do), or, with `fixed_rate` (--alpha, synthetic weights), the seeded
+// coins of scheduler::SpeculativeAcceptance (the executor's alpha-coin rule: the draft's tokens are
+// kept, so outputs differ from greedy; the serving simulator draws the same coins).
+struct ServingSpeculation {
+  ForwardModel* draft = nullptr;  // null: no speculative decoding
+  int64_t gamma = 0;
+  std::optional<scheduler::SpeculativeAcceptance> fixed_rate;
 };
 
 // What one iteration did: the scheduler's plan, the tokens it produced (batch order), the
@@ -46,10 +60,12 @@ struct IterationOutcome {
 // generated token); a disagreement is a base::Error, never a silently wrong token.
 class ServingCore {
  public:
-  // Refuses what the engine cannot run: decode_tokens_per_step other than 1 (speculative
-  // decoding is not composed with serving yet), swap preemption (the CPU engine has no second
-  // KV tier), a sequence limit beyond the model's max_positions (naming --max-sequence-tokens).
-  ServingCore(ForwardModel& model, scheduler::SchedulerConfig config);
+  // Refuses what the engine cannot run: decode_tokens_per_step other than 1 without SD or other
+  // than gamma + 1 with it, a draft of another vocabulary, swap preemption (the CPU engine has no
+  // second KV tier), a sequence limit beyond the model's max_positions (naming
+  // --max-sequence-tokens).
+  ServingCore(ForwardModel& model, scheduler::SchedulerConfig config,
+              ServingSpeculation speculation = {});
 
   // Checks the request (a non-empty prompt of ids inside the vocabulary, max_tokens >= 1: a
   // base::Error naming "prompt" or "max_tokens") and hands it to the scheduler, whose refusal
@@ -73,13 +89,25 @@ class ServingCore {
     int64_t max_tokens = 0;
     TokenIds generated;
     std::optional<KvCache> cache;  // absent while waiting or preempted
+    // SD: the draft's cache (beside `cache`), its tokens emitted but not yet in it, this
+    // iteration's drafts and the draft cache's length before them.
+    std::optional<KvCache> draft_cache;
+    TokenIds draft_pending, drafts;
+    int64_t draft_length_before = 0;
   };
   SequenceInput InputFor(const scheduler::BatchEntry& entry, Sequence& sequence);
+  // SD: the draft's passes of this iteration (its share of the prefill chunks with the decodes'
+  // first step, then one step per further draft), leaving each decode's drafts in `drafts`.
+  void RunDrafts(const scheduler::IterationPlan& plan);
+  // SD: one decode's verified rows -> its emitted tokens; rolls both caches back.
+  TokenIds Verify(const scheduler::BatchEntry& entry, Sequence& s, const float* rows);
 
   ForwardModel& model_;
   scheduler::Scheduler scheduler_;
   std::map<int64_t, Sequence> sequences_;
   std::vector<float> logits_;
+  ServingSpeculation speculation_;
+  std::vector<float> draft_logits_;
 };
 
 }  // namespace moelab::executor

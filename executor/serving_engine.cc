@@ -38,7 +38,7 @@ StreamEvent EndEvent(StreamEvent::Kind kind, std::string message) {
 ServingEngine::ServingEngine(std::unique_ptr<ServingModel> model, scheduler::SchedulerConfig config)
     : model_(std::move(model)), config_(std::move(config)) {
   // The core's refusals (settings the engine cannot run) surface here, before any thread.
-  const ServingCore probe(*model_->model, config_);
+  const ServingCore probe(*model_->model, config_, model_->speculation);
   max_sequence_tokens_ = probe.max_sequence_tokens();
   snapshot_.state = probe.State();
 }
@@ -170,10 +170,11 @@ void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core) 
 }
 
 void ServingEngine::Loop() {
-  ServingCore core(*model_->model, config_);
+  ServingCore core(*model_->model, config_, model_->speculation);
   try {
     // On this thread: the matmul scratch is per thread.
     model_->model->ReservePass(config_.max_batched_tokens);
+    if (model_->draft) model_->draft->ReservePass(config_.max_batched_tokens);
     while (TakeWork(core)) {
       if (core.Idle()) {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -24,10 +24,38 @@ std::unique_ptr<ServingModel> MakeCpuServingModel(ModelWeights weights, int thre
   return serving;
 }
 
+namespace {
+
+// The draft `moelab run --workload sd` builds, beside the target, and the acceptance rule.
+void AddDraft(const RunRequest& request, const ExecutorConfig& target,
+              const model::PresetStore& presets, ServingModel& serving) {
+  if (request.acceptance != Acceptance::kGreedy && request.acceptance != Acceptance::kCoinAlpha) {
+    throw base::Error("--acceptance " + ToString(request.acceptance) +
+                      ": serving accepts drafts greedily (no --alpha) or by seeded coins at "
+                      "--alpha (alpha-coin)");
+  }
+  model::ShapeOverrides draft_shape = request.draft_shape;
+  if (!draft_shape.vocab) draft_shape.vocab = target.vocab_size;
+  const ExecutorConfig draft_config =
+      ExecutorConfigFromSpec(presets.LoadModel(request.draft), draft_shape);
+  serving.draft_weights = request.draft_weights.empty()
+                              ? MakeSyntheticWeights(draft_config, request.seed + 1, *serving.pool)
+                              : LoadHuggingFaceWeights(draft_config, request.draft_weights);
+  if (request.device == "gpu")
+    serving.draft = MakeGpuTransformer(serving.draft_weights, request.gpu_index);
+  else
+    serving.draft = std::make_unique<Transformer>(serving.draft_weights, *serving.pool);
+  serving.speculation.draft = serving.draft.get();
+  serving.speculation.gamma = request.gamma;
+  if (request.acceptance == Acceptance::kCoinAlpha)
+    serving.speculation.fixed_rate = scheduler::SpeculativeAcceptance{request.alpha, request.seed};
+}
+
+}  // namespace
+
 std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
                                                 const scheduler::SchedulerConfig& config,
                                                 const model::PresetStore& presets) {
-  if (request.offload) throw base::Error("--offload is not composed with serving yet");
   config.Validate();
   // RunTargetConfig checks a run's positions; a server's are the scheduler's to refuse.
   RunRequest one_token = request;
@@ -49,15 +77,12 @@ std::unique_ptr<ServingModel> BuildServingModel(const RunRequest& request,
   }
   const int threads = request.threads > 0 ? request.threads : kernels::DefaultThreadCount();
   auto pool = std::make_unique<kernels::ThreadPool>(threads);
-  ModelWeights weights = request.weights.empty() ? MakeSyntheticWeights(target, request.seed, *pool)
-                                                 : LoadHuggingFaceWeights(target, request.weights);
   auto serving = std::make_unique<ServingModel>();
+  serving->weights = LoadRunWeights(target, request, *pool, serving->store);
   serving->pool = std::move(pool);
-  serving->weights = std::move(weights);
-  if (request.device == "gpu")
-    serving->model = MakeGpuTransformer(serving->weights, request.gpu_index);
-  else
-    serving->model = std::make_unique<Transformer>(serving->weights, *serving->pool);
+  serving->model = BuildRunModel(request, target, serving->weights, serving->store, *serving->pool,
+                                 serving->offload_runtime);
+  if (request.workload == Workload::kSpeculative) AddDraft(request, target, presets, *serving);
   return serving;
 }
 

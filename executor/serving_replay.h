@@ -27,9 +27,11 @@ struct ReplayResult {
 // these arrivals and the tokens it generates, for comparing with the serving simulator's
 // decisions on the same arrivals and with plain greedy decoding. Arrivals are submitted in the
 // order given among those due before the same iteration. Refuses (base::Error) more than
-// `max_iterations` iterations (a scheduler that never drains).
+// `max_iterations` iterations (a scheduler that never drains). With `speculation`, each decode
+// verifies gamma + 1 positions and emits what its acceptance keeps.
 ReplayResult ReplayByIteration(ForwardModel& model, const scheduler::SchedulerConfig& config,
                                const std::vector<ReplayArrival>& arrivals,
-                               int64_t max_iterations = 1000000);
+                               int64_t max_iterations = 1000000,
+                               ServingSpeculation speculation = {});
 
 }  // namespace moelab::executor

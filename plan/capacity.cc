@@ -1,6 +1,7 @@
 #include "plan/capacity.h"
 
 #include <algorithm>
+#include <memory>
 #include <sstream>
 
 #include "base/error.h"
@@ -10,6 +11,7 @@
 #include "report/format.h"
 #include "report/provenance.h"
 #include "sim/serving_iteration_cost.h"
+#include "sim/serving_speculative_cost.h"
 
 namespace moelab::plan {
 namespace {
@@ -29,16 +31,35 @@ class HardwareCandidates {
         requests_(requests),
         pricer_(target_.source, target_.model, 0) {}
 
-  CapacityRow Search(scheduler::SchedulerConfig config, CapacityRow row);
+  // `config.decode_tokens_per_step` - 1 is the candidate's gamma.
+  CapacityRow Search(scheduler::SchedulerConfig config, CapacityRow row,
+                     const model::PresetStore& store);
 
  private:
   Evaluation Evaluate(const scheduler::SchedulerConfig& config, int64_t replicas);
+  sim::IterationPricer& PricerFor(int64_t gamma, const model::PresetStore& store);
 
   const CapacityRequest& request_;
   ServingTarget target_;
   const std::vector<serving::RequestSpec>& requests_;
   sim::CostSourceIterationPricer pricer_;
+  // One per gamma (their memos are per shape, so every replica count reuses them).
+  std::map<int64_t, std::unique_ptr<sim::SpeculativeIterationPricer>> speculative_;
+  sim::IterationPricer* current_ = nullptr;
 };
+
+sim::IterationPricer& HardwareCandidates::PricerFor(int64_t gamma,
+                                                    const model::PresetStore& store) {
+  if (gamma == 0) return pricer_;
+  auto& pricer = speculative_[gamma];
+  if (!pricer) {
+    pricer = std::make_unique<sim::SpeculativeIterationPricer>(
+        std::make_unique<sim::CostSourceIterationPricer>(target_.source, target_.model, 0.0),
+        std::make_unique<sim::CostSourceIterationPricer>(target_.source,
+                                                         store.LoadModel(request_.draft), 0.0));
+  }
+  return *pricer;
+}
 
 Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config,
                                         int64_t replicas) {
@@ -46,7 +67,9 @@ Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config
   options.scheduler = config;
   options.replicas = replicas;
   options.router = request_.router;
-  const sim::ServingSimResult result = sim::SimulateServing(requests_, options, pricer_);
+  if (config.decode_tokens_per_step > 1)
+    options.acceptance = scheduler::SpeculativeAcceptance{request_.alpha, request_.seed};
+  const sim::ServingSimResult result = sim::SimulateServing(requests_, options, *current_);
   Evaluation evaluation;
   evaluation.summary = result.summary;
   evaluation.meets = result.summary.failed == 0 &&
@@ -55,7 +78,9 @@ Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config
   return evaluation;
 }
 
-CapacityRow HardwareCandidates::Search(scheduler::SchedulerConfig config, CapacityRow row) {
+CapacityRow HardwareCandidates::Search(scheduler::SchedulerConfig config, CapacityRow row,
+                                       const model::PresetStore& store) {
+  current_ = &PricerFor(config.decode_tokens_per_step - 1, store);
   int64_t failing = 0, replicas = 1;
   Evaluation evaluation = Evaluate(config, replicas);
   while (!evaluation.meets && replicas < request_.max_replicas) {
@@ -136,12 +161,20 @@ void CapacityRequest::Validate() const {
   }
   base::CheckCount(max_replicas, 1, 4096, "--max-replicas", "each replica keeps a scheduler");
   base::CheckCount(requests, 1, 1000000, "--requests", "simulated per candidate and replica count");
-  for (const int64_t batch : max_batch) {
-    scheduler::SchedulerConfig config = scheduler;
-    config.max_running_sequences = batch;
-    if (config.kv_blocks == 0) config.kv_blocks = 1;
-    config.Validate();
+  for (const int64_t g : gamma) {
+    if (g < 0 || g + 1 > scheduler::kMaxDecodeTokensPerStep) {
+      throw base::Error("--gamma " + std::to_string(g) + ": expected 0 (no SD) to " +
+                        std::to_string(scheduler::kMaxDecodeTokensPerStep - 1));
+    }
+    for (const int64_t batch : max_batch) {
+      scheduler::SchedulerConfig config = scheduler;
+      config.max_running_sequences = batch;
+      config.decode_tokens_per_step = g + 1;
+      if (config.kv_blocks == 0) config.kv_blocks = 1;
+      config.Validate();  // names --max-batched-tokens when batch x (gamma + 1) does not fit
+    }
   }
+  scheduler::SpeculativeAcceptance{alpha, seed}.Validate();
   for (const int64_t tokens : chunk) {
     base::CheckCount(tokens, 0, scheduler.max_batched_tokens, "--chunk",
                      "a chunk is part of one iteration's --max-batched-tokens");
@@ -213,16 +246,20 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
     }
     base_row.kv_blocks = config.kv_blocks;
     HardwareCandidates candidates(request, std::move(target), requests);
-    for (const int64_t batch : request.max_batch) {
-      for (const int64_t chunk : request.chunk) {
-        CapacityRow row = base_row;
-        row.max_batch = batch;
-        row.chunk = chunk;
-        config.max_running_sequences = batch;
-        config.prefill_chunk_tokens = chunk;
-        row = candidates.Search(config, row);
-        if (price_per_replica) row.cost_usd_per_hour = *price_per_replica * row.replicas;
-        result.candidates.push_back(row);
+    for (const int64_t gamma : request.gamma) {
+      for (const int64_t batch : request.max_batch) {
+        for (const int64_t chunk : request.chunk) {
+          CapacityRow row = base_row;
+          row.max_batch = batch;
+          row.chunk = chunk;
+          row.gamma = gamma;
+          config.max_running_sequences = batch;
+          config.prefill_chunk_tokens = chunk;
+          config.decode_tokens_per_step = gamma + 1;
+          row = candidates.Search(config, row, store);
+          if (price_per_replica) row.cost_usd_per_hour = *price_per_replica * row.replicas;
+          result.candidates.push_back(row);
+        }
       }
     }
   }
@@ -245,6 +282,7 @@ report::RowSet CapacityResult::Rows() const {
                        {"meets_slo", "meets SLO"},
                        {"max_batch", "max batch"},
                        {"chunk", "chunk"},
+                       {"gamma", "gamma"},
                        {"kv_blocks", "KV blocks", nullptr, false},
                        {"ttft_p99_s", "p99 TTFT s"},
                        {"tpot_p99_s", "p99 TPOT s"},
@@ -254,8 +292,9 @@ report::RowSet CapacityResult::Rows() const {
                        {"why_not", "why not", nullptr, false},
                        {"price_source", "price source", nullptr, false}});
   for (const CapacityRow& row : this->rows) {
-    rows.Add({row.hardware, row.replicas, row.meets_slo, row.max_batch, row.chunk, row.kv_blocks,
-              row.ttft_p99_s, row.tpot_p99_s, row.throughput_tokens_per_s_per_replica,
+    rows.Add({row.hardware, row.replicas, row.meets_slo, row.max_batch, row.chunk, row.gamma,
+              row.kv_blocks, row.ttft_p99_s, row.tpot_p99_s,
+              row.throughput_tokens_per_s_per_replica,
               row.cost_usd_per_hour ? report::Cell(*row.cost_usd_per_hour) : report::Cell(),
               row.pareto, row.why_not, row.price_source});
   }
@@ -266,6 +305,7 @@ report::RowSet CapacityResult::ParetoRows() const {
   report::RowSet rows({{"hardware", "hardware"},
                        {"max_batch", "max batch"},
                        {"chunk", "chunk"},
+                       {"gamma", "gamma"},
                        {"replicas", "replicas"},
                        {"throughput_tokens_per_s_per_replica", "tokens/s/replica"},
                        {"ttft_p99_s", "p99 TTFT s"}});
@@ -277,7 +317,7 @@ report::RowSet CapacityResult::ParetoRows() const {
     return a.throughput_tokens_per_s_per_replica > b.throughput_tokens_per_s_per_replica;
   });
   for (const CapacityRow& row : front) {
-    rows.Add({row.hardware, row.max_batch, row.chunk, row.replicas,
+    rows.Add({row.hardware, row.max_batch, row.chunk, row.gamma, row.replicas,
               row.throughput_tokens_per_s_per_replica, row.ttft_p99_s});
   }
   return rows;
@@ -299,6 +339,8 @@ nlohmann::json CapacityResult::ToJson() const {
             {"seed", request.seed}}},
           {"scheduler", request.scheduler.ToJson()},
           {"router", sim::RouterName(request.router)},
+          {"speculative",
+           {{"gamma", request.gamma}, {"alpha", request.alpha}, {"draft", request.draft}}},
           {"cost_sources", cost_sources},
           {"rows", all.ToJson()},
           {"candidates", every.Rows().ToJson()},

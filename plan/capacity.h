@@ -30,6 +30,11 @@ struct CapacityRequest {
   double slo_ttft_p99_s = 0, slo_tpot_p99_s = 0;
   std::vector<int64_t> max_batch{64};  // --max-batch: max running sequences
   std::vector<int64_t> chunk{0};       // --chunk: prefill chunk tokens (0: no cap)
+  // --gamma: speculative decoding's draft tokens per decode (0: none), each priced as sim serve
+  // --gamma prices it (draft `draft`, seeded acceptance at `alpha`, acceptance seed = `seed`).
+  std::vector<int64_t> gamma{0};
+  double alpha = 0.8;
+  std::string draft = "llama-3.2-1b";
   int64_t requests = 1000;
   uint64_t seed = 1;
   serving::LengthDistribution prompt_tokens, output_tokens;
@@ -46,7 +51,7 @@ struct CapacityRequest {
 // up to max_replicas does, at max_replicas with meets_slo false).
 struct CapacityRow {
   std::string hardware;
-  int64_t max_batch = 0, chunk = 0;
+  int64_t max_batch = 0, chunk = 0, gamma = 0;
   int64_t replicas = 0;
   bool meets_slo = false;
   std::string why_not;  // when not: "weights do not fit", "p99 TTFT ... at 256 replicas", ...
@@ -68,6 +73,9 @@ struct CapacityResult {
   report::RowSet Rows() const;
   report::RowSet ParetoRows() const;
   std::string Text() const;
+  // A gnuplot script with its data inline (--plot-out): throughput per replica vs p99 TTFT of
+  // every candidate that meets the objectives, one series per hardware, the Pareto front marked.
+  std::string GnuplotScript() const;
 };
 
 CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetStore& store);

@@ -1,6 +1,8 @@
 #include "plan/serve_sim.h"
 
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <sstream>
 
 #include "base/error.h"
@@ -9,7 +11,10 @@
 #include "report/format.h"
 #include "report/provenance.h"
 #include "scheduler/decision_log.h"
+#include "model/executor_shape.h"
+#include "plan/sd_sweep.h"
 #include "sim/serving_iteration_cost.h"
+#include "sim/serving_speculative_cost.h"
 
 namespace moelab::plan {
 
@@ -64,6 +69,11 @@ void ServeSimRequest::Validate() const {
                       ": expected a fraction in (0, 1]");
   }
   base::CheckSeconds(iteration_overhead_s, "--iteration-overhead-s");
+  if (gamma < 0 || gamma + 1 > scheduler::kMaxDecodeTokensPerStep) {
+    throw base::Error("--gamma " + std::to_string(gamma) + ": expected 0 (no SD) to " +
+                      std::to_string(scheduler::kMaxDecodeTokensPerStep - 1));
+  }
+  if (gamma > 0) scheduler::SpeculativeAcceptance{alpha, acceptance_seed}.Validate();
   sim::ServingSimOptions resolved = options;
   if (resolved.scheduler.kv_blocks == 0) resolved.scheduler.kv_blocks = 1;  // checked once known
   resolved.Validate();
@@ -83,9 +93,29 @@ ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetSt
   }
   result.request.options.slo = request.slo;
   result.requests = serving::GenerateRequests(request.load);
-  sim::CostSourceIterationPricer pricer(result.target.source, result.target.model,
-                                        request.iteration_overhead_s);
-  result.sim = sim::SimulateServing(result.requests, result.request.options, pricer);
+  const std::shared_ptr<const model::ExpertActivation> routing =
+      request.routing.kind == routing::RoutingSpec::Kind::kUniform
+          ? nullptr
+          : TargetRouting(request.routing, result.target.model, request.routing_seed);
+  result.routing = model::DescribeActivation(routing.get());
+  auto target_pricer = std::make_unique<sim::CostSourceIterationPricer>(
+      result.target.source, result.target.model, request.iteration_overhead_s);
+  target_pricer->RouteBy(routing.get());
+  if (request.gamma == 0) {
+    result.sim = sim::SimulateServing(result.requests, result.request.options, *target_pricer);
+    result.time_breakdown_s = target_pricer->Breakdown();
+    return result;
+  }
+  result.draft = store.LoadModel(request.draft);
+  if (result.target.hardware.rfind("profile:", 0) == 0)
+    result.draft = model::ExecutorDraftShape(*result.draft, result.target.model);
+  sim::ServingSimOptions& options = result.request.options;
+  options.scheduler.decode_tokens_per_step = request.gamma + 1;
+  options.acceptance = scheduler::SpeculativeAcceptance{request.alpha, request.acceptance_seed};
+  sim::SpeculativeIterationPricer pricer(
+      std::move(target_pricer),
+      std::make_unique<sim::CostSourceIterationPricer>(result.target.source, *result.draft, 0.0));
+  result.sim = sim::SimulateServing(result.requests, options, pricer);
   result.time_breakdown_s = pricer.Breakdown();
   return result;
 }
@@ -119,6 +149,14 @@ nlohmann::json ServeSimResult::ToJson() const {
   json["refused"] = sim.refused;
   json["iteration_overhead_s"] = request.iteration_overhead_s;
   json["time_breakdown_s"] = time_breakdown_s;
+  json["routing"] = routing;
+  json["speculative"] = nullptr;
+  if (draft) {
+    json["speculative"] = {{"gamma", request.gamma},
+                           {"alpha", request.alpha},
+                           {"acceptance_seed", request.acceptance_seed},
+                           {"draft", draft->name}};
+  }
   return json;
 }
 

@@ -12,6 +12,7 @@
 #include "model/cost_source.h"
 #include "model/preset_store.h"
 #include "report/row_set.h"
+#include "routing/routing_spec.h"
 #include "scheduler/scheduler_config.h"
 #include "serving/load_spec.h"
 #include "serving/serving_metrics.h"
@@ -47,6 +48,18 @@ struct ServeSimRequest {
   sim::ServingSimOptions options;   // scheduler.kv_blocks 0: from the cost source's memory
   double kv_memory_fraction = 0.9;  // vLLM's gpu_memory_utilization default
   double iteration_overhead_s = 0;
+  // Speculative decoding (gamma > 0): every decode verifies gamma + 1 positions after gamma draft
+  // steps of `draft` (priced by the same cost source, sim::SpeculativeIterationPricer) and emits
+  // what the seeded coins of scheduler::SpeculativeAcceptance{alpha, acceptance_seed} accept + 1
+  // (`moelab serve --alpha A --seed S` draws the same ones).
+  int64_t gamma = 0;
+  double alpha = 0.8;
+  uint64_t acceptance_seed = 1;
+  std::string draft = "llama-3.2-1b";
+  // How the target's tokens route (--routing, plan sd's): the distinct experts of an iteration's
+  // tokens; uniform by default.
+  routing::RoutingSpec routing = routing::ParseRoutingSpec("uniform");
+  uint64_t routing_seed = 1;
 
   void Validate() const;  // errors name the option
 };
@@ -54,7 +67,9 @@ struct ServeSimRequest {
 struct ServeSimResult {
   ServeSimRequest request;  // options.scheduler with the KV budget resolved
   ServingTarget target;
-  std::string kv_budget_from;  // "--kv-blocks", or how the memory gave it
+  std::optional<model::MoeModelSpec> draft;  // with gamma > 0
+  std::string routing;                       // what the pricing assumed: "uniform", "trace:F", ...
+  std::string kv_budget_from;                // "--kv-blocks", or how the memory gave it
   std::vector<serving::RequestSpec> requests;
   sim::ServingSimResult sim;
   nlohmann::json time_breakdown_s;
@@ -62,7 +77,8 @@ struct ServeSimResult {
   // ServingSummaryToJson (moelab.serving/1) plus "load", "slo", "scheduler", "kv_budget",
   // "cost_source", "model", "hardware", "replicas", "router", "requests_per_replica",
   // "iterations", "mean_batch_sequences", "mean_batched_tokens", "preemptions", "refused",
-  // "time_breakdown_s", "source": "moelab sim serve".
+  // "time_breakdown_s" (with SD "draft_s"), "routing", "speculative" ({gamma, alpha,
+  // acceptance_seed, draft} or null), "source": "moelab sim serve".
   nlohmann::json ToJson() const;
   std::string Text() const;
   std::string Csv() const;  // serving::ServingSummaryCsv's row

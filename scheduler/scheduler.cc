@@ -268,6 +268,13 @@ std::vector<int64_t> Scheduler::Complete(
         emitted = count;
       }
       sequence.generated += emitted;
+      // With SD the verify reserved blocks for every checked position; the cache keeps the fed
+      // token and the accepted drafts (context + emitted positions): the blocks past them go back.
+      const int64_t kept = BlocksFor(entry.context_tokens + emitted);
+      if (emitted < entry.tokens && sequence.blocks > kept) {
+        free_blocks_ += sequence.blocks - kept;
+        sequence.blocks = kept;
+      }
     }
     if (sequence.generated >= sequence.request.max_output_tokens || stop.count(entry.request_id)) {
       finished.push_back(entry.request_id);

@@ -90,7 +90,8 @@ class Scheduler {
   IterationPlan Plan();
 
   // Records that `plan` ran: the decodes and the completing prefill chunks each emitted a token
-  // (decode_tokens_per_step or, with SD, `emitted_tokens` per request when given); requests that
+  // (a decode its entry's `tokens` or, with SD, `emitted_tokens` per request when given: the
+  // accepted drafts + 1; the blocks beyond context + emitted positions are freed); requests that
   // reached max_output_tokens, or are listed in `finished_early`, leave and free their blocks.
   // Returns the ids that finished in this iteration, in batch order.
   std::vector<int64_t> Complete(

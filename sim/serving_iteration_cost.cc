@@ -26,6 +26,7 @@ double CostSourceIterationPricer::WeightStreamingSeconds(int64_t tokens) {
   if (found != weight_streaming_s_.end()) return found->second;
   model::ForwardShape shape;
   shape.batch = tokens;
+  shape.activation = routing_;
   const model::ForwardCost cost = source_->Forward(model_, shape);
   double seconds = 0;
   for (const model::OperatorCost& op : cost.operators) {

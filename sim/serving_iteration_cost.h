@@ -36,6 +36,10 @@ class CostSourceIterationPricer : public IterationPricer {
   CostSourceIterationPricer(std::shared_ptr<const model::CostSource> source,
                             model::MoeModelSpec model, double iteration_overhead_s);
   double Seconds(const scheduler::IterationPlan& plan) override;
+  // --routing: the routed experts of an iteration's T tokens are the distinct experts `routing`
+  // gives T tokens of T sequences (model::ExpertActivation, as plan sd prices passes) instead of
+  // uniform N(T); null: uniform. Held, not owned; set before the first Seconds.
+  void RouteBy(const model::ExpertActivation* routing) { routing_ = routing; }
 
   // {"weight_streaming_s", "lm_head_s", "attention_s", "overhead_s"} summed over the iterations
   // priced so far: where the simulated time went.
@@ -49,6 +53,7 @@ class CostSourceIterationPricer : public IterationPricer {
   std::shared_ptr<const model::CostSource> source_;
   model::MoeModelSpec model_;
   double iteration_overhead_s_;
+  const model::ExpertActivation* routing_ = nullptr;
   std::unordered_map<int64_t, double> weight_streaming_s_, lm_head_s_;
   std::unordered_map<uint64_t, double> attention_s_;
   double total_weight_s_ = 0, total_lm_head_s_ = 0, total_attention_s_ = 0, total_overhead_s_ = 0;

@@ -23,6 +23,25 @@ struct Replica {
   int64_t outstanding = 0;
 };
 
+// SD at a fixed rate: what each decode of `plan` emits (accepted drafts + 1), from the coins at
+// the request's output positions; empty without SD (every decode emits its tokens).
+std::vector<std::pair<int64_t, int64_t>> EmittedByDecodes(
+    const scheduler::Scheduler& scheduler, const scheduler::IterationPlan& plan,
+    const std::optional<scheduler::SpeculativeAcceptance>& acceptance,
+    const std::vector<serving::RequestSpec>* requests = nullptr) {
+  std::vector<std::pair<int64_t, int64_t>> emitted;
+  if (!acceptance) return emitted;
+  for (const scheduler::BatchEntry& entry : plan.batch) {
+    if (entry.prefill) continue;
+    const int64_t generated = scheduler.GeneratedTokens(entry.request_id).value_or(0);
+    // The simulator's scheduler knows a request by its position; the coins by its id.
+    const int64_t key = requests ? (*requests)[entry.request_id].id : entry.request_id;
+    emitted.emplace_back(entry.request_id,
+                         acceptance->Accepted(key, generated, entry.tokens - 1) + 1);
+  }
+  return emitted;
+}
+
 // The simulation's state and its two events: an arrival, and the end of a replica's iteration.
 class ServingRun {
  public:
@@ -134,11 +153,15 @@ void ServingRun::StartIteration(int64_t replica_index, double now_s) {
 void ServingRun::EndIteration(int64_t replica_index) {
   Replica& replica = replicas_[replica_index];
   const double now_s = replica.end_s;
-  const std::vector<int64_t> finished = replica.scheduler.Complete(replica.plan);
+  const std::vector<std::pair<int64_t, int64_t>> emitted =
+      EmittedByDecodes(replica.scheduler, replica.plan, options_.acceptance, &requests_);
+  const std::vector<int64_t> finished = replica.scheduler.Complete(replica.plan, {}, emitted);
+  size_t decode = 0;
   for (const scheduler::BatchEntry& entry : replica.plan.batch) {
     if (!entry.emits_token) continue;
     serving::RequestOutcome& outcome = result_.outcomes[entry.request_id];
-    const int64_t tokens = entry.prefill ? 1 : entry.tokens;
+    int64_t tokens = entry.prefill ? 1 : entry.tokens;
+    if (!entry.prefill && !emitted.empty()) tokens = emitted[decode++].second;
     if (outcome.output_tokens == 0) outcome.first_token_s = now_s;
     outcome.output_tokens += tokens;
     outcome.token_times_s.insert(outcome.token_times_s.end(), tokens, now_s);
@@ -202,6 +225,7 @@ Router ParseRouter(const std::string& text) {
 void ServingSimOptions::Validate() const {
   base::CheckCount(replicas, 1, kMaxReplicas, "--replicas", "each replica keeps a scheduler");
   scheduler.Validate();
+  if (acceptance) acceptance->Validate();
 }
 
 ServingSimResult SimulateServing(const std::vector<serving::RequestSpec>& requests,
@@ -220,7 +244,8 @@ ServingSimResult SimulateServing(const std::vector<serving::RequestSpec>& reques
 }
 
 std::vector<scheduler::IterationPlan> ReplayByIteration(
-    const scheduler::SchedulerConfig& config, const std::vector<IterationArrival>& arrivals) {
+    const scheduler::SchedulerConfig& config, const std::vector<IterationArrival>& arrivals,
+    const std::optional<scheduler::SpeculativeAcceptance>& acceptance) {
   for (size_t i = 1; i < arrivals.size(); ++i) {
     if (arrivals[i].before_iteration < arrivals[i - 1].before_iteration) {
       throw base::Error("replay: request " + std::to_string(arrivals[i].request.id) +
@@ -240,7 +265,7 @@ std::vector<scheduler::IterationPlan> ReplayByIteration(
     }
     if (scheduler.Idle()) continue;  // every request of this instant was refused
     plans.push_back(scheduler.Plan());
-    scheduler.Complete(plans.back());
+    scheduler.Complete(plans.back(), {}, EmittedByDecodes(scheduler, plans.back(), acceptance));
     ++planned;
   }
   return plans;

@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "scheduler/scheduler.h"
+#include "scheduler/speculative_acceptance.h"
 #include "serving/load_spec.h"
 #include "serving/serving_metrics.h"
 
@@ -42,6 +44,10 @@ struct ServingSimOptions {
   int64_t replicas = 1;  // each with its own scheduler and KV budget
   Router router = Router::kRoundRobin;
   serving::ServiceLevelObjectives slo;
+  // SD (scheduler.decode_tokens_per_step = gamma + 1): each decode emits the drafts these seeded
+  // coins accept + 1, the draws `moelab serve --alpha` makes (scheduler/speculative_acceptance.h),
+  // keyed by the request's id.
+  std::optional<scheduler::SpeculativeAcceptance> acceptance;
   bool keep_plans = false;       // ServingSimResult::plans (--decisions-out)
   bool keep_iterations = false;  // ServingSimResult::iterations (--trace-out)
 
@@ -92,7 +98,10 @@ struct IterationArrival {
 // (the engine records when each request reached it as an iteration count). While the scheduler
 // is idle no plan is made, as an engine idles: the next request is submitted at once. Arrivals
 // must be in non-decreasing `before_iteration` (Error otherwise); refused requests leave no plan.
+// With `acceptance` (SD at a fixed rate: decode_tokens_per_step = gamma + 1), each decode emits
+// what the seeded coins accept + 1, as the engine's --alpha does.
 std::vector<scheduler::IterationPlan> ReplayByIteration(
-    const scheduler::SchedulerConfig& config, const std::vector<IterationArrival>& arrivals);
+    const scheduler::SchedulerConfig& config, const std::vector<IterationArrival>& arrivals,
+    const std::optional<scheduler::SpeculativeAcceptance>& acceptance = std::nullopt);
 
 }  // namespace moelab::sim

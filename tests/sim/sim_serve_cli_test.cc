@@ -116,8 +116,15 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {"sim serve --model qwen2-57b-a14b --hardware rtx-3060 --arrivals poisson:1 --requests 5",
        "--kv-memory-fraction"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
-       "--slo-tpot-p99 0.1 --gamma 2",
-       "--gamma: not yet"},
+       "--slo-tpot-p99 0.1 --policy on-demand",
+       "--policy: not done"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --gamma 64",
+       "--gamma 64"},
+      {kServe + "--gamma 40", "--max-batched-tokens 2048: must be at least --max-running"},
+      {kServe + "--gamma 2 --alpha 1", "--alpha"},
+      {kServe + "--alpha 0.5", "--alpha applies with --gamma"},
+      {kServe + "--routing zipf", "zipf"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1",
        "--slo-tpot-p99 is required"},
   };
@@ -148,6 +155,50 @@ TEST(PlanCapacityCli, FewestReplicasCheapestFirst) {
             json["rows"][1]["cost_usd_per_hour"].get<double>());
   EXPECT_GE(json["pareto"].size(), 1u);
   EXPECT_EQ(json["candidates"].size(), 4u);
+}
+
+TEST(SimServeCli, SpeculativeDecodingAndRouting) {
+  const auto plain = RunMoelab(kServe + "--json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const auto sd = RunMoelab(kServe + "--gamma 3 --alpha 0.8 --json");
+  ASSERT_EQ(sd.status, 0) << sd.err;
+  const nlohmann::json p = nlohmann::json::parse(plain.out), s = nlohmann::json::parse(sd.out);
+  EXPECT_TRUE(p["speculative"].is_null());
+  EXPECT_EQ(s["speculative"]["gamma"], 3);
+  EXPECT_EQ(s["speculative"]["draft"], "llama-3.2-1b");
+  EXPECT_EQ(s["scheduler"]["decode_tokens_per_step"], 4);
+  EXPECT_GT(s["time_breakdown_s"]["draft_s"].get<double>(), 0);
+  EXPECT_EQ(s["completed"], 300);
+  // The same tokens in fewer iterations: accepted drafts advance several tokens at once.
+  EXPECT_LT(s["iterations"].get<int64_t>(), p["iterations"].get<int64_t>());
+  EXPECT_EQ(p["routing"], "uniform");
+  const auto routed = RunMoelab(kServe + "--routing correlated --json");
+  ASSERT_EQ(routed.status, 0) << routed.err;
+  const nlohmann::json r = nlohmann::json::parse(routed.out);
+  // The sampled estimate priced it (its effect is tested against a planted activation in
+  // serving_speculative_test.cc: the tokens of different sequences are independent draws here).
+  EXPECT_NE(r["routing"].get<std::string>().find("correlated"), std::string::npos) << r["routing"];
+  EXPECT_EQ(r["completed"], 300);
+}
+
+TEST(PlanCapacityCli, SearchesGammaAndPlots) {
+  const std::string plot =
+      (std::filesystem::temp_directory_path() / "moelab-capacity-plot-test.gp").string();
+  std::filesystem::remove(plot);
+  const auto r = RunMoelab(
+      "plan capacity --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --rate 4 "
+      "--slo-ttft-p99 2 --slo-tpot-p99 0.2 --gamma 0,3 --requests 150 --plot-out " +
+      plot + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["candidates"].size(), 2u);
+  EXPECT_EQ(json["candidates"][0]["gamma"], 0);
+  EXPECT_EQ(json["candidates"][1]["gamma"], 3);
+  const std::string script = Slurp(plot);
+  EXPECT_NE(script.find("$hardware0 << EOD"), std::string::npos);
+  EXPECT_NE(script.find("2xa100-80gb-sxm"), std::string::npos);
+  EXPECT_NE(script.find("$pareto"), std::string::npos);
+  std::filesystem::remove(plot);
 }
 
 }  // namespace
