@@ -1,5 +1,7 @@
 // moelab plan capacity: per hardware the fewest replicas and the settings meeting p99 TTFT and
 // TPOT objectives at a rate (plan/capacity.h), by the serving simulator.
+#include <optional>
+
 #include "base/error.h"
 #include "base/number_lists.h"
 #include "cli/command.h"
@@ -11,7 +13,7 @@
 
 namespace moelab::cli {
 
-int PlanCapacity(const std::vector<std::string>& args) {
+std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args) {
   plan::CapacityRequest request;
   request.prompt_tokens = serving::ParseLengths("512", "--prompt-tokens");
   request.output_tokens = serving::ParseLengths("128", "--output-tokens");
@@ -45,7 +47,7 @@ int PlanCapacity(const std::vector<std::string>& args) {
                     "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
                     "[--requests N] [--seed S] [--price H=USD_PER_H,...] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   for (const char* required : {"model", "hardware", "rate", "slo-ttft-p99", "slo-tpot-p99"}) {
     if (!values.count(required) || values[required].defaulted())
@@ -65,8 +67,11 @@ int PlanCapacity(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
   report::RowSet rows = result.Rows();
-  EmitResult(output, result.ToJson(), result.Text(), rows);
-  return 0;
+  return Printed{PrintedResult(output, result.ToJson(), result.Text(), rows), output.out};
+}
+
+int PlanCapacity(const std::vector<std::string>& args) {
+  return EmitPrinted(PlanCapacityPrinted(args));
 }
 
 }  // namespace moelab::cli
