@@ -6,10 +6,12 @@
 # Usage: scripts/bench-sweep.sh [rounds]   (default 5; a quiet machine with >= 2 free cores)
 #   BUILD_DIR=dir   the build with the moelab binary (default build/; MPI built in)
 #   SWEEP_RANKS=K   ranks of the distributed run (default 2)
+#   SWEEP_BATCHES=B batch sizes 1..B in the grid (default 250: 10,000 points; fewer for a quick look)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=${1:-5}
 ranks=${SWEEP_RANKS:-2}
+batches=${SWEEP_BATCHES:-250}
 moelab=${BUILD_DIR:-$root/build}/cli/moelab
 [ -x "$moelab" ] || { echo "bench-sweep: no $moelab (build the moelab target)" >&2; exit 1; }
 command -v mpirun >/dev/null || { echo "bench-sweep: no mpirun (scripts/install-deps.sh)" >&2; exit 1; }
@@ -18,13 +20,13 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechan
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# 250 batches x 8 gammas x 5 acceptance rates = 10,000 points, one row each.
-python3 - "$work/spec.json" <<'PY'
+# 5 acceptance rates x 8 gammas x 250 batches = 10,000 points, one row each.
+python3 - "$work/spec.json" "$batches" <<'PY'
 import json, sys
 spec = {"schema": "moelab.sweep_spec/1", "command": "plan sd",
         "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "h100-sxm"},
         "grid": {"alpha": [0.5, 0.6, 0.7, 0.8, 0.9], "gamma": list(range(1, 9)),
-                 "batch": list(range(1, 251))}}
+                 "batch": list(range(1, int(sys.argv[2]) + 1))}}
 json.dump(spec, open(sys.argv[1], "w"))
 PY
 
@@ -39,11 +41,11 @@ for round in $(seq 1 "$rounds"); do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 cmp -s "$work/one.json" "$work/many.json" || { echo "bench-sweep: outputs differ" >&2; exit 1; }
-python3 - "$ranks" "${one[*]}" "${many[*]}" "$load_before" "$load_after" "$(nproc)" <<'PY'
+python3 - "$ranks" "${one[*]}" "${many[*]}" "$load_before" "$load_after" "$(nproc)" "$((batches * 40))" <<'PY'
 import statistics, sys
 ranks, one, many = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 m1, m2 = statistics.median(one), statistics.median(many)
-print(f"10,000-point plan sd sweep, {len(one)} interleaved rounds, {sys.argv[6]} cores, "
+print(f"{int(sys.argv[7]):,}-point plan sd sweep, {len(one)} interleaved rounds, {sys.argv[6]} cores, "
       f"load average {sys.argv[4]} before, {sys.argv[5]} after")
 print(f"one process: median {m1:.3f} s (min {min(one):.3f}, max {max(one):.3f})")
 print(f"{ranks} ranks:     median {m2:.3f} s (min {min(many):.3f}, max {max(many):.3f})")
