@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 python3 - "$work/spec.json" "$batches" <<'PY'
 import json, sys
 spec = {"schema": "moelab.sweep_spec/1", "command": "plan sd",
-        "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "h100-sxm"},
+        "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "2xh100-sxm"},
         "grid": {"alpha": [0.5, 0.6, 0.7, 0.8, 0.9], "gamma": list(range(1, 9)),
                  "batch": list(range(1, int(sys.argv[2]) + 1))}}
 json.dump(spec, open(sys.argv[1], "w"))

@@ -22,7 +22,7 @@ using testing::RunMoelab;
 using testing::Slurp;
 
 const char* kPlanSdSpec = R"({"schema": "moelab.sweep_spec/1", "command": "plan sd",
-  "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "h100-sxm", "alpha": 0.7},
+  "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "2xh100-sxm", "alpha": 0.7},
   "grid": {"batch": [1, 4, 16], "gamma": [1, 2, 4]}})";
 
 class SweepCli : public ::testing::Test {
@@ -46,7 +46,7 @@ TEST_F(SweepCli, RowsAreTheCommandsRowsPointByPointInGridOrder) {
   for (const char* batch : {"1", "4", "16"}) {
     for (const char* gamma : {"1", "2", "4"}) {
       const CliRun one = RunMoelab(
-          std::string("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware h100-sxm "
+          std::string("plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm "
                       "--alpha 0.7 --csv --batch ") +
           batch + " --gamma " + gamma);
       ASSERT_EQ(one.status, 0) << one.err;
@@ -184,7 +184,7 @@ TEST_F(SweepOnRanks, TwoRanksWriteTheOneProcessBytes) {
   // sim sd: several rows per point (one per alpha), three ranks over four points.
   const std::string sim = Write("sim.json", R"({"schema": "moelab.sweep_spec/1",
     "command": "sim sd", "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b",
-    "hardware": "h100-sxm", "alpha": "0.6,0.8"}, "grid": {"gamma": [2, 3], "batch": ["1", "8"]}})");
+    "hardware": "2xh100-sxm", "alpha": "0.6,0.8"}, "grid": {"gamma": [2, 3], "batch": ["1", "8"]}})");
   ASSERT_EQ(RunMoelab("sweep " + sim + " --csv --out " + Path("one.csv")).status, 0);
   const CliRun three = OnRanks(3, "sweep " + sim + " --csv --out " + Path("three.csv"));
   ASSERT_EQ(three.status, 0) << three.err;
