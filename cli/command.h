@@ -1,6 +1,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,16 @@ struct Command {
   std::string summary;
   std::function<int(const std::vector<std::string>& args)> run;
 };
+
+// What a prediction command prints and where it writes it (--out; empty: stdout). The sweepable
+// commands are each a function from arguments to this (nullopt: --help was printed), so `moelab
+// sweep` runs a point through the very parser and library call the command runs.
+struct Printed {
+  std::string text;
+  std::string out;
+};
+// Writes a Printed (report::Emit) and returns the exit status (0; --help: 0).
+int EmitPrinted(const std::optional<Printed>& printed);
 
 // Every command, registered in one place (commands.cc).
 const std::vector<Command>& AllCommands();
@@ -42,5 +53,17 @@ int Validate(const std::vector<std::string>& args);
 int Devices(const std::vector<std::string>& args);
 int Loadgen(const std::vector<std::string>& args);
 int Serve(const std::vector<std::string>& args);
+int Sweep(const std::vector<std::string>& args);
+int SweepMerge(const std::vector<std::string>& args);
+
+// The prediction commands `moelab sweep` runs per point (sweep_command.cc's table).
+std::optional<Printed> PlanSdPrinted(const std::vector<std::string>& args);
+std::optional<Printed> PlanHardwarePrinted(const std::vector<std::string>& args);
+std::optional<Printed> PlanOffloadPrinted(const std::vector<std::string>& args);
+std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args);
+std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args);
+std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args);
+std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args);
+std::optional<Printed> SimServePrinted(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

@@ -1,5 +1,7 @@
 #include "cli/command.h"
 
+#include "report/row_set.h"
+
 namespace moelab::cli {
 
 const std::vector<Command>& AllCommands() {
@@ -26,11 +28,18 @@ const std::vector<Command>& AllCommands() {
       {{"plan", "offload"}, "each offload policy's TPOT across accelerator memory sizes", PlanOffload},
       {{"validate"}, "profile, fit, predict held-out cases, run them, and report the errors", Validate},
       {{"serve"}, "serve the executor behind an OpenAI-compatible HTTP API (continuous batching)", Serve},
+      {{"sweep"}, "a grid over one prediction command's options, one row per point; across MPI ranks or as Slurm array shards", Sweep},
+      {{"sweep", "merge"}, "the shard files of a sweep (--shard I/N) into its one output", SweepMerge},
       {{"devices"}, "the GPUs this machine has (CUDA builds)", Devices},
       {{"loadgen"}, "open-loop load against an OpenAI-compatible server: TTFT, TPOT, ITL, E2E, throughput, goodput (moelab.serving/1)", Loadgen},
   };
   // clang-format on
   return commands;
+}
+
+int EmitPrinted(const std::optional<Printed>& printed) {
+  if (printed) report::Emit(printed->text, printed->out);
+  return 0;
 }
 
 }  // namespace moelab::cli

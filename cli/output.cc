@@ -27,12 +27,16 @@ void EmitResult(const OutputRequest& request, const nlohmann::json& json, const 
              request.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({}));
 }
 
+std::string PrintedResult(const OutputRequest& request, const nlohmann::json& json,
+                          const std::string& text, const report::RowSet& rows) {
+  return request.format == Format::kCsv    ? rows.ToCsv()
+         : request.format == Format::kJson ? json.dump(2) + "\n"
+                                           : text;
+}
+
 void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text,
                 const report::RowSet& rows) {
-  const std::string printed = request.format == Format::kCsv    ? rows.ToCsv()
-                              : request.format == Format::kJson ? json.dump(2) + "\n"
-                                                                : text;
-  report::Emit(printed, request.out);
+  report::Emit(PrintedResult(request, json, text, rows), request.out);
 }
 
 }  // namespace moelab::cli

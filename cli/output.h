@@ -39,6 +39,9 @@ OutputRequest OutputRequestFrom(const po::variables_map& values);
 // `rows` (default: the JSON's scalar leaves as one row, report/json_rows.h), so the CSV carries
 // the JSON's numbers.
 void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text);
+// What EmitResult prints, without printing it.
+std::string PrintedResult(const OutputRequest& request, const nlohmann::json& json,
+                          const std::string& text, const report::RowSet& rows);
 void EmitResult(const OutputRequest& request, const nlohmann::json& json, const std::string& text,
                 const report::RowSet& rows);
 

@@ -1,5 +1,6 @@
 // moelab plan capacity: per hardware the fewest replicas and the settings meeting p99 TTFT and
 // TPOT objectives at a rate (plan/capacity.h), by the serving simulator.
+#include <optional>
 #include <string>
 
 #include "base/atomic_file.h"
@@ -14,7 +15,7 @@
 
 namespace moelab::cli {
 
-int PlanCapacity(const std::vector<std::string>& args) {
+std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args) {
   plan::CapacityRequest request;
   std::string plot_out;
   request.prompt_tokens = serving::ParseLengths("512", "--prompt-tokens");
@@ -53,7 +54,7 @@ int PlanCapacity(const std::vector<std::string>& args) {
                     "[--gamma LIST [--alpha A] [--draft-model D]] [--requests N] [--seed S] "
                     "[--price H=USD_PER_H,...] [--plot-out F.gp] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   for (const char* required : {"model", "hardware", "rate", "slo-ttft-p99", "slo-tpot-p99"}) {
     if (!values.count(required) || values[required].defaulted())
@@ -74,8 +75,11 @@ int PlanCapacity(const std::vector<std::string>& args) {
   const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
   report::RowSet rows = result.Rows();
   if (!plot_out.empty()) base::WriteFileAtomically(plot_out, result.GnuplotScript());
-  EmitResult(output, result.ToJson(), result.Text(), rows);
-  return 0;
+  return Printed{PrintedResult(output, result.ToJson(), result.Text(), rows), output.out};
+}
+
+int PlanCapacity(const std::vector<std::string>& args) {
+  return EmitPrinted(PlanCapacityPrinted(args));
 }
 
 }  // namespace moelab::cli

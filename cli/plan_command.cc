@@ -13,7 +13,7 @@
 
 namespace moelab::cli {
 
-int PlanSd(const std::vector<std::string>& args) {
+std::optional<Printed> PlanSdPrinted(const std::vector<std::string>& args) {
   plan::SdSweepRequest request;
   double alpha = 0.8;
   po::options_description options("moelab plan sd");
@@ -25,7 +25,7 @@ int PlanSd(const std::vector<std::string>& args) {
           "usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] | "
           "--profile FIT.json [--alpha A] [--batch LIST] [--gamma LIST] [--json|--csv]",
           options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   request.cost = CostSourceOptionsFrom(values);
   if (!(alpha >= 0 && alpha < 1))
@@ -34,11 +34,12 @@ int PlanSd(const std::vector<std::string>& args) {
   request.levels = {alpha};
   const OutputRequest output = OutputRequestFrom(values);
   const plan::SdSweepResult result = plan::RunSdSweep(request, model::PresetStore::Default());
-  report::Emit(plan::RenderSdPlan(result, output.format), output.out);
-  return 0;
+  return Printed{plan::RenderSdPlan(result, output.format), output.out};
 }
 
-int PlanHardware(const std::vector<std::string>& args) {
+int PlanSd(const std::vector<std::string>& args) { return EmitPrinted(PlanSdPrinted(args)); }
+
+std::optional<Printed> PlanHardwarePrinted(const std::vector<std::string>& args) {
   plan::HardwareSearchRequest request;
   request.model = "mixtral-8x7b";
   const auto seconds = [](const char* name) {
@@ -62,14 +63,17 @@ int PlanHardware(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch "
                     "B] [--calibrate PROFILE.json] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   request.cost = CostSourceOptionsFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
-  report::Emit(
+  return Printed{
       plan::Render(plan::SearchHardware(request, model::PresetStore::Default()), output.format),
-      output.out);
-  return 0;
+      output.out};
+}
+
+int PlanHardware(const std::vector<std::string>& args) {
+  return EmitPrinted(PlanHardwarePrinted(args));
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,7 @@
 // moelab plan offload: each offload policy's TPOT (and TTFT, hit rate) across accelerator memory
 // sizes, for one model, host and workload, from the offload simulator (plan/offload_sweep.h).
+#include <optional>
+
 #include "base/error.h"
 #include "base/units.h"
 #include "cli/command.h"
@@ -12,7 +14,7 @@
 
 namespace moelab::cli {
 
-int PlanOffload(const std::vector<std::string>& args) {
+std::optional<Printed> PlanOffloadPrinted(const std::vector<std::string>& args) {
   plan::OffloadSweepRequest request;
   sim::SimConfig& config = request.base;
   config.workload.prompt_tokens = 128;
@@ -54,7 +56,7 @@ int PlanOffload(const std::vector<std::string>& args) {
           "usage: moelab plan offload --model M --hardware H|--profile FIT.json [--memory LIST] "
           "[--policies LIST] [--workload W] [--calibrate PROFILE.json] [--json|--csv]",
           options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   const model::PresetStore store = model::PresetStore::Default();
   request.cost = CostSourceOptionsFrom(values);
@@ -63,8 +65,11 @@ int PlanOffload(const std::vector<std::string>& args) {
   config.model = store.LoadModel(model);
   config.hardware = store.LoadHardware(hardware);
   const OutputRequest output = OutputRequestFrom(values);
-  report::Emit(plan::Render(plan::SweepOffload(request, store), output.format), output.out);
-  return 0;
+  return Printed{plan::Render(plan::SweepOffload(request, store), output.format), output.out};
+}
+
+int PlanOffload(const std::vector<std::string>& args) {
+  return EmitPrinted(PlanOffloadPrinted(args));
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,7 @@
 // moelab sim offload: the discrete-event expert-offloading simulator (sim/README.md).
 
+#include <optional>
+
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/units.h"
@@ -26,7 +28,7 @@ double BitsFrom(const std::string& text, const std::string& option) {
 
 }  // namespace
 
-int SimOffload(const std::vector<std::string>& args) {
+std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
   sim::SimConfig config;
   sim::Workload& workload = config.workload;
   std::string model, hardware, trace_out;
@@ -72,7 +74,7 @@ int SimOffload(const std::vector<std::string>& args) {
               "--seed S [--trace-out TIMELINE.json] [--json|--csv]\n\npolicies:\n" +
               policies::DefaultPolicyRegistry().HelpList(),
           options, args, values))
-    return 0;
+    return std::nullopt;
 
   for (const char* required : {"model", "hardware", "policy"}) {
     if (!values.count(required)) {
@@ -107,8 +109,11 @@ int SimOffload(const std::vector<std::string>& args) {
   if (attention_bits) config.model.bits.attention = *attention_bits;
   const plan::OffloadRunResult run = plan::RunOffload(config, cost_options, store);
   if (!trace_out.empty()) base::WriteFileAtomically(trace_out, run.result.TimelineJson());
-  report::Emit(plan::Render(run, output.format), output.out);
-  return 0;
+  return Printed{plan::Render(run, output.format), output.out};
+}
+
+int SimOffload(const std::vector<std::string>& args) {
+  return EmitPrinted(SimOffloadPrinted(args));
 }
 
 }  // namespace moelab::cli

@@ -1,5 +1,7 @@
 // moelab sim ep: a MoE step laid out EP x TP on a node, with and without EPS-MoE's expert pipeline
 // (sim/ep_simulator.h, plan/ep_run.h).
+#include <optional>
+
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/number_lists.h"
@@ -23,7 +25,7 @@ std::optional<int64_t> ChunksFrom(const std::string& text) {
 
 }  // namespace
 
-int SimEp(const std::vector<std::string>& args) {
+std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
   plan::EpRunRequest request;
   sim::EpConfig& config = request.config;
   std::string timeline;
@@ -56,7 +58,7 @@ int SimEp(const std::vector<std::string>& args) {
                     "data-parallel|tensor-parallel] --workload prefill|decode --ep-chunks N|auto "
                     "[--batch B] [--tokens T] [--timeline FILE] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   for (const char* required : {"model", "hardware"}) {
     if (!values.count(required))
@@ -68,8 +70,9 @@ int SimEp(const std::vector<std::string>& args) {
   base::RequireDistinctOutputs({{"--out", output.out}, {"--timeline", timeline}});
   const sim::EpResult result = plan::RunEp(request, model::PresetStore::Default());
   if (!timeline.empty()) base::WriteFileAtomically(timeline, result.TimelineJson());
-  report::Emit(plan::Render(result, output.format), output.out);
-  return 0;
+  return Printed{plan::Render(result, output.format), output.out};
 }
+
+int SimEp(const std::vector<std::string>& args) { return EmitPrinted(SimEpPrinted(args)); }
 
 }  // namespace moelab::cli

@@ -1,4 +1,6 @@
 // moelab sim sd: the speculative-decoding sweep over batch x gamma x alpha (or sigma).
+#include <optional>
+
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/cost_options.h"
@@ -10,7 +12,7 @@
 
 namespace moelab::cli {
 
-int SimSd(const std::vector<std::string>& args) {
+std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
   plan::SdSweepRequest request;
   po::options_description options("moelab sim sd");
   AddSdSweepOptions(options, request);
@@ -26,7 +28,7 @@ int SimSd(const std::vector<std::string>& args) {
                     "[--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] "
                     "[--gamma LIST] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   request.by_sigma = values.count("sigma") > 0;
   if (request.by_sigma && !values["alpha"].defaulted())
@@ -35,10 +37,11 @@ int SimSd(const std::vector<std::string>& args) {
   request.levels = base::ParseNumberList(values[level].as<std::string>(), level);
   request.cost = CostSourceOptionsFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
-  report::Emit(
+  return Printed{
       plan::RenderSdSweep(plan::RunSdSweep(request, model::PresetStore::Default()), output.format),
-      output.out);
-  return 0;
+      output.out};
 }
+
+int SimSd(const std::vector<std::string>& args) { return EmitPrinted(SimSdPrinted(args)); }
 
 }  // namespace moelab::cli

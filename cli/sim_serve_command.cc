@@ -1,4 +1,5 @@
 // moelab sim serve: the serving simulator (sim/serving_simulator.h, plan/serve_sim.h).
+#include <optional>
 #include <string>
 
 #include "base/atomic_file.h"
@@ -13,7 +14,7 @@
 
 namespace moelab::cli {
 
-int SimServe(const std::vector<std::string>& args) {
+std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   plan::ServeSimRequest request;
   std::string trace_out, decisions_out;
   po::options_description options("moelab sim serve");
@@ -46,7 +47,7 @@ int SimServe(const std::vector<std::string>& args) {
                     "[--acceptance-seed S] [--draft-model D]] [--routing R] [--trace-out F] "
                     "[--decisions-out F] [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   if (!values.count("model")) throw base::Error("--model is required (see --help)");
   if (!values.count("hardware") && !values.count("profile")) {
@@ -71,8 +72,9 @@ int SimServe(const std::vector<std::string>& args) {
   if (!decisions_out.empty()) {
     base::WriteFileAtomically(decisions_out, result.DecisionsJson().dump(1) + "\n");
   }
-  report::Emit(plan::Render(result, output.format), output.out);
-  return 0;
+  return Printed{plan::Render(result, output.format), output.out};
 }
+
+int SimServe(const std::vector<std::string>& args) { return EmitPrinted(SimServePrinted(args)); }
 
 }  // namespace moelab::cli

@@ -1,0 +1,232 @@
+#include "sweep/engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+#include "base/error.h"
+#include "base/message_text.h"
+#include "report/provenance.h"
+#include "sweep/command_csv.h"
+
+namespace moelab::sweep {
+namespace {
+
+using nlohmann::ordered_json;
+
+void AppendInt(std::string& bytes, int64_t value) {
+  bytes.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+void AppendText(std::string& bytes, const std::string& text) {
+  AppendInt(bytes, static_cast<int64_t>(text.size()));
+  bytes += text;
+}
+
+class Reader {
+ public:
+  Reader(const std::string& bytes, const std::string& origin) : bytes_(bytes), origin_(origin) {}
+  bool AtEnd() const { return offset_ == bytes_.size(); }
+  int64_t Int() {
+    int64_t value = 0;
+    Need(sizeof(value));
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(value));
+    offset_ += sizeof(value);
+    return value;
+  }
+  std::string Text() {
+    const int64_t size = Int();
+    if (size < 0) Truncated();
+    Need(static_cast<size_t>(size));
+    std::string text = bytes_.substr(offset_, static_cast<size_t>(size));
+    offset_ += static_cast<size_t>(size);
+    return text;
+  }
+
+ private:
+  void Need(size_t size) {
+    if (bytes_.size() - offset_ < size) Truncated();
+  }
+  [[noreturn]] void Truncated() const {
+    throw base::Error(origin_ + ": point results truncated or corrupt");
+  }
+  const std::string& bytes_;
+  const std::string& origin_;
+  size_t offset_ = 0;
+};
+
+// The point's CSV rows as the sweep's rows: JSON objects and prefixed CSV lines.
+void FormatRows(const SweepSpec& spec, const CommandCsv& csv, PointOutcome& outcome) {
+  const ordered_json values = spec.PointValues(outcome.point);
+  std::string prefix = std::to_string(outcome.point);
+  for (const auto& [name, value] : values.items()) prefix += "," + CsvText(OptionText(value));
+  outcome.header = csv.header_line;
+  for (size_t r = 0; r < csv.rows.size(); ++r) {
+    ordered_json row = ordered_json::object();
+    row["point"] = outcome.point;
+    for (const auto& [name, value] : values.items()) row["grid." + name] = value;
+    for (size_t c = 0; c < csv.columns.size(); ++c) row[csv.columns[c]] = CellJson(csv.rows[r][c]);
+    outcome.json_rows += row.dump() + "\n";
+    outcome.csv_rows += prefix + "," + csv.row_lines[r] + "\n";
+  }
+}
+
+ordered_json SweepProvenance() {
+  nlohmann::json provenance = report::Provenance();
+  // Differ between runs of the same spec (mpirun vs one process, merged shards): left out so the
+  // output is the same bytes; spec_hash ties the output to its spec.
+  for (const char* key : {"command", "host", "time_utc"}) provenance.erase(key);
+  return ordered_json::parse(provenance.dump());
+}
+
+// The CSV's columns: the command's, in the order first met; a point whose header differs from
+// that union is re-laid out field by field.
+std::string RenderCsv(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes) {
+  std::vector<std::string> columns;
+  for (const PointOutcome& outcome : outcomes) {
+    for (const std::string& column : SplitCsvHeader(outcome.header)) {
+      if (std::find(columns.begin(), columns.end(), column) == columns.end())
+        columns.push_back(column);
+    }
+  }
+  std::string union_header;
+  for (const std::string& column : columns)
+    union_header += (union_header.empty() ? "" : ",") + CsvText(column);
+  std::string csv = "point";
+  for (const auto& entry : spec.grid) csv += "," + CsvText("grid." + entry.first);
+  csv += "," + union_header + "\n";
+  for (const PointOutcome& outcome : outcomes) {
+    csv += outcome.header == union_header
+               ? outcome.csv_rows
+               : Relayout(outcome.csv_rows, spec.grid.size() + 1, outcome.header, columns);
+  }
+  return csv;
+}
+
+std::string RenderJson(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes) {
+  std::string json =
+      "{\n  \"schema\": \"moelab.sweep/1\",\n  \"command\": " + ordered_json(spec.command).dump() +
+      ",\n  \"spec_hash\": \"" + spec.hash + "\",\n  \"spec\": " + spec.document.dump() +
+      ",\n  \"points\": [";
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    ordered_json point = ordered_json::object();
+    point["point"] = outcomes[i].point;
+    point["grid"] = spec.PointValues(outcomes[i].point);
+    json += (i ? ",\n    " : "\n    ") + point.dump();
+  }
+  json += "\n  ],\n  \"rows\": [";
+  bool first = true;
+  for (const PointOutcome& outcome : outcomes) {
+    size_t start = 0;
+    while (start < outcome.json_rows.size()) {
+      const size_t end = outcome.json_rows.find('\n', start);
+      json += (first ? "\n    " : ",\n    ") + outcome.json_rows.substr(start, end - start);
+      first = false;
+      start = end + 1;
+    }
+  }
+  return json + "\n  ],\n  \"provenance\": " + SweepProvenance().dump() + "\n}\n";
+}
+
+}  // namespace
+
+std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t parts) {
+  if (parts < 1 || part < 0 || part >= parts) {
+    throw base::Error("shard " + std::to_string(part) + "/" + std::to_string(parts) +
+                      ": expected I/N with 0 <= I < N");
+  }
+  std::vector<int64_t> points;
+  for (int64_t point = part; point < count; point += parts) points.push_back(point);
+  return points;
+}
+
+std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
+                                    const PointRunner& run, const Progress& progress) {
+  std::vector<PointOutcome> outcomes;
+  outcomes.reserve(points.size());
+  for (const int64_t point : points) {
+    PointOutcome outcome;
+    outcome.point = point;
+    try {
+      FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), outcome);
+    } catch (const std::exception& e) {
+      outcome.ok = false;
+      outcome.error =
+          spec.origin + ": " + spec.PointLabel(point) + ": " + base::OneLineMessage(e.what());
+    }
+    const bool failed = !outcome.ok;
+    outcomes.push_back(std::move(outcome));
+    if (progress)
+      progress(static_cast<int64_t>(outcomes.size()), static_cast<int64_t>(points.size()));
+    if (failed) break;
+  }
+  return outcomes;
+}
+
+std::string EncodeOutcomes(const std::vector<PointOutcome>& outcomes) {
+  std::string bytes;
+  for (const PointOutcome& outcome : outcomes) {
+    AppendInt(bytes, outcome.point);
+    AppendInt(bytes, outcome.ok ? 1 : 0);
+    for (const std::string* text :
+         {&outcome.error, &outcome.header, &outcome.json_rows, &outcome.csv_rows}) {
+      AppendText(bytes, *text);
+    }
+  }
+  return bytes;
+}
+
+std::vector<PointOutcome> DecodeOutcomes(const std::string& bytes, const std::string& origin) {
+  std::vector<PointOutcome> outcomes;
+  Reader reader(bytes, origin);
+  while (!reader.AtEnd()) {
+    PointOutcome outcome;
+    outcome.point = reader.Int();
+    outcome.ok = reader.Int() != 0;
+    outcome.error = reader.Text();
+    outcome.header = reader.Text();
+    outcome.json_rows = reader.Text();
+    outcome.csv_rows = reader.Text();
+    outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
+}
+
+std::vector<PointOutcome> CollectInGridOrder(const SweepSpec& spec,
+                                             const std::vector<std::vector<PointOutcome>>& parts) {
+  const int64_t count = spec.PointCount();
+  const PointOutcome* failed = nullptr;
+  for (const auto& part : parts) {
+    for (const PointOutcome& outcome : part) {
+      if (!outcome.ok && (!failed || outcome.point < failed->point)) failed = &outcome;
+    }
+  }
+  // A part stops at its first failure, so the lowest failed point is the one a single process
+  // stops at: the same message however the points were shared.
+  if (failed) throw base::Error(failed->error);
+  std::vector<PointOutcome> ordered(static_cast<size_t>(count));
+  std::vector<bool> seen(static_cast<size_t>(count), false);
+  for (const auto& part : parts) {
+    for (const PointOutcome& outcome : part) {
+      if (outcome.point < 0 || outcome.point >= count)
+        throw base::Error(spec.origin + ": point " + std::to_string(outcome.point) +
+                          " is outside the grid's " + std::to_string(count) + " points");
+      if (seen[static_cast<size_t>(outcome.point)])
+        throw base::Error(spec.origin + ": " + spec.PointLabel(outcome.point) + ": given twice");
+      seen[static_cast<size_t>(outcome.point)] = true;
+      ordered[static_cast<size_t>(outcome.point)] = outcome;
+    }
+  }
+  for (int64_t point = 0; point < count; ++point) {
+    if (!seen[static_cast<size_t>(point)])
+      throw base::Error(spec.origin + ": " + spec.PointLabel(point) + ": no result");
+  }
+  return ordered;
+}
+
+std::string RenderSweep(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes,
+                        report::Format format) {
+  return format == report::Format::kCsv ? RenderCsv(spec, outcomes) : RenderJson(spec, outcomes);
+}
+
+}  // namespace moelab::sweep

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "report/row_set.h"
+#include "sweep/spec.h"
+
+namespace moelab::sweep {
+
+// One point's work: the command's arguments in, the command's CSV (header line, then its rows) out,
+// as `moelab <command> ARGS --csv` prints it. Throws base::Error for bad options or values.
+using PointRunner = std::function<std::string(const std::vector<std::string>& args)>;
+// Called after each point a rank finishes: (points done by this rank, points this rank has).
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+// What one point gave, already formatted by the rank that ran it so that gathering ranks only
+// concatenates: `header` the command's CSV header, `json_rows` its rows as compact JSON objects
+// one per line (with "point" and the grid values), `csv_rows` its CSV rows prefixed with the point
+// and the grid values. On failure `ok` is false and `error` says which point and why.
+struct PointOutcome {
+  int64_t point = 0;
+  bool ok = true;
+  std::string error;
+  std::string header;
+  std::string json_rows;
+  std::string csv_rows;
+};
+
+// The points part `part` of `parts` takes: interleaved (part, part + parts, ...), so that a grid
+// whose cost grows along its fastest option is shared evenly. Refused: part outside [0, parts).
+std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t parts);
+
+// Runs `points` in order through `run`, stopping at the first that fails (its outcome says why:
+// the spec's file, the point and its grid values, the command's message).
+std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
+                                    const PointRunner& run, const Progress& progress);
+
+// Outcomes to bytes and back (for the gather and the shard files).
+std::string EncodeOutcomes(const std::vector<PointOutcome>& outcomes);
+std::vector<PointOutcome> DecodeOutcomes(const std::string& bytes, const std::string& origin);
+
+// Every part's outcomes into grid order. A failed point throws base::Error with the lowest failed
+// point's message (the one a one-process run stops at); a point missing or given twice is an
+// error naming it.
+std::vector<PointOutcome> CollectInGridOrder(const SweepSpec& spec,
+                                             const std::vector<std::vector<PointOutcome>>& parts);
+
+// The sweep's output from all its points in grid order: JSON `moelab.sweep/1` (schema, command,
+// spec_hash, spec, points, columns, rows, provenance) or CSV (point, grid.<option>..., the
+// command's columns). The provenance leaves out the command line, host and time so that one spec
+// gives the same bytes however it was run (one process, MPI ranks, merged shards).
+std::string RenderSweep(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes,
+                        report::Format format);
+
+}  // namespace moelab::sweep

@@ -1,0 +1,116 @@
+// The sweep engine without the CLI: the grid's order and arguments, the interleaved split, the
+// command's CSV read back, outcomes through bytes, and the lowest failed point reported whatever
+// the split.
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "sweep/command_csv.h"
+#include "sweep/engine.h"
+#include "sweep/spec.h"
+
+namespace moelab::sweep {
+namespace {
+
+const std::vector<std::string> kCommands{"plan sd", "sim sd"};
+const std::vector<std::string> kReserved{"json", "csv", "out"};
+
+SweepSpec Spec(const std::string& grid) {
+  return ParseSweepSpec(R"({"schema": "moelab.sweep_spec/1", "command": "plan sd",
+    "options": {"model": "m", "alpha": 0.7, "quiet": true, "loud": false}, "grid": )" +
+                            grid + "}",
+                        "s.json", kCommands, kReserved);
+}
+
+TEST(SweepSpec, PointsInSpecOrderLastOptionFastest) {
+  const SweepSpec spec = Spec(R"({"gamma": [1, 2, 4], "batch": ["1-8", 16]})");
+  ASSERT_EQ(spec.PointCount(), 6);
+  EXPECT_EQ(spec.PointArguments(3),
+            std::vector<std::string>(
+                {"--model", "m", "--alpha", "0.7", "--quiet", "--gamma", "2", "--batch", "16"}));
+  EXPECT_EQ(spec.PointLabel(4), "point 4 (gamma=4, batch=1-8)");
+  EXPECT_EQ(spec.PointValues(5).dump(), R"({"gamma":4,"batch":16})");
+  EXPECT_EQ(spec.hash.size(), 16u);
+  EXPECT_NE(spec.hash, Spec(R"({"gamma": [1, 2, 4], "batch": ["1-8", 17]})").hash);
+}
+
+TEST(SweepSpec, RefusesNamingTheField) {
+  const auto message = [](const std::string& text) {
+    try {
+      ParseSweepSpec(text, "s.json", kCommands, kReserved);
+    } catch (const base::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string head = R"({"schema": "moelab.sweep_spec/1", "command": "plan sd", )";
+  EXPECT_EQ(message(head + R"("grid": {"batch": [1, [2]]}})"),
+            "s.json: grid.batch[1]: expected a string, number or boolean, got array");
+  EXPECT_EQ(message(head + R"("grid": {"--batch": [1]}})"),
+            "s.json: grid.--batch: an option name without its dashes (\"batch\")");
+  EXPECT_EQ(message(head + R"("grid": {"batch": [1]}, "extra": 1})"),
+            "s.json: extra: unknown field (expected schema, command, options, grid)");
+  EXPECT_NE(message(R"({"schema": "moelab.sweep_spec/2", "command": "plan sd", "grid": {}})")
+                .find("s.json: schema: expected"),
+            std::string::npos);
+  EXPECT_NE(message(head + R"("grid": {"out": ["x"]}})").find("s.json: grid.out: --out"),
+            std::string::npos);
+}
+
+TEST(SweepEngine, InterleavedSharesCoverEveryPointOnce) {
+  EXPECT_EQ(InterleavedPoints(7, 1, 3), std::vector<int64_t>({1, 4}));
+  EXPECT_EQ(InterleavedPoints(2, 2, 3), std::vector<int64_t>());
+  EXPECT_THROW(InterleavedPoints(7, 3, 3), base::Error);
+  EXPECT_THROW(InterleavedPoints(7, -1, 3), base::Error);
+}
+
+TEST(SweepEngine, CommandCsvReadBackWithQuotesAndTypes) {
+  const CommandCsv csv = ParseCommandCsv("name,speedup,ok,none\n\"a,\"\"b\"\"\",1.5,true,\n");
+  ASSERT_EQ(csv.rows.size(), 1u);
+  EXPECT_EQ(csv.rows[0][0], "a,\"b\"");
+  EXPECT_EQ(csv.row_lines[0], "\"a,\"\"b\"\"\",1.5,true,");
+  EXPECT_EQ(CsvText(csv.rows[0][0]), "\"a,\"\"b\"\"\"");
+  EXPECT_EQ(CellJson("1.5"), 1.5);
+  EXPECT_EQ(CellJson("16"), 16);
+  EXPECT_EQ(CellJson("true"), true);
+  EXPECT_TRUE(CellJson("").is_null());
+  EXPECT_EQ(CellJson("inf"), "inf");
+  EXPECT_EQ(CellJson("1e999"), "1e999");
+  EXPECT_THROW(ParseCommandCsv("a,b\n1\n"), base::Error);
+  EXPECT_THROW(ParseCommandCsv("a,b\n\"1,2\n"), base::Error);
+}
+
+TEST(SweepEngine, LowestFailedPointWinsWhateverTheSplit) {
+  const SweepSpec spec = Spec(R"({"batch": [1, 2, 3, 4, 5, 6]})");
+  // The command fails at batch 4 and 6: a part stops at its own first failure.
+  const PointRunner run = [](const std::vector<std::string>& args) -> std::string {
+    const std::string batch = args.back();
+    if (batch == "4" || batch == "6") throw base::Error("--batch " + batch + ": too many");
+    return "batch,x\n" + batch + ",0.5\n";
+  };
+  std::vector<std::vector<PointOutcome>> parts;
+  for (int part = 0; part < 2; ++part) {
+    const std::string bytes =
+        EncodeOutcomes(RunPoints(spec, InterleavedPoints(6, part, 2), run, nullptr));
+    parts.push_back(DecodeOutcomes(bytes, "s.json"));
+  }
+  EXPECT_EQ(parts[1].size(), 2u);  // points 1 and 3 (batch 4): stopped there
+  try {
+    CollectInGridOrder(spec, parts);
+    FAIL() << "accepted a failed point";
+  } catch (const base::Error& e) {
+    EXPECT_STREQ(e.what(), "s.json: point 3 (batch=4): --batch 4: too many");
+  }
+  const SweepSpec good = Spec(R"({"batch": [1, 2, 3]})");
+  const std::vector<PointOutcome> one =
+      CollectInGridOrder(good, {RunPoints(good, InterleavedPoints(3, 0, 1), run, nullptr)});
+  const std::vector<PointOutcome> split = CollectInGridOrder(
+      good, {RunPoints(good, {2}, run, nullptr), RunPoints(good, {0, 1}, run, nullptr)});
+  EXPECT_EQ(RenderSweep(good, split, report::Format::kJson),
+            RenderSweep(good, one, report::Format::kJson));
+  EXPECT_EQ(RenderSweep(good, one, report::Format::kCsv),
+            "point,grid.batch,batch,x\n0,1,1,0.5\n1,2,2,0.5\n2,3,3,0.5\n");
+  EXPECT_THROW(CollectInGridOrder(good, {RunPoints(good, {0, 1}, run, nullptr)}), base::Error);
+}
+
+}  // namespace
+}  // namespace moelab::sweep
