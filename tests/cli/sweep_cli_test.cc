@@ -139,7 +139,10 @@ TEST_F(SweepCli, BadSpecsAreRefusedNamingFileAndField) {
       {head + R"("command": "plan sd", "grid": {"batch": [1], "gamma": [1], "context": [)" +
            [] {
              std::string values;
-             for (int i = 0; i < 1001; ++i) values += (i ? "," : "") + std::to_string(i);
+             for (int i = 0; i < 1001; ++i) {
+               if (i) values += ',';  // appended piece by piece: GCC 12's -Wrestrict (bug 105329)
+               values += std::to_string(i);
+             }
              return values;
            }() +
            R"(], "alpha": [)" +
