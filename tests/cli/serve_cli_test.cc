@@ -35,10 +35,12 @@ const std::string kShape =
     "--layers 2 --hidden 64 --intermediate 96 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
     "--head-dim 16 --vocab 101 --threads 2 --seed 3";
 // A shape whose decode steps take milliseconds, so a long request is still running while the test
-// looks at it.
+// looks at it: each token streams its two experts' 25 MB a layer (about 3 ms a token at this
+// machine's DRAM bandwidth), so 3,000 tokens take seconds even on an idle machine. (Hidden 256
+// finished 3,000 tokens in under 2 s idle, before a client's 2-s timeout.)
 const std::string kSlowShape =
-    "--layers 4 --hidden 256 --intermediate 512 --experts 4 --top-k 2 --heads 4 --kv-heads 2 "
-    "--head-dim 64 --vocab 1000 --threads 2 --seed 3";
+    "--layers 4 --hidden 1024 --intermediate 2048 --experts 4 --top-k 2 --heads 8 --kv-heads 4 "
+    "--head-dim 128 --vocab 1000 --threads 2 --seed 3";
 
 // A `moelab serve` process on a free port; SIGKILLed at destruction unless Stop()ped.
 class Server {
