@@ -46,7 +46,7 @@ void RefuseServingOptionsElsewhere(const po::variables_map& values) {
 int ValidateServing(const validate::ValidationRequest& request, const po::variables_map& values,
                     validate::ServingValidationRequest& serving, const std::string& out,
                     bool quiet) {
-  if (values.count("requests") && serving.requests < 1) {
+  if (values.count("requests") && !values["requests"].defaulted() && serving.requests < 1) {
     throw base::Error("--requests " + std::to_string(serving.requests) +
                       ": at least 1 (leave it out for the saturation's 16 s)");
   }
