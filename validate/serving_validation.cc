@@ -260,7 +260,11 @@ void RunRound(const ServingValidationRequest& request, int round, const Predicto
   const serving::ServingSummary measured =
       serving::Summarize(served.Serve(overload, nullptr, request.seed + 1), {});
   if (measured.completed != count)
-    throw base::Error("validate --cases serving: requests failed in the overload run");
+    throw base::Error(
+        "validate --cases serving: " + std::to_string(measured.failed) + " of " +
+        std::to_string(count) + " requests failed in the overload run (" +
+        (measured.failures.empty() ? std::string("no reason") : measured.failures.front().first) +
+        ")");
   result.measured_saturation_runs.push_back(SaturationOf(measured));
   progress.Done("round " + std::to_string(round + 1) + " overload",
                 count / result.predicted_saturation.requests_per_s);
