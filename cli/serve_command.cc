@@ -64,6 +64,7 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("port", Into(&flags.server.port), "TCP port (0: any free port, printed when ready)")
       ("max-body-bytes", Into(&flags.server.max_body_bytes), "request bodies larger than this get HTTP 413")
       ("http-threads", po::value<int>(), "threads answering HTTP requests; a streaming answer holds one (default: --max-running + --max-waiting + 8)")
+      ("listen-backlog", Into(&flags.server.listen_backlog), "connections the kernel queues before the server accepts them (default 4096; capped by net.core.somaxconn, said on stderr)")
       ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
   // clang-format on
   AddSchedulerOptions(options, flags.scheduler, SchedulerHost::kEngine);
@@ -167,6 +168,11 @@ int Serve(const std::vector<std::string>& args) {
   executor::ServingEngine engine(std::move(model), flags.scheduler);
   server::CompletionServer http(engine, served, flags.server);
   const int port = http.Bind();
+  if (http.EffectiveListenBacklog() < flags.server.listen_backlog) {
+    std::cerr << "moelab serve: --listen-backlog " << flags.server.listen_backlog
+              << " is capped by net.core.somaxconn at " << http.EffectiveListenBacklog()
+              << std::endl;
+  }
   engine.Start();
   std::atomic<bool> served_all{false};
   std::thread watcher([&] { Watch(signals, served_all, http, engine); });

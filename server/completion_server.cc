@@ -1,6 +1,12 @@
 #include "server/completion_server.h"
 
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <string>
 
 #include <httplib.h>
@@ -22,6 +28,10 @@ void ServerOptions::Validate() const {
   if (http_threads < 1 || http_threads > 4096) {
     throw base::Error("--http-threads must be in [1, 4096], got " + std::to_string(http_threads));
   }
+  if (listen_backlog < 1 || listen_backlog > 65535) {
+    throw base::Error("--listen-backlog must be in [1, 65535], got " +
+                      std::to_string(listen_backlog));
+  }
   if (!(drain_s >= 0 && drain_s <= 3600))
     throw base::Error("--drain-seconds must be in [0, 3600], got " + std::to_string(drain_s));
 }
@@ -32,6 +42,8 @@ struct CompletionServer::Impl {
   ServerOptions options;
   internal::ServerState state;
   httplib::Server http;
+  // The listening socket, seen through httplib's socket-options hook (httplib keeps it private).
+  socket_t listen_socket = INVALID_SOCKET;
 };
 
 namespace {
@@ -91,6 +103,11 @@ CompletionServer::CompletionServer(executor::ServingEngine& engine, ServedModel 
   const int threads = impl_->options.http_threads;
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->http.set_payload_max_length(static_cast<size_t>(impl_->options.max_body_bytes));
+  Impl* impl = impl_.get();
+  impl_->http.set_socket_options([impl](socket_t socket) {
+    httplib::default_socket_options(socket);
+    impl->listen_socket = socket;
+  });
   AddRoutes(impl_->state, impl_->http);
 }
 
@@ -98,16 +115,29 @@ CompletionServer::~CompletionServer() = default;
 
 int CompletionServer::Bind() {
   const ServerOptions& o = impl_->options;
+  int port = o.port;
   if (o.port == 0) {
-    const int port = impl_->http.bind_to_any_port(o.host);
+    port = impl_->http.bind_to_any_port(o.host);
     if (port < 0) throw base::Error("--host " + o.host + " --port 0: cannot bind a free port");
-    return port;
-  }
-  if (!impl_->http.bind_to_port(o.host, o.port)) {
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     throw base::Error("--host " + o.host + " --port " + std::to_string(o.port) +
                       ": cannot bind (in use, or not an address of this machine)");
   }
-  return o.port;
+  // Listening again on a listening socket only changes its backlog (Linux).
+  if (impl_->listen_socket == INVALID_SOCKET ||
+      ::listen(impl_->listen_socket, o.listen_backlog) != 0) {
+    throw base::Error("--listen-backlog " + std::to_string(o.listen_backlog) +
+                      ": cannot listen with it (" + std::strerror(errno) + ")");
+  }
+  return port;
+}
+
+int CompletionServer::EffectiveListenBacklog() const {
+  const int requested = impl_->options.listen_backlog;
+  std::ifstream somaxconn("/proc/sys/net/core/somaxconn");
+  int cap = 0;
+  if (somaxconn >> cap && cap > 0) return std::min(requested, cap);
+  return requested;
 }
 
 void CompletionServer::Serve() { impl_->http.listen_after_bind(); }

@@ -16,9 +16,16 @@ struct ServerOptions {
   // Threads answering HTTP requests; a streaming client holds one for its whole answer, so
   // fewer than the requests in flight queue connections before the scheduler sees them.
   int http_threads = 64;
+  // Connections the kernel holds before the server accepts them. Debian's compiled cpp-httplib
+  // listens with 5 (its CPPHTTPLIB_LISTEN_BACKLOG is fixed when the library is built, so a define
+  // here changes nothing): a load generator opening dozens of streams at once overflowed it and
+  // lost connections. Bind listens again with this value; the kernel caps it at
+  // net.core.somaxconn.
+  int listen_backlog = 4096;
   // On shutdown, how long answers still being written may take after the engine stopped.
   double drain_s = 10;
-  // Errors name the option (--host, --port, --max-body-bytes, --http-threads).
+  // Errors name the option (--host, --port, --max-body-bytes, --http-threads,
+  // --listen-backlog).
   void Validate() const;
 };
 
@@ -32,9 +39,11 @@ class CompletionServer {
  public:
   CompletionServer(executor::ServingEngine& engine, ServedModel model, ServerOptions options);
   ~CompletionServer();
-  // Binds the listening socket; returns the port (the free one chosen for port 0). An Error
-  // naming --host and --port when it cannot.
+  // Binds the listening socket with options.listen_backlog; returns the port (the free one chosen
+  // for port 0). An Error naming --host and --port (or --listen-backlog) when it cannot.
   int Bind();
+  // After Bind: the backlog the kernel applies (listen_backlog capped by net.core.somaxconn).
+  int EffectiveListenBacklog() const;
   // Answers requests until Shutdown; returns then.
   void Serve();
   // From any thread: new completions get 503; the engine finishes (kFinish) or cancels (kAbort)

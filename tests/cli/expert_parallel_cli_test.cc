@@ -162,13 +162,16 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
 }
 
 // A rank killed mid-run (kill -9, so it never reaches a collective again): the job ends with a
-// non-zero status instead of hanging (timeout's 124 would say it hung).
+// non-zero status instead of hanging (timeout's 124 would say it hung). The job is far longer than
+// the kill's wait on any machine (60,000 decode steps over a growing KV cache; 4,000 ended within
+// a second on a fast CI machine before the kill came), and the rank is killed as soon as both are
+// seen, so it cannot end on its own first; a kill that finds no rank says so.
 TEST_F(ExpertParallelCli, ADeadRankEndsTheJob) {
   const std::string binary = MOELAB_BINARY;
   // A seed no other test uses names this job's ranks for pgrep.
   const std::string args = std::string(kShape).replace(kShape.find("--seed 7"), 8, "--seed 90417") +
-                           "--workload decode --batch 2 --prompt 4 --tokens 4000 "
-                           "--max-positions 4096 --expert-parallel 2";
+                           "--workload decode --batch 2 --prompt 4 --tokens 60000 "
+                           "--max-positions 60004 --expert-parallel 2";
   const std::string ranks = "pgrep -f '^" + binary + " run .*--seed 90417'";
   const std::string script =
       "{ OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
@@ -176,9 +179,11 @@ TEST_F(ExpertParallelCli, ADeadRankEndsTheJob) {
       "timeout 120 " +
       std::string(MOELAB_MPIEXEC) + " -n 2 " + binary + " " + args +
       " & job=$!; for i in $(seq 300); do [ \"$(" + ranks +
-      " | wc -l)\" -ge 2 ] && break; sleep 0.1; done; sleep 1; kill -9 $(" + ranks +
-      " | tail -1); wait $job; }";
+      " | wc -l)\" -ge 2 ] && break; sleep 0.1; done; sleep 0.2; victim=$(" + ranks +
+      " | tail -1); if [ -z \"$victim\" ]; then echo 'no rank left to kill' >&2; wait $job; "
+      "exit 99; fi; kill -9 $victim; wait $job; }";
   const CliRun run = testing::RunShell(script);
+  EXPECT_NE(run.status, 99) << "the job ended before a rank could be killed: " << run.err;
   EXPECT_NE(run.status, 0) << run.err;
   EXPECT_NE(run.status, 124) << "the job hung after a rank died: " << run.err;
 }
