@@ -79,13 +79,49 @@ const std::vector<const SampledExpertActivation::Segment*>& SampledExpertActivat
                     ": no routed tokens");  // unreachable: the constructor refuses an empty set
 }
 
+const IndependentTokenDraws& SampledExpertActivation::SingleTokens(model::PassKind kind) const {
+  const std::vector<const Segment*>& pool = Pool(kind);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_ptr<IndependentTokenDraws>& draws = single_tokens_[&pool];
+  if (draws) return *draws;
+  const size_t per_segment = static_cast<size_t>(num_layers_ * num_experts_);
+  const size_t layer_words = static_cast<size_t>(num_layers_ * words_);
+  std::vector<int64_t> segment_tokens, routed_tokens(pool.size() * per_segment, 0);
+  for (size_t s = 0; s < pool.size(); ++s) {
+    const Segment& segment = *pool[s];
+    segment_tokens.push_back(segment.tokens);
+    int64_t* routed = routed_tokens.data() + s * per_segment;
+    for (int64_t t = 0; t < segment.tokens; ++t) {
+      const uint64_t* bits = segment.experts.data() + static_cast<size_t>(t) * layer_words;
+      for (size_t w = 0; w < layer_words; ++w) {
+        for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+          const int64_t layer = static_cast<int64_t>(w) / words_;
+          const int64_t expert = (static_cast<int64_t>(w) % words_) * 64 + std::countr_zero(word);
+          ++routed[layer * num_experts_ + expert];
+        }
+      }
+    }
+  }
+  draws = std::make_unique<IndependentTokenDraws>(num_layers_, num_experts_, segment_tokens,
+                                                  routed_tokens);
+  return *draws;
+}
+
 double SampledExpertActivation::DistinctExperts(int64_t batch, int64_t tokens_per_sequence,
                                                 model::PassKind kind) const {
+  if (batch >= 1 && tokens_per_sequence == 1) {
+    if (const std::optional<double> exact = SingleTokens(kind).DistinctExperts(batch))
+      return *exact;
+  }
   return Estimated(batch, tokens_per_sequence, kind).distinct;
 }
 
 model::ExpertLoad SampledExpertActivation::Load(int64_t batch, int64_t tokens_per_sequence,
                                                 model::PassKind kind) const {
+  if (tokens_per_sequence == 1) {
+    const IndependentTokenDraws& draws = SingleTokens(kind);
+    if (!draws.DrawsDifferentSegments(batch)) return draws.LoadWithReplacement(batch);
+  }
   return Estimated(batch, tokens_per_sequence, kind).load;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/expert_activation.h"
+#include "routing/independent_tokens.h"
 #include "routing/routing_source.h"
 #include "routing/routing_spec.h"
 #include "routing/routing_trace.h"
@@ -26,6 +27,14 @@ namespace moelab::routing {
 // tokens-per-expert spread, each token counted on the experts it routes to), while the tokens of
 // one sequence keep whatever they share (drafts that route alike, temporal locality) and every
 // layer keeps its popularity skew.
+//
+// A pass of single tokens (L = 1: every decode pass, and the serving simulator's iterations,
+// which price their T tokens as T sequences of one token) is not drawn: its expectation under
+// this very model has an exact form (routing/independent_tokens.h), so DistinctExperts(B, 1) is
+// that expectation, without sampling error, and Load(B, 1) too once B exceeds the pool (Binomial
+// per expert). Load(B <= pool, 1), a pool too large for the exact table (independent_tokens.h's
+// kMaxTableWork) and every L > 1 (a sequence's consecutive tokens share experts in whatever way
+// the segment at the drawn offset does) are still estimated by the kSamples draws.
 //
 // Which segments a kind draws from: its own, else the nearest there are (verify <-> decode, then
 // prefill). When no segment is L tokens long, a sequence's L tokens are made of several
@@ -68,6 +77,17 @@ class SampledExpertActivation : public model::ExpertActivation {
   model::ExpertLoad Load(int64_t batch, int64_t tokens_per_sequence,
                          model::PassKind kind) const override;
 
+  // The kSamples-draw estimates whatever the shape (what DistinctExperts and Load return where no
+  // exact form is used): the cross-check of the exact single-token forms.
+  double DrawnDistinctExperts(int64_t batch, int64_t tokens_per_sequence,
+                              model::PassKind kind) const {
+    return Estimated(batch, tokens_per_sequence, kind).distinct;
+  }
+  model::ExpertLoad DrawnLoad(int64_t batch, int64_t tokens_per_sequence,
+                              model::PassKind kind) const {
+    return Estimated(batch, tokens_per_sequence, kind).load;
+  }
+
   int64_t segments(model::PassKind kind) const;  // how many segments of this kind are held
 
  private:
@@ -77,6 +97,8 @@ class SampledExpertActivation : public model::ExpertActivation {
   };
   const std::vector<const Segment*>& Pool(model::PassKind kind) const;
   const Estimate& Estimated(int64_t batch, int64_t tokens_per_sequence, model::PassKind kind) const;
+  // The exact single-token expectations of a kind's pool (built on first use).
+  const IndependentTokenDraws& SingleTokens(model::PassKind kind) const;
 
   std::string description_;
   int64_t num_layers_, num_experts_, top_k_, words_;
@@ -85,6 +107,8 @@ class SampledExpertActivation : public model::ExpertActivation {
   uint64_t seed_;
   mutable std::mutex mutex_;
   mutable std::map<std::tuple<int64_t, int64_t, model::PassKind>, Estimate> memo_;
+  mutable std::map<const std::vector<const Segment*>*, std::unique_ptr<IndependentTokenDraws>>
+      single_tokens_;
 };
 
 // The activation a --routing value describes for a model of `num_layers` MoE layers, E experts,

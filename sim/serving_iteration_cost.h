@@ -38,7 +38,10 @@ class CostSourceIterationPricer : public IterationPricer {
   double Seconds(const scheduler::IterationPlan& plan) override;
   // --routing: the routed experts of an iteration's T tokens are the distinct experts `routing`
   // gives T tokens of T sequences (model::ExpertActivation, as plan sd prices passes) instead of
-  // uniform N(T); null: uniform. Held, not owned; set before the first Seconds.
+  // uniform N(T); null: uniform. Held, not owned; set before the first Seconds. It is the
+  // expectation over routings (exact for single tokens: routing/independent_tokens.h), not one
+  // sampled routing per iteration: the expert cost is linear in it, so the mean iteration's time
+  // is priced exactly, with no routing noise uniform routing's N(T) lacks (docs/serving-sim.md).
   void RouteBy(const model::ExpertActivation* routing) { routing_ = routing; }
 
   // {"weight_streaming_s", "lm_head_s", "attention_s", "overhead_s"} summed over the iterations

@@ -180,9 +180,9 @@ TEST(ExpertActivation, APassDrawsDifferentSegmentsWhileThePoolHasEnough) {
   const auto sampled = SampledExpertActivation::FromTrace(trace, "three sequences", 5);
   EXPECT_DOUBLE_EQ(sampled->DistinctExperts(3, 2, model::PassKind::kVerify), 6.0);
   EXPECT_DOUBLE_EQ(sampled->DistinctExperts(1, 2, model::PassKind::kVerify), 2.0);
-  const double four = sampled->DistinctExperts(4, 1, model::PassKind::kVerify);
-  EXPECT_GT(four, 2.0);
-  EXPECT_LE(four, 6.0);
+  // Four single tokens, with replacement: each expert unused with probability (2/3)^4 (exact).
+  EXPECT_NEAR(sampled->DistinctExperts(4, 1, model::PassKind::kVerify),
+              6.0 * (1.0 - std::pow(2.0 / 3.0, 4)), 1e-12);
 }
 
 TEST(ExpertActivation, LongerPassesThanAnySegmentJoinSegments) {
