@@ -27,6 +27,7 @@
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
+#include "policies/impl/fmoe_row_classes.h"
 
 namespace moelab::policies::impl {
 namespace {
@@ -56,6 +57,11 @@ typedef int64_t IndexHalf __attribute__((vector_size(kLanes / 2 * sizeof(int64_t
 // The redundancy check skips the exact cosine of a map whose estimate (the same quotient from
 // precomputed reciprocal norms, a few ulps off) is this far below the threshold.
 constexpr double kEstimateMargin = 1e-9;
+// The most distinct rows at a layer for which the search takes the dot products per distinct
+// row, picked for each map by register permutes, rather than per map: 32, two AVX-512 registers
+// (batch 1 on Mixtral: 28 routings of a token and the prompt's row); all FmoeRowClasses keeps.
+constexpr size_t kLookupClasses = 32;
+static_assert(FmoeRowClasses::kCapacity == kLookupClasses);
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.empty() || a.size() != b.size()) return 0;
@@ -258,13 +264,16 @@ class FmoePolicy : public OffloadPolicy {
   // code is compiled for 16-lane vectors, four blocks at a time (independent chains the processor
   // overlaps); on AVX2 for 8-lane vectors, two blocks at a time; elsewhere one block, which SSE2
   // already splits into four chains. Same bits every way.
+  //   When the layer's stored rows take few distinct values (FmoeRowClasses: at batch 1 the
+  // routings of one token), the row's dot product with each distinct row is taken once, in the
+  // same float sum, and each map's looked up by its class: `by_class` holds the maps' classes.
   void AccumulateDots(int64_t layer, const float* row) {
     static const bool avx512 = __builtin_cpu_supports("avx512f");
     static const bool avx2 = __builtin_cpu_supports("avx2");
     if (avx512) {
-      AccumulateDotsAvx512(layer, row);
+      AccumulateDotsAvx512(layer, row, ClassDots(layer, row));
     } else if (avx2) {
-      AccumulateDotsAvx2(layer, row);
+      AccumulateDotsAvx2(layer, row, ClassDots(layer, row));
     } else if (experts_ == 8) {
       // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers.
       AccumulateDots<8, 1>(layer, row);
@@ -272,18 +281,78 @@ class FmoePolicy : public OffloadPolicy {
       AccumulateDots<0, 1>(layer, row);
     }
   }
-  __attribute__((target("avx512f"))) void AccumulateDotsAvx512(int64_t layer, const float* row) {
-    if (experts_ == 8) {
+  // class_dots_[c] = row . (class c's row) for every class of the layer's rows (kLookupClasses
+  // entries), and the maps' classes; null (each map's dot product taken from its row) unless
+  // every map has a class.
+  const int32_t* ClassDots(int64_t layer, const float* row) {
+    if (dots_.empty()) return nullptr;
+    const FmoeRowClasses& classes = row_classes_[static_cast<size_t>(layer)];
+    if (!classes.Complete()) return nullptr;
+    // The same sums as the search's over stored maps, kLanes classes at a time.
+    const size_t experts = static_cast<size_t>(experts_);
+    const size_t blocks = (static_cast<size_t>(classes.Count()) + kLanes - 1) / kLanes;
+    class_dots_.assign(kLookupClasses, 0.0f);
+    const float* stored = classes.BlockedRows();
+    for (size_t b = 0; b < blocks; ++b, stored += kLanes * experts) {
+      FloatLanes dot = {};
+      for (size_t e = 0; e < experts; ++e) {
+        FloatLanes column;
+        std::memcpy(&column, stored + e * kLanes, sizeof(column));
+        dot += row[e] * column;
+      }
+      std::memcpy(&class_dots_[b * kLanes], &dot, sizeof(dot));
+    }
+    return classes.Ids();
+  }
+  __attribute__((target("avx512f"))) void AccumulateDotsAvx512(int64_t layer, const float* row,
+                                                               const int32_t* by_class) {
+    if (by_class) {
+      AccumulateByClassAvx512(layer, row, by_class);
+    } else if (experts_ == 8) {
       AccumulateDots<8, 4>(layer, row);
     } else {
       AccumulateDots<0, 4>(layer, row);
     }
   }
+  // By class on AVX-512: a block's 16 dot products picked from the 32 classes' in two registers
+  // by one permute (a gather, or the generic code's lane inserts, cost more than the products).
+  __attribute__((target("avx512f"))) void AccumulateByClassAvx512(int64_t layer, const float* row,
+                                                                  const int32_t* by_class) {
+    const size_t maps = dots_.size();
+    const size_t experts = static_cast<size_t>(experts_);
+    const LaneOutputs outputs{dots_.data(), scoring_};
+    LaneMaxima highest;
+    std::memcpy(highest.score, highest_, sizeof(highest.score));
+    std::memcpy(highest.at, highest_at_, sizeof(highest.at));
+    const __m512 low = _mm512_loadu_ps(class_dots_.data());
+    const __m512 high = _mm512_loadu_ps(class_dots_.data() + kLanes);
+    size_t y = 0;
+    for (; y + kLanes <= maps; y += kLanes) {
+      const __m512 picked = _mm512_permutex2var_ps(low, _mm512_loadu_si512(by_class + y), high);
+      FloatLanes dot;
+      std::memcpy(&dot, &picked, sizeof(dot));
+      AddLanes(dot, y, outputs, highest);
+    }
+    std::memcpy(highest_, highest.score, sizeof(highest.score));
+    std::memcpy(highest_at_, highest.at, sizeof(highest.at));
+    AccumulateTail(y, rows_[static_cast<size_t>(layer)].data() + y * experts, row, experts);
+  }
   // AVX2, written with intrinsics (GCC spills the 16-lane generic vectors to the stack under
   // this target): a block's 16 maps are two 8-float vectors, their sums four 4-double vectors,
   // with the same operations in the same order per map as the generic code (multiply, then add:
   // no FMA), so the same bits. The last, partial block goes through the generic tail.
-  __attribute__((target("avx2"))) void AccumulateDotsAvx2(int64_t layer, const float* row) {
+  __attribute__((target("avx2"))) void AccumulateDotsAvx2(int64_t layer, const float* row,
+                                                          const int32_t* by_class) {
+    if (by_class) {
+      AccumulateDotsAvx2<true>(layer, row, by_class);
+    } else {
+      AccumulateDotsAvx2<false>(layer, row, nullptr);
+    }
+  }
+  template <bool kByClass>
+  __attribute__((target("avx2"), always_inline)) void AccumulateDotsAvx2(int64_t layer,
+                                                                         const float* row,
+                                                                         const int32_t* by_class) {
     const size_t maps = dots_.size();
     if (maps == 0) return;
     const size_t experts = static_cast<size_t>(experts_);
@@ -301,9 +370,29 @@ class FmoePolicy : public OffloadPolicy {
     const __m256d lane_offsets[4] = {_mm256_setr_pd(0, 1, 2, 3), _mm256_setr_pd(4, 5, 6, 7),
                                      _mm256_setr_pd(8, 9, 10, 11), _mm256_setr_pd(12, 13, 14, 15)};
     size_t y = 0;
+    // By class: the 32 classes' dot products in four registers; 8 maps' picked by a permute of
+    // each and blends on bits 3 and 4 of their classes (cheaper than a gather).
+    __m256 table[4] = {};
+    if constexpr (kByClass) {
+      for (size_t t = 0; t < 4; ++t) table[t] = _mm256_loadu_ps(class_dots_.data() + 8 * t);
+    }
+    const auto pick = [&table](const int32_t* ids) __attribute__((target("avx2"), always_inline)) {
+      const __m256i id = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids));
+      const __m256 bit3 = _mm256_castsi256_ps(_mm256_slli_epi32(id, 28));
+      const __m256 bit4 = _mm256_castsi256_ps(_mm256_slli_epi32(id, 27));
+      const __m256 below16 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table[0], id),
+                                              _mm256_permutevar8x32_ps(table[1], id), bit3);
+      const __m256 from16 = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table[2], id),
+                                             _mm256_permutevar8x32_ps(table[3], id), bit3);
+      return _mm256_blendv_ps(below16, from16, bit4);
+    };
     for (; y + kLanes <= maps; y += kLanes, stored += block) {
       __m256 dot_low = _mm256_setzero_ps(), dot_high = _mm256_setzero_ps();
-      for (size_t e = 0; e < experts; ++e) {
+      if constexpr (kByClass) {
+        dot_low = pick(by_class + y);
+        dot_high = pick(by_class + y + 8);
+      }
+      for (size_t e = 0; !kByClass && e < experts; ++e) {
         const __m256 weight = _mm256_set1_ps(row[e]);
         dot_low =
             _mm256_add_ps(dot_low, _mm256_mul_ps(weight, _mm256_loadu_ps(stored + e * kLanes)));
@@ -567,6 +656,7 @@ class FmoePolicy : public OffloadPolicy {
       if (rows_.empty()) {
         rows_.resize(static_cast<size_t>(layers_));
         inverse_norms_.resize(static_cast<size_t>(layers_));
+        row_classes_.assign(static_cast<size_t>(layers_), FmoeRowClasses(experts_, kLanes));
       }
       const size_t blocks = (slot + kLanes) / kLanes;
       for (int64_t layer = 0; layer < layers_; ++layer) {
@@ -587,6 +677,8 @@ class FmoePolicy : public OffloadPolicy {
         block[static_cast<size_t>(e) * kLanes + slot % kLanes] =
             probabilities[static_cast<size_t>(layer * experts_ + e)];
       }
+      row_classes_[static_cast<size_t>(layer)].Set(
+          slot, &probabilities[static_cast<size_t>(layer * experts_)]);
       const double norm2 = stored.prefix_norm2[static_cast<size_t>(layer)];
       inverse_norms_[static_cast<size_t>(layer)][slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
     }
@@ -633,6 +725,8 @@ class FmoePolicy : public OffloadPolicy {
   // expert e of map y + i at y * E + e * kLanes + i (the search's layout).
   std::vector<std::vector<float>> rows_;
   std::vector<std::vector<double>> inverse_norms_;  // [layer][map]: 1 / |rows 0..layer|
+  std::vector<FmoeRowClasses> row_classes_;         // [layer]: the distinct rows of rows_
+  std::vector<float> class_dots_;  // [class]: this pass's row . the class's row (ClassDots)
   size_t oldest_ = 0;
   std::vector<SemanticClass> semantics_;
   std::vector<double> semantic_scores_;  // [class]: cosine with this pass's embedding
