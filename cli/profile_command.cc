@@ -8,6 +8,7 @@
 #include "cli/shape_options.h"
 #include "base/error.h"
 #include "base/message_text.h"
+#include "base/units.h"
 #include "parallel/communicator.h"
 #include "profiler/collective_profile.h"
 #include "profiler/profile_summary.h"
@@ -63,6 +64,7 @@ int Profile(const std::vector<std::string>& args) {
       ("quick", po::bool_switch(&request.quick), "coarse grid, 3 rounds of >= 50 ms repetitions across it (about 2 minutes on 2 cores)")
       ("out", po::value(&out), "write the profile (moelab.profile/1) here, atomically (required)")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the last-level cache weights are cycled past and flushed against (bytes, or 32MiB); default: the reported L3, at least 256 MiB. A VM may report its host's whole L3 (508 MiB on a 2-vCPU EPYC): every family then touches 1 GiB+")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights as moelab run stores them: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
       ("json", po::bool_switch(), "also print the profile JSON on stdout")
@@ -76,11 +78,12 @@ int Profile(const std::vector<std::string>& args) {
   AddShapeOptions(shape, "", model::DefaultTargetShape());
   options.add(shape);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab profile --model M [shape overrides] [--quick] "
-                    "[--expert-bits 16|8|4] [--attention-bits 16|8|4] --out PROFILE.json "
-                    "[--threads N] [--json|--csv] [--quiet]; mpirun -n R moelab profile "
-                    "--collectives [--no-operators] ...",
-                    options, args, values)) {
+  if (!ParseOptions(
+          "usage: moelab profile --model M [shape overrides] [--quick] "
+          "[--expert-bits 16|8|4] [--attention-bits 16|8|4] --out PROFILE.json "
+          "[--threads N] [--cache-bytes B] [--json|--csv] [--quiet]; mpirun -n R moelab profile "
+          "--collectives [--no-operators] ...",
+          options, args, values)) {
     return 0;
   }
   if (out.empty()) throw base::Error("--out is required: the profile JSON file to write");

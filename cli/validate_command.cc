@@ -9,6 +9,7 @@
 #include "base/atomic_file.h"
 #include "base/error.h"
 #include "base/message_text.h"
+#include "base/units.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -38,6 +39,11 @@ int ValidateEp(const validate::ValidationRequest& request, const po::variables_m
   ep.profile = request.profile;
   ep.seed = request.seed;
   if (values.count("threads") && !values["threads"].defaulted()) ep.threads = request.threads;
+  if (request.cache_bytes) {
+    throw base::Error(
+        "--cache-bytes: --cases ep profiles the collectives, not the operators' "
+        "cached weights (give it to the other kinds)");
+  }
   if (!quiet) ep.progress = &std::cerr;
   ep.Validate();
   std::error_code error;
@@ -121,6 +127,7 @@ int Validate(const std::vector<std::string>& args) {
       ("alpha", NumberInto(&request.alpha, "alpha"), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the profile's last-level cache (moelab profile --cache-bytes); default: the reported L3, at least 256 MiB")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
@@ -136,15 +143,15 @@ int Validate(const std::vector<std::string>& args) {
   options.add(shape);
   AddValidateServingOptions(options, serving);
   po::variables_map values;
-  if (!ParseOptions(
-          "usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
-          "[--attention-bits B] [--device cpu|gpu] "
-          "[--draft D] [--quick] [--cases "
-          "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
-          "[--timelines] [--cases serving [--requests N] [--prompt-tokens D] [--output-tokens D] "
-          "[scheduler options]] "
-          "[--json|--csv] [--quiet]",
-          options, args, values)) {
+  if (!ParseOptions("usage: moelab validate [--model M] [shape overrides] [--expert-bits B] "
+                    "[--attention-bits B] [--device cpu|gpu] "
+                    "[--draft D] [--quick] [--cases "
+                    "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
+                    "[--cache-bytes B] [--timelines] [--cases serving [--requests N] "
+                    "[--prompt-tokens D] [--output-tokens D] "
+                    "[scheduler options]] "
+                    "[--json|--csv] [--quiet]",
+                    options, args, values)) {
     return 0;
   }
   if (values["json"].as<bool>() && values["csv"].as<bool>())

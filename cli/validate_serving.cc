@@ -65,6 +65,7 @@ int ValidateServing(const validate::ValidationRequest& request, const po::variab
   serving.profile = request.profile;
   serving.seed = request.seed;
   serving.threads = request.threads;
+  serving.cache_bytes = request.cache_bytes;
   if (!quiet) serving.progress = &std::cerr;
   serving.Validate();
   std::error_code error;

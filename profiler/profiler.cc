@@ -35,6 +35,8 @@ namespace {
 
 constexpr const char* kSchema = "moelab.profile/1";
 constexpr int64_t kAssumedL3Bytes = int64_t{32} << 20;
+constexpr int64_t kMinCacheBytesOption = int64_t{1} << 20;
+constexpr int64_t kMaxCacheBytesOption = int64_t{64} << 30;
 
 std::mutex& ProfileMutex() {
   static std::mutex mutex;
@@ -271,6 +273,15 @@ class ProfileRunner {
 
 }  // namespace
 
+void CheckCacheBytesOption(int64_t cache_bytes) {
+  if (cache_bytes < kMinCacheBytesOption || cache_bytes > kMaxCacheBytesOption) {
+    throw base::Error(
+        "--cache-bytes must be between 1 MiB and 64 GiB (the last-level cache "
+        "weights are cycled past), got " +
+        std::to_string(cache_bytes));
+  }
+}
+
 void ProfileRequest::Validate() const {
   if (model.empty()) throw base::Error("profile: --model must name a preset or a file");
   if (threads < 0)
@@ -279,6 +290,7 @@ void ProfileRequest::Validate() const {
   base::CheckCount(threads, 0, base::kMaxThreads, "--threads",
                    "the pool starts one OS thread each, as moelab run's");
   if (grid) grid->Validate();
+  if (cache_bytes) CheckCacheBytesOption(*cache_bytes);
   kernels::WeightFormatFromBits(expert_bits, "--expert-bits");
   kernels::WeightFormatFromBits(attention_bits, "--attention-bits");
 }
@@ -309,6 +321,9 @@ ProfiledConfigs ConfigsOf(const ProfileRequest& request, const model::PresetStor
 struct MachineSetup {
   int64_t l3_bytes = 0;     // reported (kAssumedL3Bytes when unknown)
   int64_t cache_bytes = 0;  // EffectiveCacheBytes(l3_bytes): what weights are cycled against
+  // The DRAM bandwidth probe's buffer: 4 x the cache the request names, else 4 x the reported L3,
+  // at least 256 MiB.
+  int64_t dram_probe_bytes = 0;
   device::GpuInventory gpus;
   int gpu_index = -1;  // the GPU measured; -1: none
   std::vector<std::string> notes;
@@ -322,8 +337,16 @@ MachineSetup SetUpMachine(const ProfileRequest& request, const executor::Executo
     m.notes.push_back("L3 size unknown (no sysfs cache entry, no sysconf): " +
                       std::to_string(m.l3_bytes) + " bytes assumed");
   }
-  m.cache_bytes = EffectiveCacheBytes(m.l3_bytes);
-  if (m.cache_bytes > m.l3_bytes) {
+  m.cache_bytes = request.cache_bytes ? *request.cache_bytes : EffectiveCacheBytes(m.l3_bytes);
+  m.dram_probe_bytes = std::max<int64_t>(
+      4 * (request.cache_bytes ? *request.cache_bytes : m.l3_bytes), int64_t{256} << 20);
+  if (request.cache_bytes) {
+    m.notes.push_back("weights cycled and caches flushed against a " +
+                      std::to_string(m.cache_bytes) +
+                      "-byte cache (--cache-bytes), not the "
+                      "reported L3 of " +
+                      std::to_string(m.l3_bytes) + " bytes");
+  } else if (m.cache_bytes > m.l3_bytes) {
     m.notes.push_back(
         "weights cycled and caches flushed against a " + std::to_string(m.cache_bytes) +
         "-byte cache, not the reported L3 of " + std::to_string(m.l3_bytes) +
@@ -365,6 +388,10 @@ std::vector<std::vector<GridPoint>> FamiliesOf(const std::vector<GridPoint>& gri
   return families;
 }
 
+// Benches are kept between rounds while at least this share of the memory available at the start
+// of the rounds is still available.
+constexpr double kKeptBenchesFloor = 0.5;
+
 // The samples of every family's rounds, and which families were left out whole.
 struct RoundsMeasured {
   std::vector<Measured> measured;
@@ -375,19 +402,41 @@ struct RoundsMeasured {
 // again, so a point's repetitions are spread over the whole profile. A burst of load on a shared
 // machine lasts seconds to minutes; with rounds inside one family (a few seconds) it had shifted
 // whole families by 15-30 % between two quick profiles of the same machine. A family's bench (its
-// weights, caches, files) is built for each round and released after it, so only one family's
-// memory is held at a time. `after_round` (may be empty) runs after each round.
+// weights, caches, files) is built once and kept for its next round while the memory available
+// stays above kKeptBenchesFloor of what it was at the start; otherwise it is released after its
+// round and built again for the next. Building is mostly the first touch of buffers larger than
+// twice the cache, and on a virtual machine that costs 2.5-3 s per GiB (results/ci-times.md), a
+// few times what the round then measures. A family that cannot be built while others are kept
+// gets the memory they hold: they are released and the build is tried once more.
+// `after_round` (may be empty) runs after each round.
 RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families,
                              const BenchEnvironment& env, int rounds, ProfileRunner& runner,
                              const std::function<void(int round, int rounds)>& after_round) {
   RoundsMeasured result{{}, std::vector<bool>(families.size(), false)};
   std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
+  std::vector<std::unique_ptr<OperatorBench>> kept(families.size());
+  const auto release_kept = [&kept] {
+    bool released = false;
+    for (std::unique_ptr<OperatorBench>& bench : kept) {
+      released |= bench != nullptr;
+      bench.reset();
+    }
+    return released;
+  };
+  const double available_at_start = AvailableMemoryBytes();
   for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < families.size(); ++f) {
       if (result.skipped[f]) continue;
-      std::unique_ptr<OperatorBench> bench;
+      std::unique_ptr<OperatorBench> bench = std::move(kept[f]);
       try {
-        bench = MakeOperatorBench(families[f], env);
+        if (!bench) {
+          try {
+            bench = MakeOperatorBench(families[f], env);
+          } catch (const std::exception&) {
+            if (!release_kept()) throw;
+            bench = MakeOperatorBench(families[f], env);
+          }
+        }
       } catch (const std::exception& e) {
         // Prepared once before, a family that fails later (memory taken meanwhile) is left out
         // whole: its earlier rounds alone would not be the profile's repetitions.
@@ -406,6 +455,8 @@ RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families
         std::vector<Measured> family_measured = runner.Finish(*bench, *prepared[f]);
         result.measured.insert(result.measured.end(), family_measured.begin(),
                                family_measured.end());
+      } else if (AvailableMemoryBytes() >= kKeptBenchesFloor * available_at_start) {
+        kept[f] = std::move(bench);
       }
     }
     if (after_round) after_round(round + 1, rounds);
@@ -479,9 +530,8 @@ nlohmann::json MachineObject(kernels::ThreadPool& pool, const MachineSetup& setu
   // Other processes on the cores inflate and scatter the times; the load says how busy it was.
   machine["load_average_1m_start"] = load_at_start;
   machine["load_average_1m_end"] = LoadAverage1m();
-  machine["limits"] = MeasureMachineLimits(
-      pool, static_cast<size_t>(std::max<int64_t>(4 * setup.l3_bytes, int64_t{256} << 20)),
-      quick ? 3 : 5);
+  machine["limits"] =
+      MeasureMachineLimits(pool, static_cast<size_t>(setup.dram_probe_bytes), quick ? 3 : 5);
   const double logical_cpus = machine["logical_cpus"].get<double>();
   if (load_at_start > 0.3 * logical_cpus) {
     char text[64];

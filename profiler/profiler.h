@@ -33,8 +33,13 @@ struct ProfileRequest {
   int threads = 0;                    // thread pool size; 0: DefaultThreadCount()
   std::filesystem::path storage_dir;  // storage_read's temporary file; empty: the temp folder
   bool storage_direct_io = true;      // false: buffered reads (what a refusing filesystem gets)
-  bool use_gpu = true;                // measure GPU 0 when DetectGpus() finds one
-  bool cpu_operators = true;          // false: only the GPU's operators (validate --device gpu)
+  // The last-level cache that weights are cycled past and the evictor reads twice over (profile
+  // --cache-bytes); unset: EffectiveCacheBytes of the reported L3. A virtual machine can report
+  // the whole host socket's L3 (508 MiB on a 2-vCPU EPYC guest), and every family's buffers are
+  // then 2 x that: first touching them is most of a profile's time there.
+  std::optional<int64_t> cache_bytes;
+  bool use_gpu = true;        // measure GPU 0 when DetectGpus() finds one
+  bool cpu_operators = true;  // false: only the GPU's operators (validate --device gpu)
   // false: no operator is measured (the machine and its limits are; `profile --collectives
   // --no-operators`: a profile of the collectives alone).
   bool operators = true;
@@ -47,6 +52,9 @@ struct ProfileRequest {
 
   void Validate() const;  // throws moelab::Error naming the field
 };
+
+// Refuses (moelab::Error naming --cache-bytes) a cache outside 1 MiB .. 64 GiB.
+void CheckCacheBytesOption(int64_t cache_bytes);
 
 // Measures every operator of the grid with Google Benchmark and returns the "moelab.profile/1"
 // document (profiler/README.md): machine, model, draft, grid, samples, notes, wall_time_s. The

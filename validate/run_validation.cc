@@ -233,6 +233,7 @@ profiler::ProfileRequest ProfileRequestFor(const ValidationRequest& request,
   profile_request.expert_bits = request.expert_bits;
   profile_request.attention_bits = request.attention_bits;
   profile_request.threads = request.threads;
+  profile_request.cache_bytes = request.cache_bytes;
   profile_request.seed = request.seed;
   // On a GPU, the GPU's operators only: they price its passes, and the CPU's would take minutes.
   profile_request.use_gpu = on_gpu;
@@ -360,6 +361,12 @@ void ValidationRequest::Validate() const {
     throw base::Error("--device '" + device + "': expected cpu or gpu");
   if (timelines && kinds.count(CaseKind::kOffload) == 0)
     throw base::Error("--timelines records the offload cases' runs: add --cases offload");
+  if (cache_bytes) profiler::CheckCacheBytesOption(*cache_bytes);
+  if (cache_bytes && profile) {
+    throw base::Error(
+        "--cache-bytes sets the cache of the profile validate takes; with --profile "
+        "it takes none (the profile's notes say what it was cycled against)");
+  }
   if (device == "gpu") {
     if (kinds.count(CaseKind::kOffload) > 0) {
       throw base::Error(

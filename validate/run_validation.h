@@ -45,7 +45,8 @@ struct ValidationRequest {
   int expert_bits = 16;
   int attention_bits = 16;
   uint64_t seed = 1;
-  int threads = 0;  // 0: all cores
+  int threads = 0;                     // 0: all cores
+  std::optional<int64_t> cache_bytes;  // the profile's (profiler::ProfileRequest::cache_bytes)
   // Where the executor runs and the profile measures: "cpu", or "gpu" (GPU 0 through the
   // executor's CUDA backend, profiled through the same backend, the CPU's operators left out).
   std::string device = "cpu";

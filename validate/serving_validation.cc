@@ -52,6 +52,7 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
   profile.expert_bits = request.expert_bits;
   profile.attention_bits = request.attention_bits;
   profile.threads = request.threads;
+  profile.cache_bytes = request.cache_bytes;
   profile.use_gpu = false;
   profile.seed = request.seed;
   profile.progress = request.progress;
@@ -200,6 +201,12 @@ double ServingOverhead::ratio() const {
 }
 
 void ServingValidationRequest::Validate() const {
+  if (cache_bytes) profiler::CheckCacheBytesOption(*cache_bytes);
+  if (cache_bytes && profile) {
+    throw base::Error(
+        "--cache-bytes sets the cache of the profile validate takes; with --profile "
+        "it takes none (the profile's notes say what it was cycled against)");
+  }
   if (repeat < 1 || repeat > 100)
     throw base::Error("--repeat " + std::to_string(repeat) + ": expected 1..100");
   if (requests != 0 && (requests < 1 || requests > serving::kMaxRequests))

@@ -50,6 +50,7 @@ struct ServingValidationRequest {
   int64_t overhead_output_tokens = 128;  // its tokens per request (prompt 8)
   uint64_t seed = 1;
   int threads = 0;
+  std::optional<int64_t> cache_bytes;  // the profile's (profiler::ProfileRequest::cache_bytes)
   std::ostream* progress = nullptr;
 
   void Validate() const;  // errors name the option

@@ -25,7 +25,7 @@ constexpr char kTinyLoad[] =
 TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
   const CliRun r = RunMoelab(std::string("validate --cases serving --quick --quiet --repeat 1 "
-                                         "--json --out ") +
+                                         "--json --cache-bytes 8MiB --out ") +
                              dir.string() + kTinyShape + kTinyLoad);
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);

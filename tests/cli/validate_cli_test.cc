@@ -23,10 +23,17 @@ constexpr char kTinyShape[] =
 
 TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate");
-  const CliRun r = RunMoelab(
-      std::string("validate --quick --quiet --cases decode,sd,beam --repeat 1 --json --out ") +
-      dir.string() + kTinyShape);
+  // --cache-bytes: the tiny model's weights fit in any L3, and the default (2 x a VM's reported
+  // host L3, up to 508 MiB) made building the profile's buffers most of this test's minutes.
+  const CliRun r =
+      RunMoelab(std::string("validate --quick --quiet --cases decode,sd,beam --repeat 1 "
+                            "--json --cache-bytes 8MiB --out ") +
+                dir.string() + kTinyShape);
   ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json profile = nlohmann::json::parse(testing::Slurp(dir / "profile.json"));
+  EXPECT_NE(profile["notes"].dump().find("against a 8388608-byte cache (--cache-bytes)"),
+            std::string::npos)
+      << profile["notes"];
   const nlohmann::json json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["schema"], "moelab.validation/1");
   ASSERT_TRUE(json["median_abs_error"].is_number());
@@ -176,6 +183,21 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
             std::string::npos)
       << other_path.err;
   std::filesystem::remove_all(dir);
+}
+
+TEST(ValidateCli, CacheBytesIsRefusedWhereNoProfileIsTaken) {
+  CliRun r = RunMoelab("validate --quick --cache-bytes 8MiB --profile missing.json");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cache-bytes sets the cache of the profile validate takes"),
+            std::string::npos)
+      << r.err;
+  r = RunMoelab("validate --quick --cache-bytes 512KiB");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cache-bytes must be between 1 MiB and 64 GiB"), std::string::npos)
+      << r.err;
+  r = RunMoelab("validate --quick --cache-bytes lots");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--cache-bytes"), std::string::npos) << r.err;
 }
 
 TEST(ValidateCli, RefusesUnknownCaseKinds) {

@@ -62,6 +62,10 @@ ProfileRequest TinyRequest(const std::filesystem::path& storage_dir) {
   r.threads = 2;
   r.storage_dir = storage_dir;
   r.use_gpu = false;
+  // What these tests check does not need weights from DRAM, and against the default cache (2 x a
+  // VM's reported host L3 of up to 508 MiB) building each family's buffers took most of their
+  // minutes. TinyProfileHasEveryCpuFamilyAndIsSchemaValid checks the note it leaves.
+  r.cache_bytes = int64_t{8} << 20;
   return r;
 }
 
@@ -117,6 +121,13 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_TRUE(profile["machine"]["gpu"].is_null());
   EXPECT_FALSE(profile["machine"]["libraries"]["google_benchmark"].get<std::string>().empty());
   EXPECT_GT(profile["machine"]["l3_bytes"].get<int64_t>(), 0);
+  EXPECT_TRUE(HasNote(profile,
+                      "weights cycled and caches flushed against a 8388608-byte cache "
+                      "(--cache-bytes)"));
+  // The DRAM probe's buffer follows the cache given (4 x, at least 256 MiB).
+  EXPECT_NE(profile["machine"]["limits"]["method"].get<std::string>().find("268435456"),
+            std::string::npos)
+      << profile["machine"]["limits"];
 
   const auto by = ByOperator(profile);
   for (const char* family : {"expert_ffn", "attention_decode", "attention_prefill", "router",
@@ -393,6 +404,18 @@ TEST_F(ProfilerTest, BadInputIsRefusedBeforeAnythingRuns) {
   request = TinyRequest(dir_);
   request.grid->repetitions = 0;
   EXPECT_THROW(RunProfile(request, Presets()), base::Error);
+  for (const int64_t bytes : {int64_t{1} << 19, (int64_t{64} << 30) + 1}) {
+    request = TinyRequest(dir_);
+    request.cache_bytes = bytes;
+    try {
+      RunProfile(request, Presets());
+      FAIL() << "expected an error for --cache-bytes " << bytes;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--cache-bytes must be between 1 MiB and 64 GiB"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST_F(ProfilerTest, OutputInAMissingFolderIsRefusedAndLeavesNoFile) {
