@@ -15,7 +15,7 @@ void AddExpertParallelOptions(po::options_description& options, ExpertParallelFl
   // clang-format off
   block.add_options()
       ("expert-parallel", Into(&flags.options.ranks), "spread the routed experts over R MPI ranks (run under mpirun -n R): tokens go to their experts' ranks and back by all-to-all(v); greedy output identical to the one-process run")
-      ("attention", Into(&flags.options.attention), "with --expert-parallel: data-parallel (each rank attends its own sequences; default); tensor-parallel is not built yet")
+      ("attention", Into(&flags.options.attention), "with --expert-parallel: data-parallel (each rank attends its own sequences; default) or tensor-parallel (every rank attends every sequence over its 1/R of the heads; the partial output projections summed across ranks, the MoE tokens shared out and gathered back)")
       ("placement", Into(&flags.options.placement_file), "with --expert-parallel: a moelab.expert_placement/1 file listing each rank's experts (default: contiguous blocks)")
       ("ep-chunks", Into(&flags.options.chunks), "with --expert-parallel: split each MoE layer's tokens into N chunks whose all-to-alls overlap the previous chunk's expert GEMMs (EPS-MoE's pipeline), or auto: the optimal N from this job's measured all-to-all, expert and per-chunk times");
   // clang-format on

@@ -35,6 +35,10 @@ struct ExpertParallelStats {
   int64_t chunks = 1;
   bool chunks_auto = false;  // --ep-chunks auto chose `chunks`
   std::string attention = "data-parallel";
+  // Tensor-parallel attention (tensor_parallel_attention.h): seconds summing the partial output
+  // projections over the ranks and gathering the MoE outputs back, summed over layers and passes.
+  double attention_reduce_s = 0;
+  double moe_gather_s = 0;
   std::vector<int32_t> rank_of_expert;           // the placement
   std::vector<ExpertParallelLayerTimes> layers;  // [MoE layer]
   int64_t rows_sent = 0;                         // (token, expert) rows dispatched by this rank

@@ -16,6 +16,7 @@
 #include "executor/expert_placement.h"
 #include "executor/generation.h"
 #include "executor/hf_weights.h"
+#include "executor/tensor_parallel_attention.h"
 #include "executor/transformer.h"
 #include "report/provenance.h"
 
@@ -60,7 +61,7 @@ Prepared Prepare(const RunRequest& request, const ExpertParallelOptions& options
                            "the model's own gate (--routing gate)");
   RefuseWithExpertParallel(request.trace_requested || request.record_timeline,
                            "without --trace-out and --timeline-out (one rank's view only)");
-  if (request.batch < options.ranks) {
+  if (options.attention == "data-parallel" && request.batch < options.ranks) {
     throw base::Error("--batch " + std::to_string(request.batch) + " is below --expert-parallel " +
                       std::to_string(options.ranks) +
                       ": data-parallel attention gives every rank at least one sequence");
@@ -71,6 +72,20 @@ Prepared Prepare(const RunRequest& request, const ExpertParallelOptions& options
   const ExecutorConfig& c = prepared.config;
   if (!c.is_moe())
     throw base::Error("--expert-parallel spreads routed experts; model '" + c.name + "' is dense");
+  if (options.attention == "tensor-parallel") {
+    // What KeepAttentionHeadsOfRank refuses, said before any weight is built.
+    if (c.num_kv_heads % options.ranks != 0) {
+      throw base::Error("--attention tensor-parallel splits the KV heads over the ranks: " +
+                        std::to_string(c.num_kv_heads) + " KV heads do not divide by " +
+                        std::to_string(options.ranks) + " ranks (give --kv-heads a multiple of " +
+                        std::to_string(options.ranks) + ")");
+    }
+    if (request.attention_bits != 16) {
+      throw base::Error(
+          "--attention tensor-parallel runs bf16 attention weights (--attention-bits 16): "
+          "quantized blocks split by heads would be dequantized and quantized again");
+    }
+  }
   prepared.placement = options.placement_file.empty()
                            ? ContiguousPlacement(c.num_experts, options.ranks)
                            : LoadPlacement(options.placement_file, c.num_experts, options.ranks);
@@ -184,8 +199,10 @@ void UnpackOutputs(const std::string& bytes, std::vector<TokenIds>& outputs) {
   }
 }
 
-// The job's steps: each the slowest rank's seconds, tokens summed over ranks.
-std::vector<StepTime> JobSteps(parallel::Communicator& communicator, std::vector<StepTime> steps) {
+// The job's steps: each the slowest rank's seconds, tokens summed over ranks (or, when every rank
+// ran every sequence, `tokens_replicated`, this rank's).
+std::vector<StepTime> JobSteps(parallel::Communicator& communicator, std::vector<StepTime> steps,
+                               bool tokens_replicated) {
   std::vector<double> seconds, tokens, positions;
   for (const StepTime& s : steps) {
     seconds.push_back(s.seconds);
@@ -193,8 +210,10 @@ std::vector<StepTime> JobSteps(parallel::Communicator& communicator, std::vector
     positions.push_back(static_cast<double>(s.positions));
   }
   communicator.AllReduceMax(seconds.data(), static_cast<int64_t>(seconds.size()));
-  communicator.AllReduceSum(tokens.data(), static_cast<int64_t>(tokens.size()));
-  communicator.AllReduceSum(positions.data(), static_cast<int64_t>(positions.size()));
+  if (!tokens_replicated) {
+    communicator.AllReduceSum(tokens.data(), static_cast<int64_t>(tokens.size()));
+    communicator.AllReduceSum(positions.data(), static_cast<int64_t>(positions.size()));
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     steps[i].seconds = seconds[i];
     steps[i].tokens = static_cast<int64_t>(tokens[i]);
@@ -209,13 +228,10 @@ void ExpertParallelOptions::Validate() const {
   if (ranks < 1)
     throw base::Error("--expert-parallel must be at least 1 rank, got " + std::to_string(ranks));
   ParseEpChunks(chunks);
-  if (attention == "tensor-parallel") {
-    throw base::Error(
-        "--attention tensor-parallel (attention split by heads) is not built yet; use "
-        "--attention data-parallel");
+  if (attention != "data-parallel" && attention != "tensor-parallel") {
+    throw base::Error("--attention must be data-parallel or tensor-parallel, got '" + attention +
+                      "'");
   }
-  if (attention != "data-parallel")
-    throw base::Error("--attention must be data-parallel, got '" + attention + "'");
 }
 
 int64_t ParseEpChunks(const std::string& text) {
@@ -256,17 +272,32 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   const int rank = communicator.rank();
   const int ranks = communicator.size();
   kernels::ThreadPool pool(request.threads > 0 ? request.threads : kernels::DefaultThreadCount());
-  const ModelWeights weights = LoadRankWeights(request, config, prepared.placement, rank, pool);
+  const bool tensor_parallel = options.attention == "tensor-parallel";
+  ModelWeights weights = LoadRankWeights(request, config, prepared.placement, rank, pool);
+  if (tensor_parallel) {
+    error.clear();
+    try {
+      KeepAttentionHeadsOfRank(weights, rank, ranks);
+    } catch (const base::Error& e) {
+      error = e.what();
+    }
+    Agree(communicator, error);
+  }
   const int64_t moe_layers = config.num_layers - config.first_dense_layers;
   const std::vector<TokenIds> prompts =
       SyntheticPrompts(request.batch, request.prompt_tokens, config.vocab_size, request.seed);
-  const int64_t first = request.batch * rank / ranks;
-  const int64_t end = request.batch * (rank + 1) / ranks;
+  // Data-parallel attention: rank r attends (and routes) sequences [r B / R, (r + 1) B / R);
+  // tensor-parallel: every rank attends every sequence, over its heads.
+  const int64_t first = tensor_parallel ? 0 : request.batch * rank / ranks;
+  const int64_t end = tensor_parallel ? request.batch : request.batch * (rank + 1) / ranks;
   const std::vector<TokenIds> mine(prompts.begin() + first, prompts.begin() + end);
   int64_t chunks = prepared.chunks;
   if (chunks == ExpertParallelOptions::kAutoChunks) {
+    // The MoE block's tokens on this rank: its sequences' prompts, or its share of all of them.
+    const int64_t moe_tokens = tensor_parallel ? request.prompt_tokens * request.batch / ranks
+                                               : request.prompt_tokens * (end - first);
     chunks = AutoEpChunks(communicator, config, weights, prepared.placement,
-                          request.prompt_tokens * (end - first), pool);
+                          std::max<int64_t>(1, moe_tokens), pool);
   }
   ExpertParallel expert_parallel(communicator, prepared.placement, chunks, config.hidden_size,
                                  moe_layers, pool);
@@ -274,6 +305,8 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   expert_parallel.stats().attention = options.attention;
   Transformer model(weights, pool);
   model.set_expert_parallel(&expert_parallel);
+  TensorParallelAttention attention(communicator);
+  if (tensor_parallel) model.set_tensor_parallel_attention(&attention);
 
   DecodeOptions decode;
   decode.output_tokens = request.workload == Workload::kPrefill ? 0 : request.output_tokens;
@@ -291,7 +324,7 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   result.seed = request.seed;
   result.routing = "model gate";
   result.weight_bytes_per_token = WeightBytesPerToken(config, weights);
-  result.step_times = JobSteps(communicator, run.steps);
+  result.step_times = JobSteps(communicator, run.steps, /*tokens_replicated=*/tensor_parallel);
   double prefill_s = 0, decode_s = 0;
   for (const StepTime& s : result.step_times)
     (s.kind == "prefill" ? prefill_s : decode_s) += s.seconds;
@@ -305,7 +338,9 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
     result.decode_weight_bandwidth_bytes_per_s =
         result.weight_bytes_per_token / (decode_s / later_tokens);
   }
-  if (request.workload == Workload::kDecode) {
+  if (request.workload == Workload::kDecode && tensor_parallel) {
+    result.outputs = run.outputs;  // every rank decoded every sequence, to the same tokens
+  } else if (request.workload == Workload::kDecode) {
     std::vector<TokenIds> outputs;
     for (const std::string& bytes : communicator.AllGatherBytes(PackOutputs(run.outputs)))
       UnpackOutputs(bytes, outputs);
@@ -313,6 +348,8 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   }
   result.operator_times = model.times();
   result.expert_parallel = expert_parallel.stats();
+  result.expert_parallel->attention_reduce_s = attention.attention_reduce_s();
+  result.expert_parallel->moe_gather_s = attention.moe_gather_s();
   result.expert_parallel_rank = rank;
   communicator.Barrier();
   return result;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "executor/expert_parallel.h"
+#include "executor/tensor_parallel_attention.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/scratch.h"
@@ -226,6 +227,8 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   });
   projected_.resize(static_cast<size_t>(tokens * d));
   kernels::Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
+  if (tensor_parallel_attention_)
+    tensor_parallel_attention_->SumPartials(projected_.data(), tokens * d);
   times_.attention_s += Since(start);
   start = Clock::now();
   kernels::AddTo(projected_.data(), tokens * d, hidden_.data());
@@ -258,7 +261,16 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
 
   start = Clock::now();
   ffn_out_.assign(static_cast<size_t>(tokens * d), 0.0f);
-  if (expert_parallel_) {
+  if (expert_parallel_ && tensor_parallel_attention_) {
+    // Every rank holds every token: each sends its share to the experts, then all gather.
+    const TensorParallelAttention::TokenShare share = tensor_parallel_attention_->ShareOf(tokens);
+    share_experts_.assign(token_experts_.begin() + share.begin, token_experts_.begin() + share.end);
+    share_weights_.assign(token_weights_.begin() + share.begin, token_weights_.begin() + share.end);
+    expert_parallel_->RunLayer(moe_layer, normed_.data() + share.begin * d, share.end - share.begin,
+                               share_experts_, share_weights_, lw.experts,
+                               ffn_out_.data() + share.begin * d);
+    tensor_parallel_attention_->GatherRows(ffn_out_.data(), tokens, d);
+  } else if (expert_parallel_) {
     expert_parallel_->RunLayer(moe_layer, normed_.data(), tokens, token_experts_, token_weights_,
                                lw.experts, ffn_out_.data());
   } else {

@@ -18,6 +18,7 @@
 namespace moelab::executor {
 
 class ExpertParallel;
+class TensorParallelAttention;
 
 // The reference MoE transformer: embeddings, RMSNorm, rotary embeddings, grouped-query attention
 // over per-sequence KV caches, a softmax top-K router (renormalized when the family does), SwiGLU
@@ -47,6 +48,13 @@ class Transformer final : public ForwardModel {
   // Routed experts run across ranks (expert_parallel.h) in every pass (nullptr: here): each MoE
   // layer's tokens go to their experts' ranks and back; this model holds only its rank's experts.
   void set_expert_parallel(ExpertParallel* expert_parallel) { expert_parallel_ = expert_parallel; }
+  // Attention split by heads across ranks (tensor_parallel_attention.h; nullptr: all heads here):
+  // this model holds its rank's heads, every layer's partial output projection is summed over the
+  // ranks before the residual add, and with expert parallelism each rank sends its share of the
+  // tokens to the experts and the MoE outputs are gathered back.
+  void set_tensor_parallel_attention(TensorParallelAttention* attention) {
+    tensor_parallel_attention_ = attention;
+  }
   int64_t passes() const override { return passes_; }
 
  private:
@@ -70,6 +78,7 @@ class Transformer final : public ForwardModel {
   ExpertProvider* active_provider_ = nullptr;  // this pass's
   ExecutionTimeline* timeline_ = nullptr;
   ExpertParallel* expert_parallel_ = nullptr;
+  TensorParallelAttention* tensor_parallel_attention_ = nullptr;
   std::chrono::steady_clock::time_point layer_start_;  // the current layer's, for the timeline
   void Record(ExecutionTimeline::Kind kind, int64_t layer, int64_t expert,
               std::chrono::steady_clock::time_point start) {
@@ -93,6 +102,8 @@ class Transformer final : public ForwardModel {
   std::vector<std::vector<float>> scores_;  // per thread
   std::vector<std::vector<int32_t>> token_experts_;
   std::vector<std::vector<float>> token_weights_;
+  std::vector<std::vector<int32_t>> share_experts_;  // this rank's share's, tensor-parallel
+  std::vector<std::vector<float>> share_weights_;
   kernels::ExpertFfnScratch ffn_scratch_;
 };
 

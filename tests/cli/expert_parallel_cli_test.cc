@@ -155,10 +155,57 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
   EXPECT_NE(mixed.err.find("rank 0: moelab "), std::string::npos) << mixed.err;
   EXPECT_NE(mixed.err.find(" seed 7 "), std::string::npos) << mixed.err;
   EXPECT_NE(mixed.err.find(" seed 8 "), std::string::npos) << mixed.err;
-  // Tensor-parallel attention is not built: refused before MPI starts.
-  ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 2 --attention tensor-parallel"),
-                "--attention tensor-parallel");
+  // Tensor-parallel attention splits the KV heads: 1 KV head on 2 ranks, and quantized attention
+  // weights, are refused by every rank before any weight is built.
+  ExpectRefused(
+      RunOnRanks(2, std::string(kDecode).replace(kDecode.find("--kv-heads 2"), 12, "--kv-heads 1") +
+                        "--expert-parallel 2 --attention tensor-parallel"),
+      "1 KV heads do not divide by 2 ranks");
+  ExpectRefused(RunOnRanks(2, kDecode + "--attention-bits 8 --expert-parallel 2 "
+                                        "--attention tensor-parallel"),
+                "--attention tensor-parallel runs bf16 attention weights");
+  ExpectRefused(RunOnRanks(2, kDecode + "--expert-parallel 2 --attention sequence-parallel"),
+                "--attention must be data-parallel or tensor-parallel");
   std::filesystem::remove_all(dir);
+}
+
+// --attention tensor-parallel: each rank holds half the heads and every sequence; the greedy
+// tokens are the one-process run's (the output projection's sum re-associated over the two ranks
+// moves logits by float32 rounding only, and this run has no near-tie), with a batch below the
+// rank count too (data-parallel attention refuses one); the partial sums and the MoE gather are
+// timed.
+TEST_F(ExpertParallelCli, TensorParallelAttentionGivesTheOneProcessTokens) {
+  for (const std::string batch : {"--batch 4 ", "--batch 1 "}) {
+    const std::string decode = std::string(kDecode).replace(kDecode.find("--batch 4 "), 10, batch);
+    const CliRun one = RunMoelab(decode);
+    ASSERT_EQ(one.status, 0) << one.err;
+    const nlohmann::json reference = nlohmann::json::parse(one.out);
+    for (const std::string chunks : {"1", "2"}) {
+      const CliRun two = RunOnRanks(2, decode +
+                                           "--expert-parallel 2 --attention tensor-parallel "
+                                           "--ep-chunks " +
+                                           chunks);
+      ASSERT_EQ(two.status, 0) << two.err;
+      const nlohmann::json json = nlohmann::json::parse(two.out);
+      EXPECT_EQ(json["outputs"], reference["outputs"]) << batch << "--ep-chunks " << chunks;
+      const nlohmann::json& ep = json["expert_parallel"];
+      EXPECT_EQ(ep["attention"], "tensor-parallel");
+      EXPECT_GT(ep["attention_reduce_s"].get<double>(), 0) << ep;
+      EXPECT_GT(ep["moe_gather_s"].get<double>(), 0) << ep;
+      // Tokens are counted once, not once per rank: the same per-token rate fields as one
+      // process's.
+      EXPECT_EQ(json["step_times"].size(), reference["step_times"].size());
+      for (size_t i = 0; i < json["step_times"].size(); ++i) {
+        EXPECT_EQ(json["step_times"][i]["tokens"], reference["step_times"][i]["tokens"]) << i;
+      }
+    }
+  }
+  // The prefill workload, and a 4-rank split of 2 KV heads is refused (KV heads per rank < 1).
+  const std::string prefill = kShape + "--workload prefill --batch 2 --prompt 16 --json ";
+  const CliRun prefilled =
+      RunOnRanks(2, prefill + "--expert-parallel 2 --attention tensor-parallel");
+  ASSERT_EQ(prefilled.status, 0) << prefilled.err;
+  EXPECT_GT(nlohmann::json::parse(prefilled.out)["tokens_per_s"].get<double>(), 0);
 }
 
 // A rank killed mid-run (kill -9, so it never reaches a collective again): the job ends with a
