@@ -388,10 +388,6 @@ std::vector<std::vector<GridPoint>> FamiliesOf(const std::vector<GridPoint>& gri
   return families;
 }
 
-// Benches are kept between rounds while at least this share of the memory available at the start
-// of the rounds is still available.
-constexpr double kKeptBenchesFloor = 0.5;
-
 // The samples of every family's rounds, and which families were left out whole.
 struct RoundsMeasured {
   std::vector<Measured> measured;
@@ -402,41 +398,24 @@ struct RoundsMeasured {
 // again, so a point's repetitions are spread over the whole profile. A burst of load on a shared
 // machine lasts seconds to minutes; with rounds inside one family (a few seconds) it had shifted
 // whole families by 15-30 % between two quick profiles of the same machine. A family's bench (its
-// weights, caches, files) is built once and kept for its next round while the memory available
-// stays above kKeptBenchesFloor of what it was at the start; otherwise it is released after its
-// round and built again for the next. Building is mostly the first touch of buffers larger than
-// twice the cache, and on a virtual machine that costs 2.5-3 s per GiB (results/ci-times.md), a
-// few times what the round then measures. A family that cannot be built while others are kept
-// gets the memory they hold: they are released and the build is tried once more.
-// `after_round` (may be empty) runs after each round.
+// weights, caches, files) is built for each round and released after it, so only one family's
+// memory is held at a time. Keeping the benches between rounds saves their building (the first
+// touch of buffers of 2 x the cache: 2.5-3 s per GiB on a paravirtualized VM) but was measured to
+// scatter the other families' samples: on 2026-12-04 two quick profiles of each kind, alternated,
+// on one 2-vCPU EPYC VM: the samples' (max - min) / median at p90 1.34 and 0.88 with the benches
+// kept, 0.33 and 0.44 without, expert_ffn at 1 token 2.9 and 1.2 ms against 0.45 and 0.45
+// (results/ci-times.md). `after_round` (may be empty) runs after each round.
 RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families,
                              const BenchEnvironment& env, int rounds, ProfileRunner& runner,
                              const std::function<void(int round, int rounds)>& after_round) {
   RoundsMeasured result{{}, std::vector<bool>(families.size(), false)};
   std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
-  std::vector<std::unique_ptr<OperatorBench>> kept(families.size());
-  const auto release_kept = [&kept] {
-    bool released = false;
-    for (std::unique_ptr<OperatorBench>& bench : kept) {
-      released |= bench != nullptr;
-      bench.reset();
-    }
-    return released;
-  };
-  const double available_at_start = AvailableMemoryBytes();
   for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < families.size(); ++f) {
       if (result.skipped[f]) continue;
-      std::unique_ptr<OperatorBench> bench = std::move(kept[f]);
+      std::unique_ptr<OperatorBench> bench;
       try {
-        if (!bench) {
-          try {
-            bench = MakeOperatorBench(families[f], env);
-          } catch (const std::exception&) {
-            if (!release_kept()) throw;
-            bench = MakeOperatorBench(families[f], env);
-          }
-        }
+        bench = MakeOperatorBench(families[f], env);
       } catch (const std::exception& e) {
         // Prepared once before, a family that fails later (memory taken meanwhile) is left out
         // whole: its earlier rounds alone would not be the profile's repetitions.
@@ -455,8 +434,6 @@ RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families
         std::vector<Measured> family_measured = runner.Finish(*bench, *prepared[f]);
         result.measured.insert(result.measured.end(), family_measured.begin(),
                                family_measured.end());
-      } else if (AvailableMemoryBytes() >= kKeptBenchesFloor * available_at_start) {
-        kept[f] = std::move(bench);
       }
     }
     if (after_round) after_round(round + 1, rounds);
