@@ -39,6 +39,7 @@ int ValidateEp(const validate::ValidationRequest& request, const po::variables_m
   ep.profile = request.profile;
   ep.seed = request.seed;
   if (values.count("threads") && !values["threads"].defaulted()) ep.threads = request.threads;
+  ep.attention = values["attention"].as<std::string>();
   if (request.cache_bytes) {
     throw base::Error(
         "--cache-bytes: --cases ep profiles the collectives, not the operators' "
@@ -127,6 +128,7 @@ int Validate(const std::vector<std::string>& args) {
       ("alpha", NumberInto(&request.alpha, "alpha"), "SD acceptance rate: each drafted token is the target's own next token with this probability (moelab run --acceptance alpha), [0, 1)")
       ("seed", Into(&request.seed), "seed of weights, prompts and acceptance")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
+      ("attention", po::value<std::string>()->default_value("data-parallel"), "with --cases ep: data-parallel or tensor-parallel attention, in the runs (run --attention) and the predictions (sim ep --attention)")
       ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the profile's last-level cache (moelab profile --cache-bytes); default: the reported L3, at least 256 MiB")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
@@ -147,7 +149,8 @@ int Validate(const std::vector<std::string>& args) {
                     "[--attention-bits B] [--device cpu|gpu] "
                     "[--draft D] [--quick] [--cases "
                     "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
-                    "[--cache-bytes B] [--timelines] [--cases serving [--requests N] "
+                    "[--cache-bytes B] [--timelines] [--cases ep [--attention "
+                    "data-parallel|tensor-parallel]] [--cases serving [--requests N] "
                     "[--prompt-tokens D] [--output-tokens D] "
                     "[scheduler options]] "
                     "[--json|--csv] [--quiet]",
@@ -157,6 +160,8 @@ int Validate(const std::vector<std::string>& args) {
   if (values["json"].as<bool>() && values["csv"].as<bool>())
     throw base::Error("give --json or --csv, not both");
   request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
+  if (!ep_cases && !values["attention"].defaulted())
+    throw base::Error("--attention splits attention across MPI ranks: it goes with --cases ep");
   if (serving_cases) return ValidateServing(request, values, serving, out, quiet);
   RefuseServingOptionsElsewhere(values);
   if (ep_cases) return ValidateEp(request, values, out, quiet);

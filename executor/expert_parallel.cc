@@ -355,6 +355,7 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
           {"attention", stats.attention},
           {"attention_reduce_s", stats.attention_reduce_s},
           {"moe_gather_s", stats.moe_gather_s},
+          {"logits_gather_s", stats.logits_gather_s},
           {"placement", stats.rank_of_expert},
           {"measured_on_rank", rank},
           {"dispatch_s", total.dispatch_s},

@@ -39,7 +39,8 @@ struct ExpertParallelStats {
   // projections over the ranks and gathering the MoE outputs back, summed over layers and passes.
   double attention_reduce_s = 0;
   double moe_gather_s = 0;
-  std::vector<int32_t> rank_of_expert;           // the placement
+  double logits_gather_s = 0;           // the vocabulary-parallel LM head's logits gathered
+  std::vector<int32_t> rank_of_expert;  // the placement
   std::vector<ExpertParallelLayerTimes> layers;  // [MoE layer]
   int64_t rows_sent = 0;                         // (token, expert) rows dispatched by this rank
   int64_t rows_received = 0;                     // rows this rank's experts computed

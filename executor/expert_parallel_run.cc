@@ -73,7 +73,7 @@ Prepared Prepare(const RunRequest& request, const ExpertParallelOptions& options
   if (!c.is_moe())
     throw base::Error("--expert-parallel spreads routed experts; model '" + c.name + "' is dense");
   if (options.attention == "tensor-parallel") {
-    // What KeepAttentionHeadsOfRank refuses, said before any weight is built.
+    // What KeepTensorParallelShareOfRank refuses, said before any weight is built.
     if (c.num_kv_heads % options.ranks != 0) {
       throw base::Error("--attention tensor-parallel splits the KV heads over the ranks: " +
                         std::to_string(c.num_kv_heads) + " KV heads do not divide by " +
@@ -277,7 +277,7 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   if (tensor_parallel) {
     error.clear();
     try {
-      KeepAttentionHeadsOfRank(weights, rank, ranks);
+      KeepTensorParallelShareOfRank(weights, rank, ranks);
     } catch (const base::Error& e) {
       error = e.what();
     }
@@ -350,6 +350,7 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   result.expert_parallel = expert_parallel.stats();
   result.expert_parallel->attention_reduce_s = attention.attention_reduce_s();
   result.expert_parallel->moe_gather_s = attention.moe_gather_s();
+  result.expert_parallel->logits_gather_s = attention.logits_gather_s();
   result.expert_parallel_rank = rank;
   communicator.Barrier();
   return result;

@@ -27,20 +27,35 @@ void AppendRows(const kernels::WeightMatrix& from, int64_t begin, int64_t count,
 TensorParallelAttention::TensorParallelAttention(parallel::Communicator& communicator)
     : communicator_(communicator) {}
 
-void TensorParallelAttention::SumPartials(float* values, int64_t count) {
+void TensorParallelAttention::ReduceScatterAdd(const float* partials, int64_t tokens, int64_t width,
+                                               float* residual) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string mine(reinterpret_cast<const char*>(values),
-                         static_cast<size_t>(count) * sizeof(float));
-  const std::vector<std::string> partials = communicator_.AllGatherBytes(mine);
-  std::vector<float> sum(static_cast<size_t>(count), 0.0f);
-  std::vector<float> partial(static_cast<size_t>(count));
-  for (const std::string& bytes : partials) {
-    if (bytes.size() != mine.size())
-      throw base::Error("tensor-parallel attention: a rank's partial output has another size");
-    std::memcpy(partial.data(), bytes.data(), bytes.size());
-    for (int64_t i = 0; i < count; ++i) sum[i] += partial[i];
+  const int ranks = communicator_.size();
+  const TokenShare share = ShareOf(tokens);
+  const int64_t mine = (share.end - share.begin) * width;  // floats of this rank's share
+  const int64_t row_bytes = width * static_cast<int64_t>(sizeof(float));
+  std::vector<int64_t> send_bytes(ranks), send_offsets(ranks), recv_bytes(ranks),
+      recv_offsets(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t begin = tokens * r / ranks;
+    const int64_t end = tokens * (r + 1) / ranks;
+    send_bytes[r] = (end - begin) * row_bytes;  // rank r's share of this rank's partials
+    send_offsets[r] = begin * row_bytes;
+    recv_bytes[r] = mine * static_cast<int64_t>(sizeof(float));  // rank r's partials of mine
+    recv_offsets[r] = r * recv_bytes[r];
   }
-  std::memcpy(values, sum.data(), mine.size());
+  received_.resize(static_cast<size_t>(mine * ranks));
+  communicator_
+      .StartAllToAllV(partials, send_bytes, send_offsets, received_.data(), recv_bytes,
+                      recv_offsets)
+      ->Wait();
+  // sum = rank 0's + rank 1's + ...: the same order on whichever rank owns the token.
+  float* rows = residual + share.begin * width;
+  for (int64_t i = 0; i < mine; ++i) {
+    float sum = received_[static_cast<size_t>(i)];
+    for (int r = 1; r < ranks; ++r) sum += received_[static_cast<size_t>(r * mine + i)];
+    rows[i] += sum;
+  }
   attention_reduce_s_ += SecondsSince(start);
 }
 
@@ -66,7 +81,33 @@ void TensorParallelAttention::GatherRows(float* rows, int64_t tokens, int64_t wi
   moe_gather_s_ += SecondsSince(start);
 }
 
-void KeepAttentionHeadsOfRank(ModelWeights& weights, int rank, int ranks) {
+void TensorParallelAttention::GatherColumns(float* values, int64_t rows, int64_t columns) {
+  const auto start = std::chrono::steady_clock::now();
+  const int ranks = communicator_.size();
+  const TokenShare share = ShareOf(columns);
+  const int64_t width = share.end - share.begin;
+  std::vector<float> mine(static_cast<size_t>(rows * width));
+  for (int64_t row = 0; row < rows; ++row) {
+    std::memcpy(mine.data() + row * width, values + row * columns + share.begin,
+                static_cast<size_t>(width) * sizeof(float));
+  }
+  const std::vector<std::string> blocks = communicator_.AllGatherBytes(
+      std::string(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(float)));
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t begin = columns * r / ranks;
+    const int64_t cols = columns * (r + 1) / ranks - begin;
+    if (blocks[r].size() != static_cast<size_t>(rows * cols) * sizeof(float))
+      throw base::Error("tensor-parallel attention: a rank's logits have another size");
+    const float* block = reinterpret_cast<const float*>(blocks[r].data());
+    for (int64_t row = 0; row < rows; ++row) {
+      std::memcpy(values + row * columns + begin, block + row * cols,
+                  static_cast<size_t>(cols) * sizeof(float));
+    }
+  }
+  logits_gather_s_ += SecondsSince(start);
+}
+
+void KeepTensorParallelShareOfRank(ModelWeights& weights, int rank, int ranks) {
   ExecutorConfig& c = weights.config;
   if (ranks < 1 || rank < 0 || rank >= ranks)
     throw base::Error("tensor-parallel attention: rank " + std::to_string(rank) + " of " +
@@ -124,6 +165,12 @@ void KeepAttentionHeadsOfRank(ModelWeights& weights, int rank, int ranks) {
   }
   c.num_heads = heads;
   c.num_kv_heads = kv_heads;
+  // The LM head's rows of this rank's vocabulary share (a tied LM head is a packed copy too).
+  const int64_t vocab_begin = c.vocab_size * rank / ranks;
+  const int64_t vocab_rows = c.vocab_size * (rank + 1) / ranks - vocab_begin;
+  std::vector<kernels::Bf16> lm_rows(static_cast<size_t>(vocab_rows * d));
+  weights.lm_head.UnpackRows(vocab_begin, vocab_rows, lm_rows.data());
+  weights.lm_head = kernels::PackedBf16Matrix::Pack(lm_rows.data(), vocab_rows, d);
 }
 
 }  // namespace moelab::executor

@@ -113,25 +113,36 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
   active_provider_ = options.experts ? options.experts : provider_;
   if (active_provider_)
     active_provider_->BeginPass(options.step_kind, tokens, static_cast<int64_t>(batch.size()));
+  // The rows this rank runs the FFN half of each layer on: all, or with tensor-parallel attention
+  // its share (the residual stream is reduce-scattered after attention and gathered after the FFN).
+  const TensorParallelAttention::TokenShare share =
+      tensor_parallel_attention_ ? tensor_parallel_attention_->ShareOf(tokens)
+                                 : TensorParallelAttention::TokenShare{0, tokens};
+  const int64_t share_rows = share.end - share.begin;
+  ffn_out_.resize(hidden_.size());
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     layer_start_ = Clock::now();
     Attention(layer, batch, tokens);
     start = Clock::now();
     const LayerWeights& lw = weights_.layers[layer];
-    kernels::RmsNorm(hidden_.data(), tokens, d, lw.ffn_norm.data(), c.rms_norm_eps, normed_.data());
+    kernels::RmsNorm(hidden_.data() + share.begin * d, share_rows, d, lw.ffn_norm.data(),
+                     c.rms_norm_eps, normed_.data() + share.begin * d);
     times_.other_s += Since(start);
     if (c.IsMoeLayer(layer)) {
-      MoeBlock(layer, tokens, options, options.record ? &step : nullptr);
+      MoeBlock(layer, share.begin, share_rows, options, options.record ? &step : nullptr);
     } else {
       start = Clock::now();
-      ffn_out_.resize(hidden_.size());
-      Ffn(lw.dense, normed_.data(), tokens, ffn_out_.data());
+      Ffn(lw.dense, normed_.data() + share.begin * d, share_rows,
+          ffn_out_.data() + share.begin * d);
       times_.experts_s += Since(start);
       Record(ExecutionTimeline::Kind::kDense, layer, -1, layer_start_);
     }
     start = Clock::now();
-    kernels::AddTo(ffn_out_.data(), static_cast<int64_t>(hidden_.size()), hidden_.data());
+    kernels::AddTo(ffn_out_.data() + share.begin * d, share_rows * d,
+                   hidden_.data() + share.begin * d);
     times_.other_s += Since(start);
+    if (tensor_parallel_attention_)
+      tensor_parallel_attention_->GatherRows(hidden_.data(), tokens, d);
   }
   for (SequenceInput& s : batch) s.cache->Append(static_cast<int64_t>(s.tokens.size()));
 
@@ -143,8 +154,16 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
                      normed_.data() + r * d);
   }
   logits.resize(static_cast<size_t>(logit_rows * c.vocab_size));
-  kernels::MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size,
-                      pool_);
+  if (tensor_parallel_attention_) {
+    // Vocabulary-parallel: this rank's LM head rows give its columns of the logits.
+    const int64_t first_column = tensor_parallel_attention_->ShareOf(c.vocab_size).begin;
+    kernels::MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data() + first_column,
+                        c.vocab_size, pool_);
+    tensor_parallel_attention_->GatherColumns(logits.data(), logit_rows, c.vocab_size);
+  } else {
+    kernels::MatmulBf16(normed_.data(), logit_rows, weights_.lm_head, logits.data(), c.vocab_size,
+                        pool_);
+  }
   times_.lm_head_s += Since(start);
   Record(ExecutionTimeline::Kind::kLmHead, -1, -1, start);
   if (options.record) options.record->steps.push_back(std::move(step));
@@ -227,8 +246,12 @@ void Transformer::Attention(int64_t layer, std::vector<SequenceInput>& batch, in
   });
   projected_.resize(static_cast<size_t>(tokens * d));
   kernels::Matmul(attention_out_.data(), tokens, lw.output, projected_.data(), d, pool_);
-  if (tensor_parallel_attention_)
-    tensor_parallel_attention_->SumPartials(projected_.data(), tokens * d);
+  if (tensor_parallel_attention_) {
+    // This rank's rows of the output projection summed over the ranks' heads, into the residual.
+    tensor_parallel_attention_->ReduceScatterAdd(projected_.data(), tokens, d, hidden_.data());
+    times_.attention_s += Since(start);
+    return;
+  }
   times_.attention_s += Since(start);
   start = Clock::now();
   kernels::AddTo(projected_.data(), tokens * d, hidden_.data());
@@ -239,17 +262,21 @@ void Transformer::Ffn(const FfnWeights& ffn, const float* x, int64_t tokens, flo
   kernels::ExpertFfn(x, tokens, ffn.gate_up, ffn.down, out, pool_, ffn_scratch_);
 }
 
-void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
-                           routing::RoutingStep* record) {
+void Transformer::MoeBlock(int64_t layer, int64_t first_row, int64_t tokens,
+                           const ForwardOptions& options, routing::RoutingStep* record) {
   const ExecutorConfig& c = config();
   const LayerWeights& lw = weights_.layers[layer];
   const int64_t d = c.hidden_size;
   const int64_t experts = c.num_experts;
   const int64_t moe_layer = layer - c.first_dense_layers;
+  const float* x = normed_.data() + first_row * d;
+  float* out = ffn_out_.data() + first_row * d;
+  if (first_row != 0 && !expert_parallel_)
+    throw base::Error("MoE block: rows from " + std::to_string(first_row) + " need ranks (a bug)");
 
   Clock::time_point start = Clock::now();
   router_logits_.resize(static_cast<size_t>(tokens * experts));
-  kernels::MatmulBf16(normed_.data(), tokens, lw.router, router_logits_.data(), experts, pool_);
+  kernels::MatmulBf16(x, tokens, lw.router, router_logits_.data(), experts, pool_);
   token_experts_.resize(static_cast<size_t>(tokens));
   token_weights_.resize(static_cast<size_t>(tokens));
   for (int64_t t = 0; t < tokens; ++t)
@@ -260,19 +287,10 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   if (!active_provider_) Record(ExecutionTimeline::Kind::kDense, layer, -1, layer_start_);
 
   start = Clock::now();
-  ffn_out_.assign(static_cast<size_t>(tokens * d), 0.0f);
-  if (expert_parallel_ && tensor_parallel_attention_) {
-    // Every rank holds every token: each sends its share to the experts, then all gather.
-    const TensorParallelAttention::TokenShare share = tensor_parallel_attention_->ShareOf(tokens);
-    share_experts_.assign(token_experts_.begin() + share.begin, token_experts_.begin() + share.end);
-    share_weights_.assign(token_weights_.begin() + share.begin, token_weights_.begin() + share.end);
-    expert_parallel_->RunLayer(moe_layer, normed_.data() + share.begin * d, share.end - share.begin,
-                               share_experts_, share_weights_, lw.experts,
-                               ffn_out_.data() + share.begin * d);
-    tensor_parallel_attention_->GatherRows(ffn_out_.data(), tokens, d);
-  } else if (expert_parallel_) {
-    expert_parallel_->RunLayer(moe_layer, normed_.data(), tokens, token_experts_, token_weights_,
-                               lw.experts, ffn_out_.data());
+  std::fill(out, out + tokens * d, 0.0f);
+  if (expert_parallel_) {
+    expert_parallel_->RunLayer(moe_layer, x, tokens, token_experts_, token_weights_, lw.experts,
+                               out);
   } else {
     times_.experts_s += Since(start);
     RoutedExperts(layer, tokens, record);
@@ -280,14 +298,14 @@ void Transformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& 
   }
   if (lw.shared.width > 0) {
     expert_out_.resize(static_cast<size_t>(tokens * d));
-    Ffn(lw.shared, normed_.data(), tokens, expert_out_.data());
+    Ffn(lw.shared, x, tokens, expert_out_.data());
     std::vector<float> gate(static_cast<size_t>(tokens), 1.0f);
     if (!lw.shared_gate.empty()) {
-      kernels::MatmulBf16(normed_.data(), tokens, lw.shared_gate, gate.data(), 1, pool_);
+      kernels::MatmulBf16(x, tokens, lw.shared_gate, gate.data(), 1, pool_);
       for (float& g : gate) g = 1.0f / (1.0f + std::exp(-g));
     }
     for (int64_t t = 0; t < tokens; ++t)
-      kernels::Axpy(gate[t], expert_out_.data() + t * d, d, ffn_out_.data() + t * d);
+      kernels::Axpy(gate[t], expert_out_.data() + t * d, d, out + t * d);
   }
   times_.experts_s += Since(start);
 }

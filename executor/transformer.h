@@ -59,7 +59,9 @@ class Transformer final : public ForwardModel {
 
  private:
   void Attention(int64_t layer, std::vector<SequenceInput>& batch, int64_t tokens);
-  void MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
+  // Rows [first_row, first_row + tokens) of normed_ through the layer's MoE into ffn_out_'s same
+  // rows (first_row > 0 only across ranks: tensor-parallel attention's share).
+  void MoeBlock(int64_t layer, int64_t first_row, int64_t tokens, const ForwardOptions& options,
                 routing::RoutingStep* record);
   // The routed experts of this process (from ModelWeights or the provider) into ffn_out_.
   void RoutedExperts(int64_t layer, int64_t tokens, routing::RoutingStep* record);
@@ -102,8 +104,6 @@ class Transformer final : public ForwardModel {
   std::vector<std::vector<float>> scores_;  // per thread
   std::vector<std::vector<int32_t>> token_experts_;
   std::vector<std::vector<float>> token_weights_;
-  std::vector<std::vector<int32_t>> share_experts_;  // this rank's share's, tensor-parallel
-  std::vector<std::vector<float>> share_weights_;
   kernels::ExpertFfnScratch ffn_scratch_;
 };
 

@@ -97,6 +97,7 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     config.node = presets.LoadHardware(std::to_string(ranks) + "xh800");
     config.compute_on_node = false;
     config.ep = ranks;
+    config.attention = sim::EpAttentionFromString(request.attention);
     config.workload = c.workload == "decode" ? sim::EpWorkload::kDecode : sim::EpWorkload::kPrefill;
     config.batch = c.batch;
     // A decode step is priced at the steps' mean context: steps k = 1 .. output - 1 each see
@@ -129,6 +130,7 @@ double MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c
   executor::ExpertParallelOptions options;
   options.ranks = communicator.size();
   options.chunks = std::to_string(c.chunks);
+  options.attention = request.attention;
   const executor::RunResult measured =
       executor::RunExpertParallel(run, options, presets, communicator);
   std::vector<double> steps;
@@ -169,6 +171,10 @@ void EpValidationRequest::Validate() const {
   if (repeat < 1) throw base::Error("--repeat " + std::to_string(repeat) + ": must be at least 1");
   if (threads < 1) throw base::Error("--threads: at least 1 per rank with --cases ep");
   if (chunks.empty()) throw base::Error("validate --cases ep: no chunk counts to compare");
+  if (attention != "data-parallel" && attention != "tensor-parallel") {
+    throw base::Error("--attention must be data-parallel or tensor-parallel, got '" + attention +
+                      "'");
+  }
 }
 
 EpValidationResult RunEpValidation(const EpValidationRequest& request,
@@ -177,6 +183,7 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
   EpValidationResult result;
   result.ranks = communicator.size();
   result.model = request.model;
+  result.attention = request.attention;
   result.load_average_1m_start = profiler::LoadAverage1m();
   try {
     request.Validate();

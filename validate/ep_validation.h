@@ -21,7 +21,9 @@ namespace moelab::validate {
 // 1. Profile (unless `profile` is given): the operators on rank 0 at `threads` threads (what each
 //    rank computes with) and the collectives on the R ranks (profiler/collective_profile.h), the
 //    quick grid with `quick`; fitted by fit latency's forms.
-// 2. Predict: sim::SimulateEp of the profiled shape, EP = R data-parallel attention, each case's
+// 2. Predict: sim::SimulateEp of the profiled shape, EP = R with `attention` (data-parallel, or
+//    tensor-parallel: heads split over the ranks, a reduce-scatter and an all-gather of the hidden
+//    states a layer, as run --attention tensor-parallel runs it), each case's
 //    batch and tokens at N chunks, every operator priced by the fitted-profile source, the
 //    collectives by the fitted-collectives curves (the R ranks' own); the step's time.
 // 3. Measure: executor::RunExpertParallel of the same model, seeded, at N chunks, `repeat` rounds
@@ -40,6 +42,7 @@ struct EpValidationRequest {
   std::vector<int64_t> chunks = {1, 2, 4};
   uint64_t seed = 1;
   int threads = 1;  // each rank's thread pool (the ranks share this machine's cores)
+  std::string attention = "data-parallel";  // or "tensor-parallel": --attention, in run and sim
   std::ostream* progress = nullptr;
 
   void Validate() const;  // errors name the option
@@ -69,6 +72,7 @@ struct EpBestChunks {
 struct EpValidationResult {
   int ranks = 0;
   std::string model;
+  std::string attention;
   std::vector<EpValidationCase> cases;
   std::vector<EpBestChunks> best_chunks;
   double median_abs_error = 0, max_abs_error = 0;

@@ -34,6 +34,7 @@ nlohmann::json EpValidationToJson(const EpValidationResult& result) {
   return {{"schema", "moelab.validation_ep/1"},
           {"ranks", result.ranks},
           {"model", result.model},
+          {"attention", result.attention},
           {"target", "median abs error <= 10 %, the best N right (issue 37)"},
           {"median_abs_error", result.median_abs_error},
           {"max_abs_error", result.max_abs_error},
@@ -48,8 +49,8 @@ nlohmann::json EpValidationToJson(const EpValidationResult& result) {
 
 std::string EpValidationText(const EpValidationResult& result) {
   std::string text = "validate --cases ep: " + result.model + " on " +
-                     std::to_string(result.ranks) +
-                     " MPI ranks, sim ep (fitted profile and collectives) against run "
+                     std::to_string(result.ranks) + " MPI ranks, " + result.attention +
+                     " attention, sim ep (fitted profile and collectives) against run "
                      "--expert-parallel\n";
   report::Table table({"case", "N", "predicted / layer", "measured / layer", "error"});
   for (const EpValidationCase& c : result.cases) {

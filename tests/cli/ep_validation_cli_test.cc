@@ -1,6 +1,8 @@
 // mpirun -n 2 moelab validate --cases ep --quick: profile (operators and collectives), fit, sim
 // ep's prediction and run --expert-parallel's measurement of every case at N = 1, 2, 4, decode and
-// prefill, on a small shape; --cases ep mixed with other kinds or without mpirun is refused.
+// prefill, on a small shape, with data-parallel and (from the same profile) tensor-parallel
+// attention; --cases ep mixed with other kinds or without mpirun, and --attention elsewhere, are
+// refused.
 // Skipped (with a message) in builds without MPI. Accuracy is not asserted (a loaded 2-core
 // machine): the structure, the measurements being real and the best N being reported are.
 #include <cmath>
@@ -68,6 +70,25 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
   EXPECT_TRUE(std::filesystem::exists(out / "validation-ep.json"));
   const nlohmann::json profile = nlohmann::json::parse(testing::Slurp(out / "profile.json"));
   EXPECT_EQ(profile["grid"]["collectives"]["ranks"], 2);
+  EXPECT_EQ(json["attention"], "data-parallel");
+
+  // Tensor-parallel attention, from the same profile: every case predicted (sim ep --attention
+  // tensor-parallel) and measured (run --attention tensor-parallel), and said so.
+  const CliRun tp =
+      RunOnRanks(2, "validate --cases ep --quick --repeat 1 --quiet --json " + kShape +
+                        "--attention tensor-parallel --profile " + (out / "profile.json").string() +
+                        " --out " + (out.parent_path() / "tp").string());
+  ASSERT_EQ(tp.status, 0) << tp.err;
+  const nlohmann::json tp_json = nlohmann::json::parse(tp.out);
+  EXPECT_EQ(tp_json["attention"], "tensor-parallel");
+  ASSERT_EQ(tp_json["cases"].size(), 6u);
+  for (const nlohmann::json& c : tp_json["cases"]) {
+    EXPECT_GT(c["predicted_step_s"].get<double>(), 0) << c.dump();
+    EXPECT_GT(c["measured_step_s"].get<double>(), 0) << c.dump();
+  }
+  // The layouts are priced apart (tensor-parallel splits every sequence's attention over the
+  // ranks and adds a reduce-scatter and an all-gather a layer): the predictions differ.
+  EXPECT_NE(tp_json["cases"][0]["predicted_step_s"], json["cases"][0]["predicted_step_s"]);
 }
 
 TEST_F(EpValidationCli, RefusedMixedOrWithoutRanks) {
@@ -77,6 +98,17 @@ TEST_F(EpValidationCli, RefusedMixedOrWithoutRanks) {
   const CliRun alone = RunMoelab("validate --cases ep --quick " + kShape);
   EXPECT_EQ(alone.status, 1);
   EXPECT_NE(alone.err.find("--cases ep"), std::string::npos) << alone.err;
+  const CliRun elsewhere = RunMoelab("validate --cases decode --quick --attention tensor-parallel");
+  EXPECT_EQ(elsewhere.status, 1);
+  EXPECT_NE(elsewhere.err.find("--attention splits attention across MPI ranks: it goes with "
+                               "--cases ep"),
+            std::string::npos)
+      << elsewhere.err;
+  const CliRun unknown = RunOnRanks(2, "validate --cases ep --quick --attention ring " + kShape);
+  EXPECT_NE(unknown.status, 0);
+  EXPECT_NE(unknown.err.find("--attention must be data-parallel or tensor-parallel"),
+            std::string::npos)
+      << unknown.err;
 }
 
 }  // namespace

@@ -172,8 +172,9 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
 // --attention tensor-parallel: each rank holds half the heads and every sequence; the greedy
 // tokens are the one-process run's (the output projection's sum re-associated over the two ranks
 // moves logits by float32 rounding only, and this run has no near-tie), with a batch below the
-// rank count too (data-parallel attention refuses one); the partial sums and the MoE gather are
-// timed.
+// rank count too (data-parallel attention refuses one); the reduce-scatter and the gather are
+// timed. Batch 1 with a 9-token prompt: the ranks' shares of a decode step's single token are 0
+// and 1 rows.
 TEST_F(ExpertParallelCli, TensorParallelAttentionGivesTheOneProcessTokens) {
   for (const std::string batch : {"--batch 4 ", "--batch 1 "}) {
     const std::string decode = std::string(kDecode).replace(kDecode.find("--batch 4 "), 10, batch);
@@ -192,6 +193,7 @@ TEST_F(ExpertParallelCli, TensorParallelAttentionGivesTheOneProcessTokens) {
       EXPECT_EQ(ep["attention"], "tensor-parallel");
       EXPECT_GT(ep["attention_reduce_s"].get<double>(), 0) << ep;
       EXPECT_GT(ep["moe_gather_s"].get<double>(), 0) << ep;
+      EXPECT_GT(ep["logits_gather_s"].get<double>(), 0) << ep;
       // Tokens are counted once, not once per rank: the same per-token rate fields as one
       // process's.
       EXPECT_EQ(json["step_times"].size(), reference["step_times"].size());
