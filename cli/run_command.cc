@@ -63,7 +63,7 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
       ("routing", ParsedInto(&flags.request.routing, "gate", routing::ParseRoutingSpec), "gate | uniform | popularity:FILE | trace:FILE")
       ("seed", Into(&flags.request.seed), "seed for weights, prompts, sampling and routing")
       ("threads", Into(&flags.request.threads), "threads (default: MOELAB_THREADS or all cores)")
-      ("device", Into(&flags.request.device), "where the forward passes run: cpu (default) or gpu (the CUDA backend: bf16 weights on the device, cuBLAS GEMMs; moelab devices lists the GPUs)")
+      ("device", Into(&flags.request.device), "where the forward passes run: cpu (default) or gpu (the CUDA backend: bf16 weights on the device, routed experts also at --expert-bits 8 or 4, cuBLAS GEMMs; moelab devices lists the GPUs)")
       ("gpu", Into(&flags.request.gpu_index), "which GPU with --device gpu (index as moelab devices prints it)")
       ("trace-out", Into(&flags.trace_out), "write the routing trace (moelab.routing_trace/1) here")
       ("timeline-out", Into(&flags.timeline_out), "write the execution timeline here: the compute thread's operators and waits for expert reads, each reader's reads, as Chrome trace-event JSON with sim offload --trace-out's op names (Perfetto); --device cpu");

@@ -460,10 +460,15 @@ void RunRequest::Validate() const {
         "--timeline-out records the CPU executor's threads; --device gpu has no "
         "timeline yet");
   }
-  if (device == "gpu" && (expert_bits != 16 || attention_bits != 16)) {
+  if (device == "gpu" && attention_bits != 16) {
     throw base::Error(
-        "--device gpu runs bf16 weights: --expert-bits and --attention-bits must "
-        "be 16 (the GPU backend has no quantized kernels yet)");
+        "--device gpu runs bf16 attention: --attention-bits must be 16 (the GPU backend quantizes "
+        "routed experts only: --expert-bits 8 or 4)");
+  }
+  if (device == "gpu" && offload && expert_bits != 16) {
+    throw base::Error(
+        "--device gpu --offload moves bf16 experts: --expert-bits must be 16 (quantized experts "
+        "run on the GPU only when they are all in its memory)");
   }
   if (threads < 0) throw base::Error("--threads must be >= 1");
   if (threads > kMaxThreads) {

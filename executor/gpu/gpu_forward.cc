@@ -31,7 +31,7 @@ void GpuTransformer::ReservePass(int64_t tokens) {
   projected_.Grow(padded * ld_d);
   ffn_out_.Grow(padded * ld_d);
   const int64_t visible = c.sliding_window > 0 ? std::min(tokens, c.sliding_window) : tokens;
-  scores_.Grow(tokens * c.num_heads * visible);
+  attention_partials_.Grow(gpu::AttentionScratchFloats(tokens, c.num_heads, c.head_dim, visible));
   int64_t ffn_width = std::max(c.dense_intermediate_size, c.shared_expert_intermediate_size);
   if (c.is_moe()) {
     router_probabilities_.Grow(padded * Ld(c.num_experts));
@@ -42,6 +42,14 @@ void GpuTransformer::ReservePass(int64_t tokens) {
     gathered_.Grow(gathered_rows * ld_d);
     expert_out_.Grow(gathered_rows * ld_d);
     ffn_width = std::max(ffn_width, c.expert_intermediate_size);
+    if (c.expert_format != kernels::WeightFormat::kBf16) {
+      const int64_t hidden_runs = gpu::QuantizedRuns(c.hidden_size);
+      const int64_t width_runs = gpu::QuantizedRuns(c.expert_intermediate_size);
+      token_quants_.Grow(tokens * hidden_runs * 32);
+      token_quant_scales_.Grow(tokens * hidden_runs);
+      activation_quants_.Grow(tokens * width_runs * 32);
+      activation_quant_scales_.Grow(tokens * width_runs);
+    }
   }
   if (c.num_shared_experts > 0) shared_out_.Grow(padded * ld_d);
   if (ffn_width > 0) {
@@ -154,8 +162,8 @@ void GpuTransformer::AttentionBlock(int64_t layer, int64_t tokens, int64_t max_v
                  lw.qkv_bias.get(), lw.q_norm.get(), lw.k_norm.get(), c.rms_norm_eps,
                  rope_cos_.get(), rope_sin_.get(), cache_refs_, layer, stream_);
   gpu::Attention(qkv_.get(), Ld(qkv_width), tokens, c.num_heads, c.num_kv_heads, c.head_dim,
-                 c.sliding_window, scale, cache_refs_, layer, max_visible, scores_.get(),
-                 attention_out_.get(), Ld(q_width), stream_);
+                 c.sliding_window, scale, cache_refs_, layer, max_visible,
+                 attention_partials_.get(), attention_out_.get(), Ld(q_width), stream_);
   Gemm(lw.output, attention_out_.get(), Ld(q_width), padded, projected_.get(), ld_d);
 }
 
@@ -206,7 +214,8 @@ void GpuTransformer::Forward(std::vector<SequenceInput>& batch, const ForwardOpt
   attention_out_.Grow(padded * Ld(q_width));
   projected_.Grow(padded * ld_d);
   ffn_out_.Grow(padded * ld_d);
-  scores_.Grow(tokens * c.num_heads * max_visible);
+  attention_partials_.Grow(
+      gpu::AttentionScratchFloats(tokens, c.num_heads, c.head_dim, max_visible));
 
   gpu::EmbeddingLookup(embedding_.data.get(), embedding_.ld, d, token_ids_.get(), tokens,
                        hidden_.get(), ld_d, stream_);

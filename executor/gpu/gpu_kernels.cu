@@ -46,17 +46,6 @@ __device__ T BlockSum(T value, T* shared) {
   return total;
 }
 
-__device__ float BlockMax(float value, float* shared) {
-  value = WarpMax(value);
-  const int warp = threadIdx.x / kWarp;
-  if (threadIdx.x % kWarp == 0) shared[warp] = value;
-  __syncthreads();
-  float result = shared[0];
-  for (int w = 1; w < kBlock / kWarp; ++w) result = fmaxf(result, shared[w]);
-  __syncthreads();
-  return result;
-}
-
 __global__ void EmbeddingKernel(const uint16_t* embedding, int64_t ld_embedding, int64_t hidden,
                                 const int32_t* tokens, float* out, int64_t ld_out) {
   const int64_t r = blockIdx.x;
@@ -129,54 +118,117 @@ __global__ void FinishQkvKernel(float* qkv, int64_t ld_qkv, int64_t heads, int64
   for (int64_t i = lane; i < head_dim; i += kWarp) cache[i] = v[i];
 }
 
-// One block of kBlock threads per (token, q head): scores by warps (one position per warp at a
-// time), softmax over the block, then each thread sums its output elements over the positions.
-__global__ void AttentionKernel(const float* qkv, int64_t ld_qkv, int64_t heads, int64_t kv_heads,
-                                int64_t head_dim, int64_t sliding_window, float scale,
-                                TokenCacheRefs caches, int64_t layer, int64_t max_visible,
-                                float* scores_scratch, uint16_t* out, int64_t ld_out) {
-  __shared__ float partial[kBlock / kWarp];
-  const int64_t r = blockIdx.x;
-  const int64_t head = blockIdx.y;
-  const int64_t group = heads / kv_heads;
-  const int64_t kv_head = head / group;
-  const int64_t kv_width = kv_heads * head_dim;
-  const int64_t position = caches.position[r];
+// Flash-decoding attention in two kernels. AttentionSplitKernel: one block per (token, kv head,
+// up to kAttentionGroupChunk of its q heads, split of kAttentionSplit positions): the q heads that
+// share the kv head read each key and value once; a warp per position computes the heads' scores,
+// a warp per head their maximum and exponentials, a thread per (head, element) the unnormalized
+// output; the split's (max, sum, output) go to `partials`. CombineSplitsKernel: one block per
+// (token, q head) merges its splits in split order. The number of splits is the token's own
+// ceil(visible / kAttentionSplit), so a token's bits do not depend on the batch around it.
+constexpr int kAttentionSplit = 32;  // positions per split: one per lane in the softmax
+constexpr int kAttentionThreads = 128;
+constexpr int kAttentionGroupChunk = 16;
+
+struct AttentionSpan {
+  int64_t first = 0;    // first visible position
+  int64_t visible = 0;  // positions seen
+};
+
+__device__ AttentionSpan VisibleSpan(int64_t position, int64_t sliding_window) {
   const int64_t first =
       sliding_window > 0 ? max(static_cast<int64_t>(0), position - sliding_window + 1) : 0;
-  const int64_t visible = position - first + 1;
-  const float* q = qkv + r * ld_qkv + head * head_dim;
-  const float* keys = caches.keys[r] + layer * caches.capacity[r] * kv_width + kv_head * head_dim;
-  const float* values =
-      caches.values[r] + layer * caches.capacity[r] * kv_width + kv_head * head_dim;
-  float* scores = scores_scratch + (r * heads + head) * max_visible;
+  return {first, position - first + 1};
+}
+
+__device__ float* SplitPartial(float* partials, int64_t r, int64_t head, int64_t heads,
+                               int64_t max_splits, int64_t split, int64_t head_dim) {
+  return partials + ((r * heads + head) * max_splits + split) * (head_dim + 2);
+}
+
+__global__ void AttentionSplitKernel(const float* qkv, int64_t ld_qkv, int64_t heads,
+                                     int64_t kv_heads, int64_t head_dim, int64_t sliding_window,
+                                     float scale, TokenCacheRefs caches, int64_t layer,
+                                     int64_t max_splits, float* partials) {
+  extern __shared__ float shared[];  // q [chunk][head_dim], then scores [chunk][kAttentionSplit]
+  const int64_t r = blockIdx.x;
+  const int64_t group = heads / kv_heads;
+  const int64_t group_chunks = (group + kAttentionGroupChunk - 1) / kAttentionGroupChunk;
+  const int64_t kv_head = blockIdx.y / group_chunks;
+  const int64_t head_begin = kv_head * group + (blockIdx.y % group_chunks) * kAttentionGroupChunk;
+  const int64_t chunk =
+      min(static_cast<int64_t>(kAttentionGroupChunk), kv_head * group + group - head_begin);
+  const int64_t split = blockIdx.z;
+  const AttentionSpan span = VisibleSpan(caches.position[r], sliding_window);
+  const int64_t begin = split * kAttentionSplit;
+  if (begin >= span.visible) return;
+  const int64_t count = min(static_cast<int64_t>(kAttentionSplit), span.visible - begin);
+  float* q = shared;
+  float* scores = shared + chunk * head_dim;
+  for (int64_t i = threadIdx.x; i < chunk * head_dim; i += blockDim.x)
+    q[i] = qkv[r * ld_qkv + head_begin * head_dim + i];
+  __syncthreads();
+  const int64_t kv_width = kv_heads * head_dim;
+  const int64_t layer_offset = layer * caches.capacity[r] * kv_width + kv_head * head_dim;
+  const float* keys = caches.keys[r] + layer_offset + (span.first + begin) * kv_width;
+  const float* values = caches.values[r] + layer_offset + (span.first + begin) * kv_width;
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
-  for (int64_t p = warp; p < visible; p += kBlock / kWarp) {
-    const float* k = keys + (first + p) * kv_width;
-    float dot = 0;
-    for (int64_t i = lane; i < head_dim; i += kWarp) dot += q[i] * k[i];
-    dot = WarpSum(dot);
-    if (lane == 0) scores[p] = dot * scale;
+  constexpr int kWarps = kAttentionThreads / kWarp;
+  for (int64_t p = warp; p < count; p += kWarps) {
+    const float* k = keys + p * kv_width;
+    for (int64_t h = 0; h < chunk; ++h) {
+      float dot = 0;
+      for (int64_t i = lane; i < head_dim; i += kWarp) dot += q[h * head_dim + i] * k[i];
+      dot = WarpSum(dot);
+      if (lane == 0) scores[h * kAttentionSplit + p] = dot * scale;
+    }
   }
   __syncthreads();
-  float local_max = -INFINITY;
-  for (int64_t p = threadIdx.x; p < visible; p += kBlock) local_max = fmaxf(local_max, scores[p]);
-  const float maximum = BlockMax(local_max, partial);
-  float local_sum = 0;
-  for (int64_t p = threadIdx.x; p < visible; p += kBlock) {
-    const float e = __expf(scores[p] - maximum);
-    scores[p] = e;
-    local_sum += e;
+  for (int64_t h = warp; h < chunk; h += kWarps) {
+    const float score = lane < count ? scores[h * kAttentionSplit + lane] : -INFINITY;
+    const float maximum = WarpMax(score);
+    const float e = lane < count ? __expf(score - maximum) : 0.0f;
+    const float sum = WarpSum(e);
+    scores[h * kAttentionSplit + lane] = e;
+    if (lane == 0) {
+      float* partial =
+          SplitPartial(partials, r, head_begin + h, heads, max_splits, split, head_dim);
+      partial[0] = maximum;
+      partial[1] = sum;
+    }
   }
-  const float sum = BlockSum(local_sum, partial);  // its barrier also publishes scores[]
-  const float inverse = 1.0f / sum;
-  Bf16* result = AsBf16(out) + r * ld_out + head * head_dim;
-  for (int64_t i = threadIdx.x; i < head_dim; i += kBlock) {
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < chunk * head_dim; i += blockDim.x) {
+    const int64_t h = i / head_dim;
+    const int64_t d = i % head_dim;
     float accumulator = 0;
-    for (int64_t p = 0; p < visible; ++p)
-      accumulator += scores[p] * values[(first + p) * kv_width + i];
-    result[i] = __float2bfloat16(accumulator * inverse);
+    for (int64_t p = 0; p < count; ++p)
+      accumulator += scores[h * kAttentionSplit + p] * values[p * kv_width + d];
+    SplitPartial(partials, r, head_begin + h, heads, max_splits, split, head_dim)[2 + d] =
+        accumulator;
+  }
+}
+
+__global__ void CombineSplitsKernel(int64_t heads, int64_t head_dim, int64_t sliding_window,
+                                    const int32_t* positions, int64_t max_splits,
+                                    const float* partials, uint16_t* out, int64_t ld_out) {
+  const int64_t r = blockIdx.x;
+  const int64_t head = blockIdx.y;
+  const AttentionSpan span = VisibleSpan(positions[r], sliding_window);
+  const int64_t splits = (span.visible + kAttentionSplit - 1) / kAttentionSplit;
+  const float* first = partials + (r * heads + head) * max_splits * (head_dim + 2);
+  float maximum = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s) maximum = fmaxf(maximum, first[s * (head_dim + 2)]);
+  float sum = 0;
+  for (int64_t s = 0; s < splits; ++s)
+    sum += __expf(first[s * (head_dim + 2)] - maximum) * first[s * (head_dim + 2) + 1];
+  Bf16* result = AsBf16(out) + r * ld_out + head * head_dim;
+  for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float accumulator = 0;
+    for (int64_t s = 0; s < splits; ++s)
+      accumulator +=
+          __expf(first[s * (head_dim + 2)] - maximum) * first[s * (head_dim + 2) + 2 + d];
+    result[d] = __float2bfloat16(accumulator / sum);
   }
 }
 
@@ -266,15 +318,34 @@ void FinishQkv(float* qkv, int64_t ld_qkv, int64_t rows, int64_t heads, int64_t 
   MOELAB_CUDA_CHECK_LAUNCH();
 }
 
+int64_t AttentionSplits(int64_t visible) {
+  return (std::max<int64_t>(visible, 1) + kAttentionSplit - 1) / kAttentionSplit;
+}
+
+int64_t AttentionScratchFloats(int64_t rows, int64_t heads, int64_t head_dim, int64_t max_visible) {
+  return rows * heads * AttentionSplits(max_visible) * (head_dim + 2);
+}
+
 void Attention(const float* qkv, int64_t ld_qkv, int64_t rows, int64_t heads, int64_t kv_heads,
                int64_t head_dim, int64_t sliding_window, float scale, TokenCacheRefs caches,
-               int64_t layer, int64_t max_visible, float* scores, uint16_t* out, int64_t ld_out,
+               int64_t layer, int64_t max_visible, float* scratch, uint16_t* out, int64_t ld_out,
                Stream stream) {
   if (rows == 0) return;
-  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(heads));
-  AttentionKernel<<<grid, kBlock, 0, AsStream(stream)>>>(qkv, ld_qkv, heads, kv_heads, head_dim,
-                                                         sliding_window, scale, caches, layer,
-                                                         max_visible, scores, out, ld_out);
+  const int64_t max_splits = AttentionSplits(max_visible);
+  const int64_t group = heads / kv_heads;
+  const int64_t group_chunks = (group + kAttentionGroupChunk - 1) / kAttentionGroupChunk;
+  const int64_t chunk = std::min<int64_t>(group, kAttentionGroupChunk);
+  const size_t shared_bytes =
+      static_cast<size_t>(chunk * (head_dim + kAttentionSplit)) * sizeof(float);
+  const dim3 split_grid(static_cast<unsigned>(rows), static_cast<unsigned>(kv_heads * group_chunks),
+                        static_cast<unsigned>(max_splits));
+  AttentionSplitKernel<<<split_grid, kAttentionThreads, shared_bytes, AsStream(stream)>>>(
+      qkv, ld_qkv, heads, kv_heads, head_dim, sliding_window, scale, caches, layer, max_splits,
+      scratch);
+  MOELAB_CUDA_CHECK_LAUNCH();
+  const dim3 combine_grid(static_cast<unsigned>(rows), static_cast<unsigned>(heads));
+  CombineSplitsKernel<<<combine_grid, kAttentionThreads, 0, AsStream(stream)>>>(
+      heads, head_dim, sliding_window, caches.position, max_splits, scratch, out, ld_out);
   MOELAB_CUDA_CHECK_LAUNCH();
 }
 

@@ -41,11 +41,13 @@ void FinishQkv(float* qkv, int64_t ld_qkv, int64_t rows, int64_t heads, int64_t 
                int64_t layer, Stream stream);
 
 // Causal grouped-query attention of each token's q heads over its cache positions
-// [max(0, position - window + 1), position] (window 0: all). scores: scratch of
-// rows * heads * max_visible floats. out: bf16 [rows][ld_out], head h at h * head_dim.
+// [max(0, position - window + 1), position] (window 0: all), flash-decoding style: the positions
+// in splits of 32, each split's partial softmax and output in `scratch` (AttentionScratchFloats),
+// the splits merged in order. out: bf16 [rows][ld_out], head h at h * head_dim.
+int64_t AttentionScratchFloats(int64_t rows, int64_t heads, int64_t head_dim, int64_t max_visible);
 void Attention(const float* qkv, int64_t ld_qkv, int64_t rows, int64_t heads, int64_t kv_heads,
                int64_t head_dim, int64_t sliding_window, float scale, TokenCacheRefs caches,
-               int64_t layer, int64_t max_visible, float* scores, uint16_t* out, int64_t ld_out,
+               int64_t layer, int64_t max_visible, float* scratch, uint16_t* out, int64_t ld_out,
                Stream stream);
 
 // Row-wise softmax of x [rows][ld] over its first `width` columns, in place.

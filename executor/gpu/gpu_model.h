@@ -120,6 +120,9 @@ class GpuTransformer final : public ForwardModel {
   void Route(int64_t layer, int64_t tokens, const ForwardOptions& options,
              routing::RoutingStep* record);
   void SharedExperts(const DeviceLayer& lw, int64_t tokens);
+  // Quantized routed experts (--expert-bits 8 or 4): the layer's tokens normed and quantized once,
+  // then each expert's two quantized matmuls on its tokens' rows (gpu_quantized_kernels.h).
+  void QuantizedExperts(int64_t layer, int64_t tokens, const ExpertBlocks& blocks);
   void Mark(Segment segment);
   void CollectTimes();
 
@@ -148,8 +151,12 @@ class GpuTransformer final : public ForwardModel {
   StagedArray<int64_t> capacities_;
   // Activations, rows padded to kGpuGemmRows.
   DeviceArray<float> hidden_, qkv_, projected_, router_probabilities_, ffn_out_, gate_up_,
-      expert_out_, shared_out_, shared_gate_, scores_, logits_;
+      expert_out_, shared_out_, shared_gate_, attention_partials_, logits_;
   DeviceArray<uint16_t> normed_, attention_out_, gathered_, activation_;
+  // Quantized experts: the tokens' normed rows and an expert's SwiGLU output, quantized per run of
+  // 32, and their scales.
+  DeviceArray<int8_t> token_quants_, activation_quants_;
+  DeviceArray<float> token_quant_scales_, activation_quant_scales_;
   // Routing: gather rows, per-token slot ranges and rows, and slot weights.
   StagedArray<int32_t> routing_indices_;
   StagedArray<float> slot_weights_;

@@ -96,6 +96,40 @@ void GpuTransformer::SharedExperts(const DeviceLayer& lw, int64_t tokens) {
                      stream_);
 }
 
+void GpuTransformer::QuantizedExperts(int64_t layer, int64_t tokens, const ExpertBlocks& blocks) {
+  const ExecutorConfig& c = config_;
+  const DeviceLayer& lw = layers_[layer];
+  const int64_t d = c.hidden_size;
+  const int64_t width = c.expert_intermediate_size;
+  const int64_t ld_d = Ld(d);
+  // The dispatch (timed with the router): every token's FFN input normed in fp32 and quantized
+  // once; each expert reads its tokens' rows through the gather indices.
+  const int64_t hidden_runs = gpu::QuantizedRuns(d);
+  const int64_t width_runs = gpu::QuantizedRuns(width);
+  token_quants_.Grow(tokens * hidden_runs * 32);
+  token_quant_scales_.Grow(tokens * hidden_runs);
+  gpu::RmsNormQuantize(hidden_.get(), ld_d, tokens, d, lw.ffn_norm.get(), c.rms_norm_eps,
+                       token_quants_.get(), token_quant_scales_.get(), stream_);
+  Mark(kExperts);
+  const int64_t ld_gate_up = Ld(2 * width);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const int64_t count = static_cast<int64_t>(blocks.routed[e].size());
+    if (count == 0) continue;
+    const DeviceFfn& expert = lw.experts[e];
+    gate_up_.Grow(count * ld_gate_up);
+    activation_quants_.Grow(count * width_runs * 32);
+    activation_quant_scales_.Grow(count * width_runs);
+    gpu::QuantizedMatmul(expert.quantized_gate_up.view(), token_quants_.get(),
+                         token_quant_scales_.get(), routing_indices_.get() + blocks.block_begin[e],
+                         count, gate_up_.get(), ld_gate_up, stream_);
+    gpu::SwiGluQuantize(gate_up_.get(), ld_gate_up, count, width, activation_quants_.get(),
+                        activation_quant_scales_.get(), stream_);
+    gpu::QuantizedMatmul(expert.quantized_down.view(), activation_quants_.get(),
+                         activation_quant_scales_.get(), nullptr, count,
+                         expert_out_.get() + blocks.block_begin[e] * ld_d, ld_d, stream_);
+  }
+}
+
 void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOptions& options,
                               routing::RoutingStep* record) {
   const ExecutorConfig& c = config_;
@@ -114,20 +148,24 @@ void GpuTransformer::MoeBlock(int64_t layer, int64_t tokens, const ForwardOption
   // the dispatch in the experts' time the profile's expert_ffn (K experts on every token) carried
   // it K times over and a pass of N > K experts was priced up to 27 % high on an H200.
   if (blocks.gathered_rows > 0) {
-    gathered_.Grow(blocks.gathered_rows * ld_d);
     expert_out_.Grow(blocks.gathered_rows * ld_d);
-    gpu::GatherRows(normed_.get(), ld_d, routing_indices_.get(), blocks.gathered_rows, d,
-                    gathered_.get(), ld_d, stream_);
-    Mark(kExperts);
-    if (runtime_) {
-      OffloadedExperts(layer, tokens, blocks);
+    if (c.expert_format != kernels::WeightFormat::kBf16) {
+      QuantizedExperts(layer, tokens, blocks);
     } else {
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        const int64_t count = static_cast<int64_t>(blocks.routed[e].size());
-        if (count == 0) continue;
-        Ffn(offloaded_ ? WarmExpertView() : lw.experts[e].view(),
-            gathered_.get() + blocks.block_begin[e] * ld_d, count,
-            expert_out_.get() + blocks.block_begin[e] * ld_d, ld_d);
+      gathered_.Grow(blocks.gathered_rows * ld_d);
+      gpu::GatherRows(normed_.get(), ld_d, routing_indices_.get(), blocks.gathered_rows, d,
+                      gathered_.get(), ld_d, stream_);
+      Mark(kExperts);
+      if (runtime_) {
+        OffloadedExperts(layer, tokens, blocks);
+      } else {
+        for (int64_t e = 0; e < c.num_experts; ++e) {
+          const int64_t count = static_cast<int64_t>(blocks.routed[e].size());
+          if (count == 0) continue;
+          Ffn(offloaded_ ? WarmExpertView() : lw.experts[e].view(),
+              gathered_.get() + blocks.block_begin[e] * ld_d, count,
+              expert_out_.get() + blocks.block_begin[e] * ld_d, ld_d);
+        }
       }
     }
   }

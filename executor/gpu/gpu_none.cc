@@ -44,5 +44,9 @@ std::vector<float> Attention(const std::vector<float>&, const std::vector<float>
                              int64_t) {
   Refuse();
 }
+std::vector<float> QuantizedMatmul(const std::vector<float>&, int64_t, const std::vector<int32_t>&,
+                                   const kernels::QuantizedMatrix&) {
+  Refuse();
+}
 
 }  // namespace moelab::executor::gpu_check

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "executor/gpu/gpu_kernels.h"
 #include "executor/gpu/gpu_memory.h"
+#include "executor/gpu/gpu_quantized_kernels.h"
 #include "executor/gpu/gpu_transformer.h"
 #include "kernels/bf16.h"
 
@@ -152,13 +153,45 @@ std::vector<float> Attention(const std::vector<float>& q, const std::vector<floa
   const int64_t first =
       sliding_window > 0 ? std::max<int64_t>(0, position - sliding_window + 1) : 0;
   const int64_t visible = position - first + 1;
-  DeviceArray<float> scores(heads * visible);
+  DeviceArray<float> scratch(gpu::AttentionScratchFloats(1, heads, head_dim, visible));
   DeviceArray<uint16_t> output(Ld(q_width));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   gpu::Attention(qkv_device.get(), ld_qkv, 1, heads, kv_heads, head_dim, sliding_window, scale,
                  {key_base.get(), value_base.get(), capacities.get(), positions.get()}, 0, visible,
-                 scores.get(), output.get(), Ld(q_width), nullptr);
+                 scratch.get(), output.get(), Ld(q_width), nullptr);
   return Bf16Rows(Download(output, Ld(q_width)), 1, q_width, Ld(q_width));
+}
+
+std::vector<float> QuantizedMatmul(const std::vector<float>& x, int64_t tokens,
+                                   const std::vector<int32_t>& token_rows,
+                                   const kernels::QuantizedMatrix& w) {
+  RequireGpu();
+  const int64_t width = w.cols();
+  if (static_cast<int64_t>(x.size()) != tokens * width)
+    throw base::Error("GPU op check: quantized matmul input of the wrong size");
+  DeviceArray<float> x_device, ones;
+  x_device.Upload(Strided(x, tokens, width, Ld(width), tokens));
+  ones.Upload(std::vector<float>(static_cast<size_t>(width), 1.0f));
+  const int64_t runs = gpu::QuantizedRuns(width);
+  DeviceArray<int8_t> quants(tokens * runs * 32);
+  DeviceArray<float> scales(tokens * runs);
+  gpu::RmsNormQuantize(x_device.get(), Ld(width), tokens, width, ones.get(), 1e-5f, quants.get(),
+                       scales.get(), nullptr);
+  DeviceArray<uint8_t> records;
+  records.Upload(w.data(), w.storage_bytes());
+  DeviceArray<int32_t> rows_device;
+  rows_device.Upload(token_rows);
+  const int64_t rows = static_cast<int64_t>(token_rows.size());
+  DeviceArray<float> y(rows * Ld(w.rows()));
+  gpu::QuantizedMatmul({records.get(), w.rows(), width, w.format() == kernels::QuantFormat::kQ4_0},
+                       quants.get(), scales.get(), rows_device.get(), rows, y.get(), Ld(w.rows()),
+                       nullptr);
+  const std::vector<float> strided = Download(y, rows * Ld(w.rows()));
+  std::vector<float> out(static_cast<size_t>(rows * w.rows()));
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t n = 0; n < w.rows(); ++n) out[i * w.rows() + n] = strided[i * Ld(w.rows()) + n];
+  }
+  return out;
 }
 
 }  // namespace moelab::executor::gpu_check

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/packed_matrix.h"
+#include "kernels/quantized_matrix.h"
 
 // Each op of the GPU backend on its own, on host data, on GPU 0 (CUDA-free header; implemented in
 // gpu_op_check.cc in CUDA builds, refused in gpu_none.cc): what tests/executor/gpu_ops_test.cc
@@ -27,5 +28,11 @@ std::vector<float> SwiGlu(const std::vector<float>& gate_up, int64_t rows, int64
 std::vector<float> Attention(const std::vector<float>& q, const std::vector<float>& keys,
                              const std::vector<float>& values, int64_t heads, int64_t kv_heads,
                              int64_t head_dim, int64_t position, int64_t sliding_window);
+
+// The quantized experts' matmul: x's rows [tokens][w.cols()] RMS-normed (weight 1, eps 1e-5) and
+// quantized on the device, then y [i][w.rows()] = w . x[token_rows[i]] for each i.
+std::vector<float> QuantizedMatmul(const std::vector<float>& x, int64_t tokens,
+                                   const std::vector<int32_t>& token_rows,
+                                   const kernels::QuantizedMatrix& w);
 
 }  // namespace moelab::executor::gpu_check

@@ -114,8 +114,7 @@ void GpuTransformer::UploadWeights(const ModelWeights& w) {
     d.output = Upload(lw.output, "attention weights (--attention-bits)");
     if (c.IsMoeLayer(l)) {
       d.router = Upload(lw.router);
-      for (const FfnWeights& e : lw.experts)
-        d.experts.push_back(Upload(e, "experts (--expert-bits)"));
+      for (const FfnWeights& e : lw.experts) d.experts.push_back(UploadExpert(e));
       if (static_cast<int64_t>(d.experts.size()) != c.num_experts)
         throw base::Error(
             "--device gpu: the experts are not in RAM (offloaded runs stay on the CPU)");

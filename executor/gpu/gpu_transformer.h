@@ -9,7 +9,8 @@
 #include "kernels/thread_pool.h"
 
 // The executor on a CUDA GPU (CUDA-free header; gpu_transformer.cc in CUDA builds, gpu_none.cc
-// otherwise). The model's bf16 weights are copied to the device once; GEMMs run on cuBLAS
+// otherwise). The model's weights are copied to the device once (bf16; routed experts bf16, q8_0 or
+// q4_0); GEMMs run on cuBLAS
 // (cublasGemmEx, bf16 in, fp32 compute) and the rest on small kernels (gpu_kernels.h); every
 // sequence's keys and values live in device memory (NewCache). A token's result does not depend on
 // what else its pass carries: every GEMM runs on blocks of kGpuGemmRows rows of one fixed shape, so
@@ -25,7 +26,7 @@ inline constexpr int64_t kGpuGemmRows = 64;
 std::string GpuUnavailableReason(int device_index);
 
 // The model on GPU `device_index`. Refuses (moelab::Error, naming the flag) weight formats the GPU
-// backend has no kernels for (quantized experts or attention) and a model larger than the device's
+// backend has no kernels for (quantized attention) and a model larger than the device's
 // free memory; CUDA failures throw device::GpuError naming the call, file and line. `weights` must
 // outlive the model only until this returns (everything is copied).
 std::unique_ptr<ForwardModel> MakeGpuTransformer(const ModelWeights& weights, int device_index);

@@ -28,8 +28,7 @@ DeviceMatrix Upload(const kernels::WeightMatrix& matrix, const std::string& what
   if (matrix.format() != kernels::WeightFormat::kBf16) {
     throw base::Error("--device gpu runs bf16 weights; " + what + " are " +
                       kernels::ToString(matrix.format()) +
-                      " (the GPU backend has no quantized kernels yet: use --expert-bits 16 "
-                      "--attention-bits 16)");
+                      " (the GPU backend quantizes routed experts only: use --attention-bits 16)");
   }
   return Upload(matrix.bf16());
 }
@@ -40,6 +39,30 @@ DeviceFfn Upload(const FfnWeights& ffn, const std::string& what) {
   if (ffn.width == 0) return d;
   d.gate_up = Upload(ffn.gate_up, what);
   d.down = Upload(ffn.down, what);
+  return d;
+}
+
+namespace {
+
+DeviceQuantizedMatrix UploadQuantized(const kernels::QuantizedMatrix& matrix) {
+  DeviceQuantizedMatrix d;
+  d.rows = matrix.rows();
+  d.cols = matrix.cols();
+  d.q4_0 = matrix.format() == kernels::QuantFormat::kQ4_0;
+  d.records.Upload(matrix.data(), matrix.storage_bytes());
+  return d;
+}
+
+}  // namespace
+
+DeviceFfn UploadExpert(const FfnWeights& ffn) {
+  if (ffn.width == 0 || ffn.gate_up.format() == kernels::WeightFormat::kBf16)
+    return Upload(ffn, "experts (--expert-bits)");
+  DeviceFfn d;
+  d.width = ffn.width;
+  d.quantized = true;
+  d.quantized_gate_up = UploadQuantized(ffn.gate_up.quantized());
+  d.quantized_down = UploadQuantized(ffn.down.quantized());
   return d;
 }
 

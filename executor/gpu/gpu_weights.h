@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "executor/gpu/gpu_memory.h"
+#include "executor/gpu/gpu_quantized_kernels.h"
 #include "executor/weights.h"
 
 namespace moelab::executor::gpu {
@@ -26,15 +27,30 @@ struct DeviceMatrix {
   MatrixView view() const { return {data.get(), rows, cols, ld}; }
 };
 
+// A block-quantized matmul weight (routed experts at --expert-bits 8 or 4), its records as the CPU
+// stores them (kernels::QuantizedMatrix).
+struct DeviceQuantizedMatrix {
+  DeviceArray<uint8_t> records;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool q4_0 = false;
+  QuantizedWeightsView view() const { return {records.get(), rows, cols, q4_0}; }
+};
+
 DeviceMatrix UploadRowMajor(const kernels::Bf16* row_major, int64_t rows, int64_t cols);
 DeviceMatrix Upload(const kernels::PackedBf16Matrix& packed);
 // Refuses a quantized matrix (`what` names its flag): the GPU backend has bf16 kernels only.
 DeviceMatrix Upload(const kernels::WeightMatrix& matrix, const std::string& what);
 
+// A SwiGLU FFN: bf16 (gate_up, down), or for routed experts also block-quantized
+// (quantized_gate_up, quantized_down; `quantized` set).
 struct DeviceFfn {
   int64_t width = 0;
   DeviceMatrix gate_up;
   DeviceMatrix down;
+  bool quantized = false;
+  DeviceQuantizedMatrix quantized_gate_up;
+  DeviceQuantizedMatrix quantized_down;
   FfnView view() const { return {width, gate_up.view(), down.view()}; }
 };
 
@@ -47,6 +63,8 @@ inline FfnView ExpertInBuffer(const uint16_t* buffer, int64_t hidden, int64_t wi
 }
 
 DeviceFfn Upload(const FfnWeights& ffn, const std::string& what);
+// The same, keeping q8_0 / q4_0 matrices quantized (routed experts).
+DeviceFfn UploadExpert(const FfnWeights& ffn);
 DeviceArray<float> UploadVector(const std::vector<float>& host);
 
 struct DeviceLayer {

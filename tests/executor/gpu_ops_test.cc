@@ -14,6 +14,8 @@
 #include "kernels/attention.h"
 #include "kernels/bf16.h"
 #include "kernels/elementwise.h"
+#include "kernels/quantized_activations.h"
+#include "kernels/quantized_matrix.h"
 #include "tests/executor/gpu_skip.h"
 
 namespace moelab::executor {
@@ -112,8 +114,9 @@ TEST(GpuOps, AttentionMatchesTheCpuOnOddShapesAndWindows) {
   struct Shape {
     int64_t heads, kv_heads, head_dim, position, window;
   };
-  for (const Shape& s : {Shape{4, 2, 12, 0, 0}, Shape{6, 3, 20, 37, 0}, Shape{6, 2, 12, 37, 16},
-                         Shape{16, 4, 64, 300, 0}, Shape{8, 8, 128, 1100, 256}}) {
+  for (const Shape& s :
+       {Shape{4, 2, 12, 0, 0}, Shape{6, 3, 20, 37, 0}, Shape{6, 2, 12, 37, 16},
+        Shape{16, 4, 64, 300, 0}, Shape{8, 8, 128, 1100, 256}, Shape{40, 2, 32, 70, 0}}) {
     const int64_t kv_width = s.kv_heads * s.head_dim;
     const uint64_t seed = static_cast<uint64_t>(s.position * 31 + s.head_dim);
     const std::vector<float> q = Random(static_cast<size_t>(s.heads * s.head_dim), seed);
@@ -142,11 +145,66 @@ TEST(GpuOps, AttentionMatchesTheCpuOnOddShapesAndWindows) {
   }
 }
 
+// The quantized experts' matmul against float64 over the CPU's quantization of the same normed
+// rows (kernels/quantized_activations.h): odd widths (a partial run of 32), rows not a multiple
+// of the 8-row groups, more tokens than a block's 8, and token rows read through indices. The
+// device's fp32 norm may round an element across a quantization boundary where the CPU's double
+// one does not: one step of one element, far below the bound; a wrong layout or scale is O(1).
+TEST(GpuOps, QuantizedMatmulMatchesFloat64OverTheCpusQuantization) {
+  SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t tokens, out, in;
+  };
+  for (const kernels::QuantFormat format :
+       {kernels::QuantFormat::kQ8_0, kernels::QuantFormat::kQ4_0}) {
+    for (const Shape& s :
+         {Shape{1, 37, 45}, Shape{5, 300, 257}, Shape{9, 16, 1024}, Shape{20, 64, 96}}) {
+      const std::vector<float> w_values = Random(static_cast<size_t>(s.out * s.in), 7 + s.in);
+      std::vector<kernels::Bf16> w_bf16(w_values.size());
+      for (size_t i = 0; i < w_values.size(); ++i) w_bf16[i] = kernels::FloatToBf16(w_values[i]);
+      kernels::QuantizedMatrix w(format, s.out, s.in);
+      w.QuantizeRows(0, s.out, w_bf16.data());
+      const std::vector<float> x = Random(static_cast<size_t>(s.tokens * s.in), 9 + s.tokens, 2.0f);
+      std::vector<int32_t> token_rows;  // every token, last first, then token 0 again
+      for (int64_t t = s.tokens - 1; t >= 0; --t) token_rows.push_back(static_cast<int32_t>(t));
+      token_rows.push_back(0);
+      const std::vector<float> gpu = gpu_check::QuantizedMatmul(x, s.tokens, token_rows, w);
+      ASSERT_EQ(gpu.size(), token_rows.size() * static_cast<size_t>(s.out));
+      std::vector<float> normed(x.size());
+      for (int64_t t = 0; t < s.tokens; ++t) {
+        double mean_square = 0;
+        for (int64_t k = 0; k < s.in; ++k) mean_square += double{x[t * s.in + k]} * x[t * s.in + k];
+        const double scale = 1.0 / std::sqrt(mean_square / static_cast<double>(s.in) + 1e-5);
+        for (int64_t k = 0; k < s.in; ++k)
+          normed[t * s.in + k] = static_cast<float>(x[t * s.in + k] * scale);
+      }
+      kernels::QuantizedActivations xq;
+      kernels::ResizeQuantizedActivations(s.tokens, s.in, xq);
+      kernels::QuantizeActivationTokensScalar(normed.data(), s.in, 0, s.tokens, xq);
+      double worst = 0, magnitude = 0;
+      for (size_t i = 0; i < token_rows.size(); ++i) {
+        for (int64_t n = 0; n < s.out; ++n) {
+          double reference = 0;
+          for (int64_t k = 0; k < s.in; ++k)
+            reference += double{w.At(n, k)} * double{xq.Value(token_rows[i], k)};
+          worst = std::max(worst, std::fabs(gpu[i * s.out + n] - reference));
+          magnitude = std::max(magnitude, std::fabs(reference));
+        }
+      }
+      EXPECT_LT(worst, 1e-2 * magnitude)
+          << kernels::ToString(format) << " " << s.tokens << " x " << s.out << " x " << s.in;
+    }
+  }
+}
+
 // Runs everywhere: without a GPU each op says why it cannot run.
 TEST(GpuOps, WithoutAGpuEveryOpSaysWhy) {
   if (GpuUnavailableReason(0).empty()) GTEST_SKIP() << "this machine has a GPU";
   EXPECT_THROW(gpu_check::Softmax({1.0f, 2.0f}, 1, 2), base::Error);
   EXPECT_THROW(gpu_check::SwiGlu({1.0f, 2.0f}, 1, 1), base::Error);
+  EXPECT_THROW(gpu_check::QuantizedMatmul(
+                   {1.0f}, 1, {0}, kernels::QuantizedMatrix(kernels::QuantFormat::kQ8_0, 1, 1)),
+               base::Error);
 }
 
 }  // namespace

@@ -113,10 +113,15 @@ TEST_P(EveryTinyModelOnGpu, SyntheticContextMatchesTheCpu) {
   EXPECT_LT(RelativeMaxError(g, std::vector<double>(c.begin(), c.end())), 1e-2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, EveryTinyModelOnGpu,
-                         ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(),
-                                           testing::TinyQwen3Moe(), testing::TinyLlama()),
-                         testing::TinyModelName());
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, EveryTinyModelOnGpu,
+    ::testing::Values(testing::TinyMixtral(), testing::TinyQwenMoe(), testing::TinyQwen3Moe(),
+                      testing::TinyLlama(),
+                      testing::Quantized(testing::TinyMixtral(), kernels::WeightFormat::kQ4_0,
+                                         kernels::WeightFormat::kBf16),
+                      testing::Quantized(testing::TinyQwenMoe(), kernels::WeightFormat::kQ8_0,
+                                         kernels::WeightFormat::kBf16)),
+    testing::TinyModelName());
 
 // More tokens than one GEMM block (kGpuGemmRows) and experts with more than a block of rows.
 TEST(GpuTransformer, LongPromptSpansSeveralGemmBlocks) {
@@ -176,18 +181,18 @@ TEST(GpuTransformer, BeamOfWidthOneIsGreedyDecoding) {
   EXPECT_GE(wide.beams[0].log_probability, beam.beams[0].log_probability - 1e-6);
 }
 
-TEST(GpuTransformer, QuantizedWeightsAreRefusedByName) {
+TEST(GpuTransformer, QuantizedAttentionIsRefusedByName) {
   SKIP_WITHOUT_GPU();
   kernels::ThreadPool pool(2);
   const ModelWeights weights =
-      MakeSyntheticWeights(testing::Quantized(testing::TinyMixtral(), kernels::WeightFormat::kQ8_0,
-                                              kernels::WeightFormat::kBf16),
+      MakeSyntheticWeights(testing::Quantized(testing::TinyMixtral(), kernels::WeightFormat::kBf16,
+                                              kernels::WeightFormat::kQ8_0),
                            1, pool);
   try {
     MakeGpuTransformer(weights, 0);
-    FAIL() << "q8_0 experts were accepted";
+    FAIL() << "q8_0 attention was accepted";
   } catch (const base::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--expert-bits"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--attention-bits"), std::string::npos) << e.what();
   }
 }
 
@@ -333,14 +338,28 @@ TEST(GpuRequest, RefusesWhatTheGpuBackendCannotRun) {
   request.device = "tpu";
   EXPECT_THROW(request.Validate(), base::Error);
   request.device = "gpu";
-  request.expert_bits = 8;
+  request.attention_bits = 8;
   try {
     request.Validate();
-    FAIL() << "--expert-bits 8 was accepted on the GPU";
+    FAIL() << "--attention-bits 8 was accepted on the GPU";
   } catch (const base::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--expert-bits"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("--attention-bits"), std::string::npos);
+  }
+  request.attention_bits = 16;
+  request.expert_bits = 4;
+  EXPECT_NO_THROW(request.Validate());  // quantized routed experts run on the GPU
+  request.offload = offload::OffloadOptions{};
+  request.offload->policy = "on-demand";
+  request.offload->expert_memory_bytes = int64_t{1} << 30;
+  try {
+    request.Validate();
+    FAIL() << "--expert-bits 4 was accepted with --offload on the GPU";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--expert-bits must be 16"), std::string::npos)
+        << e.what();
   }
   request.expert_bits = 16;
+  request.offload.reset();
   EXPECT_NO_THROW(request.Validate());
 }
 
