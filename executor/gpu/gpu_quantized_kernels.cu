@@ -4,6 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
+
+#include "base/error.h"
 
 #include "device/cuda_check.h"
 #include "executor/gpu/gpu_quantized_kernels.h"
@@ -20,6 +23,7 @@ constexpr int kQuantizeThreads = 256;
 constexpr int kGroupRows = 8;
 constexpr int kTokensPerBlock = 8;
 constexpr int kMatmulWarps = 4;
+constexpr int kRunsInFlight = 8;
 
 cudaStream_t AsStream(Stream stream) { return static_cast<cudaStream_t>(stream); }
 
@@ -101,56 +105,73 @@ __global__ void QuantizedMatmulKernel(const uint8_t* records, int64_t rows, int6
   constexpr int kRowsPerLane = kQ4 ? 1 : 2;
   constexpr int64_t kRecordBytes = 16 + (kQ4 ? 128 : 256);
   __shared__ float sums[kMatmulWarps][kGroupRows][kTokensPerBlock];
-  const int64_t group = blockIdx.x;
-  const int64_t token_begin = static_cast<int64_t>(blockIdx.y) * kTokensPerBlock;
+  // Token chunks vary fastest, so the blocks that read one group of weight rows run together and
+  // all but the first find it in L2.
+  const int64_t group = blockIdx.y;
+  const int64_t token_begin = static_cast<int64_t>(blockIdx.x) * kTokensPerBlock;
   const int chunk =
       static_cast<int>(min(static_cast<int64_t>(kTokensPerBlock), tokens - token_begin));
   const int warp = threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   const int first_row = kQ4 ? lane % 8 : 2 * (lane % 4);
   const int element = kQ4 ? 4 * (lane / 8) : 4 * (lane / 4);
-  const int8_t* x[kTokensPerBlock];
-  const float* x_scales[kTokensPerBlock];
+  int32_t x_row[kTokensPerBlock];  // the tokens' rows of quants and scales
   for (int t = 0; t < kTokensPerBlock; ++t) {
     const int64_t i = token_begin + min(t, chunk - 1);
-    const int64_t row = token_rows ? token_rows[i] : i;
-    x[t] = quants + row * runs * kRun + element;
-    x_scales[t] = scales + row * runs;
+    x_row[t] = token_rows ? token_rows[i] : static_cast<int32_t>(i);
   }
+  const int8_t* lane_quants = quants + element;
   float accumulator[kRowsPerLane][kTokensPerBlock] = {};
   const uint8_t* group_records = records + group * runs * kRecordBytes;
   const int64_t run_begin = runs * warp / kMatmulWarps;
   const int64_t run_end = runs * (warp + 1) / kMatmulWarps;
-#pragma unroll 4
-  for (int64_t run = run_begin; run < run_end; ++run) {
-    const uint8_t* record = group_records + run * kRecordBytes;
-    const __half* weight_scales = reinterpret_cast<const __half*>(record);
-    if constexpr (kQ4) {
-      const int packed = *reinterpret_cast<const int*>(record + 16 + 4 * lane);
-      const int low = packed & 0x0f0f0f0f;
-      const int high = (packed >> 4) & 0x0f0f0f0f;
-      const float d = __half2float(weight_scales[first_row]);
+  // kRunsInFlight records' words and scales are loaded before any is used, so each warp keeps
+  // that many loads outstanding (one at a time left the kernel at an eighth of the bandwidth).
+  for (int64_t run0 = run_begin; run0 < run_end; run0 += kRunsInFlight) {
+    int packed[kRunsInFlight][kRowsPerLane];
+    float weight_scale[kRunsInFlight][kRowsPerLane];
 #pragma unroll
-      for (int t = 0; t < kTokensPerBlock; ++t) {
-        if (t >= chunk) break;
-        const int x_low = *reinterpret_cast<const int*>(x[t] + run * kRun);
-        const int x_high = *reinterpret_cast<const int*>(x[t] + run * kRun + 16);
-        // (q - 8) . x = q . x - 8 sum(x)
-        const int dot = __dp4a(low, x_low, 0) + __dp4a(high, x_high, 0) -
-                        8 * (__dp4a(0x01010101, x_low, 0) + __dp4a(0x01010101, x_high, 0));
-        accumulator[0][t] += d * x_scales[t][run] * static_cast<float>(dot);
+    for (int u = 0; u < kRunsInFlight; ++u) {
+      const int64_t run = min(run0 + u, run_end - 1);
+      const uint8_t* record = group_records + run * kRecordBytes;
+      const __half* scales_of_rows = reinterpret_cast<const __half*>(record);
+      if constexpr (kQ4) {
+        packed[u][0] = *reinterpret_cast<const int*>(record + 16 + 4 * lane);
+      } else {
+        const int2 words = *reinterpret_cast<const int2*>(record + 16 + 8 * lane);
+        packed[u][0] = words.x;
+        packed[u][kRowsPerLane - 1] = words.y;
       }
-    } else {
-      const int2 packed = *reinterpret_cast<const int2*>(record + 16 + 8 * lane);
-      const float d0 = __half2float(weight_scales[first_row]);
-      const float d1 = __half2float(weight_scales[first_row + 1]);
+#pragma unroll
+      for (int k = 0; k < kRowsPerLane; ++k)
+        weight_scale[u][k] = __half2float(scales_of_rows[first_row + k]);
+    }
+#pragma unroll
+    for (int u = 0; u < kRunsInFlight; ++u) {
+      const int64_t run = run0 + u;
+      if (run >= run_end) break;
 #pragma unroll
       for (int t = 0; t < kTokensPerBlock; ++t) {
         if (t >= chunk) break;
-        const int xq = *reinterpret_cast<const int*>(x[t] + run * kRun);
-        const float dx = x_scales[t][run];
-        accumulator[0][t] += d0 * dx * static_cast<float>(__dp4a(packed.x, xq, 0));
-        accumulator[1][t] += d1 * dx * static_cast<float>(__dp4a(packed.y, xq, 0));
+        const float x_scale = scales[static_cast<int64_t>(x_row[t]) * runs + run];
+        const int8_t* x = lane_quants + (static_cast<int64_t>(x_row[t]) * runs + run) * kRun;
+        if constexpr (kQ4) {
+          const int low = packed[u][0] & 0x0f0f0f0f;
+          const int high = (packed[u][0] >> 4) & 0x0f0f0f0f;
+          const int x_low = *reinterpret_cast<const int*>(x);
+          const int x_high = *reinterpret_cast<const int*>(x + 16);
+          // (q - 8) . x = q . x - 8 sum(x)
+          const int dot = __dp4a(low, x_low, 0) + __dp4a(high, x_high, 0) -
+                          8 * (__dp4a(0x01010101, x_low, 0) + __dp4a(0x01010101, x_high, 0));
+          accumulator[0][t] += weight_scale[u][0] * x_scale * static_cast<float>(dot);
+        } else {
+          const int xq = *reinterpret_cast<const int*>(x);
+#pragma unroll
+          for (int k = 0; k < kRowsPerLane; ++k) {
+            accumulator[k][t] +=
+                weight_scale[u][k] * x_scale * static_cast<float>(__dp4a(packed[u][k], xq, 0));
+          }
+        }
       }
     }
   }
@@ -208,8 +229,12 @@ void QuantizedMatmul(const QuantizedWeightsView& w, const int8_t* quants, const 
                      const int32_t* token_rows, int64_t rows, float* y, int64_t ld_y,
                      Stream stream) {
   if (rows == 0) return;
-  const dim3 grid(static_cast<unsigned>((w.rows + kGroupRows - 1) / kGroupRows),
-                  static_cast<unsigned>((rows + kTokensPerBlock - 1) / kTokensPerBlock));
+  const int64_t groups = (w.rows + kGroupRows - 1) / kGroupRows;
+  if (groups > 65535)
+    throw base::Error("quantized matmul: " + std::to_string(w.rows) +
+                      " weight rows is above the kernel's 65535 groups of 8");
+  const dim3 grid(static_cast<unsigned>((rows + kTokensPerBlock - 1) / kTokensPerBlock),
+                  static_cast<unsigned>(groups));
   const int64_t runs = QuantizedRuns(w.cols);
   if (w.q4_0) {
     QuantizedMatmulKernel<true><<<grid, kMatmulWarps * kWarp, 0, AsStream(stream)>>>(
