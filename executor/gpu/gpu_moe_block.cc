@@ -112,13 +112,14 @@ void GpuTransformer::QuantizedExperts(int64_t layer, int64_t tokens, const Exper
                        token_quants_.get(), token_quant_scales_.get(), stream_);
   Mark(kExperts);
   const int64_t ld_gate_up = Ld(2 * width);
+  // Sized for the most rows an expert can have before any expert is queued (a Grow frees).
+  gate_up_.Grow(tokens * ld_gate_up);
+  activation_quants_.Grow(tokens * width_runs * 32);
+  activation_quant_scales_.Grow(tokens * width_runs);
   for (int64_t e = 0; e < c.num_experts; ++e) {
     const int64_t count = static_cast<int64_t>(blocks.routed[e].size());
     if (count == 0) continue;
     const DeviceFfn& expert = lw.experts[e];
-    gate_up_.Grow(count * ld_gate_up);
-    activation_quants_.Grow(count * width_runs * 32);
-    activation_quant_scales_.Grow(count * width_runs);
     gpu::QuantizedMatmul(expert.quantized_gate_up.view(), token_quants_.get(),
                          token_quant_scales_.get(), routing_indices_.get() + blocks.block_begin[e],
                          count, gate_up_.get(), ld_gate_up, stream_);
