@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "model/preset_cache.h"
 #include "parallel/communicator.h"
 #include "sweep/ranks.h"
 #include "sweep/shard.h"
@@ -160,6 +161,8 @@ int Sweep(const std::vector<std::string>& args) {
     return 0;
   }
   if (spec_path.empty()) throw base::Error("give the sweep spec: moelab sweep SPEC.json");
+  // Every point of one sweep reads the same presets: loaded once per process.
+  const model::ScopedPresetCache preset_cache;
   const OutputRequest output = OutputRequestFrom(values);
   const bool on_ranks = parallel::LaunchedWorldSize() > 1;
   if (!shard_text.empty()) {

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/hf_import.h"
+#include "model/preset_cache.h"
 #include "base/json_reader.h"
 
 #ifndef MOELAB_PRESET_DIR
@@ -131,6 +132,16 @@ std::vector<PresetEntry> PresetStore::ListHardware() const {
 }
 
 MoeModelSpec PresetStore::LoadModel(const std::string& name_or_path) const {
+  return preset_cache::Model(root_.string() + '\n' + name_or_path,
+                             [&] { return LoadModelFromDisk(name_or_path); });
+}
+
+HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
+  return preset_cache::Hardware(root_.string() + '\n' + name_or_path,
+                                [&] { return LoadHardwareFromDisk(name_or_path); });
+}
+
+MoeModelSpec PresetStore::LoadModelFromDisk(const std::string& name_or_path) const {
   fs::path file;
   if (LooksLikePath(name_or_path)) {
     file = name_or_path;
@@ -170,7 +181,7 @@ fs::path PresetStore::FindHardwareFile(const std::string& name, const std::strin
   throw base::Error(UnknownNameMessage(kind_label + " preset", name, known, "'moelab hw list'"));
 }
 
-HardwareSpec PresetStore::LoadHardware(const std::string& name_or_path) const {
+HardwareSpec PresetStore::LoadHardwareFromDisk(const std::string& name_or_path) const {
   if (LooksLikePath(name_or_path)) {
     if (!fs::is_regular_file(name_or_path))
       throw base::Error(name_or_path + ": hardware file not found");

@@ -40,6 +40,9 @@ class PresetStore {
   HardwareSpec LoadHardware(const std::string& name_or_path) const;
 
  private:
+  // What LoadModel and LoadHardware read when no ScopedPresetCache has them (model/preset_cache.h).
+  MoeModelSpec LoadModelFromDisk(const std::string& name_or_path) const;
+  HardwareSpec LoadHardwareFromDisk(const std::string& name_or_path) const;
   std::filesystem::path FindHardwareFile(const std::string& name, const std::string& folder,
                                          const std::string& kind_label) const;
   HardwareSpec HardwareFromFile(const std::filesystem::path& file) const;
