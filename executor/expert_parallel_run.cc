@@ -311,6 +311,10 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   DecodeOptions decode;
   decode.output_tokens = request.workload == Workload::kPrefill ? 0 : request.output_tokens;
   decode.seed = request.seed;
+  // The ranks load their weights at different speeds (a first touch of a rank's share takes
+  // seconds on some machines): without a barrier the first step's first exchange waits for the
+  // slowest rank, and that wait, measured seconds beside a 0.2-s prefill, was counted as the step.
+  communicator.Barrier();
   const DecodeResult run = RunDecode(model, mine, decode);
 
   RunResult result;
