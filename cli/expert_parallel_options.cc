@@ -44,8 +44,12 @@ int RunAcrossRanks(const executor::RunRequest& request, const ExpertParallelFlag
   try {
     result = executor::RunExpertParallel(request, flags.options, model::PresetStore::Default(),
                                          *communicator);
-  } catch (const parallel::AgreedError&) {
-    if (rank == 0) throw;  // printed once; every rank exits 1
+  } catch (const parallel::AgreedError& e) {
+    // Said once, by rank 0, before any rank exits: mpirun ends the job at the first non-zero exit,
+    // and a rank that returned at once could have rank 0 killed before its line was written (seen
+    // under load: every rank exited 1 and no error was printed).
+    if (rank == 0) std::cerr << "moelab: error: " << base::OneLineMessage(e.what()) << "\n";
+    communicator->Barrier();
     return 1;
   } catch (const std::exception& e) {
     // This rank alone failed mid-run (a timed-out collective, a fault): the others may be waiting
