@@ -187,6 +187,62 @@ TEST(SimEp, SplittingOneExpertsRowsNeverCutsItsGemmTime) {
   EXPECT_FALSE(r.gemm_crossover_tokens.has_value());  // nothing for a GroupGemm to fuse
 }
 
+// A source whose expert time is a CPU kernel's tiles: 1 ms per 16 tokens begun (the AVX512-BF16
+// prefill tile), the rest the roofline's.
+class TiledExpertSource : public model::CostSource {
+ public:
+  explicit TiledExpertSource(const model::CostSource& base) : base_(base) {}
+  std::string name() const override { return "tiled-experts"; }
+  std::string device() const override { return base_.device(); }
+  std::string compute_dtype() const override { return base_.compute_dtype(); }
+  model::ForwardCost Forward(const model::MoeModelSpec& model,
+                             const model::ForwardShape& shape) const override {
+    return base_.Forward(model, shape);
+  }
+  double ExpertSeconds(const model::MoeModelSpec&, int64_t tokens, double) const override {
+    return 1e-3 * static_cast<double>((tokens + 15) / 16);
+  }
+  double RejectSeconds(const model::MoeModelSpec& target, int64_t batch,
+                       int64_t gamma) const override {
+    return base_.RejectSeconds(target, batch, gamma);
+  }
+  model::MemoryFootprint Memory(const model::MoeModelSpec& model, double kv) const override {
+    return base_.Memory(model, kv);
+  }
+  nlohmann::json Describe() const override { return {{"cost_source", name()}}; }
+
+ private:
+  const model::CostSource& base_;
+};
+
+// Mixtral prefill of 2 x 96 tokens on 2 ranks: each of a rank's 4 experts gets Binomial(192, 1/4)
+// tokens, mean 48. At the mean every expert would cost 3 tiles (12 ms); the spread's quartile
+// midpoints (41, 46, 50, 55 tokens) put two of them past 48 into a fourth tile: 14 ms, what the
+// executor pays (validate --cases ep measured its experts 25-30 % above 4 x f(48)).
+TEST(SimEp, ExpertsArePricedOverTheSpreadOfTheirTokensNotAtTheMean) {
+  EpConfig config = DeepSeekPrefill();
+  config.model = Presets().LoadModel("mixtral-8x7b");
+  config.node = Presets().LoadHardware("2xh800");
+  config.ep = 2;
+  config.batch = 2;
+  config.tokens = 96;
+  config.chunks = 1;
+  config.gemm = GemmChoice::kDense;
+  config.kernel_launch_s = 0;
+  config.compute_on_node = false;
+  const auto roofline = OneDevice(config.node);
+  const TiledExpertSource tiled(*roofline);
+  const auto links = model::LinkCollectiveCost::ForNode(config.node);
+  const EpResult r = SimulateEp(config, tiled, *links);
+  ASSERT_EQ(r.active_local_experts, 4);
+  ASSERT_EQ(r.tokens_per_expert, 48);
+  EXPECT_NEAR(r.no_pipeline.expert_compute_s, 14e-3, 1e-12);
+  // Two chunks of two experts each: every expert keeps its tokens, so the same 14 ms in all.
+  config.chunks = 2;
+  const EpResult two = SimulateEp(config, tiled, *links);
+  EXPECT_NEAR(two.chosen.expert_compute_s, 14e-3, 1e-12);
+}
+
 TEST(SimEp, AutoIsNeverSlowerThanNoPipelineAndGainsWhenBothPhasesExist) {
   for (const auto workload : {EpWorkload::kPrefill, EpWorkload::kDecode}) {
     EpConfig config = DeepSeekPrefill();
