@@ -204,9 +204,12 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
   }
   Agree(communicator, error);
   for (int round = 0; round < request.repeat; ++round) {
-    for (EpValidationCase& c : result.cases) {
+    // Odd rounds take the cases in reverse: a drift over the minutes of a round (the same order
+    // every round) put N = 4 last each time and read as a cost of chunking.
+    for (size_t i = 0; i < result.cases.size(); ++i) {
+      EpValidationCase& c = result.cases[round % 2 == 0 ? i : result.cases.size() - 1 - i];
       const int runs = c.workload == "prefill" ? 3 : 1;  // a burst decides a one-pass run whole
-      for (int i = 0; i < runs; ++i)
+      for (int run = 0; run < runs; ++run)
         c.runs_step_s.push_back(MeasureOnce(request, c, presets, communicator));
     }
     if (request.progress && communicator.rank() == 0)

@@ -27,9 +27,10 @@ namespace moelab::validate {
 //    batch and tokens at N chunks, every operator priced by the fitted-profile source, the
 //    collectives by the fitted-collectives curves (the R ranks' own); the step's time.
 // 3. Measure: executor::RunExpertParallel of the same model, seeded, at N chunks, `repeat` rounds
-//    with the cases interleaved round by round; a decode run's step is the median of its decode
-//    steps, a prefill's its one pass (prefills run 3 times a round, validate's RunsPerRound), and a
-//    case's measurement the median over its runs (each step the slowest rank's).
+//    with the cases interleaved round by round (odd rounds in reverse order); a decode run's step
+//    is the median of its decode steps, a prefill's its one pass (prefills run 3 times a round,
+//    validate's RunsPerRound), and a case's measurement the median over its runs (each step the
+//    slowest rank's).
 // Cases: decode and prefill, N in `chunks` each; judged on the step time per layer (the step over
 // the model's layers: the same relative error as the step's), |predicted - measured| / measured;
 // per workload the N with the lowest predicted and measured step.
