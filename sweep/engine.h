@@ -44,9 +44,10 @@ std::vector<PointOutcome> DecodeOutcomes(const std::string& bytes, const std::st
 
 // Every part's outcomes into grid order. A failed point throws base::Error with the lowest failed
 // point's message (the one a one-process run stops at); a point missing or given twice is an
-// error naming it.
+// error naming it. The outcomes are moved out of `parts` (100,000 points' rows copied were a
+// tenth of a sweep's serial part).
 std::vector<PointOutcome> CollectInGridOrder(const SweepSpec& spec,
-                                             const std::vector<std::vector<PointOutcome>>& parts);
+                                             std::vector<std::vector<PointOutcome>> parts);
 
 // The sweep's output from all its points in grid order: JSON `moelab.sweep/1` (schema, command,
 // spec_hash, spec, points, columns, rows, provenance) or CSV (point, grid.<option>..., the

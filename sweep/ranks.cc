@@ -1,6 +1,7 @@
 #include "sweep/ranks.h"
 
 #include <cstdlib>
+#include <utility>
 
 namespace moelab::sweep {
 
@@ -22,7 +23,7 @@ std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& r
   std::vector<std::vector<PointOutcome>> parts;
   for (const std::string& bytes : gathered) parts.push_back(DecodeOutcomes(bytes, spec.origin));
   try {
-    return CollectInGridOrder(spec, parts);
+    return CollectInGridOrder(spec, std::move(parts));
   } catch (const base::Error& e) {
     throw parallel::AgreedError(e.what());  // every rank gathered the same outcomes
   }

@@ -1,6 +1,7 @@
 #include "sweep/shard.h"
 
 #include <map>
+#include <utility>
 
 #include "base/error.h"
 #include "base/input_file.h"
@@ -131,7 +132,7 @@ MergedSweep MergeShards(const std::vector<std::string>& paths,
                         std::to_string(count) + " is missing");
     }
   }
-  merged.outcomes = CollectInGridOrder(merged.spec, parts);
+  merged.outcomes = CollectInGridOrder(merged.spec, std::move(parts));
   return merged;
 }
 
