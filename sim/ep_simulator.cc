@@ -20,9 +20,15 @@ struct LayerPlan {
   double tokens_total = 0;       // new tokens per replica per step
   double tokens_per_device = 0;  // hidden states each device holds when the dispatch starts
   int64_t local_experts = 0, active_experts = 0, tokens_per_expert = 0;
-  // The active local experts' tokens: the spread of uniform routing's per-expert counts (its
-  // quantiles), not every expert at the mean, in the order the chunks take the experts.
-  std::vector<int64_t> expert_tokens;
+  // How many of a device's local experts a layer activates, a = 1 .. local_experts:
+  // active_probability[a] (each local expert active with the uniform probability, independently;
+  // given at least one), and expert_tokens[a] their tokens: the spread of uniform routing's
+  // per-expert counts (its quantiles), not every expert at the mean, in the order the chunks take
+  // the experts. A decode of 8 sequences activates 3 of Mixtral's 4 local experts as often as 4,
+  // and N = 4 chunks then split one expert's rows (its weights read twice): priced at the rounded
+  // mean (4) every N cost the same, and validate --cases ep measured N = 4 slower.
+  std::vector<double> active_probability;
+  std::vector<std::vector<int64_t>> expert_tokens;
   double copy_scale = 1;  // device-limited routing's cut of the remote copies
   double attention_s = 0, moe_collectives_s = 0, shared_s = 0, dense_layer_s = 0, once_s = 0;
   bool communicates = false;  // ep > 1 or tp > 1: the dispatch and combine move bytes
@@ -127,6 +133,28 @@ std::vector<int64_t> SpreadOfLoad(const model::ExpertLoad& load, int64_t experts
   return zigzag;
 }
 
+// P(a of `local` experts active | at least one), each active with probability `active`
+// independently: [a] for a = 0 .. local (0 at a = 0).
+std::vector<double> ActiveCountProbabilities(int64_t local, double active) {
+  std::vector<double> probability(static_cast<size_t>(local + 1), 0.0);
+  if (active >= 1.0) {
+    probability.back() = 1.0;
+    return probability;
+  }
+  double total = 0;
+  for (int64_t a = 1; a <= local; ++a) {
+    const double log_term = std::lgamma(static_cast<double>(local) + 1) -
+                            std::lgamma(static_cast<double>(a) + 1) -
+                            std::lgamma(static_cast<double>(local - a) + 1) +
+                            static_cast<double>(a) * std::log(active) +
+                            static_cast<double>(local - a) * std::log1p(-active);
+    probability[static_cast<size_t>(a)] = std::exp(log_term);
+    total += probability[static_cast<size_t>(a)];
+  }
+  for (double& p : probability) p /= total;
+  return probability;
+}
+
 LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
                     const model::CollectiveCost& collectives) {
   LayerPlan plan;
@@ -144,11 +172,14 @@ LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
   plan.tokens_per_expert =
       std::max<int64_t>(1, std::llround(plan.tokens_total * static_cast<double>(moe.top_k) /
                                         (static_cast<double>(moe.num_experts) * active)));
-  plan.expert_tokens =
-      SpreadOfLoad(model::UniformExpertActivation(moe.num_experts, moe.top_k)
-                       .Load(config.batch, prefill ? config.tokens : 1,
-                             prefill ? model::PassKind::kPrefill : model::PassKind::kDecode),
-                   plan.active_experts);
+  const model::ExpertLoad load =
+      model::UniformExpertActivation(moe.num_experts, moe.top_k)
+          .Load(config.batch, prefill ? config.tokens : 1,
+                prefill ? model::PassKind::kPrefill : model::PassKind::kDecode);
+  plan.active_probability = ActiveCountProbabilities(plan.local_experts, active);
+  plan.expert_tokens.resize(static_cast<size_t>(plan.local_experts + 1));
+  for (int64_t a = 1; a <= plan.local_experts; ++a)
+    plan.expert_tokens[static_cast<size_t>(a)] = SpreadOfLoad(load, a);
   const double ranks_reached =
       static_cast<double>(config.ep) *
       GroupHitProbability(moe.num_experts, moe.top_k, static_cast<double>(plan.local_experts));
@@ -180,32 +211,26 @@ class ChunkPricer {
               const model::CollectiveCost& collectives)
       : config_(config), plan_(plan), gemm_(gemm), collectives_(collectives) {}
 
+  // N chunks' work, the expectation over how many local experts are active (a): N <= a groups
+  // them (no expert's weights read twice), N > a splits expert p's rows over chunks
+  // [N p / a, N (p + 1) / a), as the executor does (executor/expert_parallel.cc). The kernel
+  // names are those of the likeliest a.
   ChunkPlan Price(int64_t chunks) {
     ChunkPlan out;
-    const bool overlapped = chunks > 1 && plan_.communicates;
-    const int64_t sms = ComputeSms(overlapped);
-    const int64_t a = plan_.active_experts;
-    const int64_t groups = std::min(chunks, a);
-    const int64_t splits = chunks / groups;  // rows of each expert split this many ways
-    const int64_t tokens = std::max<int64_t>(
-        1,
-        std::llround(static_cast<double>(plan_.tokens_per_expert) / static_cast<double>(splits)));
-    size_t first = 0;
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t experts = a / groups + (g < a % groups ? 1 : 0);
-      std::vector<int64_t> load;
-      for (int64_t e = 0; e < experts; ++e, ++first) {
-        load.push_back(
-            std::max<int64_t>(1, std::llround(static_cast<double>(plan_.expert_tokens[first]) /
-                                              static_cast<double>(splits))));
+    out.work.assign(static_cast<size_t>(chunks), ChunkWork{});
+    double likeliest = -1;
+    for (int64_t a = 1; a <= plan_.local_experts; ++a) {
+      const double probability = plan_.active_probability[static_cast<size_t>(a)];
+      if (probability < kNegligibleProbability) continue;
+      ChunkPlan given = PriceGiven(chunks, a);
+      for (size_t c = 0; c < out.work.size(); ++c) {
+        out.work[c].dispatch_s += probability * given.work[c].dispatch_s;
+        out.work[c].compute_s += probability * given.work[c].compute_s;
+        out.work[c].combine_s += probability * given.work[c].combine_s;
       }
-      const model::ExpertGemmKind kind = Choose(experts, tokens, sms);
-      const double compute_s = gemm_.Seconds(kind, load, sms);
-      const double comm_s =
-          CommSeconds(static_cast<double>(experts) / static_cast<double>(a), splits, overlapped);
-      for (int64_t s = 0; s < splits; ++s) {
-        out.work.push_back({comm_s, compute_s, comm_s});
-        out.kinds.push_back(kind);
+      if (probability > likeliest) {
+        likeliest = probability;
+        out.kinds = std::move(given.kinds);
       }
     }
     return out;
@@ -268,6 +293,51 @@ class ChunkPricer {
 
   const EpConfig& config_;
   const LayerPlan& plan_;
+  // Below this an active-expert count is left out of the expectation (prefill's counts other
+  // than all experts: (1 - K / E)^tokens).
+  static constexpr double kNegligibleProbability = 1e-12;
+
+  // The chunks' work when `a` experts are active, `chunks` entries.
+  ChunkPlan PriceGiven(int64_t chunks, int64_t a) {
+    ChunkPlan out;
+    const bool overlapped = chunks > 1 && plan_.communicates;
+    const int64_t sms = ComputeSms(overlapped);
+    const std::vector<int64_t>& spread = plan_.expert_tokens[static_cast<size_t>(a)];
+    const double ad = static_cast<double>(a);
+    if (chunks <= a) {
+      size_t first = 0;
+      for (int64_t g = 0; g < chunks; ++g) {
+        const int64_t experts = a / chunks + (g < a % chunks ? 1 : 0);
+        const std::vector<int64_t> load(
+            spread.begin() + static_cast<std::ptrdiff_t>(first),
+            spread.begin() + static_cast<std::ptrdiff_t>(first + static_cast<size_t>(experts)));
+        first += static_cast<size_t>(experts);
+        const model::ExpertGemmKind kind = Choose(experts, plan_.tokens_per_expert, sms);
+        const double comm_s = CommSeconds(static_cast<double>(experts) / ad, 1, overlapped);
+        out.work.push_back({comm_s, gemm_.Seconds(kind, load, sms), comm_s});
+        out.kinds.push_back(kind);
+      }
+      return out;
+    }
+    for (int64_t p = 0; p < a; ++p) {
+      const int64_t span = chunks * (p + 1) / a - chunks * p / a;
+      const int64_t tokens =
+          std::max<int64_t>(1, std::llround(static_cast<double>(spread[static_cast<size_t>(p)]) /
+                                            static_cast<double>(span)));
+      const int64_t mean_tokens = std::max<int64_t>(
+          1,
+          std::llround(static_cast<double>(plan_.tokens_per_expert) / static_cast<double>(span)));
+      const model::ExpertGemmKind kind = Choose(1, mean_tokens, sms);
+      const double compute_s = gemm_.Seconds(kind, {tokens}, sms);
+      const double comm_s = CommSeconds(1.0 / ad, span, overlapped);
+      for (int64_t s = 0; s < span; ++s) {
+        out.work.push_back({comm_s, compute_s, comm_s});
+        out.kinds.push_back(kind);
+      }
+    }
+    return out;
+  }
+
   const ExpertGemmModel& gemm_;
   const model::CollectiveCost& collectives_;
   std::map<std::pair<int64_t, int64_t>, std::optional<int64_t>> crossovers_;

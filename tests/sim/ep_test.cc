@@ -215,21 +215,29 @@ class TiledExpertSource : public model::CostSource {
   const model::CostSource& base_;
 };
 
+// Mixtral on 2 ranks priced by another machine's curves (a --profile's: the node's SMs do not
+// tile the GEMMs), dense GEMMs without launches: validate --cases ep's setting.
+EpConfig TwoRankMixtral(EpWorkload workload, int64_t batch, int64_t tokens) {
+  EpConfig config = DeepSeekPrefill();
+  config.model = Presets().LoadModel("mixtral-8x7b");
+  config.node = Presets().LoadHardware("2xh800");
+  config.ep = 2;
+  config.workload = workload;
+  config.batch = batch;
+  config.tokens = tokens;
+  config.gemm = GemmChoice::kDense;
+  config.kernel_launch_s = 0;
+  config.compute_on_node = false;
+  return config;
+}
+
 // Mixtral prefill of 2 x 96 tokens on 2 ranks: each of a rank's 4 experts gets Binomial(192, 1/4)
 // tokens, mean 48. At the mean every expert would cost 3 tiles (12 ms); the spread's quartile
 // midpoints (41, 46, 50, 55 tokens) put two of them past 48 into a fourth tile: 14 ms, what the
 // executor pays (validate --cases ep measured its experts 25-30 % above 4 x f(48)).
 TEST(SimEp, ExpertsArePricedOverTheSpreadOfTheirTokensNotAtTheMean) {
-  EpConfig config = DeepSeekPrefill();
-  config.model = Presets().LoadModel("mixtral-8x7b");
-  config.node = Presets().LoadHardware("2xh800");
-  config.ep = 2;
-  config.batch = 2;
-  config.tokens = 96;
+  EpConfig config = TwoRankMixtral(EpWorkload::kPrefill, 2, 96);
   config.chunks = 1;
-  config.gemm = GemmChoice::kDense;
-  config.kernel_launch_s = 0;
-  config.compute_on_node = false;
   const auto roofline = OneDevice(config.node);
   const TiledExpertSource tiled(*roofline);
   const auto links = model::LinkCollectiveCost::ForNode(config.node);
@@ -241,6 +249,24 @@ TEST(SimEp, ExpertsArePricedOverTheSpreadOfTheirTokensNotAtTheMean) {
   config.chunks = 2;
   const EpResult two = SimulateEp(config, tiled, *links);
   EXPECT_NEAR(two.chosen.expert_compute_s, 14e-3, 1e-12);
+}
+
+// A decode of 8 sequences on 2 ranks: each of a rank's 4 experts is active with probability
+// P = 1 - (6/8)^8 (16 routings), so a layer often runs 3 of them. One chunk calls each active
+// expert once: E[a | a >= 1] = 4 P / (1 - (1 - P)^4) calls. Four chunks call 4 whatever a is: with
+// fewer active experts the executor splits one's rows over two chunks and reads its weights twice.
+// (Priced at the rounded mean, 4 active, both were 4 calls.)
+TEST(SimEp, MoreChunksThanActiveExpertsSplitAnExpertAndReadItTwice) {
+  EpConfig config = TwoRankMixtral(EpWorkload::kDecode, 8, 32);
+  const auto roofline = OneDevice(config.node);
+  const TiledExpertSource tiled(*roofline);  // 1 ms an expert call of up to 16 tokens
+  const auto links = model::LinkCollectiveCost::ForNode(config.node);
+  const double p = 1 - std::pow(6.0 / 8.0, 16.0 / 2.0);
+  config.chunks = 1;
+  EXPECT_NEAR(SimulateEp(config, tiled, *links).chosen.expert_compute_s,
+              1e-3 * 4 * p / (1 - std::pow(1 - p, 4)), 1e-12);
+  config.chunks = 4;
+  EXPECT_NEAR(SimulateEp(config, tiled, *links).chosen.expert_compute_s, 4e-3, 1e-12);
 }
 
 TEST(SimEp, AutoIsNeverSlowerThanNoPipelineAndGainsWhenBothPhasesExist) {
