@@ -20,14 +20,16 @@ struct LayerPlan {
   double tokens_total = 0;       // new tokens per replica per step
   double tokens_per_device = 0;  // hidden states each device holds when the dispatch starts
   int64_t local_experts = 0, active_experts = 0, tokens_per_expert = 0;
-  // How many of a device's local experts a layer activates, a = 1 .. local_experts:
-  // active_probability[a] (each local expert active with the uniform probability, independently;
-  // given at least one), and expert_tokens[a] their tokens: the spread of uniform routing's
+  // How many of the busiest device's local experts a layer activates, a = 1 .. local_experts:
+  // busiest_probability[a], the largest of the ep ranks' counts (each local expert active with the
+  // uniform probability, independently; given at least one), since a layer ends when its slowest
+  // rank has combined; and expert_tokens[a] their tokens: the spread of uniform routing's
   // per-expert counts (its quantiles), not every expert at the mean, in the order the chunks take
-  // the experts. A decode of 8 sequences activates 3 of Mixtral's 4 local experts as often as 4,
-  // and N = 4 chunks then split one expert's rows (its weights read twice): priced at the rounded
-  // mean (4) every N cost the same, and validate --cases ep measured N = 4 slower.
-  std::vector<double> active_probability;
+  // the experts. A decode of 8 sequences activates 3 of Mixtral's 4 local experts on a rank as
+  // often as 4, and N = 4 chunks then split one expert's rows (its weights read twice): priced at
+  // the rounded mean (4) every N cost the same, and validate --cases ep measured N = 4 slower;
+  // priced at one rank's mean (3.6) decode came out 19-41 % low, the busier of 2 ranks runs 3.9.
+  std::vector<double> busiest_probability;
   std::vector<std::vector<int64_t>> expert_tokens;
   double copy_scale = 1;  // device-limited routing's cut of the remote copies
   double attention_s = 0, moe_collectives_s = 0, shared_s = 0, dense_layer_s = 0, once_s = 0;
@@ -155,6 +157,20 @@ std::vector<double> ActiveCountProbabilities(int64_t local, double active) {
   return probability;
 }
 
+// The distribution of the largest of `ranks` independent draws from `probability` (over
+// 0 .. n): P(max = a) = F(a)^ranks - F(a - 1)^ranks.
+std::vector<double> BusiestOfRanks(const std::vector<double>& probability, int64_t ranks) {
+  std::vector<double> busiest(probability.size(), 0.0);
+  double below = 0, cumulative = 0;
+  for (size_t a = 0; a < probability.size(); ++a) {
+    cumulative += probability[a];
+    const double at_most = std::pow(std::min(1.0, cumulative), static_cast<double>(ranks));
+    busiest[a] = std::max(0.0, at_most - below);
+    below = at_most;
+  }
+  return busiest;
+}
+
 LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
                     const model::CollectiveCost& collectives) {
   LayerPlan plan;
@@ -176,7 +192,8 @@ LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
       model::UniformExpertActivation(moe.num_experts, moe.top_k)
           .Load(config.batch, prefill ? config.tokens : 1,
                 prefill ? model::PassKind::kPrefill : model::PassKind::kDecode);
-  plan.active_probability = ActiveCountProbabilities(plan.local_experts, active);
+  plan.busiest_probability =
+      BusiestOfRanks(ActiveCountProbabilities(plan.local_experts, active), config.ep);
   plan.expert_tokens.resize(static_cast<size_t>(plan.local_experts + 1));
   for (int64_t a = 1; a <= plan.local_experts; ++a)
     plan.expert_tokens[static_cast<size_t>(a)] = SpreadOfLoad(load, a);
@@ -211,16 +228,16 @@ class ChunkPricer {
               const model::CollectiveCost& collectives)
       : config_(config), plan_(plan), gemm_(gemm), collectives_(collectives) {}
 
-  // N chunks' work, the expectation over how many local experts are active (a): N <= a groups
-  // them (no expert's weights read twice), N > a splits expert p's rows over chunks
-  // [N p / a, N (p + 1) / a), as the executor does (executor/expert_parallel.cc). The kernel
-  // names are those of the likeliest a.
+  // N chunks' work, the expectation over how many local experts the busiest rank runs (a): N <= a
+  // groups them (no expert's weights read twice), N > a splits expert p's rows over chunks [N p /
+  // a, N (p + 1) / a), as the executor does (executor/expert_parallel.cc). The kernel names are
+  // those of the likeliest a.
   ChunkPlan Price(int64_t chunks) {
     ChunkPlan out;
     out.work.assign(static_cast<size_t>(chunks), ChunkWork{});
     double likeliest = -1;
     for (int64_t a = 1; a <= plan_.local_experts; ++a) {
-      const double probability = plan_.active_probability[static_cast<size_t>(a)];
+      const double probability = plan_.busiest_probability[static_cast<size_t>(a)];
       if (probability < kNegligibleProbability) continue;
       ChunkPlan given = PriceGiven(chunks, a);
       for (size_t c = 0; c < out.work.size(); ++c) {

@@ -252,19 +252,28 @@ TEST(SimEp, ExpertsArePricedOverTheSpreadOfTheirTokensNotAtTheMean) {
 }
 
 // A decode of 8 sequences on 2 ranks: each of a rank's 4 experts is active with probability
-// P = 1 - (6/8)^8 (16 routings), so a layer often runs 3 of them. One chunk calls each active
-// expert once: E[a | a >= 1] = 4 P / (1 - (1 - P)^4) calls. Four chunks call 4 whatever a is: with
-// fewer active experts the executor splits one's rows over two chunks and reads its weights twice.
-// (Priced at the rounded mean, 4 active, both were 4 calls.)
+// P = 1 - (6/8)^8 (16 routings), so a layer often runs 3 of them; the layer waits for the busier
+// rank. One chunk calls each active expert once: E[max(a0, a1)] calls, a binomial given a >= 1.
+// Four chunks call 4 whatever a is: with fewer active experts the executor splits one's rows over
+// two chunks and reads its weights twice. (Priced at the rounded mean, 4 active, both were 4.)
 TEST(SimEp, MoreChunksThanActiveExpertsSplitAnExpertAndReadItTwice) {
   EpConfig config = TwoRankMixtral(EpWorkload::kDecode, 8, 32);
   const auto roofline = OneDevice(config.node);
   const TiledExpertSource tiled(*roofline);  // 1 ms an expert call of up to 16 tokens
   const auto links = model::LinkCollectiveCost::ForNode(config.node);
   const double p = 1 - std::pow(6.0 / 8.0, 16.0 / 2.0);
+  double at_most[5] = {0, 0, 0, 0, 0}, busier_calls = 0;  // P(a <= n | a >= 1), then E[max]
+  for (int n = 1; n <= 4; ++n) {
+    for (int a = 1; a <= n; ++a) {
+      at_most[n] += std::tgamma(5) / (std::tgamma(a + 1) * std::tgamma(5 - a)) * std::pow(p, a) *
+                    std::pow(1 - p, 4 - a) / (1 - std::pow(1 - p, 4));
+    }
+    busier_calls += n * (std::pow(at_most[n], 2) - std::pow(at_most[n - 1], 2));
+  }
+  EXPECT_GT(busier_calls, 4 * p / (1 - std::pow(1 - p, 4)));  // above one rank's mean (3.6)
   config.chunks = 1;
-  EXPECT_NEAR(SimulateEp(config, tiled, *links).chosen.expert_compute_s,
-              1e-3 * 4 * p / (1 - std::pow(1 - p, 4)), 1e-12);
+  EXPECT_NEAR(SimulateEp(config, tiled, *links).chosen.expert_compute_s, 1e-3 * busier_calls,
+              1e-12);
   config.chunks = 4;
   EXPECT_NEAR(SimulateEp(config, tiled, *links).chosen.expert_compute_s, 4e-3, 1e-12);
 }
