@@ -64,9 +64,12 @@ std::string Outputs(sim::SimConfig config) {
 }
 
 int Main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: moelab_sim_exactness OUT.txt\n");
-    return 2;
+  // An option is no output path (`--help` wrote the hashes to a file named --help).
+  if (argc != 2 || argv[1][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: moelab_sim_exactness OUT.txt (one line per case: its outputs hashed; "
+                 "compare two builds' files with cmp)\n");
+    return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }
   const model::PresetStore store = model::PresetStore::Default();
   const char* const policies[] = {"resident", "on-demand", "static-split", "lru-prefetch",
