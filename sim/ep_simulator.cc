@@ -308,8 +308,6 @@ class ChunkPricer {
     return seconds;
   }
 
-  const EpConfig& config_;
-  const LayerPlan& plan_;
   // Below this an active-expert count is left out of the expectation (prefill's counts other
   // than all experts: (1 - K / E)^tokens).
   static constexpr double kNegligibleProbability = 1e-12;
@@ -355,6 +353,8 @@ class ChunkPricer {
     return out;
   }
 
+  const EpConfig& config_;
+  const LayerPlan& plan_;
   const ExpertGemmModel& gemm_;
   const model::CollectiveCost& collectives_;
   std::map<std::pair<int64_t, int64_t>, std::optional<int64_t>> crossovers_;
