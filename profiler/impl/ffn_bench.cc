@@ -60,6 +60,13 @@ class FfnBench : public OperatorBench {
     for (size_t i = 0; i < x_.size(); ++i)
       x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 13) - 6);
     out_.resize(x_.size());
+    // The bench is built again for every round (profiler.cc, MeasureRounds), so a scratch grown
+    // inside the timed calls paid its first-touch page faults in every round: at 1,024 and 4,096
+    // tokens a point runs once a repetition, and those faults (2.5-3 s per GiB on a
+    // paravirtualized VM) made it 3-4x the kernel's time (118 against 39 ms at 1,024 x 1,024 x
+    // 3,584). The executor reserves its scratch before timing (ForwardModel::ReservePass): so does
+    // the bench, untimed.
+    kernels::ReserveExpertFfnScratch(max_tokens, hidden_, width_, format, scratch_);
     if (family == OperatorFamily::kExpertFfnWorkingSet) {
       notes_.push_back(label + ": weights cycled over each point's working set (" +
                        std::to_string(block_bytes) +
