@@ -73,7 +73,8 @@ int ValidateServing(const validate::ValidationRequest& request, const po::variab
       (!std::filesystem::is_directory(out, error) || !std::filesystem::is_empty(out, error))) {
     throw base::Error("--out " + base::EscapeForMessage(out) +
                       ": name a new or empty folder (validate --cases serving writes "
-                      "validation-serving.json, profile.json, fit.json and report.md there)");
+                      "validation-serving.json, profile.json, fit.json, report.md and "
+                      "served-iterations.csv there)");
   }
   const validate::ServingValidationResult result =
       validate::RunServingValidation(serving, model::PresetStore::Default());
@@ -86,6 +87,8 @@ int ValidateServing(const validate::ValidationRequest& request, const po::variab
     base::WriteFileAtomically(folder / "profile.json", result.profile.dump(2) + "\n");
     base::WriteFileAtomically(folder / "fit.json", result.fit.dump(2) + "\n");
     base::WriteFileAtomically(folder / "report.md", validate::ServingValidationMarkdown(result));
+    base::WriteFileAtomically(folder / "served-iterations.csv",
+                              validate::ServedIterationsCsv(result));
   }
   if (values["json"].as<bool>()) {
     std::cout << json.dump(2) << "\n";

@@ -67,7 +67,12 @@ std::shared_ptr<RequestStream> ServingEngine::Submit(TokenIds prompt, int64_t ma
   request.prompt = std::move(prompt);
   request.max_tokens = max_tokens;
   request.priority = priority;
-  request.arrival_s = std::chrono::duration<double>(ServingClock::now() - start_).count();
+  request.arrival_s = SecondsSinceStart(ServingClock::now());
+  if (recording_) {
+    recorded_request_index_[request.id] = recording_->requests.size();
+    recording_->requests.push_back(
+        {request.id, request.arrival_s, static_cast<int64_t>(request.prompt.size()), {}, false});
+  }
   inbox_.push_back({std::move(request), stream});
   work_.notify_one();
   return stream;
@@ -100,6 +105,43 @@ void ServingEngine::Stop(StopMode mode) {
 EngineSnapshot ServingEngine::Snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return snapshot_;
+}
+
+double ServingEngine::SecondsSinceStart(ServingClock::time_point at) const {
+  return std::chrono::duration<double>(at - start_).count();
+}
+
+void ServingEngine::StartRecording() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  recording_.emplace();
+  recorded_request_index_.clear();
+}
+
+// Before the streams hear of the iteration: a client that saw its request end and then started a
+// recording must not find that iteration in it.
+void ServingEngine::Record(const IterationOutcome& outcome, ServingClock::time_point step_start,
+                           ServingClock::time_point step_end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!recording_) return;
+  const double end_s = SecondsSinceStart(step_end);
+  recording_->iterations.push_back({SecondsSinceStart(step_start), end_s, outcome.plan});
+  for (const EmittedToken& emitted : outcome.emitted) {
+    const auto index = recorded_request_index_.find(emitted.request_id);
+    if (index != recorded_request_index_.end())
+      recording_->requests[index->second].token_times_s.push_back(end_s);
+  }
+  for (int64_t id : outcome.finished) {
+    const auto index = recorded_request_index_.find(id);
+    if (index != recorded_request_index_.end()) recording_->requests[index->second].finished = true;
+  }
+}
+
+EngineRecording ServingEngine::StopRecording() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EngineRecording recording = recording_ ? std::move(*recording_) : EngineRecording{};
+  recording_.reset();
+  recorded_request_index_.clear();
+  return recording;
 }
 
 bool ServingEngine::TakeWork(ServingCore& core) {
@@ -151,7 +193,9 @@ void ServingEngine::EndAll(StreamEvent::Kind kind, const std::string& message) {
   streams_.clear();
 }
 
-void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core) {
+void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core,
+                            ServingClock::time_point step_start) {
+  Record(outcome, step_start, ServingClock::now());
   for (const EmittedToken& emitted : outcome.emitted) {
     StreamEvent event;
     event.token = emitted.token;
@@ -182,7 +226,8 @@ void ServingEngine::Loop() {
         busy_ = false;
         continue;
       }
-      Publish(core.Step(), core);
+      const ServingClock::time_point step_start = ServingClock::now();
+      Publish(core.Step(), core, step_start);
     }
   } catch (const std::exception& error) {
     // A failed pass leaves the sequences' caches undefined: every request ends, none hangs.

@@ -56,6 +56,27 @@ struct EngineSnapshot {
   std::string failure;   // why the engine thread stopped on an error (empty: it did not)
 };
 
+// What the engine did while recording (ServingEngine::StartRecording): every iteration's plan and
+// wall-clock span, and every request submitted meanwhile with the engine-side times of its
+// tokens. Seconds on the engine's clock (since its construction). validate --cases serving
+// compares it with the client's view (what HTTP and the load generator add) and with the
+// simulator's price of each plan (what the composition misses on served batches).
+struct EngineRecording {
+  struct Iteration {
+    double start_s = 0, end_s = 0;
+    scheduler::IterationPlan plan;
+  };
+  struct Request {
+    int64_t id = 0;
+    double arrival_s = 0;  // when Submit queued it
+    int64_t prompt_tokens = 0;
+    std::vector<double> token_times_s;  // when the engine emitted each token
+    bool finished = false;              // its last token emitted while recording
+  };
+  std::vector<Iteration> iterations;
+  std::vector<Request> requests;  // in submission order
+};
+
 // The serving engine: a ServingCore run by one engine thread, fed by any number of client threads.
 // Submit queues a request and returns its stream; the engine thread admits it before its next
 // iteration (a refusal arrives on the stream), runs iterations while anything waits or runs, and
@@ -87,6 +108,10 @@ class ServingEngine {
   void Abort();
 
   EngineSnapshot Snapshot() const;
+  // Records from now on (EngineRecording); a recording in progress starts over.
+  void StartRecording();
+  // Ends the recording and returns it (empty when none was started).
+  EngineRecording StopRecording();
   const ExecutorConfig& model_config() const { return model_->model->config(); }
   const scheduler::SchedulerConfig& scheduler_config() const { return config_; }
   int64_t max_sequence_tokens() const { return max_sequence_tokens_; }
@@ -99,7 +124,11 @@ class ServingEngine {
   void Loop();
   // Takes what client threads queued; false when the loop should end.
   bool TakeWork(ServingCore& core);
-  void Publish(const IterationOutcome& outcome, ServingCore& core);
+  void Publish(const IterationOutcome& outcome, ServingCore& core,
+               ServingClock::time_point step_start);
+  void Record(const IterationOutcome& outcome, ServingClock::time_point step_start,
+              ServingClock::time_point step_end);
+  double SecondsSinceStart(ServingClock::time_point at) const;
   void EndAll(StreamEvent::Kind kind, const std::string& message);
 
   std::unique_ptr<ServingModel> model_;
@@ -115,6 +144,9 @@ class ServingEngine {
   bool busy_ = false;        // guarded by mutex_: the core has work (the loop must not sleep)
   int64_t next_id_ = 0;      // guarded by mutex_
   EngineSnapshot snapshot_;  // guarded by mutex_
+  // guarded by mutex_: the recording, and each recorded request's index in it by engine id
+  std::optional<EngineRecording> recording_;
+  std::map<int64_t, size_t> recorded_request_index_;
   // Engine thread only: the streams of requests the core holds.
   std::map<int64_t, std::shared_ptr<RequestStream>> streams_;
   const ServingClock::time_point start_ = ServingClock::now();

@@ -34,13 +34,26 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                   {"seed", request.seed}};
   json["quick"] = request.quick;
   json["repeats"] = request.repeat;
-  json["engine_iteration"] = {{"scale", result.engine_iteration_scale},
-                              {"residual_s", result.engine_iteration_residual_s},
-                              {"iterations", result.engine_iterations},
-                              {"requests", kMinServingRequests}};
+  json["engine_iteration"] = {
+      {"scale", result.engine_iteration_scale},
+      {"decode_only_scale", result.decode_only_scale},
+      {"with_prefill_scale", result.with_prefill_scale},
+      {"residual_s", result.engine_iteration_residual_s},
+      {"iterations", result.engine_iterations},
+      {"decode_only_iterations", result.calibration.decode_only_iterations},
+      {"requests", result.calibration_requests},
+      {"rate_per_s", result.calibration_rate_per_s},
+      {"method",
+       "a calibration run through the server (other seeded requests, Poisson at 70 % of the "
+       "unscaled predicted saturation): each served iteration's wall time over its plan's "
+       "composed price, the median per kind"},
+      {"calibration", result.calibration.ToJson()}};
   json["client_latency_s"] = result.client_latency_s;
   nlohmann::json measured_saturation = nlohmann::json::array();
   std::vector<double> saturation_rps, saturation_tps;
+  nlohmann::json overload_engine = nlohmann::json::array();
+  for (const ServedEngineView& view : result.overload_engine)
+    overload_engine.push_back(view.ToJson());
   for (const Saturation& s : result.measured_saturation_runs) {
     measured_saturation.push_back(SaturationJson(s));
     saturation_rps.push_back(s.requests_per_s);
@@ -51,6 +64,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                          {{"requests_per_s", base::Median(saturation_rps)},
                           {"tokens_per_s", base::Median(saturation_tps)}}},
                         {"measured_runs", measured_saturation},
+                        {"engine", overload_engine},
                         {"method", "every request at t = 0, predicted and measured"}};
   nlohmann::json rates = nlohmann::json::array();
   for (const ServingRate& rate : result.rates) {
@@ -59,7 +73,8 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
       runs.push_back({{"round", run.round + 1},
                       {"late_sends", run.late_sends},
                       {"measured", serving::ServingSummaryToJson(run.measured)},
-                      {"predicted", serving::ServingSummaryToJson(run.predicted)}});
+                      {"predicted", serving::ServingSummaryToJson(run.predicted)},
+                      {"engine", run.engine.ToJson()}});
     }
     rates.push_back({{"fraction_of_predicted_saturation", rate.fraction},
                      {"rate_per_s", rate.rate_per_s},
@@ -91,11 +106,11 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
 std::string ServingValidationText(const ServingValidationResult& result) {
   std::ostringstream out;
   out << "validate --cases serving: " << result.request.requests << " requests a run, "
-      << result.request.repeat << " rounds; engine iteration scale "
-      << report::FormatNumber(result.engine_iteration_scale, 4) << " (residual "
-      << report::FormatNumber(result.engine_iteration_residual_s * 1e3, 3)
-      << " ms), client latency " << report::FormatNumber(result.client_latency_s * 1e3, 3)
-      << " ms\n";
+      << result.request.repeat << " rounds; engine iteration scales "
+      << report::FormatNumber(result.decode_only_scale, 4) << " decode-only, "
+      << report::FormatNumber(result.with_prefill_scale, 4) << " with prefill (all "
+      << report::FormatNumber(result.engine_iteration_scale, 4) << "), client latency "
+      << report::FormatNumber(result.client_latency_s * 1e3, 3) << " ms\n";
   for (const ServingRate& rate : result.rates) {
     out << "  rate " << report::FormatNumber(rate.rate_per_s, 4) << "/s (" << Percent(rate.fraction)
         << " of predicted saturation):";
@@ -148,9 +163,51 @@ std::string ServingValidationMarkdown(const ServingValidationResult& result) {
           << Percent(e["measured_spread"].get<double>()) << " |\n";
     }
   }
+  out << "\n## The engine's own record of the measured runs (medians over rounds)\n\n"
+      << "Engine-side latencies from the engine's emit times (the client's less HTTP, the stream "
+         "and the load generator); each served iteration's wall time over the unscaled composed "
+         "price of its plan, by kind; the engine's time between iterations while work remained.\n\n"
+      << "| rate/s | engine TTFT p50 | client TTFT p50 | engine TPOT p50 | client TPOT p50 | "
+         "decode-only scale (iterations) | with-prefill scale | between iterations |\n"
+      << "|---|---|---|---|---|---|---|---|\n";
+  for (const ServingRate& rate : result.rates) {
+    std::vector<double> ttft, client_ttft, tpot, client_tpot, decode, prefill, between, count;
+    for (const ServingRun& run : rate.runs) {
+      ttft.push_back(run.engine.engine_side.ttft_s.p50);
+      client_ttft.push_back(run.measured.ttft_s.p50);
+      tpot.push_back(run.engine.engine_side.tpot_s.p50);
+      client_tpot.push_back(run.measured.tpot_s.p50);
+      decode.push_back(run.engine.decode_only_scale);
+      prefill.push_back(run.engine.with_prefill_scale);
+      between.push_back(run.engine.between_iterations_s);
+      count.push_back(static_cast<double>(run.engine.decode_only_iterations));
+    }
+    const auto ms = [](const std::vector<double>& v) {
+      return report::FormatNumber(1e3 * base::Median(v), 4) + " ms";
+    };
+    out << "| " << report::FormatNumber(rate.rate_per_s, 4) << " | " << ms(ttft) << " | "
+        << ms(client_ttft) << " | " << ms(tpot) << " | " << ms(client_tpot) << " | "
+        << report::FormatNumber(base::Median(decode), 4) << " ("
+        << report::FormatNumber(base::Median(count), 4) << ") | "
+        << report::FormatNumber(base::Median(prefill), 4) << " | " << ms(between) << " |\n";
+  }
   out << "\n## Notes\n\n";
   for (const std::string& note : result.notes) out << "- " << note << "\n";
   return out.str();
+}
+
+std::string ServedIterationsCsv(const ServingValidationResult& result) {
+  std::string csv = ServedIterationsCsvHeader();
+  for (const ServingRate& rate : result.rates) {
+    for (const ServingRun& run : rate.runs)
+      csv += ServedIterationsCsvRows(run.engine, report::FormatNumber(rate.rate_per_s, 4) + "@" +
+                                                     std::to_string(run.round + 1));
+  }
+  csv += ServedIterationsCsvRows(result.calibration, "calibration");
+  for (size_t round = 0; round < result.overload_engine.size(); ++round)
+    csv += ServedIterationsCsvRows(result.overload_engine[round],
+                                   "overload@" + std::to_string(round + 1));
+  return csv;
 }
 
 }  // namespace moelab::validate

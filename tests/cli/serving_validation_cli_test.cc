@@ -1,6 +1,7 @@
 // moelab validate --cases serving end to end on a tiny shape, and its refusals.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -35,10 +36,10 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
                           "notes", "provenance", "engine_iteration", "client_latency_s"}) {
     EXPECT_TRUE(json.contains(key)) << key;
   }
-  ASSERT_EQ(json["rates"].size(), 3u);
+  ASSERT_EQ(json["rates"].size(), 4u);
   double previous = 0;
   for (const nlohmann::json& rate : json["rates"]) {
-    EXPECT_GT(rate["rate_per_s"].get<double>(), previous);  // 30 %, 70 %, 110 %, ascending
+    EXPECT_GT(rate["rate_per_s"].get<double>(), previous);  // 30, 70, 90, 110 %, ascending
     previous = rate["rate_per_s"].get<double>();
     ASSERT_EQ(rate["runs"].size(), 1u);
     for (const char* side : {"measured", "predicted"}) {
@@ -48,6 +49,15 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
       EXPECT_EQ(summary["failed"], 0) << side;
       EXPECT_GT(summary["ttft_s"]["p50"].get<double>(), 0) << side;
     }
+    // The engine's record of the run: every request it served, its iterations split by kind.
+    const nlohmann::json& engine = rate["runs"][0]["engine"];
+    EXPECT_EQ(engine["engine_side"]["completed"], 16);
+    EXPECT_GT(engine["iterations"].get<int64_t>(), 0);
+    EXPECT_LE(engine["decode_only_iterations"].get<int64_t>(), engine["iterations"].get<int64_t>());
+    EXPECT_GT(engine["busy_s"].get<double>(), 0);
+    // The client sees the first token after the engine emitted it.
+    EXPECT_GT(rate["runs"][0]["measured"]["ttft_s"]["p50"].get<double>(),
+              engine["engine_side"]["ttft_s"]["p50"].get<double>());
     ASSERT_EQ(rate["errors"].size(), 6u);
     for (const auto& [metric, error] : rate["errors"].items()) {
       EXPECT_TRUE(std::isfinite(error["abs_error"].get<double>())) << metric;
@@ -58,13 +68,27 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
     }
   }
   EXPECT_GT(json["engine_iteration"]["scale"].get<double>(), 0);
+  EXPECT_GT(json["engine_iteration"]["decode_only_scale"].get<double>(), 0);
+  EXPECT_GT(json["engine_iteration"]["with_prefill_scale"].get<double>(), 0);
+  EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32);
   EXPECT_GT(json["saturation"]["predicted"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["saturation"]["measured"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["serving_overhead"]["ratio"].get<double>(), 0);
   EXPECT_EQ(json["serving_overhead"]["server_tokens_per_s"].size(), 1u);
   ASSERT_EQ(json["targets"].size(), 4u);
-  for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md"})
+  for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md",
+                           "served-iterations.csv"})
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+  // One CSV row per served iteration of the calibration, the four rate runs and the overload run.
+  int64_t iterations = json["engine_iteration"]["iterations"].get<int64_t>();
+  for (const nlohmann::json& rate : json["rates"])
+    iterations += rate["runs"][0]["engine"]["iterations"].get<int64_t>();
+  iterations += json["saturation"]["engine"][0]["iterations"].get<int64_t>();
+  std::ifstream csv(dir / "served-iterations.csv");
+  std::string line;
+  int64_t rows = -1;  // the header
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, iterations);
 }
 
 TEST(ServingValidationCli, RefusesMixedCasesAndBadOptions) {

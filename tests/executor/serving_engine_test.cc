@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "executor/serving_replay.h"
 #include "tests/executor/tiny_models.h"
@@ -168,6 +170,52 @@ TEST(ServingEngine, ThreadedEngineStreamsCancelsAndRefuses) {
   EXPECT_EQ(last.state.kv_blocks_used, 0);
   EXPECT_FALSE(last.running);
   EXPECT_EQ(Drain(*engine.Submit(prompts[0], 2)).back().kind, StreamEvent::Kind::kRefused);
+}
+
+// The recording holds exactly what ran while it was on: every iteration's plan in order and
+// within its span, each request submitted meanwhile with one emit time per streamed token, its
+// first token no earlier than its arrival; a request submitted before it started is not in it.
+TEST(ServingEngine, RecordsIterationsAndRequestsWhileRecording) {
+  const ExecutorConfig config = testing::TinyMixtral(41);
+  kernels::ThreadPool pool(1);
+  ServingEngine engine(MakeCpuServingModel(MakeSyntheticWeights(config, 17, pool), 2),
+                       SmallScheduler(200));
+  engine.Start();
+  const auto prompts = SyntheticPrompts(3, 7, 41, 5);
+  EXPECT_TRUE(engine.StopRecording().iterations.empty());  // none started
+  Drain(*engine.Submit(prompts[0], 4));                    // before the recording
+  engine.StartRecording();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const TokenIds& prompt : prompts) streams.push_back(engine.Submit(prompt, 6));
+  std::vector<size_t> streamed;
+  for (const auto& stream : streams) streamed.push_back(Drain(*stream).size() - 1);
+  const EngineRecording recording = engine.StopRecording();
+  engine.Stop(ServingEngine::StopMode::kFinish);
+
+  ASSERT_EQ(recording.requests.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const EngineRecording::Request& request = recording.requests[i];
+    EXPECT_EQ(request.id, streams[i]->id());
+    EXPECT_EQ(request.prompt_tokens, 7);
+    EXPECT_TRUE(request.finished);
+    ASSERT_EQ(request.token_times_s.size(), streamed[i]);
+    EXPECT_GE(request.token_times_s.front(), request.arrival_s);
+    EXPECT_TRUE(std::is_sorted(request.token_times_s.begin(), request.token_times_s.end()));
+  }
+  ASSERT_FALSE(recording.iterations.empty());
+  int64_t emitted = 0, previous_end_iteration = -1;
+  double previous_end_s = 0;
+  for (const EngineRecording::Iteration& iteration : recording.iterations) {
+    EXPECT_LE(iteration.start_s, iteration.end_s);
+    EXPECT_GE(iteration.start_s, previous_end_s);
+    EXPECT_GT(iteration.plan.iteration, previous_end_iteration);
+    previous_end_s = iteration.end_s;
+    previous_end_iteration = iteration.plan.iteration;
+    for (const scheduler::BatchEntry& entry : iteration.plan.batch)
+      emitted += (!entry.prefill || entry.emits_token) ? 1 : 0;
+  }
+  EXPECT_EQ(emitted, 3 * 6);  // one token per decode and per prefill-ending chunk
+  EXPECT_TRUE(engine.StopRecording().requests.empty());  // a stopped recording is gone
 }
 
 }  // namespace

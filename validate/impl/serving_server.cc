@@ -5,7 +5,6 @@
 
 #include "base/error.h"
 #include "executor/generation.h"
-#include "executor/serving_core.h"
 #include "executor/serving_model.h"
 #include "loadgen/load_generator.h"
 
@@ -28,31 +27,6 @@ ServedModelUnderTest::~ServedModelUnderTest() {
   if (serve_thread_.joinable()) serve_thread_.join();
   http_.reset();
   if (engine_) engine_->Stop(executor::ServingEngine::StopMode::kAbort);
-}
-
-std::vector<ServedModelUnderTest::TimedIteration> ServedModelUnderTest::TimeIterations(
-    const std::vector<serving::RequestSpec>& requests, sim::IterationPricer& pricer,
-    uint64_t seed) {
-  if (!model_) throw base::Error("internal: the residual run comes before the server starts");
-  executor::ServingCore core(*forward_, config_);
-  for (const serving::RequestSpec& spec : requests) {
-    executor::ServingRequest request;
-    request.id = spec.id;
-    request.prompt = executor::SyntheticPrompts(1, spec.prompt_tokens, vocab_, seed + spec.id)[0];
-    request.max_tokens = spec.output_tokens;
-    if (core.Submit(request).refusal != scheduler::Refusal::kNone)
-      throw base::Error("validate --cases serving: the engine refused residual request " +
-                        std::to_string(spec.id) + " (raise --kv-blocks or --max-waiting)");
-  }
-  std::vector<TimedIteration> iterations;
-  for (bool first = true; !core.Idle(); first = false) {
-    const auto start = std::chrono::steady_clock::now();
-    const executor::IterationOutcome outcome = core.Step();
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!first) iterations.push_back({seconds, pricer.Seconds(outcome.plan)});
-  }
-  return iterations;
 }
 
 void ServedModelUnderTest::Start(int64_t http_threads) {
@@ -81,8 +55,10 @@ void ServedModelUnderTest::WaitIdle() const {
 }
 
 std::vector<serving::RequestOutcome> ServedModelUnderTest::Serve(
-    const std::vector<serving::RequestSpec>& requests, int64_t* late_sends, uint64_t seed) {
+    const std::vector<serving::RequestSpec>& requests, int64_t* late_sends, uint64_t seed,
+    executor::EngineRecording* recording) {
   if (!engine_) throw base::Error("internal: Serve before Start");
+  if (recording) engine_->StartRecording();
   loadgen::LoadgenOptions options;
   options.completion.url = loadgen::ParseServerUrl("http://127.0.0.1:" + std::to_string(port_));
   options.completion.vocab = vocab_;
@@ -92,6 +68,7 @@ std::vector<serving::RequestOutcome> ServedModelUnderTest::Serve(
   loadgen::LoadgenResult result = loadgen::RunLoad(options, requests);
   if (late_sends) *late_sends = result.late_sends;
   WaitIdle();
+  if (recording) *recording = engine_->StopRecording();
   return std::move(result.outcomes);
 }
 

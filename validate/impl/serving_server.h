@@ -11,12 +11,10 @@
 #include "server/completion_server.h"
 #include "serving/load_spec.h"
 #include "serving/serving_metrics.h"
-#include "sim/serving_simulator.h"
 
 namespace moelab::validate::impl {
 
-// The model `moelab serve` would serve, built once for all of validate --cases serving's runs: an
-// offline residual run on its ServingCore first (before the engine takes the model), then one
+// The model `moelab serve` would serve, built once for all of validate --cases serving's runs: one
 // CompletionServer on a free loopback port for every measured run, and RunDecode on the same
 // ForwardModel between runs (while the engine idles: nothing else uses the model then).
 class ServedModelUnderTest {
@@ -25,20 +23,14 @@ class ServedModelUnderTest {
                        const model::PresetStore& presets);
   ~ServedModelUnderTest();  // stops the server (finishing what runs) and the engine
 
-  // Each iteration's wall time and `pricer`'s price of its plan, over an offline run of
-  // `requests` all submitted at once (the first iteration, which faults the scratch in, left
-  // out). Only before Start.
-  struct TimedIteration {
-    double measured_s = 0, priced_s = 0;
-  };
-  std::vector<TimedIteration> TimeIterations(const std::vector<serving::RequestSpec>& requests,
-                                             sim::IterationPricer& pricer, uint64_t seed);
   // Moves the model into the engine, binds the server and starts serving.
   void Start(int64_t http_threads);
 
-  // `requests` through loadgen::RunLoad against the server (open loop, each sent at its arrival).
+  // `requests` through loadgen::RunLoad against the server (open loop, each sent at its arrival);
+  // with `recording`, what the engine recorded meanwhile (until the last request left it).
   std::vector<serving::RequestOutcome> Serve(const std::vector<serving::RequestSpec>& requests,
-                                             int64_t* late_sends, uint64_t seed);
+                                             int64_t* late_sends, uint64_t seed,
+                                             executor::EngineRecording* recording = nullptr);
   // `moelab run`'s decode on the same model: `batch` seeded prompts of `prompt_tokens`, output
   // `output_tokens`; decode tokens/s over the decode steps. Only between Serve calls.
   double RunDecodeTokensPerS(int64_t batch, int64_t prompt_tokens, int64_t output_tokens,

@@ -1,0 +1,106 @@
+#include "validate/served_engine_view.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "base/stats.h"
+
+namespace moelab::validate {
+namespace {
+
+bool DecodeOnly(const scheduler::IterationPlan& plan) {
+  return std::none_of(plan.batch.begin(), plan.batch.end(),
+                      [](const scheduler::BatchEntry& entry) { return entry.prefill; });
+}
+
+double MedianOrZero(const std::vector<double>& values) {
+  return values.empty() ? 0 : base::Median(values);
+}
+
+}  // namespace
+
+ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
+                                  sim::IterationPricer& composed) {
+  ServedEngineView view;
+  std::vector<serving::RequestOutcome> outcomes;
+  for (const executor::EngineRecording::Request& request : recording.requests) {
+    if (!request.finished || request.token_times_s.empty()) continue;
+    serving::RequestOutcome outcome;
+    outcome.id = request.id;
+    outcome.arrival_s = request.arrival_s;
+    outcome.first_token_s = request.token_times_s.front();
+    outcome.finish_s = request.token_times_s.back();
+    outcome.prompt_tokens = request.prompt_tokens;
+    outcome.output_tokens = static_cast<int64_t>(request.token_times_s.size());
+    outcome.token_times_s = request.token_times_s;
+    outcomes.push_back(std::move(outcome));
+  }
+  view.engine_side = serving::Summarize(outcomes, {});
+  std::vector<double> decode_only, with_prefill, between;
+  for (size_t i = 0; i < recording.iterations.size(); ++i) {
+    const executor::EngineRecording::Iteration& iteration = recording.iterations[i];
+    if (iteration.plan.batch.empty()) continue;
+    const double wall_s = iteration.end_s - iteration.start_s;
+    view.busy_s += wall_s;
+    ++view.iterations;
+    ServedEngineView::Iteration row{iteration.start_s, wall_s, composed.Seconds(iteration.plan)};
+    double context_sum = 0;
+    for (const scheduler::BatchEntry& entry : iteration.plan.batch) {
+      if (entry.prefill) {
+        ++row.prefill_chunks;
+        row.prefill_tokens += entry.tokens;
+      } else {
+        ++row.decodes;
+        context_sum += static_cast<double>(entry.context_tokens);
+      }
+    }
+    if (row.decodes > 0) row.decode_context_mean = context_sum / static_cast<double>(row.decodes);
+    view.rows.push_back(row);
+    const double ratio = wall_s / row.composed_s;
+    if (DecodeOnly(iteration.plan)) {
+      ++view.decode_only_iterations;
+      decode_only.push_back(ratio);
+    } else {
+      with_prefill.push_back(ratio);
+    }
+    // Work remained when this iteration left sequences running or waiting.
+    const bool more_work = iteration.plan.waiting > 0 || iteration.plan.kv_blocks_used > 0;
+    if (i + 1 < recording.iterations.size() && more_work)
+      between.push_back(recording.iterations[i + 1].start_s - iteration.end_s);
+  }
+  view.decode_only_scale = MedianOrZero(decode_only);
+  view.with_prefill_scale = MedianOrZero(with_prefill);
+  view.between_iterations_s = MedianOrZero(between);
+  return view;
+}
+
+std::string ServedIterationsCsvHeader() {
+  return "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
+         "prefill_tokens\n";
+}
+
+std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::string& key) {
+  std::string csv;
+  char line[256];
+  for (const ServedEngineView::Iteration& row : view.rows) {
+    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld\n", row.start_s,
+                  row.wall_s, row.composed_s, static_cast<long long>(row.decodes),
+                  row.decode_context_mean, static_cast<long long>(row.prefill_chunks),
+                  static_cast<long long>(row.prefill_tokens));
+    csv += key + line;
+  }
+  return csv;
+}
+
+nlohmann::json ServedEngineView::ToJson() const {
+  return {{"engine_side", serving::ServingSummaryToJson(engine_side)},
+          {"iterations", iterations},
+          {"decode_only_iterations", decode_only_iterations},
+          {"decode_only_scale", decode_only_scale},
+          {"with_prefill_scale", with_prefill_scale},
+          {"between_iterations_s", between_iterations_s},
+          {"busy_s", busy_s}};
+}
+
+}  // namespace moelab::validate

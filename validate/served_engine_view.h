@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "executor/serving_engine.h"
+#include "serving/serving_metrics.h"
+#include "sim/serving_simulator.h"
+
+namespace moelab::validate {
+
+// What the engine's own record of a served run (executor::EngineRecording) says, so that a
+// serving miss can be split into its parts: the engine-side latencies (the client's less what
+// HTTP, the stream and the load generator add), and each served iteration's wall time against
+// the composed price of its plan (what the composition misses at the batches serving really runs,
+// split by kind: decode-only iterations and those carrying a prefill chunk), and the engine's own
+// time between iterations while work remained.
+struct ServedEngineView {
+  struct Iteration {  // one served iteration that ran a batch
+    double start_s = 0, wall_s = 0, composed_s = 0;
+    int64_t decodes = 0, prefill_chunks = 0, prefill_tokens = 0;
+    double decode_context_mean = 0;
+  };
+  std::vector<Iteration> rows;
+  serving::ServingSummary engine_side;  // from the engine's emit times (engine clock)
+  int64_t iterations = 0, decode_only_iterations = 0;
+  // Median wall / composed price per kind; 0 when the run had no iteration of that kind.
+  double decode_only_scale = 0, with_prefill_scale = 0;
+  // Median time from one iteration's end to the next one's start when the engine still had
+  // work (the loop, the scheduler's plan and the token hand-off the operators leave out).
+  double between_iterations_s = 0;
+  double busy_s = 0;  // summed iteration wall time
+
+  nlohmann::json ToJson() const;
+};
+
+// served-iterations.csv's header and one row per iteration, each row led by `key` (the run's
+// rate and round).
+std::string ServedIterationsCsvHeader();
+std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::string& key);
+
+ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
+                                  sim::IterationPricer& composed);
+
+}  // namespace moelab::validate
