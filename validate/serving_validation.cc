@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 #include "base/json_reader.h"
@@ -119,14 +122,19 @@ struct Predictor {
 // and the load generator share the cores, and its one ratio mixed both kinds. Ratios rather than
 // added times: on a tiny shape the composition over-prices (each fitted operator curve carries
 // its own intercept, attention is priced per group), so a median difference can be negative.
-void CalibrateEngine(const ServingValidationRequest& request, Predictor& predictor,
-                     impl::ServedModelUnderTest& served, ServingValidationResult& result) {
-  const int64_t count =
-      std::min<int64_t>(2 * kMinServingRequests, request.scheduler.max_waiting_requests);
-  const double unscaled_saturation =
-      predictor.Predict(Requests(request, 0, count, request.seed + 1000)).requests_per_s;
-  result.calibration_rate_per_s = 0.7 * unscaled_saturation;
-  result.calibration_requests = count;
+// The scales a served view gives: its medians per kind, a kind it never ran taking the other's.
+std::pair<double, double> ScalesOf(const ServedEngineView& view) {
+  const double decode_only =
+      view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
+  const double with_prefill =
+      view.decode_only_iterations < view.iterations ? view.with_prefill_scale : decode_only;
+  return {decode_only, with_prefill};
+}
+
+ServedEngineView CalibrationRun(const ServingValidationRequest& request, const Predictor& predictor,
+                                impl::ServedModelUnderTest& served,
+                                ServingValidationResult& result) {
+  const int64_t count = result.calibration_requests;
   executor::EngineRecording recording;
   const serving::ServingSummary measured = serving::Summarize(
       served.Serve(Requests(request, result.calibration_rate_per_s, count, request.seed + 1000),
@@ -138,16 +146,23 @@ void CalibrateEngine(const ServingValidationRequest& request, Predictor& predict
         std::to_string(count) + " calibration requests failed (" +
         (measured.failures.empty() ? std::string("no reason") : measured.failures.front().first) +
         ")");
-  result.calibration = predictor.View(recording);
-  const ServedEngineView& view = result.calibration;
+  ServedEngineView view = predictor.View(recording);
   if (view.iterations == 0)
     throw base::Error("validate --cases serving: the calibration run had no iteration to time");
-  // A kind the calibration never ran takes the other's ratio (a note says so).
-  result.decode_only_scale =
-      view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
-  result.with_prefill_scale = view.decode_only_iterations < view.iterations
-                                  ? view.with_prefill_scale
-                                  : view.decode_only_scale;
+  return view;
+}
+
+void CalibrateEngine(const ServingValidationRequest& request, Predictor& predictor,
+                     impl::ServedModelUnderTest& served, ServingValidationResult& result) {
+  result.calibration_requests =
+      std::min<int64_t>(2 * kMinServingRequests, request.scheduler.max_waiting_requests);
+  const double unscaled_saturation =
+      predictor.Predict(Requests(request, 0, result.calibration_requests, request.seed + 1000))
+          .requests_per_s;
+  result.calibration_rate_per_s = 0.7 * unscaled_saturation;
+  result.calibration = CalibrationRun(request, predictor, served, result);
+  const ServedEngineView& view = result.calibration;
+  std::tie(result.decode_only_scale, result.with_prefill_scale) = ScalesOf(view);
   std::vector<double> ratios, differences;
   for (const ServedEngineView::Iteration& row : view.rows) {
     ratios.push_back(row.wall_s / row.composed_s);
@@ -193,48 +208,79 @@ void MeasureClientLatency(const ServingValidationRequest& request, Predictor& pr
 // sim serve's p99 TTFT over a fine sweep of rates (fractions of the saturation, 0.2 to 1.3 by
 // 0.01), the SLO its value at 0.9 (a judged rate: kServingRateFractions), the first rate reaching
 // it.
-void PredictSloCrossing(const ServingValidationRequest& request, const Predictor& predictor,
-                        ServingValidationResult& result) {
+std::optional<double> PredictSloCrossing(const ServingValidationRequest& request,
+                                         const Predictor& predictor,
+                                         const ServingValidationResult& result) {
   const double saturation = result.predicted_saturation.requests_per_s;
   const int64_t count = result.request.requests;
-  result.slo_ttft_p99_s =
-      predictor.Predict(Requests(request, 0.9 * saturation, count, request.seed)).ttft_s.p99;
   std::vector<double> rates, p99;
   for (int step = 20; step <= 130; ++step) {
     rates.push_back(saturation * step / 100.0);
     p99.push_back(
         predictor.Predict(Requests(request, rates.back(), count, request.seed)).ttft_s.p99);
   }
-  result.predicted_crossing_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
+  return CrossingRate(rates, p99, result.slo_ttft_p99_s);
+}
+
+// A round's calibration and what its predictor says of saturation and the SLO crossing.
+void RecordRoundCalibration(const ServingValidationRequest& request, const Predictor& predictor,
+                            ServingValidationResult& result) {
+  ServingValidationResult::RoundCalibration round;
+  round.decode_only_scale = predictor.decode_only_scale;
+  round.with_prefill_scale = predictor.with_prefill_scale;
+  round.predicted_saturation =
+      SaturationOf(predictor.Predict(Requests(request, 0, result.request.requests, request.seed)));
+  round.predicted_crossing_per_s = PredictSloCrossing(request, predictor, result);
+  result.round_calibrations.push_back(round);
+}
+
+nlohmann::json RateErrors(const ServingRate& rate, bool at_run_speed, std::vector<double>& below) {
+  nlohmann::json errors = nlohmann::json::object();
+  for (const std::string& metric : ServingMetricNames()) {
+    std::vector<double> measured, predicted;
+    for (const ServingRun& run : rate.runs) {
+      measured.push_back(ServingMetric(run.measured, metric));
+      predicted.push_back(
+          ServingMetric(at_run_speed ? run.predicted_at_run_speed : run.predicted, metric));
+    }
+    const double median = base::Median(measured), prediction = base::Median(predicted);
+    const double error = ServingRelativeError(
+        prediction, median, metric + " at " + report::FormatNumber(rate.rate_per_s, 4) + "/s");
+    errors[metric] = {{"measured", median},
+                      {"predicted", prediction},
+                      {"abs_error", error},
+                      {"measured_spread", RelativeSpread(measured)},
+                      {"measured_runs", measured}};
+    if (rate.fraction < 1) below.push_back(error);
+  }
+  return errors;
 }
 
 void Judge(ServingValidationResult& result) {
-  std::vector<double> below;
+  std::vector<double> below, below_at_run_speed;
   for (ServingRate& rate : result.rates) {
-    rate.errors = nlohmann::json::object();
-    for (const std::string& metric : ServingMetricNames()) {
-      std::vector<double> measured, predicted;
-      for (const ServingRun& run : rate.runs) {
-        measured.push_back(ServingMetric(run.measured, metric));
-        predicted.push_back(ServingMetric(run.predicted, metric));
-      }
-      const double median = base::Median(measured), prediction = base::Median(predicted);
-      const double error = ServingRelativeError(
-          prediction, median, metric + " at " + report::FormatNumber(rate.rate_per_s, 4) + "/s");
-      rate.errors[metric] = {{"measured", median},
-                             {"predicted", prediction},
-                             {"abs_error", error},
-                             {"measured_spread", RelativeSpread(measured)},
-                             {"measured_runs", measured}};
-      if (rate.fraction < 1) below.push_back(error);
-    }
+    rate.errors = RateErrors(rate, false, below);
+    rate.errors_at_run_speed = RateErrors(rate, true, below_at_run_speed);
   }
   result.below_saturation_median_abs_error = base::Median(below);
+  result.below_saturation_median_abs_error_at_run_speed = base::Median(below_at_run_speed);
+  std::vector<double> predicted_rps, predicted_tps, predicted_crossings;
+  for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations) {
+    predicted_rps.push_back(round.predicted_saturation.requests_per_s);
+    predicted_tps.push_back(round.predicted_saturation.tokens_per_s);
+    if (round.predicted_crossing_per_s)
+      predicted_crossings.push_back(*round.predicted_crossing_per_s);
+  }
+  result.judged_predicted_saturation = {base::Median(predicted_rps), base::Median(predicted_tps)};
+  result.predicted_crossing_per_s = predicted_crossings.empty()
+                                        ? std::nullopt
+                                        : std::optional<double>(base::Median(predicted_crossings));
   std::vector<double> saturation_runs;
   for (const Saturation& s : result.measured_saturation_runs)
     saturation_runs.push_back(s.requests_per_s);
-  const double saturation_error = ServingRelativeError(result.predicted_saturation.requests_per_s,
-                                                       base::Median(saturation_runs), "saturation");
+  const double saturation_error =
+      ServingRelativeError(result.judged_predicted_saturation.requests_per_s,
+                           base::Median(saturation_runs), "saturation");
   std::vector<double> rates, p99;
   for (const ServingRate& rate : result.rates) {
     std::vector<double> runs;
@@ -307,10 +353,15 @@ struct Progress {
   }
 };
 
-void RunRound(const ServingValidationRequest& request, int round, const Predictor& predictor,
+void RunRound(const ServingValidationRequest& request, int round, Predictor& predictor,
               impl::ServedModelUnderTest& served, ServingValidationResult& result,
               Progress& progress) {
   const int64_t count = result.request.requests;
+  if (round > 0) {  // the first round's calibration ran before the rates were set
+    std::tie(predictor.decode_only_scale, predictor.with_prefill_scale) =
+        ScalesOf(CalibrationRun(request, predictor, served, result));
+  }
+  RecordRoundCalibration(request, predictor, result);
   const size_t rates = result.rates.size();
   for (size_t k = 0; k < rates; ++k) {  // rotated: each rate runs first once in `rates` rounds
     ServingRate& rate = result.rates[(k + static_cast<size_t>(round)) % rates];
@@ -322,6 +373,10 @@ void RunRound(const ServingValidationRequest& request, int round, const Predicto
         served.Serve(requests, &run.late_sends, request.seed + 1, &recording), {});
     run.predicted = predictor.Predict(requests);
     run.engine = predictor.View(recording);
+    Predictor at_run_speed = predictor;
+    std::tie(at_run_speed.decode_only_scale, at_run_speed.with_prefill_scale) =
+        ScalesOf(run.engine);
+    run.predicted_at_run_speed = at_run_speed.Predict(requests);
     if (run.measured.completed != count)
       throw base::Error("validate --cases serving: " + std::to_string(run.measured.failed) +
                         " of " + std::to_string(count) + " requests failed at " +
@@ -388,6 +443,22 @@ void AddNotes(ServingValidationResult& result) {
       " ms): every simulated iteration is scaled by its kind's; they hold the scheduling, input "
       "building and sampling the operators leave out, the server's threads and the load "
       "generator sharing the cores, and the composition's mispricing at served batches");
+  if (result.round_calibrations.size() > 1) {
+    std::string scales;
+    for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations)
+      scales += (scales.empty() ? "" : ", ") + report::FormatNumber(round.decode_only_scale, 4) +
+                "/" + report::FormatNumber(round.with_prefill_scale, 4);
+    notes.push_back(
+        "every round after the first calibrates again before its runs (the same 32 requests), so "
+        "its predictions, saturation and SLO crossing follow the machine's speed of that round "
+        "(decode-only/with-prefill scales by round: " +
+        scales + "); the judged predicted saturation and crossing are the rounds' medians");
+  }
+  notes.push_back(
+      "diagnostic, not judged: each run predicted again with its own served scales (its engine "
+      "record) gives a below-saturation median of " +
+      report::FormatNumber(100 * result.below_saturation_median_abs_error_at_run_speed, 3) +
+      " %: what the model misses once the machine's speed at that moment is known");
   if (result.calibration.decode_only_iterations == 0 ||
       result.calibration.decode_only_iterations == result.engine_iterations)
     notes.push_back(
@@ -466,8 +537,12 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
       SaturationOf(predictor.Predict(Requests(request, 0, count, request.seed)));
   for (double fraction : kServingRateFractions)
     result.rates.push_back(
-        {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}});
-  PredictSloCrossing(request, predictor, result);
+        {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}, {}});
+  result.slo_ttft_p99_s =
+      predictor
+          .Predict(Requests(request, 0.9 * result.predicted_saturation.requests_per_s, count,
+                            request.seed))
+          .ttft_s.p99;
   Progress progress{request.progress, 0};
   for (const ServingRate& rate : result.rates)
     progress.left_s += count / rate.rate_per_s * request.repeat;

@@ -70,6 +70,10 @@ inline const std::vector<double> kServingRateFractions = {0.3, 0.7, 0.9, 1.1};
 struct ServingRun {  // one (rate, round)
   int round = 0;
   serving::ServingSummary measured, predicted;
+  // A diagnostic, never judged: the prediction had it known this run's own engine speed (the
+  // run's served scales per kind from its engine record, in place of the round's calibration).
+  // Its error is what the model leaves once the machine's speed at the moment is known.
+  serving::ServingSummary predicted_at_run_speed;
   int64_t late_sends = 0;
   ServedEngineView engine;  // the engine's own record of the measured run
 };
@@ -79,6 +83,7 @@ struct ServingRate {
   std::vector<ServingRun> runs;
   // Per metric (ServingMetricNames): median measured over rounds, predicted, error, spread.
   nlohmann::json errors;
+  nlohmann::json errors_at_run_speed;  // the same against predicted_at_run_speed (diagnostic)
 };
 
 struct ServingOverhead {
@@ -99,15 +104,27 @@ struct ServingValidationResult {
   // What scales each simulated iteration: the calibration's median wall / composed over its
   // decode-only iterations and over those with a prefill chunk.
   double decode_only_scale = 1, with_prefill_scale = 1;
+  // Each round's own calibration (the first is the one above; later rounds calibrate again
+  // before their runs, so a drift of the machine's speed between rounds reaches their
+  // predictions) and what it predicts: saturation and the SLO crossing.
+  struct RoundCalibration {
+    double decode_only_scale = 1, with_prefill_scale = 1;
+    Saturation predicted_saturation;         // the first calibration's: it sets the rates
+    Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
+    std::optional<double> predicted_crossing_per_s;
+  };
+  std::vector<RoundCalibration> round_calibrations;
   double engine_iteration_scale = 1;       // the median over all its iterations (reported)
   double engine_iteration_residual_s = 0;  // median measured - composed (reported)
   int64_t engine_iterations = 0;
-  double client_latency_s = 0;  // engine -> client, added to every simulated token
-  Saturation predicted_saturation;
+  double client_latency_s = 0;             // engine -> client, added to every simulated token
+  Saturation predicted_saturation;         // the first calibration's: it sets the rates
+  Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
   std::vector<Saturation> measured_saturation_runs;
   std::vector<ServedEngineView> overload_engine;  // the engine's record of each overload run
   std::vector<ServingRate> rates;
   double below_saturation_median_abs_error = 0;
+  double below_saturation_median_abs_error_at_run_speed = 0;  // diagnostic
   double slo_ttft_p99_s = 0;
   std::optional<double> predicted_crossing_per_s, measured_crossing_per_s;
   ServingOverhead overhead;

@@ -59,7 +59,20 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
     saturation_rps.push_back(s.requests_per_s);
     saturation_tps.push_back(s.tokens_per_s);
   }
-  json["saturation"] = {{"predicted", SaturationJson(result.predicted_saturation)},
+  nlohmann::json rounds = nlohmann::json::array();
+  nlohmann::json predicted_saturation_runs = nlohmann::json::array();
+  for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations) {
+    rounds.push_back(
+        {{"decode_only_scale", round.decode_only_scale},
+         {"with_prefill_scale", round.with_prefill_scale},
+         {"predicted_saturation", SaturationJson(round.predicted_saturation)},
+         {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)}});
+    predicted_saturation_runs.push_back(SaturationJson(round.predicted_saturation));
+  }
+  json["engine_iteration"]["rounds"] = rounds;
+  json["saturation"] = {{"predicted", SaturationJson(result.judged_predicted_saturation)},
+                        {"predicted_runs", predicted_saturation_runs},
+                        {"predicted_for_rates", SaturationJson(result.predicted_saturation)},
                         {"measured",
                          {{"requests_per_s", base::Median(saturation_rps)},
                           {"tokens_per_s", base::Median(saturation_tps)}}},
@@ -70,19 +83,24 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
   for (const ServingRate& rate : result.rates) {
     nlohmann::json runs = nlohmann::json::array();
     for (const ServingRun& run : rate.runs) {
-      runs.push_back({{"round", run.round + 1},
-                      {"late_sends", run.late_sends},
-                      {"measured", serving::ServingSummaryToJson(run.measured)},
-                      {"predicted", serving::ServingSummaryToJson(run.predicted)},
-                      {"engine", run.engine.ToJson()}});
+      runs.push_back(
+          {{"round", run.round + 1},
+           {"late_sends", run.late_sends},
+           {"measured", serving::ServingSummaryToJson(run.measured)},
+           {"predicted", serving::ServingSummaryToJson(run.predicted)},
+           {"predicted_at_run_speed", serving::ServingSummaryToJson(run.predicted_at_run_speed)},
+           {"engine", run.engine.ToJson()}});
     }
     rates.push_back({{"fraction_of_predicted_saturation", rate.fraction},
                      {"rate_per_s", rate.rate_per_s},
                      {"runs", runs},
-                     {"errors", rate.errors}});
+                     {"errors", rate.errors},
+                     {"errors_at_run_speed", rate.errors_at_run_speed}});
   }
   json["rates"] = rates;
   json["below_saturation_median_abs_error"] = result.below_saturation_median_abs_error;
+  json["below_saturation_median_abs_error_at_run_speed"] =
+      result.below_saturation_median_abs_error_at_run_speed;
   json["slo"] = {{"ttft_p99_s", result.slo_ttft_p99_s},
                  {"predicted_crossing_per_s", OptionalNumber(result.predicted_crossing_per_s)},
                  {"measured_crossing_per_s", OptionalNumber(result.measured_crossing_per_s)}};
@@ -123,8 +141,11 @@ std::string ServingValidationText(const ServingValidationResult& result) {
   }
   std::vector<double> measured;
   for (const Saturation& s : result.measured_saturation_runs) measured.push_back(s.requests_per_s);
+  out << "  diagnostic: below-saturation median abs error had each run known its own engine "
+         "speed (its served scales): "
+      << Percent(result.below_saturation_median_abs_error_at_run_speed) << "\n";
   out << "  saturation: predicted "
-      << report::FormatNumber(result.predicted_saturation.requests_per_s, 4)
+      << report::FormatNumber(result.judged_predicted_saturation.requests_per_s, 4)
       << " requests/s, measured " << report::FormatNumber(base::Median(measured), 4) << "\n";
   out << "  p99 TTFT SLO " << report::FormatNumber(result.slo_ttft_p99_s, 4)
       << " s crossed at: predicted "

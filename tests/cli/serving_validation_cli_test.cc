@@ -71,6 +71,9 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(json["engine_iteration"]["decode_only_scale"].get<double>(), 0);
   EXPECT_GT(json["engine_iteration"]["with_prefill_scale"].get<double>(), 0);
   EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32);
+  ASSERT_EQ(json["engine_iteration"]["rounds"].size(), 1u);  // --repeat 1
+  EXPECT_EQ(json["saturation"]["predicted"], json["saturation"]["predicted_runs"][0]);
+  EXPECT_TRUE(std::isfinite(json["below_saturation_median_abs_error_at_run_speed"].get<double>()));
   EXPECT_GT(json["saturation"]["predicted"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["saturation"]["measured"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["serving_overhead"]["ratio"].get<double>(), 0);
