@@ -20,6 +20,12 @@ double MedianOrZero(const std::vector<double>& values) {
 
 }  // namespace
 
+size_t ServedEngineView::DecodeBatchBucket(int64_t decodes) {
+  size_t bucket = 0;
+  while (decodes > kDecodeBatchUpTo[bucket]) ++bucket;
+  return bucket;
+}
+
 ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
                                   sim::IterationPricer& composed) {
   ServedEngineView view;
@@ -38,6 +44,7 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   }
   view.engine_side = serving::Summarize(outcomes, {});
   std::vector<double> decode_only, with_prefill, between;
+  std::array<std::vector<double>, 5> by_batch;
   for (size_t i = 0; i < recording.iterations.size(); ++i) {
     const executor::EngineRecording::Iteration& iteration = recording.iterations[i];
     if (iteration.plan.batch.empty()) continue;
@@ -61,6 +68,7 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     if (DecodeOnly(iteration.plan)) {
       ++view.decode_only_iterations;
       decode_only.push_back(ratio);
+      by_batch[ServedEngineView::DecodeBatchBucket(row.decodes)].push_back(ratio);
     } else {
       with_prefill.push_back(ratio);
     }
@@ -72,6 +80,10 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   view.decode_only_scale = MedianOrZero(decode_only);
   view.with_prefill_scale = MedianOrZero(with_prefill);
   view.between_iterations_s = MedianOrZero(between);
+  for (size_t b = 0; b < by_batch.size(); ++b) {
+    view.decode_scale_by_batch[b] = MedianOrZero(by_batch[b]);
+    view.decode_iterations_by_batch[b] = static_cast<int64_t>(by_batch[b].size());
+  }
   return view;
 }
 
@@ -94,13 +106,22 @@ std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::str
 }
 
 nlohmann::json ServedEngineView::ToJson() const {
+  nlohmann::json by_batch = nlohmann::json::array();
+  for (size_t b = 0; b < kDecodeBatchUpTo.size(); ++b) {
+    by_batch.push_back({{"up_to_sequences", kDecodeBatchUpTo[b] == INT64_MAX
+                                                ? nlohmann::json(nullptr)
+                                                : nlohmann::json(kDecodeBatchUpTo[b])},
+                        {"scale", decode_scale_by_batch[b]},
+                        {"iterations", decode_iterations_by_batch[b]}});
+  }
   return {{"engine_side", serving::ServingSummaryToJson(engine_side)},
           {"iterations", iterations},
           {"decode_only_iterations", decode_only_iterations},
           {"decode_only_scale", decode_only_scale},
           {"with_prefill_scale", with_prefill_scale},
           {"between_iterations_s", between_iterations_s},
-          {"busy_s", busy_s}};
+          {"busy_s", busy_s},
+          {"decode_scale_by_batch", by_batch}};
 }
 
 }  // namespace moelab::validate

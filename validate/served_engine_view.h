@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,6 +34,14 @@ struct ServedEngineView {
   // work (the loop, the scheduler's plan and the token hand-off the operators leave out).
   double between_iterations_s = 0;
   double busy_s = 0;  // summed iteration wall time
+  // Decode-only iterations by their batch (sequences decoded): up to 8, 16, 32, 64, more. The
+  // composition's miss grows with the batch (decodes of 33-64 sequences at 1.09-1.27 of their
+  // price where those of at most 16 ran at 0.94-1.02 on a 2-vCPU VM), so one ratio of a run's
+  // small batches does not price its large ones.
+  static constexpr std::array<int64_t, 5> kDecodeBatchUpTo = {8, 16, 32, 64, INT64_MAX};
+  static size_t DecodeBatchBucket(int64_t decodes);
+  std::array<double, 5> decode_scale_by_batch{};  // median wall / composed; 0: none
+  std::array<int64_t, 5> decode_iterations_by_batch{};
 
   nlohmann::json ToJson() const;
 };

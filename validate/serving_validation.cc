@@ -1,11 +1,11 @@
 #include "validate/serving_validation.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include "base/error.h"
@@ -62,25 +62,67 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
   return profiler::RunProfile(profile, presets);
 }
 
+// What scales a simulated iteration (CalibrateEngine): a decode-only iteration by its batch's
+// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its kind's ratio.
+struct IterationScales {
+  double decode_only = 1, with_prefill = 1;
+  std::array<double, 5> decode_by_batch{1, 1, 1, 1, 1};
+
+  double Of(const scheduler::IterationPlan& plan) const {
+    int64_t decodes = 0;
+    for (const scheduler::BatchEntry& entry : plan.batch) {
+      if (entry.prefill) return with_prefill;
+      ++decodes;
+    }
+    return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
+  }
+};
+
+// A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
+// on a tie), and the decode-only median when none has them.
+constexpr int64_t kMinBucketIterations = 3;
+
+// The scales a served view gives: its medians per kind (a kind it never ran taking the other's)
+// and per decode batch bucket.
+IterationScales ScalesOf(const ServedEngineView& view) {
+  IterationScales scales;
+  scales.decode_only =
+      view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
+  scales.with_prefill =
+      view.decode_only_iterations < view.iterations ? view.with_prefill_scale : scales.decode_only;
+  const size_t buckets = scales.decode_by_batch.size();
+  for (size_t b = 0; b < buckets; ++b) {
+    scales.decode_by_batch[b] = scales.decode_only;
+    for (size_t distance = 0; distance < buckets; ++distance) {
+      const size_t below = b >= distance ? b - distance : buckets;
+      const size_t above = b + distance;
+      if (below < buckets && view.decode_iterations_by_batch[below] >= kMinBucketIterations) {
+        scales.decode_by_batch[b] = view.decode_scale_by_batch[below];
+        break;
+      }
+      if (above < buckets && view.decode_iterations_by_batch[above] >= kMinBucketIterations) {
+        scales.decode_by_batch[b] = view.decode_scale_by_batch[above];
+        break;
+      }
+    }
+  }
+  return scales;
+}
+
 // sim serve's composition of an iteration from the fitted profile, times the engine's measured
-// ratio for the iteration's kind (CalibrateEngine): decode-only, or carrying a prefill chunk.
+// ratio for the iteration (IterationScales).
 class ScaledPricer : public sim::IterationPricer {
  public:
   ScaledPricer(std::shared_ptr<const model::CostSource> source, model::MoeModelSpec target,
-               double decode_only_scale, double with_prefill_scale)
-      : composed_(std::move(source), std::move(target), 0),
-        decode_only_scale_(decode_only_scale),
-        with_prefill_scale_(with_prefill_scale) {}
+               const IterationScales& scales)
+      : composed_(std::move(source), std::move(target), 0), scales_(scales) {}
   double Seconds(const scheduler::IterationPlan& plan) override {
-    const bool prefill =
-        std::any_of(plan.batch.begin(), plan.batch.end(),
-                    [](const scheduler::BatchEntry& entry) { return entry.prefill; });
-    return (prefill ? with_prefill_scale_ : decode_only_scale_) * composed_.Seconds(plan);
+    return scales_.Of(plan) * composed_.Seconds(plan);
   }
 
  private:
   sim::CostSourceIterationPricer composed_;
-  double decode_only_scale_, with_prefill_scale_;
+  IterationScales scales_;
 };
 
 // What the rounds need from the fit: the pricer (with the engine's scales once measured) and a
@@ -89,11 +131,11 @@ struct Predictor {
   std::shared_ptr<const model::CostSource> source;
   model::MoeModelSpec target;
   sim::ServingSimOptions options;
-  double decode_only_scale = 1, with_prefill_scale = 1;
+  IterationScales scales;
   double client_latency_s = 0;  // MeasureClientLatency
 
   serving::ServingSummary Predict(const std::vector<serving::RequestSpec>& requests) const {
-    ScaledPricer pricer(source, target, decode_only_scale, with_prefill_scale);
+    ScaledPricer pricer(source, target, scales);
     std::vector<serving::RequestOutcome> outcomes =
         sim::SimulateServing(requests, options, pricer).outcomes;
     // Every token reaches the client that much after the engine emitted it.
@@ -112,25 +154,17 @@ struct Predictor {
   }
 };
 
-// What the served engine pays beyond the composition, per iteration kind, from a calibration run
-// of its own through the server: 2 x kMinServingRequests other seeded requests (seed + 1000),
-// Poisson at 70 % of the unscaled predicted saturation, so its iterations mix decodes of a few to
-// many sequences with prefill chunks as the judged runs do; each served iteration's wall time
-// over its plan's composed price (ServedEngineView), the median per kind. Served, not offline:
-// an offline ServingCore run of one burst (the earlier method) missed the served iterations by
-// 4-14 % (decode-only) and 10-26 % (with prefill) on a 2-vCPU VM, where the server's HTTP threads
-// and the load generator share the cores, and its one ratio mixed both kinds. Ratios rather than
-// added times: on a tiny shape the composition over-prices (each fitted operator curve carries
-// its own intercept, attention is priced per group), so a median difference can be negative.
-// The scales a served view gives: its medians per kind, a kind it never ran taking the other's.
-std::pair<double, double> ScalesOf(const ServedEngineView& view) {
-  const double decode_only =
-      view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
-  const double with_prefill =
-      view.decode_only_iterations < view.iterations ? view.with_prefill_scale : decode_only;
-  return {decode_only, with_prefill};
-}
-
+// What the served engine pays beyond the composition, from a calibration of its own through the
+// server (other seeded requests): 2 x kMinServingRequests Poisson at 70 % of the unscaled
+// predicted saturation (seed + 1000: decodes of a few to many sequences mixed with prefill
+// chunks), then a burst of up to 64 all at once (seed + 1500: decode batches up to the running
+// limit, which the judged runs near saturation reach and the Poisson run does not); each served
+// iteration's wall time over its plan's composed price (ServedEngineView), the medians per kind
+// and per decode batch bucket. Served, not offline: an offline ServingCore run of one burst (the
+// earlier method) missed the served iterations by 4-14 % (decode-only) and 10-26 % (with
+// prefill) on a 2-vCPU VM, and its one ratio mixed both kinds. Ratios rather than added times:
+// on a tiny shape the composition over-prices (each fitted operator curve carries its own
+// intercept, attention is priced per group), so a median difference can be negative.
 ServedEngineView CalibrationRun(const ServingValidationRequest& request, const Predictor& predictor,
                                 impl::ServedModelUnderTest& served,
                                 ServingValidationResult& result) {
@@ -146,6 +180,19 @@ ServedEngineView CalibrationRun(const ServingValidationRequest& request, const P
         std::to_string(count) + " calibration requests failed (" +
         (measured.failures.empty() ? std::string("no reason") : measured.failures.front().first) +
         ")");
+  const int64_t burst = result.calibration_burst_requests;
+  executor::EngineRecording burst_recording;
+  const serving::ServingSummary burst_measured =
+      serving::Summarize(served.Serve(Requests(request, 0, burst, request.seed + 1500), nullptr,
+                                      request.seed + 1500, &burst_recording),
+                         {});
+  if (burst_measured.completed != burst)
+    throw base::Error("validate --cases serving: " + std::to_string(burst_measured.failed) +
+                      " of " + std::to_string(burst) + " calibration burst requests failed");
+  for (auto& iteration : burst_recording.iterations)
+    recording.iterations.push_back(std::move(iteration));
+  for (auto& burst_request : burst_recording.requests)
+    recording.requests.push_back(std::move(burst_request));
   ServedEngineView view = predictor.View(recording);
   if (view.iterations == 0)
     throw base::Error("validate --cases serving: the calibration run had no iteration to time");
@@ -160,9 +207,13 @@ void CalibrateEngine(const ServingValidationRequest& request, Predictor& predict
       predictor.Predict(Requests(request, 0, result.calibration_requests, request.seed + 1000))
           .requests_per_s;
   result.calibration_rate_per_s = 0.7 * unscaled_saturation;
+  result.calibration_burst_requests = std::min<int64_t>(
+      {64, request.scheduler.max_running_sequences, request.scheduler.max_waiting_requests});
   result.calibration = CalibrationRun(request, predictor, served, result);
   const ServedEngineView& view = result.calibration;
-  std::tie(result.decode_only_scale, result.with_prefill_scale) = ScalesOf(view);
+  predictor.scales = ScalesOf(view);
+  result.decode_only_scale = predictor.scales.decode_only;
+  result.with_prefill_scale = predictor.scales.with_prefill;
   std::vector<double> ratios, differences;
   for (const ServedEngineView::Iteration& row : view.rows) {
     ratios.push_back(row.wall_s / row.composed_s);
@@ -171,8 +222,6 @@ void CalibrateEngine(const ServingValidationRequest& request, Predictor& predict
   result.engine_iteration_scale = base::Median(ratios);
   result.engine_iteration_residual_s = base::Median(differences);
   result.engine_iterations = view.iterations;
-  predictor.decode_only_scale = result.decode_only_scale;
-  predictor.with_prefill_scale = result.with_prefill_scale;
 }
 
 // What a token pays between the engine and the client (the HTTP request, the server's threads,
@@ -226,8 +275,9 @@ std::optional<double> PredictSloCrossing(const ServingValidationRequest& request
 void RecordRoundCalibration(const ServingValidationRequest& request, const Predictor& predictor,
                             ServingValidationResult& result) {
   ServingValidationResult::RoundCalibration round;
-  round.decode_only_scale = predictor.decode_only_scale;
-  round.with_prefill_scale = predictor.with_prefill_scale;
+  round.decode_only_scale = predictor.scales.decode_only;
+  round.with_prefill_scale = predictor.scales.with_prefill;
+  round.decode_scale_by_batch = predictor.scales.decode_by_batch;
   round.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, result.request.requests, request.seed)));
   round.predicted_crossing_per_s = PredictSloCrossing(request, predictor, result);
@@ -358,8 +408,7 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
               Progress& progress) {
   const int64_t count = result.request.requests;
   if (round > 0) {  // the first round's calibration ran before the rates were set
-    std::tie(predictor.decode_only_scale, predictor.with_prefill_scale) =
-        ScalesOf(CalibrationRun(request, predictor, served, result));
+    predictor.scales = ScalesOf(CalibrationRun(request, predictor, served, result));
   }
   RecordRoundCalibration(request, predictor, result);
   const size_t rates = result.rates.size();
@@ -374,8 +423,7 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
     run.predicted = predictor.Predict(requests);
     run.engine = predictor.View(recording);
     Predictor at_run_speed = predictor;
-    std::tie(at_run_speed.decode_only_scale, at_run_speed.with_prefill_scale) =
-        ScalesOf(run.engine);
+    at_run_speed.scales = ScalesOf(run.engine);
     run.predicted_at_run_speed = at_run_speed.Predict(requests);
     if (run.measured.completed != count)
       throw base::Error("validate --cases serving: " + std::to_string(run.measured.failed) +
@@ -437,7 +485,11 @@ void AddNotes(ServingValidationResult& result) {
       std::to_string(result.calibration_requests) +
       " other seeded requests through the server, Poisson at " +
       report::FormatNumber(result.calibration_rate_per_s, 4) +
-      "/s, 70 % of the unscaled predicted saturation; all iterations' median " +
+      "/s, 70 % of the unscaled predicted saturation, then " +
+      std::to_string(result.calibration_burst_requests) +
+      " all at once; a decode-only iteration takes its batch bucket's median (up to 8, 16, 32, "
+      "64 sequences, more; a bucket of fewer than 3 iterations its nearest one's); all "
+      "iterations' median " +
       report::FormatNumber(result.engine_iteration_scale, 4) + ", median difference " +
       report::FormatNumber(result.engine_iteration_residual_s * 1e3, 4) +
       " ms): every simulated iteration is scaled by its kind's; they hold the scheduling, input "
@@ -449,7 +501,7 @@ void AddNotes(ServingValidationResult& result) {
       scales += (scales.empty() ? "" : ", ") + report::FormatNumber(round.decode_only_scale, 4) +
                 "/" + report::FormatNumber(round.with_prefill_scale, 4);
     notes.push_back(
-        "every round after the first calibrates again before its runs (the same 32 requests), so "
+        "every round after the first calibrates again before its runs (the same requests), so "
         "its predictions, saturation and SLO crossing follow the machine's speed of that round "
         "(decode-only/with-prefill scales by round: " +
         scales + "); the judged predicted saturation and crossing are the rounds' medians");

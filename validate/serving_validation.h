@@ -100,7 +100,8 @@ struct ServingValidationResult {
   // iterations against their composed prices.
   ServedEngineView calibration;
   double calibration_rate_per_s = 0;
-  int64_t calibration_requests = 0;
+  int64_t calibration_requests = 0;        // Poisson at calibration_rate_per_s
+  int64_t calibration_burst_requests = 0;  // then all at once
   // What scales each simulated iteration: the calibration's median wall / composed over its
   // decode-only iterations and over those with a prefill chunk.
   double decode_only_scale = 1, with_prefill_scale = 1;
@@ -109,8 +110,9 @@ struct ServingValidationResult {
   // predictions) and what it predicts: saturation and the SLO crossing.
   struct RoundCalibration {
     double decode_only_scale = 1, with_prefill_scale = 1;
-    Saturation predicted_saturation;         // the first calibration's: it sets the rates
-    Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
+    std::array<double, 5> decode_scale_by_batch{};  // ServedEngineView::kDecodeBatchUpTo
+    Saturation predicted_saturation;                // the first calibration's: it sets the rates
+    Saturation judged_predicted_saturation;         // the median over the rounds' calibrations
     std::optional<double> predicted_crossing_per_s;
   };
   std::vector<RoundCalibration> round_calibrations;

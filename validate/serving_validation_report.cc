@@ -42,6 +42,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
       {"iterations", result.engine_iterations},
       {"decode_only_iterations", result.calibration.decode_only_iterations},
       {"requests", result.calibration_requests},
+      {"burst_requests", result.calibration_burst_requests},
       {"rate_per_s", result.calibration_rate_per_s},
       {"method",
        "a calibration run through the server (other seeded requests, Poisson at 70 % of the "
@@ -65,6 +66,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
     rounds.push_back(
         {{"decode_only_scale", round.decode_only_scale},
          {"with_prefill_scale", round.with_prefill_scale},
+         {"decode_scale_by_batch", round.decode_scale_by_batch},
          {"predicted_saturation", SaturationJson(round.predicted_saturation)},
          {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)}});
     predicted_saturation_runs.push_back(SaturationJson(round.predicted_saturation));

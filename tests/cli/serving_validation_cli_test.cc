@@ -70,7 +70,13 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(json["engine_iteration"]["scale"].get<double>(), 0);
   EXPECT_GT(json["engine_iteration"]["decode_only_scale"].get<double>(), 0);
   EXPECT_GT(json["engine_iteration"]["with_prefill_scale"].get<double>(), 0);
-  EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32);
+  EXPECT_EQ(json["engine_iteration"]["requests"], 32);
+  EXPECT_EQ(json["engine_iteration"]["burst_requests"], 64);  // the default --max-running
+  EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32 + 64);
+  // The burst reaches decode batches above 32 that the Poisson part alone does not.
+  const nlohmann::json& by_batch = json["engine_iteration"]["calibration"]["decode_scale_by_batch"];
+  ASSERT_EQ(by_batch.size(), 5u);
+  EXPECT_GT(by_batch[3]["iterations"].get<int64_t>(), 0);
   ASSERT_EQ(json["engine_iteration"]["rounds"].size(), 1u);  // --repeat 1
   EXPECT_EQ(json["saturation"]["predicted"], json["saturation"]["predicted_runs"][0]);
   EXPECT_TRUE(std::isfinite(json["below_saturation_median_abs_error_at_run_speed"].get<double>()));
