@@ -582,7 +582,10 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
                         " requests by default, over --max-waiting; give --requests");
   }
   result.overhead.batch = request.overhead_batch;
-  served.Start(std::max<int64_t>(count, 2 * kMinServingRequests) + request.overhead_batch + 8);
+  // A streaming answer holds an HTTP thread: enough for the largest run at once (the judged
+  // runs, the calibration's Poisson part, its burst of up to 64).
+  served.Start(std::max<int64_t>({count, 2 * kMinServingRequests, 64}) + request.overhead_batch +
+               8);
   CalibrateEngine(request, predictor, served, result);
   MeasureClientLatency(request, predictor, served, result);
   result.predicted_saturation =
