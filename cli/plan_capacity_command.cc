@@ -33,7 +33,7 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
       ("gamma", po::value<std::string>()->default_value("0"), "speculative-decoding gammas to try, a list (0: no SD)")
       ("alpha", NumberInto(&request.alpha, "alpha"), "with --gamma: each draft accepted by a seeded coin at this rate, [0, 1)")
       ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
-      ("policy", po::value<std::string>(), "offload policies to try (not done: sim serve does not price offloading yet)")
+      ("policy", po::value<std::string>()->default_value("resident"), "expert placements to try, a list: resident (every expert in the accelerator's memory) and offload policies, each priced as sim serve --offload prices it on the hardware preset")
       ("plot-out", Into(&plot_out), "write a gnuplot script (data inline): throughput per replica vs p99 TTFT, per hardware")
       ("requests", Into(&request.requests), "requests simulated per candidate and replica count")
       ("seed", Into(&request.seed), "seed of the arrivals and lengths")
@@ -49,22 +49,19 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
   AddOutputOptions(options);
   AddCostSourceOptions(options);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab plan capacity --model M --hardware LIST --rate R "
-                    "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
-                    "[--gamma LIST [--alpha A] [--draft-model D]] [--requests N] [--seed S] "
-                    "[--price H=USD_PER_H,...] [--plot-out F.gp] [--json|--csv]",
-                    options, args, values)) {
+  if (!ParseOptions(
+          "usage: moelab plan capacity --model M --hardware LIST --rate R "
+          "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
+          "[--gamma LIST [--alpha A] [--draft-model D]] [--policy LIST] [--requests N] [--seed S] "
+          "[--price H=USD_PER_H,...] [--plot-out F.gp] [--json|--csv]",
+          options, args, values)) {
     return std::nullopt;
   }
   for (const char* required : {"model", "hardware", "rate", "slo-ttft-p99", "slo-tpot-p99"}) {
     if (!values.count(required) || values[required].defaulted())
       throw base::Error(std::string("--") + required + " is required (see --help)");
   }
-  if (values.count("policy")) {
-    throw base::Error(
-        "--policy: not done: sim serve does not price expert offloading yet, so plan capacity "
-        "cannot search offload policies");
-  }
+  request.policies = SplitNameList(values["policy"].as<std::string>(), "policy");
   request.hardware = SplitNameList(values["hardware"].as<std::string>(), "hardware");
   request.max_batch = base::ParseIntList(values["max-batch"].as<std::string>(), "max-batch", 1);
   request.chunk = base::ParseIntList(values["chunk"].as<std::string>(), "chunk", 0);

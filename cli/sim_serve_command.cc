@@ -8,7 +8,9 @@
 #include "cli/cost_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/policy_options.h"
 #include "cli/serving_options.h"
+#include "base/units.h"
 #include "model/preset_store.h"
 #include "plan/serve_sim.h"
 
@@ -16,7 +18,12 @@ namespace moelab::cli {
 
 std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   plan::ServeSimRequest request;
+  plan::ServeOffload offload;
   std::string trace_out, decisions_out;
+  const std::string offload_help =
+      "offload routed experts with this policy (" + policies::DefaultPolicyRegistry().NameList() +
+      "): each replica runs the offload simulator on --hardware's memory tiers, link and storage "
+      "(moelab serve --offload's counterpart)";
   po::options_description options("moelab sim serve");
   // clang-format off
   options.add_options()
@@ -31,7 +38,10 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
       ("acceptance-seed", Into(&request.acceptance_seed), "with --gamma: the coins' seed (serve's --seed)")
       ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
       ("trace-out", Into(&trace_out), "write a Perfetto timeline: iterations, queue and KV use per replica")
-      ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)");
+      ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)")
+      ("offload", Into(&offload.policy), offload_help.c_str())
+      ("accelerator-memory", ParsedIntoOptional(&offload.accelerator_bytes, [](const std::string& text) { return base::ParseBytes(text, "--accelerator-memory"); }), "with --offload: the memory of --hardware's accelerator (on a CPU-only machine from hw from-profile: the RAM for the expert cache), bytes or with a unit (24GB)");
+  AddPolicyOptions(options, offload.policy_options);
   // clang-format on
   AddLoadOptions(options, request.load, request.slo);
   AddSchedulerOptions(options, request.options.scheduler, SchedulerHost::kSimulator);
@@ -44,7 +54,8 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
                     "(--requests N | --duration S) --prompt-tokens DIST --output-tokens DIST "
                     "[--seed S] [--slo-ttft S] [--slo-tpot S] [scheduler options] [--replicas N "
                     "--router round-robin|least-outstanding] [--gamma G [--alpha A] "
-                    "[--acceptance-seed S] [--draft-model D]] [--routing R] [--trace-out F] "
+                    "[--acceptance-seed S] [--draft-model D]] [--offload POLICY --hardware H "
+                    "[--accelerator-memory BYTES] [policy options]] [--routing R] [--trace-out F] "
                     "[--decisions-out F] [--json|--csv]",
                     options, args, values)) {
     return std::nullopt;
@@ -63,6 +74,22 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   }
   const OutputRequest output = OutputRequestFrom(values);
   request.cost = CostSourceOptionsFrom(values);
+  if (values.count("offload") && !values["offload"].defaulted()) {
+    if (!values.count("hardware")) {
+      throw base::Error(
+          "--offload: needs --hardware H, the machine whose memory tiers, link and storage hold "
+          "the experts (a CPU-only machine: moelab hw from-profile P.json --memory BYTES); "
+          "--profile may still price the computation");
+    }
+    offload.hardware = values["hardware"].as<std::string>();
+    // --hardware names the offload's tiers here: beside --profile it is not a second cost source.
+    if (request.cost.fitted_profile) request.cost.hardware_given = false;
+    request.offload = offload;
+  } else {
+    RefuseUnusedPolicyOptions(values, "it applies with --offload POLICY only");
+    if (values.count("accelerator-memory") && !values["accelerator-memory"].defaulted())
+      throw base::Error("--accelerator-memory applies with --offload POLICY only");
+  }
   request.options.keep_iterations = !trace_out.empty();
   request.options.keep_plans = !decisions_out.empty();
   base::RequireDistinctOutputs(

@@ -8,6 +8,7 @@
 #include "base/limits.h"
 #include "base/number_lists.h"
 #include "plan/serve_sim.h"
+#include "policies/registry.h"
 #include "report/format.h"
 #include "report/provenance.h"
 #include "sim/serving_iteration_cost.h"
@@ -31,13 +32,19 @@ class HardwareCandidates {
         requests_(requests),
         pricer_(target_.source, target_.model, 0) {}
 
-  // `config.decode_tokens_per_step` - 1 is the candidate's gamma.
+  // `config.decode_tokens_per_step` - 1 is the candidate's gamma, row.policy its placement.
   CapacityRow Search(scheduler::SchedulerConfig config, CapacityRow row,
                      const model::PresetStore& store);
 
  private:
-  Evaluation Evaluate(const scheduler::SchedulerConfig& config, int64_t replicas);
+  Evaluation Evaluate(const scheduler::SchedulerConfig& config, int64_t replicas,
+                      const std::string& policy, const model::PresetStore& store);
   sim::IterationPricer& PricerFor(int64_t gamma, const model::PresetStore& store);
+  // An offloading candidate's pricer: fresh for every simulation (its caches start as the
+  // policy places them).
+  std::unique_ptr<sim::IterationPricer> OffloadPricer(const scheduler::SchedulerConfig& config,
+                                                      const std::string& policy,
+                                                      const model::PresetStore& store);
 
   const CapacityRequest& request_;
   ServingTarget target_;
@@ -61,8 +68,31 @@ sim::IterationPricer& HardwareCandidates::PricerFor(int64_t gamma,
   return *pricer;
 }
 
-Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config,
-                                        int64_t replicas) {
+std::unique_ptr<sim::IterationPricer> HardwareCandidates::OffloadPricer(
+    const scheduler::SchedulerConfig& config, const std::string& policy,
+    const model::PresetStore& store) {
+  ServeSimRequest serving;
+  serving.model = request_.model;
+  serving.cost = request_.cost;
+  serving.cost.hardware = target_.hardware;
+  serving.options.scheduler = config;
+  serving.gamma = config.decode_tokens_per_step - 1;
+  serving.alpha = request_.alpha;
+  serving.acceptance_seed = request_.seed;
+  serving.offload = ServeOffload{policy, {}, target_.hardware, std::nullopt};
+  std::optional<model::MoeModelSpec> draft;
+  if (serving.gamma > 0) draft = store.LoadModel(request_.draft);
+  return MakeServingPricer(serving, target_, draft, nullptr, store);
+}
+
+Evaluation HardwareCandidates::Evaluate(const scheduler::SchedulerConfig& config, int64_t replicas,
+                                        const std::string& policy,
+                                        const model::PresetStore& store) {
+  std::unique_ptr<sim::IterationPricer> offload;
+  if (policy != "resident") {
+    offload = OffloadPricer(config, policy, store);
+    current_ = offload.get();
+  }
   sim::ServingSimOptions options;
   options.scheduler = config;
   options.replicas = replicas;
@@ -82,16 +112,16 @@ CapacityRow HardwareCandidates::Search(scheduler::SchedulerConfig config, Capaci
                                        const model::PresetStore& store) {
   current_ = &PricerFor(config.decode_tokens_per_step - 1, store);
   int64_t failing = 0, replicas = 1;
-  Evaluation evaluation = Evaluate(config, replicas);
+  Evaluation evaluation = Evaluate(config, replicas, row.policy, store);
   while (!evaluation.meets && replicas < request_.max_replicas) {
     failing = replicas;
     replicas = std::min(2 * replicas, request_.max_replicas);
-    evaluation = Evaluate(config, replicas);
+    evaluation = Evaluate(config, replicas, row.policy, store);
   }
   if (evaluation.meets) {
     while (replicas - failing > 1) {  // the first count meeting both objectives
       const int64_t middle = failing + (replicas - failing) / 2;
-      Evaluation tried = Evaluate(config, middle);
+      Evaluation tried = Evaluate(config, middle, row.policy, store);
       if (tried.meets) {
         replicas = middle;
         evaluation = std::move(tried);
@@ -130,10 +160,12 @@ void MarkPareto(std::vector<CapacityRow>& rows) {
   }
 }
 
-// Cheapest first: meeting rows before the rest, a known cost before an unknown one, then fewer
-// replicas, then more throughput per replica.
+// Cheapest first: meeting rows before the rest (simulated ones before those that could not run),
+// a known cost before an unknown one, then fewer replicas, then more throughput per replica.
 bool Cheaper(const CapacityRow& a, const CapacityRow& b) {
   if (a.meets_slo != b.meets_slo) return a.meets_slo;
+  // A candidate simulated (which missed) before one that could not run at all.
+  if ((a.replicas > 0) != (b.replicas > 0)) return a.replicas > 0;
   if (a.cost_usd_per_hour.has_value() != b.cost_usd_per_hour.has_value())
     return a.cost_usd_per_hour.has_value();
   if (a.cost_usd_per_hour && *a.cost_usd_per_hour != *b.cost_usd_per_hour)
@@ -175,6 +207,9 @@ void CapacityRequest::Validate() const {
     }
   }
   scheduler::SpeculativeAcceptance{alpha, seed}.Validate();
+  if (policies.empty()) throw base::Error("--policy: at least one policy expected");
+  for (const std::string& policy : policies)
+    policies::DefaultPolicyRegistry().Find(policy);  // lists the valid ones
   for (const int64_t tokens : chunk) {
     base::CheckCount(tokens, 0, scheduler.max_batched_tokens, "--chunk",
                      "a chunk is part of one iteration's --max-batched-tokens");
@@ -232,33 +267,59 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
       base_row.price_source = spec.accelerator->price_source;
     }
     const std::optional<double> price_per_replica = base_row.cost_usd_per_hour;
-    scheduler::SchedulerConfig config = request.scheduler;
-    if (config.kv_blocks == 0) {
+    // Every expert resident: the KV budget from what the weights leave (none: no such candidate).
+    std::optional<int64_t> resident_kv_blocks;
+    std::string resident_why_not;
+    if (request.scheduler.kv_blocks != 0) {
+      resident_kv_blocks = request.scheduler.kv_blocks;
+    } else {
       try {
         std::string explanation;
-        config.kv_blocks = KvBlocksFromMemory(target, config.kv_block_tokens,
-                                              request.kv_memory_fraction, explanation);
+        resident_kv_blocks = KvBlocksFromMemory(target, request.scheduler.kv_block_tokens,
+                                                request.kv_memory_fraction, explanation);
       } catch (const base::Error& error) {
-        base_row.why_not = error.what();
-        result.candidates.push_back(base_row);
-        continue;
+        resident_why_not = error.what();
       }
     }
-    base_row.kv_blocks = config.kv_blocks;
     HardwareCandidates candidates(request, std::move(target), requests);
-    for (const int64_t gamma : request.gamma) {
-      for (const int64_t batch : request.max_batch) {
-        for (const int64_t chunk : request.chunk) {
-          CapacityRow row = base_row;
-          row.max_batch = batch;
-          row.chunk = chunk;
-          row.gamma = gamma;
-          config.max_running_sequences = batch;
-          config.prefill_chunk_tokens = chunk;
-          config.decode_tokens_per_step = gamma + 1;
-          row = candidates.Search(config, row, store);
-          if (price_per_replica) row.cost_usd_per_hour = *price_per_replica * row.replicas;
-          result.candidates.push_back(row);
+    for (const std::string& policy : request.policies) {
+      for (const int64_t gamma : request.gamma) {
+        for (const int64_t batch : request.max_batch) {
+          for (const int64_t chunk : request.chunk) {
+            CapacityRow row = base_row;
+            row.policy = policy;
+            row.max_batch = batch;
+            row.chunk = chunk;
+            row.gamma = gamma;
+            scheduler::SchedulerConfig config = request.scheduler;
+            config.max_running_sequences = batch;
+            config.prefill_chunk_tokens = chunk;
+            config.decode_tokens_per_step = gamma + 1;
+            if (policy == "resident") {
+              if (!resident_kv_blocks) {
+                row.why_not = resident_why_not;
+                result.candidates.push_back(row);
+                continue;
+              }
+              config.kv_blocks = *resident_kv_blocks;
+            } else if (config.kv_blocks == 0) {
+              std::string explanation;
+              config.kv_blocks = OffloadKvBlocks(config, requests, explanation);
+            }
+            row.kv_blocks = config.kv_blocks;
+            try {
+              row = candidates.Search(config, row, store);
+            } catch (const base::Error& error) {
+              // The policy's memory plan does not fit this hardware (its cache, staging buffers
+              // and the dense part beside the KV budget): no such candidate.
+              if (policy == "resident") throw;
+              row.why_not = error.what();
+              result.candidates.push_back(row);
+              continue;
+            }
+            if (price_per_replica) row.cost_usd_per_hour = *price_per_replica * row.replicas;
+            result.candidates.push_back(row);
+          }
         }
       }
     }
@@ -278,6 +339,7 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
 
 report::RowSet CapacityResult::Rows() const {
   report::RowSet rows({{"hardware", "hardware"},
+                       {"policy", "policy"},
                        {"replicas", "replicas"},
                        {"meets_slo", "meets SLO"},
                        {"max_batch", "max batch"},
@@ -292,8 +354,8 @@ report::RowSet CapacityResult::Rows() const {
                        {"why_not", "why not", nullptr, false},
                        {"price_source", "price source", nullptr, false}});
   for (const CapacityRow& row : this->rows) {
-    rows.Add({row.hardware, row.replicas, row.meets_slo, row.max_batch, row.chunk, row.gamma,
-              row.kv_blocks, row.ttft_p99_s, row.tpot_p99_s,
+    rows.Add({row.hardware, row.policy, row.replicas, row.meets_slo, row.max_batch, row.chunk,
+              row.gamma, row.kv_blocks, row.ttft_p99_s, row.tpot_p99_s,
               row.throughput_tokens_per_s_per_replica,
               row.cost_usd_per_hour ? report::Cell(*row.cost_usd_per_hour) : report::Cell(),
               row.pareto, row.why_not, row.price_source});
@@ -303,6 +365,7 @@ report::RowSet CapacityResult::Rows() const {
 
 report::RowSet CapacityResult::ParetoRows() const {
   report::RowSet rows({{"hardware", "hardware"},
+                       {"policy", "policy"},
                        {"max_batch", "max batch"},
                        {"chunk", "chunk"},
                        {"gamma", "gamma"},
@@ -317,7 +380,7 @@ report::RowSet CapacityResult::ParetoRows() const {
     return a.throughput_tokens_per_s_per_replica > b.throughput_tokens_per_s_per_replica;
   });
   for (const CapacityRow& row : front) {
-    rows.Add({row.hardware, row.max_batch, row.chunk, row.gamma, row.replicas,
+    rows.Add({row.hardware, row.policy, row.max_batch, row.chunk, row.gamma, row.replicas,
               row.throughput_tokens_per_s_per_replica, row.ttft_p99_s});
   }
   return rows;
@@ -341,6 +404,7 @@ nlohmann::json CapacityResult::ToJson() const {
           {"router", sim::RouterName(request.router)},
           {"speculative",
            {{"gamma", request.gamma}, {"alpha", request.alpha}, {"draft", request.draft}}},
+          {"policies", request.policies},
           {"cost_sources", cost_sources},
           {"rows", all.ToJson()},
           {"candidates", every.Rows().ToJson()},

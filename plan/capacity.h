@@ -33,6 +33,11 @@ struct CapacityRequest {
   // --gamma: speculative decoding's draft tokens per decode (0: none), each priced as sim serve
   // --gamma prices it (draft `draft`, seeded acceptance at `alpha`, acceptance seed = `seed`).
   std::vector<int64_t> gamma{0};
+  // --policy: expert placements to try: "resident" (every expert in the accelerator's memory; the
+  // KV budget from what the weights leave) or an offload policy, priced as sim serve --offload
+  // prices it on the hardware preset (its memory, host and link; the KV budget of
+  // plan::OffloadKvBlocks).
+  std::vector<std::string> policies{"resident"};
   double alpha = 0.8;
   std::string draft = "llama-3.2-1b";
   int64_t requests = 1000;
@@ -51,6 +56,7 @@ struct CapacityRequest {
 // up to max_replicas does, at max_replicas with meets_slo false).
 struct CapacityRow {
   std::string hardware;
+  std::string policy = "resident";
   int64_t max_batch = 0, chunk = 0, gamma = 0;
   int64_t replicas = 0;
   bool meets_slo = false;

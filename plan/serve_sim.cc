@@ -12,8 +12,11 @@
 #include "report/provenance.h"
 #include "scheduler/decision_log.h"
 #include "model/executor_shape.h"
+#include "plan/offload_sweep.h"
 #include "plan/sd_sweep.h"
+#include "policies/registry.h"
 #include "sim/serving_iteration_cost.h"
+#include "sim/serving_offload_cost.h"
 #include "sim/serving_speculative_cost.h"
 
 namespace moelab::plan {
@@ -74,49 +77,134 @@ void ServeSimRequest::Validate() const {
                       std::to_string(scheduler::kMaxDecodeTokensPerStep - 1));
   }
   if (gamma > 0) scheduler::SpeculativeAcceptance{alpha, acceptance_seed}.Validate();
+  if (offload) {
+    policies::DefaultPolicyRegistry().Find(offload->policy);  // lists the valid ones
+    if (offload->hardware.empty()) {
+      throw base::Error(
+          "--offload: needs --hardware H, the machine whose memory tiers, link and "
+          "storage hold the experts (--profile may still price the computation)");
+    }
+    if (routing.kind == routing::RoutingSpec::Kind::kTrace) {
+      throw base::Error(
+          "--routing trace: with --offload each iteration's tokens are routed by a generated "
+          "source (a trace's steps have their own token counts); use uniform, popularity:FILE "
+          "or correlated:...");
+    }
+    if (offload->accelerator_bytes &&
+        !(*offload->accelerator_bytes > 0 && std::isfinite(*offload->accelerator_bytes))) {
+      throw base::Error("--accelerator-memory must be a positive size");
+    }
+  }
   sim::ServingSimOptions resolved = options;
   if (resolved.scheduler.kv_blocks == 0) resolved.scheduler.kv_blocks = 1;  // checked once known
   resolved.Validate();
 }
+
+int64_t OffloadKvBlocks(const scheduler::SchedulerConfig& config,
+                        const std::vector<serving::RequestSpec>& requests,
+                        std::string& explanation) {
+  double tokens = 0;
+  for (const serving::RequestSpec& request : requests)
+    tokens += static_cast<double>(request.prompt_tokens + request.output_tokens);
+  const double mean_tokens = requests.empty() ? 1 : tokens / static_cast<double>(requests.size());
+  const double blocks = std::ceil(static_cast<double>(config.max_running_sequences) * mean_tokens /
+                                  static_cast<double>(config.kv_block_tokens));
+  explanation = "with --offload: --max-running " + std::to_string(config.max_running_sequences) +
+                " sequences of the requests' mean " + report::FormatNumber(mean_tokens, 1) +
+                " prompt + output tokens (the memory plan gives the rest to the expert cache)";
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::min(blocks, static_cast<double>(scheduler::kMaxKvBlocks))));
+}
+
+std::unique_ptr<sim::IterationPricer> MakeServingPricer(
+    const ServeSimRequest& request, const ServingTarget& target,
+    const std::optional<model::MoeModelSpec>& draft,
+    const std::shared_ptr<const model::ExpertActivation>& routing,
+    const model::PresetStore& store) {
+  auto target_pricer = std::make_unique<sim::CostSourceIterationPricer>(
+      target.source, target.model, request.iteration_overhead_s);
+  target_pricer->RouteBy(routing.get());
+  std::unique_ptr<sim::IterationPricer> compute;
+  if (request.gamma == 0) {
+    compute = std::move(target_pricer);
+  } else {
+    compute = std::make_unique<sim::SpeculativeIterationPricer>(
+        std::move(target_pricer),
+        std::make_unique<sim::CostSourceIterationPricer>(target.source, draft.value(), 0.0));
+  }
+  if (!request.offload) return compute;
+  const ServeOffload& offload = *request.offload;
+  sim::SimConfig config;
+  config.model = target.model;
+  config.hardware = store.LoadHardware(offload.hardware);
+  config.policy = offload.policy;
+  config.policy_options = offload.policy_options;
+  config.routing = request.routing;
+  config.seed = request.routing_seed;
+  config.accelerator_bytes = offload.accelerator_bytes;
+  fit::CostSourceOptions cost = request.cost;
+  cost.hardware = offload.hardware;
+  fit::CostSources sources(cost, store);
+  ApplyCostSources(sources, config);
+  const scheduler::SchedulerConfig& scheduler = request.options.scheduler;
+  return std::make_unique<sim::OffloadIterationPricer>(
+      std::move(compute), std::move(config), scheduler.max_running_sequences,
+      scheduler.kv_blocks * scheduler.kv_block_tokens);
+}
+
+namespace {
+
+// Where the simulated time went, from the pricer's parts.
+nlohmann::json Breakdown(sim::IterationPricer& pricer) {
+  if (auto* offload = dynamic_cast<sim::OffloadIterationPricer*>(&pricer)) {
+    nlohmann::json json = Breakdown(offload->compute());
+    json["offload_s"] = offload->Summary()["offload_s"];
+    return json;
+  }
+  if (auto* speculative = dynamic_cast<sim::SpeculativeIterationPricer*>(&pricer))
+    return speculative->Breakdown();
+  if (auto* composed = dynamic_cast<sim::CostSourceIterationPricer*>(&pricer))
+    return composed->Breakdown();
+  return nlohmann::json::object();
+}
+
+}  // namespace
 
 ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetStore& store) {
   request.Validate();
   ServeSimResult result;
   result.request = request;
   result.target = ResolveServingTarget(request.model, request.cost, store);
+  result.requests = serving::GenerateRequests(request.load);
   scheduler::SchedulerConfig& config = result.request.options.scheduler;
-  if (config.kv_blocks == 0) {
+  if (config.kv_blocks != 0) {
+    result.kv_budget_from = "--kv-blocks";
+  } else if (request.offload) {
+    config.kv_blocks = OffloadKvBlocks(config, result.requests, result.kv_budget_from);
+  } else {
     config.kv_blocks = KvBlocksFromMemory(result.target, config.kv_block_tokens,
                                           request.kv_memory_fraction, result.kv_budget_from);
-  } else {
-    result.kv_budget_from = "--kv-blocks";
   }
-  result.request.options.slo = request.slo;
-  result.requests = serving::GenerateRequests(request.load);
+  sim::ServingSimOptions& options = result.request.options;
+  options.slo = request.slo;
   const std::shared_ptr<const model::ExpertActivation> routing =
       request.routing.kind == routing::RoutingSpec::Kind::kUniform
           ? nullptr
           : TargetRouting(request.routing, result.target.model, request.routing_seed);
   result.routing = model::DescribeActivation(routing.get());
-  auto target_pricer = std::make_unique<sim::CostSourceIterationPricer>(
-      result.target.source, result.target.model, request.iteration_overhead_s);
-  target_pricer->RouteBy(routing.get());
-  if (request.gamma == 0) {
-    result.sim = sim::SimulateServing(result.requests, result.request.options, *target_pricer);
-    result.time_breakdown_s = target_pricer->Breakdown();
-    return result;
+  if (request.gamma > 0) {
+    result.draft = store.LoadModel(request.draft);
+    if (result.target.hardware.rfind("profile:", 0) == 0)
+      result.draft = model::ExecutorDraftShape(*result.draft, result.target.model);
+    options.scheduler.decode_tokens_per_step = request.gamma + 1;
+    options.acceptance = scheduler::SpeculativeAcceptance{request.alpha, request.acceptance_seed};
   }
-  result.draft = store.LoadModel(request.draft);
-  if (result.target.hardware.rfind("profile:", 0) == 0)
-    result.draft = model::ExecutorDraftShape(*result.draft, result.target.model);
-  sim::ServingSimOptions& options = result.request.options;
-  options.scheduler.decode_tokens_per_step = request.gamma + 1;
-  options.acceptance = scheduler::SpeculativeAcceptance{request.alpha, request.acceptance_seed};
-  sim::SpeculativeIterationPricer pricer(
-      std::move(target_pricer),
-      std::make_unique<sim::CostSourceIterationPricer>(result.target.source, *result.draft, 0.0));
-  result.sim = sim::SimulateServing(result.requests, options, pricer);
-  result.time_breakdown_s = pricer.Breakdown();
+  const std::unique_ptr<sim::IterationPricer> pricer =
+      MakeServingPricer(result.request, result.target, result.draft, routing, store);
+  result.sim = sim::SimulateServing(result.requests, options, *pricer);
+  result.time_breakdown_s = Breakdown(*pricer);
+  if (auto* offload = dynamic_cast<sim::OffloadIterationPricer*>(pricer.get()))
+    result.offload = offload->Summary();
   return result;
 }
 
@@ -150,6 +238,7 @@ nlohmann::json ServeSimResult::ToJson() const {
   json["iteration_overhead_s"] = request.iteration_overhead_s;
   json["time_breakdown_s"] = time_breakdown_s;
   json["routing"] = routing;
+  json["offload"] = offload;
   json["speculative"] = nullptr;
   if (draft) {
     json["speculative"] = {{"gamma", request.gamma},
@@ -190,6 +279,15 @@ std::string ServeSimResult::Text() const {
       << report::FormatNumber(sim.mean_batch_sequences, 2) << " sequences / "
       << report::FormatNumber(sim.mean_batched_tokens, 1) << " tokens, " << sim.preemptions
       << " preemptions\n";
+  if (!offload.is_null()) {
+    out << "offload: " << offload["policy"].get<std::string>() << ", hit rate "
+        << report::FormatNumber(offload["hit_rate"].get<double>(), 3) << ", "
+        << offload["experts"]["demand_fetches"].get<int64_t>() << " demand fetches, "
+        << report::FormatBytes(offload["bytes"]["storage_to_host"].get<double>())
+        << " read from storage; offloading added "
+        << report::FormatSeconds(offload["offload_s"].get<double>()) << " over "
+        << offload["iterations"].get<int64_t>() << " iterations\n";
+  }
   return out.str();
 }
 

@@ -11,6 +11,7 @@
 #include "fit/cost_source_options.h"
 #include "model/cost_source.h"
 #include "model/preset_store.h"
+#include "policies/policy_options.h"
 #include "report/row_set.h"
 #include "routing/routing_spec.h"
 #include "scheduler/scheduler_config.h"
@@ -39,6 +40,15 @@ ServingTarget ResolveServingTarget(const std::string& model, const fit::CostSour
 int64_t KvBlocksFromMemory(const ServingTarget& target, int64_t block_tokens,
                            double memory_fraction, std::string& explanation);
 
+// Serving with offloaded experts (sim serve --offload POLICY): each replica runs the offload
+// simulator on `hardware` (its memory tiers, link and storage; sim::OffloadIterationPricer).
+struct ServeOffload {
+  std::string policy;
+  policies::PolicyOptions policy_options;
+  std::string hardware;                     // preset or path (sim serve's --hardware)
+  std::optional<double> accelerator_bytes;  // --accelerator-memory: overrides its memory
+};
+
 // `moelab sim serve`.
 struct ServeSimRequest {
   std::string model;
@@ -60,6 +70,7 @@ struct ServeSimRequest {
   // tokens; uniform by default.
   routing::RoutingSpec routing = routing::ParseRoutingSpec("uniform");
   uint64_t routing_seed = 1;
+  std::optional<ServeOffload> offload;
 
   void Validate() const;  // errors name the option
 };
@@ -73,12 +84,14 @@ struct ServeSimResult {
   std::vector<serving::RequestSpec> requests;
   sim::ServingSimResult sim;
   nlohmann::json time_breakdown_s;
+  nlohmann::json offload;  // sim::OffloadIterationPricer::Summary, or null
 
   // ServingSummaryToJson (moelab.serving/1) plus "load", "slo", "scheduler", "kv_budget",
   // "cost_source", "model", "hardware", "replicas", "router", "requests_per_replica",
   // "iterations", "mean_batch_sequences", "mean_batched_tokens", "preemptions", "refused",
-  // "time_breakdown_s" (with SD "draft_s"), "routing", "speculative" ({gamma, alpha,
-  // acceptance_seed, draft} or null), "source": "moelab sim serve".
+  // "time_breakdown_s" (with SD "draft_s"; with offloading "offload_s"), "routing",
+  // "speculative" ({gamma, alpha, acceptance_seed, draft} or null), "offload" (the policy, its
+  // options, hit rate, fetches, bytes and memory plan, or null), "source": "moelab sim serve".
   nlohmann::json ToJson() const;
   std::string Text() const;
   std::string Csv() const;  // serving::ServingSummaryCsv's row
@@ -90,6 +103,20 @@ struct ServeSimResult {
 };
 
 ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetStore& store);
+
+// The iteration pricer sim serve uses for `request` on `target`: the composition of
+// serving_iteration_cost.h, the SD pricer with gamma > 0, either under sim::OffloadIterationPricer
+// with request.offload (its `kv_blocks` the scheduler's budget). `draft`: the draft model with
+// gamma > 0. Fresh state: an offloading pricer's caches start as the policy places them.
+std::unique_ptr<sim::IterationPricer> MakeServingPricer(
+    const ServeSimRequest& request, const ServingTarget& target,
+    const std::optional<model::MoeModelSpec>& draft,
+    const std::shared_ptr<const model::ExpertActivation>& routing, const model::PresetStore& store);
+// The KV budget with offloading and no --kv-blocks: the running limit's worth of the requests'
+// mean prompt + output tokens (the memory plan gives what is left to the expert cache).
+int64_t OffloadKvBlocks(const scheduler::SchedulerConfig& config,
+                        const std::vector<serving::RequestSpec>& requests,
+                        std::string& explanation);
 
 std::string Render(const ServeSimResult& result, report::Format format);
 

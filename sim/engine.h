@@ -42,6 +42,19 @@ class Engine : public OpListener {
   void Run();
   void OnOpDone(OpHandle handle, const Op& op) override;
 
+  // Serving (SimConfig::serving_kv_tokens): runs `pass` after the compute device has been idle
+  // for `idle_s` (copies and reads in flight go on meanwhile), continuing from the state the last
+  // pass left (cache, policy, copies in flight). Returns the pass's time from its start to its LM
+  // head's end, and the same pass's computation with every expert resident on the accelerator
+  // (its dense part, embedding and LM head as priced, and each routed expert's accelerator time):
+  // the difference is what offloading adds to it. FinishServing fills the result's totals.
+  struct ServingPass {
+    Seconds duration_s = 0;
+    Seconds resident_s = 0;
+  };
+  ServingPass RunServingPass(const Iteration& pass, Seconds idle_s);
+  void FinishServing();
+
  private:
   // The ops an expert's accelerator copy depends on; where it lives is the checker's business.
   struct ExpertOps {
@@ -126,6 +139,9 @@ class Engine : public OpListener {
   // the host CPU with no core to spare for the reader (cpu threads >= cores) -- the compute
   // resource, since the reader's checksum and copy take the cores the computation uses.
   Resource expert_copy_resource_ = Resource::kHostToDevice;
+
+  bool serving_ = false;  // passes one at a time (RunServingPass)
+  Seconds pass_begin_s_ = 0, pass_resident_s_ = 0;
 
   // The current pass.
   int64_t pass_ = 0;

@@ -38,6 +38,12 @@ void Engine::BeginPass() {
   }
   dense_[0] = &cost_.Dense(Device::kAccelerator, shape_);
   dense_[1] = needs_cpu_dense() ? &cost_.Dense(Device::kCpu, shape_) : dense_[0];
+  if (serving_) {
+    pass_begin_s_ = graph_.now_s();
+    pass_resident_s_ = dense_[0]->embedding_s + dense_[0]->lm_head_s;
+    for (const Seconds layer_s : dense_[0]->layer_s)
+      pass_resident_s_ += layer_s + config_.layer_overhead_s;
+  }
 
   policies::IterationInfo info;
   info.index = pass_;
@@ -141,7 +147,11 @@ void Engine::EndPass() {
   result_.pass_end_s.push_back(now);
   policy_->EndIteration();
   ++pass_;
-  if (pass_ < static_cast<int64_t>(passes_.size())) StartPass();
+  if (serving_) {
+    graph_.Stop();  // the serving simulator asks for the next pass when it plans it
+  } else if (pass_ < static_cast<int64_t>(passes_.size())) {
+    StartPass();
+  }
 }
 
 // The replayed signal of this pass at `moe_layer`, or nullptr (none recorded there).
@@ -218,6 +228,10 @@ void Engine::RouteLayer(int64_t layer) {
   plan_.Clear();
   policy_->PlanLayer(demand, plan_);
   checker_->CheckDecisionCount(demand_, plan_);
+  if (serving_) {
+    for (const policies::ExpertDemand& expert : demand_)
+      pass_resident_s_ += cost_.ExpertSeconds(Device::kAccelerator, expert.tokens);
+  }
   for (const ExpertRef& ref : plan_.discard_staged) Discard(ref);
   outputs_.clear();
   const Device device = dense_device_[static_cast<size_t>(layer)];

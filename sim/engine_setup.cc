@@ -83,7 +83,8 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
   }
   activation_bytes_per_token_ =
       static_cast<double>(model.hidden_size) * config.activation_bits / 8.0;
-  passes_ = BuildIterations(config.workload);
+  serving_ = config.serving_kv_tokens.has_value();
+  if (!serving_) passes_ = BuildIterations(config.workload);
   if (config.speculative_recall &&
       !(*config.speculative_recall >= 0 && *config.speculative_recall <= 1)) {
     throw base::Error("--speculative-recall must be in [0, 1], got " +
@@ -99,7 +100,8 @@ Engine::Engine(const SimConfig& config, routing::RoutingSource& routing,
 
 void Engine::SetUp() {
   const policies::ModelMemory memory =
-      policies::ModelMemoryOf(config_.model, config_.kv_bits, config_.workload.KvTokens());
+      policies::ModelMemoryOf(config_.model, config_.kv_bits,
+                              config_.serving_kv_tokens.value_or(config_.workload.KvTokens()));
   policies::OffloadSetup setup;
   setup.num_layers = layers_;
   setup.first_dense_layers = first_dense_;
@@ -177,6 +179,22 @@ void Engine::Run() {
   graph_.Run();
   Finish();
 }
+
+Engine::ServingPass Engine::RunServingPass(const Iteration& pass, Seconds idle_s) {
+  if (!serving_) throw base::Error("sim: RunServingPass on an engine built for a workload");
+  passes_.push_back(pass);
+  const OpHandle start = graph_.NewOp(Resource::kNone, 0, kPassStart);
+  if (idle_s > 0) {
+    const OpHandle idle = graph_.NewOp(Resource::kNone, idle_s, kJoin);
+    graph_.AddDependency(idle, start);
+    graph_.Commit(idle);
+  }
+  graph_.Commit(start);
+  graph_.Run();  // EndPass stops it at the LM head's end
+  return {result_.pass_end_s.back() - pass_begin_s_, pass_resident_s_};
+}
+
+void Engine::FinishServing() { Finish(); }
 
 void Engine::OnOpDone(OpHandle handle, const Op& op) {
   if (config_.record_timeline && op.resource != Resource::kNone) {

@@ -73,6 +73,10 @@ struct SimConfig {
   std::optional<double> speculative_recall = kDefaultSpeculativeRecall;
   static constexpr double kDefaultSpeculativeRecall = 0.8;
   bool record_decisions = false;  // SimResult::decisions
+  // Serving (sim/serving_offload_cost.h): the passes come one at a time from the serving
+  // simulator's iterations, not from `workload` (whose batch is then the most sequences one pass
+  // carries), and the memory plan holds this many KV tokens (the scheduler's KV budget).
+  std::optional<int64_t> serving_kv_tokens;
 
   void Validate() const;  // Error naming the option
 };

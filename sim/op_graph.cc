@@ -53,7 +53,8 @@ void OpGraph::AddEdge(OpHandle before, OpHandle after) {
 void OpGraph::Ready(int32_t index) {
   Op& op = ops_[static_cast<size_t>(index)];
   if (op.resource == Resource::kNone) {
-    op.start_s = op.end_s = events_.now_s();
+    op.start_s = events_.now_s();
+    op.end_s = op.start_s + op.duration_s;
     events_.Push(op.end_s, index);
     return;
   }
@@ -235,15 +236,16 @@ void OpGraph::Finish(int32_t index) {
 }
 
 void OpGraph::Run() {
+  stop_ = false;
   Dispatch();
-  while (!events_.empty()) {
+  while (!events_.empty() && !stop_) {
     const EventQueue::Event event = events_.Pop();
     if (!Stale(event)) Finish(static_cast<int32_t>(event.id));
     // Resources choose only after every event of this instant: ops released together compete
     // by priority, not by the order their predecessors happened to finish in.
     if (events_.empty() || events_.next_time_s() > events_.now_s()) Dispatch();
   }
-  if (live_ops_ != 0) {
+  if (!stop_ && live_ops_ != 0) {
     throw base::Error("sim: " + std::to_string(live_ops_) +
                       " ops never ran (a dependency cycle or a held staging buffer): engine bug");
   }

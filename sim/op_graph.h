@@ -17,7 +17,7 @@ enum class Resource : uint8_t {
   kHostToDevice,  // the accelerator's host-to-device copy engine
   kDeviceToHost,  // the device-to-host copy engine
   kStorageRead,   // the host's storage reader
-  kNone,          // a zero-time bookkeeping op (joins, starts)
+  kNone,          // a bookkeeping op (joins, starts; a wait of its duration_s, on no resource)
 };
 inline constexpr int kResourceCount = 5;
 std::string ResourceName(Resource resource);  // "accelerator_compute", ...
@@ -142,8 +142,11 @@ class OpGraph {
   // The op's dependencies are complete as added: it may start once they finish.
   void Commit(OpHandle op) { Release(op); }
 
-  // Runs until no event is left. Error if ops are left waiting (a dependency cycle).
+  // Runs until no event is left, or until the listener calls Stop (a later Run goes on from
+  // there: the serving simulator runs one pass at a time). Error if ops are left waiting when no
+  // event is (a dependency cycle).
   void Run();
+  void Stop() { stop_ = true; }
 
   Seconds now_s() const { return events_.now_s(); }
   Seconds busy_s(Resource resource) const { return busy_s_[static_cast<size_t>(resource)]; }
@@ -192,6 +195,7 @@ class OpGraph {
   [[gnu::cold, gnu::noinline]] static void ThrowBadDuration(Seconds duration_s);
 
   OpListener* listener_;
+  bool stop_ = false;
   std::vector<Op> ops_;
   std::vector<int32_t> free_ops_;
   std::vector<Edge> edges_;

@@ -115,7 +115,7 @@ void ServingRun::StartIteration(int64_t replica_index, double now_s) {
   if (replica.plan.batch.empty()) {
     throw base::Error("sim serve: the scheduler planned an empty iteration with work queued");
   }
-  const double duration_s = pricer_.Seconds(replica.plan);
+  const double duration_s = pricer_.SecondsOn(replica_index, now_s, replica.plan);
   if (!(duration_s > 0) || !std::isfinite(duration_s)) {
     throw base::Error("sim serve: an iteration priced at " + std::to_string(duration_s) +
                       " s (expected a finite time > 0)");

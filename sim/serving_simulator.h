@@ -20,6 +20,13 @@ class IterationPricer {
   virtual ~IterationPricer() = default;
   // Seconds the iteration of `plan` takes on one replica (> 0).
   virtual double Seconds(const scheduler::IterationPlan& plan) = 0;
+  // The same for replica `replica`'s iteration starting at `start_s` (what the simulator calls):
+  // a pricer with state per replica (an expert cache: serving_offload_cost.h) overrides it; the
+  // stateless ones price the plan alone.
+  virtual double SecondsOn(int64_t /*replica*/, double /*start_s*/,
+                           const scheduler::IterationPlan& plan) {
+    return Seconds(plan);
+  }
 };
 
 // A fixed time per iteration plus a time per batched token: the D/D/1 and closed-form checks, and

@@ -116,8 +116,15 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {"sim serve --model qwen2-57b-a14b --hardware rtx-3060 --arrivals poisson:1 --requests 5",
        "--kv-memory-fraction"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
-       "--slo-tpot-p99 0.1 --policy on-demand",
-       "--policy: not done"},
+       "--slo-tpot-p99 0.1 --policy on-demand,lru",
+       "unknown offload policy 'lru'"},
+      {kServe + "--offload lru", "unknown offload policy 'lru'"},
+      {"sim serve --model qwen2-57b-a14b --profile p.json --offload on-demand --arrivals "
+       "poisson:1 --requests 5",
+       "--offload: needs --hardware H"},
+      {kServe + "--cache-per-layer 4", "--cache-per-layer"},
+      {kServe + "--accelerator-memory 10GB", "--accelerator-memory applies with --offload"},
+      {kServe + "--offload on-demand --routing trace:t.json", "--routing trace"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
        "--slo-tpot-p99 0.1 --gamma 64",
        "--gamma 64"},
@@ -134,6 +141,62 @@ TEST(SimServeCli, ErrorsNameTheOption) {
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << c.args << ": " << r.err;
     EXPECT_TRUE(r.out.empty()) << c.args;
   }
+}
+
+// sim serve --offload: resident experts add nothing to the plain simulation; an offload policy
+// with too little memory waits for its copies, and says so.
+TEST(SimServeCli, OffloadWaitsForCopies) {
+  const std::string base =
+      "sim serve --model mixtral-8x7b --hardware a100-80gb-sxm --arrivals poisson:0.5 "
+      "--requests 40 --prompt-tokens 128 --output-tokens 32 --seed 3 --max-running 8 "
+      "--kv-blocks 512 --json ";
+  const auto plain = RunMoelab(base);
+  const auto resident = RunMoelab(base + "--offload resident");
+  const auto offloaded = RunMoelab(base + "--offload on-demand --accelerator-memory 40GB");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(resident.status, 0) << resident.err;
+  ASSERT_EQ(offloaded.status, 0) << offloaded.err;
+  const auto p = nlohmann::json::parse(plain.out), r = nlohmann::json::parse(resident.out),
+             o = nlohmann::json::parse(offloaded.out);
+  EXPECT_TRUE(p["offload"].is_null());
+  for (const char* metric : {"ttft_s", "tpot_s", "e2e_s"}) {
+    EXPECT_NEAR(r[metric]["p50"].get<double>(), p[metric]["p50"].get<double>(),
+                1e-9 * p[metric]["p50"].get<double>())
+        << metric;
+  }
+  EXPECT_EQ(r["offload"]["policy"], "resident");
+  EXPECT_EQ(r["offload"]["hit_rate"], 1.0);
+  EXPECT_EQ(o["offload"]["policy"], "on-demand");
+  EXPECT_LT(o["offload"]["hit_rate"].get<double>(), 1.0);
+  EXPECT_GT(o["offload"]["experts"]["demand_fetches"].get<int64_t>(), 0);
+  EXPECT_GT(o["time_breakdown_s"]["offload_s"].get<double>(), 0);
+  EXPECT_GT(o["tpot_s"]["p50"].get<double>(), 2 * p["tpot_s"]["p50"].get<double>());
+  EXPECT_NE(RunMoelab(base + "--offload on-demand --accelerator-memory 40GB")
+                .out.find("\"demand_fetches\""),
+            std::string::npos);
+}
+
+// plan capacity --policy: a model whose weights do not fit the accelerator has no resident
+// candidate, but an offloading one is simulated and named.
+TEST(PlanCapacityCli, OffloadPoliciesAreCandidates) {
+  const auto r = RunMoelab(
+      "plan capacity --model mixtral-8x7b --hardware h100-sxm --rate 0.2 --slo-ttft-p99 10 "
+      "--slo-tpot-p99 1 --policy resident,fiddler --max-batch 8 --requests 60 --max-replicas 4 "
+      "--prompt-tokens 128 --output-tokens 32 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["policies"], nlohmann::json::array({"resident", "fiddler"}));
+  ASSERT_EQ(json["candidates"].size(), 2u);
+  for (const auto& candidate : json["candidates"]) {
+    if (candidate["policy"] == "resident") {
+      EXPECT_EQ(candidate["replicas"], 0);
+      EXPECT_NE(candidate["why_not"].get<std::string>().find("leave no room"), std::string::npos);
+    } else {
+      EXPECT_EQ(candidate["policy"], "fiddler");
+      EXPECT_GT(candidate["replicas"].get<int64_t>(), 0);
+    }
+  }
+  EXPECT_EQ(json["rows"][0]["policy"], "fiddler");
 }
 
 TEST(PlanCapacityCli, FewestReplicasCheapestFirst) {
