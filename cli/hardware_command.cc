@@ -1,3 +1,6 @@
+#include <cmath>
+
+#include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -50,20 +53,34 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
       "reads-in-flight",
       po::value<int64_t>()->default_value(executor::offload::OffloadOptions{}.reader_threads),
       "reads the executor's offload reader keeps in flight (moelab run --offload-readers); "
-      "they share the storage bandwidth");
+      "they share the storage bandwidth")(
+      "storage-read-bandwidth", po::value<std::string>(),
+      "the reader's bandwidth measured when the runs being priced ran, in bytes/s (e.g. "
+      "moelab run --offload stream-all --json's offload.copy_bytes_per_s): replaces the "
+      "profile's expert_reader samples, alone and beside computation (a cloud disk's speed "
+      "drifts within minutes)");
   AddOutputOptions(options);
   po::positional_options_description positional;
   positional.add("profile", 1);
   po::variables_map values;
   if (!ParseOptions("usage: moelab hw from-profile PROFILE.json --memory BYTES "
-                    "[--reads-in-flight N] [--json|--csv] [--out HW.json]",
+                    "[--reads-in-flight N] [--storage-read-bandwidth B] [--json|--csv] "
+                    "[--out HW.json]",
                     options, args, values, &positional)) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
+  double storage_read_bytes_per_s = 0;
+  if (values.count("storage-read-bandwidth")) {
+    const std::string text = values["storage-read-bandwidth"].as<std::string>();
+    storage_read_bytes_per_s = base::ParseNumber(text, "storage-read-bandwidth");
+    if (!(storage_read_bytes_per_s > 0) || !std::isfinite(storage_read_bytes_per_s)) {
+      throw base::Error("--storage-read-bandwidth " + text + ": expected bytes per second > 0");
+    }
+  }
   const model::HardwareSpec spec = fit::StorageTierHardwareFromProfile(
       fit::LoadProfile(values["profile"].as<std::string>()),
-      base::ParseBytes(values["memory"].as<std::string>(), "--memory"), 0,
+      base::ParseBytes(values["memory"].as<std::string>(), "--memory"), storage_read_bytes_per_s,
       values["reads-in-flight"].as<int64_t>());
   EmitResult(output, model::HardwareSpecToJson(spec), model::HardwareText(spec));
   return 0;

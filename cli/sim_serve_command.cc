@@ -40,7 +40,8 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
       ("trace-out", Into(&trace_out), "write a Perfetto timeline: iterations, queue and KV use per replica")
       ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)")
       ("offload", Into(&offload.policy), offload_help.c_str())
-      ("accelerator-memory", ParsedIntoOptional(&offload.accelerator_bytes, [](const std::string& text) { return base::ParseBytes(text, "--accelerator-memory"); }), "with --offload: the memory of --hardware's accelerator (on a CPU-only machine from hw from-profile: the RAM for the expert cache), bytes or with a unit (24GB)");
+      ("accelerator-memory", ParsedIntoOptional(&offload.accelerator_bytes, [](const std::string& text) { return base::ParseBytes(text, "--accelerator-memory"); }), "with --offload: the memory of --hardware's accelerator (its weights outside the routed experts, the KV budget, the expert cache), bytes or with a unit (24GB)")
+      ("expert-memory", ParsedIntoOptional(&offload.expert_memory_bytes, [](const std::string& text) { return base::ParseBytes(text, "--expert-memory"); }), "with --offload, instead of --accelerator-memory: the expert cache and staging buffers alone, as moelab serve --expert-memory takes it");
   AddPolicyOptions(options, offload.policy_options);
   // clang-format on
   AddLoadOptions(options, request.load, request.slo);
@@ -55,7 +56,8 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
                     "[--seed S] [--slo-ttft S] [--slo-tpot S] [scheduler options] [--replicas N "
                     "--router round-robin|least-outstanding] [--gamma G [--alpha A] "
                     "[--acceptance-seed S] [--draft-model D]] [--offload POLICY --hardware H "
-                    "[--accelerator-memory BYTES] [policy options]] [--routing R] [--trace-out F] "
+                    "[--accelerator-memory BYTES | --expert-memory BYTES] [policy options]] "
+                    "[--routing R] [--trace-out F] "
                     "[--decisions-out F] [--json|--csv]",
                     options, args, values)) {
     return std::nullopt;
@@ -87,8 +89,10 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
     request.offload = offload;
   } else {
     RefuseUnusedPolicyOptions(values, "it applies with --offload POLICY only");
-    if (values.count("accelerator-memory") && !values["accelerator-memory"].defaulted())
-      throw base::Error("--accelerator-memory applies with --offload POLICY only");
+    for (const char* memory : {"accelerator-memory", "expert-memory"}) {
+      if (values.count(memory) && !values[memory].defaulted())
+        throw base::Error(std::string("--") + memory + " applies with --offload POLICY only");
+    }
   }
   request.options.keep_iterations = !trace_out.empty();
   request.options.keep_plans = !decisions_out.empty();

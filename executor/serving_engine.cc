@@ -206,8 +206,23 @@ void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core,
     streams_.at(id)->Push(EndEvent(StreamEvent::Kind::kFinished, ""));
     streams_.erase(id);
   }
+  std::optional<OffloadCounters> offload;
+  if (model_->offload_runtime) {
+    const offload::OffloadStats stats = model_->offload_runtime->Stats();
+    offload.emplace();
+    offload->activations = stats.activations;
+    offload->hits = stats.hits + stats.inflight_hits;
+    offload->demand_fetches = stats.demand_fetches + stats.transient_fetches;
+    offload->prefetches = stats.prefetches;
+    offload->reads = stats.reads;
+    offload->storage_read_bytes = stats.bytes_read_storage;
+    offload->stall_s = stats.stall_s;
+    offload->storage_busy_s = stats.copy_busy_s.value_or(0);
+    offload->copied_bytes = static_cast<double>(stats.copies_done) * stats.copy_block_bytes;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   snapshot_.state = core.State();
+  snapshot_.offload = offload;
   ++snapshot_.iterations;
   // An empty batch while work remains would repeat itself: sleep until something changes.
   busy_ = !core.Idle() && !outcome.plan.batch.empty();

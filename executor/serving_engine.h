@@ -49,8 +49,20 @@ class RequestStream {
 };
 
 // The scheduler's counters as of the last iteration, for /metrics and /health.
+// The offload runtime's counters since the engine started (moelab serve --offload), for
+// /metrics: how often the experts were where the policy wanted them, and what the storage tier
+// delivered (its bytes over its busy seconds is the bandwidth the served reads got).
+struct OffloadCounters {
+  int64_t activations = 0, hits = 0, demand_fetches = 0, prefetches = 0, reads = 0;
+  double storage_read_bytes = 0;
+  double stall_s = 0;         // computation waiting for reads
+  double storage_busy_s = 0;  // at least one read in flight (copy_busy_s)
+  double copied_bytes = 0;    // the finished copies' blocks, the initial placement's included
+};
+
 struct EngineSnapshot {
   scheduler::SchedulerState state;
+  std::optional<OffloadCounters> offload;  // with an offloading model
   int64_t iterations = 0;
   bool running = false;  // the engine thread is up and has not stopped
   std::string failure;   // why the engine thread stopped on an error (empty: it did not)

@@ -79,7 +79,7 @@ std::unique_ptr<sim::IterationPricer> HardwareCandidates::OffloadPricer(
   serving.gamma = config.decode_tokens_per_step - 1;
   serving.alpha = request_.alpha;
   serving.acceptance_seed = request_.seed;
-  serving.offload = ServeOffload{policy, {}, target_.hardware, std::nullopt};
+  serving.offload = ServeOffload{policy, {}, target_.hardware, std::nullopt, std::nullopt};
   std::optional<model::MoeModelSpec> draft;
   if (serving.gamma > 0) draft = store.LoadModel(request_.draft);
   return MakeServingPricer(serving, target_, draft, nullptr, store);

@@ -14,6 +14,7 @@
 #include "model/executor_shape.h"
 #include "plan/offload_sweep.h"
 #include "plan/sd_sweep.h"
+#include "policies/memory_plan.h"
 #include "policies/registry.h"
 #include "sim/serving_iteration_cost.h"
 #include "sim/serving_offload_cost.h"
@@ -90,6 +91,15 @@ void ServeSimRequest::Validate() const {
           "source (a trace's steps have their own token counts); use uniform, popularity:FILE "
           "or correlated:...");
     }
+    if (offload->accelerator_bytes && offload->expert_memory_bytes) {
+      throw base::Error(
+          "--accelerator-memory and --expert-memory: give one (the accelerator's whole memory, "
+          "or the expert cache's as moelab serve --expert-memory takes it)");
+    }
+    if (offload->expert_memory_bytes &&
+        !(*offload->expert_memory_bytes > 0 && std::isfinite(*offload->expert_memory_bytes))) {
+      throw base::Error("--expert-memory must be a positive size");
+    }
     if (offload->accelerator_bytes &&
         !(*offload->accelerator_bytes > 0 && std::isfinite(*offload->accelerator_bytes))) {
       throw base::Error("--accelerator-memory must be a positive size");
@@ -147,6 +157,13 @@ std::unique_ptr<sim::IterationPricer> MakeServingPricer(
   fit::CostSources sources(cost, store);
   ApplyCostSources(sources, config);
   const scheduler::SchedulerConfig& scheduler = request.options.scheduler;
+  if (offload.expert_memory_bytes) {
+    const policies::ModelMemory memory = policies::ModelMemoryOf(
+        config.model, config.kv_bits, scheduler.kv_blocks * scheduler.kv_block_tokens);
+    double dense_bytes = 0;
+    for (const double bytes : memory.dense_layer_bytes) dense_bytes += bytes;
+    config.accelerator_bytes = memory.fixed_bytes + dense_bytes + *offload.expert_memory_bytes;
+  }
   return std::make_unique<sim::OffloadIterationPricer>(
       std::move(compute), std::move(config), scheduler.max_running_sequences,
       scheduler.kv_blocks * scheduler.kv_block_tokens);

@@ -47,6 +47,9 @@ struct ServeOffload {
   policies::PolicyOptions policy_options;
   std::string hardware;                     // preset or path (sim serve's --hardware)
   std::optional<double> accelerator_bytes;  // --accelerator-memory: overrides its memory
+  // --expert-memory (moelab serve's): the expert cache and staging buffers alone; the accelerator
+  // memory is then the weights outside the routed experts, the KV budget and this.
+  std::optional<double> expert_memory_bytes;
 };
 
 // `moelab sim serve`.

@@ -13,8 +13,9 @@ std::string Number(double value) {
   return text.str();
 }
 
+template <typename Number>
 void Gauge(std::ostringstream& out, const std::string& name, const std::string& type,
-           const std::string& help, int64_t value) {
+           const std::string& help, Number value) {
   out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
       << name << " " << value << "\n";
 }
@@ -98,6 +99,7 @@ int64_t ServerMetrics::Count(RequestOutcome outcome) const {
 std::string ServerMetrics::Text(const executor::EngineSnapshot& engine) const {
   const scheduler::SchedulerState& s = engine.state;
   std::ostringstream out;
+  out.precision(15);  // byte counters beyond 2^24 stay whole
   Gauge(out, "moelab_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.waiting);
   Gauge(out, "moelab_requests_running", "gauge", "Requests running (holding KV blocks).",
         s.running);
@@ -107,6 +109,29 @@ std::string ServerMetrics::Text(const executor::EngineSnapshot& engine) const {
   Gauge(out, "moelab_preemptions_total", "counter", "Sequences preempted (recomputed later).",
         s.preemptions);
   Gauge(out, "moelab_iterations_total", "counter", "Engine iterations run.", engine.iterations);
+  if (engine.offload) {
+    const executor::OffloadCounters& o = *engine.offload;
+    Gauge(out, "moelab_offload_expert_activations_total", "counter",
+          "Routed experts used (one per layer and iteration whatever its tokens).", o.activations);
+    Gauge(out, "moelab_offload_expert_hits_total", "counter",
+          "Expert activations whose weights were in memory or on their way.", o.hits);
+    Gauge(out, "moelab_offload_demand_fetches_total", "counter",
+          "Expert activations that read their weights on demand.", o.demand_fetches);
+    Gauge(out, "moelab_offload_prefetches_total", "counter", "Expert reads issued ahead.",
+          o.prefetches);
+    Gauge(out, "moelab_offload_storage_reads_total", "counter", "Expert reads from storage.",
+          o.reads);
+    Gauge(out, "moelab_offload_storage_read_bytes_total", "counter",
+          "Bytes read from the expert store.", o.storage_read_bytes);
+    Gauge(out, "moelab_offload_stall_seconds_total", "counter",
+          "Seconds the computation waited for expert reads.", o.stall_s);
+    Gauge(out, "moelab_offload_storage_busy_seconds_total", "counter",
+          "Seconds with at least one expert read in flight.", o.storage_busy_s);
+    Gauge(out, "moelab_offload_copied_bytes_total", "counter",
+          "Bytes of the finished reads (initial placement included): over the busy seconds, the "
+          "bandwidth the reads got.",
+          o.copied_bytes);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   out << ttft_.Text("moelab_time_to_first_token_seconds",
                     "Arrival at the server to the first generated token.")

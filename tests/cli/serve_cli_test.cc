@@ -195,6 +195,36 @@ TEST(Serve, AnswersEqualMoelabRunsGreedyTokens) {
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
 }
 
+// moelab serve --offload: /metrics counts the expert activations, hits and reads, and the storage
+// tier's bytes and busy seconds (the bandwidth the served reads got); without --offload there are
+// no offload metrics.
+TEST(Serve, OffloadCountersAreInMetrics) {
+  const std::string store = testing::MakeTempDir("serve-offload");
+  Server server("--offload on-demand --expert-memory 100KB --offload-dir " + store);
+  const httplib::Result r = Post(server.port(), {{"prompt", "hello"}, {"max_tokens", 4}});
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  ASSERT_EQ(r->status, 200) << r->body;
+  const double activations = Metric(server.port(), "moelab_offload_expert_activations_total");
+  const double hits = Metric(server.port(), "moelab_offload_expert_hits_total");
+  const double fetches = Metric(server.port(), "moelab_offload_demand_fetches_total");
+  // 2 layers x at least top-2 experts x 4 passes (the prompt's and 3 decodes).
+  EXPECT_GE(activations, 2 * 2 * 4);
+  EXPECT_EQ(hits + fetches, activations);
+  EXPECT_GT(fetches, 0);
+  EXPECT_GT(Metric(server.port(), "moelab_offload_storage_reads_total"), 0);
+  EXPECT_GT(Metric(server.port(), "moelab_offload_storage_read_bytes_total"), 0);
+  EXPECT_GT(Metric(server.port(), "moelab_offload_storage_busy_seconds_total"), 0);
+  EXPECT_GT(Metric(server.port(), "moelab_offload_copied_bytes_total"), 0);
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+
+  Server plain("");
+  httplib::Client client("127.0.0.1", plain.port());
+  const httplib::Result metrics = client.Get("/metrics");
+  ASSERT_TRUE(metrics && metrics->status == 200);
+  EXPECT_EQ(metrics->body.find("moelab_offload_"), std::string::npos);
+  EXPECT_EQ(plain.Stop(SIGTERM), 0) << plain.Err();
+}
+
 TEST(Serve, StreamsOneChunkPerTokenEndingInDone) {
   Server server("");
   const json body = {{"prompt", "hello"}, {"max_tokens", 4}};

@@ -124,6 +124,8 @@ TEST(SimServeCli, ErrorsNameTheOption) {
        "--offload: needs --hardware H"},
       {kServe + "--cache-per-layer 4", "--cache-per-layer"},
       {kServe + "--accelerator-memory 10GB", "--accelerator-memory applies with --offload"},
+      {kServe + "--expert-memory 10GB", "--expert-memory applies with --offload"},
+      {kServe + "--offload on-demand --expert-memory 1GB --accelerator-memory 10GB", "give one"},
       {kServe + "--offload on-demand --routing trace:t.json", "--routing trace"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
        "--slo-tpot-p99 0.1 --gamma 64",
@@ -171,9 +173,16 @@ TEST(SimServeCli, OffloadWaitsForCopies) {
   EXPECT_GT(o["offload"]["experts"]["demand_fetches"].get<int64_t>(), 0);
   EXPECT_GT(o["time_breakdown_s"]["offload_s"].get<double>(), 0);
   EXPECT_GT(o["tpot_s"]["p50"].get<double>(), 2 * p["tpot_s"]["p50"].get<double>());
-  EXPECT_NE(RunMoelab(base + "--offload on-demand --accelerator-memory 40GB")
-                .out.find("\"demand_fetches\""),
-            std::string::npos);
+  // --expert-memory is moelab serve's: the cache alone, the rest of the memory added to it.
+  const auto small = RunMoelab(base + "--offload on-demand --expert-memory 20GB");
+  const auto large = RunMoelab(base + "--offload on-demand --expert-memory 21GB");
+  ASSERT_EQ(small.status, 0) << small.err;
+  ASSERT_EQ(large.status, 0) << large.err;
+  const auto s = nlohmann::json::parse(small.out), l = nlohmann::json::parse(large.out);
+  EXPECT_NEAR(l["offload"]["memory"]["accelerator_bytes"].get<double>() -
+                  s["offload"]["memory"]["accelerator_bytes"].get<double>(),
+              1e9, 1);
+  EXPECT_GT(s["offload"]["memory"]["accelerator_bytes"].get<double>(), 20e9);
 }
 
 // plan capacity --policy: a model whose weights do not fit the accelerator has no resident
