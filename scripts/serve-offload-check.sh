@@ -14,7 +14,8 @@
 #   scripts/record.sh results/serve-offload-check-ISA-DATE bash scripts/serve-offload-check.sh 2
 #   POLICIES="on-demand lru-prefetch"  EXPERT_MEMORY=700MB  RATE=0.3  REQUESTS=30
 #   MOELAB=path (default build/cli/moelab)   PROFILE=file: reuse a quick profile (not for records)
-# Writes profile.json, fit.json, every run's measured/predicted JSON and summary.json into $RECORD
+# Writes profile.json, fit.json, every run's measured/predicted JSON, the server's /metrics at the
+# end of each run (metrics-RUN.txt: its hit rate is in the table) and summary.json into $RECORD
 # when run through scripts/record.sh, else into a temporary folder that is removed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -75,6 +76,7 @@ for round in $(seq 1 "$rounds"); do
     done
     grep -q '^listening' "$out/serve-$tag.log" || { echo "serve-offload-check.sh: the server never listened" >&2; exit 1; }
     "$moelab" loadgen --url "http://127.0.0.1:$port" "${load[@]}" --json --out "$out/measured-$tag.json"
+    python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" >"$out/metrics-$tag.txt"
     copied=$(metric moelab_offload_copied_bytes_total "$port")
     busy=$(metric moelab_offload_storage_busy_seconds_total "$port")
     stop_server
@@ -111,6 +113,10 @@ for measured_file in sorted(glob.glob(f"{out}/measured-*.json")):
             errors[at].append(abs(predicted / measured - 1))
         row["predicted"][at]["hit_rate"] = p["offload"]["hit_rate"]
         row["predicted"][at]["offload_s"] = p["offload"]["offload_s"]
+    served = {line.split()[0]: float(line.split()[1]) for line in open(f"{out}/metrics-{tag}.txt")
+              if line.startswith("moelab_offload_")}
+    row["measured"]["hit_rate"] = (served["moelab_offload_expert_hits_total"] /
+                                   served["moelab_offload_expert_activations_total"])
     rows.append(row)
 summary = {"runs": rows,
            "median_abs_error": {at: statistics.median(e) for at, e in errors.items()},
@@ -130,6 +136,9 @@ for row in rows:
     print(f"| {row['run']} | {row['run_storage_bytes_per_s'] / 1e9:.2f} | " + " | ".join(cells) + " |")
 print()
 print("cells: measured: predicted at the bandwidth the run's reads got (at the profile's reader samples)")
+for row in rows:
+    print(f"{row['run']}: hit rate measured {row['measured']['hit_rate']:.3f}, "
+          f"predicted {row['predicted']['run']['hit_rate']:.3f}")
 for at in ("run", "profile"):
     print(f"median abs error at the {at}'s bandwidth: {100 * summary['median_abs_error'][at]:.1f} %, "
           f"p90 {100 * summary['p90_abs_error'][at]:.1f} %")
