@@ -252,6 +252,7 @@ IterationOutcome ServingCore::Step() {
   ForwardOptions options;
   options.logits = speculation_.draft ? LogitRows::kLastOrEvery : LogitRows::kLastPerSequence;
   options.step_kind = "serve";
+  options.routing = routing_;
   model_.Forward(inputs, options, logits_);
   const int64_t vocab = model_.config().vocab_size;
   std::vector<std::pair<int64_t, int64_t>> emitted_counts;

@@ -75,6 +75,11 @@ class ServingCore {
   bool Cancel(int64_t request_id);
   // One iteration: Plan, one Forward over the batch, greedy tokens, Complete.
   IterationOutcome Step();
+  // The target's passes route their tokens by `routing` (step = the model's pass count, the
+  // tokens in batch order) instead of the model's gate: the serving simulator's offload engine
+  // routes the same source the same way, so the two can be compared decision by decision. Held,
+  // not owned; nullptr: the gate.
+  void RouteBy(routing::RoutingSource* routing) { routing_ = routing; }
 
   bool Idle() const { return scheduler_.Idle(); }
   scheduler::SchedulerState State() const { return scheduler_.State(); }
@@ -103,6 +108,7 @@ class ServingCore {
   TokenIds Verify(const scheduler::BatchEntry& entry, Sequence& s, const float* rows);
 
   ForwardModel& model_;
+  routing::RoutingSource* routing_ = nullptr;
   scheduler::Scheduler scheduler_;
   std::map<int64_t, Sequence> sequences_;
   std::vector<float> logits_;

@@ -9,12 +9,13 @@ namespace moelab::executor {
 
 ReplayResult ReplayByIteration(ForwardModel& model, const scheduler::SchedulerConfig& config,
                                const std::vector<ReplayArrival>& arrivals, int64_t max_iterations,
-                               ServingSpeculation speculation) {
+                               ServingSpeculation speculation, routing::RoutingSource* routing) {
   std::vector<ReplayArrival> due = arrivals;
   std::stable_sort(due.begin(), due.end(), [](const ReplayArrival& a, const ReplayArrival& b) {
     return a.submit_before_iteration < b.submit_before_iteration;
   });
   ServingCore core(model, config, speculation);
+  core.RouteBy(routing);
   ReplayResult result;
   size_t next = 0;
   for (int64_t iteration = 0; next < due.size() || !core.Idle(); ++iteration) {

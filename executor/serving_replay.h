@@ -28,10 +28,12 @@ struct ReplayResult {
 // decisions on the same arrivals and with plain greedy decoding. Arrivals are submitted in the
 // order given among those due before the same iteration. Refuses (base::Error) more than
 // `max_iterations` iterations (a scheduler that never drains). With `speculation`, each decode
-// verifies gamma + 1 positions and emits what its acceptance keeps.
+// verifies gamma + 1 positions and emits what its acceptance keeps. With `routing`, the target's
+// passes route by it (ServingCore::RouteBy).
 ReplayResult ReplayByIteration(ForwardModel& model, const scheduler::SchedulerConfig& config,
                                const std::vector<ReplayArrival>& arrivals,
                                int64_t max_iterations = 1000000,
-                               ServingSpeculation speculation = {});
+                               ServingSpeculation speculation = {},
+                               routing::RoutingSource* routing = nullptr);
 
 }  // namespace moelab::executor

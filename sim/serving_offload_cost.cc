@@ -99,6 +99,15 @@ double OffloadIterationPricer::SecondsOn(int64_t replica_index, double start_s,
   return seconds;
 }
 
+const SimResult& OffloadIterationPricer::ReplicaResult(int64_t replica) {
+  if (replica < 0 || replica >= static_cast<int64_t>(replicas_.size())) {
+    throw base::Error("serving offload: replica " + std::to_string(replica) + " never ran");
+  }
+  Replica& r = *replicas_[static_cast<size_t>(replica)];
+  r.engine->FinishServing();
+  return r.result;
+}
+
 nlohmann::json OffloadIterationPricer::Summary() {
   SimResult total;
   for (const auto& replica : replicas_) {

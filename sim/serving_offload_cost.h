@@ -46,6 +46,9 @@ class OffloadIterationPricer : public IterationPricer {
   // engine's passes with every expert resident), "hit_rate", "experts" {...}, "bytes"
   // {"host_to_accelerator_expert_weights", "storage_to_host"}, "memory" (replica 0's plan)}.
   nlohmann::json Summary();
+  // Replica `replica`'s offload simulation so far (its decisions with SimConfig::record_decisions);
+  // Error for a replica that never ran an iteration.
+  const SimResult& ReplicaResult(int64_t replica);
 
  private:
   struct Replica;
