@@ -110,8 +110,8 @@ report::Format SweepFormat(const OutputRequest& output) {
 }
 
 int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
-  const std::unique_ptr<parallel::Communicator> communicator =
-      parallel::MakeWorldCommunicator("moelab sweep under mpirun", sweep::kSweepGatherTimeoutS);
+  const std::unique_ptr<parallel::Communicator> communicator = parallel::MakeWorldCommunicator(
+      "moelab sweep under mpirun", sweep::kSweepGatherTimeoutS, parallel::Traffic::kLight);
   const int rank = communicator->rank();
   try {
     const sweep::SweepSpec spec = LoadSpec(spec_path);

@@ -67,10 +67,18 @@ bool MpiBuilt();
 // environment (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE...); 0 when no launcher started it.
 int LaunchedWorldSize();
 
+// What the ranks will exchange: kHeavy, the expert-parallel step's all-to-alls (MPI's default
+// transport); kLight, a few small collectives (a sweep's gathers), for which the start-up counts
+// most: with Open MPI, the ob1 point-to-point layer is asked for unless the user chose one
+// (OMPI_MCA_pml), since choosing one by default (Open MPI tries the others' components first) took
+// 0.2 s of a 0.45-s two-rank sweep of two points on a 2-vCPU VM (0.25 s with ob1).
+enum class Traffic { kHeavy, kLight };
+
 // MPI_COMM_WORLD, initializing MPI (funneled threads) on the first call and finalizing it when the
 // communicator is destroyed. Refused with a base::Error that names `option` when the build has no
 // MPI or no launcher started this process.
 std::unique_ptr<Communicator> MakeWorldCommunicator(const std::string& option,
-                                                    double timeout_s = kDefaultCollectiveTimeoutS);
+                                                    double timeout_s = kDefaultCollectiveTimeoutS,
+                                                    Traffic traffic = Traffic::kHeavy);
 
 }  // namespace moelab::parallel

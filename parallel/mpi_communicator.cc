@@ -78,10 +78,12 @@ class MpiPending final : public PendingCollective {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(double timeout_s) : timeout_s_(timeout_s) {
+  MpiCommunicator(double timeout_s, Traffic traffic) : timeout_s_(timeout_s) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
+      // Read by Open MPI's MPI_Init from this process's environment; other MPIs ignore it.
+      if (traffic == Traffic::kLight) ::setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0);
       int provided = 0;
       Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
       owns_mpi_ = true;
@@ -195,12 +197,13 @@ class MpiCommunicator final : public Communicator {
 
 bool MpiBuilt() { return true; }
 
-std::unique_ptr<Communicator> MakeWorldCommunicator(const std::string& option, double timeout_s) {
+std::unique_ptr<Communicator> MakeWorldCommunicator(const std::string& option, double timeout_s,
+                                                    Traffic traffic) {
   if (LaunchedWorldSize() == 0) {
     throw base::Error(option +
                       " needs MPI ranks: start moelab under mpirun (e.g. mpirun -n 2 moelab ...)");
   }
-  return std::make_unique<MpiCommunicator>(timeout_s);
+  return std::make_unique<MpiCommunicator>(timeout_s, traffic);
 }
 
 }  // namespace moelab::parallel

@@ -6,8 +6,8 @@ namespace moelab::parallel {
 
 bool MpiBuilt() { return false; }
 
-std::unique_ptr<Communicator> MakeWorldCommunicator(const std::string& option,
-                                                    double /*timeout_s*/) {
+std::unique_ptr<Communicator> MakeWorldCommunicator(const std::string& option, double /*timeout_s*/,
+                                                    Traffic /*traffic*/) {
   throw base::Error(option +
                     " needs MPI, and this moelab was built without it (install libopenmpi-dev "
                     "and openmpi-bin, scripts/install-deps.sh, then rebuild: CMake finds MPI and "
