@@ -118,7 +118,8 @@ int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
     const sweep::Progress progress =
         rank == 0 ? ProgressLine(spec.PointCount(), communicator->size()) : nullptr;
     const std::vector<sweep::PointOutcome> outcomes =
-        sweep::RunOnRanks(spec, RunnerFor(spec.command), *communicator, progress);
+        sweep::RunOnRanks(spec, RunnerFor(spec.command), *communicator, progress,
+                          sweep::RowFormats::For(SweepFormat(output)));
     double failed = 0;
     if (rank == 0) {
       try {
@@ -182,8 +183,9 @@ int Sweep(const std::vector<std::string>& args) {
   const sweep::SweepSpec spec = LoadSpec(spec_path);
   const int64_t count = spec.PointCount();
   const std::vector<sweep::PointOutcome> outcomes = sweep::CollectInGridOrder(
-      spec, {sweep::RunPoints(spec, sweep::InterleavedPoints(count, 0, 1), RunnerFor(spec.command),
-                              ProgressLine(count, 1))});
+      spec,
+      {sweep::RunPoints(spec, sweep::InterleavedPoints(count, 0, 1), RunnerFor(spec.command),
+                        ProgressLine(count, 1), sweep::RowFormats::For(SweepFormat(output)))});
   report::Emit(sweep::RenderSweep(spec, outcomes, SweepFormat(output)), output.out);
   return 0;
 }

@@ -168,6 +168,37 @@ class MpiCommunicator final : public Communicator {
     return each;
   }
 
+  std::vector<std::string> GatherBytes(const std::string& bytes, int root) override {
+    if (root < 0 || root >= size_) throw base::Error("gather: no rank " + std::to_string(root));
+    const uint64_t size = bytes.size();
+    std::vector<uint64_t> sizes(rank_ == root ? static_cast<size_t>(size_) : 0);
+    {
+      MpiPending pending("gather", timeout_s_);
+      Check(MPI_Igather(&size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, root, MPI_COMM_WORLD,
+                        pending.request()),
+            "MPI_Igather");
+      pending.Wait();
+    }
+    std::vector<int> counts(sizes.size()), displs(sizes.size());
+    int64_t total = 0;
+    for (size_t r = 0; r < sizes.size(); ++r) {
+      counts[r] = ToInt(static_cast<int64_t>(sizes[r]), "a gather(v) message");
+      displs[r] = ToInt(total, "a gather(v) offset");
+      total += counts[r];
+    }
+    std::string all;
+    all.resize(static_cast<size_t>(total));
+    MpiPending pending("gather(v)", timeout_s_);
+    Check(MPI_Igatherv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, all.data(),
+                       counts.data(), displs.data(), MPI_BYTE, root, MPI_COMM_WORLD,
+                       pending.request()),
+          "MPI_Igatherv");
+    pending.Wait();
+    std::vector<std::string> each;
+    for (size_t r = 0; r < sizes.size(); ++r) each.push_back(all.substr(displs[r], counts[r]));
+    return each;
+  }
+
   void Barrier() override {
     MpiPending pending("barrier", timeout_s_);
     Check(MPI_Ibarrier(MPI_COMM_WORLD, pending.request()), "MPI_Ibarrier");

@@ -55,19 +55,56 @@ class Reader {
   size_t offset_ = 0;
 };
 
-// The point's CSV rows as the sweep's rows: JSON objects and prefixed CSV lines.
-void FormatRows(const SweepSpec& spec, const CommandCsv& csv, PointOutcome& outcome) {
+// Whether a row's keys ("point", "grid.NAME" per grid option, the command's columns) are all
+// distinct: then the row's compact JSON is its members' texts joined, the bytes an ordered_json
+// object of them dumps (built per row, that object was the sweep's largest cost after the command
+// itself); otherwise a repeated key keeps its first place with its last value, as the object does.
+bool DistinctKeys(const SweepSpec& spec, const CommandCsv& csv) {
+  std::vector<std::string> keys = {"point"};
+  for (const auto& entry : spec.grid) keys.push_back("grid." + entry.first);
+  keys.insert(keys.end(), csv.columns.begin(), csv.columns.end());
+  std::sort(keys.begin(), keys.end());
+  return std::adjacent_find(keys.begin(), keys.end()) == keys.end();
+}
+
+// The point's CSV rows as the sweep's rows: JSON objects (with `formats.json`) and prefixed CSV
+// lines (with `formats.csv`).
+void FormatRows(const SweepSpec& spec, const CommandCsv& csv, RowFormats formats,
+                PointOutcome& outcome) {
   const ordered_json values = spec.PointValues(outcome.point);
-  std::string prefix = std::to_string(outcome.point);
-  for (const auto& [name, value] : values.items()) prefix += "," + CsvText(OptionText(value));
   outcome.header = csv.header_line;
-  for (size_t r = 0; r < csv.rows.size(); ++r) {
-    ordered_json row = ordered_json::object();
-    row["point"] = outcome.point;
-    for (const auto& [name, value] : values.items()) row["grid." + name] = value;
-    for (size_t c = 0; c < csv.columns.size(); ++c) row[csv.columns[c]] = CellJson(csv.rows[r][c]);
-    outcome.json_rows += row.dump() + "\n";
-    outcome.csv_rows += prefix + "," + csv.row_lines[r] + "\n";
+  if (formats.csv) {
+    std::string prefix = std::to_string(outcome.point);
+    for (const auto& [name, value] : values.items()) prefix += "," + CsvText(OptionText(value));
+    for (const std::string& line : csv.row_lines) outcome.csv_rows += prefix + "," + line + "\n";
+  }
+  if (!formats.json) return;
+  if (!DistinctKeys(spec, csv)) {
+    for (size_t r = 0; r < csv.rows.size(); ++r) {
+      ordered_json row = ordered_json::object();
+      row["point"] = outcome.point;
+      for (const auto& [name, value] : values.items()) row["grid." + name] = value;
+      for (size_t c = 0; c < csv.columns.size(); ++c)
+        row[csv.columns[c]] = CellJson(csv.rows[r][c]);
+      outcome.json_rows += row.dump() + "\n";
+    }
+    return;
+  }
+  std::string leading = "{\"point\":" + std::to_string(outcome.point);
+  for (const auto& [name, value] : values.items())
+    leading += "," + ordered_json("grid." + name).dump() + ":" + value.dump();
+  std::vector<std::string> column_keys;
+  column_keys.reserve(csv.columns.size());
+  for (const std::string& column : csv.columns) column_keys.push_back(ordered_json(column).dump());
+  for (const std::vector<std::string>& fields : csv.rows) {
+    outcome.json_rows += leading;
+    for (size_t c = 0; c < column_keys.size(); ++c) {
+      outcome.json_rows += ',';
+      outcome.json_rows += column_keys[c];
+      outcome.json_rows += ':';
+      outcome.json_rows += CellJson(fields[c]).dump();
+    }
+    outcome.json_rows += "}\n";
   }
 }
 
@@ -170,14 +207,15 @@ std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t part
 }
 
 std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
-                                    const PointRunner& run, const Progress& progress) {
+                                    const PointRunner& run, const Progress& progress,
+                                    RowFormats formats) {
   std::vector<PointOutcome> outcomes;
   outcomes.reserve(points.size());
   for (const int64_t point : points) {
     PointOutcome outcome;
     outcome.point = point;
     try {
-      FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), outcome);
+      FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), formats, outcome);
     } catch (const std::exception& e) {
       outcome.ok = false;
       outcome.error =

@@ -33,10 +33,20 @@ struct PointOutcome {
 // whose cost grows along its fastest option is shared evenly. Refused: part outside [0, parts).
 std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t parts);
 
+// Which of an outcome's row texts to make: both for a shard file (merge chooses the format),
+// only the output's own otherwise.
+struct RowFormats {
+  bool json = true, csv = true;
+  static RowFormats For(report::Format format) {
+    return {format != report::Format::kCsv, format == report::Format::kCsv};
+  }
+};
+
 // Runs `points` in order through `run`, stopping at the first that fails (its outcome says why:
 // the spec's file, the point and its grid values, the command's message).
 std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
-                                    const PointRunner& run, const Progress& progress);
+                                    const PointRunner& run, const Progress& progress,
+                                    RowFormats formats = {});
 
 // Outcomes to bytes and back (for the gather and the shard files).
 std::string EncodeOutcomes(const std::vector<PointOutcome>& outcomes);

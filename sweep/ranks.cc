@@ -6,8 +6,8 @@
 namespace moelab::sweep {
 
 std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& run,
-                                     parallel::Communicator& communicator,
-                                     const Progress& progress) {
+                                     parallel::Communicator& communicator, const Progress& progress,
+                                     RowFormats formats) {
   const std::vector<uint64_t> hashes =
       communicator.AllGather(std::strtoull(spec.hash.c_str(), nullptr, 16));
   for (size_t rank = 1; rank < hashes.size(); ++rank) {
@@ -19,14 +19,26 @@ std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& r
   const std::vector<int64_t> mine =
       InterleavedPoints(spec.PointCount(), communicator.rank(), communicator.size());
   const std::vector<std::string> gathered =
-      communicator.AllGatherBytes(EncodeOutcomes(RunPoints(spec, mine, run, progress)));
-  std::vector<std::vector<PointOutcome>> parts;
-  for (const std::string& bytes : gathered) parts.push_back(DecodeOutcomes(bytes, spec.origin));
-  try {
-    return CollectInGridOrder(spec, std::move(parts));
-  } catch (const base::Error& e) {
-    throw parallel::AgreedError(e.what());  // every rank gathered the same outcomes
+      communicator.GatherBytes(EncodeOutcomes(RunPoints(spec, mine, run, progress, formats)), 0);
+  std::vector<PointOutcome> outcomes;
+  std::string error;
+  if (communicator.rank() == 0) {
+    try {
+      std::vector<std::vector<PointOutcome>> parts;
+      for (const std::string& bytes : gathered) parts.push_back(DecodeOutcomes(bytes, spec.origin));
+      outcomes = CollectInGridOrder(spec, std::move(parts));
+    } catch (const base::Error& e) {
+      error = e.what();
+    }
   }
+  // Rank 0 alone saw the outcomes: every rank learns whether they failed.
+  double failed = error.empty() ? 0 : 1;
+  communicator.AllReduceMax(&failed, 1);
+  if (failed > 0) {
+    throw parallel::AgreedError(
+        communicator.rank() == 0 ? error : spec.origin + ": a point failed (rank 0 reports which)");
+  }
+  return outcomes;
 }
 
 }  // namespace moelab::sweep

@@ -14,12 +14,13 @@ namespace moelab::sweep {
 inline constexpr double kSweepGatherTimeoutS = 24 * 3600.0;
 
 // Runs the sweep over the communicator's ranks: rank r takes points r, r + K, ... (interleaved,
-// so a grid whose cost grows along an option is shared evenly), formats its rows, and every rank
-// gathers every rank's outcomes. Returns them in grid order on every rank. Throws
-// parallel::AgreedError, alike on every rank, when the ranks read different specs or a point
-// failed (the lowest failed point's message, as one process gives).
+// so a grid whose cost grows along an option is shared evenly), formats its rows, and rank 0
+// gathers every rank's outcomes (only rank 0 writes them). Returns them in grid order on rank 0,
+// an empty vector on the others. Throws parallel::AgreedError on every rank when the ranks read
+// different specs or a point failed: on rank 0 with the lowest failed point's message (as one
+// process gives), on the others saying rank 0 reports it.
 std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& run,
-                                     parallel::Communicator& communicator,
-                                     const Progress& progress);
+                                     parallel::Communicator& communicator, const Progress& progress,
+                                     RowFormats formats = {});
 
 }  // namespace moelab::sweep
