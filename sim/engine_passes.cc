@@ -228,7 +228,7 @@ void Engine::RouteLayer(int64_t layer) {
   plan_.Clear();
   policy_->PlanLayer(demand, plan_);
   checker_->CheckDecisionCount(demand_, plan_);
-  if (serving_) {
+  if (serving_) [[unlikely]] {
     for (const policies::ExpertDemand& expert : demand_)
       pass_resident_s_ += cost_.ExpertSeconds(Device::kAccelerator, expert.tokens);
   }

@@ -190,7 +190,7 @@ Engine::ServingPass Engine::RunServingPass(const Iteration& pass, Seconds idle_s
     graph_.Commit(idle);
   }
   graph_.Commit(start);
-  graph_.Run();  // EndPass stops it at the LM head's end
+  graph_.RunUntilStopped();  // EndPass stops it at the LM head's end
   return {result_.pass_end_s.back() - pass_begin_s_, pass_resident_s_};
 }
 

@@ -142,10 +142,11 @@ class OpGraph {
   // The op's dependencies are complete as added: it may start once they finish.
   void Commit(OpHandle op) { Release(op); }
 
-  // Runs until no event is left, or until the listener calls Stop (a later Run goes on from
-  // there: the serving simulator runs one pass at a time). Error if ops are left waiting when no
-  // event is (a dependency cycle).
+  // Runs until no event is left. Error if ops are left waiting (a dependency cycle).
   void Run();
+  // The same, or until the listener calls Stop; a later call goes on from there (the serving
+  // simulator runs one pass at a time). Apart from Run so that Run's loop checks no flag.
+  void RunUntilStopped();
   void Stop() { stop_ = true; }
 
   Seconds now_s() const { return events_.now_s(); }
@@ -195,7 +196,6 @@ class OpGraph {
   [[gnu::cold, gnu::noinline]] static void ThrowBadDuration(Seconds duration_s);
 
   OpListener* listener_;
-  bool stop_ = false;
   std::vector<Op> ops_;
   std::vector<int32_t> free_ops_;
   std::vector<Edge> edges_;
@@ -251,6 +251,7 @@ class OpGraph {
   std::array<Seconds, kResourceCount> busy_s_{};
   uint64_t ready_sequence_ = 0;
   int64_t live_ops_ = 0;
+  bool stop_ = false;  // RunUntilStopped: the listener called Stop
 };
 
 }  // namespace moelab::sim
