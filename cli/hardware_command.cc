@@ -1,5 +1,3 @@
-#include <cmath>
-
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/options.h"
@@ -74,8 +72,11 @@ int HardwareFromProfile(const std::vector<std::string>& args) {
   if (values.count("storage-read-bandwidth")) {
     const std::string text = values["storage-read-bandwidth"].as<std::string>();
     storage_read_bytes_per_s = base::ParseNumber(text, "storage-read-bandwidth");
-    if (!(storage_read_bytes_per_s > 0) || !std::isfinite(storage_read_bytes_per_s)) {
-      throw base::Error("--storage-read-bandwidth " + text + ": expected bytes per second > 0");
+    // 1 kB/s to 1 PB/s: beyond every disk either way, and an expert's read time stays a finite,
+    // printable number of seconds.
+    if (!(storage_read_bytes_per_s >= 1e3 && storage_read_bytes_per_s <= 1e15)) {
+      throw base::Error("--storage-read-bandwidth " + text +
+                        ": expected bytes per second from 1e3 to 1e15");
     }
   }
   const model::HardwareSpec spec = fit::StorageTierHardwareFromProfile(

@@ -122,6 +122,23 @@ TEST(Cli, HardwareFromProfileSaysHowManyReadsShareTheDisk) {
   EXPECT_NE(r.err.find("reads in flight must be at least 1"), std::string::npos) << r.err;
 }
 
+// --storage-read-bandwidth prices the reads at a bandwidth measured when the priced runs ran
+// (alone and beside computation alike), and refuses one beyond every disk.
+TEST(Cli, HardwareFromProfileTakesAMeasuredReadBandwidth) {
+  const std::string profile = (testing::TestDataDir() / "profiles/quick-cpu.json").string();
+  CliRun r = RunMoelab("hw from-profile " + profile +
+                       " --memory 3GB --storage-read-bandwidth 2.5e9 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json host = nlohmann::json::parse(r.out)["host"];
+  EXPECT_EQ(host["storage_read_bandwidth_bytes_per_s"], 2.5e9);
+  for (const char* bad : {"0", "-1", "1e300", "fast"}) {
+    r = RunMoelab("hw from-profile " + profile + " --memory 3GB --storage-read-bandwidth " + bad);
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_NE(r.err.find("--storage-read-bandwidth"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad;
+  }
+}
+
 // This machine with its experts on storage, priced by a profile taken at a scaled shape (moelab
 // profile --layers 4): sim offload simulates the shape the profile recorded, prices the CPU that
 // computes with its curves, and refuses another model's name.
