@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/stats.h"
 #include "base/limits.h"
+#include "profiler/bench_round.h"
 #include "profiler/collective_bench.h"
 #include "profiler/machine_info.h"
 #include "profiler/machine_limits.h"
@@ -112,11 +113,7 @@ class ProfileRunner {
 
   // One family's points on one device, measured across rounds (Prepare, then RunRound once per
   // round, then Finish).
-  struct Group {
-    std::vector<GridPoint> points;
-    std::vector<std::string> names;
-    std::vector<int64_t> iterations;
-  };
+  using Group = RoundPoints;
 
   // Names `points` and fixes each one's iteration count where the bench sets it (points that
   // flush caches between passes); Google Benchmark's MinTime picks the others in every round.
@@ -137,28 +134,9 @@ class ProfileRunner {
     return group;
   }
 
-  // One repetition of every point of `group` (one Google Benchmark run of Repetitions(1) each).
+  // One repetition of every point of `group` (RunBenchRound: after an untimed warm-up run).
   void RunRound(OperatorBench& bench, const Group& group) {
-    benchmark::ClearRegisteredBenchmarks();
-    for (size_t i = 0; i < group.points.size(); ++i) {
-      const GridPoint point = group.points[i];
-      benchmark::internal::Benchmark* b = benchmark::RegisterBenchmark(
-          group.names[i].c_str(),
-          [&bench, point](benchmark::State& state) { bench.Run(state, point); });
-      b->Repetitions(1)->Unit(benchmark::kMillisecond);
-      if (group.iterations[i] > 0) {
-        b->Iterations(group.iterations[i]);
-      } else {
-        b->MinTime(spec_.min_time_s);
-      }
-      if (bench.manual_time()) {
-        b->UseManualTime();
-      } else {
-        b->UseRealTime();
-      }
-    }
-    benchmark::RunSpecifiedBenchmarks(&collector_, ".");
-    benchmark::ClearRegisteredBenchmarks();
+    RunBenchRound(bench, group, spec_.min_time_s, collector_);
     RoundDone(group);
   }
 

@@ -67,6 +67,13 @@ class FfnBench : public OperatorBench {
     // 3,584). The executor reserves its scratch before timing (ForwardModel::ReservePass): so does
     // the bench, untimed.
     kernels::ReserveExpertFfnScratch(max_tokens, hidden_, width_, format, scratch_);
+    // Each thread's first read of a freshly packed block ran 1.3-2x slower than its later ones on
+    // a 2-vCPU EPYC VM (up to 35x in one validation's first round), whichever thread had packed
+    // it; the executor's weights are long past that when a run is timed. One untimed call per
+    // block reads every block on the threads that read it in the timed calls.
+    for (int64_t b = 0; b < blocks_; ++b) {
+      kernels::ExpertFfn(x_.data(), 1, gate_up_[b], down_[b], out_.data(), pool_, scratch_);
+    }
     if (family == OperatorFamily::kExpertFfnWorkingSet) {
       notes_.push_back(label + ": weights cycled over each point's working set (" +
                        std::to_string(block_bytes) +
