@@ -84,6 +84,7 @@ nlohmann::json FormToJson(const LatencyFormFit& fit) {
           {"mape", fit.mape},
           {"r2", Optional(fit.r2)},
           {"loo_rmse", Optional(fit.loo_rmse_s)},
+          {"loo_relative_rmse", Optional(fit.loo_relative_rmse)},
           {"covariance", fit.covariance_status},
           {"at_bound", StringArray(fit.at_bound)}};
 }
@@ -132,6 +133,7 @@ LatencyFormFit FormFromJson(const base::JsonReader& reader, LatencyForm form) {
   fit.mape = reader.Number("mape", 0.0, true);
   fit.r2 = ReadOptional(reader, "r2");
   fit.loo_rmse_s = ReadOptional(reader, "loo_rmse");
+  fit.loo_relative_rmse = ReadOptional(reader, "loo_relative_rmse");
   fit.covariance_status = reader.String("covariance", "not_computed");
   fit.at_bound = ReadStringArray(reader, "at_bound");
   return fit;

@@ -37,7 +37,9 @@ namespace moelab::fit {
 // times span decades across token counts and profiler noise is multiplicative, so absolute
 // residuals would let the largest times decide alone. Metrics are on absolute seconds (rmse_s,
 // loo_rmse_s) and percent (mape). `best` is the form with the lowest cross-validated RMSE
-// (leave-one-out for n <= 60, else 5-fold); within 1 % counts as a tie, and ties go to the form
+// (leave-one-out for n <= 60, else 5-fold), except that over tokens the interpolation is judged
+// against the best smooth form on the relative one (loo_relative_rmse, as the residuals; the
+// reasons in latency_fit.cc); within 1 % counts as a tie, and ties go to the form
 // with fewer parameters (interpolated counts as the most).
 //
 // Transfer operators whose shape carries "bytes" (memcpy_host, storage_read, h2d_pinned) are
@@ -71,6 +73,8 @@ struct LatencyFormFit {
   double mape = 0;  // percent
   std::optional<double> r2;
   std::optional<double> loo_rmse_s;
+  // The same held-out predictions' root mean square relative error (what `best` compares).
+  std::optional<double> loo_relative_rmse;
 };
 
 struct OperatorCurve {

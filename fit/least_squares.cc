@@ -350,11 +350,20 @@ std::vector<double> PredictRows(const LeastSquaresModel& model, const std::vecto
 
 std::optional<double> CrossValidatedRmse(const LeastSquaresModel& model, const FitOptions& options,
                                          const LeastSquaresFit& fit) {
+  const std::optional<CrossValidatedErrors> errors = CrossValidate(model, options, fit);
+  if (!errors) return std::nullopt;
+  return errors->rmse;
+}
+
+std::optional<CrossValidatedErrors> CrossValidate(const LeastSquaresModel& model,
+                                                  const FitOptions& options,
+                                                  const LeastSquaresFit& fit) {
   const int n = model.num_rows();
   if (n < 2) return std::nullopt;
   const std::vector<std::vector<int>> folds = CrossValidationFolds(n);
   const std::vector<double> scale = SolverScale(model, fit.params);
   double squared_error = 0;
+  double squared_relative_error = 0;
   for (const std::vector<int>& held_out : folds) {
     std::vector<int> training;
     for (int row = 0; row < n; ++row) {
@@ -364,14 +373,17 @@ std::optional<double> CrossValidatedRmse(const LeastSquaresModel& model, const F
     if (static_cast<int>(training.size()) < model.num_parameters()) return std::nullopt;
     const LeastSquaresFit refit = SolveFromStart(model, options, fit.params, scale, training);
     for (int row : held_out) {
-      const double error =
-          model.predict(refit.params, row) - model.measured[static_cast<size_t>(row)];
+      const double measured = model.measured[static_cast<size_t>(row)];
+      const double error = model.predict(refit.params, row) - measured;
       squared_error += error * error;
+      const double relative = error / measured;
+      squared_relative_error += relative * relative;
     }
   }
-  const double rmse = std::sqrt(squared_error / static_cast<double>(n));
-  if (!std::isfinite(rmse)) return std::nullopt;
-  return rmse;
+  const CrossValidatedErrors errors{std::sqrt(squared_error / static_cast<double>(n)),
+                                    std::sqrt(squared_relative_error / static_cast<double>(n))};
+  if (!std::isfinite(errors.rmse)) return std::nullopt;
+  return errors;
 }
 
 }  // namespace moelab::fit

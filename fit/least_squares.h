@@ -129,6 +129,17 @@ std::vector<double> PredictRows(const LeastSquaresModel& model, const std::vecto
 std::optional<double> CrossValidatedRmse(const LeastSquaresModel& model, const FitOptions& options,
                                          const LeastSquaresFit& fit);
 
+// The same held-out predictions' errors both ways: `rmse` in units of `measured`, and
+// `relative_rmse`, the root mean square of (predicted - measured) / measured (the measure the
+// relative residuals fit: a curve over decades of time judged on its small values too).
+struct CrossValidatedErrors {
+  double rmse = 0;
+  double relative_rmse = 0;
+};
+std::optional<CrossValidatedErrors> CrossValidate(const LeastSquaresModel& model,
+                                                  const FitOptions& options,
+                                                  const LeastSquaresFit& fit);
+
 // ---------------------------------------------------------------------------------------------
 // Building residuals. `RowModel` is a copyable functor with
 //   template <typename T> T operator()(const T* params) const

@@ -107,6 +107,37 @@ TEST(LatencyFit, InterpolatedFollowsAKernelRegimeChange) {
   EXPECT_EQ(interpolated.rmse_s, 0);
 }
 
+// The q8_0 expert FFN's medians from a quick validation profile (AVX512-VNNI, 2-vCPU EPYC,
+// results/validate-quick-avx512bf16-q8_0-2026-12-05): the kernel's 8-token tiles double the
+// cost from 8 to 9 tokens, and the points span 0.24 ms to 279 ms. Judged on absolute seconds the
+// 4,096-token point chose the roofline, which misses the 9-16 token calls of verification and
+// prefill by up to 20 %; judged on relative error, as the residuals are, the interpolation wins
+// and prices them as measured.
+TEST(LatencyFit, TheBestFormIsJudgedOnRelativeErrorSoSmallCallsCount) {
+  const std::vector<std::pair<int64_t, double>> medians_ms = {
+      {1, 0.236},  {2, 0.242},  {3, 0.271},    {4, 0.299},     {5, 0.373},
+      {6, 0.377},  {7, 0.389},  {8, 0.406},    {9, 0.813},     {10, 0.873},
+      {11, 0.912}, {12, 1.011}, {16, 1.300},   {24, 1.606},    {32, 1.995},
+      {48, 2.794}, {64, 3.612}, {256, 14.743}, {1024, 60.336}, {4096, 278.887}};
+  nlohmann::json samples = nlohmann::json::array();
+  for (const auto& [tokens, ms] : medians_ms)
+    samples.push_back(Sample("expert_ffn", "cpu", {{"hidden", 1024}}, tokens, 1e-3 * ms));
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  const OperatorCurve& curve = fit.operators.at(0);
+  const LatencyFormFit* roofline = curve.Form(LatencyForm::kRoofline);
+  const LatencyFormFit* interpolated = curve.Form(LatencyForm::kInterpolated);
+  ASSERT_NE(roofline, nullptr);
+  ASSERT_NE(interpolated, nullptr);
+  // The absolute measure would have picked the roofline; the relative one does not.
+  EXPECT_LT(*roofline->loo_rmse_s, *interpolated->loo_rmse_s);
+  EXPECT_LT(*interpolated->loo_relative_rmse, *roofline->loo_relative_rmse);
+  EXPECT_EQ(curve.best, LatencyForm::kInterpolated);
+  EXPECT_NEAR(curve.Predict(12), 1.011e-3, 1e-9);
+  EXPECT_GT(
+      std::fabs(EvaluateLatencyForm(LatencyForm::kRoofline, roofline->params, 12) / 1.011e-3 - 1),
+      0.1);
+}
+
 // A kernel that computes tokens in 16-token vectors above 24 tokens (AVX512-BF16 prefill): 53
 // tokens cost what 64 do. The profile's shape.token_tiling makes the fit price the tokens the
 // kernel computes; without it, a curve through the same samples misses the step.
