@@ -135,7 +135,8 @@ double Interpolate(const std::vector<double>& knots, double x) {
   return ky(n - 1) + slope * (x - kx(n - 1));
 }
 
-// Each distinct x's median time predicted from the other knots; RMSE over the group's samples.
+// Each distinct x's median time predicted from the other knots; the RMSE and the relative RMSE
+// over the group's samples.
 CrossValidatedErrors LeaveOneOutInterpolation(const std::vector<double>& xs,
                                               const std::vector<double>& ys) {
   const std::vector<double> knots = KnotsOf(xs, ys);
