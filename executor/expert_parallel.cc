@@ -310,6 +310,7 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
     throw base::Error("expert parallelism: " + std::to_string(experts.size()) + " tokens routed, " +
                       std::to_string(tokens) + " expected");
   layer_ = &stats_.layers[static_cast<size_t>(moe_layer)];
+  const ExpertParallelLayerTimes before = *layer_;
   const int64_t n = chunks_;
   for (std::unique_ptr<Chunk>& chunk : chunk_state_) {
     chunk->dispatch.reset();
@@ -336,10 +337,22 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
     Progress(&chunk);
   }
   Accumulate(experts, weights, out);
+  ExpertParallelLayerTimes& kind = stats_.by_step_kind[step_kind_];
+  kind.dispatch_s += layer_->dispatch_s - before.dispatch_s;
+  kind.combine_s += layer_->combine_s - before.combine_s;
+  kind.expert_compute_s += layer_->expert_compute_s - before.expert_compute_s;
+  kind.exposed_comm_s += layer_->exposed_comm_s - before.exposed_comm_s;
 }
 
 nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int rank) {
   const ExpertParallelLayerTimes total = stats.Total();
+  nlohmann::json by_step_kind = nlohmann::json::object();
+  for (const auto& [kind, t] : stats.by_step_kind) {
+    by_step_kind[kind] = {{"dispatch_s", t.dispatch_s},
+                          {"combine_s", t.combine_s},
+                          {"expert_compute_s", t.expert_compute_s},
+                          {"exposed_comm_s", t.exposed_comm_s}};
+  }
   nlohmann::json layers = nlohmann::json::array();
   for (size_t l = 0; l < stats.layers.size(); ++l) {
     const ExpertParallelLayerTimes& t = stats.layers[l];
@@ -365,6 +378,7 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
           {"rows_sent", stats.rows_sent},
           {"rows_received", stats.rows_received},
           {"expert_ffn_calls", stats.expert_ffn_calls},
+          {"by_step_kind", by_step_kind},
           {"layers", layers}};
 }
 

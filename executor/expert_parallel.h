@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,8 +43,12 @@ struct ExpertParallelStats {
   double logits_gather_s = 0;           // the vocabulary-parallel LM head's logits gathered
   std::vector<int32_t> rank_of_expert;  // the placement
   std::vector<ExpertParallelLayerTimes> layers;  // [MoE layer]
-  int64_t rows_sent = 0;                         // (token, expert) rows dispatched by this rank
-  int64_t rows_received = 0;                     // rows this rank's experts computed
+  // The same times summed over the MoE layers, per kind of pass ("prefill", "decode", ...: the
+  // ForwardOptions::step_kind the pass ran with), so a decode run's steps can be told from its
+  // prefill (validate --cases ep compares them with sim ep's terms).
+  std::map<std::string, ExpertParallelLayerTimes> by_step_kind;
+  int64_t rows_sent = 0;      // (token, expert) rows dispatched by this rank
+  int64_t rows_received = 0;  // rows this rank's experts computed
   // Expert FFN calls (one per expert and chunk it had rows in): split by expert, a layer's N
   // chunks call each active expert once while N is at most the rank's active experts.
   int64_t expert_ffn_calls = 0;
@@ -77,6 +82,8 @@ class ExpertParallel {
 
   const ExpertParallelStats& stats() const { return stats_; }
   ExpertParallelStats& stats() { return stats_; }
+  // The kind of the passes that follow (ForwardOptions::step_kind), for stats().by_step_kind.
+  void set_step_kind(const std::string& step_kind) { step_kind_ = step_kind; }
   const ExpertPlacement& placement() const { return placement_; }
 
  private:
@@ -107,7 +114,8 @@ class ExpertParallel {
   int64_t hidden_;
   kernels::ThreadPool& pool_;
   ExpertParallelStats stats_;
-  ExpertParallelLayerTimes* layer_ = nullptr;        // the layer being run
+  ExpertParallelLayerTimes* layer_ = nullptr;  // the layer being run
+  std::string step_kind_ = "decode";
   std::vector<std::unique_ptr<Chunk>> chunk_state_;  // reused across layers
   // The layer's plan: per expert, its rows over all ranks, this rank's first row among them, its
   // first chunk and the chunks its rows span; per (token, slot), its chunk and row there.

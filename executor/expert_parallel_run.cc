@@ -351,6 +351,9 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
     result.outputs = std::move(outputs);
   }
   result.operator_times = model.times();
+  result.operator_times_by_step_kind["prefill"] = run.prefill_operators;
+  if (request.workload != Workload::kPrefill)
+    result.operator_times_by_step_kind["decode"] = run.decode_operators;
   result.expert_parallel = expert_parallel.stats();
   result.expert_parallel->attention_reduce_s = attention.attention_reduce_s();
   result.expert_parallel->moe_gather_s = attention.moe_gather_s();

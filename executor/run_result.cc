@@ -148,6 +148,12 @@ nlohmann::json RunResultToJson(const RunResult& r) {
   json["weight_bytes_per_token"] = r.weight_bytes_per_token;
   AddWorkloadJson(r, json);
   json["operator_times_s"] = OperatorJson(r.operator_times);
+  if (!r.operator_times_by_step_kind.empty()) {
+    nlohmann::json by_kind = nlohmann::json::object();
+    for (const auto& [kind, times] : r.operator_times_by_step_kind)
+      by_kind[kind] = OperatorJson(times);
+    json["operator_times_by_step_kind_s"] = by_kind;
+  }
   if (r.offload) json["offload"] = r.offload->ToJson();
   if (r.expert_parallel)
     json["expert_parallel"] = ExpertParallelStatsToJson(*r.expert_parallel, r.expert_parallel_rank);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,6 +89,8 @@ struct RunResult {
   std::optional<RunModel> draft;                 // SD
   std::optional<RunSdStats> sd;                  // SD
   OperatorTimes operator_times;                  // the target's (SD: its rounds only)
+  // --expert-parallel: the reporting rank's operator times split by pass ("prefill", "decode").
+  std::map<std::string, OperatorTimes> operator_times_by_step_kind;
   std::optional<offload::OffloadStats> offload;  // --offload
   // --expert-parallel: the expert-parallel times of rank `expert_parallel_rank` (the reporting
   // one).

@@ -92,6 +92,7 @@ void Transformer::Forward(std::vector<SequenceInput>& batch, const ForwardOption
       throw base::Error("forward pass: the CPU model was given a device KV cache");
   }
   if (timeline_) timeline_->BeginPass(passes_);
+  if (expert_parallel_) expert_parallel_->set_step_kind(options.step_kind);
   const Clock::time_point pass_start = Clock::now();
   Clock::time_point start = pass_start;
   hidden_.resize(static_cast<size_t>(tokens * d));

@@ -1,5 +1,7 @@
 #include "validate/ep_validation.h"
 
+#include <functional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "profiler/collective_profile.h"
 #include "profiler/machine_info.h"
 #include "sim/ep_simulator.h"
+#include "validate/run_validation.h"
 
 namespace moelab::validate {
 namespace {
@@ -49,17 +52,13 @@ std::vector<EpValidationCase> PlanCases(const EpValidationRequest& request, int 
   return cases;
 }
 
-// Rank 0's profile: the one given, or measured now on every rank (collective).
-nlohmann::json ProfileFor(const EpValidationRequest& request, const model::PresetStore& presets,
-                          parallel::Communicator& communicator) {
-  if (request.profile) {
-    try {
-      return base::JsonReader::ParseFile(*request.profile);
-    } catch (const base::Error& e) {
-      throw parallel::AgreedError(e.what());  // every rank read the same file
-    }
-  }
+// Rank 0's profile measured now on every rank (collective), `after_round` run by every rank after
+// each of its operator rounds.
+nlohmann::json ProfileNow(const EpValidationRequest& request, const model::PresetStore& presets,
+                          parallel::Communicator& communicator,
+                          std::function<void(int round, int rounds)> after_round) {
   profiler::ProfileRequest profile;
+  profile.after_round = std::move(after_round);
   profile.model = request.model;
   profile.shape = request.shape;
   profile.quick = request.quick;
@@ -111,12 +110,51 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     c.predicted_step_s = simulated.chosen.step_s;
     c.predicted_exposed_comm_s = simulated.chosen.exposed_comm_s;
     c.layers = target.num_layers;
+    EpStepTerms& terms = c.predicted_terms;
+    terms.attention_s = simulated.attention_s;
+    terms.expert_compute_s = simulated.chosen.expert_compute_s;
+    terms.exposed_comm_s = simulated.chosen.exposed_comm_s;
+    terms.rest_s = simulated.chosen.step_s / static_cast<double>(target.num_layers) -
+                   terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s;
   }
 }
 
-// One run of a case on every rank; its step (the slowest rank's).
-double MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c,
-                   const model::PresetStore& presets, parallel::Communicator& communicator) {
+struct MeasuredRun {
+  double step_s = 0;  // the median of the run's steps of the case's kind (each the slowest rank's)
+  EpStepTerms terms;
+};
+
+// The run's terms per layer of one step of `kind` (EpStepTerms), from every rank's times.
+EpStepTerms TermsOf(const executor::RunResult& measured, const std::string& kind,
+                    double mean_step_s, parallel::Communicator& communicator) {
+  const executor::ExecutorConfig& config = measured.model.config;
+  const double layers = static_cast<double>(config.num_layers);
+  const double moe_layers = static_cast<double>(config.num_layers - config.first_dense_layers);
+  double passes = 0;
+  for (const executor::StepTime& step : measured.step_times) passes += step.kind == kind;
+  const auto operators = measured.operator_times_by_step_kind.find(kind);
+  const auto& by_kind = measured.expert_parallel->by_step_kind;
+  const auto moe = by_kind.find(kind);
+  if (operators == measured.operator_times_by_step_kind.end() || moe == by_kind.end())
+    throw base::Error("validate --cases ep: a run of " + kind + " timed no " + kind + " pass");
+  // Maxima over the ranks; the exposed communication's minimum as the maximum of its negative.
+  double values[3] = {
+      (operators->second.attention_s + operators->second.router_s) / passes / layers,
+      moe->second.expert_compute_s / passes / moe_layers,
+      -moe->second.exposed_comm_s / passes / moe_layers};
+  communicator.AllReduceMax(values, 3);
+  EpStepTerms terms;
+  terms.attention_s = values[0];
+  terms.expert_compute_s = values[1];
+  terms.exposed_comm_s = -values[2];
+  terms.rest_s =
+      mean_step_s / layers - terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s;
+  return terms;
+}
+
+// One run of a case on every rank: its step and the step's terms.
+MeasuredRun MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c,
+                        const model::PresetStore& presets, parallel::Communicator& communicator) {
   executor::RunRequest run;
   run.model = request.model;
   run.shape = request.shape;
@@ -139,7 +177,21 @@ double MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c
   }
   if (steps.empty())
     throw base::Error("validate --cases ep: a run of " + c.workload + " timed no step");
-  return base::Median(steps);
+  double sum_s = 0;
+  for (double s : steps) sum_s += s;
+  const double mean_step_s = sum_s / static_cast<double>(steps.size());
+  return {base::Median(steps), TermsOf(measured, c.workload, mean_step_s, communicator)};
+}
+
+// Each term's median over a case's runs.
+EpStepTerms MedianTerms(const std::vector<EpStepTerms>& runs) {
+  const auto median = [&](double EpStepTerms::*term) {
+    std::vector<double> values;
+    for (const EpStepTerms& r : runs) values.push_back(r.*term);
+    return base::Median(values);
+  };
+  return {median(&EpStepTerms::attention_s), median(&EpStepTerms::expert_compute_s),
+          median(&EpStepTerms::exposed_comm_s), median(&EpStepTerms::rest_s)};
 }
 
 // Per workload, the N of the lowest predicted and of the lowest measured step (ties: fewer).
@@ -158,11 +210,30 @@ std::vector<EpBestChunks> BestChunks(const std::vector<EpValidationCase>& cases)
   return best;
 }
 
-// Rank 0's failure before the runs, told to every rank so none waits for it in a run.
+// Rank 0's failure, told to every rank so none waits for it in a collective.
 void Agree(parallel::Communicator& communicator, const std::string& error) {
   for (const std::string& message : communicator.AllGatherBytes(error)) {
     if (!message.empty()) throw parallel::AgreedError(message);
   }
+}
+
+// Round `round` of every case (odd rounds in reverse order: a drift over the minutes of a round,
+// the same order every round, put N = 4 last each time and read as a cost of chunking).
+void RunCaseRound(const EpValidationRequest& request, const model::PresetStore& presets,
+                  parallel::Communicator& communicator, int round,
+                  std::vector<EpValidationCase>& cases) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EpValidationCase& c = cases[round % 2 == 0 ? i : cases.size() - 1 - i];
+    const int runs = c.workload == "prefill" ? 3 : 1;  // a burst decides a one-pass run whole
+    for (int run = 0; run < runs; ++run) {
+      const MeasuredRun measured = MeasureOnce(request, c, presets, communicator);
+      c.runs_step_s.push_back(measured.step_s);
+      c.runs_terms.push_back(measured.terms);
+    }
+  }
+  if (request.progress && communicator.rank() == 0)
+    *request.progress << "validate --cases ep: case round " << round + 1 << "/" << request.repeat
+                      << " done\n";
 }
 
 }  // namespace
@@ -193,32 +264,49 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
     throw parallel::AgreedError(e.what());
   }
   result.cases = PlanCases(request, communicator.size());
-  result.profile = ProfileFor(request, presets, communicator);
-  std::string error;
-  if (communicator.rank() == 0) {
+  int rounds_done = 0;
+  const auto run_rounds_until = [&](int rounds) {
+    for (; rounds_done < rounds; ++rounds_done)
+      RunCaseRound(request, presets, communicator, rounds_done, result.cases);
+  };
+  const auto predict = [&] {
+    std::string error;
+    if (communicator.rank() == 0) {
+      try {
+        Predict(request, presets, communicator.size(), result);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    Agree(communicator, error);
+  };
+  if (request.profile) {
     try {
-      Predict(request, presets, communicator.size(), result);
-    } catch (const std::exception& e) {
-      error = e.what();
+      result.profile = base::JsonReader::ParseFile(*request.profile);
+    } catch (const base::Error& e) {
+      throw parallel::AgreedError(e.what());  // every rank read the same file
     }
-  }
-  Agree(communicator, error);
-  for (int round = 0; round < request.repeat; ++round) {
-    // Odd rounds take the cases in reverse: a drift over the minutes of a round (the same order
-    // every round) put N = 4 last each time and read as a cost of chunking.
-    for (size_t i = 0; i < result.cases.size(); ++i) {
-      EpValidationCase& c = result.cases[round % 2 == 0 ? i : result.cases.size() - 1 - i];
-      const int runs = c.workload == "prefill" ? 3 : 1;  // a burst decides a one-pass run whole
-      for (int run = 0; run < runs; ++run)
-        c.runs_step_s.push_back(MeasureOnce(request, c, presets, communicator));
-    }
-    if (request.progress && communicator.rank() == 0)
-      *request.progress << "validate --cases ep: round " << round + 1 << "/" << request.repeat
-                        << " done\n";
+    predict();
+    run_rounds_until(request.repeat);
+    result.notes.push_back(
+        "the profile was reused: it was taken at another time than the runs, and the machine's "
+        "speed may have moved since");
+  } else {
+    // The case rounds between the profile's rounds (P1 C1 P2 C2 ...), as validate's other cases
+    // run (run_validation.h): this machine's speed moves by 10-25 % over minutes, and with the
+    // profile first every case of a 2026-12-05 run, each term alike (attention, expert compute,
+    // the rest), measured 15-30 % above what the profile taken before priced.
+    result.profile = ProfileNow(request, presets, communicator, [&](int round, int rounds) {
+      run_rounds_until(CaseRoundsBy(round, rounds, request.repeat));
+    });
+    run_rounds_until(request.repeat);
+    predict();
+    result.profile_interleaved = true;
   }
   std::vector<double> errors;
   for (EpValidationCase& c : result.cases) {
     c.measured_step_s = base::Median(c.runs_step_s);
+    c.measured_terms = MedianTerms(c.runs_terms);
     errors.push_back(std::abs(c.error()));
   }
   if (communicator.rank() != 0) return result;

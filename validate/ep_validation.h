@@ -18,9 +18,11 @@ namespace moelab::validate {
 // `mpirun -n R moelab validate --cases ep`: sim ep's prediction of an expert-parallel step on this
 // machine's R ranks against `moelab run --expert-parallel R --ep-chunks N` measured here.
 //
-// 1. Profile (unless `profile` is given): the operators on rank 0 at `threads` threads (what each
-//    rank computes with) and the collectives on the R ranks (profiler/collective_profile.h), the
-//    quick grid with `quick`; fitted by fit latency's forms.
+// 1. Profile (unless `profile` is given): the operators on every rank at once at `threads` threads
+//    (what each rank computes with), rank 0's kept, and the collectives on the R ranks
+//    (profiler/collective_profile.h), the quick grid with `quick`; fitted by fit latency's forms.
+//    The case rounds (3.) run between the profile's rounds (CaseRoundsBy), so both are taken over
+//    the same stretch of this machine's moving speed; with a reused `profile` they run after it.
 // 2. Predict: sim::SimulateEp of the profiled shape, EP = R with `attention` (data-parallel, or
 //    tensor-parallel: heads split over the ranks, a reduce-scatter and an all-gather of the hidden
 //    states a layer, as run --attention tensor-parallel runs it), each case's
@@ -49,6 +51,16 @@ struct EpValidationRequest {
   void Validate() const;  // errors name the option
 };
 
+// A step per layer in the terms sim ep prices it by (seconds), so a miss can be traced to one:
+//   attention_s: attention with the router, per layer (measured: the slowest rank's);
+//   expert_compute_s: the busiest rank's expert FFNs, per MoE layer;
+//   exposed_comm_s: per MoE layer, the time the least-waiting rank was blocked on the exchanges
+//     (a busier rank's lead is the others' wait, which the busiest rank's compute already counts);
+//   rest_s: the step per layer less those three (LM head, embedding, norms, dense layers).
+struct EpStepTerms {
+  double attention_s = 0, expert_compute_s = 0, exposed_comm_s = 0, rest_s = 0;
+};
+
 struct EpValidationCase {
   std::string workload;  // "decode" | "prefill"
   int64_t batch = 0;     // sequences over all ranks
@@ -60,6 +72,9 @@ struct EpValidationCase {
   double measured_step_s = 0;       // median of runs_step_s
   int64_t layers = 1;
   double predicted_exposed_comm_s = 0;  // sim ep's, per MoE layer of one step
+  EpStepTerms predicted_terms;
+  std::vector<EpStepTerms> runs_terms;  // each run's, as its step (the median of its steps)
+  EpStepTerms measured_terms;           // each term's median over the runs
 
   double error() const { return (predicted_step_s - measured_step_s) / measured_step_s; }
 };
@@ -77,7 +92,8 @@ struct EpValidationResult {
   std::vector<EpValidationCase> cases;
   std::vector<EpBestChunks> best_chunks;
   double median_abs_error = 0, max_abs_error = 0;
-  nlohmann::json profile, fit;  // what priced the predictions
+  nlohmann::json profile, fit;       // what priced the predictions
+  bool profile_interleaved = false;  // the case rounds ran between the profile's rounds
   nlohmann::json collective_cost;
   std::vector<std::string> notes;
   double load_average_1m_start = -1, load_average_1m_end = -1;

@@ -5,6 +5,20 @@
 #include "validate/ep_validation.h"
 
 namespace moelab::validate {
+namespace {
+
+nlohmann::json TermsJson(const EpStepTerms& t) {
+  return {{"attention_s", t.attention_s},
+          {"expert_compute_s", t.expert_compute_s},
+          {"exposed_comm_s", t.exposed_comm_s},
+          {"rest_s", t.rest_s}};
+}
+
+std::string Pair(double predicted_s, double measured_s) {
+  return report::FormatSeconds(predicted_s) + " / " + report::FormatSeconds(measured_s);
+}
+
+}  // namespace
 
 nlohmann::json EpValidationToJson(const EpValidationResult& result) {
   nlohmann::json cases = nlohmann::json::array();
@@ -22,6 +36,8 @@ nlohmann::json EpValidationToJson(const EpValidationResult& result) {
                      {"measured_step_per_layer_s", c.measured_step_s / layers},
                      {"predicted_exposed_comm_per_layer_s", c.predicted_exposed_comm_s},
                      {"runs_step_s", c.runs_step_s},
+                     {"predicted_terms_per_layer", TermsJson(c.predicted_terms)},
+                     {"measured_terms_per_layer", TermsJson(c.measured_terms)},
                      {"error", c.error()}});
   }
   nlohmann::json best = nlohmann::json::array();
@@ -42,6 +58,7 @@ nlohmann::json EpValidationToJson(const EpValidationResult& result) {
           {"cases", cases},
           {"collective_cost", result.collective_cost},
           {"fit", result.fit},
+          {"profile_interleaved", result.profile_interleaved},
           {"load_average_1m_start", result.load_average_1m_start},
           {"load_average_1m_end", result.load_average_1m_end},
           {"notes", result.notes}};
@@ -52,6 +69,9 @@ std::string EpValidationText(const EpValidationResult& result) {
                      std::to_string(result.ranks) + " MPI ranks, " + result.attention +
                      " attention, sim ep (fitted profile and collectives) against run "
                      "--expert-parallel\n";
+  text += result.profile_interleaved
+              ? "profile taken here, every rank at once, the case rounds between its rounds\n"
+              : "profile reused (taken at another time than the runs)\n";
   report::Table table({"case", "N", "predicted / layer", "measured / layer", "error"});
   for (const EpValidationCase& c : result.cases) {
     const double layers = static_cast<double>(c.layers);
@@ -62,6 +82,18 @@ std::string EpValidationText(const EpValidationResult& result) {
          report::FormatNumber(100 * c.error(), 1) + " %"});
   }
   text += table.Render();
+  text +=
+      "per layer, predicted / measured: attention with the router (slowest rank), expert "
+      "compute (busiest rank), exposed communication (least-waiting rank), the rest of the step\n";
+  report::Table terms({"case", "N", "attention", "expert compute", "exposed comm", "rest"});
+  for (const EpValidationCase& c : result.cases) {
+    const EpStepTerms& p = c.predicted_terms;
+    const EpStepTerms& m = c.measured_terms;
+    terms.AddRow({c.workload + " B=" + std::to_string(c.batch), std::to_string(c.chunks),
+                  Pair(p.attention_s, m.attention_s), Pair(p.expert_compute_s, m.expert_compute_s),
+                  Pair(p.exposed_comm_s, m.exposed_comm_s), Pair(p.rest_s, m.rest_s)});
+  }
+  text += terms.Render();
   char line[128];
   std::snprintf(line, sizeof(line), "median |error| %.1f %%, max %.1f %% (target: <= 10 %%)\n",
                 100 * result.median_abs_error, 100 * result.max_abs_error);

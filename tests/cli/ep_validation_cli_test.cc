@@ -59,7 +59,22 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
     EXPECT_TRUE(std::isfinite(error));
     EXPECT_NEAR(error, c["predicted_step_s"].get<double>() / c["measured_step_s"].get<double>() - 1,
                 1e-9);
+    // The step per layer split into sim ep's terms: the predicted ones add up to the predicted
+    // step; the measured ones are the run's own (attention and expert compute timed, never 0).
+    const nlohmann::json& predicted = c["predicted_terms_per_layer"];
+    const nlohmann::json& measured = c["measured_terms_per_layer"];
+    double sum = 0;
+    for (const char* term : {"attention_s", "expert_compute_s", "exposed_comm_s", "rest_s"})
+      sum += predicted[term].get<double>();
+    EXPECT_NEAR(sum, c["predicted_step_per_layer_s"].get<double>(), 1e-12) << c.dump();
+    EXPECT_GT(predicted["expert_compute_s"].get<double>(), 0) << c.dump();
+    EXPECT_GT(measured["attention_s"].get<double>(), 0) << c.dump();
+    EXPECT_GT(measured["expert_compute_s"].get<double>(), 0) << c.dump();
+    EXPECT_GE(measured["exposed_comm_s"].get<double>(), 0) << c.dump();
+    EXPECT_TRUE(std::isfinite(measured["rest_s"].get<double>())) << c.dump();
   }
+  // Profiled here: the case rounds ran between the profile's rounds.
+  EXPECT_TRUE(json["profile_interleaved"].get<bool>());
   EXPECT_EQ(seen, (std::set<std::string>{"decode1", "decode2", "decode4", "prefill1", "prefill2",
                                          "prefill4"}));
   ASSERT_EQ(json["best_chunks"].size(), 2u);
@@ -81,6 +96,7 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
   ASSERT_EQ(tp.status, 0) << tp.err;
   const nlohmann::json tp_json = nlohmann::json::parse(tp.out);
   EXPECT_EQ(tp_json["attention"], "tensor-parallel");
+  EXPECT_FALSE(tp_json["profile_interleaved"].get<bool>());  // a reused profile
   ASSERT_EQ(tp_json["cases"].size(), 6u);
   for (const nlohmann::json& c : tp_json["cases"]) {
     EXPECT_GT(c["predicted_step_s"].get<double>(), 0) << c.dump();

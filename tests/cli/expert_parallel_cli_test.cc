@@ -74,6 +74,24 @@ TEST_F(ExpertParallelCli, GreedyTokensIdenticalToOneProcess) {
     // Rank 0 sent its 2 sequences' rows: (9 prompt + 5 decode) tokens x 2 sequences x top-2 x 2
     // layers.
     EXPECT_EQ(ep["rows_sent"], 14 * 2 * 2 * 2);
+    // The same times split by pass: the prefill's and the decode steps' add up to the totals.
+    for (const char* field : {"dispatch_s", "combine_s", "expert_compute_s", "exposed_comm_s"}) {
+      const double prefill = ep["by_step_kind"]["prefill"][field].get<double>();
+      const double decode = ep["by_step_kind"]["decode"][field].get<double>();
+      EXPECT_NEAR(prefill + decode, ep[field].get<double>(), 1e-9) << field;
+      if (std::string(field) != "exposed_comm_s") {
+        EXPECT_GT(prefill, 0) << field;
+        EXPECT_GT(decode, 0) << field;
+      }
+    }
+    const nlohmann::json& by_kind = json["operator_times_by_step_kind_s"];
+    for (const char* op : {"attention", "experts", "lm_head"}) {
+      EXPECT_GT(by_kind["prefill"][op].get<double>(), 0) << op;
+      EXPECT_GT(by_kind["decode"][op].get<double>(), 0) << op;
+      EXPECT_NEAR(by_kind["prefill"][op].get<double>() + by_kind["decode"][op].get<double>(),
+                  json["operator_times_s"][op].get<double>(), 1e-9)
+          << op;
+    }
   }
 }
 
