@@ -62,6 +62,16 @@ TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
   EXPECT_EQ(full.prefill_tokens.back(), 2048);
 }
 
+// fit latency interpolates from 5 distinct token counts (fit/latency_fit.cc); with the draft's
+// three batches it chose between smooth forms by leave-one-out over three points and priced the
+// draft's forward at context 128 as a constant, whatever the batch.
+TEST(GridSpec, TheDraftForwardHasBatchesEnoughToInterpolate) {
+  for (const GridSpec& spec : {GridSpec::Quick(), GridSpec::Full()}) {
+    EXPECT_GE(spec.draft_batches.size(), 5u);
+    for (int64_t batch : {1, 4, 16}) EXPECT_TRUE(Contains(spec.draft_batches, batch)) << batch;
+  }
+}
+
 TEST(GridSpec, QuickIsASmallerCheaperSubsetWithTheBends) {
   const GridSpec quick = GridSpec::Quick();
   const GridSpec full = GridSpec::Full();
@@ -119,15 +129,15 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("router cpu"), 14);
   EXPECT_EQ(counts.at("lm_head cpu"), 14);
   EXPECT_EQ(counts.at("dense_ffn cpu"), 14);
-  EXPECT_EQ(counts.at("draft_decode cpu"), 6);  // 2 contexts x 3 batches
-  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);   // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
+  EXPECT_EQ(counts.at("draft_decode cpu"), 10);  // 2 contexts x 5 batches
+  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);    // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("expert_reader cpu"), 2);  // the executor's reader alone, then beside compute
   EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 160u);  // + 3 ridge points at run time = 163
+  EXPECT_EQ(points.size(), 164u);  // + 3 ridge points at run time = 167
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
