@@ -57,6 +57,7 @@ ExpertParallelLayerTimes ExpertParallelStats::Total() const {
     total.combine_s += l.combine_s;
     total.expert_compute_s += l.expert_compute_s;
     total.exposed_comm_s += l.exposed_comm_s;
+    total.other_s += l.other_s;
   }
   return total;
 }
@@ -311,6 +312,7 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
                       std::to_string(tokens) + " expected");
   layer_ = &stats_.layers[static_cast<size_t>(moe_layer)];
   const ExpertParallelLayerTimes before = *layer_;
+  const Clock::time_point layer_start = Clock::now();
   const int64_t n = chunks_;
   for (std::unique_ptr<Chunk>& chunk : chunk_state_) {
     chunk->dispatch.reset();
@@ -337,11 +339,15 @@ void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
     Progress(&chunk);
   }
   Accumulate(experts, weights, out);
+  layer_->other_s += Seconds(Clock::now() - layer_start) -
+                     (layer_->expert_compute_s - before.expert_compute_s) -
+                     (layer_->exposed_comm_s - before.exposed_comm_s);
   ExpertParallelLayerTimes& kind = stats_.by_step_kind[step_kind_];
   kind.dispatch_s += layer_->dispatch_s - before.dispatch_s;
   kind.combine_s += layer_->combine_s - before.combine_s;
   kind.expert_compute_s += layer_->expert_compute_s - before.expert_compute_s;
   kind.exposed_comm_s += layer_->exposed_comm_s - before.exposed_comm_s;
+  kind.other_s += layer_->other_s - before.other_s;
 }
 
 nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int rank) {
@@ -351,7 +357,8 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
     by_step_kind[kind] = {{"dispatch_s", t.dispatch_s},
                           {"combine_s", t.combine_s},
                           {"expert_compute_s", t.expert_compute_s},
-                          {"exposed_comm_s", t.exposed_comm_s}};
+                          {"exposed_comm_s", t.exposed_comm_s},
+                          {"other_s", t.other_s}};
   }
   nlohmann::json layers = nlohmann::json::array();
   for (size_t l = 0; l < stats.layers.size(); ++l) {
@@ -360,7 +367,8 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
                       {"dispatch_s", t.dispatch_s},
                       {"combine_s", t.combine_s},
                       {"expert_compute_s", t.expert_compute_s},
-                      {"exposed_comm_s", t.exposed_comm_s}});
+                      {"exposed_comm_s", t.exposed_comm_s},
+                      {"other_s", t.other_s}});
   }
   return {{"ranks", stats.ranks},
           {"chunks", stats.chunks},
@@ -375,6 +383,7 @@ nlohmann::json ExpertParallelStatsToJson(const ExpertParallelStats& stats, int r
           {"combine_s", total.combine_s},
           {"expert_compute_s", total.expert_compute_s},
           {"exposed_comm_s", total.exposed_comm_s},
+          {"other_s", total.other_s},
           {"rows_sent", stats.rows_sent},
           {"rows_received", stats.rows_received},
           {"expert_ffn_calls", stats.expert_ffn_calls},

@@ -23,12 +23,15 @@ namespace moelab::executor {
 //   combine_s: the same for the expert outputs coming back;
 //   expert_compute_s: this rank's expert FFNs on the rows it received (gather, GEMMs, scatter);
 //   exposed_comm_s: the time the compute thread spent blocked on those exchanges, the part of
-//     dispatch + combine the pipeline did not hide.
+//     dispatch + combine the pipeline did not hide;
+//   other_s: the rest of the layer's MoE block on the compute thread: planning the chunks,
+//     packing the rows to send, starting the exchanges, the weighted combine of the outputs.
 struct ExpertParallelLayerTimes {
   double dispatch_s = 0;
   double combine_s = 0;
   double expert_compute_s = 0;
   double exposed_comm_s = 0;
+  double other_s = 0;
 };
 
 struct ExpertParallelStats {

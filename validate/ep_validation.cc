@@ -103,6 +103,8 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     // prompt + k - 1 cached positions.
     config.tokens = c.workload == "decode" ? c.prompt + (c.output_tokens - 2) / 2 : c.prompt;
     config.chunks = c.chunks;
+    // The executor sends fp32 rows (and a float naming the expert: 1 / hidden more).
+    config.comm_bits = 32;
     // The executor runs each local expert's FFN in turn on its CPU threads: DenseGemm, no launch.
     config.gemm = sim::GemmChoice::kDense;
     config.kernel_launch_s = 0;
@@ -138,17 +140,18 @@ EpStepTerms TermsOf(const executor::RunResult& measured, const std::string& kind
   if (operators == measured.operator_times_by_step_kind.end() || moe == by_kind.end())
     throw base::Error("validate --cases ep: a run of " + kind + " timed no " + kind + " pass");
   // Maxima over the ranks; the exposed communication's minimum as the maximum of its negative.
-  double values[3] = {
+  double values[4] = {
       (operators->second.attention_s + operators->second.router_s) / passes / layers,
       moe->second.expert_compute_s / passes / moe_layers,
-      -moe->second.exposed_comm_s / passes / moe_layers};
-  communicator.AllReduceMax(values, 3);
+      -moe->second.exposed_comm_s / passes / moe_layers, moe->second.other_s / passes / moe_layers};
+  communicator.AllReduceMax(values, 4);
   EpStepTerms terms;
   terms.attention_s = values[0];
   terms.expert_compute_s = values[1];
   terms.exposed_comm_s = -values[2];
-  terms.rest_s =
-      mean_step_s / layers - terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s;
+  terms.block_other_s = values[3];
+  terms.rest_s = mean_step_s / layers - terms.attention_s - terms.expert_compute_s -
+                 terms.exposed_comm_s - terms.block_other_s;
   return terms;
 }
 
@@ -191,7 +194,8 @@ EpStepTerms MedianTerms(const std::vector<EpStepTerms>& runs) {
     return base::Median(values);
   };
   return {median(&EpStepTerms::attention_s), median(&EpStepTerms::expert_compute_s),
-          median(&EpStepTerms::exposed_comm_s), median(&EpStepTerms::rest_s)};
+          median(&EpStepTerms::exposed_comm_s), median(&EpStepTerms::block_other_s),
+          median(&EpStepTerms::rest_s)};
 }
 
 // Per workload, the N of the lowest predicted and of the lowest measured step (ties: fewer).

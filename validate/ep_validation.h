@@ -56,9 +56,12 @@ struct EpValidationRequest {
 //   expert_compute_s: the busiest rank's expert FFNs, per MoE layer;
 //   exposed_comm_s: per MoE layer, the time the least-waiting rank was blocked on the exchanges
 //     (a busier rank's lead is the others' wait, which the busiest rank's compute already counts);
-//   rest_s: the step per layer less those three (LM head, embedding, norms, dense layers).
+//   block_other_s: per MoE layer, the rest of the MoE block on the busiest rank's compute thread
+//     (planning, packing rows, starting the exchanges, the weighted combine: run's other_s), which
+//     sim ep does not price (0 predicted);
+//   rest_s: the step per layer less those four (LM head, embedding, norms, dense layers).
 struct EpStepTerms {
-  double attention_s = 0, expert_compute_s = 0, exposed_comm_s = 0, rest_s = 0;
+  double attention_s = 0, expert_compute_s = 0, exposed_comm_s = 0, block_other_s = 0, rest_s = 0;
 };
 
 struct EpValidationCase {

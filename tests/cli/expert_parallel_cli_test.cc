@@ -75,7 +75,8 @@ TEST_F(ExpertParallelCli, GreedyTokensIdenticalToOneProcess) {
     // layers.
     EXPECT_EQ(ep["rows_sent"], 14 * 2 * 2 * 2);
     // The same times split by pass: the prefill's and the decode steps' add up to the totals.
-    for (const char* field : {"dispatch_s", "combine_s", "expert_compute_s", "exposed_comm_s"}) {
+    for (const char* field :
+         {"dispatch_s", "combine_s", "expert_compute_s", "exposed_comm_s", "other_s"}) {
       const double prefill = ep["by_step_kind"]["prefill"][field].get<double>();
       const double decode = ep["by_step_kind"]["decode"][field].get<double>();
       EXPECT_NEAR(prefill + decode, ep[field].get<double>(), 1e-9) << field;
