@@ -301,6 +301,12 @@ void ExpertParallel::Accumulate(const std::vector<std::vector<int32_t>>& experts
   }
 }
 
+void ExpertParallel::ResetMeasurements() {
+  std::fill(stats_.layers.begin(), stats_.layers.end(), ExpertParallelLayerTimes{});
+  stats_.by_step_kind.clear();
+  stats_.rows_sent = stats_.rows_received = stats_.expert_ffn_calls = 0;
+}
+
 void ExpertParallel::RunLayer(int64_t moe_layer, const float* x, int64_t tokens,
                               const std::vector<std::vector<int32_t>>& experts,
                               const std::vector<std::vector<float>>& weights,

@@ -85,6 +85,8 @@ class ExpertParallel {
 
   const ExpertParallelStats& stats() const { return stats_; }
   ExpertParallelStats& stats() { return stats_; }
+  // Zeroes the measured times and counts (after a warm-up pass), keeping what describes the run.
+  void ResetMeasurements();
   // The kind of the passes that follow (ForwardOptions::step_kind), for stats().by_step_kind.
   void set_step_kind(const std::string& step_kind) { step_kind_ = step_kind; }
   const ExpertPlacement& placement() const { return placement_; }

@@ -315,6 +315,17 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
   // seconds on some machines): without a barrier the first step's first exchange waits for the
   // slowest rank, and that wait, measured seconds beside a 0.2-s prefill, was counted as the step.
   communicator.Barrier();
+  double warm_up_reduce_s = 0, warm_up_moe_gather_s = 0, warm_up_logits_gather_s = 0;
+  if (options.warm_up_prefill) {
+    DecodeOptions warm_up = decode;
+    warm_up.output_tokens = 0;
+    RunDecode(model, mine, warm_up);
+    expert_parallel.ResetMeasurements();
+    warm_up_reduce_s = attention.attention_reduce_s();
+    warm_up_moe_gather_s = attention.moe_gather_s();
+    warm_up_logits_gather_s = attention.logits_gather_s();
+    communicator.Barrier();
+  }
   const DecodeResult run = RunDecode(model, mine, decode);
 
   RunResult result;
@@ -350,14 +361,15 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
       UnpackOutputs(bytes, outputs);
     result.outputs = std::move(outputs);
   }
-  result.operator_times = model.times();
+  result.operator_times = run.prefill_operators;  // the measured run's, without a warm-up's
+  result.operator_times += run.decode_operators;
   result.operator_times_by_step_kind["prefill"] = run.prefill_operators;
   if (request.workload != Workload::kPrefill)
     result.operator_times_by_step_kind["decode"] = run.decode_operators;
   result.expert_parallel = expert_parallel.stats();
-  result.expert_parallel->attention_reduce_s = attention.attention_reduce_s();
-  result.expert_parallel->moe_gather_s = attention.moe_gather_s();
-  result.expert_parallel->logits_gather_s = attention.logits_gather_s();
+  result.expert_parallel->attention_reduce_s = attention.attention_reduce_s() - warm_up_reduce_s;
+  result.expert_parallel->moe_gather_s = attention.moe_gather_s() - warm_up_moe_gather_s;
+  result.expert_parallel->logits_gather_s = attention.logits_gather_s() - warm_up_logits_gather_s;
   result.expert_parallel_rank = rank;
   communicator.Barrier();
   return result;

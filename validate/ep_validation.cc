@@ -172,6 +172,7 @@ MeasuredRun MeasureOnce(const EpValidationRequest& request, const EpValidationCa
   options.ranks = communicator.size();
   options.chunks = std::to_string(c.chunks);
   options.attention = request.attention;
+  options.warm_up_prefill = true;  // the profile times warm operators (expert_parallel_run.h)
   const executor::RunResult measured =
       executor::RunExpertParallel(run, options, presets, communicator);
   std::vector<double> steps;
