@@ -157,7 +157,12 @@ GridSpec GridSpec::Quick() {
   // so a decode at context 16-24 (validate --cases offload) was priced at context 128's attention,
   // 0.20 ms a layer at batch 1 where it ran 0.12 (2026-11-29).
   s.decode_contexts = {16, 128, 1024, 2048, 4096};
-  s.decode_batches = {1, 4, 32};
+  // Six batches, so the fit can interpolate over batch (it needs 5 distinct counts) and
+  // leave-one-out is not decided by extrapolation: with 1, 4 and 32 it chose the constant for
+  // context 16 in 9 of 13 quick validations (batch 1 noisy, 0.11-0.39 ms, against batch 4's
+  // 0.11-0.18) and priced batch 32 at 0.13-0.24 ms against 0.53-0.65 measured. None of them a
+  // batch of validate --quick's decode cases (2, 3, 6, 12, 20), which stay held out.
+  s.decode_batches = {1, 4, 8, 16, 24, 32};
   // Prefill attention grows with the prompt squared, and the quadratic form needs more points
   // than its three parameters (fit/latency_fit.h). From 16: with 64 the smallest, the forms could
   // not tell the projections' linear term from a constant, and a quick validation priced a 48-token
@@ -166,7 +171,8 @@ GridSpec GridSpec::Quick() {
   // gamma 1, 2, 4; contexts around the SD contexts of `validate --quick` (~250 positions).
   s.verify_queries = {2, 3, 5};
   s.verify_contexts = {128, 512};
-  s.verify_batches = {1, 4, 16};
+  // Five batches, as the draft's, for the same reason (three let context 128 go constant).
+  s.verify_batches = {1, 2, 4, 8, 16};
   s.draft_contexts = {128, 512};
   // Five batches: with three (1, 4, 16) the fit could not interpolate, and leave-one-out over
   // three points, two of them held out by extrapolation, preferred a constant (1.72 ms at context
@@ -206,7 +212,7 @@ GridSpec GridSpec::Full() {
   s.prefill_tokens = {16, 32, 64, 128, 256, 512, 1024, 2048};
   s.verify_queries = {2, 3, 5, 9};  // gamma 1, 2, 4, 8
   s.verify_contexts = {128, 512, 2048};
-  s.verify_batches = {1, 4, 16};
+  s.verify_batches = {1, 2, 4, 8, 16};  // as Quick's
   s.draft_contexts = {128, 512, 2048};
   s.draft_batches = {1, 2, 4, 8, 16};  // as Quick's
   s.transfer_fixed_bytes = {4096, 65536, int64_t{1} << 20};

@@ -90,9 +90,9 @@ ValidationPlan DefaultPlan(bool quick, const std::set<CaseKind>& kinds, int64_t 
   // Three layers fewer: a shape no profile of the model ran (the same layers, fewer of them).
   plan.held_out_layers = target_layers > 3 ? target_layers - 3 : 0;
   std::vector<ValidationCase>& cases = plan.cases;
-  // Profiled grid (GridSpec::Quick): decode contexts 128/1024/2048/4096, attention batches 1/4/32,
-  // prefill 16..1024 in octaves, verify and the draft's pass at contexts 128/512 x batches 1/4/16;
-  // the cases sit between and beside those.
+  // Profiled grid (GridSpec::Quick): decode contexts 16/128/1024/2048/4096 x batches
+  // 1/4/8/16/24/32, prefill 16..1024 in octaves, verify and the draft's pass at contexts 128/512 x
+  // batches 1/2/4/8/16; the decode and prefill cases sit between and beside those.
   const std::vector<int64_t> decode_batches =
       quick ? std::vector<int64_t>{2, 3, 6, 12, 20} : std::vector<int64_t>{2, 3, 6, 10, 12, 20, 24};
   const std::vector<int64_t> contexts =

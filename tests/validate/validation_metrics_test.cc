@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "profiler/profile_grid.h"
 #include "validate/validation_case.h"
 #include "validate/run_validation.h"
 #include "validate/validation_metrics.h"
@@ -123,10 +124,11 @@ TEST(ValidationPlan, HeldOutCasesAreNotProfileGridPoints) {
   for (const ValidationCase& c : plan.cases) {
     held_out += c.held_out_shape;
     if (c.kind == CaseKind::kDecode) {
-      // GridSpec::Quick profiles decode attention at contexts 128/1024/2048/4096 and batches
-      // 1/4/32.
-      for (int64_t grid : {128, 1024, 2048, 4096}) EXPECT_NE(c.MeanDecodeContext(), grid);
-      for (int64_t grid : {1, 4, 32}) EXPECT_NE(c.batch, grid);
+      // GridSpec::Quick profiles decode attention at contexts 16/128/1024/2048/4096 and its
+      // batches.
+      for (int64_t grid : profiler::GridSpec::Quick().decode_contexts)
+        EXPECT_NE(c.MeanDecodeContext(), grid);
+      for (int64_t grid : profiler::GridSpec::Quick().decode_batches) EXPECT_NE(c.batch, grid);
     }
     if (c.kind == CaseKind::kPrefill) {
       for (int64_t grid : {64, 256, 1024}) EXPECT_NE(c.prompt, grid);
