@@ -26,11 +26,9 @@ class CostAccumulator {
   }
 
   void AddTime(Operator op, double bytes, double time_s) { cost_.Add(op, 0, bytes, time_s); }
-  // One operator (repeats 1) whose roofline time is known: the same sums as Add(op, flops, bytes,
-  // 1) when time_s is RooflineSeconds(flops, bytes, 1).
-  void AddPriced(Operator op, double flops, double bytes, double time_s) {
-    cost_.Add(op, flops, bytes, time_s);
-  }
+  // An operator's entry, to add operators (repeats 1) whose roofline time is known: adding
+  // flops, bytes and Seconds(flops, bytes) to it sums the same as Add(op, flops, bytes, 1).
+  OperatorCost& Entry(Operator op) { return cost_.Entry(op); }
   double Seconds(double flops, double bytes) const {
     return RooflineSeconds(target_, params_, flops, bytes, 1);
   }
@@ -86,15 +84,18 @@ double ForwardCost::OperatorTime(Operator op) const {
   return 0;
 }
 
-void ForwardCost::Add(Operator op, double op_flops, double op_bytes, double op_time_s) {
-  OperatorCost* entry = nullptr;
+OperatorCost& ForwardCost::Entry(Operator op) {
   for (OperatorCost& existing : operators) {
-    if (existing.op == op) entry = &existing;
+    if (existing.op == op) return existing;
   }
-  if (entry == nullptr) entry = &operators.emplace_back(OperatorCost{op, OperatorName(op)});
-  entry->flops += op_flops;
-  entry->bytes += op_bytes;
-  entry->time_s += op_time_s;
+  return operators.emplace_back(OperatorCost{op, OperatorName(op)});
+}
+
+void ForwardCost::Add(Operator op, double op_flops, double op_bytes, double op_time_s) {
+  OperatorCost& entry = Entry(op);
+  entry.flops += op_flops;
+  entry.bytes += op_bytes;
+  entry.time_s += op_time_s;
 }
 
 void ForwardCost::Total() {
@@ -166,10 +167,16 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
   };
   const CoreCost full = core_cost(0);
   const CoreCost windowed = a.sliding_window > 0 ? core_cost(a.sliding_window) : full;
-  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
-    const bool in_window = a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
-    const CoreCost& core = in_window ? windowed : full;
-    acc.AddPriced(Operator::kAttentionCore, core.flops, core.bytes, core.time_s);
+  if (model.num_layers > 0) {
+    OperatorCost& entry = acc.Entry(Operator::kAttentionCore);
+    for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+      const bool in_window =
+          a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
+      const CoreCost& core = in_window ? windowed : full;
+      entry.flops += core.flops;
+      entry.bytes += core.bytes;
+      entry.time_s += core.time_s;
+    }
   }
 
   double activated_experts = 0, tokens_per_activated_expert = 0;
