@@ -10,12 +10,17 @@ namespace moelab::base {
 
 // Counts and byte sizes are int64; a product or sum that does not fit is an error naming the
 // quantity (e.g. "total parameters"), never a wrapped negative number.
+[[noreturn, gnu::cold, gnu::noinline]] inline void ThrowOverflow(int64_t a, const char* op,
+                                                                 int64_t b, std::string_view what) {
+  throw Error(std::string(what) + ": " + std::to_string(a) + op + std::to_string(b) +
+              " overflows a 64-bit integer (above 9.2e18): the sizes given are too large");
+}
+// The check inline and the message's string code out of line: inlined, it made every checked
+// operation a call (the offload simulator counts a model's parameters every pass).
 inline int64_t CheckedResult(bool overflowed, int64_t result, int64_t a, const char* op, int64_t b,
                              std::string_view what) {
-  if (overflowed) {
-    throw Error(std::string(what) + ": " + std::to_string(a) + op + std::to_string(b) +
-                " overflows a 64-bit integer (above 9.2e18): the sizes given are too large");
-  }
+  if (overflowed) [[unlikely]]
+    ThrowOverflow(a, op, b, what);
   return result;
 }
 

@@ -26,6 +26,12 @@ class CostAccumulator {
   }
 
   void AddTime(Operator op, double bytes, double time_s) { cost_.Add(op, 0, bytes, time_s); }
+  // An operator's entry, to add operators (repeats 1) whose roofline time is known: adding
+  // flops, bytes and Seconds(flops, bytes) to it sums the same as Add(op, flops, bytes, 1).
+  OperatorCost& Entry(Operator op) { return cost_.Entry(op); }
+  double Seconds(double flops, double bytes) const {
+    return RooflineSeconds(target_, params_, flops, bytes, 1);
+  }
 
   ForwardCost Finish() {
     cost_.Total();
@@ -78,15 +84,18 @@ double ForwardCost::OperatorTime(Operator op) const {
   return 0;
 }
 
-void ForwardCost::Add(Operator op, double op_flops, double op_bytes, double op_time_s) {
-  OperatorCost* entry = nullptr;
+OperatorCost& ForwardCost::Entry(Operator op) {
   for (OperatorCost& existing : operators) {
-    if (existing.op == op) entry = &existing;
+    if (existing.op == op) return existing;
   }
-  if (entry == nullptr) entry = &operators.emplace_back(OperatorCost{op, OperatorName(op)});
-  entry->flops += op_flops;
-  entry->bytes += op_bytes;
-  entry->time_s += op_time_s;
+  return operators.emplace_back(OperatorCost{op, OperatorName(op)});
+}
+
+void ForwardCost::Add(Operator op, double op_flops, double op_bytes, double op_time_s) {
+  OperatorCost& entry = Entry(op);
+  entry.flops += op_flops;
+  entry.bytes += op_bytes;
+  entry.time_s += op_time_s;
 }
 
 void ForwardCost::Total() {
@@ -116,7 +125,7 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
   params.Validate();
   shape.Validate();
   const ParameterCounts counts = CountParameters(model);
-  const WeightBytes weights = CountWeightBytes(model);
+  const WeightBytes weights = CountWeightBytes(model, counts);
   const double act_bytes = params.activation_bits / 8.0;
   const double h = static_cast<double>(model.hidden_size);
   const double batch = static_cast<double>(shape.batch);
@@ -145,11 +154,29 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
   } else {
     flops_per_query_key = 4.0 * static_cast<double>(a.num_heads * a.head_dim);
   }
-  for (int64_t layer = 0; layer < model.num_layers; ++layer) {
-    const bool windowed = a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
-    const AttentionSpan span = SpanOf(shape, windowed ? a.sliding_window : 0);
-    acc.Add(Operator::kAttentionCore, tokens * span.mean_keys * flops_per_query_key,
-            batch * span.kv_positions * kv_bytes_per_token_layer, 1);
+  // Two kinds of layer at most (windowed or not), each priced once and added per layer in order
+  // (the simulator prices every pass; the sums are the same as pricing every layer).
+  struct CoreCost {
+    double flops, bytes, time_s;
+  };
+  auto core_cost = [&](int64_t window) {
+    const AttentionSpan span = SpanOf(shape, window);
+    const double flops = tokens * span.mean_keys * flops_per_query_key;
+    const double bytes = batch * span.kv_positions * kv_bytes_per_token_layer;
+    return CoreCost{flops, bytes, acc.Seconds(flops, bytes)};
+  };
+  const CoreCost full = core_cost(0);
+  const CoreCost windowed = a.sliding_window > 0 ? core_cost(a.sliding_window) : full;
+  if (model.num_layers > 0) {
+    OperatorCost& entry = acc.Entry(Operator::kAttentionCore);
+    for (int64_t layer = 0; layer < model.num_layers; ++layer) {
+      const bool in_window =
+          a.sliding_window > 0 && (!a.sliding_window_alternate || layer % 2 == 0);
+      const CoreCost& core = in_window ? windowed : full;
+      entry.flops += core.flops;
+      entry.bytes += core.bytes;
+      entry.time_s += core.time_s;
+    }
   }
 
   double activated_experts = 0, tokens_per_activated_expert = 0;

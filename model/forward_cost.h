@@ -59,6 +59,8 @@ struct ForwardCost {
 
   // Adds `time_s` (and flops, bytes) to `op`'s entry, creating it in order of first use.
   void Add(Operator op, double flops, double bytes, double time_s);
+  // `op`'s entry, created (zero) in order of first use: for adding to it many times.
+  OperatorCost& Entry(Operator op);
   // time_s, flops and bytes as the sums over operators.
   void Total();
 };

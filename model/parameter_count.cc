@@ -129,7 +129,10 @@ int64_t ExpertBytes(const MoeModelSpec& spec) {
 }
 
 WeightBytes CountWeightBytes(const MoeModelSpec& spec) {
-  const ParameterCounts c = CountParameters(spec);
+  return CountWeightBytes(spec, CountParameters(spec));
+}
+
+WeightBytes CountWeightBytes(const MoeModelSpec& spec, const ParameterCounts& c) {
   const WeightBits& bits = spec.bits;
   WeightBytes w;
   w.attention = Bytes(c.attention_per_layer + c.norms_per_layer, bits.attention);

@@ -59,6 +59,8 @@ struct WeightBytes {
 };
 
 WeightBytes CountWeightBytes(const MoeModelSpec& spec);
+// The same from `counts`, CountParameters(spec) counted already.
+WeightBytes CountWeightBytes(const MoeModelSpec& spec, const ParameterCounts& counts);
 
 // The bytes a run's forward passes cycle through in memory when `resident_experts` routed experts
 // (summed over layers) are held there: every weight a pass reads but the routed experts

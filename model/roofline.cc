@@ -60,7 +60,9 @@ void CostParameters::Validate() const {
   };
   fraction(compute_efficiency, "compute_efficiency");
   fraction(memory_efficiency, "memory_efficiency");
-  base::CheckSeconds(kernel_launch_s, "cost parameter 'kernel_launch_s'");
+  // The name built once: every priced pass validates its parameters.
+  static const std::string kLaunchName = "cost parameter 'kernel_launch_s'";
+  base::CheckSeconds(kernel_launch_s, kLaunchName);
   if (!(kv_bits > 0 && kv_bits <= 32))
     throw base::Error("cost parameter 'kv_bits' must be in (0, 32]");
   if (!(activation_bits > 0 && activation_bits <= 32)) {

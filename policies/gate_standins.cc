@@ -28,16 +28,15 @@ void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t expert
   for (const std::vector<int32_t>& token : routed) {
     for (int32_t expert : token) ++counts[static_cast<size_t>(expert)];
   }
-  // Every expert written, the next one over it unless it was routed: no branch on the routing
-  // (a random one, mispredicted about once an expert).
-  demand.resize(static_cast<size_t>(experts));
-  size_t routed_experts = 0;
+  // Appended in place (the capacity stays from the last layer): growing `demand` to E and cutting
+  // it back to the routed experts, to write every expert without a branch, constructed E entries
+  // again every layer, more than the branch costs.
+  demand.clear();
+  demand.reserve(static_cast<size_t>(experts));
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t count = counts[static_cast<size_t>(e)];
-    demand[routed_experts] = {static_cast<int32_t>(e), count};
-    routed_experts += count > 0 ? 1 : 0;
+    if (count > 0) demand.push_back({static_cast<int32_t>(e), count});
   }
-  demand.resize(routed_experts);
 }
 
 void SpeculativeNextLayerScores(const std::vector<float>& transition,

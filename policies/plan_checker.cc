@@ -48,19 +48,9 @@ void PlanChecker::CheckIterationPlan(const LayerPlan& plan) const {
     Bug("BeginIteration may only prefetch");
 }
 
-void PlanChecker::CheckDecisionCount(std::span<const ExpertDemand> demand,
-                                     const LayerPlan& plan) const {
-  if (plan.decisions.size() != demand.size()) {
-    Bug("planned " + std::to_string(plan.decisions.size()) + " experts for a demand of " +
-        std::to_string(demand.size()));
-  }
-}
-
-void PlanChecker::CheckDecisionOrder(std::span<const ExpertDemand> demand,
-                                     const LayerPlan& plan) const {
-  for (size_t i = 0; i < demand.size(); ++i) {
-    if (plan.decisions[i].expert != demand[i].expert) Bug("decisions out of the demand's order");
-  }
+void PlanChecker::BadDecisionCount(size_t demanded, size_t planned) const {
+  Bug("planned " + std::to_string(planned) + " experts for a demand of " +
+      std::to_string(demanded));
 }
 
 PlanChecker::Effects PlanChecker::ApplyDecision(int32_t layer, const ExpertDecision& decision) {

@@ -28,7 +28,7 @@ class PlanChecker {
   PlanChecker(std::string policy_name, int64_t moe_layers, int64_t experts_per_layer,
               int64_t expert_slots, int64_t staging_buffers);
 
-  [[noreturn]] void Bug(const std::string& what) const;
+  [[noreturn, gnu::cold]] void Bug(const std::string& what) const;
 
   // The policy's slots and staging buffers must fit the plan unless it ignores the limit.
   void CheckMemory(const MemoryPlan& plan, bool ignores_memory_limit) const;
@@ -37,8 +37,17 @@ class PlanChecker {
   void EndInitialPlacement() const;
 
   void CheckIterationPlan(const LayerPlan& plan) const;  // prefetches only
-  void CheckDecisionCount(std::span<const ExpertDemand> demand, const LayerPlan& plan) const;
-  void CheckDecisionOrder(std::span<const ExpertDemand> demand, const LayerPlan& plan) const;
+  // Inline, the messages out of line: called for every layer.
+  void CheckDecisionCount(std::span<const ExpertDemand> demand, const LayerPlan& plan) const {
+    if (plan.decisions.size() != demand.size()) [[unlikely]]
+      BadDecisionCount(demand.size(), plan.decisions.size());
+  }
+  void CheckDecisionOrder(std::span<const ExpertDemand> demand, const LayerPlan& plan) const {
+    for (size_t i = 0; i < demand.size(); ++i) {
+      if (plan.decisions[i].expert != demand[i].expert) [[unlikely]]
+        Bug("decisions out of the demand's order");
+    }
+  }
 
   // What carrying out one decision or prefetch changes, for the engine to schedule.
   struct Effects {
@@ -56,6 +65,8 @@ class PlanChecker {
   const ExpertResidency& residency() const { return residency_; }
 
  private:
+  [[noreturn, gnu::cold, gnu::noinline]] void BadDecisionCount(size_t demanded,
+                                                               size_t planned) const;
   Effects Evict(ExpertRef ref, const char* why);
   void ReserveSlot();
   void AcquireStagingBuffer();

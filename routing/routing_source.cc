@@ -37,15 +37,23 @@ void CheckModel(const std::string& who, int64_t num_layers, int64_t num_experts,
   }
 }
 
-void CheckRequest(const std::string& who, int64_t num_layers, int64_t step, int64_t layer,
-                  int64_t tokens) {
+[[noreturn, gnu::cold, gnu::noinline]] void ThrowBadRequest(const std::string& who,
+                                                            int64_t num_layers, int64_t step,
+                                                            int64_t layer, int64_t tokens) {
   if (step < 0) throw base::Error(who + ": step must be >= 0, got " + std::to_string(step));
   if (layer < 0 || layer >= num_layers) {
     throw base::Error(who + ": layer " + std::to_string(layer) +
                       " is out of range, the model has " + std::to_string(num_layers) +
                       " MoE layers");
   }
-  if (tokens < 0) throw base::Error(who + ": tokens must be >= 0, got " + std::to_string(tokens));
+  throw base::Error(who + ": tokens must be >= 0, got " + std::to_string(tokens));
+}
+
+// Inline, the messages out of line: a trace replay checks every layer of every pass.
+inline void CheckRequest(const std::string& who, int64_t num_layers, int64_t step, int64_t layer,
+                         int64_t tokens) {
+  if (step < 0 || layer < 0 || layer >= num_layers || tokens < 0) [[unlikely]]
+    ThrowBadRequest(who, num_layers, step, layer, tokens);
 }
 
 std::string ModelShape(int64_t num_layers, int64_t num_experts, int64_t top_k) {
@@ -210,22 +218,29 @@ class TraceRouting : public RoutingSource {
   const std::vector<std::vector<int32_t>>* Stored(int64_t step, int64_t layer,
                                                   int64_t tokens) override {
     CheckRequest(origin_, trace_.num_layers, step, layer, tokens);
-    if (step >= static_cast<int64_t>(trace_.steps.size())) {
-      throw base::Error(origin_ + ": asked for step " + std::to_string(step) +
-                        ", but the trace has only " + std::to_string(trace_.steps.size()) +
-                        " steps (0.." +
-                        std::to_string(static_cast<int64_t>(trace_.steps.size()) - 1) + ")");
-    }
+    if (step >= static_cast<int64_t>(trace_.steps.size())) [[unlikely]]
+      ThrowPastEnd(step);
     const RoutingStep& routed = trace_.steps[static_cast<size_t>(step)];
-    if (tokens != routed.tokens) {
-      throw base::Error(origin_ + ": asked for " + std::to_string(tokens) + " tokens at step " +
-                        std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
-                        std::to_string(routed.tokens) + " tokens");
-    }
+    if (tokens != routed.tokens) [[unlikely]]
+      ThrowTokens(step, tokens);
     return &routed.experts[static_cast<size_t>(layer)];
   }
 
  private:
+  // The errors out of line: Stored is called for every layer of every pass.
+  [[noreturn, gnu::cold, gnu::noinline]] void ThrowPastEnd(int64_t step) const {
+    throw base::Error(origin_ + ": asked for step " + std::to_string(step) +
+                      ", but the trace has only " + std::to_string(trace_.steps.size()) +
+                      " steps (0.." +
+                      std::to_string(static_cast<int64_t>(trace_.steps.size()) - 1) + ")");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void ThrowTokens(int64_t step, int64_t tokens) const {
+    const RoutingStep& routed = trace_.steps[static_cast<size_t>(step)];
+    throw base::Error(origin_ + ": asked for " + std::to_string(tokens) + " tokens at step " +
+                      std::to_string(step) + " (" + routed.kind + "), but the trace's step has " +
+                      std::to_string(routed.tokens) + " tokens");
+  }
+
   RoutingTrace trace_;
   std::string origin_;
 };

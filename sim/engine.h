@@ -152,6 +152,7 @@ class Engine : public OpListener {
   OpHandle last_compute_;
   policies::LayerPlan plan_;
   std::vector<std::vector<int32_t>> routed_;
+  std::vector<size_t> deferred_;  // RouteLayer: the decisions run after the layer's plain hits
   std::vector<int64_t> counts_;
   std::vector<policies::ExpertDemand> demand_;
   std::vector<float> gate_, next_scores_;

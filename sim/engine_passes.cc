@@ -240,15 +240,18 @@ void Engine::RouteLayer(int64_t layer) {
   // the cache as the previous layer left it, so a later promotion or fetch of the same layer may
   // evict one of them (when the layer needs more experts than its cache holds); the computation
   // exists by then, and the slot's new copy waits for it.
-  for (int round = 0; round < 2; ++round) {
-    for (size_t i = 0; i < demand_.size(); ++i) {
-      const ExpertDecision& decision = plan_.decisions[i];
-      const bool plain_hit = decision.action == ExpertAction::kResident && !decision.promote;
-      if (plain_hit == (round == 0)) {
-        outputs_.push_back(Execute(moe_layer, demand_[i].tokens, decision, device));
-      }
+  // One walk: the hits run as met, the others are kept (in order) for after them.
+  deferred_.clear();
+  for (size_t i = 0; i < demand_.size(); ++i) {
+    const ExpertDecision& decision = plan_.decisions[i];
+    if (decision.action == ExpertAction::kResident && !decision.promote) {
+      outputs_.push_back(Execute(moe_layer, demand_[i].tokens, decision, device));
+    } else {
+      deferred_.push_back(i);
     }
   }
+  for (const size_t i : deferred_)
+    outputs_.push_back(Execute(moe_layer, demand_[i].tokens, plan_.decisions[i], device));
   ApplyPrefetches();
   AfterLayer(layer);
 }

@@ -173,7 +173,19 @@ class OpGraph {
   }
   int32_t NewSlot();  // a new op at the end of ops_ (none free)
   void AddEdge(OpHandle before, OpHandle after);
-  void Ready(int32_t index);
+  // An op whose dependencies are done waits for its resource. Inline for a demand op at priority
+  // 0 (nearly every op: a push on its resource's FIFO); the others out of line (ReadyElse).
+  void Ready(int32_t index) {
+    const Op& op = ops_[static_cast<size_t>(index)];
+    if (op.resource != Resource::kNone && op.priority_class == 0 && op.priority == 0) [[likely]] {
+      waiting_mask_ |= 1u << static_cast<unsigned>(op.resource);
+      fifo_[static_cast<size_t>(op.resource)].Push(
+          {op.priority_class, op.priority, ready_sequence_++, index});
+      return;
+    }
+    ReadyElse(index);
+  }
+  void ReadyElse(int32_t index);
   void Dispatch();
   // Shared resources: each running op's time alone still to go, brought up to now; then every
   // running op's end at the current share, each with a new event (the old ones go stale).
@@ -215,11 +227,12 @@ class OpGraph {
     size_t mask() const { return ring.size() - 1; }
     const Waiting& front() const { return ring[head & mask()]; }
     void Push(const Waiting& waiting) {
-      if (tail - head == ring.size()) Grow();
+      if (tail - head == ring.size()) [[unlikely]]
+        Grow();
       ring[tail++ & mask()] = waiting;
     }
     int32_t Pop() { return ring[head++ & mask()].index; }
-    void Grow();
+    [[gnu::noinline]] void Grow();
   };
   std::array<Fifo, kResourceCount> fifo_{};
   // A bit per resource that serves one op at a time: it serves one now.

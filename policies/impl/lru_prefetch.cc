@@ -132,10 +132,6 @@ class LruPrefetchPolicy : public OffloadPolicy {
       }
       return cache.back();
     };
-    auto make_recent = [&](int32_t expert) {
-      cache.erase(std::remove(cache.begin(), cache.end(), expert), cache.end());
-      cache.insert(cache.begin(), expert);
-    };
 
     // Hits are decided against the cache as the previous pass left it (a layer that needs more
     // than k experts may then evict one of its own hits; the engine lets it finish first).
@@ -143,9 +139,11 @@ class LruPrefetchPolicy : public OffloadPolicy {
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       const int32_t expert = demand.experts[i].expert;
       AddDecision(plan, expert, ExpertAction::kResident);
-      if (contains(cache, expert)) {
+      if (const auto it = std::find(cache.begin(), cache.end(), expert); it != cache.end()) {
         hit_[i] = 1;
-        make_recent(expert);
+        // The most recent now: the ones before it move back one place (the cache holds each
+        // expert once; an erase and an insert at the front moved the tail twice).
+        std::rotate(cache.begin(), it, it + 1);
       }
     }
     for (size_t i = 0; i < demand.experts.size(); ++i) {
@@ -178,18 +176,21 @@ class LruPrefetchPolicy : public OffloadPolicy {
     // The first prefetch_ experts of the popularity order stably sorted by score (what a
     // std::stable_sort of all of them gives there), kept in a short sorted list instead: no
     // buffer to allocate, O(E x prefetch_).
+    // The list's first `listed` entries are used; an insertion drops the last when it is full.
     std::vector<int32_t>& order = scratch_order_;
-    order.clear();
     const size_t wanted = static_cast<size_t>(prefetch_);
+    order.resize(wanted);
+    size_t listed = 0;
     for (const int32_t expert : popularity_order_[next]) {
       const float score = demand.next_layer_scores[expert];
-      size_t at = order.size();
+      size_t at = listed;
       while (at > 0 && score > demand.next_layer_scores[order[at - 1]]) --at;  // ties stay behind
       if (at >= wanted) continue;
-      if (order.size() == wanted) order.pop_back();
-      order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), expert);
+      if (listed < wanted) ++listed;
+      for (size_t j = listed - 1; j > at; --j) order[j] = order[j - 1];
+      order[at] = expert;
     }
-    for (size_t i = 0; i < order.size(); ++i) {
+    for (size_t i = 0; i < listed; ++i) {
       const int32_t expert = order[i];
       if (demand.next_layer_scores[expert] <= 0) break;
       if (contains(cache_[next], expert) || contains(staged_[next], expert)) continue;
