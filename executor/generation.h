@@ -67,6 +67,9 @@ struct BeamResult {
   std::vector<StepTime> steps;
   double prefill_s = 0;
   double decode_s = 0;
+  // Of decode_s, the time beside the forward passes: scoring each beam's vocabulary, ranking, and
+  // copying the kept beams' KV caches (what a decode of `width` sequences does not do).
+  double selection_s = 0;
 };
 
 // Beam search of `width` beams over `output_tokens` tokens from one prompt: each step scores every

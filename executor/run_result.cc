@@ -100,6 +100,7 @@ void AddWorkloadJson(const RunResult& r, nlohmann::json& json) {
   if (r.outputs) json["outputs"] = *r.outputs;
   if (r.beam_width) {
     json["beam_width"] = *r.beam_width;
+    json["beam_selection_s"] = Nullable(r.beam_selection_s);
     nlohmann::json beams = nlohmann::json::array();
     for (const Beam& b : r.beams)
       beams.push_back({{"tokens", b.tokens}, {"log_probability", b.log_probability}});

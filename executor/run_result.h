@@ -85,6 +85,7 @@ struct RunResult {
   std::vector<StepTime> step_times;
   std::optional<std::vector<TokenIds>> outputs;  // decode and SD
   std::optional<int64_t> beam_width;             // beam
+  std::optional<double> beam_selection_s;        // beam: BeamResult::selection_s
   std::vector<Beam> beams;                       // beam: best first
   std::optional<RunModel> draft;                 // SD
   std::optional<RunSdStats> sd;                  // SD

@@ -318,6 +318,7 @@ void RunBeamWorkload(const WorkloadContext& w, RunResult& result) {
     result.tokens_per_s = later_tokens / run.decode_s;
   }
   result.beam_width = w.request.beam_width;
+  result.beam_selection_s = run.selection_s;
   result.step_times = run.steps;
   result.beams = run.beams;
 }

@@ -60,9 +60,19 @@ void Softmax(float* values, int64_t count) {
   for (int64_t i = 0; i < count; ++i) values[i] *= inverse;
 }
 
-void LogSoftmax(const float* logits, int64_t count, float* out) {
-  float max_value = logits[0];
-  for (int64_t i = 1; i < count; ++i) max_value = std::max(max_value, logits[i]);
+float LogSumExp(const float* logits, int64_t count) {
+  // Eight running maxima, then theirs: the one-chain loop waited on each comparison (a beam step
+  // reads width x vocab logits). The same maximum for any logits without NaN.
+  constexpr int64_t kLanes = 8;
+  float lane_max[kLanes];
+  for (int64_t j = 0; j < kLanes; ++j) lane_max[j] = logits[0];
+  int64_t i = 1;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lane_max[j] = std::max(lane_max[j], logits[i + j]);
+  }
+  for (; i < count; ++i) lane_max[0] = std::max(lane_max[0], logits[i]);
+  float max_value = lane_max[0];
+  for (int64_t j = 1; j < kLanes; ++j) max_value = std::max(max_value, lane_max[j]);
   // The exponentials by FastExp a chunk at a time (vectorized; `out` may be `logits`), summed in
   // double over four interleaved partial sums (a fixed order: the same bits every run). A beam
   // step scores width x vocab candidates, and a libm exp in double per element took 0.5 ms of a
@@ -76,7 +86,11 @@ void LogSoftmax(const float* logits, int64_t count, float* out) {
     for (int64_t i = 0; i < n; ++i) partial[i % 4] += static_cast<double>(exps[i]);
   }
   const double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  const float log_sum = static_cast<float>(std::log(sum)) + max_value;
+  return static_cast<float>(std::log(sum)) + max_value;
+}
+
+void LogSoftmax(const float* logits, int64_t count, float* out) {
+  const float log_sum = LogSumExp(logits, count);
   for (int64_t i = 0; i < count; ++i) out[i] = logits[i] - log_sum;
 }
 

@@ -20,6 +20,9 @@ void AddTo(const float* x, int64_t count, float* y);
 // In-place numerically stable softmax; returns nothing. LogSoftmax writes log-probabilities.
 void Softmax(float* values, int64_t count);
 void LogSoftmax(const float* logits, int64_t count, float* out);
+// log(sum(exp(logits))) as LogSoftmax computes it: its out[i] is logits[i] - LogSumExp(...), the
+// same float, so a caller that reads a few log-probabilities need not write them all.
+float LogSumExp(const float* logits, int64_t count);
 
 // Index of the largest value (the first one on ties), for greedy decoding.
 int64_t ArgMax(const float* values, int64_t count);

@@ -385,6 +385,9 @@ TEST(BeamSearch, ReturnsTheBestSequencesOfAnExhaustiveSearch) {
     EXPECT_NEAR(beams.beams[i].log_probability, all[i].first, 1e-4) << "rank " << i;
     EXPECT_EQ(beams.beams[i].tokens, all[i].second) << "rank " << i;
   }
+  // Each step's selection (scoring, ranking, the kept caches) is timed within the step.
+  EXPECT_GT(beams.selection_s, 0);
+  EXPECT_LT(beams.selection_s, beams.decode_s);
   // Narrow beams are never better than the exhaustive best.
   const BeamResult narrow = RunBeamSearch(m.target, prompt, 2, 3);
   EXPECT_LE(narrow.beams[0].log_probability, all[0].first + 1e-9);

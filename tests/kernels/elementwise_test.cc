@@ -64,6 +64,23 @@ TEST(LogSoftmax, MatchesDoublePrecisionOverAVocabularyAndWorksInPlace) {
   EXPECT_EQ(in_place, out);
 }
 
+// LogSoftmax's out[i] is logits[i] - LogSumExp to the bit (beam search reads a few that way), and
+// the maximum is found wherever it sits among the running lanes and the tail.
+TEST(LogSumExp, IsWhatLogSoftmaxSubtracts) {
+  for (const int64_t n : {1, 7, 9, 32003}) {
+    for (const int64_t peak : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<float> logits(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) logits[i] = static_cast<float>((i * 37) % 101) * 0.01f;
+      logits[peak] = 50.0f;
+      std::vector<float> out(logits.size());
+      LogSoftmax(logits.data(), n, out.data());
+      const float log_sum = LogSumExp(logits.data(), n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], logits[i] - log_sum) << n << " " << i;
+      EXPECT_NEAR(out[peak], 0.0f, 1e-6) << n << " " << peak;  // the peak holds nearly all mass
+    }
+  }
+}
+
 TEST(ArgMax, FirstOnTies) {
   const std::vector<float> v = {1, 5, 5, 2};
   EXPECT_EQ(ArgMax(v.data(), 4), 1);
