@@ -83,7 +83,16 @@ float LogSumExp(const float* logits, int64_t count) {
   for (int64_t begin = 0; begin < count; begin += kChunk) {
     const int64_t n = std::min(kChunk, count - begin);
     for (int64_t i = 0; i < n; ++i) exps[i] = FastExp(logits[begin + i] - max_value);
-    for (int64_t i = 0; i < n; ++i) partial[i % 4] += static_cast<double>(exps[i]);
+    // Element i into partial[i % 4] (chunks are whole multiples of four), written out so that
+    // the compiler adds two lanes at a time (`partial[i % 4]` kept it one double add at a time).
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      partial[0] += static_cast<double>(exps[i]);
+      partial[1] += static_cast<double>(exps[i + 1]);
+      partial[2] += static_cast<double>(exps[i + 2]);
+      partial[3] += static_cast<double>(exps[i + 3]);
+    }
+    for (; i < n; ++i) partial[i % 4] += static_cast<double>(exps[i]);
   }
   const double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
   return static_cast<float>(std::log(sum)) + max_value;
