@@ -27,6 +27,7 @@
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
+#include "policies/impl/fmoe_lowest_few.h"
 #include "policies/impl/fmoe_row_classes.h"
 
 namespace moelab::policies::impl {
@@ -190,6 +191,7 @@ class FmoePolicy : public OffloadPolicy {
       Stamp(flat);  // in use: not evicted by this layer's misses
     }
     hit_.assign(demand.experts.size(), 0);
+    FmoeLowestFew lowest_few;
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       hit_[i] = cached_[static_cast<size_t>(FlatIndex(setup_, layer, demand.experts[i].expert))];
     }
@@ -201,7 +203,7 @@ class FmoePolicy : public OffloadPolicy {
         decision.action = ExpertAction::kFetch;
         decision.target = FetchTarget::kCache;
         if (cached_count_ >= slots_) {
-          int64_t victim = Victim(/*allow_protected=*/false);
+          int64_t victim = Victim(lowest_few);
           if (victim < 0) victim = Victim(/*allow_protected=*/true);
           Evict(victim);
           decision.evict = RefOf(setup_, victim);
@@ -252,6 +254,7 @@ class FmoePolicy : public OffloadPolicy {
     std::vector<float> probabilities;  // [layer][expert]
     std::vector<double> prefix_norm2;  // [layer]: squared norm of rows 0..layer
     size_t semantic_class = 0;         // its embedding in semantics_
+    bool finite = true;                // every probability finite (Victim's ordered values)
   };
   // A distinct semantic embedding of the store and how many stored maps carry it.
   struct SemanticClass {
@@ -539,14 +542,60 @@ class FmoePolicy : public OffloadPolicy {
   int64_t Victim(bool allow_protected) const {
     int64_t victim = -1;
     double lowest = 0;
-    const float* p =
-        matched_ < 0 ? nullptr : store_[static_cast<size_t>(matched_)].probabilities.data();
+    ForEachEvictable(allow_protected, [&](int64_t flat, double value) {
+      // The first as is (whatever its value), then only a strictly lower one.
+      if (victim < 0 || value < lowest) {
+        victim = flat;
+        lowest = value;
+      }
+    });
+    return victim;
+  }
+  // Victim(false) within one planning step (a layer's demand misses, or one PrefetchLayer), in
+  // which the values are fixed and candidates are only removed (evicted, or stamped and so
+  // protected; a newly cached expert is stamped first): `few` keeps the step's lowest candidates
+  // (FmoeLowestFew), so the cache is walked again only when they are all gone. Ordered values
+  // need a finite matched map; otherwise every call walks.
+  int64_t Victim(FmoeLowestFew& few) const {
+    if (matched_ >= 0 && !store_[static_cast<size_t>(matched_)].finite) return Victim(false);
+    const int64_t current_layer_start = current_layer_ * experts_;
+    const auto evictable = [&](int64_t flat) {
+      const size_t word = static_cast<size_t>(flat) / 64;
+      const uint64_t bit = uint64_t{1} << (flat % 64);
+      return (cached_bits_[word] & bit) != 0 &&
+             !((stamped_bits_[word] & bit) != 0 && flat >= current_layer_start);
+    };
+    if (const int64_t kept = few.First(evictable); kept >= 0) return kept;
+    few.clear();
+    double bar = few.Bar();  // a local: a register in the loop
+    ForEachEvictable(false, [&few, &bar](int64_t flat, double value) {
+      if (value < bar) {
+        few.Offer(flat, value);
+        bar = few.Bar();
+      }
+    });
+    return few.empty() ? -1 : few.First([](int64_t) { return true; });
+  }
+  // visit(flat, value) for each cached expert, in index order, that may be evicted: not
+  // protected unless allow_protected. Split by whether there is a matched map, so the loop per
+  // expert is only its value and the visit.
+  template <typename Visit>
+  void ForEachEvictable(bool allow_protected, Visit visit) const {
+    if (matched_ < 0) {
+      ForEachEvictable<false>(allow_protected, nullptr, visit);
+    } else {
+      ForEachEvictable<true>(allow_protected,
+                             store_[static_cast<size_t>(matched_)].probabilities.data(), visit);
+    }
+  }
+  template <bool kMatched, typename Visit>
+  void ForEachEvictable(bool allow_protected, const float* p, Visit& visit) const {
     const int64_t current_layer_start = current_layer_ * experts_;
     for (size_t word = 0; word < cached_bits_.size(); ++word) {
       uint64_t bits = cached_bits_[word];
+      const int64_t first = static_cast<int64_t>(word * 64);
       if (!allow_protected) {
         // Protected: stamped this pass, at the current layer or later.
-        const int64_t first = static_cast<int64_t>(word * 64);
         const uint64_t current_or_later = current_layer_start <= first ? ~uint64_t{0}
                                           : current_layer_start >= first + 64
                                               ? 0
@@ -554,17 +603,12 @@ class FmoePolicy : public OffloadPolicy {
         bits &= ~(stamped_bits_[word] & current_or_later);
       }
       for (; bits != 0; bits &= bits - 1) {
-        const int64_t flat = static_cast<int64_t>(word * 64) + std::countr_zero(bits);
+        const int64_t flat = first + std::countr_zero(bits);
         const double probability =
-            p ? p[static_cast<size_t>(flat)] + kProbabilityFloor : kProbabilityFloor;
-        const double value = probability * freq_[static_cast<size_t>(flat)];
-        if (victim < 0 || value < lowest) {
-          victim = flat;
-          lowest = value;
-        }
+            kMatched ? p[static_cast<size_t>(flat)] + kProbabilityFloor : kProbabilityFloor;
+        visit(flat, probability * freq_[static_cast<size_t>(flat)]);
       }
     }
-    return victim;
   }
 
   // Marks an expert in use or wanted in this pass (BeginIteration clears the marks).
@@ -605,6 +649,7 @@ class FmoePolicy : public OffloadPolicy {
       order[j] = expert;
     }
     double mass = 0;
+    FmoeLowestFew lowest_few;
     for (int64_t n = 0; n < experts_; ++n) {
       if (n >= setup_.top_k && mass >= delta) break;
       const int32_t expert = order[static_cast<size_t>(n)];
@@ -614,7 +659,7 @@ class FmoePolicy : public OffloadPolicy {
       if (cached_[static_cast<size_t>(flat)]) continue;
       std::optional<ExpertRef> evict;
       if (cached_count_ >= slots_) {
-        const int64_t victim = Victim(/*allow_protected=*/false);
+        const int64_t victim = Victim(lowest_few);
         if (victim < 0) break;  // everything cached is wanted in this pass
         Evict(victim);
         evict = RefOf(setup_, victim);
@@ -642,6 +687,8 @@ class FmoePolicy : public OffloadPolicy {
       map.prefix_norm2[static_cast<size_t>(layer)] = norm2;
     }
     if (norm2 <= 0) return;
+    // Floats square to at most ~1.2e77: the sum is finite exactly when every value is.
+    map.finite = std::isfinite(norm2);
     const double d = static_cast<double>(distance_), l = static_cast<double>(layers_);
     for (const StoredMap& other : store_) {
       if (!deduplicate) break;
