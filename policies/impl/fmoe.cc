@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstring>
 #include <immintrin.h>
+#include <limits>
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
@@ -180,6 +181,7 @@ class FmoePolicy : public OffloadPolicy {
                    ? inverse_norms_[static_cast<size_t>(layer)].data()
                    : nullptr;
     if (scoring_) {
+      ceilings_ = inverse_maxima_[static_cast<size_t>(layer)].data();
       std::fill(highest_, highest_ + kLanes, -2.0);
       std::fill(highest_at_, highest_at_ + kLanes, -1);
     }
@@ -270,19 +272,59 @@ class FmoePolicy : public OffloadPolicy {
   //   When the layer's stored rows take few distinct values (FmoeRowClasses: at batch 1 the
   // routings of one token), the row's dot product with each distinct row is taken once, in the
   // same float sum, and each map's looked up by its class: `by_class` holds the maps' classes.
+  //   Scoring skips the blocks that cannot hold the best map (ScoresBelow): a block's largest sum
+  // times its largest inverse norm bounds its scores, and floor_ is a score some map reaches.
   void AccumulateDots(int64_t layer, const float* row) {
     static const bool avx512 = __builtin_cpu_supports("avx512f");
     static const bool avx2 = __builtin_cpu_supports("avx2");
+    const int32_t* by_class = avx512 || avx2 ? ClassDots(layer, row) : nullptr;
+    if (scoring_) floor_ = FloorScore(layer, row, by_class);
     if (avx512) {
-      AccumulateDotsAvx512(layer, row, ClassDots(layer, row));
+      AccumulateDotsAvx512(layer, row, by_class);
     } else if (avx2) {
-      AccumulateDotsAvx2(layer, row, ClassDots(layer, row));
+      AccumulateDotsAvx2(layer, row, by_class);
     } else if (experts_ == 8) {
       // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers.
       AccumulateDots<8, 1>(layer, row);
     } else {
       AccumulateDots<0, 1>(layer, row);
     }
+  }
+  // A score the search will find at this layer: the last match's (trajectories persist),
+  // computed as the search computes it (its dot product in float in expert order, or its class's,
+  // then the double sum and product), so the best score is at least this; -2 when there is none
+  // (no score below -2 counts: the lanes' maxima start there).
+  double FloorScore(int64_t layer, const float* row, const int32_t* by_class) const {
+    if (matched_ < 0 || static_cast<size_t>(matched_) >= dots_.size()) return -2;
+    const size_t y = static_cast<size_t>(matched_);
+    float dot = 0;
+    if (by_class) {
+      dot = class_dots_[static_cast<size_t>(by_class[y])];
+    } else {
+      const size_t experts = static_cast<size_t>(experts_);
+      const float* stored =
+          rows_[static_cast<size_t>(layer)].data() + y / kLanes * kLanes * experts;
+      for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + y % kLanes];
+    }
+    const double score = (dots_[y] + dot) * scoring_[y];
+    return score > -2 ? score : -2;  // a NaN score is no floor
+  }
+  // Whether every score of a block is below `floor`, from its largest sum `top` and its largest
+  // inverse norm `ceiling` (>= 0): a map's score sum x inverse is at most top x ceiling when its
+  // sum is >= 0 (rounding is monotonic) and at most 0 <= top x ceiling otherwise. A NaN top (or
+  // a negative one) is never below; a NaN sum's score never counts (>= fails), skipped or not.
+  static bool ScoresBelow(double top, double ceiling, double floor) {
+    return top >= 0 && top * ceiling < floor;
+  }
+  // The largest of a block's lanes, NaN when any is (then ScoresBelow says no, and it raises no
+  // floor): a NaN must not hide a larger lane.
+  __attribute__((always_inline)) static double MaxLane(const DoubleHalf (&v)[2]) {
+    double top = v[0][0];
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < kLanes / 2; ++i)
+        top = v[h][i] > top || v[h][i] != v[h][i] ? v[h][i] : top;
+    }
+    return top;
   }
   // class_dots_[c] = row . (class c's row) for every class of the layer's rows (kLookupClasses
   // entries), and the maps' classes; null (each map's dot product taken from its row) unless
@@ -323,10 +365,11 @@ class FmoePolicy : public OffloadPolicy {
                                                                   const int32_t* by_class) {
     const size_t maps = dots_.size();
     const size_t experts = static_cast<size_t>(experts_);
-    const LaneOutputs outputs{dots_.data(), scoring_};
+    const LaneOutputs outputs{dots_.data(), scoring_, ceilings_};
     LaneMaxima highest;
     std::memcpy(highest.score, highest_, sizeof(highest.score));
     std::memcpy(highest.at, highest_at_, sizeof(highest.at));
+    highest.floor = floor_;
     const __m512 low = _mm512_loadu_ps(class_dots_.data());
     const __m512 high = _mm512_loadu_ps(class_dots_.data() + kLanes);
     size_t y = 0;
@@ -338,6 +381,7 @@ class FmoePolicy : public OffloadPolicy {
     }
     std::memcpy(highest_, highest.score, sizeof(highest.score));
     std::memcpy(highest_at_, highest.at, sizeof(highest.at));
+    floor_ = highest.floor;
     AccumulateTail(y, rows_[static_cast<size_t>(layer)].data() + y * experts, row, experts);
   }
   // AVX2, written with intrinsics (GCC spills the 16-lane generic vectors to the stack under
@@ -363,6 +407,7 @@ class FmoePolicy : public OffloadPolicy {
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
     const double* scoring = scoring_;
+    double floor = floor_;
     __m256d highest[4], highest_at[4];  // per lane, as highest_ / highest_at_ (indices as doubles)
     for (size_t q = 0; q < 4; ++q) {
       highest[q] = _mm256_loadu_pd(highest_ + 4 * q);
@@ -406,18 +451,25 @@ class FmoePolicy : public OffloadPolicy {
                               _mm256_cvtps_pd(_mm256_extractf128_ps(dot_low, 1)),
                               _mm256_cvtps_pd(_mm256_castps256_ps128(dot_high)),
                               _mm256_cvtps_pd(_mm256_extractf128_ps(dot_high, 1))};
-      const __m256d first = _mm256_set1_pd(static_cast<double>(y));
+      __m256d sum[4];
       for (size_t q = 0; q < 4; ++q) {
-        const __m256d sum = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
-        _mm256_storeu_pd(dots + y + 4 * q, sum);
-        if (!scoring) continue;
-        const __m256d score = _mm256_mul_pd(sum, _mm256_loadu_pd(scoring + y + 4 * q));
-        const __m256d reached = _mm256_cmp_pd(score, highest[q], _CMP_GE_OQ);
-        highest[q] = _mm256_blendv_pd(highest[q], score, reached);
+        sum[q] = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
+        _mm256_storeu_pd(dots + y + 4 * q, sum[q]);
+      }
+      if (!scoring || ScoresBelow(MaxLane(sum), ceilings_[y / kLanes], floor)) continue;
+      const __m256d first = _mm256_set1_pd(static_cast<double>(y));
+      __m256d score[4];
+      for (size_t q = 0; q < 4; ++q) {
+        score[q] = _mm256_mul_pd(sum[q], _mm256_loadu_pd(scoring + y + 4 * q));
+        const __m256d reached = _mm256_cmp_pd(score[q], highest[q], _CMP_GE_OQ);
+        highest[q] = _mm256_blendv_pd(highest[q], score[q], reached);
         highest_at[q] =
             _mm256_blendv_pd(highest_at[q], _mm256_add_pd(first, lane_offsets[q]), reached);
       }
+      const double best = MaxLane(score);
+      if (best > floor) floor = best;
     }
+    floor_ = floor;
     for (size_t q = 0; q < 4; ++q) {
       _mm256_storeu_pd(highest_ + 4 * q, highest[q]);
       double at[4];
@@ -425,6 +477,16 @@ class FmoePolicy : public OffloadPolicy {
       for (size_t i = 0; i < 4; ++i) highest_at_[4 * q + i] = static_cast<int64_t>(at[i]);
     }
     AccumulateTail(y, stored, row, experts);
+  }
+  // The largest of 16 lanes, NaN when any is (as MaxLane above: max_pd drops a NaN operand,
+  // which could hide a larger lane, so NaNs are looked for apart).
+  __attribute__((target("avx2"), always_inline)) static double MaxLane(const __m256d (&v)[4]) {
+    const __m256d unordered = _mm256_or_pd(_mm256_cmp_pd(v[0], v[1], _CMP_UNORD_Q),
+                                           _mm256_cmp_pd(v[2], v[3], _CMP_UNORD_Q));
+    if (_mm256_movemask_pd(unordered) != 0) return std::numeric_limits<double>::quiet_NaN();
+    const __m256d top = _mm256_max_pd(_mm256_max_pd(v[0], v[1]), _mm256_max_pd(v[2], v[3]));
+    const __m128d half = _mm_max_pd(_mm256_castpd256_pd128(top), _mm256_extractf128_pd(top, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(half, _mm_unpackhi_pd(half, half)));
   }
   // The maps of the last, partial block (from map y, at `stored`), one at a time, scored in lane 0.
   void AccumulateTail(size_t y, const float* stored, const float* row, size_t experts) {
@@ -452,10 +514,11 @@ class FmoePolicy : public OffloadPolicy {
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
     // Locals, not members: stores through them would otherwise force reloads of every member.
-    const LaneOutputs outputs{dots, scoring_};
+    const LaneOutputs outputs{dots, scoring_, ceilings_};
     LaneMaxima highest;
     std::memcpy(highest.score, highest_, sizeof(highest.score));
     std::memcpy(highest.at, highest_at_, sizeof(highest.at));
+    highest.floor = floor_;
     size_t y = 0;
     for (; y + kGroup * kLanes <= maps; y += kGroup * kLanes, stored += kGroup * block) {
       FloatLanes dot[kGroup] = {};
@@ -479,21 +542,26 @@ class FmoePolicy : public OffloadPolicy {
     }
     std::memcpy(highest_, highest.score, sizeof(highest.score));
     std::memcpy(highest_at_, highest.at, sizeof(highest.at));
+    floor_ = highest.floor;
     AccumulateTail(y, stored, row, experts);
   }
 
   struct LaneOutputs {
     double* dots;
-    const double* scoring;  // inverse norms; null: not scoring this layer
+    const double* scoring;   // inverse norms; null: not scoring this layer
+    const double* ceilings;  // [block]: the largest of its inverse norms
   };
-  // Per lane: the highest score so far and the latest map reaching it (ties go to the later map).
+  // Per lane: the highest score so far and the latest map reaching it (ties go to the later map);
+  // and a score some map reaches (see floor_).
   struct LaneMaxima {
     DoubleHalf score[2];
     IndexHalf at[2];
+    double floor;
   };
   // dots[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double sum);
-  // when scoring, the running maxima of their scores per lane (no score is kept: BestTrajectory
-  // recomputes the winner's).
+  // when scoring, unless the block's scores are all below the floor, the running maxima of their
+  // scores per lane (no score is kept: BestTrajectory recomputes the winner's), the floor raised
+  // to the block's best.
   __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y,
                                                       const LaneOutputs& out, LaneMaxima& highest) {
     const DoubleHalf half[2] = {
@@ -501,22 +569,29 @@ class FmoePolicy : public OffloadPolicy {
                                 DoubleHalf),
         __builtin_convertvector(__builtin_shufflevector(dot, dot, 8, 9, 10, 11, 12, 13, 14, 15),
                                 DoubleHalf)};
+    DoubleHalf sum[2];
     for (size_t h = 0; h < 2; ++h) {
       const size_t at = y + h * kLanes / 2;
-      DoubleHalf sum;
-      std::memcpy(&sum, out.dots + at, sizeof(sum));
-      sum += half[h];
-      std::memcpy(out.dots + at, &sum, sizeof(sum));
-      if (!out.scoring) continue;
+      std::memcpy(&sum[h], out.dots + at, sizeof(sum[h]));
+      sum[h] += half[h];
+      std::memcpy(out.dots + at, &sum[h], sizeof(sum[h]));
+    }
+    if (!out.scoring) return;
+    if (ScoresBelow(MaxLane(sum), out.ceilings[y / kLanes], highest.floor)) return;
+    DoubleHalf score[2];
+    for (size_t h = 0; h < 2; ++h) {
+      const size_t at = y + h * kLanes / 2;
       DoubleHalf inverse;
       std::memcpy(&inverse, out.scoring + at, sizeof(inverse));
-      const DoubleHalf score = sum * inverse;
-      const IndexHalf reached = score >= highest.score[h];
+      score[h] = sum[h] * inverse;
+      const IndexHalf reached = score[h] >= highest.score[h];
       const int64_t first = static_cast<int64_t>(at);
       const IndexHalf index = IndexHalf{0, 1, 2, 3, 4, 5, 6, 7} + first;
-      highest.score[h] = reached ? score : highest.score[h];
+      highest.score[h] = reached ? score[h] : highest.score[h];
       highest.at[h] = reached ? index : highest.at[h];
     }
+    const double best = MaxLane(score);
+    if (best > highest.floor) highest.floor = best;
   }
 
   // The stored map with the highest trajectory score dots_[y] / |map y's rows 0..layer| (cosine
@@ -703,12 +778,14 @@ class FmoePolicy : public OffloadPolicy {
       if (rows_.empty()) {
         rows_.resize(static_cast<size_t>(layers_));
         inverse_norms_.resize(static_cast<size_t>(layers_));
+        inverse_maxima_.resize(static_cast<size_t>(layers_));
         row_classes_.assign(static_cast<size_t>(layers_), FmoeRowClasses(experts_, kLanes));
       }
       const size_t blocks = (slot + kLanes) / kLanes;
       for (int64_t layer = 0; layer < layers_; ++layer) {
         rows_[static_cast<size_t>(layer)].resize(blocks * kLanes * static_cast<size_t>(experts_));
         inverse_norms_[static_cast<size_t>(layer)].resize(slot + 1);
+        inverse_maxima_[static_cast<size_t>(layer)].resize(blocks);
       }
     } else {
       slot = oldest_;
@@ -727,7 +804,19 @@ class FmoePolicy : public OffloadPolicy {
       row_classes_[static_cast<size_t>(layer)].Set(
           slot, &probabilities[static_cast<size_t>(layer * experts_)]);
       const double norm2 = stored.prefix_norm2[static_cast<size_t>(layer)];
-      inverse_norms_[static_cast<size_t>(layer)][slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
+      std::vector<double>& inverse = inverse_norms_[static_cast<size_t>(layer)];
+      const double replaced = inverse[slot];  // 0 for a new slot
+      inverse[slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
+      // The block's ceiling over the maps it holds now: taken again only when the replaced map
+      // may have set it.
+      double& ceiling = inverse_maxima_[static_cast<size_t>(layer)][slot / kLanes];
+      if (replaced < ceiling) {
+        ceiling = std::max(ceiling, inverse[slot]);
+      } else {
+        const size_t first = slot / kLanes * kLanes, end = std::min(first + kLanes, store_.size());
+        ceiling = 0;
+        for (size_t y = first; y < end; ++y) ceiling = std::max(ceiling, inverse[y]);
+      }
     }
   }
 
@@ -771,13 +860,16 @@ class FmoePolicy : public OffloadPolicy {
   // [layer]: the rows of maps y..y+kLanes-1 (y a multiple of kLanes) at y * E, expert-major:
   // expert e of map y + i at y * E + e * kLanes + i (the search's layout).
   std::vector<std::vector<float>> rows_;
-  std::vector<std::vector<double>> inverse_norms_;  // [layer][map]: 1 / |rows 0..layer|
-  std::vector<FmoeRowClasses> row_classes_;         // [layer]: the distinct rows of rows_
+  std::vector<std::vector<double>> inverse_norms_;   // [layer][map]: 1 / |rows 0..layer|
+  std::vector<std::vector<double>> inverse_maxima_;  // [layer][block of kLanes maps]: their max
+  std::vector<FmoeRowClasses> row_classes_;          // [layer]: the distinct rows of rows_
   std::vector<float> class_dots_;  // [class]: this pass's row . the class's row (ClassDots)
   size_t oldest_ = 0;
   std::vector<SemanticClass> semantics_;
   std::vector<double> semantic_scores_;  // [class]: cosine with this pass's embedding
   const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
+  const double* ceilings_ = nullptr;     // inverse_maxima_ of the layer being scored
+  double floor_ = -2;                    // a score some map reaches there (FloorScore), or -2
   double highest_[kLanes] = {};          // the highest score so far, per lane
   int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane
   std::vector<int32_t> scratch_;
