@@ -193,15 +193,16 @@ class FmoePolicy : public OffloadPolicy {
       Stamp(flat);  // in use: not evicted by this layer's misses
     }
     hit_.assign(demand.experts.size(), 0);
-    FmoeLowestFew lowest_few;
+    int misses = 0;
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       hit_[i] = cached_[static_cast<size_t>(FlatIndex(setup_, layer, demand.experts[i].expert))];
+      misses += hit_[i] ? 0 : 1;
     }
-    for (size_t i = 0; i < demand.experts.size(); ++i) {
-      const ExpertDemand& d = demand.experts[i];
-      const int64_t flat = FlatIndex(setup_, layer, d.expert);
-      ExpertDecision& decision = AddDecision(plan, d.expert, ExpertAction::kResident);
-      if (!hit_[i]) {
+    const auto plan_misses = [&](auto& lowest_few) {
+      for (size_t i = 0; i < demand.experts.size(); ++i) {
+        const int32_t expert = demand.experts[i].expert;
+        ExpertDecision& decision = AddDecision(plan, expert, ExpertAction::kResident);
+        if (hit_[i]) continue;
         decision.action = ExpertAction::kFetch;
         decision.target = FetchTarget::kCache;
         if (cached_count_ >= slots_) {
@@ -210,8 +211,16 @@ class FmoePolicy : public OffloadPolicy {
           Evict(victim);
           decision.evict = RefOf(setup_, victim);
         }
-        Cache(flat);
+        Cache(FlatIndex(setup_, layer, expert));
       }
+    };
+    // Batched passes miss several experts a layer: keep as many candidates.
+    if (misses > 2) {
+      FmoeLowestFew<8> lowest_few;
+      plan_misses(lowest_few);
+    } else {
+      FmoeLowestFew<2> lowest_few;
+      plan_misses(lowest_few);
     }
 
     // Then prefetch layer + d from the best match.
@@ -631,7 +640,8 @@ class FmoePolicy : public OffloadPolicy {
   // protected; a newly cached expert is stamped first): `few` keeps the step's lowest candidates
   // (FmoeLowestFew), so the cache is walked again only when they are all gone. Ordered values
   // need a finite matched map; otherwise every call walks.
-  int64_t Victim(FmoeLowestFew& few) const {
+  template <int kSize>
+  int64_t Victim(FmoeLowestFew<kSize>& few) const {
     if (matched_ >= 0 && !store_[static_cast<size_t>(matched_)].finite) return Victim(false);
     const int64_t current_layer_start = current_layer_ * experts_;
     const auto evictable = [&](int64_t flat) {
@@ -724,7 +734,7 @@ class FmoePolicy : public OffloadPolicy {
       order[j] = expert;
     }
     double mass = 0;
-    FmoeLowestFew lowest_few;
+    FmoeLowestFew<2> lowest_few;
     for (int64_t n = 0; n < experts_; ++n) {
       if (n >= setup_.top_k && mass >= delta) break;
       const int32_t expert = order[static_cast<size_t>(n)];
