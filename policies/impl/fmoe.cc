@@ -145,13 +145,19 @@ class FmoePolicy : public OffloadPolicy {
     for (size_t c = 0; c < semantics_.size(); ++c) {
       semantic_scores_[c] = semantics_[c].maps > 0 ? Cosine(semantic_, semantics_[c].values) : 0;
     }
+    // The latest map of the best-scoring embedding: the best over the embeddings maps carry, then
+    // the last map carrying a score equal to it, found from the end (a scan of every map, keeping
+    // the last one at least as high, finds the same; a NaN score is never kept, nor is a score
+    // below -2).
     matched_ = -1;
     double best = -2;
-    for (size_t y = 0; y < store_.size(); ++y) {
-      const double score = semantic_scores_[store_[y].semantic_class];
-      if (score >= best) {
-        best = score;
+    for (size_t c = 0; c < semantics_.size(); ++c) {
+      if (semantics_[c].maps > 0 && semantic_scores_[c] >= best) best = semantic_scores_[c];
+    }
+    for (size_t y = store_.size(); y-- > 0;) {
+      if (semantic_scores_[store_[y].semantic_class] == best) {
         matched_ = static_cast<int64_t>(y);
+        break;
       }
     }
     ++stats_.searches;
@@ -240,15 +246,37 @@ class FmoePolicy : public OffloadPolicy {
     const double inverse_current = current_norm2_ > 0 ? 1.0 / std::sqrt(current_norm2_) : 0;
     const double* inverse_norm =
         inverse_norms_.empty() ? nullptr : inverse_norms_[static_cast<size_t>(layers_ - 1)].data();
-    for (size_t y = 0; y < dots_.size(); ++y) {
+    const auto redundant = [&](size_t y) {
       const double semantic_score = semantic_scores_[store_[y].semantic_class];
       const double estimate =
           d / l * semantic_score + (l - d) / l * (dots_[y] * inverse_norm[y] * inverse_current);
-      if (estimate < kRedundant - kEstimateMargin) continue;  // far from redundant
+      if (estimate < kRedundant - kEstimateMargin) return false;  // far from redundant
       const double norm2 = store_[y].prefix_norm2.back();
       const double map_score =
           norm2 > 0 && current_norm2_ > 0 ? dots_[y] / std::sqrt(norm2 * current_norm2_) : 0;
-      if (d / l * semantic_score + (l - d) / l * map_score >= kRedundant) return;
+      return d / l * semantic_score + (l - d) / l * map_score >= kRedundant;
+    };
+    // Blocks of kLanes maps whose bound on the estimate is far from redundant are passed over:
+    // the same expression from the largest semantic score, sum and inverse norm bounds every
+    // map's estimate (each operation grows with its operands; a negative sum's term is at most
+    // 0), and a NaN in either bound (or a map's) is never passed over (nor ever redundant).
+    double semantic_top = -2;
+    for (size_t c = 0; c < semantics_.size(); ++c) {
+      const double score = semantic_scores_[c];
+      if (semantics_[c].maps > 0 && (score > semantic_top || score != score)) semantic_top = score;
+    }
+    size_t y = 0;
+    for (; y + kLanes <= dots_.size(); y += kLanes) {
+      const double top = MaxOf(&dots_[y]);
+      const double ceiling = inverse_maxima_[static_cast<size_t>(layers_ - 1)][y / kLanes];
+      const double bound = d / l * semantic_top + (l - d) / l * (top * ceiling * inverse_current);
+      if (top >= 0 && bound < kRedundant - kEstimateMargin) continue;
+      for (size_t lane = 0; lane < kLanes; ++lane) {
+        if (redundant(y + lane)) return;
+      }
+    }
+    for (; y < dots_.size(); ++y) {
+      if (redundant(y)) return;
     }
     Store(semantic_, current_, /*deduplicate=*/false);
   }
@@ -486,6 +514,14 @@ class FmoePolicy : public OffloadPolicy {
       for (size_t i = 0; i < 4; ++i) highest_at_[4 * q + i] = static_cast<int64_t>(at[i]);
     }
     AccumulateTail(y, stored, row, experts);
+  }
+  // The largest of kLanes sums from `lanes`, NaN when any is.
+  static double MaxOf(const double* lanes) {
+    double top = lanes[0];
+    for (size_t i = 1; i < kLanes; ++i) {
+      top = lanes[i] > top || lanes[i] != lanes[i] ? lanes[i] : top;
+    }
+    return top;
   }
   // The largest of 16 lanes, NaN when any is (as MaxLane above: max_pd drops a NaN operand,
   // which could hide a larger lane, so NaNs are looked for apart).
