@@ -26,7 +26,8 @@ constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more 
 using internal::SaltedSeed;
 using internal::TupleHash;
 using internal::TupleHashFrom;
-using internal::TuplePrefix;
+using internal::TuplePrefixFrom;
+using internal::TupleStep;
 
 // A probability as a 53-bit integer threshold, so decisions are integer comparisons and identical
 // on every platform.
@@ -149,8 +150,18 @@ class CorrelatedRouting : public RoutingSource {
     const int32_t* map = layer > 0 ? layer_map_[static_cast<size_t>(layer)].data() : nullptr;
     // TupleHashFrom(seed, step, layer, token) = SplitMix64(prefix ^ token): the (step, layer)
     // prefix is shared by every token of the call.
-    const uint64_t choice_prefix = TuplePrefix(choice_seed_, step, layer);
-    const uint64_t fresh_prefix = TuplePrefix(fresh_seed_, step, layer);
+    // Their step parts are kept for the step's next layers by the memo's owner.
+    uint64_t choice_step, fresh_step;
+    if (owns_memo && step_hashes_.step == step) {
+      choice_step = step_hashes_.choice;
+      fresh_step = step_hashes_.fresh;
+    } else {
+      choice_step = TupleStep(choice_seed_, step);
+      fresh_step = TupleStep(fresh_seed_, step);
+      if (owns_memo) step_hashes_ = {step, choice_step, fresh_step};
+    }
+    const uint64_t choice_prefix = TuplePrefixFrom(choice_step, layer);
+    const uint64_t fresh_prefix = TuplePrefixFrom(fresh_step, layer);
 
     out.resize(static_cast<size_t>(tokens));
     for (int64_t token = 0; token < tokens; ++token) {
@@ -391,6 +402,11 @@ class CorrelatedRouting : public RoutingSource {
   std::vector<FixedModulus> remaining_experts_;  // [k]: E - k, the uniform draw's k-th range
   std::vector<LayerMemo> memo_;                  // [layer]
   std::vector<int32_t> memo_scratch_;            // the node being routed, swapped into memo_
+  struct StepHashes {
+    int64_t step = -1;  // -1: none yet
+    uint64_t choice = 0, fresh = 0;
+  };
+  StepHashes step_hashes_;  // TupleStep of the two streams at the memo owner's last step
   std::atomic<bool> memo_busy_{false};
 };
 
