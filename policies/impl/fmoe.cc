@@ -493,7 +493,7 @@ class FmoePolicy : public OffloadPolicy {
         sum[q] = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
         _mm256_storeu_pd(dots + y + 4 * q, sum[q]);
       }
-      if (!scoring || ScoresBelow(MaxLane(sum), ceilings_[y / kLanes], floor)) continue;
+      if (!scoring || ScoresBelowAvx2(sum, ceilings_[y / kLanes], floor)) continue;
       const __m256d first = _mm256_set1_pd(static_cast<double>(y));
       __m256d score[4];
       for (size_t q = 0; q < 4; ++q) {
@@ -522,6 +522,19 @@ class FmoePolicy : public OffloadPolicy {
       top = lanes[i] > top || lanes[i] != lanes[i] ? lanes[i] : top;
     }
     return top;
+  }
+  // ScoresBelow lane by lane, without the largest sum: with floor > 0, a lane whose sum x
+  // ceiling is below the floor bounds its map's score below it too (a negative sum's score is at
+  // most 0), and a NaN lane compares false, so it is never skipped.
+  __attribute__((target("avx2"), always_inline)) static bool ScoresBelowAvx2(
+      const __m256d (&sum)[4], double ceiling, double floor) {
+    if (!(floor > 0)) return false;
+    const __m256d top = _mm256_set1_pd(ceiling), bar = _mm256_set1_pd(floor);
+    __m256d below = _mm256_cmp_pd(_mm256_mul_pd(sum[0], top), bar, _CMP_LT_OQ);
+    for (size_t q = 1; q < 4; ++q) {
+      below = _mm256_and_pd(below, _mm256_cmp_pd(_mm256_mul_pd(sum[q], top), bar, _CMP_LT_OQ));
+    }
+    return _mm256_movemask_pd(below) == 0xF;
   }
   // The largest of 16 lanes, NaN when any is (as MaxLane above: max_pd drops a NaN operand,
   // which could hide a larger lane, so NaNs are looked for apart).
