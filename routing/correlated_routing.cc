@@ -174,8 +174,7 @@ class CorrelatedRouting : public RoutingSource {
       bool drawn = false;
       const auto own_fresh = [&]() -> const int32_t* {
         if (!drawn) {
-          FreshDrawFrom(base::SplitMix64(fresh_prefix ^ static_cast<uint64_t>(token)), layer,
-                        top_k_, fresh);
+          FreshDrawFrom(fresh_prefix, token, layer, top_k_, fresh);
           drawn = true;
         }
         return fresh;
@@ -291,11 +290,13 @@ class CorrelatedRouting : public RoutingSource {
   // ordered tuple equally likely (sparse partial Fisher-Yates, O(count^2)) for uniform weights,
   // else successive sampling proportional to the layer's weights (O(count x E)).
   void FreshDraw(int64_t step, int64_t layer, int64_t token, int64_t count, int32_t* out) const {
-    FreshDrawFrom(TupleHashFrom(fresh_seed_, step, layer, token), layer, count, out);
+    FreshDrawFrom(internal::TuplePrefix(fresh_seed_, step, layer), token, layer, count, out);
   }
   // The same from the node's stream state (TupleHashFrom(fresh_seed_, step, layer, token)).
-  void FreshDrawFrom(uint64_t state, int64_t layer, int64_t count, int32_t* out) const {
-    base::SplitMix64Stream random(state);
+  // (Out of line, the token's hash inside: inlined, GCC computed the hash for every token.)
+  [[gnu::noinline]] void FreshDrawFrom(uint64_t prefix, int64_t token, int64_t layer, int64_t count,
+                                       int32_t* out) const {
+    base::SplitMix64Stream random(base::SplitMix64(prefix ^ static_cast<uint64_t>(token)));
     if (uniform_) {
       // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
       // earlier swap moved another value there (tracked in `moved`).
@@ -350,7 +351,7 @@ class CorrelatedRouting : public RoutingSource {
   // from" links to a fresh draw, then map it up through the layers crossed. The first `k + 1`
   // experts of a node's fresh draw do not depend on how many are drawn, so the chain's end takes
   // slot k of that node's own fresh draw. Route calls this only for nodes its memo lacks.
-  int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
+  [[gnu::noinline]] int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
     const int64_t top_layer = layer;
     const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
     int32_t value = 0;
