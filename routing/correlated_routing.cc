@@ -26,7 +26,8 @@ constexpr int64_t kMaxTopK = 64;  // fixed scratch sizes; no MoE routes to more 
 using internal::SaltedSeed;
 using internal::TupleHash;
 using internal::TupleHashFrom;
-using internal::TuplePrefix;
+using internal::TuplePrefixFrom;
+using internal::TupleStep;
 
 // A probability as a 53-bit integer threshold, so decisions are integer comparisons and identical
 // on every platform.
@@ -149,8 +150,18 @@ class CorrelatedRouting : public RoutingSource {
     const int32_t* map = layer > 0 ? layer_map_[static_cast<size_t>(layer)].data() : nullptr;
     // TupleHashFrom(seed, step, layer, token) = SplitMix64(prefix ^ token): the (step, layer)
     // prefix is shared by every token of the call.
-    const uint64_t choice_prefix = TuplePrefix(choice_seed_, step, layer);
-    const uint64_t fresh_prefix = TuplePrefix(fresh_seed_, step, layer);
+    // Their step parts are kept for the step's next layers by the memo's owner.
+    uint64_t choice_step, fresh_step;
+    if (owns_memo && step_hashes_.step == step) {
+      choice_step = step_hashes_.choice;
+      fresh_step = step_hashes_.fresh;
+    } else {
+      choice_step = TupleStep(choice_seed_, step);
+      fresh_step = TupleStep(fresh_seed_, step);
+      if (owns_memo) step_hashes_ = {step, choice_step, fresh_step};
+    }
+    const uint64_t choice_prefix = TuplePrefixFrom(choice_step, layer);
+    const uint64_t fresh_prefix = TuplePrefixFrom(fresh_step, layer);
 
     out.resize(static_cast<size_t>(tokens));
     for (int64_t token = 0; token < tokens; ++token) {
@@ -163,8 +174,7 @@ class CorrelatedRouting : public RoutingSource {
       bool drawn = false;
       const auto own_fresh = [&]() -> const int32_t* {
         if (!drawn) {
-          FreshDrawFrom(base::SplitMix64(fresh_prefix ^ static_cast<uint64_t>(token)), layer,
-                        top_k_, fresh);
+          FreshDrawFrom(fresh_prefix, token, layer, top_k_, fresh);
           drawn = true;
         }
         return fresh;
@@ -280,11 +290,13 @@ class CorrelatedRouting : public RoutingSource {
   // ordered tuple equally likely (sparse partial Fisher-Yates, O(count^2)) for uniform weights,
   // else successive sampling proportional to the layer's weights (O(count x E)).
   void FreshDraw(int64_t step, int64_t layer, int64_t token, int64_t count, int32_t* out) const {
-    FreshDrawFrom(TupleHashFrom(fresh_seed_, step, layer, token), layer, count, out);
+    FreshDrawFrom(internal::TuplePrefix(fresh_seed_, step, layer), token, layer, count, out);
   }
   // The same from the node's stream state (TupleHashFrom(fresh_seed_, step, layer, token)).
-  void FreshDrawFrom(uint64_t state, int64_t layer, int64_t count, int32_t* out) const {
-    base::SplitMix64Stream random(state);
+  // (Out of line, the token's hash inside: inlined, GCC computed the hash for every token.)
+  [[gnu::noinline]] void FreshDrawFrom(uint64_t prefix, int64_t token, int64_t layer, int64_t count,
+                                       int32_t* out) const {
+    base::SplitMix64Stream random(base::SplitMix64(prefix ^ static_cast<uint64_t>(token)));
     if (uniform_) {
       // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
       // earlier swap moved another value there (tracked in `moved`).
@@ -339,7 +351,7 @@ class CorrelatedRouting : public RoutingSource {
   // from" links to a fresh draw, then map it up through the layers crossed. The first `k + 1`
   // experts of a node's fresh draw do not depend on how many are drawn, so the chain's end takes
   // slot k of that node's own fresh draw. Route calls this only for nodes its memo lacks.
-  int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
+  [[gnu::noinline]] int32_t SlotValue(int64_t step, int64_t layer, int64_t token, int64_t k) const {
     const int64_t top_layer = layer;
     const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
     int32_t value = 0;
@@ -391,6 +403,11 @@ class CorrelatedRouting : public RoutingSource {
   std::vector<FixedModulus> remaining_experts_;  // [k]: E - k, the uniform draw's k-th range
   std::vector<LayerMemo> memo_;                  // [layer]
   std::vector<int32_t> memo_scratch_;            // the node being routed, swapped into memo_
+  struct StepHashes {
+    int64_t step = -1;  // -1: none yet
+    uint64_t choice = 0, fresh = 0;
+  };
+  StepHashes step_hashes_;  // TupleStep of the two streams at the memo owner's last step
   std::atomic<bool> memo_busy_{false};
 };
 

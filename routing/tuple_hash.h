@@ -15,11 +15,18 @@ constexpr uint64_t SaltedSeed(uint64_t salt, uint64_t seed) {
   return base::SplitMix64(salt ^ base::SplitMix64(seed));
 }
 
+// TuplePrefix's step part, shared by every layer of a step.
+constexpr uint64_t TupleStep(uint64_t salted, int64_t step) {
+  return base::SplitMix64(salted ^ static_cast<uint64_t>(step));
+}
+
 // TupleHash's (step, layer) part: TupleHashFrom(salted, step, layer, token) =
 // SplitMix64(TuplePrefix(salted, step, layer) ^ token).
+constexpr uint64_t TuplePrefixFrom(uint64_t step_hash, int64_t layer) {
+  return base::SplitMix64(step_hash ^ static_cast<uint64_t>(layer));
+}
 constexpr uint64_t TuplePrefix(uint64_t salted, int64_t step, int64_t layer) {
-  return base::SplitMix64(base::SplitMix64(salted ^ static_cast<uint64_t>(step)) ^
-                          static_cast<uint64_t>(layer));
+  return TuplePrefixFrom(TupleStep(salted, step), layer);
 }
 
 constexpr uint64_t TupleHashFrom(uint64_t salted, int64_t step, int64_t layer, int64_t token) {
