@@ -24,7 +24,6 @@
 #include <cmath>
 #include <cstring>
 #include <immintrin.h>
-#include <limits>
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
@@ -145,19 +144,13 @@ class FmoePolicy : public OffloadPolicy {
     for (size_t c = 0; c < semantics_.size(); ++c) {
       semantic_scores_[c] = semantics_[c].maps > 0 ? Cosine(semantic_, semantics_[c].values) : 0;
     }
-    // The latest map of the best-scoring embedding: the best over the embeddings maps carry, then
-    // the last map carrying a score equal to it, found from the end (a scan of every map, keeping
-    // the last one at least as high, finds the same; a NaN score is never kept, nor is a score
-    // below -2).
     matched_ = -1;
     double best = -2;
-    for (size_t c = 0; c < semantics_.size(); ++c) {
-      if (semantics_[c].maps > 0 && semantic_scores_[c] >= best) best = semantic_scores_[c];
-    }
-    for (size_t y = store_.size(); y-- > 0;) {
-      if (semantic_scores_[store_[y].semantic_class] == best) {
+    for (size_t y = 0; y < store_.size(); ++y) {
+      const double score = semantic_scores_[store_[y].semantic_class];
+      if (score >= best) {
+        best = score;
         matched_ = static_cast<int64_t>(y);
-        break;
       }
     }
     ++stats_.searches;
@@ -187,7 +180,6 @@ class FmoePolicy : public OffloadPolicy {
                    ? inverse_norms_[static_cast<size_t>(layer)].data()
                    : nullptr;
     if (scoring_) {
-      ceilings_ = inverse_maxima_[static_cast<size_t>(layer)].data();
       std::fill(highest_, highest_ + kLanes, -2.0);
       std::fill(highest_at_, highest_at_ + kLanes, -1);
     }
@@ -199,16 +191,15 @@ class FmoePolicy : public OffloadPolicy {
       Stamp(flat);  // in use: not evicted by this layer's misses
     }
     hit_.assign(demand.experts.size(), 0);
-    int misses = 0;
+    FmoeLowestFew lowest_few;
     for (size_t i = 0; i < demand.experts.size(); ++i) {
       hit_[i] = cached_[static_cast<size_t>(FlatIndex(setup_, layer, demand.experts[i].expert))];
-      misses += hit_[i] ? 0 : 1;
     }
-    const auto plan_misses = [&](auto& lowest_few) {
-      for (size_t i = 0; i < demand.experts.size(); ++i) {
-        const int32_t expert = demand.experts[i].expert;
-        ExpertDecision& decision = AddDecision(plan, expert, ExpertAction::kResident);
-        if (hit_[i]) continue;
+    for (size_t i = 0; i < demand.experts.size(); ++i) {
+      const ExpertDemand& d = demand.experts[i];
+      const int64_t flat = FlatIndex(setup_, layer, d.expert);
+      ExpertDecision& decision = AddDecision(plan, d.expert, ExpertAction::kResident);
+      if (!hit_[i]) {
         decision.action = ExpertAction::kFetch;
         decision.target = FetchTarget::kCache;
         if (cached_count_ >= slots_) {
@@ -217,16 +208,8 @@ class FmoePolicy : public OffloadPolicy {
           Evict(victim);
           decision.evict = RefOf(setup_, victim);
         }
-        Cache(FlatIndex(setup_, layer, expert));
+        Cache(flat);
       }
-    };
-    // Batched passes miss several experts a layer: keep as many candidates.
-    if (misses > 2) {
-      FmoeLowestFew<8> lowest_few;
-      plan_misses(lowest_few);
-    } else {
-      FmoeLowestFew<2> lowest_few;
-      plan_misses(lowest_few);
     }
 
     // Then prefetch layer + d from the best match.
@@ -246,37 +229,15 @@ class FmoePolicy : public OffloadPolicy {
     const double inverse_current = current_norm2_ > 0 ? 1.0 / std::sqrt(current_norm2_) : 0;
     const double* inverse_norm =
         inverse_norms_.empty() ? nullptr : inverse_norms_[static_cast<size_t>(layers_ - 1)].data();
-    const auto redundant = [&](size_t y) {
+    for (size_t y = 0; y < dots_.size(); ++y) {
       const double semantic_score = semantic_scores_[store_[y].semantic_class];
       const double estimate =
           d / l * semantic_score + (l - d) / l * (dots_[y] * inverse_norm[y] * inverse_current);
-      if (estimate < kRedundant - kEstimateMargin) return false;  // far from redundant
+      if (estimate < kRedundant - kEstimateMargin) continue;  // far from redundant
       const double norm2 = store_[y].prefix_norm2.back();
       const double map_score =
           norm2 > 0 && current_norm2_ > 0 ? dots_[y] / std::sqrt(norm2 * current_norm2_) : 0;
-      return d / l * semantic_score + (l - d) / l * map_score >= kRedundant;
-    };
-    // Blocks of kLanes maps whose bound on the estimate is far from redundant are passed over:
-    // the same expression from the largest semantic score, sum and inverse norm bounds every
-    // map's estimate (each operation grows with its operands; a negative sum's term is at most
-    // 0), and a NaN in either bound (or a map's) is never passed over (nor ever redundant).
-    double semantic_top = -2;
-    for (size_t c = 0; c < semantics_.size(); ++c) {
-      const double score = semantic_scores_[c];
-      if (semantics_[c].maps > 0 && (score > semantic_top || score != score)) semantic_top = score;
-    }
-    size_t y = 0;
-    for (; y + kLanes <= dots_.size(); y += kLanes) {
-      const double top = MaxOf(&dots_[y]);
-      const double ceiling = inverse_maxima_[static_cast<size_t>(layers_ - 1)][y / kLanes];
-      const double bound = d / l * semantic_top + (l - d) / l * (top * ceiling * inverse_current);
-      if (top >= 0 && bound < kRedundant - kEstimateMargin) continue;
-      for (size_t lane = 0; lane < kLanes; ++lane) {
-        if (redundant(y + lane)) return;
-      }
-    }
-    for (; y < dots_.size(); ++y) {
-      if (redundant(y)) return;
+      if (d / l * semantic_score + (l - d) / l * map_score >= kRedundant) return;
     }
     Store(semantic_, current_, /*deduplicate=*/false);
   }
@@ -309,59 +270,19 @@ class FmoePolicy : public OffloadPolicy {
   //   When the layer's stored rows take few distinct values (FmoeRowClasses: at batch 1 the
   // routings of one token), the row's dot product with each distinct row is taken once, in the
   // same float sum, and each map's looked up by its class: `by_class` holds the maps' classes.
-  //   Scoring skips the blocks that cannot hold the best map (ScoresBelow): a block's largest sum
-  // times its largest inverse norm bounds its scores, and floor_ is a score some map reaches.
   void AccumulateDots(int64_t layer, const float* row) {
     static const bool avx512 = __builtin_cpu_supports("avx512f");
     static const bool avx2 = __builtin_cpu_supports("avx2");
-    const int32_t* by_class = avx512 || avx2 ? ClassDots(layer, row) : nullptr;
-    if (scoring_) floor_ = FloorScore(layer, row, by_class);
     if (avx512) {
-      AccumulateDotsAvx512(layer, row, by_class);
+      AccumulateDotsAvx512(layer, row, ClassDots(layer, row));
     } else if (avx2) {
-      AccumulateDotsAvx2(layer, row, by_class);
+      AccumulateDotsAvx2(layer, row, ClassDots(layer, row));
     } else if (experts_ == 8) {
       // Eight experts (Mixtral's E) get an unrolled loop with the row's lanes kept in registers.
       AccumulateDots<8, 1>(layer, row);
     } else {
       AccumulateDots<0, 1>(layer, row);
     }
-  }
-  // A score the search will find at this layer: the last match's (trajectories persist),
-  // computed as the search computes it (its dot product in float in expert order, or its class's,
-  // then the double sum and product), so the best score is at least this; -2 when there is none
-  // (no score below -2 counts: the lanes' maxima start there).
-  double FloorScore(int64_t layer, const float* row, const int32_t* by_class) const {
-    if (matched_ < 0 || static_cast<size_t>(matched_) >= dots_.size()) return -2;
-    const size_t y = static_cast<size_t>(matched_);
-    float dot = 0;
-    if (by_class) {
-      dot = class_dots_[static_cast<size_t>(by_class[y])];
-    } else {
-      const size_t experts = static_cast<size_t>(experts_);
-      const float* stored =
-          rows_[static_cast<size_t>(layer)].data() + y / kLanes * kLanes * experts;
-      for (size_t e = 0; e < experts; ++e) dot += row[e] * stored[e * kLanes + y % kLanes];
-    }
-    const double score = (dots_[y] + dot) * scoring_[y];
-    return score > -2 ? score : -2;  // a NaN score is no floor
-  }
-  // Whether every score of a block is below `floor`, from its largest sum `top` and its largest
-  // inverse norm `ceiling` (>= 0): a map's score sum x inverse is at most top x ceiling when its
-  // sum is >= 0 (rounding is monotonic) and at most 0 <= top x ceiling otherwise. A NaN top (or
-  // a negative one) is never below; a NaN sum's score never counts (>= fails), skipped or not.
-  static bool ScoresBelow(double top, double ceiling, double floor) {
-    return top >= 0 && top * ceiling < floor;
-  }
-  // The largest of a block's lanes, NaN when any is (then ScoresBelow says no, and it raises no
-  // floor): a NaN must not hide a larger lane.
-  __attribute__((always_inline)) static double MaxLane(const DoubleHalf (&v)[2]) {
-    double top = v[0][0];
-    for (size_t h = 0; h < 2; ++h) {
-      for (size_t i = 0; i < kLanes / 2; ++i)
-        top = v[h][i] > top || v[h][i] != v[h][i] ? v[h][i] : top;
-    }
-    return top;
   }
   // class_dots_[c] = row . (class c's row) for every class of the layer's rows (kLookupClasses
   // entries), and the maps' classes; null (each map's dot product taken from its row) unless
@@ -402,11 +323,10 @@ class FmoePolicy : public OffloadPolicy {
                                                                   const int32_t* by_class) {
     const size_t maps = dots_.size();
     const size_t experts = static_cast<size_t>(experts_);
-    const LaneOutputs outputs{dots_.data(), scoring_, ceilings_};
+    const LaneOutputs outputs{dots_.data(), scoring_};
     LaneMaxima highest;
     std::memcpy(highest.score, highest_, sizeof(highest.score));
     std::memcpy(highest.at, highest_at_, sizeof(highest.at));
-    highest.floor = floor_;
     const __m512 low = _mm512_loadu_ps(class_dots_.data());
     const __m512 high = _mm512_loadu_ps(class_dots_.data() + kLanes);
     size_t y = 0;
@@ -418,7 +338,6 @@ class FmoePolicy : public OffloadPolicy {
     }
     std::memcpy(highest_, highest.score, sizeof(highest.score));
     std::memcpy(highest_at_, highest.at, sizeof(highest.at));
-    floor_ = highest.floor;
     AccumulateTail(y, rows_[static_cast<size_t>(layer)].data() + y * experts, row, experts);
   }
   // AVX2, written with intrinsics (GCC spills the 16-lane generic vectors to the stack under
@@ -444,7 +363,6 @@ class FmoePolicy : public OffloadPolicy {
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
     const double* scoring = scoring_;
-    double floor = floor_;
     __m256d highest[4], highest_at[4];  // per lane, as highest_ / highest_at_ (indices as doubles)
     for (size_t q = 0; q < 4; ++q) {
       highest[q] = _mm256_loadu_pd(highest_ + 4 * q);
@@ -488,25 +406,18 @@ class FmoePolicy : public OffloadPolicy {
                               _mm256_cvtps_pd(_mm256_extractf128_ps(dot_low, 1)),
                               _mm256_cvtps_pd(_mm256_castps256_ps128(dot_high)),
                               _mm256_cvtps_pd(_mm256_extractf128_ps(dot_high, 1))};
-      __m256d sum[4];
-      for (size_t q = 0; q < 4; ++q) {
-        sum[q] = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
-        _mm256_storeu_pd(dots + y + 4 * q, sum[q]);
-      }
-      if (!scoring || ScoresBelowAvx2(sum, ceilings_[y / kLanes], floor)) continue;
       const __m256d first = _mm256_set1_pd(static_cast<double>(y));
-      __m256d score[4];
       for (size_t q = 0; q < 4; ++q) {
-        score[q] = _mm256_mul_pd(sum[q], _mm256_loadu_pd(scoring + y + 4 * q));
-        const __m256d reached = _mm256_cmp_pd(score[q], highest[q], _CMP_GE_OQ);
-        highest[q] = _mm256_blendv_pd(highest[q], score[q], reached);
+        const __m256d sum = _mm256_add_pd(_mm256_loadu_pd(dots + y + 4 * q), dot[q]);
+        _mm256_storeu_pd(dots + y + 4 * q, sum);
+        if (!scoring) continue;
+        const __m256d score = _mm256_mul_pd(sum, _mm256_loadu_pd(scoring + y + 4 * q));
+        const __m256d reached = _mm256_cmp_pd(score, highest[q], _CMP_GE_OQ);
+        highest[q] = _mm256_blendv_pd(highest[q], score, reached);
         highest_at[q] =
             _mm256_blendv_pd(highest_at[q], _mm256_add_pd(first, lane_offsets[q]), reached);
       }
-      const double best = MaxLane(score);
-      if (best > floor) floor = best;
     }
-    floor_ = floor;
     for (size_t q = 0; q < 4; ++q) {
       _mm256_storeu_pd(highest_ + 4 * q, highest[q]);
       double at[4];
@@ -514,37 +425,6 @@ class FmoePolicy : public OffloadPolicy {
       for (size_t i = 0; i < 4; ++i) highest_at_[4 * q + i] = static_cast<int64_t>(at[i]);
     }
     AccumulateTail(y, stored, row, experts);
-  }
-  // The largest of kLanes sums from `lanes`, NaN when any is.
-  static double MaxOf(const double* lanes) {
-    double top = lanes[0];
-    for (size_t i = 1; i < kLanes; ++i) {
-      top = lanes[i] > top || lanes[i] != lanes[i] ? lanes[i] : top;
-    }
-    return top;
-  }
-  // ScoresBelow lane by lane, without the largest sum: with floor > 0, a lane whose sum x
-  // ceiling is below the floor bounds its map's score below it too (a negative sum's score is at
-  // most 0), and a NaN lane compares false, so it is never skipped.
-  __attribute__((target("avx2"), always_inline)) static bool ScoresBelowAvx2(
-      const __m256d (&sum)[4], double ceiling, double floor) {
-    if (!(floor > 0)) return false;
-    const __m256d top = _mm256_set1_pd(ceiling), bar = _mm256_set1_pd(floor);
-    __m256d below = _mm256_cmp_pd(_mm256_mul_pd(sum[0], top), bar, _CMP_LT_OQ);
-    for (size_t q = 1; q < 4; ++q) {
-      below = _mm256_and_pd(below, _mm256_cmp_pd(_mm256_mul_pd(sum[q], top), bar, _CMP_LT_OQ));
-    }
-    return _mm256_movemask_pd(below) == 0xF;
-  }
-  // The largest of 16 lanes, NaN when any is (as MaxLane above: max_pd drops a NaN operand,
-  // which could hide a larger lane, so NaNs are looked for apart).
-  __attribute__((target("avx2"), always_inline)) static double MaxLane(const __m256d (&v)[4]) {
-    const __m256d unordered = _mm256_or_pd(_mm256_cmp_pd(v[0], v[1], _CMP_UNORD_Q),
-                                           _mm256_cmp_pd(v[2], v[3], _CMP_UNORD_Q));
-    if (_mm256_movemask_pd(unordered) != 0) return std::numeric_limits<double>::quiet_NaN();
-    const __m256d top = _mm256_max_pd(_mm256_max_pd(v[0], v[1]), _mm256_max_pd(v[2], v[3]));
-    const __m128d half = _mm_max_pd(_mm256_castpd256_pd128(top), _mm256_extractf128_pd(top, 1));
-    return _mm_cvtsd_f64(_mm_max_sd(half, _mm_unpackhi_pd(half, half)));
   }
   // The maps of the last, partial block (from map y, at `stored`), one at a time, scored in lane 0.
   void AccumulateTail(size_t y, const float* stored, const float* row, size_t experts) {
@@ -572,11 +452,10 @@ class FmoePolicy : public OffloadPolicy {
     const float* stored = rows_[static_cast<size_t>(layer)].data();
     double* dots = dots_.data();
     // Locals, not members: stores through them would otherwise force reloads of every member.
-    const LaneOutputs outputs{dots, scoring_, ceilings_};
+    const LaneOutputs outputs{dots, scoring_};
     LaneMaxima highest;
     std::memcpy(highest.score, highest_, sizeof(highest.score));
     std::memcpy(highest.at, highest_at_, sizeof(highest.at));
-    highest.floor = floor_;
     size_t y = 0;
     for (; y + kGroup * kLanes <= maps; y += kGroup * kLanes, stored += kGroup * block) {
       FloatLanes dot[kGroup] = {};
@@ -600,26 +479,21 @@ class FmoePolicy : public OffloadPolicy {
     }
     std::memcpy(highest_, highest.score, sizeof(highest.score));
     std::memcpy(highest_at_, highest.at, sizeof(highest.at));
-    floor_ = highest.floor;
     AccumulateTail(y, stored, row, experts);
   }
 
   struct LaneOutputs {
     double* dots;
-    const double* scoring;   // inverse norms; null: not scoring this layer
-    const double* ceilings;  // [block]: the largest of its inverse norms
+    const double* scoring;  // inverse norms; null: not scoring this layer
   };
-  // Per lane: the highest score so far and the latest map reaching it (ties go to the later map);
-  // and a score some map reaches (see floor_).
+  // Per lane: the highest score so far and the latest map reaching it (ties go to the later map).
   struct LaneMaxima {
     DoubleHalf score[2];
     IndexHalf at[2];
-    double floor;
   };
   // dots[y + i] += dot[i] for the kLanes maps of a block (float to double, then the double sum);
-  // when scoring, unless the block's scores are all below the floor, the running maxima of their
-  // scores per lane (no score is kept: BestTrajectory recomputes the winner's), the floor raised
-  // to the block's best.
+  // when scoring, the running maxima of their scores per lane (no score is kept: BestTrajectory
+  // recomputes the winner's).
   __attribute__((always_inline)) static void AddLanes(FloatLanes dot, size_t y,
                                                       const LaneOutputs& out, LaneMaxima& highest) {
     const DoubleHalf half[2] = {
@@ -627,29 +501,22 @@ class FmoePolicy : public OffloadPolicy {
                                 DoubleHalf),
         __builtin_convertvector(__builtin_shufflevector(dot, dot, 8, 9, 10, 11, 12, 13, 14, 15),
                                 DoubleHalf)};
-    DoubleHalf sum[2];
     for (size_t h = 0; h < 2; ++h) {
       const size_t at = y + h * kLanes / 2;
-      std::memcpy(&sum[h], out.dots + at, sizeof(sum[h]));
-      sum[h] += half[h];
-      std::memcpy(out.dots + at, &sum[h], sizeof(sum[h]));
-    }
-    if (!out.scoring) return;
-    if (ScoresBelow(MaxLane(sum), out.ceilings[y / kLanes], highest.floor)) return;
-    DoubleHalf score[2];
-    for (size_t h = 0; h < 2; ++h) {
-      const size_t at = y + h * kLanes / 2;
+      DoubleHalf sum;
+      std::memcpy(&sum, out.dots + at, sizeof(sum));
+      sum += half[h];
+      std::memcpy(out.dots + at, &sum, sizeof(sum));
+      if (!out.scoring) continue;
       DoubleHalf inverse;
       std::memcpy(&inverse, out.scoring + at, sizeof(inverse));
-      score[h] = sum[h] * inverse;
-      const IndexHalf reached = score[h] >= highest.score[h];
+      const DoubleHalf score = sum * inverse;
+      const IndexHalf reached = score >= highest.score[h];
       const int64_t first = static_cast<int64_t>(at);
       const IndexHalf index = IndexHalf{0, 1, 2, 3, 4, 5, 6, 7} + first;
-      highest.score[h] = reached ? score[h] : highest.score[h];
+      highest.score[h] = reached ? score : highest.score[h];
       highest.at[h] = reached ? index : highest.at[h];
     }
-    const double best = MaxLane(score);
-    if (best > highest.floor) highest.floor = best;
   }
 
   // The stored map with the highest trajectory score dots_[y] / |map y's rows 0..layer| (cosine
@@ -689,8 +556,7 @@ class FmoePolicy : public OffloadPolicy {
   // protected; a newly cached expert is stamped first): `few` keeps the step's lowest candidates
   // (FmoeLowestFew), so the cache is walked again only when they are all gone. Ordered values
   // need a finite matched map; otherwise every call walks.
-  template <int kSize>
-  int64_t Victim(FmoeLowestFew<kSize>& few) const {
+  int64_t Victim(FmoeLowestFew& few) const {
     if (matched_ >= 0 && !store_[static_cast<size_t>(matched_)].finite) return Victim(false);
     const int64_t current_layer_start = current_layer_ * experts_;
     const auto evictable = [&](int64_t flat) {
@@ -783,7 +649,7 @@ class FmoePolicy : public OffloadPolicy {
       order[j] = expert;
     }
     double mass = 0;
-    FmoeLowestFew<2> lowest_few;
+    FmoeLowestFew lowest_few;
     for (int64_t n = 0; n < experts_; ++n) {
       if (n >= setup_.top_k && mass >= delta) break;
       const int32_t expert = order[static_cast<size_t>(n)];
@@ -837,14 +703,12 @@ class FmoePolicy : public OffloadPolicy {
       if (rows_.empty()) {
         rows_.resize(static_cast<size_t>(layers_));
         inverse_norms_.resize(static_cast<size_t>(layers_));
-        inverse_maxima_.resize(static_cast<size_t>(layers_));
         row_classes_.assign(static_cast<size_t>(layers_), FmoeRowClasses(experts_, kLanes));
       }
       const size_t blocks = (slot + kLanes) / kLanes;
       for (int64_t layer = 0; layer < layers_; ++layer) {
         rows_[static_cast<size_t>(layer)].resize(blocks * kLanes * static_cast<size_t>(experts_));
         inverse_norms_[static_cast<size_t>(layer)].resize(slot + 1);
-        inverse_maxima_[static_cast<size_t>(layer)].resize(blocks);
       }
     } else {
       slot = oldest_;
@@ -863,19 +727,7 @@ class FmoePolicy : public OffloadPolicy {
       row_classes_[static_cast<size_t>(layer)].Set(
           slot, &probabilities[static_cast<size_t>(layer * experts_)]);
       const double norm2 = stored.prefix_norm2[static_cast<size_t>(layer)];
-      std::vector<double>& inverse = inverse_norms_[static_cast<size_t>(layer)];
-      const double replaced = inverse[slot];  // 0 for a new slot
-      inverse[slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
-      // The block's ceiling over the maps it holds now: taken again only when the replaced map
-      // may have set it.
-      double& ceiling = inverse_maxima_[static_cast<size_t>(layer)][slot / kLanes];
-      if (replaced < ceiling) {
-        ceiling = std::max(ceiling, inverse[slot]);
-      } else {
-        const size_t first = slot / kLanes * kLanes, end = std::min(first + kLanes, store_.size());
-        ceiling = 0;
-        for (size_t y = first; y < end; ++y) ceiling = std::max(ceiling, inverse[y]);
-      }
+      inverse_norms_[static_cast<size_t>(layer)][slot] = norm2 > 0 ? 1.0 / std::sqrt(norm2) : 0.0;
     }
   }
 
@@ -919,16 +771,13 @@ class FmoePolicy : public OffloadPolicy {
   // [layer]: the rows of maps y..y+kLanes-1 (y a multiple of kLanes) at y * E, expert-major:
   // expert e of map y + i at y * E + e * kLanes + i (the search's layout).
   std::vector<std::vector<float>> rows_;
-  std::vector<std::vector<double>> inverse_norms_;   // [layer][map]: 1 / |rows 0..layer|
-  std::vector<std::vector<double>> inverse_maxima_;  // [layer][block of kLanes maps]: their max
-  std::vector<FmoeRowClasses> row_classes_;          // [layer]: the distinct rows of rows_
+  std::vector<std::vector<double>> inverse_norms_;  // [layer][map]: 1 / |rows 0..layer|
+  std::vector<FmoeRowClasses> row_classes_;         // [layer]: the distinct rows of rows_
   std::vector<float> class_dots_;  // [class]: this pass's row . the class's row (ClassDots)
   size_t oldest_ = 0;
   std::vector<SemanticClass> semantics_;
   std::vector<double> semantic_scores_;  // [class]: cosine with this pass's embedding
   const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
-  const double* ceilings_ = nullptr;     // inverse_maxima_ of the layer being scored
-  double floor_ = -2;                    // a score some map reaches there (FloorScore), or -2
   double highest_[kLanes] = {};          // the highest score so far, per lane
   int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane
   std::vector<int32_t> scratch_;

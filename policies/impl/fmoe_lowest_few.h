@@ -10,13 +10,13 @@
 // repeated only when all of them are gone.
 namespace moelab::policies::impl {
 
-// kSize: about as many as the step will evict. Keeping more than will be used costs more
-// insertions per walk than the walks it saves (fMoE at batch 1, 2 kept for every step: 491 M
-// instructions, 3: 499 M, 4: 508 M, none: 515 M); a compile-time size keeps the walk's loop tight
-// (a size chosen at run time cost 2 % more at batch 1).
-template <int kSize>
 class FmoeLowestFew {
  public:
+  // Two: a planning step evicts one or two experts mostly; keeping more costs more insertions
+  // per walk than the walks it saves (fMoE at batch 1: 2 kept 491 M instructions, 3 499 M, 4
+  // 508 M, none 515 M).
+  static constexpr int kSize = 2;
+
   // Offered in increasing index; keeps the kSize lowest (value, index) pairs in that order (a
   // value equal to a kept one goes after it: the earlier index first, as a strict `<` scan). The
   // values must be ordered (no NaN). Only a value below Bar() changes anything.
