@@ -121,8 +121,13 @@ TEST(RunResultToJson, PrefillAndBeamKeys) {
   request.record_timeline = true;
   const RunResult beam = RunWorkload(request, model::PresetStore::Default());
   const nlohmann::json beam_json = RunResultToJson(beam);
-  EXPECT_EQ(Keys(beam_json), CommonKeys({"beam_width", "beams"}));
+  EXPECT_EQ(Keys(beam_json), CommonKeys({"beam_width", "beams", "beam_selection_s"}));
   EXPECT_EQ(beam_json["beam_width"], 3);
+  // The steps' time beside the forward passes: part of the decode time, not more.
+  const double selection_s = beam_json["beam_selection_s"].get<double>();
+  EXPECT_GT(selection_s, 0);
+  EXPECT_LT(selection_s,
+            beam_json["tpot_s"].get<double>() * static_cast<double>(request.output_tokens - 1));
   ASSERT_EQ(beam_json["beams"].size(), 3u);
   EXPECT_EQ(Keys(beam_json["beams"][0]), (std::set<std::string>{"tokens", "log_probability"}));
   // --timeline-out: the library renders it, the caller writes it.
