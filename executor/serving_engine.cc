@@ -193,19 +193,11 @@ void ServingEngine::EndAll(StreamEvent::Kind kind, const std::string& message) {
   streams_.clear();
 }
 
+// The snapshot before the streams: a client that saw its request end and then read /metrics must
+// find that iteration's counters there.
 void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core,
                             ServingClock::time_point step_start) {
   Record(outcome, step_start, ServingClock::now());
-  for (const EmittedToken& emitted : outcome.emitted) {
-    StreamEvent event;
-    event.token = emitted.token;
-    event.at = ServingClock::now();
-    streams_.at(emitted.request_id)->Push(std::move(event));
-  }
-  for (int64_t id : outcome.finished) {
-    streams_.at(id)->Push(EndEvent(StreamEvent::Kind::kFinished, ""));
-    streams_.erase(id);
-  }
   std::optional<OffloadCounters> offload;
   if (model_->offload_runtime) {
     const offload::OffloadStats stats = model_->offload_runtime->Stats();
@@ -220,12 +212,24 @@ void ServingEngine::Publish(const IterationOutcome& outcome, ServingCore& core,
     offload->storage_busy_s = stats.copy_busy_s.value_or(0);
     offload->copied_bytes = static_cast<double>(stats.copies_done) * stats.copy_block_bytes;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  snapshot_.state = core.State();
-  snapshot_.offload = offload;
-  ++snapshot_.iterations;
-  // An empty batch while work remains would repeat itself: sleep until something changes.
-  busy_ = !core.Idle() && !outcome.plan.batch.empty();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    snapshot_.state = core.State();
+    snapshot_.offload = offload;
+    ++snapshot_.iterations;
+    // An empty batch while work remains would repeat itself: sleep until something changes.
+    busy_ = !core.Idle() && !outcome.plan.batch.empty();
+  }
+  for (const EmittedToken& emitted : outcome.emitted) {
+    StreamEvent event;
+    event.token = emitted.token;
+    event.at = ServingClock::now();
+    streams_.at(emitted.request_id)->Push(std::move(event));
+  }
+  for (int64_t id : outcome.finished) {
+    streams_.at(id)->Push(EndEvent(StreamEvent::Kind::kFinished, ""));
+    streams_.erase(id);
+  }
 }
 
 void ServingEngine::Loop() {

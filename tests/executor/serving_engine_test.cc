@@ -172,6 +172,28 @@ TEST(ServingEngine, ThreadedEngineStreamsCancelsAndRefuses) {
   EXPECT_EQ(Drain(*engine.Submit(prompts[0], 2)).back().kind, StreamEvent::Kind::kRefused);
 }
 
+// A client that saw its request end finds that request's last iteration in the snapshot (what
+// /metrics prints): the snapshot is published before the streams hear of the iteration.
+TEST(ServingEngine, SnapshotHoldsAnIterationBeforeItsStreamsHearOfIt) {
+  const ExecutorConfig config = testing::TinyMixtral(41);
+  kernels::ThreadPool pool(1);
+  ServingEngine engine(MakeCpuServingModel(MakeSyntheticWeights(config, 17, pool), 2),
+                       SmallScheduler(200));
+  engine.Start();
+  const TokenIds prompt = SyntheticPrompts(1, 7, 41, 5)[0];
+  int64_t iterations_before = 0;
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_EQ(Drain(*engine.Submit(prompt, 4)).back().kind, StreamEvent::Kind::kFinished);
+    const EngineSnapshot seen = engine.Snapshot();
+    EXPECT_EQ(seen.state.running, 0) << "round " << round;
+    EXPECT_EQ(seen.state.kv_blocks_used, 0) << "round " << round;
+    // 7 prompt tokens in chunks of 5 and 2 (the second emits the first token), then 3 decodes.
+    EXPECT_EQ(seen.iterations - iterations_before, 5) << "round " << round;
+    iterations_before = seen.iterations;
+  }
+  engine.Stop(ServingEngine::StopMode::kFinish);
+}
+
 // The recording holds exactly what ran while it was on: every iteration's plan in order and
 // within its span, each request submitted meanwhile with one emit time per streamed token, its
 // first token no earlier than its arrival; a request submitted before it started is not in it.
