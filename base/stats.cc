@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "base/error.h"
 
@@ -22,6 +23,22 @@ double Quantile(std::vector<double> values, double q) {
   const size_t below = static_cast<size_t>(std::floor(position));
   const size_t above = std::min(below + 1, values.size() - 1);
   return values[below] + (values[above] - values[below]) * (position - static_cast<double>(below));
+}
+
+double SignTestP(int64_t wins, int64_t pairs) {
+  if (wins < 0 || wins > pairs)
+    throw Error("sign test: " + std::to_string(wins) + " wins of " + std::to_string(pairs) +
+                " pairs");
+  if (pairs == 0) return 1.0;
+  const int64_t uneven = std::max(wins, pairs - wins);
+  double tail = 0;
+  for (int64_t x = uneven; x <= pairs; ++x) {
+    tail += std::exp(std::lgamma(static_cast<double>(pairs) + 1) -
+                     std::lgamma(static_cast<double>(x) + 1) -
+                     std::lgamma(static_cast<double>(pairs - x) + 1) -
+                     static_cast<double>(pairs) * std::log(2.0));
+  }
+  return std::min(1.0, 2 * tail);
 }
 
 }  // namespace moelab::base

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace moelab::base {
@@ -16,5 +17,11 @@ double Median(std::vector<double> values);
 // values sorted, position q * (n - 1). Quantile(v, 0.5) is the median as a + (b - a) / 2 (the
 // validation reports'). Throws Error on no values or q outside [0, 1].
 double Quantile(std::vector<double> values, double q);
+
+// The two-sided sign test: the chance, if either of two alternatives were as likely to win each
+// of `pairs` paired trials, of a split at least as uneven as `wins` of them: min(1, 2 P(X >= m)),
+// X ~ Binomial(pairs, 1/2), m = max(wins, pairs - wins). 1 with no pairs. Throws Error unless
+// 0 <= wins <= pairs.
+double SignTestP(int64_t wins, int64_t pairs);
 
 }  // namespace moelab::base

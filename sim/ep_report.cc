@@ -12,6 +12,8 @@ nlohmann::json RowJson(const EpChunkRow& row) {
           {"dispatch_s", row.dispatch_s},
           {"combine_s", row.combine_s},
           {"expert_compute_s", row.expert_compute_s},
+          {"busiest_excess_s", row.busiest_excess_s},
+          {"mean_rank_compute_s", row.mean_rank_compute_s},
           {"moe_block_s", row.moe_block_s},
           {"exposed_comm_s", row.exposed_comm_s},
           {"step_s", row.step_s},
@@ -96,6 +98,7 @@ report::RowSet EpResult::SweepRows() const {
        {"dispatch_s", "dispatch", SecondsText},
        {"combine_s", "combine", SecondsText},
        {"expert_compute_s", "expert GEMMs", SecondsText},
+       {"busiest_excess_s", "of which busiest rank's excess", SecondsText},
        {"moe_block_s", "MoE block", SecondsText},
        {"exposed_comm_s", "exposed comm", SecondsText},
        {"step_s", "step", SecondsText},
@@ -105,8 +108,9 @@ report::RowSet EpResult::SweepRows() const {
         [](const report::Cell& cell) { return report::FormatNumber(std::get<double>(cell), 3); }}});
   for (const EpChunkRow& row : sweep) {
     rows.Add({row.chunks, row.gemm, Seconds(row.dispatch_s), Seconds(row.combine_s),
-              Seconds(row.expert_compute_s), Seconds(row.moe_block_s), Seconds(row.exposed_comm_s),
-              Seconds(row.step_s), row.tokens_per_s, no_pipeline.step_s / row.step_s});
+              Seconds(row.expert_compute_s), Seconds(row.busiest_excess_s),
+              Seconds(row.moe_block_s), Seconds(row.exposed_comm_s), Seconds(row.step_s),
+              row.tokens_per_s, no_pipeline.step_s / row.step_s});
   }
   return rows;
 }

@@ -8,6 +8,7 @@
 #include "model/expert_activation.h"
 #include "model/forward_cost.h"
 #include "model/moe_math.h"
+#include "model/rank_imbalance.h"
 
 namespace moelab::sim {
 namespace {
@@ -30,8 +31,18 @@ struct LayerPlan {
   // the rounded mean (4) every N cost the same, and validate --cases ep measured N = 4 slower;
   // priced at one rank's mean (3.6) decode came out 19-41 % low, the busier of 2 ranks runs 3.9.
   std::vector<double> busiest_probability;
+  std::vector<double> rank_probability;  // the same for any one rank: the mean rank's count
   std::vector<std::vector<int64_t>> expert_tokens;
   double copy_scale = 1;  // device-limited routing's cut of the remote copies
+  // The busiest rank's rows (token copies its local experts receive) beyond a rank's mean: each
+  // rank's count is a sum over the layer's tokens, so the ranks differ, and the layer waits for
+  // the one with the most. N-independent: a rank may run a chunk ahead of another (its dispatch
+  // waits only for the other's start of the chunk before), so only the combines at the layer's
+  // end wait, for the largest total. On 2 ranks x 4 of Mixtral's 8 experts a prefill of 192
+  // tokens gives the busier rank 7.2 rows above the mean 192: at a compute-bound 0.1 ms a row, the
+  // 0.7-0.9 ms a layer the lighter rank waited in validate --cases ep, which the busiest rank's
+  // expected active-expert count (all 4 in prefill) did not carry.
+  double busiest_excess_rows = 0;
   double attention_s = 0, moe_collectives_s = 0, shared_s = 0, dense_layer_s = 0, once_s = 0;
   bool communicates = false;  // ep > 1 or tp > 1: the dispatch and combine move bytes
 };
@@ -192,8 +203,8 @@ LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
       model::UniformExpertActivation(moe.num_experts, moe.top_k)
           .Load(config.batch, prefill ? config.tokens : 1,
                 prefill ? model::PassKind::kPrefill : model::PassKind::kDecode);
-  plan.busiest_probability =
-      BusiestOfRanks(ActiveCountProbabilities(plan.local_experts, active), config.ep);
+  plan.rank_probability = ActiveCountProbabilities(plan.local_experts, active);
+  plan.busiest_probability = BusiestOfRanks(plan.rank_probability, config.ep);
   plan.expert_tokens.resize(static_cast<size_t>(plan.local_experts + 1));
   for (int64_t a = 1; a <= plan.local_experts; ++a)
     plan.expert_tokens[static_cast<size_t>(a)] = SpreadOfLoad(load, a);
@@ -203,6 +214,8 @@ LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
   if (config.device_limit > 0 && ranks_reached > static_cast<double>(config.device_limit))
     plan.copy_scale = static_cast<double>(config.device_limit) / ranks_reached;
   plan.communicates = config.ep > 1 || config.tp > 1;
+  plan.busiest_excess_rows = model::BusiestRankExcessRows(plan.tokens_total, moe.num_experts,
+                                                          moe.top_k, plan.local_experts, config.ep);
   PriceLayers(config, compute, collectives, plan);
   return plan;
 }
@@ -218,7 +231,9 @@ std::vector<int64_t> CandidateChunks(const LayerPlan& plan, int64_t max_chunks) 
 }
 
 struct ChunkPlan {
-  std::vector<ChunkWork> work;
+  std::vector<ChunkWork> work;  // compute_s includes busiest_excess_s
+  std::vector<double> busiest_excess_s;
+  double mean_rank_compute_s = 0;  // the chunks' compute on a rank of mean load (no excess rows)
   std::vector<model::ExpertGemmKind> kinds;
 };
 
@@ -235,6 +250,7 @@ class ChunkPricer {
   ChunkPlan Price(int64_t chunks) {
     ChunkPlan out;
     out.work.assign(static_cast<size_t>(chunks), ChunkWork{});
+    out.busiest_excess_s.assign(static_cast<size_t>(chunks), 0.0);
     double likeliest = -1;
     for (int64_t a = 1; a <= plan_.local_experts; ++a) {
       const double probability = plan_.busiest_probability[static_cast<size_t>(a)];
@@ -244,11 +260,20 @@ class ChunkPricer {
         out.work[c].dispatch_s += probability * given.work[c].dispatch_s;
         out.work[c].compute_s += probability * given.work[c].compute_s;
         out.work[c].combine_s += probability * given.work[c].combine_s;
+        out.busiest_excess_s[c] += probability * given.busiest_excess_s[c];
       }
       if (probability > likeliest) {
         likeliest = probability;
         out.kinds = std::move(given.kinds);
       }
+    }
+    for (int64_t a = 1; a <= plan_.local_experts; ++a) {
+      const double probability = plan_.rank_probability[static_cast<size_t>(a)];
+      if (probability < kNegligibleProbability) continue;
+      const ChunkPlan given = PriceGiven(chunks, a);
+      for (size_t c = 0; c < given.work.size(); ++c)
+        out.mean_rank_compute_s +=
+            probability * (given.work[c].compute_s - given.busiest_excess_s[c]);
     }
     return out;
   }
@@ -312,6 +337,17 @@ class ChunkPricer {
   // than all experts: (1 - K / E)^tokens).
   static constexpr double kNegligibleProbability = 1e-12;
 
+  // A chunk's share of the busiest rank's excess rows (LayerPlan::busiest_excess_rows), in
+  // proportion to its rows, at the chunk's own cost of a row: the secant from its rows to twice
+  // them (`doubled_minus_once_s`), as a compute-bound prefill pays for every row and a
+  // weight-bound decode hardly any.
+  double ExcessSeconds(double doubled_minus_once_s, int64_t a) const {
+    const std::vector<int64_t>& spread = plan_.expert_tokens[static_cast<size_t>(a)];
+    double rows = 0;
+    for (int64_t p = 0; p < a; ++p) rows += static_cast<double>(spread[static_cast<size_t>(p)]);
+    return rows > 0 ? std::max(0.0, doubled_minus_once_s) * plan_.busiest_excess_rows / rows : 0.0;
+  }
+
   // The chunks' work when `a` experts are active, `chunks` entries.
   ChunkPlan PriceGiven(int64_t chunks, int64_t a) {
     ChunkPlan out;
@@ -329,7 +365,12 @@ class ChunkPricer {
         first += static_cast<size_t>(experts);
         const model::ExpertGemmKind kind = Choose(experts, plan_.tokens_per_expert, sms);
         const double comm_s = CommSeconds(static_cast<double>(experts) / ad, 1, overlapped);
-        out.work.push_back({comm_s, gemm_.Seconds(kind, load, sms), comm_s});
+        const double compute_s = gemm_.Seconds(kind, load, sms);
+        std::vector<int64_t> doubled(load);
+        for (int64_t& tokens : doubled) tokens *= 2;
+        const double excess_s = ExcessSeconds(gemm_.Seconds(kind, doubled, sms) - compute_s, a);
+        out.work.push_back({comm_s, compute_s + excess_s, comm_s});
+        out.busiest_excess_s.push_back(excess_s);
         out.kinds.push_back(kind);
       }
       return out;
@@ -344,9 +385,11 @@ class ChunkPricer {
           std::llround(static_cast<double>(plan_.tokens_per_expert) / static_cast<double>(span)));
       const model::ExpertGemmKind kind = Choose(1, mean_tokens, sms);
       const double compute_s = gemm_.Seconds(kind, {tokens}, sms);
+      const double excess_s = ExcessSeconds(gemm_.Seconds(kind, {2 * tokens}, sms) - compute_s, a);
       const double comm_s = CommSeconds(1.0 / ad, span, overlapped);
       for (int64_t s = 0; s < span; ++s) {
-        out.work.push_back({comm_s, compute_s, comm_s});
+        out.work.push_back({comm_s, compute_s + excess_s, comm_s});
+        out.busiest_excess_s.push_back(excess_s);
         out.kinds.push_back(kind);
       }
     }
@@ -372,6 +415,8 @@ EpChunkRow RowOf(const EpConfig& config, const LayerPlan& plan, const ChunkPlan&
   EpChunkRow row;
   row.chunks = static_cast<int64_t>(chunk_plan.work.size());
   row.gemm = KindName(chunk_plan.kinds);
+  for (double excess_s : chunk_plan.busiest_excess_s) row.busiest_excess_s += excess_s;
+  row.mean_rank_compute_s = chunk_plan.mean_rank_compute_s;
   for (const ChunkWork& work : chunk_plan.work) {
     row.dispatch_s += work.dispatch_s;
     row.combine_s += work.combine_s;

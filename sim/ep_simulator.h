@@ -70,6 +70,11 @@ struct EpChunkRow {
   int64_t chunks = 1;
   std::string gemm;  // the kernel the chunks ran: "group_gemm", "dense_gemm" or "mixed"
   double dispatch_s = 0, combine_s = 0, expert_compute_s = 0;  // per MoE layer, summed over chunks
+  // Of expert_compute_s, the busiest rank's rows beyond a rank's mean (the wait of the others).
+  double busiest_excess_s = 0;
+  // The expert compute of a rank of mean load (its expected active experts, its mean rows): what
+  // the busiest rank's expert_compute_s exceeds it by, the other ranks wait.
+  double mean_rank_compute_s = 0;
   double moe_block_s = 0;     // the layer's MoE block (shared experts, dispatch, GEMMs, combine)
   double exposed_comm_s = 0;  // of the block's time, spent waiting on communication
   double step_s = 0;

@@ -114,8 +114,11 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     c.layers = target.num_layers;
     EpStepTerms& terms = c.predicted_terms;
     terms.attention_s = simulated.attention_s;
-    terms.expert_compute_s = simulated.chosen.expert_compute_s;
-    terms.exposed_comm_s = simulated.chosen.exposed_comm_s;
+    // A rank's own expert compute, and its wait: the exchanges' exposed time and the busiest
+    // rank's lead over a rank of mean load (what a measured rank's own clocks split the step into).
+    terms.expert_compute_s = simulated.chosen.mean_rank_compute_s;
+    terms.exposed_comm_s = simulated.chosen.exposed_comm_s + simulated.chosen.expert_compute_s -
+                           simulated.chosen.mean_rank_compute_s;
     terms.rest_s = simulated.chosen.step_s / static_cast<double>(target.num_layers) -
                    terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s;
   }
@@ -210,7 +213,21 @@ std::vector<EpBestChunks> BestChunks(const std::vector<EpValidationCase>& cases)
       if (!predicted || c.predicted_step_s < predicted->predicted_step_s) predicted = &c;
       if (!measured || c.measured_step_s < measured->measured_step_s) measured = &c;
     }
-    if (predicted) best.push_back({workload, predicted->chunks, measured->chunks});
+    if (!predicted) continue;
+    EpBestChunks b;
+    b.workload = workload;
+    b.predicted = predicted->chunks;
+    b.measured = measured->chunks;
+    b.regret = predicted->measured_step_s / measured->measured_step_s - 1;
+    const size_t pairs = std::min(predicted->runs_step_s.size(), measured->runs_step_s.size());
+    for (size_t i = 0; i < pairs && b.predicted != b.measured; ++i) {
+      const double best_s = measured->runs_step_s[i], predicted_s = predicted->runs_step_s[i];
+      if (best_s == predicted_s) continue;
+      ++b.pairs;
+      b.best_faster += best_s < predicted_s;
+    }
+    b.sign_test_p = base::SignTestP(b.best_faster, b.pairs);
+    best.push_back(b);
   }
   return best;
 }

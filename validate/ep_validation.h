@@ -53,9 +53,12 @@ struct EpValidationRequest {
 
 // A step per layer in the terms sim ep prices it by (seconds), so a miss can be traced to one:
 //   attention_s: attention with the router, per layer (measured: the slowest rank's);
-//   expert_compute_s: the busiest rank's expert FFNs, per MoE layer;
+//   expert_compute_s: a rank's expert FFNs, per MoE layer (measured: the busiest rank's over the
+//     run, which the layers' varying busiest ranks bring near the mean; predicted: a rank of mean
+//     load's, sim ep's mean_rank_compute_s);
 //   exposed_comm_s: per MoE layer, the time the least-waiting rank was blocked on the exchanges
-//     (a busier rank's lead is the others' wait, which the busiest rank's compute already counts);
+//     (predicted: the exchanges' exposed time plus the busiest rank's lead over a rank of mean
+//     load, sim ep's expert_compute_s - mean_rank_compute_s, which the others wait for);
 //   block_other_s: per MoE layer, the rest of the MoE block on the busiest rank's compute thread
 //     (planning, packing rows, starting the exchanges, the weighted combine: run's other_s), which
 //     sim ep does not price (0 predicted);
@@ -85,6 +88,13 @@ struct EpValidationCase {
 struct EpBestChunks {
   std::string workload;
   int64_t predicted = 0, measured = 0;
+  // The predicted N's measured step over the measured best's, less 1 (0 when right).
+  double regret = 0;
+  // Paired runs (the i-th run of each ran in the same round): in how many of `pairs` the measured
+  // best was the faster, and the two-sided sign test's p of that count if the two N were equally
+  // fast. A wrong N with a large p is a difference this machine's noise does not resolve.
+  int64_t best_faster = 0, pairs = 0;
+  double sign_test_p = 1;
   bool right() const { return predicted == measured; }
 };
 

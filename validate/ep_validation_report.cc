@@ -46,7 +46,11 @@ nlohmann::json EpValidationToJson(const EpValidationResult& result) {
     best.push_back({{"workload", b.workload},
                     {"predicted_chunks", b.predicted},
                     {"measured_chunks", b.measured},
-                    {"right", b.right()}});
+                    {"right", b.right()},
+                    {"regret", b.regret},
+                    {"paired_runs", b.pairs},
+                    {"measured_best_faster_runs", b.best_faster},
+                    {"sign_test_p", b.sign_test_p}});
   }
   return {{"schema", "moelab.validation_ep/1"},
           {"ranks", result.ranks},
@@ -85,7 +89,8 @@ std::string EpValidationText(const EpValidationResult& result) {
   text += table.Render();
   text +=
       "per layer, predicted / measured: attention with the router (slowest rank), expert "
-      "compute (busiest rank), exposed communication (least-waiting rank), the MoE block's other "
+      "compute (a rank of mean load / the busiest rank's total), exposed communication with the "
+      "wait for the layer's busiest rank (least-waiting rank), the MoE block's other "
       "work (packing, starting exchanges, combining; not priced), the rest of the step\n";
   report::Table terms(
       {"case", "N", "attention", "expert compute", "exposed comm", "block other", "rest"});
@@ -98,13 +103,23 @@ std::string EpValidationText(const EpValidationResult& result) {
                   Pair(p.rest_s, m.rest_s)});
   }
   text += terms.Render();
-  char line[128];
+  char line[256];
   std::snprintf(line, sizeof(line), "median |error| %.1f %%, max %.1f %% (target: <= 10 %%)\n",
                 100 * result.median_abs_error, 100 * result.max_abs_error);
   text += line;
   for (const EpBestChunks& b : result.best_chunks) {
     text += "best N, " + b.workload + ": predicted " + std::to_string(b.predicted) + ", measured " +
-            std::to_string(b.measured) + (b.right() ? " (right)" : " (wrong)") + "\n";
+            std::to_string(b.measured) + (b.right() ? " (right)" : " (wrong)");
+    if (!b.right()) {
+      std::snprintf(line, sizeof(line),
+                    ": the predicted N measured %.1f %% slower, faster in %lld of %lld paired "
+                    "runs (sign test p = %.2f%s)",
+                    100 * b.regret, static_cast<long long>(b.pairs - b.best_faster),
+                    static_cast<long long>(b.pairs), b.sign_test_p,
+                    b.sign_test_p > 0.05 ? ": not resolved by this machine's noise" : "");
+      text += line;
+    }
+    text += "\n";
   }
   for (const std::string& note : result.notes) text += "note: " + note + "\n";
   return text;

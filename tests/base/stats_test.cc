@@ -35,5 +35,16 @@ TEST(Median, DiffersFromTheInterpolatedHalfQuantileInTheLastBit) {
   EXPECT_NE(Median({a, b}), Quantile({a, b}, 0.5));
 }
 
+// Two-sided binomial tails at 1/2: 3 of 3 is 2/8, 9 of 9 is 2/512, 5 of 9 is everything.
+TEST(SignTest, TwoSidedBinomialTails) {
+  EXPECT_DOUBLE_EQ(SignTestP(3, 3), 0.25);
+  EXPECT_DOUBLE_EQ(SignTestP(0, 3), 0.25);
+  EXPECT_NEAR(SignTestP(9, 9), 2.0 / 512, 1e-15);
+  EXPECT_NEAR(SignTestP(8, 9), 2.0 * 10 / 512, 1e-15);
+  EXPECT_EQ(SignTestP(5, 9), 1.0);
+  EXPECT_EQ(SignTestP(0, 0), 1.0);
+  EXPECT_THROW(SignTestP(4, 3), Error);
+}
+
 }  // namespace
 }  // namespace moelab::base

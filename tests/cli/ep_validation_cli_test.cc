@@ -85,6 +85,19 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
   for (const nlohmann::json& best : json["best_chunks"]) {
     EXPECT_TRUE(std::set<int>({1, 2, 4}).count(best["predicted_chunks"].get<int>()));
     EXPECT_TRUE(std::set<int>({1, 2, 4}).count(best["measured_chunks"].get<int>()));
+    // The regret: the predicted N's measured step over the measured best's; with a sign test of
+    // their paired runs, so that a wrong N the noise cannot resolve says so.
+    double predicted_s = 0, best_s = 0;
+    for (const nlohmann::json& c : json["cases"]) {
+      if (c["workload"] != best["workload"]) continue;
+      if (c["chunks"] == best["predicted_chunks"]) predicted_s = c["measured_step_s"];
+      if (c["chunks"] == best["measured_chunks"]) best_s = c["measured_step_s"];
+    }
+    EXPECT_NEAR(best["regret"].get<double>(), predicted_s / best_s - 1, 1e-12) << best.dump();
+    EXPECT_GE(best["regret"].get<double>(), 0) << best.dump();
+    EXPECT_LE(best["measured_best_faster_runs"].get<int>(), best["paired_runs"].get<int>());
+    EXPECT_GT(best["sign_test_p"].get<double>(), 0);
+    EXPECT_LE(best["sign_test_p"].get<double>(), 1);
   }
   EXPECT_TRUE(std::filesystem::exists(out / "validation-ep.json"));
   const nlohmann::json profile = nlohmann::json::parse(testing::Slurp(out / "profile.json"));

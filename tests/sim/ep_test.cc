@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "model/collective_cost.h"
 #include "model/cost_source.h"
+#include "model/rank_imbalance.h"
 #include "sim/ep_gemm.h"
 #include "sim/ep_pipeline.h"
 #include "sim/ep_simulator.h"
@@ -244,11 +245,34 @@ TEST(SimEp, ExpertsArePricedOverTheSpreadOfTheirTokensNotAtTheMean) {
   const EpResult r = SimulateEp(config, tiled, *links);
   ASSERT_EQ(r.active_local_experts, 4);
   ASSERT_EQ(r.tokens_per_expert, 48);
-  EXPECT_NEAR(r.no_pipeline.expert_compute_s, 14e-3, 1e-12);
+  EXPECT_NEAR(r.no_pipeline.mean_rank_compute_s, 14e-3, 1e-12);
   // Two chunks of two experts each: every expert keeps its tokens, so the same 14 ms in all.
   config.chunks = 2;
   const EpResult two = SimulateEp(config, tiled, *links);
-  EXPECT_NEAR(two.chosen.expert_compute_s, 14e-3, 1e-12);
+  EXPECT_NEAR(two.chosen.mean_rank_compute_s, 14e-3, 1e-12);
+}
+
+// The same prefill: one rank's 4 experts receive 192 rows on average, but the layer waits for the
+// busier rank, which receives model::BusiestRankExcessRows more (7.2). Each costs what a row
+// costs between the experts' rows and twice them (41, 46, 50, 55 -> 82, 92, 100, 110 tokens:
+// 14 -> 26 tiles, 12 ms for 192 rows), whatever the chunks, since a rank may run a chunk ahead and
+// only the layer's last combines wait. Without expert parallelism there is no busier rank.
+TEST(SimEp, TheBusiestRanksExtraRowsAreWaitedForWhateverTheChunks) {
+  EpConfig config = TwoRankMixtral(EpWorkload::kPrefill, 2, 96);
+  const auto roofline = OneDevice(config.node);
+  const TiledExpertSource tiled(*roofline);
+  const auto links = model::LinkCollectiveCost::ForNode(config.node);
+  const double excess_rows = model::BusiestRankExcessRows(192, 8, 2, 4, 2);
+  ASSERT_NEAR(excess_rows, 7.24, 0.01);
+  for (const int64_t chunks : {1, 2, 4}) {
+    config.chunks = chunks;
+    const EpResult r = SimulateEp(config, tiled, *links);
+    EXPECT_NEAR(r.chosen.busiest_excess_s, 12e-3 * excess_rows / 192, 1e-12) << "N=" << chunks;
+    EXPECT_NEAR(r.chosen.expert_compute_s, 14e-3 + r.chosen.busiest_excess_s, 1e-12);
+  }
+  config.ep = 1;  // two replicas of every expert on the 2 devices
+  config.chunks = 1;
+  EXPECT_EQ(SimulateEp(config, tiled, *links).chosen.busiest_excess_s, 0.0);
 }
 
 // A decode of 8 sequences on 2 ranks: each of a rank's 4 experts is active with probability
