@@ -45,6 +45,7 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
       ("comm-sms", Into(&config.comm_sms), "SMs kept for the all-to-alls while they overlap the GEMMs (EPS-MoE: 16 of 132)")
       ("comm-saturation-sms", Into(&config.comm_saturation_sms), "SMs from which an all-to-all runs at the link's speed (EPS-MoE Figure 7: 10-20)")
       ("comm-bits", NumberInto(&config.comm_bits, "comm-bits"), "bits per hidden value in the all-to-alls (8: FP8 communication)")
+      ("copy-bandwidth", NumberInto(&config.copy_bytes_per_s, "copy-bandwidth"), "bytes/s of the MoE block's row copies (packing, gathering for the GEMMs, scattering, combining); default: the accelerator's memory bandwidth, unpriced with a --profile of another machine")
       ("device-limit", Into(&config.device_limit), "ranks a token may reach (DeepSeek-V2's device-limited routing: 3); 0: no limit")
       ("gemm", ParsedInto(&config.gemm, "auto", sim::GemmChoiceFromString), "expert GEMM kernel: auto (by load, EPS-MoE) | group | dense")
       ("gemm-crossover-tokens", ParsedIntoOptional(&config.gemm_crossover_tokens, [](const std::string& text) { return base::ParseIntList(text, "gemm-crossover-tokens", 1).front(); }), "tokens per expert from which auto picks DenseGemm (default: the crossover the GEMM model finds)")

@@ -1,6 +1,8 @@
 // EpConfig's options: the names they take and what each refuses.
 #include "base/error.h"
 #include "sim/ep_simulator.h"
+
+#include <cmath>
 #include "sim/workload.h"
 
 namespace moelab::sim {
@@ -93,6 +95,9 @@ void EpConfig::Validate() const {
                                : std::string("any")));
   }
   if (comm_saturation_sms < 1) throw base::Error("--comm-saturation-sms must be at least 1");
+  if (!(copy_bytes_per_s >= 0) || !std::isfinite(copy_bytes_per_s))
+    throw base::Error("--copy-bandwidth: expected bytes per second >= 0, got " +
+                      std::to_string(copy_bytes_per_s));
   if (!(comm_bits > 0 && comm_bits <= 32))
     throw base::Error("--comm-bits: expected bits in (0, 32]");
   if (device_limit < 0 || device_limit > ep)

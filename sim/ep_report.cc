@@ -14,6 +14,8 @@ nlohmann::json RowJson(const EpChunkRow& row) {
           {"expert_compute_s", row.expert_compute_s},
           {"busiest_excess_s", row.busiest_excess_s},
           {"mean_rank_compute_s", row.mean_rank_compute_s},
+          {"row_gather_scatter_s", row.row_gather_scatter_s},
+          {"pack_combine_s", row.pack_combine_s},
           {"moe_block_s", row.moe_block_s},
           {"exposed_comm_s", row.exposed_comm_s},
           {"step_s", row.step_s},
@@ -69,6 +71,8 @@ nlohmann::json EpResult::ToJson() const {
                        {"shared_experts_s", shared_experts_s},
                        {"dense_layer_s", dense_layer_s},
                        {"once_per_step_s", once_per_step_s},
+                       {"row_copy_bytes_per_s", copy_bytes_per_s},
+                       {"row_copies_from", row_copies_from},
                        {"moe_layers", c.model.num_moe_layers()},
                        {"dense_layers", c.model.num_dense_layers()}};
   json["closed_form"] = {{"communication_s", closed_form.communication_s},

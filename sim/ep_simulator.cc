@@ -43,6 +43,8 @@ struct LayerPlan {
   // 0.7-0.9 ms a layer the lighter rank waited in validate --cases ep, which the busiest rank's
   // expected active-expert count (all 4 in prefill) did not carry.
   double busiest_excess_rows = 0;
+  double copy_s_per_row = 0;  // one pass over one row of hidden values (EpConfig::copy_bytes_per_s)
+  double pack_combine_s = 0;  // packing the device's rows to send and combining them back
   double attention_s = 0, moe_collectives_s = 0, shared_s = 0, dense_layer_s = 0, once_s = 0;
   bool communicates = false;  // ep > 1 or tp > 1: the dispatch and combine move bytes
 };
@@ -182,6 +184,20 @@ std::vector<double> BusiestOfRanks(const std::vector<double>& probability, int64
   return busiest;
 }
 
+// EpConfig::copy_bytes_per_s, or the computing accelerator's memory bandwidth; 0: not priced.
+double CopyBandwidth(const EpConfig& config) {
+  if (config.copy_bytes_per_s > 0) return config.copy_bytes_per_s;
+  if (config.compute_on_node && config.node.accelerator)
+    return config.node.accelerator->memory_bandwidth_bytes_per_s;
+  return 0.0;
+}
+
+std::string CopyBandwidthSource(const EpConfig& config) {
+  if (config.copy_bytes_per_s > 0) return "--copy-bandwidth";
+  if (CopyBandwidth(config) > 0) return "the accelerator's memory bandwidth";
+  return "not priced (no --copy-bandwidth, and the node does not compute)";
+}
+
 LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
                     const model::CollectiveCost& collectives) {
   LayerPlan plan;
@@ -214,6 +230,14 @@ LayerPlan PlanLayer(const EpConfig& config, const model::CostSource& compute,
   if (config.device_limit > 0 && ranks_reached > static_cast<double>(config.device_limit))
     plan.copy_scale = static_cast<double>(config.device_limit) / ranks_reached;
   plan.communicates = config.ep > 1 || config.tp > 1;
+  const double copy_bytes_per_s = CopyBandwidth(config);
+  if (copy_bytes_per_s > 0) {
+    plan.copy_s_per_row =
+        static_cast<double>(config.model.hidden_size) * config.comm_bits / 8.0 / copy_bytes_per_s;
+    // Every token's K rows, packed before the first dispatch and combined after the last.
+    plan.pack_combine_s =
+        2.0 * plan.tokens_per_device * static_cast<double>(moe.top_k) * plan.copy_s_per_row;
+  }
   plan.busiest_excess_rows = model::BusiestRankExcessRows(plan.tokens_total, moe.num_experts,
                                                           moe.top_k, plan.local_experts, config.ep);
   PriceLayers(config, compute, collectives, plan);
@@ -233,6 +257,7 @@ std::vector<int64_t> CandidateChunks(const LayerPlan& plan, int64_t max_chunks) 
 struct ChunkPlan {
   std::vector<ChunkWork> work;  // compute_s includes busiest_excess_s
   std::vector<double> busiest_excess_s;
+  std::vector<double> gather_scatter_s;  // of compute_s: the chunk's rows in and out of its GEMMs
   double mean_rank_compute_s = 0;  // the chunks' compute on a rank of mean load (no excess rows)
   std::vector<model::ExpertGemmKind> kinds;
 };
@@ -251,6 +276,7 @@ class ChunkPricer {
     ChunkPlan out;
     out.work.assign(static_cast<size_t>(chunks), ChunkWork{});
     out.busiest_excess_s.assign(static_cast<size_t>(chunks), 0.0);
+    out.gather_scatter_s.assign(static_cast<size_t>(chunks), 0.0);
     double likeliest = -1;
     for (int64_t a = 1; a <= plan_.local_experts; ++a) {
       const double probability = plan_.busiest_probability[static_cast<size_t>(a)];
@@ -261,6 +287,7 @@ class ChunkPricer {
         out.work[c].compute_s += probability * given.work[c].compute_s;
         out.work[c].combine_s += probability * given.work[c].combine_s;
         out.busiest_excess_s[c] += probability * given.busiest_excess_s[c];
+        out.gather_scatter_s[c] += probability * given.gather_scatter_s[c];
       }
       if (probability > likeliest) {
         likeliest = probability;
@@ -369,8 +396,12 @@ class ChunkPricer {
         std::vector<int64_t> doubled(load);
         for (int64_t& tokens : doubled) tokens *= 2;
         const double excess_s = ExcessSeconds(gemm_.Seconds(kind, doubled, sms) - compute_s, a);
-        out.work.push_back({comm_s, compute_s + excess_s, comm_s});
+        double rows = 0;
+        for (int64_t tokens : load) rows += static_cast<double>(tokens);
+        const double copies_s = 2.0 * rows * plan_.copy_s_per_row;
+        out.work.push_back({comm_s, compute_s + excess_s + copies_s, comm_s});
         out.busiest_excess_s.push_back(excess_s);
+        out.gather_scatter_s.push_back(copies_s);
         out.kinds.push_back(kind);
       }
       return out;
@@ -387,9 +418,11 @@ class ChunkPricer {
       const double compute_s = gemm_.Seconds(kind, {tokens}, sms);
       const double excess_s = ExcessSeconds(gemm_.Seconds(kind, {2 * tokens}, sms) - compute_s, a);
       const double comm_s = CommSeconds(1.0 / ad, span, overlapped);
+      const double copies_s = 2.0 * static_cast<double>(tokens) * plan_.copy_s_per_row;
       for (int64_t s = 0; s < span; ++s) {
-        out.work.push_back({comm_s, compute_s + excess_s, comm_s});
+        out.work.push_back({comm_s, compute_s + excess_s + copies_s, comm_s});
         out.busiest_excess_s.push_back(excess_s);
+        out.gather_scatter_s.push_back(copies_s);
         out.kinds.push_back(kind);
       }
     }
@@ -417,6 +450,8 @@ EpChunkRow RowOf(const EpConfig& config, const LayerPlan& plan, const ChunkPlan&
   row.gemm = KindName(chunk_plan.kinds);
   for (double excess_s : chunk_plan.busiest_excess_s) row.busiest_excess_s += excess_s;
   row.mean_rank_compute_s = chunk_plan.mean_rank_compute_s;
+  for (double copies_s : chunk_plan.gather_scatter_s) row.row_gather_scatter_s += copies_s;
+  row.pack_combine_s = plan.pack_combine_s;
   for (const ChunkWork& work : chunk_plan.work) {
     row.dispatch_s += work.dispatch_s;
     row.combine_s += work.combine_s;
@@ -424,7 +459,8 @@ EpChunkRow RowOf(const EpConfig& config, const LayerPlan& plan, const ChunkPlan&
   }
   row.moe_block_s = schedule.makespan_s;
   row.exposed_comm_s = schedule.exposed_communication_s;
-  const double moe_layer_s = plan.attention_s + plan.moe_collectives_s + row.moe_block_s;
+  const double moe_layer_s =
+      plan.attention_s + plan.moe_collectives_s + row.moe_block_s + row.pack_combine_s;
   row.step_s = static_cast<double>(config.model.num_moe_layers()) * moe_layer_s +
                static_cast<double>(config.model.num_dense_layers()) * plan.dense_layer_s +
                plan.once_s;
@@ -526,6 +562,8 @@ EpResult SimulateEp(const EpConfig& config, const model::CostSource& compute,
   result.shared_experts_s = plan.shared_s;
   result.dense_layer_s = plan.dense_layer_s;
   result.once_per_step_s = plan.once_s;
+  result.copy_bytes_per_s = CopyBandwidth(config);
+  result.row_copies_from = CopyBandwidthSource(config);
 
   model::MoeModelSpec expert_model = config.model;
   expert_model.moe->expert_intermediate_size /= config.tp;

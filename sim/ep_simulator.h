@@ -58,6 +58,11 @@ struct EpConfig {
   // false: another machine computes (a --profile's fitted curves), so the node's SMs neither
   // tile the GEMMs nor are shared with communication.
   bool compute_on_node = true;
+  // The MoE block's row copies (packing the rows to send, gathering each expert's rows for its
+  // GEMM, scattering its outputs back, the weighted combine), comm_bits a value: their bandwidth.
+  // 0: the node accelerator's memory bandwidth when it computes (compute_on_node), else the copies
+  // are not priced (EpResult::row_copies_from says which).
+  double copy_bytes_per_s = 0;
 
   // Errors name the option: ep not dividing the experts, ep x tp above the node's accelerators,
   // tp not dividing the expert width, a data-parallel batch not divisible by ep, ...
@@ -72,6 +77,11 @@ struct EpChunkRow {
   double dispatch_s = 0, combine_s = 0, expert_compute_s = 0;  // per MoE layer, summed over chunks
   // Of expert_compute_s, the busiest rank's rows beyond a rank's mean (the wait of the others).
   double busiest_excess_s = 0;
+  // Of expert_compute_s, gathering each expert's rows for its GEMM and scattering its outputs.
+  double row_gather_scatter_s = 0;
+  // Packing the rows to send before the first dispatch and the weighted combine after the last
+  // combine: on the compute lane, outside the pipeline (part of step_s, not of moe_block_s).
+  double pack_combine_s = 0;
   // The expert compute of a rank of mean load (its expected active experts, its mean rows): what
   // the busiest rank's expert_compute_s exceeds it by, the other ranks wait.
   double mean_rank_compute_s = 0;
@@ -101,6 +111,8 @@ struct EpResult {
   // block, shared experts; dense layers' whole time; once-per-step ops (embedding, LM head).
   double attention_s = 0, moe_collectives_s = 0, shared_experts_s = 0, dense_layer_s = 0,
          once_per_step_s = 0;
+  double copy_bytes_per_s = 0;    // what priced the row copies (0: not priced)
+  std::string row_copies_from;    // "--copy-bandwidth", "the accelerator's memory", "not priced"
   std::vector<EpChunkRow> sweep;  // N = 1 first
   EpChunkRow no_pipeline, chosen, optimum;
   std::string chunks_chosen_by;  // "--ep-chunks" or "auto (sweep optimum)"

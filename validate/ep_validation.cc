@@ -72,6 +72,23 @@ nlohmann::json ProfileNow(const EpValidationRequest& request, const model::Prese
       presets, communicator);
 }
 
+// The host memcpy's rate (the profile's memcpy_host curve) at one MoE layer's rows of a case on
+// one rank, fp32 as the executor copies them; 0 when the profile has no such curve (older
+// profiles: the row copies then go unpriced, and sim ep's row_copies_from says so).
+double HostCopyBytesPerS(const fit::LatencyFit& fit, const EpValidationCase& c, int ranks,
+                         const model::MoeModelSpec& target) {
+  for (const fit::OperatorCurve& curve : fit.operators) {
+    if (curve.op != "memcpy_host" || curve.device != "cpu" || curve.variable != "bytes") continue;
+    const double tokens =
+        static_cast<double>(c.batch / ranks) * (c.workload == "decode" ? 1.0 : c.prompt);
+    const double bytes = tokens * static_cast<double>(target.moe->top_k) *
+                         static_cast<double>(target.hidden_size) * sizeof(float);
+    const double seconds = curve.Predict(bytes);
+    return seconds > 0 ? bytes / seconds : 0.0;
+  }
+  return 0.0;
+}
+
 // Rank 0: every case's predicted step from the profile's fitted curves.
 void Predict(const EpValidationRequest& request, const model::PresetStore& presets, int ranks,
              EpValidationResult& result) {
@@ -108,6 +125,8 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     // The executor runs each local expert's FFN in turn on its CPU threads: DenseGemm, no launch.
     config.gemm = sim::GemmChoice::kDense;
     config.kernel_launch_s = 0;
+    // The MoE block's row copies at the profiled host memcpy's rate at a layer's bytes.
+    config.copy_bytes_per_s = HostCopyBytesPerS(fit, c, ranks, target);
     const sim::EpResult simulated = sim::SimulateEp(config, *compute, collectives);
     c.predicted_step_s = simulated.chosen.step_s;
     c.predicted_exposed_comm_s = simulated.chosen.exposed_comm_s;
@@ -119,8 +138,12 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     terms.expert_compute_s = simulated.chosen.mean_rank_compute_s;
     terms.exposed_comm_s = simulated.chosen.exposed_comm_s + simulated.chosen.expert_compute_s -
                            simulated.chosen.mean_rank_compute_s;
+    // Packing and combining the rows: what the run's block other work times (its gathering and
+    // scattering are inside its expert compute, as sim ep's are).
+    terms.block_other_s = simulated.chosen.pack_combine_s;
     terms.rest_s = simulated.chosen.step_s / static_cast<double>(target.num_layers) -
-                   terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s;
+                   terms.attention_s - terms.expert_compute_s - terms.exposed_comm_s -
+                   terms.block_other_s;
   }
 }
 

@@ -60,8 +60,9 @@ struct EpValidationRequest {
 //     (predicted: the exchanges' exposed time plus the busiest rank's lead over a rank of mean
 //     load, sim ep's expert_compute_s - mean_rank_compute_s, which the others wait for);
 //   block_other_s: per MoE layer, the rest of the MoE block on the busiest rank's compute thread
-//     (planning, packing rows, starting the exchanges, the weighted combine: run's other_s), which
-//     sim ep does not price (0 predicted);
+//     (planning, packing rows, starting the exchanges, the weighted combine: run's other_s);
+//     predicted sim ep's pack_combine_s, the packing and combining copies at the profiled host
+//     memcpy's rate;
 //   rest_s: the step per layer less those four (LM head, embedding, norms, dense layers).
 struct EpStepTerms {
   double attention_s = 0, expert_compute_s = 0, exposed_comm_s = 0, block_other_s = 0, rest_s = 0;

@@ -91,7 +91,8 @@ std::string EpValidationText(const EpValidationResult& result) {
       "per layer, predicted / measured: attention with the router (slowest rank), expert "
       "compute (a rank of mean load / the busiest rank's total), exposed communication with the "
       "wait for the layer's busiest rank (least-waiting rank), the MoE block's other "
-      "work (packing, starting exchanges, combining; not priced), the rest of the step\n";
+      "work (packing, starting exchanges, combining; priced: their copies), the rest of the "
+      "step\n";
   report::Table terms(
       {"case", "N", "attention", "expert compute", "exposed comm", "block other", "rest"});
   for (const EpValidationCase& c : result.cases) {

@@ -72,9 +72,10 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
     EXPECT_GT(measured["attention_s"].get<double>(), 0) << c.dump();
     EXPECT_GT(measured["expert_compute_s"].get<double>(), 0) << c.dump();
     EXPECT_GE(measured["exposed_comm_s"].get<double>(), 0) << c.dump();
-    // Packing rows and combining outputs take time; sim ep does not price them.
+    // Packing rows and combining outputs take time; sim ep prices their copies at the profiled
+    // host memcpy.
     EXPECT_GT(measured["block_other_s"].get<double>(), 0) << c.dump();
-    EXPECT_EQ(predicted["block_other_s"].get<double>(), 0) << c.dump();
+    EXPECT_GT(predicted["block_other_s"].get<double>(), 0) << c.dump();
     EXPECT_TRUE(std::isfinite(measured["rest_s"].get<double>())) << c.dump();
   }
   // Profiled here: the case rounds ran between the profile's rounds.

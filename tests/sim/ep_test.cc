@@ -275,6 +275,38 @@ TEST(SimEp, TheBusiestRanksExtraRowsAreWaitedForWhateverTheChunks) {
   EXPECT_EQ(SimulateEp(config, tiled, *links).chosen.busiest_excess_s, 0.0);
 }
 
+// The MoE block's row copies at --copy-bandwidth: each of a device's rows (96 tokens x top-2)
+// packed and combined once outside the pipeline, and gathered into and scattered out of its
+// expert's GEMM inside it, 4096 values of 16 bits a row. Unpriced without a bandwidth when
+// another machine computes, and said so.
+TEST(SimEp, RowCopiesArePricedAtTheCopyBandwidth) {
+  EpConfig config = TwoRankMixtral(EpWorkload::kPrefill, 2, 96);
+  config.chunks = 2;
+  const auto roofline = OneDevice(config.node);
+  const TiledExpertSource tiled(*roofline);
+  const auto links = model::LinkCollectiveCost::ForNode(config.node);
+  const EpResult unpriced = SimulateEp(config, tiled, *links);
+  EXPECT_EQ(unpriced.chosen.pack_combine_s, 0.0);
+  EXPECT_EQ(unpriced.chosen.row_gather_scatter_s, 0.0);
+  EXPECT_NE(unpriced.row_copies_from.find("not priced"), std::string::npos);
+  config.copy_bytes_per_s = 1e10;
+  const EpResult r = SimulateEp(config, tiled, *links);
+  const double row_s = 4096 * 2 / 1e10;
+  EXPECT_NEAR(r.chosen.pack_combine_s, 2 * 96 * 2 * row_s, 1e-15);
+  // The spread's 41 + 46 + 50 + 55 = 192 rows, in and out.
+  EXPECT_NEAR(r.chosen.row_gather_scatter_s, 2 * 192 * row_s, 1e-15);
+  EXPECT_NEAR(r.chosen.expert_compute_s,
+              unpriced.chosen.expert_compute_s + r.chosen.row_gather_scatter_s, 1e-12);
+  const double moe_layers = static_cast<double>(config.model.num_moe_layers());
+  EXPECT_NEAR(
+      r.chosen.step_s - unpriced.chosen.step_s,
+      moe_layers * (r.chosen.moe_block_s - unpriced.chosen.moe_block_s + r.chosen.pack_combine_s),
+      1e-12);
+  EXPECT_EQ(r.row_copies_from, "--copy-bandwidth");
+  config.copy_bytes_per_s = -1;
+  EXPECT_THROW(SimulateEp(config, tiled, *links), base::Error);
+}
+
 // A decode of 8 sequences on 2 ranks: each of a rank's 4 experts is active with probability
 // P = 1 - (6/8)^8 (16 routings), so a layer often runs 3 of them; the layer waits for the busier
 // rank. One chunk calls each active expert once: E[max(a0, a1)] calls, a binomial given a >= 1.
