@@ -25,7 +25,11 @@ void Require(bool agree, int64_t request_id, const std::string& what) {
 
 ServingCore::ServingCore(ForwardModel& model, scheduler::SchedulerConfig config,
                          ServingSpeculation speculation)
-    : model_(model), scheduler_((config.Validate(), config)), speculation_(speculation) {
+    : model_(model),
+      scheduler_((config.Validate(), config)),
+      cache_pool_(config.max_running_sequences),
+      draft_cache_pool_(config.max_running_sequences),
+      speculation_(speculation) {
   const int64_t per_step = speculation_.draft ? speculation_.gamma + 1 : 1;
   if (speculation_.draft && speculation_.gamma < 1)
     throw base::Error("--gamma " + std::to_string(speculation_.gamma) + ": expected at least 1");
@@ -93,8 +97,19 @@ scheduler::AdmitResult ServingCore::Submit(const ServingRequest& request) {
 
 bool ServingCore::Cancel(int64_t request_id) {
   const bool known = scheduler_.Cancel(request_id);
-  sequences_.erase(request_id);
+  const auto found = sequences_.find(request_id);
+  if (found != sequences_.end()) {
+    ReleaseCaches(found->second);
+    sequences_.erase(found);
+  }
   return known;
+}
+
+void ServingCore::ReleaseCaches(Sequence& s) {
+  if (s.cache) cache_pool_.Give(std::move(*s.cache));
+  if (s.draft_cache) draft_cache_pool_.Give(std::move(*s.draft_cache));
+  s.cache.reset();
+  s.draft_cache.reset();
 }
 
 SequenceInput ServingCore::InputFor(const BatchEntry& entry, Sequence& s) {
@@ -103,7 +118,7 @@ SequenceInput ServingCore::InputFor(const BatchEntry& entry, Sequence& s) {
   if (!s.cache) {
     Require(entry.prefill && entry.context_tokens == 0, id,
             "a sequence without a KV cache must start with a prefill at context 0");
-    s.cache.emplace(model_.NewCache(static_cast<int64_t>(s.prompt.size()) + s.max_tokens));
+    s.cache.emplace(cache_pool_.Take(model_, static_cast<int64_t>(s.prompt.size()) + s.max_tokens));
   }
   Require(s.cache->length() == entry.context_tokens, id,
           "context " + std::to_string(entry.context_tokens) + " but the KV cache holds " +
@@ -147,8 +162,8 @@ void ServingCore::RunDrafts(const scheduler::IterationPlan& plan) {
     if (entry.prefill) {
       // The draft prefills the same chunk, so its cache follows the target's.
       if (!s.draft_cache) {
-        s.draft_cache.emplace(draft.NewCache(static_cast<int64_t>(s.prompt.size()) + s.max_tokens +
-                                             speculation_.gamma + 2));
+        s.draft_cache.emplace(draft_cache_pool_.Take(
+            draft, static_cast<int64_t>(s.prompt.size()) + s.max_tokens + speculation_.gamma + 2));
       }
       Require(s.draft_cache->length() == entry.context_tokens, entry.request_id,
               "the draft's cache does not follow the target's");
@@ -232,8 +247,7 @@ IterationOutcome ServingCore::Step() {
   const scheduler::IterationPlan& plan = outcome.plan;
   for (int64_t id : plan.preempted) {  // recomputed later
     Sequence& s = sequences_.at(id);
-    s.cache.reset();
-    s.draft_cache.reset();
+    ReleaseCaches(s);
     s.draft_pending.clear();
   }
   if (plan.batch.empty()) {
@@ -278,10 +292,11 @@ IterationOutcome ServingCore::Step() {
   }
   outcome.finished = scheduler_.Complete(plan, {}, emitted_counts);
   for (int64_t id : outcome.finished) {
-    const Sequence& s = sequences_.at(id);
+    Sequence& s = sequences_.at(id);
     Require(static_cast<int64_t>(s.generated.size()) == s.max_tokens, id,
             "finished after " + std::to_string(s.generated.size()) + " of " +
                 std::to_string(s.max_tokens) + " tokens");
+    ReleaseCaches(s);
     sequences_.erase(id);
   }
   for (const EmittedToken& emitted : outcome.emitted) {

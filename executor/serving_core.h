@@ -7,6 +7,7 @@
 
 #include "executor/forward_model.h"
 #include "executor/generation.h"
+#include "executor/kv_cache_pool.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/speculative_acceptance.h"
 
@@ -107,9 +108,13 @@ class ServingCore {
   // SD: one decode's verified rows -> its emitted tokens; rolls both caches back.
   TokenIds Verify(const scheduler::BatchEntry& entry, Sequence& s, const float* rows);
 
+  // A sequence's caches back to the pools (finished, cancelled or preempted).
+  void ReleaseCaches(Sequence& s);
+
   ForwardModel& model_;
   routing::RoutingSource* routing_ = nullptr;
   scheduler::Scheduler scheduler_;
+  KvCachePool cache_pool_, draft_cache_pool_;  // by the scheduler's running sequences
   std::map<int64_t, Sequence> sequences_;
   std::vector<float> logits_;
   ServingSpeculation speculation_;
