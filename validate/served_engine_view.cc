@@ -57,6 +57,10 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
       if (entry.prefill) {
         ++row.prefill_chunks;
         row.prefill_tokens += entry.tokens;
+        if (entry.context_tokens > 0) {
+          ++row.prefill_continuing_chunks;
+          row.prefill_continuing_tokens += entry.tokens;
+        }
       } else {
         ++row.decodes;
         context_sum += static_cast<double>(entry.context_tokens);
@@ -89,17 +93,19 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
 
 std::string ServedIterationsCsvHeader() {
   return "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
-         "prefill_tokens\n";
+         "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens\n";
 }
 
 std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::string& key) {
   std::string csv;
   char line[256];
   for (const ServedEngineView::Iteration& row : view.rows) {
-    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld\n", row.start_s,
+    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld,%lld,%lld\n", row.start_s,
                   row.wall_s, row.composed_s, static_cast<long long>(row.decodes),
                   row.decode_context_mean, static_cast<long long>(row.prefill_chunks),
-                  static_cast<long long>(row.prefill_tokens));
+                  static_cast<long long>(row.prefill_tokens),
+                  static_cast<long long>(row.prefill_continuing_chunks),
+                  static_cast<long long>(row.prefill_continuing_tokens));
     csv += key + line;
   }
   return csv;

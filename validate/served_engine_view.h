@@ -23,6 +23,9 @@ struct ServedEngineView {
   struct Iteration {  // one served iteration that ran a batch
     double start_s = 0, wall_s = 0, composed_s = 0;
     int64_t decodes = 0, prefill_chunks = 0, prefill_tokens = 0;
+    // Of the prefill chunks, those continuing a prompt (context > 0: priced as multi-query
+    // attention over a cache, not as a fresh prompt's) and their tokens.
+    int64_t prefill_continuing_chunks = 0, prefill_continuing_tokens = 0;
     double decode_context_mean = 0;
   };
   std::vector<Iteration> rows;

@@ -1,8 +1,11 @@
 // moelab validate --cases serving end to end on a tiny shape, and its refusals.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -95,8 +98,22 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   iterations += json["saturation"]["engine"][0]["iterations"].get<int64_t>();
   std::ifstream csv(dir / "served-iterations.csv");
   std::string line;
-  int64_t rows = -1;  // the header
-  while (std::getline(csv, line)) ++rows;
+  std::getline(csv, line);
+  EXPECT_EQ(line,
+            "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
+            "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens");
+  int64_t rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    // The continuing chunks are some of the chunks, their tokens some of the tokens.
+    std::vector<int64_t> fields;
+    std::stringstream cells(line);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) fields.push_back(std::atoll(cell.c_str()));
+    ASSERT_EQ(fields.size(), 10u) << line;
+    EXPECT_LE(fields[8], fields[6]) << line;
+    EXPECT_LE(fields[9], fields[7]) << line;
+  }
   EXPECT_EQ(rows, iterations);
 }
 
