@@ -325,7 +325,7 @@ BENCHMARK(Fp32Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(Int8Peak)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(ExpertFfnBench)
     ->Name("ExpertFfn")
-    ->ArgsProduct({{1, 2, 4, 8, 16, 256, 512, 1024}, {16, 8, 4}})
+    ->ArgsProduct({{1, 2, 4, 8, 9, 12, 16, 32, 64, 128, 256, 512, 1024}, {16, 8, 4}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(1.0);
