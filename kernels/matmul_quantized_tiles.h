@@ -18,7 +18,7 @@
 // S provides: template <QuantFormat F, int T, int G> BlockSums(record, xq, xs, b, sum) (sum[t][g]:
 // 8 rows' int32 sums of block b for token t and group g), kDecodeAheadBytes (the decode tiles'
 // prefetch distance), and the tile shapes: Decode1Groups (1
-// token), Decode2Groups (2 tokens), kDecodeTileTokens x kDecodeTileGroups (3-8 tokens),
+// token), Decode2Groups (2 tokens), kDecodeTileTokens x kDecodeTileGroups (3 to kDecodeMaxTokens),
 // kPrefillTokens x kPrefillGroups over kPrefillBlocks k blocks (more tokens).
 
 #include <immintrin.h>
@@ -201,7 +201,8 @@ void QuantizedRowsOver(const QuantizedActivations& x, const QuantizedMatrix& w, 
     default:
       break;
   }
-  if (x.tokens <= 8) {  // decode: one pass over the weights (a second tile reads them from L1/L2)
+  // Decode: one pass over the weights (later token tiles read them from L1).
+  if (x.tokens <= S::kDecodeMaxTokens) {
     QuantTilesOverRows<S, F, S::kDecodeTileTokens, S::kDecodeTileGroups>(x, w, n_begin, n_end, 0,
                                                                          blocks, true, y, ldy);
     return;

@@ -22,6 +22,7 @@ struct VnniBlockSums {
   // 32 registers: T x G int32 sums + T x G fp32 accumulators + G weight vectors + broadcasts.
   static constexpr int kDecode1Groups = 8;
   static constexpr int kDecode2Groups = 4;
+  static constexpr int64_t kDecodeMaxTokens = 8;  // unused: DecodeByPairs takes 3 and more
   static constexpr int kDecodeTileTokens = 4;
   static constexpr int kDecodeTileGroups = 2;
   static constexpr int kPrefillTokens = 6;
@@ -90,18 +91,21 @@ inline __mmask16 PairMask(int64_t rows0, int64_t rows1) {
   return static_cast<__mmask16>(((1u << rows0) - 1u) | (((1u << rows1) - 1u) << 8));
 }
 
-template <QuantFormat F, int T, int P>
-void DecodePairTile(const QuantizedActivations& x, const uint8_t* g0, int64_t group_stride,
-                    const int64_t (&rows)[2 * P], int64_t blocks, float* y, int64_t ldy) {
+// Tokens [t0, t0 + T); kPrefetch: prefetch the weight streams ahead (off when an earlier chunk of
+// tokens has just read the same rows into L1).
+template <QuantFormat F, int T, int P, bool kPrefetch = true>
+void DecodePairTile(const QuantizedActivations& x, int64_t t0, const uint8_t* g0,
+                    int64_t group_stride, const int64_t (&rows)[2 * P], int64_t blocks, float* y,
+                    int64_t ldy) {
   constexpr int64_t kRecord = QuantizedMatrix::RecordBytes(F);
   constexpr int kOffsetShift = F == QuantFormat::kQ8_0 ? 7 : 3;  // x 128 or x 8
   TileActivations<T> a;
   __m512 acc[T][P];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
-    a.quants[t] = x.token_quants(t);
-    a.scales[t] = x.token_scales(t);
-    a.sums[t] = x.token_sums(t);
+    a.quants[t] = x.token_quants(t0 + t);
+    a.scales[t] = x.token_scales(t0 + t);
+    a.sums[t] = x.token_sums(t0 + t);
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) acc[t][p] = _mm512_setzero_ps();
   }
@@ -110,9 +114,11 @@ void DecodePairTile(const QuantizedActivations& x, const uint8_t* g0, int64_t gr
 #pragma GCC unroll 8
     for (int g = 0; g < 2 * P; ++g) {
       record[g] = g0 + g * group_stride + b * kRecord;
-      for (int64_t line = 0; line < kRecord; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(record[g]) + kQuantAheadBytes + line,
-                     _MM_HINT_T0);
+      if constexpr (kPrefetch) {
+        for (int64_t line = 0; line < kRecord; line += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(record[g]) + kQuantAheadBytes + line,
+                       _MM_HINT_T0);
+      }
     }
     __m512i sum[T][P];
 #pragma GCC unroll 8
@@ -201,11 +207,68 @@ void DecodeRowsByPairs(const QuantizedActivations& x, const QuantizedMatrix& w, 
     int64_t rows[2 * P];
     for (int g = 0; g < 2 * P; ++g)
       rows[g] = std::clamp<int64_t>(n_end - row - g * kQuantRows, 0, kQuantRows);
-    DecodePairTile<F, T, P>(x, w.group(row / kQuantRows), stride, rows, w.blocks(), y + row, ldy);
+    DecodePairTile<F, T, P>(x, 0, w.group(row / kQuantRows), stride, rows, w.blocks(), y + row,
+                            ldy);
   }
   if constexpr (P > 1) {
     if (row < n_end) DecodeRowsByPairs<F, T, 1>(x, w, row, n_end, y, ldy);
   } else if (row < n_end) {
+    QuantTilesOverRows<VnniBlockSums, F, VnniBlockSums::kDecodeTileTokens, 1>(
+        x, w, row, n_end, 0, w.blocks(), true, y, ldy);
+  }
+}
+
+// Tokens [t0, t0 + tokens), 1 <= tokens <= 8, on one pair tile (P = 1).
+template <QuantFormat F, bool kPrefetch>
+void ChunkPairTile(const QuantizedActivations& x, int64_t t0, int64_t tokens, const uint8_t* g0,
+                   int64_t stride, const int64_t (&rows)[2], int64_t blocks, float* y,
+                   int64_t ldy) {
+  auto tile = [&](auto t) {
+    DecodePairTile<F, decltype(t)::value, 1, kPrefetch>(x, t0, g0, stride, rows, blocks,
+                                                        y + t0 * ldy, ldy);
+  };
+  switch (tokens) {
+    case 8:
+      return tile(std::integral_constant<int, 8>{});
+    case 7:
+      return tile(std::integral_constant<int, 7>{});
+    case 6:
+      return tile(std::integral_constant<int, 6>{});
+    case 5:
+      return tile(std::integral_constant<int, 5>{});
+    case 4:
+      return tile(std::integral_constant<int, 4>{});
+    case 3:
+      return tile(std::integral_constant<int, 3>{});
+    case 2:
+      return tile(std::integral_constant<int, 2>{});
+    default:
+      return tile(std::integral_constant<int, 1>{});
+  }
+}
+
+// 9 tokens and more: per pair of groups (16 rows), the tokens in near-equal chunks of at most 8 on
+// the pair tile, the first chunk streaming the rows' records from DRAM (prefetched), the others
+// reading them from L1 (two q8_0 groups over k = 1024: 17 KB). It replaced the 256-bit prefill
+// tiles on this ISA at every token count: their panels read the weights with no prefetch (9 tokens
+// took 2x the time of 8) and each vpdpbusd did half the pair tile's work (256 and 1024 tokens
+// 1.7-2x slower). Measured: kernels/README.md, "Quantized chunks on the pair tile".
+template <QuantFormat F>
+void ChunkedDecodeByPairs(const QuantizedActivations& x, const QuantizedMatrix& w, int64_t n_begin,
+                          int64_t n_end, float* y, int64_t ldy) {
+  const int64_t stride = w.blocks() * w.record_bytes(), m = x.tokens;
+  const int64_t chunks = (m + 7) / 8;
+  int64_t row = n_begin;
+  for (; row + kQuantRows < n_end; row += 2 * kQuantRows) {
+    const int64_t rows[2] = {kQuantRows, std::min<int64_t>(n_end - row - kQuantRows, kQuantRows)};
+    const uint8_t* g0 = w.group(row / kQuantRows);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t t0 = c * m / chunks, t1 = (c + 1) * m / chunks;
+      c == 0 ? ChunkPairTile<F, true>(x, t0, t1 - t0, g0, stride, rows, w.blocks(), y + row, ldy)
+             : ChunkPairTile<F, false>(x, t0, t1 - t0, g0, stride, rows, w.blocks(), y + row, ldy);
+    }
+  }
+  if (row < n_end) {  // a lone last group
     QuantTilesOverRows<VnniBlockSums, F, VnniBlockSums::kDecodeTileTokens, 1>(
         x, w, row, n_end, 0, w.blocks(), true, y, ldy);
   }
@@ -234,7 +297,9 @@ bool DecodeByPairs(const QuantizedActivations& x, const QuantizedMatrix& w, int6
       DecodeRowsByPairs<F, 8, 1>(x, w, n_begin, n_end, y, ldy);
       return true;
     default:
-      return false;
+      if (x.tokens < 9) return false;
+      ChunkedDecodeByPairs<F>(x, w, n_begin, n_end, y, ldy);
+      return true;
   }
 }
 

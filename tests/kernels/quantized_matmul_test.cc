@@ -226,7 +226,9 @@ TEST_P(QuantizedMatmulTest, TokenResultIndependentOfBatchThreadsAndIsa) {
   std::vector<float> batched(m * n);
   MatmulQuantized(x.data(), m, q, batched.data(), n, two);
   for (int64_t i : {0, 5, 17, 40, 62}) {
-    for (int64_t tokens : {1, 2, 3, 4, 5, 8}) {
+    // 9 and more: the VNNI kernel's chunks of at most 8 on its pair tile (17: 6 + 6 + 5).
+    for (int64_t tokens : {1, 2, 3, 4, 5, 8, 9, 12, 17, 8 + 8 + 8 + 1}) {
+      if (i + tokens > m) continue;
       std::vector<float> few(tokens * n);
       MatmulQuantized(x.data() + i * k, tokens, q, few.data(), n, tokens == 3 ? three : one);
       ASSERT_EQ(0, std::memcmp(few.data(), batched.data() + i * n, tokens * n * sizeof(float)))
@@ -245,14 +247,14 @@ TEST_P(QuantizedMatmulTest, TokenResultIndependentOfBatchThreadsAndIsa) {
 TEST_P(QuantizedMatmulTest, ExtremeQuantsSumExactlyAsScalar) {
   const int64_t k = 256, n = 64;
   std::vector<Bf16> w(n * k);
-  std::vector<float> x(8 * k);
+  std::vector<float> x(19 * k);
   for (int64_t i = 0; i < n * k; ++i) w[i] = FloatToBf16(((i / 3) % 2 == 0 ? 1.0f : -1.0f));
-  for (int64_t i = 0; i < 8 * k; ++i) x[i] = (i % 5 == 0 ? -1.0f : 1.0f) * 0.5f;
+  for (int64_t i = 0; i < 19 * k; ++i) x[i] = (i % 5 == 0 ? -1.0f : 1.0f) * 0.5f;
   for (int64_t j = 0; j < k; j += 32) w[j] = FloatToBf16(-1.0f);  // q4_0's block extreme is -8
   QuantizedMatrix q(format(), n, k);
   q.QuantizeRows(0, n, w.data());
   ThreadPool pool(1);
-  for (int64_t m : {1, 2, 4, 8}) {
+  for (int64_t m : {1, 2, 4, 8, 9, 19}) {
     std::vector<float> y(m * n), scalar(m * n);
     MatmulQuantized(x.data(), m, q, y.data(), n, pool);
     const Isa isa = ActiveIsa();
