@@ -210,8 +210,10 @@ void DecodePackedRange(const Bf16* x, int64_t k, const Bf16* wp, int64_t stride,
 
 // Row groups in flight for T tokens: at least 8 independent accumulators (vdpbf16ps latency), at
 // least 2 groups so each broadcast feeds two multiplies, 3 from 5 tokens (fewer loads per
-// multiply; 8 x 3 accumulators + 3 weights + 1 broadcast still fit the 32 registers).
+// multiply; 8 x 3 accumulators + 3 weights + 1 broadcast still fit the 32 registers); packed
+// decode of 9-12 tokens 2 (at most 24 + 2 + 1).
 constexpr int GroupsInFlight(int tokens) {
+  if (tokens > 8) return 2;
   return tokens >= 5 ? 3 : std::max(2, (8 + tokens - 1) / tokens);
 }
 
@@ -426,6 +428,28 @@ void ForDecodeTokens(int64_t m, const Decode& decode) {
   }
 }
 
+// Packed weights need no transpose, so their decode tiles go to 12 tokens (GroupsInFlight): one
+// pass over the weights where 8-token chunks read them twice. 13-24 tokens: two near-equal chunks.
+// A 16-token tile of one group measured no faster than two 8-token chunks. Measured:
+// kernels/README.md, "Packed decode to 12 tokens".
+constexpr int64_t kPackedDecodeTokens = 12;
+
+// Calls decode(std::integral_constant<int, m>) for m in 1..kPackedDecodeTokens.
+template <typename Decode>
+void ForPackedDecodeTokens(int64_t m, const Decode& decode) {
+  if (m <= kDecodeTokens) return ForDecodeTokens(m, decode);
+  switch (m) {
+    case 9:
+      return decode(std::integral_constant<int, 9>{});
+    case 10:
+      return decode(std::integral_constant<int, 10>{});
+    case 11:
+      return decode(std::integral_constant<int, 11>{});
+    default:
+      return decode(std::integral_constant<int, 12>{});
+  }
+}
+
 // Up to 8 tokens one decode tile over all rows; 9 to kAvx512Bf16ChunkedDecodeTokens chunked
 // (matmul_internal.h). decode(std::integral_constant<int, T>, first_token, row_begin, row_end).
 template <typename Decode>
@@ -460,9 +484,19 @@ void MatmulPackedRowsAvx512Bf16(const Bf16* x, const int32_t* x_pairs, int64_t m
     PrefillRows(x_pairs, m, k, PackedRows{wp, (k + 1) / 2 * 2 * kLanes}, n_begin, n_end, y, ldy);
     return;
   }
-  DecodeTokens(m, k, n_begin, n_end, [&](auto tokens, int64_t t, int64_t row, int64_t row_end) {
+  const auto decode = [&](auto tokens, int64_t t, int64_t row, int64_t row_end) {
     DecodePackedRows<tokens()>(x + t * k, k, wp, row, row_end, y + t * ldy, ldy);
-  });
+  };
+  if (m <= kPackedDecodeTokens) {
+    ForPackedDecodeTokens(m, [&](auto tokens) { decode(tokens, 0, n_begin, n_end); });
+    return;
+  }
+  // Two near-equal chunks (17 tokens: 9 + 8), the second reading the panel from L2.
+  ForChunkedDecode(m, k, n_begin, n_end, (m + 1) / 2,
+                   [&](int64_t t, int64_t chunk, int64_t row, int64_t row_end) {
+                     ForPackedDecodeTokens(chunk,
+                                           [&](auto tokens) { decode(tokens, t, row, row_end); });
+                   });
 }
 
 }  // namespace moelab::kernels::internal

@@ -102,7 +102,7 @@ TEST_P(PackedMatmulTest, EqualsRowMajorAcrossTasks) {
   const int64_t k = 1001, n = 1000;
   const std::vector<Bf16> w = RandomWeights(n * k, 3);
   const PackedBf16Matrix packed = PackedBf16Matrix::Pack(w.data(), n, k);
-  for (int64_t m : {1, 2, 3, 8, 9, 20, 70}) {
+  for (int64_t m : {1, 2, 3, 8, 9, 10, 11, 12, 13, 20, 24, 70}) {
     const std::vector<float> x = RandomActivations(m * k, static_cast<uint32_t>(m));
     std::vector<float> row_major(m * n), from_packed(m * n);
     MatmulBf16(x.data(), m, k, w.data(), n, row_major.data(), n, pool);
