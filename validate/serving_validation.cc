@@ -361,6 +361,15 @@ void Judge(ServingValidationResult& result) {
 }  // namespace
 
 double ServingOverhead::ratio() const {
+  const size_t rounds = std::min(server_tokens_per_s.size(), run_tokens_per_s.size());
+  if (rounds == 0) return 0;
+  std::vector<double> ratios;
+  for (size_t i = 0; i < rounds; ++i)
+    ratios.push_back(server_tokens_per_s[i] / run_tokens_per_s[i]);
+  return base::Median(ratios);
+}
+
+double ServingOverhead::ratio_of_medians() const {
   if (server_tokens_per_s.empty() || run_tokens_per_s.empty()) return 0;
   return base::Median(server_tokens_per_s) / base::Median(run_tokens_per_s);
 }

@@ -111,7 +111,8 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                               {"output_tokens", request.overhead_output_tokens},
                               {"server_tokens_per_s", result.overhead.server_tokens_per_s},
                               {"run_tokens_per_s", result.overhead.run_tokens_per_s},
-                              {"ratio", result.overhead.ratio()}};
+                              {"ratio", result.overhead.ratio()},
+                              {"ratio_of_medians", result.overhead.ratio_of_medians()}};
   nlohmann::json targets = nlohmann::json::array();
   for (const ServingTarget& target : result.targets) targets.push_back(target.ToJson());
   json["targets"] = targets;
@@ -158,8 +159,10 @@ std::string ServingValidationText(const ServingValidationResult& result) {
       << (result.measured_crossing_per_s ? report::FormatNumber(*result.measured_crossing_per_s, 4)
                                          : std::string("-"))
       << "/s\n";
-  out << "  serving overhead at batch " << result.overhead.batch << ": server / run decode "
-      << report::FormatNumber(result.overhead.ratio(), 4) << "\n";
+  out << "  serving overhead at batch " << result.overhead.batch
+      << ": server / run decode, median of the rounds' pairs "
+      << report::FormatNumber(result.overhead.ratio(), 4) << " (ratio of the medians "
+      << report::FormatNumber(result.overhead.ratio_of_medians(), 4) << ")\n";
   for (const ServingTarget& target : result.targets) {
     out << "  target " << target.name << (target.at_least ? " >= " : " <= ")
         << report::FormatNumber(target.limit, 3) << ": "
