@@ -432,7 +432,7 @@ void ForDecodeTokens(int64_t m, const Decode& decode) {
 // pass over the weights where 8-token chunks read them twice. 13-24 tokens: two near-equal chunks.
 // A 16-token tile of one group measured no faster than two 8-token chunks. Measured:
 // kernels/README.md, "Packed decode to 12 tokens".
-constexpr int64_t kPackedDecodeTokens = 12;
+constexpr int64_t kPackedDecodeTokens = kAvx512Bf16PackedDecodeTokens;
 
 // Calls decode(std::integral_constant<int, m>) for m in 1..kPackedDecodeTokens.
 template <typename Decode>

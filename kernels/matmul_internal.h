@@ -50,6 +50,8 @@ void RoundToBf16FloatsAvx2(const float* in, int64_t count, float* out);
 // 6.03 -> 2.82 / 3.31 / 4.09 / 6.19; AVX-512F 1.57 / 1.97 / 2.30 / 3.23 -> 1.63 / 2.03 / 2.52 /
 // 3.56 (its 12-token prefill tile is already good: not chunked).
 constexpr int64_t kAvx512Bf16ChunkedDecodeTokens = 24;
+// On packed weights one decode tile takes up to this many tokens (matmul_avx512bf16.cc).
+constexpr int64_t kAvx512Bf16PackedDecodeTokens = 12;
 // Tokens per vector of the AVX512-BF16 prefill tile (one 512-bit vector of fp32 results per row).
 constexpr int64_t kAvx512Bf16PrefillTokenLanes = 16;
 constexpr int64_t kChunkedPanelBytes = 256 * 1024;

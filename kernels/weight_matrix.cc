@@ -89,6 +89,11 @@ TokenTiling MatmulTokenTiling(WeightFormat format) {
   return {};
 }
 
+std::vector<int64_t> MatmulTokenSeams() {
+  return {internal::kDecodeTokens, internal::kAvx512Bf16PackedDecodeTokens,
+          internal::kAvx512Bf16ChunkedDecodeTokens};
+}
+
 void ReserveMatmulScratch(WeightFormat format, int64_t m, int64_t k) {
   if (format == WeightFormat::kBf16) {
     ReserveBf16MatmulScratch(m, k);

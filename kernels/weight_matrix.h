@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 #include <span>
 #include <string>
 
@@ -85,6 +86,13 @@ struct TokenTiling {
   bool exact() const { return multiple <= 1; }
 };
 TokenTiling MatmulTokenTiling(WeightFormat format);
+
+// Token counts after which some CPU kernel (any ISA, any format) changes its register tile or its
+// number of passes over the weights, ascending: a call of s + 1 tokens can cost a step more than
+// one of s (AVX512-BF16 packed decode: one pass to 8 tokens on 3 row groups, to 12 on 2, then two
+// chunks to 24, then the prefill tiles). A profile samples both sides of each, so interpolation
+// between its points never smooths a step over (profiler/profile_grid.h).
+std::vector<int64_t> MatmulTokenSeams();
 
 // ReserveBf16MatmulScratch or ReserveQuantizedMatmulScratch (kernels/matmul.h) for `format`.
 void ReserveMatmulScratch(WeightFormat format, int64_t m, int64_t k);

@@ -139,6 +139,25 @@ std::string GridPoint::Label() const {
   return label + " tokens=" + std::to_string(tokens);
 }
 
+namespace {
+
+// Both sides of every kernel seam (kernels::MatmulTokenSeams) among the expert and matmul token
+// counts: the AVX512-BF16 packed decode runs 12 tokens in one pass over the weights and 13 in two,
+// and with points at 12 and 16 alone the fitted curve priced 13-15 tokens between them, 10 % low
+// (validate --quick's batch-12 SD verify passes, 2026-12-05).
+void AddKernelSeams(GridSpec& s) {
+  for (const int64_t seam : kernels::MatmulTokenSeams()) {
+    for (std::vector<int64_t>* tokens : {&s.expert_tokens, &s.matmul_tokens}) {
+      tokens->push_back(seam);
+      tokens->push_back(seam + 1);
+    }
+  }
+  s.expert_tokens = SortedUnique(s.expert_tokens);
+  s.matmul_tokens = SortedUnique(s.matmul_tokens);
+}
+
+}  // namespace
+
 GridSpec GridSpec::Quick() {
   GridSpec s;
   // Every token count to 8: the AVX2 kernels' register tiles change at 6 and 7 tokens, and the
@@ -195,6 +214,7 @@ GridSpec GridSpec::Quick() {
   s.working_set_cache_divisors = {16, 8, 6, 4, 3, 2};
   s.repetitions = 3;
   s.min_time_s = 0.05;
+  AddKernelSeams(s);
   return s;
 }
 
@@ -223,6 +243,7 @@ GridSpec GridSpec::Full() {
   s.working_set_cache_divisors = {32, 16, 12, 8, 6, 4, 3, 2, 1};
   s.repetitions = 5;
   s.min_time_s = 0.2;
+  AddKernelSeams(s);
   return s;
 }
 

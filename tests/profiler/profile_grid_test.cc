@@ -44,13 +44,30 @@ std::map<std::string, int> CountByFamily(const std::vector<GridPoint>& points) {
   return counts;
 }
 
+TEST(GridSpec, BothGridsSampleBothSidesOfEveryKernelSeam) {
+  const std::vector<int64_t> seams = kernels::MatmulTokenSeams();
+  ASSERT_FALSE(seams.empty());
+  EXPECT_TRUE(std::is_sorted(seams.begin(), seams.end()));
+  for (const GridSpec& grid : {GridSpec::Quick(), GridSpec::Full()}) {
+    for (const int64_t seam : seams) {
+      for (const int64_t t : {seam, seam + 1}) {
+        EXPECT_TRUE(Contains(grid.expert_tokens, t)) << t;
+        EXPECT_TRUE(Contains(grid.matmul_tokens, t)) << t;
+      }
+    }
+    EXPECT_TRUE(std::is_sorted(grid.expert_tokens.begin(), grid.expert_tokens.end()));
+    EXPECT_TRUE(std::adjacent_find(grid.matmul_tokens.begin(), grid.matmul_tokens.end()) ==
+                grid.matmul_tokens.end());
+  }
+}
+
 TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
   const GridSpec full = GridSpec::Full();
   for (int64_t t = 1; t <= 4096; t *= 2) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
   for (int64_t t : {3, 5, 6, 7, 12, 24, 48, 96, 3072})
     EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
   EXPECT_TRUE(std::is_sorted(full.expert_tokens.begin(), full.expert_tokens.end()));
-  EXPECT_EQ(full.expert_tokens.size(), 26u);
+  EXPECT_EQ(full.expert_tokens.size(), 29u);  // 26, and 9, 13 and 25 beside the kernel seams
   EXPECT_EQ(full.expert_tokens.front(), 1);
   EXPECT_EQ(full.expert_tokens.back(), 4096);
   EXPECT_EQ(full.ridge_points, 9);
@@ -133,22 +150,22 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   const std::vector<GridPoint> points =
       MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1);
   const std::map<std::string, int> counts = CountByFamily(points);
-  EXPECT_EQ(counts.at("expert_ffn cpu"), 17);
+  EXPECT_EQ(counts.at("expert_ffn cpu"), 20);        // 17, and 9, 13 and 25 beside the kernel seams
   EXPECT_EQ(counts.at("attention_decode cpu"), 30);  // 5 contexts x 6 batches
   EXPECT_EQ(counts.at("attention_prefill cpu"), 7);  // 16 .. 1024
   EXPECT_EQ(counts.at("attention_verify cpu"), 30);  // 3 queries x 2 contexts x 5 batches
-  EXPECT_EQ(counts.at("router cpu"), 14);
-  EXPECT_EQ(counts.at("lm_head cpu"), 14);
-  EXPECT_EQ(counts.at("dense_ffn cpu"), 14);
+  EXPECT_EQ(counts.at("router cpu"), 18);  // 14, and 9, 13, 24 and 25 beside the kernel seams
+  EXPECT_EQ(counts.at("lm_head cpu"), 18);
+  EXPECT_EQ(counts.at("dense_ffn cpu"), 18);
   EXPECT_EQ(counts.at("draft_decode cpu"), 10);  // 2 contexts x 5 batches
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);    // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("expert_reader cpu"), 2);  // the executor's reader alone, then beside compute
-  EXPECT_EQ(counts.at("norms_residual cpu"), 14);  // the matmuls' token rows
+  EXPECT_EQ(counts.at("norms_residual cpu"), 18);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 191u);  // + 3 ridge points at run time = 194
+  EXPECT_EQ(points.size(), 210u);  // + 3 ridge points at run time = 213
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
@@ -322,7 +339,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
   EXPECT_EQ(counts.count("expert_ffn_working_set cpu"), 0u);
   EXPECT_EQ(counts.count("router cpu"), 0u);
-  EXPECT_EQ(counts["lm_head cpu"], 14);
+  EXPECT_EQ(counts["lm_head cpu"], 18);
 }
 
 TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
