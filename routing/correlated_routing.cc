@@ -164,64 +164,14 @@ class CorrelatedRouting : public RoutingSource {
     const uint64_t fresh_prefix = TuplePrefixFrom(fresh_step, layer);
 
     out.resize(static_cast<size_t>(tokens));
-    for (int64_t token = 0; token < tokens; ++token) {
-      std::vector<int32_t>& ranked_vector = out[static_cast<size_t>(token)];
-      ranked_vector.resize(static_cast<size_t>(top_k_));
-      int32_t* const ranked = ranked_vector.data();
-      int32_t* node = &slots[static_cast<size_t>(token * top_k_)];
-      // The node's own fresh draw, made only when a slot ends here or two slots collide.
-      int32_t fresh[kMaxTopK];
-      bool drawn = false;
-      const auto own_fresh = [&]() -> const int32_t* {
-        if (!drawn) {
-          FreshDrawFrom(fresh_prefix, token, layer, top_k_, fresh);
-          drawn = true;
-        }
-        return fresh;
-      };
-      const uint64_t base = base::SplitMix64(choice_prefix ^ static_cast<uint64_t>(token));
-      const bool has_previous = step > 0 || token > 0;
-      for (int64_t k = 0; k < top_k_; ++k) {
-        // One hop of SlotValue's chain; the node it lands on is usually known (the memo, or the
-        // previous prompt position of this very call), else its chain is walked.
-        const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
-        int32_t value;
-        if (has_previous && (base::Mix64(base + rank_offset) >> 11) < locality_threshold_) {
-          if (step == 0) {
-            value = node[k - top_k_];  // token - 1 of this step, routed just before
-          } else if (previous_step && token < previous_step->tokens) {
-            value = previous_step->slots[static_cast<size_t>(token * top_k_ + k)];
-          } else {
-            value = SlotValue(step - 1, layer, token, k);
-          }
-        } else if (layer > 0 && (base::Mix64(base + rank_offset + base::kSplitMix64Golden) >> 11) <
-                                    layer_threshold_) {
-          const int32_t below = previous_layer && token < previous_layer->tokens
-                                    ? previous_layer->slots[static_cast<size_t>(token * top_k_ + k)]
-                                    : SlotValue(step, layer - 1, token, k);
-          value = map[below];
-        } else {
-          value = own_fresh()[k];
-        }
-        node[k] = value;
-        const auto taken = [&](int32_t expert) {  // a plain loop: k < K is tiny
-          for (int64_t j = 0; j < k; ++j) {
-            if (ranked[j] == expert) return true;
-          }
-          return false;
-        };
-        if (taken(value)) {
-          // K fresh experts are distinct and at most K-1 are taken: one is always free.
-          own_fresh();
-          for (int64_t c = 0; c < top_k_; ++c) {
-            if (!taken(fresh[c])) {
-              value = fresh[c];
-              break;
-            }
-          }
-        }
-        ranked[k] = value;
-      }
+    const NodeView view{step,           layer, tokens,        slots.data(), previous_step,
+                        previous_layer, map,   choice_prefix, fresh_prefix};
+    // Top-2 (Mixtral, the presets' most common routing) with the slot loops unrolled; the
+    // generic loop otherwise. The same hashes, draws and values in the same order.
+    if (top_k_ == 2) {
+      RouteTokens<2>(view, out);
+    } else {
+      RouteTokens<0>(view, out);
     }
     if (owns_memo) {
       LayerMemo& memo = memo_[static_cast<size_t>(layer)];
@@ -297,6 +247,17 @@ class CorrelatedRouting : public RoutingSource {
   [[gnu::noinline]] void FreshDrawFrom(uint64_t prefix, int64_t token, int64_t layer, int64_t count,
                                        int32_t* out) const {
     base::SplitMix64Stream random(base::SplitMix64(prefix ^ static_cast<uint64_t>(token)));
+    if (uniform_ && count >= 1 && count <= 2) {
+      // The permutation below for its first two places, written out: the first pick j0 swaps
+      // with place 0, so a second pick landing on place j0 takes the 0 moved there.
+      const auto j0 = static_cast<int32_t>(Below(random, remaining_experts_[0]));
+      out[0] = j0;
+      if (count == 2) {
+        const auto j1 = static_cast<int32_t>(1 + Below(random, remaining_experts_[1]));
+        out[1] = j1 == j0 ? 0 : j1;
+      }
+      return;
+    }
     if (uniform_) {
       // out[0..k) holds the picks; position p of the virtual permutation holds p unless some
       // earlier swap moved another value there (tracked in `moved`).
@@ -389,6 +350,83 @@ class CorrelatedRouting : public RoutingSource {
     int64_t tokens = 0;
     std::vector<int32_t> slots;
   };
+
+  // What RouteTokens reads: the call's node, its memo neighbours and hash prefixes.
+  struct NodeView {
+    int64_t step, layer, tokens;
+    int32_t* slots;  // the node's pre-deduplication slot values, [token * K + k]
+    const LayerMemo* previous_step;
+    const LayerMemo* previous_layer;
+    const int32_t* map;  // layer_map_[layer] (null at layer 0)
+    uint64_t choice_prefix, fresh_prefix;
+  };
+
+  // Route's token loop; kTopK = top_k_ when it is fixed at compile time (its loops unroll), 0
+  // for any top_k_.
+  template <int kTopK>
+  void RouteTokens(const NodeView& v, std::vector<std::vector<int32_t>>& out) const {
+    const int64_t top_k = kTopK > 0 ? kTopK : top_k_;
+    for (int64_t token = 0; token < v.tokens; ++token) {
+      std::vector<int32_t>& ranked_vector = out[static_cast<size_t>(token)];
+      ranked_vector.resize(static_cast<size_t>(top_k));
+      int32_t* const ranked = ranked_vector.data();
+      int32_t* node = &v.slots[static_cast<size_t>(token * top_k)];
+      // The node's own fresh draw, made only when a slot ends here or two slots collide.
+      int32_t fresh[kMaxTopK];
+      bool drawn = false;
+      const auto own_fresh = [&]() -> const int32_t* {
+        if (!drawn) {
+          FreshDrawFrom(v.fresh_prefix, token, v.layer, top_k, fresh);
+          drawn = true;
+        }
+        return fresh;
+      };
+      const uint64_t base = base::SplitMix64(v.choice_prefix ^ static_cast<uint64_t>(token));
+      const bool has_previous = v.step > 0 || token > 0;
+      for (int64_t k = 0; k < top_k; ++k) {
+        // One hop of SlotValue's chain; the node it lands on is usually known (the memo, or the
+        // previous prompt position of this very call), else its chain is walked.
+        const uint64_t rank_offset = base::kSplitMix64Golden * static_cast<uint64_t>(2 * k + 1);
+        int32_t value;
+        if (has_previous && (base::Mix64(base + rank_offset) >> 11) < locality_threshold_) {
+          if (v.step == 0) {
+            value = node[k - top_k];  // token - 1 of this step, routed just before
+          } else if (v.previous_step && token < v.previous_step->tokens) {
+            value = v.previous_step->slots[static_cast<size_t>(token * top_k + k)];
+          } else {
+            value = SlotValue(v.step - 1, v.layer, token, k);
+          }
+        } else if (v.layer > 0 && (base::Mix64(base + rank_offset + base::kSplitMix64Golden) >>
+                                   11) < layer_threshold_) {
+          const int32_t below =
+              v.previous_layer && token < v.previous_layer->tokens
+                  ? v.previous_layer->slots[static_cast<size_t>(token * top_k + k)]
+                  : SlotValue(v.step, v.layer - 1, token, k);
+          value = v.map[below];
+        } else {
+          value = own_fresh()[k];
+        }
+        node[k] = value;
+        const auto taken = [&](int32_t expert) {  // a plain loop: k < K is tiny
+          for (int64_t j = 0; j < k; ++j) {
+            if (ranked[j] == expert) return true;
+          }
+          return false;
+        };
+        if (taken(value)) {
+          // K fresh experts are distinct and at most K-1 are taken: one is always free.
+          own_fresh();
+          for (int64_t c = 0; c < top_k; ++c) {
+            if (!taken(fresh[c])) {
+              value = fresh[c];
+              break;
+            }
+          }
+        }
+        ranked[k] = value;
+      }
+    }
+  }
 
   int64_t num_layers_, num_experts_, top_k_;
   uint64_t seed_;
