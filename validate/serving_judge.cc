@@ -61,6 +61,23 @@ std::optional<double> CrossingRate(const std::vector<double>& rates,
   return std::nullopt;
 }
 
+std::optional<double> QueueingFormCrossing(const std::array<double, 3>& rates,
+                                           const std::array<double, 3>& values, double threshold) {
+  const auto [r0, r1, r2] = rates;
+  const auto [v0, v1, v2] = values;
+  if (!(r1 > r0 && r2 > r1)) throw base::Error("queueing-form crossing: rates not ascending");
+  if (!(v1 > v0 && v2 > v1) || !(threshold >= v0)) return std::nullopt;
+  // (v1 - v0) / (v2 - v1) = (r1 - r0)(c - r2) / ((r2 - r1)(c - r0)), linear in c.
+  const double q = (v1 - v0) * (r2 - r1) / ((v2 - v1) * (r1 - r0));
+  if (!(q < 1)) return std::nullopt;  // not convex: a straight line or bending down
+  const double c = (r2 - q * r0) / (1 - q);
+  const double b = (v1 - v0) * (c - r1) * (c - r0) / (r1 - r0);
+  const double a = v0 - b / (c - r0);
+  const double rate = c - b / (threshold - a);
+  if (!std::isfinite(rate)) return std::nullopt;
+  return rate;
+}
+
 Saturation SaturationOf(const serving::ServingSummary& overloaded) {
   return {overloaded.requests_per_s, overloaded.throughput_tokens_per_s};
 }

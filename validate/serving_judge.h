@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ double RelativeSpread(const std::vector<double>& values);
 // the rates are not strictly ascending or the sizes differ.
 std::optional<double> CrossingRate(const std::vector<double>& rates,
                                    const std::vector<double>& values, double threshold);
+
+// The rate where a + b / (c - rate) -- a queue's waiting time below its saturation c -- through
+// three points (rates ascending, values rising and convex) reaches `threshold`: a crossing read
+// off a coarse grid without the chord's bias (a chord over a convex curve reaches a threshold
+// early). nullopt when the three points are not rising and strictly convex (no such form passes
+// through them) or the threshold is below the first value (not extrapolated downwards). Error
+// when the rates are not strictly ascending.
+std::optional<double> QueueingFormCrossing(const std::array<double, 3>& rates,
+                                           const std::array<double, 3>& values, double threshold);
 
 // A summary's throughput when every request arrives at once: completed requests (and their output
 // tokens) over the span from the first arrival to the last finish, i.e. Summarize's

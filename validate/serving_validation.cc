@@ -306,6 +306,38 @@ nlohmann::json RateErrors(const ServingRate& rate, bool at_run_speed, std::vecto
   return errors;
 }
 
+// ServingValidationResult::round_crossings and measured_crossing_queueing_form_per_s.
+void RecordCrossingDiagnostics(ServingValidationResult& result, const std::vector<double>& rates,
+                               const std::vector<double>& median_p99) {
+  for (size_t r = 0; r < result.round_calibrations.size(); ++r) {
+    std::vector<double> p99;
+    for (const ServingRate& rate : result.rates) {
+      for (const ServingRun& run : rate.runs) {
+        if (run.round == static_cast<int>(r)) p99.push_back(run.measured.ttft_s.p99);
+      }
+    }
+    ServingValidationResult::RoundCrossing crossing;
+    crossing.round = static_cast<int>(r);
+    crossing.predicted_per_s = result.round_calibrations[r].predicted_crossing_per_s;
+    if (p99.size() == rates.size())
+      crossing.measured_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
+    result.round_crossings.push_back(crossing);
+  }
+  std::vector<size_t> below;  // the rates below saturation, ascending
+  for (size_t i = 0; i < result.rates.size(); ++i) {
+    if (result.rates[i].fraction < 1) below.push_back(i);
+  }
+  if (below.size() < 3) return;
+  const size_t first = below.size() - 3;
+  std::array<double, 3> form_rates{}, form_p99{};
+  for (size_t k = 0; k < 3; ++k) {
+    form_rates[k] = rates[below[first + k]];
+    form_p99[k] = median_p99[below[first + k]];
+  }
+  result.measured_crossing_queueing_form_per_s =
+      QueueingFormCrossing(form_rates, form_p99, result.slo_ttft_p99_s);
+}
+
 void Judge(ServingValidationResult& result) {
   std::vector<double> below, below_at_run_speed;
   for (ServingRate& rate : result.rates) {
@@ -339,6 +371,7 @@ void Judge(ServingValidationResult& result) {
     p99.push_back(base::Median(runs));
   }
   result.measured_crossing_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
+  RecordCrossingDiagnostics(result, rates, p99);
   ServingTarget crossing{"slo_crossing_abs_error", std::nullopt, 0.10, false, ""};
   if (result.measured_crossing_per_s && result.predicted_crossing_per_s) {
     crossing.value = ServingRelativeError(*result.predicted_crossing_per_s,

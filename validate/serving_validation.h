@@ -134,6 +134,17 @@ struct ServingValidationResult {
   double below_saturation_median_abs_error_at_run_speed = 0;  // diagnostic
   double slo_ttft_p99_s = 0;
   std::optional<double> predicted_crossing_per_s, measured_crossing_per_s;
+  // Diagnostics, never judged (the target takes the medians over the rounds): each round's
+  // crossing from its own runs' p99 TTFT beside its own calibration's prediction (a slow stretch
+  // after a round's calibration shows as that round's miss), and the measured crossing read off
+  // the queueing form through the medians at the three highest rates below saturation instead of
+  // the chord (QueueingFormCrossing).
+  struct RoundCrossing {
+    int round = 0;  // 0-based, as ServingRun::round
+    std::optional<double> predicted_per_s, measured_per_s;
+  };
+  std::vector<RoundCrossing> round_crossings;
+  std::optional<double> measured_crossing_queueing_form_per_s;
   ServingOverhead overhead;
   std::vector<ServingTarget> targets;
   std::vector<std::string> notes;

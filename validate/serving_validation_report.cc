@@ -103,9 +103,19 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
   json["below_saturation_median_abs_error"] = result.below_saturation_median_abs_error;
   json["below_saturation_median_abs_error_at_run_speed"] =
       result.below_saturation_median_abs_error_at_run_speed;
+  nlohmann::json round_crossings = nlohmann::json::array();
+  for (const ServingValidationResult::RoundCrossing& crossing : result.round_crossings) {
+    round_crossings.push_back(
+        {{"round", crossing.round + 1},
+         {"predicted_crossing_per_s", OptionalNumber(crossing.predicted_per_s)},
+         {"measured_crossing_per_s", OptionalNumber(crossing.measured_per_s)}});
+  }
   json["slo"] = {{"ttft_p99_s", result.slo_ttft_p99_s},
                  {"predicted_crossing_per_s", OptionalNumber(result.predicted_crossing_per_s)},
-                 {"measured_crossing_per_s", OptionalNumber(result.measured_crossing_per_s)}};
+                 {"measured_crossing_per_s", OptionalNumber(result.measured_crossing_per_s)},
+                 {"measured_crossing_queueing_form_per_s",
+                  OptionalNumber(result.measured_crossing_queueing_form_per_s)},
+                 {"rounds", round_crossings}};
   json["serving_overhead"] = {{"batch", result.overhead.batch},
                               {"prompt_tokens", 8},
                               {"output_tokens", request.overhead_output_tokens},
@@ -159,6 +169,17 @@ std::string ServingValidationText(const ServingValidationResult& result) {
       << (result.measured_crossing_per_s ? report::FormatNumber(*result.measured_crossing_per_s, 4)
                                          : std::string("-"))
       << "/s\n";
+  const auto rate_or_dash = [](const std::optional<double>& rate) {
+    return rate ? report::FormatNumber(*rate, 4) : std::string("-");
+  };
+  out << "  diagnostic: crossing by round, measured / its own prediction:";
+  for (const ServingValidationResult::RoundCrossing& crossing : result.round_crossings) {
+    out << " " << crossing.round + 1 << ": " << rate_or_dash(crossing.measured_per_s) << " / "
+        << rate_or_dash(crossing.predicted_per_s);
+  }
+  out << "; measured through a + b / (c - rate) over the three highest rates below saturation "
+         "(no chord): "
+      << rate_or_dash(result.measured_crossing_queueing_form_per_s) << "/s\n";
   out << "  serving overhead at batch " << result.overhead.batch
       << ": server / run decode, median of the rounds' pairs "
       << report::FormatNumber(result.overhead.ratio(), 4) << " (ratio of the medians "

@@ -88,6 +88,12 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(json["serving_overhead"]["ratio"].get<double>(), 0);
   EXPECT_EQ(json["serving_overhead"]["server_tokens_per_s"].size(), 1u);
   ASSERT_EQ(json["targets"].size(), 4u);
+  // The crossing's diagnostics: one entry a round, each beside that round's own prediction.
+  ASSERT_EQ(json["slo"]["rounds"].size(), 1u);
+  EXPECT_EQ(json["slo"]["rounds"][0]["round"], 1);
+  EXPECT_EQ(json["slo"]["rounds"][0]["predicted_crossing_per_s"],
+            json["engine_iteration"]["rounds"][0]["predicted_crossing_per_s"]);
+  EXPECT_TRUE(json["slo"].contains("measured_crossing_queueing_form_per_s"));
   for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md",
                            "served-iterations.csv"})
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;

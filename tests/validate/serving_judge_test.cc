@@ -2,6 +2,7 @@
 #include "validate/serving_judge.h"
 #include "validate/serving_validation.h"
 
+#include <array>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -21,6 +22,27 @@ TEST(ServingJudge, CrossingInterpolatesBetweenTheRatesAround) {
   EXPECT_NEAR(*CrossingRate({3, 7, 11}, {0.2, 0.5, 2.0}, 0.5), 7, 1e-12);
   // The first crossing when the curve comes back down (a finite run's noise).
   EXPECT_NEAR(*CrossingRate({1, 2, 3, 4}, {0, 2, 0, 4}, 1), 1.5, 1e-12);
+}
+
+TEST(ServingJudge, QueueingFormCrossingFollowsTheCurveNotTheChord) {
+  // 0.1 + 1 / (10 - rate) at 2, 6 and 8/s: 0.225, 0.35, 0.6. It reaches 1.1 at 10 - 1 / 1.0 = 9/s,
+  // and 0.45 at 10 - 1 / 0.35 = 7.142857/s, where the chord from 6 to 8 says 6.8/s.
+  const std::array<double, 3> rates{2, 6, 8};
+  const std::array<double, 3> values{0.225, 0.35, 0.6};
+  EXPECT_NEAR(*QueueingFormCrossing(rates, values, 1.1), 9, 1e-9);
+  EXPECT_NEAR(*QueueingFormCrossing(rates, values, 0.45), 10 - 1 / 0.35, 1e-9);
+  EXPECT_NEAR(*CrossingRate({2, 6, 8}, {0.225, 0.35, 0.6}, 0.45), 6.8, 1e-9);
+  // At a point it passes through: that rate.
+  EXPECT_NEAR(*QueueingFormCrossing(rates, values, 0.35), 6, 1e-9);
+}
+
+TEST(ServingJudge, QueueingFormCrossingNeedsRisingConvexPoints) {
+  // Slopes 0.05 then 0.025 a rate unit (concave), 0.05 and 0.05 (straight).
+  EXPECT_FALSE(QueueingFormCrossing({2, 6, 8}, {0.2, 0.4, 0.45}, 0.42).has_value());
+  EXPECT_FALSE(QueueingFormCrossing({2, 6, 8}, {0.2, 0.4, 0.5}, 0.45).has_value());
+  EXPECT_FALSE(QueueingFormCrossing({2, 6, 8}, {0.2, 0.5, 0.4}, 0.45).has_value());    // falls
+  EXPECT_FALSE(QueueingFormCrossing({2, 6, 8}, {0.225, 0.35, 0.6}, 0.1).has_value());  // below
+  EXPECT_THROW(QueueingFormCrossing({2, 2, 8}, {0.225, 0.35, 0.6}, 1), base::Error);
 }
 
 TEST(ServingOverhead, PairsEachRoundsServerWithItsOwnRun) {
