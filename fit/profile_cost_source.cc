@@ -209,16 +209,37 @@ double FittedProfileCostSource::AttentionSeconds(const model::ForwardShape& shap
   const double batch = static_cast<double>(shape.batch);
   const double prompt = static_cast<double>(shape.tokens_per_sequence);
   const model::PassKind kind = model::PassKindOf(shape);
+  const OperatorCurve* prefill = nullptr;
+  for (const OperatorCurve& curve : fit_.operators) {
+    if (curve.op == "attention_prefill" && curve.device == device_) prefill = &curve;
+  }
   if (kind == model::PassKind::kPrefill) {
-    for (const OperatorCurve& curve : fit_.operators) {
-      if (curve.op == "attention_prefill" && curve.device == device_)
-        return batch * curve.Predict(prompt);
+    if (prefill == nullptr) {
+      throw base::Error(fit_.profile +
+                        ": the fit has no attention_prefill curve, needed for a prefill pass");
     }
-    throw base::Error(fit_.profile +
-                      ": the fit has no attention_prefill curve, needed for a prefill pass");
+    return batch * prefill->Predict(prompt);
+  }
+  const std::vector<int64_t> profiled = VerifyQueries();
+  if (kind == model::PassKind::kVerify && !shape.logits_for_all_positions && prefill != nullptr &&
+      (profiled.empty() || shape.tokens_per_sequence > profiled.back())) {
+    // A prompt's chunk after `context` of its tokens (chunked prefill), longer than any profiled
+    // verify pass: the same work as the last q rows of a prefill of context + q tokens (q
+    // projections, q x context cached and q (q + 1) / 2 in-chunk query-key pairs), so it is that
+    // prefill's time less the first context tokens'. The verify curves' last segment (q of 2..9
+    // drafts), extended to a chunk of 60 queries, would carry the profile's noise with it (it
+    // has crossed zero).
+    const double context = static_cast<double>(shape.context_length);
+    const double seconds = prefill->Predict(context + prompt) - prefill->Predict(context);
+    if (!(seconds > 0)) {
+      throw base::Error(fit_.profile + ": the attention_prefill curve does not grow from " +
+                        std::to_string(shape.context_length) + " to " +
+                        std::to_string(shape.context_length + shape.tokens_per_sequence) +
+                        " tokens (a noisy profile: re-profile), needed for a prefill chunk");
+    }
+    return batch * seconds;
   }
   if (kind == model::PassKind::kVerify) {
-    const std::vector<int64_t> profiled = VerifyQueries();
     if (!profiled.empty()) {
       return VerifyAttentionSeconds(profiled, shape.tokens_per_sequence, shape.context_length,
                                     batch);

@@ -47,9 +47,9 @@ double CachedFactor(double working_set_bytes, double tokens) {
 // `norms`: norms_residual samples too (profiles from before it have none).
 // `working_sets`: expert_ffn_working_set samples too (CachedFactor); `dram_point_factor` times
 // the DRAM regime's 1-token sample (a disturbed measurement when above 1).
-LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
-                        const nlohmann::json& draft_shape = nullptr, bool norms = false,
-                        bool working_sets = false, double dram_point_factor = 1.0) {
+Profile SyntheticProfile(const std::vector<int64_t>& verify_queries = {},
+                         const nlohmann::json& draft_shape = nullptr, bool norms = false,
+                         bool working_sets = false, double dram_point_factor = 1.0) {
   Profile profile;
   profile.origin = "synthetic.json";
   auto add = [&](const char* op, nlohmann::json shape, double (*time)(double)) {
@@ -113,8 +113,16 @@ LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
       }
     }
   }
+  return profile;
+}
+
+LatencyFit SyntheticFit(const std::vector<int64_t>& verify_queries = {},
+                        const nlohmann::json& draft_shape = nullptr, bool norms = false,
+                        bool working_sets = false, double dram_point_factor = 1.0) {
   FitOptions options;
-  return FitLatency(profile, options);
+  return FitLatency(
+      SyntheticProfile(verify_queries, draft_shape, norms, working_sets, dram_point_factor),
+      options);
 }
 
 model::MoeModelSpec Target() {
@@ -372,6 +380,48 @@ TEST(FittedProfileCostSource, VerifyPassesUseTheVerifyCurvesWhenTheFitHasThem) {
   EXPECT_LT(with.TargetStep(4, 5), without.TargetStep(4, 5));
   EXPECT_DOUBLE_EQ(with.TargetStep(4, 1), without.TargetStep(4, 1));
   EXPECT_DOUBLE_EQ(with.DraftStep(4), without.DraftStep(4));
+}
+
+// Causal attention over a prompt of t tokens: projections plus t (t + 1) / 2 query-key pairs.
+double PrefillAttention(double t) { return 2e-5 + 3e-6 * t + 4e-9 * t * (t + 1) / 2; }
+
+TEST(FittedProfileCostSource, APrefillChunkIsPricedAsTheLastRowsOfALongerPrefill) {
+  Profile profile = SyntheticProfile({3, 5});
+  for (int64_t t : {16, 32, 64, 128, 256, 512, 1024}) {
+    ProfileSample sample;
+    sample.op = "attention_prefill";
+    sample.device = "cpu";
+    sample.shape = {{"hidden", 64}};
+    sample.tokens = t;
+    sample.median_s = PrefillAttention(static_cast<double>(t));
+    profile.samples.push_back(sample);
+  }
+  // A noisy profile: q = 5 measured below q = 3 at context 1024, so the verify curves' last
+  // segment falls and, extended to a 60-token chunk, crosses zero.
+  for (ProfileSample& sample : profile.samples) {
+    if (sample.op == "attention_verify" && sample.shape["queries_per_sequence"] == 5 &&
+        sample.shape["context"] == 1024)
+      sample.median_s = 0.6 * Verify(3, static_cast<double>(sample.tokens));
+  }
+  const FittedProfileCostSource source(FitLatency(profile, FitOptions{}), Target());
+  const auto attention = [&](int64_t batch, int64_t tokens, int64_t context, bool all_logits) {
+    return source.Forward(Target(), {batch, tokens, context, all_logits})
+               .OperatorTime(model::Operator::kAttention) /
+           4.0;
+  };
+  for (int64_t batch : {1, 2}) {
+    const double b = static_cast<double>(batch);
+    // A chunk of 60 after 1000 prompt tokens: prefill(1060) - prefill(1000), per sequence.
+    const double chunk = b * (PrefillAttention(1060) - PrefillAttention(1000));
+    EXPECT_NEAR(attention(batch, 60, 1000, false), chunk, 1e-2 * chunk) << batch;
+    // Its first chunk (empty cache) is the prefill itself; a longer context costs more.
+    EXPECT_NEAR(attention(batch, 60, 0, false), b * PrefillAttention(60),
+                1e-2 * b * PrefillAttention(60));
+    EXPECT_GT(attention(batch, 60, 1000, false), attention(batch, 60, 100, false));
+    // A verify pass of the same shape (logits at every position) still takes the verify curves,
+    // here the noisy ones: that is the error a prefill chunk no longer meets.
+    EXPECT_THROW(attention(batch, 60, 1000, true), base::Error);
+  }
 }
 
 TEST(FittedProfileCostSource, TheDraftsMeasuredPassPricesItsOneTokenSteps) {
