@@ -281,6 +281,7 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
         resident_why_not = error.what();
       }
     }
+    const model::MoeModelSpec target_model = target.model;
     HardwareCandidates candidates(request, std::move(target), requests);
     for (const std::string& policy : request.policies) {
       for (const int64_t gamma : request.gamma) {
@@ -307,6 +308,7 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
               config.kv_blocks = OffloadKvBlocks(config, requests, explanation);
             }
             row.kv_blocks = config.kv_blocks;
+            config.max_sequence_tokens = ResolveMaxSequenceTokens(config, target_model);
             try {
               row = candidates.Search(config, row, store);
             } catch (const base::Error& error) {

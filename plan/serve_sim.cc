@@ -1,5 +1,6 @@
 #include "plan/serve_sim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <utility>
@@ -110,6 +111,21 @@ void ServeSimRequest::Validate() const {
   resolved.Validate();
 }
 
+int64_t ResolveMaxSequenceTokens(const scheduler::SchedulerConfig& config,
+                                 const model::MoeModelSpec& model) {
+  const int64_t positions = model.max_position_embeddings;
+  if (config.max_sequence_tokens > 0) {
+    if (positions > 0 && config.max_sequence_tokens > positions) {
+      throw base::Error("--max-sequence-tokens " + std::to_string(config.max_sequence_tokens) +
+                        " exceeds model '" + model.name + "''s max_position_embeddings " +
+                        std::to_string(positions) + ": give --max-sequence-tokens at most that");
+    }
+    return config.max_sequence_tokens;
+  }
+  const int64_t kv_tokens = config.kv_blocks * config.kv_block_tokens;
+  return positions > 0 ? std::min(kv_tokens, positions) : kv_tokens;
+}
+
 int64_t OffloadKvBlocks(const scheduler::SchedulerConfig& config,
                         const std::vector<serving::RequestSpec>& requests,
                         std::string& explanation) {
@@ -202,6 +218,7 @@ ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetSt
     config.kv_blocks = KvBlocksFromMemory(result.target, config.kv_block_tokens,
                                           request.kv_memory_fraction, result.kv_budget_from);
   }
+  config.max_sequence_tokens = ResolveMaxSequenceTokens(config, result.target.model);
   sim::ServingSimOptions& options = result.request.options;
   options.slo = request.slo;
   const std::shared_ptr<const model::ExpertActivation> routing =

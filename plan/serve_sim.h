@@ -40,6 +40,13 @@ ServingTarget ResolveServingTarget(const std::string& model, const fit::CostSour
 int64_t KvBlocksFromMemory(const ServingTarget& target, int64_t block_tokens,
                            double memory_fraction, std::string& explanation);
 
+// The longest request (prompt + output tokens) a replica takes, as `moelab serve` takes it:
+// --max-sequence-tokens when given (error above the model's max_position_embeddings, as the
+// engine refuses it), else what the KV budget holds within the model's positions. A request above
+// it is refused (failed, "too long"), never served past the model's context window.
+int64_t ResolveMaxSequenceTokens(const scheduler::SchedulerConfig& config,
+                                 const model::MoeModelSpec& model);
+
 // Serving with offloaded experts (sim serve --offload POLICY): each replica runs the offload
 // simulator on `hardware` (its memory tiers, link and storage; sim::OffloadIterationPricer).
 struct ServeOffload {

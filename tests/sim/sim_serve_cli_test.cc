@@ -136,6 +136,9 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {kServe + "--routing zipf", "zipf"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1",
        "--slo-tpot-p99 is required"},
+      {"sim serve --model mixtral-8x7b --hardware 8xh100-sxm --arrivals poisson:1 --requests 5 "
+       "--max-sequence-tokens 40000",
+       "--max-sequence-tokens 40000 exceeds model 'mixtral-8x7b''s max_position_embeddings 32768"},
   };
   for (const Case& c : cases) {
     const auto r = RunMoelab(c.args);
@@ -187,6 +190,39 @@ TEST(SimServeCli, OffloadWaitsForCopies) {
 
 // plan capacity --policy: a model whose weights do not fit the accelerator has no resident
 // candidate, but an offloading one is simulated and named.
+// A request longer than the model's context window is refused, as moelab serve refuses it (its
+// default --max-sequence-tokens is the KV budget within the model's positions), not served: the
+// KV budget of 8 H100s alone would hold it.
+TEST(SimServeCli, RequestsBeyondTheModelsPositionsAreRefused) {
+  const std::string base =
+      "sim serve --model mixtral-8x7b --hardware 8xh100-sxm --arrivals poisson:2 --requests 6 "
+      "--output-tokens 8 --json --prompt-tokens ";
+  const auto within = RunMoelab(base + "30000");
+  ASSERT_EQ(within.status, 0) << within.err;
+  const nlohmann::json served = nlohmann::json::parse(within.out);
+  EXPECT_EQ(served["completed"], 6);
+  EXPECT_EQ(served["scheduler"]["max_sequence_tokens"], 32768);
+  EXPECT_GT(served["kv_budget"]["blocks"].get<int64_t>() * 16, 40000 * 6);
+  const auto beyond = RunMoelab(base + "40000");
+  ASSERT_EQ(beyond.status, 0) << beyond.err;
+  const nlohmann::json refused = nlohmann::json::parse(beyond.out);
+  EXPECT_EQ(refused["completed"], 0);
+  EXPECT_EQ(refused["failed"], 6);
+  EXPECT_NE(refused["failures"][0]["error"].get<std::string>().find("too long"), std::string::npos);
+  // plan capacity prices the same limit: no replica count serves them.
+  const auto plan = RunMoelab(
+      "plan capacity --model mixtral-8x7b --hardware 8xh100-sxm --rate 0.5 --slo-ttft-p99 100 "
+      "--slo-tpot-p99 10 --requests 6 --max-replicas 2 --prompt-tokens 40000 --output-tokens 8 "
+      "--json");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  const nlohmann::json candidates = nlohmann::json::parse(plan.out)["candidates"];
+  ASSERT_FALSE(candidates.empty());
+  for (const auto& candidate : candidates) {
+    EXPECT_NE(candidate["why_not"].get<std::string>().find("refused"), std::string::npos)
+        << candidate.dump();
+  }
+}
+
 TEST(PlanCapacityCli, OffloadPoliciesAreCandidates) {
   const auto r = RunMoelab(
       "plan capacity --model mixtral-8x7b --hardware h100-sxm --rate 0.2 --slo-ttft-p99 10 "
