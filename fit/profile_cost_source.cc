@@ -222,13 +222,14 @@ double FittedProfileCostSource::AttentionSeconds(const model::ForwardShape& shap
   }
   const std::vector<int64_t> profiled = VerifyQueries();
   if (kind == model::PassKind::kVerify && !shape.logits_for_all_positions && prefill != nullptr &&
-      (profiled.empty() || shape.tokens_per_sequence > profiled.back())) {
+      !profiled.empty() && shape.tokens_per_sequence > profiled.back()) {
     // A prompt's chunk after `context` of its tokens (chunked prefill), longer than any profiled
     // verify pass: the same work as the last q rows of a prefill of context + q tokens (q
     // projections, q x context cached and q (q + 1) / 2 in-chunk query-key pairs), so it is that
     // prefill's time less the first context tokens'. The verify curves' last segment (q of 2..9
     // drafts), extended to a chunk of 60 queries, would carry the profile's noise with it (it
-    // has crossed zero).
+    // has crossed zero). A fit without verify curves prices it as before (decode rows, below):
+    // older fits keep predicting what they did.
     const double context = static_cast<double>(shape.context_length);
     const double seconds = prefill->Predict(context + prompt) - prefill->Predict(context);
     if (!(seconds > 0)) {

@@ -1,5 +1,6 @@
 #include "plan/sd_sweep.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/error.h"
@@ -75,6 +76,20 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore
   if (request.sd_fit) {
     result.sd_fit = fit::LoadSdFit(*request.sd_fit);
     result.sd_fit_path = *request.sd_fit;
+  }
+  // As sim offload and plan hardware refuse it: a step past a model's positions has no answer.
+  // Both models cache the context and verify (or draft) up to gamma + 1 positions after it.
+  const int64_t positions =
+      request.plan.context_length +
+      *std::max_element(request.plan.gammas.begin(), request.plan.gammas.end()) + 1;
+  for (const model::MoeModelSpec* spec : {&result.target, &result.draft}) {
+    if (spec->max_position_embeddings > 0 && positions > spec->max_position_embeddings) {
+      throw base::Error("--context " + std::to_string(request.plan.context_length) +
+                        " plus the largest --gamma + 1 (" + std::to_string(positions) +
+                        " positions) exceed model '" + spec->name + "''s " +
+                        std::to_string(spec->max_position_embeddings) +
+                        " positions (max_position_embeddings)");
+    }
   }
   result.target_routing = TargetRouting(request.routing, result.target, request.routing_seed);
   model::SdStepCosts costs(*result.source, result.target, result.draft, request.plan.context_length,

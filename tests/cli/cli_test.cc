@@ -444,6 +444,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"sim sd --sigma 0", "--sigma value 0.0000: expected a number in (0, 1]"},
         BadInput{"sim sd --alpha 0.5 --sigma 0.5", "give --alpha or --sigma, not both"},
         BadInput{"sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step"},
+        // A context past the model's positions: refused, as sim offload and plan hardware do.
+        BadInput{"sim sd --context 200000",
+                 "--context 200000 plus the largest --gamma + 1 (200009 positions) exceed model "
+                 "'qwen2-57b-a14b''s 131072 positions"},
+        BadInput{"plan sd --model mixtral-8x7b --draft qwen2-0.5b --context 32765 --gamma 1-3",
+                 "(32769 positions) exceed model 'mixtral-8x7b''s 32768 positions"},
         BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
         BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
         BadInput{"plan offload --policies lru,fiddler", "lru"},
