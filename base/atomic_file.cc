@@ -180,6 +180,37 @@ void WriteFileAtomically(const std::filesystem::path& path,
   }
 }
 
+void CheckWritableOutput(const std::filesystem::path& path) {
+  if (path.empty()) throw Error("cannot write: empty output path");
+  struct stat status {};
+  if (::stat(path.c_str(), &status) == 0) {
+    if (S_ISCHR(status.st_mode) || S_ISFIFO(status.st_mode)) {
+      if (::access(path.c_str(), W_OK) != 0)
+        throw Error(path.string() + ": cannot open for writing: " + Reason(errno));
+      return;
+    }
+    if (!S_ISREG(status.st_mode)) {
+      throw Error(path.string() + ": cannot write: " +
+                  (S_ISDIR(status.st_mode) ? "it is a folder"
+                                           : "it is neither a regular file nor a stream") +
+                  " (only regular files are replaced; character devices and FIFOs are written in "
+                  "place)");
+    }
+  } else if (errno != ENOENT) {
+    throw Error(path.string() + ": cannot write: " + Reason(errno));
+  }
+  // A regular file or a new one: replaced through a temporary in its folder.
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  std::error_code ignored;
+  if (!std::filesystem::is_directory(folder, ignored)) {
+    throw Error(path.string() + ": cannot write: folder '" + folder.string() + "' does not exist");
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw Error(path.string() + ": cannot write: folder '" + folder.string() +
+                "': " + Reason(errno));
+  }
+}
+
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {
   WriteFileAtomically(path, [&](std::ostream& out) {
     out.write(text.data(), static_cast<std::streamsize>(text.size()));

@@ -27,6 +27,12 @@ void WriteFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write);
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
 
+// What WriteFileAtomically would refuse about `path` itself, checked before a command does its
+// work (a run of minutes must not end in "cannot write"): a missing or unwritable folder, a
+// folder or anything else neither a regular file nor a stream. Throws moelab::Error as it would;
+// writes nothing. A stream's own write errors (a full disk, /dev/full) still show only on writing.
+void CheckWritableOutput(const std::filesystem::path& path);
+
 // Refuses two outputs of one command that name the same file (through any spelling or link), before
 // anything is written: `outputs` pairs an option name with its path; empty paths are skipped.
 void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);

@@ -1,5 +1,6 @@
 #include "cli/output.h"
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace moelab::cli {
@@ -14,6 +15,9 @@ void AddOutputOptions(po::options_description& options) {
 OutputRequest OutputRequestFrom(const po::variables_map& values) {
   OutputRequest request;
   request.out = values["out"].as<std::string>();
+  // Before the command's work: a load, a profile or a validation of minutes is not thrown away
+  // at the end for a folder that is not there.
+  if (!request.out.empty()) base::CheckWritableOutput(request.out);
   const bool json = values["json"].as<bool>(), csv = values["csv"].as<bool>();
   if (json && csv) throw base::Error("give --json or --csv, not both");
   request.format = csv                              ? Format::kCsv

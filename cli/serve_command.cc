@@ -153,6 +153,7 @@ int Serve(const std::vector<std::string>& args) {
                                   : static_cast<int>(flags.scheduler.max_running_sequences +
                                                      flags.scheduler.max_waiting_requests + 8);
   flags.scheduler.Validate();
+  flags.scheduler.CheckSequenceFitsBudget();
   flags.server.Validate();
   const sigset_t signals = BlockShutdownSignals();
   std::unique_ptr<executor::ServingModel> model =

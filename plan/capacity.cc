@@ -308,7 +308,18 @@ CapacityResult PlanCapacity(const CapacityRequest& request, const model::PresetS
               config.kv_blocks = OffloadKvBlocks(config, requests, explanation);
             }
             row.kv_blocks = config.kv_blocks;
-            config.max_sequence_tokens = ResolveMaxSequenceTokens(config, target_model);
+            try {
+              config.max_sequence_tokens = ResolveMaxSequenceTokens(config, target_model);
+            } catch (const base::Error& error) {
+              // Past the model's positions: the option is wrong for every candidate. Past this
+              // candidate's KV budget: no such candidate.
+              if (target_model.max_position_embeddings > 0 &&
+                  config.max_sequence_tokens > target_model.max_position_embeddings)
+                throw;
+              row.why_not = error.what();
+              result.candidates.push_back(row);
+              continue;
+            }
             try {
               row = candidates.Search(config, row, store);
             } catch (const base::Error& error) {

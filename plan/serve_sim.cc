@@ -120,6 +120,7 @@ int64_t ResolveMaxSequenceTokens(const scheduler::SchedulerConfig& config,
                         " exceeds model '" + model.name + "''s max_position_embeddings " +
                         std::to_string(positions) + ": give --max-sequence-tokens at most that");
     }
+    config.CheckSequenceFitsBudget();
     return config.max_sequence_tokens;
   }
   const int64_t kv_tokens = config.kv_blocks * config.kv_block_tokens;

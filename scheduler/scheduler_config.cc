@@ -41,6 +41,17 @@ void SchedulerConfig::Validate() const {
   }
 }
 
+void SchedulerConfig::CheckSequenceFitsBudget() const {
+  const int64_t budget_tokens = kv_blocks * kv_block_tokens;
+  if (max_sequence_tokens > budget_tokens) {
+    throw base::Error("--max-sequence-tokens " + std::to_string(max_sequence_tokens) +
+                      " exceeds the KV budget's " + std::to_string(budget_tokens) +
+                      " tokens (--kv-blocks " + std::to_string(kv_blocks) +
+                      " x --kv-block-tokens " + std::to_string(kv_block_tokens) +
+                      "): one such sequence could never be held");
+  }
+}
+
 nlohmann::json SchedulerConfig::ToJson() const {
   nlohmann::json json = {
       {"kv_block_tokens", kv_block_tokens},

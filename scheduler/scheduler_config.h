@@ -53,6 +53,10 @@ struct SchedulerConfig {
   // --max-waiting, --max-sequence-tokens) and the expected range. Every iteration must fit a decode
   // of each running sequence: max_batched_tokens >= max_running_sequences x decode_tokens_per_step.
   void Validate() const;
+  // A --max-sequence-tokens the KV budget (kv_blocks x kv_block_tokens, once known) cannot hold
+  // is refused, as vLLM refuses such a max_model_len: no request could ever be served at it, yet
+  // the server would advertise it. 0 (the budget's own) passes.
+  void CheckSequenceFitsBudget() const;
   nlohmann::json ToJson() const;
 };
 

@@ -1,5 +1,8 @@
 #include "server/completion_api.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "server/tokenizer.h"
 
 namespace moelab::server {
@@ -19,11 +22,14 @@ std::vector<int32_t> ParsePrompt(const json& prompt, const ServedModel& model) {
     for (const json& id : prompt) {
       if (!id.is_number_integer())
         throw BadField("prompt", "a string or a list of integer token ids expected");
-      const int64_t value = id.get<int64_t>();
-      if (value < 0 || value >= model.vocab) {
-        throw BadField("prompt", "token id " + std::to_string(value) +
-                                     " outside the vocabulary [0, " + std::to_string(model.vocab) +
-                                     ")");
+      // Above int64's range (an unsigned JSON number) it is outside any vocabulary; the message
+      // quotes the number as sent (its JSON text), not a wrapped value.
+      const bool beyond_int64 = id.is_number_unsigned() &&
+                                id.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()};
+      const int64_t value = beyond_int64 ? -1 : id.get<int64_t>();
+      if (beyond_int64 || value < 0 || value >= model.vocab) {
+        throw BadField("prompt", "token id " + id.dump() + " outside the vocabulary [0, " +
+                                     std::to_string(model.vocab) + ")");
       }
       ids.push_back(static_cast<int32_t>(value));
     }
@@ -38,6 +44,11 @@ int64_t IntegerField(const json& body, const std::string& field, int64_t low) {
   const json& value = body.at(field);
   if (!value.is_number_integer())
     throw BadField(field, "an integer expected, got " + std::string(value.type_name()));
+  if (value.is_number_unsigned() &&
+      value.get<uint64_t>() > uint64_t{std::numeric_limits<int64_t>::max()}) {
+    throw BadField(field, "at most " + std::to_string(std::numeric_limits<int64_t>::max()) +
+                              " expected, got " + value.dump());
+  }
   const int64_t number = value.get<int64_t>();
   if (number < low) {
     throw BadField(field,
@@ -81,7 +92,7 @@ CompletionRequest ParseCompletionRequest(const std::string& body_text, const Ser
     throw ApiError(400, std::string("the body is not valid JSON: ") + error.what());
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
-  if (body.contains("model")) {
+  if (body.contains("model") && !body["model"].is_null()) {  // optional: absent or null
     if (!body["model"].is_string()) throw BadField("model", "a string expected");
     if (body["model"] != model.name) {
       throw ApiError(404,

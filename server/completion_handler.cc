@@ -1,5 +1,6 @@
 #include "server/completion_handler.h"
 
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@ double Seconds(ServingClock::duration duration) {
 // A request's answer so far: its tokens, its first token's time; records its latencies once.
 struct Answer {
   std::string id;
+  int64_t created_unix_s = 0;  // when the request arrived (OpenAI's `created`)
   int64_t prompt_tokens = 0;
   ServingClock::time_point arrival, first_token, last_token;
   std::vector<int32_t> tokens;
@@ -123,7 +125,7 @@ void ReplyWhole(ServerState& state, Answer& answer, RequestStream& stream,
     }
     if (event.kind == StreamEvent::Kind::kFinished) {
       answer.Finish(state.metrics);
-      response.set_content(CompletionJson(answer.id, state.created_unix_s, state.model.name,
+      response.set_content(CompletionJson(answer.id, answer.created_unix_s, state.model.name,
                                           answer.tokens, answer.prompt_tokens, "length")
                                .dump(),
                            "application/json");
@@ -141,13 +143,13 @@ bool WriteEvent(ServerState& state, Answer& answer, const StreamEvent& event,
   std::string text;
   if (event.kind == StreamEvent::Kind::kToken) {
     answer.Add(event, state.metrics);
-    text = ServerSentEvent(ChunkJson(answer.id, state.created_unix_s, state.model.name,
+    text = ServerSentEvent(ChunkJson(answer.id, answer.created_unix_s, state.model.name,
                                      {event.token}, std::nullopt, std::nullopt));
   } else if (event.kind == StreamEvent::Kind::kFinished) {
     answer.Finish(state.metrics);
     // The last chunk: no new token, the finish reason and the usage.
     text = ServerSentEvent(
-        ChunkJson(answer.id, state.created_unix_s, state.model.name, {}, std::string("length"),
+        ChunkJson(answer.id, answer.created_unix_s, state.model.name, {}, std::string("length"),
                   UsageJson(answer.prompt_tokens, static_cast<int64_t>(answer.tokens.size()))));
     text += kServerSentEventsDone;
   } else {
@@ -189,18 +191,57 @@ void ReplyStream(ServerState& state, std::shared_ptr<Answer> answer,
 void ReplyError(httplib::Response& response, const ApiError& error) {
   response.status = error.status;
   if (error.status == 503) response.set_header("Retry-After", "1");
-  response.set_content(ErrorJson(error).dump(), "application/json");
+  // Replacing what is not UTF-8: a message may quote the body's own bytes (a JSON parse error
+  // names the byte it stopped at), and dumping them as they are throws (a 500 instead of the 400).
+  response.set_content(
+      ErrorJson(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      "application/json");
+}
+
+std::optional<std::string> ReadBody(ServerState& state, const httplib::ContentReader& content,
+                                    httplib::Response& response) {
+  // Past the limit the rest is read and dropped, up to kDrainBytes, so that a client still
+  // sending gets the 413 rather than a reset (as httplib drains a declared length); a body longer
+  // than that is cut off.
+  constexpr int64_t kDrainBytes = int64_t{64} << 20;
+  std::string body;
+  bool too_large = false;
+  int64_t dropped = 0;
+  const bool read = content([&](const char* data, size_t length) {
+    if (!too_large && static_cast<int64_t>(body.size() + length) <= state.max_body_bytes) {
+      body.append(data, length);
+      return true;
+    }
+    too_large = true;
+    body.clear();
+    dropped += static_cast<int64_t>(length);
+    return dropped <= kDrainBytes;
+  });
+  if (read && !too_large) return body;
+  // A body cut off leaves the rest unread: the connection cannot carry another request.
+  response.set_header("Connection", "close");
+  state.metrics.Count(RequestOutcome::kInvalid);
+  // httplib refuses a declared length over the limit itself (status 413, the receiver never
+  // called); a chunked body is counted here as it arrives.
+  if (too_large || response.status == 413) {
+    ReplyError(response, ApiError(413, "the request body exceeds --max-body-bytes (" +
+                                           std::to_string(state.max_body_bytes) + " bytes)"));
+  } else {
+    ReplyError(response, ApiError(400, "the request body could not be read"));
+  }
+  return std::nullopt;
 }
 
 void HandleCompletion(ServerState& state, const httplib::Request& http_request,
-                      httplib::Response& response) {
+                      const std::string& body, httplib::Response& response) {
   auto guard = std::make_shared<AnswerGuard>(state);
   auto answer = std::make_shared<Answer>();
   answer->arrival = ServingClock::now();
+  answer->created_unix_s = static_cast<int64_t>(std::time(nullptr));
   CompletionRequest request;
   try {
     if (state.draining) throw ApiError(503, "the server is shutting down", "", "server_overloaded");
-    request = ParseCompletionRequest(http_request.body, state.model);
+    request = ParseCompletionRequest(body, state.model);
   } catch (const ApiError& error) {
     state.metrics.Count(error.status == 503 ? RequestOutcome::kQueueFull
                                             : RequestOutcome::kInvalid);

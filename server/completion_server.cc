@@ -66,8 +66,10 @@ void AddRoutes(internal::ServerState& state, httplib::Server& http) {
     response.set_content(state.metrics.Text(state.engine.Snapshot()), "text/plain; version=0.0.4");
   });
   http.Post("/v1/completions",
-            [&state](const httplib::Request& request, httplib::Response& response) {
-              internal::HandleCompletion(state, request, response);
+            [&state](const httplib::Request& request, httplib::Response& response,
+                     const httplib::ContentReader& content) {
+              const std::optional<std::string> body = internal::ReadBody(state, content, response);
+              if (body) internal::HandleCompletion(state, request, *body, response);
             });
   // httplib's own refusals (413 body too large, 404 no such path, 400 unparsable HTTP) in the
   // API's error shape; answers that already have a body keep it.
@@ -100,6 +102,7 @@ CompletionServer::CompletionServer(executor::ServingEngine& engine, ServedModel 
     : impl_(std::make_unique<Impl>(engine, std::move(model), std::move(options))) {
   impl_->options.Validate();
   impl_->state.created_unix_s = static_cast<int64_t>(std::time(nullptr));
+  impl_->state.max_body_bytes = impl_->options.max_body_bytes;
   const int threads = impl_->options.http_threads;
   impl_->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl_->http.set_payload_max_length(static_cast<size_t>(impl_->options.max_body_bytes));

@@ -77,6 +77,12 @@ TEST(LoadgenCli, TableCsvAndOutFile) {
   ASSERT_EQ(out.status, 0) << out.err;
   EXPECT_EQ(out.out, "");
   EXPECT_EQ(nlohmann::json::parse(testing::Slurp(dir / "r.json"))["completed"], 4);
+  // An --out that cannot be written is refused before any request is sent, not after the load.
+  const size_t sent = server.Bodies().size();
+  const auto nowhere = RunMoelab(load + " --out " + (dir / "missing" / "r.json").string());
+  EXPECT_EQ(nowhere.status, 1);
+  EXPECT_NE(nowhere.err.find("missing' does not exist"), std::string::npos) << nowhere.err;
+  EXPECT_EQ(server.Bodies().size(), sent);
 }
 
 TEST(LoadgenCli, ATraceAndTheShippedLengthTable) {

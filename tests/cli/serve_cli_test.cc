@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <optional>
 #include <sstream>
@@ -263,7 +264,7 @@ struct BadRequest {
 };
 
 TEST(Serve, BadRequestsGetJsonErrorsNamingTheField) {
-  Server server("--max-body-bytes 4096 --max-sequence-tokens 64");
+  Server server("--max-body-bytes 16384 --max-sequence-tokens 64");
   const std::vector<BadRequest> cases = {
       {"{\"prompt\": [1, 2", 400, "", "not valid JSON"},
       {"[1, 2]", 400, "", "JSON object"},
@@ -277,7 +278,14 @@ TEST(Serve, BadRequestsGetJsonErrorsNamingTheField) {
       {"{\"prompt\": \"hi\", \"temperature\": 0.7}", 400, "temperature", "greedy"},
       {"{\"prompt\": \"hi\", \"model\": \"gpt-4\"}", 404, "model", "does not exist"},
       {"{\"prompt\": \"hi\", \"max_tokens\": 100}", 400, "max_tokens", "64"},
-      {"{\"prompt\": \"" + std::string(5000, 'a') + "\"}", 413, "", "--max-body-bytes"},
+      {"{\"prompt\": \"" + std::string(17000, 'a') + "\"}", 413, "", "--max-body-bytes"},
+      // A byte that is not UTF-8: the parser's message quotes it, and the answer is still JSON.
+      {"{\"prompt\": \"\xff\"}", 400, "", "not valid JSON"},
+      // Above int64: quoted as sent, not wrapped to -1.
+      {"{\"prompt\": [18446744073709551615]}", 400, "prompt",
+       "token id 18446744073709551615 outside the vocabulary"},
+      {"{\"prompt\": [1], \"max_tokens\": 18446744073709551615}", 400, "max_tokens",
+       "got 18446744073709551615"},
   };
   for (const BadRequest& c : cases) {
     httplib::Client client("127.0.0.1", server.port());
@@ -293,6 +301,32 @@ TEST(Serve, BadRequestsGetJsonErrorsNamingTheField) {
   }
   EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"too_long\"}"), 1);
   httplib::Client client("127.0.0.1", server.port());
+  // A chunked body has no declared length: it is bounded as it arrives.
+  const std::string chunk(4096, ' ');
+  int sent = 0;
+  const httplib::Result chunked = client.Post(
+      "/v1/completions",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent++ < 8) return sink.write(chunk.data(), chunk.size());
+        sink.done();
+        return true;
+      },
+      "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 413) << chunked->body;
+  // Within the limit, whatever the content type says (curl -d sends a form's), and a null model.
+  const std::string padded =
+      "{\"prompt\": [1, 2]," + std::string(9000, ' ') + "\"model\": null, \"max_tokens\": 2}";
+  // A second after every request above, so a server's start time is before it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const auto before = std::time(nullptr);
+  httplib::Client fresh("127.0.0.1", server.port());
+  const httplib::Result form =
+      fresh.Post("/v1/completions", padded, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  EXPECT_EQ(form->status, 200) << form->body;
+  // `created` is the request's time, not the server's start.
+  EXPECT_GE(json::parse(form->body)["created"].get<int64_t>(), static_cast<int64_t>(before));
   const httplib::Result missing = client.Get("/v2/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -442,6 +476,8 @@ TEST(Serve, RefusesBadOptionsNamingThem) {
            {"--kv-blocks 0", "--kv-blocks"},
            {"--queue-order lifo", "--queue-order"},
            {"--max-sequence-tokens 5000", "max_positions"},
+           {"--kv-blocks 4 --max-sequence-tokens 2000",
+            "--max-sequence-tokens 2000 exceeds the KV budget's 64 tokens"},
            {"--http-threads 0", "--http-threads"}}) {
     const testing::CliRun r = testing::RunMoelab("serve " + kShape + " " + args);
     EXPECT_EQ(r.status, 1) << args;

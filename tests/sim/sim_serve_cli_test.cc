@@ -103,6 +103,8 @@ TEST(SimServeCli, ErrorsNameTheOption) {
   };
   const std::vector<Case> cases = {
       {kServe + "--max-running 0", "--max-running 0"},
+      {kServe + "--kv-blocks 4 --max-sequence-tokens 2000",
+       "--max-sequence-tokens 2000 exceeds the KV budget's 64 tokens"},
       {kServe + "--max-running 4096", "--max-batched-tokens 2048: must be at least --max-running"},
       {kServe + "--queue-order lifo", "--queue-order lifo"},
       {kServe + "--router random", "--router random"},
