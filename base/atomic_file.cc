@@ -217,7 +217,11 @@ void WriteFileAtomically(const std::filesystem::path& path, const std::string& t
   });
 }
 
-void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+void RequireWritableDistinctOutputs(
+    const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (const auto& [name, path] : outputs) {
+    if (!path.empty()) CheckWritableOutput(path);
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (size_t j = i + 1; j < outputs.size(); ++j) {
       const auto& [first_name, first] = outputs[i];

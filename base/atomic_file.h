@@ -33,8 +33,10 @@ void WriteFileAtomically(const std::filesystem::path& path, const std::string& t
 // writes nothing. A stream's own write errors (a full disk, /dev/full) still show only on writing.
 void CheckWritableOutput(const std::filesystem::path& path);
 
-// Refuses two outputs of one command that name the same file (through any spelling or link), before
-// anything is written: `outputs` pairs an option name with its path; empty paths are skipped.
-void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
+// Refuses two outputs of one command that name the same file (through any spelling or link), and
+// any that cannot be written (CheckWritableOutput), before anything is written: `outputs` pairs
+// an option name with its path; empty paths are skipped.
+void RequireWritableDistinctOutputs(
+    const std::vector<std::pair<std::string, std::string>>& outputs);
 
 }  // namespace moelab::base

@@ -68,7 +68,7 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
   request.gamma = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 0);
   request.cost = CostSourceOptionsFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
-  base::RequireDistinctOutputs({{"--out", output.out}, {"--plot-out", plot_out}});
+  base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--plot-out", plot_out}});
   const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
   report::RowSet rows = result.Rows();
   if (!plot_out.empty()) base::WriteFileAtomically(plot_out, result.GnuplotScript());

@@ -103,9 +103,9 @@ int Run(const std::vector<std::string>& args) {
   request.draft_shape = ShapeFrom(
       values, "draft-",
       request.draft_weights.empty() ? model::DefaultDraftShape() : model::ShapeOverrides{});
-  base::RequireDistinctOutputs({{"--out", output.out},
-                                {"--trace-out", flags.trace_out},
-                                {"--timeline-out", flags.timeline_out}});
+  base::RequireWritableDistinctOutputs({{"--out", output.out},
+                                        {"--trace-out", flags.trace_out},
+                                        {"--timeline-out", flags.timeline_out}});
   if (!values["alpha"].defaulted() && !executor::IsFixedRate(request.acceptance)) {
     throw base::Error("--alpha applies to --acceptance alpha or alpha-coin only");
   }

@@ -100,7 +100,7 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
   cost_options.attention_bits = attention_bits;
   cost_options.Validate();
   config.record_timeline = !trace_out.empty();
-  base::RequireDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});
+  base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--trace-out", trace_out}});
 
   const model::PresetStore store = model::PresetStore::Default();
   config.model = store.LoadModel(model);

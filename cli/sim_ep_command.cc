@@ -68,7 +68,7 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   request.cost = CostSourceOptionsFrom(values);
   request.cost.hardware_given = false;  // the node's links are needed whatever prices compute
-  base::RequireDistinctOutputs({{"--out", output.out}, {"--timeline", timeline}});
+  base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--timeline", timeline}});
   const sim::EpResult result = plan::RunEp(request, model::PresetStore::Default());
   if (!timeline.empty()) base::WriteFileAtomically(timeline, result.TimelineJson());
   return Printed{plan::Render(result, output.format), output.out};

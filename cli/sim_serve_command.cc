@@ -96,7 +96,7 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   }
   request.options.keep_iterations = !trace_out.empty();
   request.options.keep_plans = !decisions_out.empty();
-  base::RequireDistinctOutputs(
+  base::RequireWritableDistinctOutputs(
       {{"--out", output.out}, {"--trace-out", trace_out}, {"--decisions-out", decisions_out}});
   const plan::ServeSimResult result = plan::RunServeSim(request, model::PresetStore::Default());
   if (!trace_out.empty()) base::WriteFileAtomically(trace_out, result.TraceJson());

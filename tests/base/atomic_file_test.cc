@@ -123,11 +123,20 @@ TEST(AtomicFile, TwoOutputsNamingOneFileAreRefused) {
   const std::string a = (dir / "a.json").string();
   const std::string same = (dir / "." / "a.json").string();
   EXPECT_TRUE(Contains(ErrorOf([&] {
-                         RequireDistinctOutputs({{"--out", a}, {"--trace-out", same}});
+                         RequireWritableDistinctOutputs({{"--out", a}, {"--trace-out", same}});
                        }),
                        "--out and --trace-out name the same file"));
-  RequireDistinctOutputs({{"--out", a}, {"--trace-out", (dir / "b.json").string()}, {"--x", ""}});
-  RequireDistinctOutputs({{"--out", "/dev/null"}, {"--trace-out", "/dev/null"}});
+  RequireWritableDistinctOutputs(
+      {{"--out", a}, {"--trace-out", (dir / "b.json").string()}, {"--x", ""}});
+  RequireWritableDistinctOutputs({{"--out", "/dev/null"}, {"--trace-out", "/dev/null"}});
+  // What cannot be written is refused before anything is: a missing folder, a folder.
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                         RequireWritableDistinctOutputs(
+                             {{"--out", a}, {"--trace-out", (dir / "no" / "t.json").string()}});
+                       }),
+                       "folder '" + (dir / "no").string() + "' does not exist"));
+  EXPECT_TRUE(Contains(ErrorOf([&] { CheckWritableOutput(dir); }), "it is a folder"));
+  EXPECT_FALSE(std::filesystem::exists(a));
   std::filesystem::remove_all(dir);
 }
 
