@@ -181,7 +181,9 @@ std::string RenderJson(const SweepSpec& spec, const std::vector<PointOutcome>& o
   for (const PointOutcome& outcome : outcomes) {
     size_t start = 0;
     while (start < outcome.json_rows.size()) {
-      const size_t end = outcome.json_rows.find('\n', start);
+      // A last row without its newline ends the text (npos + 1 would start over at 0).
+      size_t end = outcome.json_rows.find('\n', start);
+      if (end == std::string::npos) end = outcome.json_rows.size();
       json += first ? "\n    " : ",\n    ";
       json.append(outcome.json_rows, start, end - start);
       first = false;

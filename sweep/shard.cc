@@ -1,5 +1,6 @@
 #include "sweep/shard.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -34,6 +35,52 @@ const std::string& ReadText(const ordered_json& object, const char* key, const s
   return object[key].get_ref<const std::string&>();
 }
 
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+// A result's rows as the sweep wrote them (engine.cc's FormatRows), so that a damaged or edited
+// shard is refused naming the field rather than merged into a broken output: each JSON row one
+// line, an object of this point; each CSV row one line led by the point; the same count of both;
+// the header one line.
+void CheckRows(const PointOutcome& outcome, const std::string& field) {
+  if (outcome.header.find('\n') != std::string::npos)
+    throw base::Error(field + ".header: expected one line");
+  for (const auto& [name, rows] :
+       {std::pair{"json_rows", &outcome.json_rows}, std::pair{"csv_rows", &outcome.csv_rows}}) {
+    if (!rows->empty() && rows->back() != '\n')
+      throw base::Error(field + "." + name + ": expected rows each ending in a newline");
+  }
+  const std::vector<std::string> json_lines = Lines(outcome.json_rows);
+  const std::vector<std::string> csv_lines = Lines(outcome.csv_rows);
+  if (json_lines.size() != csv_lines.size()) {
+    throw base::Error(field + ": " + std::to_string(json_lines.size()) + " json_rows but " +
+                      std::to_string(csv_lines.size()) + " csv_rows (one of each per row)");
+  }
+  const std::string lead = std::to_string(outcome.point) + ",";
+  for (size_t r = 0; r < json_lines.size(); ++r) {
+    const std::string row_field = field + ".json_rows line " + std::to_string(r + 1);
+    if (!ordered_json::accept(json_lines[r]))
+      throw base::Error(row_field + ": expected one JSON object");
+    const ordered_json row = ordered_json::parse(json_lines[r]);
+    if (!row.is_object() || !row.contains("point") || row["point"] != outcome.point)
+      throw base::Error(row_field + ": expected an object of point " +
+                        lead.substr(0, lead.size() - 1));
+    if (csv_lines[r].rfind(lead, 0) != 0) {
+      throw base::Error(field + ".csv_rows line " + std::to_string(r + 1) +
+                        ": expected a row of point " + lead.substr(0, lead.size() - 1));
+    }
+  }
+}
+
 Shard ReadShard(const std::string& path, const std::vector<std::string>& commands,
                 const std::vector<std::string>& reserved) {
   const std::string text = base::ReadInputFile(path, base::kMaxJsonFileBytes, "sweep shard");
@@ -53,6 +100,12 @@ Shard ReadShard(const std::string& path, const std::vector<std::string>& command
   shard.count = ReadCount(doc["shard"], "count", path);
   const std::vector<int64_t> expected = InterleavedPoints(shard.spec.PointCount(), shard.index,
                                                           shard.count);  // refuses I >= N
+  for (const auto& [key, value] : doc.items()) {
+    static const std::vector<std::string> kKeys = {"schema", "spec_hash", "spec",
+                                                   "shard",  "points",    "results"};
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
+      throw base::Error(path + ": " + key + ": not a field of a sweep shard");
+  }
   if (!doc.contains("results") || !doc["results"].is_array())
     throw base::Error(path + ": results: expected a list");
   for (size_t i = 0; i < doc["results"].size(); ++i) {
@@ -65,10 +118,15 @@ Shard ReadShard(const std::string& path, const std::vector<std::string>& command
     outcome.header = ReadText(result, "header", field);
     outcome.json_rows = ReadText(result, "json_rows", field);
     outcome.csv_rows = ReadText(result, "csv_rows", field);
+    CheckRows(outcome, field);
     shard.outcomes.push_back(std::move(outcome));
   }
   std::vector<int64_t> points;
   for (const PointOutcome& outcome : shard.outcomes) points.push_back(outcome.point);
+  if (!doc.contains("points") || !doc["points"].is_array() ||
+      doc["points"] != ordered_json(points)) {
+    throw base::Error(path + ": points: expected the results' points in their order");
+  }
   if (points != expected) {
     throw base::Error(path + ": results: not the points shard " + std::to_string(shard.index) +
                       "/" + std::to_string(shard.count) + " takes (" +

@@ -3,6 +3,7 @@
 // points refused with the file, field or point named and no output written. The MPI cases are
 // skipped (with a message) in builds without MPI.
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 
@@ -121,6 +122,42 @@ TEST_F(SweepCli, ShardsMergeIntoTheOneProcessBytes) {
   EXPECT_EQ(beyond.status, 1);
   EXPECT_NE(beyond.err.find("I must be below N"), std::string::npos) << beyond.err;
   EXPECT_FALSE(fs::exists(Path("bad.json")));
+
+  // A damaged or edited shard (its rows, its points list, a field it never has): refused naming
+  // the field, never merged into a broken output. A JSON row without its newline once looped
+  // until memory ran out.
+  const auto damaged = [&](const std::function<void(nlohmann::ordered_json&)>& edit) {
+    nlohmann::ordered_json shard = nlohmann::ordered_json::parse(Slurp(Path("shard1.json")));
+    edit(shard);
+    return Write("damaged1.json", shard.dump(1));
+  };
+  const auto rows = [](nlohmann::ordered_json& shard, const char* key) -> std::string& {
+    return shard["results"][0][key].get_ref<std::string&>();
+  };
+  const struct {
+    std::function<void(nlohmann::ordered_json&)> edit;
+    std::string message;
+  } edits[] = {
+      {[&](auto& s) { rows(s, "json_rows").pop_back(); },
+       "results[0].json_rows: expected rows each ending in a newline"},
+      {[&](auto& s) { rows(s, "csv_rows").pop_back(); },
+       "results[0].csv_rows: expected rows each ending in a newline"},
+      {[&](auto& s) { rows(s, "json_rows") += "\n]}\n"; }, "json_rows but"},
+      {[&](auto& s) { rows(s, "json_rows").replace(0, 10, "{\"point\":9"); },
+       "json_rows line 1: expected an object of point 1"},
+      {[](auto& s) {
+         s["points"] = {1, 4};
+       },
+       "points: expected the results' points"},
+      {[](auto& s) { s["extra"] = 1; }, "extra: not a field of a sweep shard"},
+  };
+  for (const auto& c : edits) {
+    const CliRun run = RunMoelab("sweep merge " + Path("shard0.json") + " " + damaged(c.edit) +
+                                 " " + Path("shard2.json") + " --out " + Path("bad.json"));
+    EXPECT_EQ(run.status, 1) << c.message;
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << run.err;
+    EXPECT_FALSE(fs::exists(Path("bad.json")));
+  }
 }
 
 TEST_F(SweepCli, BadSpecsAreRefusedNamingFileAndField) {
