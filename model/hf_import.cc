@@ -38,18 +38,35 @@ void ImportCommon(const base::JsonReader& c, MoeModelSpec& spec) {
     a.sliding_window = window;
 }
 
+// quantization_config, whatever the family (every importer's config may carry one): the bits a
+// stored weight takes, scales included, in the layers the scheme quantizes. Unknown schemes are
+// refused, never read as bf16 (a GPTQ Mixtral was sized at its bf16 93 GB, 3.6x its files).
 void ImportQuantization(const base::JsonReader& c, MoeModelSpec& spec) {
   auto quantization = c.OptionalObject("quantization_config");
   if (!quantization) return;
   const std::string method = quantization->String("quant_method");
+  WeightBits& bits = spec.bits;
   if (method == "fp8") {
-    spec.bits.attention = spec.bits.experts = spec.bits.shared_experts = spec.bits.dense_ffn = 8;
+    bits.attention = bits.experts = bits.shared_experts = bits.dense_ffn = 8;
   } else if (method == "mxfp4") {
-    spec.bits.experts = 4.25;
+    bits.experts = 4.25;
+  } else if (method == "gptq" || method == "awq") {
+    // Every decoder linear layer at `bits`, with an fp16 scale and a packed zero point per group
+    // of group_size input rows (-1: one per output channel, a negligible share).
+    const int64_t weight_bits = quantization->Int("bits", 1);
+    if (weight_bits != 2 && weight_bits != 3 && weight_bits != 4 && weight_bits != 8)
+      quantization->Fail("bits", "2, 3, 4 or 8");
+    const int64_t group_size = quantization->Int("group_size", -1, 128);
+    if (group_size == 0) quantization->Fail("group_size", "-1 (per channel) or >= 1");
+    const double stored = static_cast<double>(weight_bits) +
+                          (group_size > 0 ? (16.0 + static_cast<double>(weight_bits)) /
+                                                static_cast<double>(group_size)
+                                          : 0.0);
+    bits.attention = bits.experts = bits.shared_experts = bits.dense_ffn = stored;
   } else {
-    quantization->Fail(
-        "quant_method",
-        "\"fp8\" or \"mxfp4\" (other schemes: write a moelab.model/1 file with explicit bits)");
+    quantization->Fail("quant_method",
+                       "\"fp8\", \"mxfp4\", \"gptq\" or \"awq\" (other schemes: write a "
+                       "moelab.model/1 file with explicit bits)");
   }
 }
 
@@ -128,7 +145,6 @@ void ImportDeepSeek(const base::JsonReader& c, MoeModelSpec& spec) {
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
   moe.router_score_bias = c.String("topk_method", "greedy") == "noaux_tc";
   spec.dense_intermediate_size = moe.first_dense_layers > 0 ? c.Int("intermediate_size", 1) : 0;
-  ImportQuantization(c, spec);
 }
 
 void ImportOlmoe(const base::JsonReader& c, MoeModelSpec& spec) {
@@ -190,7 +206,6 @@ void ImportGptOss(const base::JsonReader& c, MoeModelSpec& spec) {
   moe.top_k = c.Int("num_experts_per_tok", 1);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.router_bias = true;
-  ImportQuantization(c, spec);
 }
 
 void ImportLlama(const base::JsonReader& c, MoeModelSpec& spec) {
@@ -281,6 +296,7 @@ MoeModelSpec ImportHuggingFaceConfig(const nlohmann::json& config, const std::st
   spec.family = it->second.first;
   spec.hf_repo = reader.String("_name_or_path", "");
   it->second.second(reader, spec);
+  ImportQuantization(reader, spec);
   ValidateModelSpec(spec, origin);
   return spec;
 }

@@ -258,5 +258,39 @@ TEST(HuggingFaceImport, MissingFieldIsNamed) {
   EXPECT_THROW(ImportHuggingFaceConfig(config, "x/config.json"), base::Error);
 }
 
+// A config's quantization_config sizes its weights whatever the family: a GPTQ or AWQ Mixtral was
+// read as bf16 (93 GB) where its files hold about 24 GB.
+TEST(HuggingFaceImport, QuantizationConfigAppliesToEveryFamily) {
+  const nlohmann::json plain =
+      base::JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
+  const auto with = [&](const nlohmann::json& quantization) {
+    nlohmann::json config = plain;
+    config["quantization_config"] = quantization;
+    return ImportHuggingFaceConfig(config, "x/config.json");
+  };
+  EXPECT_DOUBLE_EQ(ImportHuggingFaceConfig(plain, "x/config.json").bits.experts, 16);
+  // 4 bits, an fp16 scale and a 4-bit zero per group of 128 rows.
+  const MoeModelSpec gptq = with({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}});
+  for (double bits : {gptq.bits.experts, gptq.bits.attention})
+    EXPECT_DOUBLE_EQ(bits, 4 + 20.0 / 128);
+  EXPECT_DOUBLE_EQ(gptq.bits.embeddings, 16);  // embeddings and the LM head stay unquantized
+  EXPECT_DOUBLE_EQ(with({{"quant_method", "awq"}, {"bits", 4}}).bits.experts, 4 + 20.0 / 128);
+  EXPECT_DOUBLE_EQ(with({{"quant_method", "gptq"}, {"bits", 8}, {"group_size", -1}}).bits.dense_ffn,
+                   8);
+  EXPECT_DOUBLE_EQ(with({{"quant_method", "fp8"}}).bits.experts, 8);
+  for (const auto& [quantization, field] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"quant_method", "bitsandbytes"}}, "quantization_config.quant_method"},
+           {{{"quant_method", "gptq"}, {"bits", 5}}, "quantization_config.bits"},
+           {{{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 0}},
+            "quantization_config.group_size"}}) {
+    try {
+      with(quantization);
+      ADD_FAILURE() << quantization.dump();
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field '" + field + "'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moelab::model
