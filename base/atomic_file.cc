@@ -230,9 +230,13 @@ void RequireWritableDistinctOutputs(
       std::error_code error;
       // Two outputs to one character device (/dev/null) are harmless; to one file, one is lost.
       if (std::filesystem::is_character_file(first, error)) continue;
-      const std::filesystem::path a = std::filesystem::weakly_canonical(first, error);
+      // Absolute first: of a relative path none of whose parts exists, weakly_canonical returns
+      // the path as given, so "so.json" and "./so.json" compared different.
+      const std::filesystem::path a =
+          std::filesystem::weakly_canonical(std::filesystem::absolute(first), error);
       const bool a_ok = !error;
-      const std::filesystem::path b = std::filesystem::weakly_canonical(second, error);
+      const std::filesystem::path b =
+          std::filesystem::weakly_canonical(std::filesystem::absolute(second), error);
       const bool same =
           (a_ok && !error && a == b) || std::filesystem::equivalent(first, second, error);
       if (same) {

@@ -31,11 +31,13 @@ int ModelShow(const std::vector<std::string>& args) {
   model::MoeModelSpec spec =
       model::PresetStore::Default().LoadModel(values["model"].as<std::string>());
   spec = model::ScaledSpec(spec, ShapeFrom(values, "", model::ShapeOverrides{}));
-  if (const std::string spec_out = values["spec-out"].as<std::string>(); !spec_out.empty()) {
-    base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
-  }
+  const std::string spec_out = values["spec-out"].as<std::string>();
+  base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--spec-out", spec_out}});
+  // Described (and --tau checked) before anything is written: an error leaves no --spec-out.
   nlohmann::json description = model::DescribeModel(spec, tau);
   const std::string text = model::ModelText(spec, description);
+  if (!spec_out.empty())
+    base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
   description["schema"] = "moelab.model_show/1";
   description["provenance"] = Provenance();
   EmitResult(output, description, text);

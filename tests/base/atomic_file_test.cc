@@ -129,6 +129,12 @@ TEST(AtomicFile, TwoOutputsNamingOneFileAreRefused) {
   RequireWritableDistinctOutputs(
       {{"--out", a}, {"--trace-out", (dir / "b.json").string()}, {"--x", ""}});
   RequireWritableDistinctOutputs({{"--out", "/dev/null"}, {"--trace-out", "/dev/null"}});
+  // Relative spellings of one new file in the working folder.
+  EXPECT_TRUE(Contains(ErrorOf([&] {
+                         RequireWritableDistinctOutputs(
+                             {{"--out", "moelab-same.json"}, {"--spec-out", "./moelab-same.json"}});
+                       }),
+                       "--out and --spec-out name the same file"));
   // What cannot be written is refused before anything is: a missing folder, a folder.
   EXPECT_TRUE(Contains(ErrorOf([&] {
                          RequireWritableDistinctOutputs(

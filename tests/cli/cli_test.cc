@@ -64,6 +64,19 @@ TEST(Cli, ModelShowScalesAModelAndWritesItsSpec) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("--layers"), std::string::npos) << bad.err;
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
+  // An error found while describing (--tau) leaves no --spec-out either; one file named by both
+  // outputs is refused.
+  const CliRun bad_tau = RunMoelab("model show --model mixtral-8x7b --tau 2 --spec-out " +
+                                   (dir / "bad.json").string());
+  EXPECT_EQ(bad_tau.status, 1);
+  EXPECT_NE(bad_tau.err.find("tau"), std::string::npos) << bad_tau.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
+  const CliRun same =
+      RunMoelab("model show --model mixtral-8x7b --spec-out " + (dir / "bad.json").string() +
+                " --out " + (dir / "." / "bad.json").string());
+  EXPECT_EQ(same.status, 1);
+  EXPECT_NE(same.err.find("name the same file"), std::string::npos) << same.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.json"));
   std::filesystem::remove_all(dir);
 }
 
