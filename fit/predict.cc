@@ -3,12 +3,24 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/limits.h"
+#include "fit/sd_measurements.h"
 
 namespace moelab::fit {
 
 double PredictSpeedup(const SdFit& fit, const model::SdPoint& point) {
   if (point.batch < 1 || point.gamma < 1 || point.top_k < 1 || point.num_experts < 1) {
     throw base::Error("sd prediction: batch, gamma, K and E must be >= 1");
+  }
+  // The bounds a measured point has (fit/sd_measurements.h, docs/limits.md): a prediction is asked
+  // of no point a measurement could not be.
+  if (point.batch > kMaxSdPointCount || point.gamma > kMaxSdPointCount) {
+    throw base::Error("sd prediction: batch and gamma must be at most 1e15, got " +
+                      std::to_string(point.batch) + " and " + std::to_string(point.gamma));
+  }
+  if (point.num_experts > base::kMaxExperts) {
+    throw base::Error("sd prediction: E must be at most " + std::to_string(base::kMaxExperts) +
+                      " (docs/limits.md), got " + std::to_string(point.num_experts));
   }
   if (point.top_k > point.num_experts) {
     throw base::Error("sd prediction: K = " + std::to_string(point.top_k) +

@@ -18,9 +18,7 @@
 namespace moelab::fit {
 namespace {
 
-// Batch and gamma of a measured point: whole numbers from 1 to 1e15 (a CSV's numbers are doubles,
-// exact to 2^53), in a CSV and a JSON alike.
-constexpr int64_t kMaxPointCount = 1000000000000000;
+constexpr int64_t kMaxPointCount = kMaxSdPointCount;  // in a CSV and a JSON alike
 
 [[noreturn]] void FailField(const std::string& where, const std::string& field,
                             const std::string& expected, const std::string& got) {

@@ -17,6 +17,9 @@ struct SdMeasurement {
 
 // The exact CSV header accepted.
 inline constexpr const char* kSdMeasurementsCsvHeader = "batch,gamma,K,E,sigma,speedup";
+// Batch and gamma of an SD point, measured or predicted: whole numbers from 1 to 1e15 (a CSV's
+// numbers are doubles, exact to 2^53).
+inline constexpr int64_t kMaxSdPointCount = 1000000000000000;
 
 // Loads measurements from `file`, recognised by content (first non-blank character '[' or '{' is
 // JSON, anything else CSV):

@@ -244,6 +244,10 @@ TEST(SdPredict, MatchesTheModelAndRefusesBadPoints) {
   EXPECT_THROW(PredictSpeedup(fit, {32, 4, 80, 64, 0.7}), base::Error);  // K > E
   EXPECT_THROW(PredictSpeedup(fit, {32, 4, 8, 64, 1.5}), base::Error);   // sigma > 1
   EXPECT_THROW(PredictSpeedup(fit, {0, 4, 8, 64, 0.5}), base::Error);    // batch 0
+  // The measured points' bounds: E up to 4,096, batch and gamma up to 1e15.
+  EXPECT_THROW(PredictSpeedup(fit, {32, 4, 8, 5000, 0.5}), base::Error);
+  EXPECT_THROW(PredictSpeedup(fit, {int64_t{1} << 62, 4, 8, 64, 0.5}), base::Error);
+  EXPECT_THROW(PredictSpeedup(fit, {32, int64_t{1} << 62, 8, 64, 0.5}), base::Error);
 }
 
 }  // namespace
