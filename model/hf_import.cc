@@ -26,6 +26,10 @@ void ImportCommon(const base::JsonReader& c, MoeModelSpec& spec) {
   a.kind = AttentionKind::kGroupedQuery;
   a.num_heads = c.Int("num_attention_heads", 1);
   a.num_kv_heads = c.Int("num_key_value_heads", 1, a.num_heads);
+  if (a.num_kv_heads > a.num_heads) {
+    c.Fail("num_key_value_heads",
+           "at most num_attention_heads (" + std::to_string(a.num_heads) + ")");
+  }
   if (spec.hidden_size % a.num_heads != 0 && !c.Has("head_dim")) {
     c.Fail("head_dim", "a head_dim (hidden_size is not a multiple of num_attention_heads)");
   }
@@ -79,7 +83,7 @@ void ImportMixtral(const base::JsonReader& c, MoeModelSpec& spec) {
   ImportCommon(c, spec);
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("num_local_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.norm_topk_prob = true;
 }
@@ -101,7 +105,7 @@ void ImportQwen2Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   RequireEveryLayerSparse(c);
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.shared_expert_intermediate_size = c.Int("shared_expert_intermediate_size", 0, 0);
   moe.num_shared_experts = moe.shared_expert_intermediate_size > 0 ? 1 : 0;
@@ -115,7 +119,7 @@ void ImportQwen3Moe(const base::JsonReader& c, MoeModelSpec& spec) {
   RequireEveryLayerSparse(c);
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
 }
@@ -136,7 +140,7 @@ void ImportDeepSeek(const base::JsonReader& c, MoeModelSpec& spec) {
   }
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("n_routed_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("moe_intermediate_size", 1);
   moe.num_shared_experts = c.Int("n_shared_experts", 0, 0);
   moe.shared_expert_intermediate_size =
@@ -152,7 +156,7 @@ void ImportOlmoe(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.attention.qk_norm = QkNorm::kFull;
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("num_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.norm_topk_prob = c.Bool("norm_topk_prob", false);
 }
@@ -176,12 +180,12 @@ void ImportDbrx(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.activation = Activation::kSwiGlu;
   AttentionSpec& a = spec.attention;
   a.num_heads = c.Int("n_heads", 1);
-  a.num_kv_heads = c.Object("attn_config").Int("kv_n_heads", 1);
+  a.num_kv_heads = c.Object("attn_config").Count("kv_n_heads", 1, a.num_heads);
   a.head_dim = spec.hidden_size / a.num_heads;
   const base::JsonReader ffn = c.Object("ffn_config");
   MoeSpec& moe = Moe(spec);
   moe.num_experts = ffn.Count("moe_num_experts", 1, base::kMaxExperts);
-  moe.top_k = ffn.Int("moe_top_k", 1);
+  moe.top_k = ffn.Count("moe_top_k", 1, moe.num_experts);
   moe.expert_intermediate_size = ffn.Int("ffn_hidden_size", 1);
   moe.norm_topk_prob = ffn.Number("moe_normalize_expert_weights", 0.0, true, 1.0) > 0;
 }
@@ -203,7 +207,7 @@ void ImportGptOss(const base::JsonReader& c, MoeModelSpec& spec) {
   spec.ffn_bias = true;
   MoeSpec& moe = Moe(spec);
   moe.num_experts = c.Count("num_local_experts", 1, base::kMaxExperts);
-  moe.top_k = c.Int("num_experts_per_tok", 1);
+  moe.top_k = c.Count("num_experts_per_tok", 1, moe.num_experts);
   moe.expert_intermediate_size = c.Int("intermediate_size", 1);
   moe.router_bias = true;
 }

@@ -254,8 +254,20 @@ TEST(HuggingFaceImport, MissingFieldIsNamed) {
         << e.what();
   }
   config = base::JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
-  config["num_experts_per_tok"] = 9;  // K > E
-  EXPECT_THROW(ImportHuggingFaceConfig(config, "x/config.json"), base::Error);
+  // Bounds named by the config's own fields, not the spec's (moe.top_k, attention.num_kv_heads).
+  for (const auto& [field, value] :
+       std::vector<std::pair<std::string, int>>{{"num_experts_per_tok", 9},  // K > E
+                                                {"num_key_value_heads", 64}}) {
+    nlohmann::json bad =
+        base::JsonReader::ParseFile(testing::TestDataDir() / "hf_configs/mixtral-8x7b.json");
+    bad[field] = value;
+    try {
+      ImportHuggingFaceConfig(bad, "x/config.json");
+      ADD_FAILURE() << field;
+    } catch (const base::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("field '" + field + "'"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A config's quantization_config sizes its weights whatever the family: a GPTQ or AWQ Mixtral was
