@@ -21,6 +21,15 @@ constexpr PolicyOptionSpec kGpuLayersOption{
 class StaticSplitPolicy : public OffloadPolicy {
  public:
   StaticSplitPolicy(const PolicyOptions& options, const OffloadSetup& setup) : setup_(setup) {
+    if (!Fits(0)) {
+      // Not even the split with every layer on the CPU: what stays on the accelerator regardless
+      // (OffloadSetup::fixed_bytes) overflows it. Said here, not as a plan checker's "policy bug".
+      throw base::Error("static-split: the accelerator's " +
+                        report::FormatGigabytes(setup.accelerator_bytes, 2) +
+                        " cannot hold what stays on it with no layer there (" +
+                        report::FormatGigabytes(setup.fixed_bytes, 2) +
+                        ": the embeddings and the LM head); give it more memory");
+    }
     const int64_t most = MostLayersThatFit();
     if (const std::optional<int64_t> layers = kGpuLayersOption.Resolve(options, setup)) {
       gpu_layers_ = *layers;

@@ -466,7 +466,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan hardware --model mixtral-8x7b", "give --tpot-max and/or --ttft-max"},
         BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
         BadInput{"plan offload --policies lru,fiddler", "lru"},
-        BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"}));
+        BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"},
+        // Too little memory for even no layer on the accelerator: said as such, not as a
+        // plan checker's "policy bug".
+        BadInput{"sim offload --model mixtral-8x7b --hardware rtx-3090 --policy static-split "
+                 "--accelerator-memory 0.5GB",
+                 "static-split: the accelerator's 0.50 GB cannot hold what stays on it"}));
 
 TEST(Cli, UnknownCommandIsAnError) {
   const CliRun r = RunMoelab("frobnicate");
