@@ -5,17 +5,25 @@
 
 namespace moelab::cli {
 
-void AddCostSourceOptions(po::options_description& options) {
+void AddCostSourceOptions(po::options_description& options, ProfileRole profile) {
   const model::CostParameters defaults;
+  const char* profile_help =
+      profile == ProfileRole::kInsteadOfHardware
+          ? "a latency fit (moelab fit latency) of a profile of this model: the fitted-profile "
+            "cost source, instead of --hardware"
+      : profile == ProfileRole::kBesideHardware
+          ? "a latency fit (moelab fit latency) of a profile of this model: the fitted-profile "
+            "cost source prices the compute; --hardware (still required) gives the memory, links "
+            "and the rest"
+          : "not taken: this command compares hardware presets (--calibrate scales them by a "
+            "profile)";
   options.add_options()("calibrate", po::value<std::string>(),
                         "profile (moelab profile) whose measured GEMMs fit the roofline's "
                         "efficiencies and launch cost: the calibrated-roofline cost source")(
       "profiled-hardware", po::value<std::string>(),
       "hardware preset or file the --calibrate profile was measured on (default: the limits the "
-      "profile measured, else the hardware predicted)")(
-      "profile", po::value<std::string>(),
-      "a latency fit (moelab fit latency) of a profile of this model: the fitted-profile cost "
-      "source, instead of --hardware")(
+      "profile measured, else the hardware predicted)")("profile", po::value<std::string>(),
+                                                        profile_help)(
       "dtype", po::value<std::string>()->default_value(defaults.compute_dtype),
       "compute data type whose peak FLOP/s applies")(
       "compute-efficiency",

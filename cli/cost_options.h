@@ -9,8 +9,14 @@ namespace moelab::cli {
 // The cost-source options every prediction command takes the same way (fit/cost_source_options.h):
 // --hardware (added by the command, with its default), --calibrate, --profiled-hardware, --profile,
 // and the analytic parameters --dtype, --compute-efficiency, --memory-efficiency,
-// --kernel-launch-s.
-void AddCostSourceOptions(po::options_description& options);
+// --kernel-launch-s. What --profile does differs by command, and its help says which.
+enum class ProfileRole {
+  kInsteadOfHardware,  // the fitted profile prices everything (sim sd, plan sd, sim serve)
+  kBesideHardware,     // it prices compute; --hardware still gives memory, links, node or price
+  kRefused,            // the command compares presets (plan hardware): --calibrate instead
+};
+void AddCostSourceOptions(po::options_description& options,
+                          ProfileRole profile = ProfileRole::kInsteadOfHardware);
 
 // --routing and --routing-seed of the predictions that price routed experts by the distinct
 // experts a pass activates (plan sd, sim sd, plan hardware), bound to `spec` (default uniform) and

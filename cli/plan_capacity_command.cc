@@ -47,7 +47,7 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
       ("price", ParsedInto(&request.price_usd_per_hour, "", [](const std::string& text) { return text.empty() ? std::map<std::string, double>{} : plan::ParsePrices(text); }), "hourly price of one replica, HARDWARE=USD,... (overrides the presets' price_usd_per_hour)");
   // clang-format on
   AddOutputOptions(options);
-  AddCostSourceOptions(options);
+  AddCostSourceOptions(options, ProfileRole::kBesideHardware);
   po::variables_map values;
   if (!ParseOptions(
           "usage: moelab plan capacity --model M --hardware LIST --rate R "

@@ -57,7 +57,7 @@ std::optional<Printed> PlanHardwarePrinted(const std::vector<std::string>& args)
       ("devices", ParsedInto(&request.device_counts, "1,2,4,8", [](const std::string& text) { return base::ParseIntList(text, "devices", 1); }), "accelerator counts to consider for every accelerator preset");
   // clang-format on
   AddOutputOptions(options);
-  AddCostSourceOptions(options);
+  AddCostSourceOptions(options, ProfileRole::kRefused);
   AddPredictionRoutingOptions(options, request.routing, request.routing_seed);
   po::variables_map values;
   if (!ParseOptions("usage: moelab plan hardware --model M [--tpot-max S] [--ttft-max S] [--batch "

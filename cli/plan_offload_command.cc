@@ -50,7 +50,7 @@ std::optional<Printed> PlanOffloadPrinted(const std::vector<std::string>& args) 
       ("seed", Into(&config.seed), "seed");
   // clang-format on
   AddOutputOptions(options);
-  AddCostSourceOptions(options);
+  AddCostSourceOptions(options, ProfileRole::kBesideHardware);
   po::variables_map values;
   if (!ParseOptions(
           "usage: moelab plan offload --model M --hardware H|--profile FIT.json [--memory LIST] "
@@ -58,6 +58,9 @@ std::optional<Printed> PlanOffloadPrinted(const std::vector<std::string>& args) 
           options, args, values)) {
     return std::nullopt;
   }
+  // Every policy is the default, not what an empty list says: --policies "" is refused.
+  if (!values["policies"].defaulted() && request.policies.empty())
+    throw base::Error("--policies '': expected one or more policy names");
   const model::PresetStore store = model::PresetStore::Default();
   request.cost = CostSourceOptionsFrom(values);
   // The simulator needs the accelerator and its host even when a fitted profile prices them.

@@ -63,7 +63,7 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
       ("trace-out", Into(&trace_out), "write a Chrome trace-event timeline (Perfetto) here");
   // clang-format on
   AddOutputOptions(options);
-  AddCostSourceOptions(options);
+  AddCostSourceOptions(options, ProfileRole::kBesideHardware);
   po::variables_map values;
   if (!ParseOptions(
           "usage: moelab sim offload --model M --hardware H --policy NAME [" +

@@ -53,7 +53,7 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
       ("timeline", Into(&timeline), "write a Chrome trace-event timeline (Perfetto) of one MoE layer here");
   // clang-format on
   AddOutputOptions(options);
-  AddCostSourceOptions(options);
+  AddCostSourceOptions(options, ProfileRole::kBesideHardware);
   po::variables_map values;
   if (!ParseOptions("usage: moelab sim ep --model M --hardware NODE --ep E [--tp T] [--attention "
                     "data-parallel|tensor-parallel] --workload prefill|decode --ep-chunks N|auto "

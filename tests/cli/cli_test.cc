@@ -467,6 +467,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"plan hardware --tpot-max -1", "must be > 0 seconds"},
         BadInput{"plan offload --policies lru,fiddler", "lru"},
         BadInput{"plan offload --memory 0", "--memory values must be > 0 GB"},
+        BadInput{"plan offload --policies ''", "--policies '': expected one or more policy names"},
         // Too little memory for even no layer on the accelerator: said as such, not as a
         // plan checker's "policy bug".
         BadInput{"sim offload --model mixtral-8x7b --hardware rtx-3090 --policy static-split "
