@@ -304,6 +304,10 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
         AcceleratorSpecFromJson(reader.Object("accelerator").json(), origin, "accelerator");
     spec.accelerator->display_name = display_name;
     spec.accelerator_count = 1;
+    // hw show --json writes the count (1) of an accelerator; another count is a node's to give,
+    // never read as 1 without a word.
+    if (reader.Has("accelerator_count") && reader.Int("accelerator_count", 1) != 1)
+      reader.Fail("accelerator_count", "1 for kind \"accelerator\" (a \"node\" gives a count)");
     if (reader.Has("price_usd_per_hour")) {
       spec.accelerator->price_usd_per_hour = reader.Number("price_usd_per_hour", 0);
       spec.accelerator->price_source = reader.String("price_source");

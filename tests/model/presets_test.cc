@@ -178,6 +178,17 @@ TEST(HardwarePresets, ComputeDeviceIsHostRoundTripsAndNeedsAHost) {
   };
   nlohmann::json json = HardwareSpecToJson(hw);
   EXPECT_TRUE(load(json).compute_device_is_host);
+  // Its accelerator_count (1, as written) reads back; another count is refused, not read as 1.
+  EXPECT_EQ(json["accelerator_count"], 1);
+  json["accelerator_count"] = 8;
+  try {
+    load(json);
+    ADD_FAILURE() << "accelerator_count 8 accepted";
+  } catch (const base::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("field 'accelerator_count'"), std::string::npos)
+        << e.what();
+  }
+  json["accelerator_count"] = 1;
   // The host's reads in flight: 1 unless the file says otherwise, at least 1.
   EXPECT_EQ(load(json).host->storage_reads_in_flight, 1);
   json["host"]["storage_reads_in_flight"] = 2;
