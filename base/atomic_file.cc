@@ -93,8 +93,10 @@ void WriteInPlace(const std::filesystem::path& path,
   if (error != 0) throw Error(path.string() + ": write failed: " + Reason(error));
 }
 
-void WriteViaTemporary(const std::filesystem::path& path,
-                       const std::function<void(std::ostream&)>& write) {
+// Writes `write` into a hidden temporary beside `path` (flushed, fsync'ed and closed, each step
+// checked) and returns its name; nothing is left behind on failure.
+std::filesystem::path StageTemporary(const std::filesystem::path& path,
+                                     const std::function<void(std::ostream&)>& write) {
   const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
   std::error_code ignored;
   if (!std::filesystem::is_directory(folder, ignored)) {
@@ -133,15 +135,23 @@ void WriteViaTemporary(const std::filesystem::path& path,
     error = errno;
     step = "close failed";
   }
-  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) {
-    error = errno;
-    step = "cannot move the written file into place";
-  }
   if (error != 0) {
     std::filesystem::remove(temporary, ignored);
     throw Error(path.string() + ": " + step + ": " + Reason(error));
   }
+  return temporary;
+}
+
+// Renames a staged temporary over `path` (the temporary removed on failure).
+void Publish(const std::filesystem::path& temporary, const std::filesystem::path& path) {
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw Error(path.string() + ": cannot move the written file into place: " + Reason(error));
+  }
   // Best effort: persist the rename itself. A failure here cannot undo it, so it is not an error.
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
   const int folder_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (folder_fd >= 0) {
     ::fsync(folder_fd);
@@ -149,34 +159,82 @@ void WriteViaTemporary(const std::filesystem::path& path,
   }
 }
 
-}  // namespace
-
-void WriteFileAtomically(const std::filesystem::path& path,
-                         const std::function<void(std::ostream&)>& write) {
+// How `path` is written: replaced through a temporary (`target`: the file itself, or the file a
+// link names) or, for a character device or FIFO, in place. Throws for what cannot be written.
+struct Destination {
+  bool stream = false;
+  std::filesystem::path target;
+};
+Destination DestinationOf(const std::filesystem::path& path) {
   if (path.empty()) throw Error("cannot write: empty output path");
   struct stat status {};
   if (::stat(path.c_str(), &status) != 0) {
     const int error = errno;
     if (error != ENOENT) throw Error(path.string() + ": cannot write: " + Reason(error));
-    WriteViaTemporary(path, write);  // a new file (or a dangling link, replaced by the file)
-    return;
+    return {false, path};  // a new file (or a dangling link, replaced by the file)
   }
   if (IsGuardedInput(path)) {
     throw Error(path.string() + ": refusing to write: this file is an input of the same command");
   }
-  if (S_ISCHR(status.st_mode) || S_ISFIFO(status.st_mode)) {
-    WriteInPlace(path, write);
-  } else if (S_ISREG(status.st_mode)) {
+  if (S_ISCHR(status.st_mode) || S_ISFIFO(status.st_mode)) return {true, path};
+  if (S_ISREG(status.st_mode)) {
     std::error_code error;
     const std::filesystem::path target =
         std::filesystem::is_symlink(path, error) ? std::filesystem::canonical(path, error) : path;
     if (error) throw Error(path.string() + ": cannot resolve the link: " + error.message());
-    WriteViaTemporary(target, write);
+    return {false, target};
+  }
+  throw Error(
+      path.string() + ": cannot write: " +
+      (S_ISDIR(status.st_mode) ? "it is a folder" : "it is neither a regular file nor a stream") +
+      " (only regular files are replaced; character devices and FIFOs are written in place)");
+}
+
+}  // namespace
+
+void WriteFileAtomically(const std::filesystem::path& path,
+                         const std::function<void(std::ostream&)>& write) {
+  const Destination destination = DestinationOf(path);
+  if (destination.stream) {
+    WriteInPlace(path, write);
   } else {
-    throw Error(
-        path.string() + ": cannot write: " +
-        (S_ISDIR(status.st_mode) ? "it is a folder" : "it is neither a regular file nor a stream") +
-        " (only regular files are replaced; character devices and FIFOs are written in place)");
+    Publish(StageTemporary(destination.target, write), destination.target);
+  }
+}
+
+void WriteFilesAtomically(const std::vector<std::pair<std::filesystem::path, std::string>>& files) {
+  std::vector<Destination> destinations;
+  for (const auto& file : files) destinations.push_back(DestinationOf(file.first));
+  std::vector<std::pair<std::filesystem::path, std::filesystem::path>> staged;  // temporary, file
+  const auto discard = [&staged](size_t from) {
+    std::error_code ignored;
+    for (size_t i = from; i < staged.size(); ++i) std::filesystem::remove(staged[i].first, ignored);
+  };
+  try {
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (destinations[i].stream) continue;
+      const std::string& text = files[i].second;
+      staged.emplace_back(
+          StageTemporary(destinations[i].target, [&text](std::ostream& out) { out << text; }),
+          destinations[i].target);
+    }
+    // Streams only once every file is staged: a file that cannot be written stops them all.
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!destinations[i].stream) continue;
+      const std::string& text = files[i].second;
+      WriteInPlace(files[i].first, [&text](std::ostream& out) { out << text; });
+    }
+  } catch (...) {
+    discard(0);
+    throw;
+  }
+  for (size_t i = 0; i < staged.size(); ++i) {
+    try {
+      Publish(staged[i].first, staged[i].second);
+    } catch (...) {
+      discard(i + 1);
+      throw;
+    }
   }
 }
 
@@ -209,6 +267,24 @@ void CheckWritableOutput(const std::filesystem::path& path) {
     throw Error(path.string() + ": cannot write: folder '" + folder.string() +
                 "': " + Reason(errno));
   }
+  // The permission bits do not tell everything (root passes them; /proc, a read-only mount): a
+  // temporary is created and removed, as the write will create one.
+  std::string name = ".";  // appended piece by piece: GCC 12 warns on "." + string (-Wrestrict)
+  name += path.filename().string();
+  name += ".probe.";
+  name += std::to_string(getpid());
+  const std::filesystem::path probe = folder / name;
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    const int error = errno;
+    // EEXIST: a stale probe of a process with this pid; the folder takes new files all the same.
+    if (error != EEXIST)
+      throw Error(path.string() + ": cannot write: cannot create a file in folder '" +
+                  folder.string() + "': " + Reason(error));
+    return;
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {

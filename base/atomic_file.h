@@ -27,6 +27,12 @@ void WriteFileAtomically(const std::filesystem::path& path,
                          const std::function<void(std::ostream&)>& write);
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text);
 
+// A command's outputs together (its --out and a --trace-out, ...): every regular file is staged in
+// a temporary first, then the streams are written, then the temporaries are renamed into place, so
+// a file that cannot be written leaves none of the others behind (and no temporary). Only a rename
+// failing after others succeeded (a folder made read-only meanwhile) can leave some written.
+void WriteFilesAtomically(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
+
 // What WriteFileAtomically would refuse about `path` itself, checked before a command does its
 // work (a run of minutes must not end in "cannot write"): a missing or unwritable folder, a
 // folder or anything else neither a regular file nor a stream. Throws moelab::Error as it would;

@@ -9,6 +9,26 @@
 
 namespace moelab::base {
 
+int64_t ParseWholeNumber(const std::string& text, const std::string& option, int64_t minimum,
+                         int64_t maximum, const std::string& also) {
+  size_t used = 0;
+  int64_t value = 0;
+  bool parsed = !text.empty() && text.find_first_of(" \t\n") == std::string::npos;
+  if (parsed) {
+    try {
+      value = std::stoll(text, &used);
+    } catch (const std::exception&) {
+      parsed = false;
+    }
+  }
+  if (!parsed || used != text.size() || value < minimum || value > maximum) {
+    throw Error("--" + option + " '" + EscapeForMessage(text) + "': expected a whole number in [" +
+                std::to_string(minimum) + ", " + std::to_string(maximum) + "]" +
+                (also.empty() ? "" : " or " + also));
+  }
+  return value;
+}
+
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
                                   int64_t minimum) {
   auto fail = [&](const std::string& why) -> std::vector<int64_t> {
@@ -70,7 +90,10 @@ double ParseNumber(const std::string& text, const std::string& option) {
     used = 0;
   }
   if (used == 0 || used != text.size() || !std::isfinite(value)) {
-    throw Error("--" + option + " '" + EscapeForMessage(text) + "': expected a finite number");
+    // A list where one value goes (plan sd --alpha 0.5,0.6): say that, not "not a number".
+    const bool list = used > 0 && used < text.size() && (text[used] == ',' || text[used] == ':');
+    throw Error("--" + option + " '" + EscapeForMessage(text) + "': expected a finite number" +
+                (list ? " (one value here, not a list or range)" : ""));
   }
   return value;
 }
@@ -84,7 +107,9 @@ std::vector<double> ParseNumberList(const std::string& text, const std::string& 
     const double stop = ParseNumber(text.substr(first + 1, second - first - 1), option);
     const double step = ParseNumber(text.substr(second + 1), option);
     const std::string quoted = "--" + option + " '" + EscapeForMessage(text) + "': ";
-    if (!(step > 0) || stop < start) throw Error(quoted + "expected start:stop:step with step > 0");
+    if (!(step > 0)) throw Error(quoted + "expected start:stop:step with step > 0");
+    if (stop < start)
+      throw Error(quoted + "expected start:stop:step with start <= stop (the values rise by step)");
     // Counted in double first: (stop - start) / step can be far beyond int64 (0.5:1e300:1e-300).
     const double steps = std::floor((stop - start) / step + 1e-9);
     if (!(steps < 100000)) throw Error(quoted + "more than 100000 values");

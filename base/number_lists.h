@@ -13,6 +13,11 @@ namespace moelab::base {
 std::vector<int64_t> ParseIntList(const std::string& text, const std::string& option,
                                   int64_t minimum);
 
+// One whole number in [minimum, maximum], whole text: "--OPTION 'TEXT': expected a whole number
+// in [MIN, MAX]" otherwise (`also` names another accepted word, e.g. "auto", in the message).
+int64_t ParseWholeNumber(const std::string& text, const std::string& option, int64_t minimum,
+                         int64_t maximum, const std::string& also = "");
+
 // A finite number, whole text.
 double ParseNumber(const std::string& text, const std::string& option);
 

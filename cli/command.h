@@ -3,6 +3,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moelab::cli {
@@ -21,8 +22,12 @@ struct Command {
 struct Printed {
   std::string text;
   std::string out;
+  // The command's other output files (--trace-out, --timeline, ...): path and content, written
+  // with `out` as one group (base::WriteFilesAtomically), so a failure leaves none of them.
+  std::vector<std::pair<std::string, std::string>> files;
 };
-// Writes a Printed (report::Emit) and returns the exit status (0; --help: 0).
+// Writes a Printed (its files and `out` together; `text` to stdout when `out` is empty, after the
+// files) and returns the exit status (0; --help: 0).
 int EmitPrinted(const std::optional<Printed>& printed);
 
 // Every command, registered in one place (commands.cc).

@@ -1,5 +1,9 @@
 #include "cli/command.h"
 
+#include <filesystem>
+#include <iostream>
+
+#include "base/atomic_file.h"
 #include "report/row_set.h"
 
 namespace moelab::cli {
@@ -38,7 +42,12 @@ const std::vector<Command>& AllCommands() {
 }
 
 int EmitPrinted(const std::optional<Printed>& printed) {
-  if (printed) report::Emit(printed->text, printed->out);
+  if (!printed) return 0;
+  std::vector<std::pair<std::filesystem::path, std::string>> files;
+  for (const auto& [path, text] : printed->files) files.emplace_back(path, text);
+  if (!printed->out.empty()) files.emplace_back(printed->out, printed->text);
+  base::WriteFilesAtomically(files);
+  if (printed->out.empty()) std::cout << printed->text;
   return 0;
 }
 

@@ -4,6 +4,8 @@
 #include <optional>
 #include <sstream>
 
+#include "base/error.h"
+#include "base/message_text.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -155,6 +157,8 @@ int FitCalibrateCommand(const std::vector<std::string>& args) {
     return 0;
   }
   const OutputRequest output = OutputRequestFrom(values);
+  if (device != "cpu" && device != "gpu")
+    throw base::Error("--device must be cpu or gpu, got '" + base::EscapeForMessage(device) + "'");
   const fit::Profile measured = fit::LoadProfile(profile);
   std::optional<model::HardwareSpec> spec;
   if (hardware) spec = model::PresetStore::Default().LoadHardware(*hardware);

@@ -36,12 +36,14 @@ int ModelShow(const std::vector<std::string>& args) {
   // Described (and --tau checked) before anything is written: an error leaves no --spec-out.
   nlohmann::json description = model::DescribeModel(spec, tau);
   const std::string text = model::ModelText(spec, description);
-  if (!spec_out.empty())
-    base::WriteFileAtomically(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
   description["schema"] = "moelab.model_show/1";
   description["provenance"] = Provenance();
-  EmitResult(output, description, text);
-  return 0;
+  const report::RowSet rows =
+      output.format == Format::kCsv ? report::JsonRow(description) : report::RowSet({});
+  Printed printed{PrintedResult(output, description, text, rows), output.out, {}};
+  if (!spec_out.empty())
+    printed.files.emplace_back(spec_out, model::ModelSpecToJson(spec).dump(2) + "\n");
+  return EmitPrinted(printed);
 }
 
 int ModelList(const std::vector<std::string>& args) {

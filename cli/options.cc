@@ -36,6 +36,22 @@ void validate(boost::any& value, const std::vector<std::string>& texts, double*,
 
 namespace moelab::cli {
 
+namespace {
+
+// An output path given as "" (an unset shell variable) wrote nothing and said nothing: --out
+// printed to stdout instead, --trace-out was taken as not asked for.
+void RefuseEmptyOutputPaths(const po::variables_map& values) {
+  for (const char* name : {"out", "trace-out", "timeline-out", "timeline", "decisions-out",
+                           "plot-out", "spec-out", "csv-out"}) {
+    if (!values.count(name) || values[name].defaulted()) continue;
+    const std::string* text = boost::any_cast<std::string>(&values[name].value());
+    if (text && text->empty())
+      throw base::Error(std::string("--") + name + " is empty: expected a file path");
+  }
+}
+
+}  // namespace
+
 bool ParseOptions(const std::string& usage, const po::options_description& options,
                   const std::vector<std::string>& args, po::variables_map& values,
                   const po::positional_options_description* positional) {
@@ -54,6 +70,7 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
       std::cout << usage << "\n\n" << all << "\n";
       return false;
     }
+    RefuseEmptyOutputPaths(values);
     po::notify(values);
   } catch (const po::error& e) {
     // Boost quotes the argument as given: escaped, as every message quoting input.

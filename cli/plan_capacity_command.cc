@@ -71,8 +71,9 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
   base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--plot-out", plot_out}});
   const plan::CapacityResult result = plan::PlanCapacity(request, model::PresetStore::Default());
   report::RowSet rows = result.Rows();
-  if (!plot_out.empty()) base::WriteFileAtomically(plot_out, result.GnuplotScript());
-  return Printed{PrintedResult(output, result.ToJson(), result.Text(), rows), output.out};
+  Printed printed{PrintedResult(output, result.ToJson(), result.Text(), rows), output.out, {}};
+  if (!plot_out.empty()) printed.files.emplace_back(plot_out, result.GnuplotScript());
+  return printed;
 }
 
 int PlanCapacity(const std::vector<std::string>& args) {

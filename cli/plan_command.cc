@@ -34,7 +34,7 @@ std::optional<Printed> PlanSdPrinted(const std::vector<std::string>& args) {
   request.levels = {alpha};
   const OutputRequest output = OutputRequestFrom(values);
   const plan::SdSweepResult result = plan::RunSdSweep(request, model::PresetStore::Default());
-  return Printed{plan::RenderSdPlan(result, output.format), output.out};
+  return Printed{plan::RenderSdPlan(result, output.format), output.out, {}};
 }
 
 int PlanSd(const std::vector<std::string>& args) { return EmitPrinted(PlanSdPrinted(args)); }
@@ -69,7 +69,8 @@ std::optional<Printed> PlanHardwarePrinted(const std::vector<std::string>& args)
   const OutputRequest output = OutputRequestFrom(values);
   return Printed{
       plan::Render(plan::SearchHardware(request, model::PresetStore::Default()), output.format),
-      output.out};
+      output.out,
+      {}};
 }
 
 int PlanHardware(const std::vector<std::string>& args) {

@@ -68,7 +68,7 @@ std::optional<Printed> PlanOffloadPrinted(const std::vector<std::string>& args) 
   config.model = store.LoadModel(model);
   config.hardware = store.LoadHardware(hardware);
   const OutputRequest output = OutputRequestFrom(values);
-  return Printed{plan::Render(plan::SweepOffload(request, store), output.format), output.out};
+  return Printed{plan::Render(plan::SweepOffload(request, store), output.format), output.out, {}};
 }
 
 int PlanOffload(const std::vector<std::string>& args) {

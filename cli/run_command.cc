@@ -80,11 +80,11 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
 }
 
 // The files the run asked for besides --out: the routing trace and the execution timeline.
-void WriteRunFiles(const executor::RunResult& result, const RunFlags& flags) {
+void AddRunFiles(const executor::RunResult& result, const RunFlags& flags, Printed& printed) {
   if (!flags.trace_out.empty() && result.trace)
-    routing::SaveRoutingTrace(*result.trace, flags.trace_out);
+    printed.files.emplace_back(flags.trace_out, routing::RoutingTraceToText(*result.trace));
   if (!flags.timeline_out.empty())
-    base::WriteFileAtomically(flags.timeline_out, result.timeline_json);
+    printed.files.emplace_back(flags.timeline_out, result.timeline_json);
 }
 
 }  // namespace
@@ -125,11 +125,14 @@ int Run(const std::vector<std::string>& args) {
     return RunAcrossRanks(request, flags.expert_parallel, output);
 
   const executor::RunResult result = executor::RunWorkload(request, model::PresetStore::Default());
-  WriteRunFiles(result, flags);
   nlohmann::json report = executor::RunResultToJson(result);
   report["provenance"] = Provenance();
-  EmitResult(output, report, executor::RunReportText(result));  // CSV: the report's scalars
-  return 0;
+  const report::RowSet rows =  // CSV: the report's scalars
+      output.format == Format::kCsv ? report::JsonRow(report) : report::RowSet({});
+  Printed printed{
+      PrintedResult(output, report, executor::RunReportText(result), rows), output.out, {}};
+  AddRunFiles(result, flags, printed);
+  return EmitPrinted(printed);
 }
 
 }  // namespace moelab::cli

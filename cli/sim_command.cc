@@ -58,7 +58,8 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
       ("layer-overhead-s", NumberInto(&config.layer_overhead_s, "layer-overhead-s"), "seconds per transformer layer and pass the compute stream spends outside the priced kernels (an eager framework's dispatch; 0 for a compiled engine)")
       ("seed", Into(&config.seed), "seed for routing and calibration")
       ("speculative-recall", po::value<std::string>()->notifier([&](const std::string& recall) {
-         config.speculative_recall = recall == "cooccurrence" ? std::nullopt : std::optional<double>(base::ParseNumber(recall, "speculative-recall")); }),
+         config.speculative_recall = recall == "cooccurrence" ? std::nullopt : std::optional<double>(base::ParseNumber(recall, "speculative-recall"));
+         config.speculative_recall_given = true; }),
        "lru-prefetch's speculative gate: the recall R in [0, 1] with which each expert the next layer uses is predicted (default 0.8, Mixtral-offloading's Figure 2), or 'cooccurrence' for the calibration's co-occurrence stand-in alone; a replayed executor trace overrides both")
       ("trace-out", Into(&trace_out), "write a Chrome trace-event timeline (Perfetto) here");
   // clang-format on
@@ -108,8 +109,9 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
   if (expert_bits) config.model.bits.experts = *expert_bits;
   if (attention_bits) config.model.bits.attention = *attention_bits;
   const plan::OffloadRunResult run = plan::RunOffload(config, cost_options, store);
-  if (!trace_out.empty()) base::WriteFileAtomically(trace_out, run.result.TimelineJson());
-  return Printed{plan::Render(run, output.format), output.out};
+  Printed printed{plan::Render(run, output.format), output.out, {}};
+  if (!trace_out.empty()) printed.files.emplace_back(trace_out, run.result.TimelineJson());
+  return printed;
 }
 
 int SimOffload(const std::vector<std::string>& args) {

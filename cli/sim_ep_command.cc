@@ -18,9 +18,7 @@ namespace {
 // --ep-chunks: a count >= 1, or auto (unset: the sweep's optimum).
 std::optional<int64_t> ChunksFrom(const std::string& text) {
   if (text == "auto") return std::nullopt;
-  const std::vector<int64_t> values = base::ParseIntList(text, "ep-chunks", 1);
-  if (values.size() != 1) throw base::Error("--ep-chunks " + text + ": expected one count or auto");
-  return values.front();
+  return base::ParseWholeNumber(text, "ep-chunks", 1, 4096, "auto");  // as --max-chunks
 }
 
 }  // namespace
@@ -48,7 +46,7 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
       ("copy-bandwidth", NumberInto(&config.copy_bytes_per_s, "copy-bandwidth"), "bytes/s of the MoE block's row copies (packing, gathering for the GEMMs, scattering, combining); default: the accelerator's memory bandwidth, unpriced with a --profile of another machine")
       ("device-limit", Into(&config.device_limit), "ranks a token may reach (DeepSeek-V2's device-limited routing: 3); 0: no limit")
       ("gemm", ParsedInto(&config.gemm, "auto", sim::GemmChoiceFromString), "expert GEMM kernel: auto (by load, EPS-MoE) | group | dense")
-      ("gemm-crossover-tokens", ParsedIntoOptional(&config.gemm_crossover_tokens, [](const std::string& text) { return base::ParseIntList(text, "gemm-crossover-tokens", 1).front(); }), "tokens per expert from which auto picks DenseGemm (default: the crossover the GEMM model finds)")
+      ("gemm-crossover-tokens", ParsedIntoOptional(&config.gemm_crossover_tokens, [](const std::string& text) { return base::ParseWholeNumber(text, "gemm-crossover-tokens", 1, int64_t{1} << 40); }), "tokens per expert from which auto picks DenseGemm (default: the crossover the GEMM model finds)")
       ("group-gemm-efficiency", NumberInto(&config.group_efficiency, "group-gemm-efficiency"), "a compute-bound GroupGemm tile's rate relative to a DenseGemm's (EPS-MoE Table 5: 0.889)")
       ("timeline", Into(&timeline), "write a Chrome trace-event timeline (Perfetto) of one MoE layer here");
   // clang-format on
@@ -70,8 +68,9 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
   request.cost.hardware_given = false;  // the node's links are needed whatever prices compute
   base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--timeline", timeline}});
   const sim::EpResult result = plan::RunEp(request, model::PresetStore::Default());
-  if (!timeline.empty()) base::WriteFileAtomically(timeline, result.TimelineJson());
-  return Printed{plan::Render(result, output.format), output.out};
+  Printed printed{plan::Render(result, output.format), output.out, {}};
+  if (!timeline.empty()) printed.files.emplace_back(timeline, result.TimelineJson());
+  return printed;
 }
 
 int SimEp(const std::vector<std::string>& args) { return EmitPrinted(SimEpPrinted(args)); }

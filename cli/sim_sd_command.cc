@@ -39,7 +39,8 @@ std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   return Printed{
       plan::RenderSdSweep(plan::RunSdSweep(request, model::PresetStore::Default()), output.format),
-      output.out};
+      output.out,
+      {}};
 }
 
 int SimSd(const std::vector<std::string>& args) { return EmitPrinted(SimSdPrinted(args)); }

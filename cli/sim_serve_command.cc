@@ -99,11 +99,11 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   base::RequireWritableDistinctOutputs(
       {{"--out", output.out}, {"--trace-out", trace_out}, {"--decisions-out", decisions_out}});
   const plan::ServeSimResult result = plan::RunServeSim(request, model::PresetStore::Default());
-  if (!trace_out.empty()) base::WriteFileAtomically(trace_out, result.TraceJson());
-  if (!decisions_out.empty()) {
-    base::WriteFileAtomically(decisions_out, result.DecisionsJson().dump(1) + "\n");
-  }
-  return Printed{plan::Render(result, output.format), output.out};
+  Printed printed{plan::Render(result, output.format), output.out, {}};
+  if (!trace_out.empty()) printed.files.emplace_back(trace_out, result.TraceJson());
+  if (!decisions_out.empty())
+    printed.files.emplace_back(decisions_out, result.DecisionsJson().dump(1) + "\n");
+  return printed;
 }
 
 int SimServe(const std::vector<std::string>& args) { return EmitPrinted(SimServePrinted(args)); }

@@ -31,7 +31,13 @@ GpuInventory DetectGpus() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    inventory.why_none = std::string("no usable CUDA GPU: ") + cudaGetErrorString(status);
+    // Without any driver the runtime says "driver version is insufficient", which reads as an
+    // old driver to update; a driver version of 0 means none is installed.
+    inventory.why_none = status == cudaErrorInsufficientDriver && driver == 0
+                             ? std::string(
+                                   "no usable CUDA GPU: no NVIDIA driver is installed "
+                                   "(the CUDA runtime finds none)")
+                             : std::string("no usable CUDA GPU: ") + cudaGetErrorString(status);
     cudaGetLastError();  // clear the sticky error so later calls start clean
     return inventory;
   }

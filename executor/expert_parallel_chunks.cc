@@ -73,6 +73,12 @@ int64_t AutoEpChunks(parallel::Communicator& communicator, const ExecutorConfig&
                      const ModelWeights& weights, const ExpertPlacement& placement, int64_t tokens,
                      kernels::ThreadPool& pool) {
   const int64_t ranks = communicator.size();
+  // Every rank measures the same exchange and picks the same N: the busiest rank's tokens (with
+  // data-parallel attention an uneven batch gives the ranks different counts, and all-to-all(v)s
+  // of different sizes failed in MPI as "message truncated").
+  double busiest_tokens = static_cast<double>(tokens);
+  communicator.AllReduceMax(&busiest_tokens, 1);
+  tokens = static_cast<int64_t>(busiest_tokens);
   const int64_t rows = tokens * config.top_k;
   const int64_t row_bytes = config.hidden_size * static_cast<int64_t>(sizeof(float));
   const int64_t rows_per_peer = (rows + ranks - 1) / ranks;

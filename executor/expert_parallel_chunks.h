@@ -12,7 +12,7 @@ namespace moelab::executor {
 
 // `--ep-chunks auto`: EPS-MoE's optimal pipeline count (model/eps_moe.h,
 // ExpertPipelineModel::OptimalPipelines) from this job's own measurements, taken once before the
-// run on a MoE layer of `tokens` tokens per rank:
+// run on a MoE layer of `tokens` tokens per rank (the most any rank passes: ranks may differ):
 //   communication_s: a dispatch-sized and a combine-sized all-to-all(v) (tokens x top_k rows,
 //     spread evenly over the ranks), the faster of three;
 //   computation_s: this rank's experts' FFNs on their even share of those rows (one expert timed,

@@ -236,13 +236,13 @@ void ExpertParallelOptions::Validate() const {
 
 int64_t ParseEpChunks(const std::string& text) {
   if (text == "auto") return ExpertParallelOptions::kAutoChunks;
-  const std::vector<int64_t> chunks = base::ParseIntList(text, "ep-chunks", 1);
   // A chunk holds at least one token of a pass; more chunks than kMaxChunks is no pipeline.
-  if (chunks.size() != 1 || chunks[0] > kMaxEpChunks) {
-    throw base::Error("--ep-chunks must be one whole number in [1, " +
-                      std::to_string(kMaxEpChunks) + "] or auto, got '" + text + "'");
-  }
-  return chunks[0];
+  return base::ParseWholeNumber(text, "ep-chunks", 1, kMaxEpChunks, "auto");
+}
+
+void CheckExpertParallelRun(const RunRequest& request, const ExpertParallelOptions& options,
+                            const model::PresetStore& presets, int world_size) {
+  Prepare(request, options, presets, world_size);
 }
 
 RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptions& options,

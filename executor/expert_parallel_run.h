@@ -52,4 +52,10 @@ RunResult RunExpertParallel(const RunRequest& request, const ExpertParallelOptio
                             const model::PresetStore& presets,
                             parallel::Communicator& communicator);
 
+// RunExpertParallel's checks of the request on `world_size` ranks (the refusals above, the
+// model's experts over the ranks or the placement, its KV heads with tensor-parallel attention),
+// without a weight built or a rank consulted: what a caller planning several runs checks first.
+void CheckExpertParallelRun(const RunRequest& request, const ExpertParallelOptions& options,
+                            const model::PresetStore& presets, int world_size);
+
 }  // namespace moelab::executor

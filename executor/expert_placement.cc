@@ -62,7 +62,12 @@ ExpertPlacement LoadPlacement(const std::filesystem::path& file, int64_t num_exp
     const std::string field = where + ": ranks[" + std::to_string(r) + "]";
     if (!list.is_array()) throw base::Error(field + ": expected a list of expert ids");
     for (const nlohmann::json& id : list) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= num_experts) {
+      if (!id.is_number_integer()) {
+        throw base::Error(field + ": expert id " + base::EscapeForMessage(id.dump()) +
+                          " is not a whole number (expected an id in [0, " +
+                          std::to_string(num_experts) + "))");
+      }
+      if (id.get<int64_t>() < 0 || id.get<int64_t>() >= num_experts) {
         throw base::Error(field + ": expert id " + id.dump() + " is not in [0, " +
                           std::to_string(num_experts) + ")");
       }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "device/gpu_devices.h"
 #include "executor/gpu/gpu_transformer.h"
@@ -11,6 +12,7 @@
 #include "kernels/cpu_features.h"
 #include "base/error.h"
 #include "base/system_memory.h"
+#include "model/executor_shape.h"
 #include "model/moe_math.h"
 #include "routing/routing_source.h"
 
@@ -443,6 +445,17 @@ void RunRequest::Validate() const {
     throw base::Error("--prompt must be at least 1 token, got " + std::to_string(prompt_tokens));
   if (output_tokens < 1)
     throw base::Error("--tokens must be at least 1, got " + std::to_string(output_tokens));
+  // Each within the largest KV cache an executor model can have, so that their sum (checked
+  // against the model's max_positions before any weight is built) cannot overflow: a prompt of
+  // 2^63 tokens wrapped past that check and generated prompts until memory ran out.
+  for (const auto& [flag, count] :
+       {std::pair{"--prompt", prompt_tokens}, std::pair{"--tokens", output_tokens}}) {
+    if (count > model::kMaxExecutorPositions)
+      throw base::Error(std::string(flag) + " " + std::to_string(count) +
+                        " is more than any executor model's positions (at most " +
+                        std::to_string(model::kMaxExecutorPositions) + ", the largest " +
+                        "--max-positions)");
+  }
   if (workload == Workload::kBeam) {
     if (beam_width < 1)
       throw base::Error("--beam must be at least 1, got " + std::to_string(beam_width));

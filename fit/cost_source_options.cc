@@ -199,6 +199,13 @@ OffloadSources CostSources::ForOffload(const model::MoeModelSpec& model,
 
 model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model) {
   const model::ProfiledModel& measured = Fit().model;
+  // A fit that does not say which model it measured (its profile had no "model") cannot be
+  // matched to --model: any model would be priced by another model's curves without a word.
+  if (!measured.name)
+    throw base::Error(*options_.fitted_profile +
+                      ": the fit does not record which model its profile measured (field "
+                      "'model.name'), so its curves cannot be matched to --model '" +
+                      model.name + "'; fit a profile written by `moelab profile`");
   // The fit's curves describe the model it measured and nothing else: another model's name is
   // refused (its shape would be replaced by the profile's below, silently), and so are other bits
   // per weight than it measured.
@@ -208,6 +215,20 @@ model::MoeModelSpec CostSources::ProfiledTarget(const model::MoeModelSpec& model
   wanted.attention_stored_bits = options_.attention_bits;
   measured.Require(wanted, "--model, --expert-bits, --attention-bits");
   return measured.ExecutorSpec(model);
+}
+
+void CostSources::RequireProfiledDraft(const model::MoeModelSpec& draft) {
+  RequireDraft(Fit().draft_name, *options_.fitted_profile, draft);
+}
+
+void CostSources::RequireDraft(const std::optional<std::string>& measured, const std::string& fit,
+                               const model::MoeModelSpec& draft) {
+  if (measured && *measured != draft.name) {
+    throw base::Error(fit + ": the profile measured draft '" + *measured + "', not '" + draft.name +
+                      "' (--draft): its draft_decode curves price the profiled draft only; "
+                      "profile with --draft " +
+                      draft.name + " to compare drafts");
+  }
 }
 
 std::shared_ptr<const model::CostSource> CostSources::Fitted(

@@ -105,6 +105,13 @@ class CostSources {
   // were measured on. Error (ProfiledModel::Require) when the options asked for other bits
   // (expert_bits, attention_bits) than the profile measured, or it measured another model.
   model::MoeModelSpec ProfiledTarget(const model::MoeModelSpec& model);
+  // With --profile and a draft: error when the fit's draft_decode curves measured another draft
+  // than `draft` (its name; a fit that records none is not checked), since they price the
+  // profiled draft whatever --draft names.
+  void RequireProfiledDraft(const model::MoeModelSpec& draft);
+  // The same check on a fit's recorded draft `measured` (LatencyFit::draft_name) read from `fit`.
+  static void RequireDraft(const std::optional<std::string>& measured, const std::string& fit,
+                           const model::MoeModelSpec& draft);
 
   // With --profile: the fitted source for the profiled target shape `profiled_target`
   // (ProfiledTarget), checked against the fit's recorded shape and formats.

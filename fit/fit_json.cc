@@ -328,6 +328,7 @@ nlohmann::json LatencyFitToJson(const LatencyFit& fit) {
   json["profile"] = fit.profile;
   json["machine"] = fit.machine;
   json["model"] = fit.model.ToJson();
+  if (fit.draft_name) json["draft"] = {{"name", *fit.draft_name}};
   json["operators"] = operators;
   json["skipped"] = skipped;
   json["options"] = {{"starts", fit.options.starts},
@@ -353,6 +354,8 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
   const std::optional<base::JsonReader> model = reader.OptionalObject("model");
   fit.model = model::ProfiledModel::FromJson(model ? model->json() : nlohmann::json::object(),
                                              fit.machine, origin);
+  if (const std::optional<base::JsonReader> draft = reader.OptionalObject("draft"))
+    fit.draft_name = draft->String("name");
   if (!json.contains("operators") || !json["operators"].is_array()) {
     reader.Fail("operators", "an array of operator curves");
   }

@@ -566,6 +566,7 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
   result.profile = profile.origin;
   result.machine = profile.machine;
   result.model = profile.model;
+  result.draft_name = profile.draft_name;
   result.options = options;
 
   // Groups by (operator, device, shape without tokens), in order of first appearance.

@@ -116,7 +116,8 @@ struct SkippedGroup {
 struct LatencyFit {
   std::string profile;  // the profile's path
   nlohmann::json machine = nlohmann::json::object();
-  model::ProfiledModel model;  // what the profile measured (its model and kernel path)
+  model::ProfiledModel model;             // what the profile measured (its model and kernel path)
+  std::optional<std::string> draft_name;  // the draft its draft_decode curves measured
   std::vector<OperatorCurve> operators;
   std::vector<SkippedGroup> skipped;
   FitOptions options;

@@ -1,5 +1,8 @@
 #include "fit/latency_profile.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "base/error.h"
 #include "base/limits.h"
 #include "base/units.h"
@@ -7,6 +10,45 @@
 #include "fit/latency_fit.h"
 
 namespace moelab::fit {
+namespace {
+
+// Where the profiler measures: the host, a CUDA GPU by index, or the MPI ranks (collectives).
+bool IsProfiledDevice(const std::string& device) {
+  if (device == "cpu" || device == "mpi") return true;
+  const std::string_view prefix = "cuda:";
+  if (device.size() <= prefix.size() || device.compare(0, prefix.size(), prefix) != 0) return false;
+  return device.size() - prefix.size() <= 4 &&
+         std::all_of(device.begin() + static_cast<std::ptrdiff_t>(prefix.size()), device.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The repetitions' spread, when the sample carries it (the profiler always does): 0 < min_s <=
+// median_s <= max_s and every repetition a positive time; a fit reads only the median, but a
+// sample whose spread contradicts it was edited or corrupted.
+void CheckSpread(const base::JsonReader& sample, double median_s) {
+  // Within a relative 1e-9: the profiler's median of its own repetitions, printed and read back.
+  const double slack = 1 + 1e-9;
+  if (sample.Has("min_s")) {
+    const double min_s = sample.Number("min_s", 0.0);
+    if (min_s > median_s * slack) sample.Fail("min_s", "0 < min_s <= median_s");
+  }
+  if (sample.Has("max_s")) {
+    const double max_s = sample.Number("max_s", 0.0);
+    if (max_s * slack < median_s || max_s > base::kMaxSeconds)
+      sample.Fail("max_s", "median_s <= max_s <= 1e+06 seconds");
+  }
+  if (sample.Has("repetition_s")) {
+    const nlohmann::json& times = sample.json()["repetition_s"];
+    if (!times.is_array()) sample.Fail("repetition_s", "an array of times in seconds");
+    for (const nlohmann::json& time : times) {
+      if (!time.is_number() || !(time.get<double>() > 0) ||
+          !(time.get<double>() <= base::kMaxSeconds))
+        sample.Fail("repetition_s", "an array of times in (0, 1e+06] seconds");
+    }
+  }
+}
+
+}  // namespace
 
 Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
   const base::JsonReader reader(json, origin);
@@ -30,6 +72,9 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
   const std::optional<base::JsonReader> model = reader.OptionalObject("model");
   profile.model = model::ProfiledModel::FromJson(model ? model->json() : nlohmann::json::object(),
                                                  profile.machine, origin);
+  if (const std::optional<base::JsonReader> draft = reader.OptionalObject("draft")) {
+    if (draft->Has("name")) profile.draft_name = draft->String("name");
+  }
   if (!json.contains("samples") || !json["samples"].is_array()) {
     reader.Fail("samples", "an array of samples");
   }
@@ -52,12 +97,15 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
                     "[1, 65536]}");
       }
     }
-    s.tokens = sample.Int("tokens", 0);
+    if (!IsProfiledDevice(s.device)) sample.Fail("device", "\"cpu\", \"cuda:N\" or \"mpi\"");
+    // Every operator is measured on at least one token (a transfer or collective on 1).
+    s.tokens = sample.Int("tokens", 1);
     s.median_s = sample.Number("median_s", 0.0);
     // Every time a profile carries is bounded as a hardware file's (docs/limits.md): a fit of
     // 1e305 s times overflowed its residuals, and a storage tier built from them printed them on.
     if (s.median_s > base::kMaxSeconds)
       sample.Fail("median_s", "a time of at most 1e+06 seconds (docs/limits.md)");
+    CheckSpread(sample, s.median_s);
     if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);
     if (sample.Has("bytes")) s.bytes = sample.Number("bytes", 0.0, true);
     if (s.bytes > base::kMaxBytes) sample.Fail("bytes", "at most 2^60 bytes (docs/limits.md)");

@@ -19,13 +19,15 @@ namespace moelab::fit {
 //                 "shape": {"hidden": 1024, "intermediate": 3584}, "tokens": 16,
 //                 "repetitions": 5, "median_s": 0.0012, "min_s": ..., "max_s": ...,
 //                 "stddev_s": ..., "bytes": ..., "flops": ...}, ...]}
-// fit/ reads operator, device, shape (an object), tokens (whole number >= 0) and median_s (finite,
-// > 0 and at most base::kMaxSeconds, 1e6 s: NaN, zero, negative and longer times are refused with
-// the sample's index), and flops and bytes when present (finite, >= 0, bytes at most 2^60; the
-// cost calibration needs them); the other sample fields are optional
-// and kept only as the profile's business. machine and model are optional objects; machine.limits
-// (the profiler's measured DRAM read bandwidth and peak FLOP/s) is read when present, model (with
-// machine's kernel path) as the facts of what was measured (model/profiled_model.h).
+// fit/ reads operator, device ("cpu", "cuda:N" or "mpi"), shape (an object), tokens (whole number
+// >= 1) and median_s (finite, > 0 and at most base::kMaxSeconds, 1e6 s: NaN, zero, negative and
+// longer times are refused with the sample's index), and flops and bytes when present (finite,
+// >= 0, bytes at most 2^60; the cost calibration needs them); min_s, max_s and repetition_s, when
+// present, must agree with the median (0 < min_s <= median_s <= max_s, every repetition a positive
+// time); the other sample fields are optional and kept only as the profile's business. machine and
+// model are optional objects; machine.limits (the profiler's measured DRAM read bandwidth and peak
+// FLOP/s) is read when present, model (with machine's kernel path) as the facts of what was
+// measured (model/profiled_model.h).
 struct ProfileSample {
   std::string op;  // "operator"
   std::string device;
@@ -52,6 +54,9 @@ struct Profile {
   nlohmann::json machine = nlohmann::json::object();
   std::optional<MachineLimits> limits;
   model::ProfiledModel model;  // what was measured
+  // The draft whose forward draft_decode measured (the profile's draft.name; unset in profiles
+  // without one).
+  std::optional<std::string> draft_name;
   std::vector<ProfileSample> samples;
 };
 

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/limits.h"
+#include "model/moe_math.h"
 #include "fit/sd_measurements.h"
 
 namespace moelab::fit {
@@ -28,6 +29,12 @@ double PredictSpeedup(const SdFit& fit, const model::SdPoint& point) {
   }
   if (!(std::isfinite(point.sigma) && point.sigma > 0 && point.sigma <= 1)) {
     throw base::Error("sd prediction: sigma must be in (0, 1], got " + std::to_string(point.sigma));
+  }
+  if (!model::SigmaYieldsAToken(point.sigma, point.gamma)) {
+    throw base::Error("sd prediction: sigma " + std::to_string(point.sigma) + " at gamma " +
+                      std::to_string(point.gamma) +
+                      " accepts fewer than the 1 token every round yields (sigma >= 1 / (gamma + "
+                      "1) expected)");
   }
   const double speedup =
       model::MoesdSpeedup(fit.params, point, fit.ridge_point_tokens(), fit.denominator);

@@ -11,6 +11,7 @@
 #include "base/csv_fields.h"
 #include "base/error.h"
 #include "base/limits.h"
+#include "model/moe_math.h"
 #include "base/input_file.h"
 #include "base/json_reader.h"
 #include "base/message_text.h"
@@ -50,6 +51,12 @@ void CheckPoint(const SdMeasurement& m, const std::string& where) {
     std::ostringstream got;
     got << m.point.sigma;
     FailField(where, "sigma", "a number in (0, 1] (accepted fraction of gamma + 1 tokens)",
+              got.str());
+  }
+  if (!model::SigmaYieldsAToken(m.point.sigma, m.point.gamma)) {
+    std::ostringstream got;
+    got << m.point.sigma << " at gamma " << m.point.gamma;
+    FailField(where, "sigma", "at least 1 / (gamma + 1): every round yields the target's own token",
               got.str());
   }
   if (!(std::isfinite(m.speedup) && m.speedup > 0)) {

@@ -1,6 +1,7 @@
 #include "model/hardware_spec.h"
 
 #include <set>
+#include <vector>
 
 #include "base/error.h"
 #include "base/json_reader.h"
@@ -181,15 +182,27 @@ double PeakFlopsFor(const PeakFlops& peak, const std::string& dtype, std::string
         "hardware's "
         "peak_flops lists)");
   }
-  for (const std::string& candidate :
-       {dtype, std::string("bf16"), std::string("fp16"), std::string("fp32")}) {
+  // Only to a type at least as wide, whose peak is not faster: fp8 and 4-bit types run as bf16,
+  // fp16 or fp32 on hardware without their units, but an fp64 or fp32 computation priced at a
+  // 16-bit peak was 15x too fast (an H100 preset lists no fp64).
+  std::vector<std::string> candidates = {dtype};
+  if (dtype == "tf32") {
+    candidates.push_back("fp32");
+  } else if (dtype != "fp64" && dtype != "fp32" && kKnownDtypes.count(dtype)) {
+    candidates.insert(candidates.end(), {"bf16", "fp16", "fp32"});
+  }
+  for (const std::string& candidate : candidates) {
     auto it = peak.find(candidate);
     if (it != peak.end()) {
       if (used_dtype) *used_dtype = candidate;
       return it->second;
     }
   }
-  throw base::Error("no peak FLOP/s for data type '" + dtype + "' nor for bf16, fp16 or fp32");
+  std::string tried;
+  for (const std::string& candidate : candidates) tried += (tried.empty() ? "" : ", ") + candidate;
+  throw base::Error("no peak FLOP/s for data type '" + dtype + "' in the hardware's peak_flops (" +
+                    "looked for " + tried + "; a wider type is never priced at a narrower one's " +
+                    "peak)");
 }
 
 }  // namespace moelab::model

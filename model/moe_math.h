@@ -30,6 +30,12 @@ int64_t FullActivationThreshold(double sparsity, double tau);
 // Limits: sigma -> 1/(gamma+1) as alpha -> 0, sigma -> 1 as alpha -> 1.
 double AcceptedLengthFraction(double alpha, int64_t gamma);
 
+// Whether an accepted-length fraction is possible at `gamma`: every round yields at least the
+// target's own token, so sigma (gamma + 1) >= 1 (within 0.1 %: 0.333 passes for 1/3 at gamma 2).
+inline bool SigmaYieldsAToken(double sigma, int64_t gamma) {
+  return sigma * static_cast<double>(gamma + 1) >= 1.0 - 1e-3;
+}
+
 // Expected tokens emitted per round: sigma * (gamma + 1).
 double ExpectedTokensPerRound(double alpha, int64_t gamma);
 

@@ -1,6 +1,7 @@
 #include "model/sd_plan.h"
 
 #include <cmath>
+#include <sstream>
 #include <utility>
 
 #include "base/error.h"
@@ -37,7 +38,40 @@ void SdPlanOptions::Validate() const {
   if (sigma && !(*sigma > 0 && *sigma <= 1)) {
     throw base::Error("sigma must be in (0, 1], got " + std::to_string(*sigma));
   }
+  // Every round yields at least the target's own token: sigma (gamma + 1) >= 1 (within 0.1 %,
+  // so that 0.333 passes for 1/3 at gamma 2).
+  for (int64_t gamma : gammas) {
+    if (sigma && !SigmaYieldsAToken(*sigma, gamma)) {
+      std::ostringstream message;
+      message << "sigma " << *sigma << " at gamma " << gamma
+              << " accepts fewer than the 1 token every round yields: expected sigma >= 1 / "
+                 "(gamma + 1) = "
+              << 1.0 / static_cast<double>(gamma + 1);
+      throw base::Error(message.str());
+    }
+  }
 }
+
+namespace {
+
+// A node of `name`'s accelerator with `factor` times its devices, rounded up to a power of two:
+// "4xa100-80gb-sxm" for a100-80gb-sxm at 3.3, "8xh100-sxm" for 2xh100-sxm at 4.
+std::string NodeSuggestion(const std::string& name, double factor) {
+  int64_t devices = 1;
+  std::string accelerator = name;
+  const size_t x = name.find('x');
+  if (x != std::string::npos && x > 0 && x <= 4 && name.find_first_not_of("0123456789") == x) {
+    devices = std::stoll(name.substr(0, x));
+    accelerator = name.substr(x + 1);
+  }
+  const double needed = factor * static_cast<double>(devices);
+  if (!(needed <= 4096)) return "hardware with more memory";  // NaN and inf too
+  int64_t wanted = 1;
+  while (static_cast<double>(wanted) < needed) wanted *= 2;
+  return std::to_string(wanted) + "x" + accelerator;
+}
+
+}  // namespace
 
 SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
                          const MoeModelSpec& draft, int64_t context_length,
@@ -55,8 +89,9 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
     throw base::Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
                       report::FormatGigabytes(weights_per_device_, 1) + " per device but '" + who +
                       "' has " + report::FormatGigabytes(capacity_per_device_, 1) +
-                      " per device; choose a node with more devices (e.g. 2x" + who +
-                      ", 4x...) or a quantized model");
+                      " per device; choose a node with more devices (e.g. " +
+                      NodeSuggestion(who, weights_per_device_ / capacity_per_device_) +
+                      ") or a quantized model");
   }
 }
 
@@ -109,7 +144,7 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
   for (int64_t batch : options.batches) {
     const double target_step_s = costs.TargetStep(batch, 1);
     const double draft_step_s = costs.DraftStep(batch);
-    SdBestGamma best{batch, 0, 0};
+    SdBestGamma best{batch, 0, 0, false};
     for (int64_t gamma : options.gammas) {
       const int64_t verify_positions =
           options.verify == VerifyPositions::kGammaPlusOne ? gamma + 1 : gamma;
@@ -133,11 +168,14 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
       row.draft_share = draft_s / round_s;
       row.verify_share = row.verify_s / round_s;
       row.fits_memory = costs.Fits(batch, gamma);
-      if (row.speedup > best.speedup) best = {batch, gamma, row.speedup};
+      // A fitting row beats any that does not fit; among equals the higher speedup.
+      if ((row.fits_memory && !best.fits_memory) ||
+          (row.fits_memory == best.fits_memory && row.speedup > best.speedup))
+        best = {batch, gamma, row.speedup, row.fits_memory};
       plan.rows.push_back(row);
     }
     plan.best_gamma.push_back(best);
-    if (best.speedup > 1.0) {
+    if (best.fits_memory && best.speedup > 1.0) {
       if (!plan.pays_batch_range) {
         plan.pays_batch_range = std::pair{batch, batch};
       } else {

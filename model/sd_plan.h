@@ -57,16 +57,20 @@ struct SdPlanRow {
   bool fits_memory = true;  // weights of both models + KV cache of the batch
 };
 
+// The best gamma of a batch among the rows that fit in memory; when none fits, the best of all,
+// with fits_memory false (a batch that does not fit is never where SD "pays").
 struct SdBestGamma {
   int64_t batch = 0;
   int64_t gamma = 0;
   double speedup = 0;
+  bool fits_memory = true;
 };
 
 struct SdPlan {
   std::vector<SdPlanRow> rows;
   std::vector<SdBestGamma> best_gamma;
-  // Smallest and largest batch whose best speedup exceeds 1 (absent when SD never pays).
+  // Smallest and largest batch whose best speedup exceeds 1 with both models and the batch's KV
+  // cache in memory (absent when SD never pays).
   std::optional<std::pair<int64_t, int64_t>> pays_batch_range;
   std::string cost_source = "analytic-roofline";
   std::string device;

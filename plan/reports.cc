@@ -1,5 +1,7 @@
 #include "plan/reports.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <sstream>
 
@@ -40,6 +42,13 @@ std::function<std::string(const Cell&)> Fixed(int places, double scale = 1) {
 }
 
 std::string SecondsText(const Cell& cell) { return FormatSeconds(std::get<double>(cell)); }
+std::string FitsText(const Cell& cell) { return std::get<bool>(cell) ? "yes" : "NO"; }
+
+// Whether every listed row fits in memory (the summary then need not say "that fit").
+bool AllFit(const model::SdPlan& plan) {
+  return std::all_of(plan.rows.begin(), plan.rows.end(),
+                     [](const model::SdPlanRow& row) { return row.fits_memory; });
+}
 
 // The columns of an SD plan row; `level` adds the sweep's alpha (null when sigma was fixed) and
 // the MoESD fit's speedup when there is one.
@@ -57,8 +66,7 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
       {"catch_up_s", "catch-up", SecondsText, false},
       {"draft_share", "draft %", Fixed(1, 100)},
       {"verify_share", "verify %", Fixed(1, 100)},
-      {"fits_memory", "fits",
-       [](const Cell& c) { return std::string(std::get<bool>(c) ? "yes" : "NO"); }},
+      {"fits_memory", "fits", FitsText},
   };
   if (sweep) {
     columns.push_back({"alpha", "alpha", Fixed(2), false});
@@ -99,8 +107,12 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
   const model::SdPlan& plan = level.plan;
   const RowSet rows = SdRows(result, level, false);
   if (format == Format::kCsv) return rows.ToCsv();
-  RowSet best({{"batch", "batch"}, {"gamma", "gamma"}, {"speedup", "speedup", Fixed(3)}});
-  for (const model::SdBestGamma& b : plan.best_gamma) best.Add({b.batch, b.gamma, b.speedup});
+  RowSet best({{"batch", "batch"},
+               {"gamma", "gamma"},
+               {"speedup", "speedup", Fixed(3)},
+               {"fits_memory", "fits", FitsText}});
+  for (const model::SdBestGamma& b : plan.best_gamma)
+    best.Add({b.batch, b.gamma, b.speedup, b.fits_memory});
   if (format == Format::kJson) {
     nlohmann::json json = {{"schema", "moelab.plan_sd/1"},
                            {"model", result.target.name},
@@ -133,9 +145,11 @@ std::string RenderSdPlan(const SdSweepResult& result, Format format) {
       << best.ToTable();
   if (plan.pays_batch_range) {
     out << "\nSD pays (best speedup > 1) for batch " << plan.pays_batch_range->first << " to "
-        << plan.pays_batch_range->second << " among those listed.\n";
+        << plan.pays_batch_range->second << " among those listed"
+        << (AllFit(plan) ? "" : " that fit in memory") << ".\n";
   } else {
-    out << "\nSD does not pay at any listed batch.\n";
+    out << "\nSD does not pay at any listed batch" << (AllFit(plan) ? "" : " that fits in memory")
+        << ".\n";
   }
   if (result.calibration) out << "\n" << CalibrationLine(result);
   return out.str();
@@ -152,8 +166,11 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
                 {"speedup", "speedup", Fixed(3)},
                 {"target_efficiency", "target eff", Fixed(3)},
                 {"draft_share", "draft %", Fixed(1, 100)},
-                {"verify_share", "verify %", Fixed(1, 100)}});
+                {"verify_share", "verify %", Fixed(1, 100)},
+                {"fits_memory", "fits", FitsText}});
+  bool all_fit = true;
   for (const SdSweepLevel& level : result.levels) {
+    all_fit = all_fit && AllFit(level.plan);
     const RowSet level_rows = SdRows(result, level, true);
     for (nlohmann::json& row : level_rows.ToJson()) {
       if (!row.contains("moesd_speedup") || !row["moesd_speedup"].is_null())
@@ -169,11 +186,12 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
       best.push_back({{"batch", b.batch},
                       {"gamma", b.gamma},
                       {"speedup", b.speedup},
+                      {"fits_memory", b.fits_memory},
                       {level_key, level.level}});
       for (const model::SdPlanRow& r : level.plan.rows) {
         if (r.batch == b.batch && r.gamma == b.gamma) {
           table.Add({level.level, b.batch, b.gamma, b.speedup, r.target_efficiency, r.draft_share,
-                     r.verify_share});
+                     r.verify_share, b.fits_memory});
         }
       }
     }
@@ -215,9 +233,11 @@ std::string RenderSdSweep(const SdSweepResult& result, Format format) {
   for (const auto& range : pays) {
     out << level_key << " " << FormatNumber(range[level_key].get<double>(), 2) << ": ";
     if (range["min_batch"].is_null()) {
-      out << "SD never pays among the listed batches\n";
+      out << "SD never pays among the listed batches" << (all_fit ? "" : " that fit in memory")
+          << "\n";
     } else {
-      out << "SD pays for batch " << range["min_batch"] << " to " << range["max_batch"] << "\n";
+      out << "SD pays for batch " << range["min_batch"] << " to " << range["max_batch"]
+          << (all_fit ? "" : " among those that fit in memory") << "\n";
     }
   }
   out << CalibrationLine(result);
@@ -381,6 +401,10 @@ std::string SimSummaryText(const sim::SimResult& r) {
   text << table.Render();
   if (!r.fits_accelerator)
     text << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
+  if (r.calibration_in_sample) {
+    text << "(calibrated in sample: the policy learned from the trace it replays, so its hit "
+            "rate is optimistic)\n";
+  }
   return text.str();
 }
 

@@ -62,6 +62,7 @@ SdSweepResult RunSdSweep(const SdSweepRequest& request, const model::PresetStore
   fit::CostSources sources(request.cost, store);
   if (sources.fitted()) {
     result.target = sources.ProfiledTarget(result.target);
+    sources.RequireProfiledDraft(result.draft);
     result.draft = model::ExecutorDraftShape(result.draft, result.target);
     result.source = sources.Fitted(result.target);
     result.hardware = "profile:" + *request.cost.fitted_profile;

@@ -31,6 +31,7 @@ ServingTarget ResolveServingTarget(const std::string& model, const fit::CostSour
   fit::CostSources sources(cost, store);
   if (sources.fitted()) {
     target.model = sources.ProfiledTarget(target.model);
+    target.profiled_draft = sources.Fit().draft_name;
     target.source = sources.Fitted(target.model);
     target.hardware = "profile:" + *cost.fitted_profile;
   } else {
@@ -229,8 +230,11 @@ ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetSt
   result.routing = model::DescribeActivation(routing.get());
   if (request.gamma > 0) {
     result.draft = store.LoadModel(request.draft);
-    if (result.target.hardware.rfind("profile:", 0) == 0)
+    if (result.target.hardware.rfind("profile:", 0) == 0) {
+      fit::CostSources::RequireDraft(result.target.profiled_draft, result.target.hardware.substr(8),
+                                     *result.draft);
       result.draft = model::ExecutorDraftShape(*result.draft, result.target.model);
+    }
     options.scheduler.decode_tokens_per_step = request.gamma + 1;
     options.acceptance = scheduler::SpeculativeAcceptance{request.alpha, request.acceptance_seed};
   }

@@ -29,6 +29,8 @@ struct ServingTarget {
   std::shared_ptr<const model::CostSource> source;
   std::string hardware;  // preset name, or "profile:FILE"
   std::optional<fit::CostCalibration> calibration;
+  // With --profile: the draft its draft_decode curves measured (fit::LatencyFit::draft_name).
+  std::optional<std::string> profiled_draft;
 };
 ServingTarget ResolveServingTarget(const std::string& model, const fit::CostSourceOptions& cost,
                                    const model::PresetStore& store);

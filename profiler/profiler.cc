@@ -332,7 +332,9 @@ MachineSetup SetUpMachine(const ProfileRequest& request, const executor::Executo
   }
   m.gpus = device::DetectGpus();
   m.gpu_index = request.use_gpu && !m.gpus.devices.empty() ? m.gpus.devices.front().index : -1;
-  if (m.gpus.devices.empty()) {
+  if (!request.operators) {
+    // No operator at all (profile --collectives --no-operators): nothing to say about the GPU's.
+  } else if (m.gpus.devices.empty()) {
     m.notes.push_back("GPU operators not measured: " + m.gpus.why_none);
   } else if (!request.use_gpu) {
     m.notes.push_back("GPU operators not measured: disabled by the request");

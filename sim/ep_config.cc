@@ -58,11 +58,32 @@ void EpConfig::Validate() const {
     throw base::Error("--tp " + std::to_string(tp) + ": expected a divisor of the expert width " +
                       std::to_string(model.moe->expert_intermediate_size));
   }
-  if (node.AcceleratorsPerMachine() % tp != 0 && tp < node.accelerator_count) {
+  const int64_t per_machine = node.AcceleratorsPerMachine();
+  if (tp > per_machine || per_machine % tp != 0) {
     throw base::Error("--tp " + std::to_string(tp) +
-                      ": a tensor-parallel group must fit in one "
-                      "machine of " +
-                      std::to_string(node.AcceleratorsPerMachine()) + " accelerators");
+                      ": a tensor-parallel group is a divisor of one machine's " +
+                      std::to_string(per_machine) + " accelerators (groups tile a machine; " +
+                      "none spans machines)");
+  }
+  // The attention's heads split over the devices that share a replica's sequences: the TP group,
+  // or with tensor-parallel attention every EP x TP device.
+  const int64_t head_devices = attention == EpAttention::kTensorParallel ? ep * tp : tp;
+  // KV heads split over the devices, or are replicated when there are fewer of them (each device
+  // then holds one, as vLLM does past num_kv_heads). Latent attention (MLA) caches one latent
+  // per token, not KV heads: its query heads alone split.
+  const bool latent = model.attention.kind == model::AttentionKind::kMultiHeadLatent;
+  const int64_t kv_heads = latent ? model.attention.num_heads : model.attention.num_kv_heads;
+  const bool kv_split = kv_heads % head_devices == 0 || head_devices % kv_heads == 0;
+  if (head_devices > 1 && (model.attention.num_heads % head_devices != 0 || !kv_split)) {
+    throw base::Error(
+        (attention == EpAttention::kTensorParallel
+             ? "--attention tensor-parallel over --ep " + std::to_string(ep) + " x --tp " +
+                   std::to_string(tp)
+             : "--tp " + std::to_string(tp)) +
+        ": " + model.name + "'s " + std::to_string(model.attention.num_heads) + " attention heads" +
+        (latent ? "" : " and " + std::to_string(kv_heads) + " KV heads") + " do not split over " +
+        std::to_string(head_devices) +
+        " devices (query heads divide by them; KV heads divide by them or them into KV heads)");
   }
   if (batch < 1 || batch > kMaxBatch) {
     throw base::Error("--batch " + std::to_string(batch) + ": expected 1.." +
@@ -94,10 +115,19 @@ void EpConfig::Validate() const {
                                      std::to_string(sms) + " SMs)"
                                : std::string("any")));
   }
-  if (comm_saturation_sms < 1) throw base::Error("--comm-saturation-sms must be at least 1");
-  if (!(copy_bytes_per_s >= 0) || !std::isfinite(copy_bytes_per_s))
-    throw base::Error("--copy-bandwidth: expected bytes per second >= 0, got " +
-                      std::to_string(copy_bytes_per_s));
+  if (comm_saturation_sms < 1 || (sms > 0 && comm_saturation_sms > sms)) {
+    throw base::Error(
+        "--comm-saturation-sms " + std::to_string(comm_saturation_sms) + ": expected 1.." +
+        (sms > 0 ? std::to_string(sms) + " (the accelerator has " + std::to_string(sms) + " SMs)"
+                 : std::string("any")));
+  }
+  // 0: the accelerator's own memory bandwidth; otherwise a rate as a hardware file's (1 B/s to
+  // 2^60 B/s, docs/limits.md): 1e-300 B/s gave an infinite step and "gain -nan".
+  if (!(copy_bytes_per_s == 0 || (copy_bytes_per_s >= 1 && copy_bytes_per_s <= 0x1p60)))
+    throw base::Error(
+        "--copy-bandwidth: expected 0 (the accelerator's memory bandwidth) or "
+        "bytes per second in [1, 2^60], got " +
+        std::to_string(copy_bytes_per_s));
   if (!(comm_bits > 0 && comm_bits <= 32))
     throw base::Error("--comm-bits: expected bits in (0, 32]");
   if (device_limit < 0 || device_limit > ep)

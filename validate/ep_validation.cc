@@ -181,9 +181,9 @@ EpStepTerms TermsOf(const executor::RunResult& measured, const std::string& kind
   return terms;
 }
 
-// One run of a case on every rank: its step and the step's terms.
-MeasuredRun MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c,
-                        const model::PresetStore& presets, parallel::Communicator& communicator) {
+// A case's run on `ranks` ranks, as `mpirun -n R moelab run --expert-parallel R` takes it.
+std::pair<executor::RunRequest, executor::ExpertParallelOptions> CaseRun(
+    const EpValidationRequest& request, const EpValidationCase& c, int ranks) {
   executor::RunRequest run;
   run.model = request.model;
   run.shape = request.shape;
@@ -195,10 +195,17 @@ MeasuredRun MeasureOnce(const EpValidationRequest& request, const EpValidationCa
   run.seed = request.seed;
   run.threads = request.threads;
   executor::ExpertParallelOptions options;
-  options.ranks = communicator.size();
+  options.ranks = ranks;
   options.chunks = std::to_string(c.chunks);
   options.attention = request.attention;
   options.warm_up_prefill = true;  // the profile times warm operators (expert_parallel_run.h)
+  return {run, options};
+}
+
+// One run of a case on every rank: its step and the step's terms.
+MeasuredRun MeasureOnce(const EpValidationRequest& request, const EpValidationCase& c,
+                        const model::PresetStore& presets, parallel::Communicator& communicator) {
+  const auto [run, options] = CaseRun(request, c, communicator.size());
   const executor::RunResult measured =
       executor::RunExpertParallel(run, options, presets, communicator);
   std::vector<double> steps;
@@ -305,10 +312,23 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
     request.Validate();
     if (communicator.size() < 2)
       throw base::Error("validate --cases ep: run it under mpirun -n 2 (or more ranks)");
+    result.cases = PlanCases(request, communicator.size());
+    // What each case's run would refuse (ranks that do not divide the experts, KV heads that do
+    // not divide by the ranks), said now rather than after minutes of profiling.
+    for (const EpValidationCase& c : result.cases) {
+      const auto [run, options] = CaseRun(request, c, communicator.size());
+      try {
+        executor::CheckExpertParallelRun(run, options, presets, communicator.size());
+      } catch (const base::Error& e) {
+        // The run's message names run's options: say whose they are.
+        throw base::Error("validate --cases ep runs each case as `moelab run --expert-parallel " +
+                          std::to_string(communicator.size()) +
+                          "` on these ranks, which refuses: " + e.what());
+      }
+    }
   } catch (const base::Error& e) {
     throw parallel::AgreedError(e.what());
   }
-  result.cases = PlanCases(request, communicator.size());
   int rounds_done = 0;
   const auto run_rounds_until = [&](int rounds) {
     for (; rounds_done < rounds; ++rounds_done)

@@ -178,7 +178,36 @@ TEST(Cli, SimOffloadOnAStorageTierTakesTheProfilesShape) {
   EXPECT_NE(r.err.find("the profile measured 'mixtral-8x7b', not 'qwen1.5-moe-a2.7b'"),
             std::string::npos)
       << r.err;
+  // A fit that does not say what it measured prices no model (it priced any with another's
+  // curves).
+  fit.erase("model");
+  std::ofstream(fit_path) << fit.dump();
+  r = RunMoelab("plan sd --model qwen2-57b-a14b --profile " + fit_path);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("the fit does not record which model its profile measured"),
+            std::string::npos)
+      << r.err;
   std::filesystem::remove_all(dir);
+}
+
+// A batch whose KV cache does not fit is never where "SD pays", nor a best gamma beside ones
+// that fit.
+TEST(Cli, PlanSdPaysOnlyWhereTheBatchFits) {
+  const CliRun r = RunMoelab(
+      "plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --batch 1,64,512 "
+      "--gamma 4 --alpha 0.9 --context 30000 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  ASSERT_EQ(json["best_gamma"].size(), 3u);
+  EXPECT_TRUE(json["best_gamma"][0]["fits_memory"].get<bool>());
+  EXPECT_FALSE(json["best_gamma"][2]["fits_memory"].get<bool>());
+  EXPECT_GT(json["best_gamma"][2]["speedup"].get<double>(), 1.0);  // would "pay", but cannot run
+  ASSERT_TRUE(json["pays_batch_range"].is_object());
+  EXPECT_LT(json["pays_batch_range"]["max_batch"].get<int64_t>(), 512);
+  const CliRun text = RunMoelab(
+      "plan sd --model mixtral-8x7b --draft qwen2-0.5b --hardware 2xh100-sxm --batch 1,64,512 "
+      "--gamma 4 --alpha 0.9 --context 30000");
+  EXPECT_NE(text.out.find("among those listed that fit in memory"), std::string::npos) << text.out;
 }
 
 struct BadInput {
@@ -214,6 +243,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadInput{"plan sd --hardware pcie4-x16", "not something that computes"},
                       BadInput{"plan sd --memory-efficiency 0", "memory_efficiency"},
                       BadInput{"plan sd --verify all", "expected \"gamma+1\" or \"gamma\""},
+                      BadInput{"sim sd --sigma 0.1 --gamma 1-4",
+                               "accepts fewer than the 1 token every round yields"},
                       BadInput{"plan sd --no-such-option 3", "unrecognised option"},
                       BadInput{"model show --model /nonexistent/model.json",
                                "model file not found"},

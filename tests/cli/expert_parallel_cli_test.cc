@@ -122,6 +122,19 @@ TEST_F(ExpertParallelCli, PrefillAndAPlacementFileGiveTheSameTokens) {
   std::filesystem::remove_all(dir);
 }
 
+// --ep-chunks auto with an odd batch: the ranks route 1 and 2 sequences, and the measurement
+// before the run exchanged their own (different) sizes, which MPI refused as "message truncated".
+TEST_F(ExpertParallelCli, AutoChunksWithAnOddBatchGiveTheOneProcessTokens) {
+  const std::string odd = kShape + "--workload decode --batch 3 --prompt 9 --tokens 4 --json ";
+  const CliRun one = RunMoelab(odd);
+  ASSERT_EQ(one.status, 0) << one.err;
+  const CliRun two = RunOnRanks(2, odd + "--expert-parallel 2 --ep-chunks auto");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const nlohmann::json json = nlohmann::json::parse(two.out);
+  EXPECT_EQ(json["outputs"], nlohmann::json::parse(one.out)["outputs"]);
+  EXPECT_TRUE(json["expert_parallel"]["chunks_auto"].get<bool>());
+}
+
 // EPS-MoE's split by expert: a prefill's layer (every expert active: 4 sequences x 9 tokens x
 // top-2 over 8 experts) calls each of a rank's 4 experts once whatever N <= 4, where a split by
 // tokens would call an expert once per chunk it had rows in (reading its weights again each time).

@@ -92,6 +92,36 @@ TEST_F(ReliabilityCli, OutNamingAnInputOrAnotherOutputIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// A command's outputs are one group: --out failing (a full device, a folder that takes no files)
+// left the --trace-out written beside the error; and a folder that takes no files is found before
+// the work, not after it.
+TEST_F(ReliabilityCli, AFailingOutputLeavesNoneOfTheOthers) {
+  const std::string sim =
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --prompt 8 --tokens "
+      "4 --trace-out " +
+      (dir_ / "timeline.json").string();
+  ExpectRefused(sim + " --out /dev/full", "/dev/full: write failed");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "timeline.json"));
+  ExpectRefused(sim + " --out /proc/moelab-sim.json",
+                "/proc/moelab-sim.json: cannot write: cannot create a file in folder '/proc'");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "timeline.json"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator()),
+            0);  // no temporary left behind either
+  const std::string out = (dir_ / "sim.json").string();
+  ASSERT_EQ(RunMoelab(sim + " --out " + out).status, 0);
+  EXPECT_NO_THROW(nlohmann::json::parse(Slurp(out)));
+  EXPECT_NO_THROW(nlohmann::json::parse(Slurp(dir_ / "timeline.json")));
+  // An empty path (an unset shell variable) is refused, not taken as "print to stdout".
+  ExpectRefused(std::string(kPlanSd) + " --out ''", "--out is empty: expected a file path");
+  ExpectRefused(std::string(kPlanSd) + " --out " + out + " --csv --out ''",
+                "cannot be specified more than once");
+  ExpectRefused(
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy resident --prompt 8 "
+      "--tokens 4 --trace-out ''",
+      "--trace-out is empty");
+}
+
 TEST_F(ReliabilityCli, DeeplyNestedJsonIsRefusedWithoutACrash) {
   const std::string deep = Write("deep.json", std::string(100000, '['));
   ExpectRefused("model show --model " + deep, "deep.json: JSON nested deeper than 256 levels");
@@ -155,6 +185,12 @@ TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
   const auto start = std::chrono::steady_clock::now();
   ExpectRefused("run --tokens 5000 --threads 1", "max_positions 4096");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // A prompt of 2^63 - 1 tokens wrapped the prompt + tokens check and generated prompts until
+  // memory ran out.
+  ExpectRefused(std::string(kSmallRun) + " --prompt 9223372036854775807 --tokens 1",
+                "--prompt 9223372036854775807 is more than any executor model's positions");
+  ExpectRefused(std::string(kSmallRun) + " --prompt 8 --tokens 9223372036854775807",
+                "--tokens 9223372036854775807 is more than");
 }
 
 // Shapes whose sizes do not fit an int64 (or a machine) are errors naming the product, never
@@ -232,6 +268,36 @@ TEST_F(ReliabilityCli, SilentAcceptancesAreRefused) {
   ExpectRefused("fit latency --profile " + one + " --out " + fit,
                 "no operator curve could be fitted");
   EXPECT_FALSE(std::filesystem::exists(fit));
+  // A policy option another policy reads, an unknown device, a 64-bit peak priced at a 16-bit
+  // one: each was taken without a word.
+  ExpectRefused(
+      "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy on-demand --prompt "
+      "8 --tokens 2 --speculative-recall 0.3",
+      "--speculative-recall sets the speculative gate's recall, which policy "
+      "'on-demand' as configured does not use");
+  ExpectRefused("fit calibrate --profile " +
+                    (testing::TestDataDir() / "profiles/quick-cpu.json").string() + " --device tpu",
+                "--device must be cpu or gpu, got 'tpu'");
+  ExpectRefused(std::string(kPlanSd) + " --dtype fp64", "no peak FLOP/s for data type 'fp64'");
+  // Ranges and lists where they do not belong say what is wrong with them.
+  ExpectRefused("sim sd --alpha 0.9:0.1:0.1", "expected start:stop:step with start <= stop");
+  ExpectRefused("plan sd --alpha 0.5,0.6", "(one value here, not a list or range)");
+}
+
+// A fit of a profile that measured another draft prices that draft whatever --draft names: refused.
+TEST_F(ReliabilityCli, AFitPricesOnlyTheDraftItsProfileMeasured) {
+  nlohmann::json fit =
+      nlohmann::json::parse(Slurp(testing::TestDataDir() / "fits/latency-quick-cpu.json"));
+  fit["draft"] = {{"name", "llama-3.2-1b"}};
+  const std::string path = Write("fit.json", fit.dump());
+  const std::string sd =
+      "plan sd --model mixtral-8x7b --profile " + path + " --batch 1,2 --gamma 1-2 --draft ";
+  EXPECT_EQ(RunMoelab(sd + "llama-3.2-1b").status, 0);
+  ExpectRefused(sd + "qwen2-0.5b", "the profile measured draft 'llama-3.2-1b', not 'qwen2-0.5b'");
+  ExpectRefused("sim serve --model mixtral-8x7b --profile " + path +
+                    " --gamma 2 --draft qwen2-0.5b --arrivals poisson:1 --requests 4 "
+                    "--prompt-tokens 16 --output-tokens 4 --seed 1",
+                "the profile measured draft 'llama-3.2-1b', not 'qwen2-0.5b'");
 }
 
 // A profile time beyond base::kMaxSeconds (1e6 s) is refused when the profile is read, naming the
@@ -247,6 +313,8 @@ TEST_F(ReliabilityCli, FitLatencyRefusesTimesBeyondTheBound) {
     if (sample["operator"] != "expert_ffn") continue;
     first_ffn = std::min(first_ffn, i);
     sample["median_s"] = sample["median_s"].get<double>() * 1e305;
+    // The repetitions' spread must agree with the median (refused otherwise): not this test's.
+    for (const char* spread : {"min_s", "max_s", "repetition_s"}) sample.erase(spread);
   }
   ASSERT_LT(first_ffn, profile["samples"].size());
   const std::string huge = Write("huge.json", profile.dump());

@@ -284,7 +284,7 @@ TEST(LatencyFit, TransfersAgainstBytesAndSkippedGroups) {
   }
   // Only two sizes: skipped.
   for (double bytes : {1e6, 2e6})
-    samples.push_back(Sample("storage_read", "nvme", {{"bytes", bytes}}, 1, 1e-3 * bytes / 1e6));
+    samples.push_back(Sample("storage_read", "cpu", {{"bytes", bytes}}, 1, 1e-3 * bytes / 1e6));
   // Two token counts and no bytes: skipped.
   for (int64_t t : {1, 2}) samples.push_back(Sample("lm_head", "cpu", {{"vocab", 32000}}, t, 1e-3));
   // A decode attention group with batch as tokens, fitted normally.
@@ -389,6 +389,29 @@ TEST(LatencyProfile, RefusesBadProfiles) {
   string_time["median_s"] = "fast";
   EXPECT_NE(ProfileError(ProfileJson(nlohmann::json::array({string_time}))).find("median_s"),
             std::string::npos);
+  // Fields the profiler always writes, refused when they contradict themselves or the schema.
+  const auto refused = [&](const std::string& field, const nlohmann::json& value) {
+    nlohmann::json sample = good;
+    sample["min_s"] = 0.9e-5;
+    sample["max_s"] = 1.1e-5;
+    sample[field] = value;
+    return ProfileError(ProfileJson(nlohmann::json::array({good, sample})));
+  };
+  EXPECT_NE(refused("tokens", 0).find("samples[1].tokens"), std::string::npos);
+  EXPECT_NE(refused("device", "tpu").find("samples[1].device"), std::string::npos);
+  EXPECT_NE(refused("min_s", -5).find("samples[1].min_s"), std::string::npos);
+  EXPECT_NE(refused("min_s", 2e-5).find("samples[1].min_s"), std::string::npos);
+  EXPECT_NE(refused("max_s", 0.5e-5).find("samples[1].max_s"), std::string::npos);
+  EXPECT_NE(refused("repetition_s", {1e-5, -1}).find("samples[1].repetition_s"), std::string::npos);
+  for (const char* device : {"cpu", "cuda:0", "cuda:12", "mpi"}) {
+    nlohmann::json sample = good;
+    sample["device"] = device;
+    sample["min_s"] = 1e-5;
+    sample["max_s"] = 1e-5;
+    sample["repetition_s"] = {1e-5, 1e-5};
+    EXPECT_NO_THROW(ProfileFromJson(ProfileJson(nlohmann::json::array({sample})), "p.json"))
+        << device;
+  }
   try {
     LoadProfile(testing::MakeTempDir("profile") / "absent.json");
     FAIL();

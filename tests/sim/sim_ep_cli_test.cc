@@ -80,5 +80,36 @@ TEST(SimEpCli, BadInputIsOneLineAndNoFile) {
   }
 }
 
+// What a demanding user tried: a TP group across machines, heads that do not split over the
+// devices, SM and bandwidth values no device has, a chunk count in a list's words.
+TEST(SimEpCli, LayoutsAndRatesNoDeviceHasAreRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"--model mixtral-8x7b --hardware 2x8xh100-ib --ep 1 --tp 16",
+       "--tp 16: a tensor-parallel group is a divisor of one machine's 8 accelerators"},
+      {"--model qwen3-30b-a3b --hardware 8xh100-sxm --ep 1 --tp 3",
+       "--tp 3: a tensor-parallel group is a divisor of one machine's 8 accelerators"},
+      {"--model qwen1.5-moe-a2.7b --hardware 8xh100-sxm --ep 6 --attention tensor-parallel",
+       "16 attention heads and 16 KV heads do not split over 6 devices"},
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --comm-saturation-sms 100000",
+       "--comm-saturation-sms 100000: expected 1..132"},
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --copy-bandwidth 1e-300",
+       "--copy-bandwidth: expected 0"},
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --ep-chunks 2.5",
+       "--ep-chunks '2.5': expected a whole number in [1, 4096] or auto"},
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --dtype fp64",
+       "no peak FLOP/s for data type 'fp64'"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const auto r = RunMoelab("sim ep --workload decode --batch 8 --tokens 512 " + args);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << ": " << r.err;
+  }
+  // A TP group of a whole single-machine node is a divisor of it, and runs.
+  EXPECT_EQ(RunMoelab("sim ep --model mixtral-8x7b --hardware 8xh100-sxm --ep 1 --tp 8 "
+                      "--workload decode --batch 8 --tokens 512")
+                .status,
+            0);
+}
+
 }  // namespace
 }  // namespace moelab::sim
