@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cerrno>
 #include <cstring>
 #include <streambuf>
@@ -218,12 +220,26 @@ void WriteFilesAtomically(const std::vector<std::pair<std::filesystem::path, std
           StageTemporary(destinations[i].target, [&text](std::ostream& out) { out << text; }),
           destinations[i].target);
     }
-    // Streams only once every file is staged: a file that cannot be written stops them all.
-    for (size_t i = 0; i < files.size(); ++i) {
-      if (!destinations[i].stream) continue;
-      const std::string& text = files[i].second;
-      WriteInPlace(files[i].first, [&text](std::ostream& out) { out << text; });
+    // Streams only once every file is staged: a file that cannot be written stops them all. A
+    // reader gone (`--out /dev/stdout ... | head`) is a write error here, not SIGPIPE killing the
+    // process with the staged temporaries left behind.
+    struct sigaction ignore = {}, previous = {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    const bool any_stream = std::any_of(destinations.begin(), destinations.end(),
+                                        [](const Destination& d) { return d.stream; });
+    if (any_stream && !staged.empty()) ::sigaction(SIGPIPE, &ignore, &previous);
+    try {
+      for (size_t i = 0; i < files.size(); ++i) {
+        if (!destinations[i].stream) continue;
+        const std::string& text = files[i].second;
+        WriteInPlace(files[i].first, [&text](std::ostream& out) { out << text; });
+      }
+    } catch (...) {
+      if (any_stream && !staged.empty()) ::sigaction(SIGPIPE, &previous, nullptr);
+      throw;
     }
+    if (any_stream && !staged.empty()) ::sigaction(SIGPIPE, &previous, nullptr);
   } catch (...) {
     discard(0);
     throw;
@@ -241,7 +257,8 @@ void WriteFilesAtomically(const std::vector<std::pair<std::filesystem::path, std
 void CheckWritableOutput(const std::filesystem::path& path) {
   if (path.empty()) throw Error("cannot write: empty output path");
   struct stat status {};
-  if (::stat(path.c_str(), &status) == 0) {
+  const bool exists = ::stat(path.c_str(), &status) == 0;
+  if (exists) {
     if (S_ISCHR(status.st_mode) || S_ISFIFO(status.st_mode)) {
       if (::access(path.c_str(), W_OK) != 0)
         throw Error(path.string() + ": cannot open for writing: " + Reason(errno));
@@ -257,8 +274,14 @@ void CheckWritableOutput(const std::filesystem::path& path) {
   } else if (errno != ENOENT) {
     throw Error(path.string() + ": cannot write: " + Reason(errno));
   }
-  // A regular file or a new one: replaced through a temporary in its folder.
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : ".";
+  // A regular file or a new one: replaced through a temporary in its folder (a link's target's
+  // folder: the file it names is the one replaced; a dangling link is replaced by the file).
+  std::error_code link_error;
+  const std::filesystem::path target = exists && std::filesystem::is_symlink(path, link_error)
+                                           ? std::filesystem::canonical(path, link_error)
+                                           : path;
+  if (link_error) throw Error(path.string() + ": cannot resolve the link: " + link_error.message());
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
   std::error_code ignored;
   if (!std::filesystem::is_directory(folder, ignored)) {
     throw Error(path.string() + ": cannot write: folder '" + folder.string() + "' does not exist");
@@ -268,23 +291,26 @@ void CheckWritableOutput(const std::filesystem::path& path) {
                 "': " + Reason(errno));
   }
   // The permission bits do not tell everything (root passes them; /proc, a read-only mount): a
-  // temporary is created and removed, as the write will create one.
-  std::string name = ".";  // appended piece by piece: GCC 12 warns on "." + string (-Wrestrict)
-  name += path.filename().string();
-  name += ".probe.";
-  name += std::to_string(getpid());
-  const std::filesystem::path probe = folder / name;
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) {
+  // file is created and removed there, as the write will create its temporary. A short name of
+  // its own (the output's name may be near NAME_MAX), another one if it exists (a stale probe).
+  static std::atomic<int> counter{0};
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    std::string name = ".moelab-probe.";
+    name += std::to_string(getpid());
+    name += ".";
+    name += std::to_string(counter++);
+    const std::filesystem::path probe = folder / name;
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return;
+    }
     const int error = errno;
-    // EEXIST: a stale probe of a process with this pid; the folder takes new files all the same.
     if (error != EEXIST)
       throw Error(path.string() + ": cannot write: cannot create a file in folder '" +
                   folder.string() + "': " + Reason(error));
-    return;
   }
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 void WriteFileAtomically(const std::filesystem::path& path, const std::string& text) {

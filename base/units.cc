@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <exception>
+#include <sstream>
 #include <utility>
 
 #include "base/error.h"
@@ -33,10 +34,16 @@ double ParseBytes(const std::string& text, const std::string& what) {
                                                           {"M", 1e6},
                                                           {"G", 1e9},
                                                           {"T", 1e12},
+                                                          {"PB", 1e15},
+                                                          {"EB", 1e18},
+                                                          {"P", 1e15},
+                                                          {"E", 1e18},
                                                           {"KIB", 1024.0},
                                                           {"MIB", 1048576.0},
                                                           {"GIB", 1073741824.0},
-                                                          {"TIB", 1099511627776.0}};
+                                                          {"TIB", 1099511627776.0},
+                                                          {"PIB", 0x1p50},
+                                                          {"EIB", 0x1p60}};
   double scale = 0;
   for (const auto& [name, factor] : kUnits) {
     if (unit == name) scale = factor;
@@ -46,10 +53,18 @@ double ParseBytes(const std::string& text, const std::string& what) {
                 "': expected a positive size in bytes or with a unit (e.g. 24GB, 16GiB, 512MB)");
   }
   if (!(value * scale <= kMaxBytes)) {
-    throw Error(what + " '" + EscapeForMessage(text) + "': " + std::to_string(value * scale) +
+    std::ostringstream bytes;  // 1e100 as 1e+100, not a hundred digits
+    bytes << value * scale;
+    throw Error(what + " '" + EscapeForMessage(text) + "': " + bytes.str() +
                 " bytes is above the largest size accepted, 1 EiB (2^60 bytes)");
   }
-  return value * scale;
+  // A count of bytes is whole: 1.5 was taken as 1 byte downstream. (With a unit, the fraction of
+  // a byte left by 1.3GiB is rounding, not a request for part of a byte.)
+  if (scale == 1 && value != std::floor(value)) {
+    throw Error(what + " '" + EscapeForMessage(text) +
+                "': expected a whole number of bytes (or a size with a unit, e.g. 1.5GB)");
+  }
+  return scale == 1 ? value : std::round(value * scale);
 }
 
 }  // namespace moelab::base

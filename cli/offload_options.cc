@@ -27,9 +27,10 @@ void AddOffloadOptions(po::options_description& options, OffloadFlags& flags) {
 void ApplyOffloadFlags(const po::variables_map& values, OffloadFlags& flags,
                        executor::RunRequest& request) {
   if (!values.count("offload")) {
-    for (const char* flag :
-         {"expert-memory", "offload-dir", "offload-calibration", "offload-reader"}) {
-      if (values.count(flag))
+    for (const char* flag : {"expert-memory", "offload-dir", "offload-calibration",
+                             "offload-reader", "offload-readers"}) {
+      // Given on the command line, not its default (--offload-readers has one).
+      if (values.count(flag) && !values[flag].defaulted())
         throw base::Error(std::string("--") + flag + " applies with --offload POLICY only");
     }
     RefuseUnusedPolicyOptions(values, "it applies with --offload POLICY only");

@@ -119,10 +119,24 @@ void Watch(const sigset_t& signals, const std::atomic<bool>& served, server::Com
            executor::ServingEngine& engine) {
   std::thread shutdown;
   int received = 0;
+  bool engine_failed = false;
   while (!served) {
     const timespec slice{0, 200'000'000};
     const int signal_number = sigtimedwait(&signals, nullptr, &slice);
-    if (signal_number < 0) continue;
+    if (signal_number < 0) {
+      // An engine that failed (a pass threw: its requests got 500) serves nothing more: the
+      // server shuts down and exits 1 with the reason, instead of answering every later request
+      // "shutting down, retry" for good.
+      if (!engine_failed && received == 0 && !engine.Snapshot().failure.empty()) {
+        engine_failed = true;
+        ++received;
+        std::cerr << "moelab serve: the serving engine failed: refusing new requests and "
+                     "shutting down\n";
+        shutdown =
+            std::thread([&http] { http.Shutdown(executor::ServingEngine::StopMode::kAbort); });
+      }
+      continue;
+    }
     if (++received == 1) {
       std::cerr << "moelab serve: " << (signal_number == SIGINT ? "SIGINT" : "SIGTERM")
                 << ": refusing new requests, finishing the running ones (again: cancel them)\n";

@@ -58,8 +58,7 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
       ("layer-overhead-s", NumberInto(&config.layer_overhead_s, "layer-overhead-s"), "seconds per transformer layer and pass the compute stream spends outside the priced kernels (an eager framework's dispatch; 0 for a compiled engine)")
       ("seed", Into(&config.seed), "seed for routing and calibration")
       ("speculative-recall", po::value<std::string>()->notifier([&](const std::string& recall) {
-         config.speculative_recall = recall == "cooccurrence" ? std::nullopt : std::optional<double>(base::ParseNumber(recall, "speculative-recall"));
-         config.speculative_recall_given = true; }),
+         config.speculative_recall = recall == "cooccurrence" ? std::nullopt : std::optional<double>(base::ParseNumber(recall, "speculative-recall")); }),
        "lru-prefetch's speculative gate: the recall R in [0, 1] with which each expert the next layer uses is predicted (default 0.8, Mixtral-offloading's Figure 2), or 'cooccurrence' for the calibration's co-occurrence stand-in alone; a replayed executor trace overrides both")
       ("trace-out", Into(&trace_out), "write a Chrome trace-event timeline (Perfetto) here");
   // clang-format on
@@ -88,6 +87,12 @@ std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args) {
   const OutputRequest output = OutputRequestFrom(values);
   // Validate the policy name before loading anything, so a typo is the first thing reported.
   policies::DefaultPolicyRegistry().Find(config.policy);
+  // The speculative gate is lru-prefetch's (with --prefetch 0 it is simply unused, so a grid over
+  // --prefetch keeps one --speculative-recall); any other policy would ignore it without a word.
+  if (values.count("speculative-recall") && config.policy != "lru-prefetch") {
+    throw base::Error("--speculative-recall sets lru-prefetch's speculative gate; policy '" +
+                      config.policy + "' has none");
+  }
   if (!values["beam"].defaulted() && workload.kind != sim::WorkloadKind::kBeam)
     throw base::Error("--beam applies to --workload beam only");
   if ((!values["gamma"].defaulted() || !values["alpha"].defaulted()) &&

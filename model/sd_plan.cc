@@ -54,21 +54,14 @@ void SdPlanOptions::Validate() const {
 
 namespace {
 
-// A node of `name`'s accelerator with `factor` times its devices, rounded up to a power of two:
-// "4xa100-80gb-sxm" for a100-80gb-sxm at 3.3, "8xh100-sxm" for 2xh100-sxm at 4.
-std::string NodeSuggestion(const std::string& name, double factor) {
-  int64_t devices = 1;
-  std::string accelerator = name;
-  const size_t x = name.find('x');
-  if (x != std::string::npos && x > 0 && x <= 4 && name.find_first_not_of("0123456789") == x) {
-    devices = std::stoll(name.substr(0, x));
-    accelerator = name.substr(x + 1);
-  }
-  const double needed = factor * static_cast<double>(devices);
-  if (!(needed <= 4096)) return "hardware with more memory";  // NaN and inf too
+// How many times the memory per device the weights need, as a power of two ("4x"), or "more" for
+// what no node of up to 4,096 devices holds. Not a preset's name: a host, a node or a file path
+// composed with "Nx" would name no preset.
+std::string MemoryFactor(double factor) {
+  if (!(factor <= 4096)) return "far more";  // NaN and inf too
   int64_t wanted = 1;
-  while (static_cast<double>(wanted) < needed) wanted *= 2;
-  return std::to_string(wanted) + "x" + accelerator;
+  while (static_cast<double>(wanted) < factor) wanted *= 2;
+  return std::to_string(wanted) + "x the";
 }
 
 }  // namespace
@@ -89,9 +82,10 @@ SdStepCosts::SdStepCosts(const CostSource& source, const MoeModelSpec& target,
     throw base::Error("the weights of '" + target.name + "' and '" + draft.name + "' need " +
                       report::FormatGigabytes(weights_per_device_, 1) + " per device but '" + who +
                       "' has " + report::FormatGigabytes(capacity_per_device_, 1) +
-                      " per device; choose a node with more devices (e.g. " +
-                      NodeSuggestion(who, weights_per_device_ / capacity_per_device_) +
-                      ") or a quantized model");
+                      " per device; choose hardware with " +
+                      MemoryFactor(weights_per_device_ / capacity_per_device_) +
+                      " memory per device (more accelerators of a node: moelab hw list, or any "
+                      "accelerator as <N>x<name>) or a quantized model");
   }
 }
 

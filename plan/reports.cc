@@ -380,8 +380,12 @@ std::string SimSummaryText(const sim::SimResult& r) {
   std::ostringstream text;
   text << "moelab sim offload: " << r.model << " on " << r.accelerator_name << " + " << r.cpu_name
        << ", policy " << r.policy << ", workload " << sim::ToString(r.workload.kind) << " (prompt "
-       << r.workload.prompt_tokens << ", " << r.workload.output_tokens << " output tokens, batch "
-       << r.workload.batch << ")\n"
+       << r.workload.prompt_tokens
+       // A prefill computes the prompt and its first token only: --tokens plays no part.
+       << (r.workload.kind == sim::WorkloadKind::kPrefill
+               ? std::string()
+               : ", " + std::to_string(r.workload.output_tokens) + " output tokens")
+       << ", batch " << r.workload.batch << ")\n"
        << "routing: " << r.routing << "\ncost source: " << r.cost_source << " (" << r.compute_dtype
        << " peak)\n\n";
   report::Table table({"metric", "value"});

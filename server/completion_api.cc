@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "scheduler/scheduler_config.h"
 #include "server/tokenizer.h"
 
 namespace moelab::server {
@@ -104,8 +105,17 @@ CompletionRequest ParseCompletionRequest(const std::string& body_text, const Ser
   if (!body.contains("prompt")) throw BadField("prompt", "required field missing");
   CompletionRequest request;
   request.prompt = ParsePrompt(body["prompt"], model);
-  if (body.contains("max_tokens") && !body["max_tokens"].is_null())
+  if (body.contains("max_tokens") && !body["max_tokens"].is_null()) {
     request.max_tokens = IntegerField(body, "max_tokens", 1);
+    // Past any sequence the server holds: a 400 here (above 2^40 it reached the scheduler's
+    // bound and came back as an engine failure, 500).
+    // (Up to 2^40 the scheduler refuses one past max_sequence_tokens as too long, a 400 too.)
+    if (request.max_tokens > scheduler::kMaxSequenceTokens) {
+      throw BadField("max_tokens", "at most 2^40 (" +
+                                       std::to_string(scheduler::kMaxSequenceTokens) +
+                                       ") expected, got " + std::to_string(request.max_tokens));
+    }
+  }
   if (body.contains("stream") && !body["stream"].is_null()) {
     if (!body["stream"].is_boolean()) throw BadField("stream", "true or false expected");
     request.stream = body["stream"].get<bool>();

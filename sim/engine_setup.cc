@@ -119,12 +119,6 @@ void Engine::SetUp() {
   setup.seed = config_.seed;
   policy_ = policies::MakeOffloadPolicy(config_.policy, config_.policy_options, setup);
   needs_ = policy_->Needs();
-  if (config_.speculative_recall_given && !needs_.next_layer_scores) {
-    throw base::Error("--speculative-recall sets the speculative gate's recall, which policy '" +
-                      config_.policy +
-                      "' as configured does not use (lru-prefetch with --prefetch above 0 does); "
-                      "leave it out");
-  }
 
   const policies::PolicyMemoryDemand demand = policies::MemoryDemandOf(*policy_, layers_);
   dense_device_ = demand.dense_device;

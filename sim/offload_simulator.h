@@ -72,9 +72,6 @@ struct SimConfig {
   // (results/offload-runtime.md).
   std::optional<double> speculative_recall = kDefaultSpeculativeRecall;
   static constexpr double kDefaultSpeculativeRecall = 0.8;
-  // The user set speculative_recall (sim offload --speculative-recall): refused for a policy that
-  // does not use the speculative gate, where the default is simply unused.
-  bool speculative_recall_given = false;
   bool record_decisions = false;  // SimResult::decisions
   // Serving (sim/serving_offload_cost.h): the passes come one at a time from the serving
   // simulator's iterations, not from `workload` (whose batch is then the most sequences one pass

@@ -308,10 +308,14 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
   result.model = request.model;
   result.attention = request.attention;
   result.load_average_1m_start = profiler::LoadAverage1m();
+  // Every rank's refusal agreed before any collective: a refusal on one rank alone (its own model
+  // file missing) left the others in the profile's first exchange, the job hung.
+  std::string refusal;
   try {
     request.Validate();
     if (communicator.size() < 2)
       throw base::Error("validate --cases ep: run it under mpirun -n 2 (or more ranks)");
+    presets.LoadModel(request.model);  // a missing or bad --model is said as validate's
     result.cases = PlanCases(request, communicator.size());
     // What each case's run would refuse (ranks that do not divide the experts, KV heads that do
     // not divide by the ranks), said now rather than after minutes of profiling.
@@ -327,8 +331,9 @@ EpValidationResult RunEpValidation(const EpValidationRequest& request,
       }
     }
   } catch (const base::Error& e) {
-    throw parallel::AgreedError(e.what());
+    refusal = e.what();
   }
+  Agree(communicator, refusal);
   int rounds_done = 0;
   const auto run_rounds_until = [&](int rounds) {
     for (; rounds_done < rounds; ++rounds_done)

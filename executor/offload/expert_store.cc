@@ -57,6 +57,10 @@ char g_temp_for_signals[4096];
 std::atomic<bool> g_signal_cleanup_claimed{false};  // a writer owns the handlers
 std::atomic<bool> g_temp_armed{false};              // ... and g_temp_for_signals is its path
 struct sigaction g_previous_actions[std::size(kCleanupSignals)];
+// Which handlers this writer installed: an ignored signal (nohup's SIGHUP, a background job's
+// SIGINT) stays ignored, as it would without a store being written. Installed, its handler
+// removed the temporary and re-raised into SIG_IGN: the build went on and failed at its rename.
+bool g_installed[std::size(kCleanupSignals)];
 
 extern "C" void RemoveTemporaryAndReraise(int signal_number) {
   if (g_temp_armed.exchange(false)) ::unlink(g_temp_for_signals);
@@ -77,16 +81,22 @@ bool ArmSignalCleanup(const fs::path& temp) {
   struct sigaction action = {};
   action.sa_handler = RemoveTemporaryAndReraise;
   sigemptyset(&action.sa_mask);
-  for (size_t i = 0; i < std::size(kCleanupSignals); ++i)
-    ::sigaction(kCleanupSignals[i], &action, &g_previous_actions[i]);
+  for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+    struct sigaction current = {};
+    ::sigaction(kCleanupSignals[i], nullptr, &current);
+    g_installed[i] = current.sa_handler != SIG_IGN;
+    if (g_installed[i]) ::sigaction(kCleanupSignals[i], &action, &g_previous_actions[i]);
+  }
   g_temp_armed.store(true);
   return true;
 }
 
 void DisarmSignalCleanup() {
   g_temp_armed.store(false);
-  for (size_t i = 0; i < std::size(kCleanupSignals); ++i)
-    ::sigaction(kCleanupSignals[i], &g_previous_actions[i], nullptr);
+  for (size_t i = 0; i < std::size(kCleanupSignals); ++i) {
+    if (g_installed[i]) ::sigaction(kCleanupSignals[i], &g_previous_actions[i], nullptr);
+    g_installed[i] = false;
+  }
   g_signal_cleanup_claimed.store(false);
 }
 
@@ -326,6 +336,13 @@ ExpertStoreLock::ExpertStoreLock(const fs::path& dir, const ExpertStoreKey& key)
   name += ".lock";
   const fs::path path = dir / name;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == EROFS) {
+    // A read-only mount (a store baked into an image, shared read-only): nothing here can be
+    // written, so a complete store is read as it is; its lock, when present, is still taken (flock
+    // needs no write access), and without one no writer can exist on this mount.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0 && errno == ENOENT) return;
+  }
   if (fd_ < 0)
     throw base::Error("--offload-dir " + dir.string() + ": cannot create the store's lock " +
                       path.filename().string() + ": " + Reason(errno));
@@ -351,6 +368,11 @@ ExpertStoreWriter::ExpertStoreWriter(const fs::path& dir, const ExpertStoreKey& 
     throw base::Error("--offload-dir " + dir.string() +
                       ": cannot create the folder: " + error.message());
   ReclaimAbandonedTemporaries(dir);
+  // A store is written only when the one of this key does not open (missing, truncated, its
+  // manifest gone), under the key's lock: its old data file is replaced, so it is removed first
+  // and its space counts as free (a stale store on a nearly full disk was never rebuilt: the
+  // check below counted the file being replaced as taken).
+  fs::remove(StoreDataPath(dir, key), error);
   const int64_t total = ExpertCount(key) * key.block_bytes();
   struct statvfs file_system = {};
   if (::statvfs(dir.c_str(), &file_system) == 0) {
@@ -481,7 +503,15 @@ void ExpertStoreWriter::Commit() {
                        {"checksum", Hex(checksums_[static_cast<size_t>(index)])}});
   }
   manifest["experts"] = experts;
-  base::WriteFileAtomically(StoreManifestPath(dir_, key_), manifest.dump(1) + "\n");
+  try {
+    base::WriteFileAtomically(StoreManifestPath(dir_, key_), manifest.dump(1) + "\n");
+  } catch (...) {
+    // Data without its manifest never opens and only takes the disk (a full disk then refused
+    // every rebuild): removed with the failure.
+    std::error_code ignored;
+    fs::remove(data_path, ignored);
+    throw;
+  }
 }
 
 }  // namespace moelab::executor::offload

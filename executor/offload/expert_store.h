@@ -128,7 +128,9 @@ class ExpertStore {
 };
 
 // An exclusive lock (flock) on DIR/.STEM.lock for `key`'s store, held for its lifetime: another
-// process (or thread) asking for the same store waits. Creates DIR; errors name it.
+// process (or thread) asking for the same store waits. Creates DIR; errors name it. On a
+// read-only file system an existing lock file is opened read-only and locked, and a missing one
+// is no lock at all (nobody writes there): a complete store there is used as it is.
 class ExpertStoreLock {
  public:
   ExpertStoreLock(const std::filesystem::path& dir, const ExpertStoreKey& key);
@@ -144,7 +146,10 @@ class ExpertStoreLock {
 // removes its temporary file. Errors name the folder or file and the system's reason (unwritable
 // folder; disk full: the free space is checked and the whole file reserved before the first
 // expert). The writer first removes temporaries that no live writer owns (this store's, whose
-// writer would hold the lock, and any whose process is gone). `progress`, when given, gets a line
+// writer would hold the lock, and any whose process is gone) and the key's old data file (it is
+// written only when that store does not open; the caller holds the key's lock), so the space it
+// takes counts as free; a manifest that cannot be written removes the data with it. `progress`,
+// when given, gets a line
 // when the write starts (size, free space) and one per tenth of it.
 class ExpertStoreWriter {
  public:

@@ -371,6 +371,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "/nonexistent/trace.json"},
         BadInput{"run --offload-reader io_uring",
                  "--offload-reader applies with --offload POLICY only"},
+        BadInput{"run --offload-readers 4", "--offload-readers applies with --offload POLICY only"},
         BadInput{"run --offload on-demand --expert-memory 1GB --offload-reader aio",
                  "--offload-reader: expected threads or io_uring, got 'aio'"},
         BadInput{"run --device tpu", "--device must be cpu or gpu"},

@@ -147,6 +147,24 @@ TEST(CrashWrite, AKilledOffloadRunLeavesNoStoreOrAWholeOne) {
   std::filesystem::remove_all(dir);
 }
 
+// A run whose SIGHUP is ignored (nohup, a closed terminal) builds its store through the signal:
+// the store's cleanup handler replaced the ignored disposition, removed the temporary on SIGHUP
+// and the build went on to fail at its rename ("No such file or directory").
+TEST(CrashWrite, AnIgnoredHangupDoesNotStopTheStoreBuild) {
+  const auto dir = testing::MakeTempDir("crash-hangup");
+  const std::string args =
+      "run --layers 2 --hidden 1024 --intermediate 1024 --experts 8 --top-k 2 --heads 4 "
+      "--kv-heads 2 --head-dim 64 --vocab 101 --seed 1 --prompt 4 --tokens 2 --threads 1 "
+      "--offload on-demand --expert-memory 40MB --json --offload-dir " +
+      (dir / "store").string();
+  const testing::CliRun run = testing::RunShell(
+      "bash -c 'trap \"\" HUP; " + std::string(MOELAB_BINARY) + " " + args +
+      " & pid=$!; while kill -HUP $pid 2>/dev/null; do sleep 0.02; done; wait $pid'");
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_FALSE(nlohmann::json::parse(run.out)["offload"]["store"]["reused"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
+
 // A full disk: an 8 KiB tmpfs holding the old file. The command fails with the system's reason,
 // exit status 1, and the old file stays whole.
 TEST(CrashWrite, AFullDiskGivesAClearErrorAndKeepsTheOldFile) {

@@ -273,8 +273,7 @@ TEST_F(ReliabilityCli, SilentAcceptancesAreRefused) {
   ExpectRefused(
       "sim offload --model mixtral-8x7b --hardware rtx-3090 --policy on-demand --prompt "
       "8 --tokens 2 --speculative-recall 0.3",
-      "--speculative-recall sets the speculative gate's recall, which policy "
-      "'on-demand' as configured does not use");
+      "--speculative-recall sets lru-prefetch's speculative gate; policy 'on-demand' has none");
   ExpectRefused("fit calibrate --profile " +
                     (testing::TestDataDir() / "profiles/quick-cpu.json").string() + " --device tpu",
                 "--device must be cpu or gpu, got 'tpu'");

@@ -14,6 +14,9 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -103,6 +106,7 @@ class Server {
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   }
   pid_t pid() const { return pid_; }
+  void Forget() { pid_ = -1; }  // the process was reaped by the test
 
  private:
   std::filesystem::path dir_;
@@ -224,6 +228,37 @@ TEST(Serve, OffloadCountersAreInMetrics) {
   ASSERT_TRUE(metrics && metrics->status == 200);
   EXPECT_EQ(metrics->body.find("moelab_offload_"), std::string::npos);
   EXPECT_EQ(plain.Stop(SIGTERM), 0) << plain.Err();
+}
+
+// An engine that failed (its store's bytes flipped under it: a checksum mismatch ends the pass)
+// serves nothing more: the request gets 500 naming why, and the server exits 1 by itself. It
+// stayed up answering every later request "503 shutting down, retry" for good.
+TEST(Serve, AFailedEngineEndsTheServer) {
+  const std::string store = testing::MakeTempDir("serve-failed-engine");
+  Server server("--offload on-demand --expert-memory 100KB --offload-dir " + store);
+  for (const auto& entry : std::filesystem::directory_iterator(store)) {
+    if (entry.path().extension() != ".experts") continue;
+    std::fstream file(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    for (size_t i = 0; i < bytes.size(); i += 4096) bytes[i] = static_cast<char>(~bytes[i]);
+    file.seekp(0);
+    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const httplib::Result r = Post(server.port(), {{"prompt", "hello there"}, {"max_tokens", 4}});
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 500) << r->body;
+  EXPECT_NE(r->body.find("checksum mismatch"), std::string::npos) << r->body;
+  int raw = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 100 && done == 0; ++i) {  // up to 10 s
+    done = waitpid(server.pid(), &raw, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(done, server.pid()) << "the server is still up: " << server.Err();
+  EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 1) << server.Err();
+  EXPECT_NE(server.Err().find("the serving engine failed"), std::string::npos) << server.Err();
+  server.Forget();
+  std::filesystem::remove_all(store);
 }
 
 TEST(Serve, StreamsOneChunkPerTokenEndingInDone) {

@@ -44,6 +44,12 @@ TEST(CompletionRequest, ParsesAndRefusesNamingTheField) {
   EXPECT_EQ(ErrorOf(R"({"prompt": [-1]})").param, "prompt");
   EXPECT_EQ(ErrorOf(R"({"prompt": [[1]]})").param, "prompt");
   EXPECT_EQ(ErrorOf(R"({"prompt": "a", "max_tokens": 1.5})").param, "max_tokens");
+  // Past 2^40 it reached the scheduler's bound and came back as an engine failure (500).
+  for (const char* huge : {"1099511627777", "9223372036854775807"}) {
+    const ApiError error = ErrorOf(std::string(R"({"prompt": "a", "max_tokens": )") + huge + "}");
+    EXPECT_EQ(error.status, 400) << huge;
+    EXPECT_EQ(error.param, "max_tokens") << huge;
+  }
   EXPECT_EQ(ErrorOf(R"({"prompt": "a", "n": 2})").param, "n");
   EXPECT_EQ(ErrorOf(R"({"prompt": "a", "priority": "high"})").param, "priority");
   EXPECT_EQ(ErrorOf(R"({"prompt": "a", "model": "other"})").status, 404);
