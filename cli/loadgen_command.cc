@@ -31,13 +31,24 @@ void CheckSlo(const std::optional<double>& seconds, const std::string& option) {
 }
 
 // Every request failed: there is nothing to measure, and a report of zeros would read as one.
-void RequireACompletedRequest(const nlohmann::json& report) {
+// A refusal of every request (HTTP 400) is most often a prompt the server cannot take: its
+// token ids (drawn below --vocab) or its length; the message says which options set them.
+void RequireACompletedRequest(const nlohmann::json& report, int64_t vocab) {
   if (report["completed"].get<int64_t>() > 0) return;
-  std::string most = report["failures"].empty()
-                         ? std::string("no request was sent")
-                         : report["failures"][0]["error"].get<std::string>() + " (" +
-                               std::to_string(report["failures"][0]["count"].get<int64_t>()) +
-                               " of them)";
+  const nlohmann::json& failures = report["failures"];
+  std::string most =
+      failures.empty()
+          ? std::string("no request was sent")
+          : failures[0]["error"].get<std::string>() + " (" +
+                std::to_string(failures[0]["count"].get<int64_t>()) + " of them" +
+                (failures.size() > 1 ? ", " + std::to_string(failures.size()) + " distinct errors"
+                                     : std::string()) +
+                ")";
+  if (!failures.empty() && failures[0]["error"].get<std::string>().rfind("http 400", 0) == 0) {
+    most += "; the prompts' token ids are drawn from 1.." + std::to_string(vocab - 1) +
+            " (--vocab " + std::to_string(vocab) +
+            ": at most the served model's vocabulary) and their lengths from --prompt-tokens";
+  }
   throw base::Error("loadgen: no request completed; " +
                     std::to_string(report["failed"].get<int64_t>()) +
                     " failed, most often: " + most);
@@ -88,7 +99,7 @@ int Loadgen(const std::vector<std::string>& args) {
   const std::vector<serving::RequestSpec> requests = serving::GenerateRequests(load);
   const loadgen::LoadgenResult result = loadgen::RunLoad(options, requests);
   nlohmann::json report = loadgen::LoadgenJson(options, load, slo, result);
-  RequireACompletedRequest(report);
+  RequireACompletedRequest(report, options.completion.vocab);
   report["provenance"] = Provenance();
   EmitResult(output, report, loadgen::LoadgenText(report));
   return 0;

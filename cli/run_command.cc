@@ -26,8 +26,8 @@ constexpr const char* kUsage =
     "POLICY --expert-memory BYTES [--offload-dir DIR] [--offload-readers N] [--offload-reader "
     "threads|io_uring] [--offload-calibration R]] [--device cpu|gpu [--gpu N]] --seed S "
     "[--trace-out TRACE.json] [--timeline-out TIMELINE.json] [--json|--csv] [--out FILE]\n"
-    "       mpirun -n R moelab run --expert-parallel R [--attention data-parallel] [--placement "
-    "FILE] [--ep-chunks N|auto] ...\n\n"
+    "       mpirun -n R moelab run --expert-parallel R [--attention data-parallel|tensor-parallel] "
+    "[--placement FILE] [--ep-chunks N|auto] ...\n\n"
     "Runs a workload on the executor, on the CPU (--device cpu, the default) or a CUDA GPU "
     "(--device gpu), and measures it: TTFT, TPOT, tokens/s, time per operator, routing, SD "
     "statistics, and with --offload the expert cache's hits, reads and stalls.";

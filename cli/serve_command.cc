@@ -7,6 +7,8 @@
 #include <iostream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "cli/command.h"
 #include "cli/offload_options.h"
@@ -101,6 +103,30 @@ void ApplySpeculationFlags(const po::variables_map& values, ServeFlags& flags) {
   flags.scheduler.decode_tokens_per_step = flags.model.gamma + 1;
 }
 
+// The engine's settings as data (GET /v1/models' `moelab`, and the start-up line): the scheduler
+// as every serving report prints it, speculative decoding and offloading where asked for.
+nlohmann::json ServedSettings(const ServeFlags& flags) {
+  nlohmann::json settings = {{"scheduler", flags.scheduler.ToJson()},
+                             {"expert_bits", flags.model.expert_bits},
+                             {"attention_bits", flags.model.attention_bits},
+                             {"weights", flags.model.weights.empty() ? "synthetic" : "file"}};
+  if (flags.model.workload == executor::Workload::kSpeculative) {
+    nlohmann::json speculative = {{"gamma", flags.model.gamma}, {"draft", flags.model.draft}};
+    if (flags.model.acceptance == executor::Acceptance::kCoinAlpha) {
+      speculative["acceptance"] = "coin";
+      speculative["alpha"] = flags.model.alpha;
+    } else {
+      speculative["acceptance"] = "greedy";
+    }
+    settings["speculative"] = speculative;
+  }
+  if (flags.model.offload) {
+    settings["offload"] = {{"policy", flags.model.offload->policy},
+                           {"expert_memory_bytes", flags.model.offload->expert_memory_bytes}};
+  }
+  return settings;
+}
+
 // SIGINT/SIGTERM are blocked in every thread (the mask is inherited, so this runs before any
 // thread starts) and taken by `Watch` with sigtimedwait.
 sigset_t BlockShutdownSignals() {
@@ -179,7 +205,7 @@ int Serve(const std::vector<std::string>& args) {
         std::min(flags.scheduler.kv_blocks * flags.scheduler.kv_block_tokens, config.max_positions);
   }
   const server::ServedModel served{config.name, config.vocab_size,
-                                   flags.scheduler.max_sequence_tokens};
+                                   flags.scheduler.max_sequence_tokens, ServedSettings(flags)};
   executor::ServingEngine engine(std::move(model), flags.scheduler);
   server::CompletionServer http(engine, served, flags.server);
   const int port = http.Bind();
@@ -191,6 +217,10 @@ int Serve(const std::vector<std::string>& args) {
   engine.Start();
   std::atomic<bool> served_all{false};
   std::thread watcher([&] { Watch(signals, served_all, http, engine); });
+  // The settings behind every number the server will produce, as sim serve's reports print them
+  // (stderr: stdout's first line is the "listening on" line clients wait for).
+  std::cerr << "moelab serve: " << served.name << ", settings " << served.settings.dump()
+            << std::endl;
   std::cout << "listening on http://" << flags.server.host << ":" << port << std::endl;
   http.Serve();
   served_all = true;

@@ -171,6 +171,7 @@ json ModelsJson(const ServedModel& model, int64_t created_unix_s) {
                 {"created", created_unix_s},
                 {"owned_by", "moelab"},
                 {"max_model_len", model.max_sequence_tokens}};
+  if (!model.settings.is_null()) entry["moelab"] = model.settings;
   return {{"object", "list"}, {"data", json::array({entry})}};
 }
 

@@ -190,13 +190,84 @@ TEST(Serve, AnswersEqualMoelabRunsGreedyTokens) {
   httplib::Client client("127.0.0.1", server.port());
   const httplib::Result models = client.Get("/v1/models");
   ASSERT_TRUE(models && models->status == 200);
-  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "mixtral-8x7b");
+  const json model = json::parse(models->body)["data"][0];
+  EXPECT_EQ(model["id"], "mixtral-8x7b");
+  // The settings behind the answers, as sim serve's reports print the scheduler.
+  EXPECT_EQ(model["moelab"]["scheduler"]["kv_blocks"], 1024);
+  EXPECT_EQ(model["moelab"]["scheduler"]["kv_block_tokens"], 16);
+  EXPECT_EQ(model["moelab"]["scheduler"]["max_sequence_tokens"], model["max_model_len"]);
+  EXPECT_FALSE(model["moelab"].contains("speculative"));
+  EXPECT_FALSE(model["moelab"].contains("offload"));
   const httplib::Result health = client.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
   EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 2);
   EXPECT_EQ(Metric(server.port(), "moelab_time_to_first_token_seconds_count"), 2);
   EXPECT_EQ(Metric(server.port(), "moelab_kv_blocks_total"), 1024);
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+}
+
+// The settings a server runs with are printed at start (stderr, one line) and in /v1/models:
+// speculative decoding's gamma and acceptance, the offload policy, the scheduler's options.
+TEST(Serve, PrintsItsSettingsAtStartAndInModels) {
+  const std::string store = testing::MakeTempDir("serve-settings");
+  Server server(
+      "--gamma 2 --alpha 0.5 --max-running 3 --offload on-demand --expert-memory 100KB "
+      "--offload-dir " +
+      store);
+  httplib::Client client("127.0.0.1", server.port());
+  const httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models && models->status == 200);
+  const json settings = json::parse(models->body)["data"][0]["moelab"];
+  EXPECT_EQ(settings["scheduler"]["max_running_sequences"], 3);
+  EXPECT_EQ(settings["scheduler"]["decode_tokens_per_step"], 3);
+  EXPECT_EQ(settings["speculative"]["gamma"], 2);
+  EXPECT_EQ(settings["speculative"]["acceptance"], "coin");
+  EXPECT_EQ(settings["speculative"]["alpha"], 0.5);
+  EXPECT_EQ(settings["offload"]["policy"], "on-demand");
+  EXPECT_EQ(settings["offload"]["expert_memory_bytes"], 100000);
+  const std::string err = server.Err();
+  const std::string line = "moelab serve: mixtral-8x7b, settings " + settings.dump() + "\n";
+  EXPECT_NE(err.find(line), std::string::npos) << err;
+  EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+}
+
+// The two commands together as a user runs them: moelab loadgen's open-loop Poisson load against
+// a moelab serve process; every request completes, the report's counts agree with the server's
+// own metrics, and its latencies are positive and ordered.
+TEST(Serve, LoadgenAgainstServeEndToEnd) {
+  Server server("");
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  // Token ids beyond the served vocabulary (loadgen's default --vocab is 256, the test model's
+  // 101): every request refused, and the message says which option to set.
+  const testing::CliRun refused =
+      testing::RunMoelab("loadgen --url " + url +
+                         " --arrivals poisson:50 --requests 3 --prompt-tokens 40 "
+                         "--output-tokens 2 --seed 5 --json");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("outside the vocabulary"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("(--vocab 256: at most the served model's vocabulary)"),
+            std::string::npos)
+      << refused.err;
+  const testing::CliRun load = testing::RunMoelab(
+      "loadgen --url " + url +
+      " --arrivals poisson:20 --requests 8 --prompt-tokens uniform:3,9 --output-tokens 4 "
+      "--vocab 101 --model mixtral-8x7b --seed 5 --json");
+  ASSERT_EQ(load.status, 0) << load.err;
+  const json report = json::parse(load.out);
+  EXPECT_EQ(report["schema"], "moelab.serving/1");
+  EXPECT_EQ(report["completed"], 8);
+  EXPECT_EQ(report["failed"], 0);
+  EXPECT_EQ(report["model"], "mixtral-8x7b");
+  EXPECT_GT(report["ttft_s"]["p50"].get<double>(), 0);
+  EXPECT_LE(report["ttft_s"]["p50"].get<double>(), report["ttft_s"]["p99"].get<double>());
+  EXPECT_GT(report["tpot_s"]["mean"].get<double>(), 0);
+  EXPECT_GE(report["e2e_s"]["p50"].get<double>(), report["ttft_s"]["p50"].get<double>());
+  // 8 requests x 4 tokens, all streamed.
+  EXPECT_GT(report["throughput_tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 8);
+  EXPECT_EQ(Metric(server.port(), "moelab_time_to_first_token_seconds_count"), 8);
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-const ServedModel kModel{"tiny", 101, 64};
+const ServedModel kModel{"tiny", 101, 64, {}};
 
 TEST(Tokenizer, OneTokenPerUtf8ByteModuloTheVocabulary) {
   EXPECT_EQ(TokenizeBytes("hi", 1000), (std::vector<int32_t>{104, 105}));
@@ -79,6 +79,20 @@ TEST(Histogram, CountsAreCumulativePerBound) {
   EXPECT_NE(text.find("x_seconds_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("x_seconds_count 4\n"), std::string::npos) << text;
   EXPECT_NE(text.find("x_seconds_sum 3.65\n"), std::string::npos) << text;
+}
+
+// /v1/models' entry: OpenAI's fields, vLLM's max_model_len, and the server's settings under
+// `moelab` when it has them (absent otherwise).
+TEST(CompletionApi, ModelsListTheSettingsWhenGiven) {
+  const json plain = ModelsJson(kModel, 7)["data"][0];
+  EXPECT_EQ(plain["id"], "tiny");
+  EXPECT_EQ(plain["max_model_len"], 64);
+  EXPECT_FALSE(plain.contains("moelab"));
+  ServedModel with_settings = kModel;
+  with_settings.settings = {{"scheduler", {{"kv_blocks", 4}}}};
+  const json entry = ModelsJson(with_settings, 7)["data"][0];
+  EXPECT_EQ(entry["moelab"]["scheduler"]["kv_blocks"], 4);
+  EXPECT_EQ(entry["created"], 7);
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ int ConnectionsCompleted(int port, int count, int wait_ms) {
 
 int BoundPort(TinyEngine& tiny, ServerOptions options, std::unique_ptr<CompletionServer>& server) {
   options.port = 0;
-  server = std::make_unique<CompletionServer>(tiny.engine, ServedModel{"tiny", 37, 64}, options);
+  server =
+      std::make_unique<CompletionServer>(tiny.engine, ServedModel{"tiny", 37, 64, {}}, options);
   return server->Bind();
 }
 

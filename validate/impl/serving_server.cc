@@ -31,7 +31,10 @@ ServedModelUnderTest::~ServedModelUnderTest() {
 
 void ServedModelUnderTest::Start(int64_t http_threads) {
   const executor::ExecutorConfig& config = forward_->config();
-  const server::ServedModel served{config.name, config.vocab_size, config_.max_sequence_tokens};
+  const server::ServedModel served{config.name,
+                                   config.vocab_size,
+                                   config_.max_sequence_tokens,
+                                   {{"scheduler", config_.ToJson()}}};
   engine_ = std::make_unique<executor::ServingEngine>(std::move(model_), config_);
   server::ServerOptions options;
   options.port = 0;
