@@ -70,5 +70,6 @@ std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args);
 std::optional<Printed> SimOffloadPrinted(const std::vector<std::string>& args);
 std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args);
 std::optional<Printed> SimServePrinted(const std::vector<std::string>& args);
+std::optional<Printed> FitPredictPrinted(const std::vector<std::string>& args);
 
 }  // namespace moelab::cli

@@ -17,6 +17,7 @@
 #include "fit/predict.h"
 #include "fit/sd_fit.h"
 #include "model/preset_store.h"
+#include "report/json_rows.h"
 
 namespace moelab::cli {
 namespace {
@@ -107,7 +108,9 @@ int FitSdCommand(const std::vector<std::string>& args) {
   return 0;
 }
 
-int FitPredictCommand(const std::vector<std::string>& args) {
+// The JSON carries the provenance; the CSV row does not (as plan sd's and sim sd's rows, so a
+// sweep's rows are the same bytes on any rank and at any time).
+std::optional<Printed> FitPredictPrinted(const std::vector<std::string>& args) {
   std::string path;
   model::SdPoint point;
   po::options_description options("moelab fit predict");
@@ -125,15 +128,20 @@ int FitPredictCommand(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab fit predict --fit FIT.json --batch B --gamma G --K K --E E "
                     "--sigma S [--json|--csv]",
                     options, args, values)) {
-    return 0;
+    return std::nullopt;
   }
   const OutputRequest output = OutputRequestFrom(values);
   nlohmann::json json = fit::SpeedupPredictionJson(path, fit::LoadSdFit(path), point);
   std::ostringstream speedup;
   speedup << std::setprecision(6) << json["speedup"].get<double>() << "\n";
+  const report::RowSet rows =
+      output.format == Format::kCsv ? report::JsonRow(json) : report::RowSet({});
   json["provenance"] = Provenance();
-  EmitResult(output, json, speedup.str());
-  return 0;
+  return Printed{PrintedResult(output, json, speedup.str(), rows), output.out, {}};
+}
+
+int FitPredictCommand(const std::vector<std::string>& args) {
+  return EmitPrinted(FitPredictPrinted(args));
 }
 
 // The calibration the --calibrate option of plan/sim computes on the fly, shown on its own.

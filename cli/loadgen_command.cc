@@ -32,26 +32,37 @@ void CheckSlo(const std::optional<double>& seconds, const std::string& option) {
 
 // Every request failed: there is nothing to measure, and a report of zeros would read as one.
 // A refusal of every request (HTTP 400) is most often a prompt the server cannot take: its
-// token ids (drawn below --vocab) or its length; the message says which options set them.
+// token ids (drawn below --vocab: told unless the server's message is about length) or its
+// length (--prompt-tokens plus --output-tokens against the server's limit); the message says
+// which options set them. Servers put the offending value in their message (moelab serve the
+// token id), so many distinct errors each met once are said to be that, with one example.
 void RequireACompletedRequest(const nlohmann::json& report, int64_t vocab) {
   if (report["completed"].get<int64_t>() > 0) return;
   const nlohmann::json& failures = report["failures"];
-  std::string most =
-      failures.empty()
-          ? std::string("no request was sent")
-          : failures[0]["error"].get<std::string>() + " (" +
-                std::to_string(failures[0]["count"].get<int64_t>()) + " of them" +
-                (failures.size() > 1 ? ", " + std::to_string(failures.size()) + " distinct errors"
-                                     : std::string()) +
-                ")";
-  if (!failures.empty() && failures[0]["error"].get<std::string>().rfind("http 400", 0) == 0) {
-    most += "; the prompts' token ids are drawn from 1.." + std::to_string(vocab - 1) +
-            " (--vocab " + std::to_string(vocab) +
-            ": at most the served model's vocabulary) and their lengths from --prompt-tokens";
+  std::string most;
+  if (failures.empty()) {
+    most = "most often: no request was sent";
+  } else {
+    const std::string first = failures[0]["error"].get<std::string>();
+    const int64_t count = failures[0]["count"].get<int64_t>();
+    most = count == 1 && failures.size() > 1
+               ? std::to_string(failures.size()) + " distinct errors, each once, e.g.: " + first
+               : "most often: " + first + " (" + std::to_string(count) + " of them)";
+    if (first.rfind("http 400", 0) == 0) {
+      const bool about_length = first.find("length") != std::string::npos ||
+                                first.find("context") != std::string::npos ||
+                                first.find("max_tokens") != std::string::npos;
+      if (!about_length) {
+        most += "; the prompts' token ids are drawn from 1.." + std::to_string(vocab - 1) +
+                " (--vocab " + std::to_string(vocab) + ": at most the served model's vocabulary)";
+      }
+      most +=
+          "; a request's length is --prompt-tokens plus --output-tokens (at most the "
+          "server's max_model_len; llama-server's -c / -np)";
+    }
   }
   throw base::Error("loadgen: no request completed; " +
-                    std::to_string(report["failed"].get<int64_t>()) +
-                    " failed, most often: " + most);
+                    std::to_string(report["failed"].get<int64_t>()) + " failed, " + most);
 }
 
 }  // namespace

@@ -104,25 +104,31 @@ void ApplySpeculationFlags(const po::variables_map& values, ServeFlags& flags) {
 }
 
 // The engine's settings as data (GET /v1/models' `moelab`, and the start-up line): the scheduler
-// as every serving report prints it, speculative decoding and offloading where asked for.
-nlohmann::json ServedSettings(const ServeFlags& flags) {
+// as every serving report prints it, where and on how many threads the passes run, speculative
+// decoding and offloading where asked for.
+nlohmann::json ServedSettings(const ServeFlags& flags, int threads) {
   nlohmann::json settings = {{"scheduler", flags.scheduler.ToJson()},
+                             {"device", flags.model.device},
+                             {"threads", threads},
                              {"expert_bits", flags.model.expert_bits},
                              {"attention_bits", flags.model.attention_bits},
-                             {"weights", flags.model.weights.empty() ? "synthetic" : "file"}};
+                             {"weights", flags.model.weights.empty() ? "synthetic" : "file"},
+                             {"seed", flags.model.seed}};
+  if (flags.model.device == "gpu") settings["gpu"] = flags.model.gpu_index;
   if (flags.model.workload == executor::Workload::kSpeculative) {
-    nlohmann::json speculative = {{"gamma", flags.model.gamma}, {"draft", flags.model.draft}};
-    if (flags.model.acceptance == executor::Acceptance::kCoinAlpha) {
-      speculative["acceptance"] = "coin";
+    nlohmann::json speculative = {{"gamma", flags.model.gamma},
+                                  {"draft", flags.model.draft},
+                                  {"acceptance", executor::ToString(flags.model.acceptance)}};
+    if (flags.model.acceptance == executor::Acceptance::kCoinAlpha)
       speculative["alpha"] = flags.model.alpha;
-    } else {
-      speculative["acceptance"] = "greedy";
-    }
     settings["speculative"] = speculative;
   }
   if (flags.model.offload) {
-    settings["offload"] = {{"policy", flags.model.offload->policy},
-                           {"expert_memory_bytes", flags.model.offload->expert_memory_bytes}};
+    const executor::offload::OffloadOptions& offload = *flags.model.offload;
+    settings["offload"] = {{"policy", offload.policy},
+                           {"expert_memory_bytes", offload.expert_memory_bytes},
+                           {"readers", offload.reader_threads},
+                           {"reader", executor::offload::ToString(offload.reader)}};
   }
   return settings;
 }
@@ -205,7 +211,8 @@ int Serve(const std::vector<std::string>& args) {
         std::min(flags.scheduler.kv_blocks * flags.scheduler.kv_block_tokens, config.max_positions);
   }
   const server::ServedModel served{config.name, config.vocab_size,
-                                   flags.scheduler.max_sequence_tokens, ServedSettings(flags)};
+                                   flags.scheduler.max_sequence_tokens,
+                                   ServedSettings(flags, model->pool->size())};
   executor::ServingEngine engine(std::move(model), flags.scheduler);
   server::CompletionServer http(engine, served, flags.server);
   const int port = http.Bind();

@@ -33,7 +33,8 @@ const std::map<std::string, PrintedCommand>& SweepableCommands() {
       {"sim sd", SimSdPrinted},
       {"sim offload", SimOffloadPrinted},
       {"sim ep", SimEpPrinted},
-      {"sim serve", SimServePrinted}};
+      {"sim serve", SimServePrinted},
+      {"fit predict", FitPredictPrinted}};
   return commands;
 }
 

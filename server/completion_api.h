@@ -29,9 +29,9 @@ struct ServedModel {
   std::string name;                 // `model` in requests and answers
   int64_t vocab = 0;                // token ids must be below it
   int64_t max_sequence_tokens = 0;  // prompt + max_tokens at most (max_model_len)
-  // The engine's settings as its reports print them (`scheduler`: SchedulerConfig::ToJson,
-  // `speculative_gamma`, `offload_policy`, ...); shown in /v1/models' entry as `moelab`, so a
-  // client can read the settings behind what it measures. Null: none given.
+  // The engine's settings (`scheduler`: SchedulerConfig::ToJson, `threads`, `speculative`,
+  // `offload`, ...: docs/serving.md, "API"); shown in /v1/models' entry as `moelab`, so a client
+  // can read the settings behind what it measures. Null: none given.
   nlohmann::json settings;
 };
 

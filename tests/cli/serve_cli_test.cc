@@ -222,14 +222,18 @@ TEST(Serve, PrintsItsSettingsAtStartAndInModels) {
   EXPECT_EQ(settings["scheduler"]["max_running_sequences"], 3);
   EXPECT_EQ(settings["scheduler"]["decode_tokens_per_step"], 3);
   EXPECT_EQ(settings["speculative"]["gamma"], 2);
-  EXPECT_EQ(settings["speculative"]["acceptance"], "coin");
+  EXPECT_EQ(settings["speculative"]["acceptance"], "alpha-coin");  // as run's sd.acceptance
   EXPECT_EQ(settings["speculative"]["alpha"], 0.5);
   EXPECT_EQ(settings["offload"]["policy"], "on-demand");
   EXPECT_EQ(settings["offload"]["expert_memory_bytes"], 100000);
+  EXPECT_EQ(settings["threads"], 2);  // the shape's --threads 2
+  EXPECT_EQ(settings["device"], "cpu");
+  EXPECT_EQ(settings["seed"], 3);
   const std::string err = server.Err();
   const std::string line = "moelab serve: mixtral-8x7b, settings " + settings.dump() + "\n";
   EXPECT_NE(err.find(line), std::string::npos) << err;
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
+  std::filesystem::remove_all(store);
 }
 
 // The two commands together as a user runs them: moelab loadgen's open-loop Poisson load against
@@ -246,6 +250,10 @@ TEST(Serve, LoadgenAgainstServeEndToEnd) {
                          "--output-tokens 2 --seed 5 --json");
   EXPECT_EQ(refused.status, 1);
   EXPECT_EQ(refused.out, "");
+  // Each refusal names its own token id: three distinct errors, one shown.
+  EXPECT_NE(refused.err.find("3 failed, 3 distinct errors, each once, e.g.: http 400"),
+            std::string::npos)
+      << refused.err;
   EXPECT_NE(refused.err.find("outside the vocabulary"), std::string::npos) << refused.err;
   EXPECT_NE(refused.err.find("(--vocab 256: at most the served model's vocabulary)"),
             std::string::npos)
@@ -264,8 +272,10 @@ TEST(Serve, LoadgenAgainstServeEndToEnd) {
   EXPECT_LE(report["ttft_s"]["p50"].get<double>(), report["ttft_s"]["p99"].get<double>());
   EXPECT_GT(report["tpot_s"]["mean"].get<double>(), 0);
   EXPECT_GE(report["e2e_s"]["p50"].get<double>(), report["ttft_s"]["p50"].get<double>());
-  // 8 requests x 4 tokens, all streamed.
+  // 8 requests x 4 tokens, every one streamed: 7 gaps between tokens per request.
   EXPECT_GT(report["throughput_tokens_per_s"].get<double>(), 0);
+  EXPECT_EQ(report["tpot_s"]["count"], 8);
+  EXPECT_EQ(report["itl_s"]["count"], 8 * 3);
   EXPECT_EQ(Metric(server.port(), "moelab_requests_total{outcome=\"completed\"}"), 8);
   EXPECT_EQ(Metric(server.port(), "moelab_time_to_first_token_seconds_count"), 8);
   EXPECT_EQ(server.Stop(SIGTERM), 0) << server.Err();
