@@ -325,7 +325,8 @@ void ExpertStore::ReadBlock(int64_t layer, int64_t expert, AlignedBuffer& buffer
   }
 }
 
-ExpertStoreLock::ExpertStoreLock(const fs::path& dir, const ExpertStoreKey& key) {
+ExpertStoreLock::ExpertStoreLock(const fs::path& dir, const ExpertStoreKey& key,
+                                 std::ostream* waiting) {
   std::error_code error;
   fs::create_directories(dir, error);
   if (error)
@@ -346,8 +347,18 @@ ExpertStoreLock::ExpertStoreLock(const fs::path& dir, const ExpertStoreKey& key)
   if (fd_ < 0)
     throw base::Error("--offload-dir " + dir.string() + ": cannot create the store's lock " +
                       path.filename().string() + ": " + Reason(errno));
-  while (::flock(fd_, LOCK_EX) != 0) {
+  int operation = LOCK_EX | LOCK_NB;  // first without waiting, to say so before a wait
+  while (::flock(fd_, operation) != 0) {
     if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK && operation != LOCK_EX) {
+      if (waiting) {
+        *waiting << "moelab: waiting for the expert store " << (dir / Stem(key)).string()
+                 << ": another process holds its lock " << path.filename().string()
+                 << " while it builds or opens it" << std::endl;
+      }
+      operation = LOCK_EX;
+      continue;
+    }
     const int reason = errno;
     ::close(fd_);
     throw base::Error("--offload-dir " + dir.string() +

@@ -128,12 +128,15 @@ class ExpertStore {
 };
 
 // An exclusive lock (flock) on DIR/.STEM.lock for `key`'s store, held for its lifetime: another
-// process (or thread) asking for the same store waits. Creates DIR; errors name it. On a
-// read-only file system an existing lock file is opened read-only and locked, and a missing one
-// is no lock at all (nobody writes there): a complete store there is used as it is.
+// process (or thread) asking for the same store waits, and says so on `waiting` (when given)
+// before it does: a run building a large store holds the lock for minutes, and a silent wait reads
+// as a hang. Creates DIR; errors name it. On a read-only file system an existing lock file is
+// opened read-only and locked, and a missing one is no lock at all (nobody writes there): a
+// complete store there is used as it is.
 class ExpertStoreLock {
  public:
-  ExpertStoreLock(const std::filesystem::path& dir, const ExpertStoreKey& key);
+  ExpertStoreLock(const std::filesystem::path& dir, const ExpertStoreKey& key,
+                  std::ostream* waiting = nullptr);
   ~ExpertStoreLock();
   ExpertStoreLock(const ExpertStoreLock&) = delete;
   ExpertStoreLock& operator=(const ExpertStoreLock&) = delete;

@@ -579,7 +579,7 @@ PreparedStore PrepareExpertStore(const ExecutorConfig& config, const std::string
                                  const std::function<void(ExpertStoreWriter&)>& write_experts) {
   const ExpertStoreKey key = ExpertStoreKeyFor(config, weights_source);
   // Held until the store is open: a second run asking for the same store waits, then reuses it.
-  const ExpertStoreLock lock(dir, key);
+  const ExpertStoreLock lock(dir, key, &std::cerr);
   PreparedStore prepared;
   prepared.store = ExpertStore::Open(dir, key);
   if (prepared.store) {

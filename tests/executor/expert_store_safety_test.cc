@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -106,6 +109,34 @@ void StartBuilding(const ExecutorConfig& c, const fs::path& dir) {
   FfnWeights zero;
   zero.Allocate(c.hidden_size, c.expert_intermediate_size, c.expert_format);
   writer->Add(0, 0, zero);  // left unfinished on purpose: the signal ends the process
+}
+
+// A run that finds the store's lock held says it waits (a build of a large store holds it for
+// minutes: a silent wait reads as a hang), then takes the lock once it is free; an uncontended
+// lock says nothing.
+TEST(ExpertStoreSafety, AWaitForTheStoresLockIsSaidBeforeIt) {
+  TempDir dir;
+  const ExpertStoreKey key = ExpertStoreKeyFor(testing::TinyMixtral(), "synthetic seed 1");
+  std::ostringstream alone;
+  { const ExpertStoreLock first(dir.path, key, &alone); }
+  EXPECT_EQ(alone.str(), "");
+  std::ostringstream waited;
+  std::atomic<bool> second_has_it{false};
+  std::thread second;
+  {
+    const ExpertStoreLock first(dir.path, key);
+    second = std::thread([&] {
+      const ExpertStoreLock lock(dir.path, key, &waited);
+      second_has_it = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(second_has_it) << "the second lock did not wait for the first";
+  }
+  second.join();
+  EXPECT_TRUE(second_has_it);
+  EXPECT_NE(waited.str().find("moelab: waiting for the expert store "), std::string::npos)
+      << waited.str();
+  EXPECT_NE(waited.str().find("another process holds its lock"), std::string::npos) << waited.str();
 }
 
 TEST(ExpertStoreSafety, AnInterruptDuringABuildLeavesNoTemporary) {
