@@ -40,11 +40,8 @@ int ValidateEp(const validate::ValidationRequest& request, const po::variables_m
   ep.seed = request.seed;
   if (values.count("threads") && !values["threads"].defaulted()) ep.threads = request.threads;
   ep.attention = values["attention"].as<std::string>();
-  if (request.cache_bytes) {
-    throw base::Error(
-        "--cache-bytes: --cases ep profiles the collectives, not the operators' "
-        "cached weights (give it to the other kinds)");
-  }
+  ep.cache_bytes = request.cache_bytes;
+  ep.profile_rounds = request.profile_rounds;
   if (!quiet) ep.progress = &std::cerr;
   ep.Validate();
   std::error_code error;
@@ -130,6 +127,7 @@ int Validate(const std::vector<std::string>& args) {
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("attention", po::value<std::string>()->default_value("data-parallel"), "with --cases ep: data-parallel or tensor-parallel attention, in the runs (run --attention) and the predictions (sim ep --attention)")
       ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the profile's last-level cache (moelab profile --cache-bytes); default: the reported L3, at least 256 MiB")
+      ("profile-rounds", Into(&request.profile_rounds), "rounds of the profile validate takes, the case rounds between them (default 5, or the full grid's own if more; --cases ep and serving: the quick grid's 3); fewer: faster, each sample the median of fewer runs")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")
@@ -149,7 +147,7 @@ int Validate(const std::vector<std::string>& args) {
                     "[--attention-bits B] [--device cpu|gpu] "
                     "[--draft D] [--quick] [--cases "
                     "LIST] [--repeat N] [--profile P.json] [--reused-profile P.json] [--out DIR] "
-                    "[--cache-bytes B] [--timelines] [--cases ep [--attention "
+                    "[--cache-bytes B] [--profile-rounds N] [--timelines] [--cases ep [--attention "
                     "data-parallel|tensor-parallel]] [--cases serving [--requests N] "
                     "[--prompt-tokens D] [--output-tokens D] "
                     "[scheduler options]] "
@@ -162,6 +160,12 @@ int Validate(const std::vector<std::string>& args) {
   request.shape = ShapeFrom(values, "", model::DefaultTargetShape());
   if (!ep_cases && !values["attention"].defaulted())
     throw base::Error("--attention splits attention across MPI ranks: it goes with --cases ep");
+  const bool profile_rounds_given =
+      values.count("profile-rounds") && !values["profile-rounds"].defaulted();
+  if (profile_rounds_given && request.profile_rounds < 1) {
+    throw base::Error("--profile-rounds " + std::to_string(request.profile_rounds) +
+                      ": expected 1 to 100 rounds of the profile grid");
+  }
   if (serving_cases) return ValidateServing(request, values, serving, out, quiet);
   RefuseServingOptionsElsewhere(values);
   if (ep_cases) return ValidateEp(request, values, out, quiet);

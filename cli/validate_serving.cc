@@ -66,6 +66,7 @@ int ValidateServing(const validate::ValidationRequest& request, const po::variab
   serving.seed = request.seed;
   serving.threads = request.threads;
   serving.cache_bytes = request.cache_bytes;
+  serving.profile_rounds = request.profile_rounds;
   if (!quiet) serving.progress = &std::cerr;
   serving.Validate();
   std::error_code error;

@@ -13,13 +13,23 @@ if ! command -v "$clang_format" >/dev/null; then
   exit 2
 fi
 mapfile -d '' files < <(git ls-files -z -- '*.cc' '*.h' '*.cu')
-drift=()
-for file in "${files[@]}"; do
-  if ! "$clang_format" --style=file --dry-run --Werror "$file" >/dev/null 2>&1; then drift+=("$file"); fi
-done
+# One clang-format process per 64 files, nproc at a time (one process per file took 1-3 minutes of
+# CI on 2 cores, mostly process start-up); --dry-run --Werror names every drifted file in its
+# "FILE:LINE:COL: error: code should be clang-formatted" lines and goes on past them.
+status=0
+report=$(printf '%s\0' "${files[@]}" |
+  xargs -0 -n 64 -P "$(nproc)" "$clang_format" --style=file --dry-run --Werror 2>&1 >/dev/null) ||
+  status=$?
+mapfile -t drift < <(printf '%s\n' "$report" |
+  sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
 if [ "${#drift[@]}" -gt 0 ]; then
   printf 'format-check: %d of %d files differ from .clang-format:\n' "${#drift[@]}" "${#files[@]}" >&2
   printf '  %s\n' "${drift[@]}" >&2
   exit 1
+fi
+if [ "$status" -ne 0 ]; then
+  # clang-format failed in another way (a file it could not read or parse): say what it printed.
+  printf 'format-check: %s failed (exit %d):\n%s\n' "$clang_format" "$status" "$report" >&2
+  exit 2
 fi
 echo "format-check: ${#files[@]} files formatted"

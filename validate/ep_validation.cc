@@ -16,6 +16,8 @@
 #include "fit/latency_profile.h"
 #include "profiler/collective_profile.h"
 #include "profiler/machine_info.h"
+#include "profiler/profile_grid.h"
+#include "profiler/profiler.h"
 #include "sim/ep_simulator.h"
 #include "validate/run_validation.h"
 
@@ -65,6 +67,11 @@ nlohmann::json ProfileNow(const EpValidationRequest& request, const model::Prese
   profile.threads = request.threads;
   profile.use_gpu = false;
   profile.seed = request.seed;
+  profile.cache_bytes = request.cache_bytes;
+  if (request.profile_rounds > 0) {
+    profile.grid = request.quick ? profiler::GridSpec::Quick() : profiler::GridSpec::Full();
+    profile.grid->repetitions = request.profile_rounds;
+  }
   profile.progress = communicator.rank() == 0 ? request.progress : nullptr;
   return profiler::RunCollectiveProfile(
       profile,
@@ -297,6 +304,15 @@ void EpValidationRequest::Validate() const {
   if (attention != "data-parallel" && attention != "tensor-parallel") {
     throw base::Error("--attention must be data-parallel or tensor-parallel, got '" + attention +
                       "'");
+  }
+  if (cache_bytes) profiler::CheckCacheBytesOption(*cache_bytes);
+  if (profile_rounds < 0 || profile_rounds > 100) {
+    throw base::Error("--profile-rounds " + std::to_string(profile_rounds) +
+                      ": expected 1 to 100 rounds of the profile grid");
+  }
+  if (profile && (cache_bytes || profile_rounds > 0)) {
+    throw base::Error(std::string(cache_bytes ? "--cache-bytes" : "--profile-rounds") +
+                      " sets the profile validate takes; with --profile it takes none");
   }
 }
 

@@ -46,6 +46,10 @@ struct EpValidationRequest {
   uint64_t seed = 1;
   int threads = 1;  // each rank's thread pool (the ranks share this machine's cores)
   std::string attention = "data-parallel";  // or "tensor-parallel": --attention, in run and sim
+  // The operator profile rank 0 takes beside the collectives (profiler::ProfileRequest's): the
+  // cache its weights are cycled against (unset: the reported L3) and its rounds (0: the grid's).
+  std::optional<int64_t> cache_bytes;
+  int profile_rounds = 0;
   std::ostream* progress = nullptr;
 
   void Validate() const;  // errors name the option

@@ -229,7 +229,10 @@ profiler::ProfileRequest ProfileRequestFor(const ValidationRequest& request,
   // over, from attention samples whose three rounds spread up to 3x), and the median of five
   // leaves out two slow rounds where that of three leaves out one. About 90 s more.
   profile_request.grid = request.quick ? profiler::GridSpec::Quick() : profiler::GridSpec::Full();
-  profile_request.grid->repetitions = std::max(profile_request.grid->repetitions, 5);
+  profile_request.grid->repetitions =
+      request.profile_rounds > 0
+          ? request.profile_rounds
+          : std::max(profile_request.grid->repetitions, ValidationRequest::kDefaultProfileRounds);
   profile_request.expert_bits = request.expert_bits;
   profile_request.attention_bits = request.attention_bits;
   profile_request.threads = request.threads;
@@ -362,6 +365,15 @@ void ValidationRequest::Validate() const {
   if (timelines && kinds.count(CaseKind::kOffload) == 0)
     throw base::Error("--timelines records the offload cases' runs: add --cases offload");
   if (cache_bytes) profiler::CheckCacheBytesOption(*cache_bytes);
+  if (profile_rounds < 0 || profile_rounds > 100) {
+    throw base::Error("--profile-rounds " + std::to_string(profile_rounds) +
+                      ": expected 1 to 100 rounds of the profile grid");
+  }
+  if (profile_rounds > 0 && profile) {
+    throw base::Error(
+        "--profile-rounds sets the rounds of the profile validate takes; with --profile it takes "
+        "none");
+  }
   if (cache_bytes && profile) {
     throw base::Error(
         "--cache-bytes sets the cache of the profile validate takes; with --profile "

@@ -47,6 +47,9 @@ struct ValidationRequest {
   uint64_t seed = 1;
   int threads = 0;                     // 0: all cores
   std::optional<int64_t> cache_bytes;  // the profile's (profiler::ProfileRequest::cache_bytes)
+  // --profile-rounds: the rounds of the profile taken here; 0: kDefaultProfileRounds (or the full
+  // grid's own, if more). Fewer rounds profile faster and leave each sample's median to fewer runs.
+  int profile_rounds = 0;
   // Where the executor runs and the profile measures: "cpu", or "gpu" (GPU 0 through the
   // executor's CUDA backend, profiled through the same backend, the CPU's operators left out).
   std::string device = "cpu";
@@ -56,6 +59,7 @@ struct ValidationRequest {
   std::ostream* progress = nullptr;
 
   int Repeats() const { return repeat > 0 ? repeat : (quick ? 3 : 5); }
+  static constexpr int kDefaultProfileRounds = 5;
   void Validate() const;  // Error naming the option
 };
 

@@ -56,6 +56,10 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
   profile.attention_bits = request.attention_bits;
   profile.threads = request.threads;
   profile.cache_bytes = request.cache_bytes;
+  if (request.profile_rounds > 0) {
+    profile.grid = profiler::GridSpec::Quick();
+    profile.grid->repetitions = request.profile_rounds;
+  }
   profile.use_gpu = false;
   profile.seed = request.seed;
   profile.progress = request.progress;
@@ -413,6 +417,15 @@ void ServingValidationRequest::Validate() const {
     throw base::Error(
         "--cache-bytes sets the cache of the profile validate takes; with --profile "
         "it takes none (the profile's notes say what it was cycled against)");
+  }
+  if (profile_rounds < 0 || profile_rounds > 100) {
+    throw base::Error("--profile-rounds " + std::to_string(profile_rounds) +
+                      ": expected 1 to 100 rounds of the profile grid");
+  }
+  if (profile_rounds > 0 && profile) {
+    throw base::Error(
+        "--profile-rounds sets the rounds of the profile validate takes; with --profile it takes "
+        "none");
   }
   if (repeat < 1 || repeat > 100)
     throw base::Error("--repeat " + std::to_string(repeat) + ": expected 1..100");

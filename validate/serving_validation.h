@@ -54,6 +54,7 @@ struct ServingValidationRequest {
   uint64_t seed = 1;
   int threads = 0;
   std::optional<int64_t> cache_bytes;  // the profile's (profiler::ProfileRequest::cache_bytes)
+  int profile_rounds = 0;              // the profile's rounds (0: the quick grid's own)
   std::ostream* progress = nullptr;
 
   void Validate() const;  // errors name the option

@@ -40,8 +40,10 @@ class EpValidationCli : public ::testing::Test {
 
 TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
   const auto out = testing::MakeTempDir("ep-validation") / "out";
+  // --cache-bytes and --profile-rounds: the tiny model's operator profile against a small cache,
+  // two rounds (the quick grid's three at the reported L3 took most of this test's minutes).
   const CliRun r = RunOnRanks(2, "validate --cases ep --quick --repeat 1 --quiet --json " + kShape +
-                                     "--out " + out.string());
+                                     "--cache-bytes 8MiB --profile-rounds 2 --out " + out.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["schema"], "moelab.validation_ep/1");
@@ -103,6 +105,10 @@ TEST_F(EpValidationCli, PredictsAndMeasuresEveryChunkCount) {
   EXPECT_TRUE(std::filesystem::exists(out / "validation-ep.json"));
   const nlohmann::json profile = nlohmann::json::parse(testing::Slurp(out / "profile.json"));
   EXPECT_EQ(profile["grid"]["collectives"]["ranks"], 2);
+  EXPECT_EQ(profile["grid"]["repetitions"], 2);
+  EXPECT_NE(profile["notes"].dump().find("against a 8388608-byte cache (--cache-bytes)"),
+            std::string::npos)
+      << profile["notes"];
   EXPECT_EQ(json["attention"], "data-parallel");
 
   // Tensor-parallel attention, from the same profile: every case predicted (sim ep --attention
@@ -138,6 +144,18 @@ TEST_F(EpValidationCli, RefusedMixedOrWithoutRanks) {
                                "--cases ep"),
             std::string::npos)
       << elsewhere.err;
+  // The operator profile's options apply to the profile --cases ep takes, and to none it reuses.
+  const CliRun reused =
+      RunMoelab("validate --cases ep --quick --cache-bytes 8MiB --profile p.json " + kShape);
+  EXPECT_EQ(reused.status, 1);
+  EXPECT_NE(reused.err.find("--cache-bytes sets the profile validate takes; with --profile it "
+                            "takes none"),
+            std::string::npos)
+      << reused.err;
+  const CliRun rounds = RunMoelab("validate --cases ep --quick --profile-rounds 101 " + kShape);
+  EXPECT_EQ(rounds.status, 1);
+  EXPECT_NE(rounds.err.find("--profile-rounds 101: expected 1 to 100"), std::string::npos)
+      << rounds.err;
   const CliRun unknown = RunOnRanks(2, "validate --cases ep --quick --attention ring " + kShape);
   EXPECT_NE(unknown.status, 0);
   EXPECT_NE(unknown.err.find("--attention must be data-parallel or tensor-parallel"),

@@ -29,7 +29,7 @@ constexpr char kTinyLoad[] =
 TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
   const CliRun r = RunMoelab(std::string("validate --cases serving --quick --quiet --repeat 1 "
-                                         "--json --cache-bytes 8MiB --out ") +
+                                         "--json --cache-bytes 8MiB --profile-rounds 2 --out ") +
                              dir.string() + kTinyShape + kTinyLoad);
   ASSERT_EQ(r.status, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
@@ -97,6 +97,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md",
                            "served-iterations.csv"})
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+  EXPECT_EQ(nlohmann::json::parse(testing::Slurp(dir / "profile.json"))["grid"]["repetitions"], 2);
   // One CSV row per served iteration of the calibration, the four rate runs and the overload run.
   int64_t iterations = json["engine_iteration"]["iterations"].get<int64_t>();
   for (const nlohmann::json& rate : json["rates"])
