@@ -64,6 +64,11 @@ function(moelab_precompile_headers)
     add_library(moelab_test_pch STATIC "${carrier_source}")
     target_link_libraries(moelab_test_pch PRIVATE nlohmann_json::nlohmann_json GTest::gtest)
     target_precompile_headers(moelab_test_pch PRIVATE ${MOELAB_PCH_HEADERS} <gtest/gtest.h>)
+    moelab_test_optimization(test_level)  # the tests' own -O (cmake/MoelabTest.cmake)
+    if(test_level)
+      target_compile_options(moelab_test_pch PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${test_level}>)
+    endif()
+    _moelab_optimization_options(moelab_test_pch test_carrier_levels)
   endif()
   _moelab_optimization_options(moelab_pch carrier_levels)
   set(count 0)
@@ -91,15 +96,17 @@ function(moelab_precompile_headers)
     endforeach()
     get_target_property(libraries ${target} LINK_LIBRARIES)
     _moelab_optimization_options(${target} target_levels)
-    if(NOT target_levels STREQUAL carrier_levels)
-      # Its own -O (kernels/, executor/, profiler/): g++ 12 does not check the level of a header
-      # it loads, and crashed (internal compiler error in IPA pass cp) compiling kernels/ at -O3
-      # against one precompiled at -O1. Such a target compiles the header with its own flags.
-      target_precompile_headers(${target} PRIVATE ${MOELAB_PCH_HEADERS})
-    elseif(have_tests AND "GTest::gtest" IN_LIST libraries)
+    # A target whose -O is not its carrier's (kernels/, executor/, profiler/) compiles the header
+    # with its own flags: g++ 12 does not check the level of a header it loads, and crashed
+    # (internal compiler error in IPA pass cp) compiling kernels/ at -O3 against one precompiled
+    # at -O1.
+    if(have_tests AND "GTest::gtest" IN_LIST libraries AND target_levels STREQUAL
+                                                             test_carrier_levels)
       target_precompile_headers(${target} REUSE_FROM moelab_test_pch)
-    else()
+    elseif(target_levels STREQUAL carrier_levels AND NOT "GTest::gtest" IN_LIST libraries)
       target_precompile_headers(${target} REUSE_FROM moelab_pch)
+    else()
+      target_precompile_headers(${target} PRIVATE ${MOELAB_PCH_HEADERS})
     endif()
     math(EXPR count "${count} + 1")
   endforeach()
