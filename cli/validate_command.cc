@@ -127,7 +127,7 @@ int Validate(const std::vector<std::string>& args) {
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("attention", po::value<std::string>()->default_value("data-parallel"), "with --cases ep: data-parallel or tensor-parallel attention, in the runs (run --attention) and the predictions (sim ep --attention)")
       ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the profile's last-level cache (moelab profile --cache-bytes); default: the reported L3, at least 256 MiB")
-      ("profile-rounds", Into(&request.profile_rounds), "rounds of the profile validate takes, the case rounds between them (default 5, or the full grid's own if more; --cases ep and serving: the quick grid's 3); fewer: faster, each sample the median of fewer runs")
+      ("profile-rounds", po::value<int>(&request.profile_rounds)->default_value(0, "5"), "rounds of the profile validate takes (default 5, or the full grid's own if more; --cases ep: the grid's own, 3 with --quick; --cases serving: the quick grid's 3); fewer: faster, each sample the median of fewer runs")
       ("device", Into(&request.device), "cpu or gpu: where the executor runs and the profile measures (gpu: GPU 0 through the CUDA backend)")
       ("expert-bits", Into(&request.expert_bits), "routed expert weights in the profile and every run: 16 (bf16), 8 (q8_0) or 4 (q4_0)")
       ("attention-bits", Into(&request.attention_bits), "attention q|k|v and o weights: 16, 8 or 4, as --expert-bits")

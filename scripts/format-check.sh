@@ -20,8 +20,14 @@ status=0
 report=$(printf '%s\0' "${files[@]}" |
   xargs -0 -n 64 -P "$(nproc)" "$clang_format" --style=file --dry-run --Werror 2>&1 >/dev/null) ||
   status=$?
-mapfile -t drift < <(printf '%s\n' "$report" |
-  sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' | sort -u)
+drift=()
+if [ "$status" -ne 0 ]; then
+  # The parallel processes' diagnostics can interleave mid-line in the shared pipe: the list of
+  # drifted files comes from a second pass, one file at a time (only when something failed).
+  for file in "${files[@]}"; do
+    if ! "$clang_format" --style=file --dry-run --Werror "$file" >/dev/null 2>&1; then drift+=("$file"); fi
+  done
+fi
 if [ "${#drift[@]}" -gt 0 ]; then
   printf 'format-check: %d of %d files differ from .clang-format:\n' "${#drift[@]}" "${#files[@]}" >&2
   printf '  %s\n' "${drift[@]}" >&2

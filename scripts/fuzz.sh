@@ -11,6 +11,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-30}
 compiler=${FUZZ_CXX:-clang++-14}
+# Targets run FUZZ_JOBS at a time (default: nproc): each is one single-threaded libFuzzer process
+# for a fixed time, so on 2 cores two at once halve the stage's minutes and give each the same
+# seconds of one core.
+jobs=${FUZZ_JOBS:-$(nproc)}
+if ! [[ $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: FUZZ_JOBS=$jobs: expected a positive whole number of targets at once" >&2
+  exit 1
+fi
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}  # build.sh
 "$root/scripts/install-deps.sh"
 if ! command -v "$compiler" >/dev/null; then
@@ -29,10 +37,8 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then targets=("${fuzz_all_targets[@]}"); fi
 summary=$build/fuzz-summary.txt
 : >"$summary"
-# Targets run FUZZ_JOBS at a time (default: nproc): each is one single-threaded libFuzzer process
-# for a fixed time, so on 2 cores two at once halve the stage's minutes and give each the same
-# seconds of one core.
-jobs=${FUZZ_JOBS:-$(nproc)}
+# Each target once: two fuzzers of one target would share its corpus and log.
+mapfile -t targets < <(printf '%s\n' "${targets[@]}" | awk '!seen[$0]++')
 fuzz_one() {
   local target=$1
   local corpus=$build/corpus/$target  # grows as the fuzzer finds new coverage; seeds are read-only

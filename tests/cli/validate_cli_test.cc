@@ -189,20 +189,23 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
 }
 
 TEST(ValidateCli, ProfileRoundsAreRefusedWhereNoProfileIsTakenOrOutOfRange) {
-  CliRun r = RunMoelab("validate --quick --profile-rounds 2 --profile missing.json");
+  CliRun r = RunMoelab(std::string("validate --quick --profile-rounds 2 --profile missing.json") +
+                       kTinyShape);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--profile-rounds sets the rounds of the profile validate takes; with "
                        "--profile it takes none"),
             std::string::npos)
       << r.err;
-  r = RunMoelab("validate --quick --profile-rounds 0");
+  r = RunMoelab(std::string("validate --quick --profile-rounds 0") + kTinyShape);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--profile-rounds 0: expected 1 to 100 rounds"), std::string::npos) << r.err;
-  r = RunMoelab("validate --quick --profile-rounds 101");
+  r = RunMoelab(std::string("validate --quick --profile-rounds 101") + kTinyShape);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--profile-rounds 101: expected 1 to 100 rounds"), std::string::npos)
       << r.err;
-  r = RunMoelab("validate --quick --cases serving --profile-rounds 2 --profile missing.json");
+  r = RunMoelab(
+      std::string("validate --quick --cases serving --profile-rounds 2 --profile missing.json") +
+      kTinyShape);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--profile-rounds sets the rounds of the profile validate takes"),
             std::string::npos)
