@@ -14,7 +14,7 @@ endfunction()
 # The optimization level of the tests' own code (every target under tests/), lower than the
 # libraries': the tests drive the libraries, where the time goes, and check their results. Test
 # files (gtest's macros, json) are a third of the files and over half of a build's compile CPU;
-# in the sanitizer build -O0 compiled them in 1,911 CPU s against ~3,400 at -O1, and in Release -O1
+# in the sanitizer build -O0 compiled them in 1,911 CPU s, ~0.55 of -O1 (paired files), and in Release -O1
 # took 60-90 % of -O3's CPU per file (results/ci-times.md). Empty: the build type's own (Debug).
 function(moelab_test_optimization out)
   if(MOELAB_SANITIZE)
