@@ -18,6 +18,16 @@ double MedianOrZero(const std::vector<double>& values) {
   return values.empty() ? 0 : base::Median(values);
 }
 
+// Summed engine time (wall and hand-off) and composed price of a set of iterations.
+struct EngineTime {
+  double engine_s = 0, composed_s = 0;
+  void Add(const ServedEngineView::Iteration& row) {
+    engine_s += row.wall_s + row.handoff_s;
+    composed_s += row.composed_s;
+  }
+  double RatioOrZero() const { return composed_s > 0 ? engine_s / composed_s : 0; }
+};
+
 }  // namespace
 
 size_t ServedEngineView::DecodeBatchBucket(int64_t decodes) {
@@ -45,6 +55,8 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   view.engine_side = serving::Summarize(outcomes, {});
   std::vector<double> decode_only, with_prefill, between;
   std::array<std::vector<double>, 5> by_batch;
+  EngineTime decode_only_time, with_prefill_time;
+  std::array<EngineTime, 5> by_batch_time;
   for (size_t i = 0; i < recording.iterations.size(); ++i) {
     const executor::EngineRecording::Iteration& iteration = recording.iterations[i];
     if (iteration.plan.batch.empty()) continue;
@@ -67,25 +79,34 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
       }
     }
     if (row.decodes > 0) row.decode_context_mean = context_sum / static_cast<double>(row.decodes);
+    // Work remained when this iteration left sequences running or waiting.
+    const bool more_work = iteration.plan.waiting > 0 || iteration.plan.kv_blocks_used > 0;
+    if (i + 1 < recording.iterations.size() && more_work) {
+      row.handoff_s = recording.iterations[i + 1].start_s - iteration.end_s;
+      between.push_back(row.handoff_s);
+    }
     view.rows.push_back(row);
     const double ratio = wall_s / row.composed_s;
     if (DecodeOnly(iteration.plan)) {
       ++view.decode_only_iterations;
       decode_only.push_back(ratio);
-      by_batch[ServedEngineView::DecodeBatchBucket(row.decodes)].push_back(ratio);
+      decode_only_time.Add(row);
+      const size_t bucket = ServedEngineView::DecodeBatchBucket(row.decodes);
+      by_batch[bucket].push_back(ratio);
+      by_batch_time[bucket].Add(row);
     } else {
       with_prefill.push_back(ratio);
+      with_prefill_time.Add(row);
     }
-    // Work remained when this iteration left sequences running or waiting.
-    const bool more_work = iteration.plan.waiting > 0 || iteration.plan.kv_blocks_used > 0;
-    if (i + 1 < recording.iterations.size() && more_work)
-      between.push_back(recording.iterations[i + 1].start_s - iteration.end_s);
   }
-  view.decode_only_scale = MedianOrZero(decode_only);
-  view.with_prefill_scale = MedianOrZero(with_prefill);
+  view.decode_only_scale = decode_only_time.RatioOrZero();
+  view.with_prefill_scale = with_prefill_time.RatioOrZero();
+  view.decode_only_median_scale = MedianOrZero(decode_only);
+  view.with_prefill_median_scale = MedianOrZero(with_prefill);
   view.between_iterations_s = MedianOrZero(between);
   for (size_t b = 0; b < by_batch.size(); ++b) {
-    view.decode_scale_by_batch[b] = MedianOrZero(by_batch[b]);
+    view.decode_scale_by_batch[b] = by_batch_time[b].RatioOrZero();
+    view.decode_median_scale_by_batch[b] = MedianOrZero(by_batch[b]);
     view.decode_iterations_by_batch[b] = static_cast<int64_t>(by_batch[b].size());
   }
   return view;
@@ -118,6 +139,7 @@ nlohmann::json ServedEngineView::ToJson() const {
                                                 ? nlohmann::json(nullptr)
                                                 : nlohmann::json(kDecodeBatchUpTo[b])},
                         {"scale", decode_scale_by_batch[b]},
+                        {"median_scale", decode_median_scale_by_batch[b]},
                         {"iterations", decode_iterations_by_batch[b]}});
   }
   return {{"engine_side", serving::ServingSummaryToJson(engine_side)},
@@ -125,6 +147,8 @@ nlohmann::json ServedEngineView::ToJson() const {
           {"decode_only_iterations", decode_only_iterations},
           {"decode_only_scale", decode_only_scale},
           {"with_prefill_scale", with_prefill_scale},
+          {"decode_only_median_scale", decode_only_median_scale},
+          {"with_prefill_median_scale", with_prefill_median_scale},
           {"between_iterations_s", between_iterations_s},
           {"busy_s", busy_s},
           {"decode_scale_by_batch", by_batch}};

@@ -22,6 +22,9 @@ namespace moelab::validate {
 struct ServedEngineView {
   struct Iteration {  // one served iteration that ran a batch
     double start_s = 0, wall_s = 0, composed_s = 0;
+    // Its end to the next iteration's start when the engine still had work (the loop, the
+    // scheduler's plan and the token hand-off), else 0: engine time the operators leave out.
+    double handoff_s = 0;
     int64_t decodes = 0, prefill_chunks = 0, prefill_tokens = 0;
     // Of the prefill chunks, those continuing a prompt (context > 0: priced as multi-query
     // attention over a cache, not as a fresh prompt's) and their tokens.
@@ -31,8 +34,15 @@ struct ServedEngineView {
   std::vector<Iteration> rows;
   serving::ServingSummary engine_side;  // from the engine's emit times (engine clock)
   int64_t iterations = 0, decode_only_iterations = 0;
-  // Median wall / composed price per kind; 0 when the run had no iteration of that kind.
+  // Engine seconds per composed second, per kind: the iterations' summed wall time and hand-offs
+  // over their summed composed price; 0 when the run had no iteration of that kind. A sum, not a
+  // median of per-iteration ratios: a token's latency is the sum of the iterations it waits
+  // through, and the ratios are skewed right (iterations the server's HTTP threads and the load
+  // generator preempt on a 2-core machine run 1.5-2x their price), so the median left out 7-25 %
+  // of the time the served runs spent (results/validate-serving-avx512bf16-2026-12-06).
   double decode_only_scale = 0, with_prefill_scale = 0;
+  // The medians of the per-iteration ratios (the earlier estimator), reported beside them.
+  double decode_only_median_scale = 0, with_prefill_median_scale = 0;
   // Median time from one iteration's end to the next one's start when the engine still had
   // work (the loop, the scheduler's plan and the token hand-off the operators leave out).
   double between_iterations_s = 0;
@@ -43,7 +53,8 @@ struct ServedEngineView {
   // small batches does not price its large ones.
   static constexpr std::array<int64_t, 5> kDecodeBatchUpTo = {8, 16, 32, 64, INT64_MAX};
   static size_t DecodeBatchBucket(int64_t decodes);
-  std::array<double, 5> decode_scale_by_batch{};  // median wall / composed; 0: none
+  std::array<double, 5> decode_scale_by_batch{};         // summed as decode_only_scale; 0: none
+  std::array<double, 5> decode_median_scale_by_batch{};  // the median ratio; 0: none
   std::array<int64_t, 5> decode_iterations_by_batch{};
 
   nlohmann::json ToJson() const;

@@ -83,11 +83,11 @@ struct IterationScales {
 };
 
 // A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
-// on a tie), and the decode-only median when none has them.
+// on a tie), and the decode-only ratio when none has them.
 constexpr int64_t kMinBucketIterations = 3;
 
-// The scales a served view gives: its medians per kind (a kind it never ran taking the other's)
-// and per decode batch bucket.
+// The scales a served view gives: its engine seconds per composed second per kind (a kind it
+// never ran taking the other's) and per decode batch bucket (ServedEngineView).
 IterationScales ScalesOf(const ServedEngineView& view) {
   IterationScales scales;
   scales.decode_only =
@@ -163,12 +163,12 @@ struct Predictor {
 // predicted saturation (seed + 1000: decodes of a few to many sequences mixed with prefill
 // chunks), then a burst of up to 64 all at once (seed + 1500: decode batches up to the running
 // limit, which the judged runs near saturation reach and the Poisson run does not); each served
-// iteration's wall time over its plan's composed price (ServedEngineView), the medians per kind
-// and per decode batch bucket. Served, not offline: an offline ServingCore run of one burst (the
-// earlier method) missed the served iterations by 4-14 % (decode-only) and 10-26 % (with
-// prefill) on a 2-vCPU VM, and its one ratio mixed both kinds. Ratios rather than added times:
-// on a tiny shape the composition over-prices (each fitted operator curve carries its own
-// intercept, attention is priced per group), so a median difference can be negative.
+// iteration's wall time and hand-off to the next, summed, over its plan's composed price, summed
+// (ServedEngineView), per kind and per decode batch bucket. Served, not offline: an offline
+// ServingCore run of one burst (the earlier method) missed the served iterations by 4-14 %
+// (decode-only) and 10-26 % (with prefill) on a 2-vCPU VM, and its one ratio mixed both kinds.
+// Ratios rather than added times: on a tiny shape the composition over-prices (each fitted operator
+// curve carries its own intercept, attention is priced per group), so a difference can be negative.
 ServedEngineView CalibrationRun(const ServingValidationRequest& request, const Predictor& predictor,
                                 impl::ServedModelUnderTest& served,
                                 ServingValidationResult& result) {
@@ -218,12 +218,14 @@ void CalibrateEngine(const ServingValidationRequest& request, Predictor& predict
   predictor.scales = ScalesOf(view);
   result.decode_only_scale = predictor.scales.decode_only;
   result.with_prefill_scale = predictor.scales.with_prefill;
-  std::vector<double> ratios, differences;
+  double engine_s = 0, composed_s = 0;
+  std::vector<double> differences;
   for (const ServedEngineView::Iteration& row : view.rows) {
-    ratios.push_back(row.wall_s / row.composed_s);
+    engine_s += row.wall_s + row.handoff_s;
+    composed_s += row.composed_s;
     differences.push_back(row.wall_s - row.composed_s);
   }
-  result.engine_iteration_scale = base::Median(ratios);
+  result.engine_iteration_scale = engine_s / composed_s;  // rows hold only timed iterations
   result.engine_iteration_residual_s = base::Median(differences);
   result.engine_iterations = view.iterations;
 }
@@ -533,18 +535,24 @@ void AddNotes(ServingValidationResult& result) {
   notes.push_back(
       "engine iteration scales: decode-only " + report::FormatNumber(result.decode_only_scale, 4) +
       ", with a prefill chunk " + report::FormatNumber(result.with_prefill_scale, 4) +
-      " (medians over a calibration run's " + std::to_string(result.engine_iterations) +
-      " served iterations, " + std::to_string(result.calibration.decode_only_iterations) +
-      " decode-only, of each iteration's wall time over the fitted profile's composed price of "
-      "its plan; " +
+      " (engine seconds per composed second over a calibration run's " +
+      std::to_string(result.engine_iterations) + " served iterations, " +
+      std::to_string(result.calibration.decode_only_iterations) +
+      " decode-only: their wall times and hand-offs to the next iteration, summed, over the "
+      "fitted profile's composed prices of their plans, summed, since a token's latency is the "
+      "sum of the iterations it waits through and the slow ones count in full (the medians of "
+      "the per-iteration ratios, the earlier estimator: decode-only " +
+      report::FormatNumber(result.calibration.decode_only_median_scale, 4) +
+      ", with a prefill chunk " +
+      report::FormatNumber(result.calibration.with_prefill_median_scale, 4) + "); " +
       std::to_string(result.calibration_requests) +
       " other seeded requests through the server, Poisson at " +
       report::FormatNumber(result.calibration_rate_per_s, 4) +
       "/s, 70 % of the unscaled predicted saturation, then " +
       std::to_string(result.calibration_burst_requests) +
-      " all at once; a decode-only iteration takes its batch bucket's median (up to 8, 16, 32, "
+      " all at once; a decode-only iteration takes its batch bucket's (up to 8, 16, 32, "
       "64 sequences, more; a bucket of fewer than 3 iterations its nearest one's); all "
-      "iterations' median " +
+      "iterations' " +
       report::FormatNumber(result.engine_iteration_scale, 4) + ", median difference " +
       report::FormatNumber(result.engine_iteration_residual_s * 1e3, 4) +
       " ms): every simulated iteration is scaled by its kind's; they hold the scheduling, input "

@@ -122,7 +122,7 @@ struct ServingValidationResult {
     std::optional<double> predicted_crossing_per_s;
   };
   std::vector<RoundCalibration> round_calibrations;
-  double engine_iteration_scale = 1;       // the median over all its iterations (reported)
+  double engine_iteration_scale = 1;       // all its iterations' engine / composed (reported)
   double engine_iteration_residual_s = 0;  // median measured - composed (reported)
   int64_t engine_iterations = 0;
   double client_latency_s = 0;             // engine -> client, added to every simulated token

@@ -46,8 +46,9 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
       {"rate_per_s", result.calibration_rate_per_s},
       {"method",
        "a calibration run through the server (other seeded requests, Poisson at 70 % of the "
-       "unscaled predicted saturation): each served iteration's wall time over its plan's "
-       "composed price, the median per kind"},
+       "unscaled predicted saturation): the served iterations' wall times and hand-offs to "
+       "the next iteration, summed, over their plans' composed prices, summed, per kind and "
+       "decode batch bucket (medians of the per-iteration ratios in calibration, reported)"},
       {"calibration", result.calibration.ToJson()}};
   json["client_latency_s"] = result.client_latency_s;
   nlohmann::json measured_saturation = nlohmann::json::array();
@@ -212,8 +213,9 @@ std::string ServingValidationMarkdown(const ServingValidationResult& result) {
   }
   out << "\n## The engine's own record of the measured runs (medians over rounds)\n\n"
       << "Engine-side latencies from the engine's emit times (the client's less HTTP, the stream "
-         "and the load generator); each served iteration's wall time over the unscaled composed "
-         "price of its plan, by kind; the engine's time between iterations while work remained.\n\n"
+         "and the load generator); the served iterations' wall times and hand-offs over the "
+         "unscaled composed prices of their plans, summed by kind; the engine's median time "
+         "between iterations while work remained.\n\n"
       << "| rate/s | engine TTFT p50 | client TTFT p50 | engine TPOT p50 | client TPOT p50 | "
          "decode-only scale (iterations) | with-prefill scale | between iterations |\n"
       << "|---|---|---|---|---|---|---|---|\n";

@@ -1,0 +1,71 @@
+// ServedEngineView's engine iteration scales on a hand-made engine record: every expected value
+// worked out by hand.
+#include "validate/served_engine_view.h"
+
+#include <gtest/gtest.h>
+
+namespace moelab::validate {
+namespace {
+
+// Prices an iteration at 10 ms per batch entry.
+class TenMsAnEntry : public sim::IterationPricer {
+ public:
+  double Seconds(const scheduler::IterationPlan& plan) override {
+    return 0.010 * static_cast<double>(plan.batch.size());
+  }
+};
+
+executor::EngineRecording::Iteration Iteration(double start_s, double wall_s, int64_t decodes,
+                                               bool prefill, bool more_work) {
+  executor::EngineRecording::Iteration iteration;
+  iteration.start_s = start_s;
+  iteration.end_s = start_s + wall_s;
+  for (int64_t i = 0; i < decodes; ++i) iteration.plan.batch.push_back({i, false, 1, 10, true});
+  if (prefill) iteration.plan.batch.push_back({decodes, true, 32, 0, true});
+  iteration.plan.kv_blocks_used = more_work ? 1 : 0;
+  return iteration;
+}
+
+TEST(ServedEngineView, ScalesSumTheEngineTimeTheMedianLeavesOut) {
+  // Four decode-only iterations of 2 sequences (priced 20 ms each) taking 20, 20, 20 and 60 ms,
+  // each followed 1 ms later by the next while work remained (the last one: none), then one with
+  // a prefill chunk beside 1 decode (priced 20 ms) taking 30 ms, with no work after it.
+  executor::EngineRecording recording;
+  double t = 0;
+  for (double wall_s : {0.020, 0.020, 0.020, 0.060}) {
+    recording.iterations.push_back(Iteration(t, wall_s, 2, false, true));
+    t += wall_s + 0.001;
+  }
+  recording.iterations.push_back(Iteration(t, 0.030, 1, true, false));
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  ASSERT_EQ(view.iterations, 5);
+  ASSERT_EQ(view.decode_only_iterations, 4);
+  // Decode-only: (20 + 20 + 20 + 60 ms of wall + 4 hand-offs of 1 ms) / (4 x 20 ms) = 1.55; the
+  // median of the ratios 1, 1, 1, 3 is 1 and leaves out the slow iteration's time.
+  EXPECT_NEAR(view.decode_only_scale, 0.124 / 0.080, 1e-12);
+  EXPECT_NEAR(view.decode_only_median_scale, 1.0, 1e-12);
+  // Their bucket (up to 8 sequences) the same; the others have none.
+  EXPECT_NEAR(view.decode_scale_by_batch[0], 0.124 / 0.080, 1e-12);
+  EXPECT_EQ(view.decode_iterations_by_batch[0], 4);
+  EXPECT_EQ(view.decode_scale_by_batch[1], 0);
+  // With a prefill chunk: 30 ms over 20 ms, no hand-off (no work was left).
+  EXPECT_NEAR(view.with_prefill_scale, 1.5, 1e-12);
+  EXPECT_NEAR(view.with_prefill_median_scale, 1.5, 1e-12);
+  EXPECT_NEAR(view.rows[3].handoff_s, 0.001, 1e-12);
+  EXPECT_EQ(view.rows[4].handoff_s, 0);
+  EXPECT_NEAR(view.between_iterations_s, 0.001, 1e-12);
+}
+
+TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
+  executor::EngineRecording recording;
+  recording.iterations.push_back(Iteration(0, 0.015, 1, false, false));
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  EXPECT_NEAR(view.decode_only_scale, 1.5, 1e-12);
+  EXPECT_EQ(view.with_prefill_scale, 0);
+  EXPECT_EQ(view.with_prefill_median_scale, 0);
+}
+
+}  // namespace
+}  // namespace moelab::validate
