@@ -55,7 +55,7 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   view.engine_side = serving::Summarize(outcomes, {});
   std::vector<double> decode_only, with_prefill, between;
   std::array<std::vector<double>, 5> by_batch;
-  EngineTime decode_only_time, with_prefill_time;
+  EngineTime decode_only_time, with_prefill_time, lone_prefill_time, mixed_prefill_time;
   std::array<EngineTime, 5> by_batch_time;
   for (size_t i = 0; i < recording.iterations.size(); ++i) {
     const executor::EngineRecording::Iteration& iteration = recording.iterations[i];
@@ -97,10 +97,18 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     } else {
       with_prefill.push_back(ratio);
       with_prefill_time.Add(row);
+      if (row.decodes == 0) {
+        ++view.lone_prefill_iterations;
+        lone_prefill_time.Add(row);
+      } else {
+        mixed_prefill_time.Add(row);
+      }
     }
   }
   view.decode_only_scale = decode_only_time.RatioOrZero();
   view.with_prefill_scale = with_prefill_time.RatioOrZero();
+  view.lone_prefill_scale = lone_prefill_time.RatioOrZero();
+  view.mixed_prefill_scale = mixed_prefill_time.RatioOrZero();
   view.decode_only_median_scale = MedianOrZero(decode_only);
   view.with_prefill_median_scale = MedianOrZero(with_prefill);
   view.between_iterations_s = MedianOrZero(between);
@@ -147,6 +155,9 @@ nlohmann::json ServedEngineView::ToJson() const {
           {"decode_only_iterations", decode_only_iterations},
           {"decode_only_scale", decode_only_scale},
           {"with_prefill_scale", with_prefill_scale},
+          {"lone_prefill_scale", lone_prefill_scale},
+          {"lone_prefill_iterations", lone_prefill_iterations},
+          {"mixed_prefill_scale", mixed_prefill_scale},
           {"decode_only_median_scale", decode_only_median_scale},
           {"with_prefill_median_scale", with_prefill_median_scale},
           {"between_iterations_s", between_iterations_s},

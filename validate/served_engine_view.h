@@ -43,6 +43,11 @@ struct ServedEngineView {
   double decode_only_scale = 0, with_prefill_scale = 0;
   // The medians of the per-iteration ratios (the earlier estimator), reported beside them.
   double decode_only_median_scale = 0, with_prefill_median_scale = 0;
+  // The iterations with a prefill chunk split by whether they carried decodes too: a lone prefill
+  // (the engine woken by new prompts alone) ran at 1.42-1.57 of its price in the served runs of
+  // two records, prefill chunks beside decodes at 1.10-1.19 (summed as above; 0: none).
+  int64_t lone_prefill_iterations = 0;
+  double lone_prefill_scale = 0, mixed_prefill_scale = 0;
   // Median time from one iteration's end to the next one's start when the engine still had
   // work (the loop, the scheduler's plan and the token hand-off the operators leave out).
   double between_iterations_s = 0;

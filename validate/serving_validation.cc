@@ -67,15 +67,16 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
 }
 
 // What scales a simulated iteration (CalibrateEngine): a decode-only iteration by its batch's
-// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its kind's ratio.
+// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its kind's ratio:
+// beside decodes (with_prefill) or alone (lone_prefill).
 struct IterationScales {
-  double decode_only = 1, with_prefill = 1;
+  double decode_only = 1, with_prefill = 1, lone_prefill = 1;
   std::array<double, 5> decode_by_batch{1, 1, 1, 1, 1};
 
   double Of(const scheduler::IterationPlan& plan) const {
     int64_t decodes = 0;
-    for (const scheduler::BatchEntry& entry : plan.batch) {
-      if (entry.prefill) return with_prefill;
+    for (const scheduler::BatchEntry& entry : plan.batch) {  // decodes first, then prefill chunks
+      if (entry.prefill) return decodes > 0 ? with_prefill : lone_prefill;
       ++decodes;
     }
     return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
@@ -92,8 +93,16 @@ IterationScales ScalesOf(const ServedEngineView& view) {
   IterationScales scales;
   scales.decode_only =
       view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
-  scales.with_prefill =
+  // Iterations with a prefill chunk: split into lone and beside decodes where each has enough
+  // iterations, else all of them together.
+  const double any_prefill =
       view.decode_only_iterations < view.iterations ? view.with_prefill_scale : scales.decode_only;
+  const int64_t mixed_iterations =
+      view.iterations - view.decode_only_iterations - view.lone_prefill_iterations;
+  scales.with_prefill =
+      mixed_iterations >= kMinBucketIterations ? view.mixed_prefill_scale : any_prefill;
+  scales.lone_prefill =
+      view.lone_prefill_iterations >= kMinBucketIterations ? view.lone_prefill_scale : any_prefill;
   const size_t buckets = scales.decode_by_batch.size();
   for (size_t b = 0; b < buckets; ++b) {
     scales.decode_by_batch[b] = scales.decode_only;
@@ -218,6 +227,7 @@ void CalibrateEngine(const ServingValidationRequest& request, Predictor& predict
   predictor.scales = ScalesOf(view);
   result.decode_only_scale = predictor.scales.decode_only;
   result.with_prefill_scale = predictor.scales.with_prefill;
+  result.lone_prefill_scale = predictor.scales.lone_prefill;
   double engine_s = 0, composed_s = 0;
   std::vector<double> differences;
   for (const ServedEngineView::Iteration& row : view.rows) {
@@ -283,6 +293,7 @@ void RecordRoundCalibration(const ServingValidationRequest& request, const Predi
   ServingValidationResult::RoundCalibration round;
   round.decode_only_scale = predictor.scales.decode_only;
   round.with_prefill_scale = predictor.scales.with_prefill;
+  round.lone_prefill_scale = predictor.scales.lone_prefill;
   round.decode_scale_by_batch = predictor.scales.decode_by_batch;
   round.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, result.request.requests, request.seed)));
@@ -534,7 +545,9 @@ void AddNotes(ServingValidationResult& result) {
       "wherever the real saturation lies above them");
   notes.push_back(
       "engine iteration scales: decode-only " + report::FormatNumber(result.decode_only_scale, 4) +
-      ", with a prefill chunk " + report::FormatNumber(result.with_prefill_scale, 4) +
+      ", with a prefill chunk beside decodes " +
+      report::FormatNumber(result.with_prefill_scale, 4) + ", a lone prefill " +
+      report::FormatNumber(result.lone_prefill_scale, 4) +
       " (engine seconds per composed second over a calibration run's " +
       std::to_string(result.engine_iterations) + " served iterations, " +
       std::to_string(result.calibration.decode_only_iterations) +
@@ -562,11 +575,12 @@ void AddNotes(ServingValidationResult& result) {
     std::string scales;
     for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations)
       scales += (scales.empty() ? "" : ", ") + report::FormatNumber(round.decode_only_scale, 4) +
-                "/" + report::FormatNumber(round.with_prefill_scale, 4);
+                "/" + report::FormatNumber(round.with_prefill_scale, 4) + "/" +
+                report::FormatNumber(round.lone_prefill_scale, 4);
     notes.push_back(
         "every round after the first calibrates again before its runs (the same requests), so "
         "its predictions, saturation and SLO crossing follow the machine's speed of that round "
-        "(decode-only/with-prefill scales by round: " +
+        "(decode-only/with-prefill/lone-prefill scales by round: " +
         scales + "); the judged predicted saturation and crossing are the rounds' medians");
   }
   notes.push_back(

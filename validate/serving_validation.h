@@ -108,14 +108,14 @@ struct ServingValidationResult {
   double calibration_rate_per_s = 0;
   int64_t calibration_requests = 0;        // Poisson at calibration_rate_per_s
   int64_t calibration_burst_requests = 0;  // then all at once
-  // What scales each simulated iteration: the calibration's median wall / composed over its
-  // decode-only iterations and over those with a prefill chunk.
-  double decode_only_scale = 1, with_prefill_scale = 1;
+  // What scales each simulated iteration: the calibration's engine seconds per composed second
+  // over its decode-only iterations, those with a prefill chunk beside decodes, and lone prefills.
+  double decode_only_scale = 1, with_prefill_scale = 1, lone_prefill_scale = 1;
   // Each round's own calibration (the first is the one above; later rounds calibrate again
   // before their runs, so a drift of the machine's speed between rounds reaches their
   // predictions) and what it predicts: saturation and the SLO crossing.
   struct RoundCalibration {
-    double decode_only_scale = 1, with_prefill_scale = 1;
+    double decode_only_scale = 1, with_prefill_scale = 1, lone_prefill_scale = 1;
     std::array<double, 5> decode_scale_by_batch{};  // ServedEngineView::kDecodeBatchUpTo
     Saturation predicted_saturation;                // the first calibration's: it sets the rates
     Saturation judged_predicted_saturation;         // the median over the rounds' calibrations

@@ -38,6 +38,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
       {"scale", result.engine_iteration_scale},
       {"decode_only_scale", result.decode_only_scale},
       {"with_prefill_scale", result.with_prefill_scale},
+      {"lone_prefill_scale", result.lone_prefill_scale},
       {"residual_s", result.engine_iteration_residual_s},
       {"iterations", result.engine_iterations},
       {"decode_only_iterations", result.calibration.decode_only_iterations},
@@ -67,6 +68,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
     rounds.push_back(
         {{"decode_only_scale", round.decode_only_scale},
          {"with_prefill_scale", round.with_prefill_scale},
+         {"lone_prefill_scale", round.lone_prefill_scale},
          {"decode_scale_by_batch", round.decode_scale_by_batch},
          {"predicted_saturation", SaturationJson(round.predicted_saturation)},
          {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)}});
@@ -140,7 +142,8 @@ std::string ServingValidationText(const ServingValidationResult& result) {
   out << "validate --cases serving: " << result.request.requests << " requests a run, "
       << result.request.repeat << " rounds; engine iteration scales "
       << report::FormatNumber(result.decode_only_scale, 4) << " decode-only, "
-      << report::FormatNumber(result.with_prefill_scale, 4) << " with prefill (all "
+      << report::FormatNumber(result.with_prefill_scale, 4) << " with prefill beside decodes, "
+      << report::FormatNumber(result.lone_prefill_scale, 4) << " lone prefill (all "
       << report::FormatNumber(result.engine_iteration_scale, 4) << "), client latency "
       << report::FormatNumber(result.client_latency_s * 1e3, 3) << " ms\n";
   for (const ServingRate& rate : result.rates) {

@@ -55,6 +55,27 @@ TEST(ServedEngineView, ScalesSumTheEngineTimeTheMedianLeavesOut) {
   EXPECT_NEAR(view.rows[3].handoff_s, 0.001, 1e-12);
   EXPECT_EQ(view.rows[4].handoff_s, 0);
   EXPECT_NEAR(view.between_iterations_s, 0.001, 1e-12);
+  // That one carried a decode: a prefill beside decodes, none lone.
+  EXPECT_NEAR(view.mixed_prefill_scale, 1.5, 1e-12);
+  EXPECT_EQ(view.lone_prefill_iterations, 0);
+  EXPECT_EQ(view.lone_prefill_scale, 0);
+}
+
+TEST(ServedEngineView, LonePrefillsAreScaledApartFromPrefillsBesideDecodes) {
+  // A lone prefill (priced 10 ms) taking 15 ms, then 1 ms later a prefill beside 1 decode (priced
+  // 20 ms) taking 22 ms, then 2 ms later a lone prefill taking 16 ms with no work after it.
+  executor::EngineRecording recording;
+  recording.iterations.push_back(Iteration(0.000, 0.015, 0, true, true));
+  recording.iterations.push_back(Iteration(0.016, 0.022, 1, true, true));
+  recording.iterations.push_back(Iteration(0.040, 0.016, 0, true, false));
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  EXPECT_EQ(view.decode_only_iterations, 0);
+  EXPECT_EQ(view.lone_prefill_iterations, 2);
+  // Lone: (15 + 1 + 16 ms) / 20 ms; beside decodes: (22 + 2 ms) / 20 ms; all three: 56 / 40 ms.
+  EXPECT_NEAR(view.lone_prefill_scale, 0.032 / 0.020, 1e-12);
+  EXPECT_NEAR(view.mixed_prefill_scale, 0.024 / 0.020, 1e-12);
+  EXPECT_NEAR(view.with_prefill_scale, 0.056 / 0.040, 1e-12);
 }
 
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
