@@ -15,14 +15,15 @@ class TenMsAnEntry : public sim::IterationPricer {
   }
 };
 
+// kv_blocks_used: whether the plan still counted KV blocks (a finishing sequence's included).
 executor::EngineRecording::Iteration Iteration(double start_s, double wall_s, int64_t decodes,
-                                               bool prefill, bool more_work) {
+                                               bool prefill, bool kv_blocks_used) {
   executor::EngineRecording::Iteration iteration;
   iteration.start_s = start_s;
   iteration.end_s = start_s + wall_s;
   for (int64_t i = 0; i < decodes; ++i) iteration.plan.batch.push_back({i, false, 1, 10, true});
   if (prefill) iteration.plan.batch.push_back({decodes, true, 32, 0, true});
-  iteration.plan.kv_blocks_used = more_work ? 1 : 0;
+  iteration.plan.kv_blocks_used = kv_blocks_used ? 1 : 0;
   return iteration;
 }
 
@@ -63,7 +64,8 @@ TEST(ServedEngineView, ScalesSumTheEngineTimeTheMedianLeavesOut) {
 
 TEST(ServedEngineView, LonePrefillsAreScaledApartFromPrefillsBesideDecodes) {
   // A lone prefill (priced 10 ms) taking 15 ms, then 1 ms later a prefill beside 1 decode (priced
-  // 20 ms) taking 22 ms, then 2 ms later a lone prefill taking 16 ms with no work after it.
+  // 20 ms) taking 22 ms, then 2 ms later (idle: the next is a new prompt) a lone prefill taking
+  // 16 ms with nothing after it.
   executor::EngineRecording recording;
   recording.iterations.push_back(Iteration(0.000, 0.015, 0, true, true));
   recording.iterations.push_back(Iteration(0.016, 0.022, 1, true, true));
@@ -72,10 +74,30 @@ TEST(ServedEngineView, LonePrefillsAreScaledApartFromPrefillsBesideDecodes) {
   const ServedEngineView view = ViewServedEngine(recording, pricer);
   EXPECT_EQ(view.decode_only_iterations, 0);
   EXPECT_EQ(view.lone_prefill_iterations, 2);
-  // Lone: (15 + 1 + 16 ms) / 20 ms; beside decodes: (22 + 2 ms) / 20 ms; all three: 56 / 40 ms.
+  // Lone: (15 + 1 + 16 ms) / 20 ms; beside decodes: 22 ms / 20 ms (the 2 ms before a new prompt
+  // are idle, not the engine's); all three: 54 / 40 ms.
   EXPECT_NEAR(view.lone_prefill_scale, 0.032 / 0.020, 1e-12);
-  EXPECT_NEAR(view.mixed_prefill_scale, 0.024 / 0.020, 1e-12);
-  EXPECT_NEAR(view.with_prefill_scale, 0.056 / 0.040, 1e-12);
+  EXPECT_NEAR(view.mixed_prefill_scale, 0.022 / 0.020, 1e-12);
+  EXPECT_NEAR(view.with_prefill_scale, 0.054 / 0.040, 1e-12);
+}
+
+TEST(ServedEngineView, IdleTimeBeforeANewPromptIsNotEngineTime) {
+  // A decode of 1 sequence (priced 10 ms) taking 10 ms, its last token: the engine idles 500 ms
+  // until the next prompt arrives, though the plan still counted the sequence's KV blocks; then
+  // that lone prefill (priced 10 ms) taking 10 ms, then 1 ms later its first decode (10 ms).
+  executor::EngineRecording recording;
+  recording.iterations.push_back(Iteration(0.000, 0.010, 1, false, true));
+  recording.iterations.push_back(Iteration(0.510, 0.010, 0, true, true));
+  recording.iterations.push_back(Iteration(0.521, 0.010, 1, false, false));
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  EXPECT_EQ(view.rows[0].handoff_s, 0);
+  EXPECT_NEAR(view.rows[1].handoff_s, 0.001, 1e-12);
+  EXPECT_NEAR(view.decode_only_scale, 1.0, 1e-12);
+  EXPECT_NEAR(view.lone_prefill_scale, 1.1, 1e-12);
+  // Requests left waiting: the gap is the engine's, whatever runs next.
+  recording.iterations[0].plan.waiting = 1;
+  EXPECT_NEAR(ViewServedEngine(recording, pricer).rows[0].handoff_s, 0.5, 1e-12);
 }
 
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
