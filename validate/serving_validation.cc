@@ -323,7 +323,8 @@ nlohmann::json RateErrors(const ServingRate& rate, bool at_run_speed, std::vecto
   return errors;
 }
 
-// ServingValidationResult::round_crossings and measured_crossing_queueing_form_per_s.
+// ServingValidationResult::round_crossings, measured_crossing_queueing_form_per_s and the
+// measured crossing at p99 TTFT shifted by kMeasuredP99Shift either way.
 void RecordCrossingDiagnostics(ServingValidationResult& result, const std::vector<double>& rates,
                                const std::vector<double>& median_p99) {
   for (size_t r = 0; r < result.round_calibrations.size(); ++r) {
@@ -340,6 +341,15 @@ void RecordCrossingDiagnostics(ServingValidationResult& result, const std::vecto
       crossing.measured_per_s = CrossingRate(rates, p99, result.slo_ttft_p99_s);
     result.round_crossings.push_back(crossing);
   }
+  const auto shifted_crossing = [&](double factor) {
+    std::vector<double> shifted = median_p99;
+    for (double& value : shifted) value *= factor;
+    return CrossingRate(rates, shifted, result.slo_ttft_p99_s);
+  };
+  result.measured_crossing_p99_lower_per_s =
+      shifted_crossing(1 - ServingValidationResult::kMeasuredP99Shift);
+  result.measured_crossing_p99_higher_per_s =
+      shifted_crossing(1 + ServingValidationResult::kMeasuredP99Shift);
   std::vector<size_t> below;  // the rates below saturation, ascending
   for (size_t i = 0; i < result.rates.size(); ++i) {
     if (result.rates[i].fraction < 1) below.push_back(i);

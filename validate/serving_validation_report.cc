@@ -118,6 +118,11 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                  {"measured_crossing_per_s", OptionalNumber(result.measured_crossing_per_s)},
                  {"measured_crossing_queueing_form_per_s",
                   OptionalNumber(result.measured_crossing_queueing_form_per_s)},
+                 {"measured_p99_shift", ServingValidationResult::kMeasuredP99Shift},
+                 {"measured_crossing_p99_lower_per_s",
+                  OptionalNumber(result.measured_crossing_p99_lower_per_s)},
+                 {"measured_crossing_p99_higher_per_s",
+                  OptionalNumber(result.measured_crossing_p99_higher_per_s)},
                  {"rounds", round_crossings}};
   json["serving_overhead"] = {{"batch", result.overhead.batch},
                               {"prompt_tokens", 8},
@@ -183,7 +188,11 @@ std::string ServingValidationText(const ServingValidationResult& result) {
   }
   out << "; measured through a + b / (c - rate) over the three highest rates below saturation "
          "(no chord): "
-      << rate_or_dash(result.measured_crossing_queueing_form_per_s) << "/s\n";
+      << rate_or_dash(result.measured_crossing_queueing_form_per_s) << "/s; had the measured p99 "
+      << "TTFT been " << report::FormatNumber(100 * ServingValidationResult::kMeasuredP99Shift, 3)
+      << " % lower / higher at every rate: "
+      << rate_or_dash(result.measured_crossing_p99_lower_per_s) << " / "
+      << rate_or_dash(result.measured_crossing_p99_higher_per_s) << "/s\n";
   out << "  serving overhead at batch " << result.overhead.batch
       << ": server / run decode, median of the rounds' pairs "
       << report::FormatNumber(result.overhead.ratio(), 4) << " (ratio of the medians "

@@ -94,6 +94,20 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_EQ(json["slo"]["rounds"][0]["predicted_crossing_per_s"],
             json["engine_iteration"]["rounds"][0]["predicted_crossing_per_s"]);
   EXPECT_TRUE(json["slo"].contains("measured_crossing_queueing_form_per_s"));
+  // The crossing's conditioning: with every median p99 TTFT 5 % lower the SLO is reached at a
+  // higher rate (or not at all), 5 % higher at a lower one (or below the lowest).
+  EXPECT_EQ(json["slo"]["measured_p99_shift"].get<double>(), 0.05);
+  ASSERT_TRUE(json["slo"].contains("measured_crossing_p99_lower_per_s"));
+  ASSERT_TRUE(json["slo"].contains("measured_crossing_p99_higher_per_s"));
+  const nlohmann::json& measured_crossing = json["slo"]["measured_crossing_per_s"];
+  const nlohmann::json& lower = json["slo"]["measured_crossing_p99_lower_per_s"];
+  const nlohmann::json& higher = json["slo"]["measured_crossing_p99_higher_per_s"];
+  if (measured_crossing.is_number() && lower.is_number()) {
+    EXPECT_GE(lower.get<double>(), measured_crossing.get<double>());
+  }
+  if (measured_crossing.is_number() && higher.is_number()) {
+    EXPECT_LE(higher.get<double>(), measured_crossing.get<double>());
+  }
   for (const char* file : {"validation-serving.json", "profile.json", "fit.json", "report.md",
                            "served-iterations.csv"})
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;

@@ -24,6 +24,15 @@ TEST(ServingJudge, CrossingInterpolatesBetweenTheRatesAround) {
   EXPECT_NEAR(*CrossingRate({1, 2, 3, 4}, {0, 2, 0, 4}, 1), 1.5, 1e-12);
 }
 
+TEST(ServingJudge, AFlatCurveAtTheThresholdLeavesTheCrossingIllConditioned) {
+  // p99 0.4, 0.8, 0.84 s at 2, 4, 6/s against an SLO of 0.79 s: 2 + 0.39 / 0.4 x 2 = 3.95/s. The
+  // same curve 5 % lower (0.38, 0.76, 0.798) crosses at 4 + 0.03 / 0.038 x 2 = 5.579/s, 5 % higher
+  // (0.42, 0.84, 0.882) at 2 + 0.37 / 0.42 x 2 = 3.762/s: 5 % of p99 moves it by 41 % and 5 %.
+  EXPECT_NEAR(*CrossingRate({2, 4, 6}, {0.4, 0.8, 0.84}, 0.79), 3.95, 1e-12);
+  EXPECT_NEAR(*CrossingRate({2, 4, 6}, {0.38, 0.76, 0.798}, 0.79), 4 + 0.03 / 0.038 * 2, 1e-9);
+  EXPECT_NEAR(*CrossingRate({2, 4, 6}, {0.42, 0.84, 0.882}, 0.79), 2 + 0.37 / 0.42 * 2, 1e-9);
+}
+
 TEST(ServingJudge, QueueingFormCrossingFollowsTheCurveNotTheChord) {
   // 0.1 + 1 / (10 - rate) at 2, 6 and 8/s: 0.225, 0.35, 0.6. It reaches 1.1 at 10 - 1 / 1.0 = 9/s,
   // and 0.45 at 10 - 1 / 0.35 = 7.142857/s, where the chord from 6 to 8 says 6.8/s.
