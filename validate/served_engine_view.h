@@ -44,8 +44,8 @@ struct ServedEngineView {
   // The medians of the per-iteration ratios (the earlier estimator), reported beside them.
   double decode_only_median_scale = 0, with_prefill_median_scale = 0;
   // The iterations with a prefill chunk split by whether they carried decodes too: a lone prefill
-  // (the engine woken by new prompts alone) ran at 1.31 and 1.57 of its price over the served runs of
-  // two records, prefill chunks beside decodes at 1.08 and 1.19 (summed as above; 0: none).
+  // (the engine woken by new prompts alone) ran at 1.31 and 1.57 of its price over the served runs
+  // of two records, prefill chunks beside decodes at 1.08 and 1.19 (summed as above; 0: none).
   int64_t lone_prefill_iterations = 0;
   double lone_prefill_scale = 0, mixed_prefill_scale = 0;
   // Median time from one iteration's end to the next one's start when the engine still had
