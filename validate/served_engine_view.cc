@@ -92,11 +92,15 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     // plan's KV blocks: they are counted before the iteration frees a finished sequence's, so
     // the idle time to the next arrival after the last token counted as engine time (11-13 s of
     // a 30 %-load run's 38 s of decode iterations).
+    // The next iteration that ran a batch (a step with nothing to run is part of the gap).
+    size_t next = i + 1;
+    while (next < recording.iterations.size() && recording.iterations[next].plan.batch.empty())
+      ++next;
     const bool more_work =
-        i + 1 < recording.iterations.size() &&
-        (iteration.plan.waiting > 0 || ContinuesASequence(recording.iterations[i + 1].plan));
+        next < recording.iterations.size() &&
+        (iteration.plan.waiting > 0 || ContinuesASequence(recording.iterations[next].plan));
     if (more_work) {
-      row.handoff_s = recording.iterations[i + 1].start_s - iteration.end_s;
+      row.handoff_s = recording.iterations[next].start_s - iteration.end_s;
       between.push_back(row.handoff_s);
     }
     view.rows.push_back(row);
@@ -136,19 +140,19 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
 
 std::string ServedIterationsCsvHeader() {
   return "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
-         "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens\n";
+         "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s\n";
 }
 
 std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::string& key) {
   std::string csv;
   char line[256];
   for (const ServedEngineView::Iteration& row : view.rows) {
-    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld,%lld,%lld\n", row.start_s,
-                  row.wall_s, row.composed_s, static_cast<long long>(row.decodes),
+    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld,%lld,%lld,%.6f\n",
+                  row.start_s, row.wall_s, row.composed_s, static_cast<long long>(row.decodes),
                   row.decode_context_mean, static_cast<long long>(row.prefill_chunks),
                   static_cast<long long>(row.prefill_tokens),
                   static_cast<long long>(row.prefill_continuing_chunks),
-                  static_cast<long long>(row.prefill_continuing_tokens));
+                  static_cast<long long>(row.prefill_continuing_tokens), row.handoff_s);
     csv += key + line;
   }
   return csv;

@@ -38,14 +38,16 @@ struct ServedEngineView {
   // over their summed composed price; 0 when the run had no iteration of that kind. A sum, not a
   // median of per-iteration ratios: a token's latency is the sum of the iterations it waits
   // through, and the ratios are skewed right (iterations the server's HTTP threads and the load
-  // generator preempt on a 2-core machine run 1.5-2x their price), so the median left out 7-25 %
-  // of the time the served runs spent (results/validate-serving-avx512bf16-2026-12-06).
+  // generator preempt on a 2-core machine run 1.5-2x their price): the served runs' summed wall
+  // time over summed price exceeded the median by 7-25 % (results/validate-serving-avx512bf16-
+  // 2026-12-06).
   double decode_only_scale = 0, with_prefill_scale = 0;
   // The medians of the per-iteration ratios (the earlier estimator), reported beside them.
   double decode_only_median_scale = 0, with_prefill_median_scale = 0;
   // The iterations with a prefill chunk split by whether they carried decodes too: a lone prefill
-  // (the engine woken by new prompts alone) ran at 1.31 and 1.57 of its price over the served runs
-  // of two records, prefill chunks beside decodes at 1.08 and 1.19 (summed as above; 0: none).
+  // (the engine woken by new prompts alone) took 1.31 and 1.56 of its price over the served runs
+  // of two records, prefill chunks beside decodes 1.08 and 1.19 (summed wall time over summed
+  // price). Summed as above; 0: none.
   int64_t lone_prefill_iterations = 0;
   double lone_prefill_scale = 0, mixed_prefill_scale = 0;
   // Median time from one iteration's end to the next one's start when the engine still had

@@ -93,8 +93,9 @@ IterationScales ScalesOf(const ServedEngineView& view) {
   IterationScales scales;
   scales.decode_only =
       view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
-  // Iterations with a prefill chunk: split into lone and beside decodes where each has enough
-  // iterations, else all of them together.
+  // Iterations with a prefill chunk, per kind: lone prefills take their own scale when the view
+  // has at least kMinBucketIterations of them, prefills beside decodes likewise; a kind with
+  // fewer takes all prefill iterations' together (so lone ones can weigh on it).
   const double any_prefill =
       view.decode_only_iterations < view.iterations ? view.with_prefill_scale : scales.decode_only;
   const int64_t mixed_iterations =

@@ -73,6 +73,15 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(json["engine_iteration"]["scale"].get<double>(), 0);
   EXPECT_GT(json["engine_iteration"]["decode_only_scale"].get<double>(), 0);
   EXPECT_GT(json["engine_iteration"]["with_prefill_scale"].get<double>(), 0);
+  EXPECT_GT(json["engine_iteration"]["lone_prefill_scale"].get<double>(), 0);
+  // The calibration's view: summed scales beside the medians, lone and mixed prefills counted.
+  const nlohmann::json& calibration = json["engine_iteration"]["calibration"];
+  EXPECT_GT(calibration["decode_only_median_scale"].get<double>(), 0);
+  EXPECT_GE(calibration["lone_prefill_iterations"].get<int64_t>(), 0);
+  EXPECT_LE(calibration["lone_prefill_iterations"].get<int64_t>(),
+            calibration["iterations"].get<int64_t>() -
+                calibration["decode_only_iterations"].get<int64_t>());
+  EXPECT_TRUE(calibration.contains("mixed_prefill_scale"));
   EXPECT_EQ(json["engine_iteration"]["requests"], 32);
   EXPECT_EQ(json["engine_iteration"]["burst_requests"], 64);  // the default --max-running
   EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32 + 64);
@@ -122,18 +131,24 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   std::getline(csv, line);
   EXPECT_EQ(line,
             "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
-            "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens");
+            "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s");
   int64_t rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
-    // The continuing chunks are some of the chunks, their tokens some of the tokens.
+    // The continuing chunks are some of the chunks, their tokens some of the tokens; a hand-off
+    // is never negative (the engine's clock).
     std::vector<int64_t> fields;
+    std::vector<std::string> texts;
     std::stringstream cells(line);
     std::string cell;
-    while (std::getline(cells, cell, ',')) fields.push_back(std::atoll(cell.c_str()));
-    ASSERT_EQ(fields.size(), 10u) << line;
+    while (std::getline(cells, cell, ',')) {
+      fields.push_back(std::atoll(cell.c_str()));
+      texts.push_back(cell);
+    }
+    ASSERT_EQ(fields.size(), 11u) << line;
     EXPECT_LE(fields[8], fields[6]) << line;
     EXPECT_LE(fields[9], fields[7]) << line;
+    EXPECT_GE(std::stod(texts[10]), 0.0) << line;
   }
   EXPECT_EQ(rows, iterations);
 }

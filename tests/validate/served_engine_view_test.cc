@@ -29,8 +29,8 @@ executor::EngineRecording::Iteration Iteration(double start_s, double wall_s, in
 
 TEST(ServedEngineView, ScalesSumTheEngineTimeTheMedianLeavesOut) {
   // Four decode-only iterations of 2 sequences (priced 20 ms each) taking 20, 20, 20 and 60 ms,
-  // each followed 1 ms later by the next while work remained (the last one: none), then one with
-  // a prefill chunk beside 1 decode (priced 20 ms) taking 30 ms, with no work after it.
+  // each followed 1 ms later by the next iteration, which continues their sequences (4 hand-offs
+  // of 1 ms), then one with a prefill chunk beside 1 decode (priced 20 ms) taking 30 ms, the last.
   executor::EngineRecording recording;
   double t = 0;
   for (double wall_s : {0.020, 0.020, 0.020, 0.060}) {
@@ -98,6 +98,23 @@ TEST(ServedEngineView, IdleTimeBeforeANewPromptIsNotEngineTime) {
   // Requests left waiting: the gap is the engine's, whatever runs next.
   recording.iterations[0].plan.waiting = 1;
   EXPECT_NEAR(ViewServedEngine(recording, pricer).rows[0].handoff_s, 0.5, 1e-12);
+}
+
+TEST(ServedEngineView, AHandOffReachesPastEmptyStepsToAPromptsLaterChunk) {
+  // A lone prefill chunk of a prompt (priced 10 ms) taking 10 ms; a step with nothing to run;
+  // then 3 ms after the first one's end, the prompt's next chunk (context 32: a sequence running
+  // across the gap) taking 10 ms.
+  executor::EngineRecording recording;
+  recording.iterations.push_back(Iteration(0.000, 0.010, 0, true, true));
+  recording.iterations.push_back(Iteration(0.011, 0.001, 0, false, true));  // empty batch
+  executor::EngineRecording::Iteration later = Iteration(0.013, 0.010, 0, true, false);
+  later.plan.batch[0].context_tokens = 32;
+  recording.iterations.push_back(later);
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  ASSERT_EQ(view.iterations, 2);
+  EXPECT_NEAR(view.rows[0].handoff_s, 0.003, 1e-12);
+  EXPECT_NEAR(view.lone_prefill_scale, 0.023 / 0.020, 1e-12);
 }
 
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
