@@ -1,11 +1,13 @@
 // moelab loadgen's measurements against a test server with known delays (test_server.h): first
 // token 50 ms after a request arrives, then 10 ms per token. A loaded machine makes the server's
-// sleeps longer, never shorter, so the lower bounds are tight and the upper ones generous; each
-// still fails on a wrong measure (TTFT at [DONE] is 140 ms, a closed loop spaces arrivals by the
-// response time).
+// sleeps longer, never shorter, so the lower bounds are tight. The CI machine has stalled this
+// process for 0.1-0.25 s at a time, so each upper bound sits well above a stall and still fails on
+// the wrong measure it names (TTFT from the run's start, a closed loop's spacing).
 #include "loadgen/load_generator.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "tests/loadgen/test_server.h"
 
@@ -35,8 +37,10 @@ LoadgenOptions Options(const CompletionTestServer& server, int64_t concurrency =
 }
 
 TEST(RunLoad, MeasuresTtftTpotAndCountsExactly) {
+  // Requests 200 ms apart: TTFT counted from the run's start instead of each request's arrival
+  // would have a median of 0.05 + 3.5 x 0.2 = 0.75 s; TTFT at [DONE] would make TPOT 0.
   CompletionTestServer server(TestServerBehaviour{});
-  const auto requests = Requests("constant:20", 8, 10);
+  const auto requests = Requests("constant:5", 8, 10);
   const LoadgenResult result = RunLoad(Options(server), requests);
   const serving::ServingSummary s = serving::Summarize(result.outcomes, {});
   EXPECT_EQ(s.completed, 8);
@@ -45,7 +49,7 @@ TEST(RunLoad, MeasuresTtftTpotAndCountsExactly) {
   EXPECT_EQ(s.itl_s.count, 8 * 9);
   EXPECT_NEAR(s.throughput_tokens_per_s * s.duration_s, 80, 1e-9);
   EXPECT_GE(s.ttft_s.p50, 0.050);
-  EXPECT_LE(s.ttft_s.p50, 0.100);
+  EXPECT_LE(s.ttft_s.p50, 0.35);
   EXPECT_GE(s.tpot_s.p50, 0.0095);
   EXPECT_LE(s.tpot_s.p50, 0.030);
   EXPECT_GE(s.itl_s.p50, 0.0095);
@@ -63,10 +67,16 @@ TEST(RunLoad, SendsOnScheduleWhileResponsesAreSlow) {
   // loop would space them by 240 ms (the last at 2.2 s); open loop, the last arrives at 0.45 s.
   CompletionTestServer server(TestServerBehaviour{});
   const LoadgenResult result = RunLoad(Options(server), Requests("constant:20", 10, 20));
+  // A stall delays some sends and bunches them, so the test reads the spread and the typical
+  // spacing, not each arrival: a closed loop spans 2.2 s with 240 ms gaps, a burst has no gaps.
   const std::vector<double> arrivals = server.ArrivalsS();
   ASSERT_EQ(arrivals.size(), 10u);
-  for (size_t i = 1; i < arrivals.size(); ++i)
-    EXPECT_NEAR(arrivals[i], 0.05 * static_cast<double>(i), 0.1) << "request " << i;
+  EXPECT_LE(arrivals.back(), 1.0);
+  std::vector<double> gaps_s;
+  for (size_t i = 1; i < arrivals.size(); ++i) gaps_s.push_back(arrivals[i] - arrivals[i - 1]);
+  std::nth_element(gaps_s.begin(), gaps_s.begin() + 4, gaps_s.end());
+  EXPECT_GE(gaps_s[4], 0.025) << "the median gap between arrivals";
+  EXPECT_LE(gaps_s[4], 0.1) << "the median gap between arrivals";
   EXPECT_EQ(result.late_sends, 0);
   EXPECT_EQ(serving::Summarize(result.outcomes, {}).completed, 10);
 }
