@@ -511,10 +511,21 @@ int32_t OffloadRuntime::AcquireBuffer(int32_t /*moe_layer*/, int32_t expert) {
   }
   const int64_t job = layer_job_[static_cast<size_t>(expert)];
   if (options_.timeline && !tier_->Done(job)) {
+    // A tier that counts its stall as it waits (storage) has the wait drawn as that stall, ending
+    // now, so the timeline and stall_s hold the same seconds: a clock of the runtime's own around
+    // the call would add the reader's locking and any preemption of this thread between them. A
+    // tier that counts its stall later (the GPU's events, at the pass's end) draws the call.
     const auto start = ExecutionTimeline::Clock::now();
+    const double stalled_before_s = tier_->stall_s();
     tier_->Wait(job);
-    options_.timeline->Add(ExecutionTimeline::Kind::kWait, current_layer_, expert,
-                           ExecutionTimeline::kComputeLane, start, ExecutionTimeline::Clock::now());
+    const auto end = ExecutionTimeline::Clock::now();
+    const double stalled_s = tier_->stall_s() - stalled_before_s;
+    options_.timeline->Add(
+        ExecutionTimeline::Kind::kWait, current_layer_, expert, ExecutionTimeline::kComputeLane,
+        stalled_s > 0 ? end - std::chrono::duration_cast<ExecutionTimeline::Clock::duration>(
+                                  std::chrono::duration<double>(stalled_s))
+                      : start,
+        end);
   } else {
     tier_->Wait(job);
   }

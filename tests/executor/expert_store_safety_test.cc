@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -120,7 +122,22 @@ TEST(ExpertStoreSafety, AWaitForTheStoresLockIsSaidBeforeIt) {
   std::ostringstream alone;
   { const ExpertStoreLock first(dir.path, key, &alone); }
   EXPECT_EQ(alone.str(), "");
-  std::ostringstream waited;
+  // The first lock is held until the second has said it waits (its std::endl flushes the
+  // stream), so no stall of either thread can let the second come after the first is gone.
+  struct SaidBuffer : std::stringbuf {
+    std::mutex mutex;
+    std::condition_variable flushed;
+    bool said = false;
+    int sync() override {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        said = true;
+      }
+      flushed.notify_all();
+      return 0;
+    }
+  } said;
+  std::ostream waited(&said);
   std::atomic<bool> second_has_it{false};
   std::thread second;
   {
@@ -129,14 +146,16 @@ TEST(ExpertStoreSafety, AWaitForTheStoresLockIsSaidBeforeIt) {
       const ExpertStoreLock lock(dir.path, key, &waited);
       second_has_it = true;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::unique_lock<std::mutex> lock(said.mutex);
+    EXPECT_TRUE(said.flushed.wait_for(lock, std::chrono::seconds(60), [&] { return said.said; }))
+        << "the second lock said nothing in 60 s";
     EXPECT_FALSE(second_has_it) << "the second lock did not wait for the first";
   }
   second.join();
   EXPECT_TRUE(second_has_it);
-  EXPECT_NE(waited.str().find("moelab: waiting for the expert store "), std::string::npos)
-      << waited.str();
-  EXPECT_NE(waited.str().find("another process holds its lock"), std::string::npos) << waited.str();
+  EXPECT_NE(said.str().find("moelab: waiting for the expert store "), std::string::npos)
+      << said.str();
+  EXPECT_NE(said.str().find("another process holds its lock"), std::string::npos) << said.str();
 }
 
 TEST(ExpertStoreSafety, AnInterruptDuringABuildLeavesNoTemporary) {

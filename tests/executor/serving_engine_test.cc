@@ -146,13 +146,16 @@ TEST(ServingEngine, ThreadedEngineStreamsCancelsAndRefuses) {
   scheduler.max_waiting_requests = 8;
   ServingEngine engine(MakeCpuServingModel(MakeSyntheticWeights(config, 17, reference_pool), 2),
                        scheduler);
-  engine.Start();
   const auto prompts = SyntheticPrompts(3, 7, 41, 5);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const TokenIds& prompt : prompts) streams.push_back(engine.Submit(prompt, 10));
   const auto cancelled = engine.Submit(prompts[0], 50);
   const auto too_long = engine.Submit(TokenIds(60, 3), 10);
   engine.Cancel(cancelled->id());
+  // Started after the cancel, so the engine takes both in one round (submissions first) whatever
+  // a stall of this thread: a cancel sent after Start could land after the request's 50 tokens.
+  // Cancelling a request mid-stream: serve_cli_test's disconnects, with seconds to spare.
+  engine.Start();
   for (size_t i = 0; i < prompts.size(); ++i) {
     const std::vector<StreamEvent> events = Drain(*streams[i]);
     ASSERT_EQ(events.back().kind, StreamEvent::Kind::kFinished);
