@@ -124,7 +124,9 @@ int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
     double failed = 0;
     if (rank == 0) {
       try {
-        report::Emit(sweep::RenderSweep(spec, outcomes, SweepFormat(output)), output.out);
+        report::EmitWith(
+            [&](std::ostream& out) { sweep::WriteSweep(spec, outcomes, SweepFormat(output), out); },
+            output.out);
       } catch (const std::exception&) {
         failed = 1;
         communicator->AllReduceMax(&failed, 1);
@@ -187,7 +189,9 @@ int Sweep(const std::vector<std::string>& args) {
       spec,
       {sweep::RunPoints(spec, sweep::InterleavedPoints(count, 0, 1), RunnerFor(spec.command),
                         ProgressLine(count, 1), sweep::RowFormats::For(SweepFormat(output)))});
-  report::Emit(sweep::RenderSweep(spec, outcomes, SweepFormat(output)), output.out);
+  report::EmitWith(
+      [&](std::ostream& out) { sweep::WriteSweep(spec, outcomes, SweepFormat(output), out); },
+      output.out);
   return 0;
 }
 
@@ -206,7 +210,11 @@ int SweepMerge(const std::vector<std::string>& args) {
   }
   const OutputRequest output = OutputRequestFrom(values);
   const sweep::MergedSweep merged = sweep::MergeShards(shards, SweepableNames(), ReservedOptions());
-  report::Emit(sweep::RenderSweep(merged.spec, merged.outcomes, SweepFormat(output)), output.out);
+  report::EmitWith(
+      [&](std::ostream& out) {
+        sweep::WriteSweep(merged.spec, merged.outcomes, SweepFormat(output), out);
+      },
+      output.out);
   return 0;
 }
 

@@ -117,6 +117,15 @@ void Emit(const std::string& text, const std::string& out) {
   }
 }
 
+void EmitWith(const std::function<void(std::ostream&)>& write, const std::string& out) {
+  if (out.empty()) {
+    write(std::cout);
+    std::cout.flush();
+  } else {
+    base::WriteFileAtomically(out, write);
+  }
+}
+
 void EmitJson(const nlohmann::json& json, const std::string& out) {
   Emit(json.dump(2) + "\n", out);
 }

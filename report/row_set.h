@@ -54,6 +54,8 @@ enum class Format { kTable, kJson, kCsv };
 
 // Prints `text` to stdout, or writes it to `out` atomically when `out` is non-empty.
 void Emit(const std::string& text, const std::string& out);
+// The same for an output written piece by piece (one too large to hold twice: a sweep's rows).
+void EmitWith(const std::function<void(std::ostream&)>& write, const std::string& out);
 // JSON (indent 2, trailing newline) through Emit.
 void EmitJson(const nlohmann::json& json, const std::string& out);
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,9 @@ std::vector<PointOutcome> CollectInGridOrder(const SweepSpec& spec,
 // spec_hash, spec, points, columns, rows, provenance) or CSV (point, grid.<option>..., the
 // command's columns). The provenance leaves out the command line, host and time so that one spec
 // gives the same bytes however it was run (one process, MPI ranks, merged shards).
+void WriteSweep(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes,
+                report::Format format, std::ostream& out);
+// The same as one string.
 std::string RenderSweep(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes,
                         report::Format format);
 

@@ -18,14 +18,20 @@ std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& r
   }
   const std::vector<int64_t> mine =
       InterleavedPoints(spec.PointCount(), communicator.rank(), communicator.size());
+  std::vector<PointOutcome> own = RunPoints(spec, mine, run, progress, formats);
+  // Rank 0 keeps its own share as it is and gathers only the others' bytes: encoding and decoding
+  // its own would copy its half of the rows twice more in the serial part.
+  const bool root = communicator.rank() == 0;
   const std::vector<std::string> gathered =
-      communicator.GatherBytes(EncodeOutcomes(RunPoints(spec, mine, run, progress, formats)), 0);
+      communicator.GatherBytes(root ? std::string() : EncodeOutcomes(own), 0);
   std::vector<PointOutcome> outcomes;
   std::string error;
-  if (communicator.rank() == 0) {
+  if (root) {
     try {
       std::vector<std::vector<PointOutcome>> parts;
-      for (const std::string& bytes : gathered) parts.push_back(DecodeOutcomes(bytes, spec.origin));
+      parts.push_back(std::move(own));
+      for (size_t rank = 1; rank < gathered.size(); ++rank)
+        parts.push_back(DecodeOutcomes(gathered[rank], spec.origin));
       outcomes = CollectInGridOrder(spec, std::move(parts));
     } catch (const base::Error& e) {
       error = e.what();
