@@ -1,5 +1,6 @@
 #include "report/row_set.h"
 
+#include <charconv>
 #include <cstdio>
 #include <iostream>
 
@@ -23,9 +24,11 @@ std::string CsvField(const Cell& cell) {
   if (const auto* b = std::get_if<bool>(&cell)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&cell)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&cell)) {
+    // As printf's %.17g (the standard defines it so), without printf's format parsing: a sweep
+    // renders every number of every point through here.
     char text[40];
-    std::snprintf(text, sizeof(text), "%.17g", *d);
-    return text;
+    const auto end = std::to_chars(text, text + sizeof(text), *d, std::chars_format::general, 17);
+    return std::string(text, end.ptr);
   }
   // RFC 4180: quote fields with separators, quotes or line breaks; double the quotes.
   const std::string& s = std::get<std::string>(cell);
