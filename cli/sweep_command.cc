@@ -9,10 +9,12 @@
 #include <map>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "base/message_text.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "kernels/thread_pool.h"
 #include "model/preset_cache.h"
 #include "parallel/communicator.h"
 #include "sweep/ranks.h"
@@ -110,7 +112,7 @@ report::Format SweepFormat(const OutputRequest& output) {
   return output.format == Format::kCsv ? Format::kCsv : Format::kJson;
 }
 
-int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
+int SweepOnRanks(const std::string& spec_path, const OutputRequest& output, int threads) {
   const std::unique_ptr<parallel::Communicator> communicator = parallel::MakeWorldCommunicator(
       "moelab sweep under mpirun", sweep::kSweepGatherTimeoutS, parallel::Traffic::kLight);
   const int rank = communicator->rank();
@@ -120,7 +122,7 @@ int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
         rank == 0 ? ProgressLine(spec.PointCount(), communicator->size()) : nullptr;
     const std::vector<sweep::PointOutcome> outcomes =
         sweep::RunOnRanks(spec, RunnerFor(spec.command), *communicator, progress,
-                          sweep::RowFormats::For(SweepFormat(output)));
+                          sweep::RowFormats::For(SweepFormat(output)), threads);
     double failed = 0;
     if (rank == 0) {
       try {
@@ -147,17 +149,22 @@ int SweepOnRanks(const std::string& spec_path, const OutputRequest& output) {
 
 int Sweep(const std::vector<std::string>& args) {
   std::string spec_path, shard_text;
+  int64_t threads = 0;  // 0: the default below
   po::options_description options("moelab sweep");
   options.add_options()("spec", po::value<std::string>(&spec_path),
                         "the sweep spec (moelab.sweep_spec/1, docs/sweep.md)")(
       "shard", po::value<std::string>(&shard_text),
       "I/N: run only shard I of N (points I, I + N, ...) and write a moelab.sweep_shard/1 file "
-      "for moelab sweep merge (a Slurm job array: I = $SLURM_ARRAY_TASK_ID)");
+      "for moelab sweep merge (a Slurm job array: I = $SLURM_ARRAY_TASK_ID)")(
+      "threads", po::value<int64_t>(&threads),
+      "points run at once by this process (default: MOELAB_THREADS or all cores; 1 per rank "
+      "under mpirun, whose ranks already fill the cores); the output is the same bytes");
   AddOutputOptions(options);
   po::positional_options_description positional;
   positional.add("spec", 1);
   po::variables_map values;
-  if (!ParseOptions("usage: moelab sweep SPEC.json [--out FILE] [--json|--csv] [--shard I/N]\n"
+  if (!ParseOptions("usage: moelab sweep SPEC.json [--out FILE] [--json|--csv] [--shard I/N] "
+                    "[--threads N]\n"
                     "       mpirun -n K moelab sweep SPEC.json --out FILE\n"
                     "sweepable commands: " +
                         JoinNames(SweepableNames()),
@@ -165,10 +172,16 @@ int Sweep(const std::vector<std::string>& args) {
     return 0;
   }
   if (spec_path.empty()) throw base::Error("give the sweep spec: moelab sweep SPEC.json");
+  const bool on_ranks = parallel::LaunchedWorldSize() > 1;
+  if (values.count("threads")) {
+    base::CheckCount(threads, 1, base::kMaxThreads, "--threads",
+                     "more threads than cores only adds switching");
+  } else {
+    threads = on_ranks ? 1 : kernels::DefaultThreadCount();
+  }
   // Every point of one sweep reads the same presets: loaded once per process.
   const model::ScopedPresetCache preset_cache;
   const OutputRequest output = OutputRequestFrom(values);
-  const bool on_ranks = parallel::LaunchedWorldSize() > 1;
   if (!shard_text.empty()) {
     if (on_ranks) throw base::Error("--shard: give either --shard I/N or mpirun, not both");
     if (output.format == Format::kCsv)
@@ -177,18 +190,19 @@ int Sweep(const std::vector<std::string>& args) {
     const sweep::SweepSpec spec = LoadSpec(spec_path);
     const std::vector<int64_t> points = sweep::InterleavedPoints(spec.PointCount(), index, count);
     const std::vector<sweep::PointOutcome> outcomes =
-        sweep::RunPoints(spec, points, RunnerFor(spec.command), ProgressLine(spec.PointCount(), 1));
+        sweep::RunPoints(spec, points, RunnerFor(spec.command), ProgressLine(spec.PointCount(), 1),
+                         {}, static_cast<int>(threads));
     if (!outcomes.empty() && !outcomes.back().ok) throw base::Error(outcomes.back().error);
     report::Emit(sweep::ShardJson(spec, index, count, outcomes), output.out);
     return 0;
   }
-  if (on_ranks) return SweepOnRanks(spec_path, output);
+  if (on_ranks) return SweepOnRanks(spec_path, output, static_cast<int>(threads));
   const sweep::SweepSpec spec = LoadSpec(spec_path);
   const int64_t count = spec.PointCount();
   const std::vector<sweep::PointOutcome> outcomes = sweep::CollectInGridOrder(
-      spec,
-      {sweep::RunPoints(spec, sweep::InterleavedPoints(count, 0, 1), RunnerFor(spec.command),
-                        ProgressLine(count, 1), sweep::RowFormats::For(SweepFormat(output)))});
+      spec, {sweep::RunPoints(spec, sweep::InterleavedPoints(count, 0, 1), RunnerFor(spec.command),
+                              ProgressLine(count, 1), sweep::RowFormats::For(SweepFormat(output)),
+                              static_cast<int>(threads))});
   report::EmitWith(
       [&](std::ostream& out) { sweep::WriteSweep(spec, outcomes, SweepFormat(output), out); },
       output.out);

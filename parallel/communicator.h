@@ -53,8 +53,8 @@ class Communicator {
   // Every rank's bytes, indexed by rank (they may differ in length).
   virtual std::vector<std::string> AllGatherBytes(const std::string& bytes) = 0;
   // Every rank's bytes at `root` (in rank order); an empty vector on the other ranks. Half the
-  // traffic of AllGatherBytes and no copies where they are not used (a sweep's outcomes, which
-  // only rank 0 writes: 55 MB a rank for 100,000 points).
+  // traffic of AllGatherBytes, each rank's bytes received into their own string (a sweep's
+  // outcomes, which only rank 0 writes: 25 MB a rank for 100,000 points on two ranks).
   virtual std::vector<std::string> GatherBytes(const std::string& bytes, int root) = 0;
   virtual void Barrier() = 0;
   // Ends the whole job at once (MPI_Abort): for a rank that cannot leave the collectives in step

@@ -69,6 +69,14 @@ class MpiPending final : public PendingCollective {
       std::this_thread::yield();
     }
   }
+  // Withdraws a point-to-point receive still waiting, so that MPI no longer writes into its
+  // buffer (one about to be freed by an exception); a receive's cancel completes locally.
+  void CancelReceive() {
+    if (done_ || request_ == MPI_REQUEST_NULL) return;
+    MPI_Cancel(&request_);
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    done_ = true;
+  }
 
  private:
   const char* name_;
@@ -194,21 +202,34 @@ class MpiCommunicator final : public Communicator {
       pending.Wait();
       return {};
     }
+    // Every count checked and every buffer made before the first receive is posted, so nothing
+    // after that can throw but a receive itself (then the others are withdrawn first).
+    std::vector<int> counts(static_cast<size_t>(size_));
     std::vector<std::string> each(static_cast<size_t>(size_));
-    std::vector<std::unique_ptr<MpiPending>> receives;
     for (int r = 0; r < size_; ++r) {
-      const int count = ToInt(static_cast<int64_t>(sizes[r]), "a gather(v) message");
+      counts[r] = ToInt(static_cast<int64_t>(sizes[r]), "a gather(v) message");
       if (r == root) {
         each[r] = bytes;
-        continue;
+      } else {
+        each[r].resize(sizes[r]);
       }
-      each[r].resize(sizes[r]);
-      receives.push_back(std::make_unique<MpiPending>("gather(v)", timeout_s_));
-      Check(MPI_Irecv(each[r].data(), count, MPI_BYTE, r, kGatherTag, MPI_COMM_WORLD,
-                      receives.back()->request()),
-            "MPI_Irecv");
     }
-    for (const std::unique_ptr<MpiPending>& receive : receives) receive->Wait();
+    std::vector<std::unique_ptr<MpiPending>> receives;
+    for (int r = 0; r < size_; ++r) {
+      if (r != root) receives.push_back(std::make_unique<MpiPending>("gather(v)", timeout_s_));
+    }
+    try {
+      for (int r = 0, i = 0; r < size_; ++r) {
+        if (r == root) continue;
+        Check(MPI_Irecv(each[r].data(), counts[r], MPI_BYTE, r, kGatherTag, MPI_COMM_WORLD,
+                        receives[i++]->request()),
+              "MPI_Irecv");
+      }
+      for (const std::unique_ptr<MpiPending>& receive : receives) receive->Wait();
+    } catch (...) {
+      for (const std::unique_ptr<MpiPending>& receive : receives) receive->CancelReceive();
+      throw;
+    }
     return each;
   }
 

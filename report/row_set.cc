@@ -115,6 +115,8 @@ std::string RowSet::ToTable() const {
 void Emit(const std::string& text, const std::string& out) {
   if (out.empty()) {
     std::cout << text;
+    std::cout.flush();
+    if (!std::cout) throw base::Error("stdout: the output could not be written");
   } else {
     base::WriteFileAtomically(out, text);
   }
@@ -124,6 +126,7 @@ void EmitWith(const std::function<void(std::ostream&)>& write, const std::string
   if (out.empty()) {
     write(std::cout);
     std::cout.flush();
+    if (!std::cout) throw base::Error("stdout: the output could not be written");
   } else {
     base::WriteFileAtomically(out, write);
   }

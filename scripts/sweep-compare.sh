@@ -6,6 +6,9 @@
 set -euo pipefail
 old=$1 new=$2 spec=$3 rounds=${4:-5}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One thread per process, as builds before --threads ran (a newer one-process sweep defaults to
+# all cores).
+export MOELAB_THREADS=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

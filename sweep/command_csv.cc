@@ -115,6 +115,12 @@ std::string Relayout(const std::string& csv_rows, size_t prefix_fields, const st
   const std::vector<std::string> own = SplitCsvHeader(header);
   std::string laid_out;
   for (const Record& record : Records(csv_rows)) {
+    // A shard file's rows are read back here: one short of its header is refused, not read past.
+    if (record.fields.size() != prefix_fields + own.size()) {
+      throw base::Error("a row of " + std::to_string(record.fields.size()) + " fields where " +
+                        std::to_string(prefix_fields) + " grid fields and the header's " +
+                        std::to_string(own.size()) + " columns were expected");
+    }
     std::string line;
     for (size_t i = 0; i < prefix_fields; ++i) line += (i ? "," : "") + CsvText(record.fields[i]);
     for (const std::string& column : columns) {

@@ -1,10 +1,14 @@
 #include "sweep/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "base/error.h"
 #include "base/message_text.h"
@@ -133,13 +137,18 @@ void WriteCsv(const SweepSpec& spec, const std::vector<PointOutcome>& outcomes, 
     union_header += (union_header.empty() ? "" : ",") + CsvText(column);
   std::string header = "point";
   for (const auto& entry : spec.grid) header += "," + CsvText("grid." + entry.first);
+  // Rows under another header are laid out again before the first byte is written: a shard's
+  // rows that cannot be read back fail the merge with nothing printed.
+  std::map<size_t, std::string> relaid;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i].header != union_header)
+      relaid[i] = Relayout(outcomes[i].csv_rows, spec.grid.size() + 1, outcomes[i].header, columns);
+  }
   out << header << "," << union_header << "\n";
-  for (const PointOutcome& outcome : outcomes) {
-    if (outcome.header == union_header) {
-      out.write(outcome.csv_rows.data(), static_cast<std::streamsize>(outcome.csv_rows.size()));
-    } else {
-      out << Relayout(outcome.csv_rows, spec.grid.size() + 1, outcome.header, columns);
-    }
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const auto other = relaid.find(i);
+    const std::string& rows = other == relaid.end() ? outcomes[i].csv_rows : other->second;
+    out.write(rows.data(), static_cast<std::streamsize>(rows.size()));
   }
 }
 
@@ -207,23 +216,78 @@ std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t part
   return points;
 }
 
+namespace {
+
+PointOutcome RunPoint(const SweepSpec& spec, int64_t point, const PointRunner& run,
+                      RowFormats formats) {
+  PointOutcome outcome;
+  outcome.point = point;
+  try {
+    FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), formats, outcome);
+  } catch (const std::exception& e) {
+    outcome.ok = false;
+    outcome.error =
+        spec.origin + ": " + spec.PointLabel(point) + ": " + base::OneLineMessage(e.what());
+  }
+  return outcome;
+}
+
+// Each thread takes the next point not yet taken. A failure at position f stops the taking of
+// positions after f; those before it were all taken earlier and finish, so the outcomes up to f
+// are those one thread gives.
+std::vector<PointOutcome> RunPointsOnThreads(const SweepSpec& spec,
+                                             const std::vector<int64_t>& points,
+                                             const PointRunner& run, const Progress& progress,
+                                             RowFormats formats, int threads) {
+  std::vector<PointOutcome> outcomes(points.size());
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> first_failed{points.size()};
+  std::mutex mutex;  // the progress callback and an escaping exception
+  int64_t done = 0;
+  std::exception_ptr escaped;
+  const auto work = [&] {
+    try {
+      for (size_t i = next++; i < points.size() && i < first_failed.load(); i = next++) {
+        outcomes[i] = RunPoint(spec, points[i], run, formats);
+        if (!outcomes[i].ok) {
+          size_t failed = first_failed.load();
+          while (i < failed && !first_failed.compare_exchange_weak(failed, i)) {
+          }
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        ++done;
+        if (progress) progress(done, static_cast<int64_t>(points.size()));
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!escaped) escaped = std::current_exception();
+      first_failed = 0;  // nothing more is taken
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  if (escaped) std::rethrow_exception(escaped);
+  if (first_failed < points.size()) outcomes.resize(first_failed + 1);
+  return outcomes;
+}
+
+}  // namespace
+
 std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
                                     const PointRunner& run, const Progress& progress,
-                                    RowFormats formats) {
+                                    RowFormats formats, int threads) {
+  if (threads < 1) throw base::Error("sweep: " + std::to_string(threads) + " threads");
+  if (threads > 1 && points.size() > 1) {
+    return RunPointsOnThreads(spec, points, run, progress, formats,
+                              static_cast<int>(std::min<size_t>(threads, points.size())));
+  }
   std::vector<PointOutcome> outcomes;
   outcomes.reserve(points.size());
   for (const int64_t point : points) {
-    PointOutcome outcome;
-    outcome.point = point;
-    try {
-      FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), formats, outcome);
-    } catch (const std::exception& e) {
-      outcome.ok = false;
-      outcome.error =
-          spec.origin + ": " + spec.PointLabel(point) + ": " + base::OneLineMessage(e.what());
-    }
-    const bool failed = !outcome.ok;
-    outcomes.push_back(std::move(outcome));
+    outcomes.push_back(RunPoint(spec, point, run, formats));
+    const bool failed = !outcomes.back().ok;
     if (progress)
       progress(static_cast<int64_t>(outcomes.size()), static_cast<int64_t>(points.size()));
     if (failed) break;

@@ -44,10 +44,14 @@ struct RowFormats {
 };
 
 // Runs `points` in order through `run`, stopping at the first that fails (its outcome says why:
-// the spec's file, the point and its grid values, the command's message).
+// the spec's file, the point and its grid values, the command's message). With `threads` > 1 the
+// points run on that many threads (the caller's among them), each taking the next point not yet
+// taken; the outcomes are the same, in the same order, ending at the same failing point, so
+// `run` must be safe to call from several threads at once (the prediction commands are: each
+// builds its own state, and the presets' cache locks). `progress` is called under a lock.
 std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
                                     const PointRunner& run, const Progress& progress,
-                                    RowFormats formats = {});
+                                    RowFormats formats = {}, int threads = 1);
 
 // Outcomes to bytes and back (for the gather and the shard files).
 std::string EncodeOutcomes(const std::vector<PointOutcome>& outcomes);

@@ -7,7 +7,7 @@ namespace moelab::sweep {
 
 std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& run,
                                      parallel::Communicator& communicator, const Progress& progress,
-                                     RowFormats formats) {
+                                     RowFormats formats, int threads) {
   const std::vector<uint64_t> hashes =
       communicator.AllGather(std::strtoull(spec.hash.c_str(), nullptr, 16));
   for (size_t rank = 1; rank < hashes.size(); ++rank) {
@@ -18,7 +18,7 @@ std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& r
   }
   const std::vector<int64_t> mine =
       InterleavedPoints(spec.PointCount(), communicator.rank(), communicator.size());
-  std::vector<PointOutcome> own = RunPoints(spec, mine, run, progress, formats);
+  std::vector<PointOutcome> own = RunPoints(spec, mine, run, progress, formats, threads);
   // Rank 0 keeps its own share as it is and gathers only the others' bytes: encoding and decoding
   // its own would copy its half of the rows twice more in the serial part.
   const bool root = communicator.rank() == 0;

@@ -19,8 +19,9 @@ inline constexpr double kSweepGatherTimeoutS = 24 * 3600.0;
 // an empty vector on the others. Throws parallel::AgreedError on every rank when the ranks read
 // different specs or a point failed: on rank 0 with the lowest failed point's message (as one
 // process gives), on the others saying rank 0 reports it.
+// Each rank runs its share on `threads` threads (RunPoints).
 std::vector<PointOutcome> RunOnRanks(const SweepSpec& spec, const PointRunner& run,
                                      parallel::Communicator& communicator, const Progress& progress,
-                                     RowFormats formats = {});
+                                     RowFormats formats = {}, int threads = 1);
 
 }  // namespace moelab::sweep

@@ -75,6 +75,41 @@ TEST_F(SweepCli, RowsAreTheCommandsRowsPointByPointInGridOrder) {
   EXPECT_TRUE(doc["provenance"].contains("git_commit"));
 }
 
+// --threads: the points run on that many threads of one process, the output the same bytes as
+// one thread's (JSON and CSV), a failing point the same message; a count out of range refused.
+TEST_F(SweepCli, ThreadsWriteTheOneThreadBytes) {
+  const std::string spec = Write("spec.json", kPlanSdSpec);
+  for (const char* format : {"--json", "--csv"}) {
+    const CliRun one = RunMoelab("sweep " + spec + " --threads 1 " + format);
+    ASSERT_EQ(one.status, 0) << one.err;
+    for (const char* threads : {"2", "5", ""}) {  // "": the default (all cores)
+      const std::string option = *threads ? std::string(" --threads ") + threads : "";
+      const CliRun many = RunMoelab("sweep " + spec + option + " " + format);
+      ASSERT_EQ(many.status, 0) << many.err;
+      EXPECT_EQ(many.out, one.out) << format << option;
+    }
+  }
+  const std::string failing = Write("failing.json",
+                                    R"({"schema": "moelab.sweep_spec/1", "command": "plan sd",
+  "options": {"model": "mixtral-8x7b", "draft": "qwen2-0.5b", "hardware": "2xh100-sxm"},
+  "grid": {"batch": [1, 2, 3, 0, 5, 6, 7, -1]}})");
+  const CliRun one = RunMoelab("sweep " + failing + " --threads 1 --out " + Path("f1.json"));
+  const CliRun four = RunMoelab("sweep " + failing + " --threads 4 --out " + Path("f4.json"));
+  EXPECT_EQ(one.status, 1);
+  EXPECT_EQ(four.status, 1);
+  EXPECT_NE(one.err.find("point 3 (batch=0)"), std::string::npos) << one.err;
+  EXPECT_EQ(four.err, one.err);
+  EXPECT_FALSE(fs::exists(Path("f1.json")));
+  EXPECT_FALSE(fs::exists(Path("f4.json")));
+  for (const char* bad : {"0", "-2", "1025"}) {
+    const CliRun run =
+        RunMoelab("sweep " + spec + " --threads=" + bad + " --out " + Path("t.json"));
+    EXPECT_EQ(run.status, 1) << bad;
+    EXPECT_NE(run.err.find("--threads " + std::string(bad)), std::string::npos) << run.err;
+    EXPECT_FALSE(fs::exists(Path("t.json")));
+  }
+}
+
 TEST_F(SweepCli, ShardsMergeIntoTheOneProcessBytes) {
   const std::string spec = Write("spec.json", kPlanSdSpec);
   ASSERT_EQ(RunMoelab("sweep " + spec + " --out " + Path("one.json")).status, 0);

@@ -1,6 +1,12 @@
 // The sweep engine without the CLI: the grid's order and arguments, the interleaved split, the
 // command's CSV read back, outcomes through bytes, and the lowest failed point reported whatever
 // the split.
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "base/error.h"
@@ -110,6 +116,62 @@ TEST(SweepEngine, LowestFailedPointWinsWhateverTheSplit) {
   EXPECT_EQ(RenderSweep(good, one, report::Format::kCsv),
             "point,grid.batch,batch,x\n0,1,1,0.5\n1,2,2,0.5\n2,3,3,0.5\n");
   EXPECT_THROW(CollectInGridOrder(good, {RunPoints(good, {0, 1}, run, nullptr)}), base::Error);
+}
+
+// Threads take points in whatever order they free up; the outcomes are still those of one
+// thread, in order, ending at the first failure in order (a later failure, reached first by
+// another thread, does not cut them short), and every point runs once.
+TEST(SweepEngine, ThreadsGiveOneThreadsOutcomes) {
+  std::string grid = "[";
+  for (int b = 1; b <= 64; ++b) grid += (b > 1 ? "," : "") + std::to_string(b);
+  const SweepSpec spec = Spec(R"({"batch": )" + grid + "]}");
+  std::mutex mutex;
+  std::map<std::string, int> runs;
+  std::set<std::thread::id> threads_seen;
+  const auto runner = [&](std::set<std::string> failing) -> PointRunner {
+    return [&, failing](const std::vector<std::string>& args) -> std::string {
+      const std::string batch = args.back();
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++runs[batch];
+        threads_seen.insert(std::this_thread::get_id());
+      }
+      // Early points slower, so later ones finish first on other threads.
+      std::this_thread::sleep_for(std::chrono::microseconds(std::stoi(batch) < 8 ? 2000 : 50));
+      if (failing.count(batch)) throw base::Error("--batch " + batch + ": too many");
+      return "batch,x\n" + batch + "," + batch + ".5\n";
+    };
+  };
+  const std::vector<int64_t> points = InterleavedPoints(64, 0, 1);
+  const std::vector<PointOutcome> one = RunPoints(spec, points, runner({}), nullptr);
+  runs.clear();
+  threads_seen.clear();
+  int64_t last_done = 0;
+  const std::vector<PointOutcome> four = RunPoints(
+      spec, points, runner({}),
+      [&](int64_t done, int64_t) { last_done = std::max(last_done, done); }, {}, 4);
+  EXPECT_GT(threads_seen.size(), 1u);
+  EXPECT_EQ(runs.size(), 64u);
+  for (const auto& [batch, count] : runs) EXPECT_EQ(count, 1) << "batch " << batch;
+  EXPECT_EQ(last_done, 64);
+  ASSERT_EQ(four.size(), one.size());
+  EXPECT_EQ(RenderSweep(spec, CollectInGridOrder(spec, {four}), report::Format::kJson),
+            RenderSweep(spec, CollectInGridOrder(spec, {one}), report::Format::kJson));
+
+  // Failing at batch 40 and 5 (points 39 and 4): both stop at point 4, whichever thread got there.
+  const std::vector<PointOutcome> failed_one =
+      RunPoints(spec, points, runner({"5", "40"}), nullptr);
+  const std::vector<PointOutcome> failed_four =
+      RunPoints(spec, points, runner({"5", "40"}), nullptr, {}, 4);
+  ASSERT_EQ(failed_four.size(), 5u);
+  ASSERT_EQ(failed_one.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(failed_four[i].point, failed_one[i].point);
+    EXPECT_EQ(failed_four[i].ok, failed_one[i].ok);
+    EXPECT_EQ(failed_four[i].error, failed_one[i].error);
+    EXPECT_EQ(failed_four[i].json_rows, failed_one[i].json_rows);
+  }
+  EXPECT_THROW(RunPoints(spec, points, runner({}), nullptr, {}, 0), base::Error);
 }
 
 }  // namespace
