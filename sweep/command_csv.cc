@@ -80,6 +80,30 @@ CommandCsv ParseCommandCsv(const std::string& csv) {
   return parsed;
 }
 
+void DropColumns(CommandCsv& csv, const std::vector<std::string>& names) {
+  std::vector<size_t> kept;
+  for (size_t c = 0; c < csv.columns.size(); ++c) {
+    if (std::find(names.begin(), names.end(), csv.columns[c]) == names.end()) kept.push_back(c);
+  }
+  if (kept.size() == csv.columns.size()) return;
+  const auto join = [&](const std::vector<std::string>& fields) {
+    std::string line;
+    for (size_t k = 0; k < kept.size(); ++k) line += (k ? "," : "") + CsvText(fields[kept[k]]);
+    return line;
+  };
+  const auto select = [&](const std::vector<std::string>& fields) {
+    std::vector<std::string> selected;
+    for (const size_t c : kept) selected.push_back(fields[c]);
+    return selected;
+  };
+  csv.header_line = join(csv.columns);
+  csv.columns = select(csv.columns);
+  for (size_t r = 0; r < csv.rows.size(); ++r) {
+    csv.row_lines[r] = join(csv.rows[r]);
+    csv.rows[r] = select(csv.rows[r]);
+  }
+}
+
 std::vector<std::string> SplitCsvHeader(const std::string& header_line) {
   const std::vector<Record> records = Records(header_line + "\n");
   return records.empty() ? std::vector<std::string>() : records[0].fields;

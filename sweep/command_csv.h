@@ -21,6 +21,9 @@ struct CommandCsv {
 // unterminated quote.
 CommandCsv ParseCommandCsv(const std::string& csv);
 std::vector<std::string> SplitCsvHeader(const std::string& header_line);
+// Removes the columns named `names` (those present), the header and row lines rebuilt from the
+// remaining fields.
+void DropColumns(CommandCsv& csv, const std::vector<std::string>& names);
 
 // A field as CSV prints it (quoted when it holds a comma, quote or line break).
 std::string CsvText(const std::string& field);

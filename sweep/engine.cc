@@ -218,12 +218,23 @@ std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t part
 
 namespace {
 
+// A command's rows that print its provenance (`sim offload --csv`) carry the command line, host
+// and time of the process, which the sweep's own provenance leaves out: kept, they made two runs
+// of one spec differ in every row.
+const std::vector<std::string>& RunDependentColumns() {
+  static const std::vector<std::string> columns{"provenance.command", "provenance.host",
+                                                "provenance.time_utc"};
+  return columns;
+}
+
 PointOutcome RunPoint(const SweepSpec& spec, int64_t point, const PointRunner& run,
                       RowFormats formats) {
   PointOutcome outcome;
   outcome.point = point;
   try {
-    FormatRows(spec, ParseCommandCsv(run(spec.PointArguments(point))), formats, outcome);
+    CommandCsv csv = ParseCommandCsv(run(spec.PointArguments(point)));
+    DropColumns(csv, RunDependentColumns());
+    FormatRows(spec, csv, formats, outcome);
   } catch (const std::exception& e) {
     outcome.ok = false;
     outcome.error =

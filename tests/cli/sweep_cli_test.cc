@@ -110,6 +110,25 @@ TEST_F(SweepCli, ThreadsWriteTheOneThreadBytes) {
   }
 }
 
+// sim offload's CSV rows print the process's provenance: a sweep leaves out their command line,
+// host and time as it does its own, so two runs of one spec (here with different --out paths,
+// which the command line held) are the same bytes, and the rest of the provenance stays.
+TEST_F(SweepCli, RowsLeaveOutTheProcesssCommandHostAndTime) {
+  const std::string spec = Write("offload.json", R"({"schema": "moelab.sweep_spec/1",
+  "command": "sim offload", "options": {"model": "mixtral-8x7b", "hardware": "rtx-3090",
+  "prompt": 16, "tokens": 4, "accelerator-memory": "24GB", "seed": 1},
+  "grid": {"policy": ["resident", "on-demand"]}})");
+  for (const char* format : {"--json", "--csv"}) {
+    const std::string a = Path(std::string("a") + format), b = Path(std::string("bb") + format);
+    ASSERT_EQ(RunMoelab("sweep " + spec + " " + format + " --out " + a).status, 0);
+    ASSERT_EQ(RunMoelab("sweep " + spec + " " + format + " --out " + b).status, 0);
+    EXPECT_EQ(Slurp(a), Slurp(b)) << format;
+    EXPECT_EQ(Slurp(a).find("provenance.command"), std::string::npos) << format;
+    EXPECT_EQ(Slurp(a).find("provenance.time_utc"), std::string::npos) << format;
+    EXPECT_NE(Slurp(a).find("provenance.git_commit"), std::string::npos) << format;
+  }
+}
+
 TEST_F(SweepCli, ShardsMergeIntoTheOneProcessBytes) {
   const std::string spec = Write("spec.json", kPlanSdSpec);
   ASSERT_EQ(RunMoelab("sweep " + spec + " --out " + Path("one.json")).status, 0);

@@ -85,6 +85,19 @@ TEST(SweepEngine, CommandCsvReadBackWithQuotesAndTypes) {
   EXPECT_THROW(ParseCommandCsv("a,b\n\"1,2\n"), base::Error);
 }
 
+TEST(SweepEngine, DropColumnsRebuildsHeaderAndRows) {
+  CommandCsv csv = ParseCommandCsv("a,t,\"b,c\"\n1,x,\"y,z\"\n2,w,v\n");
+  DropColumns(csv, {"t", "absent"});
+  EXPECT_EQ(csv.header_line, "a,\"b,c\"");
+  EXPECT_EQ(csv.columns, std::vector<std::string>({"a", "b,c"}));
+  EXPECT_EQ(csv.rows[0], std::vector<std::string>({"1", "y,z"}));
+  EXPECT_EQ(csv.row_lines, std::vector<std::string>({"1,\"y,z\"", "2,v"}));
+  CommandCsv same = ParseCommandCsv("a,b\n1,2\n");
+  DropColumns(same, {"c"});
+  EXPECT_EQ(same.header_line, "a,b");
+  EXPECT_EQ(same.row_lines[0], "1,2");
+}
+
 TEST(SweepEngine, LowestFailedPointWinsWhateverTheSplit) {
   const SweepSpec spec = Spec(R"({"batch": [1, 2, 3, 4, 5, 6]})");
   // The command fails at batch 4 and 6: a part stops at its own first failure.
