@@ -81,15 +81,6 @@ struct IterationScales {
     }
     return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
   }
-  // Every scale times `factor` (a probe's speed factor: the machine slower by that much).
-  IterationScales Times(double factor) const {
-    IterationScales scaled = *this;
-    scaled.decode_only *= factor;
-    scaled.with_prefill *= factor;
-    scaled.lone_prefill *= factor;
-    for (double& scale : scaled.decode_by_batch) scale *= factor;
-    return scaled;
-  }
 };
 
 // A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
@@ -280,12 +271,6 @@ void MeasureClientLatency(const ServingValidationRequest& request, Predictor& pr
   predictor.client_latency_s = result.client_latency_s;
 }
 
-// Seconds per token of the speed probe (kProbeBatch, kProbeOutputTokens): offline, between runs.
-double ProbeSecondsPerToken(const ServingValidationRequest& request,
-                            impl::ServedModelUnderTest& served) {
-  return 1.0 / served.RunDecodeTokensPerS(kProbeBatch, 8, kProbeOutputTokens, request.seed + 3);
-}
-
 // sim serve's p99 TTFT over a fine sweep of rates (fractions of the saturation, 0.2 to 1.3 by
 // 0.01), the SLO its value at 0.9 (a judged rate: kServingRateFractions), the first rate reaching
 // it.
@@ -303,39 +288,28 @@ std::optional<double> PredictSloCrossing(const ServingValidationRequest& request
   return CrossingRate(rates, p99, result.slo_ttft_p99_s);
 }
 
-// A round's calibration and what its predictor says of saturation (at the overload run's speed
-// factor) and the SLO crossing (at the median of the round's judged runs' factors), and both
-// from the calibration alone.
+// A round's calibration and what its predictor says of saturation and the SLO crossing.
 void RecordRoundCalibration(const ServingValidationRequest& request, const Predictor& predictor,
-                            double probe_s_per_token, double overload_speed_factor,
-                            double crossing_speed_factor, ServingValidationResult& result) {
+                            ServingValidationResult& result) {
   ServingValidationResult::RoundCalibration round;
   round.decode_only_scale = predictor.scales.decode_only;
   round.with_prefill_scale = predictor.scales.with_prefill;
   round.lone_prefill_scale = predictor.scales.lone_prefill;
   round.decode_scale_by_batch = predictor.scales.decode_by_batch;
-  round.probe_s_per_token = probe_s_per_token;
-  round.overload_speed_factor = overload_speed_factor;
-  round.crossing_speed_factor = crossing_speed_factor;
-  const auto all_at_once = Requests(request, 0, result.request.requests, request.seed);
-  Predictor at_speed = predictor;
-  at_speed.scales = predictor.scales.Times(overload_speed_factor);
-  round.predicted_saturation = SaturationOf(at_speed.Predict(all_at_once));
-  round.predicted_saturation_without_probe = SaturationOf(predictor.Predict(all_at_once));
-  at_speed.scales = predictor.scales.Times(crossing_speed_factor);
-  round.predicted_crossing_per_s = PredictSloCrossing(request, at_speed, result);
-  round.predicted_crossing_without_probe_per_s = PredictSloCrossing(request, predictor, result);
+  round.predicted_saturation =
+      SaturationOf(predictor.Predict(Requests(request, 0, result.request.requests, request.seed)));
+  round.predicted_crossing_per_s = PredictSloCrossing(request, predictor, result);
   result.round_calibrations.push_back(round);
 }
 
-nlohmann::json RateErrors(const ServingRate& rate, serving::ServingSummary ServingRun::*prediction,
-                          std::vector<double>& below) {
+nlohmann::json RateErrors(const ServingRate& rate, bool at_run_speed, std::vector<double>& below) {
   nlohmann::json errors = nlohmann::json::object();
   for (const std::string& metric : ServingMetricNames()) {
     std::vector<double> measured, predicted;
     for (const ServingRun& run : rate.runs) {
       measured.push_back(ServingMetric(run.measured, metric));
-      predicted.push_back(ServingMetric(run.*prediction, metric));
+      predicted.push_back(
+          ServingMetric(at_run_speed ? run.predicted_at_run_speed : run.predicted, metric));
     }
     const double median = base::Median(measured), prediction = base::Median(predicted);
     const double error = ServingRelativeError(
@@ -393,37 +367,24 @@ void RecordCrossingDiagnostics(ServingValidationResult& result, const std::vecto
 }
 
 void Judge(ServingValidationResult& result) {
-  std::vector<double> below, below_at_run_speed, below_without_probe;
+  std::vector<double> below, below_at_run_speed;
   for (ServingRate& rate : result.rates) {
-    rate.errors = RateErrors(rate, &ServingRun::predicted, below);
-    rate.errors_at_run_speed =
-        RateErrors(rate, &ServingRun::predicted_at_run_speed, below_at_run_speed);
-    rate.errors_without_probe =
-        RateErrors(rate, &ServingRun::predicted_without_probe, below_without_probe);
+    rate.errors = RateErrors(rate, false, below);
+    rate.errors_at_run_speed = RateErrors(rate, true, below_at_run_speed);
   }
   result.below_saturation_median_abs_error = base::Median(below);
   result.below_saturation_median_abs_error_at_run_speed = base::Median(below_at_run_speed);
-  result.below_saturation_median_abs_error_without_probe = base::Median(below_without_probe);
-  std::vector<double> predicted_rps, predicted_tps, unprobed_rps, unprobed_tps;
-  std::vector<double> predicted_crossings, unprobed_crossings;
+  std::vector<double> predicted_rps, predicted_tps, predicted_crossings;
   for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations) {
     predicted_rps.push_back(round.predicted_saturation.requests_per_s);
     predicted_tps.push_back(round.predicted_saturation.tokens_per_s);
-    unprobed_rps.push_back(round.predicted_saturation_without_probe.requests_per_s);
-    unprobed_tps.push_back(round.predicted_saturation_without_probe.tokens_per_s);
     if (round.predicted_crossing_per_s)
       predicted_crossings.push_back(*round.predicted_crossing_per_s);
-    if (round.predicted_crossing_without_probe_per_s)
-      unprobed_crossings.push_back(*round.predicted_crossing_without_probe_per_s);
   }
   result.judged_predicted_saturation = {base::Median(predicted_rps), base::Median(predicted_tps)};
-  result.judged_predicted_saturation_without_probe = {base::Median(unprobed_rps),
-                                                      base::Median(unprobed_tps)};
-  const auto median_or_none = [](const std::vector<double>& values) {
-    return values.empty() ? std::nullopt : std::optional<double>(base::Median(values));
-  };
-  result.predicted_crossing_per_s = median_or_none(predicted_crossings);
-  result.predicted_crossing_without_probe_per_s = median_or_none(unprobed_crossings);
+  result.predicted_crossing_per_s = predicted_crossings.empty()
+                                        ? std::nullopt
+                                        : std::optional<double>(base::Median(predicted_crossings));
   std::vector<double> saturation_runs;
   for (const Saturation& s : result.measured_saturation_runs)
     saturation_runs.push_back(s.requests_per_s);
@@ -521,24 +482,14 @@ struct Progress {
   }
 };
 
-// `calibration_probe_s`: the first round's calibration probe (its calibration ran before the rates
-// were set); later rounds calibrate again between two probes of their own.
-void RunRound(const ServingValidationRequest& request, int round, double calibration_probe_s,
-              Predictor& predictor, impl::ServedModelUnderTest& served,
-              ServingValidationResult& result, Progress& progress) {
+void RunRound(const ServingValidationRequest& request, int round, Predictor& predictor,
+              impl::ServedModelUnderTest& served, ServingValidationResult& result,
+              Progress& progress) {
   const int64_t count = result.request.requests;
-  // Every run sits between two probes (a run's after-probe is the next one's before-probe).
-  double probe_s = ProbeSecondsPerToken(request, served);
-  if (round > 0) {
+  if (round > 0) {  // the first round's calibration ran before the rates were set
     predictor.scales = ScalesOf(CalibrationRun(request, predictor, served, result));
-    const double after_s = ProbeSecondsPerToken(request, served);
-    calibration_probe_s = (probe_s + after_s) / 2;
-    probe_s = after_s;
   }
-  const auto speed_factor = [&](double before_s, double after_s) {
-    return (before_s + after_s) / 2 / calibration_probe_s;
-  };
-  std::vector<double> run_factors;
+  RecordRoundCalibration(request, predictor, result);
   const size_t rates = result.rates.size();
   for (size_t k = 0; k < rates; ++k) {  // rotated: each rate runs first once in `rates` rounds
     ServingRate& rate = result.rates[(k + static_cast<size_t>(round)) % rates];
@@ -548,15 +499,7 @@ void RunRound(const ServingValidationRequest& request, int round, double calibra
     executor::EngineRecording recording;
     run.measured = serving::Summarize(
         served.Serve(requests, &run.late_sends, request.seed + 1, &recording), {});
-    run.probe_before_s_per_token = probe_s;
-    probe_s = ProbeSecondsPerToken(request, served);
-    run.probe_after_s_per_token = probe_s;
-    run.speed_factor = speed_factor(run.probe_before_s_per_token, run.probe_after_s_per_token);
-    run_factors.push_back(run.speed_factor);
-    run.predicted_without_probe = predictor.Predict(requests);
-    Predictor at_probe_speed = predictor;
-    at_probe_speed.scales = predictor.scales.Times(run.speed_factor);
-    run.predicted = at_probe_speed.Predict(requests);
+    run.predicted = predictor.Predict(requests);
     run.engine = predictor.View(recording);
     Predictor at_run_speed = predictor;
     at_run_speed.scales = ScalesOf(run.engine);
@@ -577,10 +520,6 @@ void RunRound(const ServingValidationRequest& request, int round, double calibra
   executor::EngineRecording recording;
   const serving::ServingSummary measured =
       serving::Summarize(served.Serve(overload, nullptr, request.seed + 1, &recording), {});
-  const double overload_after_s = ProbeSecondsPerToken(request, served);
-  RecordRoundCalibration(request, predictor, calibration_probe_s,
-                         speed_factor(probe_s, overload_after_s), base::Median(run_factors),
-                         result);
   result.overload_engine.push_back(predictor.View(recording));
   if (measured.completed != count)
     throw base::Error(
@@ -655,16 +594,6 @@ void AddNotes(ServingValidationResult& result) {
         "(decode-only/with-prefill/lone-prefill scales by round: " +
         scales + "); the judged predicted saturation and crossing are the rounds' medians");
   }
-  notes.push_back(
-      "machine speed: a probe (moelab run's decode of " + std::to_string(kProbeBatch) +
-      " sequences for " + std::to_string(kProbeOutputTokens - 1) +
-      " steps, offline, between runs) before and after every calibration and every run; each "
-      "run's prediction scales every simulated iteration by its probes' mean over its round's "
-      "calibration probes, the saturation by the overload run's, the SLO crossing by the "
-      "median of the round's runs': this VM's speed moves by up to a quarter within minutes, "
-      "and a round's calibration runs minutes before its last run. From the calibration "
-      "alone (diagnostic): below saturation " +
-      report::FormatNumber(100 * result.below_saturation_median_abs_error_without_probe, 3) + " %");
   notes.push_back(
       "diagnostic, not judged: each run predicted again with its own served scales (its engine "
       "record) gives a below-saturation median of " +
@@ -745,16 +674,13 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
   // runs, the calibration's Poisson part, its burst of up to 64).
   served.Start(std::max<int64_t>({count, 2 * kMinServingRequests, 64}) + request.overhead_batch +
                8);
-  const double calibration_probe_before_s = ProbeSecondsPerToken(request, served);
   CalibrateEngine(request, predictor, served, result);
-  const double first_calibration_probe_s =
-      (calibration_probe_before_s + ProbeSecondsPerToken(request, served)) / 2;
   MeasureClientLatency(request, predictor, served, result);
   result.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, count, request.seed)));
   for (double fraction : kServingRateFractions)
     result.rates.push_back(
-        {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}, {}, {}});
+        {fraction, fraction * result.predicted_saturation.requests_per_s, {}, {}, {}});
   result.slo_ttft_p99_s =
       predictor
           .Predict(Requests(request, 0.9 * result.predicted_saturation.requests_per_s, count,
@@ -765,7 +691,7 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
     progress.left_s += count / rate.rate_per_s * request.repeat;
   progress.left_s += count / result.predicted_saturation.requests_per_s * request.repeat;
   for (int round = 0; round < request.repeat; ++round)
-    RunRound(request, round, first_calibration_probe_s, predictor, served, result, progress);
+    RunRound(request, round, predictor, served, result, progress);
   Judge(result);
   AddNotes(result);
   result.load_average_1m_end = profiler::LoadAverage1m();

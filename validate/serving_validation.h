@@ -68,23 +68,9 @@ inline constexpr int64_t kMinServingRequests = 16;
 // measured p99 met the predicted one (a 22.6 % miss from the method, not the model).
 inline const std::vector<double> kServingRateFractions = {0.3, 0.7, 0.9, 1.1};
 
-// The machine's speed, read by a probe between runs: `moelab run`'s decode of kProbeBatch
-// sequences of 8 prompt tokens for kProbeOutputTokens - 1 steps on the served model, seconds per
-// token. A 2-vCPU VM's speed moves by up to a quarter within minutes (the calibration's engine
-// scales by round: 1.24, 1.24, 0.95 in
-// results/validate-serving-avx512bf16-2026-12-06-conditioning), and a round's calibration ran
-// minutes before its runs.
-inline constexpr int64_t kProbeBatch = 8;
-inline constexpr int64_t kProbeOutputTokens = 33;
-
 struct ServingRun {  // one (rate, round)
   int round = 0;
   serving::ServingSummary measured, predicted;
-  // The probes just before and just after the run, and their mean over the round's calibration
-  // probe: `predicted` scales every simulated iteration by speed_factor on top of the round's
-  // calibration; `predicted_without_probe` is the calibration's alone (diagnostic).
-  double probe_before_s_per_token = 0, probe_after_s_per_token = 0, speed_factor = 1;
-  serving::ServingSummary predicted_without_probe;
   // A diagnostic, never judged: the prediction had it known this run's own engine speed (the
   // run's served scales per kind from its engine record, in place of the round's calibration).
   // Its error is what the model leaves once the machine's speed at the moment is known.
@@ -98,8 +84,7 @@ struct ServingRate {
   std::vector<ServingRun> runs;
   // Per metric (ServingMetricNames): median measured over rounds, predicted, error, spread.
   nlohmann::json errors;
-  nlohmann::json errors_at_run_speed;   // the same against predicted_at_run_speed (diagnostic)
-  nlohmann::json errors_without_probe;  // the same against predicted_without_probe (diagnostic)
+  nlohmann::json errors_at_run_speed;  // the same against predicted_at_run_speed (diagnostic)
 };
 
 struct ServingOverhead {
@@ -132,13 +117,9 @@ struct ServingValidationResult {
   struct RoundCalibration {
     double decode_only_scale = 1, with_prefill_scale = 1, lone_prefill_scale = 1;
     std::array<double, 5> decode_scale_by_batch{};  // ServedEngineView::kDecodeBatchUpTo
-    // The probe's mean before and after the calibration run; the overload run's speed factor
-    // (its probes over this one), which scales predicted_saturation; the median of the round's
-    // judged runs' speed factors, which scales the crossing's sweep. The same two predictions
-    // without the factors are diagnostics.
-    double probe_s_per_token = 0, overload_speed_factor = 1, crossing_speed_factor = 1;
-    Saturation predicted_saturation, predicted_saturation_without_probe;
-    std::optional<double> predicted_crossing_per_s, predicted_crossing_without_probe_per_s;
+    Saturation predicted_saturation;                // the first calibration's: it sets the rates
+    Saturation judged_predicted_saturation;         // the median over the rounds' calibrations
+    std::optional<double> predicted_crossing_per_s;
   };
   std::vector<RoundCalibration> round_calibrations;
   double engine_iteration_scale = 1;       // all its iterations' engine / composed (reported)
@@ -147,16 +128,13 @@ struct ServingValidationResult {
   double client_latency_s = 0;             // engine -> client, added to every simulated token
   Saturation predicted_saturation;         // the first calibration's: it sets the rates
   Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
-  Saturation judged_predicted_saturation_without_probe;  // diagnostic
   std::vector<Saturation> measured_saturation_runs;
   std::vector<ServedEngineView> overload_engine;  // the engine's record of each overload run
   std::vector<ServingRate> rates;
   double below_saturation_median_abs_error = 0;
-  double below_saturation_median_abs_error_at_run_speed = 0;   // diagnostic
-  double below_saturation_median_abs_error_without_probe = 0;  // diagnostic
+  double below_saturation_median_abs_error_at_run_speed = 0;  // diagnostic
   double slo_ttft_p99_s = 0;
   std::optional<double> predicted_crossing_per_s, measured_crossing_per_s;
-  std::optional<double> predicted_crossing_without_probe_per_s;  // diagnostic
   // Diagnostics, never judged (the target takes the medians over the rounds): each round's
   // crossing from its own runs' p99 TTFT beside its own calibration's prediction (a slow stretch
   // after a round's calibration shows as that round's miss), and the measured crossing read off

@@ -65,33 +65,25 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
   nlohmann::json rounds = nlohmann::json::array();
   nlohmann::json predicted_saturation_runs = nlohmann::json::array();
   for (const ServingValidationResult::RoundCalibration& round : result.round_calibrations) {
-    rounds.push_back({{"decode_only_scale", round.decode_only_scale},
-                      {"with_prefill_scale", round.with_prefill_scale},
-                      {"lone_prefill_scale", round.lone_prefill_scale},
-                      {"decode_scale_by_batch", round.decode_scale_by_batch},
-                      {"probe_s_per_token", round.probe_s_per_token},
-                      {"overload_speed_factor", round.overload_speed_factor},
-                      {"crossing_speed_factor", round.crossing_speed_factor},
-                      {"predicted_saturation", SaturationJson(round.predicted_saturation)},
-                      {"predicted_saturation_without_probe",
-                       SaturationJson(round.predicted_saturation_without_probe)},
-                      {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)},
-                      {"predicted_crossing_without_probe_per_s",
-                       OptionalNumber(round.predicted_crossing_without_probe_per_s)}});
+    rounds.push_back(
+        {{"decode_only_scale", round.decode_only_scale},
+         {"with_prefill_scale", round.with_prefill_scale},
+         {"lone_prefill_scale", round.lone_prefill_scale},
+         {"decode_scale_by_batch", round.decode_scale_by_batch},
+         {"predicted_saturation", SaturationJson(round.predicted_saturation)},
+         {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)}});
     predicted_saturation_runs.push_back(SaturationJson(round.predicted_saturation));
   }
   json["engine_iteration"]["rounds"] = rounds;
-  json["saturation"] = {
-      {"predicted", SaturationJson(result.judged_predicted_saturation)},
-      {"predicted_without_probe", SaturationJson(result.judged_predicted_saturation_without_probe)},
-      {"predicted_runs", predicted_saturation_runs},
-      {"predicted_for_rates", SaturationJson(result.predicted_saturation)},
-      {"measured",
-       {{"requests_per_s", base::Median(saturation_rps)},
-        {"tokens_per_s", base::Median(saturation_tps)}}},
-      {"measured_runs", measured_saturation},
-      {"engine", overload_engine},
-      {"method", "every request at t = 0, predicted and measured"}};
+  json["saturation"] = {{"predicted", SaturationJson(result.judged_predicted_saturation)},
+                        {"predicted_runs", predicted_saturation_runs},
+                        {"predicted_for_rates", SaturationJson(result.predicted_saturation)},
+                        {"measured",
+                         {{"requests_per_s", base::Median(saturation_rps)},
+                          {"tokens_per_s", base::Median(saturation_tps)}}},
+                        {"measured_runs", measured_saturation},
+                        {"engine", overload_engine},
+                        {"method", "every request at t = 0, predicted and measured"}};
   nlohmann::json rates = nlohmann::json::array();
   for (const ServingRate& rate : result.rates) {
     nlohmann::json runs = nlohmann::json::array();
@@ -101,10 +93,6 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
            {"late_sends", run.late_sends},
            {"measured", serving::ServingSummaryToJson(run.measured)},
            {"predicted", serving::ServingSummaryToJson(run.predicted)},
-           {"probe_before_s_per_token", run.probe_before_s_per_token},
-           {"probe_after_s_per_token", run.probe_after_s_per_token},
-           {"speed_factor", run.speed_factor},
-           {"predicted_without_probe", serving::ServingSummaryToJson(run.predicted_without_probe)},
            {"predicted_at_run_speed", serving::ServingSummaryToJson(run.predicted_at_run_speed)},
            {"engine", run.engine.ToJson()}});
     }
@@ -112,15 +100,12 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                      {"rate_per_s", rate.rate_per_s},
                      {"runs", runs},
                      {"errors", rate.errors},
-                     {"errors_at_run_speed", rate.errors_at_run_speed},
-                     {"errors_without_probe", rate.errors_without_probe}});
+                     {"errors_at_run_speed", rate.errors_at_run_speed}});
   }
   json["rates"] = rates;
   json["below_saturation_median_abs_error"] = result.below_saturation_median_abs_error;
   json["below_saturation_median_abs_error_at_run_speed"] =
       result.below_saturation_median_abs_error_at_run_speed;
-  json["below_saturation_median_abs_error_without_probe"] =
-      result.below_saturation_median_abs_error_without_probe;
   nlohmann::json round_crossings = nlohmann::json::array();
   for (const ServingValidationResult::RoundCrossing& crossing : result.round_crossings) {
     round_crossings.push_back(
@@ -130,8 +115,6 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
   }
   json["slo"] = {{"ttft_p99_s", result.slo_ttft_p99_s},
                  {"predicted_crossing_per_s", OptionalNumber(result.predicted_crossing_per_s)},
-                 {"predicted_crossing_without_probe_per_s",
-                  OptionalNumber(result.predicted_crossing_without_probe_per_s)},
                  {"measured_crossing_per_s", OptionalNumber(result.measured_crossing_per_s)},
                  {"measured_crossing_queueing_form_per_s",
                   OptionalNumber(result.measured_crossing_queueing_form_per_s)},
@@ -182,29 +165,7 @@ std::string ServingValidationText(const ServingValidationResult& result) {
   for (const Saturation& s : result.measured_saturation_runs) measured.push_back(s.requests_per_s);
   out << "  diagnostic: below-saturation median abs error had each run known its own engine "
          "speed (its served scales): "
-      << Percent(result.below_saturation_median_abs_error_at_run_speed)
-      << "; from the calibration alone, without the probes' speed factors: "
-      << Percent(result.below_saturation_median_abs_error_without_probe) << " (saturation "
-      << report::FormatNumber(result.judged_predicted_saturation_without_probe.requests_per_s, 4)
-      << "/s, crossing "
-      << (result.predicted_crossing_without_probe_per_s
-              ? report::FormatNumber(*result.predicted_crossing_without_probe_per_s, 4)
-              : std::string("-"))
-      << "/s)\n";
-  out << "  machine speed by the probe (each run's over its round's calibration; > 1: slower):";
-  for (size_t round = 0; round < result.round_calibrations.size(); ++round) {
-    out << " round " << round + 1 << ":";
-    for (const ServingRate& rate : result.rates) {
-      for (const ServingRun& run : rate.runs) {
-        if (run.round == static_cast<int>(round))
-          out << " " << report::FormatNumber(run.speed_factor, 3) << "@"
-              << report::FormatNumber(rate.rate_per_s, 3);
-      }
-    }
-    out << " overload "
-        << report::FormatNumber(result.round_calibrations[round].overload_speed_factor, 3) << ";";
-  }
-  out << "\n";
+      << Percent(result.below_saturation_median_abs_error_at_run_speed) << "\n";
   out << "  saturation: predicted "
       << report::FormatNumber(result.judged_predicted_saturation.requests_per_s, 4)
       << " requests/s, measured " << report::FormatNumber(base::Median(measured), 4) << "\n";
