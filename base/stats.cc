@@ -8,6 +8,11 @@
 
 namespace moelab::base {
 
+double LogGamma(double x) {
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+}
+
 double Median(std::vector<double> values) {
   if (values.empty()) throw Error("a median of no values");
   std::sort(values.begin(), values.end());
@@ -33,10 +38,9 @@ double SignTestP(int64_t wins, int64_t pairs) {
   const int64_t uneven = std::max(wins, pairs - wins);
   double tail = 0;
   for (int64_t x = uneven; x <= pairs; ++x) {
-    tail += std::exp(std::lgamma(static_cast<double>(pairs) + 1) -
-                     std::lgamma(static_cast<double>(x) + 1) -
-                     std::lgamma(static_cast<double>(pairs - x) + 1) -
-                     static_cast<double>(pairs) * std::log(2.0));
+    tail += std::exp(
+        LogGamma(static_cast<double>(pairs) + 1) - LogGamma(static_cast<double>(x) + 1) -
+        LogGamma(static_cast<double>(pairs - x) + 1) - static_cast<double>(pairs) * std::log(2.0));
   }
   return std::min(1.0, 2 * tail);
 }

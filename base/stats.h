@@ -12,6 +12,9 @@ namespace moelab::base {
 // The middle value of `values`, or the mean 0.5 * (a + b) of the two middle ones for an even
 // count (the textbook median: profiles and fits). Throws Error on no values.
 double Median(std::vector<double> values);
+// ln |Gamma(x)|, as std::lgamma, without writing the C library's global `signgam` (std::lgamma
+// does: a data race when a sweep's points run on threads, found by ThreadSanitizer).
+double LogGamma(double x);
 
 // The q-quantile, linearly interpolated between order statistics (type 7, numpy's default):
 // values sorted, position q * (n - 1). Quantile(v, 0.5) is the median as a + (b - a) / 2 (the

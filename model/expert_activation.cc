@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/stats.h"
 #include "model/forward_cost.h"
 #include "model/moe_math.h"
 
@@ -58,9 +59,9 @@ ExpertLoad UniformExpertActivation::Load(int64_t batch, int64_t tokens_per_seque
   const double low = std::max(1.0, std::floor(mean - 12.0 * deviation - 1.0));
   const double high = std::min(tokens, std::ceil(mean + 12.0 * deviation + 1.0));
   load.first_tokens = static_cast<int64_t>(low);
-  const double log_p = std::log(p), log_q = std::log1p(-p), log_n = std::lgamma(tokens + 1.0);
+  const double log_p = std::log(p), log_q = std::log1p(-p), log_n = base::LogGamma(tokens + 1.0);
   for (double t = low; t <= high; t += 1.0) {
-    const double log_term = log_n - std::lgamma(t + 1.0) - std::lgamma(tokens - t + 1.0) +
+    const double log_term = log_n - base::LogGamma(t + 1.0) - base::LogGamma(tokens - t + 1.0) +
                             t * log_p + (tokens - t) * log_q;
     load.experts.push_back(static_cast<double>(num_experts_) * std::exp(log_term));
   }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/stats.h"
 
 namespace moelab::routing {
 
@@ -94,7 +95,7 @@ model::ExpertLoad IndependentTokenDraws::LoadWithReplacement(int64_t tokens) con
   }
   const double t = static_cast<double>(tokens);
   std::vector<double> experts_with(static_cast<size_t>(tokens) + 1, 0.0);  // [tokens per expert]
-  const double log_tokens_factorial = std::lgamma(t + 1.0);
+  const double log_tokens_factorial = base::LogGamma(t + 1.0);
   for (double q : mean_share_) {
     if (q <= 0) continue;
     if (q >= 1) {
@@ -107,7 +108,7 @@ model::ExpertLoad IndependentTokenDraws::LoadWithReplacement(int64_t tokens) con
     const double log_q = std::log(q), log_not_q = std::log1p(-q);
     for (double c = low; c <= high; c += 1.0) {
       experts_with[static_cast<size_t>(c)] +=
-          std::exp(log_tokens_factorial - std::lgamma(c + 1.0) - std::lgamma(t - c + 1.0) +
+          std::exp(log_tokens_factorial - base::LogGamma(c + 1.0) - base::LogGamma(t - c + 1.0) +
                    c * log_q + (t - c) * log_not_q);
     }
   }

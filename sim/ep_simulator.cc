@@ -5,6 +5,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "base/stats.h"
 #include "model/expert_activation.h"
 #include "model/forward_cost.h"
 #include "model/moe_math.h"
@@ -158,9 +159,9 @@ std::vector<double> ActiveCountProbabilities(int64_t local, double active) {
   }
   double total = 0;
   for (int64_t a = 1; a <= local; ++a) {
-    const double log_term = std::lgamma(static_cast<double>(local) + 1) -
-                            std::lgamma(static_cast<double>(a) + 1) -
-                            std::lgamma(static_cast<double>(local - a) + 1) +
+    const double log_term = base::LogGamma(static_cast<double>(local) + 1) -
+                            base::LogGamma(static_cast<double>(a) + 1) -
+                            base::LogGamma(static_cast<double>(local - a) + 1) +
                             static_cast<double>(a) * std::log(active) +
                             static_cast<double>(local - a) * std::log1p(-active);
     probability[static_cast<size_t>(a)] = std::exp(log_term);
