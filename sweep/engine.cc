@@ -8,6 +8,7 @@
 #include <mutex>
 #include <ostream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "base/error.h"
@@ -218,15 +219,6 @@ std::vector<int64_t> InterleavedPoints(int64_t count, int64_t part, int64_t part
 
 namespace {
 
-// A command's rows that print its provenance (`sim offload --csv`) carry the command line, host
-// and time of the process, which the sweep's own provenance leaves out: kept, they made two runs
-// of one spec differ in every row.
-const std::vector<std::string>& RunDependentColumns() {
-  static const std::vector<std::string> columns{"provenance.command", "provenance.host",
-                                                "provenance.time_utc"};
-  return columns;
-}
-
 PointOutcome RunPoint(const SweepSpec& spec, int64_t point, const PointRunner& run,
                       RowFormats formats) {
   PointOutcome outcome;
@@ -276,7 +268,13 @@ std::vector<PointOutcome> RunPointsOnThreads(const SweepSpec& spec,
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had (a process limit): the ones running take every point
+    }
+  }
   work();
   for (std::thread& thread : pool) thread.join();
   if (escaped) std::rethrow_exception(escaped);
@@ -285,6 +283,12 @@ std::vector<PointOutcome> RunPointsOnThreads(const SweepSpec& spec,
 }
 
 }  // namespace
+
+const std::vector<std::string>& RunDependentColumns() {
+  static const std::vector<std::string> columns{"provenance.command", "provenance.host",
+                                                "provenance.time_utc"};
+  return columns;
+}
 
 std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int64_t>& points,
                                     const PointRunner& run, const Progress& progress,

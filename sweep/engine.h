@@ -53,6 +53,13 @@ std::vector<PointOutcome> RunPoints(const SweepSpec& spec, const std::vector<int
                                     const PointRunner& run, const Progress& progress,
                                     RowFormats formats = {}, int threads = 1);
 
+// The columns a command's CSV rows may carry that hold the process rather than the point
+// (`sim offload --csv` prints its provenance per row): the process's command line, host and
+// time, which the sweep's own provenance leaves out. RunPoints drops them from every point's rows
+// (kept, two runs of one spec differed in every row), and a shard file that holds them is
+// refused.
+const std::vector<std::string>& RunDependentColumns();
+
 // Outcomes to bytes and back (for the gather and the shard files).
 std::string EncodeOutcomes(const std::vector<PointOutcome>& outcomes);
 std::vector<PointOutcome> DecodeOutcomes(const std::string& bytes, const std::string& origin);

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/input_file.h"
 #include "base/json_reader.h"
+#include "sweep/command_csv.h"
 
 namespace moelab::sweep {
 namespace {
@@ -116,6 +117,13 @@ Shard ReadShard(const std::string& path, const std::vector<std::string>& command
     PointOutcome outcome;
     outcome.point = result["point"].get<int64_t>();
     outcome.header = ReadText(result, "header", field);
+    for (const std::string& column : SplitCsvHeader(outcome.header)) {
+      const std::vector<std::string>& dropped = RunDependentColumns();
+      if (std::find(dropped.begin(), dropped.end(), column) != dropped.end())
+        throw base::Error(field + ".header: " + column +
+                          " is the run's, not the point's (a shard written before sweeps left it "
+                          "out of the rows): write the shard again");
+    }
     outcome.json_rows = ReadText(result, "json_rows", field);
     outcome.csv_rows = ReadText(result, "csv_rows", field);
     CheckRows(outcome, field);

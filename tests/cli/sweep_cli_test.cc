@@ -204,6 +204,9 @@ TEST_F(SweepCli, ShardsMergeIntoTheOneProcessBytes) {
        },
        "points: expected the results' points"},
       {[](auto& s) { s["extra"] = 1; }, "extra: not a field of a sweep shard"},
+      // A shard written before sweeps dropped the process's columns from sim offload's rows.
+      {[&](auto& s) { rows(s, "header") += ",provenance.time_utc"; },
+       "results[0].header: provenance.time_utc is the run's, not the point's"},
   };
   for (const auto& c : edits) {
     const CliRun run = RunMoelab("sweep merge " + Path("shard0.json") + " " + damaged(c.edit) +
