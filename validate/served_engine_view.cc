@@ -65,6 +65,9 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   std::array<std::vector<double>, 5> by_batch;
   EngineTime decode_only_time, with_prefill_time, lone_prefill_time, mixed_prefill_time;
   std::array<EngineTime, 5> by_batch_time;
+  // The end of the last iteration that ran a batch when it left no work, while unknown: -1.
+  double idle_since_s = -1;
+  bool first = true;
   for (size_t i = 0; i < recording.iterations.size(); ++i) {
     const executor::EngineRecording::Iteration& iteration = recording.iterations[i];
     if (iteration.plan.batch.empty()) continue;
@@ -72,6 +75,13 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     view.busy_s += wall_s;
     ++view.iterations;
     ServedEngineView::Iteration row{iteration.start_s, wall_s, composed.Seconds(iteration.plan)};
+    if (first) {
+      row.idle_before_s = -1;
+      first = false;
+    } else if (idle_since_s >= 0) {
+      row.idle_before_s = std::max(0.0, iteration.start_s - idle_since_s);
+    }
+    idle_since_s = -1;
     double context_sum = 0;
     for (const scheduler::BatchEntry& entry : iteration.plan.batch) {
       if (entry.prefill) {
@@ -102,6 +112,8 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     if (more_work) {
       row.handoff_s = recording.iterations[next].start_s - iteration.end_s;
       between.push_back(row.handoff_s);
+    } else {
+      idle_since_s = iteration.end_s;
     }
     view.rows.push_back(row);
     const double ratio = wall_s / row.composed_s;
@@ -140,19 +152,20 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
 
 std::string ServedIterationsCsvHeader() {
   return "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
-         "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s\n";
+         "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s,"
+         "idle_before_s\n";
 }
 
 std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::string& key) {
   std::string csv;
   char line[256];
   for (const ServedEngineView::Iteration& row : view.rows) {
-    std::snprintf(line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld,%lld,%lld,%.6f\n",
-                  row.start_s, row.wall_s, row.composed_s, static_cast<long long>(row.decodes),
-                  row.decode_context_mean, static_cast<long long>(row.prefill_chunks),
-                  static_cast<long long>(row.prefill_tokens),
-                  static_cast<long long>(row.prefill_continuing_chunks),
-                  static_cast<long long>(row.prefill_continuing_tokens), row.handoff_s);
+    std::snprintf(
+        line, sizeof line, ",%.6f,%.6f,%.6f,%lld,%.1f,%lld,%lld,%lld,%lld,%.6f,%.6f\n", row.start_s,
+        row.wall_s, row.composed_s, static_cast<long long>(row.decodes), row.decode_context_mean,
+        static_cast<long long>(row.prefill_chunks), static_cast<long long>(row.prefill_tokens),
+        static_cast<long long>(row.prefill_continuing_chunks),
+        static_cast<long long>(row.prefill_continuing_tokens), row.handoff_s, row.idle_before_s);
     csv += key + line;
   }
   return csv;

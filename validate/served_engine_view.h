@@ -25,6 +25,10 @@ struct ServedEngineView {
     // Its end to the next iteration's start when the engine still had work (the loop, the
     // scheduler's plan and the token hand-off), else 0: engine time the operators leave out.
     double handoff_s = 0;
+    // How long the engine had nothing to run before it (the previous iteration left no work):
+    // the wake it pays (engine_wake.h). 0 when work carried over, -1 for the record's first
+    // iteration (the idle time before it is not in the record).
+    double idle_before_s = 0;
     int64_t decodes = 0, prefill_chunks = 0, prefill_tokens = 0;
     // Of the prefill chunks, those continuing a prompt (context > 0: priced as multi-query
     // attention over a cache, not as a fresh prompt's) and their tokens.

@@ -67,8 +67,12 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
 }
 
 // What scales a simulated iteration (CalibrateEngine): a decode-only iteration by its batch's
-// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its kind's ratio:
-// beside decodes (with_prefill) or alone (lone_prefill).
+// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by the ratio of
+// prefills beside decodes (with_prefill). A lone prefill (no decode beside it) takes that ratio
+// too, and the wake (EngineWake) of the idleness before it: lone prefills ran at 1.3-1.6 of their
+// price where prefills beside decodes ran at 1.1-1.2, and those after under 0.1 s of idleness at
+// 0.84-1.12 of the latter, so their excess was the wake, not their kind. lone_prefill keeps the
+// measured ratio of lone prefills (reported, not priced).
 struct IterationScales {
   double decode_only = 1, with_prefill = 1, lone_prefill = 1;
   std::array<double, 5> decode_by_batch{1, 1, 1, 1, 1};
@@ -76,7 +80,7 @@ struct IterationScales {
   double Of(const scheduler::IterationPlan& plan) const {
     int64_t decodes = 0;
     for (const scheduler::BatchEntry& entry : plan.batch) {  // decodes first, then prefill chunks
-      if (entry.prefill) return decodes > 0 ? with_prefill : lone_prefill;
+      if (entry.prefill) return with_prefill;
       ++decodes;
     }
     return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
@@ -146,10 +150,12 @@ struct Predictor {
   model::MoeModelSpec target;
   sim::ServingSimOptions options;
   IterationScales scales;
+  EngineWake wake;              // MeasureEngineWake
   double client_latency_s = 0;  // MeasureClientLatency
 
   serving::ServingSummary Predict(const std::vector<serving::RequestSpec>& requests) const {
-    ScaledPricer pricer(source, target, scales);
+    ScaledPricer scaled(source, target, scales);
+    WakingPricer pricer(scaled, wake);  // and the wake of an engine that idled
     std::vector<serving::RequestOutcome> outcomes =
         sim::SimulateServing(requests, options, pricer).outcomes;
     // Every token reaches the client that much after the engine emitted it.
@@ -269,6 +275,46 @@ void MeasureClientLatency(const ServingValidationRequest& request, Predictor& pr
                       std::to_string(alone.size()) + " client-latency requests");
   result.client_latency_s = base::Median(client_ttft_s) - view.engine_side.ttft_s.p50;
   predictor.client_latency_s = result.client_latency_s;
+}
+
+// The engine's wake by idle time (EngineWake): lone requests of kEngineWakePromptTokens prompt
+// tokens and 1 output token (its own seeds: seed + 2500), each after the engine idled about one of
+// kEngineWakeIdleS (each kEngineWakeRepeats times, the gaps in turn), behind one that starts the
+// run (its idleness is not in the record). Each prefill's wall time less its composed price times
+// the with-prefill scale is a sample; groups of kEngineWakeRepeats by measured idle time give the
+// points. After the calibration, whose scale it needs; before the rounds.
+
+void MeasureEngineWake(const ServingValidationRequest& request, Predictor& predictor,
+                       impl::ServedModelUnderTest& served, ServingValidationResult& result) {
+  // Arrivals spaced by the predicted time of one such request alone, with room for a slow one,
+  // and the gap: the idle time itself is read from the engine's record.
+  const serving::ServingSummary one = predictor.Predict({{0, 0, kEngineWakePromptTokens, 1}});
+  const double service_s = 1.5 * one.e2e_s.p50 + 0.02;
+  std::vector<serving::RequestSpec> wakes{{0, 0, kEngineWakePromptTokens, 1}};
+  double arrival_s = 0;
+  for (int64_t repeat = 0; repeat < kEngineWakeRepeats; ++repeat) {
+    for (double idle_s : kEngineWakeIdleS) {
+      arrival_s += service_s + idle_s;
+      wakes.push_back({static_cast<int64_t>(wakes.size()), arrival_s, kEngineWakePromptTokens, 1});
+    }
+  }
+  executor::EngineRecording recording;
+  for (const serving::RequestOutcome& outcome :
+       served.Serve(wakes, nullptr, request.seed + 2500, &recording)) {
+    if (outcome.failed)
+      throw base::Error("validate --cases serving: an engine-wake request failed (" +
+                        outcome.error + ")");
+  }
+  const ServedEngineView view = predictor.View(recording);
+  std::vector<EngineWake::Sample> samples;
+  for (const ServedEngineView::Iteration& row : view.rows) {
+    if (row.prefill_chunks == 0 || row.decodes > 0 || !(row.idle_before_s > 0)) continue;
+    samples.push_back(
+        {row.idle_before_s, row.wall_s / (row.composed_s * predictor.scales.with_prefill)});
+  }
+  result.engine_wake_requests = static_cast<int64_t>(wakes.size());
+  result.engine_wake = EngineWake::FromSamples(samples, kEngineWakeRepeats);
+  predictor.wake = result.engine_wake;
 }
 
 // sim serve's p99 TTFT over a fine sweep of rates (fractions of the saturation, 0.2 to 1.3 by
@@ -607,6 +653,17 @@ void AddNotes(ServingValidationResult& result) {
                   " ms (8 lone 1-token requests through the server: median client TTFT less the "
                   "engine's own median TTFT from its record): added to every simulated token's "
                   "arrival");
+  std::string wake;
+  for (const auto& [idle_s, ratio] : result.engine_wake.points)
+    wake += (wake.empty() ? "" : ", ") + report::FormatNumber(idle_s, 3) +
+            " s: " + report::FormatNumber(ratio, 3);
+  notes.push_back("engine wake (" + std::to_string(result.engine_wake.samples) +
+                  " lone prefills after measured idle times, each over its price at the "
+                  "with-prefill scale; idle: median ratio) " +
+                  wake +
+                  ": multiplies every simulated iteration after idleness (interpolated from 1 at "
+                  "0, the last point's beyond), lone prefills otherwise priced as prefills beside "
+                  "decodes");
   notes.push_back(
       result.profile_reused
           ? "the profile was given (--profile): taken at another time than the runs"
@@ -676,6 +733,7 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
                8);
   CalibrateEngine(request, predictor, served, result);
   MeasureClientLatency(request, predictor, served, result);
+  MeasureEngineWake(request, predictor, served, result);
   result.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, count, request.seed)));
   for (double fraction : kServingRateFractions)

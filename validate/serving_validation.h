@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "scheduler/scheduler_config.h"
 #include "serving/load_spec.h"
 #include "serving/serving_metrics.h"
+#include "validate/engine_wake.h"
 #include "validate/served_engine_view.h"
 #include "validate/serving_judge.h"
 
@@ -25,9 +27,11 @@ namespace moelab::validate {
 // 1. Profile the executor's operators (or reuse `profile`), fit them: the fitted-profile source.
 // 2. The engine's iteration scales: a calibration run of its own through the server (other seeded
 //    requests, Poisson at 70 % of the unscaled predicted saturation), each served iteration's wall
-//    time over sim serve's composed price of its plan; the median per kind (decode-only, with a
-//    prefill chunk) scales every simulated iteration of that kind (never taken from the judged
-//    runs). Then the client latency: lone requests' client TTFT less the engine's own.
+//    time over sim serve's composed price of its plan; the ratio per kind (decode-only by batch,
+//    with a prefill chunk) scales every simulated iteration of that kind (never taken from the
+//    judged runs). Then the client latency: lone requests' client TTFT less the engine's own;
+//    and the engine's wake: lone prefills after measured idle times, their time over their price
+//    (engine_wake.h), added to every simulated iteration after idleness.
 // 3. Predicted saturation: sim serve with every request arriving at t = 0.
 // 4. Rounds: per round the four rates (30 %, 70 %, 90 %, 110 % of the predicted saturation
 // requests/s,
@@ -67,6 +71,12 @@ inline constexpr int64_t kMinServingRequests = 16;
 // crossing interpolated linearly between 70 % and 110 % alone fell 18 % below the rate where the
 // measured p99 met the predicted one (a 22.6 % miss from the method, not the model).
 inline const std::vector<double> kServingRateFractions = {0.3, 0.7, 0.9, 1.1};
+
+// The engine-wake measurement (MeasureEngineWake in serving_validation.cc): lone requests of this
+// many prompt tokens (and 1 output token), each after about one of these idle times, each time
+// this many times (the samples grouped by as many).
+inline constexpr std::array<double, 6> kEngineWakeIdleS = {0.05, 0.15, 0.3, 0.5, 0.8, 1.2};
+inline constexpr int64_t kEngineWakeRepeats = 3, kEngineWakePromptTokens = 64;
 
 struct ServingRun {  // one (rate, round)
   int round = 0;
@@ -125,7 +135,11 @@ struct ServingValidationResult {
   double engine_iteration_scale = 1;       // all its iterations' engine / composed (reported)
   double engine_iteration_residual_s = 0;  // median measured - composed (reported)
   int64_t engine_iterations = 0;
-  double client_latency_s = 0;             // engine -> client, added to every simulated token
+  double client_latency_s = 0;  // engine -> client, added to every simulated token
+  // The engine's wake by idle time (MeasureEngineWake in serving_validation.cc), added to every
+  // simulated iteration that follows idleness, and the requests that measured it.
+  EngineWake engine_wake;
+  int64_t engine_wake_requests = 0;
   Saturation predicted_saturation;         // the first calibration's: it sets the rates
   Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
   std::vector<Saturation> measured_saturation_runs;

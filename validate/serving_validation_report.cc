@@ -51,6 +51,19 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
        "the next iteration, summed, over their plans' composed prices, summed, per kind and "
        "decode batch bucket (medians of the per-iteration ratios in calibration, reported)"},
       {"calibration", result.calibration.ToJson()}};
+  nlohmann::json wake = result.engine_wake.ToJson();
+  wake["requests"] = result.engine_wake_requests;
+  wake["method"] =
+      "lone requests of " + std::to_string(kEngineWakePromptTokens) +
+      " prompt tokens and 1 output token, each after an idle time of " +
+      report::FormatNumber(kEngineWakeIdleS.front(), 3) + " to " +
+      report::FormatNumber(kEngineWakeIdleS.back(), 3) +
+      " s: each prefill's wall time over its composed price times the with-prefill scale, "
+      "grouped by idle time in " +
+      std::to_string(kEngineWakeRepeats) +
+      "s (median idle, median ratio); multiplies every simulated iteration after idleness, "
+      "interpolated from (0, 1), the last point's beyond";
+  json["engine_iteration"]["wake"] = wake;
   json["client_latency_s"] = result.client_latency_s;
   nlohmann::json measured_saturation = nlohmann::json::array();
   std::vector<double> saturation_rps, saturation_tps;
@@ -151,6 +164,10 @@ std::string ServingValidationText(const ServingValidationResult& result) {
       << report::FormatNumber(result.lone_prefill_scale, 4) << " lone prefill (all "
       << report::FormatNumber(result.engine_iteration_scale, 4) << "), client latency "
       << report::FormatNumber(result.client_latency_s * 1e3, 3) << " ms\n";
+  out << "  engine wake after idleness (s idle: factor on the price):";
+  for (const auto& [idle_s, ratio] : result.engine_wake.points)
+    out << " " << report::FormatNumber(idle_s, 3) << ": " << report::FormatNumber(ratio, 3);
+  out << "\n";
   for (const ServingRate& rate : result.rates) {
     out << "  rate " << report::FormatNumber(rate.rate_per_s, 4) << "/s (" << Percent(rate.fraction)
         << " of predicted saturation):";

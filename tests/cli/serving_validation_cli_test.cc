@@ -85,6 +85,20 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_EQ(json["engine_iteration"]["requests"], 32);
   EXPECT_EQ(json["engine_iteration"]["burst_requests"], 64);  // the default --max-running
   EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32 + 64);
+  // The wake: 1 + 6 x 3 lone requests; those after the first wake an idle engine (one that a
+  // stalled process delays past the next arrival finds the engine busy and is no sample), in
+  // groups of 3, a smaller remainder joining the last, their idle times increasing.
+  const nlohmann::json& wake = json["engine_iteration"]["wake"];
+  EXPECT_EQ(wake["requests"], 19);
+  const int64_t samples = wake["samples"].get<int64_t>();
+  EXPECT_GE(samples, 12);
+  EXPECT_LE(samples, 18);
+  ASSERT_EQ(wake["points"].size(), static_cast<size_t>(samples / 3));
+  for (size_t i = 1; i < wake["points"].size(); ++i)
+    EXPECT_GE(wake["points"][i]["idle_s"].get<double>(),
+              wake["points"][i - 1]["idle_s"].get<double>());
+  EXPECT_GT(wake["points"][0]["idle_s"].get<double>(), 0);
+  for (const nlohmann::json& point : wake["points"]) EXPECT_GT(point["ratio"].get<double>(), 0);
   // The burst reaches decode batches above 32 that the Poisson part alone does not.
   const nlohmann::json& by_batch = json["engine_iteration"]["calibration"]["decode_scale_by_batch"];
   ASSERT_EQ(by_batch.size(), 5u);
@@ -131,7 +145,8 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   std::getline(csv, line);
   EXPECT_EQ(line,
             "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
-            "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s");
+            "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s,"
+            "idle_before_s");
   int64_t rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
@@ -145,10 +160,13 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
       fields.push_back(std::atoll(cell.c_str()));
       texts.push_back(cell);
     }
-    ASSERT_EQ(fields.size(), 11u) << line;
+    ASSERT_EQ(fields.size(), 12u) << line;
     EXPECT_LE(fields[8], fields[6]) << line;
     EXPECT_LE(fields[9], fields[7]) << line;
     EXPECT_GE(std::stod(texts[10]), 0.0) << line;
+    // Idle time: -1 (unknown) or never negative.
+    const double idle_s = std::stod(texts[11]);
+    EXPECT_TRUE(idle_s == -1 || idle_s >= 0) << line;
   }
   EXPECT_EQ(rows, iterations);
 }

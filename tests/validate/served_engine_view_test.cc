@@ -95,9 +95,16 @@ TEST(ServedEngineView, IdleTimeBeforeANewPromptIsNotEngineTime) {
   EXPECT_NEAR(view.rows[1].handoff_s, 0.001, 1e-12);
   EXPECT_NEAR(view.decode_only_scale, 1.0, 1e-12);
   EXPECT_NEAR(view.lone_prefill_scale, 1.1, 1e-12);
+  // The prefill woke an engine idle for 500 ms; the record's first iteration's idle time is not
+  // known; its decode followed work.
+  EXPECT_EQ(view.rows[0].idle_before_s, -1);
+  EXPECT_NEAR(view.rows[1].idle_before_s, 0.5, 1e-12);
+  EXPECT_EQ(view.rows[2].idle_before_s, 0);
   // Requests left waiting: the gap is the engine's, whatever runs next.
   recording.iterations[0].plan.waiting = 1;
-  EXPECT_NEAR(ViewServedEngine(recording, pricer).rows[0].handoff_s, 0.5, 1e-12);
+  const ServedEngineView waiting = ViewServedEngine(recording, pricer);
+  EXPECT_NEAR(waiting.rows[0].handoff_s, 0.5, 1e-12);
+  EXPECT_EQ(waiting.rows[1].idle_before_s, 0);
 }
 
 TEST(ServedEngineView, AHandOffReachesPastEmptyStepsToAPromptsLaterChunk) {
@@ -114,6 +121,7 @@ TEST(ServedEngineView, AHandOffReachesPastEmptyStepsToAPromptsLaterChunk) {
   const ServedEngineView view = ViewServedEngine(recording, pricer);
   ASSERT_EQ(view.iterations, 2);
   EXPECT_NEAR(view.rows[0].handoff_s, 0.003, 1e-12);
+  EXPECT_EQ(view.rows[1].idle_before_s, 0);
   EXPECT_NEAR(view.lone_prefill_scale, 0.023 / 0.020, 1e-12);
 }
 
