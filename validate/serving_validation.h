@@ -76,7 +76,7 @@ inline const std::vector<double> kServingRateFractions = {0.3, 0.7, 0.9, 1.1};
 // many prompt tokens (and 1 output token), each after about one of these idle times, each time
 // this many times (the samples grouped by as many).
 inline constexpr std::array<double, 6> kEngineWakeIdleS = {0.05, 0.15, 0.3, 0.5, 0.8, 1.2};
-inline constexpr int64_t kEngineWakeRepeats = 3, kEngineWakePromptTokens = 64;
+inline constexpr int64_t kEngineWakeRepeats = 5, kEngineWakePromptTokens = 64;
 
 struct ServingRun {  // one (rate, round)
   int round = 0;

@@ -85,15 +85,15 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_EQ(json["engine_iteration"]["requests"], 32);
   EXPECT_EQ(json["engine_iteration"]["burst_requests"], 64);  // the default --max-running
   EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32 + 64);
-  // The wake: 1 + 6 x 3 lone requests; those after the first wake an idle engine (one that a
+  // The wake: 1 + 6 x 5 lone requests; those after the first wake an idle engine (one that a
   // stalled process delays past the next arrival finds the engine busy and is no sample), in
-  // groups of 3, a smaller remainder joining the last, their idle times increasing.
+  // groups of 5, a smaller remainder joining the last, their idle times increasing.
   const nlohmann::json& wake = json["engine_iteration"]["wake"];
-  EXPECT_EQ(wake["requests"], 19);
+  EXPECT_EQ(wake["requests"], 31);
   const int64_t samples = wake["samples"].get<int64_t>();
-  EXPECT_GE(samples, 12);
-  EXPECT_LE(samples, 18);
-  ASSERT_EQ(wake["points"].size(), static_cast<size_t>(samples / 3));
+  EXPECT_GE(samples, 20);
+  EXPECT_LE(samples, 30);
+  ASSERT_EQ(wake["points"].size(), static_cast<size_t>(samples / 5));
   for (size_t i = 1; i < wake["points"].size(); ++i)
     EXPECT_GE(wake["points"][i]["idle_s"].get<double>(),
               wake["points"][i - 1]["idle_s"].get<double>());
