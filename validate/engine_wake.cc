@@ -18,53 +18,52 @@ void CheckIdle(double idle_s) {
                       " s (expected a finite time >= 0)");
 }
 
+double Shape(double idle_s) { return 1.0 - std::exp(-idle_s / EngineWake::kTimeConstantS); }
+
 }  // namespace
 
-EngineWake EngineWake::FromSamples(std::vector<Sample> samples, int64_t group) {
-  if (group < 1)
-    throw base::Error("engine wake: a group of " + std::to_string(group) + " samples (at least 1)");
-  if (static_cast<int64_t>(samples.size()) < group)
-    throw base::Error("engine wake: " + std::to_string(samples.size()) +
-                      " wakes measured, fewer than one group of " + std::to_string(group));
+EngineWake EngineWake::FromSamples(const std::vector<Sample>& samples) {
+  std::vector<double> baseline;
   for (const Sample& sample : samples) {
     CheckIdle(sample.idle_s);
     if (!(sample.ratio > 0) || !std::isfinite(sample.ratio))
       throw base::Error("engine wake: a ratio of " + std::to_string(sample.ratio) + " after " +
                         std::to_string(sample.idle_s) + " s idle (expected a finite ratio > 0)");
+    if (sample.idle_s < kBaselineIdleS) baseline.push_back(sample.ratio);
   }
-  std::sort(samples.begin(), samples.end(),
-            [](const Sample& a, const Sample& b) { return a.idle_s < b.idle_s; });
+  if (baseline.empty() || baseline.size() == samples.size())
+    throw base::Error("engine wake: " + std::to_string(baseline.size()) + " of " +
+                      std::to_string(samples.size()) + " woken iterations after under " +
+                      std::to_string(kBaselineIdleS) +
+                      " s idle; the measurement needs some on either side");
   EngineWake wake;
+  wake.baseline_ratio = base::Median(baseline);
+  wake.baseline_samples = static_cast<int64_t>(baseline.size());
   wake.samples = static_cast<int64_t>(samples.size());
-  const size_t size = samples.size(), step = static_cast<size_t>(group);
-  for (size_t first = 0; first < size;) {
-    // A remainder smaller than a group joins the last one.
-    const size_t last = size - first < 2 * step ? size : first + step;
-    std::vector<double> idle, ratio;
-    for (size_t i = first; i < last; ++i) {
-      idle.push_back(samples[i].idle_s);
-      ratio.push_back(samples[i].ratio);
-    }
-    wake.points.emplace_back(base::Median(idle), base::Median(ratio));
-    first = last;
+  std::vector<double> magnitudes;
+  for (const Sample& sample : samples) {
+    if (sample.idle_s < kBaselineIdleS) continue;
+    magnitudes.push_back((sample.ratio / wake.baseline_ratio - 1.0) / Shape(sample.idle_s));
   }
+  wake.magnitude = base::Median(magnitudes);
+  if (!(wake.magnitude > -1))
+    throw base::Error("engine wake: woken iterations ran at " + std::to_string(1 + wake.magnitude) +
+                      " of those after a short idle time (expected > 0: a noisy measurement)");
   return wake;
 }
 
 double EngineWake::Factor(double idle_s) const {
   CheckIdle(idle_s);
-  if (points.empty() || idle_s == 0) return 1;
-  double idle_before = 0, ratio_before = 1;
-  for (const auto& [idle, ratio] : points) {
-    if (idle_s <= idle) {
-      // Two groups can share a median idle time: the first one's ratio there.
-      if (idle == idle_before) return ratio;
-      return ratio_before + (ratio - ratio_before) * (idle_s - idle_before) / (idle - idle_before);
-    }
-    idle_before = idle;
-    ratio_before = ratio;
-  }
-  return points.back().second;
+  return 1.0 + magnitude * Shape(idle_s);
+}
+
+nlohmann::json EngineWake::ToJson() const {
+  return {{"magnitude", magnitude},
+          {"time_constant_s", kTimeConstantS},
+          {"baseline_ratio", baseline_ratio},
+          {"baseline_idle_below_s", kBaselineIdleS},
+          {"baseline_samples", baseline_samples},
+          {"samples", samples}};
 }
 
 WakingPricer::WakingPricer(sim::IterationPricer& inner, EngineWake wake)
@@ -82,12 +81,6 @@ double WakingPricer::SecondsOn(int64_t replica, double start_s,
   const double seconds = inner_.SecondsOn(replica, start_s, plan) * wake_.Factor(idle_s);
   last_end_s_[index] = start_s + seconds;
   return seconds;
-}
-
-nlohmann::json EngineWake::ToJson() const {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& [idle, ratio] : points) out.push_back({{"idle_s", idle}, {"ratio", ratio}});
-  return {{"points", out}, {"samples", samples}};
 }
 
 }  // namespace moelab::validate

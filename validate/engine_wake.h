@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,31 +15,40 @@ namespace moelab::validate {
 // after 0.1-0.3, 0.3-0.6 and over 0.6 s (four records of 2026-12-06, their
 // served-iterations.csv): the longer the engine's threads and the VM's vCPUs sleep, the slower
 // the iteration that wakes them. It falls on the lone prefills of light load, where it was 10-20 %
-// of the measured TTFT. A factor on the iteration's price, not added seconds: on a tiny shape the
-// composition over-prices, and a negative difference could price an iteration below zero.
+// of the measured TTFT.
+//
+// The model: a factor 1 + w (1 - exp(-idle / tau)) on the woken iteration's price. A factor, not
+// added seconds: on a tiny shape the composition over-prices, and a negative difference priced an
+// iteration below zero. One magnitude w from every sample (the median of what each implies), the
+// shape's time constant fixed (kTimeConstantS): grouped medians of 3 and of 5 samples fell and rose
+// again with idle time by up to 0.9 (results/validate-serving-avx512bf16-2026-12-06-wake*). Each
+// sample is taken relative to woken prefills after under kBaselineIdleS of idleness in the same
+// measurement, so a slow stretch of the machine during it cancels: the five-sample record read
+// 1.41 at 0.086 s against the with-prefill scale of a calibration minutes before.
 struct EngineWake {
-  // One wake measured: the idle seconds before the iteration and its time over its price.
+  // The woken iteration's time over its composed price after `idle_s` of idleness.
   struct Sample {
     double idle_s = 0, ratio = 1;
   };
-  // (idle seconds, ratio), idle increasing: each the median of a group of samples.
-  std::vector<std::pair<double, double>> points;
-  int64_t samples = 0;
+  // tau: the judged runs' woken prefills of six records rose about linearly to 0.5 s of idleness
+  // and by a further quarter of that to 1-1.5 s.
+  static constexpr double kTimeConstantS = 0.4;
+  static constexpr double kBaselineIdleS = 0.1;
 
-  // Samples sorted by idle time in consecutive groups of `group` (the last takes the rest
-  // when it would be smaller), each group's median idle and median ratio a point. Error: fewer
-  // samples than one group, a group < 1, a negative or non-finite idle time, a ratio that is
-  // not finite and > 0.
-  static EngineWake FromSamples(std::vector<Sample> samples, int64_t group);
+  double magnitude = 0;       // w
+  double baseline_ratio = 1;  // the median ratio after under kBaselineIdleS
+  int64_t baseline_samples = 0, samples = 0;
 
-  // The factor on an iteration's price after `idle_s` of idleness: 1 at 0 (an iteration that
-  // follows another without a gap wakes nothing), linear from (0, 1) to the first point and
-  // between points, the last point's beyond it (a run's first iteration, after seconds of
-  // idleness, takes the longest wake measured). 1 with no points. Error: a negative or
-  // non-finite idle time.
+  // Error: no sample under kBaselineIdleS or none at or above it, a negative or non-finite idle
+  // time, a ratio that is not finite and > 0, a magnitude <= -1 (a factor that could reach 0).
+  static EngineWake FromSamples(const std::vector<Sample>& samples);
+
+  // 1 + w (1 - exp(-idle_s / tau)): 1 at 0 (an iteration that follows another without a gap wakes
+  // nothing) and with no measurement (w = 0). Error: a negative or non-finite idle time.
   double Factor(double idle_s) const;
 
-  nlohmann::json ToJson() const;  // {points: [{idle_s, ratio}], samples}
+  // {magnitude, time_constant_s, baseline_ratio, baseline_idle_below_s, baseline_samples, samples}
+  nlohmann::json ToJson() const;
 };
 
 // Another pricer's iterations, each multiplied by the wake at its replica's idle time: the time

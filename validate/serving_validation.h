@@ -29,9 +29,10 @@ namespace moelab::validate {
 //    requests, Poisson at 70 % of the unscaled predicted saturation), each served iteration's wall
 //    time over sim serve's composed price of its plan; the ratio per kind (decode-only by batch,
 //    with a prefill chunk) scales every simulated iteration of that kind (never taken from the
-//    judged runs). Then the client latency: lone requests' client TTFT less the engine's own;
-//    and the engine's wake: lone prefills after measured idle times, their time over their price
-//    (engine_wake.h), added to every simulated iteration after idleness.
+//    judged runs; before the first round, the median of kFirstCalibrations such runs). Then the
+//    client latency: lone requests' client TTFT less the engine's own; and the engine's wake:
+//    lone prefills after set idle times, their time over their price against those after a short
+//    one (engine_wake.h), a factor on every simulated iteration after idleness.
 // 3. Predicted saturation: sim serve with every request arriving at t = 0.
 // 4. Rounds: per round the four rates (30 %, 70 %, 90 %, 110 % of the predicted saturation
 // requests/s,
@@ -66,6 +67,9 @@ struct ServingValidationRequest {
 
 // Below this many requests a rate's percentiles rest on a handful of samples.
 inline constexpr int64_t kMinServingRequests = 16;
+// Calibration runs before the first round, their scales' medians setting the judged rates and the
+// SLO (later rounds calibrate once each).
+inline constexpr int kFirstCalibrations = 3;
 // The arrival rates judged, as fractions of the predicted saturation requests/s. 0.9 is where the
 // SLO is set (the predicted p99 TTFT there): p99 TTFT grows steeply towards saturation, so a
 // crossing interpolated linearly between 70 % and 110 % alone fell 18 % below the rate where the
@@ -73,8 +77,8 @@ inline constexpr int64_t kMinServingRequests = 16;
 inline const std::vector<double> kServingRateFractions = {0.3, 0.7, 0.9, 1.1};
 
 // The engine-wake measurement (MeasureEngineWake in serving_validation.cc): lone requests of this
-// many prompt tokens (and 1 output token), each after about one of these idle times, each time
-// this many times (the samples grouped by as many).
+// many prompt tokens (and 1 output token), each after about one of these idle times (the first
+// under EngineWake::kBaselineIdleS: the baseline), each time this many times.
 inline constexpr std::array<double, 6> kEngineWakeIdleS = {0.05, 0.15, 0.3, 0.5, 0.8, 1.2};
 inline constexpr int64_t kEngineWakeRepeats = 5, kEngineWakePromptTokens = 64;
 
@@ -114,7 +118,9 @@ struct ServingValidationResult {
   bool profile_reused = false;
   // The calibration run (CalibrateEngine in serving_validation.cc): the served engine's
   // iterations against their composed prices.
-  ServedEngineView calibration;
+  ServedEngineView calibration;  // the first of the first calibrations
+  // Each first calibration's scales: {decode-only, with prefill, lone prefill (reported)}.
+  std::vector<std::array<double, 3>> first_calibration_scales;
   double calibration_rate_per_s = 0;
   int64_t calibration_requests = 0;        // Poisson at calibration_rate_per_s
   int64_t calibration_burst_requests = 0;  // then all at once
@@ -140,6 +146,7 @@ struct ServingValidationResult {
   // simulated iteration that follows idleness, and the requests that measured it.
   EngineWake engine_wake;
   int64_t engine_wake_requests = 0;
+  ServedEngineView engine_wake_view;       // the engine's record of those requests
   Saturation predicted_saturation;         // the first calibration's: it sets the rates
   Saturation judged_predicted_saturation;  // the median over the rounds' calibrations
   std::vector<Saturation> measured_saturation_runs;

@@ -53,17 +53,23 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
       {"calibration", result.calibration.ToJson()}};
   nlohmann::json wake = result.engine_wake.ToJson();
   wake["requests"] = result.engine_wake_requests;
+  wake["iterations"] = result.engine_wake_view.iterations;
   wake["method"] =
       "lone requests of " + std::to_string(kEngineWakePromptTokens) +
       " prompt tokens and 1 output token, each after an idle time of " +
       report::FormatNumber(kEngineWakeIdleS.front(), 3) + " to " +
       report::FormatNumber(kEngineWakeIdleS.back(), 3) +
-      " s: each prefill's wall time over its composed price times the with-prefill scale, "
-      "grouped by idle time in " +
-      std::to_string(kEngineWakeRepeats) +
-      "s (median idle, median ratio); multiplies every simulated iteration after idleness, "
-      "interpolated from (0, 1), the last point's beyond";
+      " s: each woken prefill's wall time over its composed price, over the median of those "
+      "after under baseline_idle_below_s; the magnitude w the median over the others of "
+      "(that - 1) / (1 - exp(-idle / time_constant_s)); every simulated iteration after "
+      "idleness is multiplied by 1 + w (1 - exp(-idle / time_constant_s))";
   json["engine_iteration"]["wake"] = wake;
+  nlohmann::json first = nlohmann::json::array();
+  for (const auto& [decode_only, with_prefill, lone_prefill] : result.first_calibration_scales)
+    first.push_back({{"decode_only_scale", decode_only},
+                     {"with_prefill_scale", with_prefill},
+                     {"lone_prefill_scale", lone_prefill}});
+  json["engine_iteration"]["first_calibrations"] = first;
   json["client_latency_s"] = result.client_latency_s;
   nlohmann::json measured_saturation = nlohmann::json::array();
   std::vector<double> saturation_rps, saturation_tps;
@@ -164,10 +170,9 @@ std::string ServingValidationText(const ServingValidationResult& result) {
       << report::FormatNumber(result.lone_prefill_scale, 4) << " lone prefill (all "
       << report::FormatNumber(result.engine_iteration_scale, 4) << "), client latency "
       << report::FormatNumber(result.client_latency_s * 1e3, 3) << " ms\n";
-  out << "  engine wake after idleness (s idle: factor on the price):";
-  for (const auto& [idle_s, ratio] : result.engine_wake.points)
-    out << " " << report::FormatNumber(idle_s, 3) << ": " << report::FormatNumber(ratio, 3);
-  out << "\n";
+  out << "  engine wake after idleness: x(1 + "
+      << report::FormatNumber(result.engine_wake.magnitude, 3) << " (1 - exp(-idle / "
+      << report::FormatNumber(EngineWake::kTimeConstantS, 3) << " s)))\n";
   for (const ServingRate& rate : result.rates) {
     out << "  rate " << report::FormatNumber(rate.rate_per_s, 4) << "/s (" << Percent(rate.fraction)
         << " of predicted saturation):";
@@ -282,6 +287,7 @@ std::string ServedIterationsCsv(const ServingValidationResult& result) {
                                                      std::to_string(run.round + 1));
   }
   csv += ServedIterationsCsvRows(result.calibration, "calibration");
+  csv += ServedIterationsCsvRows(result.engine_wake_view, "wake");
   for (size_t round = 0; round < result.overload_engine.size(); ++round)
     csv += ServedIterationsCsvRows(result.overload_engine[round],
                                    "overload@" + std::to_string(round + 1));

@@ -86,19 +86,20 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_EQ(json["engine_iteration"]["burst_requests"], 64);  // the default --max-running
   EXPECT_EQ(json["engine_iteration"]["calibration"]["engine_side"]["completed"], 32 + 64);
   // The wake: 1 + 6 x 5 lone requests; those after the first wake an idle engine (one that a
-  // stalled process delays past the next arrival finds the engine busy and is no sample), in
-  // groups of 5, a smaller remainder joining the last, their idle times increasing.
+  // stalled process delays past the next arrival finds the engine busy and is no sample), those
+  // planned after 0.05 s of idleness the baseline (a stall can move one across 0.1 s).
   const nlohmann::json& wake = json["engine_iteration"]["wake"];
   EXPECT_EQ(wake["requests"], 31);
   const int64_t samples = wake["samples"].get<int64_t>();
   EXPECT_GE(samples, 20);
   EXPECT_LE(samples, 30);
-  ASSERT_EQ(wake["points"].size(), static_cast<size_t>(samples / 5));
-  for (size_t i = 1; i < wake["points"].size(); ++i)
-    EXPECT_GE(wake["points"][i]["idle_s"].get<double>(),
-              wake["points"][i - 1]["idle_s"].get<double>());
-  EXPECT_GT(wake["points"][0]["idle_s"].get<double>(), 0);
-  for (const nlohmann::json& point : wake["points"]) EXPECT_GT(point["ratio"].get<double>(), 0);
+  EXPECT_GE(wake["baseline_samples"].get<int64_t>(), 1);
+  EXPECT_LT(wake["baseline_samples"].get<int64_t>(), samples);
+  EXPECT_GT(wake["magnitude"].get<double>(), -1);
+  EXPECT_GT(wake["baseline_ratio"].get<double>(), 0);
+  EXPECT_EQ(wake["time_constant_s"], 0.4);
+  // Three first calibrations, their medians the scales.
+  ASSERT_EQ(json["engine_iteration"]["first_calibrations"].size(), 3u);
   // The burst reaches decode batches above 32 that the Poisson part alone does not.
   const nlohmann::json& by_batch = json["engine_iteration"]["calibration"]["decode_scale_by_batch"];
   ASSERT_EQ(by_batch.size(), 5u);
@@ -140,6 +141,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   for (const nlohmann::json& rate : json["rates"])
     iterations += rate["runs"][0]["engine"]["iterations"].get<int64_t>();
   iterations += json["saturation"]["engine"][0]["iterations"].get<int64_t>();
+  iterations += json["engine_iteration"]["wake"]["iterations"].get<int64_t>();
   std::ifstream csv(dir / "served-iterations.csv");
   std::string line;
   std::getline(csv, line);
@@ -147,7 +149,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
             "run,start_s,wall_s,composed_s,decodes,decode_context_mean,prefill_chunks,"
             "prefill_tokens,prefill_continuing_chunks,prefill_continuing_tokens,handoff_s,"
             "idle_before_s");
-  int64_t rows = 0;
+  int64_t rows = 0, wake_rows = 0;
   while (std::getline(csv, line)) {
     ++rows;
     // The continuing chunks are some of the chunks, their tokens some of the tokens; a hand-off
@@ -161,6 +163,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
       texts.push_back(cell);
     }
     ASSERT_EQ(fields.size(), 12u) << line;
+    if (texts[0] == "wake") ++wake_rows;
     EXPECT_LE(fields[8], fields[6]) << line;
     EXPECT_LE(fields[9], fields[7]) << line;
     EXPECT_GE(std::stod(texts[10]), 0.0) << line;
@@ -169,6 +172,7 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
     EXPECT_TRUE(idle_s == -1 || idle_s >= 0) << line;
   }
   EXPECT_EQ(rows, iterations);
+  EXPECT_EQ(wake_rows, json["engine_iteration"]["wake"]["iterations"].get<int64_t>());
 }
 
 TEST(ServingValidationCli, RefusesMixedCasesAndBadOptions) {
