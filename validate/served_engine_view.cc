@@ -44,6 +44,12 @@ size_t ServedEngineView::DecodeBatchBucket(int64_t decodes) {
   return bucket;
 }
 
+size_t ServedEngineView::PrefillTokensBucket(int64_t prefill_tokens) {
+  size_t bucket = 0;
+  while (prefill_tokens > kPrefillTokensUpTo[bucket]) ++bucket;
+  return bucket;
+}
+
 ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
                                   sim::IterationPricer& composed) {
   ServedEngineView view;
@@ -65,6 +71,7 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   std::array<std::vector<double>, 5> by_batch;
   EngineTime decode_only_time, with_prefill_time, lone_prefill_time, mixed_prefill_time;
   std::array<EngineTime, 5> by_batch_time;
+  std::array<EngineTime, 2> by_prefill_tokens_time;
   // The end of the last iteration that ran a batch when it left no work, while unknown: -1.
   double idle_since_s = -1;
   bool first = true;
@@ -127,6 +134,9 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
     } else {
       with_prefill.push_back(ratio);
       with_prefill_time.Add(row);
+      const size_t bucket = ServedEngineView::PrefillTokensBucket(row.prefill_tokens);
+      by_prefill_tokens_time[bucket].Add(row);
+      ++view.prefill_iterations_by_tokens[bucket];
       if (row.decodes == 0) {
         ++view.lone_prefill_iterations;
         lone_prefill_time.Add(row);
@@ -142,6 +152,8 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   view.decode_only_median_scale = MedianOrZero(decode_only);
   view.with_prefill_median_scale = MedianOrZero(with_prefill);
   view.between_iterations_s = MedianOrZero(between);
+  for (size_t b = 0; b < by_prefill_tokens_time.size(); ++b)
+    view.prefill_scale_by_tokens[b] = by_prefill_tokens_time[b].RatioOrZero();
   for (size_t b = 0; b < by_batch.size(); ++b) {
     view.decode_scale_by_batch[b] = by_batch_time[b].RatioOrZero();
     view.decode_median_scale_by_batch[b] = MedianOrZero(by_batch[b]);
@@ -181,7 +193,16 @@ nlohmann::json ServedEngineView::ToJson() const {
                         {"median_scale", decode_median_scale_by_batch[b]},
                         {"iterations", decode_iterations_by_batch[b]}});
   }
+  nlohmann::json by_tokens = nlohmann::json::array();
+  for (size_t b = 0; b < kPrefillTokensUpTo.size(); ++b) {
+    by_tokens.push_back({{"up_to_tokens", kPrefillTokensUpTo[b] == INT64_MAX
+                                              ? nlohmann::json(nullptr)
+                                              : nlohmann::json(kPrefillTokensUpTo[b])},
+                         {"scale", prefill_scale_by_tokens[b]},
+                         {"iterations", prefill_iterations_by_tokens[b]}});
+  }
   return {{"engine_side", serving::ServingSummaryToJson(engine_side)},
+          {"prefill_scale_by_tokens", by_tokens},
           {"iterations", iterations},
           {"decode_only_iterations", decode_only_iterations},
           {"decode_only_scale", decode_only_scale},

@@ -64,6 +64,15 @@ struct ServedEngineView {
   // small batches does not price its large ones.
   static constexpr std::array<int64_t, 5> kDecodeBatchUpTo = {8, 16, 32, 64, INT64_MAX};
   static size_t DecodeBatchBucket(int64_t decodes);
+  // Iterations with a prefill chunk by their prefill tokens: up to 256, more. A few large chunks
+  // (the calibration burst's prompts, 1,000-1,900 tokens, at 0.90-1.15 of their price) held most
+  // of the calibration's composed prefill time, where the small chunks beside decodes that the
+  // judged runs below saturation carry (60-140 tokens) ran at 1.16-1.44: one ratio priced those
+  // runs' prefill iterations 8-10 % fast in four of five records of 2026-12-06.
+  static constexpr std::array<int64_t, 2> kPrefillTokensUpTo = {256, INT64_MAX};
+  static size_t PrefillTokensBucket(int64_t prefill_tokens);
+  std::array<double, 2> prefill_scale_by_tokens{};  // summed, lone and beside decodes; 0: none
+  std::array<int64_t, 2> prefill_iterations_by_tokens{};
   std::array<double, 5> decode_scale_by_batch{};         // summed as decode_only_scale; 0: none
   std::array<double, 5> decode_median_scale_by_batch{};  // the median ratio; 0: none
   std::array<int64_t, 5> decode_iterations_by_batch{};

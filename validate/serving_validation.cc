@@ -67,22 +67,30 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
 }
 
 // What scales a simulated iteration (CalibrateEngine): a decode-only iteration by its batch's
-// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by the ratio of
-// prefills beside decodes (with_prefill). A lone prefill (no decode beside it) takes that ratio
-// too, and the wake (EngineWake) of the idleness before it: lone prefills ran at 1.3-1.6 of their
-// price where prefills beside decodes ran at 1.1-1.2, and those after under 0.1 s of idleness at
-// 0.84-1.12 of the latter, so their excess was the wake, not their kind. lone_prefill keeps the
-// measured ratio of lone prefills (reported, not priced).
+// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its prefill
+// tokens' bucket (ServedEngineView::kPrefillTokensUpTo), lone or beside decodes alike; a lone
+// prefill gets the wake (EngineWake) of the idleness before it on top: lone prefills ran at
+// 1.3-1.6 of their price where prefills beside decodes ran at 1.1-1.2, and those after under
+// 0.1 s of idleness at 0.84-1.12 of the latter, so their excess was the wake, not their kind.
+// with_prefill (all iterations with a prefill chunk beside decodes, or all of them) is the
+// fallback of a bucket the calibration left with too few; lone_prefill keeps the measured ratio
+// of lone prefills (reported, not priced).
 struct IterationScales {
   double decode_only = 1, with_prefill = 1, lone_prefill = 1;
   std::array<double, 5> decode_by_batch{1, 1, 1, 1, 1};
+  std::array<double, 2> prefill_by_tokens{1, 1};
 
   double Of(const scheduler::IterationPlan& plan) const {
-    int64_t decodes = 0;
-    for (const scheduler::BatchEntry& entry : plan.batch) {  // decodes first, then prefill chunks
-      if (entry.prefill) return with_prefill;
-      ++decodes;
+    int64_t decodes = 0, prefill_tokens = 0;
+    for (const scheduler::BatchEntry& entry : plan.batch) {
+      if (entry.prefill) {
+        prefill_tokens += entry.tokens;
+      } else {
+        ++decodes;
+      }
     }
+    if (prefill_tokens > 0)
+      return prefill_by_tokens[ServedEngineView::PrefillTokensBucket(prefill_tokens)];
     return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
   }
 };
@@ -108,6 +116,16 @@ IterationScales ScalesOf(const ServedEngineView& view) {
       mixed_iterations >= kMinBucketIterations ? view.mixed_prefill_scale : any_prefill;
   scales.lone_prefill =
       view.lone_prefill_iterations >= kMinBucketIterations ? view.lone_prefill_scale : any_prefill;
+  // By prefill tokens: a bucket of fewer than kMinBucketIterations takes the other's when that
+  // has enough, else with_prefill.
+  for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b) {
+    const size_t other = 1 - b;
+    scales.prefill_by_tokens[b] = view.prefill_iterations_by_tokens[b] >= kMinBucketIterations
+                                      ? view.prefill_scale_by_tokens[b]
+                                  : view.prefill_iterations_by_tokens[other] >= kMinBucketIterations
+                                      ? view.prefill_scale_by_tokens[other]
+                                      : scales.with_prefill;
+  }
   const size_t buckets = scales.decode_by_batch.size();
   for (size_t b = 0; b < buckets; ++b) {
     scales.decode_by_batch[b] = scales.decode_only;
@@ -141,6 +159,9 @@ IterationScales MedianScales(const std::vector<IterationScales>& runs) {
   for (size_t b = 0; b < scales.decode_by_batch.size(); ++b)
     scales.decode_by_batch[b] =
         median([b](const IterationScales& s) { return s.decode_by_batch[b]; });
+  for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b)
+    scales.prefill_by_tokens[b] =
+        median([b](const IterationScales& s) { return s.prefill_by_tokens[b]; });
   return scales;
 }
 
@@ -368,6 +389,7 @@ void RecordRoundCalibration(const ServingValidationRequest& request, const Predi
   round.with_prefill_scale = predictor.scales.with_prefill;
   round.lone_prefill_scale = predictor.scales.lone_prefill;
   round.decode_scale_by_batch = predictor.scales.decode_by_batch;
+  round.prefill_scale_by_tokens = predictor.scales.prefill_by_tokens;
   round.predicted_saturation =
       SaturationOf(predictor.Predict(Requests(request, 0, result.request.requests, request.seed)));
   round.predicted_crossing_per_s = PredictSloCrossing(request, predictor, result);

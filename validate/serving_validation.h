@@ -132,9 +132,10 @@ struct ServingValidationResult {
   // predictions) and what it predicts: saturation and the SLO crossing.
   struct RoundCalibration {
     double decode_only_scale = 1, with_prefill_scale = 1, lone_prefill_scale = 1;
-    std::array<double, 5> decode_scale_by_batch{};  // ServedEngineView::kDecodeBatchUpTo
-    Saturation predicted_saturation;                // the first calibration's: it sets the rates
-    Saturation judged_predicted_saturation;         // the median over the rounds' calibrations
+    std::array<double, 5> decode_scale_by_batch{};    // ServedEngineView::kDecodeBatchUpTo
+    std::array<double, 2> prefill_scale_by_tokens{};  // ServedEngineView::kPrefillTokensUpTo
+    Saturation predicted_saturation;                  // the first calibration's: it sets the rates
+    Saturation judged_predicted_saturation;           // the median over the rounds' calibrations
     std::optional<double> predicted_crossing_per_s;
   };
   std::vector<RoundCalibration> round_calibrations;

@@ -89,6 +89,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
          {"with_prefill_scale", round.with_prefill_scale},
          {"lone_prefill_scale", round.lone_prefill_scale},
          {"decode_scale_by_batch", round.decode_scale_by_batch},
+         {"prefill_scale_by_tokens", round.prefill_scale_by_tokens},
          {"predicted_saturation", SaturationJson(round.predicted_saturation)},
          {"predicted_crossing_per_s", OptionalNumber(round.predicted_crossing_per_s)}});
     predicted_saturation_runs.push_back(SaturationJson(round.predicted_saturation));

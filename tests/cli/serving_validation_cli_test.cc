@@ -98,6 +98,9 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(wake["magnitude"].get<double>(), -1);
   EXPECT_GT(wake["baseline_ratio"].get<double>(), 0);
   EXPECT_EQ(wake["time_constant_s"], 0.4);
+  // Prefill iterations scaled by their prefill tokens: two buckets in every round and view.
+  EXPECT_EQ(json["engine_iteration"]["rounds"][0]["prefill_scale_by_tokens"].size(), 2u);
+  EXPECT_EQ(calibration["prefill_scale_by_tokens"].size(), 2u);
   // Three first calibrations, their medians the scales.
   ASSERT_EQ(json["engine_iteration"]["first_calibrations"].size(), 3u);
   // The burst reaches decode batches above 32 that the Poisson part alone does not.

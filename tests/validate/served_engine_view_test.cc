@@ -125,6 +125,29 @@ TEST(ServedEngineView, AHandOffReachesPastEmptyStepsToAPromptsLaterChunk) {
   EXPECT_NEAR(view.lone_prefill_scale, 0.023 / 0.020, 1e-12);
 }
 
+TEST(ServedEngineView, PrefillIterationsAreScaledByTheirPrefillTokens) {
+  // A lone prefill of 32 tokens (priced 10 ms) taking 15 ms; 10 ms later a lone prefill of 1,000
+  // tokens (priced 10 ms) taking 9 ms; 1 ms later a prefill of 32 tokens beside 1 decode (priced
+  // 20 ms) taking 25 ms, the last.
+  executor::EngineRecording recording;
+  recording.iterations.push_back(Iteration(0.000, 0.015, 0, true, false));
+  executor::EngineRecording::Iteration large = Iteration(0.025, 0.009, 0, true, true);
+  large.plan.batch[0].tokens = 1000;
+  recording.iterations.push_back(large);
+  executor::EngineRecording::Iteration mixed = Iteration(0.035, 0.025, 1, true, false);
+  mixed.plan.batch[0].context_tokens = 1000;  // the decode continues the large prompt
+  recording.iterations.push_back(mixed);
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  // Up to 256 tokens: (15 + 25 ms) / (10 + 20 ms); more: (9 + 1 ms hand-off) / 10 ms.
+  EXPECT_EQ(view.prefill_iterations_by_tokens[0], 2);
+  EXPECT_EQ(view.prefill_iterations_by_tokens[1], 1);
+  EXPECT_NEAR(view.prefill_scale_by_tokens[0], 0.040 / 0.030, 1e-12);
+  EXPECT_NEAR(view.prefill_scale_by_tokens[1], 0.010 / 0.010, 1e-12);
+  EXPECT_EQ(ServedEngineView::PrefillTokensBucket(256), 0u);
+  EXPECT_EQ(ServedEngineView::PrefillTokensBucket(257), 1u);
+}
+
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
   executor::EngineRecording recording;
   recording.iterations.push_back(Iteration(0, 0.015, 1, false, false));
