@@ -184,20 +184,20 @@ std::string ServedIterationsCsvRows(const ServedEngineView& view, const std::str
 }
 
 nlohmann::json ServedEngineView::ToJson() const {
+  // A bucket's upper bound; the last has none (null).
+  const auto up_to = [](int64_t bound) {
+    return bound == INT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(bound);
+  };
   nlohmann::json by_batch = nlohmann::json::array();
   for (size_t b = 0; b < kDecodeBatchUpTo.size(); ++b) {
-    by_batch.push_back({{"up_to_sequences", kDecodeBatchUpTo[b] == INT64_MAX
-                                                ? nlohmann::json(nullptr)
-                                                : nlohmann::json(kDecodeBatchUpTo[b])},
+    by_batch.push_back({{"up_to_sequences", up_to(kDecodeBatchUpTo[b])},
                         {"scale", decode_scale_by_batch[b]},
                         {"median_scale", decode_median_scale_by_batch[b]},
                         {"iterations", decode_iterations_by_batch[b]}});
   }
   nlohmann::json by_tokens = nlohmann::json::array();
   for (size_t b = 0; b < kPrefillTokensUpTo.size(); ++b) {
-    by_tokens.push_back({{"up_to_tokens", kPrefillTokensUpTo[b] == INT64_MAX
-                                              ? nlohmann::json(nullptr)
-                                              : nlohmann::json(kPrefillTokensUpTo[b])},
+    by_tokens.push_back({{"up_to_tokens", up_to(kPrefillTokensUpTo[b])},
                          {"scale", prefill_scale_by_tokens[b]},
                          {"iterations", prefill_iterations_by_tokens[b]}});
   }
