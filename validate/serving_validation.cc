@@ -20,6 +20,7 @@
 #include "report/format.h"
 #include "sim/serving_iteration_cost.h"
 #include "validate/impl/serving_server.h"
+#include "validate/iteration_scales.h"
 
 namespace moelab::validate {
 namespace {
@@ -64,105 +65,6 @@ nlohmann::json ProfileFor(const ServingValidationRequest& request,
   profile.seed = request.seed;
   profile.progress = request.progress;
   return profiler::RunProfile(profile, presets);
-}
-
-// What scales a simulated iteration (CalibrateEngine): a decode-only iteration by its batch's
-// bucket (ServedEngineView::kDecodeBatchUpTo), one carrying a prefill chunk by its prefill
-// tokens' bucket (ServedEngineView::kPrefillTokensUpTo), lone or beside decodes alike; a lone
-// prefill gets the wake (EngineWake) of the idleness before it on top: lone prefills ran at
-// 1.3-1.6 of their price where prefills beside decodes ran at 1.1-1.2, and those after under
-// 0.1 s of idleness at 0.84-1.12 of the latter, so their excess was the wake, not their kind.
-// with_prefill (all iterations with a prefill chunk beside decodes, or all of them) is the
-// fallback of a bucket the calibration left with too few; lone_prefill keeps the measured ratio
-// of lone prefills (reported, not priced).
-struct IterationScales {
-  double decode_only = 1, with_prefill = 1, lone_prefill = 1;
-  std::array<double, 5> decode_by_batch{1, 1, 1, 1, 1};
-  std::array<double, 2> prefill_by_tokens{1, 1};
-
-  double Of(const scheduler::IterationPlan& plan) const {
-    int64_t decodes = 0, prefill_tokens = 0;
-    for (const scheduler::BatchEntry& entry : plan.batch) {
-      if (entry.prefill) {
-        prefill_tokens += entry.tokens;
-      } else {
-        ++decodes;
-      }
-    }
-    if (prefill_tokens > 0)
-      return prefill_by_tokens[ServedEngineView::PrefillTokensBucket(prefill_tokens)];
-    return decode_by_batch[ServedEngineView::DecodeBatchBucket(decodes)];
-  }
-};
-
-// A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
-// on a tie), and the decode-only ratio when none has them.
-constexpr int64_t kMinBucketIterations = 3;
-
-// The scales a served view gives: its engine seconds per composed second per kind (a kind it
-// never ran taking the other's) and per decode batch bucket (ServedEngineView).
-IterationScales ScalesOf(const ServedEngineView& view) {
-  IterationScales scales;
-  scales.decode_only =
-      view.decode_only_iterations > 0 ? view.decode_only_scale : view.with_prefill_scale;
-  // Iterations with a prefill chunk, per kind: lone prefills take their own scale when the view
-  // has at least kMinBucketIterations of them, prefills beside decodes likewise; a kind with
-  // fewer takes all prefill iterations' together (so lone ones can weigh on it).
-  const double any_prefill =
-      view.decode_only_iterations < view.iterations ? view.with_prefill_scale : scales.decode_only;
-  const int64_t mixed_iterations =
-      view.iterations - view.decode_only_iterations - view.lone_prefill_iterations;
-  scales.with_prefill =
-      mixed_iterations >= kMinBucketIterations ? view.mixed_prefill_scale : any_prefill;
-  scales.lone_prefill =
-      view.lone_prefill_iterations >= kMinBucketIterations ? view.lone_prefill_scale : any_prefill;
-  // By prefill tokens: a bucket of fewer than kMinBucketIterations takes the other's when that
-  // has enough, else with_prefill.
-  for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b) {
-    const size_t other = 1 - b;
-    scales.prefill_by_tokens[b] = view.prefill_iterations_by_tokens[b] >= kMinBucketIterations
-                                      ? view.prefill_scale_by_tokens[b]
-                                  : view.prefill_iterations_by_tokens[other] >= kMinBucketIterations
-                                      ? view.prefill_scale_by_tokens[other]
-                                      : scales.with_prefill;
-  }
-  const size_t buckets = scales.decode_by_batch.size();
-  for (size_t b = 0; b < buckets; ++b) {
-    scales.decode_by_batch[b] = scales.decode_only;
-    for (size_t distance = 0; distance < buckets; ++distance) {
-      const size_t below = b >= distance ? b - distance : buckets;
-      const size_t above = b + distance;
-      if (below < buckets && view.decode_iterations_by_batch[below] >= kMinBucketIterations) {
-        scales.decode_by_batch[b] = view.decode_scale_by_batch[below];
-        break;
-      }
-      if (above < buckets && view.decode_iterations_by_batch[above] >= kMinBucketIterations) {
-        scales.decode_by_batch[b] = view.decode_scale_by_batch[above];
-        break;
-      }
-    }
-  }
-  return scales;
-}
-
-// Scale by scale, the median of several calibrations'.
-IterationScales MedianScales(const std::vector<IterationScales>& runs) {
-  const auto median = [&](auto field) {
-    std::vector<double> values;
-    for (const IterationScales& run : runs) values.push_back(field(run));
-    return base::Median(values);
-  };
-  IterationScales scales;
-  scales.decode_only = median([](const IterationScales& s) { return s.decode_only; });
-  scales.with_prefill = median([](const IterationScales& s) { return s.with_prefill; });
-  scales.lone_prefill = median([](const IterationScales& s) { return s.lone_prefill; });
-  for (size_t b = 0; b < scales.decode_by_batch.size(); ++b)
-    scales.decode_by_batch[b] =
-        median([b](const IterationScales& s) { return s.decode_by_batch[b]; });
-  for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b)
-    scales.prefill_by_tokens[b] =
-        median([b](const IterationScales& s) { return s.prefill_by_tokens[b]; });
-  return scales;
 }
 
 // sim serve's composition of an iteration from the fitted profile, times the engine's measured
