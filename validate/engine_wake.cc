@@ -58,12 +58,14 @@ double EngineWake::Factor(double idle_s) const {
 }
 
 nlohmann::json EngineWake::ToJson() const {
-  return {{"magnitude", magnitude},
-          {"time_constant_s", kTimeConstantS},
-          {"baseline_ratio", baseline_ratio},
-          {"baseline_idle_below_s", kBaselineIdleS},
-          {"baseline_samples", baseline_samples},
-          {"samples", samples}};
+  nlohmann::json json = {{"magnitude", magnitude},
+                         {"time_constant_s", kTimeConstantS},
+                         {"baseline_ratio", baseline_ratio},
+                         {"baseline_idle_below_s", kBaselineIdleS},
+                         {"baseline_samples", baseline_samples},
+                         {"samples", samples}};
+  if (!not_measured.empty()) json["not_measured"] = not_measured;
+  return json;
 }
 
 WakingPricer::WakingPricer(sim::IterationPricer& inner, EngineWake wake)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,7 +36,10 @@ struct EngineWake {
   static constexpr double kTimeConstantS = 0.4;
   static constexpr double kBaselineIdleS = 0.1;
 
-  double magnitude = 0;       // w
+  double magnitude = 0;  // w
+  // Why the measurement left no magnitude (w = 0), when it did: a machine that ran the requests
+  // much faster than predicted left no idle time under kBaselineIdleS.
+  std::string not_measured;
   double baseline_ratio = 1;  // the median ratio after under kBaselineIdleS
   int64_t baseline_samples = 0, samples = 0;
 
@@ -48,6 +52,7 @@ struct EngineWake {
   double Factor(double idle_s) const;
 
   // {magnitude, time_constant_s, baseline_ratio, baseline_idle_below_s, baseline_samples, samples}
+  // and not_measured when set
   nlohmann::json ToJson() const;
 };
 

@@ -262,7 +262,23 @@ void MeasureEngineWake(const ServingValidationRequest& request, Predictor& predi
     samples.push_back({row.idle_before_s, row.wall_s / row.composed_s});
   }
   result.engine_wake_requests = static_cast<int64_t>(wakes.size());
-  result.engine_wake = EngineWake::FromSamples(samples);
+  // The arrivals are spaced by the predicted service time, so a machine that serves them much
+  // faster leaves idle times all over kBaselineIdleS: no baseline, and the check goes on without
+  // the term (said in the JSON and the notes) rather than stop.
+  const auto short_idle = std::count_if(
+      samples.begin(), samples.end(),
+      [](const EngineWake::Sample& s) { return s.idle_s < EngineWake::kBaselineIdleS; });
+  if (short_idle == 0 || short_idle == static_cast<std::ptrdiff_t>(samples.size())) {
+    result.engine_wake = EngineWake{};
+    result.engine_wake.samples = static_cast<int64_t>(samples.size());
+    result.engine_wake.baseline_samples = short_idle;
+    result.engine_wake.not_measured =
+        std::to_string(short_idle) + " of " + std::to_string(samples.size()) +
+        " woken iterations after under " + report::FormatNumber(EngineWake::kBaselineIdleS, 3) +
+        " s idle: no baseline to measure the wake against; no wake term";
+  } else {
+    result.engine_wake = EngineWake::FromSamples(samples);
+  }
   predictor.wake = result.engine_wake;
 }
 
@@ -603,15 +619,18 @@ void AddNotes(ServingValidationResult& result) {
                   " ms (8 lone 1-token requests through the server: median client TTFT less the "
                   "engine's own median TTFT from its record): added to every simulated token's "
                   "arrival");
-  notes.push_back("engine wake: every simulated iteration after idleness multiplied by 1 + " +
-                  report::FormatNumber(result.engine_wake.magnitude, 3) + " (1 - exp(-idle / " +
-                  report::FormatNumber(EngineWake::kTimeConstantS, 3) +
-                  " s)), the magnitude from " +
-                  std::to_string(result.engine_wake.samples - result.engine_wake.baseline_samples) +
-                  " woken lone prefills over the median of " +
-                  std::to_string(result.engine_wake.baseline_samples) + " after under " +
-                  report::FormatNumber(EngineWake::kBaselineIdleS, 3) +
-                  " s; lone prefills otherwise priced as prefills beside decodes");
+  if (!result.engine_wake.not_measured.empty())
+    notes.push_back("engine wake not measured: " + result.engine_wake.not_measured);
+  else
+    notes.push_back(
+        "engine wake: every simulated iteration after idleness multiplied by 1 + " +
+        report::FormatNumber(result.engine_wake.magnitude, 3) + " (1 - exp(-idle / " +
+        report::FormatNumber(EngineWake::kTimeConstantS, 3) + " s)), the magnitude from " +
+        std::to_string(result.engine_wake.samples - result.engine_wake.baseline_samples) +
+        " woken lone prefills over the median of " +
+        std::to_string(result.engine_wake.baseline_samples) + " after under " +
+        report::FormatNumber(EngineWake::kBaselineIdleS, 3) +
+        " s; lone prefills otherwise priced as prefills beside decodes");
   notes.push_back(
       result.profile_reused
           ? "the profile was given (--profile): taken at another time than the runs"
