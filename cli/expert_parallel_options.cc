@@ -1,5 +1,6 @@
 #include "cli/expert_parallel_options.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "base/error.h"
@@ -33,6 +34,20 @@ bool ExpertParallelRequested(const po::variables_map& values) {
   }
   // Checked by every rank together (RunExpertParallel), so a refusal is said once.
   return true;
+}
+
+void DefaultBatchForExpertParallel(const po::variables_map& values,
+                                   const ExpertParallelFlags& flags,
+                                   executor::RunRequest& request) {
+  const executor::ExpertParallelOptions& options = flags.options;
+  if (!values.count("batch") || !values["batch"].defaulted()) return;
+  // A rank count out of range is refused by name later (ExpertParallelOptions::Validate, or the
+  // world size mpirun started); the batch is left alone for it.
+  constexpr int kMostRanksDefaulted = 4096;
+  if (options.attention != "data-parallel" || options.ranks < 1 ||
+      options.ranks > kMostRanksDefaulted)
+    return;
+  request.batch = std::max<int64_t>(request.batch, options.ranks);
 }
 
 int RunAcrossRanks(const executor::RunRequest& request, const ExpertParallelFlags& flags,

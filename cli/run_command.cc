@@ -52,7 +52,7 @@ void AddRunOptions(po::options_description& options, RunFlags& flags) {
       ("draft", Into(&flags.request.draft), "draft model for --workload sd")
       ("draft-weights", Into(&flags.request.draft_weights), "safetensors for the draft (default: synthetic)")
       ("workload", ParsedInto(&flags.request.workload, "decode", executor::WorkloadFromString), "prefill | decode | beam | sd")
-      ("batch", Into(&flags.request.batch), "sequences decoded together")
+      ("batch", Into(&flags.request.batch), "sequences decoded together (with --expert-parallel R and data-parallel attention, default R: one per rank)")
       ("prompt", Into(&flags.request.prompt_tokens), "prompt tokens per sequence (seeded synthetic prompts)")
       ("tokens", Into(&flags.request.output_tokens), "output tokens per sequence")
       ("beam", Into(&flags.request.beam_width), "beam width for --workload beam")
@@ -120,9 +120,10 @@ int Run(const std::vector<std::string>& args) {
   }
   request.trace_requested = !flags.trace_out.empty();
   request.record_timeline = !flags.timeline_out.empty();
+  const bool expert_parallel = ExpertParallelRequested(values);
+  if (expert_parallel) DefaultBatchForExpertParallel(values, flags.expert_parallel, request);
   request.Validate();
-  if (ExpertParallelRequested(values))
-    return RunAcrossRanks(request, flags.expert_parallel, output);
+  if (expert_parallel) return RunAcrossRanks(request, flags.expert_parallel, output);
 
   const executor::RunResult result = executor::RunWorkload(request, model::PresetStore::Default());
   nlohmann::json report = executor::RunResultToJson(result);

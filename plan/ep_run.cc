@@ -1,10 +1,24 @@
 #include "plan/ep_run.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "model/collective_cost.h"
 #include "report/provenance.h"
 
 namespace moelab::plan {
+namespace {
+
+// EpRunRequest::tokens when unset: kDefaultTokens, fewer when the model's context is shorter (a
+// decode step needs one more position than its cached tokens).
+int64_t DefaultTokens(const sim::EpConfig& config) {
+  const int64_t most =
+      config.model.max_position_embeddings - (config.workload == sim::EpWorkload::kDecode ? 1 : 0);
+  if (config.model.max_position_embeddings <= 0 || most < 1) return EpRunRequest::kDefaultTokens;
+  return std::min(EpRunRequest::kDefaultTokens, most);
+}
+
+}  // namespace
 
 sim::EpResult RunEp(const EpRunRequest& request, const model::PresetStore& store) {
   request.cost.Validate();
@@ -29,6 +43,8 @@ sim::EpResult RunEp(const EpRunRequest& request, const model::PresetStore& store
       throw base::Error("--hardware " + request.hardware + ": a node of accelerators expected");
     compute = sources.ForHardware(sim::OneAcceleratorOf(config.node));
   }
+  config.batch = request.batch.value_or(config.ep);
+  config.tokens = request.tokens.value_or(DefaultTokens(config));
   config.Validate();
   // Measured collectives (a profile taken with --collectives) price what they measured; the
   // node's links price the rest.

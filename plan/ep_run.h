@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "fit/cost_source_options.h"
@@ -18,7 +20,11 @@ namespace moelab::plan {
 struct EpRunRequest {
   std::string model;     // preset or file
   std::string hardware;  // node preset or file (always needed: its links)
-  sim::EpConfig config;
+  sim::EpConfig config;  // its batch and tokens replaced by those below
+  // Unset: one sequence per expert-parallel rank (the smallest batch data-parallel attention
+  // takes), and kDefaultTokens positions, or as many as the model holds when it holds fewer.
+  std::optional<int64_t> batch, tokens;
+  static constexpr int64_t kDefaultTokens = 2048;  // EPS-MoE's middle prefill length
   fit::CostSourceOptions cost;
 };
 

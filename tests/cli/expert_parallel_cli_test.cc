@@ -201,6 +201,30 @@ TEST_F(ExpertParallelCli, BadInputIsRefusedOnceByEveryRank) {
   std::filesystem::remove_all(dir);
 }
 
+// The interface's own command, `mpirun -n 2 moelab run --expert-parallel 2 --json`, gives no
+// --batch: data-parallel attention then runs one sequence per rank (the default batch of 1 was
+// refused as below the ranks). A --batch given below the ranks is still refused, by name.
+TEST_F(ExpertParallelCli, WithoutABatchEachRankRunsOneSequence) {
+  const std::string no_batch = kShape + "--workload decode --prompt 5 --tokens 3 --json ";
+  const CliRun two = RunOnRanks(2, no_batch + "--expert-parallel 2");
+  ASSERT_EQ(two.status, 0) << two.err;
+  const nlohmann::json json = nlohmann::json::parse(two.out);
+  EXPECT_EQ(json["batch"], 2);
+  EXPECT_EQ(json["outputs"].size(), 2u);
+  EXPECT_EQ(json["expert_parallel"]["ranks"], 2);
+  // The same two sequences as one process given --batch 2.
+  const CliRun one = RunMoelab(no_batch + "--batch 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(json["outputs"], nlohmann::json::parse(one.out)["outputs"]);
+  ExpectRefused(RunOnRanks(2, no_batch + "--batch 1 --expert-parallel 2"),
+                "--batch 1 is below --expert-parallel 2");
+  // Tensor-parallel attention takes any batch: the default of 1 stays.
+  const CliRun tensor_parallel =
+      RunOnRanks(2, no_batch + "--expert-parallel 2 --attention tensor-parallel");
+  ASSERT_EQ(tensor_parallel.status, 0) << tensor_parallel.err;
+  EXPECT_EQ(nlohmann::json::parse(tensor_parallel.out)["batch"], 1);
+}
+
 // --attention tensor-parallel: each rank holds half the heads and every sequence; the greedy
 // tokens are the one-process run's (the output projection's sum re-associated over the two ranks
 // moves logits by float32 rounding only, and this run has no near-tie), with a batch below the

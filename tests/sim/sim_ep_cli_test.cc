@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/cli_runner.h"
+#include "tests/support/test_paths.h"
 
 namespace moelab::sim {
 namespace {
@@ -55,6 +57,39 @@ TEST(SimEpCli, FixedChunksCsvAndTimeline) {
   const auto table = RunMoelab(std::string(kDeepSeek));
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("gain"), std::string::npos);
+}
+
+// The interface's command names no --batch and no --tokens: one sequence per expert-parallel
+// rank (the smallest batch data-parallel attention takes; the default of 1 was refused for any
+// --ep above 1) and 2048 tokens, fewer for a model whose context is shorter. Given ones are kept.
+TEST(SimEpCli, WithoutBatchAndTokensTheDefaultsFitTheLayout) {
+  for (const char* ep : {"2", "8"}) {
+    const auto r = RunMoelab(std::string("sim ep --model mixtral-8x7b --hardware 8xh800 --ep ") +
+                             ep + " --workload prefill --ep-chunks auto --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const nlohmann::json json = nlohmann::json::parse(r.out);
+    EXPECT_EQ(json["workload"]["batch"], std::stoi(ep));
+    EXPECT_EQ(json["workload"]["tokens"], 2048);
+    EXPECT_GT(json["tokens_per_s"].get<double>(), 0);
+    EXPECT_GE(json["gain_vs_no_pipeline"].get<double>(), 1.0);
+  }
+  const auto model = testing::MakeTempDir("sim_ep_cli_defaults") / "short-context.json";
+  nlohmann::json spec =
+      nlohmann::json::parse(Slurp((testing::PresetDir() / "models/mixtral-8x7b.json").string()));
+  spec["name"] = "short-context";
+  spec["max_position_embeddings"] = 1000;
+  std::ofstream(model) << spec.dump();
+  const auto decode = RunMoelab("sim ep --model " + model.string() +
+                                " --hardware 8xh800 --ep 4 --workload decode --json");
+  ASSERT_EQ(decode.status, 0) << decode.err;
+  EXPECT_EQ(nlohmann::json::parse(decode.out)["workload"]["tokens"], 999);  // + 1 decoded
+  const auto given = RunMoelab("sim ep --model " + model.string() +
+                               " --hardware 8xh800 --ep 4 --workload prefill --batch 12 "
+                               "--tokens 300 --json");
+  ASSERT_EQ(given.status, 0) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(given.out)["workload"]["batch"], 12);
+  EXPECT_EQ(nlohmann::json::parse(given.out)["workload"]["tokens"], 300);
+  EXPECT_EQ(RunMoelab("sim ep --model mixtral-8x7b --hardware 8xh800 --ep 2 --batch 1").status, 1);
 }
 
 TEST(SimEpCli, BadInputIsOneLineAndNoFile) {
