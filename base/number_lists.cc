@@ -78,6 +78,12 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
     }
   }
   if (values.empty()) fail("no values");
+  // A value twice gave its row twice (plan sd --batch 4,2,4), which a reader takes for two
+  // different settings.
+  std::vector<int64_t> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+    fail(std::to_string(*twice) + " is listed twice");
   return values;
 }
 
@@ -119,8 +125,23 @@ std::vector<double> ParseNumberList(const std::string& text, const std::string& 
   }
   std::stringstream stream(text);
   std::string item;
-  while (std::getline(stream, item, ',')) values.push_back(ParseNumber(item, option));
+  std::vector<std::string> items;
+  while (std::getline(stream, item, ',')) {
+    values.push_back(ParseNumber(item, option));
+    items.push_back(item);
+  }
   if (values.empty()) throw Error("--" + option + " '" + EscapeForMessage(text) + "': no values");
+  // Compared as numbers: 0.8 and 0.80 are one value.
+  std::vector<size_t> order(values.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a] < values[b]; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (values[order[i - 1]] == values[order[i]]) {
+      throw Error("--" + option + " '" + EscapeForMessage(text) +
+                  "': " + EscapeForMessage(items[order[i - 1]]) + " is listed twice");
+    }
+  }
   return values;
 }
 

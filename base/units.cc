@@ -19,10 +19,20 @@ double ParseBytes(const std::string& text, const std::string& what) {
   } catch (const std::exception&) {
     used = 0;
   }
-  std::string unit;
+  std::string unit, unit_as_written;
   for (size_t i = used; i < text.size(); ++i) {
-    if (!std::isspace(static_cast<unsigned char>(text[i])))
+    if (!std::isspace(static_cast<unsigned char>(text[i]))) {
+      unit_as_written += text[i];
       unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
+    }
+  }
+  // "Gb", "Mb", "GiB" written "Gib": a capital prefix before a small b is the usual notation for
+  // bits; read as bytes it was an 8x larger memory, silently. All-small "gb" stays bytes.
+  if (unit_as_written.size() >= 2 && unit_as_written.back() == 'b' &&
+      std::isupper(static_cast<unsigned char>(unit_as_written.front()))) {
+    throw Error(what + " '" + EscapeForMessage(text) + "': '" + EscapeForMessage(unit_as_written) +
+                "' reads as bits; write a byte unit (e.g. " + unit_as_written.substr(0, 1) +
+                "B or " + unit_as_written.substr(0, 1) + "iB)");
   }
   static const std::pair<const char*, double> kUnits[] = {{"", 1},
                                                           {"B", 1},

@@ -35,7 +35,8 @@ int Devices(const std::vector<std::string>& args) {
               {"cuda_runtime", inventory.runtime_version},
               {"cuda_driver", inventory.driver_version},
               {"gpus", gpus.ToJson()},
-              {"why_none", inventory.why_none}},
+              {"why_none", inventory.why_none},
+              {"provenance", Provenance()}},
              text, gpus);
   return 0;
 }

@@ -16,7 +16,10 @@ int HardwareList(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab hw list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const model::PresetListing listing = model::ListHardwarePresets(model::PresetStore::Default());
-  EmitResult(output, {{"schema", "moelab.hardware_list/1"}, {"hardware", listing.presets}},
+  EmitResult(output,
+             {{"schema", "moelab.hardware_list/1"},
+              {"hardware", listing.presets},
+              {"provenance", Provenance()}},
              listing.text, report::JsonArrayRows(listing.presets));
   return 0;
 }

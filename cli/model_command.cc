@@ -53,8 +53,11 @@ int ModelList(const std::vector<std::string>& args) {
   if (!ParseOptions("usage: moelab model list [--json|--csv]", options, args, values)) return 0;
   const OutputRequest output = OutputRequestFrom(values);
   const model::PresetListing listing = model::ListModelPresets(model::PresetStore::Default());
-  EmitResult(output, {{"schema", "moelab.model_list/1"}, {"models", listing.presets}}, listing.text,
-             report::JsonArrayRows(listing.presets));
+  EmitResult(output,
+             {{"schema", "moelab.model_list/1"},
+              {"models", listing.presets},
+              {"provenance", Provenance()}},
+             listing.text, report::JsonArrayRows(listing.presets));
   return 0;
 }
 

@@ -10,7 +10,7 @@ void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
   // clang-format off
   options.add_options()
       ("arrivals", ParsedInto(&load.arrivals, "poisson:1", [](const std::string& text) { return serving::ParseArrivals(text, "--arrivals"); }), "poisson:RATE | gamma:RATE,CV | constant:RATE | trace:FILE (requests per second)")
-      ("requests", ParsedIntoOptional(&load.requests, [](const std::string& text) { return base::ParseIntList(text, "requests", 1).front(); }), "requests to send (or --duration)")
+      ("requests", po::value<int64_t>()->notifier([&load](int64_t count) { load.requests = count; }), "requests to send (or --duration)")
       ("duration", ParsedIntoOptional(&load.duration_s, [](const std::string& text) { return base::CheckSeconds(base::ParseNumber(text, "duration"), "--duration"); }), "send arrivals before S seconds (or --requests)")
       ("prompt-tokens", ParsedInto(&load.prompt_tokens, "512", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
       ("output-tokens", ParsedInto(&load.output_tokens, "128", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")

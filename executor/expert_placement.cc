@@ -45,6 +45,14 @@ ExpertPlacement LoadPlacement(const std::filesystem::path& file, int64_t num_exp
   const base::JsonReader reader(json, file.string());
   const std::string schema = reader.String("schema");
   if (schema != "moelab.expert_placement/1") reader.Fail("schema", "\"moelab.expert_placement/1\"");
+  // A misspelt or extra field was ignored: "rank" for "ranks" then read as no placement at all.
+  for (const auto& [key, value] : json.items()) {
+    if (key != "schema" && key != "ranks") {
+      throw base::Error(base::EscapeForMessage(file.string()) + ": field '" +
+                        base::EscapeForMessage(key) +
+                        "': unknown (a moelab.expert_placement/1 file holds schema and ranks)");
+    }
+  }
   const std::string expected = "an array of " + std::to_string(ranks) +
                                " lists of expert ids, one per rank (--expert-parallel " +
                                std::to_string(ranks) + ")";

@@ -1,12 +1,14 @@
 #include "sweep/spec.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 
 #include "base/error.h"
 #include "base/hash.h"
 #include "base/input_file.h"
 #include "base/json_reader.h"
+#include "base/message_text.h"
 
 namespace moelab::sweep {
 namespace {
@@ -63,8 +65,17 @@ void ReadGrid(const ordered_json& grid, SweepSpec& spec, const std::vector<std::
                         std::string(values.type_name()) + " (a fixed value goes in options)");
     }
     if (values.empty()) throw base::Error(spec.origin + ": " + field + ": empty list");
+    // A value twice ran its point twice: two rows a reader takes for two settings. Compared as
+    // the command line gets them (4 and "4" are one value).
+    std::map<std::string, size_t> seen;
     for (size_t i = 0; i < values.size(); ++i) {
       CheckScalar(values[i], spec.origin, field + "[" + std::to_string(i) + "]");
+      const auto [at, fresh] = seen.emplace(OptionText(values[i]), i);
+      if (!fresh) {
+        throw base::Error(spec.origin + ": " + field + "[" + std::to_string(i) +
+                          "]: " + base::EscapeForMessage(at->first) + " is listed twice (also " +
+                          field + "[" + std::to_string(at->second) + "])");
+      }
     }
     for (const auto& [fixed, value] : spec.options) {
       if (fixed == name) {

@@ -36,5 +36,19 @@ TEST(ParseBytes, TakesDecimalAndBinaryUnitsUpToTheBound) {
   EXPECT_NE(ErrorOf("lots").find("expected a positive size"), std::string::npos);
 }
 
+// "1Gb" is a gigabit where it is written that way; it was read as a gigabyte, a memory 8x what
+// was meant, without a word. Refused, saying which byte units to write; all-small units stay bytes.
+TEST(ParseBytes, BitUnitsAreRefused) {
+  for (const char* bits : {"1Gb", "24 Gb", "512Mb", "16Gib", "2Tb", "8Kb"}) {
+    const std::string error = ErrorOf(bits);
+    EXPECT_NE(error.find("reads as bits; write a byte unit"), std::string::npos) << bits;
+    EXPECT_NE(error.find("--expert-memory"), std::string::npos) << error;
+  }
+  EXPECT_NE(ErrorOf("1Gb").find("(e.g. GB or GiB)"), std::string::npos) << ErrorOf("1Gb");
+  EXPECT_EQ(ParseBytes("24gb", "x"), 24e9);
+  EXPECT_EQ(ParseBytes("16gib", "x"), 16.0 * 1073741824.0);
+  EXPECT_EQ(ParseBytes("1GB", "x"), 1e9);
+}
+
 }  // namespace
 }  // namespace moelab::base

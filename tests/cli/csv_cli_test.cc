@@ -140,6 +140,11 @@ TEST(CsvCli, ModelListAndShow) {
   ASSERT_GT(list.csv.size(), 3u);
   ExpectCsvCarriesJson(list.csv, std::vector<nlohmann::json>(list.json["models"].begin(),
                                                              list.json["models"].end()));
+  // Every listing says which build listed it (the presets are that build's).
+  for (const char* listing : {"model list", "hw list", "devices"}) {
+    const Both both = RunBoth(listing);
+    EXPECT_TRUE(both.json["provenance"].contains("git_commit")) << listing;
+  }
   const Both show = RunBoth("model show --model mixtral-8x7b");
   ASSERT_EQ(show.csv.size(), 2u);
   EXPECT_EQ(show.csv[1][Column(show.csv[0], "t_thres")], "11");

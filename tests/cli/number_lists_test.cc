@@ -53,6 +53,29 @@ TEST(NumberLists, NumbersAndNumberLists) {
 
 // Found by fuzz/int_list_fuzz.cc: a step count beyond int64 was cast from double (undefined; on x86
 // it became negative and the list came back empty, exit 0).
+// Every listed value is a row or a point: one listed twice gave its row twice, read as two
+// settings. Refused, naming the value, however it was written (a range over a listed value, 0.80
+// beside 0.8).
+TEST(NumberLists, AValueListedTwiceIsRefused) {
+  EXPECT_NE(testing::ErrorOf([] {
+              base::ParseIntList("4,2,4", "batch", 1);
+            }).find("--batch '4,2,4': 4 is listed twice"),
+            std::string::npos);
+  EXPECT_NE(
+      testing::ErrorOf([] { base::ParseIntList("1-8,4", "batch", 1); }).find("4 is listed twice"),
+      std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] {
+              base::ParseIntList("1-16:x2,8", "gamma", 1);
+            }).find("8 is listed twice"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] {
+              base::ParseNumberList("0.6,0.8,0.80", "alpha");
+            }).find("--alpha '0.6,0.8,0.80': 0.8 is listed twice"),
+            std::string::npos);
+  EXPECT_EQ(base::ParseIntList("8,1,4", "batch", 1),
+            (std::vector<int64_t>{8, 1, 4}));  // order kept
+}
+
 TEST(NumberLists, HugeStepCountsAreRefused) {
   EXPECT_NE(testing::ErrorOf([] {
               base::ParseNumberList(".5:1e300:1e-300", "alpha");

@@ -225,6 +225,9 @@ TEST_F(SweepCli, BadSpecsAreRefusedNamingFileAndField) {
       {head + R"("command": "run", "grid": {"batch": [1]}})", "not a sweepable prediction command"},
       {head + R"("command": "plan sd", "grid": {}})", "grid: expected a non-empty object"},
       {head + R"("command": "plan sd", "grid": {"batch": []}})", "grid.batch: empty list"},
+      // A value twice ran its point twice; 4 and "4" are one value on the command line.
+      {head + R"("command": "plan sd", "grid": {"batch": [4, 2, "4"]}})",
+       "grid.batch[2]: 4 is listed twice (also grid.batch[0])"},
       {head + R"("command": "plan sd", "grid": {"batch": 4}})", "grid.batch: expected a list"},
       {head + R"("command": "plan sd", "options": {"batch": 1}, "grid": {"batch": [1]}})",
        "grid.batch: also in options.batch"},
@@ -242,7 +245,8 @@ TEST_F(SweepCli, BadSpecsAreRefusedNamingFileAndField) {
            R"(], "alpha": [)" +
            [] {
              std::string values;
-             for (int i = 0; i < 1000; ++i) values += std::string(i ? "," : "") + "0.5";
+             // Distinct (a value listed twice is refused first); refused before any point runs.
+             for (int i = 0; i < 1000; ++i) values += std::string(i ? "," : "") + std::to_string(i);
              return values;
            }() +
            "]}}",

@@ -65,6 +65,15 @@ TEST_F(PlacementFile, RefusesMissingDuplicateAndOutOfRangeExperts) {
   EXPECT_NE(Refusal(R"({"schema": "other/1", "ranks": [[0, 1], [2, 3]]})").find("schema"),
             std::string::npos);
   EXPECT_NE(Refusal(R"({"schema": "moelab.expert_placement/1"})").find("ranks"), std::string::npos);
+  // Fields the format does not have, a misspelling among them, are named rather than ignored.
+  EXPECT_NE(Refusal(R"({"schema": "moelab.expert_placement/1", "rank": [[0, 1], [2, 3]]})")
+                .find("field 'rank': unknown (a moelab.expert_placement/1 file holds schema and "
+                      "ranks)"),
+            std::string::npos);
+  EXPECT_NE(Refusal(R"({"schema": "moelab.expert_placement/1", "ranks": [[0, 1], [2, 3]], )"
+                    R"("note": "x"})")
+                .find("field 'note': unknown"),
+            std::string::npos);
 }
 
 }  // namespace

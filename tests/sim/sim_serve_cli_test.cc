@@ -115,6 +115,13 @@ TEST(SimServeCli, ErrorsNameTheOption) {
        "--hardware H or --profile"},
       {"sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:1",
        "--requests N or --duration S"},
+      // One count: a list's first value was taken (3 requests simulated for "3,100").
+      {"sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:1 "
+       "--requests 3,100",
+       "the argument ('3,100') for option '--requests' is invalid"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --max-batch 16,64,16",
+       "--max-batch '16,64,16': 16 is listed twice"},
       {"sim serve --model qwen2-57b-a14b --hardware rtx-3060 --arrivals poisson:1 --requests 5",
        "--kv-memory-fraction"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
