@@ -49,6 +49,8 @@ std::vector<int64_t> ParseIntList(const std::string& text, const std::string& op
     return value;
   };
   std::vector<int64_t> values;
+  // getline drops a last empty item: "1,2," read as 1,2 while ",1" was refused.
+  if (!text.empty() && text.back() == ',') fail("empty item");
   std::stringstream stream(text);
   std::string item;
   while (std::getline(stream, item, ',')) {
@@ -123,6 +125,8 @@ std::vector<double> ParseNumberList(const std::string& text, const std::string& 
     for (int64_t i = 0; i < count; ++i) values.push_back(start + static_cast<double>(i) * step);
     return values;
   }
+  if (!text.empty() && text.back() == ',')  // getline drops a last empty item
+    throw Error("--" + option + " '" + EscapeForMessage(text) + "': empty item");
   std::stringstream stream(text);
   std::string item;
   std::vector<std::string> items;

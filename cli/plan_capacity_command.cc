@@ -1,5 +1,6 @@
 // moelab plan capacity: per hardware the fewest replicas and the settings meeting p99 TTFT and
 // TPOT objectives at a rate (plan/capacity.h), by the serving simulator.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -66,6 +67,12 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
   request.max_batch = base::ParseIntList(values["max-batch"].as<std::string>(), "max-batch", 1);
   request.chunk = base::ParseIntList(values["chunk"].as<std::string>(), "chunk", 0);
   request.gamma = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 0);
+  const bool speculative =
+      std::any_of(request.gamma.begin(), request.gamma.end(), [](int64_t g) { return g > 0; });
+  for (const char* sd_only : {"alpha", "draft-model"}) {
+    if (values.count(sd_only) && !values[sd_only].defaulted() && !speculative)
+      throw base::Error(std::string("--") + sd_only + " applies with --gamma G (G >= 1) only");
+  }
   request.cost = CostSourceOptionsFrom(values);
   const OutputRequest output = OutputRequestFrom(values);
   base::RequireWritableDistinctOutputs({{"--out", output.out}, {"--plot-out", plot_out}});

@@ -87,6 +87,26 @@ void AddRunFiles(const executor::RunResult& result, const RunFlags& flags, Print
     printed.files.emplace_back(flags.timeline_out, result.timeline_json);
 }
 
+// Options of a workload or device the run does not use were accepted and changed nothing (run
+// --gamma 3 decoded without a draft; --gpu 3 ran on the CPU). The draft's shape options stay
+// accepted: one shape string (target and draft) serves every workload of a harness.
+void RefuseOptionsOfOtherWorkloads(const po::variables_map& values,
+                                   const executor::RunRequest& request) {
+  auto given = [&](const std::string& name) {
+    return values.count(name) && !values[name].defaulted();
+  };
+  if (request.workload != executor::Workload::kSpeculative) {
+    for (const char* sd_only : {"draft", "draft-weights", "gamma", "acceptance", "alpha"}) {
+      if (given(sd_only))
+        throw base::Error(std::string("--") + sd_only + " applies with --workload sd only");
+    }
+  }
+  if (request.workload != executor::Workload::kBeam && given("beam"))
+    throw base::Error("--beam applies with --workload beam only");
+  if (request.device != "gpu" && given("gpu"))
+    throw base::Error("--gpu applies with --device gpu only");
+}
+
 }  // namespace
 
 int Run(const std::vector<std::string>& args) {
@@ -109,6 +129,7 @@ int Run(const std::vector<std::string>& args) {
   if (!values["alpha"].defaulted() && !executor::IsFixedRate(request.acceptance)) {
     throw base::Error("--alpha applies to --acceptance alpha or alpha-coin only");
   }
+  RefuseOptionsOfOtherWorkloads(values, request);
   ApplyOffloadFlags(values, flags.offload, flags.request);
   if (request.weights.empty() && std::filesystem::is_regular_file(request.model)) {
     // A model file ran at the executor's scaled default shape without a word: say so once, after

@@ -193,6 +193,8 @@ int Serve(const std::vector<std::string>& args) {
       values, "",
       flags.model.weights.empty() ? model::DefaultTargetShape() : model::ShapeOverrides{});
   ApplySpeculationFlags(values, flags);
+  if (flags.model.device != "gpu" && values.count("gpu") && !values["gpu"].defaulted())
+    throw base::Error("--gpu applies with --device gpu only");
   ApplyOffloadFlags(values, flags.offload, flags.model);
   flags.server.http_threads = values.count("http-threads")
                                   ? values["http-threads"].as<int>()

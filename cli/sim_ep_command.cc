@@ -63,6 +63,15 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
     if (!values.count(required))
       throw base::Error(std::string("--") + required + " is required (see --help)");
   }
+  // Options of a kernel choice the run does not make were accepted and changed nothing, while the
+  // report named them.
+  auto given = [&](const char* name) { return values.count(name) && !values[name].defaulted(); };
+  if (given("gemm-crossover-tokens") && config.gemm != sim::GemmChoice::kAuto)
+    throw base::Error("--gemm-crossover-tokens applies with --gemm auto only (it picks by load)");
+  if (given("group-gemm-efficiency") && config.gemm == sim::GemmChoice::kDense)
+    throw base::Error(
+        "--group-gemm-efficiency applies with --gemm auto or group (--gemm dense "
+        "runs no GroupGemm)");
   const OutputRequest output = OutputRequestFrom(values);
   request.cost = CostSourceOptionsFrom(values);
   request.cost.hardware_given = false;  // the node's links are needed whatever prices compute

@@ -67,6 +67,10 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
     throw base::Error("--hardware H or --profile FIT.json is required (the cost source)");
   }
   CheckLoadOptions(values, request.load);
+  // A trace's own length column is its requests' lengths: the option beside it would be ignored.
+  auto given = [&](const char* name) { return values.count(name) && !values[name].defaulted(); };
+  serving::CheckLengthSources(request.load, given("prompt-tokens"), given("output-tokens"),
+                              "--prompt-tokens", "--output-tokens", true);
   for (const char* sd_only : {"alpha", "acceptance-seed", "draft-model"}) {
     if (values.count(sd_only) && !values[sd_only].defaulted() && request.gamma == 0)
       throw base::Error(std::string("--") + sd_only + " applies with --gamma G (G >= 1) only");

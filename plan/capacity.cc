@@ -178,6 +178,19 @@ bool Cheaper(const CapacityRow& a, const CapacityRow& b) {
 
 void CapacityRequest::Validate() const {
   if (hardware.empty()) throw base::Error("--hardware: at least one preset expected");
+  // A preset or policy twice gave its rows twice, read as two candidates.
+  for (const auto& [option, names] :
+       {std::pair{"--hardware", &hardware}, {"--policy", &policies}}) {
+    for (size_t i = 0; i < names->size(); ++i) {
+      if (std::find(names->begin(), names->begin() + static_cast<std::ptrdiff_t>(i), (*names)[i]) !=
+          names->begin() + static_cast<std::ptrdiff_t>(i))
+        throw base::Error(std::string(option) + " " + (*names)[i] + ": listed twice");
+    }
+  }
+  if (!(kv_memory_fraction > 0 && kv_memory_fraction <= 1)) {
+    throw base::Error("--kv-memory-fraction " + report::ShortestText(kv_memory_fraction) +
+                      ": expected a fraction in (0, 1]");
+  }
   if (!(rate_per_s > 0) || rate_per_s > 1e6) {
     throw base::Error("--rate " + report::FormatNumber(rate_per_s, 3) +
                       ": expected requests per second in (0, 1e6]");
@@ -232,8 +245,12 @@ std::map<std::string, double> ParsePrices(const std::string& text) {
     }
     const double price = base::ParseNumber(item.substr(equals + 1), "price");
     if (!(price > 0)) throw base::Error("--price " + item + ": expected a price > 0");
-    prices[item.substr(0, equals)] = price;
+    if (!prices.emplace(item.substr(0, equals), price).second) {
+      throw base::Error("--price " + item.substr(0, equals) +
+                        ": priced twice (one price per hardware)");
+    }
   }
+  if (!text.empty() && text.back() == ',') throw base::Error("--price " + text + ": empty item");
   return prices;
 }
 

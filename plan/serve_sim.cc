@@ -71,7 +71,7 @@ int64_t KvBlocksFromMemory(const ServingTarget& target, int64_t block_tokens,
 
 void ServeSimRequest::Validate() const {
   if (!(kv_memory_fraction > 0 && kv_memory_fraction <= 1)) {
-    throw base::Error("--kv-memory-fraction " + report::FormatNumber(kv_memory_fraction, 3) +
+    throw base::Error("--kv-memory-fraction " + report::ShortestText(kv_memory_fraction) +
                       ": expected a fraction in (0, 1]");
   }
   base::CheckSeconds(iteration_overhead_s, "--iteration-overhead-s");
@@ -211,6 +211,11 @@ ServeSimResult RunServeSim(const ServeSimRequest& request, const model::PresetSt
   result.request = request;
   result.target = ResolveServingTarget(request.model, request.cost, store);
   result.requests = serving::GenerateRequests(request.load);
+  const serving::TraceLengthColumns columns = serving::LengthColumnsOfTrace(request.load);
+  result.prompt_tokens_from = columns.prompt_tokens ? "the trace's prompt_tokens column"
+                                                    : serving::Describe(request.load.prompt_tokens);
+  result.output_tokens_from = columns.output_tokens ? "the trace's output_tokens column"
+                                                    : serving::Describe(request.load.output_tokens);
   scheduler::SchedulerConfig& config = result.request.options.scheduler;
   if (config.kv_blocks != 0) {
     result.kv_budget_from = "--kv-blocks";
@@ -251,8 +256,8 @@ nlohmann::json ServeSimResult::ToJson() const {
   nlohmann::json json = serving::ServingSummaryToJson(sim.summary);
   json["source"] = "moelab sim serve";
   json["load"] = {{"arrivals", serving::Describe(request.load.arrivals)},
-                  {"prompt_tokens", serving::Describe(request.load.prompt_tokens)},
-                  {"output_tokens", serving::Describe(request.load.output_tokens)},
+                  {"prompt_tokens", prompt_tokens_from},
+                  {"output_tokens", output_tokens_from},
                   {"seed", request.load.seed},
                   {"requests", static_cast<int64_t>(requests.size())}};
   if (request.load.duration_s) json["load"]["duration_s"] = *request.load.duration_s;
@@ -294,9 +299,8 @@ std::string ServeSimResult::Text() const {
   out << "sim serve: " << target.model.name << " on " << target.hardware << " ("
       << target.source->name() << "), " << request.options.replicas << " replica(s), router "
       << sim::RouterName(request.options.router) << "\n";
-  out << "load: " << serving::Describe(request.load.arrivals) << ", prompt "
-      << serving::Describe(request.load.prompt_tokens) << ", output "
-      << serving::Describe(request.load.output_tokens) << ", seed " << request.load.seed << ", "
+  out << "load: " << serving::Describe(request.load.arrivals) << ", prompt " << prompt_tokens_from
+      << ", output " << output_tokens_from << ", seed " << request.load.seed << ", "
       << requests.size() << " requests\n";
   out << "KV budget: " << request.options.scheduler.kv_blocks << " blocks of "
       << request.options.scheduler.kv_block_tokens << " tokens (" << kv_budget_from << ")\n";

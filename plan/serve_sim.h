@@ -93,6 +93,8 @@ struct ServeSimResult {
   std::optional<model::MoeModelSpec> draft;  // with gamma > 0
   std::string routing;                       // what the pricing assumed: "uniform", "trace:F", ...
   std::string kv_budget_from;                // "--kv-blocks", or how the memory gave it
+  // Where the lengths came from: the distribution, or "the trace's prompt_tokens column".
+  std::string prompt_tokens_from, output_tokens_from;
   std::vector<serving::RequestSpec> requests;
   sim::ServingSimResult sim;
   nlohmann::json time_breakdown_s;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <system_error>
 
@@ -31,6 +32,7 @@ void ParseCorrelated(const std::string& options, RoutingSpec& spec) {
   const std::string where = "routing 'correlated:" + options + "': ";
   std::stringstream stream(options);
   std::string item;
+  std::set<std::string> seen;
   while (std::getline(stream, item, ',')) {
     if (item.empty()) continue;
     const size_t equals = item.find('=');
@@ -38,6 +40,8 @@ void ParseCorrelated(const std::string& options, RoutingSpec& spec) {
       throw base::Error(where + "'" + item + "' is not key=value; " + kValidKeys);
     const std::string key = item.substr(0, equals);
     const std::string value = item.substr(equals + 1);
+    // The last of two values was taken without a word.
+    if (!seen.insert(key).second) throw base::Error(where + "'" + key + "' is given twice");
     if (key == "popularity") {
       if (value.empty()) throw base::Error(where + "'popularity' needs a FILE");
       spec.popularity_file = value;

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "base/error.h"
+#include "base/json_reader.h"
 #include "scheduler/scheduler_config.h"
 #include "server/tokenizer.h"
 
@@ -70,7 +72,10 @@ void RefuseUnserved(const json& body) {
   if (body.contains("best_of") && !body["best_of"].is_null() &&
       IntegerField(body, "best_of", 1) != 1)
     throw BadField("best_of", "1 expected");
-  if (body.contains("echo") && body["echo"] == true) throw BadField("echo", "false expected");
+  if (body.contains("echo") && !body["echo"].is_null()) {
+    if (!body["echo"].is_boolean()) throw BadField("echo", "true or false expected");
+    if (body["echo"] == true) throw BadField("echo", "false expected");
+  }
   for (const char* field : {"logprobs", "stop", "suffix"}) {
     if (body.contains(field) && !body[field].is_null())
       throw BadField(field, "not supported by moelab serve");
@@ -88,9 +93,11 @@ json ErrorJson(const ApiError& error) {
 CompletionRequest ParseCompletionRequest(const std::string& body_text, const ServedModel& model) {
   json body;
   try {
-    body = json::parse(body_text);
-  } catch (const json::parse_error& error) {
-    throw ApiError(400, std::string("the body is not valid JSON: ") + error.what());
+    // As every file moelab reads: a key given twice is refused (the parser kept the last value
+    // without a word), and so are nesting and numbers past what the parser handles.
+    body = base::ParseJsonText(body_text, "the body is not valid JSON");
+  } catch (const base::Error& error) {
+    throw ApiError(400, error.what());
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
   if (body.contains("model") && !body["model"].is_null()) {  // optional: absent or null

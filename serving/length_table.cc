@@ -131,15 +131,18 @@ LengthTable ReadLengthTable(const std::string& file, bool need_arrivals) {
   return table;
 }
 
+TraceLengthColumns LengthColumnsOfTrace(const LoadSpec& spec) {
+  if (spec.arrivals.kind != ArrivalProcess::Kind::kTrace) return {};
+  const LengthTable table = ReadLengthTable(spec.arrivals.trace_file, true);
+  return {table.has_prompt_tokens, table.has_output_tokens};
+}
+
 void CheckLengthSources(const LoadSpec& spec, bool prompt_given, bool output_given,
-                        const std::string& prompt_option, const std::string& output_option) {
-  bool trace_prompts = false, trace_outputs = false;
+                        const std::string& prompt_option, const std::string& output_option,
+                        bool options_have_defaults) {
   const std::string& trace = spec.arrivals.trace_file;
-  if (spec.arrivals.kind == ArrivalProcess::Kind::kTrace) {
-    const LengthTable table = ReadLengthTable(trace, true);
-    trace_prompts = table.has_prompt_tokens;
-    trace_outputs = table.has_output_tokens;
-  }
+  const TraceLengthColumns columns = LengthColumnsOfTrace(spec);
+  const bool trace_prompts = columns.prompt_tokens, trace_outputs = columns.output_tokens;
   const struct {
     bool given, in_trace;
     const std::string& option;
@@ -151,7 +154,7 @@ void CheckLengthSources(const LoadSpec& spec, bool prompt_given, bool output_giv
       throw base::Error(length.option + ": the trace " + trace + " gives each request's " +
                         length.column + "; leave the option out");
     }
-    if (!length.given && !length.in_trace) {
+    if (!length.given && !length.in_trace && !options_have_defaults) {
       throw base::Error(length.option + " is required" +
                         (spec.arrivals.kind == ArrivalProcess::Kind::kTrace
                              ? " (the trace " + trace + " has no " + length.column + " column)"

@@ -88,12 +88,20 @@ struct LengthTable {
 };
 LengthTable ReadLengthTable(const std::string& file, bool need_arrivals);
 
+// The length columns of the spec's trace (none without a trace): its requests' own lengths.
+struct TraceLengthColumns {
+  bool prompt_tokens = false, output_tokens = false;
+};
+TraceLengthColumns LengthColumnsOfTrace(const LoadSpec& spec);
+
 // Where each length comes from, checked before a run: a trace's own prompt_tokens/output_tokens
 // column is its requests' lengths, so giving that option too is refused (it would be ignored);
-// a length neither the trace nor an option gives is refused (it would default). Without a trace,
-// both options are required. `prompt_option`/`output_option` name the options in messages.
+// a length neither the trace nor an option gives is refused (it would default) unless
+// `options_have_defaults` (sim serve's 512 and 128, stated in its --help). Without a trace and
+// defaults, both options are required. `prompt_option`/`output_option` name the options.
 void CheckLengthSources(const LoadSpec& spec, bool prompt_given, bool output_given,
                         const std::string& prompt_option = "--prompt-tokens",
-                        const std::string& output_option = "--output-tokens");
+                        const std::string& output_option = "--output-tokens",
+                        bool options_have_defaults = false);
 
 }  // namespace moelab::serving

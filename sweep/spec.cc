@@ -1,6 +1,8 @@
 #include "sweep/spec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <map>
 #include <cstdio>
 
@@ -51,6 +53,19 @@ std::string HashText(const std::string& text) {
   return hex;
 }
 
+// What makes two grid values one point: a number however written (1, "01", 1.0; 0 and -0.0), else
+// the text the command line gets.
+std::string SameValueKey(const std::string& text) {
+  char* end = nullptr;
+  const double number = std::strtod(text.c_str(), &end);
+  if (!text.empty() && end == text.c_str() + text.size() && std::isfinite(number)) {
+    char key[40];
+    std::snprintf(key, sizeof(key), "number %.17g", number == 0 ? 0.0 : number);
+    return key;
+  }
+  return "text " + text;
+}
+
 void ReadGrid(const ordered_json& grid, SweepSpec& spec, const std::vector<std::string>& reserved) {
   if (!grid.is_object() || grid.empty()) {
     throw base::Error(spec.origin +
@@ -65,16 +80,17 @@ void ReadGrid(const ordered_json& grid, SweepSpec& spec, const std::vector<std::
                         std::string(values.type_name()) + " (a fixed value goes in options)");
     }
     if (values.empty()) throw base::Error(spec.origin + ": " + field + ": empty list");
-    // A value twice ran its point twice: two rows a reader takes for two settings. Compared as
-    // the command line gets them (4 and "4" are one value).
+    // A value twice ran its point twice: two rows a reader takes for two settings (4 and "4",
+    // 0.5 and "0.50" are one value).
     std::map<std::string, size_t> seen;
     for (size_t i = 0; i < values.size(); ++i) {
       CheckScalar(values[i], spec.origin, field + "[" + std::to_string(i) + "]");
-      const auto [at, fresh] = seen.emplace(OptionText(values[i]), i);
+      const auto [at, fresh] = seen.emplace(SameValueKey(OptionText(values[i])), i);
       if (!fresh) {
         throw base::Error(spec.origin + ": " + field + "[" + std::to_string(i) +
-                          "]: " + base::EscapeForMessage(at->first) + " is listed twice (also " +
-                          field + "[" + std::to_string(at->second) + "])");
+                          "]: " + base::EscapeForMessage(OptionText(values[i])) +
+                          " is listed twice (also " + field + "[" + std::to_string(at->second) +
+                          "])");
       }
     }
     for (const auto& [fixed, value] : spec.options) {

@@ -375,6 +375,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"run --offload on-demand --expert-memory 1GB --offload-reader aio",
                  "--offload-reader: expected threads or io_uring, got 'aio'"},
         BadInput{"run --device tpu", "--device must be cpu or gpu"},
+        // Options of another workload or device changed nothing (a decode without a draft).
+        BadInput{"run --gamma 3", "--gamma applies with --workload sd only"},
+        BadInput{"run --workload prefill --draft qwen2-0.5b",
+                 "--draft applies with --workload sd only"},
+        BadInput{"run --beam 3", "--beam applies with --workload beam only"},
+        BadInput{"run --gpu 3", "--gpu applies with --device gpu only"},
         BadInput{"run --device gpu --attention-bits 8", "--device gpu runs bf16 attention"},
         BadInput{"run --device gpu --expert-bits 4 --offload on-demand --expert-memory 1GB",
                  "--device gpu --offload moves bf16 experts"},

@@ -76,6 +76,18 @@ TEST(NumberLists, AValueListedTwiceIsRefused) {
             (std::vector<int64_t>{8, 1, 4}));  // order kept
 }
 
+// A trailing comma was dropped ("1,2," read as 1,2) while a leading one was refused.
+TEST(NumberLists, ATrailingCommaIsAnEmptyItem) {
+  EXPECT_NE(testing::ErrorOf([] {
+              base::ParseIntList("1,2,", "batch", 1);
+            }).find("--batch '1,2,': empty item"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([] {
+              base::ParseNumberList("0.6,0.8,", "alpha");
+            }).find("--alpha '0.6,0.8,': empty item"),
+            std::string::npos);
+}
+
 TEST(NumberLists, HugeStepCountsAreRefused) {
   EXPECT_NE(testing::ErrorOf([] {
               base::ParseNumberList(".5:1e300:1e-300", "alpha");

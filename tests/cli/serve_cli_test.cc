@@ -391,6 +391,10 @@ TEST(Serve, BadRequestsGetJsonErrorsNamingTheField) {
       {"{\"prompt\": \"hi\", \"max_tokens\": \"5\"}", 400, "max_tokens", "an integer"},
       {"{\"prompt\": \"hi\", \"max_tokens\": 0}", 400, "max_tokens", "at least 1"},
       {"{\"prompt\": \"hi\", \"stream\": \"yes\"}", 400, "stream", "true or false"},
+      // A wrong-typed echo was taken as false; a key twice kept its last value.
+      {"{\"prompt\": \"hi\", \"echo\": \"true\"}", 400, "echo", "true or false"},
+      {"{\"prompt\": \"hi\", \"max_tokens\": 2, \"max_tokens\": 3}", 400, "",
+       "field 'max_tokens': key repeated in its object"},
       {"{\"prompt\": \"hi\", \"temperature\": 0.7}", 400, "temperature", "greedy"},
       {"{\"prompt\": \"hi\", \"model\": \"gpt-4\"}", 404, "model", "does not exist"},
       {"{\"prompt\": \"hi\", \"max_tokens\": 100}", 400, "max_tokens", "64"},
@@ -594,7 +598,9 @@ TEST(Serve, RefusesBadOptionsNamingThem) {
            {"--max-sequence-tokens 5000", "max_positions"},
            {"--kv-blocks 4 --max-sequence-tokens 2000",
             "--max-sequence-tokens 2000 exceeds the KV budget's 64 tokens"},
-           {"--http-threads 0", "--http-threads"}}) {
+           {"--http-threads 0", "--http-threads"},
+           // Without a GPU this changed nothing, and the server started.
+           {"--gpu 3", "--gpu applies with --device gpu only"}}) {
     const testing::CliRun r = testing::RunMoelab("serve " + kShape + " " + args);
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;

@@ -228,6 +228,10 @@ TEST_F(SweepCli, BadSpecsAreRefusedNamingFileAndField) {
       // A value twice ran its point twice; 4 and "4" are one value on the command line.
       {head + R"("command": "plan sd", "grid": {"batch": [4, 2, "4"]}})",
        "grid.batch[2]: 4 is listed twice (also grid.batch[0])"},
+      {head + R"("command": "plan sd", "grid": {"alpha": [0.5, "0.50"]}})",
+       "grid.alpha[1]: 0.50 is listed twice (also grid.alpha[0])"},
+      {head + R"("command": "plan sd", "grid": {"context": [0, -0.0]}})",
+       "grid.context[1]: -0.0 is listed twice"},
       {head + R"("command": "plan sd", "grid": {"batch": 4}})", "grid.batch: expected a list"},
       {head + R"("command": "plan sd", "options": {"batch": 1}, "grid": {"batch": [1]}})",
        "grid.batch: also in options.batch"},

@@ -160,6 +160,10 @@ TEST(CorrelatedRouting, ParsedFromTheRoutingSpec) {
                   "is not key=value");
   EXPECT_CONTAINS(ErrorOf([] { MakeRoutingSource("correlated:layer=x", 4, 8, 2, 1); }),
                   "'layer' value 'x' is not a number");
+  // A key twice: the last value was taken without a word.
+  EXPECT_CONTAINS(
+      ErrorOf([] { MakeRoutingSource("correlated:locality=0.5,locality=0.9", 4, 8, 2, 1); }),
+      "'locality' is given twice");
   EXPECT_CONTAINS(
       ErrorOf([] { MakeRoutingSource("correlated:popularity=/nonexistent.csv", 4, 8, 2, 1); }),
       "/nonexistent.csv");

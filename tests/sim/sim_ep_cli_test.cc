@@ -133,6 +133,11 @@ TEST(SimEpCli, LayoutsAndRatesNoDeviceHasAreRefused) {
        "--ep-chunks '2.5': expected a whole number in [1, 4096] or auto"},
       {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --dtype fp64",
        "no peak FLOP/s for data type 'fp64'"},
+      // Kernel options of a choice the run does not make changed nothing, yet were reported.
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --gemm group --gemm-crossover-tokens 100",
+       "--gemm-crossover-tokens applies with --gemm auto only"},
+      {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --gemm dense --group-gemm-efficiency 0.5",
+       "--group-gemm-efficiency applies with --gemm auto or group"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = RunMoelab("sim ep --workload decode --batch 8 --tokens 512 " + args);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "serving/serving_metrics.h"
@@ -122,6 +123,22 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
        "--slo-tpot-p99 0.1 --max-batch 16,64,16",
        "--max-batch '16,64,16': 16 is listed twice"},
+      // Accepted before and changed nothing, or doubled the rows.
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm,h100-sxm --rate 1 "
+       "--slo-ttft-p99 1 --slo-tpot-p99 0.1",
+       "--hardware h100-sxm: listed twice"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --policy resident,resident",
+       "--policy resident: listed twice"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --price h100-sxm=1,h100-sxm=2",
+       "--price h100-sxm: priced twice"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --kv-memory-fraction 100",
+       "--kv-memory-fraction 100: expected a fraction in (0, 1]"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --alpha 0.5",
+       "--alpha applies with --gamma G (G >= 1) only"},
       {"sim serve --model qwen2-57b-a14b --hardware rtx-3060 --arrivals poisson:1 --requests 5",
        "--kv-memory-fraction"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
@@ -159,6 +176,30 @@ TEST(SimServeCli, ErrorsNameTheOption) {
 
 // sim serve --offload: resident experts add nothing to the plain simulation; an offload policy
 // with too little memory waits for its copies, and says so.
+// A trace's own length columns are its requests' lengths: a length option beside one was
+// ignored while the report printed the option's value. Refused; without it the report names the
+// column.
+TEST(SimServeCli, ATracesLengthColumnsAreTheLengths) {
+  const auto trace = std::filesystem::path(::testing::TempDir()) / "sim_serve_lengths.csv";
+  std::ofstream(trace) << "arrival_s,prompt_tokens,output_tokens\n0,64,5\n0.5,32,5\n";
+  const std::string command =
+      "sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals trace:" +
+      trace.string() + " ";
+  const auto refused = RunMoelab(command + "--output-tokens 100");
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("--output-tokens: the trace " + trace.string() +
+                             " gives each request's output_tokens; leave the option out"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(RunMoelab(command + "--prompt-tokens 100").status, 1);
+  const auto r = RunMoelab(command + "--json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["load"]["output_tokens"], "the trace's output_tokens column");
+  EXPECT_EQ(json["load"]["prompt_tokens"], "the trace's prompt_tokens column");
+  EXPECT_EQ(json["completed"], 2);
+}
+
 TEST(SimServeCli, OffloadWaitsForCopies) {
   const std::string base =
       "sim serve --model mixtral-8x7b --hardware a100-80gb-sxm --arrivals poisson:0.5 "
