@@ -132,14 +132,26 @@ void JsonReader::Fail(std::string_view key, std::string_view expected) const {
 }
 
 bool JsonReader::Has(std::string_view key) const {
+  asked_->emplace(key);
   return object_->contains(key) && !(*object_)[std::string(key)].is_null();
 }
 
 const nlohmann::json& JsonReader::Get(std::string_view key) const {
+  asked_->emplace(key);
   if (!object_->contains(key)) {
     throw Error(origin_ + ": missing required field '" + FieldName(key) + "'");
   }
   return (*object_)[std::string(key)];
+}
+
+void JsonReader::RefuseUnknownFields(std::string_view format) const {
+  for (const auto& [key, value] : object_->items()) {
+    if (asked_->find(key) == asked_->end()) {
+      throw Error(origin_ + ": field '" + EscapeForMessage(FieldName(key), 80) +
+                  "': unknown (not a field of " + std::string(format) +
+                  " here; misspelt, or of another kind of object?)");
+    }
+  }
 }
 
 JsonReader JsonReader::Object(std::string_view key) const {

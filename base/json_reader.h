@@ -2,7 +2,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -56,6 +59,11 @@ class JsonReader {
   double Number(std::string_view key, double exclusive_minimum, bool allow_equal,
                 double fallback) const;
 
+  // Refuses a field of this object that no call above asked for (Has, a getter, Object): a
+  // misspelt field ("first_dense_layer") was ignored and its default taken without a word.
+  // `format` names what the object is ("moelab.model/1") in the message. Call it after reading.
+  void RefuseUnknownFields(std::string_view format) const;
+
   const nlohmann::json& json() const { return *object_; }
   const std::string& origin() const { return origin_; }
   std::string FieldName(std::string_view key) const;
@@ -67,6 +75,9 @@ class JsonReader {
   const nlohmann::json* object_;
   std::string origin_;
   std::string path_;
+  // The keys asked for so far, shared by the copies of this reader.
+  std::shared_ptr<std::set<std::string, std::less<>>> asked_ =
+      std::make_shared<std::set<std::string, std::less<>>>();
 };
 
 }  // namespace moelab::base

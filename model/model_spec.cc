@@ -73,6 +73,7 @@ AttentionSpec ParseAttention(const base::JsonReader& reader) {
     attention.qk_rope_head_dim = reader.Int("qk_rope_head_dim", 1);
     attention.v_head_dim = reader.Int("v_head_dim", 1);
   }
+  reader.RefuseUnknownFields(kModelSchema);
   return attention;
 }
 
@@ -88,6 +89,7 @@ MoeSpec ParseMoe(const base::JsonReader& reader) {
   moe.router_bias = reader.Bool("router_bias", false);
   moe.router_score_bias = reader.Bool("router_score_bias", false);
   moe.norm_topk_prob = reader.Bool("norm_topk_prob", true);
+  reader.RefuseUnknownFields(kModelSchema);
   return moe;
 }
 
@@ -100,6 +102,7 @@ WeightBits ParseBits(const base::JsonReader& reader) {
   bits.dense_ffn = reader.Number("dense_ffn", 0.0, false, 16);
   bits.embeddings = reader.Number("embeddings", 0.0, false, 16);
   bits.router = reader.Number("router", 0.0, false, 16);
+  reader.RefuseUnknownFields(kModelSchema);
   return bits;
 }
 
@@ -136,6 +139,7 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
   const base::JsonReader ffn = reader.Object("ffn");
   spec.activation = ParseEnum(ffn, "activation", kActivations);
   spec.ffn_bias = ffn.Bool("bias", false);
+  ffn.RefuseUnknownFields(kModelSchema);
   spec.dense_intermediate_size = reader.Int("dense_intermediate_size", 0, 0);
   if (auto moe = reader.OptionalObject("moe")) spec.moe = ParseMoe(*moe);
   spec.word_embed_proj_dim = reader.Int("word_embed_proj_dim", 0, 0);
@@ -147,7 +151,9 @@ MoeModelSpec ModelSpecFromJson(const nlohmann::json& json, const std::string& or
     spec.published =
         PublishedCounts{published->Int("total_params", 1), published->Int("active_params", 1),
                         published->String("source", "")};
+    published->RefuseUnknownFields(kModelSchema);
   }
+  reader.RefuseUnknownFields(kModelSchema);
   ValidateModelSpec(spec, origin);
   return spec;
 }

@@ -273,6 +273,25 @@ TEST(Cli, MalformedAndImpossibleModelFilesAreNamed) {
   r = RunMoelab("model show --model " + impossible.string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("field 'num_layers'"), std::string::npos) << r.err;
+
+  // A misspelt field was ignored and its default taken: first_dense_layer ran as no dense layer.
+  spec = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  spec["moe"]["first_dense_layer"] = 4;
+  std::ofstream(impossible) << spec.dump();
+  r = RunMoelab("model show --model " + impossible.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("impossible.json: field 'moe.first_dense_layer': unknown (not a field of "
+                       "moelab.model/1"),
+            std::string::npos)
+      << r.err;
+  // A field of the other attention kind does nothing here, and is refused the same way.
+  spec = nlohmann::json::parse(Slurp(testing::PresetDir() / "models/mixtral-8x7b.json"));
+  spec["attention"]["kv_lora_rank"] = 512;
+  spec["extra"] = true;
+  std::ofstream(impossible) << spec.dump();
+  r = RunMoelab("model show --model " + impossible.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("field 'attention.kv_lora_rank': unknown"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
 }
 
