@@ -65,9 +65,11 @@ std::string LoadgenText(const nlohmann::json& report) {
     name = name.substr(0, name.size() - 2);
     for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     text += name + std::string(6 - name.size(), ' ') +
-            Printf("%10.2f%10.2f%10.2f%10.2f", 1e3 * p["p50"].get<double>(),
-                   1e3 * p["p90"].get<double>(), 1e3 * p["p99"].get<double>(),
-                   1e3 * p["mean"].get<double>()) +
+            (p["p50"].is_null()  // no sample: null in the JSON
+                 ? std::string("       n/a       n/a       n/a       n/a")
+                 : Printf("%10.2f%10.2f%10.2f%10.2f", 1e3 * p["p50"].get<double>(),
+                          1e3 * p["p90"].get<double>(), 1e3 * p["p99"].get<double>(),
+                          1e3 * p["mean"].get<double>())) +
             "  " + std::to_string(p["count"].get<int64_t>()) + "\n";
   }
   text += Printf(

@@ -306,6 +306,10 @@ std::string ServeSimResult::Text() const {
       << request.options.scheduler.kv_block_tokens << " tokens (" << kv_budget_from << ")\n";
   out << "scheduler: " << request.options.scheduler.ToJson().dump() << "\n";
   auto line = [&](const char* name, const serving::Percentiles& p) {
+    if (p.count == 0) {  // no sample: not a latency of 0 s
+      out << "  " << name << "  n/a (no sample)\n";
+      return;
+    }
     out << "  " << name << "  p50 " << report::FormatSeconds(p.p50) << "  p90 "
         << report::FormatSeconds(p.p90) << "  p99 " << report::FormatSeconds(p.p99) << "  mean "
         << report::FormatSeconds(p.mean) << "\n";

@@ -5,6 +5,8 @@
 #include <charconv>
 #include <limits>
 #include <map>
+#include <type_traits>
+#include <optional>
 
 #include "base/stats.h"
 
@@ -50,7 +52,12 @@ std::vector<std::pair<std::string, int64_t>> FailuresByCount(
   return failures;
 }
 
+// No sample (nothing completed, or no request had a second token): null, not a latency of 0 s
+// that reads as an instant answer.
 nlohmann::json PercentilesJson(const Percentiles& p) {
+  if (p.count == 0) {
+    return {{"p50", nullptr}, {"p90", nullptr}, {"p99", nullptr}, {"mean", nullptr}, {"count", 0}};
+  }
   return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"mean", p.mean}, {"count", p.count}};
 }
 
@@ -119,8 +126,14 @@ std::string ServingSummaryCsv(const ServingSummary& summary) {
       row += ',';
     }
     header += name;
-    char digits[32];  // the shortest text that reads back to the same double (as the JSON's)
-    row.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+    if constexpr (std::is_same_v<decltype(value), std::optional<double>>) {
+      if (!value) return;  // no sample: an empty field, as the JSON's null
+      char digits[32];
+      row.append(digits, std::to_chars(digits, digits + sizeof digits, *value).ptr);
+    } else {
+      char digits[32];  // the shortest text that reads back to the same double (as the JSON's)
+      row.append(digits, std::to_chars(digits, digits + sizeof digits, value).ptr);
+    }
   };
   const std::pair<const char*, const Percentiles*> sets[] = {{"ttft_s", &summary.ttft_s},
                                                              {"tpot_s", &summary.tpot_s},
@@ -128,10 +141,13 @@ std::string ServingSummaryCsv(const ServingSummary& summary) {
                                                              {"e2e_s", &summary.e2e_s}};
   for (const auto& [name, p] : sets) {
     const std::string prefix = name;
-    add(prefix + "_p50", p->p50);
-    add(prefix + "_p90", p->p90);
-    add(prefix + "_p99", p->p99);
-    add(prefix + "_mean", p->mean);
+    auto sampled = [&](double value) {
+      return p->count > 0 ? std::optional<double>(value) : std::nullopt;
+    };
+    add(prefix + "_p50", sampled(p->p50));
+    add(prefix + "_p90", sampled(p->p90));
+    add(prefix + "_p99", sampled(p->p99));
+    add(prefix + "_mean", sampled(p->mean));
     add(prefix + "_count", p->count);
   }
   add("throughput_tokens_per_s", summary.throughput_tokens_per_s);

@@ -174,8 +174,6 @@ TEST(SimServeCli, ErrorsNameTheOption) {
   }
 }
 
-// sim serve --offload: resident experts add nothing to the plain simulation; an offload policy
-// with too little memory waits for its copies, and says so.
 // A trace's own length columns are its requests' lengths: a length option beside one was
 // ignored while the report printed the option's value. Refused; without it the report names the
 // column.
@@ -200,6 +198,29 @@ TEST(SimServeCli, ATracesLengthColumnsAreTheLengths) {
   EXPECT_EQ(json["completed"], 2);
 }
 
+// Nothing completed: the latencies have no sample. They read 0 s (an instant answer) in the
+// JSON, the CSV and the text; now null, empty and n/a.
+TEST(SimServeCli, LatenciesWithoutASampleAreNull) {
+  const std::string command =
+      "sim serve --model qwen2-57b-a14b --hardware 2xa100-80gb-sxm --arrivals poisson:1 "
+      "--requests 5 --prompt-tokens 64 --output-tokens 16 --max-sequence-tokens 10 ";
+  const auto r = RunMoelab(command + "--json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["failed"], 5);
+  EXPECT_EQ(json["ttft_s"]["count"], 0);
+  EXPECT_TRUE(json["ttft_s"]["p50"].is_null()) << json["ttft_s"];
+  EXPECT_TRUE(json["e2e_s"]["p99"].is_null());
+  const auto text = RunMoelab(command);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("TTFT  n/a (no sample)"), std::string::npos) << text.out;
+  const auto csv = RunMoelab(command + "--csv");
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_NE(csv.out.find("\n,,,,0,"), std::string::npos) << csv.out;  // ttft_s p50..mean, count
+}
+
+// sim serve --offload: resident experts add nothing to the plain simulation; an offload policy
+// with too little memory waits for its copies, and says so.
 TEST(SimServeCli, OffloadWaitsForCopies) {
   const std::string base =
       "sim serve --model mixtral-8x7b --hardware a100-80gb-sxm --arrivals poisson:0.5 "
@@ -238,8 +259,6 @@ TEST(SimServeCli, OffloadWaitsForCopies) {
   EXPECT_GT(s["offload"]["memory"]["accelerator_bytes"].get<double>(), 20e9);
 }
 
-// plan capacity --policy: a model whose weights do not fit the accelerator has no resident
-// candidate, but an offloading one is simulated and named.
 // A request longer than the model's context window is refused, as moelab serve refuses it (its
 // default --max-sequence-tokens is the KV budget within the model's positions), not served: the
 // KV budget of 8 H100s alone would hold it.
@@ -273,6 +292,8 @@ TEST(SimServeCli, RequestsBeyondTheModelsPositionsAreRefused) {
   }
 }
 
+// plan capacity --policy: a model whose weights do not fit the accelerator has no resident
+// candidate, but an offloading one is simulated and named.
 TEST(PlanCapacityCli, OffloadPoliciesAreCandidates) {
   const auto r = RunMoelab(
       "plan capacity --model mixtral-8x7b --hardware h100-sxm --rate 0.2 --slo-ttft-p99 10 "
