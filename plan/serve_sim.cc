@@ -334,6 +334,9 @@ std::string ServeSimResult::Text() const {
         << " read from storage; offloading added "
         << report::FormatSeconds(offload["offload_s"].get<double>()) << " over "
         << offload["iterations"].get<int64_t>() << " iterations\n";
+    // As sim offload says it: a hit rate of 1 there is the ideal bound, not this memory's.
+    if (offload["memory"]["fits_accelerator"] == false)
+      out << "(resident is the ideal: the experts do not actually fit in accelerator memory)\n";
   }
   return out.str();
 }

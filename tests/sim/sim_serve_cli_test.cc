@@ -257,6 +257,15 @@ TEST(SimServeCli, OffloadWaitsForCopies) {
                   s["offload"]["memory"]["accelerator_bytes"].get<double>(),
               1e9, 1);
   EXPECT_GT(s["offload"]["memory"]["accelerator_bytes"].get<double>(), 20e9);
+  // resident is the ideal bound, whatever the memory: a memory too small for the experts is said,
+  // as sim offload says it, not priced (a hit rate of 1 in 100 MB read as a fact).
+  const auto ideal = RunMoelab(std::string(base).replace(base.find("--json "), 7, "") +
+                               "--offload resident --accelerator-memory 100MB");
+  ASSERT_EQ(ideal.status, 0) << ideal.err;
+  EXPECT_NE(ideal.out.find("(resident is the ideal: the experts do not actually fit in "
+                           "accelerator memory)"),
+            std::string::npos)
+      << ideal.out;
 }
 
 // A request longer than the model's context window is refused, as moelab serve refuses it (its
