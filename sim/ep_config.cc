@@ -1,5 +1,7 @@
 // EpConfig's options: the names they take and what each refuses.
 #include "base/error.h"
+#include "model/parameter_count.h"
+#include "report/format.h"
 #include "sim/ep_simulator.h"
 
 #include <cmath>
@@ -37,6 +39,26 @@ model::HardwareSpec OneAcceleratorOf(const model::HardwareSpec& node) {
   // The node's own name: messages about what computes name the preset the user gave.
   return one;
 }
+
+namespace {
+
+// The weights one device holds: its rank's routed experts (E / ep of them, each split over the TP
+// group), and the rest of the model (attention, router, shared experts, dense layers, embedding
+// and LM head) split over the devices that share a replica's attention: the TP group, or every
+// EP x TP device with tensor-parallel attention (data-parallel attention replicates it per rank).
+double WeightBytesPerDevice(const EpConfig& config) {
+  const model::MoeModelSpec& m = config.model;
+  const model::WeightBytes w = model::CountWeightBytes(m);
+  const int64_t moe_layers = m.num_layers - m.moe->first_dense_layers;
+  const double experts = w.expert * static_cast<double>(m.moe->num_experts * moe_layers);
+  const double rest = w.total - experts;
+  const int64_t rest_devices =
+      config.attention == EpAttention::kTensorParallel ? config.ep * config.tp : config.tp;
+  return experts / static_cast<double>(config.ep * config.tp) +
+         rest / static_cast<double>(rest_devices);
+}
+
+}  // namespace
 
 void EpConfig::Validate() const {
   if (!model.moe) throw base::Error("--model " + model.name + ": a dense model has no experts");
@@ -84,6 +106,20 @@ void EpConfig::Validate() const {
         (latent ? "" : " and " + std::to_string(kv_heads) + " KV heads") + " do not split over " +
         std::to_string(head_devices) +
         " devices (query heads divide by them; KV heads divide by them or them into KV heads)");
+  }
+  // A layout whose weights do not fit its devices was priced as if they did (Mixtral-8x22B on
+  // 2 x RTX 4090), where sim sd and sim serve refuse it.
+  const double per_device = WeightBytesPerDevice(*this);
+  const double capacity = node.accelerator->memory_bytes;
+  if (compute_on_node && per_device > capacity) {
+    throw base::Error(
+        "the weights of " + model.name + " need " + report::FormatGigabytes(per_device, 1) +
+        " per device laid out --ep " + std::to_string(ep) + " x --tp " + std::to_string(tp) + " (" +
+        (attention == EpAttention::kTensorParallel
+             ? "tensor-parallel attention"
+             : "data-parallel attention: attention and dense weights on every rank") +
+        "), but " + node.name + "'s accelerators have " + report::FormatGigabytes(capacity, 1) +
+        "; more devices, --attention tensor-parallel, or a quantized model");
   }
   if (batch < 1 || batch > kMaxBatch) {
     throw base::Error("--batch " + std::to_string(batch) + ": expected 1.." +

@@ -354,6 +354,8 @@ TEST(SimEp, AutoIsNeverSlowerThanNoPipelineAndGainsWhenBothPhasesExist) {
 
 TEST(SimEp, WithoutCommunicationTheGainIsOne) {
   EpConfig config = DeepSeekPrefill();
+  // One rank holds every expert: a model that fits one H800 (DeepSeek-V2 needs 471 GB).
+  config.model = Presets().LoadModel("deepseek-v2-lite");
   config.ep = 1;
   config.batch = 2;
   const EpResult r = Simulate(config);

@@ -138,6 +138,9 @@ TEST(SimEpCli, LayoutsAndRatesNoDeviceHasAreRefused) {
        "--gemm-crossover-tokens applies with --gemm auto only"},
       {"--model mixtral-8x7b --hardware 8xh100-sxm --ep 8 --gemm dense --group-gemm-efficiency 0.5",
        "--group-gemm-efficiency applies with --gemm auto or group"},
+      // Weights that do not fit the layout's devices were priced as if they did.
+      {"--model mixtral-8x22b --hardware 2xrtx-4090 --ep 2",
+       "the weights of mixtral-8x22b need 145.9 GB per device laid out --ep 2 x --tp 1"},
   };
   for (const auto& [args, expected] : cases) {
     const auto r = RunMoelab("sim ep --workload decode --batch 8 --tokens 512 " + args);
