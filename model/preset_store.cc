@@ -338,6 +338,11 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
   } else {
     reader.Fail("kind", "one of \"accelerator\", \"host\", \"link\", \"node\"");
   }
+  // A misspelt or misplaced top-level field was ignored (a node's "scale_out" in an accelerator
+  // file, "sm_count" beside "accelerator" instead of in it). The component objects' own fields
+  // are not checked here: files written by hw show and hw from-profile carry names and prices
+  // in them that the readers take from the top level.
+  reader.RefuseUnknownFields(kHardwareSchema);
   spec.name = name;
   spec.display_name = display_name;
   if (!sources.empty() || spec.sources.empty()) spec.sources = sources;

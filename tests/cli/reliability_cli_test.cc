@@ -465,6 +465,13 @@ TEST_F(BoundsCli, FileTimesAndRatesAreBounded) {
   hardware["accelerator"]["memory_bandwidth_bytes_per_s"] = 1e300;
   ExpectRefusedInOneLine("hw show " + Write("bandwidth.json", hardware.dump()),
                          "'accelerator.memory_bandwidth_bytes_per_s': expected at most 2^60 bytes");
+  // A top-level field the reader never asks for (here sm_count beside "accelerator", not in it)
+  // was ignored; hw show's own output still reads back.
+  hardware["accelerator"]["memory_bandwidth_bytes_per_s"] = 936e9;
+  EXPECT_EQ(RunMoelab("hw show " + Write("roundtrip.json", hardware.dump())).status, 0);
+  hardware["sm_count"] = 82;
+  ExpectRefusedInOneLine("hw show " + Write("misplaced.json", hardware.dump()),
+                         "field 'sm_count': unknown (not a field of moelab.hardware/1");
 }
 
 TEST_F(BoundsCli, MessagesNameTheOptionTheUserGave) {
