@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/serving_options.h"
 #include "loadgen/load_generator.h"
 #include "loadgen/loadgen_report.h"
 #include "serving/load_spec.h"
@@ -25,9 +26,7 @@ constexpr const char* kUsage =
 
 // A service-level objective in seconds: finite and above 0.
 void CheckSlo(const std::optional<double>& seconds, const std::string& option) {
-  if (!seconds) return;
-  base::CheckSeconds(*seconds, option);
-  if (*seconds <= 0) throw base::Error(option + " must be above 0 s");
+  if (seconds) SloSeconds(*seconds, option);
 }
 
 // Every request failed: there is nothing to measure, and a report of zeros would read as one.

@@ -5,6 +5,12 @@
 
 namespace moelab::cli {
 
+double SloSeconds(double seconds, const std::string& option) {
+  base::CheckSeconds(seconds, option);
+  if (seconds <= 0) throw base::Error(option + " must be above 0 s");
+  return seconds;
+}
+
 void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
                     serving::ServiceLevelObjectives& slo) {
   // clang-format off
@@ -15,8 +21,8 @@ void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
       ("prompt-tokens", ParsedInto(&load.prompt_tokens, "512", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
       ("output-tokens", ParsedInto(&load.output_tokens, "128", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
       ("seed", Into(&load.seed), "seed of the arrivals and lengths")
-      ("slo-ttft", ParsedIntoOptional(&slo.ttft_s, [](const std::string& text) { return base::CheckSeconds(base::ParseNumber(text, "slo-ttft"), "--slo-ttft"); }), "TTFT objective in seconds (goodput)")
-      ("slo-tpot", ParsedIntoOptional(&slo.tpot_s, [](const std::string& text) { return base::CheckSeconds(base::ParseNumber(text, "slo-tpot"), "--slo-tpot"); }), "TPOT objective in seconds (goodput)");
+      ("slo-ttft", ParsedIntoOptional(&slo.ttft_s, [](const std::string& text) { return SloSeconds(base::ParseNumber(text, "slo-ttft"), "--slo-ttft"); }), "TTFT objective in seconds (goodput)")
+      ("slo-tpot", ParsedIntoOptional(&slo.tpot_s, [](const std::string& text) { return SloSeconds(base::ParseNumber(text, "slo-tpot"), "--slo-tpot"); }), "TPOT objective in seconds (goodput)");
   // clang-format on
 }
 

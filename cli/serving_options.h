@@ -10,6 +10,10 @@ namespace moelab::cli {
 // The load options of loadgen and sim serve, bound to `load` and `slo`: --arrivals,
 // --requests | --duration, --prompt-tokens, --output-tokens, --seed, --slo-ttft, --slo-tpot
 // (serving/load_spec.h's text forms; the same seed gives the same requests to both).
+// A service-level objective in seconds: finite, above 0 and at most base::kMaxSeconds; else an
+// error naming `option` (loadgen and sim serve take the same).
+double SloSeconds(double seconds, const std::string& option);
+
 void AddLoadOptions(po::options_description& options, serving::LoadSpec& load,
                     serving::ServiceLevelObjectives& slo);
 // After parsing: one of --requests and --duration (errors name them).

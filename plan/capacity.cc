@@ -192,7 +192,7 @@ void CapacityRequest::Validate() const {
                       ": expected a fraction in (0, 1]");
   }
   if (!(rate_per_s > 0) || rate_per_s > 1e6) {
-    throw base::Error("--rate " + report::FormatNumber(rate_per_s, 3) +
+    throw base::Error("--rate " + report::ShortestText(rate_per_s) +
                       ": expected requests per second in (0, 1e6]");
   }
   if (!(slo_ttft_p99_s > 0)) throw base::Error("--slo-ttft-p99: expected seconds > 0");

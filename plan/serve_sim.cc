@@ -81,7 +81,7 @@ void ServeSimRequest::Validate() const {
   }
   if (gamma > 0) scheduler::SpeculativeAcceptance{alpha, acceptance_seed}.Validate();
   if (offload) {
-    policies::DefaultPolicyRegistry().Find(offload->policy);  // lists the valid ones
+    policies::DefaultPolicyRegistry().Find(offload->policy, "--offload");  // lists the valid ones
     if (offload->hardware.empty()) {
       throw base::Error(
           "--offload: needs --hardware H, the machine whose memory tiers, link and "

@@ -45,13 +45,13 @@ void PolicyRegistry::Add(PolicyInfo info) {
   policies_.push_back(std::move(info));
 }
 
-const PolicyInfo& PolicyRegistry::Find(const std::string& name) const {
+const PolicyInfo& PolicyRegistry::Find(const std::string& name, const std::string& option) const {
   for (const PolicyInfo& info : policies_) {
     if (info.name == name) return info;
   }
   std::string valid;
   for (const PolicyInfo& info : policies_) valid += (valid.empty() ? "" : ", ") + info.name;
-  throw base::Error("--policy: unknown offload policy '" + name + "'; valid policies: " + valid);
+  throw base::Error(option + ": unknown offload policy '" + name + "'; valid policies: " + valid);
 }
 
 std::vector<std::string> PolicyRegistry::Names() const {

@@ -30,7 +30,8 @@ class PolicyRegistry {
   // (kPolicyOptionFields) or is declared twice.
   void Add(PolicyInfo info);
   // Error for an unknown name, listing the valid ones.
-  const PolicyInfo& Find(const std::string& name) const;
+  // Unknown names are refused naming `option`, the option the user gave the name in.
+  const PolicyInfo& Find(const std::string& name, const std::string& option = "--policy") const;
   std::vector<std::string> Names() const;  // in registration order
   std::string NameList() const;            // "resident, on-demand, ...": for messages
   std::string HelpList() const;            // one "  name  summary" line per policy: for --help

@@ -163,7 +163,7 @@ void EpConfig::Validate() const {
     throw base::Error(
         "--copy-bandwidth: expected 0 (the accelerator's memory bandwidth) or "
         "bytes per second in [1, 2^60], got " +
-        std::to_string(copy_bytes_per_s));
+        report::ShortestText(copy_bytes_per_s));  // 1e308 as 1e+308, not 309 digits
   if (!(comm_bits > 0 && comm_bits <= 32))
     throw base::Error("--comm-bits: expected bits in (0, 32]");
   if (device_limit < 0 || device_limit > ep)

@@ -144,7 +144,7 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
        "--slo-tpot-p99 0.1 --policy on-demand,lru",
        "unknown offload policy 'lru'"},
-      {kServe + "--offload lru", "unknown offload policy 'lru'"},
+      {kServe + "--offload lru", "--offload: unknown offload policy 'lru'"},
       {"sim serve --model qwen2-57b-a14b --profile p.json --offload on-demand --arrivals "
        "poisson:1 --requests 5",
        "--offload: needs --hardware H"},
@@ -160,6 +160,8 @@ TEST(SimServeCli, ErrorsNameTheOption) {
       {kServe + "--gamma 2 --alpha 1", "--alpha"},
       {kServe + "--alpha 0.5", "--alpha applies with --gamma"},
       {kServe + "--routing zipf", "zipf"},
+      // An objective of 0 s: every request misses it; loadgen refused it, sim serve took it.
+      {kServe + "--slo-ttft 0", "--slo-ttft must be above 0 s"},
       {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1",
        "--slo-tpot-p99 is required"},
       {"sim serve --model mixtral-8x7b --hardware 8xh100-sxm --arrivals poisson:1 --requests 5 "
