@@ -52,7 +52,7 @@ std::vector<std::string> Lines(const std::string& text) {
 // shard is refused naming the field rather than merged into a broken output: each JSON row one
 // line, an object of this point; each CSV row one line led by the point; the same count of both;
 // the header one line.
-void CheckRows(const PointOutcome& outcome, const std::string& field) {
+void CheckRows(const SweepSpec& spec, const PointOutcome& outcome, const std::string& field) {
   if (outcome.header.find('\n') != std::string::npos)
     throw base::Error(field + ".header: expected one line");
   for (const auto& [name, rows] :
@@ -67,6 +67,14 @@ void CheckRows(const PointOutcome& outcome, const std::string& field) {
                       std::to_string(csv_lines.size()) + " csv_rows (one of each per row)");
   }
   const std::string lead = std::to_string(outcome.point) + ",";
+  // What the sweep wrote for this point (engine.cc's FormatRows): its grid values, then the
+  // command's columns. An edited row (a key added, a column renamed, a value retyped) was merged
+  // and made the output differ from the one-process run's.
+  const ordered_json values = spec.PointValues(outcome.point);
+  std::string csv_prefix = std::to_string(outcome.point);
+  for (const auto& [name, value] : values.items()) csv_prefix += "," + CsvText(OptionText(value));
+  csv_prefix += ",";
+  const std::vector<std::string> columns = SplitCsvHeader(outcome.header);
   for (size_t r = 0; r < json_lines.size(); ++r) {
     const std::string row_field = field + ".json_rows line " + std::to_string(r + 1);
     if (!ordered_json::accept(json_lines[r]))
@@ -75,9 +83,29 @@ void CheckRows(const PointOutcome& outcome, const std::string& field) {
     if (!row.is_object() || !row.contains("point") || row["point"] != outcome.point)
       throw base::Error(row_field + ": expected an object of point " +
                         lead.substr(0, lead.size() - 1));
+    for (const auto& [name, value] : values.items()) {
+      if (!row.contains("grid." + name) || row["grid." + name] != value)
+        throw base::Error(row_field + ": grid." + name + ": expected " + value.dump() +
+                          ", the spec's value at this point");
+    }
+    for (const auto& [key, cell] : row.items()) {
+      const bool grid = key.rfind("grid.", 0) == 0 && values.contains(key.substr(5));
+      if (key != "point" && !grid &&
+          std::find(columns.begin(), columns.end(), key) == columns.end())
+        throw base::Error(row_field + ": " + key + ": not a column of its header");
+    }
+    for (const std::string& column : columns) {
+      if (!row.contains(column))
+        throw base::Error(row_field + ": " + column + ": missing (a column of its header)");
+    }
     if (csv_lines[r].rfind(lead, 0) != 0) {
       throw base::Error(field + ".csv_rows line " + std::to_string(r + 1) +
                         ": expected a row of point " + lead.substr(0, lead.size() - 1));
+    }
+    if (csv_lines[r].rfind(csv_prefix, 0) != 0) {
+      throw base::Error(field + ".csv_rows line " + std::to_string(r + 1) +
+                        ": expected the point's grid values first (" +
+                        csv_prefix.substr(0, csv_prefix.size() - 1) + ")");
     }
   }
 }
@@ -114,8 +142,15 @@ Shard ReadShard(const std::string& path, const std::vector<std::string>& command
     const std::string field = path + ": results[" + std::to_string(i) + "]";
     if (!result.is_object() || !result.contains("point") || !result["point"].is_number_integer())
       throw base::Error(field + ".point: expected an integer");
+    for (const auto& [key, value] : result.items()) {
+      if (key != "point" && key != "header" && key != "json_rows" && key != "csv_rows")
+        throw base::Error(field + "." + key + ": not a field of a shard's result");
+    }
     PointOutcome outcome;
     outcome.point = result["point"].get<int64_t>();
+    if (outcome.point < 0 || outcome.point >= shard.spec.PointCount())
+      throw base::Error(field + ".point: expected a point of the spec, 0.." +
+                        std::to_string(shard.spec.PointCount() - 1));
     outcome.header = ReadText(result, "header", field);
     for (const std::string& column : SplitCsvHeader(outcome.header)) {
       const std::vector<std::string>& dropped = RunDependentColumns();
@@ -126,7 +161,7 @@ Shard ReadShard(const std::string& path, const std::vector<std::string>& command
     }
     outcome.json_rows = ReadText(result, "json_rows", field);
     outcome.csv_rows = ReadText(result, "csv_rows", field);
-    CheckRows(outcome, field);
+    CheckRows(shard.spec, outcome, field);
     shard.outcomes.push_back(std::move(outcome));
   }
   std::vector<int64_t> points;

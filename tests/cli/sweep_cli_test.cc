@@ -204,6 +204,22 @@ TEST_F(SweepCli, ShardsMergeIntoTheOneProcessBytes) {
        },
        "points: expected the results' points"},
       {[](auto& s) { s["extra"] = 1; }, "extra: not a field of a sweep shard"},
+      // Edits that were merged, and made the output differ from the one-process run's: a result's
+      // extra field, a row's extra key, a renamed header column, a grid value retyped.
+      {[](auto& s) { s["results"][0]["note"] = "x"; },
+       "results[0].note: not a field of a shard's result"},
+      {[&](auto& s) { rows(s, "json_rows").replace(0, 11, "{\"point\":1,\"beta\":1,"); },
+       "json_rows line 1: beta: not a column of its header"},
+      {[&](auto& s) {
+         std::string& header = rows(s, "header");
+         header.replace(0, header.find(','), "beta");
+       },
+       "not a column of its header"},
+      {[&](auto& s) {
+         std::string& json_rows = rows(s, "json_rows");
+         json_rows.replace(json_rows.find("\"grid.gamma\":2"), 14, "\"grid.gamma\":\"2\"");
+       },
+       "json_rows line 1: grid.gamma: expected 2, the spec's value at this point"},
       // A shard written before sweeps dropped the process's columns from sim offload's rows.
       {[&](auto& s) { rows(s, "header") += ",provenance.time_utc"; },
        "results[0].header: provenance.time_utc is the run's, not the point's"},
