@@ -394,6 +394,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
     }
     if (curve.Form(curve.best) == nullptr) entry.Fail("best", "one of the fitted forms");
     curve.notes = ReadStringArray(entry, "notes");
+    entry.RefuseUnknownFields("a latency fit's operator curve");
     fit.operators.push_back(std::move(curve));
   }
   if (json.contains("skipped")) {
@@ -412,6 +413,10 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
     fit.options.loss_scale = options->Number("loss_scale", 0.0);
     fit.options.max_iterations = static_cast<int>(options->Int("max_iterations", 1));
   }
+  // A misspelt top-level field was ignored. "units" and "provenance" are what fit latency writes
+  // for a reader.
+  for (const char* written : {"operators", "skipped", "units", "provenance"}) reader.Has(written);
+  reader.RefuseUnknownFields("a latency fit (moelab.fit/1)");
   return fit;
 }
 

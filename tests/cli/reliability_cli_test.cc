@@ -299,6 +299,23 @@ TEST_F(ReliabilityCli, AFitPricesOnlyTheDraftItsProfileMeasured) {
                 "the profile measured draft 'llama-3.2-1b', not 'qwen2-0.5b'");
 }
 
+// A misspelt field of a latency fit (top level, or an operator curve's) was ignored: refused by
+// name.
+TEST_F(ReliabilityCli, AFitsUnknownFieldsAreRefused) {
+  nlohmann::json fit =
+      nlohmann::json::parse(Slurp(testing::TestDataDir() / "fits/latency-quick-cpu.json"));
+  const std::string sd = "plan sd --model mixtral-8x7b --batch 1 --gamma 1 --profile ";
+  EXPECT_EQ(RunMoelab(sd + Write("fit.json", fit.dump())).status, 0);
+  nlohmann::json misspelt = fit;
+  misspelt["operator"] = misspelt["operators"];
+  ExpectRefused(sd + Write("misspelt.json", misspelt.dump()),
+                "field 'operator': unknown (not a field of a latency fit");
+  fit["operators"][0]["bset"] = "linear";
+  ExpectRefused(
+      sd + Write("curve.json", fit.dump()),
+      "field 'operators[0].bset': unknown (not a field of a latency fit's operator curve");
+}
+
 // A profile time beyond base::kMaxSeconds (1e6 s) is refused when the profile is read, naming the
 // sample, before any fit: `fit latency` used to take any finite time and left out the forms whose
 // squared residuals overflowed (expert_ffn times near 1e305 s), writing the other curves; times are
