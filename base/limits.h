@@ -22,6 +22,10 @@ inline constexpr int64_t kMaxLayers = 1024;
 // Routed experts per MoE layer (moe.num_experts, --experts): released models have at most a few
 // hundred; the simulator keeps per-(layer, expert) state.
 inline constexpr int64_t kMaxExperts = 4096;
+// Accelerators one machine of a node joins (a node preset's count, `<N>x<gpu>`) and machines a
+// node spans (its nodes): the largest NVLink domains hold 72; the simulator keeps per-device state.
+inline constexpr int64_t kMaxAcceleratorsPerMachine = 1024;
+inline constexpr int64_t kMaxMachinesPerNode = 1024;
 // Seconds any option or file field gives as a time (--layer-overhead-s, --kernel-launch-s,
 // latency_s, a profile's storage times): 1e6 s is 11.6 days, far beyond any operator or read, and
 // keeps every sum of them printable.

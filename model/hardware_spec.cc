@@ -58,6 +58,17 @@ AcceleratorSpec AcceleratorSpecFromJson(const nlohmann::json& json, const std::s
   spec.memory_bytes = MemoryBytes(reader, "memory_bytes");
   spec.memory_bandwidth_bytes_per_s = reader.BytesPerSecond("memory_bandwidth_bytes_per_s");
   spec.sm_count = reader.Int("sm_count", 0, 0);
+  // hw show --json writes the accelerator's own name and price here (a node's top level names the
+  // node): a shown file read back keeps them.
+  spec.display_name = reader.String("display_name", "");
+  if (reader.Has("price_usd_per_hour")) {
+    spec.price_usd_per_hour = reader.Number("price_usd_per_hour", 0);
+    spec.price_source = reader.String("price_source");
+  } else if (reader.Has("price_source")) {
+    reader.Fail("price_source", "only beside price_usd_per_hour");
+  }
+  // A misspelt field ("memory_bandwith_bytes_per_s" beside a right one, "sm_counts") was ignored.
+  reader.RefuseUnknownFields("a moelab.hardware/1 accelerator object");
   return spec;
 }
 
@@ -65,6 +76,7 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
                           const std::string& path) {
   const base::JsonReader reader(json, origin, path);
   HostSpec spec;
+  spec.name = reader.String("name", "");  // hw show --json writes the host preset's name here
   spec.cpu_name = reader.String("cpu_name");
   spec.cores = reader.Int("cores", 1);
   spec.peak_flops = ParsePeakFlops(reader.Object("peak_flops"));
@@ -85,6 +97,7 @@ HostSpec HostSpecFromJson(const nlohmann::json& json, const std::string& origin,
     reader.Fail("compute_rate_while_storage_reads",
                 "a fraction of the rate alone in (0, 1]: reads never speed the computation up");
   }
+  reader.RefuseUnknownFields("a moelab.hardware/1 host object");
   return spec;
 }
 
@@ -92,11 +105,13 @@ LinkSpec LinkSpecFromJson(const nlohmann::json& json, const std::string& origin,
                           const std::string& path) {
   const base::JsonReader reader(json, origin, path);
   LinkSpec spec;
+  spec.name = reader.String("name", "");  // hw show --json writes the link preset's name here
   spec.host_to_device_bandwidth_bytes_per_s =
       reader.BytesPerSecond("host_to_device_bandwidth_bytes_per_s");
   spec.device_to_host_bandwidth_bytes_per_s =
       reader.BytesPerSecond("device_to_host_bandwidth_bytes_per_s");
   spec.latency_s = reader.Seconds("latency_s");
+  reader.RefuseUnknownFields("a moelab.hardware/1 link object");
   return spec;
 }
 
@@ -107,6 +122,7 @@ InterconnectSpec InterconnectSpecFromJson(const nlohmann::json& json, const std:
   spec.kind = reader.String("kind");
   spec.bandwidth_bytes_per_s = reader.BytesPerSecond("bandwidth_bytes_per_s");
   spec.latency_s = reader.Seconds("latency_s");
+  reader.RefuseUnknownFields("a moelab.hardware/1 interconnect object");
   return spec;
 }
 
@@ -148,7 +164,8 @@ nlohmann::json HardwareSpecToJson(const HardwareSpec& spec) {
   }
   if (spec.host_link) {
     const LinkSpec& l = *spec.host_link;
-    json["host_link"] = {
+    // A link file's object is "link" (docs/schemas.md); an accelerator's or node's "host_link".
+    json[spec.kind == HardwareKind::kLink ? "link" : "host_link"] = {
         {"name", l.name},
         {"host_to_device_bandwidth_bytes_per_s", l.host_to_device_bandwidth_bytes_per_s},
         {"device_to_host_bandwidth_bytes_per_s", l.device_to_host_bandwidth_bytes_per_s},

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "base/error.h"
+#include "base/limits.h"
 #include "model/hf_import.h"
 #include "model/preset_cache.h"
 #include "base/json_reader.h"
@@ -53,7 +54,8 @@ std::string ReadDisplayName(const fs::path& file) {
 // A node preset's optional "nodes" (machines, each of "count" accelerators) and "scale_out" (the
 // network between the machines, required when there are several).
 void AddScaleOut(const base::JsonReader& reader, HardwareSpec& node) {
-  const int64_t machines = reader.Has("nodes") ? reader.Count("nodes", 1, 1024) : 1;
+  const int64_t machines =
+      reader.Has("nodes") ? reader.Count("nodes", 1, base::kMaxMachinesPerNode) : 1;
   if (auto scale_out = reader.OptionalObject("scale_out")) {
     node.scale_out = InterconnectSpecFromJson(scale_out->json(), reader.origin(), "scale_out");
   } else if (machines > 1) {
@@ -65,6 +67,57 @@ void AddScaleOut(const base::JsonReader& reader, HardwareSpec& node) {
     node.accelerators_per_node = node.accelerator_count;
     node.accelerator_count *= machines;
   }
+}
+
+// An accelerator's or an inline node's host, host link and interconnect (each optional).
+template <typename HostFrom, typename LinkFrom>
+void ReadComponents(const base::JsonReader& reader, HardwareSpec& spec, const HostFrom& host_from,
+                    const LinkFrom& link_from) {
+  if (reader.Has("host")) spec.host = host_from("host");
+  if (reader.Has("host_link")) spec.host_link = link_from("host_link");
+  if (auto interconnect = reader.OptionalObject("interconnect")) {
+    spec.interconnect =
+        InterconnectSpecFromJson(interconnect->json(), reader.origin(), "interconnect");
+  }
+}
+
+// hw show --json's form of a node: every component inline and the counts as the spec holds them
+// (accelerator_count in all, accelerators_per_node beside a scale_out), so that a shown node,
+// edited (a faster NVLink, another count), reads back: it was refused ("field 'interconnect':
+// expected a string").
+template <typename HostFrom, typename LinkFrom>
+HardwareSpec InlineNode(const base::JsonReader& reader, const HostFrom& host_from,
+                        const LinkFrom& link_from) {
+  HardwareSpec spec;
+  spec.kind = HardwareKind::kNode;
+  spec.accelerator =
+      AcceleratorSpecFromJson(reader.Object("accelerator").json(), reader.origin(), "accelerator");
+  spec.accelerator_count = reader.Count(
+      "accelerator_count", 1, base::kMaxAcceleratorsPerMachine * base::kMaxMachinesPerNode);
+  ReadComponents(reader, spec, host_from, link_from);
+  if (auto scale_out = reader.OptionalObject("scale_out")) {
+    spec.scale_out = InterconnectSpecFromJson(scale_out->json(), reader.origin(), "scale_out");
+    spec.accelerators_per_node =
+        reader.Count("accelerators_per_node", 1, base::kMaxAcceleratorsPerMachine);
+    if (spec.accelerator_count % spec.accelerators_per_node != 0) {
+      reader.Fail("accelerator_count", "a whole number of machines of accelerators_per_node (" +
+                                           std::to_string(spec.accelerators_per_node) + ")");
+    }
+  } else if (reader.Has("accelerators_per_node")) {
+    reader.Fail("accelerators_per_node", "only beside scale_out (a node of several machines)");
+  } else if (spec.accelerator_count > base::kMaxAcceleratorsPerMachine) {
+    reader.Fail(
+        "accelerator_count",
+        "at most " + std::to_string(base::kMaxAcceleratorsPerMachine) +
+            " on one machine (a node of several gives scale_out and accelerators_per_node)");
+  }
+  if (spec.AcceleratorsPerMachine() > 1 && !spec.interconnect) {
+    reader.Fail("interconnect",
+                "an object {kind, bandwidth_bytes_per_s, latency_s}: the link "
+                "between a machine's " +
+                    std::to_string(spec.AcceleratorsPerMachine()) + " accelerators");
+  }
+  return spec;
 }
 
 }  // namespace
@@ -191,15 +244,16 @@ HardwareSpec PresetStore::LoadHardwareFromDisk(const std::string& name_or_path) 
     const fs::path file = root_ / "hardware" / folder.folder / (name_or_path + ".json");
     if (fs::is_regular_file(file)) return HardwareFromFile(file);
   }
-  static const std::regex kComposed(R"(([0-9]+)x(.+))");
+  static const std::regex kComposed(R"(([0-9]{1,9})x(.+))");
   std::smatch match;
   if (std::regex_match(name_or_path, match, kComposed)) {
     const std::string accelerator = match[2].str();
     const fs::path file = root_ / "hardware" / "accelerators" / (accelerator + ".json");
     if (fs::is_regular_file(file)) {
       const int64_t count = std::stoll(match[1].str());
-      if (count < 1 || count > 1024) {
-        throw base::Error("hardware '" + name_or_path + "': accelerator count must be 1..1024");
+      if (count < 1 || count > base::kMaxAcceleratorsPerMachine) {
+        throw base::Error("hardware '" + name_or_path + "': accelerator count must be 1.." +
+                          std::to_string(base::kMaxAcceleratorsPerMachine));
       }
       const HardwareSpec base = HardwareFromFile(file);
       // An NVLink bridge joins a pair of cards; beyond two, peers talk over PCIe.
@@ -284,16 +338,23 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     auto [host_json, host_origin] = component(key, "hosts", "host", "host");
     HostSpec host =
         HostSpecFromJson(host_json, host_origin, host_origin == origin ? std::string(key) : "host");
-    host.name =
-        json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
+    // The preset named, else the name an inline object gives (hw show's), else the file's.
+    if (json[std::string(key)].is_string()) {
+      host.name = json[std::string(key)].get<std::string>();
+    } else if (host.name.empty()) {
+      host.name = name;
+    }
     return host;
   };
   auto link_from = [&](std::string_view key) {
     auto [link_json, link_origin] = component(key, "links", "link", "link");
     LinkSpec link =
         LinkSpecFromJson(link_json, link_origin, link_origin == origin ? std::string(key) : "link");
-    link.name =
-        json[std::string(key)].is_string() ? json[std::string(key)].get<std::string>() : name;
+    if (json[std::string(key)].is_string()) {
+      link.name = json[std::string(key)].get<std::string>();
+    } else if (link.name.empty()) {
+      link.name = name;
+    }
     return link;
   };
 
@@ -302,25 +363,25 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     spec.kind = HardwareKind::kAccelerator;
     spec.accelerator =
         AcceleratorSpecFromJson(reader.Object("accelerator").json(), origin, "accelerator");
-    spec.accelerator->display_name = display_name;
     spec.accelerator_count = 1;
     // hw show --json writes the count (1) of an accelerator; another count is a node's to give,
     // never read as 1 without a word.
     if (reader.Has("accelerator_count") && reader.Int("accelerator_count", 1) != 1)
       reader.Fail("accelerator_count", "1 for kind \"accelerator\" (a \"node\" gives a count)");
     if (reader.Has("price_usd_per_hour")) {
+      // hw show writes the price inside "accelerator"; a file giving it in both places is unclear.
+      if (spec.accelerator->price_usd_per_hour)
+        reader.Fail("price_usd_per_hour", "one price: accelerator.price_usd_per_hour is given too");
       spec.accelerator->price_usd_per_hour = reader.Number("price_usd_per_hour", 0);
       spec.accelerator->price_source = reader.String("price_source");
     }
-    if (reader.Has("host")) spec.host = host_from("host");
-    if (reader.Has("host_link")) spec.host_link = link_from("host_link");
+    ReadComponents(reader, spec, host_from, link_from);
     spec.compute_device_is_host = reader.Bool("compute_device_is_host", false);
     if (spec.compute_device_is_host && !spec.host) {
       reader.Fail("compute_device_is_host", "false unless the hardware has a \"host\"");
     }
-    if (auto interconnect = reader.OptionalObject("interconnect")) {
-      spec.interconnect = InterconnectSpecFromJson(interconnect->json(), origin, "interconnect");
-    }
+  } else if (kind == "node" && json.contains("accelerator") && json["accelerator"].is_object()) {
+    spec = InlineNode(reader, host_from, link_from);
   } else if (kind == "host") {
     spec.kind = HardwareKind::kHost;
     reader.Object("host");
@@ -332,7 +393,8 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     spec.host_link = link_from("link");
     spec.host_link->name = name;
   } else if (kind == "node") {
-    spec = ComposeNode(name, display_name, reader.String("accelerator"), reader.Int("count", 1),
+    spec = ComposeNode(name, display_name, reader.String("accelerator"),
+                       reader.Count("count", 1, base::kMaxAcceleratorsPerMachine),
                        reader.String("interconnect"), origin);
     AddScaleOut(reader, spec);
   } else {
@@ -345,6 +407,8 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
   reader.RefuseUnknownFields(kHardwareSchema);
   spec.name = name;
   spec.display_name = display_name;
+  // An accelerator file's display name is its accelerator's (hw show writes both, the same).
+  if (spec.kind == HardwareKind::kAccelerator) spec.accelerator->display_name = display_name;
   if (!sources.empty() || spec.sources.empty()) spec.sources = sources;
   return spec;
 }
