@@ -136,6 +136,9 @@ LatencyFormFit FormFromJson(const base::JsonReader& reader, LatencyForm form) {
   fit.loo_relative_rmse = ReadOptional(reader, "loo_relative_rmse");
   fit.covariance_status = reader.String("covariance", "not_computed");
   fit.at_bound = ReadStringArray(reader, "at_bound");
+  // A misspelt field of a form ("loo_rmse_s", a std_errors entry "b " for "b") was ignored.
+  if (errors) errors->RefuseUnknownFields("a latency fit form's std_errors");
+  reader.RefuseUnknownFields("a latency fit's form");
   return fit;
 }
 
@@ -225,6 +228,7 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
     fit.bounds.lower[i] = ReadFinite(bound, "lower");
     fit.bounds.upper[i] =
         bound.Has("upper") ? ReadFinite(bound, "upper") : std::numeric_limits<double>::infinity();
+    bound.RefuseUnknownFields("an sd fit's bound");
     if (!(fit.bounds.lower[i] <= fit.bounds.upper[i])) bound.Fail("upper", "a number >= lower");
     const double slack = kBoundTolerance * std::max(1.0, std::fabs(fit.params.values[i]));
     if (fit.params.values[i] < fit.bounds.lower[i] - slack ||
@@ -234,6 +238,10 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
                             std::to_string(fit.bounds.upper[i]) + "]");
     }
   }
+  // A parameter the model does not have ("lamda" beside "lambda") was ignored.
+  params.RefuseUnknownFields("an sd fit's params (MoESD's parameters)");
+  if (errors) errors->RefuseUnknownFields("an sd fit's std_errors");
+  bounds.RefuseUnknownFields("an sd fit's bounds");
   if (fit.params.values[8] <= 0) params.Fail("lambda", "a number > 0");
   if (fit.params.values[9] < 1) params.Fail("s", "a number >= 1");
   fit.rmse = reader.Number("rmse", 0.0, true);
@@ -260,11 +268,13 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
     s.t_reject_max_s = scales->Number("t_reject_max_s", 0.0);
     s.t_reject_source = scales->String("t_reject_source", "");
     s.max_batch = scales->Int("max_batch", 1, 1);
+    scales->RefuseUnknownFields("an sd fit's scales");
   }
   if (const std::optional<base::JsonReader> covariance = reader.OptionalObject("covariance")) {
     fit.covariance_status = covariance->String("status");
     fit.covariance_note = covariance->String("note", "");
     fit.gauge_fixed = ReadStringArray(*covariance, "gauge_fixed");
+    covariance->RefuseUnknownFields("an sd fit's covariance");
   }
   fit.at_bound = ReadStringArray(reader, "at_bound");
   if (const std::optional<base::JsonReader> solver = reader.OptionalObject("solver")) {
@@ -282,8 +292,14 @@ SdFit SdFitFromJson(const nlohmann::json& json, const std::string& origin) {
       for (size_t i = 0; i < model::MoesdParams::kNames.size(); ++i) {
         fit.initial_params.values[i] = ReadFinite(*initial, model::MoesdParams::kNames[i]);
       }
+      initial->RefuseUnknownFields("an sd fit's solver.initial_params");
     }
+    solver->RefuseUnknownFields("an sd fit's solver");
   }
+  // "units", "provenance" and "measurements" (the files fitted) are what fit sd writes for a
+  // reader.
+  for (const char* written : {"units", "provenance", "measurements"}) reader.Has(written);
+  reader.RefuseUnknownFields("an sd fit (moelab.fit/1)");
   return fit;
 }
 
@@ -404,6 +420,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
                                    "skipped[" + std::to_string(i) + "]");
       fit.skipped.push_back({entry.String("operator"), entry.String("device"),
                              entry.Object("shape").json(), entry.String("reason")});
+      entry.RefuseUnknownFields("a latency fit's skipped group");
     }
   }
   if (const auto options = reader.OptionalObject("options")) {
@@ -412,6 +429,7 @@ LatencyFit LatencyFitFromJson(const nlohmann::json& json, const std::string& ori
     fit.options.loss = options->String("loss");
     fit.options.loss_scale = options->Number("loss_scale", 0.0);
     fit.options.max_iterations = static_cast<int>(options->Int("max_iterations", 1));
+    options->RefuseUnknownFields("a latency fit's options");
   }
   // A misspelt top-level field was ignored. "units" and "provenance" are what fit latency writes
   // for a reader.
