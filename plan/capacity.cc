@@ -216,7 +216,10 @@ void CapacityRequest::Validate() const {
       config.max_running_sequences = batch;
       config.decode_tokens_per_step = g + 1;
       if (config.kv_blocks == 0) config.kv_blocks = 1;
-      config.Validate();  // names --max-batched-tokens when batch x (gamma + 1) does not fit
+      // Names --max-batched-tokens when batch x (gamma + 1) does not fit, and this command's
+      // --max-batch and --chunk (a message naming --max-running sent users to an option it has
+      // not).
+      config.Validate({"--max-batch", "--chunk"});
     }
   }
   scheduler::SpeculativeAcceptance{alpha, seed}.Validate();

@@ -5,7 +5,7 @@
 
 namespace moelab::scheduler {
 
-void SchedulerConfig::Validate() const {
+void SchedulerConfig::Validate(const OptionNames& names) const {
   base::CheckCount(kv_block_tokens, 1, kMaxKvBlockTokens, "--kv-block-tokens",
                    "tokens per KV block; engines use 8 to 256");
   if (kv_blocks == 0) {
@@ -13,7 +13,7 @@ void SchedulerConfig::Validate() const {
                       std::to_string(kv_block_tokens) + " tokens; expected at least 1)");
   }
   base::CheckCount(kv_blocks, 1, kMaxKvBlocks, "--kv-blocks", "2^32 blocks");
-  base::CheckCount(max_running_sequences, 1, kMaxRunningSequences, "--max-running",
+  base::CheckCount(max_running_sequences, 1, kMaxRunningSequences, names.max_running,
                    "sequences in one iteration");
   base::CheckCount(decode_tokens_per_step, 1, kMaxDecodeTokensPerStep, "decode tokens per step",
                    "gamma + 1 with speculative decoding");
@@ -21,12 +21,12 @@ void SchedulerConfig::Validate() const {
                    "tokens in one iteration");
   if (max_batched_tokens < max_running_sequences * decode_tokens_per_step) {
     throw base::Error("--max-batched-tokens " + std::to_string(max_batched_tokens) +
-                      ": must be at least --max-running x decode tokens per step = " +
-                      std::to_string(max_running_sequences) + " x " +
-                      std::to_string(decode_tokens_per_step) +
+                      ": must be at least " + names.max_running +
+                      " x decode tokens per step = " + std::to_string(max_running_sequences) +
+                      " x " + std::to_string(decode_tokens_per_step) +
                       " (every running sequence's decode must fit one iteration)");
   }
-  base::CheckCount(prefill_chunk_tokens, 0, max_batched_tokens, "--prefill-chunk",
+  base::CheckCount(prefill_chunk_tokens, 0, max_batched_tokens, names.prefill_chunk,
                    "a chunk is part of one iteration's --max-batched-tokens");
   base::CheckCount(max_waiting_requests, 1, kMaxWaitingRequests, "--max-waiting",
                    "the queue's bound");

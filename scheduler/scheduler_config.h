@@ -49,10 +49,17 @@ struct SchedulerConfig {
   // preemption that finds it full recomputes instead.
   int64_t host_kv_blocks = 0;
 
+  // The options a command sets the settings by, where they are not serve's and sim serve's
+  // (plan capacity tries --max-batch and --chunk lists).
+  struct OptionNames {
+    const char* max_running = "--max-running";
+    const char* prefill_chunk = "--prefill-chunk";
+  };
   // Errors name the option (--kv-blocks, --max-running, --max-batched-tokens, --prefill-chunk,
   // --max-waiting, --max-sequence-tokens) and the expected range. Every iteration must fit a decode
   // of each running sequence: max_batched_tokens >= max_running_sequences x decode_tokens_per_step.
-  void Validate() const;
+  void Validate(const OptionNames& names) const;
+  void Validate() const { Validate(OptionNames{}); }
   // A --max-sequence-tokens the KV budget (kv_blocks x kv_block_tokens, once known) cannot hold
   // is refused, as vLLM refuses such a max_model_len: no request could ever be served at it, yet
   // the server would advertise it. 0 (the budget's own) passes.

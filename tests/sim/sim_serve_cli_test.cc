@@ -157,6 +157,13 @@ TEST(SimServeCli, ErrorsNameTheOption) {
        "--slo-tpot-p99 0.1 --gamma 64",
        "--gamma 64"},
       {kServe + "--gamma 40", "--max-batched-tokens 2048: must be at least --max-running"},
+      // plan capacity's own options, not serve's --max-running it has not.
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --max-batch 8 --gamma 4 --max-batched-tokens 20",
+       "--max-batched-tokens 20: must be at least --max-batch x decode tokens per step = 8 x 5"},
+      {"plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 --slo-ttft-p99 1 "
+       "--slo-tpot-p99 0.1 --max-batch 2000000",
+       "--max-batch 2000000: above the limit of 1048576"},
       {kServe + "--gamma 2 --alpha 1", "--alpha"},
       {kServe + "--alpha 0.5", "--alpha applies with --gamma"},
       {kServe + "--routing zipf", "zipf"},
