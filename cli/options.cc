@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <memory>
 
 #include "base/error.h"
 #include "base/message_text.h"
@@ -60,6 +61,10 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
   try {
     po::command_line_parser parser(args);
     parser.options(all);
+    // Exact option names only: Boost's default guesses a unique prefix (--hard ran as --hardware,
+    // --al as --alpha), so a script's abbreviation changed meaning or failed as soon as another
+    // option shared its prefix, and a half-typed name was taken without a word.
+    parser.style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing);
     if (positional) {
       parser.positional(*positional);
     } else {
@@ -77,6 +82,29 @@ bool ParseOptions(const std::string& usage, const po::options_description& optio
     throw base::Error(base::EscapeForMessage(e.what(), 200) + " (see --help)");
   }
   return true;
+}
+
+void AddDraftModelOptions(po::options_description& options, std::string* draft,
+                          const std::string& help) {
+  const auto given = std::make_shared<std::string>();
+  const auto name = [draft, given](const char* option) {
+    return po::value<std::string>()->value_name("D")->notifier(
+        [draft, given, option](const std::string& text) {
+          if (!given->empty()) {
+            throw base::Error("--" + *given + " and --" + option +
+                              ": the same option (the draft model); give it once");
+          }
+          *given = option;
+          *draft = text;
+        });
+  };
+  const std::string text = help + " (default " + *draft + ")";
+  options.add_options()("draft", name("draft"), text.c_str())("draft-model", name("draft-model"),
+                                                              "the same as --draft");
+}
+
+bool DraftModelGiven(const po::variables_map& values) {
+  return values.count("draft") || values.count("draft-model");
 }
 
 template <>

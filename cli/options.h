@@ -62,6 +62,15 @@ po::typed_value<std::string>* ParsedIntoOptional(std::optional<T>* field, Parse 
 po::typed_value<std::string>* NumberInto(double* field, const std::string& name);
 po::typed_value<std::string>* NumberInto(std::optional<double>* field, const std::string& name);
 
+// The draft model under two exact names: --draft, as run, sim sd, fit sd and validate name it, and
+// --draft-model, as serve, sim serve and plan capacity named it first. Options are never guessed
+// from a prefix (ParseOptions), so --draft had been refused there; both at once is refused too.
+// The field's initial value is the default, shown in `help`.
+void AddDraftModelOptions(po::options_description& options, std::string* draft,
+                          const std::string& help);
+// Whether either name was given (the SD-only checks).
+bool DraftModelGiven(const po::variables_map& values);
+
 // A comma-separated list of names, empty items refused.
 std::vector<std::string> SplitNameList(const std::string& text, const std::string& name);
 

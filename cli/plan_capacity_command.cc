@@ -33,7 +33,6 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
       ("chunk", po::value<std::string>()->default_value("0"), "prefill chunk tokens to try, a list (0: no cap)")
       ("gamma", po::value<std::string>()->default_value("0"), "speculative-decoding gammas to try, a list (0: no SD)")
       ("alpha", NumberInto(&request.alpha, "alpha"), "with --gamma: each draft accepted by a seeded coin at this rate, [0, 1)")
-      ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
       ("policy", po::value<std::string>()->default_value("resident"), "expert placements to try, a list: resident (every expert in the accelerator's memory) and offload policies, each priced as sim serve --offload prices it on the hardware preset")
       ("plot-out", Into(&plot_out), "write a gnuplot script (data inline): throughput per replica vs p99 TTFT, per hardware")
       ("requests", Into(&request.requests), "requests simulated per candidate and replica count")
@@ -47,13 +46,14 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
       ("max-replicas", Into(&request.max_replicas), "the most replicas searched per candidate")
       ("price", ParsedInto(&request.price_usd_per_hour, "", [](const std::string& text) { return text.empty() ? std::map<std::string, double>{} : plan::ParsePrices(text); }), "hourly price of one replica, HARDWARE=USD,... (overrides the presets' price_usd_per_hour)");
   // clang-format on
+  AddDraftModelOptions(options, &request.draft, "with --gamma: the draft model preset or path");
   AddOutputOptions(options);
   AddCostSourceOptions(options, ProfileRole::kBesideHardware);
   po::variables_map values;
   if (!ParseOptions(
           "usage: moelab plan capacity --model M --hardware LIST --rate R "
           "--slo-ttft-p99 S --slo-tpot-p99 S [--max-batch LIST] [--chunk LIST] "
-          "[--gamma LIST [--alpha A] [--draft-model D]] [--policy LIST] [--requests N] [--seed S] "
+          "[--gamma LIST [--alpha A] [--draft D]] [--policy LIST] [--requests N] [--seed S] "
           "[--price H=USD_PER_H,...] [--plot-out F.gp] [--json|--csv]",
           options, args, values)) {
     return std::nullopt;
@@ -69,7 +69,7 @@ std::optional<Printed> PlanCapacityPrinted(const std::vector<std::string>& args)
   request.gamma = base::ParseIntList(values["gamma"].as<std::string>(), "gamma", 0);
   const bool speculative =
       std::any_of(request.gamma.begin(), request.gamma.end(), [](int64_t g) { return g > 0; });
-  for (const char* sd_only : {"alpha", "draft-model"}) {
+  for (const char* sd_only : {"alpha", "draft", "draft-model"}) {
     if (values.count(sd_only) && !values[sd_only].defaulted() && !speculative)
       throw base::Error(std::string("--") + sd_only + " applies with --gamma G (G >= 1) only");
   }

@@ -27,7 +27,7 @@ constexpr const char* kUsage =
     "[--attention-bits B] [--device cpu|gpu] [--seed S] [--host 127.0.0.1] [--port 8000] "
     "[--kv-blocks N] [--kv-block-tokens T] [--max-running N] [--max-batched-tokens T] "
     "[--prefill-chunk T] [--max-waiting N] [--max-sequence-tokens T] [--queue-order "
-    "fcfs|priority] [--gamma G [--draft-model D] [--draft-weights F] [--alpha A] [draft shape]] "
+    "fcfs|priority] [--gamma G [--draft D] [--draft-weights F] [--alpha A] [draft shape]] "
     "[--offload POLICY --expert-memory BYTES [offload options as run]]\n\n"
     "Serves the executor behind OpenAI's completions API (docs/serving.md): GET /v1/models, POST "
     "/v1/completions (prompt a string or a list of token ids, max_tokens, stream), GET /health, "
@@ -59,7 +59,6 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("device", Into(&flags.model.device), "where the forward passes run: cpu or gpu (CUDA builds)")
       ("gpu", Into(&flags.model.gpu_index), "which GPU with --device gpu")
       ("gamma", po::value<int64_t>(), "speculative decoding: draft tokens each decode verifies (default: none)")
-      ("draft-model", Into(&flags.model.draft), "with --gamma: the draft model preset or path (draft shape overrides below)")
       ("draft-weights", Into(&flags.model.draft_weights), "with --gamma: safetensors for the draft (default: seeded synthetic, seed + 1)")
       ("alpha", NumberInto(&flags.model.alpha, "alpha"), "with --gamma: accept each draft by a seeded coin at this rate, [0, 1) (synthetic weights; outputs then differ from greedy); default: greedy acceptance, outputs equal plain greedy serving")
       ("host", Into(&flags.server.host), "address to listen on (loopback by default; 0.0.0.0 for every interface)")
@@ -69,6 +68,9 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
       ("listen-backlog", Into(&flags.server.listen_backlog), "connections the kernel queues before the server accepts them (default 4096; capped by net.core.somaxconn, said on stderr)")
       ("drain-seconds", Into(&flags.server.drain_s), "on SIGINT/SIGTERM, how long answers still being written may take after the engine stopped");
   // clang-format on
+  AddDraftModelOptions(
+      options, &flags.model.draft,
+      "with --gamma: the draft model preset or path (draft shape overrides below)");
   AddSchedulerOptions(options, flags.scheduler, SchedulerHost::kEngine);
   AddOffloadOptions(options, flags.offload);
   po::options_description shape(
@@ -83,7 +85,7 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
 // draft options without it are refused by name.
 void ApplySpeculationFlags(const po::variables_map& values, ServeFlags& flags) {
   if (!values.count("gamma")) {
-    for (const char* sd_only : {"draft-model", "draft-weights", "alpha"}) {
+    for (const char* sd_only : {"draft", "draft-model", "draft-weights", "alpha"}) {
       if (values.count(sd_only) && !values[sd_only].defaulted())
         throw base::Error(std::string("--") + sd_only + " applies with --gamma G only");
     }

@@ -36,7 +36,6 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
       ("gamma", Into(&request.gamma), "speculative decoding: draft tokens each decode verifies (0: none)")
       ("alpha", NumberInto(&request.alpha, "alpha"), "with --gamma: each draft accepted by a seeded coin at this rate, [0, 1) (serve --alpha's draws)")
       ("acceptance-seed", Into(&request.acceptance_seed), "with --gamma: the coins' seed (serve's --seed)")
-      ("draft-model", Into(&request.draft), "with --gamma: the draft model preset or path")
       ("trace-out", Into(&trace_out), "write a Perfetto timeline: iterations, queue and KV use per replica")
       ("decisions-out", Into(&decisions_out), "write the scheduler's decisions (moelab.serving_decisions/1; --replicas 1)")
       ("offload", Into(&offload.policy), offload_help.c_str())
@@ -44,6 +43,7 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
       ("expert-memory", ParsedIntoOptional(&offload.expert_memory_bytes, [](const std::string& text) { return base::ParseBytes(text, "--expert-memory"); }), "with --offload, instead of --accelerator-memory: the expert cache and staging buffers alone, as moelab serve --expert-memory takes it");
   AddPolicyOptions(options, offload.policy_options);
   // clang-format on
+  AddDraftModelOptions(options, &request.draft, "with --gamma: the draft model preset or path");
   AddLoadOptions(options, request.load, request.slo);
   AddSchedulerOptions(options, request.options.scheduler, SchedulerHost::kSimulator);
   AddOutputOptions(options);
@@ -55,7 +55,7 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
                     "(--requests N | --duration S) --prompt-tokens DIST --output-tokens DIST "
                     "[--seed S] [--slo-ttft S] [--slo-tpot S] [scheduler options] [--replicas N "
                     "--router round-robin|least-outstanding] [--gamma G [--alpha A] "
-                    "[--acceptance-seed S] [--draft-model D]] [--offload POLICY --hardware H "
+                    "[--acceptance-seed S] [--draft D]] [--offload POLICY --hardware H "
                     "[--accelerator-memory BYTES | --expert-memory BYTES] [policy options]] "
                     "[--routing R] [--trace-out F] "
                     "[--decisions-out F] [--json|--csv]",
@@ -71,7 +71,7 @@ std::optional<Printed> SimServePrinted(const std::vector<std::string>& args) {
   auto given = [&](const char* name) { return values.count(name) && !values[name].defaulted(); };
   serving::CheckLengthSources(request.load, given("prompt-tokens"), given("output-tokens"),
                               "--prompt-tokens", "--output-tokens", true);
-  for (const char* sd_only : {"alpha", "acceptance-seed", "draft-model"}) {
+  for (const char* sd_only : {"alpha", "acceptance-seed", "draft", "draft-model"}) {
     if (values.count(sd_only) && !values[sd_only].defaulted() && request.gamma == 0)
       throw base::Error(std::string("--") + sd_only + " applies with --gamma G (G >= 1) only");
   }

@@ -283,6 +283,34 @@ TEST_F(ReliabilityCli, SilentAcceptancesAreRefused) {
   ExpectRefused("plan sd --alpha 0.5,0.6", "(one value here, not a list or range)");
 }
 
+// Boost guessed a unique prefix (--hard ran as --hardware, --gam as --gamma): a half-typed name
+// was taken without a word, and an abbreviation in a script changed meaning when an option was
+// added. Exact names only; --draft is the draft model's name in every command that takes one.
+TEST_F(ReliabilityCli, OptionNamesAreExactNeverGuessedFromAPrefix) {
+  ExpectRefused("plan sd --model qwen2-57b-a14b --draft qwen2-0.5b --hard 2xa100-80gb-sxm",
+                "unrecognised option '--hard'");
+  ExpectRefused(std::string(kPlanSd) + " --conte 512", "unrecognised option '--conte'");
+  const std::string serve =
+      "sim serve --model mixtral-8x7b --hardware 8xh100-sxm --arrivals poisson:1 --requests 4 "
+      "--prompt-tokens 16 --output-tokens 4 --seed 1 --gamma 2 ";
+  const CliRun by_draft = RunMoelab(serve + "--draft qwen2-0.5b --json");
+  const CliRun by_draft_model = RunMoelab(serve + "--draft-model qwen2-0.5b --json");
+  ASSERT_EQ(by_draft.status, 0) << by_draft.err;
+  ASSERT_EQ(by_draft_model.status, 0) << by_draft_model.err;
+  const auto summary = [](const std::string& out) {
+    nlohmann::json json = nlohmann::json::parse(out);
+    json.erase("provenance");
+    return json;
+  };
+  EXPECT_EQ(summary(by_draft.out), summary(by_draft_model.out));
+  EXPECT_NE(summary(by_draft.out), summary(RunMoelab(serve + "--json").out));  // llama-3.2-1b
+  ExpectRefused(serve + "--draft qwen2-0.5b --draft-model qwen2-0.5b", "give it once");
+  ExpectRefused(
+      "plan capacity --model qwen2-57b-a14b --hardware h100-sxm --rate 1 "
+      "--slo-ttft-p99 1 --slo-tpot-p99 0.1 --draft qwen2-0.5b",
+      "--draft applies with --gamma G (G >= 1) only");
+}
+
 // A fit of a profile that measured another draft prices that draft whatever --draft names: refused.
 TEST_F(ReliabilityCli, AFitPricesOnlyTheDraftItsProfileMeasured) {
   nlohmann::json fit =
