@@ -4,6 +4,7 @@
 
 #include "base/atomic_file.h"
 #include "base/error.h"
+#include "base/message_text.h"
 #include "base/number_lists.h"
 #include "cli/command.h"
 #include "cli/cost_options.h"
@@ -42,6 +43,7 @@ std::optional<Printed> SimEpPrinted(const std::vector<std::string>& args) {
       ("max-chunks", Into(&config.max_chunks), "the largest N the sweep tries")
       ("comm-sms", Into(&config.comm_sms), "SMs kept for the all-to-alls while they overlap the GEMMs (EPS-MoE: 16 of 132)")
       ("comm-saturation-sms", Into(&config.comm_saturation_sms), "SMs from which an all-to-all runs at the link's speed (EPS-MoE Figure 7: 10-20)")
+      ("comm-overlap", ParsedInto(&config.communication_overlaps_compute, "full", [](const std::string& text) { if (text != "full" && text != "none") throw base::Error("--comm-overlap '" + base::EscapeForMessage(text, 40) + "': expected full or none"); return text == "full"; }), "full: a chunk's exchanges run beside the GEMMs (GPUs: NCCL on its own SMs); none: between them, on the cores that compute (CPU ranks, every core a compute thread), so chunking hides nothing")
       ("comm-bits", NumberInto(&config.comm_bits, "comm-bits"), "bits per hidden value in the all-to-alls (8: FP8 communication)")
       ("copy-bandwidth", NumberInto(&config.copy_bytes_per_s, "copy-bandwidth"), "bytes/s of the MoE block's row copies (packing, gathering for the GEMMs, scattering, combining); default: the accelerator's memory bandwidth, unpriced with a --profile of another machine")
       ("device-limit", Into(&config.device_limit), "ranks a token may reach (DeepSeek-V2's device-limited routing: 3); 0: no limit")

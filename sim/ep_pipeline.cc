@@ -22,7 +22,7 @@ double Place(PipelineSchedule& schedule, const std::string& name, PipelineLane l
 }  // namespace
 
 PipelineSchedule SchedulePipeline(const std::vector<ChunkWork>& chunks, double lead_compute_s,
-                                  bool lead_overlaps_dispatch) {
+                                  bool lead_overlaps_dispatch, bool lanes_share_cores) {
   if (chunks.empty()) throw base::Error("expert pipeline: at least one chunk expected");
   if (!(lead_compute_s >= 0)) throw base::Error("expert pipeline: negative lead compute time");
   for (const ChunkWork& chunk : chunks) {
@@ -31,7 +31,9 @@ PipelineSchedule SchedulePipeline(const std::vector<ChunkWork>& chunks, double l
   }
   PipelineSchedule schedule;
   const auto n = static_cast<int64_t>(chunks.size());
-  double compute_free = 0, comm_free = 0;
+  double compute_free = 0, communication_free = 0;
+  // One clock for both lanes when they share the cores.
+  double& comm_free = lanes_share_cores ? compute_free : communication_free;
   std::vector<double> dispatched(chunks.size()), computed(chunks.size());
   if (lead_compute_s > 0) {
     Place(schedule, "shared_experts", PipelineLane::kCompute, -1, lead_compute_s, compute_free, 0);

@@ -40,9 +40,13 @@ struct PipelineSchedule {
 };
 
 // `lead_overlaps_dispatch`: whether the first dispatch may start beside the lead op (the pipeline)
-// or only after it (the unpipelined layer, everything in turn). Error: no chunk, or a negative
-// duration.
+// or only after it (the unpipelined layer, everything in turn). `lanes_share_cores`: the two lanes
+// are one (ranks whose communication progresses only on the cores that compute: CPU ranks with
+// every core a compute thread, where MPI moves a non-blocking exchange's data inside its own calls
+// between GEMMs): the ops run in the pipeline's order, one at a time, so chunking hides nothing
+// and each chunk's exchanges add their own latency. Error: no chunk, or a negative duration.
 PipelineSchedule SchedulePipeline(const std::vector<ChunkWork>& chunks, double lead_compute_s,
-                                  bool lead_overlaps_dispatch = true);
+                                  bool lead_overlaps_dispatch = true,
+                                  bool lanes_share_cores = false);
 
 }  // namespace moelab::sim

@@ -90,7 +90,8 @@ nlohmann::json EpResult::ToJson() const {
       {"comm_sms", c.comm_sms},
       {"compute_sms", compute_sms},
       {"sm_count", c.node.accelerator && c.compute_on_node ? c.node.accelerator->sm_count : 0},
-      {"comm_saturation_sms", c.comm_saturation_sms}};
+      {"comm_saturation_sms", c.comm_saturation_sms},
+      {"communication_overlaps_compute", c.communication_overlaps_compute}};
   json["sweep"] = SweepRows().ToJson();
   return json;
 }

@@ -586,7 +586,8 @@ EpResult SimulateEp(const EpConfig& config, const model::CostSource& compute,
   std::vector<PipelineSchedule> schedules;
   for (const int64_t n : candidates) {
     const ChunkPlan chunk_plan = pricer.Price(n);
-    schedules.push_back(SchedulePipeline(chunk_plan.work, plan.shared_s, n > 1));
+    schedules.push_back(SchedulePipeline(chunk_plan.work, plan.shared_s, n > 1,
+                                         !config.communication_overlaps_compute));
     result.sweep.push_back(RowOf(config, plan, chunk_plan, schedules.back(), result.replicas));
   }
   FinishSweep(config, plan, gemm, pricer, schedules, result);

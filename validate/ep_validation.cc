@@ -134,6 +134,9 @@ void Predict(const EpValidationRequest& request, const model::PresetStore& prese
     config.kernel_launch_s = 0;
     // The MoE block's row copies at the profiled host memcpy's rate at a layer's bytes.
     config.copy_bytes_per_s = HostCopyBytesPerS(fit, c, ranks, target);
+    // The executor's ranks are CPU processes whose threads all compute: their exchanges move
+    // only inside MPI's calls, between the chunks' GEMMs.
+    config.communication_overlaps_compute = false;
     const sim::EpResult simulated = sim::SimulateEp(config, *compute, collectives);
     c.predicted_step_s = simulated.chosen.step_s;
     c.predicted_exposed_comm_s = simulated.chosen.exposed_comm_s;

@@ -71,6 +71,38 @@ TEST(ExpertPipeline, WithoutCommunicationTheComputeLaneIsTheWholeTime) {
   EXPECT_THROW(SchedulePipeline({{-1, 1, 1}}, 0), base::Error);
 }
 
+// Ranks whose exchanges progress only on the cores that compute: one lane, the pipeline's order,
+// nothing hidden; splitting adds each chunk's latency instead of hiding the exchange.
+TEST(ExpertPipeline, LanesSharingTheCoresRunOneOpAtATime) {
+  const std::vector<ChunkWork> chunks = {{1.0, 3.0, 0.5}, {1.0, 2.0, 0.5}, {1.5, 2.0, 1.0}};
+  const PipelineSchedule shared = SchedulePipeline(chunks, 0.25, true, true);
+  EXPECT_DOUBLE_EQ(shared.makespan_s, 0.25 + 5.5 + 7.0);
+  EXPECT_DOUBLE_EQ(shared.exposed_communication_s, 5.5);
+  EXPECT_LT(SchedulePipeline(chunks, 0.25, true).makespan_s, shared.makespan_s);
+  for (size_t i = 1; i < shared.ops.size(); ++i)  // back to back, in the pipeline's order
+    EXPECT_DOUBLE_EQ(shared.ops[i].start_s, shared.ops[i - 1].end_s) << i;
+  EXPECT_EQ(shared.ops[1].name, "dispatch");
+  EXPECT_EQ(shared.ops[5].name, "combine");  // lead, D0 G0 D1 G1 C0
+}
+
+TEST(SimEp, WithoutOverlapMoreChunksOnlyAddTheirLatency) {
+  EpConfig config = DeepSeekPrefill();
+  config.communication_overlaps_compute = false;
+  config.chunks = 1;
+  const EpResult one = Simulate(config);
+  for (const int64_t n : {2, 4}) {
+    config.chunks = n;
+    const EpResult r = Simulate(config);
+    EXPECT_GE(r.chosen.exposed_comm_s, one.chosen.exposed_comm_s) << n;
+    EXPECT_NEAR(r.chosen.exposed_comm_s, r.chosen.dispatch_s + r.chosen.combine_s, 1e-12) << n;
+    EXPECT_GT(r.chosen.step_s, one.chosen.step_s) << n;
+  }
+  config.chunks.reset();  // auto: the sweep's optimum is no pipeline
+  EXPECT_EQ(Simulate(config).chosen.chunks, 1);
+  config.communication_overlaps_compute = true;
+  EXPECT_GT(Simulate(config).chosen.chunks, 1);
+}
+
 TEST(LinkCollectives, AllToAllTimeScalesWithBytesAboveItsLatency) {
   const model::HardwareSpec node = Presets().LoadHardware("8xh800");
   const auto links = model::LinkCollectiveCost::ForNode(node);
