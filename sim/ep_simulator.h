@@ -66,8 +66,9 @@ struct EpConfig {
   // false: the ranks' exchanges progress only on the cores that compute (CPU ranks, every core a
   // compute thread: MPI moves a non-blocking all-to-all's data inside its calls, between GEMMs), so
   // a chunk's exchange runs between the GEMMs, not beside them (SchedulePipeline's
-  // lanes_share_cores). On 2 vCPUs the run's exposed communication grew with N (decode 594, 743,
-  // 810 us a layer at N = 1, 2, 4) where the overlapping pipeline's price fell (447, 443, 102).
+  // lanes_share_cores). On 2 vCPUs the run's exposed communication with the wait for the busiest
+  // rank grew with N (decode 594, 743, 810 us a layer at N = 1, 2, 4) where its price, the
+  // overlapping pipeline's, fell (447, 443, 102).
   bool communication_overlaps_compute = true;
 
   // Errors name the option: ep not dividing the experts, ep x tp above the node's accelerators,
