@@ -103,10 +103,6 @@ void AddDraftModelOptions(po::options_description& options, std::string* draft,
                                                               "the same as --draft");
 }
 
-bool DraftModelGiven(const po::variables_map& values) {
-  return values.count("draft") || values.count("draft-model");
-}
-
 template <>
 po::typed_value<double>* Into<double>(double* field) {
   return po::value<double>(field)->default_value(*field, report::ShortestText(*field));

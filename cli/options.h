@@ -68,8 +68,6 @@ po::typed_value<std::string>* NumberInto(std::optional<double>* field, const std
 // The field's initial value is the default, shown in `help`.
 void AddDraftModelOptions(po::options_description& options, std::string* draft,
                           const std::string& help);
-// Whether either name was given (the SD-only checks).
-bool DraftModelGiven(const po::variables_map& values);
 
 // A comma-separated list of names, empty items refused.
 std::vector<std::string> SplitNameList(const std::string& text, const std::string& name);

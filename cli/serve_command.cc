@@ -85,9 +85,12 @@ void AddServeOptions(po::options_description& options, ServeFlags& flags) {
 // draft options without it are refused by name.
 void ApplySpeculationFlags(const po::variables_map& values, ServeFlags& flags) {
   if (!values.count("gamma")) {
-    for (const char* sd_only : {"draft", "draft-model", "draft-weights", "alpha"}) {
-      if (values.count(sd_only) && !values[sd_only].defaulted())
-        throw base::Error(std::string("--") + sd_only + " applies with --gamma G only");
+    // The draft's model, weights, acceptance and shape (--draft-layers, ...): a draft shape given
+    // without --gamma started a server with no draft at all.
+    for (const auto& [name, value] : values) {
+      const bool sd_only = name == "draft" || name.starts_with("draft-") || name == "alpha";
+      if (sd_only && !value.defaulted())
+        throw base::Error("--" + name + " applies with --gamma G only");
     }
     return;
   }

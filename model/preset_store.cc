@@ -92,6 +92,16 @@ HardwareSpec InlineNode(const base::JsonReader& reader, const HostFrom& host_fro
   spec.kind = HardwareKind::kNode;
   spec.accelerator =
       AcceleratorSpecFromJson(reader.Object("accelerator").json(), reader.origin(), "accelerator");
+  // An accelerator's price is per accelerator, so it belongs inside "accelerator" here (the top
+  // level is the node's, and a node preset takes its accelerator's).
+  if (reader.Has("price_usd_per_hour"))
+    reader.Fail("price_usd_per_hour", "inside \"accelerator\" in a node written inline");
+  // The accelerator's own name (hw show writes it there; the top level names the node): a node
+  // without it was shown as "8 x " with a blank name.
+  if (spec.accelerator->display_name.empty()) {
+    base::JsonReader(reader.json()["accelerator"], reader.origin(), "accelerator")
+        .Fail("display_name", "the accelerator's name (the top level's names the node)");
+  }
   spec.accelerator_count = reader.Count(
       "accelerator_count", 1, base::kMaxAcceleratorsPerMachine * base::kMaxMachinesPerNode);
   ReadComponents(reader, spec, host_from, link_from);
@@ -99,9 +109,12 @@ HardwareSpec InlineNode(const base::JsonReader& reader, const HostFrom& host_fro
     spec.scale_out = InterconnectSpecFromJson(scale_out->json(), reader.origin(), "scale_out");
     spec.accelerators_per_node =
         reader.Count("accelerators_per_node", 1, base::kMaxAcceleratorsPerMachine);
-    if (spec.accelerator_count % spec.accelerators_per_node != 0) {
+    if (spec.accelerator_count % spec.accelerators_per_node != 0 ||
+        spec.accelerator_count / spec.accelerators_per_node > base::kMaxMachinesPerNode) {
       reader.Fail("accelerator_count", "a whole number of machines of accelerators_per_node (" +
-                                           std::to_string(spec.accelerators_per_node) + ")");
+                                           std::to_string(spec.accelerators_per_node) +
+                                           "), at most " +
+                                           std::to_string(base::kMaxMachinesPerNode) + " of them");
     }
   } else if (reader.Has("accelerators_per_node")) {
     reader.Fail("accelerators_per_node", "only beside scale_out (a node of several machines)");
@@ -244,13 +257,14 @@ HardwareSpec PresetStore::LoadHardwareFromDisk(const std::string& name_or_path) 
     const fs::path file = root_ / "hardware" / folder.folder / (name_or_path + ".json");
     if (fs::is_regular_file(file)) return HardwareFromFile(file);
   }
-  static const std::regex kComposed(R"(([0-9]{1,9})x(.+))");
+  static const std::regex kComposed(R"(([0-9]+)x(.+))");
   std::smatch match;
   if (std::regex_match(name_or_path, match, kComposed)) {
     const std::string accelerator = match[2].str();
     const fs::path file = root_ / "hardware" / "accelerators" / (accelerator + ".json");
     if (fs::is_regular_file(file)) {
-      const int64_t count = std::stoll(match[1].str());
+      // More digits than any count in range: out of range, not std::stoll's overflow.
+      const int64_t count = match[1].length() > 9 ? -1 : std::stoll(match[1].str());
       if (count < 1 || count > base::kMaxAcceleratorsPerMachine) {
         throw base::Error("hardware '" + name_or_path + "': accelerator count must be 1.." +
                           std::to_string(base::kMaxAcceleratorsPerMachine));
@@ -401,9 +415,8 @@ HardwareSpec PresetStore::HardwareFromJson(const nlohmann::json& json,
     reader.Fail("kind", "one of \"accelerator\", \"host\", \"link\", \"node\"");
   }
   // A misspelt or misplaced top-level field was ignored (a node's "scale_out" in an accelerator
-  // file, "sm_count" beside "accelerator" instead of in it). The component objects' own fields
-  // are not checked here: files written by hw show and hw from-profile carry names and prices
-  // in them that the readers take from the top level.
+  // file, "sm_count" beside "accelerator" instead of in it). The component objects check their
+  // own (hardware_spec.cc).
   reader.RefuseUnknownFields(kHardwareSchema);
   spec.name = name;
   spec.display_name = display_name;

@@ -379,7 +379,10 @@ class ChunkPricer {
   // The chunks' work when `a` experts are active, `chunks` entries.
   ChunkPlan PriceGiven(int64_t chunks, int64_t a) {
     ChunkPlan out;
-    const bool overlapped = chunks > 1 && plan_.communicates;
+    // Without overlap (--comm-overlap none) the exchanges run between the GEMMs: no SMs are lent
+    // to them and they run at the link's full speed.
+    const bool overlapped =
+        chunks > 1 && plan_.communicates && config_.communication_overlaps_compute;
     const int64_t sms = ComputeSms(overlapped);
     const std::vector<int64_t>& spread = plan_.expert_tokens[static_cast<size_t>(a)];
     const double ad = static_cast<double>(a);
@@ -537,8 +540,9 @@ void FinishSweep(const EpConfig& config, const LayerPlan& plan, const ExpertGemm
     // One expert per device: a GroupGemm has nothing to fuse, every chunk is a DenseGemm.
     result.gemm_crossover_from = "none: one active expert per device";
   } else {
-    result.gemm_crossover_tokens =
-        gemm.CrossoverTokens(plan.active_experts, pricer.ComputeSms(plan.communicates));
+    result.gemm_crossover_tokens = gemm.CrossoverTokens(
+        plan.active_experts,
+        pricer.ComputeSms(plan.communicates && config.communication_overlaps_compute));
     result.gemm_crossover_from = "model";
   }
 }
@@ -575,7 +579,8 @@ EpResult SimulateEp(const EpConfig& config, const model::CostSource& compute,
   gemm_params.group_efficiency = config.group_efficiency;
   const ExpertGemmModel gemm(compute, expert_model, gemm_params);
   ChunkPricer pricer(config, plan, gemm, collectives);
-  result.compute_sms = pricer.ComputeSms(plan.communicates);
+  result.compute_sms =
+      pricer.ComputeSms(plan.communicates && config.communication_overlaps_compute);
 
   const std::vector<int64_t> candidates = CandidateChunks(plan, config.max_chunks);
   if (config.chunks &&

@@ -600,7 +600,10 @@ TEST(Serve, RefusesBadOptionsNamingThem) {
             "--max-sequence-tokens 2000 exceeds the KV budget's 64 tokens"},
            {"--http-threads 0", "--http-threads"},
            // Without a GPU this changed nothing, and the server started.
-           {"--gpu 3", "--gpu applies with --device gpu only"}}) {
+           {"--gpu 3", "--gpu applies with --device gpu only"},
+           // A draft's shape or model without --gamma started a server with no draft.
+           {"--draft-layers 2", "--draft-layers applies with --gamma G only"},
+           {"--draft qwen2-0.5b", "--draft applies with --gamma G only"}}) {
     const testing::CliRun r = testing::RunMoelab("serve " + kShape + " " + args);
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;

@@ -97,6 +97,13 @@ TEST(SimEp, WithoutOverlapMoreChunksOnlyAddTheirLatency) {
     EXPECT_NEAR(r.chosen.exposed_comm_s, r.chosen.dispatch_s + r.chosen.combine_s, 1e-12) << n;
     EXPECT_GT(r.chosen.step_s, one.chosen.step_s) << n;
   }
+  // Nothing overlaps, so no SMs are lent to the exchanges: --comm-sms changes nothing.
+  config.chunks = 4;
+  const double step_s = Simulate(config).chosen.step_s;
+  config.comm_sms = 64;
+  EXPECT_EQ(Simulate(config).chosen.step_s, step_s);
+  EXPECT_EQ(Simulate(config).compute_sms, config.node.accelerator->sm_count);
+  config.comm_sms = 16;
   config.chunks.reset();  // auto: the sweep's optimum is no pipeline
   EXPECT_EQ(Simulate(config).chosen.chunks, 1);
   config.communication_overlaps_compute = true;
