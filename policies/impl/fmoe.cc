@@ -27,6 +27,7 @@
 
 #include "policies/impl/common.h"
 #include "policies/impl/factories.h"
+#include "policies/impl/fmoe_eviction_walk.h"
 #include "policies/impl/fmoe_lowest_few.h"
 #include "policies/impl/fmoe_row_classes.h"
 
@@ -566,49 +567,43 @@ class FmoePolicy : public OffloadPolicy {
              !((stamped_bits_[word] & bit) != 0 && flat >= current_layer_start);
     };
     if (const int64_t kept = few.First(evictable); kept >= 0) return kept;
-    few.clear();
-    double bar = few.Bar();  // a local: a register in the loop
-    ForEachEvictable(false, [&few, &bar](int64_t flat, double value) {
-      if (value < bar) {
-        few.Offer(flat, value);
-        bar = few.Bar();
-      }
-    });
+    candidate_words_.resize(cached_bits_.size());
+    for (size_t word = 0; word < cached_bits_.size(); ++word)
+      candidate_words_[word] = cached_bits_[word] & ~ProtectedBits(word);
+    const float* p =
+        matched_ < 0 ? nullptr : store_[static_cast<size_t>(matched_)].probabilities.data();
+    OfferLowestEvictable(candidate_words_.data(), candidate_words_.size(),
+                         {p, kProbabilityFloor, freq_.data()}, few);
     return few.empty() ? -1 : few.First([](int64_t) { return true; });
   }
   // visit(flat, value) for each cached expert, in index order, that may be evicted: not
-  // protected unless allow_protected. Split by whether there is a matched map, so the loop per
-  // expert is only its value and the visit.
+  // protected unless allow_protected (Victim(bool) only: the hot walk is OfferLowestEvictable).
   template <typename Visit>
   void ForEachEvictable(bool allow_protected, Visit visit) const {
-    if (matched_ < 0) {
-      ForEachEvictable<false>(allow_protected, nullptr, visit);
-    } else {
-      ForEachEvictable<true>(allow_protected,
-                             store_[static_cast<size_t>(matched_)].probabilities.data(), visit);
-    }
-  }
-  template <bool kMatched, typename Visit>
-  void ForEachEvictable(bool allow_protected, const float* p, Visit& visit) const {
-    const int64_t current_layer_start = current_layer_ * experts_;
+    const float* p =
+        matched_ < 0 ? nullptr : store_[static_cast<size_t>(matched_)].probabilities.data();
     for (size_t word = 0; word < cached_bits_.size(); ++word) {
       uint64_t bits = cached_bits_[word];
       const int64_t first = static_cast<int64_t>(word * 64);
-      if (!allow_protected) {
-        // Protected: stamped this pass, at the current layer or later.
-        const uint64_t current_or_later = current_layer_start <= first ? ~uint64_t{0}
-                                          : current_layer_start >= first + 64
-                                              ? 0
-                                              : ~uint64_t{0} << (current_layer_start - first);
-        bits &= ~(stamped_bits_[word] & current_or_later);
-      }
+      if (!allow_protected) bits &= ~ProtectedBits(word);
       for (; bits != 0; bits &= bits - 1) {
         const int64_t flat = first + std::countr_zero(bits);
         const double probability =
-            kMatched ? p[static_cast<size_t>(flat)] + kProbabilityFloor : kProbabilityFloor;
+            p ? p[static_cast<size_t>(flat)] + kProbabilityFloor : kProbabilityFloor;
         visit(flat, probability * freq_[static_cast<size_t>(flat)]);
       }
     }
+  }
+
+  // Word `word` of the protected experts: stamped this pass, at the current layer or later.
+  uint64_t ProtectedBits(size_t word) const {
+    const int64_t current_layer_start = current_layer_ * experts_;
+    const int64_t first = static_cast<int64_t>(word * 64);
+    const uint64_t current_or_later = current_layer_start <= first ? ~uint64_t{0}
+                                      : current_layer_start >= first + 64
+                                          ? 0
+                                          : ~uint64_t{0} << (current_layer_start - first);
+    return stamped_bits_[word] & current_or_later;
   }
 
   // Marks an expert in use or wanted in this pass (BeginIteration clears the marks).
@@ -781,6 +776,7 @@ class FmoePolicy : public OffloadPolicy {
   double highest_[kLanes] = {};          // the highest score so far, per lane
   int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane
   std::vector<int32_t> scratch_;
+  mutable std::vector<uint64_t> candidate_words_;  // Victim's walk: cached and not protected
   std::vector<char> hit_;
   PolicyStats stats_;
 };
