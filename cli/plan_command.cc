@@ -6,6 +6,7 @@
 #include "cli/cost_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/reused_options.h"
 #include "cli/sd_options.h"
 #include "model/preset_store.h"
 #include "plan/hardware_search.h"
@@ -13,28 +14,42 @@
 
 namespace moelab::cli {
 
-std::optional<Printed> PlanSdPrinted(const std::vector<std::string>& args) {
+namespace {
+
+struct PlanSdState {
   plan::SdSweepRequest request;
   double alpha = 0.8;
-  po::options_description options("moelab plan sd");
-  AddSdSweepOptions(options, request);
-  options.add_options()("alpha", NumberInto(&alpha, "alpha"), "per-token acceptance rate, [0, 1)");
-  AddSdSweepSources(options, request);
-  po::variables_map values;
-  if (!ParseOptions(
-          "usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] | "
-          "--profile FIT.json [--alpha A] [--batch LIST] [--gamma LIST] [--json|--csv]",
-          options, args, values)) {
-    return std::nullopt;
-  }
+};
+
+void DeclarePlanSd(po::options_description& options, PlanSdState& state) {
+  AddSdSweepOptions(options, state.request);
+  options.add_options()("alpha", NumberInto(&state.alpha, "alpha"),
+                        "per-token acceptance rate, [0, 1)");
+  AddSdSweepSources(options, state.request);
+}
+
+std::optional<Printed> FinishPlanSd(const po::variables_map& values, PlanSdState& state) {
+  plan::SdSweepRequest& request = state.request;
   request.cost = CostSourceOptionsFrom(values);
-  if (!(alpha >= 0 && alpha < 1))
+  if (!(state.alpha >= 0 && state.alpha < 1))
     throw base::Error("--alpha " + values["alpha"].as<std::string>() +
                       ": expected a number in [0, 1)");
-  request.levels = {alpha};
+  request.levels = {state.alpha};
   const OutputRequest output = OutputRequestFrom(values);
   const plan::SdSweepResult result = plan::RunSdSweep(request, model::PresetStore::Default());
   return Printed{plan::RenderSdPlan(result, output.format), output.out, {}};
+}
+
+}  // namespace
+
+// The option table once per thread (ReusedOptions): a sweep calls this once per point.
+std::optional<Printed> PlanSdPrinted(const std::vector<std::string>& args) {
+  thread_local ReusedOptions<PlanSdState> command(
+      "moelab plan sd",
+      "usage: moelab plan sd --model M --draft D --hardware H [--calibrate PROFILE.json] | "
+      "--profile FIT.json [--alpha A] [--batch LIST] [--gamma LIST] [--json|--csv]",
+      DeclarePlanSd, FinishPlanSd);
+  return command.Run(args);
 }
 
 int PlanSd(const std::vector<std::string>& args) { return EmitPrinted(PlanSdPrinted(args)); }

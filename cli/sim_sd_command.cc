@@ -6,15 +6,16 @@
 #include "cli/cost_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/reused_options.h"
 #include "cli/sd_options.h"
 #include "model/preset_store.h"
 #include "plan/reports.h"
 
 namespace moelab::cli {
 
-std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
-  plan::SdSweepRequest request;
-  po::options_description options("moelab sim sd");
+namespace {
+
+void DeclareSimSd(po::options_description& options, plan::SdSweepRequest& request) {
   AddSdSweepOptions(options, request);
   // clang-format off
   options.add_options()
@@ -23,13 +24,9 @@ std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
       ("sd-fit", ParsedIntoOptional(&request.sd_fit, [](const std::string& path) { return path; }), "a fitted MoESD model (moelab fit sd): its speedup is reported beside each row");
   // clang-format on
   AddSdSweepSources(options, request);
-  po::variables_map values;
-  if (!ParseOptions("usage: moelab sim sd --model M --draft D --hardware H|--profile FIT.json "
-                    "[--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] "
-                    "[--gamma LIST] [--json|--csv]",
-                    options, args, values)) {
-    return std::nullopt;
-  }
+}
+
+std::optional<Printed> FinishSimSd(const po::variables_map& values, plan::SdSweepRequest& request) {
   request.by_sigma = values.count("sigma") > 0;
   if (request.by_sigma && !values["alpha"].defaulted())
     throw base::Error("give --alpha or --sigma, not both");
@@ -41,6 +38,19 @@ std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
       plan::RenderSdSweep(plan::RunSdSweep(request, model::PresetStore::Default()), output.format),
       output.out,
       {}};
+}
+
+}  // namespace
+
+// The option table once per thread (ReusedOptions): a sweep calls this once per point.
+std::optional<Printed> SimSdPrinted(const std::vector<std::string>& args) {
+  thread_local ReusedOptions<plan::SdSweepRequest> command(
+      "moelab sim sd",
+      "usage: moelab sim sd --model M --draft D --hardware H|--profile FIT.json "
+      "[--calibrate PROFILE.json] [--alpha LIST | --sigma LIST] [--batch LIST] "
+      "[--gamma LIST] [--json|--csv]",
+      DeclareSimSd, FinishSimSd);
+  return command.Run(args);
 }
 
 int SimSd(const std::vector<std::string>& args) { return EmitPrinted(SimSdPrinted(args)); }
