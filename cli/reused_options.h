@@ -14,7 +14,10 @@ namespace moelab::cli {
 // options, each name split through a string stream, each default printed) was a quarter of a
 // cheap point's work. The table is bound to one State (the fields its options write); each call
 // starts from the State as declaring left it, so a call sees exactly what a fresh table would
-// give it. Not copyable or movable: the table points into `state_`.
+// give it -- provided every option's notifier and store target lies in State: one that captures
+// anything else (AddDraftModelOptions' "given once" check keeps a shared flag) would carry it
+// from call to call, so a command declaring such an option cannot use this as it stands. Not
+// copyable or movable: the table points into `state_`.
 template <typename State>
 class ReusedOptions {
  public:

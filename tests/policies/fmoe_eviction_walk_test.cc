@@ -1,5 +1,8 @@
 #include "policies/impl/fmoe_eviction_walk.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -59,19 +62,23 @@ std::vector<int64_t> Walked(Walk walk, const Case& c) {
 }
 
 // Random candidates over `flats` experts (a partial last word), values from a few levels so that
-// equal values (ties broken by the lower index) are common, some infinite.
+// equal values (ties broken by the lower index) are common, signed zeros, negative and infinite
+// values among them (the walk only needs ordered values).
 Case RandomCase(std::mt19937_64& rng, size_t flats, bool with_probabilities, double density) {
   Case c;
   c.words.assign((flats + 63) / 64, 0);
   std::uniform_real_distribution<double> uniform(0, 1);
-  const float levels[] = {0.0f, 0.125f, 0.25f, 0.5f, 0.75f};
+  const float levels[] = {0.0f, -0.0f, 0.125f, 0.25f, 0.5f, -0.25f};
+  const double infinity = std::numeric_limits<double>::infinity();
   for (size_t flat = 0; flat < flats; ++flat) {
     if (uniform(rng) < density) c.words[flat / 64] |= uint64_t{1} << (flat % 64);
-    if (with_probabilities) c.probabilities.push_back(levels[rng() % 5]);
+    if (with_probabilities) c.probabilities.push_back(levels[rng() % 6]);
     const double draw = uniform(rng);
-    c.frequencies.push_back(draw < 0.05  ? std::numeric_limits<double>::infinity()
-                            : draw < 0.5 ? static_cast<double>(1 + rng() % 4)
-                                         : 1 + 1000 * uniform(rng));
+    c.frequencies.push_back(draw < 0.05   ? infinity
+                            : draw < 0.08 ? -infinity
+                            : draw < 0.12 ? -static_cast<double>(1 + rng() % 3)
+                            : draw < 0.5  ? static_cast<double>(1 + rng() % 4)
+                                          : 1 + 1000 * uniform(rng));
   }
   return c;
 }
@@ -120,6 +127,34 @@ TEST(FmoeEvictionWalk, EqualValuesKeepTheLowerIndicesAcrossLanesAndWords) {
     EXPECT_EQ(Walked(walk, c), (std::vector<int64_t>{128, 73})) << name;
   c.words = {0, 0, 0};
   for (const auto& [name, walk] : Walks()) EXPECT_TRUE(Walked(walk, c).empty()) << name;
+}
+
+// The arrays end where an unreadable page begins and the last word is partial: a walk that read
+// past the flats it was given (an unmasked load of a last, partial group) would fault here.
+TEST(FmoeEvictionWalk, ReadsNothingPastTheArrays) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* mapped =
+      mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  char* base = static_cast<char*>(mapped);
+  ASSERT_EQ(mprotect(base + page, page, PROT_NONE), 0);      // after the probabilities
+  ASSERT_EQ(mprotect(base + 3 * page, page, PROT_NONE), 0);  // after the frequencies
+  const size_t flats = 67;  // one whole word and 3 flats of the second
+  float* probabilities = reinterpret_cast<float*>(base + page) - flats;
+  double* frequencies = reinterpret_cast<double*>(base + 3 * page) - flats;
+  for (size_t flat = 0; flat < flats; ++flat) {
+    probabilities[flat] = 0.5f;
+    frequencies[flat] = static_cast<double>(100 - flat);
+  }
+  const std::vector<uint64_t> words = {uint64_t{1} << 5, 0b101};  // flats 5, 64 and 66
+  for (const auto& [name, walk] : Walks()) {
+    FmoeLowestFew few;
+    walk(words.data(), words.size(), {probabilities, 1e-3, frequencies}, few);
+    EXPECT_EQ(Kept(few), (std::vector<int64_t>{66, 64})) << name;
+    walk(words.data(), words.size(), {nullptr, 1e-3, frequencies}, few);
+    EXPECT_EQ(Kept(few), (std::vector<int64_t>{66, 64})) << name << ", floor alone";
+  }
+  munmap(mapped, 4 * page);
 }
 
 }  // namespace
