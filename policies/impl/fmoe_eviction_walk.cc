@@ -17,6 +17,14 @@ static_assert(FmoeLowestFew::kSize == 2, "the AVX-512 walk keeps the lowest two 
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+// The address of element `index` of `array` for a masked load, which may lie past the array's
+// end in a last, partial group (the mask reads nothing there): computed as an integer, since
+// pointer arithmetic past the end (even unread) is undefined.
+template <typename T>
+const T* MaskedLoadAddress(const T* array, size_t index) {
+  return reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(array) + index * sizeof(T));
+}
+
 }  // namespace
 
 void OfferLowestEvictableScalar(const uint64_t* candidate_words, size_t words,
@@ -65,7 +73,8 @@ __attribute__((target("avx512f"))) void OfferLowestEvictableAvx512(const uint64_
       __attribute__((target("avx512f"), always_inline)) {
     const __m512d probability =
         values.probabilities ? _mm512_add_pd(_mm512_cvtps_pd(probabilities), floor) : floor;
-    const __m512d frequency = _mm512_maskz_loadu_pd(active, values.frequencies + base);
+    const __m512d frequency =
+        _mm512_maskz_loadu_pd(active, MaskedLoadAddress(values.frequencies, base));
     const __m512d value =
         _mm512_mask_blend_pd(active, infinity, _mm512_mul_pd(probability, frequency));
     const __m512i at =
@@ -87,7 +96,8 @@ __attribute__((target("avx512f"))) void OfferLowestEvictableAvx512(const uint64_
       const size_t base = word * 64 + 16 * sixteen;
       __m512 probabilities = _mm512_setzero_ps();
       if (values.probabilities)
-        probabilities = _mm512_maskz_loadu_ps(active, values.probabilities + base);
+        probabilities =
+            _mm512_maskz_loadu_ps(active, MaskedLoadAddress(values.probabilities, base));
       step(lanes[0], static_cast<__mmask8>(active), _mm512_castps512_ps256(probabilities), base);
       step(lanes[1], static_cast<__mmask8>(active >> 8),
            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(probabilities), 1)), base + 8);
