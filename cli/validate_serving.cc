@@ -17,7 +17,7 @@ const char* const kServingOnly[] = {
     "requests",        "prompt-tokens",       "output-tokens",      "kv-blocks",
     "kv-block-tokens", "max-running",         "max-batched-tokens", "prefill-chunk",
     "max-waiting",     "max-sequence-tokens", "overhead-batch",     "overhead-output-tokens",
-    "queue-order",     "preemption",          "host-kv-blocks"};
+    "overhead-pairs",  "queue-order",         "preemption",         "host-kv-blocks"};
 }  // namespace
 
 void AddValidateServingOptions(po::options_description& options,
@@ -30,7 +30,8 @@ void AddValidateServingOptions(po::options_description& options,
       ("prompt-tokens", ParsedInto(&serving.prompt_tokens, "uniform:16,96", [](const std::string& text) { return serving::ParseLengths(text, "--prompt-tokens"); }), "prompt length: N | uniform:A,B | lognormal:MEAN,SIGMA | csv:FILE")
       ("output-tokens", ParsedInto(&serving.output_tokens, "uniform:8,48", [](const std::string& text) { return serving::ParseLengths(text, "--output-tokens"); }), "output length, as --prompt-tokens")
       ("overhead-batch", Into(&serving.overhead_batch), "the serving-overhead comparison's batch: requests of 8 prompt tokens sent together (default 8)")
-      ("overhead-output-tokens", Into(&serving.overhead_output_tokens), "its output tokens per request (default 128): long enough that every request decodes together for a while");
+      ("overhead-output-tokens", Into(&serving.overhead_output_tokens), "its output tokens per request (default 128): long enough that every request decodes together for a while")
+      ("overhead-pairs", Into(&serving.overhead_pairs), "server/run pairs per round (default 3), the order alternating pair by pair; the ratio is the median over all pairs");
   // clang-format on
   AddSchedulerOptions(group, serving.scheduler, SchedulerHost::kEngine);
   options.add(group);

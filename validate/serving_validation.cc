@@ -476,7 +476,12 @@ void ServingValidationRequest::Validate() const {
     throw base::Error("--overhead-batch " + std::to_string(overhead_batch) +
                       ": expected 1..--max-running (" +
                       std::to_string(scheduler.max_running_sequences) + ")");
-  if (overhead_output_tokens < 4) throw base::Error("serving overhead output tokens: at least 4");
+  if (overhead_output_tokens < 4 || overhead_output_tokens > kMaxOverheadOutputTokens)
+    throw base::Error("--overhead-output-tokens " + std::to_string(overhead_output_tokens) +
+                      ": expected 4.." + std::to_string(kMaxOverheadOutputTokens));
+  if (overhead_pairs < 1 || overhead_pairs > kMaxOverheadPairs)
+    throw base::Error("--overhead-pairs " + std::to_string(overhead_pairs) + ": expected 1.." +
+                      std::to_string(kMaxOverheadPairs));
   scheduler.Validate();
 }
 
@@ -542,18 +547,21 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
   result.measured_saturation_runs.push_back(SaturationOf(measured));
   progress.Done("round " + std::to_string(round + 1) + " overload",
                 count / result.predicted_saturation.requests_per_s);
-  // The serving-overhead pair, the order alternating by round.
+  // The serving-overhead pairs, the order alternating pair by pair (and the first by round).
   ServingOverhead& overhead = result.overhead;
   std::vector<serving::RequestSpec> batch(static_cast<size_t>(overhead.batch));
   for (size_t i = 0; i < batch.size(); ++i)
     batch[i] = {static_cast<int64_t>(i), 0, 8, request.overhead_output_tokens};
-  for (int side = 0; side < 2; ++side) {
-    if ((side + round) % 2 == 0) {
-      overhead.server_tokens_per_s.push_back(
-          AllDecodingTokensPerS(served.Serve(batch, nullptr, request.seed + 2)));
-    } else {
-      overhead.run_tokens_per_s.push_back(served.RunDecodeTokensPerS(
-          overhead.batch, 8, request.overhead_output_tokens, request.seed + 2));
+  for (int pair = 0; pair < request.overhead_pairs; ++pair) {
+    const int order = round * request.overhead_pairs + pair;
+    for (int side = 0; side < 2; ++side) {
+      if ((side + order) % 2 == 0) {
+        overhead.server_tokens_per_s.push_back(
+            AllDecodingTokensPerS(served.Serve(batch, nullptr, request.seed + 2)));
+      } else {
+        overhead.run_tokens_per_s.push_back(served.RunDecodeTokensPerS(
+            overhead.batch, 8, request.overhead_output_tokens, request.seed + 2));
+      }
     }
   }
 }
@@ -694,6 +702,7 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
                         " requests by default, over --max-waiting; give --requests");
   }
   result.overhead.batch = request.overhead_batch;
+  result.overhead.pairs_per_round = request.overhead_pairs;
   // A streaming answer holds an HTTP thread: enough for the largest run at once (the judged
   // runs, the calibration's Poisson part, its burst of up to 64).
   served.Start(std::max<int64_t>({count, 2 * kMinServingRequests, 64}) + request.overhead_batch +

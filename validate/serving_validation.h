@@ -56,6 +56,9 @@ struct ServingValidationRequest {
   int64_t requests = 0;
   int64_t overhead_batch = 8;            // the serving-overhead comparison's batch
   int64_t overhead_output_tokens = 128;  // its tokens per request (prompt 8)
+  // Server/run pairs per round, the order alternating pair by pair: one pair a round read 0.85 to
+  // 1.13 over records of an unchanged server on a guest whose speed moves 10-20 % within minutes.
+  int overhead_pairs = 3;
   uint64_t seed = 1;
   int threads = 0;
   std::optional<int64_t> cache_bytes;  // the profile's (profiler::ProfileRequest::cache_bytes)
@@ -67,6 +70,9 @@ struct ServingValidationRequest {
 
 // Below this many requests a rate's percentiles rest on a handful of samples.
 inline constexpr int64_t kMinServingRequests = 16;
+// The serving-overhead pair's bounds: each pair is two decodes of --overhead-output-tokens steps.
+inline constexpr int kMaxOverheadPairs = 100;
+inline constexpr int64_t kMaxOverheadOutputTokens = 65536;
 // Calibration runs before the first round, their scales' medians setting the judged rates and the
 // SLO (later rounds calibrate once each).
 inline constexpr int kFirstCalibrations = 3;
@@ -103,9 +109,10 @@ struct ServingRate {
 
 struct ServingOverhead {
   int64_t batch = 0;
-  std::vector<double> server_tokens_per_s, run_tokens_per_s;  // per round
-  // The median over rounds of server / run, each round's pair measured back to back (the order
-  // alternating by round), so the machine's drift between rounds cancels: a ratio of the two
+  int pairs_per_round = 0;
+  std::vector<double> server_tokens_per_s, run_tokens_per_s;  // per pair, round by round
+  // The median over all pairs of server / run, each pair measured back to back (the order
+  // alternating pair by pair), so the machine's drift between pairs cancels: a ratio of the two
   // medians took them from different rounds (rounds 25 % apart in speed gave 0.918 where every
   // round's own ratio was 0.92-0.99).
   double ratio() const;

@@ -147,6 +147,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
   json["serving_overhead"] = {{"batch", result.overhead.batch},
                               {"prompt_tokens", 8},
                               {"output_tokens", request.overhead_output_tokens},
+                              {"pairs_per_round", result.overhead.pairs_per_round},
                               {"server_tokens_per_s", result.overhead.server_tokens_per_s},
                               {"run_tokens_per_s", result.overhead.run_tokens_per_s},
                               {"ratio", result.overhead.ratio()},
@@ -217,7 +218,8 @@ std::string ServingValidationText(const ServingValidationResult& result) {
       << rate_or_dash(result.measured_crossing_p99_lower_per_s) << " / "
       << rate_or_dash(result.measured_crossing_p99_higher_per_s) << "/s\n";
   out << "  serving overhead at batch " << result.overhead.batch
-      << ": server / run decode, median of the rounds' pairs "
+      << ": server / run decode, median of " << result.overhead.server_tokens_per_s.size()
+      << " pairs (" << result.overhead.pairs_per_round << " a round) "
       << report::FormatNumber(result.overhead.ratio(), 4) << " (ratio of the medians "
       << report::FormatNumber(result.overhead.ratio_of_medians(), 4) << ")\n";
   for (const ServingTarget& target : result.targets) {

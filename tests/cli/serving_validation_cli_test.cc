@@ -24,7 +24,7 @@ constexpr char kTinyShape[] =
     " --head-dim 16 --vocab 101 --threads 2";
 constexpr char kTinyLoad[] =
     " --requests 16 --prompt-tokens uniform:4,24 --output-tokens uniform:40,120"
-    " --overhead-output-tokens 2000";
+    " --overhead-output-tokens 2000 --overhead-pairs 2";
 
 TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
@@ -117,7 +117,10 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   EXPECT_GT(json["saturation"]["predicted"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["saturation"]["measured"]["requests_per_s"].get<double>(), 0);
   EXPECT_GT(json["serving_overhead"]["ratio"].get<double>(), 0);
-  EXPECT_EQ(json["serving_overhead"]["server_tokens_per_s"].size(), 1u);
+  // Two pairs in the one round, each side measured once a pair.
+  EXPECT_EQ(json["serving_overhead"]["pairs_per_round"], 2);
+  EXPECT_EQ(json["serving_overhead"]["server_tokens_per_s"].size(), 2u);
+  EXPECT_EQ(json["serving_overhead"]["run_tokens_per_s"].size(), 2u);
   ASSERT_EQ(json["targets"].size(), 4u);
   // The crossing's diagnostics: one entry a round, each beside that round's own prediction.
   ASSERT_EQ(json["slo"]["rounds"].size(), 1u);
@@ -201,6 +204,18 @@ TEST(ServingValidationCli, RefusesMixedCasesAndBadOptions) {
   r = RunMoelab(std::string("validate --cases serving --prompt-tokens uniform:9,3") + kTinyShape);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--prompt-tokens"), std::string::npos) << r.err;
+  // The overhead pair's counts are bounded and named.
+  r = RunMoelab(std::string("validate --cases serving --quick --overhead-pairs 0") + kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--overhead-pairs 0: expected 1..100"), std::string::npos) << r.err;
+  r = RunMoelab(std::string("validate --cases serving --quick --overhead-output-tokens 3") +
+                kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--overhead-output-tokens 3: expected 4..65536"), std::string::npos)
+      << r.err;
+  r = RunMoelab("validate --cases decode --overhead-pairs 2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--overhead-pairs: only with --cases serving"), std::string::npos) << r.err;
 }
 
 }  // namespace
