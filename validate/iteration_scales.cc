@@ -3,6 +3,14 @@
 #include "base/stats.h"
 
 namespace moelab::validate {
+namespace {
+
+// A bucket measured well enough to take its own ratio.
+bool Enough(int64_t iterations, double engine_s) {
+  return iterations >= kMinBucketIterations || (iterations > 0 && engine_s >= kMinBucketEngineS);
+}
+
+}  // namespace
 
 IterationScales ScalesOf(const ServedEngineView& view) {
   IterationScales scales;
@@ -19,27 +27,31 @@ IterationScales ScalesOf(const ServedEngineView& view) {
       mixed_iterations >= kMinBucketIterations ? view.mixed_prefill_scale : any_prefill;
   scales.lone_prefill =
       view.lone_prefill_iterations >= kMinBucketIterations ? view.lone_prefill_scale : any_prefill;
-  // By prefill tokens: a bucket of fewer than kMinBucketIterations takes the other's when that
-  // has enough, else with_prefill.
+  // By prefill tokens: a bucket with too little (Enough) takes the other's when that has enough,
+  // else with_prefill.
+  const auto prefill_enough = [&](size_t b) {
+    return Enough(view.prefill_iterations_by_tokens[b], view.prefill_engine_s_by_tokens[b]);
+  };
   for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b) {
     const size_t other = 1 - b;
-    scales.prefill_by_tokens[b] = view.prefill_iterations_by_tokens[b] >= kMinBucketIterations
-                                      ? view.prefill_scale_by_tokens[b]
-                                  : view.prefill_iterations_by_tokens[other] >= kMinBucketIterations
-                                      ? view.prefill_scale_by_tokens[other]
-                                      : scales.with_prefill;
+    scales.prefill_by_tokens[b] = prefill_enough(b)       ? view.prefill_scale_by_tokens[b]
+                                  : prefill_enough(other) ? view.prefill_scale_by_tokens[other]
+                                                          : scales.with_prefill;
   }
+  const auto decode_enough = [&](size_t b) {
+    return Enough(view.decode_iterations_by_batch[b], view.decode_engine_s_by_batch[b]);
+  };
   const size_t buckets = scales.decode_by_batch.size();
   for (size_t b = 0; b < buckets; ++b) {
     scales.decode_by_batch[b] = scales.decode_only;
     for (size_t distance = 0; distance < buckets; ++distance) {
       const size_t below = b >= distance ? b - distance : buckets;
       const size_t above = b + distance;
-      if (below < buckets && view.decode_iterations_by_batch[below] >= kMinBucketIterations) {
+      if (below < buckets && decode_enough(below)) {
         scales.decode_by_batch[b] = view.decode_scale_by_batch[below];
         break;
       }
-      if (above < buckets && view.decode_iterations_by_batch[above] >= kMinBucketIterations) {
+      if (above < buckets && decode_enough(above)) {
         scales.decode_by_batch[b] = view.decode_scale_by_batch[above];
         break;
       }

@@ -38,9 +38,18 @@ struct IterationScales {
   }
 };
 
-// A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
-// on a tie), and the decode-only ratio when none has them.
+// A bucket with fewer iterations than this, and less engine time than kMinBucketEngineS, takes
+// its nearest bucket's ratio (the smaller batch's on a tie), and the decode-only ratio when none
+// has them.
 inline constexpr int64_t kMinBucketIterations = 3;
+// A bucket's ratio is engine time over composed time, summed: what makes it noisy is how little
+// engine time it averages, not how few iterations. A calibration's burst leaves 2-3 prefill
+// chunks over 256 tokens (1,000-2,047 tokens, 1.4-2.5 s each on a 2-vCPU VM): with the count
+// alone, two of them gave way to the small chunks' ratio (1.15-1.3, chunks beside ~60 decodes),
+// where the overload runs' large chunks ran at 1.0-1.1 of their price; as they hold about 30 % of
+// an overload run's time, saturation was under-predicted in seven of ten records (2.8 % on
+// average; results/validate-serving-avx512bf16-2026-12-07-overhead-pairs-second).
+inline constexpr double kMinBucketEngineS = 1.0;
 
 // The scales a served view gives: its engine seconds per composed second per kind (a kind it
 // never ran taking the other's), per decode batch bucket and per prefill tokens bucket.

@@ -152,10 +152,13 @@ ServedEngineView ViewServedEngine(const executor::EngineRecording& recording,
   view.decode_only_median_scale = MedianOrZero(decode_only);
   view.with_prefill_median_scale = MedianOrZero(with_prefill);
   view.between_iterations_s = MedianOrZero(between);
-  for (size_t b = 0; b < by_prefill_tokens_time.size(); ++b)
+  for (size_t b = 0; b < by_prefill_tokens_time.size(); ++b) {
     view.prefill_scale_by_tokens[b] = by_prefill_tokens_time[b].RatioOrZero();
+    view.prefill_engine_s_by_tokens[b] = by_prefill_tokens_time[b].engine_s;
+  }
   for (size_t b = 0; b < by_batch.size(); ++b) {
     view.decode_scale_by_batch[b] = by_batch_time[b].RatioOrZero();
+    view.decode_engine_s_by_batch[b] = by_batch_time[b].engine_s;
     view.decode_median_scale_by_batch[b] = MedianOrZero(by_batch[b]);
     view.decode_iterations_by_batch[b] = static_cast<int64_t>(by_batch[b].size());
   }
@@ -193,13 +196,15 @@ nlohmann::json ServedEngineView::ToJson() const {
     by_batch.push_back({{"up_to_sequences", up_to(kDecodeBatchUpTo[b])},
                         {"scale", decode_scale_by_batch[b]},
                         {"median_scale", decode_median_scale_by_batch[b]},
-                        {"iterations", decode_iterations_by_batch[b]}});
+                        {"iterations", decode_iterations_by_batch[b]},
+                        {"engine_s", decode_engine_s_by_batch[b]}});
   }
   nlohmann::json by_tokens = nlohmann::json::array();
   for (size_t b = 0; b < kPrefillTokensUpTo.size(); ++b) {
     by_tokens.push_back({{"up_to_tokens", up_to(kPrefillTokensUpTo[b])},
                          {"scale", prefill_scale_by_tokens[b]},
-                         {"iterations", prefill_iterations_by_tokens[b]}});
+                         {"iterations", prefill_iterations_by_tokens[b]},
+                         {"engine_s", prefill_engine_s_by_tokens[b]}});
   }
   return {{"engine_side", serving::ServingSummaryToJson(engine_side)},
           {"prefill_scale_by_tokens", by_tokens},

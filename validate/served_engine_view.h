@@ -73,9 +73,11 @@ struct ServedEngineView {
   static size_t PrefillTokensBucket(int64_t prefill_tokens);
   std::array<double, 2> prefill_scale_by_tokens{};  // summed, lone and beside decodes; 0: none
   std::array<int64_t, 2> prefill_iterations_by_tokens{};
+  std::array<double, 2> prefill_engine_s_by_tokens{};    // their summed wall time and hand-offs
   std::array<double, 5> decode_scale_by_batch{};         // summed as decode_only_scale; 0: none
   std::array<double, 5> decode_median_scale_by_batch{};  // the median ratio; 0: none
   std::array<int64_t, 5> decode_iterations_by_batch{};
+  std::array<double, 5> decode_engine_s_by_batch{};  // their summed wall time and hand-offs
 
   nlohmann::json ToJson() const;
 };

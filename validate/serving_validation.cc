@@ -595,7 +595,9 @@ void AddNotes(ServingValidationResult& result) {
       "/s, 70 % of the unscaled predicted saturation, then " +
       std::to_string(result.calibration_burst_requests) +
       " all at once; a decode-only iteration takes its batch bucket's (up to 8, 16, 32, "
-      "64 sequences, more; a bucket of fewer than 3 iterations its nearest one's); all "
+      "64 sequences, more; a bucket of fewer than 3 iterations and under 1 s of engine time "
+      "its nearest one's), an iteration with a prefill chunk its prefill tokens' (up to 256, "
+      "more; likewise the other's); all "
       "iterations' " +
       report::FormatNumber(result.engine_iteration_scale, 4) + ", median difference " +
       report::FormatNumber(result.engine_iteration_residual_s * 1e3, 4) +

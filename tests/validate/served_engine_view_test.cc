@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "validate/iteration_scales.h"
+
 namespace moelab::validate {
 namespace {
 
@@ -146,6 +148,57 @@ TEST(ServedEngineView, PrefillIterationsAreScaledByTheirPrefillTokens) {
   EXPECT_NEAR(view.prefill_scale_by_tokens[1], 0.010 / 0.010, 1e-12);
   EXPECT_EQ(ServedEngineView::PrefillTokensBucket(256), 0u);
   EXPECT_EQ(ServedEngineView::PrefillTokensBucket(257), 1u);
+}
+
+// Prices a decode at 10 ms and a prefill chunk at 0.5 ms a token.
+class HalfMsAPrefillToken : public sim::IterationPricer {
+ public:
+  double Seconds(const scheduler::IterationPlan& plan) override {
+    double seconds = 0;
+    for (const scheduler::BatchEntry& entry : plan.batch)
+      seconds += entry.prefill ? 0.0005 * static_cast<double>(entry.tokens) : 0.010;
+    return seconds;
+  }
+};
+
+TEST(IterationScales, ABucketWithEnoughEngineTimeKeepsItsOwnRatioWhateverItsCount) {
+  // Five 32-token chunks beside a decode (priced 10 + 16 = 26 ms) taking 39 ms each, 1 ms apart,
+  // then `large` lone chunks of 1,000 tokens (priced 500 ms) taking 550 ms each, 1 ms apart: the
+  // last leaves no work.
+  const auto record = [](int large) {
+    executor::EngineRecording recording;
+    double t = 0;
+    for (int i = 0; i < 5; ++i) {
+      recording.iterations.push_back(Iteration(t, 0.039, 1, true, true));
+      t += 0.040;
+    }
+    for (int i = 0; i < large; ++i) {
+      executor::EngineRecording::Iteration chunk = Iteration(t, 0.550, 0, true, i + 1 < large);
+      chunk.plan.batch[0].tokens = 1000;
+      chunk.plan.batch[0].context_tokens = 1000 * i;  // one prompt's chunks
+      recording.iterations.push_back(chunk);
+      t += 0.551;
+    }
+    return recording;
+  };
+  HalfMsAPrefillToken pricer;
+  // Two large chunks: 2 iterations, 1.101 s of engine time (two walls and the hand-off between
+  // them) over 1 s of price; enough time for their own ratio, 1.101.
+  const ServedEngineView two = ViewServedEngine(record(2), pricer);
+  ASSERT_EQ(two.prefill_iterations_by_tokens[1], 2);
+  EXPECT_NEAR(two.prefill_engine_s_by_tokens[1], 1.101, 1e-12);
+  // The small chunks: 5 x 39 ms and 4 hand-offs of 1 ms (the gap after the fifth is idle: nothing
+  // waited and the first large chunk continues no sequence) over 5 x 26 ms.
+  EXPECT_NEAR(two.prefill_scale_by_tokens[0], (5 * 0.039 + 4 * 0.001) / (5 * 0.026), 1e-12);
+  const IterationScales from_two = ScalesOf(two);
+  EXPECT_NEAR(from_two.prefill_by_tokens[1], 1.101, 1e-12);
+  EXPECT_NEAR(from_two.prefill_by_tokens[0], two.prefill_scale_by_tokens[0], 1e-12);
+  // One large chunk: 0.55 s, under kMinBucketEngineS and kMinBucketIterations: it takes the
+  // small chunks' ratio, as before.
+  const ServedEngineView one = ViewServedEngine(record(1), pricer);
+  ASSERT_EQ(one.prefill_iterations_by_tokens[1], 1);
+  EXPECT_LT(one.prefill_engine_s_by_tokens[1], kMinBucketEngineS);
+  EXPECT_NEAR(ScalesOf(one).prefill_by_tokens[1], one.prefill_scale_by_tokens[0], 1e-12);
 }
 
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
