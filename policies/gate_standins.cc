@@ -24,6 +24,7 @@ void GateProbabilities(const std::vector<int64_t>& counts, int64_t tokens, int64
 
 void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t experts,
                  std::vector<int64_t>& counts, std::vector<ExpertDemand>& demand) {
+  constexpr size_t kFewRoutings = 16;
   counts.assign(static_cast<size_t>(experts), 0);
   size_t routings = 0;
   for (const std::vector<int32_t>& token : routed) {
@@ -35,11 +36,11 @@ void CountDemand(const std::vector<std::vector<int32_t>>& routed, int64_t expert
   // again every layer, more than the branch costs.
   demand.clear();
   demand.reserve(static_cast<size_t>(experts));
-  if (routings * 4 <= static_cast<size_t>(experts)) {
+  if (routings <= kFewRoutings && routings * 4 <= static_cast<size_t>(experts)) {
     // Few routings (a decode step of one sequence): the routed experts sorted, each once, rather
     // than a walk over all E counts whose "routed?" branch the CPU cannot guess (it was a seventh
-    // of a batch-1 simulation's time on Mixtral, 2 of 8 experts a layer). Insertion sort: a few
-    // entries.
+    // of a batch-1 simulation's time on Mixtral, 2 of 8 experts a layer). Insertion sort, so at
+    // most kFewRoutings entries: its compares grow with their square.
     for (const std::vector<int32_t>& token : routed) {
       for (int32_t expert : token) {
         if (counts[static_cast<size_t>(expert)] < 0) continue;  // already placed

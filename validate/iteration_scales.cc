@@ -5,9 +5,13 @@
 namespace moelab::validate {
 namespace {
 
-// A bucket measured well enough to take its own ratio.
-bool Enough(int64_t iterations, double engine_s) {
-  return iterations >= kMinBucketIterations || (iterations > 0 && engine_s >= kMinBucketEngineS);
+// A decode bucket measured well enough to take its own ratio.
+bool DecodeEnough(int64_t iterations) { return iterations >= kMinBucketIterations; }
+
+// The same for a prefill bucket, whose few large chunks can hold seconds (kMinBucketEngineS).
+bool PrefillEnough(int64_t iterations, double engine_s, double ratio) {
+  return ratio > 0 &&
+         (iterations >= kMinBucketIterations || (iterations > 0 && engine_s >= kMinBucketEngineS));
 }
 
 }  // namespace
@@ -27,10 +31,11 @@ IterationScales ScalesOf(const ServedEngineView& view) {
       mixed_iterations >= kMinBucketIterations ? view.mixed_prefill_scale : any_prefill;
   scales.lone_prefill =
       view.lone_prefill_iterations >= kMinBucketIterations ? view.lone_prefill_scale : any_prefill;
-  // By prefill tokens: a bucket with too little (Enough) takes the other's when that has enough,
-  // else with_prefill.
+  // By prefill tokens: a bucket with too little (PrefillEnough) takes the other's when that has
+  // enough, else with_prefill.
   const auto prefill_enough = [&](size_t b) {
-    return Enough(view.prefill_iterations_by_tokens[b], view.prefill_engine_s_by_tokens[b]);
+    return PrefillEnough(view.prefill_iterations_by_tokens[b], view.prefill_engine_s_by_tokens[b],
+                         view.prefill_scale_by_tokens[b]);
   };
   for (size_t b = 0; b < scales.prefill_by_tokens.size(); ++b) {
     const size_t other = 1 - b;
@@ -39,7 +44,7 @@ IterationScales ScalesOf(const ServedEngineView& view) {
                                                           : scales.with_prefill;
   }
   const auto decode_enough = [&](size_t b) {
-    return Enough(view.decode_iterations_by_batch[b], view.decode_engine_s_by_batch[b]);
+    return DecodeEnough(view.decode_iterations_by_batch[b]);
   };
   const size_t buckets = scales.decode_by_batch.size();
   for (size_t b = 0; b < buckets; ++b) {

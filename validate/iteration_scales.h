@@ -38,12 +38,13 @@ struct IterationScales {
   }
 };
 
-// A bucket with fewer iterations than this, and less engine time than kMinBucketEngineS, takes
-// its nearest bucket's ratio (the smaller batch's on a tie), and the decode-only ratio when none
-// has them.
+// A bucket with fewer iterations than this takes its nearest bucket's ratio (the smaller batch's
+// on a tie), and the decode-only ratio when none has them; a prefill bucket keeps its own with
+// kMinBucketEngineS of engine time.
 inline constexpr int64_t kMinBucketIterations = 3;
-// A bucket's ratio is engine time over composed time, summed: what makes it noisy is how little
-// engine time it averages, not how few iterations. A calibration's burst leaves 2-3 prefill
+// A prefill bucket's ratio is engine time over composed time, summed: what makes it noisy is how
+// little engine time it averages, not how few iterations. (Decode buckets keep the count alone: a
+// decode of a second would be a stall, not a measurement.) A calibration's burst leaves 2-3 prefill
 // chunks over 256 tokens (1,000-2,047 tokens, 1.4-2.5 s each on a 2-vCPU VM): with the count
 // alone, two of them gave way to the small chunks' ratio (1.15-1.3, chunks beside ~60 decodes),
 // where the overload runs' large chunks ran at 1.0-1.1 of their price; as they hold about 30 % of

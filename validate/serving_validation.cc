@@ -434,11 +434,10 @@ void Judge(ServingValidationResult& result) {
 }  // namespace
 
 double ServingOverhead::ratio() const {
-  const size_t rounds = std::min(server_tokens_per_s.size(), run_tokens_per_s.size());
-  if (rounds == 0) return 0;
+  const size_t pairs = std::min(server_tokens_per_s.size(), run_tokens_per_s.size());
+  if (pairs == 0) return 0;
   std::vector<double> ratios;
-  for (size_t i = 0; i < rounds; ++i)
-    ratios.push_back(server_tokens_per_s[i] / run_tokens_per_s[i]);
+  for (size_t i = 0; i < pairs; ++i) ratios.push_back(server_tokens_per_s[i] / run_tokens_per_s[i]);
   return base::Median(ratios);
 }
 
@@ -547,11 +546,11 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
   result.measured_saturation_runs.push_back(SaturationOf(measured));
   progress.Done("round " + std::to_string(round + 1) + " overload",
                 count / result.predicted_saturation.requests_per_s);
-  // The serving-overhead pairs, the order alternating pair by pair (and the first by round).
+  // The serving-overhead pairs, the order alternating pair by pair across the rounds.
   ServingOverhead& overhead = result.overhead;
   std::vector<serving::RequestSpec> batch(static_cast<size_t>(overhead.batch));
   for (size_t i = 0; i < batch.size(); ++i)
-    batch[i] = {static_cast<int64_t>(i), 0, 8, request.overhead_output_tokens};
+    batch[i] = {static_cast<int64_t>(i), 0, kOverheadPromptTokens, request.overhead_output_tokens};
   for (int pair = 0; pair < request.overhead_pairs; ++pair) {
     const int order = round * request.overhead_pairs + pair;
     for (int side = 0; side < 2; ++side) {
@@ -559,8 +558,9 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
         overhead.server_tokens_per_s.push_back(
             AllDecodingTokensPerS(served.Serve(batch, nullptr, request.seed + 2)));
       } else {
-        overhead.run_tokens_per_s.push_back(served.RunDecodeTokensPerS(
-            overhead.batch, 8, request.overhead_output_tokens, request.seed + 2));
+        overhead.run_tokens_per_s.push_back(
+            served.RunDecodeTokensPerS(overhead.batch, kOverheadPromptTokens,
+                                       request.overhead_output_tokens, request.seed + 2));
       }
     }
   }
@@ -595,9 +595,9 @@ void AddNotes(ServingValidationResult& result) {
       "/s, 70 % of the unscaled predicted saturation, then " +
       std::to_string(result.calibration_burst_requests) +
       " all at once; a decode-only iteration takes its batch bucket's (up to 8, 16, 32, "
-      "64 sequences, more; a bucket of fewer than 3 iterations and under 1 s of engine time "
-      "its nearest one's), an iteration with a prefill chunk its prefill tokens' (up to 256, "
-      "more; likewise the other's); all "
+      "64 sequences, more; a bucket of fewer than 3 iterations its nearest one's), an "
+      "iteration with a prefill chunk its prefill tokens' (up to 256, more; a bucket of fewer "
+      "than 3 iterations and under 1 s of engine time the other's); all "
       "iterations' " +
       report::FormatNumber(result.engine_iteration_scale, 4) + ", median difference " +
       report::FormatNumber(result.engine_iteration_residual_s * 1e3, 4) +
@@ -678,6 +678,15 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
   run.seed = request.seed;
   run.threads = request.threads;
   impl::ServedModelUnderTest served(run, request.scheduler, presets);
+  // Before the profile and the runs: the server would refuse the pair's requests only after them.
+  if (kOverheadPromptTokens + request.overhead_output_tokens > served.config().max_sequence_tokens)
+    throw base::Error(
+        "--overhead-output-tokens " + std::to_string(request.overhead_output_tokens) + ": " +
+        std::to_string(kOverheadPromptTokens) +
+        " prompt tokens and these exceed the server's sequence limit of " +
+        std::to_string(served.config().max_sequence_tokens) +
+        " tokens (--max-sequence-tokens; by default the smaller of the KV budget and the "
+        "model's positions)");
   result.profile_reused = request.profile.has_value();
   result.profile = ProfileFor(request, presets);
   result.machine = result.profile.value("machine", nlohmann::json::object());

@@ -72,6 +72,7 @@ struct ServingValidationRequest {
 inline constexpr int64_t kMinServingRequests = 16;
 // The serving-overhead pair's bounds: each pair is two decodes of --overhead-output-tokens steps.
 inline constexpr int kMaxOverheadPairs = 100;
+inline constexpr int64_t kOverheadPromptTokens = 8;  // each of the pair's requests
 inline constexpr int64_t kMaxOverheadOutputTokens = 65536;
 // Calibration runs before the first round, their scales' medians setting the judged rates and the
 // SLO (later rounds calibrate once each).

@@ -145,7 +145,7 @@ nlohmann::json ServingValidationToJson(const ServingValidationResult& result) {
                   OptionalNumber(result.measured_crossing_p99_higher_per_s)},
                  {"rounds", round_crossings}};
   json["serving_overhead"] = {{"batch", result.overhead.batch},
-                              {"prompt_tokens", 8},
+                              {"prompt_tokens", kOverheadPromptTokens},
                               {"output_tokens", request.overhead_output_tokens},
                               {"pairs_per_round", result.overhead.pairs_per_round},
                               {"server_tokens_per_s", result.overhead.server_tokens_per_s},

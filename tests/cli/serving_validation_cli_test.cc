@@ -213,6 +213,22 @@ TEST(ServingValidationCli, RefusesMixedCasesAndBadOptions) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--overhead-output-tokens 3: expected 4..65536"), std::string::npos)
       << r.err;
+  r = RunMoelab(std::string("validate --cases serving --quick --overhead-pairs 101") + kTinyShape);
+  EXPECT_NE(r.err.find("--overhead-pairs 101: expected 1..100"), std::string::npos) << r.err;
+  r = RunMoelab(std::string("validate --cases serving --quick --overhead-output-tokens 65537") +
+                kTinyShape);
+  EXPECT_NE(r.err.find("--overhead-output-tokens 65537: expected 4..65536"), std::string::npos)
+      << r.err;
+  // Past the served sequence limit (1,024 KV blocks of 16 tokens, the model's 4,096 positions):
+  // refused before the profile, naming the option and the limit.
+  r = RunMoelab(std::string("validate --cases serving --quick --overhead-output-tokens 5000") +
+                kTinyShape);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--overhead-output-tokens 5000: 8 prompt tokens and these exceed the "
+                       "server's sequence limit of 4096"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("profile"), std::string::npos) << r.err;
   r = RunMoelab("validate --cases decode --overhead-pairs 2");
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("--overhead-pairs: only with --cases serving"), std::string::npos) << r.err;

@@ -80,6 +80,16 @@ TEST(CountDemand, FewRoutingsComeOutAscendingWhateverTheirOrder) {
   EXPECT_EQ(demand[2].expert, 40);
   EXPECT_EQ(counts[3], 2);
   EXPECT_EQ(counts[40], 1);
+  // An expert twice in one token (no routing does it; counted as given), and no experts at all.
+  CountDemand({{3, 3, 5}}, 64, counts, demand);
+  ASSERT_EQ(demand.size(), 2u);
+  EXPECT_EQ(demand[0].expert, 3);
+  EXPECT_EQ(demand[0].tokens, 2);
+  EXPECT_EQ(demand[1].expert, 5);
+  EXPECT_EQ(counts[3], 2);
+  CountDemand({{}}, 0, counts, demand);
+  EXPECT_TRUE(counts.empty());
+  EXPECT_TRUE(demand.empty());
 }
 
 }  // namespace

@@ -163,8 +163,8 @@ class HalfMsAPrefillToken : public sim::IterationPricer {
 
 TEST(IterationScales, ABucketWithEnoughEngineTimeKeepsItsOwnRatioWhateverItsCount) {
   // Five 32-token chunks beside a decode (priced 10 + 16 = 26 ms) taking 39 ms each, 1 ms apart,
-  // then `large` lone chunks of 1,000 tokens (priced 500 ms) taking 550 ms each, 1 ms apart: the
-  // last leaves no work.
+  // then `large` lone chunks of 1,000 tokens (priced 500 ms) taking 550 ms each, 1 ms apart, one
+  // prompt's (each after the first continues it, so the gaps between them are hand-offs).
   const auto record = [](int large) {
     executor::EngineRecording recording;
     double t = 0;
@@ -199,6 +199,25 @@ TEST(IterationScales, ABucketWithEnoughEngineTimeKeepsItsOwnRatioWhateverItsCoun
   ASSERT_EQ(one.prefill_iterations_by_tokens[1], 1);
   EXPECT_LT(one.prefill_engine_s_by_tokens[1], kMinBucketEngineS);
   EXPECT_NEAR(ScalesOf(one).prefill_by_tokens[1], one.prefill_scale_by_tokens[0], 1e-12);
+}
+
+TEST(IterationScales, ADecodeBucketTakesItsNearestByCountAlone) {
+  // Four decodes of 2 sequences (bucket 0) at their price, then one decode of 20 sequences
+  // (bucket 2) taking 1.5 s on a 200 ms price: a stall, however long, is one iteration.
+  executor::EngineRecording recording;
+  double t = 0;
+  for (int i = 0; i < 4; ++i) {
+    recording.iterations.push_back(Iteration(t, 0.020, 2, false, true));
+    t += 0.020;
+  }
+  recording.iterations.push_back(Iteration(t, 1.5, 20, false, false));
+  TenMsAnEntry pricer;
+  const ServedEngineView view = ViewServedEngine(recording, pricer);
+  ASSERT_EQ(view.decode_iterations_by_batch[2], 1);
+  EXPECT_GE(view.decode_engine_s_by_batch[2], 1.0);
+  const IterationScales scales = ScalesOf(view);
+  for (size_t b = 0; b < scales.decode_by_batch.size(); ++b)
+    EXPECT_NEAR(scales.decode_by_batch[b], view.decode_scale_by_batch[0], 1e-12) << b;
 }
 
 TEST(ServedEngineView, NoIterationOfAKindGivesZero) {
