@@ -183,12 +183,15 @@ class ProfileRunner {
     return measured;
   }
 
-  // Prepare, every round back to back on `bench`, Finish: for points measured after the
-  // interleaved rounds (the ridge points, placed from their results).
-  std::vector<Measured> Run(OperatorBench& bench, const std::vector<GridPoint>& points) {
-    const Group group = Prepare(bench, points);
-    for (int round = 0; round < spec_.repetitions; ++round) RunRound(bench, group);
-    return Finish(bench, group);
+  // Each point's tokens and median seconds over the rounds run so far (failed points left out).
+  std::vector<std::pair<int64_t, double>> TokensSecondsSoFar(const OperatorBench& bench,
+                                                             const Group& group) const {
+    std::vector<std::pair<int64_t, double>> curve;
+    for (size_t i = 0; i < group.points.size(); ++i) {
+      const Timing t = collector_.Get(group.names[i]);
+      if (!t.failed) curve.push_back({group.points[i].tokens, t.median_s * bench.time_scale()});
+    }
+    return curve;
   }
 
   // A group that could not be prepared: its points count as done for the progress line.
@@ -371,7 +374,94 @@ std::vector<std::vector<GridPoint>> FamiliesOf(const std::vector<GridPoint>& gri
 // The samples of every family's rounds, and which families were left out whole.
 struct RoundsMeasured {
   std::vector<Measured> measured;
-  std::vector<bool> skipped;  // by family
+  std::vector<bool> skipped;       // by family
+  nlohmann::json ridge = nullptr;  // the profile's grid.ridge
+};
+
+bool IsCpuExperts(const std::vector<GridPoint>& family) {
+  return family.front().family == OperatorFamily::kExpertFfn && family.front().device == "cpu";
+}
+
+// The ridge point of this machine's CPU expert FFN and the points around it: placed from the
+// expert family's first round, then measured in every round right after that family, on a bench
+// built each round as the grid's are. Measured after the grid, back to back on one bench, they
+// read 1.1-1.9x their grid neighbours (README.md, "Ridge points").
+class RidgeRounds {
+ public:
+  RidgeRounds(const BenchEnvironment& env, int point_count, ProfileRunner& runner)
+      : env_(env), point_count_(point_count), runner_(runner) {}
+
+  // After the CPU expert family's round `round` (its points: `group`; `curve`: their tokens and
+  // seconds so far, read in round 0 only).
+  void AfterExpertRound(int round, int rounds, const std::vector<std::pair<int64_t, double>>& curve,
+                        const ProfileRunner::Group& group, RoundsMeasured& result) {
+    if (point_count_ <= 0 || given_up_) return;
+    if (round == 0) Place(curve, group, result);
+    if (points_.empty()) return;
+    try {
+      const std::unique_ptr<OperatorBench> bench = MakeOperatorBench(points_, env_);
+      if (round == 0) group_ = runner_.Prepare(*bench, points_);
+      runner_.RunRound(*bench, *group_);
+      if (round + 1 == rounds) {
+        std::vector<Measured> more = runner_.Finish(*bench, *group_);
+        result.measured.insert(result.measured.end(), more.begin(), more.end());
+        points_.clear();
+      }
+    } catch (const std::exception& e) {
+      GiveUp("could not be prepared for round " + std::to_string(round + 1) + ": " + e.what(),
+             result);
+    }
+  }
+
+  // After the last round: the expert family left out before the ridge points' last round.
+  void Unfinished(RoundsMeasured& result) {
+    if (!points_.empty())
+      GiveUp("the expert_ffn cpu family was left out before their last round", result);
+  }
+
+ private:
+  void Place(const std::vector<std::pair<int64_t, double>>& curve,
+             const ProfileRunner::Group& group, RoundsMeasured& result) {
+    try {
+      std::vector<int64_t> taken;
+      for (const GridPoint& p : group.points) taken.push_back(p.tokens);
+      const double r = EstimateRidgeTokens(curve);
+      nlohmann::json tokens = nlohmann::json::array();
+      for (int64_t t : RidgeTokens(r, point_count_, taken)) {
+        points_.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
+        tokens.push_back(t);
+      }
+      result.ridge = {{"tokens_per_expert", r}, {"points", tokens}};
+      runner_.notes().push_back(
+          "expert_ffn cpu: ridge point estimated at " + std::to_string(std::lround(r)) +
+          " tokens per expert (fastest time at <= 8 tokens / time per token at the largest "
+          "counts, from the first round); " +
+          std::to_string(points_.size()) + " points added around it, measured in every round");
+    } catch (const std::exception& e) {
+      points_.clear();
+      GiveUp(e.what(), result);
+    }
+  }
+
+  // No ridge points in the profile: none placed, or their rounds not all measured (counted done
+  // for the progress line).
+  void GiveUp(const std::string& why, RoundsMeasured& result) {
+    given_up_ = true;
+    result.ridge = nullptr;
+    if (points_.empty()) {
+      runner_.notes().push_back("expert_ffn cpu: no ridge points: " + why);
+    } else {
+      runner_.Skip(points_, "ridge points: " + why);
+      points_.clear();
+    }
+  }
+
+  const BenchEnvironment& env_;
+  int point_count_;
+  ProfileRunner& runner_;
+  std::vector<GridPoint> points_;  // placed and not finished
+  std::optional<ProfileRunner::Group> group_;
+  bool given_up_ = false;
 };
 
 // Rounds across the whole grid: round r measures every family's points once, then round r + 1
@@ -384,11 +474,14 @@ struct RoundsMeasured {
 // scatter the other families' samples: on 2026-12-04 two quick profiles of each kind, alternated,
 // on one 2-vCPU EPYC VM: the samples' (max - min) / median at p90 1.34 and 0.88 with the benches
 // kept, 0.33 and 0.44 without, expert_ffn at 1 token 2.9 and 1.2 ms against 0.45 and 0.45
-// (results/ci-times.md). `after_round` (may be empty) runs after each round.
+// (results/ci-times.md). The ridge points (RidgeRounds) follow the CPU expert family in every
+// round. `after_round` (may be empty) runs after each round.
 RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families,
-                             const BenchEnvironment& env, int rounds, ProfileRunner& runner,
+                             const BenchEnvironment& env, int rounds, int ridge_point_count,
+                             ProfileRunner& runner,
                              const std::function<void(int round, int rounds)>& after_round) {
   RoundsMeasured result{{}, std::vector<bool>(families.size(), false)};
+  RidgeRounds ridge(env, ridge_point_count, runner);
   std::vector<std::optional<ProfileRunner::Group>> prepared(families.size());
   for (int round = 0; round < rounds; ++round) {
     for (size_t f = 0; f < families.size(); ++f) {
@@ -415,53 +508,18 @@ RoundsMeasured MeasureRounds(const std::vector<std::vector<GridPoint>>& families
         result.measured.insert(result.measured.end(), family_measured.begin(),
                                family_measured.end());
       }
+      if (IsCpuExperts(families[f])) {
+        const std::vector<std::pair<int64_t, double>> curve =
+            round == 0 ? runner.TokensSecondsSoFar(*bench, *prepared[f])
+                       : std::vector<std::pair<int64_t, double>>{};
+        bench.reset();  // one family's memory at a time
+        ridge.AfterExpertRound(round, rounds, curve, *prepared[f], result);
+      }
     }
     if (after_round) after_round(round + 1, rounds);
   }
+  ridge.Unfinished(result);
   return result;
-}
-
-// The ridge point of this machine's CPU expert FFN, from the samples of `rounds`, and the points
-// measured around it (appended to rounds.measured): the profile's grid.ridge, null when the grid
-// asks for none or its expert_ffn cpu family was left out. A failure is a note, not an error.
-nlohmann::json MeasureRidgePoints(const std::vector<std::vector<GridPoint>>& families,
-                                  const BenchEnvironment& env, int ridge_point_count,
-                                  ProfileRunner& runner, RoundsMeasured& rounds) {
-  nlohmann::json ridge = nullptr;
-  for (size_t f = 0; f < families.size(); ++f) {
-    const std::vector<GridPoint>& group = families[f];
-    if (rounds.skipped[f] || group.front().family != OperatorFamily::kExpertFfn ||
-        group.front().device != "cpu" || ridge_point_count <= 0)
-      continue;
-    std::vector<std::pair<int64_t, double>> curve;
-    std::vector<int64_t> taken;
-    for (const Measured& m : rounds.measured) {
-      if (m.point.family != OperatorFamily::kExpertFfn || m.point.device != "cpu") continue;
-      curve.push_back({m.point.tokens, m.sample["median_s"].get<double>()});
-      taken.push_back(m.point.tokens);
-    }
-    try {
-      const double r = EstimateRidgeTokens(curve);
-      std::vector<GridPoint> ridge_points;
-      for (int64_t t : RidgeTokens(r, ridge_point_count, taken)) {
-        ridge_points.push_back(GridPoint{OperatorFamily::kExpertFfn, "cpu", t, 0, 0});
-      }
-      nlohmann::json tokens = nlohmann::json::array();
-      for (const GridPoint& p : ridge_points) tokens.push_back(p.tokens);
-      ridge = {{"tokens_per_expert", r}, {"points", tokens}};
-      runner.notes().push_back("expert_ffn cpu: ridge point estimated at " +
-                               std::to_string(std::lround(r)) +
-                               " tokens per expert (fastest time at <= 8 tokens / time per token "
-                               "at the largest counts); " +
-                               std::to_string(ridge_points.size()) + " points added around it");
-      const std::unique_ptr<OperatorBench> bench = MakeOperatorBench(ridge_points, env);
-      std::vector<Measured> more = runner.Run(*bench, ridge_points);
-      rounds.measured.insert(rounds.measured.end(), more.begin(), more.end());
-    } catch (const std::exception& e) {
-      runner.notes().push_back(std::string("expert_ffn cpu: no ridge points: ") + e.what());
-    }
-  }
-  return ridge;
 }
 
 // The samples in the profile's order: CPU first, then by device, operator family and shape.
@@ -542,9 +600,8 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
 
   ProfileRunner runner(spec, target, draft, request.progress, total);
   const std::vector<std::vector<GridPoint>> families = FamiliesOf(grid);
-  RoundsMeasured rounds =
-      MeasureRounds(families, env, spec.repetitions, runner, request.after_round);
-  nlohmann::json ridge = MeasureRidgePoints(families, env, spec.ridge_points, runner, rounds);
+  RoundsMeasured rounds = MeasureRounds(families, env, spec.repetitions, spec.ridge_points, runner,
+                                        request.after_round);
   std::vector<std::string> notes = machine.notes;
   for (const std::string& note : runner.notes()) notes.push_back(note);
 
@@ -558,7 +615,7 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
       {"repetitions", spec.repetitions},
       {"min_time_s", spec.min_time_s},
       {"points", total},
-      {"ridge", std::move(ridge)},
+      {"ridge", std::move(rounds.ridge)},
       {"timing",
        "Google Benchmark; real time for CPU kernels and memcpy, manual time for attention "
        "(the executor's attention_s), storage_read (pread only) and GPU operators"}};

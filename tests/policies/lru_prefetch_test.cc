@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <random>
 
 #include "policies/registry.h"
 #include "routing/routing_source.h"
@@ -86,6 +87,49 @@ TEST(LruPrefetchPolicy, TopNIncludesCachedExpertsWhichNeedNoLoad) {
   // The most likely next expert (0) is cached: nothing to load, and N = 1 stops there.
   const LayerPlan plan = Plan(*policy, {0, {{0, 1}}, {0.9f, 0.0f, 0.0f, 0.5f}});
   EXPECT_TRUE(plan.prefetches.empty());
+}
+
+// The speculative loads are the N best-scored experts of the next layer, ties going to the more
+// popular (then the lower index) as a stable sort of the popularity order gives them, on either
+// path: the per-expert ranks (E <= 16) or the sorted list (larger E). Scores from a few values,
+// so ties are common, and zeros, which are never loaded.
+TEST(LruPrefetchPolicy, SpeculativeLoadsAreTheBestScoredStablyByPopularity) {
+  std::mt19937 random(7);
+  for (const int64_t experts : {3, 8, 16, 17, 40}) {
+    for (const int64_t n : {1, 2, 3}) {
+      for (int trial = 0; trial < 200; ++trial) {
+        policies::OffloadSetup setup = TinySetup(2, experts, 1, 2, n);
+        setup.popularity.assign(2, std::vector<double>(static_cast<size_t>(experts)));
+        for (auto& layer : setup.popularity)
+          for (double& count : layer) count = static_cast<double>(random() % 4);
+        auto policy = MakeOffloadPolicy("lru-prefetch", Options(1, n, n), setup);
+        policy->InitialPlacement();
+        std::vector<float> scores(static_cast<size_t>(experts));
+        for (float& score : scores) score = static_cast<float>(random() % 5) * 0.25f;
+        std::vector<int32_t> order(static_cast<size_t>(experts));
+        for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int32_t>(e);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return setup.popularity[1][a] > setup.popularity[1][b];
+        });
+        const int32_t cached = order[0];  // layer 1's one cached expert, the most popular
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+        std::vector<int32_t> expected;
+        for (int64_t i = 0; i < std::min(n, experts); ++i) {
+          if (scores[order[i]] <= 0) break;
+          if (order[i] != cached) expected.push_back(order[i]);
+        }
+        Demand demand{0, {{0, 1}}, scores};
+        const LayerPlan plan = Plan(*policy, demand);
+        std::vector<int32_t> loaded;
+        for (const PrefetchRequest& fetch : plan.prefetches) {
+          EXPECT_EQ(fetch.expert.layer, 1);
+          loaded.push_back(fetch.expert.expert);
+        }
+        ASSERT_EQ(loaded, expected) << "E " << experts << " N " << n << " trial " << trial;
+      }
+    }
+  }
 }
 
 // Closed form. One layer's cache of k experts out of E, each token routed to K distinct experts

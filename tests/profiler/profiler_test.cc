@@ -105,12 +105,22 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   ASSERT_NO_THROW(ValidateProfile(profile));
   ASSERT_EQ(after_rounds, (std::vector<std::pair<int, int>>{{1, 2}, {2, 2}}));
   // A point's line is printed when its last round is in: none after round 1 of 2 (only the rounds'
-  // lines with the time left), every grid point's by the second call, the ridge points' after it.
-  EXPECT_EQ(progress.str().substr(0, progress_at[0]).find("median"), std::string::npos);
-  EXPECT_NE(progress.str().substr(0, progress_at[0]).find(" s left\n"), std::string::npos);
+  // lines with the time left), every point's, the ridge points' too, by the second call.
+  const std::string first_round = progress.str().substr(0, progress_at[0]);
+  EXPECT_EQ(first_round.find("median"), std::string::npos);
+  EXPECT_NE(first_round.find(" s left\n"), std::string::npos);
   EXPECT_GT(progress_at[1], 0u);
   EXPECT_NE(progress.str().substr(0, progress_at[1]).find("expert_ffn"), std::string::npos);
-  EXPECT_GT(progress.str().size(), progress_at[1]);
+  EXPECT_EQ(progress.str().size(), progress_at[1]);
+  // The ridge points are placed after the expert family's first round and measured in every round
+  // right after it (a bench built each round, as the grid's), not back to back after the grid: in
+  // round 1, two expert rounds of 3 points, the grid's then the ridge's, before attention's.
+  const std::string expert_round = "expert_ffn cpu: a round of 3 points done";
+  const size_t grid_round = first_round.find(expert_round);
+  ASSERT_NE(grid_round, std::string::npos) << first_round;
+  const size_t ridge_round = first_round.find(expert_round, grid_round + 1);
+  ASSERT_NE(ridge_round, std::string::npos) << first_round;
+  EXPECT_LT(ridge_round, first_round.find("attention_decode cpu: a round of")) << first_round;
 
   EXPECT_EQ(profile["schema"], "moelab.profile/1");
   EXPECT_EQ(profile["quick"], true);
@@ -164,14 +174,15 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_TRUE(HasNote(profile, "ridge point estimated"));
   EXPECT_TRUE(HasNote(profile, "GPU operators not measured"));
 
-  // One progress line per point: 3 + 4 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 3 ridge = 26; the
-  // ridge points last, placed from the grid's expert samples once every round of the grid is done.
+  // One progress line per point: 3 + 3 ridge + 4 + 2 + 2 + 2 + 2 + 2 + 2 + 2 + 2 = 26; the ridge
+  // points right after the expert family's.
   const std::string lines = progress.str();
   EXPECT_NE(lines.find("[1/26] expert_ffn cpu tokens=1: median"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[18/26] storage_read cpu"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[21/26] expert_load cpu"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[23/26] norms_residual cpu"), std::string::npos) << lines;
-  EXPECT_NE(lines.find("[26/26] expert_ffn cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[6/26] expert_ffn cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[7/26] attention_decode cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[21/26] storage_read cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[24/26] expert_load cpu"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[26/26] norms_residual cpu"), std::string::npos) << lines;
   // And a line after every round of a group, before its points' lines, with the time left.
   EXPECT_NE(lines.find("[0/26] expert_ffn cpu: a round of "), std::string::npos) << lines;
   EXPECT_NE(lines.find(" s left\n"), std::string::npos) << lines;
