@@ -490,6 +490,7 @@ namespace {
 struct Progress {
   std::ostream* out = nullptr;
   double left_s = 0;
+  double overhead_pair_s = 0;  // a serving-overhead pair: the server's batch and `run`'s
   void Done(const std::string& what, double predicted_s) {
     left_s = std::max(0.0, left_s - predicted_s);
     if (!out) return;
@@ -497,6 +498,15 @@ struct Progress {
          << report::FormatNumber(left_s, 3) << " s left\n";
   }
 };
+
+// The serving-overhead pair's batch: overhead_batch requests, all at once, of
+// kOverheadPromptTokens prompt and overhead_output_tokens output tokens.
+std::vector<serving::RequestSpec> OverheadBatch(const ServingValidationRequest& request) {
+  std::vector<serving::RequestSpec> batch(static_cast<size_t>(request.overhead_batch));
+  for (size_t i = 0; i < batch.size(); ++i)
+    batch[i] = {static_cast<int64_t>(i), 0, kOverheadPromptTokens, request.overhead_output_tokens};
+  return batch;
+}
 
 void RunRound(const ServingValidationRequest& request, int round, Predictor& predictor,
               impl::ServedModelUnderTest& served, ServingValidationResult& result,
@@ -548,9 +558,7 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
                 count / result.predicted_saturation.requests_per_s);
   // The serving-overhead pairs, the order alternating pair by pair across the rounds.
   ServingOverhead& overhead = result.overhead;
-  std::vector<serving::RequestSpec> batch(static_cast<size_t>(overhead.batch));
-  for (size_t i = 0; i < batch.size(); ++i)
-    batch[i] = {static_cast<int64_t>(i), 0, kOverheadPromptTokens, request.overhead_output_tokens};
+  const std::vector<serving::RequestSpec> batch = OverheadBatch(request);
   for (int pair = 0; pair < request.overhead_pairs; ++pair) {
     const int order = round * request.overhead_pairs + pair;
     for (int side = 0; side < 2; ++side) {
@@ -563,6 +571,9 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
                                        request.overhead_output_tokens, request.seed + 2));
       }
     }
+    progress.Done("round " + std::to_string(round + 1) + " overhead pair " +
+                      std::to_string(pair + 1) + "/" + std::to_string(request.overhead_pairs),
+                  progress.overhead_pair_s);
   }
 }
 
@@ -735,6 +746,9 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
   for (const ServingRate& rate : result.rates)
     progress.left_s += count / rate.rate_per_s * request.repeat;
   progress.left_s += count / result.predicted_saturation.requests_per_s * request.repeat;
+  // Each pair serves the batch once and runs it once through `run`: about twice its prediction.
+  progress.overhead_pair_s = 2 * predictor.Predict(OverheadBatch(request)).duration_s;
+  progress.left_s += progress.overhead_pair_s * request.overhead_pairs * request.repeat;
   for (int round = 0; round < request.repeat; ++round)
     RunRound(request, round, predictor, served, result, progress);
   Judge(result);

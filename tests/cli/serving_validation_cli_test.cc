@@ -28,10 +28,24 @@ constexpr char kTinyLoad[] =
 
 TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
   const std::filesystem::path dir = testing::MakeTempDir("cli-validate-serving") / "out";
-  const CliRun r = RunMoelab(std::string("validate --cases serving --quick --quiet --repeat 1 "
+  const CliRun r = RunMoelab(std::string("validate --cases serving --quick --repeat 1 "
                                          "--json --cache-bytes 8MiB --profile-rounds 2 --out ") +
                              dir.string() + kTinyShape + kTinyLoad);
   ASSERT_EQ(r.status, 0) << r.err;
+  // The time left counts the overhead pairs, which run last in a round (here about half of it:
+  // 2,000 output tokens each side): after the overload run it is still most of their time, after
+  // the last pair it is near 0.
+  const auto left_s = [&](const std::string& what) {
+    const std::string line = "validate --cases serving: round 1 " + what + " done; about ";
+    const size_t at = r.err.find(line);
+    return at == std::string::npos ? -1.0 : std::stod(r.err.substr(at + line.size()));
+  };
+  const double after_overload = left_s("overload"), after_first = left_s("overhead pair 1/2"),
+               after_last = left_s("overhead pair 2/2");
+  EXPECT_GT(after_first, 0.3 * after_overload) << r.err;
+  EXPECT_LT(after_first, 0.7 * after_overload) << r.err;
+  EXPECT_GE(after_last, 0) << r.err;
+  EXPECT_LT(after_last, 0.1 * after_overload) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["schema"], "moelab.validation_serving/1");
   for (const char* key : {"machine", "model", "scheduler", "load", "saturation", "rates",
