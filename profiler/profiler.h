@@ -69,7 +69,11 @@ nlohmann::json RunProfile(const ProfileRequest& request, const model::PresetStor
 executor::ExecutorConfig ProfiledTargetConfig(const ProfileRequest& request,
                                               const model::PresetStore& presets);
 
-// Throws moelab::Error naming the first field of `profile` that does not follow moelab.profile/1.
+// The schema a profile document names (and ValidateProfile requires).
+inline constexpr const char* kProfileSchema = "moelab.profile/1";
+
+// Throws moelab::Error naming the first field of `profile` that does not follow moelab.profile/1
+// (profile_file.cc, with RequireOutputFolder and WriteProfile).
 void ValidateProfile(const nlohmann::json& profile);
 
 // Throws moelab::Error when the folder `out` would be written to does not exist (checked before

@@ -32,9 +32,9 @@ TEST(ServingValidationCli, QuickRunMeasuresAndPredictsEveryRate) {
                                          "--json --cache-bytes 8MiB --profile-rounds 2 --out ") +
                              dir.string() + kTinyShape + kTinyLoad);
   ASSERT_EQ(r.status, 0) << r.err;
-  // The time left counts the overhead pairs, which run last in a round (here about half of it:
-  // 2,000 output tokens each side): after the overload run it is still most of their time, after
-  // the last pair it is near 0.
+  // The time left counts the overhead pairs, which run last in a round (2,000 output tokens each
+  // side: most of the round's predicted time): after the first of two pairs about half of it is
+  // left, after the last near none.
   const auto left_s = [&](const std::string& what) {
     const std::string line = "validate --cases serving: round 1 " + what + " done; about ";
     const size_t at = r.err.find(line);

@@ -90,9 +90,9 @@ TEST(LruPrefetchPolicy, TopNIncludesCachedExpertsWhichNeedNoLoad) {
 }
 
 // The speculative loads are the N best-scored experts of the next layer, ties going to the more
-// popular (then the lower index) as a stable sort of the popularity order gives them, on either
-// path: the per-expert ranks (E <= 16) or the sorted list (larger E). Scores from a few values,
-// so ties are common, and zeros, which are never loaded.
+// popular (then the lower index) as a stable sort of the popularity order gives them, at expert
+// counts around a 16-lane vector's. Scores from a few values, so ties are common, and zeros,
+// which are never loaded.
 TEST(LruPrefetchPolicy, SpeculativeLoadsAreTheBestScoredStablyByPopularity) {
   std::mt19937 random(7);
   for (const int64_t experts : {3, 8, 16, 17, 40}) {

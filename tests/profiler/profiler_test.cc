@@ -114,13 +114,16 @@ TEST_F(ProfilerTest, TinyProfileHasEveryCpuFamilyAndIsSchemaValid) {
   EXPECT_EQ(progress.str().size(), progress_at[1]);
   // The ridge points are placed after the expert family's first round and measured in every round
   // right after it (a bench built each round, as the grid's), not back to back after the grid: in
-  // round 1, two expert rounds of 3 points, the grid's then the ridge's, before attention's.
+  // round 1, two expert rounds of 3 points (the grid's 3 and the 3 ridge points), before
+  // attention's.
   const std::string expert_round = "expert_ffn cpu: a round of 3 points done";
   const size_t grid_round = first_round.find(expert_round);
   ASSERT_NE(grid_round, std::string::npos) << first_round;
   const size_t ridge_round = first_round.find(expert_round, grid_round + 1);
   ASSERT_NE(ridge_round, std::string::npos) << first_round;
-  EXPECT_LT(ridge_round, first_round.find("attention_decode cpu: a round of")) << first_round;
+  const size_t attention_round = first_round.find("attention_decode cpu: a round of");
+  ASSERT_NE(attention_round, std::string::npos) << first_round;
+  EXPECT_LT(ridge_round, attention_round) << first_round;
 
   EXPECT_EQ(profile["schema"], "moelab.profile/1");
   EXPECT_EQ(profile["quick"], true);
@@ -391,6 +394,29 @@ TEST_F(ProfilerTest, AFamilyThatCannotBePreparedIsSkippedWithANote) {
   EXPECT_EQ(ByOperator(profile).count("storage_read"), 0u);
   EXPECT_EQ(ByOperator(profile).count("memcpy_host"), 1u);
   EXPECT_TRUE(HasNote(profile, "storage_read cpu: skipped")) << profile["notes"].dump(1);
+}
+
+// A ridge that cannot be placed (one expert token count: no slope) leaves grid.ridge null with a
+// note, and the progress still reaches its total, which counted the ridge points.
+TEST_F(ProfilerTest, RidgePointsThatCannotBePlacedAreNotedAndCountedDone) {
+  std::ostringstream progress;
+  ProfileRequest request = TinyRequest(dir_);
+  request.progress = &progress;
+  GridSpec grid;
+  grid.expert_tokens = {4};
+  grid.ridge_points = 3;
+  grid.repetitions = 2;
+  grid.min_time_s = 0.001;
+  request.grid = grid;
+  const nlohmann::json profile = RunProfile(request, Presets());
+  ASSERT_NO_THROW(ValidateProfile(profile));
+  EXPECT_TRUE(profile["grid"]["ridge"].is_null()) << profile["grid"].dump();
+  EXPECT_EQ(ByOperator(profile).at("expert_ffn").size(), 1u);
+  EXPECT_TRUE(HasNote(profile, "expert_ffn cpu: no ridge points: ")) << profile["notes"].dump(1);
+  const std::string lines = progress.str();
+  // Given up after the first round (counted then), the grid's point done after the last.
+  EXPECT_NE(lines.find("[3/4] expert_ffn cpu: no ridge points: "), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[4/4] expert_ffn cpu tokens=4: median"), std::string::npos) << lines;
 }
 
 TEST_F(ProfilerTest, BadInputIsRefusedBeforeAnythingRuns) {
