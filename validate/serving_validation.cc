@@ -491,6 +491,7 @@ struct Progress {
   std::ostream* out = nullptr;
   double left_s = 0;
   double overhead_pair_s = 0;  // a serving-overhead pair: the server's batch and `run`'s
+  double calibration_s = 0;    // a later round's calibration: its paced run and its burst
   void Done(const std::string& what, double predicted_s) {
     left_s = std::max(0.0, left_s - predicted_s);
     if (!out) return;
@@ -514,6 +515,7 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
   const int64_t count = result.request.requests;
   if (round > 0) {  // the first round's calibration ran before the rates were set
     predictor.scales = ScalesOf(CalibrationRun(request, predictor, served, result));
+    progress.Done("round " + std::to_string(round + 1) + " calibration", progress.calibration_s);
   }
   RecordRoundCalibration(request, predictor, result);
   const size_t rates = result.rates.size();
@@ -540,7 +542,7 @@ void RunRound(const ServingValidationRequest& request, int round, Predictor& pre
     rate.runs.push_back(run);
     progress.Done("round " + std::to_string(round + 1) + " rate " +
                       report::FormatNumber(rate.rate_per_s, 4) + "/s",
-                  run.predicted.duration_s);
+                  count / rate.rate_per_s);  // as budgeted
   }
   const auto overload = Requests(request, 0, count, request.seed);
   executor::EngineRecording recording;
@@ -746,6 +748,10 @@ ServingValidationResult RunServingValidation(const ServingValidationRequest& req
   for (const ServingRate& rate : result.rates)
     progress.left_s += count / rate.rate_per_s * request.repeat;
   progress.left_s += count / result.predicted_saturation.requests_per_s * request.repeat;
+  progress.calibration_s =
+      result.calibration_requests / result.calibration_rate_per_s +
+      result.calibration_burst_requests / result.predicted_saturation.requests_per_s;
+  progress.left_s += progress.calibration_s * (request.repeat - 1);
   // Each pair serves the batch once and runs it once through `run`: about twice its prediction.
   progress.overhead_pair_s = 2 * predictor.Predict(OverheadBatch(request)).duration_s;
   progress.left_s += progress.overhead_pair_s * request.overhead_pairs * request.repeat;
