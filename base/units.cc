@@ -74,7 +74,13 @@ double ParseBytes(const std::string& text, const std::string& what) {
     throw Error(what + " '" + EscapeForMessage(text) +
                 "': expected a whole number of bytes (or a size with a unit, e.g. 1.5GB)");
   }
-  return scale == 1 ? value : std::round(value * scale);
+  const double bytes = scale == 1 ? value : std::round(value * scale);
+  // 1e-9KB is positive as written but rounds to no bytes at all: a size of 0 downstream.
+  if (bytes < 1) {
+    throw Error(what + " '" + EscapeForMessage(text) +
+                "': less than one byte; expected a positive size (e.g. 24GB, 16GiB, 512MB)");
+  }
+  return bytes;
 }
 
 }  // namespace moelab::base

@@ -30,6 +30,10 @@ TEST(ParseBytes, TakesDecimalAndBinaryUnitsUpToTheBound) {
   // A unit's fraction of a byte is rounded away; a bare count must be whole (1.5 became 1).
   EXPECT_EQ(ParseBytes("1.3KiB", "x"), 1331.0);
   EXPECT_NE(ErrorOf("1.5").find("expected a whole number of bytes"), std::string::npos);
+  // Positive as written but under half a byte with its unit: it rounded to a size of 0 (fuzzer).
+  EXPECT_NE(ErrorOf("99E-99E").find("less than one byte"), std::string::npos) << ErrorOf("99E-99E");
+  EXPECT_NE(ErrorOf("0.0001KB").find("less than one byte"), std::string::npos);
+  EXPECT_EQ(ParseBytes("0.001KB", "x"), 1.0);
   EXPECT_NE(ErrorOf("2EiB").find("above the largest size accepted, 1 EiB"), std::string::npos);
   // 1e100 in the message as 1e+100, not a hundred digits.
   EXPECT_NE(ErrorOf("1e100").find("'1e100': 1e+100 bytes"), std::string::npos) << ErrorOf("1e100");
