@@ -430,14 +430,18 @@ class SpeculativeRun {
     // most two tokens per sequence (after a round that accepted every draft).
     target_.ReservePass(std::max(PromptTokens(prompts_), batch_ * (gamma_ + 1)));
     draft_.ReservePass(std::max(PromptTokens(prompts_), batch_ * 2));
-    logits_.resize(static_cast<size_t>(batch_ * (gamma_ + 1) * vocab_));
+    // Each model's logits in its own buffer, sized once: one buffer shared by both shrank to the
+    // draft's rows every round, and the verify pass's growing it back zero-filled n * gamma rows of
+    // the vocabulary (6 MB at batch 12, gamma 4) inside the target's LM head.
+    target_logits_.resize(static_cast<size_t>(batch_ * (gamma_ + 1) * vocab_));
+    draft_logits_.resize(static_cast<size_t>(batch_ * draft_.config().vocab_size));
     const Clock::time_point start = Clock::now();
     for (int64_t s = 0; s < batch_; ++s) inputs_[s] = {&target_caches_[s], prompts_[s]};
     target_.Forward(inputs_,
                     {LogitRows::kLastPerSequence, options_.routing, options_.record, "prefill"},
-                    logits_);
+                    target_logits_);
     for (int64_t s = 0; s < batch_; ++s) {
-      int32_t first = PickToken(logits_.data() + s * vocab_, vocab_, temperature_, rngs_[s]);
+      int32_t first = PickToken(target_logits_.data() + s * vocab_, vocab_, temperature_, rngs_[s]);
       if (target_alpha_ && first != Own(s, 0)) {
         ++result_.reference_mismatches;
         first = Own(s, 0);
@@ -446,7 +450,7 @@ class SpeculativeRun {
     }
     for (int64_t s = 0; s < batch_; ++s) inputs_[s] = {&draft_caches_[s], prompts_[s]};
     draft_.Forward(inputs_, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft-prefill"},
-                   logits_);
+                   draft_logits_);
     result_.prefill_s = Since(start);
     const int64_t positions = static_cast<int64_t>(longest_) * batch_;
     result_.steps.push_back({"prefill", positions, result_.prefill_s, positions});
@@ -489,8 +493,9 @@ class SpeculativeRun {
         const int64_t s = active[i];
         inputs_[i] = {&draft_caches_[s], j == 0 ? draft_pending_[s] : TokenIds{drafted_[s].back()}};
       }
-      draft_.Forward(inputs_, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft"}, logits_);
-      for (int64_t i = 0; i < n; ++i) Propose(active[i], j, logits_.data() + i * vocab_);
+      draft_.Forward(inputs_, {LogitRows::kLastPerSequence, nullptr, nullptr, "draft"},
+                     draft_logits_);
+      for (int64_t i = 0; i < n; ++i) Propose(active[i], j, draft_logits_.data() + i * vocab_);
     }
     const double seconds = Since(start);
     result_.draft_s += seconds;
@@ -530,12 +535,13 @@ class SpeculativeRun {
     }
     const OperatorTimes before_verify = target_.times();
     target_.Forward(inputs_, {LogitRows::kAll, options_.routing, options_.record, "verify"},
-                    logits_);
+                    target_logits_);
     if (n == batch_) result_.full_batch_verify_operators += target_.times().Since(before_verify);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t s = active[i];
       TokenIds emitted;
-      const int64_t accepted = Accept(s, logits_.data() + i * (gamma_ + 1) * vocab_, emitted);
+      const int64_t accepted =
+          Accept(s, target_logits_.data() + i * (gamma_ + 1) * vocab_, emitted);
       result_.accepted_per_round.push_back(accepted);
       // Roll back what was not accepted: the target keeps its pending token and the accepted
       // drafts; the draft keeps its pending tokens and the accepted drafts it has processed.
@@ -630,7 +636,7 @@ class SpeculativeRun {
   const std::vector<TokenIds>* continuation_ = nullptr;  // kTargetAlpha: given, or decoded_
   std::vector<TokenIds> decoded_;
   SpeculativeResult result_;
-  std::vector<float> logits_;
+  std::vector<float> target_logits_, draft_logits_;
   std::vector<SequenceInput> inputs_;
   // Tokens emitted but not yet in each model's cache.
   std::vector<TokenIds> draft_pending_, target_pending_;
