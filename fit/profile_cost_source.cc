@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kVerifyOp = "attention_verify";
 constexpr const char* kDraftOp = "draft_decode";
+constexpr const char* kDraftWarmOp = "draft_decode_warm";
 constexpr const char* kWorkingSetOp = "expert_ffn_working_set";
 
 // Whether a draft_decode curve's shape is `model`'s (the pass it measured is this model's).
@@ -123,8 +124,8 @@ std::vector<const OperatorCurve*> FittedProfileCostSource::ContextCurves(const s
 }
 
 std::vector<const OperatorCurve*> FittedProfileCostSource::DraftDecodeCurves(
-    const model::MoeModelSpec& model) const {
-  std::vector<const OperatorCurve*> curves = ContextCurves(kDraftOp, 1);
+    const model::MoeModelSpec& model, bool warm) const {
+  std::vector<const OperatorCurve*> curves = ContextCurves(warm ? kDraftWarmOp : kDraftOp, 1);
   std::erase_if(curves,
                 [&](const OperatorCurve* curve) { return !IsModelOf(curve->shape, model); });
   return curves;
@@ -399,7 +400,11 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     // the composition leaves out; a pass of several tokens (the catch-up after a fully accepted
     // round) keeps the one-token pass's measured / composed ratio. The breakdown is the
     // composition's (the measurement has none).
-    const std::vector<const OperatorCurve*> measured = DraftDecodeCurves(model);
+    std::vector<const OperatorCurve*> measured = DraftDecodeCurves(model);
+    if (shape.after_own_pass) {
+      std::vector<const OperatorCurve*> warm = DraftDecodeCurves(model, true);
+      if (!warm.empty()) measured = std::move(warm);
+    }
     if (!measured.empty() && shape.context_length > 0) {
       const model::ForwardShape one{shape.batch, 1, shape.context_length, true};
       const std::array<double, 3> one_parts = composed(one);

@@ -40,7 +40,10 @@ namespace moelab::fit {
 // target's (the projection weights and the KV cache each in their share of the target's bytes),
 // and the LM head scaled by its hidden size over the target's. With the measured pass, a pass of
 // several tokens (the catch-up after a fully accepted round) is that composition times the
-// one-token pass's measured / composed ratio, and every breakdown is the composition's. The
+// one-token pass's measured / composed ratio, and every breakdown is the composition's. A pass
+// with ForwardShape::after_own_pass (a round's second and later draft passes) takes the
+// draft_decode_warm curves instead, measured on a pass right after another, when the profile has
+// them (older profiles: priced as the first pass). The
 // embedding lookup (one row copy per token and pass, under 0.1 % here) is left out; the SD
 // acceptance step is taken as zero.
 //
@@ -100,8 +103,10 @@ class FittedProfileCostSource : public model::CostSource {
   // `op`'s curves on device_ by profiled context (attention_verify: those of `queries`).
   std::vector<const OperatorCurve*> ContextCurves(const std::string& op, int64_t queries) const;
   std::vector<const OperatorCurve*> DecodeAttentionCurves() const;  // non-empty, or throws
-  // The draft_decode curves measured on `model`'s shape, by context; may be empty.
-  std::vector<const OperatorCurve*> DraftDecodeCurves(const model::MoeModelSpec& model) const;
+  // The draft_decode (warm: draft_decode_warm) curves measured on `model`'s shape, by context;
+  // may be empty.
+  std::vector<const OperatorCurve*> DraftDecodeCurves(const model::MoeModelSpec& model,
+                                                      bool warm = false) const;
   std::vector<int64_t> VerifyQueries()
       const;  // profiled queries per sequence, sorted; may be empty
   double ContextInterpolatedSeconds(const std::vector<const OperatorCurve*>& curves,

@@ -30,6 +30,11 @@ struct ForwardShape {
   // weights stream from a cache or from DRAM. 0: the whole model resident, with this pass's KV
   // cache. Only a source with a measured cache curve uses it (fit/profile_cost_source.h).
   double working_set_bytes = 0;
+  // The pass follows a pass of the same model with no other model's pass between (an SD round's
+  // second and later draft passes): its weights may still be in the caches. Only a source with a
+  // measured warm pass uses it (fit/profile_cost_source.h); the first draft pass of a round comes
+  // after the target's verify pass, which evicts the draft.
+  bool after_own_pass = false;
 
   void Validate() const;
 };

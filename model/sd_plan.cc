@@ -110,6 +110,20 @@ double SdStepCosts::DraftStep(int64_t batch) {
   return it->second;
 }
 
+double SdStepCosts::DraftFollowingStep(int64_t batch) {
+  auto [it, inserted] = draft_following_steps_.try_emplace(batch, 0.0);
+  if (inserted) {
+    model::ForwardShape shape{batch, 1, context_length_, true};
+    shape.after_own_pass = true;
+    it->second = source_.Forward(draft_, shape).time_s;
+  }
+  return it->second;
+}
+
+double SdStepCosts::DraftPasses(int64_t batch, int64_t gamma) {
+  return DraftStep(batch) + static_cast<double>(gamma - 1) * DraftFollowingStep(batch);
+}
+
 double SdStepCosts::DraftCatchUpStep(int64_t batch) {
   auto [it, inserted] = draft_catch_up_steps_.try_emplace(batch, 0.0);
   if (inserted) it->second = source_.Forward(draft_, {batch, 2, context_length_, false}).time_s;
@@ -149,13 +163,14 @@ SdPlan PlanSpeculativeDecoding(SdStepCosts& costs, const SdPlanOptions& options)
       row.sigma = options.sigma ? *options.sigma : AcceptedLengthFraction(options.alpha, gamma);
       row.target_step_s = target_step_s;
       row.draft_step_s = draft_step_s;
+      row.draft_following_step_s = costs.DraftFollowingStep(batch);
       row.verify_s = costs.TargetStep(batch, verify_positions);
       row.reject_s = costs.Reject(batch, gamma);
       if (!options.sigma && options.verify == VerifyPositions::kGammaPlusOne) {
         row.catch_up_s = std::pow(options.alpha, static_cast<double>(gamma)) *
                          (costs.DraftCatchUpStep(batch) - draft_step_s);
       }
-      const double draft_s = static_cast<double>(gamma) * row.draft_step_s + row.catch_up_s;
+      const double draft_s = costs.DraftPasses(batch, gamma) + row.catch_up_s;
       const double round_s = draft_s + row.verify_s + row.reject_s;
       row.speedup = row.sigma * static_cast<double>(gamma + 1) * row.target_step_s / round_s;
       row.target_efficiency = row.target_step_s / row.verify_s;

@@ -49,7 +49,11 @@ struct SdPlanRow {
   double target_efficiency = 0;
   double target_step_s = 0;  // T_T(B, 1): one autoregressive step
   double verify_s = 0;       // T_T(B, v)
-  double draft_step_s = 0;   // T_D(B, 1)
+  double draft_step_s = 0;   // T_D(B, 1): a round's first draft pass
+  // T_D'(B, 1): its second and later passes, each right after another of the draft's (weights
+  // partly still cached on a CPU; the same as draft_step_s for a source that does not tell them
+  // apart). A round drafts draft_step_s + (gamma - 1) draft_following_step_s + catch_up_s.
+  double draft_following_step_s = 0;
   double reject_s = 0;
   double catch_up_s = 0;   // expected extra draft time per round, T_catch_up above
   double draft_share = 0;  // of one SD round's time (catch-up included)
@@ -94,7 +98,11 @@ class SdStepCosts {
   void RouteTargetBy(const ExpertActivation* activation);
   std::string routing() const { return DescribeActivation(target_activation_); }
   double TargetStep(int64_t batch, int64_t positions);  // T_T(B, s), seconds
-  double DraftStep(int64_t batch);                      // T_D(B, 1)
+  double DraftStep(int64_t batch);                      // T_D(B, 1), a round's first pass
+  // T_D'(B, 1): a draft pass right after another of the draft's (ForwardShape::after_own_pass).
+  double DraftFollowingStep(int64_t batch);
+  // A round's gamma draft passes: DraftStep + (gamma - 1) DraftFollowingStep.
+  double DraftPasses(int64_t batch, int64_t gamma);
   // T_D(B, 2), logits for the last position: the first draft pass after a round that accepted
   // every draft feeds the last draft and the bonus token.
   double DraftCatchUpStep(int64_t batch);
@@ -111,6 +119,7 @@ class SdStepCosts {
   double capacity_per_device_ = 0;
   std::map<std::pair<int64_t, int64_t>, double> target_steps_;
   std::map<int64_t, double> draft_steps_;
+  std::map<int64_t, double> draft_following_steps_;
   std::map<int64_t, double> draft_catch_up_steps_;
 };
 

@@ -62,6 +62,7 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
       {"target_step_s", "T_T(B,1)", SecondsText},
       {"verify_s", "verify", SecondsText, false},
       {"draft_step_s", "draft step", SecondsText, false},
+      {"draft_following_step_s", "draft next", SecondsText, false},
       {"reject_s", "reject", SecondsText, false},
       {"catch_up_s", "catch-up", SecondsText, false},
       {"draft_share", "draft %", Fixed(1, 100)},
@@ -74,10 +75,20 @@ RowSet SdRows(const SdSweepResult& result, const SdSweepLevel& level, bool sweep
   }
   RowSet rows(columns);
   for (const model::SdPlanRow& r : level.plan.rows) {
-    std::vector<Cell> cells = {
-        r.batch,         r.gamma,        r.sigma,        r.speedup,  r.target_efficiency,
-        r.target_step_s, r.verify_s,     r.draft_step_s, r.reject_s, r.catch_up_s,
-        r.draft_share,   r.verify_share, r.fits_memory};
+    std::vector<Cell> cells = {r.batch,
+                               r.gamma,
+                               r.sigma,
+                               r.speedup,
+                               r.target_efficiency,
+                               r.target_step_s,
+                               r.verify_s,
+                               r.draft_step_s,
+                               r.draft_following_step_s,
+                               r.reject_s,
+                               r.catch_up_s,
+                               r.draft_share,
+                               r.verify_share,
+                               r.fits_memory};
     if (sweep) {
       cells.push_back(result.by_sigma ? Cell{} : Cell{level.level});
       if (result.sd_fit) {

@@ -50,6 +50,7 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
     case OperatorFamily::kAttentionVerify:
       return impl::MakeAttentionBench(points, env);
     case OperatorFamily::kDraftDecode:
+    case OperatorFamily::kDraftDecodeWarm:
       return impl::MakeDraftBench(points, env);
     case OperatorFamily::kNormsResidual:
       return impl::MakeNormsResidualBench(points, env);

@@ -112,7 +112,7 @@ void ValidateSample(const nlohmann::json& s, size_t i, const std::set<std::strin
                  where + "shape.bytes", "a transfer's size must be in shape.bytes and equal bytes");
   }
   if (family == OperatorFamily::kAttentionDecode || family == OperatorFamily::kAttentionVerify ||
-      family == OperatorFamily::kDraftDecode) {
+      IsDraftPass(family)) {
     RequireField(s["shape"].contains("context") && s["shape"]["context"].is_number_integer(),
                  where + "shape.context",
                  s["operator"].get<std::string>() + " needs the context length");

@@ -20,6 +20,8 @@ enum class OperatorFamily {
   kLmHead,               // MatmulBf16 hidden x vocab
   kDenseFfn,             // kernels/expert_ffn.h on the draft model's dense FFN shape
   kDraftDecode,          // the dense draft's whole decode forward through the executor (SD draft)
+  kDraftDecodeWarm,      // the same pass right after another of the draft's (an SD round's second
+                         // and later draft passes: the draft's weights partly still cached)
   kMemcpyHost,           // std::memcpy of a block, host to host
   kStorageRead,          // pread of a block from a file (O_DIRECT when the filesystem allows it)
   kExpertLoad,           // the offload reader's checksum and copy of a read block
@@ -39,6 +41,8 @@ std::string ToString(OperatorFamily family);
 const std::vector<OperatorFamily>& AllOperatorFamilies();
 bool IsGpuOnly(OperatorFamily family);
 bool IsTransfer(OperatorFamily family);
+// draft_decode or draft_decode_warm: the draft's whole pass at a context and batch.
+bool IsDraftPass(OperatorFamily family);
 
 // One measurement to make. `tokens` is the x-axis a fit uses: tokens per expert (expert_ffn),
 // sequences in the batch (attention_decode and attention_verify, with `context` positions already

@@ -36,12 +36,13 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
       const std::vector<int64_t>& catch_up = realized.catch_up_per_round;
       if (!catch_up.empty() && catch_up.size() != realized.sequences_per_round.size())
         throw base::Error("an SD realization needs the catch-up count of every round");
-      // The draft's gamma passes of a round, the first feeding `caught_up` of `n` sequences two
+      // The draft's gamma passes of a round (the first after the target's verify, the others
+      // each after one of the draft's), the first feeding `caught_up` of `n` sequences two
       // tokens: linear between the one- and two-token passes in the share of such sequences.
       const auto draft_round = [&](int64_t n, int64_t caught_up) {
         const double one = costs.DraftStep(n);
         const double share = static_cast<double>(caught_up) / static_cast<double>(n);
-        return static_cast<double>(spec.gamma) * one +
+        return costs.DraftPasses(n, spec.gamma) +
                (caught_up > 0 ? share * (costs.DraftCatchUpStep(n) - one) : 0.0);
       };
       double sd_s = 0, full_batch_draft_s = 0;
@@ -68,10 +69,11 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
       }
       prediction.plain_step_s = costs.TargetStep(spec.batch, 1);
       // One draft pass at the full batch, as measured: the full-batch rounds' draft time / gamma.
-      prediction.draft_step_s = full_batch_rounds > 0
-                                    ? full_batch_draft_s / static_cast<double>(full_batch_rounds) /
-                                          static_cast<double>(spec.gamma)
-                                    : costs.DraftStep(spec.batch);
+      prediction.draft_step_s =
+          full_batch_rounds > 0
+              ? full_batch_draft_s / static_cast<double>(full_batch_rounds) /
+                    static_cast<double>(spec.gamma)
+              : costs.DraftPasses(spec.batch, spec.gamma) / static_cast<double>(spec.gamma);
       prediction.verify_step_s = costs.TargetStep(spec.batch, spec.gamma + 1);
       prediction.operators = OperatorSecondsOf(source.Forward(
           target, {spec.batch, spec.gamma + 1, spec.MeanDecodeContext(), true, routing}));

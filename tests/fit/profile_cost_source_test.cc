@@ -462,5 +462,51 @@ TEST(FittedProfileCostSource, TheDraftsMeasuredPassPricesItsOneTokenSteps) {
   EXPECT_DOUBLE_EQ(measured.Forward(target, one).time_s, composed.Forward(target, one).time_s);
 }
 
+// An SD round's second and later draft passes (ForwardShape::after_own_pass) take the
+// draft_decode_warm curves; a profile without them prices them as the first pass.
+TEST(FittedProfileCostSource, ADraftPassAfterItsOwnTakesTheWarmCurves) {
+  const model::MoeModelSpec target = Target(), draft = Draft();
+  const nlohmann::json shape = {{"model", "draft"},   {"layers", 2}, {"hidden", 32},
+                                {"intermediate", 64}, {"heads", 2},  {"kv_heads", 1},
+                                {"head_dim", 16},     {"vocab", 100}};
+  Profile profile = SyntheticProfile({}, shape);
+  const FittedProfileCostSource cold_only(FitLatency(profile, FitOptions{}), target);
+  const size_t samples = profile.samples.size();
+  for (size_t i = 0; i < samples; ++i) {
+    if (profile.samples[i].op != "draft_decode") continue;
+    ProfileSample warm = profile.samples[i];
+    warm.op = "draft_decode_warm";
+    warm.median_s *= 0.8;
+    profile.samples.push_back(warm);
+  }
+  const FittedProfileCostSource both(FitLatency(profile, FitOptions{}), target);
+  for (int64_t batch : {1, 3, 8}) {
+    for (int64_t context : {128, 500, 1024}) {
+      const double first = DraftPass(static_cast<double>(context), static_cast<double>(batch));
+      model::ForwardShape pass{batch, 1, context, true};
+      EXPECT_NEAR(both.Forward(draft, pass).time_s, first, 0.01 * first);
+      pass.after_own_pass = true;
+      EXPECT_NEAR(both.Forward(draft, pass).time_s, 0.8 * first, 0.01 * first)
+          << batch << " at " << context;
+      EXPECT_DOUBLE_EQ(cold_only.Forward(draft, pass).time_s,
+                       cold_only.Forward(draft, {batch, 1, context, true}).time_s);
+    }
+  }
+  // A round of gamma passes: the first, then gamma - 1 warm ones; the plan's rows say both.
+  model::SdStepCosts costs(both, target, draft, 500);
+  EXPECT_NEAR(costs.DraftPasses(2, 4), costs.DraftStep(2) + 3 * costs.DraftFollowingStep(2), 1e-15);
+  EXPECT_NEAR(costs.DraftFollowingStep(2), 0.8 * costs.DraftStep(2), 0.01 * costs.DraftStep(2));
+  model::SdPlanOptions options;
+  options.alpha = 0.8;
+  options.batches = {2};
+  options.gammas = {1, 4};
+  for (const model::SdPlanRow& row : model::PlanSpeculativeDecoding(costs, options).rows) {
+    EXPECT_DOUBLE_EQ(row.draft_following_step_s, costs.DraftFollowingStep(2));
+    const double round =
+        costs.DraftPasses(2, row.gamma) + row.catch_up_s + row.verify_s + row.reject_s;
+    EXPECT_NEAR(row.speedup, row.sigma * (row.gamma + 1) * row.target_step_s / round, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace moelab::fit

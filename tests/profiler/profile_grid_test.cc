@@ -157,15 +157,16 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("router cpu"), 18);  // 14, and 9, 13, 24 and 25 beside the kernel seams
   EXPECT_EQ(counts.at("lm_head cpu"), 18);
   EXPECT_EQ(counts.at("dense_ffn cpu"), 18);
-  EXPECT_EQ(counts.at("draft_decode cpu"), 10);  // 2 contexts x 5 batches
-  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);    // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
+  EXPECT_EQ(counts.at("draft_decode cpu"), 10);       // 2 contexts x 5 batches
+  EXPECT_EQ(counts.at("draft_decode_warm cpu"), 10);  // the same, a pass after one of its own
+  EXPECT_EQ(counts.at("memcpy_host cpu"), 3);  // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("expert_reader cpu"), 2);  // the executor's reader alone, then beside compute
   EXPECT_EQ(counts.at("norms_residual cpu"), 18);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 210u);  // + 3 ridge points at run time = 213
+  EXPECT_EQ(points.size(), 220u);  // + 3 ridge points at run time = 223
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
@@ -479,9 +480,39 @@ TEST(ProfileGrid, DraftDecodeIsTheDraftsWholeOneTokenPass) {
   GridSpec spec = GridSpec::Quick();
   spec.draft_contexts = {draft.max_positions};
   for (const GridPoint& p : MakeProfileGrid(target, draft, spec, kCacheBytes, -1))
-    EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
+    EXPECT_FALSE(IsDraftPass(p.family)) << p.Label();
   for (const GridPoint& p : MakeProfileGrid(target, target, GridSpec::Quick(), kCacheBytes, -1))
-    EXPECT_NE(p.family, OperatorFamily::kDraftDecode) << p.Label();
+    EXPECT_FALSE(IsDraftPass(p.family)) << p.Label();
+}
+
+// An SD round's second and later draft passes, measured as the pass right after another: the same
+// shape and work as the first, its own family; on a CPU only (a GPU's L2 keeps little of the
+// draft, so there every pass is priced as the first).
+TEST(ProfileGrid, DraftDecodeWarmIsTheSamePassOnTheCpuOnly) {
+  const executor::ExecutorConfig target = DefaultTarget();
+  const executor::ExecutorConfig draft = DefaultDraft(target.vocab_size);
+  const GridPoint cold{OperatorFamily::kDraftDecode, "cpu", 4, 512, 0};
+  const GridPoint warm{OperatorFamily::kDraftDecodeWarm, "cpu", 4, 512, 0};
+  EXPECT_EQ(warm.Label(), "draft_decode_warm cpu context=512 batch=4");
+  EXPECT_EQ(ShapeOf(warm, target, draft), ShapeOf(cold, target, draft));
+  EXPECT_DOUBLE_EQ(WorkOf(warm, target, draft).bytes, WorkOf(cold, target, draft).bytes);
+  const std::vector<GridPoint> cpu =
+      MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1);
+  std::vector<std::pair<int64_t, int64_t>> cold_points, warm_points;
+  for (const GridPoint& p : cpu) {
+    if (p.family == OperatorFamily::kDraftDecode) cold_points.emplace_back(p.context, p.tokens);
+    if (p.family == OperatorFamily::kDraftDecodeWarm) warm_points.emplace_back(p.context, p.tokens);
+  }
+  EXPECT_FALSE(warm_points.empty());
+  EXPECT_EQ(warm_points, cold_points);
+  const std::vector<GridPoint> gpu =
+      MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, 0, false);
+  bool gpu_draft = false;
+  for (const GridPoint& p : gpu) {
+    EXPECT_NE(p.family, OperatorFamily::kDraftDecodeWarm) << p.Label();
+    gpu_draft = gpu_draft || p.family == OperatorFamily::kDraftDecode;
+  }
+  EXPECT_TRUE(gpu_draft);
 }
 
 }  // namespace moelab::profiler
