@@ -455,13 +455,17 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
     if (!draft.is_moe()) {
       for (int64_t context : SortedUnique(spec.draft_contexts)) {
         if (context + 1 > draft.max_positions) continue;
-        for (int64_t batch : SortedUnique(spec.draft_batches)) {
+        for (int64_t batch : SortedUnique(spec.draft_batches))
           add(OperatorFamily::kDraftDecode, device, batch, context, 0);
-          // On a CPU the draft's weights (tens of MB) partly outlive one pass in the caches: the
-          // round's later passes ran 11-19 % faster than its first here. A GPU's L2 keeps little
-          // of them, so its draft passes are all priced as the first.
-          if (!gpu) add(OperatorFamily::kDraftDecodeWarm, device, batch, context, 0);
-        }
+      }
+      // On a CPU the draft's weights (tens of MB) partly outlive one pass in the caches: the
+      // round's later passes ran 11-19 % faster than its first here. A GPU's L2 keeps little of
+      // them, so its draft passes are all priced as the first. After the draft_decode points, not
+      // between them: a family is a run of consecutive points, and each run builds its bench.
+      for (int64_t context : SortedUnique(spec.draft_contexts)) {
+        if (gpu || context + 1 > draft.max_positions) continue;
+        for (int64_t batch : SortedUnique(spec.draft_batches))
+          add(OperatorFamily::kDraftDecodeWarm, device, batch, context, 0);
       }
     }
   };

@@ -505,6 +505,15 @@ TEST(ProfileGrid, DraftDecodeWarmIsTheSamePassOnTheCpuOnly) {
   }
   EXPECT_FALSE(warm_points.empty());
   EXPECT_EQ(warm_points, cold_points);
+  // Each family one run of consecutive points: the profiler builds a bench per run, and the two
+  // interleaved point by point had built 20 benches a round instead of 2 (each with a GiB flush
+  // buffer to fill), which doubled validate --quick's profile.
+  for (OperatorFamily family : {OperatorFamily::kDraftDecode, OperatorFamily::kDraftDecodeWarm}) {
+    int runs = 0;
+    for (size_t i = 0; i < cpu.size(); ++i)
+      runs += cpu[i].family == family && (i == 0 || cpu[i - 1].family != family);
+    EXPECT_EQ(runs, 1) << ToString(family);
+  }
   const std::vector<GridPoint> gpu =
       MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, 0, false);
   bool gpu_draft = false;
