@@ -430,9 +430,10 @@ class SpeculativeRun {
     // most two tokens per sequence (after a round that accepted every draft).
     target_.ReservePass(std::max(PromptTokens(prompts_), batch_ * (gamma_ + 1)));
     draft_.ReservePass(std::max(PromptTokens(prompts_), batch_ * 2));
-    // Each model's logits in its own buffer, sized once: one buffer shared by both shrank to the
-    // draft's rows every round, and the verify pass's growing it back zero-filled n * gamma rows of
-    // the vocabulary (6 MB at batch 12, gamma 4) inside the target's LM head.
+    // Each model's logits in its own buffer: one buffer shared by both shrank to the draft's rows
+    // every round, and the verify pass's growing it back zero-filled n * gamma rows of the
+    // vocabulary (6 MB at batch 12, gamma 4) inside the target's LM head. (The target's prefill
+    // still shrinks its own, so the first verify pass of a run grows it once.)
     target_logits_.resize(static_cast<size_t>(batch_ * (gamma_ + 1) * vocab_));
     draft_logits_.resize(static_cast<size_t>(batch_ * draft_.config().vocab_size));
     const Clock::time_point start = Clock::now();

@@ -14,7 +14,9 @@
 namespace moelab::model {
 
 // Speculative-decoding plan from the analytic cost model (formulas.md section 1):
-//   speedup = sigma (gamma + 1) T_T(B, 1) / (gamma T_D(B, 1) + T_T(B, v) + T_reject + T_catch_up)
+//   speedup = sigma (gamma + 1) T_T(B, 1) /
+//             (T_D(B, 1) + (gamma - 1) T_D'(B, 1) + T_T(B, v) + T_reject + T_catch_up)
+// (T_D': a draft pass right after another of the draft's, DraftFollowingStep)
 //   target efficiency = T_T(B, 1) / T_T(B, v)
 // where v, the positions the target verifies per sequence, is gamma + 1 by default (the last
 // accepted token plus gamma drafts, as the executor runs it) or gamma (the paper's T_T(B, gamma)).

@@ -54,7 +54,7 @@ struct GridPoint {
   OperatorFamily family = OperatorFamily::kExpertFfn;
   std::string device = "cpu";  // "cpu" or "cuda:<index>"
   int64_t tokens = 1;
-  int64_t context = 0;               // attention_decode, attention_verify and draft_decode
+  int64_t context = 0;               // attention_decode, attention_verify and the draft passes
   int64_t bytes = 0;                 // transfers; expert_ffn_working_set's working set
   int64_t queries_per_sequence = 1;  // attention_verify only: new tokens per sequence
   bool beside_compute = false;       // expert_reader only: while the host computes
@@ -81,7 +81,8 @@ struct GridSpec {
   std::vector<int64_t> verify_queries;
   std::vector<int64_t> verify_contexts;
   std::vector<int64_t> verify_batches;
-  // draft_decode: every (context, batch) of the dense draft's one-token forward.
+  // draft_decode and draft_decode_warm: every (context, batch) of the dense draft's one-token
+  // forward.
   std::vector<int64_t> draft_contexts;
   std::vector<int64_t> draft_batches;
   // Transfer sizes: these fixed sizes plus the model's expert bytes divided by each divisor,

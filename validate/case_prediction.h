@@ -27,7 +27,7 @@ struct Prediction {
   // sd: the full-batch step times the prediction is made of (compared with the executor's in the
   // report, so a miss names its term).
   double plain_step_s = 0;   // T_T(B, 1)
-  double draft_step_s = 0;   // T_D(B, 1)
+  double draft_step_s = 0;   // a draft pass: the full-batch rounds' draft time / gamma
   double verify_step_s = 0;  // T_T(B, gamma + 1)
 };
 

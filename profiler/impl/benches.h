@@ -24,7 +24,8 @@ std::unique_ptr<OperatorBench> MakeMatmulBench(const std::vector<GridPoint>& poi
 // attention_decode, attention_verify and attention_prefill through the executor's Transformer.
 std::unique_ptr<OperatorBench> MakeAttentionBench(const std::vector<GridPoint>& points,
                                                   const BenchEnvironment& env);
-// draft_decode: the dense draft's one-token forward through the executor's Transformer.
+// draft_decode, draft_decode_warm: the dense draft's one-token forward through the executor's
+// Transformer (after a flush; warm: right after another of its own).
 std::unique_ptr<OperatorBench> MakeDraftBench(const std::vector<GridPoint>& points,
                                               const BenchEnvironment& env);
 // norms_residual: a layer's RMSNorms and residual adds (executor/transformer.cc).

@@ -75,7 +75,7 @@ class DraftBench : public OperatorBench {
 
   int64_t Iterations(const GridPoint& point) override {
     const double pass_s = PassSeconds(point, Batch(point));
-    if (!warm_) return FlushedIterations(min_time_s_, pass_s);
+    if (!warm_ || !(pass_s > 0)) return FlushedIterations(min_time_s_, pass_s);
     return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(min_time_s_ / pass_s)), 1, 1000);
   }
 

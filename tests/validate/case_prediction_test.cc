@@ -30,6 +30,36 @@ struct Fixture {
   }
 };
 
+// A roofline whose draft pass right after another of the draft's takes half the first's time
+// (what a fitted profile's draft_decode_warm curves give on a CPU, exaggerated).
+class WarmDraftRoofline : public model::RooflineCostSource {
+ public:
+  using model::RooflineCostSource::RooflineCostSource;
+  model::ForwardCost Forward(const model::MoeModelSpec& model,
+                             const model::ForwardShape& shape) const override {
+    model::ForwardCost cost = model::RooflineCostSource::Forward(model, shape);
+    if (shape.after_own_pass) cost.time_s *= 0.5;
+    return cost;
+  }
+};
+
+// A round's gamma draft passes: the first after the target's verify, the others each right after
+// one of the draft's; the catch-up's extra on the first.
+TEST(CasePrediction, SdPricesARoundsLaterDraftPassesAsFollowingPasses) {
+  Fixture f;
+  const WarmDraftRoofline source(f.source->target(), f.source->params());
+  model::SdStepCosts costs(source, f.models.target, f.models.draft, f.sd.MeanDecodeContext());
+  const double first = costs.DraftStep(2), following = costs.DraftFollowingStep(2);
+  EXPECT_NEAR(following, 0.5 * first, 1e-15);
+  const double verify = costs.TargetStep(2, 4), reject = costs.Reject(2, 3);
+  const double plain = costs.TargetStep(2, 1), catch_up = costs.DraftCatchUpStep(2);
+  const SdRealization rounds{{2, 2}, {0, 2}, 10};
+  const double round_s = first + 2 * following + verify + reject;
+  const Prediction p = Predict(source, nullptr, f.sd, f.models, rounds);
+  EXPECT_NEAR(p.value, 10 * plain / (2 * round_s + (catch_up - first)), 1e-9 * p.value);
+  EXPECT_NEAR(p.draft_step_s, (2 * (first + 2 * following) + (catch_up - first)) / 2 / 3, 1e-12);
+}
+
 TEST(CasePrediction, SdReplaysTheRoundsAndTheDraftsCatchUpPasses) {
   Fixture f;
   model::SdStepCosts costs = f.Costs();
