@@ -135,23 +135,59 @@ double Interpolate(const std::vector<double>& knots, double x) {
   return ky(n - 1) + slope * (x - kx(n - 1));
 }
 
+// The standard error of a sample's median relative to it, from its repetitions: a robust spread
+// (1.4826 x their median absolute deviation: on a shared machine one slow burst set a quick
+// profile's LM head standard deviation at 23 % of its median while its other repetitions lay
+// within 7 %), times sqrt(pi / 2) / sqrt(n) (the median of n normal draws); NaN (unknown) with
+// fewer than 3 repetitions.
+double RelativeMedianError(const std::vector<double>& repetition_s) {
+  if (repetition_s.size() < 3) return std::numeric_limits<double>::quiet_NaN();
+  const double median = base::Median(repetition_s);
+  std::vector<double> deviations;
+  for (double time : repetition_s) deviations.push_back(std::fabs(time - median));
+  const double sigma = 1.4826 * base::Median(deviations);
+  return std::sqrt(std::acos(-1.0) / 2) * sigma /
+         std::sqrt(static_cast<double>(repetition_s.size())) / median;
+}
+
 // Each distinct x's median time predicted from the other knots; the RMSE and the relative RMSE
-// over the group's samples.
+// over the group's samples. A knot in `answered_by_itself` is not held out: every call near it
+// computes a profiled count (see AnsweredByTheirOwnKnots), so the interpolation never answers one
+// from its neighbours, and its error against a later run is its knot's noise and the run's: sqrt(2)
+// x the median's standard error (`relative_noise`, per sample; a knot with any sample's unknown is
+// held out as the others). The smooth forms' held-out residual at that knot is their bias there
+// plus the same measurement's noise, so the comparison stays like for like.
 CrossValidatedErrors LeaveOneOutInterpolation(const std::vector<double>& xs,
-                                              const std::vector<double>& ys) {
+                                              const std::vector<double>& ys,
+                                              const std::vector<double>& relative_noise,
+                                              const std::set<double>& answered_by_itself) {
   const std::vector<double> knots = KnotsOf(xs, ys);
+  // Each knot's noise: the root mean square of its samples' over the square root of their count.
+  std::map<double, std::pair<double, int>> noise_at;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    auto& [squares, count] = noise_at[xs[i]];
+    squares += relative_noise[i] * relative_noise[i];
+    ++count;
+  }
   double sum = 0;
   double relative_sum = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    std::vector<double> others;
-    for (size_t k = 0; k + 1 < knots.size(); k += 2) {
-      if (knots[k] == xs[i]) continue;
-      others.push_back(knots[k]);
-      others.push_back(knots[k + 1]);
+    const auto& [squares, count] = noise_at[xs[i]];
+    const double knot_noise = std::sqrt(squares) / count;
+    double relative_error = 0;
+    if (answered_by_itself.count(xs[i]) != 0 && std::isfinite(knot_noise)) {
+      relative_error = std::sqrt(2.0) * knot_noise;
+    } else {
+      std::vector<double> others;
+      for (size_t k = 0; k + 1 < knots.size(); k += 2) {
+        if (knots[k] == xs[i]) continue;
+        others.push_back(knots[k]);
+        others.push_back(knots[k + 1]);
+      }
+      relative_error = (Interpolate(others, xs[i]) - ys[i]) / ys[i];
     }
-    const double error = Interpolate(others, xs[i]) - ys[i];
-    sum += error * error;
-    relative_sum += (error / ys[i]) * (error / ys[i]);
+    sum += relative_error * ys[i] * relative_error * ys[i];
+    relative_sum += relative_error * relative_error;
   }
   const double n = static_cast<double>(xs.size());
   return {std::sqrt(sum / n), std::sqrt(relative_sum / n)};
@@ -165,7 +201,29 @@ struct Group {
   std::optional<int64_t> tokens;
   std::vector<double> x;
   std::vector<double> y;
+  std::vector<double> relative_noise;  // per sample: RelativeMedianError, NaN when unknown
 };
+
+// The knots (x = computed tokens) at which every call near them computes a profiled count: each
+// token count strictly between the knot's neighbours (from 1 below the first knot) computes
+// (ComputedTokens: the kernel's tiling) to a knot. The interpolation answers such calls from
+// measurements alone; the last knot is never one (calls above it extrapolate).
+std::set<double> AnsweredByTheirOwnKnots(const Group& group) {
+  std::set<double> answered;
+  if (group.variable != "tokens") return answered;
+  const std::set<double> knots(group.x.begin(), group.x.end());
+  const std::vector<double> xs(knots.begin(), knots.end());
+  for (size_t i = 0; i + 1 < xs.size(); ++i) {
+    const int64_t below = i == 0 ? 0 : static_cast<int64_t>(xs[i - 1]);
+    const int64_t above = static_cast<int64_t>(xs[i + 1]);
+    bool covered = true;
+    for (int64_t tokens = below + 1; covered && tokens < above; ++tokens) {
+      covered = knots.count(static_cast<double>(ComputedTokens(group.shape, tokens))) != 0;
+    }
+    if (covered) answered.insert(xs[i]);
+  }
+  return answered;
+}
 
 int DistinctCount(const std::vector<double>& values) {
   return static_cast<int>(std::set<double>(values.begin(), values.end()).size());
@@ -308,7 +366,8 @@ void FitGroup(const Group& group, const FitOptions& options, LatencyFit& result)
     fit.rmse_s = metrics.rmse;
     fit.mape = metrics.mape;
     fit.r2 = metrics.r2;
-    const CrossValidatedErrors held_out = LeaveOneOutInterpolation(group.x, group.y);
+    const CrossValidatedErrors held_out = LeaveOneOutInterpolation(
+        group.x, group.y, group.relative_noise, AnsweredByTheirOwnKnots(group));
     fit.loo_rmse_s = held_out.rmse;
     fit.loo_relative_rmse = held_out.relative_rmse;
     if (std::isfinite(metrics.rmse) && std::isfinite(*fit.loo_rmse_s))
@@ -576,10 +635,11 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
     const nlohmann::json shape = Without(s.shape, {"tokens"});
     const std::string key = s.op + '\x1f' + s.device + '\x1f' + shape.dump();
     auto [it, inserted] = index.emplace(key, groups.size());
-    if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}});
+    if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}, {}});
     // Priced as the kernel computes them: a call padded to its tile costs the padded tokens.
     groups[it->second].x.push_back(static_cast<double>(ComputedTokens(s.shape, s.tokens)));
     groups[it->second].y.push_back(s.median_s);
+    groups[it->second].relative_noise.push_back(RelativeMedianError(s.repetition_s));
   }
 
   // Groups short of token counts whose shape has "bytes": regroup against bytes.
@@ -598,9 +658,10 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
         const std::string key =
             g.op + '\x1f' + g.device + '\x1f' + shape.dump() + '\x1f' + std::to_string(tokens);
         auto [it, inserted] = bytes_index.emplace(key, by_bytes.size());
-        if (inserted) by_bytes.push_back({g.op, g.device, shape, "bytes", tokens, {}, {}});
+        if (inserted) by_bytes.push_back({g.op, g.device, shape, "bytes", tokens, {}, {}, {}});
         by_bytes[it->second].x.push_back(bytes);
         by_bytes[it->second].y.push_back(g.y[i]);
+        by_bytes[it->second].relative_noise.push_back(g.relative_noise[i]);
       }
       continue;
     }

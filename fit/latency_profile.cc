@@ -106,6 +106,10 @@ Profile ProfileFromJson(const nlohmann::json& json, const std::string& origin) {
     if (s.median_s > base::kMaxSeconds)
       sample.Fail("median_s", "a time of at most 1e+06 seconds (docs/limits.md)");
     CheckSpread(sample, s.median_s);
+    if (sample.Has("repetition_s")) {
+      for (const nlohmann::json& time : sample.json()["repetition_s"])
+        s.repetition_s.push_back(time.get<double>());
+    }
     if (sample.Has("flops")) s.flops = sample.Number("flops", 0.0, true);
     if (sample.Has("bytes")) s.bytes = sample.Number("bytes", 0.0, true);
     if (s.bytes > base::kMaxBytes) sample.Fail("bytes", "at most 2^60 bytes (docs/limits.md)");

@@ -39,6 +39,9 @@ struct ProfileSample {
   // expert_reader beside computation: the computation's rate during the reader's passes as a
   // fraction of its rate alone (0: not recorded).
   double compute_rate = 0;
+  // The repetitions' seconds per iteration (repetition_s), when the profile kept them: the fit
+  // reads the median's noise from them (fit/latency_fit.h).
+  std::vector<double> repetition_s;
   int index = 0;  // position in "samples", for messages
 };
 

@@ -182,7 +182,9 @@ GridSpec GridSpec::Quick() {
   // Every token count to 8 and two beyond: the AVX2 matmul is memory-bound to 5 tokens and
   // turns compute-bound at 6 (the LM head: 2.2 ms at 1-5 tokens, 3.4 at 6-7 on this machine),
   // which 1, 4 and 16 alone interpolate up to 35 % off.
-  s.matmul_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64, 256, 1024, 4096};
+  // And 48: an SD verify pass of 33-48 rows (batch 12, gamma 2 or 3) computes 48 in the LM head,
+  // which 32 and 64 alone priced 6.1 ms where it ran 6.2-6.6.
+  s.matmul_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 48, 64, 256, 1024, 4096};
   // Contexts at most an octave apart from 1024 up, as in the full grid: between 1024 and 4096
   // a decode at context 2000 took a third of the 4096 samples' noise, and one quick profile's
   // 4096 samples ran 35 % faster than a rerun minutes later (59.7 vs 93.8 ms at batch 32), which
