@@ -175,16 +175,22 @@ void AddKernelSeams(GridSpec& s) {
 
 GridSpec GridSpec::Quick() {
   GridSpec s;
-  // Every token count to 8: the AVX2 kernels' register tiles change at 6 and 7 tokens, and the
-  // SD verify passes' experts and LM heads run at all of them.
-  s.expert_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 24, 32, 48, 64, 256, 1024, 4096};
+  // Every token count to 24, then 32, 48 and 64: a verify or decode pass's experts and LM head
+  // compute one of those (calls above 24 tokens are tiled to 16), so the interpolated curve
+  // answers each from its own measurement, never across a kernel seam it cannot see (the AVX2
+  // register tiles change at 6 and 7 tokens, the AVX512-BF16 packed decode at 12/13, the tiling at
+  // 24/25). With 14, 15 and 17-23 left out the fit judged the interpolation across them and chose
+  // an expert roofline 12 % low at 13 tokens, 15 % high at 24 and 16 % low at 32 (validate
+  // --quick, 2026-12-07: SD verify passes of batch 6 and 12 priced 10-20 % under their plain
+  // steps' error).
+  for (int64_t tokens = 1; tokens <= 24; ++tokens) s.expert_tokens.push_back(tokens);
+  for (int64_t tokens : {32, 48, 64, 256, 1024, 4096}) s.expert_tokens.push_back(tokens);
   s.ridge_points = 3;
-  // Every token count to 8 and two beyond: the AVX2 matmul is memory-bound to 5 tokens and
-  // turns compute-bound at 6 (the LM head: 2.2 ms at 1-5 tokens, 3.4 at 6-7 on this machine),
-  // which 1, 4 and 16 alone interpolate up to 35 % off.
-  // And 48: an SD verify pass of 33-48 rows (batch 12, gamma 2 or 3) computes 48 in the LM head,
-  // which 32 and 64 alone priced 6.1 ms where it ran 6.2-6.6.
-  s.matmul_tokens = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 48, 64, 256, 1024, 4096};
+  // The same rows for the matmuls (LM head, router, dense FFN, norms): the AVX2 matmul is
+  // memory-bound to 5 tokens and turns compute-bound at 6 (the LM head: 2.2 ms at 1-5 tokens, 3.4
+  // at 6-7 on an AVX2 EPYC), and an SD verify pass of 33-48 rows computes 48, which 32 and 64
+  // alone priced 6.1 ms where it ran 6.2-6.6.
+  s.matmul_tokens = s.expert_tokens;
   // Contexts at most an octave apart from 1024 up, as in the full grid: between 1024 and 4096
   // a decode at context 2000 took a third of the 4096 samples' noise, and one quick profile's
   // 4096 samples ran 35 % faster than a rerun minutes later (59.7 vs 93.8 ms at batch 32), which
@@ -240,7 +246,8 @@ GridSpec GridSpec::Full() {
   std::vector<int64_t> tokens;
   for (int64_t t = 1; t <= kMaxTokens; t *= 2) tokens.push_back(t);
   for (int64_t t = 3; t <= kMaxTokens; t *= 2) tokens.push_back(t);
-  for (int64_t t : {5, 7}) tokens.push_back(t);  // every count to 8, as Quick (register tiles)
+  // Every count to 24, as Quick (register tiles, the packed decode's 12/13, the tiling's 24/25).
+  for (int64_t t = 1; t <= 24; ++t) tokens.push_back(t);
   s.expert_tokens = SortedUnique(tokens);
   s.ridge_points = 9;
   s.matmul_tokens = s.expert_tokens;

@@ -61,13 +61,15 @@ TEST(GridSpec, BothGridsSampleBothSidesOfEveryKernelSeam) {
   }
 }
 
-TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountToEight) {
+TEST(GridSpec, FullHasEveryPowerOfTwoTheHalfOctaveBendsAndEveryCountTo24) {
   const GridSpec full = GridSpec::Full();
   for (int64_t t = 1; t <= 4096; t *= 2) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
   for (int64_t t : {3, 5, 6, 7, 12, 24, 48, 96, 3072})
     EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
   EXPECT_TRUE(std::is_sorted(full.expert_tokens.begin(), full.expert_tokens.end()));
-  EXPECT_EQ(full.expert_tokens.size(), 29u);  // 26, and 9, 13 and 25 beside the kernel seams
+  for (int64_t t = 1; t <= 24; ++t) EXPECT_TRUE(Contains(full.expert_tokens, t)) << t;
+  // 1..24, 32 .. 4096 (8 powers of two), 48 .. 3072 (7 half-octaves), 25 beside the tiling seam.
+  EXPECT_EQ(full.expert_tokens.size(), 40u);
   EXPECT_EQ(full.expert_tokens.front(), 1);
   EXPECT_EQ(full.expert_tokens.back(), 4096);
   EXPECT_EQ(full.ridge_points, 9);
@@ -150,23 +152,24 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   const std::vector<GridPoint> points =
       MakeProfileGrid(target, draft, GridSpec::Quick(), kCacheBytes, -1);
   const std::map<std::string, int> counts = CountByFamily(points);
-  EXPECT_EQ(counts.at("expert_ffn cpu"), 20);        // 17, and 9, 13 and 25 beside the kernel seams
+  // Every count to 24, 32, 48, 64, 256, 1024 and 4096, and 25 beside the tiling seam.
+  EXPECT_EQ(counts.at("expert_ffn cpu"), 31);
   EXPECT_EQ(counts.at("attention_decode cpu"), 30);  // 5 contexts x 6 batches
   EXPECT_EQ(counts.at("attention_prefill cpu"), 7);  // 16 .. 1024
   EXPECT_EQ(counts.at("attention_verify cpu"), 30);  // 3 queries x 2 contexts x 5 batches
-  EXPECT_EQ(counts.at("router cpu"), 19);  // 15, and 9, 13, 24 and 25 beside the kernel seams
-  EXPECT_EQ(counts.at("lm_head cpu"), 19);
-  EXPECT_EQ(counts.at("dense_ffn cpu"), 19);
+  EXPECT_EQ(counts.at("router cpu"), 31);            // the expert FFN's token counts
+  EXPECT_EQ(counts.at("lm_head cpu"), 31);
+  EXPECT_EQ(counts.at("dense_ffn cpu"), 31);
   EXPECT_EQ(counts.at("draft_decode cpu"), 10);       // 2 contexts x 5 batches
   EXPECT_EQ(counts.at("draft_decode_warm cpu"), 10);  // the same, a pass after one of its own
   EXPECT_EQ(counts.at("memcpy_host cpu"), 3);  // 64 KiB, 1 MiB, the expert: 3 sizes for a fit
   EXPECT_EQ(counts.at("storage_read cpu"), 3);
   EXPECT_EQ(counts.at("expert_load cpu"), 3);
   EXPECT_EQ(counts.at("expert_reader cpu"), 2);  // the executor's reader alone, then beside compute
-  EXPECT_EQ(counts.at("norms_residual cpu"), 19);  // the matmuls' token rows
+  EXPECT_EQ(counts.at("norms_residual cpu"), 31);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 224u);  // + 3 ridge points at run time = 227
+  EXPECT_EQ(points.size(), 283u);  // + 3 ridge points at run time = 286
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);
@@ -340,7 +343,7 @@ TEST(ProfileGrid, ContextsBeyondTheModelAreDroppedAndDenseTargetsHaveNoExperts) 
   EXPECT_EQ(counts.count("expert_ffn cpu"), 0u);
   EXPECT_EQ(counts.count("expert_ffn_working_set cpu"), 0u);
   EXPECT_EQ(counts.count("router cpu"), 0u);
-  EXPECT_EQ(counts["lm_head cpu"], 19);
+  EXPECT_EQ(counts["lm_head cpu"], 31);
 }
 
 TEST(ProfileGrid, GpuPointsOnlyWithAGpuAndTheSameComputePointsAsTheCpu) {
@@ -404,8 +407,10 @@ TEST(ProfileGrid, GpuFfnsAreTiledInTheBackendsBlocksOf64Rows) {
 
 TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
   const std::vector<int64_t> taken = GridSpec::Quick().expert_tokens;
-  const std::vector<int64_t> three = RidgeTokens(20.0, 3, taken);
-  EXPECT_EQ(three, (std::vector<int64_t>{15, 20, 30}));
+  const std::vector<int64_t> three = RidgeTokens(40.0, 3, taken);
+  EXPECT_EQ(three, (std::vector<int64_t>{30, 40, 60}));
+  // Below 25 every count is on the quick grid: the points move up to free counts.
+  EXPECT_EQ(RidgeTokens(20.0, 3, taken), (std::vector<int64_t>{26, 27, 30}));
   const std::vector<int64_t> nine = RidgeTokens(100.0, 9, GridSpec::Full().expert_tokens);
   ASSERT_EQ(nine.size(), 9u);
   for (size_t i = 0; i < nine.size(); ++i) {
@@ -419,7 +424,7 @@ TEST(RidgeTokens, PlacesDistinctPointsAroundTheRidge) {
   // Collisions move up by one; at the top they wrap, so the count always holds.
   EXPECT_EQ(RidgeTokens(16.0, 3, {12, 16, 24}), (std::vector<int64_t>{13, 17, 25}));
   EXPECT_EQ(RidgeTokens(4096.0, 3, {4096}).size(), 3u);
-  EXPECT_EQ(RidgeTokens(20.0, 3, taken), three);  // deterministic
+  EXPECT_EQ(RidgeTokens(40.0, 3, taken), three);  // deterministic
   EXPECT_TRUE(RidgeTokens(20.0, 0, taken).empty());
   EXPECT_THROW(RidgeTokens(20.0, 4, taken), base::Error);
 }
