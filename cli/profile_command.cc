@@ -61,7 +61,7 @@ int Profile(const std::vector<std::string>& args) {
   // clang-format off
   options.add_options()
       ("model", Into(&request.model), "model preset or path (shape overrides below apply)")
-      ("quick", po::bool_switch(&request.quick), "coarse grid, 3 rounds of >= 50 ms repetitions across it (about 2 minutes on 2 cores)")
+      ("quick", po::bool_switch(&request.quick), "coarse grid, 3 rounds of >= 50 ms repetitions across it (about 4 minutes on 2 cores)")
       ("out", po::value(&out), "write the profile (moelab.profile/1) here, atomically (required)")
       ("threads", Into(&request.threads), "threads (default: MOELAB_THREADS or all cores)")
       ("cache-bytes", ParsedIntoOptional(&request.cache_bytes, [](const std::string& text) { return static_cast<int64_t>(base::ParseBytes(text, "--cache-bytes")); }), "the last-level cache weights are cycled past and flushed against (bytes, or 32MiB); default: the reported L3, at least 256 MiB. A VM may report its host's whole L3 (508 MiB on a 2-vCPU EPYC): every family then touches 1 GiB+")

@@ -117,7 +117,7 @@ int Validate(const std::vector<std::string>& args) {
   options.add_options()
       ("model", Into(&request.model), "target model preset or path (shape overrides below apply)")
       ("draft", Into(&request.draft), "draft model preset or path (SD cases)")
-      ("quick", po::bool_switch(&request.quick), "quick profile grid and case plan, 3 runs per case (under 10 minutes on 2 cores)")
+      ("quick", po::bool_switch(&request.quick), "quick profile grid and case plan, 3 runs per case (about 9-12 minutes on 2 cores)")
       ("cases", po::value<std::string>()->notifier([&](const std::string& text) { request.kinds = case_kinds(text); }), "case kinds, comma-separated: decode, prefill, sd, beam, offload (default: all but offload); or serving alone: sim serve against serve + loadgen (validate/README.md); or ep alone, under mpirun -n R: sim ep against run --expert-parallel R")
       ("repeat", Into(&request.repeat), "runs per case, interleaved round by round (default: 3 with --quick, else 5)")
       ("profile", ParsedIntoOptional(&request.profile, [](const std::string& path) { return std::filesystem::path(path); }), "reuse this profile (moelab profile --out) instead of profiling")

@@ -139,13 +139,15 @@ double Interpolate(const std::vector<double>& knots, double x) {
 // (1.4826 x their median absolute deviation: on a shared machine one slow burst set a quick
 // profile's LM head standard deviation at 23 % of its median while its other repetitions lay
 // within 7 %), times sqrt(pi / 2) / sqrt(n) (the median of n normal draws); NaN (unknown) with
-// fewer than 3 repetitions.
+// fewer than 3 repetitions, or a zero deviation (two of three repetitions alike to the timer's
+// resolution say nothing of the noise). With 3 repetitions the deviation runs low on average.
 double RelativeMedianError(const std::vector<double>& repetition_s) {
   if (repetition_s.size() < 3) return std::numeric_limits<double>::quiet_NaN();
   const double median = base::Median(repetition_s);
   std::vector<double> deviations;
   for (double time : repetition_s) deviations.push_back(std::fabs(time - median));
   const double sigma = 1.4826 * base::Median(deviations);
+  if (!(sigma > 0)) return std::numeric_limits<double>::quiet_NaN();
   return std::sqrt(std::acos(-1.0) / 2) * sigma /
          std::sqrt(static_cast<double>(repetition_s.size())) / median;
 }
@@ -155,8 +157,10 @@ double RelativeMedianError(const std::vector<double>& repetition_s) {
 // computes a profiled count (see AnsweredByTheirOwnKnots), so the interpolation never answers one
 // from its neighbours, and its error against a later run is its knot's noise and the run's: sqrt(2)
 // x the median's standard error (`relative_noise`, per sample; a knot with any sample's unknown is
-// held out as the others). The smooth forms' held-out residual at that knot is their bias there
-// plus the same measurement's noise, so the comparison stays like for like.
+// held out as the others), with the knot's own distance from the sample (a knot pooled with its
+// neighbours to keep the curve non-decreasing, or the median of several samples at one x, is not
+// the sample). The smooth forms' held-out residual at that knot is their bias there plus the same
+// measurement's noise, so the comparison stays like for like.
 CrossValidatedErrors LeaveOneOutInterpolation(const std::vector<double>& xs,
                                               const std::vector<double>& ys,
                                               const std::vector<double>& relative_noise,
@@ -176,7 +180,8 @@ CrossValidatedErrors LeaveOneOutInterpolation(const std::vector<double>& xs,
     const double knot_noise = std::sqrt(squares) / count;
     double relative_error = 0;
     if (answered_by_itself.count(xs[i]) != 0 && std::isfinite(knot_noise)) {
-      relative_error = std::sqrt(2.0) * knot_noise;
+      const double off_knot = (Interpolate(knots, xs[i]) - ys[i]) / ys[i];
+      relative_error = std::sqrt(2.0 * knot_noise * knot_noise + off_knot * off_knot);
     } else {
       std::vector<double> others;
       for (size_t k = 0; k + 1 < knots.size(); k += 2) {
@@ -214,11 +219,16 @@ std::set<double> AnsweredByTheirOwnKnots(const Group& group) {
   const std::set<double> knots(group.x.begin(), group.x.end());
   const std::vector<double> xs(knots.begin(), knots.end());
   for (size_t i = 0; i + 1 < xs.size(); ++i) {
+    if (!(xs[i + 1] <= 0x1p53)) break;  // counts beyond a double's integers: none held as answered
     const int64_t below = i == 0 ? 0 : static_cast<int64_t>(xs[i - 1]);
     const int64_t above = static_cast<int64_t>(xs[i + 1]);
+    // Counts computed are non-decreasing in the tokens called and never below them, so the calls
+    // from `tokens` up to the count they compute all compute it: one check per computed count.
     bool covered = true;
-    for (int64_t tokens = below + 1; covered && tokens < above; ++tokens) {
-      covered = knots.count(static_cast<double>(ComputedTokens(group.shape, tokens))) != 0;
+    for (int64_t tokens = below + 1; covered && tokens < above;) {
+      const int64_t computed = ComputedTokens(group.shape, tokens);
+      covered = knots.count(static_cast<double>(computed)) != 0;
+      tokens = std::max(computed, tokens) + 1;
     }
     if (covered) answered.insert(xs[i]);
   }

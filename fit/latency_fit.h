@@ -37,8 +37,10 @@ namespace moelab::fit {
 //             so its held-out error is its own noise against a later run's, sqrt(2) x the
 //             median's standard error from the sample's repetition_s (robust: from their median
 //             absolute deviation). Holding such a knot out judged the interpolation across twice
-//             the grid's spacing, where no call lands, and chose a smooth form that missed the
-//             kernel's seams by 8-17 % at 13, 24, 32 and 48 tokens (validate --quick, 2026-12-07).
+//             the grid's spacing, where no call lands, and chose an expert roofline that missed
+//             the kernel's seams by -12 % at 13 tokens, +15 % at 24 and -16 % at 32 (validate
+//             --quick, bf16, 2026-12-07). The knot's own distance from the sample (pooled knots,
+//             several samples at one x) is added to that noise.
 // A form is fitted only with more points than parameters and, for the roofline, at least 5
 // distinct x (otherwise a note says why). Residuals are relative, (model - measured) / measured:
 // times span decades across token counts and profiler noise is multiplicative, so absolute

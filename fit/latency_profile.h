@@ -24,7 +24,8 @@ namespace moelab::fit {
 // longer times are refused with the sample's index), and flops and bytes when present (finite,
 // >= 0, bytes at most 2^60; the cost calibration needs them); min_s, max_s and repetition_s, when
 // present, must agree with the median (0 < min_s <= median_s <= max_s, every repetition a positive
-// time); the other sample fields are optional and kept only as the profile's business. machine and
+// time), and repetition_s is read for the median's noise (fit/latency_fit.h); the other sample
+// fields are optional and kept only as the profile's business. machine and
 // model are optional objects; machine.limits (the profiler's measured DRAM read bandwidth and peak
 // FLOP/s) is read when present, model (with machine's kernel path) as the facts of what was
 // measured (model/profiled_model.h).

@@ -176,8 +176,9 @@ void AddKernelSeams(GridSpec& s) {
 GridSpec GridSpec::Quick() {
   GridSpec s;
   // Every token count to 24, then 32, 48 and 64: a verify or decode pass's experts and LM head
-  // compute one of those (calls above 24 tokens are tiled to 16), so the interpolated curve
-  // answers each from its own measurement, never across a kernel seam it cannot see (the AVX2
+  // compute one of those where the kernel tiles calls above 24 tokens to 16 (AVX512-BF16, bf16
+  // weights), so the interpolated curve answers each from its own measurement, never across a
+  // kernel seam it cannot see (the AVX2
   // register tiles change at 6 and 7 tokens, the AVX512-BF16 packed decode at 12/13, the tiling at
   // 24/25). With 14, 15 and 17-23 left out the fit judged the interpolation across them and chose
   // an expert roofline 12 % low at 13 tokens, 15 % high at 24 and 16 % low at 32 (validate

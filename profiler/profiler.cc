@@ -112,7 +112,7 @@ class ProfileRunner {
   using Group = RoundPoints;
 
   // Names `points` and fixes each one's iteration count where the bench sets it (points that
-  // flush caches between passes, and draft_decode_warm's back-to-back passes); Google Benchmark's
+  // flush caches between passes, draft_decode_warm's among them); Google Benchmark's
   // MinTime picks the others in every round.
   Group Prepare(OperatorBench& bench, const std::vector<GridPoint>& points) {
     Group group{points, {}, std::vector<int64_t>(points.size(), 0)};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -185,6 +186,48 @@ TEST(LatencyFit, KnotsEveryNearbyCallComputesAreJudgedByTheirNoise) {
   }
   EXPECT_NEAR(curve.PredictTokens(40) / 2.3597e-3, 1.0, 1e-12);  // computes 48
   EXPECT_LT(before.PredictTokens(13) / 0.8645e-3, 0.92);
+}
+
+// What makes a knot's noise known: at least 3 repetitions with some spread. Two repetitions, or
+// three of which two agree, leave every knot held out, as a profile of medians alone.
+TEST(LatencyFit, KnotNoiseNeedsThreeRepetitionsWithASpread) {
+  const nlohmann::json shape = {{"hidden", 64}};
+  const auto fit_with = [&](const std::function<nlohmann::json(double)>& repetitions) {
+    nlohmann::json samples = nlohmann::json::array();
+    for (int64_t t = 1; t <= 8; ++t) {
+      const double seconds = 1e-3 * (t <= 4 ? 1.0 : 1.6) * (1 + 0.05 * static_cast<double>(t));
+      nlohmann::json sample = Sample("expert_ffn", "cpu", shape, t, seconds);
+      if (nlohmann::json r = repetitions(seconds); !r.is_null()) sample["repetition_s"] = r;
+      samples.push_back(sample);
+    }
+    return *FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{})
+                .operators.at(0)
+                .Form(LatencyForm::kInterpolated)
+                ->loo_relative_rmse;
+  };
+  const double held_out = fit_with([](double) { return nlohmann::json(); });
+  EXPECT_EQ(fit_with([](double s) { return nlohmann::json{s, s * 1.01}; }), held_out);
+  EXPECT_EQ(fit_with([](double s) { return nlohmann::json{s, s, s * 1.01}; }), held_out);
+  // 1 % spreads: every knot but the last (calls above it extrapolate) is judged by its noise.
+  EXPECT_LT(fit_with([](double s) { return nlohmann::json{s * 0.99, s, s * 1.01}; }), held_out / 2);
+}
+
+// Tiles of 65,536 tokens: every call between two knots computes one of them, so the coverage is
+// checked once per computed count, not per token (per token, 40 knots took millions of JSON
+// reads; tests/fuzz_corpus/profile/regress-wide-token-tiles.json is the same profile).
+TEST(LatencyFit, WideTilesAreCheckedPerComputedCount) {
+  nlohmann::json samples = nlohmann::json::array();
+  const nlohmann::json shape = {{"hidden", 64},
+                                {"token_tiling", {{"exact_up_to", 0}, {"multiple", 65536}}}};
+  for (int64_t k = 1; k <= 40; ++k) {
+    const double seconds = 1e-3 * static_cast<double>(k);
+    nlohmann::json sample = Sample("expert_ffn", "cpu", shape, k * 65536, seconds);
+    sample["repetition_s"] = {seconds * 0.99, seconds, seconds * 1.02};
+    samples.push_back(sample);
+  }
+  const LatencyFit fit = FitLatency(ProfileFromJson(ProfileJson(samples), "p.json"), FitOptions{});
+  // sqrt(2) x the median's standard error of a 1 % spread is about 2 %, at 39 of 40 knots.
+  EXPECT_LT(*fit.operators.at(0).Form(LatencyForm::kInterpolated)->loo_relative_rmse, 0.05);
 }
 
 // A kernel that computes tokens in 16-token vectors above 24 tokens (AVX512-BF16 prefill): 53
