@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -93,10 +95,30 @@ TEST(LruPrefetchPolicy, TopNIncludesCachedExpertsWhichNeedNoLoad) {
 // popular (then the lower index) as a stable sort of the popularity order gives them, at expert
 // counts around a 16-lane vector's. Scores from a few values, so ties are common, and zeros,
 // which are never loaded.
+// The first n experts of the popularity order stably sorted by score, highest first, by the
+// comparisons a stable insertion makes (a NaN compares false with everything: it keeps its place
+// in the insertion, which no sort by a key reproduces).
+std::vector<int32_t> StableTopByScore(std::vector<int32_t> by_popularity,
+                                      const std::vector<float>& scores, size_t n) {
+  std::vector<int32_t> top;
+  for (const int32_t expert : by_popularity) {
+    size_t at = top.size();
+    while (at > 0 && scores[expert] > scores[top[at - 1]]) --at;
+    if (at >= n) continue;
+    top.insert(top.begin() + static_cast<std::ptrdiff_t>(at), expert);
+    if (top.size() > n) top.pop_back();
+  }
+  return top;
+}
+
+// Scores with ties, negative scores, -0 beside +0 and (in some trials) NaN; lists of 1 to 6 (the
+// policy keeps up to 4 in registers and longer ones in memory).
 TEST(LruPrefetchPolicy, SpeculativeLoadsAreTheBestScoredStablyByPopularity) {
   std::mt19937 random(7);
+  const float kScoreValues[] = {-0.5f, -0.0f, 0.0f, 0.25f, 0.5f, 0.75f, 1.0f};
   for (const int64_t experts : {3, 8, 16, 17, 40}) {
-    for (const int64_t n : {1, 2, 3}) {
+    for (const int64_t n : {1, 2, 3, 4, 5, 6}) {
+      if (n > experts) continue;
       for (int trial = 0; trial < 200; ++trial) {
         policies::OffloadSetup setup = TinySetup(2, experts, 1, 2, n);
         setup.popularity.assign(2, std::vector<double>(static_cast<size_t>(experts)));
@@ -105,19 +127,25 @@ TEST(LruPrefetchPolicy, SpeculativeLoadsAreTheBestScoredStablyByPopularity) {
         auto policy = MakeOffloadPolicy("lru-prefetch", Options(1, n, n), setup);
         policy->InitialPlacement();
         std::vector<float> scores(static_cast<size_t>(experts));
-        for (float& score : scores) score = static_cast<float>(random() % 5) * 0.25f;
+        for (float& score : scores) score = kScoreValues[random() % std::size(kScoreValues)];
+        const bool with_nan = trial % 10 == 9;
+        if (with_nan) scores[random() % scores.size()] = std::numeric_limits<float>::quiet_NaN();
         std::vector<int32_t> order(static_cast<size_t>(experts));
         for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int32_t>(e);
         std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
           return setup.popularity[1][a] > setup.popularity[1][b];
         });
         const int32_t cached = order[0];  // layer 1's one cached expert, the most popular
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+        std::vector<int32_t> top = StableTopByScore(order, scores, static_cast<size_t>(n));
+        if (!with_nan) {  // the insertion is the stable sort's order (a check of the reference)
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+          ASSERT_TRUE(std::equal(top.begin(), top.end(), order.begin()));
+        }
         std::vector<int32_t> expected;
-        for (int64_t i = 0; i < std::min(n, experts); ++i) {
-          if (scores[order[i]] <= 0) break;
-          if (order[i] != cached) expected.push_back(order[i]);
+        for (const int32_t expert : top) {
+          if (scores[expert] <= 0) break;
+          if (expert != cached) expected.push_back(expert);
         }
         Demand demand{0, {{0, 1}}, scores};
         const LayerPlan plan = Plan(*policy, demand);
