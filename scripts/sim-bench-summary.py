@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Summarises scripts/sim-bench-compare.sh's runs: per case, the baseline's and the new build's
 median CPU time per run over every repetition of every round, their min-max, the speed-up of the
-medians, and expert events per second at the new median. Standard library only."""
+medians, the median (and min-max) of the rounds' paired speed-ups (a round's baseline median over
+its new median of the same case, run back to back), and expert events per second at the new
+median. Standard library only."""
 import glob
 import json
 import os
@@ -11,7 +13,10 @@ import sys
 
 def load(folder, side):
     times, events, labels, commits = {}, {}, {}, set()
+    by_round = {}  # (name, round) -> CPU seconds of that round's repetitions
     for path in sorted(glob.glob(os.path.join(folder, side + "-*.json"))):
+        # side-ROUND.json (all cases a round) or side-ROUND-CASE.json (one case)
+        round_id = os.path.basename(path)[len(side) + 1:-len(".json")].split("-")[0]
         with open(path) as f:
             run = json.load(f)
         commits.add(run["context"].get("provenance.git_commit", "?"))
@@ -22,21 +27,23 @@ def load(folder, side):
             scale = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9, "s": 1.0}[b["time_unit"]]
             cpu_s = b["cpu_time"] * scale
             times.setdefault(name, []).append(cpu_s)
+            by_round.setdefault((name, round_id), []).append(cpu_s)
             # expert events per second x CPU seconds per run = expert events per run
             if "expert_events_per_s" in b:
                 events[name] = b["expert_events_per_s"] * cpu_s
             labels[name] = b.get("label", "")
-    return times, events, labels, commits
+    return times, events, labels, commits, by_round
 
 
 def main():
     folder = sys.argv[1]
-    base, _, _, base_commits = load(folder, "baseline")
-    new, events, labels, new_commits = load(folder, "new")
+    base, _, _, base_commits, base_rounds = load(folder, "baseline")
+    new, events, labels, new_commits, new_rounds = load(folder, "new")
     print(f"baseline {', '.join(sorted(base_commits))}; new {', '.join(sorted(new_commits))}")
     print()
-    print("| case | baseline ms (min-max) | new ms (min-max) | speed-up | expert events/s (new) |")
-    print("|---|---|---|---|---|")
+    print("| case | baseline ms (min-max) | new ms (min-max) | speed-up | paired speed-up (min-max) "
+          "| expert events/s (new) |")
+    print("|---|---|---|---|---|---|")
     for name in new:
         b, n = base.get(name, []), new[name]
         nm = statistics.median(n)
@@ -49,6 +56,11 @@ def main():
             row.append("-")
         row.append(f"{nm * 1e3:.1f} ({min(n) * 1e3:.1f}-{max(n) * 1e3:.1f})")
         row.append(f"{bm / nm:.2f}x" if bm else "-")
+        paired = [statistics.median(base_rounds[key]) / statistics.median(times)
+                  for key, times in new_rounds.items()
+                  if key[0] == name and key in base_rounds]
+        row.append(f"{statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})"
+                   if paired else "-")
         row.append(f"{events[name] / nm / 1e6:.2f} M" if name in events else "-")
         print("| " + " | ".join(row) + " |")
 
