@@ -14,7 +14,11 @@ import sys
 def load(folder, side):
     times, events, labels, commits = {}, {}, {}, set()
     by_round = {}  # (name, round) -> CPU seconds of that round's repetitions
-    for path in sorted(glob.glob(os.path.join(folder, side + "-*.json"))):
+    def order(path):  # rounds and cases in their numeric order, so rows follow the bench's
+        parts = os.path.basename(path)[len(side) + 1:-len(".json")].split("-")
+        return [int(p) if p.isdigit() else 0 for p in parts]
+
+    for path in sorted(glob.glob(os.path.join(folder, side + "-*.json")), key=order):
         # side-ROUND.json (all cases a round) or side-ROUND-CASE.json (one case)
         round_id = os.path.basename(path)[len(side) + 1:-len(".json")].split("-")[0]
         with open(path) as f:
