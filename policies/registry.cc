@@ -100,7 +100,7 @@ void RegisterOffloadPolicies(PolicyRegistry& registry) {
   registry.Add({"fmoe",
                 "expert-map store with semantic and trajectory search, probability-mass prefetch "
                 "d layers ahead, eviction by 1/(p freq) (fMoE)",
-                impl::FmoeOptions(), impl::MakeFmoePolicy});
+                impl::FmoeOptions(), impl::MakeFmoePolicy, /*reads_history=*/true});
   registry.Add({"stream-all",
                 "every expert of every layer loaded for each pass, nothing kept (naive offloading, "
                 "accelerate-style)",

@@ -22,6 +22,10 @@ struct PolicyInfo {
   // policies/impl/); any other option that is set is refused.
   std::vector<PolicyOptionSpec> options;
   PolicyFactory make;
+  // It reads OffloadSetup::history (fMoE's map store starts from it). The simulator hands the
+  // calibration's expert maps only to such a policy: copying 1024 maps into the setup and again
+  // into the policy was a tenth of a batch-1 simulation of the others, which never read them.
+  bool reads_history = false;
 };
 
 class PolicyRegistry {

@@ -115,7 +115,9 @@ void Engine::SetUp() {
   setup.dense_layer_bytes = memory.dense_layer_bytes;
   setup.latency = cost_.FiddlerLatency(expert_bytes_);
   setup.popularity = calibration_.popularity;
-  setup.history = calibration_.history;
+  // Only for a policy that reads them (policies::PolicyInfo::reads_history).
+  if (policies::DefaultPolicyRegistry().Find(config_.policy).reads_history)
+    setup.history = calibration_.history;
   setup.seed = config_.seed;
   policy_ = policies::MakeOffloadPolicy(config_.policy, config_.policy_options, setup);
   needs_ = policy_->Needs();

@@ -1,6 +1,9 @@
 #include "policies/registry.h"
 
 #include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +23,92 @@ TEST(PolicyRegistry, RegistersTheSevenPoliciesInOrder) {
     const auto policy = MakeOffloadPolicy(name, {}, TinySetup(4, 8, 2, 16, 4));
     EXPECT_EQ(policy->Name(), name);
   }
+}
+
+// Every decision and prefetch of `passes` seeded random passes, as text (what the policy decided,
+// for comparing two policies built from different setups).
+std::string DecisionsOf(OffloadPolicy& policy, const OffloadSetup& setup, int passes) {
+  std::mt19937 random(11);
+  std::string text;
+  for (const ExpertRef& ref : policy.InitialPlacement())
+    text += "place " + std::to_string(ref.layer) + "/" + std::to_string(ref.expert) + "\n";
+  const auto describe = [&](const LayerPlan& plan) {
+    for (const ExpertDecision& d : plan.decisions) {
+      text +=
+          "decide " + std::to_string(d.expert) + " " + std::to_string(static_cast<int>(d.action)) +
+          " " + std::to_string(static_cast<int>(d.target)) + " " + std::to_string(d.promote) + " " +
+          (d.evict ? std::to_string(d.evict->layer) + "/" + std::to_string(d.evict->expert) : "-") +
+          "\n";
+    }
+    for (const PrefetchRequest& r : plan.prefetches) {
+      text += "prefetch " + std::to_string(r.expert.layer) + "/" + std::to_string(r.expert.expert) +
+              " " + std::to_string(r.priority) + "\n";
+    }
+  };
+  for (int pass = 0; pass < passes; ++pass) {
+    IterationInfo info;
+    info.index = pass;
+    info.kind = "decode";
+    info.tokens = 1;
+    info.requests = {pass % 3};
+    info.semantic = {static_cast<float>(pass % 3), 1.0f};
+    LayerPlan plan;
+    policy.BeginIteration(info, plan);
+    describe(plan);
+    for (int32_t layer = 0; layer < setup.num_moe_layers; ++layer) {
+      std::vector<int32_t> experts(static_cast<size_t>(setup.num_experts));
+      for (size_t e = 0; e < experts.size(); ++e) experts[e] = static_cast<int32_t>(e);
+      std::shuffle(experts.begin(), experts.end(), random);
+      experts.resize(static_cast<size_t>(setup.top_k));
+      std::sort(experts.begin(), experts.end());
+      std::vector<ExpertDemand> demanded;
+      for (const int32_t e : experts) demanded.push_back({e, 1});
+      std::vector<float> next(static_cast<size_t>(setup.num_experts));
+      for (float& score : next) score = static_cast<float>(random() % 8) / 8.0f;
+      std::vector<float> gate(static_cast<size_t>(setup.num_experts), 0.0f);
+      for (const int32_t e : experts) gate[static_cast<size_t>(e)] = 0.5f;
+      plan = testing::Plan(policy, testing::Demand(layer, demanded, next, gate));
+      describe(plan);
+    }
+    policy.EndIteration();
+  }
+  return text;
+}
+
+// The simulator hands the calibration's expert maps only to the policies registered as reading
+// them (PolicyInfo::reads_history): every other policy decides the same with or without them, and
+// the one that reads them (fMoE) decides differently, so a policy that starts reading them without
+// saying so fails here.
+TEST(PolicyRegistry, OnlyPoliciesThatSayTheyReadTheHistoryDependOnIt) {
+  const OffloadSetup without = TinySetup(4, 8, 2, 12, 4);
+  OffloadSetup with = without;
+  std::mt19937 random(5);
+  for (int64_t request = 0; request < 6; ++request) {
+    OffloadSetup::ExpertMap map;
+    map.request = request;
+    map.semantic = {static_cast<float>(request % 3), 1.0f};
+    map.probabilities.assign(static_cast<size_t>(4 * 8), 0.0f);
+    for (int64_t layer = 0; layer < 4; ++layer) {
+      for (int k = 0; k < 2; ++k)
+        map.probabilities[static_cast<size_t>(layer * 8 + static_cast<int64_t>(random() % 8))] +=
+            0.5f;
+    }
+    with.history.push_back(map);
+  }
+  int readers = 0;
+  for (const PolicyInfo& info : DefaultPolicyRegistry().All()) {
+    const auto plain = MakeOffloadPolicy(info.name, {}, without);
+    const auto given = MakeOffloadPolicy(info.name, {}, with);
+    const std::string decided_without = DecisionsOf(*plain, without, 12);
+    const std::string decided_with = DecisionsOf(*given, with, 12);
+    if (info.reads_history) {
+      ++readers;
+      EXPECT_NE(decided_with, decided_without) << info.name;
+    } else {
+      EXPECT_EQ(decided_with, decided_without) << info.name;
+    }
+  }
+  EXPECT_EQ(readers, 1);  // fMoE
 }
 
 TEST(PolicyRegistry, UnknownNameListsTheValidOnes) {
