@@ -189,6 +189,7 @@ nlohmann::json ValidationToJson(const ValidationResult& result) {
   json["machine"] = result.machine;
   json["device"] = result.request.device;
   json["limits_per_round"] = result.round_limits;
+  json["warm_up_runs"] = result.warm_up_runs;
   json["notes"] = result.notes;
   json["wall_time_s"] = result.wall_time_s;
   json["provenance"] = report::Provenance();
@@ -287,7 +288,9 @@ void WriteMarkdownSummary(std::ostream& out, const ValidationResult& result,
       << "Command: `" << CommandLine(result) << "`. Wall time "
       << FormatNumber(result.wall_time_s, 0) << " s.\n\n";
   out << "Each case ran " << result.request.Repeats()
-      << " times, interleaved round by round (the machine's limits probed before each round); "
+      << " times, interleaved round by round (the machine's limits probed before each round, "
+         "and the first case of each model run once untimed after it, so that its caches hold "
+         "that model as every later case's do); "
          "measured = each timed step's median over the runs, summed (seeded runs take the same "
          "steps; an SD speedup is the plain decode's sum over the SD run's, that plain decode run "
          "before every SD case of the batch and pooled over them), which leaves out a "
