@@ -21,8 +21,16 @@ for bench in "$baseline" "$new"; do
 done
 core=$(($(nproc) - 1))
 mkdir -p "$out"
-cases=$("$new" --benchmark_filter="$filter" --benchmark_list_tests)
-[ -n "$cases" ] || { echo "$0: no case matches '$filter'" >&2; exit 1; }
+# A folder of an earlier comparison would mix its runs into this one's medians.
+if compgen -G "$out/baseline-*.json" >/dev/null || compgen -G "$out/new-*.json" >/dev/null; then
+  echo "$0: $out already holds a comparison's runs; give an empty or new folder" >&2
+  exit 1
+fi
+# The cases both builds have (a case one of them lacks would leave an empty run file).
+cases=$(comm -12 <("$baseline" --benchmark_filter="$filter" --benchmark_list_tests | sort) \
+                 <("$new" --benchmark_filter="$filter" --benchmark_list_tests | sort) |
+        grep -Fxf - <("$new" --benchmark_filter="$filter" --benchmark_list_tests) || true)
+[ -n "$cases" ] || { echo "$0: no case matches '$filter' in both builds" >&2; exit 1; }
 for round in $(seq "$rounds"); do
   sides="baseline new"
   [ $((round % 2)) -eq 0 ] && sides="new baseline"

@@ -67,8 +67,8 @@ struct ValidationResult {
   ValidationRequest request;
   nlohmann::json machine;                    // the profile's machine section
   std::vector<nlohmann::json> round_limits;  // machine limits probed before each round
-  // Untimed runs of a case whose model did not run just before it (the round's first, the first
-  // of the held-out shape): its caches warmed as every later case's are.
+  // Untimed runs, over all rounds, of a case whose model did not run just before it (each
+  // round's first, the first of the held-out shape): its caches warmed as every later case's are.
   int64_t warm_up_runs = 0;
   std::string profile_path, fit_path, routing_trace_path;
   bool profile_reused = false;

@@ -288,9 +288,13 @@ void WriteMarkdownSummary(std::ostream& out, const ValidationResult& result,
       << "Command: `" << CommandLine(result) << "`. Wall time "
       << FormatNumber(result.wall_time_s, 0) << " s.\n\n";
   out << "Each case ran " << result.request.Repeats()
-      << " times, interleaved round by round (the machine's limits probed before each round, "
-         "and the first case of each model run once untimed after it, so that its caches hold "
-         "that model as every later case's do); "
+      << " times, interleaved round by round (the machine's limits probed before each round"
+      << (result.warm_up_runs > 0
+              ? std::string(", and in each round the first case of each model run once untimed "
+                            "before its timed runs, so that its caches hold that model as every "
+                            "later case's do")
+              : std::string())
+      << "); "
          "measured = each timed step's median over the runs, summed (seeded runs take the same "
          "steps; an SD speedup is the plain decode's sum over the SD run's, that plain decode run "
          "before every SD case of the batch and pooled over them), which leaves out a "

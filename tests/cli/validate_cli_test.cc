@@ -78,10 +78,10 @@ TEST(ValidateCli, QuickRunOnATinyShapeWritesTheWholeReport) {
   EXPECT_LE(json["by_kind"]["sd"]["predictions_within_spread"].get<int64_t>(),
             json["by_kind"]["sd"]["cases"].get<int64_t>());
   EXPECT_EQ(json["limits_per_round"].size(), 1u);
-  // One untimed run a round before the first case of each model (shape): its caches warm.
+  // One untimed run in each round before the first case of each model (shape): its caches warm.
   std::set<std::string> shapes;
   for (const nlohmann::json& c : json["cases"]) shapes.insert(c["shape"].get<std::string>());
-  EXPECT_EQ(json["warm_up_runs"].get<int64_t>(), static_cast<int64_t>(shapes.size()));
+  EXPECT_EQ(json["warm_up_runs"].get<size_t>(), shapes.size() * json["limits_per_round"].size());
   // Profiled here, its rounds interleaved with the case rounds; no drift term on the predictions.
   EXPECT_EQ(json["profile_interleaved"], true);
   EXPECT_FALSE(json.contains("machine_drift"));

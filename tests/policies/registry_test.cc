@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -41,10 +42,24 @@ std::string DecisionsOf(OffloadPolicy& policy, const OffloadSetup& setup, int pa
           "\n";
     }
     for (const PrefetchRequest& r : plan.prefetches) {
-      text += "prefetch " + std::to_string(r.expert.layer) + "/" + std::to_string(r.expert.expert) +
-              " " + std::to_string(r.priority) + "\n";
+      text +=
+          "prefetch " + std::to_string(r.expert.layer) + "/" + std::to_string(r.expert.expert) +
+          " " + std::to_string(static_cast<int>(r.target)) + " " +
+          (r.evict ? std::to_string(r.evict->layer) + "/" + std::to_string(r.evict->expert) : "-") +
+          " " + std::to_string(r.priority) + " " + std::to_string(r.urgent) + "\n";
     }
+    for (const ExpertRef& ref : plan.discard_staged)
+      text += "discard " + std::to_string(ref.layer) + "/" + std::to_string(ref.expert) + "\n";
   };
+  // What the engine reads of the policy besides its plans.
+  text += "slots " + std::to_string(policy.ExpertSlots()) + " staging " +
+          std::to_string(policy.StagingBuffersUsed()) + " needs " +
+          std::to_string(policy.Needs().gate_probabilities) +
+          std::to_string(policy.Needs().next_layer_scores) + "\n";
+  for (const auto& [name, value] : policy.ResolvedOptions())
+    text += "option " + name + " " + std::to_string(value) + "\n";
+  for (int64_t layer = 0; layer < setup.num_layers; ++layer)
+    text += "dense " + std::to_string(static_cast<int>(policy.DenseDevice(layer))) + "\n";
   for (int pass = 0; pass < passes; ++pass) {
     IterationInfo info;
     info.index = pass;
@@ -72,6 +87,9 @@ std::string DecisionsOf(OffloadPolicy& policy, const OffloadSetup& setup, int pa
     }
     policy.EndIteration();
   }
+  const PolicyStats stats = policy.Stats();
+  text += "stats " + std::to_string(stats.prefetches_issued) + " " +
+          std::to_string(stats.searches) + " " + std::to_string(stats.map_store_size) + "\n";
   return text;
 }
 
@@ -79,8 +97,7 @@ std::string DecisionsOf(OffloadPolicy& policy, const OffloadSetup& setup, int pa
 // them (PolicyInfo::reads_history): every other policy decides the same with or without them, and
 // the one that reads them (fMoE) decides differently, so a policy that starts reading them without
 // saying so fails here.
-TEST(PolicyRegistry, OnlyPoliciesThatSayTheyReadTheHistoryDependOnIt) {
-  const OffloadSetup without = TinySetup(4, 8, 2, 12, 4);
+void ExpectOnlyReadersDependOnHistory(const OffloadSetup& without) {
   OffloadSetup with = without;
   std::mt19937 random(5);
   for (int64_t request = 0; request < 6; ++request) {
@@ -97,18 +114,44 @@ TEST(PolicyRegistry, OnlyPoliciesThatSayTheyReadTheHistoryDependOnIt) {
   }
   int readers = 0;
   for (const PolicyInfo& info : DefaultPolicyRegistry().All()) {
-    const auto plain = MakeOffloadPolicy(info.name, {}, without);
-    const auto given = MakeOffloadPolicy(info.name, {}, with);
-    const std::string decided_without = DecisionsOf(*plain, without, 12);
-    const std::string decided_with = DecisionsOf(*given, with, 12);
-    if (info.reads_history) {
-      ++readers;
-      EXPECT_NE(decided_with, decided_without) << info.name;
-    } else {
-      EXPECT_EQ(decided_with, decided_without) << info.name;
+    // Its defaults, and every option it takes set one above its minimum (other code paths).
+    std::vector<PolicyOptions> option_sets(1);
+    PolicyOptions& raised = option_sets.emplace_back();
+    for (const PolicyOptionSpec& spec : info.options) {
+      const std::string_view name = spec.name;
+      if (name == "cache-per-layer") raised.cache_per_layer = 1;
+      if (name == "prefetch") raised.prefetch = 1;
+      if (name == "gpu-layers") raised.gpu_layers = 1;
+      if (name == "staging-buffers") raised.staging_buffers = 2;
+      if (name == "prefetch-distance") raised.prefetch_distance = 1;
     }
+    for (const PolicyOptions& options : option_sets) {
+      const auto plain = MakeOffloadPolicy(info.name, options, without);
+      const auto given = MakeOffloadPolicy(info.name, options, with);
+      const std::string decided_without = DecisionsOf(*plain, without, 12);
+      const std::string decided_with = DecisionsOf(*given, with, 12);
+      if (info.reads_history) {
+        EXPECT_NE(decided_with, decided_without) << info.name;
+      } else {
+        EXPECT_EQ(decided_with, decided_without) << info.name;
+      }
+    }
+    readers += info.reads_history;
   }
   EXPECT_EQ(readers, 1);  // fMoE
+}
+
+TEST(PolicyRegistry, OnlyPoliciesThatSayTheyReadTheHistoryDependOnIt) {
+  for (const bool with_popularity : {false, true}) {
+    OffloadSetup without = TinySetup(4, 8, 2, 12, 4);
+    if (with_popularity) {  // calibration counts, as the simulator's setups carry
+      std::mt19937 counts(3);
+      without.popularity.assign(4, std::vector<double>(8));
+      for (auto& layer : without.popularity)
+        for (double& count : layer) count = static_cast<double>(counts() % 16);
+    }
+    ExpectOnlyReadersDependOnHistory(without);
+  }
 }
 
 TEST(PolicyRegistry, UnknownNameListsTheValidOnes) {
