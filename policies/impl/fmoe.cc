@@ -29,6 +29,7 @@
 #include "policies/impl/factories.h"
 #include "policies/impl/fmoe_eviction_walk.h"
 #include "policies/impl/fmoe_lowest_few.h"
+#include "policies/impl/fmoe_prefetch_order.h"
 #include "policies/impl/fmoe_row_classes.h"
 
 namespace moelab::policies::impl {
@@ -627,27 +628,14 @@ class FmoePolicy : public OffloadPolicy {
     const double delta = std::clamp(1.0 - score, 0.0, 1.0);
     const float* p = &store_[static_cast<size_t>(matched_)]
                           .probabilities[static_cast<size_t>(target * experts_)];
-    std::vector<int32_t>& order = scratch_;
-    order.resize(static_cast<size_t>(experts_));
-    for (int64_t e = 0; e < experts_; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
-    const double* popularity =
-        setup_.popularity.empty() ? nullptr : setup_.popularity[static_cast<size_t>(target)].data();
-    const auto before = [&](int32_t a, int32_t b) {
-      if (p[a] != p[b]) return p[a] > p[b];
-      return popularity && popularity[a] > popularity[b];
-    };
-    // A stable insertion sort (the order std::stable_sort gives), without its buffer allocation.
-    for (size_t i = 1; i < order.size(); ++i) {
-      const int32_t expert = order[i];
-      size_t j = i;
-      for (; j > 0 && before(expert, order[j - 1]); --j) order[j] = order[j - 1];
-      order[j] = expert;
-    }
+    prefetch_order_.Start(
+        target, p,
+        setup_.popularity.empty() ? nullptr : &setup_.popularity[static_cast<size_t>(target)]);
     double mass = 0;
     FmoeLowestFew lowest_few;
     for (int64_t n = 0; n < experts_; ++n) {
       if (n >= setup_.top_k && mass >= delta) break;
-      const int32_t expert = order[static_cast<size_t>(n)];
+      const int32_t expert = prefetch_order_.Next();
       mass += p[expert];
       const int64_t flat = FlatIndex(setup_, target, expert);
       Stamp(flat);  // wanted later in this pass
@@ -775,7 +763,7 @@ class FmoePolicy : public OffloadPolicy {
   const double* scoring_ = nullptr;      // inverse norms of the layer being scored, or null
   double highest_[kLanes] = {};          // the highest score so far, per lane
   int64_t highest_at_[kLanes] = {};      // the latest map reaching it, per lane
-  std::vector<int32_t> scratch_;
+  FmoePrefetchOrder prefetch_order_{setup_.num_experts};
   mutable std::vector<uint64_t> candidate_words_;  // Victim's walk: cached and not protected
   std::vector<char> hit_;
   PolicyStats stats_;

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iterator>
+#include <random>
 #include <set>
 
 #include "policies/registry.h"
@@ -68,11 +71,9 @@ model::PopularityTable SkipLayers(int64_t layers, int64_t experts,
   return table;
 }
 
-size_t PrefetchesAtStart(const std::vector<float>& semantic) {
-  OffloadSetup setup = TinySetup(4, 4, 1, 12);
-  setup.popularity = SkipLayers(4, 4, {0});  // layers 1-3 cached, layer 0 not
-  // Expert 3 has 0.4 of the mass at every layer, the others 0.2 each.
-  setup.history.push_back({0, {1.0f, 0.0f}, Map(4, 4, {3, 3, 3, 3}, 0.6f)});
+// The prefetches of a first pass whose request has embedding `semantic`, at distance 1 (layer 0).
+std::vector<PrefetchRequest> FirstPassPrefetches(const OffloadSetup& setup,
+                                                 const std::vector<float>& semantic) {
   PolicyOptions options;
   options.prefetch_distance = 1;
   auto policy = MakeOffloadPolicy("fmoe", options, setup);
@@ -82,13 +83,67 @@ size_t PrefetchesAtStart(const std::vector<float>& semantic) {
   info.semantic = semantic;
   policy->BeginIteration(info, plan);
   for (const PrefetchRequest& request : plan.prefetches) EXPECT_EQ(request.expert.layer, 0);
-  return plan.prefetches.size();
+  return plan.prefetches;
+}
+
+size_t PrefetchesAtStart(const std::vector<float>& semantic) {
+  OffloadSetup setup = TinySetup(4, 4, 1, 12);
+  setup.popularity = SkipLayers(4, 4, {0});  // layers 1-3 cached, layer 0 not
+  // Expert 3 has 0.4 of the mass at every layer, the others 0.2 each.
+  setup.history.push_back({0, {1.0f, 0.0f}, Map(4, 4, {3, 3, 3, 3}, 0.6f)});
+  return FirstPassPrefetches(setup, semantic).size();
 }
 
 TEST(FmoePolicy, LowerScoresPrefetchMoreProbabilityMass) {
   EXPECT_EQ(PrefetchesAtStart({1.0f, 0.0f}), 1u);        // score 1, delta 0: K = 1 expert
   EXPECT_EQ(PrefetchesAtStart({1.0f, 1.7320508f}), 2u);  // score 0.5, delta 0.5: 0.4 + 0.2
   EXPECT_EQ(PrefetchesAtStart({0.0f, 1.0f}), 4u);        // score 0, delta 1: the whole layer
+}
+
+// The prefetch order: the matched map's probabilities, highest first, ties by calibration
+// popularity, highest first, then by index (a stable sort), as the comparisons of a stable
+// insertion make it (a NaN compares false with everything). Probabilities with ties, -0 beside +0
+// and, in some trials, NaN; 8 experts (the order picked one at a time) and 40 (sorted once).
+TEST(FmoePolicy, PrefetchOrderIsTheStableSortByProbabilityThenPopularity) {
+  std::mt19937 random(13);
+  const float kValues[] = {-0.0f, 0.0f, 0.05f, 0.1f, 0.2f, 0.3f};
+  for (const int64_t experts : {8, 40}) {
+    for (int trial = 0; trial < 60; ++trial) {
+      OffloadSetup setup = TinySetup(2, experts, 1, experts);
+      // Layer 1 the most popular (cached at the start), layer 0's counts with ties.
+      setup.popularity.assign(2, std::vector<double>(static_cast<size_t>(experts)));
+      for (double& count : setup.popularity[0]) count = static_cast<double>(random() % 3);
+      for (double& count : setup.popularity[1]) count = 100.0 + static_cast<double>(random() % 3);
+      std::vector<float> map(static_cast<size_t>(2 * experts), 0.1f);
+      for (int64_t e = 0; e < experts; ++e)
+        map[static_cast<size_t>(e)] = kValues[random() % std::size(kValues)];
+      if (trial % 6 == 5) map[random() % static_cast<size_t>(experts)] = std::nanf("");
+      setup.history.push_back({0, {1.0f, 0.0f}, map});
+      // Score 0, delta 1: prefetch until the mass reaches 1.
+      const std::vector<PrefetchRequest> prefetches = FirstPassPrefetches(setup, {0.0f, 1.0f});
+
+      const float* p = map.data();
+      const std::vector<double>& counts = setup.popularity[0];
+      std::vector<int32_t> order;
+      for (int32_t e = 0; e < static_cast<int32_t>(experts); ++e) {
+        size_t at = order.size();
+        while (at > 0 && (p[e] != p[order[at - 1]] ? p[e] > p[order[at - 1]]
+                                                   : counts[e] > counts[order[at - 1]]))
+          --at;
+        order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), e);
+      }
+      std::vector<int32_t> expected;
+      double mass = 0;
+      for (size_t n = 0; n < order.size(); ++n) {
+        if (n >= 1 && mass >= 1.0) break;
+        expected.push_back(order[n]);
+        mass += p[order[n]];
+      }
+      std::vector<int32_t> prefetched;
+      for (const PrefetchRequest& request : prefetches) prefetched.push_back(request.expert.expert);
+      ASSERT_EQ(prefetched, expected) << "E " << experts << " trial " << trial;
+    }
+  }
 }
 
 TEST(FmoePolicy, TrajectorySearchFollowsTheMatchingMap) {
