@@ -230,6 +230,9 @@ TEST(OffloadRuntime, EveryPolicyComputesExactlyWhatTheInRamModelDoes) {
 // expert computation on the compute thread, and every wait for a read on the compute thread,
 // ending once a read of that expert in the same pass has landed (its copy may end just before the
 // wait begins: the reader marks it done after); the waits add up to the stall the tier counts.
+// A read that has landed before the compute thread asks for it is not a wait (io_uring can finish
+// a read from the page cache as it is submitted), so a run that never waited is repeated until
+// one does: every run's timeline must hold the invariants, and some run must have drawn a wait.
 TEST(OffloadRuntime, TheTimelineShowsEveryReadAndEveryWait) {
   TempDir dir;
   ExecutorConfig c = testing::TinyQwenMoe();
@@ -237,49 +240,55 @@ TEST(OffloadRuntime, TheTimelineShowsEveryReadAndEveryWait) {
   Offloaded model(c, 11, dir.path);
   std::vector<ReaderKind> readers = {ReaderKind::kThreads};
   if (IoUringAvailable(nullptr)) readers.push_back(ReaderKind::kIoUring);
+  constexpr int kMaxRuns = 8;
   for (const ReaderKind reader : readers) {
     for (const std::string policy : {"on-demand", "stream-all"}) {
-      ExecutionTimeline timeline;
-      OffloadOptions options;
-      options.policy = policy;
-      options.expert_memory_bytes = 8 * model.store.store->key().payload_bytes();
-      options.seed = 11;
-      options.reader = reader;
-      options.timeline = &timeline;
-      const OffloadStats s = Decode(model, &options, 2, &timeline).stats;
       const std::string label = policy + " " + ToString(reader);
-      using Kind = ExecutionTimeline::Kind;
-      std::map<Kind, int64_t> count;
-      double waited_s = 0;
-      std::vector<ExecutionTimeline::Event> copies, waits;
-      std::map<int64_t, double> pass_start;
-      for (const ExecutionTimeline::Event& e : timeline.events()) {
-        ++count[e.kind];
-        if (e.kind == Kind::kPass) pass_start[e.pass] = e.start_s;
-        if (e.kind == Kind::kStorage || e.kind == Kind::kCopy) {
-          EXPECT_GE(e.lane, ExecutionTimeline::kReaderLane) << label;
-          EXPECT_GE(e.expert, 0) << label;
+      int64_t runs_that_waited = 0;
+      for (int run = 0; run < kMaxRuns && runs_that_waited == 0; ++run) {
+        ExecutionTimeline timeline;
+        OffloadOptions options;
+        options.policy = policy;
+        options.expert_memory_bytes = 8 * model.store.store->key().payload_bytes();
+        options.seed = 11;
+        options.reader = reader;
+        options.timeline = &timeline;
+        const OffloadStats s = Decode(model, &options, 2, &timeline).stats;
+        using Kind = ExecutionTimeline::Kind;
+        std::map<Kind, int64_t> count;
+        double waited_s = 0;
+        std::vector<ExecutionTimeline::Event> copies, waits;
+        std::map<int64_t, double> pass_start;
+        for (const ExecutionTimeline::Event& e : timeline.events()) {
+          ++count[e.kind];
+          if (e.kind == Kind::kPass) pass_start[e.pass] = e.start_s;
+          if (e.kind == Kind::kStorage || e.kind == Kind::kCopy) {
+            EXPECT_GE(e.lane, ExecutionTimeline::kReaderLane) << label;
+            EXPECT_GE(e.expert, 0) << label;
+          }
+          if (e.kind == Kind::kCopy) copies.push_back(e);
+          if (e.kind == Kind::kWait) {
+            waits.push_back(e);
+            waited_s += e.end_s - e.start_s;
+          }
         }
-        if (e.kind == Kind::kCopy) copies.push_back(e);
-        if (e.kind == Kind::kWait) {
-          waits.push_back(e);
-          waited_s += e.end_s - e.start_s;
+        // Neither policy prefetches, so every read has landed by the end of the run.
+        EXPECT_EQ(count[Kind::kStorage], s.reads + s.initial_reads) << label;
+        EXPECT_EQ(count[Kind::kCopy], s.reads + s.initial_reads) << label;
+        EXPECT_EQ(count[Kind::kExpert], s.activations) << label;
+        EXPECT_GE(s.demand_fetches + s.transient_fetches, 1) << label;
+        EXPECT_LE(count[Kind::kWait], s.demand_fetches + s.transient_fetches) << label;
+        EXPECT_NEAR(waited_s, s.stall_s, 0.1 * s.stall_s + 1e-3) << label;
+        for (const ExecutionTimeline::Event& wait : waits) {
+          const bool landed = std::any_of(copies.begin(), copies.end(), [&](const auto& copy) {
+            return copy.layer == wait.layer && copy.expert == wait.expert &&
+                   copy.end_s <= wait.end_s && copy.end_s >= pass_start.at(wait.pass);
+          });
+          EXPECT_TRUE(landed) << label << ": " << EventName(wait);
         }
+        if (count[Kind::kWait] > 0) ++runs_that_waited;
       }
-      // Neither policy prefetches, so every read has landed by the end of the run.
-      EXPECT_EQ(count[Kind::kStorage], s.reads + s.initial_reads) << label;
-      EXPECT_EQ(count[Kind::kCopy], s.reads + s.initial_reads) << label;
-      EXPECT_EQ(count[Kind::kExpert], s.activations) << label;
-      EXPECT_GE(count[Kind::kWait], 1) << label;
-      EXPECT_LE(count[Kind::kWait], s.demand_fetches + s.transient_fetches) << label;
-      EXPECT_NEAR(waited_s, s.stall_s, 0.1 * s.stall_s + 1e-3) << label;
-      for (const ExecutionTimeline::Event& wait : waits) {
-        const bool landed = std::any_of(copies.begin(), copies.end(), [&](const auto& copy) {
-          return copy.layer == wait.layer && copy.expert == wait.expert &&
-                 copy.end_s <= wait.end_s && copy.end_s >= pass_start.at(wait.pass);
-        });
-        EXPECT_TRUE(landed) << label << ": " << EventName(wait);
-      }
+      EXPECT_EQ(runs_that_waited, 1) << label << ": no wait drawn in " << kMaxRuns << " runs";
     }
   }
 }
