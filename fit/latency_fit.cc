@@ -152,6 +152,49 @@ double RelativeMedianError(const std::vector<double>& repetition_s) {
          std::sqrt(static_cast<double>(repetition_s.size())) / median;
 }
 
+// The fewest samples a group needs for its rounds' shared factors to be taken out of their noise:
+// with few, each factor (a median over the samples) would absorb a share of every sample's own
+// deviation and the noise would read low.
+constexpr size_t kMinSamplesForRoundFactors = 8;
+
+// Each sample's RelativeMedianError with what its profile round shared taken out. A profile
+// measures every point once per round (repetition r of every sample is round r's), and this
+// project's shared VMs run whole stretches of minutes up to 1.4x slower: a round that fell in one
+// is slow at every point, which moves every form's prediction alike (every curve is fitted to the
+// same medians) and says nothing of a knot's own noise. Counted as the knot's, it read 8.7 %
+// (root mean square) on the expert FFN's knots of a bf16 quick profile (2026-12-07), 3.8 % with
+// each round's factor (the median over the group's samples of repetition / sample median)
+// divided out, so the interpolation's held-out error (sqrt(2) x that noise) lost to a roofline
+// that missed the kernel's seams by -9..-13 % at 13-15 tokens and -20 % at 25-32. Only where
+// every sample has the same repetitions (one per round; a failed repetition is dropped, so its
+// rounds no longer line up) and the group has kMinSamplesForRoundFactors samples; the raw noise
+// otherwise.
+std::vector<double> RelativeNoiseWithoutRoundFactors(
+    const std::vector<std::vector<double>>& repetition_s) {
+  std::vector<double> noise;
+  for (const std::vector<double>& repetitions : repetition_s)
+    noise.push_back(RelativeMedianError(repetitions));
+  const size_t rounds = repetition_s.empty() ? 0 : repetition_s.front().size();
+  if (rounds < 3 || repetition_s.size() < kMinSamplesForRoundFactors) return noise;
+  for (const std::vector<double>& repetitions : repetition_s) {
+    if (repetitions.size() != rounds || !(base::Median(repetitions) > 0)) return noise;
+  }
+  std::vector<double> factors(rounds);
+  for (size_t r = 0; r < rounds; ++r) {
+    std::vector<double> ratios;
+    for (const std::vector<double>& repetitions : repetition_s)
+      ratios.push_back(repetitions[r] / base::Median(repetitions));
+    factors[r] = base::Median(ratios);
+    if (!(factors[r] > 0)) return noise;
+  }
+  for (size_t i = 0; i < repetition_s.size(); ++i) {
+    std::vector<double> own = repetition_s[i];
+    for (size_t r = 0; r < rounds; ++r) own[r] /= factors[r];
+    noise[i] = RelativeMedianError(own);
+  }
+  return noise;
+}
+
 // Each distinct x's median time predicted from the other knots; the RMSE and the relative RMSE
 // over the group's samples. A knot in `answered_by_itself` is not held out: every call near it
 // computes a profiled count (see AnsweredByTheirOwnKnots), so the interpolation never answers one
@@ -206,7 +249,9 @@ struct Group {
   std::optional<int64_t> tokens;
   std::vector<double> x;
   std::vector<double> y;
-  std::vector<double> relative_noise;  // per sample: RelativeMedianError, NaN when unknown
+  // Per sample: RelativeNoiseWithoutRoundFactors (from repetition_s), NaN when unknown.
+  std::vector<double> relative_noise;
+  std::vector<std::vector<double>> repetition_s;  // per sample, in round order
 };
 
 // The knots (x = computed tokens) at which every call near them computes a profiled count: each
@@ -645,12 +690,13 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
     const nlohmann::json shape = Without(s.shape, {"tokens"});
     const std::string key = s.op + '\x1f' + s.device + '\x1f' + shape.dump();
     auto [it, inserted] = index.emplace(key, groups.size());
-    if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}, {}});
+    if (inserted) groups.push_back({s.op, s.device, shape, "tokens", std::nullopt, {}, {}, {}, {}});
     // Priced as the kernel computes them: a call padded to its tile costs the padded tokens.
     groups[it->second].x.push_back(static_cast<double>(ComputedTokens(s.shape, s.tokens)));
     groups[it->second].y.push_back(s.median_s);
-    groups[it->second].relative_noise.push_back(RelativeMedianError(s.repetition_s));
+    groups[it->second].repetition_s.push_back(s.repetition_s);
   }
+  for (Group& g : groups) g.relative_noise = RelativeNoiseWithoutRoundFactors(g.repetition_s);
 
   // Groups short of token counts whose shape has "bytes": regroup against bytes.
   std::vector<Group> by_bytes;
@@ -668,10 +714,11 @@ LatencyFit FitLatency(const Profile& profile, const FitOptions& options) {
         const std::string key =
             g.op + '\x1f' + g.device + '\x1f' + shape.dump() + '\x1f' + std::to_string(tokens);
         auto [it, inserted] = bytes_index.emplace(key, by_bytes.size());
-        if (inserted) by_bytes.push_back({g.op, g.device, shape, "bytes", tokens, {}, {}, {}});
+        if (inserted) by_bytes.push_back({g.op, g.device, shape, "bytes", tokens, {}, {}, {}, {}});
         by_bytes[it->second].x.push_back(bytes);
         by_bytes[it->second].y.push_back(g.y[i]);
         by_bytes[it->second].relative_noise.push_back(g.relative_noise[i]);
+        by_bytes[it->second].repetition_s.push_back(g.repetition_s[i]);
       }
       continue;
     }
