@@ -33,6 +33,28 @@ std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& s
   return sum;
 }
 
+std::optional<std::vector<std::vector<double>>> AtReferenceSpeed(
+    const std::vector<std::vector<double>>& steps_per_run,
+    const std::vector<std::vector<double>>& reference_per_run,
+    const std::vector<double>& pooled_reference_medians) {
+  if (steps_per_run.size() != reference_per_run.size() || pooled_reference_medians.empty())
+    return std::nullopt;
+  std::vector<std::vector<double>> scaled = steps_per_run;
+  for (size_t r = 0; r < scaled.size(); ++r) {
+    const std::vector<double>& reference = reference_per_run[r];
+    if (reference.size() != pooled_reference_medians.size()) return std::nullopt;
+    std::vector<double> ratios;
+    for (size_t i = 0; i < reference.size(); ++i) {
+      if (!(pooled_reference_medians[i] > 0)) return std::nullopt;
+      ratios.push_back(reference[i] / pooled_reference_medians[i]);
+    }
+    const double speed = Median(ratios);
+    if (!(speed > 0)) return std::nullopt;
+    for (double& step : scaled[r]) step /= speed;
+  }
+  return scaled;
+}
+
 double PairedSignTestP(const std::vector<double>& a, const std::vector<double>& b) {
   int64_t a_faster = 0, b_faster = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {

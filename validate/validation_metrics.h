@@ -30,6 +30,16 @@ std::optional<double> SumOfStepMedians(const std::vector<std::vector<double>>& s
 // Each step's median over the runs, in step order; nullopt as SumOfStepMedians.
 std::optional<std::vector<double>> StepMedians(
     const std::vector<std::vector<double>>& steps_per_run);
+// Each run's steps taken at the machine speed of the reference work it ran right before (an SD
+// run's plain decode of the same requests): run r's steps divided by the median over reference
+// steps i of reference_per_run[r][i] / pooled_reference_medians[i]. A slow stretch of a shared VM
+// lasts minutes, longer than a case, so it slows a run's reference and the run alike; the pooled
+// reference (every gamma's at a batch) cancels only bursts. nullopt when the shapes differ or a
+// pooled median is not positive.
+std::optional<std::vector<std::vector<double>>> AtReferenceSpeed(
+    const std::vector<std::vector<double>>& steps_per_run,
+    const std::vector<std::vector<double>>& reference_per_run,
+    const std::vector<double>& pooled_reference_medians);
 
 // The two-sided exact sign test of paired runs: a[i] and b[i] ran side by side (the same round,
 // the same place in it), so a drift of a shared machine's speed between rounds moves both. The

@@ -218,5 +218,30 @@ TEST(ValidationMetrics, SumOfStepMediansLeavesOutBurstsInSingleSteps) {
   EXPECT_FALSE(SumOfStepMedians({{}, {}}).has_value());
 }
 
+// Three rounds of one SD case, each after its own plain decode of 4 steps of 10 ms (the pooled
+// reference's medians). Rounds 2 and 3 ran in a slow stretch 1.4x long, their plain decodes and
+// their SD steps alike, and round 1 had a burst in one SD step: pooled alone, each SD step's
+// median over the rounds is a slow one and the speedup reads 40 / 28 = 1.43 where every round
+// against its own plain decode says 2; brought to the reference's speed, the step medians are
+// the calm ones and the burst stays left out.
+TEST(ValidationMetrics, SdStepsAreTakenAtTheirOwnReferencesSpeed) {
+  const std::vector<double> pooled = {10, 10, 10, 10};
+  const std::vector<std::vector<double>> references = {
+      {10, 10, 11, 10}, {14, 14, 14, 15}, {14, 13, 14, 14}};
+  const std::vector<std::vector<double>> sd = {{5, 30, 5, 5}, {7, 7, 7, 7}, {7, 7, 7, 7}};
+  EXPECT_DOUBLE_EQ(40.0 / *SumOfStepMedians(sd), 40.0 / 28.0);
+  const std::optional<std::vector<std::vector<double>>> scaled =
+      AtReferenceSpeed(sd, references, pooled);
+  ASSERT_TRUE(scaled.has_value());
+  EXPECT_DOUBLE_EQ((*scaled)[0][1], 30.0);  // round 1's reference ran at the pooled speed
+  EXPECT_DOUBLE_EQ((*scaled)[1][0], 5.0);   // 7 / 1.4
+  EXPECT_DOUBLE_EQ(40.0 / *SumOfStepMedians(*scaled), 2.0);
+  // Shapes that do not line up, or a reference with no speed, leave the steps as they are.
+  EXPECT_FALSE(AtReferenceSpeed(sd, {{10, 10, 10}, {10, 10, 10}, {10, 10, 10}}, pooled));
+  EXPECT_FALSE(AtReferenceSpeed(sd, references, {}));
+  EXPECT_FALSE(AtReferenceSpeed(sd, {references[0]}, pooled));
+  EXPECT_FALSE(AtReferenceSpeed(sd, references, {10, 0, 10, 10}));
+}
+
 }  // namespace
 }  // namespace moelab::validate
