@@ -29,7 +29,6 @@
 
 #include "executor/generation.h"
 #include "executor/run_workload.h"
-#include "kernels/weight_memory.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/expert_ffn.h"
@@ -49,9 +48,8 @@ kernels::ThreadPool& Pool() {
 
 void DramRead(benchmark::State& state) {
   constexpr size_t kBytes = size_t{1} << 30;
-  // Paged as the weights are (kernels/weight_memory.h), as the profiler's probe is.
-  std::unique_ptr<char, decltype(&kernels::FreeWeightBytes)> buffer(
-      static_cast<char*>(kernels::AllocateWeightBytes(kBytes)), &kernels::FreeWeightBytes);
+  std::unique_ptr<char, decltype(&std::free)> buffer(
+      static_cast<char*>(std::aligned_alloc(64, kBytes)), &std::free);
   std::memset(buffer.get(), 1, kBytes);
   kernels::ThreadPool& pool = Pool();
   const int threads = pool.size();

@@ -1,10 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <vector>
 
 #include "kernels/bf16.h"
-#include "kernels/weight_memory.h"
 
 namespace moelab::kernels {
 
@@ -59,11 +60,25 @@ class PackedBf16Matrix {
   void UnpackRows(int64_t row_begin, int64_t count, Bf16* dst) const;
 
  private:
+  // 64-byte aligned: the kernels read one group-pair vector with one aligned load.
+  template <typename T>
+  struct AlignedAllocator {
+    using value_type = T;
+    AlignedAllocator() = default;
+    template <typename U>
+    AlignedAllocator(const AlignedAllocator<U>&) {}
+    T* allocate(size_t count) {
+      void* p = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64);
+      if (p == nullptr) throw std::bad_alloc();
+      return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    bool operator==(const AlignedAllocator&) const { return true; }
+  };
+
   int64_t rows_ = 0;
   int64_t cols_ = 0;
-  // 64-byte aligned (the kernels read one group-pair vector with one aligned load); large ones on
-  // huge pages (weight_memory.h).
-  std::vector<Bf16, WeightAllocator<Bf16>> storage_;
+  std::vector<Bf16, AlignedAllocator<Bf16>> storage_;
 };
 
 }  // namespace moelab::kernels

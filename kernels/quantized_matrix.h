@@ -6,7 +6,6 @@
 
 #include "kernels/bf16.h"
 #include "kernels/fp16.h"
-#include "kernels/weight_memory.h"
 
 namespace moelab::kernels {
 
@@ -76,7 +75,7 @@ class QuantizedMatrix {
   QuantFormat format_ = QuantFormat::kQ8_0;
   int64_t rows_ = 0;
   int64_t cols_ = 0;
-  std::vector<uint8_t, WeightAllocator<uint8_t>> storage_;  // large ones on huge pages
+  std::vector<uint8_t> storage_;
 };
 
 }  // namespace moelab::kernels

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "kernels/cpu_features.h"
-#include "kernels/weight_memory.h"
 #include "base/error.h"
 
 namespace moelab::profiler {
@@ -63,16 +62,11 @@ nlohmann::json MeasureMachineLimits(kernels::ThreadPool& pool, size_t buffer_byt
   if (chunk == 0)
     throw base::Error("machine limits: buffer of " + std::to_string(buffer_bytes) +
                       " bytes is too small");
-  // Paged as the weights it bounds are (kernels/weight_memory.h): on 4 KiB pages it read slower
-  // than a decode step over huge-paged weights could.
-  std::unique_ptr<char, decltype(&kernels::FreeWeightBytes)> buffer(nullptr,
-                                                                    &kernels::FreeWeightBytes);
-  try {
-    buffer.reset(static_cast<char*>(kernels::AllocateWeightBytes(chunk * threads)));
-  } catch (const std::bad_alloc&) {
+  std::unique_ptr<char, decltype(&std::free)> buffer(
+      static_cast<char*>(std::aligned_alloc(64, chunk * threads)), &std::free);
+  if (!buffer)
     throw base::Error("machine limits: cannot allocate " + std::to_string(chunk * threads) +
                       " bytes");
-  }
   std::memset(buffer.get(), 1, chunk * threads);
   std::vector<float> sinks(threads);
   const double read_s = BestSeconds(pool, repetitions, [&](int64_t task, int) {
