@@ -168,7 +168,9 @@ class CorrelatedRouting : public RoutingSource {
                         previous_layer, map,   choice_prefix, fresh_prefix};
     // Top-2 (Mixtral, the presets' most common routing) with the slot loops unrolled; the
     // generic loop otherwise. The same hashes, draws and values in the same order.
-    if (top_k_ == 2) {
+    if (top_k_ == 2 && uniform_ && EveryHopInMemo(view)) {
+      RouteTop2UniformFromMemo(view, out);
+    } else if (top_k_ == 2) {
       RouteTokens<2>(view, out);
     } else {
       RouteTokens<0>(view, out);
@@ -425,6 +427,68 @@ class CorrelatedRouting : public RoutingSource {
         }
         ranked[k] = value;
       }
+    }
+  }
+
+  // Every hop of the call's slots lands in the memo: a decode step after one at least as wide,
+  // at a layer whose previous layer this step is routed (or layer 0, which follows none).
+  static bool EveryHopInMemo(const NodeView& v) {
+    return v.step > 0 && v.previous_step && v.tokens <= v.previous_step->tokens &&
+           (v.layer == 0 || (v.previous_layer && v.tokens <= v.previous_layer->tokens));
+  }
+  void RouteTop2UniformFromMemo(const NodeView& v, std::vector<std::vector<int32_t>>& out) const {
+    if (v.layer > 0) {
+      RouteTop2UniformFromMemo<true>(v, out);
+    } else {
+      RouteTop2UniformFromMemo<false>(v, out);
+    }
+  }
+  // `when ? a : b` by masks: GCC turns the conditional expression back into a branch.
+  static int32_t Select(bool when, int32_t a, int32_t b) {
+    const int32_t mask = -static_cast<int32_t>(when);
+    return (a & mask) | (b & ~mask);
+  }
+  // RouteTokens<2> for uniform fresh draws when EveryHopInMemo, without a branch on the draws:
+  // each slot's three candidates (the previous step's slot, the previous layer's mapped, the
+  // node's fresh draw) are all computed and one is selected. The slot's choice is a coin the CPU
+  // cannot guess, so RouteTokens' branches on it mispredicted about once a slot (perf: most of
+  // the generator's time at batch 16); the fresh draw they skipped costs less. The same hashes
+  // and draws, so the same values.
+  template <bool kFollowsLayer>
+  void RouteTop2UniformFromMemo(const NodeView& v, std::vector<std::vector<int32_t>>& out) const {
+    const uint64_t offset[2] = {base::kSplitMix64Golden, base::kSplitMix64Golden * 3};
+    const int32_t* const from_step = v.previous_step->slots.data();
+    const int32_t* const from_layer = kFollowsLayer ? v.previous_layer->slots.data() : nullptr;
+    const FixedModulus& first_range = remaining_experts_[0];
+    const FixedModulus& second_range = remaining_experts_[1];
+    for (int64_t token = 0; token < v.tokens; ++token) {
+      const size_t at = static_cast<size_t>(token) * 2;
+      // The node's fresh draw, as FreshDrawFrom's top-2 uniform case.
+      base::SplitMix64Stream random(
+          base::SplitMix64(v.fresh_prefix ^ static_cast<uint64_t>(token)));
+      const auto j0 = static_cast<int32_t>(Below(random, first_range));
+      const auto j1 = static_cast<int32_t>(1 + Below(random, second_range));
+      const int32_t fresh[2] = {j0, j1 == j0 ? 0 : j1};
+      const uint64_t base = base::SplitMix64(v.choice_prefix ^ static_cast<uint64_t>(token));
+      int32_t value[2];
+      for (size_t k = 0; k < 2; ++k) {
+        const bool copies_step = (base::Mix64(base + offset[k]) >> 11) < locality_threshold_;
+        int32_t candidate = fresh[k];
+        if constexpr (kFollowsLayer) {
+          const bool copies_layer =
+              (base::Mix64(base + offset[k] + base::kSplitMix64Golden) >> 11) < layer_threshold_;
+          candidate = Select(copies_layer, v.map[from_layer[at + k]], candidate);
+        }
+        value[k] = Select(copies_step, from_step[at + k], candidate);
+        v.slots[at + k] = value[k];
+      }
+      // A second slot equal to the first takes the first fresh expert not taken (two fresh
+      // experts are distinct, so one is free).
+      const int32_t spare = Select(fresh[0] != value[0], fresh[0], fresh[1]);
+      std::vector<int32_t>& ranked = out[static_cast<size_t>(token)];
+      ranked.resize(2);
+      ranked[0] = value[0];
+      ranked[1] = Select(value[1] != value[0], value[1], spare);
     }
   }
 

@@ -63,6 +63,31 @@ TEST(CorrelatedRouting, IsAPureFunctionOfSeedStepLayerToken) {
   }
 }
 
+// Routed step by step and layer by layer (as the simulator calls it: the memo answers every
+// hop, and top-2 uniform routing takes its branch-free path), each node gives the routes that a
+// new source, asked for that node alone, finds by walking its chains. Steps narrower, wider and
+// as wide as the one before; 2 and 3 experts make the second slot collide with the first often.
+TEST(CorrelatedRouting, RoutedInOrderAsEachNodeAlone) {
+  const int64_t widths[] = {5, 3, 3, 1, 4, 4, 2, 6, 6, 6, 1, 1};
+  for (const int64_t experts : {2, 3, 8, 64}) {
+    for (const auto& [locality, layer] :
+         {std::pair{0.0, 0.0}, {0.3, 0.5}, {0.8, 0.2}, {0.99, 0.99}, {0.0, 1.0}, {1e-9, 0.0}}) {
+      for (const int64_t top_k : {1, 2}) {
+        auto in_order = Correlated(locality, layer, 11, 4, experts, top_k);
+        for (int64_t step = 0; step < static_cast<int64_t>(std::size(widths)); ++step) {
+          for (int64_t l = 0; l < 4; ++l) {
+            const Routed routed = RouteOnce(*in_order, step, l, widths[step]);
+            auto alone = Correlated(locality, layer, 11, 4, experts, top_k);
+            ASSERT_EQ(routed, RouteOnce(*alone, step, l, widths[step]))
+                << experts << " experts, top-" << top_k << ", locality " << locality << ", layer "
+                << layer << ", step " << step << ", layer " << l;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CorrelatedRouting, LayerMapsDoNotDependOnTheSeed) {
   // Calibration samples another seed and must learn the same pi.
   auto a = Correlated(0, 1, 1), b = Correlated(0, 1, 99);
