@@ -1,5 +1,7 @@
 #include "executor/generation.h"
 
+#include "executor/beam_selection.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -184,22 +186,13 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
   std::vector<float> log_probabilities(static_cast<size_t>(vocab));
   kernels::LogSoftmax(logits.data(), vocab, log_probabilities.data());
 
-  struct Candidate {
-    double score;
-    int64_t parent;
-    int32_t token;
-    float token_log_probability = 0;  // the token's own, without its beam's
-  };
-  auto better = [](const Candidate& a, const Candidate& b) {
-    if (a.score != b.score) return a.score > b.score;
-    if (a.parent != b.parent) return a.parent < b.parent;
-    return a.token < b.token;
-  };
-  std::vector<Candidate> candidates;
+  std::vector<BeamCandidate> candidates;
+  std::vector<double> beam_log_probabilities;
   for (int64_t t = 0; t < vocab; ++t)
     candidates.push_back({log_probabilities[t], 0, static_cast<int32_t>(t)});
   const int64_t first = std::min(width, vocab);
-  std::partial_sort(candidates.begin(), candidates.begin() + first, candidates.end(), better);
+  std::partial_sort(candidates.begin(), candidates.begin() + first, candidates.end(),
+                    BetterBeamCandidate);
   std::vector<Beam> beams;
   std::vector<std::unique_ptr<KvCache>> caches, spare_caches;
   for (int64_t b = 0; b < first; ++b) {
@@ -220,36 +213,12 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
     for (int64_t b = 0; b < alive; ++b) inputs[b] = {caches[b].get(), {beams[b].tokens.back()}};
     model.Forward(inputs, forward, logits);
     const Clock::time_point selection_start = Clock::now();
-    // The `width` best of alive x vocab candidates are among each beam's own `width` best (the
-    // order is total, the same within a beam as across), so each beam keeps its best in a short
-    // sorted list and only those are ranked: the same beams as ranking all of them, without
-    // materializing width x vocab candidates a step.
     const int64_t kept = std::min<int64_t>(width, alive * vocab);
-    candidates.clear();
-    for (int64_t b = 0; b < alive; ++b) {
-      const float* row = logits.data() + b * vocab;
-      // Each token's log-probability as LogSoftmax writes it, computed where it is read.
-      const float log_sum = kernels::LogSumExp(row, vocab);
-      const size_t first_of_beam = candidates.size();
-      // Once the beam holds `kept`, the log-probability of its worst: a token below it scores no
-      // more (the same beam's score grows with it) and, on a tie, has the higher token id, so it
-      // cannot enter; a float test skips its double score and comparison.
-      float worst_kept = -std::numeric_limits<float>::infinity();
-      for (int64_t t = 0; t < vocab; ++t) {
-        const float log_probability = row[t] - log_sum;
-        if (log_probability < worst_kept) continue;
-        const Candidate c{beams[b].log_probability + log_probability, b, static_cast<int32_t>(t),
-                          log_probability};
-        const int64_t held = static_cast<int64_t>(candidates.size() - first_of_beam);
-        if (held == kept && !better(c, candidates.back())) continue;
-        if (held == kept) candidates.pop_back();
-        candidates.insert(
-            std::upper_bound(candidates.begin() + first_of_beam, candidates.end(), c, better), c);
-        if (static_cast<int64_t>(candidates.size() - first_of_beam) == kept)
-          worst_kept = candidates.back().token_log_probability;
-      }
-    }
-    std::partial_sort(candidates.begin(), candidates.begin() + kept, candidates.end(), better);
+    beam_log_probabilities.resize(static_cast<size_t>(alive));
+    for (int64_t b = 0; b < alive; ++b)
+      beam_log_probabilities[static_cast<size_t>(b)] =
+          beams[static_cast<size_t>(b)].log_probability;
+    RankBeamCandidates(logits.data(), alive, vocab, beam_log_probabilities, kept, candidates);
     // A parent's cache goes to its first kept child as it is; its other kept children copy it
     // into caches of the steps before (allocated once). Copying every kept beam's cache was a
     // third to two thirds of a step's time beside the forward pass (widths 6 and 2, 8 layers).
@@ -257,7 +226,7 @@ BeamResult RunBeamSearch(ForwardModel& model, const TokenIds& prompt, int64_t wi
     std::vector<std::unique_ptr<KvCache>> next_caches;
     std::vector<int64_t> first_child(static_cast<size_t>(alive), -1);
     for (int64_t i = 0; i < kept; ++i) {
-      const Candidate& c = candidates[i];
+      const BeamCandidate& c = candidates[i];
       Beam beam = beams[c.parent];
       beam.tokens.push_back(c.token);
       beam.log_probability = c.score;

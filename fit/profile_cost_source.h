@@ -32,16 +32,17 @@ namespace moelab::fit {
 //   norms and residual adds: norms_residual(n) (two RMSNorms and two residual adds, what the
 //              executor times as "other"), when the profile measured it (older profiles: not
 //              priced);
-// plus lm_head once (over the positions that need logits). A dense model (the SD draft): its
-// one-token pass over a cache is the draft_decode curves of its shape at x = batch, interpolated in
-// context as decode attention, when the profile measured them (the whole pass: norms, residual
-// adds and per-operator dispatch included, which at the draft's size are a third of its time);
-// otherwise dense_ffn per layer, the attention curve scaled by its bytes over the profiled
-// target's (the projection weights and the KV cache each in their share of the target's bytes),
-// and the LM head scaled by its hidden size over the target's. With the measured pass, a pass of
-// several tokens (the catch-up after a fully accepted round) is that composition times the
-// one-token pass's measured / composed ratio, and every breakdown is the composition's. A pass
-// with ForwardShape::after_own_pass (a round's second and later draft passes) takes the
+// plus lm_head once (over the positions that need logits), and for a beam step's ranked rows
+// beam_selection(rows) when the profile measured it (older profiles: not priced). A dense model
+// (the SD draft): its one-token pass over a cache is the draft_decode curves of its shape at x =
+// batch, interpolated in context as decode attention, when the profile measured them (the whole
+// pass: norms, residual adds and per-operator dispatch included, which at the draft's size are a
+// third of its time); otherwise dense_ffn per layer, the attention curve scaled by its bytes over
+// the profiled target's (the projection weights and the KV cache each in their share of the
+// target's bytes), and the LM head scaled by its hidden size over the target's. With the measured
+// pass, a pass of several tokens (the catch-up after a fully accepted round) is that composition
+// times the one-token pass's measured / composed ratio, and every breakdown is the composition's. A
+// pass with ForwardShape::after_own_pass (a round's second and later draft passes) takes the
 // draft_decode_warm curves instead, measured on a pass right after another, when the profile has
 // them (older profiles: priced as the first pass). The
 // embedding lookup (one row copy per token and pass, under 0.1 % here) is left out; the SD

@@ -75,6 +75,10 @@ void ForwardShape::Validate() const {
     throw base::Error("context length must be >= 0, got " + std::to_string(context_length));
   if (!(working_set_bytes >= 0))
     throw base::Error("working set must be >= 0 bytes, got " + std::to_string(working_set_bytes));
+  if (ranked_rows < 0 || ranked_rows > batch * tokens_per_sequence) {
+    throw base::Error("ranked rows must be in [0, " + std::to_string(batch * tokens_per_sequence) +
+                      "] (the pass's tokens), got " + std::to_string(ranked_rows));
+  }
 }
 
 double ForwardCost::OperatorTime(Operator op) const {
@@ -214,6 +218,13 @@ ForwardCost EstimateForwardCost(const MoeModelSpec& model, const RooflineTarget&
           2.0 * logit_tokens * static_cast<double>(model.embedding_dim()) *
               static_cast<double>(model.vocab_size),
           weights.lm_head + logit_tokens * static_cast<double>(model.vocab_size) * 4.0, 1, 1);
+
+  // A beam step's ranking: per ranked row, a pass over its logits for their log-sum-exp (an
+  // exponential each) and a scan keeping the best candidates.
+  const double ranked = static_cast<double>(shape.ranked_rows);
+  const double vocab = static_cast<double>(model.vocab_size);
+  acc.Add(Operator::kBeamSelection, 8.0 * ranked * vocab, 2.0 * ranked * vocab * 4.0,
+          shape.ranked_rows > 0 ? 1 : 0, 1);
 
   if (target.devices > 1) {
     // Two ring all-reduces of the hidden states per layer (after attention and after the FFN).

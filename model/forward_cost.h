@@ -35,6 +35,10 @@ struct ForwardShape {
   // measured warm pass uses it (fit/profile_cost_source.h); the first draft pass of a round comes
   // after the target's verify pass, which evicts the draft.
   bool after_own_pass = false;
+  // Rows whose next tokens are ranked over the whole vocabulary after the pass (a beam search
+  // step: each beam's log-softmax and its best candidates, executor/beam_selection.h); 0 for a
+  // pass whose tokens are picked from their logits directly.
+  int64_t ranked_rows = 0;
 
   void Validate() const;
 };
@@ -50,7 +54,8 @@ struct OperatorCost {
 struct ForwardCost {
   std::vector<OperatorCost> operators;  // attention_projections, attention_core, router,
                                         // routed_experts, shared_experts, dense_ffn,
-                                        // norms_residual, embedding, lm_head, communication
+                                        // norms_residual, embedding, lm_head, communication,
+                                        // beam_selection
   double time_s = 0;
   double flops = 0;
   double bytes = 0;

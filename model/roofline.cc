@@ -31,6 +31,8 @@ const char* OperatorName(Operator op) {
       return "lm_head";
     case Operator::kCommunication:
       return "communication";
+    case Operator::kBeamSelection:
+      return "beam_selection";
   }
   return "unknown";
 }
@@ -45,6 +47,7 @@ OperatorScope ScopeOf(Operator op) {
       return OperatorScope::kDenseLayers;
     case Operator::kEmbedding:
     case Operator::kLmHead:
+    case Operator::kBeamSelection:
       return OperatorScope::kOncePerPass;
     default:
       return OperatorScope::kEveryLayer;

@@ -27,8 +27,10 @@ enum class Operator {
   kEmbedding,
   kLmHead,
   kCommunication,  // tensor-parallel all-reduces
+  kBeamSelection,  // after a beam search step's pass: each beam's next tokens ranked over the
+                   // vocabulary (ForwardShape::ranked_rows)
 };
-inline constexpr int kOperatorCount = 11;
+inline constexpr int kOperatorCount = 12;
 
 // "attention_projections", "routed_experts", ... (the names reports and profiles use).
 const char* OperatorName(Operator op);

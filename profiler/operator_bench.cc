@@ -54,6 +54,8 @@ std::unique_ptr<OperatorBench> MakeOperatorBench(const std::vector<GridPoint>& p
       return impl::MakeDraftBench(points, env);
     case OperatorFamily::kNormsResidual:
       return impl::MakeNormsResidualBench(points, env);
+    case OperatorFamily::kBeamSelection:
+      return impl::MakeBeamSelectionBench(points, env);
     case OperatorFamily::kMemcpyHost:
       return impl::MakeHostCopyBench(points, env);
     case OperatorFamily::kStorageRead:

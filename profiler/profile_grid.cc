@@ -93,6 +93,8 @@ std::string ToString(OperatorFamily family) {
       return "memcpy_d2h_pinned";
     case OperatorFamily::kMemcpyD2hPageable:
       return "memcpy_d2h_pageable";
+    case OperatorFamily::kBeamSelection:
+      return "beam_selection";
   }
   return "?";
 }
@@ -116,7 +118,8 @@ const std::vector<OperatorFamily>& AllOperatorFamilies() {
                                                        OperatorFamily::kMemcpyH2dPinned,
                                                        OperatorFamily::kMemcpyH2dPageable,
                                                        OperatorFamily::kMemcpyD2hPinned,
-                                                       OperatorFamily::kMemcpyD2hPageable};
+                                                       OperatorFamily::kMemcpyD2hPageable,
+                                                       OperatorFamily::kBeamSelection};
   return families;
 }
 
@@ -192,6 +195,9 @@ GridSpec GridSpec::Quick() {
   // at 6-7 on an AVX2 EPYC), and an SD verify pass of 33-48 rows computes 48, which 32 and 64
   // alone priced 6.1 ms where it ran 6.2-6.6.
   s.matmul_tokens = s.expert_tokens;
+  // A beam step's ranking grows with its beams; five counts let the fit judge interpolation, and
+  // validate --quick's widths 3 and 6 stay held out.
+  s.beam_rows = {1, 2, 4, 8, 16};
   // Contexts at most an octave apart from 1024 up, as in the full grid: between 1024 and 4096
   // a decode at context 2000 took a third of the 4096 samples' noise, and one quick profile's
   // 4096 samples ran 35 % faster than a rerun minutes later (59.7 vs 93.8 ms at batch 32), which
@@ -252,6 +258,7 @@ GridSpec GridSpec::Full() {
   s.expert_tokens = SortedUnique(tokens);
   s.ridge_points = 9;
   s.matmul_tokens = s.expert_tokens;
+  s.beam_rows = {1, 2, 3, 4, 6, 8, 16, 32};
   s.decode_contexts = {16, 32, 64, 128, 256, 512, 1024, 2048, 4096};
   s.decode_batches = {1, 2, 4, 8, 16, 32};
   s.prefill_tokens = {16, 32, 64, 128, 256, 512, 1024, 2048};
@@ -498,6 +505,8 @@ std::vector<GridPoint> MakeProfileGrid(const executor::ExecutorConfig& target,
       }
     }
     for (int64_t t : matmul_tokens) add(OperatorFamily::kNormsResidual, "cpu", t, 0, 0);
+    for (int64_t t : SortedUnique(spec.beam_rows))
+      add(OperatorFamily::kBeamSelection, "cpu", t, 0, 0);
     if (target.is_moe()) {
       for (int64_t working_set : WorkingSetBytes(spec, ExpertBytes(target), cache_bytes)) {
         for (int64_t t : SortedUnique(spec.working_set_tokens))
@@ -583,6 +592,12 @@ PointWork WorkOf(const GridPoint& p, const executor::ExecutorConfig& target,
       const double values = t * static_cast<double>(c.hidden_size);
       return {10.0 * 4.0 * values, 10.0 * values};
     }
+    case OperatorFamily::kBeamSelection: {
+      // Each row's fp32 logits read twice (the log-sum-exp, then the scan); an exponential, a
+      // subtraction and a comparison or two per logit.
+      const double logits = t * static_cast<double>(c.vocab_size);
+      return {2.0 * 4.0 * logits, 8.0 * logits};
+    }
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kExpertLoad:
@@ -663,6 +678,8 @@ nlohmann::json ShapeOf(const GridPoint& p, const executor::ExecutorConfig& targe
               {"context", p.context}};
     case OperatorFamily::kNormsResidual:
       return {{"hidden", c.hidden_size}};
+    case OperatorFamily::kBeamSelection:
+      return {{"vocab", c.vocab_size}};
     case OperatorFamily::kMemcpyHost:
     case OperatorFamily::kStorageRead:
     case OperatorFamily::kExpertLoad:

@@ -34,6 +34,8 @@ enum class OperatorFamily {
   kMemcpyH2dPageable,    // host (pageable) -> device
   kMemcpyD2hPinned,      // device -> host (pinned)
   kMemcpyD2hPageable,    // device -> host (pageable)
+  kBeamSelection,        // executor/beam_selection.h: a beam step's ranking of `tokens` beams'
+                         // next tokens over the vocabulary (their logits' log-sum-exp and scan)
 };
 
 std::string ToString(OperatorFamily family);
@@ -74,6 +76,7 @@ struct GridSpec {
   // RidgeTokens): 0, 3 or 9.
   int ridge_points = 0;
   std::vector<int64_t> matmul_tokens;  // router, lm_head, dense_ffn
+  std::vector<int64_t> beam_rows;      // beam_selection: beams ranked per call
   std::vector<int64_t> decode_contexts;
   std::vector<int64_t> decode_batches;
   std::vector<int64_t> prefill_tokens;

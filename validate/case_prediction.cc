@@ -16,11 +16,14 @@ Prediction Predict(const model::CostSource& source, const model::ExpertActivatio
     case CaseKind::kDecode:
     case CaseKind::kPrefill:
     case CaseKind::kBeam: {
-      const model::ForwardShape shape =
+      model::ForwardShape shape =
           spec.kind == CaseKind::kPrefill
               ? model::ForwardShape{spec.batch, spec.prompt, spec.context, false, routing}
               : model::ForwardShape{spec.kind == CaseKind::kBeam ? spec.beam_width : spec.batch, 1,
                                     spec.MeanDecodeContext(), true, routing};
+      // A beam step ranks every beam's next tokens over the vocabulary after its pass, inside
+      // the step the executor times.
+      if (spec.kind == CaseKind::kBeam) shape.ranked_rows = spec.beam_width;
       const model::ForwardCost cost = source.Forward(target, shape);
       prediction.value = cost.time_s;
       prediction.operators = OperatorSecondsOf(cost);

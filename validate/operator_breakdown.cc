@@ -25,6 +25,7 @@ const char* CategoryOf(model::Operator op) {
     case model::Operator::kNormsResidual:
     case model::Operator::kEmbedding:
     case model::Operator::kCommunication:
+    case model::Operator::kBeamSelection:
       break;
   }
   return "other";

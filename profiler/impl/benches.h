@@ -31,6 +31,9 @@ std::unique_ptr<OperatorBench> MakeDraftBench(const std::vector<GridPoint>& poin
 // norms_residual: a layer's RMSNorms and residual adds (executor/transformer.cc).
 std::unique_ptr<OperatorBench> MakeNormsResidualBench(const std::vector<GridPoint>& points,
                                                       const BenchEnvironment& env);
+// beam_selection: a beam step's ranking over the vocabulary (executor/beam_selection.h).
+std::unique_ptr<OperatorBench> MakeBeamSelectionBench(const std::vector<GridPoint>& points,
+                                                      const BenchEnvironment& env);
 // memcpy_host.
 std::unique_ptr<OperatorBench> MakeHostCopyBench(const std::vector<GridPoint>& points,
                                                  const BenchEnvironment& env);

@@ -1,5 +1,7 @@
 #include "executor/generation.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -9,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "executor/beam_selection.h"
 #include "kernels/elementwise.h"
 #include "base/error.h"
 #include "model/moe_math.h"
@@ -18,6 +21,49 @@
 
 namespace moelab::executor {
 namespace {
+
+// A beam step's ranking keeps the same candidates, in the same order, as ranking all alive x vocab
+// of them: logits on a coarse grid, so scores tie across beams and within one.
+TEST(RankBeamCandidates, KeepsWhatRankingEveryCandidateKeeps) {
+  const int64_t vocab = 40;
+  for (const int64_t alive : {1, 2, 3, 5}) {
+    for (const int64_t kept : {1, 2, 4, 7}) {
+      std::vector<float> logits(static_cast<size_t>(alive * vocab));
+      for (size_t i = 0; i < logits.size(); ++i)
+        logits[i] = 0.5f * static_cast<float>((i * 7919 + static_cast<size_t>(kept)) % 9);
+      std::vector<double> beams;
+      for (int64_t b = 0; b < alive; ++b) beams.push_back(b % 2 == 0 ? -1.0 : -1.5);
+      std::vector<BeamCandidate> all;
+      for (int64_t b = 0; b < alive; ++b) {
+        const float* row = logits.data() + b * vocab;
+        const float log_sum = kernels::LogSumExp(row, vocab);
+        for (int64_t t = 0; t < vocab; ++t) {
+          all.push_back({beams[static_cast<size_t>(b)] + (row[t] - log_sum), b,
+                         static_cast<int32_t>(t), row[t] - log_sum});
+        }
+      }
+      std::sort(all.begin(), all.end(), BetterBeamCandidate);
+      std::vector<BeamCandidate> ranked = {{0.0, 9, 9, 0.0f}};  // cleared first
+      RankBeamCandidates(logits.data(), alive, vocab, beams, kept, ranked);
+      ASSERT_EQ(ranked.size(), static_cast<size_t>(kept));
+      for (int64_t i = 0; i < kept; ++i) {
+        EXPECT_EQ(ranked[i].parent, all[i].parent) << alive << " beams, keep " << kept << ": " << i;
+        EXPECT_EQ(ranked[i].token, all[i].token) << alive << " beams, keep " << kept << ": " << i;
+        EXPECT_EQ(ranked[i].score, all[i].score) << alive << " beams, keep " << kept << ": " << i;
+      }
+    }
+  }
+  std::vector<BeamCandidate> ranked;
+  const std::vector<float> two(2, 0.0f);
+  EXPECT_NE(testing::ErrorOf([&] {
+              RankBeamCandidates(two.data(), 1, 2, {0.0}, 3, ranked);
+            }).find("cannot keep 3"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([&] {
+              RankBeamCandidates(two.data(), 2, 1, {0.0}, 1, ranked);
+            }).find("2 beams (1 log-probabilities)"),
+            std::string::npos);
+}
 
 struct Models {
   explicit Models(int64_t vocab = 37, uint64_t seed = 21)

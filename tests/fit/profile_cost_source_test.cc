@@ -205,6 +205,33 @@ TEST(FittedProfileCostSource, PricesNormsAndResidualAddsPerLayerWhenProfiled) {
   }
 }
 
+// With beam_selection profiled, a pass's ranked rows (a beam step) add its curve at their count;
+// a pass without ranked rows, or a profile without the family, prices none.
+TEST(FittedProfileCostSource, PricesABeamStepsRankingWhenProfiled) {
+  const model::MoeModelSpec target = Target();
+  Profile profile = SyntheticProfile();
+  const FittedProfileCostSource without(FitLatency(profile, FitOptions{}), target);
+  for (int64_t beams : {1, 2, 4, 8, 16}) {
+    ProfileSample sample;
+    sample.op = "beam_selection";
+    sample.device = "cpu";
+    sample.shape = {{"vocab", 100}};
+    sample.tokens = beams;
+    sample.median_s = 1e-5 + 2e-4 * static_cast<double>(beams);
+    profile.samples.push_back(sample);
+  }
+  const FittedProfileCostSource with(FitLatency(profile, FitOptions{}), target);
+  model::ForwardShape step{6, 1, 300, true};
+  const double plain = with.Forward(target, step).time_s;
+  EXPECT_EQ(with.Forward(target, step).OperatorTime(model::Operator::kBeamSelection), 0.0);
+  step.ranked_rows = 6;
+  const model::ForwardCost beam = with.Forward(target, step);
+  const double ranking = beam.OperatorTime(model::Operator::kBeamSelection);
+  EXPECT_NEAR(ranking, 1e-5 + 2e-4 * 6, 0.02 * ranking);  // held out between 4 and 8
+  EXPECT_NEAR(beam.time_s, plain + ranking, 1e-9 * beam.time_s);
+  EXPECT_EQ(without.Forward(target, step).time_s, plain);
+}
+
 TEST(FittedProfileCostSource, CacheRatioIsTheWorkingSetCurveOverTheDramOne) {
   const model::MoeModelSpec target = Target();
   const FittedProfileCostSource source(SyntheticFit({}, nullptr, false, true), target);

@@ -110,6 +110,26 @@ TEST_F(ForwardCostTest, RefusesBadShapesAndNonComputingHardware) {
   EXPECT_THROW(EstimateForwardCost(model, gpu, {1, 1, 0, true}, bad), base::Error);
 }
 
+// A beam step's ranked rows add one pass over their logits each (beam_selection), nothing else;
+// a pass without them prices none, and more rows than the pass's tokens are refused.
+TEST_F(ForwardCostTest, BeamSelectionIsPricedPerRankedRow) {
+  const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
+  const HardwareSpec gpu = store_.LoadHardware("h100-sxm");
+  ForwardShape shape{4, 1, 100, true};
+  const ForwardCost plain = EstimateForwardCost(model, gpu, shape, params_);
+  EXPECT_EQ(plain.OperatorTime("beam_selection"), 0.0);
+  shape.ranked_rows = 4;
+  const ForwardCost four = EstimateForwardCost(model, gpu, shape, params_);
+  shape.ranked_rows = 2;
+  const ForwardCost two = EstimateForwardCost(model, gpu, shape, params_);
+  const double ranking = four.OperatorTime("beam_selection");
+  EXPECT_GT(ranking, two.OperatorTime("beam_selection"));
+  EXPECT_NEAR(four.time_s, plain.time_s + ranking, 1e-12 * four.time_s);
+  EXPECT_EQ(ScopeOf(Operator::kBeamSelection), OperatorScope::kOncePerPass);
+  shape.ranked_rows = 5;
+  EXPECT_THROW(EstimateForwardCost(model, gpu, shape, params_), base::Error);
+}
+
 TEST_F(ForwardCostTest, MemoryFootprintSaysWhetherWeightsFit) {
   const MoeModelSpec model = store_.LoadModel("mixtral-8x7b");
   EXPECT_FALSE(EstimateMemory(model, store_.LoadHardware("rtx-4090"), 0, params_).fits());

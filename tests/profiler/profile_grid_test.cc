@@ -169,7 +169,8 @@ TEST(ProfileGrid, QuickGridOfTheDefaultModelHasEveryCpuFamily) {
   EXPECT_EQ(counts.at("norms_residual cpu"), 31);  // the matmuls' token rows
   // 5 token counts x working sets of 1, 2, 3, 4, 6 and 25 (DRAM) of the 22 MB experts.
   EXPECT_EQ(counts.at("expert_ffn_working_set cpu"), 30);
-  EXPECT_EQ(points.size(), 283u);  // + 3 ridge points at run time = 286
+  EXPECT_EQ(counts.at("beam_selection cpu"), 5);  // 1, 2, 4, 8 and 16 beams
+  EXPECT_EQ(points.size(), 288u);                 // + 3 ridge points at run time = 291
   std::vector<GridPoint> reader;
   for (const GridPoint& p : points) {
     if (p.family == OperatorFamily::kExpertReader) reader.push_back(p);

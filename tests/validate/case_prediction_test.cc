@@ -30,6 +30,28 @@ struct Fixture {
   }
 };
 
+// A beam step is its pass of `width` one-token sequences and the ranking of their next tokens
+// (beam_selection), which a decode step of the same batch does not run.
+TEST(CasePrediction, ABeamStepAddsItsRankingToTheDecodePass) {
+  Fixture f;
+  ValidationCase beam;
+  beam.kind = CaseKind::kBeam;
+  beam.beam_width = 3;
+  beam.prompt = 16;
+  beam.output_tokens = 9;
+  ValidationCase decode = beam;
+  decode.kind = CaseKind::kDecode;
+  decode.batch = 3;
+  const Prediction beam_step = Predict(*f.source, nullptr, beam, f.models, {});
+  const Prediction decode_step = Predict(*f.source, nullptr, decode, f.models, {});
+  model::ForwardShape shape{3, 1, beam.MeanDecodeContext(), true};
+  shape.ranked_rows = 3;
+  const double ranking =
+      f.source->Forward(f.models.target, shape).OperatorTime(model::Operator::kBeamSelection);
+  EXPECT_GT(ranking, 0.0);
+  EXPECT_NEAR(beam_step.value, decode_step.value + ranking, 1e-12 * beam_step.value);
+}
+
 // A roofline whose draft pass right after another of the draft's takes half the first's time
 // (what a fitted profile's draft_decode_warm curves give on a CPU, exaggerated).
 class WarmDraftRoofline : public model::RooflineCostSource {
