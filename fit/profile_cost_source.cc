@@ -377,7 +377,7 @@ model::ForwardCost FittedProfileCostSource::Forward(const model::MoeModelSpec& m
     // every pass, so a prediction without it is low by that much everywhere.
     if (const OperatorCurve* norms = CurveIfProfiled("norms_residual"))
       cost.Add(model::Operator::kNormsResidual, 0, 0, layers * norms->PredictTokens(tokens));
-    // A beam step's ranking over the vocabulary (5-10 % of a beam step on the validate shape); a
+    // A beam step's ranking over the vocabulary (1-2 % of a beam step on the validate shape); a
     // profile from before the family priced none, as for norms_residual.
     if (const OperatorCurve* ranking = CurveIfProfiled("beam_selection");
         ranking && shape.ranked_rows > 0) {

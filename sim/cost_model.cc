@@ -112,7 +112,8 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device,
   if (entry.priced && entry.batch == shape.batch &&
       entry.tokens_per_sequence == shape.tokens_per_sequence &&
       entry.context_length == shape.context_length &&
-      entry.logits_for_all_positions == shape.logits_for_all_positions)
+      entry.logits_for_all_positions == shape.logits_for_all_positions &&
+      entry.ranked_rows == shape.ranked_rows)
     return entry.cost;
   model::ForwardShape priced = shape;
   priced.working_set_bytes = working_set_bytes_[DeviceIndex(device)];
@@ -139,11 +140,14 @@ const CostModel::DenseCost& CostModel::Dense(policies::Device device,
     dense.layer_s.push_back(per_layer[0] + (moe ? per_layer[1] : per_layer[2]));
   }
   dense.embedding_s = cost.OperatorTime(model::Operator::kEmbedding);
-  dense.lm_head_s = cost.OperatorTime(model::Operator::kLmHead);
+  // The ranking runs right after the LM head on the same device, before the next pass: its op.
+  dense.lm_head_s = cost.OperatorTime(model::Operator::kLmHead) +
+                    cost.OperatorTime(model::Operator::kBeamSelection);
   entry.batch = shape.batch;
   entry.tokens_per_sequence = shape.tokens_per_sequence;
   entry.context_length = shape.context_length;
   entry.logits_for_all_positions = shape.logits_for_all_positions;
+  entry.ranked_rows = shape.ranked_rows;
   entry.priced = true;
   return dense;
 }

@@ -59,7 +59,7 @@ class CostModel {
   struct DenseCost {
     std::vector<Seconds> layer_s;  // [transformer layer]
     Seconds embedding_s = 0;
-    Seconds lm_head_s = 0;
+    Seconds lm_head_s = 0;  // with a beam step's ranking (ForwardShape::ranked_rows) after it
   };
   // Valid until the next Dense call for `device` or SetWorkingSet (only the latest shape of each
   // device is kept: a decode's context grows every pass, so older shapes never came back and a
@@ -102,6 +102,7 @@ class CostModel {
     bool priced = false;
     int64_t batch = 0, tokens_per_sequence = 0, context_length = 0;
     bool logits_for_all_positions = false;
+    int64_t ranked_rows = 0;
     DenseCost cost;
   };
   DenseEntry dense_[2];  // [device]: its latest shape

@@ -25,6 +25,8 @@ void Engine::BeginPass() {
   shape_.tokens_per_sequence = pass.tokens_per_sequence;
   shape_.context_length = pass.context_length;
   shape_.logits_for_all_positions = pass.logits_for_all_positions;
+  // A beam step ranks every beam's next tokens over the vocabulary after its pass.
+  shape_.ranked_rows = pass.kind == "beam" ? pass.batch : 0;
   tokens_ = pass.tokens();
   // Where the host computes, the first pass runs from DRAM (SetUp) and the passes after one that
   // read from storage too; the others in the planned RAM's working set.

@@ -84,6 +84,23 @@ TEST(CostModel, DensePartsAddUpToTheForwardCostWithoutRoutedExperts) {
   EXPECT_GT(dense.layer_s[0], dense.layer_s[1]);  // the dense FFN layer is heavier
 }
 
+// A beam step's ranking over the vocabulary runs after its LM head: the LM head's op carries it,
+// and a pass of the same shape without ranked rows (the cached shape before) does not.
+TEST(CostModel, ABeamStepsRankingRidesOnItsLmHead) {
+  const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
+  const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
+  CostModel cost = testing::RooflineCostModel(model, hardware, {}, {}, 16);
+  model::ForwardShape shape{4, 1, 100, true};
+  const double lm_head = cost.Dense(Device::kAccelerator, shape).lm_head_s;
+  shape.ranked_rows = 4;
+  const double beam = cost.Dense(Device::kAccelerator, shape).lm_head_s;
+  const model::ForwardCost forward = model::EstimateForwardCost(model, hardware, shape, {});
+  EXPECT_GT(forward.OperatorTime(model::Operator::kBeamSelection), 0.0);
+  EXPECT_NEAR(beam, lm_head + forward.OperatorTime(model::Operator::kBeamSelection), 1e-15);
+  shape.ranked_rows = 0;
+  EXPECT_EQ(cost.Dense(Device::kAccelerator, shape).lm_head_s, lm_head);
+}
+
 TEST(CostModel, TheWorkingSetReachesTheSourceOfItsDeviceAndFreshTimes) {
   const model::MoeModelSpec model = Presets().LoadModel("mixtral-8x7b");
   const model::HardwareSpec hardware = Presets().LoadHardware("rtx-3090");
