@@ -12,6 +12,7 @@
 #include "kernels/cpu_features.h"
 #include "base/error.h"
 #include "base/system_memory.h"
+#include "report/format.h"
 #include "model/executor_shape.h"
 #include "model/moe_math.h"
 #include "routing/routing_source.h"
@@ -34,7 +35,11 @@ void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
   }
   const int64_t sequences =
       request.workload == Workload::kBeam ? request.beam_width : request.batch;
-  const double kv_bytes = static_cast<double>(sequences) * static_cast<double>(positions) *
+  // Beam search holds its root cache and 2 x width - 1 more, allocated before its clock
+  // (executor/generation.cc): a step's children beside the parents they copy.
+  const double caches = (request.workload == Workload::kBeam ? 2.0 : 1.0) *
+                        static_cast<double>(sequences);  // in double: --beam is unbounded
+  const double kv_bytes = caches * static_cast<double>(positions) *
                           static_cast<double>(c.num_layers) * static_cast<double>(c.kv_width()) *
                           2.0 * sizeof(float);
   const double weight_bytes = WeightBytesFor(c);
@@ -42,14 +47,16 @@ void CheckRunFits(const RunRequest& request, const ExecutorConfig& c) {
   // Weights alone too large: AllocateWeights says so (before allocating) in its own words.
   if (available > 0 && weight_bytes <= 0.9 * available &&
       kv_bytes + weight_bytes > 0.9 * available) {
-    throw base::Error(
-        std::to_string(sequences) +
-        (request.workload == Workload::kBeam ? " beams" : " sequences") + " of " +
-        std::to_string(positions) + " positions need " +
-        std::to_string(static_cast<int64_t>(kv_bytes / 1e9)) + " GB of KV cache (plus " +
-        std::to_string(static_cast<int64_t>(weight_bytes / 1e9)) +
-        " GB of weights), more than the " + std::to_string(static_cast<int64_t>(available / 1e9)) +
-        " GB this machine has available: lower --batch, --beam, --prompt or --tokens");
+    throw base::Error(std::to_string(sequences) +
+                      (request.workload == Workload::kBeam
+                           ? " beams (2 x " + std::to_string(sequences) +
+                                 " KV caches: the search's children beside their parents)"
+                           : " sequences") +
+                      " of " + std::to_string(positions) + " positions need " +
+                      report::FormatBytes(kv_bytes) + " of KV cache (plus " +
+                      report::FormatBytes(weight_bytes) + " of weights), more than the " +
+                      report::FormatBytes(available) +
+                      " this machine has available: lower --batch, --beam, --prompt or --tokens");
   }
 }
 

@@ -178,7 +178,14 @@ TEST_F(ReliabilityCli, SimulationSizesAreBoundedBeforeAnyWork) {
 
 TEST_F(ReliabilityCli, RunSizesAreBoundedBeforeWeightsAreBuilt) {
   ExpectRefused(std::string(kSmallRun) + " --batch 1000000000 --prompt 6 --tokens 4",
-                "GB this machine has available");
+                "this machine has available");
+  // Beam search holds two caches a beam (its children beside their parents), all allocated at
+  // its start.
+  ExpectRefused(std::string(kSmallRun) + " --workload beam --beam 100000000 --prompt 6 --tokens 4",
+                "100000000 beams (2 x 100000000 KV caches");
+  ExpectRefused(
+      std::string(kSmallRun) + " --workload beam --beam 9223372036854775807 --prompt 6 --tokens 4",
+      "9223372036854775807 beams (2 x 9223372036854775807 KV caches");
   ExpectRefused(std::string(kSmallRun) + " --threads 100000",
                 "--threads 100000 is above the limit of 1024");
   // The default shape has 1.6 GB of weights; the refusal must come before they are built.
