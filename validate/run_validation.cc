@@ -35,6 +35,7 @@
 #include "validate/impl/cost_sources.h"
 #include "validate/impl/reused_profile.h"
 #include "validate/offload_cases.h"
+#include "validate/round_limits.h"
 
 namespace moelab::validate {
 namespace {
@@ -480,6 +481,8 @@ ValidationResult RunValidation(const ValidationRequest& request,
   CaseRounds rounds(plan, bench, offload ? &*offload : nullptr, request.Repeats(), say, result);
   const nlohmann::json profile_json =
       ProfileWithRounds(request, presets, models, on_gpu, rounds, say, result);
+  for (std::string& note : SlowRoundNotes(result.round_limits))
+    result.notes.push_back(std::move(note));
   const FittedProfile fitted = FitProfile(profile_json, request, say, result);
   const model::MoeModelSpec target_spec = executor::SpecFromExecutorConfig(models.target);
   impl::CostSources sources = impl::CostSourcesFor(fitted.fit, fitted.profile, target_spec, on_gpu);

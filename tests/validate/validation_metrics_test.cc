@@ -6,11 +6,43 @@
 #include "base/error.h"
 #include "profiler/profile_grid.h"
 #include "validate/validation_case.h"
+#include "validate/round_limits.h"
 #include "validate/run_validation.h"
 #include "validate/validation_metrics.h"
 
 namespace moelab::validate {
 namespace {
+
+nlohmann::json RoundLimits(double dram_gb_per_s, double bf16_gflops) {
+  return {{"dram_read_bytes_per_s", dram_gb_per_s * 1e9},
+          {"peak_flops", {{"bf16", bf16_gflops * 1e9}, {"fp32", 100e9}}},
+          {"threads", 2}};
+}
+
+// A round whose probe read under 3/4 of the rounds' median is named, with the limit, its value
+// and its share; rounds within it are not, and fewer than three rounds have no median to judge by.
+TEST(SlowRoundNotes, NameTheRoundsWhoseProbeReadFarBelowTheOthers) {
+  // validate-quick-avx512bf16-2026-12-08-beam-caches-before-clock-second's probes.
+  const std::vector<nlohmann::json> rounds = {RoundLimits(19.9, 804), RoundLimits(25.3, 810),
+                                              RoundLimits(31.8, 409)};
+  const std::vector<std::string> notes = SlowRoundNotes(rounds);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("round 3's bf16 peak probe read 409 GFLOP/s, 0.51 of the rounds' "
+                          "median (804 GFLOP/s)"),
+            std::string::npos)
+      << notes[0];
+  // 19.9 GB/s is 0.79 of 25.3: not named at 3/4, named at 0.8.
+  const std::vector<std::string> stricter = SlowRoundNotes(rounds, 0.8);
+  ASSERT_EQ(stricter.size(), 2u);
+  EXPECT_NE(stricter[0].find("round 1's DRAM read bandwidth probe read 19.9 GB/s"),
+            std::string::npos)
+      << stricter[0];
+  EXPECT_TRUE(SlowRoundNotes({rounds[0], rounds[2]}).empty());
+  // A limit not probed in every round is not judged.
+  std::vector<nlohmann::json> partial = rounds;
+  partial[0].erase("peak_flops");
+  EXPECT_TRUE(SlowRoundNotes(partial).empty());
+}
 
 CaseResult Sd(int64_t batch, int64_t gamma, double predicted, double measured,
               const std::string& routing = "trace:t") {
